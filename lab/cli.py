@@ -1,0 +1,130 @@
+"""Command line: ``python -m lab demo | bench | train``.
+
+``demo`` streams a speculative generation with coloured tokens (green accepted, red struck-through rejected,
+orange resampled, blue bonus) and prints the stats; ``--json`` prints one JSON object {text, tokens, stats}.
+``bench`` prints the side-by-side timing table (see :mod:`lab.bench`). ``train pair`` trains the bundled pair,
+``train card`` measures it and writes its model card.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+DRAFTERS = ("model",)  # the --drafter choices; later lessons add more
+
+ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
+        "prompt": "\x1b[2m", "reset": "\x1b[0m"}
+
+
+def make_drafter(kind: str, pair, n_draft: int):
+    """The drafter for ``--drafter kind`` on ``pair`` (``ValueError`` for an unknown kind)."""
+    from lab.drafters import DraftModelDrafter
+
+    if kind == "model":
+        return DraftModelDrafter(pair.draft, n_draft=n_draft)
+    raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def _temperature(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0 = greedy), got {text}")
+    return value
+
+
+def demo(args) -> int:
+    from lab.decode import generate
+    from lab.models import held_out_prompts, load_pair
+
+    pair = load_pair(args.pair)
+    prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
+    prompt_ids = pair.encode(prompt)
+    if not prompt_ids:
+        raise SystemExit("--prompt must contain at least one token")
+    color = sys.stdout.isatty() and not args.no_color
+
+    def paint(kind: str, text: str) -> str:
+        return f"{ANSI[kind]}{text}{ANSI['reset']}" if color else text
+
+    def show(record):
+        accepted = record.emitted[: record.num_accepted]
+        parts = [paint("accepted", pair.decode([t])) for t in accepted]
+        if len(record.emitted) > record.num_accepted:
+            if record.rejected and color:
+                parts.append(paint("rejected", pair.decode(record.rejected)))
+            parts.append(paint(record.last_kind, pair.decode([record.emitted[-1]])))
+        sys.stdout.write("".join(parts))
+        sys.stdout.flush()
+
+    if not args.json:
+        sys.stdout.write(paint("prompt", prompt))
+        if color:
+            sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
+                             f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
+    gen = generate(pair.target, prompt_ids, drafter=make_drafter(args.drafter, pair, args.n_draft),
+                   max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                   eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
+    stats = {k: v for k, v in gen.stats.items()}
+    if args.json:
+        print(json.dumps({"text": pair.decode(gen.tokens), "tokens": gen.tokens, "stats": stats}))
+        return 0
+    rate = stats["acceptance_rate"]
+    print("\n\n" + " · ".join([
+        f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
+        f"tokens per target call {stats['tokens_per_target_call']:.2f}",
+        f"{stats['target_calls']} target calls for {stats['new_tokens']} tokens",
+        f"{stats['tokens_per_second']:.0f} tokens/s",
+        f"device {pair.device}"]))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab", description="Speculative Decoding Lab")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="stream one speculative generation with coloured tokens")
+    p.add_argument("--drafter", choices=DRAFTERS, default="model")
+    p.add_argument("--prompt", default=None, help="text to continue (default: a held-out passage)")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=80)
+    p.add_argument("--temperature", type=_temperature, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--n-draft", type=_positive_int, default=4, help="draft tokens per step")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pair", default="shakespeare", help="model pair preset")
+    p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
+    p.add_argument("--no-color", action="store_true")
+
+    b = sub.add_parser("bench", help="lab vs transformers: autoregressive and speculative, side by side")
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--max-new-tokens", type=_positive_int, default=128)
+    b.add_argument("--n-draft", type=_positive_int, default=4)
+    b.add_argument("--prompts", type=_positive_int, default=5, help="how many held-out prompts")
+    b.add_argument("--pair", default="shakespeare")
+
+    t = sub.add_parser("train", help="train the bundled pair or measure it")
+    t.add_argument("what", choices=["pair", "card"])
+    t.add_argument("--threads", type=int, default=None)
+
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo(args)
+    if args.command == "bench":
+        from lab.bench import main as bench_main
+
+        return bench_main(args)
+    from lab import train
+
+    if args.what == "pair":
+        train.train_pair(threads=args.threads)
+        train.write_card()
+    else:
+        train.write_card()
+    print((train.PAIR_DIR / "README.md").read_text())
+    return 0

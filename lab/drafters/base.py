@@ -1,0 +1,50 @@
+"""The drafter protocol: every drafting method plugs into the same decode loop through it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["Draft", "DraftRequest", "Drafter"]
+
+
+@dataclass
+class DraftRequest:
+    """What the decode loop tells a drafter before each target call.
+
+    ``tokens``: every committed token id so far (prompt + new tokens). ``max_tokens``: the most tokens worth
+    drafting (the loop caps it so no block runs past ``max_new_tokens``). Sampling settings are the ones the
+    target uses: a drafter that samples must process its logits the same way (``lab.sampling.probs_from_logits``)
+    and draw with ``generator``.
+    """
+
+    tokens: list
+    max_tokens: int
+    temperature: float = 0.0
+    top_k: Optional[int] = None
+    top_p: Optional[float] = None
+    generator: Optional[torch.Generator] = None
+
+
+@dataclass
+class Draft:
+    """A drafter's proposal: token ids, their draft probabilities ``[len(tokens), V]`` float32 (None for a
+    deterministic drafter, which verification then treats as one-hot), and the draft forward passes it cost."""
+
+    tokens: list = field(default_factory=list)
+    probs: Optional[torch.Tensor] = None
+    calls: int = 0
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    """``reset`` once per generation, then per step ``propose`` and, after verification, ``update``."""
+
+    def reset(self, prompt_ids: list) -> None: ...
+
+    def propose(self, request: DraftRequest) -> Draft: ...
+
+    def update(self, num_accepted: int, next_token: int) -> None:
+        """Roll the drafter's own state back to the committed prefix: the first ``num_accepted`` drafts of the
+        last proposal were accepted, then the target added ``next_token``."""

@@ -1,0 +1,88 @@
+"""Hand-coded toy language models and one speculative step on them (seed lesson 000, the algorithm).
+
+A toy model is any callable ``list[int] -> sequence of V probabilities`` (the next-token distribution given
+the context). Small vocabularies make every probability visible, so the theory lessons (02-05) can check the
+exactness of speculative sampling with tens of thousands of draws in a second.
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable, Sequence
+
+import torch
+
+from lab.metrics import kl_divergence, total_variation  # noqa: F401  (re-exported for the lessons)
+from lab.sampling import accept_or_reject, categorical, check_probs, residual_distribution, uniform
+
+ToyModel = Callable[[list], Sequence[float]]
+
+__all__ = ["speculative_step", "bigram_model", "mixture_model", "fixed_model", "kl_divergence",
+           "total_variation", "ToyModel"]
+
+
+def fixed_model(probs: Sequence[float]) -> ToyModel:
+    """A model that ignores its context and always returns ``probs`` (a distribution over V tokens)."""
+    probs = check_probs("probs", torch.tensor(probs, dtype=torch.float64)).tolist()
+    return lambda context: probs
+
+
+def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
+    """A model whose next-token distribution depends only on the last token: ``table[last]`` ([V][V])."""
+    rows = check_probs("table", torch.tensor(table, dtype=torch.float64)).tolist()
+    if len(rows) != len(rows[0]):
+        raise ValueError(f"table must be square [V][V], got {len(rows)} x {len(rows[0])}")
+    return lambda context: rows[context[-1] if context else 0]
+
+
+def mixture_model(model: ToyModel, other: ToyModel, weight: float) -> ToyModel:
+    """``(1 - weight) * model + weight * other``: a draft whose distance from ``model`` grows with ``weight``."""
+    if not 0 <= weight <= 1:
+        raise ValueError(f"weight must be in [0, 1], got {weight!r}")
+
+    def mixed(context):
+        a, b = model(context), other(context)
+        if len(a) != len(b):
+            raise ValueError(f"the two models have different vocabularies ({len(a)} vs {len(b)})")
+        return [(1 - weight) * x + weight * y for x, y in zip(a, b)]
+
+    return mixed
+
+
+def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: ToyModel, n_draft: int,
+                     rng) -> list[int]:
+    """One draft-verify step on toy models; returns ``prefix`` + accepted drafts + exactly one more token.
+
+    1. The draft samples ``n_draft`` tokens autoregressively, keeping its probabilities.
+    2. The target scores every drafted position (a real model does this in one forward pass).
+    3. Each draft token is accepted iff ``u < min(1, target/draft)``; at the first rejection the step emits a
+       token from the residual distribution ``max(0, target - draft)`` normalised and stops.
+    4. If all are accepted, the step emits a bonus token from the target's distribution after the last draft.
+    The emitted tokens are distributed exactly as ``n_accepted + 1`` tokens sampled from the target.
+
+    ``rng`` is a ``random.Random`` or a ``torch.Generator``. Raises ``ValueError`` for ``n_draft`` < 1 or
+    models with different vocabularies. Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
+    """
+    if isinstance(n_draft, bool) or not isinstance(n_draft, int) or n_draft < 1:
+        raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+    if not isinstance(rng, (random.Random, torch.Generator)):
+        raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
+    context = list(prefix)
+    drafts, draft_dists = [], []
+    for _ in range(n_draft):
+        dist = list(draft_model(context + drafts))
+        token = categorical(dist, rng)
+        drafts.append(token)
+        draft_dists.append(dist)
+    out = list(context)
+    for i, token in enumerate(drafts):
+        target_dist = list(target_model(out))
+        if len(target_dist) != len(draft_dists[i]):
+            raise ValueError(f"target vocabulary ({len(target_dist)}) != draft vocabulary ({len(draft_dists[i])})")
+        if accept_or_reject(target_dist[token], draft_dists[i][token], uniform(rng)):
+            out.append(token)
+            continue
+        residual = residual_distribution(torch.tensor(target_dist), torch.tensor(draft_dists[i]))
+        out.append(categorical(residual.tolist(), rng))
+        return out
+    out.append(categorical(list(target_model(out)), rng))  # the bonus token
+    return out

@@ -1,0 +1,61 @@
+"""What one speculative step did: the record every view (widget, CLI, bench) consumes.
+
+Algorithm code never plots; it calls ``on_step(record)`` once per target forward pass, as it happens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+__all__ = ["StepRecord", "OnStep", "Generation"]
+
+
+@dataclass
+class StepRecord:
+    """One target call of the decode loop.
+
+    - ``index``: 0-based step number; ``position``: new tokens committed before this step.
+    - ``drafted``: the proposed token ids (empty for an autoregressive step or when the drafter had nothing).
+    - ``num_accepted``: how many leading drafts the target accepted.
+    - ``emitted``: accepted drafts + the one token the target adds, cut after EOS or at ``max_new_tokens``.
+    - ``last_kind``: ``"resampled"`` when the target's token replaced a rejected draft (drawn from the residual
+      distribution, or its argmax when greedy), ``"bonus"`` when every draft was accepted (including steps with
+      no draft); ``truncated`` is True when EOS or ``max_new_tokens`` cut ``emitted`` short.
+    - ``draft_ms``, ``verify_ms``: wall time of drafting and of the target forward + verification (ms);
+      ``draft_calls``: draft forward passes spent this step.
+    - ``target_probs`` ``[len(drafted)+1, V]`` and ``draft_probs`` ``[len(drafted), V]`` (float32, CPU), only when
+      ``generate(record_probs=True)``: the distributions verification compared (for greedy runs, the untempered
+      softmax, whose argmax verification used); ``draft_probs`` is None for a deterministic drafter.
+    """
+
+    index: int
+    position: int
+    drafted: list
+    num_accepted: int
+    emitted: list
+    last_kind: str
+    truncated: bool = False
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    draft_calls: int = 0
+    target_probs: Optional[torch.Tensor] = field(default=None, repr=False)
+    draft_probs: Optional[torch.Tensor] = field(default=None, repr=False)
+
+    @property
+    def rejected(self) -> list:
+        """Draft tokens the target did not accept (the first one was rejected, the rest never checked)."""
+        return self.drafted[self.num_accepted:]
+
+
+OnStep = Callable[[StepRecord], None]
+
+
+@dataclass
+class Generation:
+    """Result of :func:`lab.decode.generate`: new token ids, one record per target call, and summary stats."""
+
+    tokens: list
+    steps: list
+    stats: dict

@@ -1,0 +1,111 @@
+"""lab.sampling: fixed-outcome cases, parity with transformers' logits warpers, and the edge cases of oracle 4."""
+import math
+
+import pytest
+import torch
+from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from lab.sampling import accept_or_reject, check_probs, probs_from_logits, residual_distribution
+
+
+def hf_probs(logits, temperature, top_k, top_p):
+    ids = torch.zeros(logits.shape[0], 1, dtype=torch.long)
+    scores = TemperatureLogitsWarper(temperature)(ids, logits.clone())
+    if top_k is not None:
+        scores = TopKLogitsWarper(top_k)(ids, scores)
+    if top_p is not None:
+        scores = TopPLogitsWarper(top_p)(ids, scores)
+    return torch.softmax(scores, -1)
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, None, None), (0.7, None, None), (1.3, 5, None),
+                                                     (1.0, None, 0.9), (0.8, 10, 0.5), (2.0, 1, None),
+                                                     (1.0, None, 0.01)])
+def test_probs_match_transformers_warpers(temperature, top_k, top_p):
+    logits = torch.randn(8, 50, generator=torch.Generator().manual_seed(0)) * 3
+    ours = probs_from_logits(logits, temperature, top_k, top_p)
+    assert ours.dtype == torch.float32
+    torch.testing.assert_close(ours, hf_probs(logits, temperature, top_k, top_p), atol=1e-6, rtol=1e-5)
+
+
+def test_temperature_zero_is_one_hot_argmax_first_on_ties():
+    logits = torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.0, 0.0, 0.0, 5.0]])
+    assert probs_from_logits(logits, 0.0).tolist() == [[0, 1, 0, 0], [0, 0, 0, 1]]
+    assert probs_from_logits(logits, 0.0, top_k=2, top_p=0.1).tolist() == [[0, 1, 0, 0], [0, 0, 0, 1]]
+
+
+def test_fixed_values():
+    probs = probs_from_logits(torch.log(torch.tensor([0.5, 0.3, 0.2])), 1.0)
+    torch.testing.assert_close(probs, torch.tensor([0.5, 0.3, 0.2]))
+    # top-p 0.6: 0.5 alone does not reach 0.6, so 0.3 is kept too -> [0.625, 0.375, 0]
+    torch.testing.assert_close(probs_from_logits(torch.log(torch.tensor([0.5, 0.3, 0.2])), 1.0, top_p=0.6),
+                               torch.tensor([0.625, 0.375, 0.0]))
+    # temperature 2 on log-probs takes square roots, renormalised
+    sq = torch.tensor([0.5, 0.3, 0.2]).sqrt()
+    torch.testing.assert_close(probs_from_logits(torch.log(torch.tensor([0.5, 0.3, 0.2])), 2.0), sq / sq.sum())
+
+
+@pytest.mark.parametrize("kwargs,word", [({"temperature": -0.1}, "temperature"), ({"temperature": float("nan")}, "temperature"),
+                                         ({"top_k": 0}, "top_k"), ({"top_p": 0.0}, "top_p"), ({"top_p": 1.5}, "top_p"),
+                                         ({"top_p": float("nan")}, "top_p")])
+def test_bad_sampling_arguments_name_the_argument(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        probs_from_logits(torch.zeros(4), **kwargs)
+
+
+def test_nan_logits_rejected():
+    with pytest.raises(ValueError, match="NaN"):
+        probs_from_logits(torch.tensor([0.0, float("nan")]))
+
+
+def test_residual_fixed_values_and_zero_mass_fallback():
+    target = torch.tensor([0.6, 0.4, 0.0])
+    draft = torch.tensor([0.8, 0.1, 0.1])
+    torch.testing.assert_close(residual_distribution(target, draft), torch.tensor([0.0, 1.0, 0.0]))
+    same = torch.tensor([0.2, 0.3, 0.5])
+    res = residual_distribution(same, same)
+    assert not torch.isnan(res).any()
+    torch.testing.assert_close(res, same)
+    batch = residual_distribution(torch.stack([target, same]), torch.stack([draft, same]))
+    torch.testing.assert_close(batch, torch.tensor([[0.0, 1.0, 0.0], [0.2, 0.3, 0.5]]))
+
+
+def test_residual_never_puts_mass_where_target_has_none():
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(50):
+        target = torch.softmax(torch.randn(20, generator=gen) * 3, -1)
+        target[torch.randint(0, 20, (5,), generator=gen)] = 0
+        target /= target.sum()
+        draft = torch.softmax(torch.randn(20, generator=gen), -1)
+        res = residual_distribution(target, draft)
+        assert (res[target == 0] == 0).all()
+        assert math.isclose(float(res.sum()), 1.0, abs_tol=1e-5)
+
+
+def test_residual_errors():
+    with pytest.raises(ValueError, match="same shape"):
+        residual_distribution(torch.tensor([0.5, 0.5]), torch.tensor([0.2, 0.3, 0.5]))
+    with pytest.raises(ValueError, match="draft_probs.*sum to 1"):
+        residual_distribution(torch.tensor([0.5, 0.5]), torch.tensor([2.0, 3.0]))
+    with pytest.raises(ValueError, match="target_probs contains NaN"):
+        residual_distribution(torch.tensor([float("nan"), 0.5]), torch.tensor([0.5, 0.5]))
+    with pytest.raises(ValueError, match="negative"):
+        check_probs("x", torch.tensor([1.5, -0.5]))
+
+
+@pytest.mark.parametrize("target_prob,draft_prob,u,expected", [
+    (0.3, 0.6, 0.49, True), (0.3, 0.6, 0.5, False), (0.3, 0.6, 0.51, False),  # ratio 0.5, strict <
+    (0.6, 0.3, 0.99, True),  # ratio above 1: always accepted
+    (0.0, 0.5, 0.0, False),  # the target can never produce it: never accepted, even with u == 0
+    (0.2, 0.0, 0.7, True),  # draft probability 0: min(1, inf) = 1
+    (0.5, 0.5, 0.0, True), (1e-9, 1.0, 0.0, True),
+])
+def test_accept_or_reject_fixed_outcomes(target_prob, draft_prob, u, expected):
+    assert accept_or_reject(target_prob, draft_prob, u) is expected
+
+
+@pytest.mark.parametrize("args,word", [((1.2, 0.5, 0.1), "target_prob"), ((0.5, -0.1, 0.1), "draft_prob"),
+                                      ((0.5, 0.5, 1.0), "u"), ((float("nan"), 0.5, 0.1), "target_prob")])
+def test_accept_or_reject_errors(args, word):
+    with pytest.raises(ValueError, match=word):
+        accept_or_reject(*args)

@@ -1,0 +1,87 @@
+"""Generate lessons/ from solutions/ (the master copies).
+
+Every code cell region between a line ``### BEGIN SOLUTION`` and a line ``### END SOLUTION`` is replaced by a
+stub at the same indentation (``# YOUR CODE HERE`` + ``raise NotImplementedError``); the checks in ``lab.check``
+turn that into a "not solved yet" message, so a lesson still runs top to bottom. Every output is cleared: the
+learner runs the lesson and sees results from their own machine and their own code.
+
+Usage: ``python tools/make_lessons.py`` (write) or ``python tools/make_lessons.py --check`` (exit 1 on drift).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
+END = re.compile(r"^\s*### END SOLUTION\s*$")
+
+
+def strip_solutions(source: str) -> tuple[str, bool]:
+    """Return ``(lesson_source, had_solution)`` for one cell's source text; raise ValueError on an open region."""
+    out, inside, found = [], False, False
+    for line in source.splitlines(keepends=True):
+        if not inside:
+            m = BEGIN.match(line)
+            if m:
+                inside, found = True, True
+                indent = m.group(1)
+                out.append(f"{indent}# YOUR CODE HERE\n{indent}raise NotImplementedError\n")
+            else:
+                out.append(line)
+        elif END.match(line):
+            inside = False
+    if inside:
+        raise ValueError("### BEGIN SOLUTION without ### END SOLUTION")
+    return "".join(out), found
+
+
+def lesson_from_solution(nb: dict) -> dict:
+    """The learner notebook for one solution notebook (pure function of its JSON)."""
+    nb = copy.deepcopy(nb)
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        cell["source"] = strip_solutions(src)[0]
+        cell["outputs"] = []
+        cell["execution_count"] = None
+    return nb
+
+
+def render(nb: dict) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if lessons/ differ from the generated ones")
+    args = parser.parse_args(argv)
+    drift = []
+    solutions = sorted((ROOT / "solutions").glob("*.ipynb"))
+    expected = {p.name for p in solutions}
+    for path in solutions:
+        text = render(lesson_from_solution(json.loads(path.read_text(encoding="utf-8"))))
+        target = ROOT / "lessons" / path.name
+        if args.check:
+            if not target.exists() or target.read_text(encoding="utf-8") != text:
+                drift.append(path.name)
+        else:
+            target.parent.mkdir(exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    extra = sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb") if p.name not in expected)
+    if args.check and (drift or extra):
+        print(f"lessons/ drifted from solutions/: {drift + extra}; run `make lessons`", file=sys.stderr)
+        return 1
+    if not args.check:
+        for name in extra:
+            (ROOT / "lessons" / name).unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Colours and labels shared by every widget, so a kind of token looks the same in every view.
+
+The palette is Okabe & Ito's (2008), chosen to stay distinguishable under the common colour-vision deficiencies.
+Colours pair up on purpose: a bonus token comes from the target alone, so it wears the target's colour; an
+accepted token is the draft's, so it wears the draft's; a resampled token is drawn from the residual
+distribution, so it wears the residual's.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
+    "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS", "TOKEN_KINDS",
+    "GENERATED_KINDS", "tint",
+]
+
+ACCEPTED_COLOR = "#009E73"   # bluish green: a draft token the target accepted
+RESAMPLED_COLOR = "#D55E00"  # vermillion: the target's token after a rejection, drawn from the residual
+BONUS_COLOR = "#0072B2"      # blue: the extra target token after every draft was accepted
+REJECTED_COLOR = "#999999"   # grey, struck through: a draft token the target did not keep
+PROMPT_COLOR = "#7F7F7F"     # muted grey: the prompt
+
+TARGET_COLOR = BONUS_COLOR
+DRAFT_COLOR = ACCEPTED_COLOR
+RESIDUAL_COLOR = RESAMPLED_COLOR
+
+TOKEN_KINDS = ("prompt", "accepted", "rejected", "resampled", "bonus")
+GENERATED_KINDS = ("accepted", "resampled", "bonus")  # the kinds that end up in the output text
+
+KIND_COLORS = {
+    "prompt": PROMPT_COLOR,
+    "accepted": ACCEPTED_COLOR,
+    "rejected": REJECTED_COLOR,
+    "resampled": RESAMPLED_COLOR,
+    "bonus": BONUS_COLOR,
+}
+
+KIND_LABELS = {
+    "prompt": "prompt",
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "resampled": "resampled by the target",
+    "bonus": "bonus token",
+}
+
+
+def tint(hex_color: str, alpha: float = 0.22) -> str:
+    """``"#RRGGBB"`` → ``"rgba(r, g, b, alpha)"``: a translucent background that reads on light and dark themes."""
+    value = hex_color.lstrip("#")
+    if len(value) != 6:
+        raise ValueError(f"expected a colour like '#RRGGBB', got {hex_color!r}")
+    red, green, blue = (int(value[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({red}, {green}, {blue}, {alpha})"

@@ -1,0 +1,631 @@
+"""``TokenStream``: a live view of speculative decoding, one coloured token at a time.
+
+Pass the widget as ``on_step`` to :func:`lab.decode.generate`; every :class:`lab.trace.StepRecord` (one per target
+call) appends the step's tokens: accepted drafts, rejected drafts struck through where they were proposed, and the
+target's own token (resampled after a rejection, or the bonus token after a full acceptance). A stats line keeps the
+running acceptance rate, tokens per target call and tokens/s. Selecting a generated token (click it, or call
+``select(position)``) plots the target, draft and residual distributions at that position.
+
+Everything the view shows is also kept on the kernel side (``tokens``, ``stats``, ``stats_text``, ``html``,
+``selected``, ``selection``, ``chart``), so tests and notebook checks can assert on it without a browser.
+Token text is only ever put in the page as text: the browser view sets ``textContent``, and the static HTML and the
+chart labels are escaped with :func:`html.escape`.
+"""
+from __future__ import annotations
+
+import html
+import json
+
+import anywidget
+import ipywidgets
+import plotly.graph_objects as go
+import torch
+import traitlets
+
+from lab.sampling import residual_distribution
+from lab.trace import StepRecord
+from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
+                            PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, tint)
+
+__all__ = [
+    "TokenStream", "token_display_text", "token_label_text",
+    "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
+    "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS",
+]
+
+# Control characters other than newline and tab get their Unicode "control picture" (U+2400 + code), so a token
+# made of them is visible instead of silently empty or layout-breaking.
+_CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)}
+_CONTROL_PICTURES[127] = "\u2421"
+
+
+def token_display_text(text: str) -> str:
+    """How one token's text appears in the stream (not yet HTML-escaped).
+
+    Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line;
+    other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as ``∅``.
+    """
+    if text == "":
+        return "\u2205"
+    return text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n")
+
+
+def token_label_text(text: str) -> str:
+    """One token's text as a chart label (not yet HTML-escaped): every whitespace character made visible.
+
+    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``.
+    """
+    if text == "":
+        return "\u2205"
+    return (text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
+            .replace("\t", "\u21e5"))
+
+
+def _token_ids(ids) -> list:
+    """Prompt ids as a flat ``list[int]``: accepts None, a list, or a tensor ``[n]`` / ``[1, n]``."""
+    if ids is None:
+        return []
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() == 2 and ids.size(0) == 1:
+            ids = ids[0]
+        if ids.dim() != 1:
+            raise ValueError(f"prompt_ids must be one sequence, shape [n] or [1, n]; got {tuple(ids.shape)}")
+        return [int(token) for token in ids.tolist()]
+    return [int(token) for token in ids]
+
+
+# --- how each kind of token looks: one set of CSS declarations, used by the browser view and the static HTML ------
+_BASE_CSS = "border-radius: 3px; padding: 0 1px; margin-right: 1px;"
+_KIND_CSS = {
+    "prompt": f"color: {PROMPT_COLOR};",
+    "accepted": f"background: {tint(ACCEPTED_COLOR)}; border-bottom: 2px solid {ACCEPTED_COLOR};",
+    "rejected": (f"color: {REJECTED_COLOR}; text-decoration: line-through; "
+                 f"text-decoration-color: {REJECTED_COLOR}; text-decoration-thickness: 2px;"),
+    # Bold marks the target's own token, a cue that does not rely on colour.
+    "resampled": f"background: {tint(RESAMPLED_COLOR)}; border-bottom: 2px solid {RESAMPLED_COLOR}; "
+                 "font-weight: bold;",
+    "bonus": f"background: {tint(BONUS_COLOR)}; border-bottom: 2px solid {BONUS_COLOR}; font-weight: bold;",
+}
+_SELECTED_CSS = "outline: 2px solid currentColor; outline-offset: 1px;"
+_STREAM_CSS = "white-space: pre-wrap; line-height: 1.8; font-size: 14px; padding: 4px 0;"
+_MUTED_CSS = "color: #777; font-size: 12px;"
+
+_VIEW_CSS = "\n".join(
+    [f".sdl-stream {{ {_STREAM_CSS} }}",
+     f".sdl-tok:not(.sdl-prompt) {{ {_BASE_CSS} }}",
+     ".sdl-tok[data-pos] { cursor: pointer; }",
+     ".sdl-tok[data-pos]:hover { filter: brightness(0.9); }",
+     f".sdl-selected {{ {_SELECTED_CSS} }}"]
+    + [f".sdl-{kind} {{ {css} }}" for kind, css in _KIND_CSS.items()]
+)
+
+_VIEW_ESM = """
+const KIND_LABELS = %s;
+
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "sdl-stream";
+  el.appendChild(root);
+
+  function draw() {
+    const selected = model.get("selected");
+    const spans = [];
+    for (const token of model.get("tokens")) {
+      const span = document.createElement("span");
+      span.className = "sdl-tok sdl-" + token.k;
+      span.textContent = token.s;  // token text is data: never parsed as HTML
+      let title = (KIND_LABELS[token.k] || token.k) + " \u00b7 id " + token.i;
+      if (token.n >= 0) title += " \u00b7 step " + token.n;
+      span.title = title;
+      if (token.p >= 0) {
+        span.dataset.pos = String(token.p);
+        span.tabIndex = 0;
+        span.setAttribute("role", "button");
+        if (token.p === selected && token.k !== "rejected") span.classList.add("sdl-selected");
+      }
+      spans.push(span);
+    }
+    root.replaceChildren(...spans);
+  }
+
+  function choose(event) {
+    const span = event.target.closest("[data-pos]");
+    if (!span || !root.contains(span)) return;
+    model.set("selected", Number(span.dataset.pos));
+    model.save_changes();
+  }
+  function onKey(event) {
+    if (event.key === "Enter" || event.key === " ") { event.preventDefault(); choose(event); }
+  }
+
+  root.addEventListener("click", choose);
+  root.addEventListener("keydown", onKey);
+  model.on("change:tokens", draw);
+  model.on("change:selected", draw);
+  draw();
+  return () => {
+    model.off("change:tokens", draw);
+    model.off("change:selected", draw);
+  };
+}
+
+export default { render };
+""" % json.dumps(KIND_LABELS)
+
+
+class _TokenView(anywidget.AnyWidget):
+    """Browser half of :class:`TokenStream`: renders ``tokens`` and reports a click as ``selected``.
+
+    ``tokens`` holds compact dicts: ``s`` display text, ``k`` kind, ``p`` the generated position a click selects
+    (-1: not selectable), ``i`` token id, ``n`` step (-1 for the prompt). ``selected`` is a generated position, -1
+    for none.
+    """
+
+    _esm = _VIEW_ESM
+    _css = _VIEW_CSS
+    tokens = traitlets.List().tag(sync=True)
+    selected = traitlets.Int(-1).tag(sync=True)
+
+
+def _legend_html() -> str:
+    items = []
+    for kind in ("accepted", "rejected", "resampled", "bonus", "prompt"):
+        items.append(f'<span style="{_BASE_CSS} {_KIND_CSS[kind]}">{html.escape(KIND_LABELS[kind])}</span>')
+    return f'<div style="{_MUTED_CSS} line-height: 2;">' + " ".join(items) + "</div>"
+
+
+class TokenStream(ipywidgets.VBox):
+    """Live view of a speculative decoding run; pass it as ``on_step`` to :func:`lab.decode.generate`.
+
+    ``TokenStream(tokenizer, prompt_ids=ids)``:
+
+    - ``tokenizer``: anything with ``decode(list[int]) -> str`` (a transformers tokenizer); each token is decoded on
+      its own, ``tokenizer.decode([token_id])``. ``None`` shows ids as ``⟨17⟩``.
+    - ``prompt_ids``: the prompt, shown muted before the generated tokens (list of ints, or a tensor ``[n]`` /
+      ``[1, n]``); may be omitted.
+    - ``top_k``: how many most likely tokens of each distribution the chart shows (their union is plotted).
+    - ``chart_height``: height of the probability chart in pixels.
+
+    Calling the widget with a :class:`~lab.trace.StepRecord` (or ``on_step(record)``) appends that step and updates
+    the browser at once. A record with ``index == 0`` arriving after earlier steps starts a new run: the generated
+    tokens are cleared and the prompt is kept (so re-running a notebook cell with the same widget works).
+    Raises ``ValueError`` for a record that contradicts itself (see :meth:`on_step`).
+
+    Kernel-side state (what the view shows): ``tokens`` (list of dicts with ``text``, ``token_id``, ``kind`` in
+    ``prompt | accepted | rejected | resampled | bonus``, ``step`` and ``position``), ``generated_ids``, ``steps``,
+    ``stats`` / ``stats_text``, ``html`` (the escaped static rendering, also ``_repr_html_``), ``selected``
+    (a generated position or None), ``selection`` (what the chart shows), ``detail_text`` and ``chart`` (a plotly
+    ``FigureWidget`` with bar traces ``target``, ``draft``, ``residual``).
+    """
+
+    def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320, **kwargs):
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+        self._tokenizer = tokenizer
+        self._top_k = top_k
+        self._text_cache: dict = {}
+        self._prompt_ids: list = []
+        self._prompt_tokens: list = []
+        self._generated: list = []       # token dicts after the prompt, in display order
+        self._generated_ids: list = []
+        self._details: list = []         # one dict per generated position: what selecting it shows
+        self._steps: list = []
+        self._selection = None
+        self._detail_plain = ""
+
+        self._view = _TokenView()
+        self._legend = ipywidgets.HTML(_legend_html())
+        self._stats_widget = ipywidgets.HTML()
+        self._detail_widget = ipywidgets.HTML()
+        self.chart = go.FigureWidget(
+            data=[go.Bar(name=name, x=[], y=[], marker_color=color, visible=False)
+                  for name, color in (("target", TARGET_COLOR), ("draft", DRAFT_COLOR),
+                                      ("residual", RESIDUAL_COLOR))],
+            layout=go.Layout(barmode="group", height=chart_height, margin=dict(l=50, r=10, t=40, b=60),
+                             yaxis=dict(title=dict(text="probability"), rangemode="tozero"),
+                             xaxis=dict(type="category"),
+                             legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
+                             title=dict(text="select a generated token", font=dict(size=13))),
+        )
+        self._view.observe(self._on_view_selected, names="selected")
+        super().__init__(children=[self._legend, self._stats_widget, self._view, self._detail_widget, self.chart],
+                         **kwargs)
+        self._set_prompt(prompt_ids)
+        self._refresh()
+
+    # --- feeding --------------------------------------------------------------------------------------------------
+    def __call__(self, record: StepRecord) -> None:
+        """Same as :meth:`on_step`, so the widget itself can be passed as ``on_step=``."""
+        self.on_step(record)
+
+    def on_step(self, record: StepRecord) -> None:
+        """Append one target call's tokens and update the view and stats.
+
+        Shown in order: ``emitted[:num_accepted]`` as accepted drafts; then, unless EOS / ``max_new_tokens`` cut
+        the step inside its accepted drafts, the rejected drafts ``drafted[num_accepted:]`` struck through, and the
+        target's token ``emitted[num_accepted]`` (if it was not cut) as ``record.last_kind``. When the record has
+        ``target_probs`` (``generate(record_probs=True)``) the distributions at each emitted position are summarised
+        now (top tokens only), so the widget does not keep full-vocabulary tensors.
+
+        Raises ``ValueError`` if ``num_accepted`` exceeds the drafts, ``emitted`` holds more than
+        ``num_accepted + 1`` tokens or does not start with the accepted drafts, or ``last_kind`` is not
+        ``"resampled"`` / ``"bonus"`` or disagrees with ``num_accepted``.
+        """
+        drafted = [int(token) for token in record.drafted]
+        emitted = [int(token) for token in record.emitted]
+        num_accepted = int(record.num_accepted)
+        self._check_record(record, drafted, emitted, num_accepted)
+        if record.index == 0 and self._steps:
+            self._clear_generated()
+
+        start = len(self._generated_ids)
+        step = len(self._steps)
+        shown_accepted = min(num_accepted, len(emitted))
+        new_tokens = [self._token(token, "accepted", step, start + j) for j, token in
+                      enumerate(emitted[:shown_accepted])]
+        if len(emitted) >= num_accepted:
+            # The rejected drafts were proposed at the positions right after the accepted ones; the first of them
+            # sits where the target's own token now goes, which is what clicking one selects.
+            lost = start + num_accepted if len(emitted) > num_accepted else -1
+            for k, token in enumerate(drafted[num_accepted:]):
+                new_tokens.append(self._token(token, "rejected", step, start + num_accepted + k, select=lost))
+            if len(emitted) > num_accepted:
+                new_tokens.append(self._token(emitted[num_accepted], record.last_kind, step, start + num_accepted))
+
+        self._details.extend(self._summarise(record, step, start, drafted, emitted, num_accepted))
+        self._steps.append(record)
+        self._generated.extend(new_tokens)
+        self._generated_ids.extend(emitted)
+        self._refresh()
+
+    def extend(self, records) -> "TokenStream":
+        """Feed several step records in order (e.g. ``Generation.steps`` of a finished run); returns ``self``."""
+        for record in records:
+            self.on_step(record)
+        return self
+
+    def reset(self, prompt_ids=None) -> None:
+        """Clear the generated tokens, stats, selection and chart. ``prompt_ids``, if given, replaces the prompt
+        (pass ``[]`` to remove it); otherwise the prompt stays."""
+        self._clear_generated()
+        if prompt_ids is not None:
+            self._set_prompt(prompt_ids)
+        self._refresh()
+
+    # --- selection ------------------------------------------------------------------------------------------------
+    def select(self, position) -> None:
+        """Show the distributions at generated position ``position`` (0 = first new token); ``None`` clears.
+
+        Negative positions count from the end, as in a list. The chart's traces become ``target``, ``draft`` and
+        ``residual`` over the union of each one's top-``top_k`` tokens (plus the emitted and drafted tokens);
+        ``draft`` and ``residual`` are empty for a bonus token (the draft proposed nothing there). Raises
+        ``IndexError`` for a position that has not been generated.
+        """
+        if position is None:
+            self._view.selected = -1
+            return
+        count = len(self._details)
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise TypeError(f"position must be an int or None, got {type(position).__name__}")
+        if not -count <= position < count:
+            raise IndexError(f"position {position} is out of range: {count} tokens have been generated")
+        self._view.selected = position % count
+
+    @property
+    def selected(self):
+        """The selected generated position, or None."""
+        return None if self._view.selected < 0 else self._view.selected
+
+    @property
+    def selection(self):
+        """What the chart shows for the selected position, or None.
+
+        A dict with ``position``, ``step``, ``kind``, ``token_id``, ``text``, ``drafted_id`` (the draft's token at
+        this position, None for a bonus token), ``num_drafted`` (drafts in that step), ``truncated``, ``probs``
+        (None when the step was recorded without probabilities, else a dict of ``token_ids`` and lists ``target``,
+        ``draft``, ``residual`` aligned with them, the last two None where there was no draft) and ``note`` (why
+        something is missing, or "").
+        """
+        return self._selection
+
+    @property
+    def detail_text(self) -> str:
+        """The sentence under the stream that explains the selected token (plain text)."""
+        return self._detail_plain
+
+    # --- readable state -------------------------------------------------------------------------------------------
+    @property
+    def tokens(self) -> list:
+        """Every shown token in display order (prompt first): dicts ``text``, ``token_id``, ``kind``, ``step``
+        (None for the prompt), ``position`` (generated position; for a rejected draft, where it was proposed;
+        None for the prompt)."""
+        return [{key: value for key, value in token.items() if key != "_select"}
+                for token in self._prompt_tokens + self._generated]
+
+    @property
+    def generated_ids(self) -> list:
+        """The generated token ids so far (what ``Generation.tokens`` will be)."""
+        return list(self._generated_ids)
+
+    @property
+    def steps(self) -> list:
+        """The step records received since the last reset."""
+        return list(self._steps)
+
+    @property
+    def stats(self) -> dict:
+        """Running totals and rates.
+
+        Keys: ``steps`` (= ``target_calls``), ``draft_calls``, ``drafted``, ``accepted``, ``rejected``, ``emitted``,
+        ``acceptance_rate`` (accepted drafts / drafted tokens; None before any draft), ``tokens_per_target_call``
+        (emitted tokens / steps), ``draft_ms``, ``verify_ms``, ``tokens_per_second`` (emitted tokens / the summed
+        ``draft_ms + verify_ms``, i.e. model time, excluding this widget's own drawing; None while that is 0).
+        """
+        steps = len(self._steps)
+        drafted = sum(len(record.drafted) for record in self._steps)
+        accepted = sum(int(record.num_accepted) for record in self._steps)
+        emitted = len(self._generated_ids)
+        draft_ms = float(sum(record.draft_ms for record in self._steps))
+        verify_ms = float(sum(record.verify_ms for record in self._steps))
+        model_s = (draft_ms + verify_ms) / 1000
+        return {
+            "steps": steps,
+            "target_calls": steps,
+            "draft_calls": int(sum(record.draft_calls for record in self._steps)),
+            "drafted": drafted,
+            "accepted": accepted,
+            "rejected": drafted - accepted,
+            "emitted": emitted,
+            "acceptance_rate": accepted / drafted if drafted else None,
+            "tokens_per_target_call": emitted / steps if steps else None,
+            "draft_ms": draft_ms,
+            "verify_ms": verify_ms,
+            "tokens_per_second": emitted / model_s if model_s > 0 else None,
+        }
+
+    @property
+    def stats_text(self) -> str:
+        """The stats line as shown, e.g. ``"4 steps · acceptance rate 0.62 (5/8 drafts) · 2.00 tokens per target
+        call · 400 tokens/s (draft + verify time)"``."""
+        stats = self.stats
+        if not stats["steps"]:
+            return "waiting for the first step"
+        if stats["acceptance_rate"] is None:
+            rate = "acceptance rate \u2013 (no drafts)"
+        else:
+            rate = f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} drafts)"
+        speed = "\u2013" if stats["tokens_per_second"] is None else f"{stats['tokens_per_second']:.0f}"
+        noun = "step" if stats["steps"] == 1 else "steps"
+        return (f"{stats['steps']} {noun} \u00b7 {rate} \u00b7 {stats['tokens_per_target_call']:.2f} tokens per "
+                f"target call \u00b7 {speed} tokens/s (draft + verify time)")
+
+    @property
+    def html(self) -> str:
+        """A self-contained, escaped HTML rendering of the legend, the tokens and the stats line (inline styles, no
+        script), for static exports; the live view shows the same tokens."""
+        selected = self.selected
+        spans = []
+        for token in self._prompt_tokens + self._generated:
+            css = _KIND_CSS[token["kind"]]
+            if token["kind"] != "prompt":  # the prompt reads as plain text, without per-token padding
+                css = _BASE_CSS + " " + css
+            if selected is not None and token["position"] == selected and token["kind"] in GENERATED_KINDS:
+                css += " " + _SELECTED_CSS
+            title = self._title(token)
+            spans.append(f'<span class="sdl-{token["kind"]}" title="{html.escape(title)}" style="{css}">'
+                         f'{html.escape(token_display_text(token["text"]))}</span>')
+        return (f'<div class="sdl-token-stream">{_legend_html()}'
+                f'<div style="{_STREAM_CSS}">{"".join(spans)}</div>'
+                f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div></div>')
+
+    def _repr_html_(self) -> str:
+        # Static fallback for exporters that cannot run widgets (it is the state at display time).
+        return self.html
+
+    # --- internals ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_record(record, drafted, emitted, num_accepted) -> None:
+        if not 0 <= num_accepted <= len(drafted):
+            raise ValueError(f"step {record.index}: num_accepted={num_accepted} but {len(drafted)} tokens drafted")
+        if len(emitted) > num_accepted + 1:
+            raise ValueError(f"step {record.index}: {len(emitted)} tokens emitted, at most num_accepted + 1 = "
+                             f"{num_accepted + 1} expected")
+        shown = min(num_accepted, len(emitted))
+        if emitted[:shown] != drafted[:shown]:
+            raise ValueError(f"step {record.index}: emitted {emitted} does not start with the accepted drafts "
+                             f"{drafted[:shown]}")
+        if record.last_kind not in ("resampled", "bonus"):
+            raise ValueError(f"step {record.index}: last_kind must be 'resampled' or 'bonus', "
+                             f"got {record.last_kind!r}")
+        if len(emitted) > num_accepted:
+            expected = "bonus" if num_accepted == len(drafted) else "resampled"
+            if record.last_kind != expected:
+                raise ValueError(f"step {record.index}: {num_accepted} of {len(drafted)} drafts accepted, so the "
+                                 f"target's token is '{expected}', but last_kind is {record.last_kind!r}")
+
+    def _text(self, token_id: int) -> str:
+        text = self._text_cache.get(token_id)
+        if text is None:
+            text = f"\u27e8{token_id}\u27e9" if self._tokenizer is None else str(self._tokenizer.decode([token_id]))
+            self._text_cache[token_id] = text
+        return text
+
+    def _token(self, token_id: int, kind: str, step, position, select=None) -> dict:
+        # "_select" is the generated position a click on this token selects (-1: none); kept out of `tokens`.
+        if select is None:
+            select = -1 if position is None else position
+        return {"text": self._text(token_id), "token_id": token_id, "kind": kind, "step": step, "position": position,
+                "_select": select}
+
+    @staticmethod
+    def _title(token: dict) -> str:
+        title = f"{KIND_LABELS[token['kind']]} \u00b7 id {token['token_id']}"
+        if token["step"] is not None:
+            title += f" \u00b7 step {token['step']}"
+        return title
+
+    def _set_prompt(self, prompt_ids) -> None:
+        self._prompt_ids = _token_ids(prompt_ids)
+        self._prompt_tokens = [self._token(token, "prompt", None, None) for token in self._prompt_ids]
+
+    def _clear_generated(self) -> None:
+        self._generated, self._generated_ids, self._details, self._steps = [], [], [], []
+        self._view.selected = -1
+        self._show(None)  # also when nothing was selected: the chart must not keep an old run's bars
+
+    def _payload(self) -> list:
+        return [{"s": token_display_text(token["text"]), "k": token["kind"], "p": token["_select"],
+                 "i": token["token_id"], "n": -1 if token["step"] is None else token["step"]}
+                for token in self._prompt_tokens + self._generated]
+
+    def _refresh(self) -> None:
+        self._view.tokens = self._payload()
+        self._stats_widget.value = f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div>'
+
+    def _summarise(self, record, step, start, drafted, emitted, num_accepted) -> list:
+        """One detail dict per emitted position of this step, with the top of each distribution (or a note)."""
+        details = []
+        target_rows, draft_rows, residual_rows, note = self._distributions(record, drafted, len(emitted))
+        for offset, token in enumerate(emitted):
+            kind = "accepted" if offset < num_accepted else record.last_kind
+            detail = {"position": start + offset, "step": step, "kind": kind, "token_id": token,
+                      "text": self._text(token), "drafted_id": drafted[offset] if offset < len(drafted) else None,
+                      "num_drafted": len(drafted), "truncated": bool(record.truncated), "probs": None,
+                      "note": note}
+            if target_rows is not None:
+                has_draft = offset < len(drafted)
+                detail["probs"] = self._top_tokens(
+                    target_rows[offset],
+                    draft_rows[offset] if has_draft and draft_rows is not None else None,
+                    residual_rows[offset] if has_draft and residual_rows is not None else None,
+                    [token] + ([drafted[offset]] if has_draft else []))
+            details.append(detail)
+        return details
+
+    @staticmethod
+    def _distributions(record, drafted, num_emitted):
+        """(target rows, draft rows, residual rows, note): float32 ``[rows, V]`` tensors or Nones."""
+        if record.target_probs is None:
+            return None, None, None, "probabilities were not recorded: call generate(..., record_probs=True)"
+        target_rows = torch.as_tensor(record.target_probs).detach().float().cpu()
+        if target_rows.dim() != 2 or target_rows.size(0) < num_emitted:
+            return None, None, None, (f"target_probs has shape {tuple(target_rows.shape)}; expected "
+                                      f"[{len(drafted) + 1}, V]")
+        if not drafted:
+            return target_rows, None, None, ""
+        vocab = target_rows.size(-1)
+        if record.draft_probs is None:
+            # A deterministic drafter is verified as if its distribution were one-hot on the drafted token.
+            draft_rows = torch.nn.functional.one_hot(torch.tensor(drafted), vocab).float()
+            note = "deterministic drafter: its distribution is one-hot on the drafted token"
+        else:
+            draft_rows = torch.as_tensor(record.draft_probs).detach().float().cpu()
+            note = ""
+        rows = min(len(drafted), num_emitted)  # only positions that made it into the output get shown
+        if draft_rows.dim() != 2 or draft_rows.size(0) < rows or draft_rows.size(1) != vocab:
+            return target_rows, None, None, (f"draft_probs has shape {tuple(draft_rows.shape)}; expected "
+                                             f"[{len(drafted)}, {vocab}], so only the target is shown")
+        try:
+            residual_rows = residual_distribution(target_rows[:rows], draft_rows[:rows])
+        except ValueError as error:
+            return target_rows, draft_rows, None, f"residual not shown: {error}"
+        return target_rows, draft_rows, residual_rows, note
+
+    def _top_tokens(self, target, draft, residual, always) -> dict:
+        """Union of the top-k tokens (with non-zero probability) of each distribution, plus ``always``, ordered by
+        target probability, then draft probability."""
+        chosen = set(always)
+        for dist in (target, draft, residual):
+            if dist is None:
+                continue
+            values, ids = torch.topk(dist, min(self._top_k, dist.numel()))
+            chosen.update(int(token) for value, token in zip(values.tolist(), ids.tolist()) if value > 0)
+        order = sorted(chosen, key=lambda token: (-float(target[token]),
+                                                  -float(draft[token]) if draft is not None else 0.0, token))
+        return {"token_ids": order,
+                "target": [float(target[token]) for token in order],
+                "draft": None if draft is None else [float(draft[token]) for token in order],
+                "residual": None if residual is None else [float(residual[token]) for token in order]}
+
+    def _on_view_selected(self, change) -> None:
+        position = change["new"]
+        self._show(position if 0 <= position < len(self._details) else None)
+
+    def _show(self, position) -> None:
+        """Point the detail line and the chart at ``position`` (None: empty them)."""
+        target_bar, draft_bar, residual_bar = self.chart.data
+        if position is None:
+            self._selection = None
+            self._detail_plain = ""
+            self._detail_widget.value = ""
+            with self.chart.batch_update():
+                for bar in (target_bar, draft_bar, residual_bar):
+                    bar.x, bar.y, bar.visible = [], [], False
+                self.chart.layout.title.text = "select a generated token"
+            return
+        detail = dict(self._details[position])
+        self._selection = detail
+        self._detail_plain = self._describe(detail)
+        self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
+        probs = detail["probs"]
+        label = html.escape(token_label_text(detail["text"]))
+        with self.chart.batch_update():
+            self.chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
+            if probs is None:
+                for bar in (target_bar, draft_bar, residual_bar):
+                    bar.x, bar.y, bar.visible = [], [], False
+                return
+            labels = self._unique_labels(probs["token_ids"])
+            for bar, values in ((target_bar, probs["target"]), (draft_bar, probs["draft"]),
+                                (residual_bar, probs["residual"])):
+                if values is None:
+                    bar.x, bar.y, bar.visible = [], [], False
+                else:
+                    bar.x, bar.y, bar.visible = labels, values, True
+                    bar.customdata = probs["token_ids"]
+                    bar.hovertemplate = "%{x} (id %{customdata})<br>%{y:.3f}"
+
+    def _unique_labels(self, token_ids) -> list:
+        """Escaped chart labels; two tokens that decode alike get their ids appended so their bars stay apart."""
+        raw = [token_label_text(self._text(token)) for token in token_ids]
+        labels = [text if raw.count(text) == 1 else f"{text} #{token}" for text, token in zip(raw, token_ids)]
+        return [html.escape(label) for label in labels]
+
+    def _describe(self, detail) -> str:
+        """One or two plain-text sentences on what happened at the selected position, with its probabilities."""
+        token = repr(detail["text"])
+        probs = detail["probs"]
+
+        def prob_of(name, token_id):
+            if probs is None or probs[name] is None or token_id not in probs["token_ids"]:
+                return None
+            return probs[name][probs["token_ids"].index(token_id)]
+
+        def numbers(*names):
+            shown = [f"{name} {prob_of(name, detail['token_id']):.3f}" for name in names
+                     if prob_of(name, detail["token_id"]) is not None]
+            return f" ({', '.join(shown)})" if shown else ""
+
+        head = f"Position {detail['position']} (step {detail['step']}): "
+        if detail["kind"] == "accepted":
+            text = head + f"the draft proposed {token}{numbers('target', 'draft')} and the target accepted it."
+        elif detail["kind"] == "resampled":
+            drafted_id = detail["drafted_id"]
+            drafted = [f"{name} {prob_of(name, drafted_id):.3f}" for name in ("target", "draft")
+                       if prob_of(name, drafted_id) is not None]
+            drafted_numbers = f" ({', '.join(drafted)})" if drafted else ""
+            text = (head + f"the draft proposed {self._text(drafted_id)!r}{drafted_numbers}; the target rejected it "
+                    f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token from "
+                    "the residual distribution max(0, target \u2212 draft); greedy decoding takes the target's argmax.")
+        elif detail["num_drafted"]:
+            text = (head + f"bonus token {token}{numbers('target')}: every draft of this step "
+                    f"({detail['num_drafted']}) was accepted, so the target's distribution after them, computed in "
+                    "the same call, gives one more token.")
+        else:
+            text = (head + f"bonus token {token}{numbers('target')}: the drafter proposed nothing this step, so the "
+                    "target call gave just its own token, as in ordinary decoding.")
+        if detail["truncated"]:
+            text += " This step was cut short by EOS or max_new_tokens."
+        if detail["note"]:
+            text += f" Note: {detail['note']}."
+        return text
