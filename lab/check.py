@@ -1,0 +1,1012 @@
+"""Exercise checkers for the lessons: run the learner's function, print ✓ or a specific hint, return a bool.
+
+Every checker takes the learner's function (plus, for some, nothing else), runs it on reference cases whose
+answers come from the ``lab`` reference code, and, when an answer is wrong, compares the learner's answers with
+planted wrong versions (the mistakes people actually make) to print the hint that fits. A stub that raises
+``NotImplementedError`` prints "not solved yet" and returns ``False``; no checker ever raises, so a lesson runs
+top to bottom whatever state its exercises are in.
+
+Notation: ``target_probs`` is the verifier (big model) distribution, ``draft_probs`` the draft's; Leviathan et
+al. (2023) write p for the target and q for the draft, seed lesson 000 writes q for the verifier and p for the
+draft.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import random
+import warnings
+
+import torch
+
+from lab import metrics as _metrics
+from lab import sampling as _sampling
+from lab.trace import StepRecord
+
+__all__ = [
+    "step_latency", "arithmetic_intensity",
+    "accept_probability", "accept_or_reject",
+    "residual_distribution", "residual_after_rejection", "residual_without_softmax", "residual_zero_mass",
+    "speculative_step", "chi_square_pvalue", "greedy_draft", "topk_draft",
+    "expected_acceptance",
+    "expected_tokens_per_call", "predicted_speedup", "best_n_draft", "speculation_metrics",
+    "emitted_distribution",
+]
+
+# A check may be strict only where chance cannot trip a correct answer: the statistical checks below use
+# fixed seeds and reject only at p < 1e-4.
+P_THRESHOLD = 1e-4
+
+
+class _Fail(Exception):
+    """A wrong answer; the message says what went wrong and what to try."""
+
+
+def _checker(summary_fn):
+    """Wrap a check body: print ✓ / ✗ / "not solved yet", return True/False, never raise."""
+
+    @functools.wraps(summary_fn)
+    def run(fn, *args, **kwargs) -> bool:
+        name = summary_fn.__name__
+        if not callable(fn):
+            print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
+            return False
+        try:
+            summary = summary_fn(fn, *args, **kwargs)
+        except NotImplementedError:
+            print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
+            return False
+        except _Fail as failure:
+            print(f"✗ {name}: {failure}")
+            return False
+        except Exception as error:  # a bug in the learner's code that the case list did not anticipate
+            print(f"✗ {name}: your function raised {type(error).__name__}: {error}")
+            return False
+        print(f"✓ {name}: {summary}")
+        return True
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Comparing outcomes of the learner's function with the reference and with planted wrong versions.
+
+def _outcome(fn, args):
+    """("ok", value) or ("raise", exception type name, message); NotImplementedError passes through."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. scipy's divide warnings inside planted faults
+            return ("ok", fn(*args))
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 — recorded, compared, and shown to the learner
+        return ("raise", type(error).__name__, str(error))
+
+
+def _as_float(value):
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            return None
+        return float(value)
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_float(a, b, rel=1e-6, abs_=1e-9) -> bool:
+    a, b = _as_float(a), _as_float(b)
+    if a is None or b is None:
+        return False
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def _as_bool(value):
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        return bool(value)
+    if type(value).__name__ in ("bool", "bool_"):  # Python or NumPy bool
+        return bool(value)
+    return None
+
+
+def _same_bool(a, b) -> bool:
+    a, b = _as_bool(a), _as_bool(b)
+    return a is not None and a == b
+
+
+def _same_int(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return False
+    try:
+        return int(a) == int(b) and float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _same_tensor(a, b, atol=1e-5) -> bool:
+    try:
+        a = torch.as_tensor(a, dtype=torch.float64)
+        b = torch.as_tensor(b, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    if a.shape != b.shape:
+        return False
+    return bool(torch.allclose(a, b, atol=atol, rtol=0, equal_nan=True))
+
+
+def _same_outcome(a, b, same) -> bool:
+    if a[0] != b[0]:
+        return False
+    if a[0] == "raise":
+        return a[1] == b[1]
+    return same(a[1], b[1])
+
+
+def _show(value) -> str:
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0:
+            return f"tensor({_show(value.item())})"
+        return "tensor(" + _show(value.tolist()) + ")"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_show(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _show_outcome(outcome) -> str:
+    if outcome[0] == "raise":
+        return f"raised {outcome[1]}: {outcome[2]}"
+    return f"returned {_show(outcome[1])}"
+
+
+def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None) -> int:
+    """Run ``fn`` on every case; on a mismatch raise ``_Fail`` with the hint of the planted fault that best
+    explains the learner's answers (the one agreeing with them on most failing cases)."""
+    show_args = show_args or (lambda args: ", ".join(_show(a) for a in args))
+    expected = [_outcome(reference, args) for args in cases]
+    got = [_outcome(fn, args) for args in cases]
+    failing = [i for i in range(len(cases)) if not _same_outcome(got[i], expected[i], same)]
+    if not failing:
+        return len(cases)
+    best_hint, best_score, best_case = None, (0, 0), failing[0]
+    for fault_fn, hint in faults:
+        fault = [_outcome(fault_fn, args) for args in cases]
+        agree = [i for i in failing if _same_outcome(got[i], fault[i], same)]
+        # Rank by agreement on the failing cases, then on all cases (a fault that also explains the passing
+        # cases is the better explanation).
+        score = (len(agree), sum(_same_outcome(g, f, same) for g, f in zip(got, fault)))
+        if agree and score > best_score:
+            best_hint, best_score, best_case = hint, score, agree[0]
+    i = best_case
+    if got[i][0] == "ok" and got[i][1] is None:
+        best_hint = "your function returned None: did you forget a `return` statement?"
+    want = expected[i]
+    want = _show(want[1]) if want[0] == "ok" else _show_outcome(want)
+    message = (f"{name}({show_args(cases[i])}) {_show_outcome(got[i])}; expected {want}."
+               f"\n  Hint: {best_hint or generic_hint}")
+    if len(failing) > 1:
+        message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
+    raise _Fail(message)
+
+
+def _pvalue(counts, probs) -> float:
+    """Chi-square p-value of counts against probs; 0.0 (never NaN) when the test is undefined."""
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    probs = torch.as_tensor(probs, dtype=torch.float64)
+    keep = (probs > 0) | (counts > 0)  # a category nobody can emit and nobody emitted carries no information
+    if int(keep.sum()) < 2:
+        return 1.0 if bool((counts[keep] > 0).all()) and bool((probs[keep] > 0).all()) else 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = float(_metrics.chi_square(counts[keep], probs[keep]).pvalue)
+    return 0.0 if math.isnan(p) else p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 01: the sequential bottleneck.
+
+def _ref_step_latency(target_ms, draft_ms, n_draft):
+    return n_draft * draft_ms + target_ms
+
+
+_STEP_LATENCY_CASES = [(30.0, 3.0, 5), (30.0, 3.0, 1), (10.0, 1.0, 4), (7.6, 0.93, 4), (30.0, 0.0, 5),
+                       (12.0, 2.5, 8)]
+
+
+@_checker
+def step_latency(fn):
+    """Check ``fn(target_ms, draft_ms, n_draft) -> ms`` for one draft-then-verify step (seed lesson 000).
+
+    Reference: ``n_draft * draft_ms + target_ms`` (one target pass verifies all drafts). Returns True/False.
+    """
+    faults = [
+        (lambda t, d, n: (n + 1) * d + t,
+         "the draft runs once per drafted token: N passes, not N + 1 (the target supplies the extra token)."),
+        (lambda t, d, n: n * d + (n + 1) * t,
+         "the target verifies all drafted positions in ONE forward pass, so it costs target_ms once per step."),
+        (lambda t, d, n: t,
+         "the draft's passes are not free: add n_draft * draft_ms."),
+        (lambda t, d, n: d + t,
+         "the draft is autoregressive: it runs once per drafted token, n_draft passes in all."),
+        (lambda t, d, n: n * (d + t),
+         "one step has N draft passes and a single target pass, not N of each."),
+    ]
+    n = _compare("step_latency", fn, _STEP_LATENCY_CASES, _ref_step_latency, faults, _same_float,
+                 "one step = n_draft draft passes + one target pass over all drafted positions.")
+    return f"correct on all {n} cases (30 ms target, 3 ms draft, N = 5 gives 45 ms)."
+
+
+def _ref_intensity(k_tokens, bytes_per_param):
+    return 2 * k_tokens / bytes_per_param
+
+
+_INTENSITY_CASES = [(1, 2), (16, 2), (1, 4), (300, 2), (8, 1), (5, 4)]
+
+
+@_checker
+def arithmetic_intensity(fn):
+    """Check ``fn(k_tokens, bytes_per_param) -> FLOPs per byte`` of one forward pass over ``k_tokens``.
+
+    Reference: ``2 * k_tokens / bytes_per_param`` (each parameter does one multiply-add per token and is read
+    from memory once per pass; attention and activations ignored). Returns True/False.
+    """
+    faults = [
+        (lambda k, b: k / b, "a multiply-add is 2 FLOPs: each parameter costs 2 FLOPs per token."),
+        (lambda k, b: b / (2 * k), "intensity is FLOPs divided by bytes, not bytes divided by FLOPs."),
+        (lambda k, b: 2 / b, "the weights are read once per pass but used once per token: FLOPs grow with k."),
+        (lambda k, b: 2 * k * b, "divide by the bytes read (bytes_per_param per parameter), don't multiply."),
+        (lambda k, b: 2 * k / (b * k), "the bytes of weights read do not grow with k: one read serves all k tokens."),
+    ]
+    n = _compare("arithmetic_intensity", fn, _INTENSITY_CASES, _ref_intensity, faults, _same_float,
+                 "FLOPs per pass = 2 * params * k; bytes per pass = params * bytes_per_param.")
+    return f"correct on all {n} cases."
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 02: the rejection step.
+
+def _ref_accept_probability(target_prob, draft_prob):
+    if target_prob <= 0:
+        return 0.0
+    if draft_prob <= 0:
+        return 1.0
+    return min(1.0, target_prob / draft_prob)
+
+
+_ACCEPT_PROB_CASES = [(0.6, 0.8), (0.8, 0.6), (0.3, 0.3), (0.0, 0.5), (0.2, 0.0), (0.0, 0.0), (0.05, 0.9), (1.0, 0.25),
+                      (0.375, 0.75)]
+
+
+@_checker
+def accept_probability(fn):
+    """Check ``fn(target_prob, draft_prob) -> float``: the chance min(1, target/draft) of accepting a draft.
+
+    A draft probability of 0 must not divide by zero (accept if the target gives the token mass); a target
+    probability of 0 gives 0. Source: Leviathan et al. 2023, Algorithm 1. Returns True/False.
+    """
+    faults = [
+        (lambda t, d: t / d if d > 0 else math.inf,
+         "a probability can't exceed 1: cap the ratio with min(1, target/draft). When the target likes the token "
+         "more than the draft does, the draft token is always accepted."),
+        (lambda t, d: min(1.0, d / t),
+         "the ratio is upside down: accept with target/draft, so tokens the draft over-proposes get accepted less."),
+        (lambda t, d: min(1.0, t / d),
+         "draft_prob can be 0 (a deterministic or top-k draft); handle it before dividing: the token is then "
+         "accepted whenever target_prob > 0."),
+        (lambda t, d: min(1.0, t / d) if d > 0 else 0.0,
+         "when draft_prob is 0 the ratio is infinite, so the acceptance probability is 1 (if target_prob > 0)."),
+        (lambda t, d: min(1.0, t / d) if d > 0 else 1.0,
+         "a token the target gives probability 0 must never be accepted, even when draft_prob is 0."),
+    ]
+    n = _compare("accept_probability", fn, _ACCEPT_PROB_CASES, _ref_accept_probability, faults, _same_float,
+                 "return min(1, target_prob / draft_prob), with the two zero cases handled first.")
+    return f"correct on all {n} cases."
+
+
+# u values are exact binary fractions so that u == target/draft can be tested exactly.
+_ACCEPT_CASES = [
+    (0.375, 0.75, 0.49), (0.375, 0.75, 0.5), (0.375, 0.75, 0.8), (0.75, 0.375, 0.99), (0.0, 0.5, 0.0),
+    (0.25, 0.0, 0.3), (0.5, 0.5, 0.999), (0.1, 0.9, 0.05), (0.1, 0.9, 0.2), (0.6, 0.8, 0.7), (0.0, 0.0, 0.25),
+    (1.0, 0.5, 0.0),
+]
+
+
+@_checker
+def accept_or_reject(fn):
+    """Check ``fn(target_prob, draft_prob, u) -> bool``: accept iff ``u < min(1, target_prob / draft_prob)``.
+
+    Planted faults it tells apart: ``<=`` instead of ``<`` (accepts impossible tokens when u == 0), the ratio
+    inverted, division by a zero draft probability, the comparison reversed. Reference:
+    :func:`lab.sampling.accept_or_reject`. Returns True/False.
+    """
+    def ratio(t, d):
+        return min(1.0, t / d)
+
+    faults = [
+        (lambda t, d, u: u <= ratio(t, d) if d > 0 else True,
+         "use a strict `<`: with `<=`, u == 0 accepts a token whose target probability is 0, and u equal to the "
+         "ratio accepts with probability slightly above min(1, target/draft)."),
+        (lambda t, d, u: u < (min(1.0, d / t) if t > 0 else 1.0),
+         "the ratio is upside down: it is target_prob / draft_prob."),
+        (lambda t, d, u: u < ratio(t, d),
+         "draft_prob can be 0; compare u * draft_prob < target_prob (no division), or treat the ratio as infinite."),
+        (lambda t, d, u: u > ratio(t, d) if d > 0 else False,
+         "the comparison is reversed: accept when u is BELOW the acceptance probability."),
+        (lambda t, d, u: u < ratio(t, d) if d > 0 else False,
+         "a zero draft probability makes the ratio infinite: accept (if the target gives the token mass)."),
+    ]
+    for args in _ACCEPT_CASES:
+        out = _outcome(fn, args)
+        if out[0] == "ok" and _as_bool(out[1]) is None:
+            raise _Fail(f"accept_or_reject{args} returned {_show(out[1])} ({type(out[1]).__name__}); return True "
+                        "or False (a comparison such as `u < ...` gives a bool).")
+    n = _compare("accept_or_reject", fn, _ACCEPT_CASES, _sampling.accept_or_reject, faults, _same_bool,
+                 "accept iff u < min(1, target_prob / draft_prob); handle draft_prob == 0 and target_prob == 0.")
+    return f"correct on all {n} cases, including u == ratio, u == 0 and a zero draft probability."
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 03: the residual distribution.
+
+def _t(values):
+    return torch.tensor(values, dtype=torch.float32)
+
+
+_RESIDUAL_CASES = [
+    (_t([0.5, 0.3, 0.2, 0.0]), _t([0.2, 0.5, 0.2, 0.1])),
+    (_t([0.1, 0.2, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1])),
+    (_t([0.25, 0.25, 0.25, 0.25]), _t([0.7, 0.1, 0.1, 0.1])),
+    (_t([0.6, 0.4]), _t([1.0, 0.0])),
+    (_t([0.0, 1.0, 0.0]), _t([0.5, 0.25, 0.25])),
+    (_t([0.2, 0.3, 0.5]), _t([0.2, 0.3, 0.5])),
+    (_t([0.125, 0.375, 0.5, 0.0, 0.0]), _t([0.125, 0.125, 0.25, 0.25, 0.25])),
+]
+_RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
+
+
+def _ref_residual(target_probs, draft_probs):
+    return _sampling.residual_distribution(target_probs, draft_probs)
+
+
+def _residual_faults():
+    def pos(t, d):
+        return (t - d).clamp_min(0)
+
+    return [
+        (lambda t, d: torch.softmax(pos(t, d), -1),
+         "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
+         "probability), some probability. Divide the positive part by its sum instead."),
+        (lambda t, d: pos(t, d) / pos(t, d).sum(-1, keepdim=True),
+         "when target == draft the positive part is all zeros and 0/0 = NaN. Return target_probs in that case "
+         "(a rejection can't happen there, but batched code computes the residual anyway)."),
+        (lambda t, d: (t - d) / (t - d).sum(-1, keepdim=True),
+         "clamp negative differences to 0 before normalising: max(0, target - draft)."),
+        (lambda t, d: pos(d, t) / pos(d, t).sum(-1, keepdim=True),
+         "the subtraction is the wrong way round: the residual is max(0, target - draft), the mass the target "
+         "has and the draft under-proposes."),
+        (lambda t, d: pos(t, d),
+         "normalise: divide max(0, target - draft) by its sum so the residual sums to 1."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0, pos(t, d) / pos(t, d).sum(-1, keepdim=True)
+                                  .clamp_min(1e-30), torch.zeros_like(t)),
+         "with zero residual mass return target_probs, not zeros: zeros are not a distribution."),
+        (lambda t, d: torch.where(pos(t, d).sum() > 0, pos(t, d) / pos(t, d).sum().clamp_min(1e-30), t),
+         "normalise each row over the vocabulary (the last axis): use .sum(-1, keepdim=True), not .sum()."),
+        (lambda t, d: (t + 0 * d) / t.sum(-1, keepdim=True),
+         "resampling from the target itself counts the accepted mass twice: subtract the draft first."),
+    ]
+
+
+def _residual_body(name, fn):
+    faults = _residual_faults()
+    hint = "residual = max(0, target - draft) / its sum over the vocabulary; target_probs where that sum is 0."
+    n = _compare(name, fn, _RESIDUAL_CASES, _ref_residual, faults, _same_tensor, hint)
+    n += _compare(name, fn, [_RESIDUAL_BATCH], _ref_residual, faults, _same_tensor,
+                  "a batch [rows, V] must give one residual per row (normalise over the last axis).")
+    return f"correct on all {n} cases, including target == draft and a batch of rows."
+
+
+@_checker
+def residual_distribution(fn):
+    """Check ``fn(target_probs [..., V], draft_probs [..., V]) -> [..., V]``: normalised max(0, target − draft).
+
+    Where the positive part has zero mass the answer is ``target_probs``. Reference:
+    :func:`lab.sampling.residual_distribution` (Leviathan et al. 2023, Algorithm 1). Returns True/False.
+    """
+    return _residual_body("residual_distribution", fn)
+
+
+@_checker
+def residual_without_softmax(fn):
+    """Check the fix of the softmax bug in lesson 03 (same contract as :func:`residual_distribution`)."""
+    return _residual_body("residual_without_softmax", fn)
+
+
+@_checker
+def residual_zero_mass(fn):
+    """Check the fix of the NaN-at-zero-mass bug in lesson 03 (same contract as :func:`residual_distribution`)."""
+    return _residual_body("residual_zero_mass", fn)
+
+
+_AFTER_REJECTION_CASES = [
+    (_t([0.5, 0.3, 0.2, 0.0]), _t([0.2, 0.5, 0.2, 0.1]), 1),
+    (_t([0.1, 0.2, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1]), 0),
+    (_t([0.6, 0.4]), _t([1.0, 0.0]), 0),
+    (_t([0.25, 0.25, 0.25, 0.25]), _t([0.7, 0.1, 0.1, 0.1]), 0),
+    (_t([0.125, 0.375, 0.5, 0.0, 0.0]), _t([0.125, 0.125, 0.25, 0.25, 0.25]), 3),
+]
+
+
+@_checker
+def residual_after_rejection(fn):
+    """Check ``fn(target_probs [V], draft_probs [V], rejected_token) -> [V]``, the distribution to resample from.
+
+    The answer does not depend on which token was rejected: it is the residual over the whole vocabulary.
+    The planted faults include seed lesson 002's version, which uses only the two scalar probabilities of the
+    rejected token (0 / 0 = NaN, because a rejected token always has target < draft). Returns True/False.
+    """
+    def scalar(t, d, token):
+        adjusted = (t[token] - d[token]).clamp_min(0)
+        return adjusted / adjusted.sum()
+
+    def without_token(t, d, token):
+        rest = t.clone()
+        rest[token] = 0
+        return rest / rest.sum()
+
+    faults = [
+        (scalar, "the residual is a distribution over the whole vocabulary, not a number for the rejected token: "
+                 "compute max(0, target - draft) for every token, then normalise."),
+        (without_token, "removing the rejected token from the target and renormalising is not enough: every token "
+                        "loses the mass min(target, draft) that acceptance already gave it."),
+        (lambda t, d, token: t, "resample from the residual max(0, target - draft), not from the target."),
+        (lambda t, d, token: torch.softmax((t - d).clamp_min(0), -1),
+         "divide by the sum; softmax gives mass to tokens whose residual is 0."),
+    ]
+    n = _compare("residual_after_rejection", fn, _AFTER_REJECTION_CASES,
+                 lambda t, d, token: _ref_residual(t, d), faults, _same_tensor,
+                 "return the residual over the vocabulary: max(0, target - draft) / its sum.")
+    return f"correct on all {n} cases: the rejected token's identity does not matter."
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 04: one speculative step, exactness, and drafts that misreport their probabilities.
+
+def emitted_distribution(target_probs, proposal_probs, reported_probs) -> torch.Tensor:
+    """Exact distribution ``[V]`` (float64) of the first token a speculative step emits.
+
+    ``proposal_probs`` [V] is the distribution the draft actually samples from; ``reported_probs`` [V] the one
+    it hands to verification. The step accepts token x with probability min(1, target(x)/reported(x)) and
+    otherwise resamples from the residual of target and reported. Equal to ``target_probs`` whenever
+    reported == proposal (Leviathan et al. 2023, Appendix A.1). Raises ``ValueError`` for mismatched shapes.
+    """
+    target = torch.as_tensor(target_probs, dtype=torch.float64)
+    proposal = torch.as_tensor(proposal_probs, dtype=torch.float64)
+    reported = torch.as_tensor(reported_probs, dtype=torch.float64)
+    if not target.shape == proposal.shape == reported.shape or target.dim() != 1:
+        raise ValueError("target_probs, proposal_probs and reported_probs must all have shape [V]")
+    positive = (target - reported).clamp_min(0)
+    residual = positive / positive.sum() if positive.sum() > 0 else target
+    out = torch.zeros_like(target)
+    for x in range(len(target)):
+        if proposal[x] <= 0:
+            continue
+        if target[x] <= 0:
+            accept = 0.0
+        elif reported[x] <= 0:
+            accept = 1.0
+        else:
+            accept = min(1.0, float(target[x] / reported[x]))
+        out[x] += proposal[x] * accept
+        out += proposal[x] * (1 - accept) * residual
+    return out
+
+
+def _spec_candidates(target, draft):
+    """Distributions of the first emitted token under common mistakes, keyed by hint."""
+    t = torch.tensor(target, dtype=torch.float64)
+    d = torch.tensor(draft, dtype=torch.float64)
+    overlap = torch.minimum(t, d)
+    reject = 1 - overlap.sum()
+    positive = (t - d).clamp_min(0)
+    backwards = (d - t).clamp_min(0)
+    inverted_accept = torch.where(t > 0, torch.clamp(d / t.clamp_min(1e-30), max=1.0), torch.ones_like(t))
+    inverted = d * inverted_accept + (1 - (d * inverted_accept).sum()) * positive / positive.sum()
+    return [
+        (overlap + reject * t, "after a rejection you resampled from the target; resample from the residual "
+                               "max(0, target - draft) normalised."),
+        (overlap + reject * d, "after a rejection you resampled from the draft; resample from the residual."),
+        (overlap + reject * backwards / backwards.sum(), "the residual is max(0, target - draft), not draft - target."),
+        (d, "every draft token was accepted: compare u with min(1, target/draft) of the drafted token."),
+        (inverted, "the acceptance ratio is upside down: use target_prob / draft_prob."),
+    ]
+
+
+def _diagnose(counts, candidates, fallback):
+    best = max(candidates, key=lambda c: _pvalue(counts, c[0]))
+    return best[1] if _pvalue(counts, best[0]) > P_THRESHOLD else fallback
+
+
+@_checker
+def speculative_step(fn, samples: int = 3000, seed: int = 0):
+    """Check ``fn(prefix, target_model, draft_model, n_draft, rng) -> list[int]`` (the contract of
+    :func:`lab.toy.speculative_step`) on toy models, by structure and by statistics.
+
+    1. Identical target and draft: every draft is accepted, so exactly ``n_draft + 1`` tokens (bonus) follow.
+    2. A draft that only proposes a token the target never emits: exactly one token follows, from the target.
+    3. The first emitted token, over ``samples`` steps, matches the target distribution (chi-square).
+    4. Chaining steps on bigram models: the first two generated tokens match the target's joint distribution.
+    ``rng`` is a ``random.Random`` seeded with ``seed``. Source: seed lesson 000, step 3. Returns True/False.
+    """
+    from lab.toy import bigram_model, fixed_model
+
+    rng = random.Random(seed)
+    target_probs = [0.5, 0.25, 0.15, 0.1]
+    draft_probs = [0.1, 0.2, 0.3, 0.4]
+    target, draft = fixed_model(target_probs), fixed_model(draft_probs)
+
+    def call(prefix, tm, dm, n):
+        given = list(prefix)
+        out = fn(given, tm, dm, n, rng)
+        if given != list(prefix):
+            raise _Fail("your function changed the prefix list it was given; build a new list instead "
+                        "(e.g. out = list(prefix)).")
+        if not isinstance(out, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in out):
+            raise _Fail(f"return a list of int token ids (prefix + new tokens); got {_show(out)}.")
+        if out[:len(prefix)] != list(prefix):
+            raise _Fail(f"the result must start with the prefix {prefix}; got {out}. Return prefix + new tokens.")
+        return out
+
+    prefix = [3, 1]
+    for n in (1, 3):
+        for _ in range(20):
+            out = call(prefix, target, target, n)
+            new = len(out) - len(prefix)
+            if new == n:
+                raise _Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
+                            f"follow; you returned {new}. After accepting all drafts, sample the bonus token from "
+                            "the target's distribution at the next position.")
+            if new != n + 1:
+                raise _Fail(f"with draft == target every draft is accepted, so {n + 1} tokens must follow the "
+                            f"prefix; you returned {new}: {out}.")
+
+    cut_target = fixed_model([0.5, 0.5, 0.0, 0.0])
+    only_three = fixed_model([0.0, 0.0, 0.0, 1.0])
+    for _ in range(50):
+        out = call(prefix, cut_target, only_three, 3)
+        new = out[len(prefix):]
+        if 3 in new:
+            raise _Fail(f"token 3 has target probability 0 but you emitted it ({out}): it must be rejected.")
+        if len(new) != 1:
+            raise _Fail(f"the first draft is always rejected here, so exactly one token (resampled) must follow; "
+                        f"you returned {len(new)}: {out}. Stop at the first rejection.")
+
+    counts = [0] * 4
+    for _ in range(samples):
+        out = call(prefix, target, draft, 2)
+        counts[out[len(prefix)]] += 1
+    if _pvalue(counts, target_probs) < P_THRESHOLD:
+        hint = _diagnose(counts, _spec_candidates(target_probs, draft_probs),
+                         "check the acceptance test and the residual; the first new token must follow the target.")
+        freq = [round(c / samples, 3) for c in counts]
+        raise _Fail(f"over {samples} steps the first new token had frequencies {freq}, target {target_probs} "
+                    f"(chi-square p < {P_THRESHOLD}).\n  Hint: {hint}")
+
+    table_t = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7], [0.3, 0.4, 0.3]]
+    table_d = [[0.2, 0.4, 0.4], [0.3, 0.3, 0.4], [0.1, 0.8, 0.1]]
+    bt, bd = bigram_model(table_t), bigram_model(table_d)
+    pairs = [0] * 9
+    for _ in range(samples):
+        seq = [0]
+        while len(seq) < 3:
+            seq = call(seq, bt, bd, 3)
+        pairs[3 * seq[1] + seq[2]] += 1
+    joint = [table_t[0][a] * table_t[a][b] for a in range(3) for b in range(3)]
+    if _pvalue(pairs, joint) < P_THRESHOLD:
+        raise _Fail("with bigram models the first two generated tokens do not follow the target's joint "
+                    "distribution (chi-square p < 1e-4).\n  Hint: draft position i must be checked against "
+                    "target_model(prefix + drafts[:i]) (the context including the accepted drafts), and the "
+                    "bonus token comes from target_model(prefix + all drafts).")
+    return (f"bonus token, stop at first rejection, first-token distribution over {samples} steps and the "
+            "two-token joint on bigram models all match the target.")
+
+
+def _ref_chi_square_pvalue(tokens, target_probs):
+    from scipy.stats import chisquare
+
+    probs = torch.as_tensor(target_probs, dtype=torch.float64)
+    counts = torch.bincount(torch.as_tensor(tokens, dtype=torch.long), minlength=len(probs)).double()
+    return float(chisquare(counts.tolist(), (probs * len(tokens)).tolist()).pvalue)
+
+
+def _chi_square_cases():
+    gen = torch.Generator().manual_seed(7)
+    target = [0.4, 0.3, 0.2, 0.1]
+    same = torch.multinomial(torch.tensor(target), 2000, replacement=True, generator=gen).tolist()
+    shifted = torch.multinomial(torch.tensor([0.35, 0.3, 0.2, 0.15]), 2000, replacement=True, generator=gen).tolist()
+    missing_last = torch.multinomial(torch.tensor([0.45, 0.35, 0.2, 0.0]), 400, replacement=True,
+                                     generator=gen).tolist()
+    small = torch.multinomial(torch.tensor([0.5, 0.5]), 300, replacement=True, generator=gen).tolist()
+    return [(same, target), (shifted, target), (missing_last, [0.4, 0.3, 0.2, 0.1]), (small, [0.5, 0.5])]
+
+
+@_checker
+def chi_square_pvalue(fn):
+    """Check ``fn(tokens: list[int], target_probs [V]) -> float``, the p-value of Pearson's chi-square test of
+    the token counts against the target distribution (``scipy.stats.chisquare`` with expected counts).
+
+    Seed lesson 000's Easy exercise. Returns True/False.
+    """
+    from scipy.stats import chisquare
+
+    def counts_of(tokens, v):
+        return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
+
+    faults = [
+        (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs)), list(probs)).pvalue),
+         "scipy wants expected COUNTS, which sum to the number of tokens: pass target_probs * len(tokens)."),
+        (lambda tokens, probs: float(chisquare(torch.bincount(torch.as_tensor(tokens)).tolist(),
+                                               [p * len(tokens) for p in probs]).pvalue),
+         "count every token id, including ones that never occur: torch.bincount(..., minlength=V)."),
+        (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs)),
+                                               [p * len(tokens) for p in probs]).statistic),
+         "return the p-value (result.pvalue), not the statistic."),
+        (lambda tokens, probs: float(chisquare([c / len(tokens) for c in counts_of(tokens, len(probs))],
+                                               list(probs)).pvalue),
+         "compare counts with expected counts, not frequencies with probabilities: dividing both by n shrinks the "
+         "statistic n-fold and hides real differences."),
+        (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs))).pvalue),
+         "without f_exp scipy tests against a UNIFORM distribution; pass the target's expected counts."),
+    ]
+    n = _compare("chi_square_pvalue", fn, _chi_square_cases(), _ref_chi_square_pvalue, faults, _same_float,
+                 "counts = bincount(tokens, minlength=V); expected = target_probs * len(tokens); "
+                 "return chisquare(counts, expected).pvalue.",
+                 show_args=lambda a: f"<{len(a[0])} tokens>, {_show(list(a[1]))}")
+    return f"correct p-values on all {n} cases."
+
+
+_GREEDY_CASES = [_t([0.8, 0.2]), _t([0.1, 0.6, 0.3]), _t([0.25, 0.15, 0.5, 0.1]), _t([0.05, 0.05, 0.1, 0.2, 0.6])]
+_GREEDY_TARGETS = [_t([0.6, 0.4]), _t([0.3, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1]), _t([0.2, 0.2, 0.2, 0.2, 0.2])]
+
+
+def _unpack_proposal(name, out):
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise _Fail(f"{name} must return a pair (token, reported_probs); got {_show(out)}.")
+    token, reported = out
+    if isinstance(token, torch.Tensor):
+        if token.numel() != 1:
+            raise _Fail(f"the token must be one id, got {_show(token)}.")
+        token = int(token)
+    try:
+        reported = torch.as_tensor(reported, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise _Fail(f"reported_probs must be a tensor or list of V probabilities; got {_show(reported)}.")
+    return int(token), reported
+
+
+@_checker
+def greedy_draft(fn):
+    """Check ``fn(draft_probs [V]) -> (token, reported_probs [V])`` for a greedy draft.
+
+    A greedy draft proposes its argmax deterministically, so the distribution it must report is one-hot on that
+    token; reporting its softmax makes verification biased (target [0.6, 0.4], draft [0.8, 0.2] then emits
+    [0.75, 0.25]). Returns True/False.
+    """
+    for draft, target in zip(_GREEDY_CASES, _GREEDY_TARGETS):
+        token, reported = _unpack_proposal("greedy_draft", fn(draft.clone()))
+        best = int(draft.argmax())
+        if token != best:
+            raise _Fail(f"greedy_draft({_show(draft)}) proposed token {token}; a greedy draft proposes the argmax, "
+                        f"{best}.")
+        if reported.shape != draft.shape:
+            raise _Fail(f"reported_probs must have shape {tuple(draft.shape)}, got {tuple(reported.shape)}.")
+        proposal = torch.nn.functional.one_hot(torch.tensor(best), len(draft)).double()
+        emitted = emitted_distribution(target, proposal, reported)
+        if not _same_tensor(reported, proposal):
+            extra = ""
+            if reported.min() >= 0 and abs(float(reported.sum()) - 1) < 1e-4:
+                extra = (f" With target {_show(target)} verification would then emit {_show(emitted)} instead of "
+                         "the target.")
+            raise _Fail(f"greedy_draft({_show(draft)}) reported {_show(reported)}.{extra}\n  Hint: the draft "
+                        f"samples nothing: it always proposes token {best}, so the distribution it drew from is "
+                        f"one-hot on {best}; report that (torch.nn.functional.one_hot).")
+        if not _same_tensor(emitted, target):  # cannot happen for a one-hot report; kept as a guard
+            raise _Fail(f"verification would emit {_show(emitted)} instead of the target {_show(target)}.")
+    return f"proposes the argmax and reports it one-hot on all {len(_GREEDY_CASES)} cases; verification stays exact."
+
+
+def _topk_renorm(probs, k):
+    kth = torch.topk(probs, k).values[-1]
+    kept = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+    return kept / kept.sum()
+
+
+_TOPK_CASES = [(_t([0.5, 0.3, 0.15, 0.05]), 2, _t([0.4, 0.3, 0.2, 0.1])),
+               (_t([0.1, 0.45, 0.05, 0.25, 0.15]), 3, _t([0.2, 0.2, 0.2, 0.2, 0.2])),
+               (_t([0.7, 0.2, 0.1]), 1, _t([0.5, 0.3, 0.2]))]
+
+
+@_checker
+def topk_draft(fn, samples: int = 2000, seed: int = 0):
+    """Check ``fn(draft_probs [V], k, generator) -> (token, reported_probs [V])`` for a top-k sampling draft.
+
+    The draft must report the distribution it really sampled from: its top-k tokens renormalised. Reporting the
+    unprocessed probabilities breaks exactness (lesson 04 computes by how much). Returns True/False.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    for draft, k, target in _TOPK_CASES:
+        processed = _topk_renorm(draft.double(), k)
+        token, reported = _unpack_proposal("topk_draft", fn(draft.clone(), k, gen))
+        if reported.shape != draft.shape:
+            raise _Fail(f"reported_probs must have shape {tuple(draft.shape)}, got {tuple(reported.shape)}.")
+        if not _same_tensor(reported, processed):
+            emitted = emitted_distribution(target, processed, reported) if reported.min() >= 0 else None
+            masked = torch.where(processed > 0, draft.double(), torch.zeros_like(processed))
+            if _same_tensor(reported, draft):
+                hint = ("you sampled from the top-k distribution but reported the unprocessed one: report the "
+                        "renormalised top-k probabilities you actually sampled from.")
+            elif _same_tensor(reported, masked):
+                hint = "renormalise the kept probabilities so they sum to 1."
+            elif any(_same_tensor(reported, _topk_renorm(draft.double(), j)) for j in (k - 1, k + 1) if j >= 1):
+                hint = f"keep exactly k = {k} tokens (check for an off-by-one in the cut)."
+            else:
+                hint = f"keep the k = {k} largest probabilities, zero the rest, divide by their sum."
+            more = "" if emitted is None else (f" With target {_show(target)} verification would emit "
+                                                f"{_show(emitted)}.")
+            raise _Fail(f"topk_draft({_show(draft)}, k={k}) reported {_show(reported)}, expected "
+                        f"{_show(processed)}.{more}\n  Hint: {hint}")
+        counts = [0] * len(draft)
+        counts[token] += 1
+        for _ in range(samples - 1):
+            token, _ = _unpack_proposal("topk_draft", fn(draft.clone(), k, gen))
+            counts[token] += 1
+        outside = [i for i, c in enumerate(counts) if c and processed[i] == 0]
+        if outside:
+            raise _Fail(f"with k={k} you proposed token(s) {outside}, which are outside the top {k}.\n  Hint: sample "
+                        "from the processed (top-k, renormalised) distribution.")
+        if _pvalue(counts, processed) < P_THRESHOLD:
+            raise _Fail(f"the proposed tokens' frequencies {[round(c / samples, 3) for c in counts]} do not match "
+                        f"the reported distribution {_show(processed)}.\n  Hint: sample with the generator from the "
+                        "same probabilities you report.")
+    return f"samples from and reports the renormalised top-k distribution on all {len(_TOPK_CASES)} cases."
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 05: acceptance vs divergence.
+
+_ACCEPTANCE_CASES = [
+    (_t([0.5, 0.3, 0.2]), _t([0.2, 0.3, 0.5])),
+    (_t([0.6, 0.4]), _t([0.8, 0.2])),
+    (_t([0.25, 0.25, 0.25, 0.25]), _t([0.25, 0.25, 0.25, 0.25])),
+    (_t([0.5, 0.5, 0.0]), _t([0.0, 0.0, 1.0])),
+    (_t([0.0, 1.0, 0.0]), _t([0.0, 1.0, 0.0])),
+    (_t([0.0, 1.0, 0.0]), _t([1.0, 0.0, 0.0])),
+    (_t([0.7, 0.2, 0.1, 0.0]), _t([0.4, 0.3, 0.2, 0.1])),
+]
+
+
+def _ref_expected_acceptance(target_probs, draft_probs):
+    return _metrics.acceptance_probability(target_probs, draft_probs)
+
+
+@_checker
+def expected_acceptance(fn):
+    """Check ``fn(target_probs [V], draft_probs [V]) -> float``: the probability a drafted token is accepted,
+    sum_x min(target(x), draft(x)) = 1 - TV(target, draft) (Leviathan et al. 2023, β). Returns True/False.
+    """
+    def kl(t, d):
+        return _metrics.kl_divergence(t, d)
+
+    faults = [
+        (lambda t, d: 1 - kl(t, d),
+         "1 - KL is not the acceptance probability (KL can exceed 1 and is infinite for disjoint supports); the "
+         "exact expression is sum of min(target, draft)."),
+        (lambda t, d: _metrics.total_variation(t, d),
+         "that is the total variation distance itself; acceptance is 1 - TV."),
+        (lambda t, d: float((t * d).sum()),
+         "sum(target * draft) is the chance that two independent samples agree, not the acceptance probability."),
+        (lambda t, d: float(torch.maximum(t, d).sum()), "use min, not max: accepted mass is what both models share."),
+        (lambda t, d: float((t * torch.where(d > 0, torch.clamp(t / d.clamp_min(1e-30), max=1.0),
+                                             torch.ones_like(t))).sum()),
+         "the drafted token comes from the DRAFT: average min(1, target/draft) under draft_probs, not target_probs."),
+    ]
+    n = _compare("expected_acceptance", fn, _ACCEPTANCE_CASES, _ref_expected_acceptance, faults, _same_float,
+                 "E_{x ~ draft}[min(1, target(x)/draft(x))] = sum_x min(target(x), draft(x)).")
+    return f"correct on all {n} cases, including greedy (one-hot) and disjoint distributions."
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 06: the speedup formula and the metrics people quote.
+
+_TOKENS_CASES = [(0.75, 5), (0.5, 1), (0.0, 4), (1.0, 4), (0.9, 10), (0.6, 3), (0.85, 7)]
+
+
+@_checker
+def expected_tokens_per_call(fn):
+    """Check ``fn(alpha, n_draft) -> float``: (1 - alpha^(N+1)) / (1 - alpha), and N + 1 at alpha = 1.
+
+    Reference: :func:`lab.metrics.expected_tokens_per_call` (Leviathan et al. 2023, equation 1). Returns True/False.
+    """
+    faults = [
+        (lambda a, n: (1 - a ** n) / (1 - a),
+         "the exponent is N + 1: a step emits the accepted drafts plus one target token (resampled or bonus)."),
+        (lambda a, n: 1 / (1 - a), "1/(1 - alpha) is the limit for unbounded N; with N drafts the sum stops at "
+                                   "alpha^N: (1 - alpha^(N+1)) / (1 - alpha)."),
+        (lambda a, n: (1 - a ** (n + 1)) / (1 - a),
+         "at alpha = 1 the formula divides by zero; every draft is accepted then, so return N + 1."),
+        (lambda a, n: 1 + n * a,
+         "acceptance stops at the first rejection, so draft i counts only if drafts 1..i were all accepted: "
+         "1 + alpha + alpha^2 + ... + alpha^N."),
+        (lambda a, n: n * a, "count the target's own token too: a step always emits at least one token."),
+    ]
+    n = _compare("expected_tokens_per_call", fn, _TOKENS_CASES, _metrics.expected_tokens_per_call, faults,
+                 _same_float, "sum_{i=0}^{N} alpha^i = (1 - alpha^(N+1)) / (1 - alpha); N + 1 when alpha = 1.")
+    return f"correct on all {n} cases, including alpha = 0 and alpha = 1."
+
+
+_SPEEDUP_CASES = [(0.75, 5, 0.2), (0.75, 5, 0.1), (0.5, 1, 0.0), (0.9, 8, 0.05), (1.0, 4, 0.25), (0.0, 3, 0.1)]
+
+
+@_checker
+def predicted_speedup(fn):
+    """Check ``fn(alpha, n_draft, cost_ratio) -> float``: tokens per call / (1 + N c).
+
+    Reference: :func:`lab.metrics.predicted_speedup` (Leviathan et al. 2023, Theorem 3.8). Returns True/False.
+    """
+    def tokens(a, n):
+        return _metrics.expected_tokens_per_call(a, n)
+
+    faults = [
+        (lambda a, n, c: tokens(a, n) / (n * c) if c > 0 else math.inf,
+         "a step also costs one target pass: divide by 1 + N*c (in units of one target pass)."),
+        (lambda a, n, c: tokens(a, n),
+         "that is tokens per target call; the draft's N passes cost N*c target passes: divide by 1 + N*c."),
+        (lambda a, n, c: tokens(a, n) / (1 + (n + 1) * c),
+         "the draft runs N times per step, not N + 1."),
+        (lambda a, n, c: tokens(a, n) * (1 - n * c), "costs add: divide by (1 + N*c), don't multiply by 1 - N*c."),
+        (lambda a, n, c: tokens(a, n) / (1 + c),
+         "the draft runs once per drafted token: N*c, not c."),
+    ]
+    n = _compare("predicted_speedup", fn, _SPEEDUP_CASES, _metrics.predicted_speedup, faults, _same_float,
+                 "speedup = expected tokens per call / (1 + N * cost_ratio).")
+    return f"correct on all {n} cases."
+
+
+_BEST_N_CASES = [(0.75, 0.1, 16), (0.5, 0.1, 16), (0.85, 0.05, 16), (0.7, 0.2, 16), (0.9, 0.0, 8), (0.0, 0.1, 16),
+                 (0.95, 0.02, 12), (1.0, 0.0, 5), (0.0, 0.0, 8)]
+
+
+@_checker
+def best_n_draft(fn):
+    """Check ``fn(alpha, cost_ratio, max_n) -> int``: the N in 1..max_n with the largest predicted speedup
+    (the smallest such N on ties). Reference: :func:`lab.metrics.optimal_n_draft`. Returns True/False.
+    """
+    def speedups(a, c, m):
+        return {n: _metrics.predicted_speedup(a, n, c) for n in range(1, m + 1)}
+
+    faults = [
+        (lambda a, c, m: max(range(1, m + 1), key=lambda n: _metrics.expected_tokens_per_call(a, n)),
+         "maximise the predicted SPEEDUP (which pays for the draft's passes), not tokens per call, which always "
+         "grows with N."),
+        (lambda a, c, m: max(range(1, m), key=lambda n: _metrics.predicted_speedup(a, n, c)),
+         "include max_n itself: range(1, max_n + 1)."),
+        (lambda a, c, m: max(speedups(a, c, m).values()), "return the best N, not the best speedup."),
+        (lambda a, c, m: max(sorted(speedups(a, c, m), reverse=True), key=lambda n: speedups(a, c, m)[n]),
+         "on ties keep the smallest N (fewer wasted draft passes)."),
+        (lambda a, c, m: max(range(0, m + 1), key=lambda n: _metrics.expected_tokens_per_call(a, max(n, 1))
+                             / (1 + n * c)) if m else 0,
+         "N starts at 1: with N = 0 there is no speculation."),
+    ]
+    n = _compare("best_n_draft", fn, _BEST_N_CASES, _metrics.optimal_n_draft, faults, _same_int,
+                 "try every N from 1 to max_n and keep the one with the largest predicted_speedup (smallest on ties).")
+    return f"correct on all {n} cases."
+
+
+def _records(specs):
+    """StepRecords from (n_drafted, n_accepted, n_emitted) triples."""
+    out = []
+    position = 0
+    for i, (drafted, accepted, emitted) in enumerate(specs):
+        out.append(StepRecord(index=i, position=position, drafted=list(range(drafted)), num_accepted=accepted,
+                              emitted=list(range(emitted)), last_kind="bonus" if accepted == drafted else "resampled",
+                              draft_calls=drafted))
+        position += emitted
+    return out
+
+
+_METRIC_CASES = [
+    ([(4, 4, 5), (4, 1, 2), (4, 0, 1), (4, 3, 4)], 0.1),
+    ([(5, 5, 6), (5, 5, 6), (2, 0, 1)], 0.25),
+    ([(3, 1, 2), (1, 1, 2), (4, 2, 3), (4, 4, 3)], 0.05),  # the last step was cut by max_new_tokens
+    ([(4, 0, 1)] * 3, 0.5),
+]
+
+
+def _ref_speculation_metrics(steps, cost_ratio):
+    drafted = sum(len(s.drafted) for s in steps)
+    accepted = sum(s.num_accepted for s in steps)
+    emitted = sum(len(s.emitted) for s in steps)
+    return {"acceptance_rate": accepted / drafted,
+            "tokens_per_target_call": emitted / len(steps),
+            "cost_per_token": (len(steps) + cost_ratio * drafted) / emitted}
+
+
+@_checker
+def speculation_metrics(fn):
+    """Check ``fn(steps: list[StepRecord], cost_ratio) -> dict`` with three numbers:
+
+    - ``acceptance_rate``: accepted drafts / drafted tokens (over the whole run);
+    - ``tokens_per_target_call``: emitted tokens / target calls (one call per step);
+    - ``cost_per_token``: (target calls + cost_ratio × draft passes) / emitted tokens, in target passes, where
+      each drafted token costs one draft pass.
+    Returns True/False.
+    """
+    cases = [(_records(specs), c) for specs, c in _METRIC_CASES]
+
+    def ref(steps, c):
+        return _ref_speculation_metrics(steps, c)
+
+    def variant(**changes):
+        def fn_(steps, c):
+            out = ref(steps, c)
+            for key, f in changes.items():
+                out[key] = f(steps, c)
+            return out
+        return fn_
+
+    drafted = lambda steps: sum(len(s.drafted) for s in steps)  # noqa: E731
+    accepted = lambda steps: sum(s.num_accepted for s in steps)  # noqa: E731
+    emitted = lambda steps: sum(len(s.emitted) for s in steps)  # noqa: E731
+    faults = [
+        (variant(acceptance_rate=lambda s, c: emitted(s) / drafted(s)),
+         "acceptance_rate counts accepted DRAFTS only; the resampled/bonus token is the target's, not an accepted "
+         "draft."),
+        (variant(acceptance_rate=lambda s, c: sum(x.num_accepted / len(x.drafted) for x in s) / len(s)),
+         "divide total accepted by total drafted over the run; the mean of per-step ratios weights short drafts "
+         "too much."),
+        (variant(tokens_per_target_call=lambda s, c: accepted(s) / len(s)),
+         "tokens per target call counts every emitted token, including the target's own token each step."),
+        (variant(tokens_per_target_call=lambda s, c: (accepted(s) + len(s)) / len(s)),
+         "count the tokens actually emitted (len(step.emitted)): a step cut short by max_new_tokens or EOS emits "
+         "fewer than accepted + 1."),
+        (variant(cost_per_token=lambda s, c: (len(s) + c * drafted(s)) / accepted(s) if accepted(s) else math.inf),
+         "divide the cost by the tokens the user gets (all emitted tokens), not by accepted drafts only."),
+        (variant(cost_per_token=lambda s, c: (len(s) + drafted(s)) / emitted(s)),
+         "a draft pass costs cost_ratio target passes: weight the draft passes by cost_ratio."),
+        (variant(cost_per_token=lambda s, c: len(s) / emitted(s)),
+         "cost per token must include the draft's passes (cost_ratio each)."),
+    ]
+
+    def same(a, b):
+        if not isinstance(a, dict):
+            return False
+        keys = ("acceptance_rate", "tokens_per_target_call", "cost_per_token")
+        return all(k in a and _same_float(a[k], b[k]) for k in keys)
+
+    def show(args):
+        steps, c = args
+        return ("[" + ", ".join(f"(drafted {len(s.drafted)}, accepted {s.num_accepted}, emitted {len(s.emitted)})"
+                                for s in steps) + f"], cost_ratio={c}")
+
+    for steps, c in cases:
+        out = _outcome(fn, (steps, c))
+        if out[0] == "ok":
+            missing = [k for k in ("acceptance_rate", "tokens_per_target_call", "cost_per_token")
+                       if not isinstance(out[1], dict) or k not in out[1]]
+            if missing:
+                raise _Fail(f"return a dict with the keys 'acceptance_rate', 'tokens_per_target_call' and "
+                            f"'cost_per_token'; missing {missing}.")
+    n = _compare("speculation_metrics", fn, cases, ref, faults, same,
+                 "acceptance = accepted / drafted; tokens per call = emitted / steps; cost per token = "
+                 "(steps + cost_ratio * drafted) / emitted.", show_args=show)
+    return f"all three metrics correct on {n} runs."
+

@@ -1,0 +1,382 @@
+"""Every checker in lab.check passes the reference, rejects planted wrong answers with the matching hint,
+reports a stub as "not solved yet", and never raises."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lab import check, metrics, sampling, toy
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+def run(checker, fn, capsys):
+    """(returned bool, printed text)."""
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def assert_rejects(checker, fn, capsys, *hint_words):
+    ok, out = run(checker, fn, capsys)
+    assert ok is False, out
+    assert out.startswith("✗"), out
+    for word in hint_words:
+        assert word in out, f"{word!r} not in:\n{out}"
+
+
+ALL_CHECKERS = [check.step_latency, check.arithmetic_intensity, check.accept_probability, check.accept_or_reject,
+                check.residual_distribution, check.residual_after_rejection, check.residual_without_softmax,
+                check.residual_zero_mass, check.speculative_step, check.chi_square_pvalue, check.greedy_draft,
+                check.topk_draft, check.expected_acceptance, check.expected_tokens_per_call,
+                check.predicted_speedup, check.best_n_draft, check.speculation_metrics]
+
+
+@pytest.mark.parametrize("checker", ALL_CHECKERS, ids=lambda c: c.__name__)
+def test_stub_prints_not_solved_yet(checker, capsys):
+    ok, out = run(checker, stub, capsys)
+    assert ok is False
+    assert "not solved yet" in out
+
+
+@pytest.mark.parametrize("checker", ALL_CHECKERS, ids=lambda c: c.__name__)
+def test_unexpected_error_is_reported_not_raised(checker, capsys):
+    def broken(*args):
+        raise KeyError("oops")
+
+    ok, out = run(checker, broken, capsys)
+    assert ok is False and out.startswith("✗") and "KeyError" in out
+
+
+def test_non_callable_is_reported(capsys):
+    ok, out = run(check.accept_or_reject, 0.5, capsys)
+    assert ok is False and "pass your function" in out
+
+
+# --- lesson 01 ---------------------------------------------------------------------------------------------
+
+def test_step_latency(capsys):
+    ok, out = run(check.step_latency, lambda t, d, n: n * d + t, capsys)
+    assert ok and out.startswith("✓")
+    assert_rejects(check.step_latency, lambda t, d, n: (n + 1) * d + t, capsys, "N passes, not N + 1")
+    assert_rejects(check.step_latency, lambda t, d, n: n * d + (n + 1) * t, capsys, "ONE forward pass")
+    assert_rejects(check.step_latency, lambda t, d, n: t, capsys, "not free")
+    assert_rejects(check.step_latency, lambda t, d, n: d + t, capsys, "once per drafted token")
+
+
+def test_arithmetic_intensity(capsys):
+    ok, _ = run(check.arithmetic_intensity, lambda k, b: 2 * k / b, capsys)
+    assert ok
+    assert_rejects(check.arithmetic_intensity, lambda k, b: k / b, capsys, "2 FLOPs")
+    assert_rejects(check.arithmetic_intensity, lambda k, b: b / (2 * k), capsys, "FLOPs divided by bytes")
+    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 / b, capsys, "FLOPs grow with k")
+    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 * k * b, capsys, "don't multiply")
+
+
+# --- lesson 02 ---------------------------------------------------------------------------------------------
+
+def reference_accept_probability(target_prob, draft_prob):
+    if target_prob <= 0:
+        return 0.0
+    return 1.0 if draft_prob <= 0 else min(1.0, target_prob / draft_prob)
+
+
+def test_accept_probability(capsys):
+    ok, _ = run(check.accept_probability, reference_accept_probability, capsys)
+    assert ok
+    assert_rejects(check.accept_probability, lambda t, d: t / d if d else math.inf, capsys, "can't exceed 1")
+    assert_rejects(check.accept_probability, lambda t, d: min(1.0, d / t), capsys, "upside down")
+    assert_rejects(check.accept_probability, lambda t, d: min(1.0, t / d), capsys, "can be 0")
+    assert_rejects(check.accept_probability, lambda t, d: min(1.0, t / d) if d else 1.0, capsys, "never be accepted")
+
+
+def test_accept_or_reject(capsys):
+    ok, out = run(check.accept_or_reject, sampling.accept_or_reject, capsys)
+    assert ok, out
+    ok, _ = run(check.accept_or_reject, lambda t, d, u: u * d < t, capsys)  # the division-free form
+    assert ok
+    assert_rejects(check.accept_or_reject, lambda t, d, u: u <= min(1.0, t / d) if d else True, capsys, "strict `<`")
+    assert_rejects(check.accept_or_reject, lambda t, d, u: u < (min(1.0, d / t) if t else 1.0), capsys, "upside down")
+    assert_rejects(check.accept_or_reject, lambda t, d, u: u < min(1.0, t / d), capsys, "draft_prob can be 0")
+    assert_rejects(check.accept_or_reject, lambda t, d, u: u > min(1.0, t / d) if d else False, capsys, "reversed")
+    assert_rejects(check.accept_or_reject, lambda t, d, u: min(1.0, t / d) if d else 1.0, capsys, "True or False")
+
+
+# --- lesson 03 ---------------------------------------------------------------------------------------------
+
+def positive(t, d):
+    return (t - d).clamp_min(0)
+
+
+RESIDUAL_FAULTS = [
+    (lambda t, d: torch.softmax(positive(t, d), -1), "softmax"),
+    (lambda t, d: positive(t, d) / positive(t, d).sum(-1, keepdim=True), "NaN"),
+    (lambda t, d: (t - d) / (t - d).sum(-1, keepdim=True), "clamp"),
+    (lambda t, d: positive(d, t) / positive(d, t).sum(-1, keepdim=True), "wrong way round"),
+    (lambda t, d: positive(t, d), "normalise"),
+    (lambda t, d: torch.where(positive(t, d).sum() > 0, positive(t, d) / positive(t, d).sum().clamp_min(1e-30), t),
+     "last axis"),
+]
+
+
+@pytest.mark.parametrize("checker", [check.residual_distribution, check.residual_without_softmax,
+                                     check.residual_zero_mass], ids=lambda c: c.__name__)
+def test_residual_checkers(checker, capsys):
+    ok, out = run(checker, sampling.residual_distribution, capsys)
+    assert ok, out
+    for fault, word in RESIDUAL_FAULTS:
+        assert_rejects(checker, fault, capsys, word)
+
+
+def test_residual_after_rejection(capsys):
+    ok, _ = run(check.residual_after_rejection, lambda t, d, token: sampling.residual_distribution(t, d), capsys)
+    assert ok
+
+    def seed_002(t, d, token):  # the scalar version of seed lesson 002
+        adjusted = (t[token] - d[token]).clamp_min(0)
+        return adjusted / adjusted.sum()
+
+    def without_token(t, d, token):
+        rest = t.clone()
+        rest[token] = 0
+        return rest / rest.sum()
+
+    assert_rejects(check.residual_after_rejection, seed_002, capsys, "whole vocabulary", "tensor(nan)")
+    assert_rejects(check.residual_after_rejection, without_token, capsys, "not enough")
+    assert_rejects(check.residual_after_rejection, lambda t, d, token: t, capsys, "not from the target")
+
+
+# --- lesson 04 ---------------------------------------------------------------------------------------------
+
+def spec_step_variant(resample="residual", bonus=True, stop=True, context="full", accept="ratio"):
+    """A speculative step with one planted fault switched on."""
+    from lab.sampling import categorical, uniform
+
+    def step(prefix, target_model, draft_model, n_draft, rng):
+        out = list(prefix)
+        drafts, dists = [], []
+        for _ in range(n_draft):
+            dist = list(draft_model(out + drafts))
+            drafts.append(categorical(dist, rng))
+            dists.append(dist)
+        for i, token in enumerate(drafts):
+            target = list(target_model(out if context == "full" else list(prefix)))
+            ratio = target[token] / dists[i][token]
+            ok = uniform(rng) < min(1.0, ratio) if accept == "ratio" else True
+            if ok:
+                out.append(token)
+                continue
+            if resample == "residual":
+                dist = sampling.residual_distribution(torch.tensor(target), torch.tensor(dists[i])).tolist()
+            elif resample == "target":
+                dist = target
+            out.append(categorical(dist, rng))
+            if stop:
+                return out
+        if bonus:
+            out.append(categorical(list(target_model(out)), rng))
+        return out
+
+    return step
+
+
+def test_speculative_step_reference(capsys):
+    ok, out = run(check.speculative_step, toy.speculative_step, capsys)
+    assert ok, out
+    ok, out = run(check.speculative_step, spec_step_variant(), capsys)
+    assert ok, out  # the variant with no fault switched on is correct
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(bonus=False), ["bonus token"]),
+    (dict(stop=False), ["Stop at the first rejection"]),
+    (dict(resample="target"), ["resampled from the target"]),
+    (dict(accept="always"), ["must be rejected"]),
+    (dict(context="prefix"), ["bigram", "prefix + drafts[:i]"]),
+])
+def test_speculative_step_faults(kwargs, words, capsys):
+    assert_rejects(check.speculative_step, spec_step_variant(**kwargs), capsys, *words)
+
+
+def test_speculative_step_mutating_prefix(capsys):
+    def mutating(prefix, target_model, draft_model, n_draft, rng):
+        out = toy.speculative_step(prefix, target_model, draft_model, n_draft, rng)
+        prefix.append(0)
+        return out
+
+    assert_rejects(check.speculative_step, mutating, capsys, "changed the prefix")
+
+
+def test_chi_square_pvalue(capsys):
+    from scipy.stats import chisquare
+
+    def good(tokens, probs):
+        counts = torch.bincount(torch.tensor(tokens), minlength=len(probs)).tolist()
+        return chisquare(counts, [p * len(tokens) for p in probs]).pvalue
+
+    ok, out = run(check.chi_square_pvalue, good, capsys)
+    assert ok, out
+
+    def probs_as_expected(tokens, probs):
+        return chisquare(torch.bincount(torch.tensor(tokens), minlength=len(probs)).tolist(), list(probs)).pvalue
+
+    def no_minlength(tokens, probs):
+        return chisquare(torch.bincount(torch.tensor(tokens)).tolist(), [p * len(tokens) for p in probs]).pvalue
+
+    def statistic(tokens, probs):
+        counts = torch.bincount(torch.tensor(tokens), minlength=len(probs)).tolist()
+        return chisquare(counts, [p * len(tokens) for p in probs]).statistic
+
+    def uniform(tokens, probs):
+        return chisquare(torch.bincount(torch.tensor(tokens), minlength=len(probs)).tolist()).pvalue
+
+    assert_rejects(check.chi_square_pvalue, probs_as_expected, capsys, "expected COUNTS")
+    assert_rejects(check.chi_square_pvalue, no_minlength, capsys, "minlength")
+    assert_rejects(check.chi_square_pvalue, statistic, capsys, "not the statistic")
+    assert_rejects(check.chi_square_pvalue, uniform, capsys, "UNIFORM")
+
+
+def test_greedy_draft(capsys):
+    def good(draft_probs):
+        token = int(draft_probs.argmax())
+        return token, torch.nn.functional.one_hot(torch.tensor(token), len(draft_probs)).float()
+
+    ok, out = run(check.greedy_draft, good, capsys)
+    assert ok, out
+    assert_rejects(check.greedy_draft, lambda d: (int(d.argmax()), d), capsys, "[0.75, 0.25]", "one-hot")
+    assert_rejects(check.greedy_draft, lambda d: (0, torch.nn.functional.one_hot(torch.tensor(0), len(d))), capsys,
+                   "proposes the argmax")
+    assert_rejects(check.greedy_draft, lambda d: (int(d.argmax()), torch.softmax(d, -1)), capsys, "one-hot")
+    assert_rejects(check.greedy_draft, lambda d: int(d.argmax()), capsys, "pair (token, reported_probs)")
+
+
+def topk(probs, k):
+    kth = torch.topk(probs, k).values[-1]
+    kept = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+    return kept
+
+
+def test_topk_draft(capsys):
+    def good(draft_probs, k, generator):
+        kept = topk(draft_probs, k)
+        kept = kept / kept.sum()
+        return int(torch.multinomial(kept, 1, generator=generator)), kept
+
+    ok, out = run(check.topk_draft, good, capsys)
+    assert ok, out
+
+    def reports_raw(draft_probs, k, generator):
+        token, _ = good(draft_probs, k, generator)
+        return token, draft_probs
+
+    def unnormalised(draft_probs, k, generator):
+        token, _ = good(draft_probs, k, generator)
+        return token, topk(draft_probs, k)
+
+    def samples_raw(draft_probs, k, generator):
+        _, kept = good(draft_probs, k, generator)
+        return int(torch.multinomial(draft_probs, 1, generator=generator)), kept
+
+    def off_by_one(draft_probs, k, generator):
+        return good(draft_probs, k + 1, generator)
+
+    assert_rejects(check.topk_draft, reports_raw, capsys, "reported the unprocessed", "[0.5, 0.375, 0.0625, 0.0625]")
+    assert_rejects(check.topk_draft, unnormalised, capsys, "renormalise")
+    assert_rejects(check.topk_draft, samples_raw, capsys, "outside the top")
+    assert_rejects(check.topk_draft, off_by_one, capsys, "exactly k")
+
+
+def test_emitted_distribution_known_values():
+    one_hot = torch.tensor([1.0, 0.0])
+    target = torch.tensor([0.6, 0.4])
+    draft = torch.tensor([0.8, 0.2])
+    # The argmax draft that reports its softmax: the numbers of issue 3 / lesson 04.
+    assert torch.allclose(check.emitted_distribution(target, one_hot, draft), torch.tensor([0.75, 0.25]).double())
+    assert torch.allclose(check.emitted_distribution(target, one_hot, one_hot), target.double())
+    assert torch.allclose(check.emitted_distribution(target, draft, draft), target.double())
+    with pytest.raises(ValueError):
+        check.emitted_distribution(target, torch.tensor([1.0, 0.0, 0.0]), draft)
+
+
+# --- lesson 05 ---------------------------------------------------------------------------------------------
+
+def test_expected_acceptance(capsys):
+    ok, _ = run(check.expected_acceptance, lambda t, d: float(torch.minimum(t, d).sum()), capsys)
+    assert ok
+    ok, _ = run(check.expected_acceptance, lambda t, d: 1 - metrics.total_variation(t, d), capsys)
+    assert ok
+    assert_rejects(check.expected_acceptance, lambda t, d: float((t * d).sum()), capsys, "two independent samples")
+    assert_rejects(check.expected_acceptance, lambda t, d: metrics.total_variation(t, d), capsys, "1 - TV")
+    assert_rejects(check.expected_acceptance, lambda t, d: float(torch.maximum(t, d).sum()), capsys, "use min")
+    assert_rejects(check.expected_acceptance, lambda t, d: 1 - metrics.kl_divergence(t, d), capsys, "1 - KL")
+
+
+# --- lesson 06 ---------------------------------------------------------------------------------------------
+
+def test_expected_tokens_per_call(capsys):
+    ok, _ = run(check.expected_tokens_per_call, metrics.expected_tokens_per_call, capsys)
+    assert ok
+    assert_rejects(check.expected_tokens_per_call, lambda a, n: (1 - a ** n) / (1 - a) if a < 1 else n, capsys,
+                   "exponent is N + 1")
+    assert_rejects(check.expected_tokens_per_call, lambda a, n: (1 - a ** (n + 1)) / (1 - a), capsys, "alpha = 1")
+    assert_rejects(check.expected_tokens_per_call, lambda a, n: 1 + n * a, capsys, "first rejection")
+    assert_rejects(check.expected_tokens_per_call, lambda a, n: 1 / (1 - a) if a < 1 else math.inf, capsys,
+                   "unbounded N")
+
+
+def test_predicted_speedup(capsys):
+    ok, _ = run(check.predicted_speedup, metrics.predicted_speedup, capsys)
+    assert ok
+    e = metrics.expected_tokens_per_call
+    assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n), capsys, "that is tokens per target call")
+    assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + (n + 1) * c), capsys, "not N + 1")
+    assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + c), capsys, "N*c, not c")
+
+
+def test_best_n_draft(capsys):
+    ok, _ = run(check.best_n_draft, metrics.optimal_n_draft, capsys)
+    assert ok
+    s = metrics.predicted_speedup
+    assert_rejects(check.best_n_draft, lambda a, c, m: m, capsys, "SPEEDUP")
+    assert_rejects(check.best_n_draft, lambda a, c, m: max(range(1, m), key=lambda n: s(a, n, c)), capsys,
+                   "include max_n")
+    assert_rejects(check.best_n_draft, lambda a, c, m: max(s(a, n, c) for n in range(1, m + 1)), capsys,
+                   "not the best speedup")
+    assert_rejects(check.best_n_draft,
+                   lambda a, c, m: max(range(m, 0, -1), key=lambda n: round(s(a, n, c), 12)), capsys, "smallest N")
+
+
+def test_speculation_metrics(capsys):
+    def good(steps, c):
+        drafted = sum(len(s.drafted) for s in steps)
+        accepted = sum(s.num_accepted for s in steps)
+        emitted = sum(len(s.emitted) for s in steps)
+        return {"acceptance_rate": accepted / drafted, "tokens_per_target_call": emitted / len(steps),
+                "cost_per_token": (len(steps) + c * drafted) / emitted}
+
+    ok, out = run(check.speculation_metrics, good, capsys)
+    assert ok, out
+
+    def changed(**kw):
+        def fn(steps, c):
+            out = good(steps, c)
+            out.update({k: f(steps, c) for k, f in kw.items()})
+            return out
+        return fn
+
+    acc = lambda s: sum(x.num_accepted for x in s)  # noqa: E731
+    drafted = lambda s: sum(len(x.drafted) for x in s)  # noqa: E731
+    emitted = lambda s: sum(len(x.emitted) for x in s)  # noqa: E731
+    assert_rejects(check.speculation_metrics, changed(acceptance_rate=lambda s, c: emitted(s) / drafted(s)), capsys,
+                   "accepted DRAFTS only")
+    assert_rejects(check.speculation_metrics,
+                   changed(cost_per_token=lambda s, c: (len(s) + c * drafted(s)) / acc(s)), capsys, "not by accepted")
+    assert_rejects(check.speculation_metrics, changed(tokens_per_target_call=lambda s, c: (acc(s) + len(s)) / len(s)),
+                   capsys, "cut short")
+    assert_rejects(check.speculation_metrics,
+                   changed(acceptance_rate=lambda s, c: sum(x.num_accepted / len(x.drafted) for x in s) / len(s)),
+                   capsys, "mean of per-step ratios")
+    assert_rejects(check.speculation_metrics, lambda s, c: {"acceptance_rate": 0.5}, capsys, "missing")
