@@ -1,0 +1,66 @@
+"""The set-up files agree with each other, and lessons/ is exactly what solutions/ generate."""
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONDA_NAMES = {"torch": "pytorch"}  # PyPI name -> conda-forge name where they differ
+
+
+def _split(req: str) -> tuple[str, str]:
+    name, spec = re.match(r"^([A-Za-z0-9_.\-]+)(.*)$", req.replace(" ", "")).groups()
+    return name.lower(), spec
+
+
+def test_environment_yml_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = dict(_split(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda = dict(_split(d) for d in env["dependencies"] if isinstance(d, str))
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    for name, spec in wanted.items():
+        conda_name = CONDA_NAMES.get(name, name)
+        assert conda_name in conda, f"{name} is in pyproject.toml but not in environment.yml"
+        assert conda[conda_name] == spec, f"{name}: pyproject says {spec!r}, environment.yml {conda[conda_name]!r}"
+    assert "conda-forge" in env["channels"]
+    assert '-e ".[dev]"' in pip or "-e .[dev]" in pip
+
+
+def test_lessons_are_generated_from_solutions():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import make_lessons
+
+    assert make_lessons.main(["--check"]) == 0, "lessons/ drifted from solutions/: run `make lessons`"
+    solutions = sorted(p.name for p in (ROOT / "solutions").glob("*.ipynb"))
+    assert solutions == sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb"))
+    assert "00_tour.ipynb" in solutions
+
+
+def test_stub_generation_keeps_indentation_and_removes_solutions():
+    sys.path.insert(0, str(ROOT / "tools"))
+    from make_lessons import strip_solutions
+
+    src = "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n\nprint(f)\n"
+    out, found = strip_solutions(src)
+    assert found
+    assert out == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError\n\nprint(f)\n"
+    assert strip_solutions("x = 1\n") == ("x = 1\n", False)
+
+
+def test_ci_runs_the_readme_test_command():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make lab" in readme
+
+
+def test_committed_notebooks_are_small_and_carry_no_widget_state():
+    import json
+
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "lessons").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        assert "widgets" not in nb["metadata"], f"{path.name}: run tools/run_notebooks.py (strips widget state)"
+        assert path.stat().st_size < 2_000_000, f"{path.name} is {path.stat().st_size} bytes"
+        assert nb["metadata"]["kernelspec"]["name"] == "python3"

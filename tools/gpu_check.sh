@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One script that checks the GPU path in a few minutes: the engine's oracles on CUDA, the bundled pair on CUDA,
+# lesson 00 on CUDA, and the bench on the GPU. Run from the repository root on a machine with CUDA:
+#   bash tools/gpu_check.sh            (uses .venv if present, else the current python)
+set -euo pipefail
+PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+export TQDM_DISABLE=1 PYTHONWARNINGS=ignore
+$PY - <<'PY'
+import torch
+assert torch.cuda.is_available(), "no CUDA device visible"
+print("GPU:", torch.cuda.get_device_name(0), "| torch", torch.__version__)
+from lab.models import load_pair
+pair = load_pair("shakespeare")
+assert pair.device.type == "cuda", pair.device
+print("bundled pair loaded on", pair.device)
+PY
+LAB_TEST_DEVICE=cuda $PY -m pytest -q -x tests/test_engine.py tests/test_pair.py
+$PY -m pytest -q --nbval --nbval-current-env solutions/00_tour.ipynb
+$PY -m lab bench

@@ -1,0 +1,45 @@
+"""Execute solution notebooks in place (the committed outputs), then regenerate lessons/.
+
+Widget state is not stored: plotly's FigureWidget state carries the whole plotly.js bundle (about 5 MB per
+figure), and the text/HTML fallbacks are what nbval compares anyway.
+
+Usage: ``python tools/run_notebooks.py [solutions/NN_name.ipynb ...]`` (default: every solution notebook).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(path: Path, timeout: int = 600) -> float:
+    """Execute one notebook in its own folder; returns the wall time in seconds."""
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    nb.metadata.pop("widgets", None)
+    nbformat.write(nb, path)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    paths = [Path(a).resolve() for a in argv] or sorted((ROOT / "solutions").glob("*.ipynb"))
+    for path in paths:
+        print(f"{path.name}: {run(path):.1f} s", flush=True)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import make_lessons
+
+    return make_lessons.main([])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
