@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-DRAFTERS = ("model",)  # the --drafter choices; later lessons add more
+DRAFTERS = ("model", "ngram", "lookahead")  # the --drafter choices; later lessons add more
 
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
         "prompt": "\x1b[2m", "reset": "\x1b[0m"}
@@ -19,10 +19,14 @@ ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;3
 
 def make_drafter(kind: str, pair, n_draft: int):
     """The drafter for ``--drafter kind`` on ``pair`` (``ValueError`` for an unknown kind)."""
-    from lab.drafters import DraftModelDrafter
+    from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
     if kind == "model":
         return DraftModelDrafter(pair.draft, n_draft=n_draft)
+    if kind == "ngram":  # prompt lookup (lesson 08): no draft model
+        return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
+    if kind == "lookahead":  # Lookahead decoding (lesson 09): the target drafts for itself; n_draft is not used
+        return LookaheadDrafter()
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
 
 
@@ -49,7 +53,7 @@ def demo(args) -> int:
     prompt_ids = pair.encode(prompt)
     if not prompt_ids:
         raise SystemExit("--prompt must contain at least one token")
-    color = sys.stdout.isatty() and not args.no_color
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
 
     def paint(kind: str, text: str) -> str:
         return f"{ANSI[kind]}{text}{ANSI['reset']}" if color else text
@@ -95,11 +99,13 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", default=None, help="text to continue (default: a held-out passage)")
     p.add_argument("--max-new-tokens", type=_positive_int, default=80)
     p.add_argument("--temperature", type=_temperature, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--n-draft", type=_positive_int, default=4, help="draft tokens per step")
+    p.add_argument("--n-draft", type=_positive_int, default=4,
+                   help="draft tokens per step (model, ngram; lookahead uses its own window)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pair", default="shakespeare", help="model pair preset")
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
-    p.add_argument("--no-color", action="store_true")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                   help="ANSI colours (auto: only on a terminal)")
 
     b = sub.add_parser("bench", help="lab vs transformers: autoregressive and speculative, side by side")
     b.add_argument("--json", action="store_true")
@@ -112,6 +118,23 @@ def main(argv=None) -> int:
     t.add_argument("what", choices=["pair", "card"])
     t.add_argument("--threads", type=int, default=None)
 
+    from lab.picker import METHODS, TASKS  # stdlib only: cheap to import
+
+    k = sub.add_parser("pick", help="recommend a speculative-decoding method and its vLLM / transformers settings")
+    k.add_argument("--task", required=True, choices=TASKS)
+    k.add_argument("--temperature", type=_temperature, default=0.0, help="target sampling temperature, 0 = greedy")
+    k.add_argument("--small-model", action=argparse.BooleanOptionalAction, default=False,
+                   help="a small model of the target's family exists (vanilla draft)")
+    k.add_argument("--can-finetune", action="store_true", help="you may train EAGLE / Medusa heads for the target")
+    k.add_argument("--throughput", action="store_true", help="throughput-bound, high-batch serving")
+    k.add_argument("--memory-gb", type=float, default=None, help="free accelerator memory beyond the target (GB)")
+    k.add_argument("--exclude", action="append", choices=[m for m in METHODS if m != "none"],
+                   help="a method you cannot use (repeatable)")
+    k.add_argument("--target", default="<target-model>", help="target model name for the vllm command line")
+    k.add_argument("--tensor-parallel-size", type=_positive_int, default=1, help="GPUs the target is sharded over")
+    k.add_argument("--markdown", metavar="FILE", default=None, help="also write a one-page decision guide")
+    k.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args)
@@ -119,6 +142,10 @@ def main(argv=None) -> int:
         from lab.bench import main as bench_main
 
         return bench_main(args)
+    if args.command == "pick":
+        from lab.picker import main as pick_main
+
+        return pick_main(args)
     from lab import train
 
     if args.what == "pair":

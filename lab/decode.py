@@ -82,8 +82,11 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     cache = new_cache()
     if len(prompt) > 1:  # the cache holds every committed token but the last, which each step feeds first
         forward(target, prompt[:-1], cache, logits_to_keep=1)
+    observe = kv_length = None
     if drafter is not None:
         drafter.reset(prompt)
+        observe = getattr(drafter, "observe", None)      # optional: wants the step's logits (Lookahead)
+        kv_length = getattr(drafter, "kv_length", None)  # optional: its own KV-cache length (for the KV viewer)
     prefill_ms = (time.perf_counter() - start) * 1000
 
     committed, new, steps = list(prompt), [], []
@@ -91,14 +94,26 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     while len(new) < max_new_tokens:
         remaining = max_new_tokens - len(new)
         t0 = time.perf_counter()
+        draft_kv = [kv_length()] if kv_length is not None else None
         if drafter is None:
             draft = Draft()
         else:
             draft = drafter.propose(DraftRequest(committed, remaining - 1, temperature, top_k, top_p, generator))
+        if draft_kv is not None:
+            draft_kv.append(kv_length())
         t1 = time.perf_counter()
 
         base = cache_length(cache)
-        logits = forward(target, [last] + draft.tokens, cache)  # [n+1, V]: one target call verifies all drafts
+        n = len(draft.tokens)
+        if draft.extra_tokens:  # e.g. Lookahead's Jacobi window: more rows in the same target forward
+            logits = forward(target, [last] + draft.tokens + draft.extra_tokens, cache,
+                             **_branch_layout(base, n, draft))
+        else:
+            logits = forward(target, [last] + draft.tokens, cache)  # [n+1, V]: one target call verifies all drafts
+        fed = logits.size(0)
+        if observe is not None:
+            observe(logits)
+        logits = logits[: n + 1]
         if greedy:
             result = verify_greedy(logits.argmax(-1).tolist(), draft.tokens)
             target_probs = torch.softmax(logits, -1).cpu() if record_probs else None
@@ -108,6 +123,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         rollback(cache, base + 1 + result.num_accepted)  # drop the rejected drafts' keys and values
         if drafter is not None:
             drafter.update(result.num_accepted, result.next_token)
+            if draft_kv is not None:
+                draft_kv.append(kv_length())
         t2 = time.perf_counter()
 
         block = draft.tokens[: result.num_accepted] + [result.next_token]
@@ -120,7 +137,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             emitted=emitted, last_kind=result.kind, truncated=cut < len(block),
             draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, draft_calls=draft.calls,
             target_probs=target_probs if record_probs else None,
-            draft_probs=(draft.probs if record_probs else None))
+            draft_probs=(draft.probs if record_probs else None),
+            target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None)
         steps.append(record)
         committed += emitted
         new += emitted
@@ -134,6 +152,24 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     stats = summarize_steps(steps, len(new), wall_ms)
     stats["prefill_ms"] = prefill_ms
     return Generation(tokens=new, steps=steps, stats=stats)
+
+
+def _branch_layout(base: int, n: int, draft: Draft) -> dict:
+    """Attention mask ``[q, q]`` over the step's new tokens and their position ids, for ``[last] + drafts + extra``.
+
+    ``[last] + drafts`` is causal at positions ``base .. base + n`` (the chain never sees the extra tokens); extra
+    row i sits at ``base + extra_positions[i]`` and sees what ``draft.extra_mask[i]`` allows. Raises ``ValueError``
+    if the drafter's mask or positions do not match its extra tokens."""
+    extra = len(draft.extra_tokens)
+    q = 1 + n + extra
+    extra_mask = torch.as_tensor(draft.extra_mask, dtype=torch.bool) if draft.extra_mask is not None else None
+    if extra_mask is None or tuple(extra_mask.shape) != (extra, q) or len(draft.extra_positions) != extra:
+        raise ValueError(f"a draft with {extra} extra tokens needs extra_mask [{extra}, {q}] and {extra} "
+                         "extra_positions")
+    mask = torch.ones(q, q, dtype=torch.bool).tril()
+    mask[1 + n:] = extra_mask
+    positions = list(range(base, base + n + 1)) + [base + int(offset) for offset in draft.extra_positions]
+    return {"attention_mask": mask, "position_ids": positions}
 
 
 def autoregressive(target, prompt_ids, **kwargs) -> Generation:

@@ -1,11 +1,15 @@
-"""KV-cache helpers over transformers caches: how long a cache is, and rolling it back after a rejection.
+"""KV-cache helpers over transformers caches: how long a cache is, rolling it back after a rejection, and a
+teaching scratch buffer that writes draft entries first and commits them on acceptance (lesson 07).
 
 A speculative step appends the drafted tokens' keys and values to the target's cache while verifying them; the
 rejected ones must leave again, or the next forward would attend to tokens that were never committed.
 """
 from __future__ import annotations
 
-__all__ = ["cache_length", "rollback"]
+import torch
+
+__all__ = ["cache_length", "rollback", "ScratchKVCache", "two_cache_greedy", "next_position", "draft_keep_length",
+           "emitted_tokens"]
 
 
 def cache_length(cache) -> int:
@@ -29,3 +33,207 @@ def rollback(cache, length: int):
     if length < current:
         cache.crop(length - current)
     return cache
+
+
+def _layers(cache) -> list:
+    """The per-layer key/value holders of a transformers cache (``cache.layers`` in transformers 5.x)."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        raise TypeError(f"{type(cache).__name__} has no per-layer key/value storage (`.layers`); "
+                        "ScratchKVCache needs a transformers DynamicCache")
+    return list(layers)
+
+
+class ScratchKVCache:
+    """A teaching KV cache in two parts: committed entries, and a scratch buffer that drafts are written to first.
+
+    Production engines (vLLM's speculative decoding, TensorRT-LLM's lookahead decoder) never let an unverified
+    token's keys and values become part of the sequence: verification writes them to scratch slots, and only the
+    accepted ones are committed. This class does the same over a transformers ``DynamicCache`` so each stage can be
+    inspected (lesson 07; seed lesson 000, "KV rollback: scratch KV buffer; commit on acceptance, discard on
+    reject").
+
+    - ``append(tokens)``: forward ``tokens`` and commit their entries at once (the prefill, or already verified
+      tokens). Returns logits ``[n, V]`` float32.
+    - ``write(tokens)``: forward ``tokens`` after the committed entries *and* the scratch entries already written,
+      and keep their keys/values in scratch. Returns logits ``[n, V]``. The committed cache is left exactly as it
+      was (``committed_length`` does not change).
+    - ``commit(count)``: move the first ``count`` scratch entries to the committed cache and discard the rest
+      (``commit(0)`` discards everything). ``discard()`` is ``commit(0)``.
+
+    Keys and values are stored after rotary position encoding, so a scratch entry is only valid at the position it
+    was written for: that is why ``commit`` keeps a *prefix* of the scratch buffer and never reorders it.
+    ``tokens`` / ``committed_tokens`` / ``scratch_tokens`` record which token ids the entries belong to.
+
+    Raises ``ValueError`` for an empty token list or a ``count`` outside ``[0, scratch_length]``.
+    """
+
+    def __init__(self, model, cache=None):
+        from lab.models import new_cache
+
+        self.model = model
+        self.cache = cache if cache is not None else new_cache()
+        self.committed_tokens: list = []
+        self.scratch_tokens: list = []
+        self._scratch: list = []  # per layer: (keys, values), each [batch, heads, scratch_length, head_dim]
+
+    @property
+    def committed_length(self) -> int:
+        """Positions held in the committed cache."""
+        return cache_length(self.cache)
+
+    @property
+    def scratch_length(self) -> int:
+        """Positions waiting in the scratch buffer."""
+        return len(self.scratch_tokens)
+
+    def _tokens(self, tokens, name: str = "tokens") -> list:
+        tokens = [int(t) for t in (tokens.tolist() if hasattr(tokens, "tolist") else tokens)]
+        if not tokens:
+            raise ValueError(f"{name} must hold at least one token id")
+        return tokens
+
+    def append(self, tokens):
+        """Forward ``tokens`` straight into the committed cache (no scratch); returns logits ``[n, V]``.
+
+        Raises ``ValueError`` if scratch entries are pending (commit or discard them first): committed entries
+        must stay a contiguous prefix of the sequence."""
+        from lab.models import forward
+
+        tokens = self._tokens(tokens)
+        if self.scratch_tokens:
+            raise ValueError(f"{self.scratch_length} scratch entries are pending; call commit(count) or discard() "
+                             "before appending committed tokens")
+        logits = forward(self.model, tokens, self.cache)
+        self.committed_tokens += tokens
+        return logits
+
+    def write(self, tokens):
+        """Forward ``tokens`` after committed + scratch entries; their keys/values go to scratch. Logits ``[n, V]``."""
+        from lab.models import forward
+
+        tokens = self._tokens(tokens)
+        committed = self.committed_length
+        if committed == 0 and not self.scratch_tokens:
+            raise ValueError("the cache is empty: append (prefill) at least one committed token before writing drafts")
+        layers = _layers(self.cache)
+        for layer, (keys, values) in zip(layers, self._scratch):  # lay the scratch entries on for this forward
+            layer.keys = torch.cat([layer.keys, keys], dim=-2)
+            layer.values = torch.cat([layer.values, values], dim=-2)
+        try:
+            logits = forward(self.model, tokens, self.cache)
+        finally:
+            layers = _layers(self.cache)
+            self._scratch = [(layer.keys[..., committed:, :], layer.values[..., committed:, :]) for layer in layers]
+            for layer in layers:  # and take them off again: the committed cache only ever holds committed tokens
+                layer.keys = layer.keys[..., :committed, :]
+                layer.values = layer.values[..., :committed, :]
+        self.scratch_tokens += tokens
+        return logits
+
+    def commit(self, count: int) -> None:
+        """Keep the first ``count`` scratch entries (append them to the committed cache); discard the rest."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= self.scratch_length:
+            raise ValueError(f"count must be an integer in [0, {self.scratch_length}] (the scratch entries "
+                             f"pending), got {count!r}")
+        if count:
+            for layer, (keys, values) in zip(_layers(self.cache), self._scratch):
+                layer.keys = torch.cat([layer.keys, keys[..., :count, :]], dim=-2)
+                layer.values = torch.cat([layer.values, values[..., :count, :]], dim=-2)
+            self.committed_tokens += self.scratch_tokens[:count]
+        self.scratch_tokens = []
+        self._scratch = []
+
+    def discard(self) -> None:
+        """Drop every scratch entry (a rejection of the whole block)."""
+        self.commit(0)
+
+    def slots(self) -> list:
+        """What each cache slot holds, in order: ``[(token_id, "committed" | "scratch"), ...]``."""
+        return ([(t, "committed") for t in self.committed_tokens] + [(t, "scratch") for t in self.scratch_tokens])
+
+    def __repr__(self) -> str:
+        return f"ScratchKVCache(committed={self.committed_length}, scratch={self.scratch_length})"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A two-cache greedy speculative loop with its bookkeeping spelled out (lesson 07's find-the-bug exercises)
+
+def next_position(position: int, num_accepted: int) -> int:
+    """Position of the newest committed token after a step that accepted ``num_accepted`` drafts: the step commits
+    ``num_accepted`` drafts plus the target's own token, so positions advance by ``num_accepted + 1``."""
+    return position + num_accepted + 1
+
+
+def draft_keep_length(held: int, num_accepted: int, n_draft: int) -> int:
+    """How many entries the draft's cache keeps after verification.
+
+    While drafting ``n_draft`` tokens the draft fed the pending token(s) and every draft but the last (the last
+    one's logits were never needed), so it ``held`` entries ending in ``drafts[n_draft - 2]``. The accepted
+    drafts stay; the ``n_draft - 1 - num_accepted`` rejected ones that were fed must go. After a full acceptance
+    nothing goes, and the last draft still has to be fed next time (with the target's bonus token)."""
+    return held - max(0, n_draft - 1 - num_accepted)
+
+
+def emitted_tokens(drafts: list, num_accepted: int, next_token: int) -> list:
+    """The tokens a step adds to the output: the accepted drafts, then the target's own token."""
+    return list(drafts[:num_accepted]) + [next_token]
+
+
+def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_draft: int = 4, *,
+                     advance=next_position, draft_keep=draft_keep_length, emit=emitted_tokens) -> dict:
+    """Greedy speculative decoding with both KV caches and explicit position ids, every rule pluggable.
+
+    A compact version of :func:`lab.decode.generate` + :class:`lab.drafters.DraftModelDrafter` for reading and
+    breaking (lesson 07): ``advance(position, num_accepted)`` moves the position of the last committed token,
+    ``draft_keep(held, num_accepted, n_draft)`` says how many draft-cache entries survive verification, and
+    ``emit(drafts, num_accepted, next_token)`` the tokens added to the output. The target's position ids come from
+    ``position`` (not from its cache length), so a wrong ``advance`` shows up as drifting text.
+
+    Returns ``{"tokens": list[int] (exactly max_new_tokens), "emitted": every token the steps emitted (the last
+    step may overshoot max_new_tokens), "target_calls": int, "accepted": int, "drafted": int, "draft_cache": the
+    draft's cache, "draft_pending": the committed tokens it has not been fed yet}``.
+    Raises ``ValueError`` for an empty prompt or ``n_draft`` / ``max_new_tokens`` < 1.
+    """
+    from lab.models import forward, new_cache
+
+    prompt = [int(t) for t in prompt_ids]
+    if not prompt:
+        raise ValueError("prompt_ids must hold at least one token id")
+    for name, value in (("n_draft", n_draft), ("max_new_tokens", max_new_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    target_cache, draft_cache = new_cache(), new_cache()
+    if len(prompt) > 1:  # both caches hold every committed token but the last
+        forward(target, prompt[:-1], target_cache)
+        forward(draft_model, prompt[:-1], draft_cache)
+    position = len(prompt) - 1          # where the last committed token sits
+    last, pending = prompt[-1], prompt[-1:]
+    out, calls, accepted_total = [], 0, 0
+    while len(out) < max_new_tokens:
+        # 1. draft: feed the pending tokens, then each new draft (all but the last)
+        drafts, feed = [], pending
+        for i in range(n_draft):
+            drafts.append(int(forward(draft_model, feed, draft_cache, logits_to_keep=1)[-1].argmax()))
+            feed = [drafts[-1]]
+        held = cache_length(draft_cache)
+        # 2. verify: one target forward over [last] + drafts at explicit positions
+        base = cache_length(target_cache)
+        positions = list(range(position, position + n_draft + 1))
+        argmax = forward(target, [last] + drafts, target_cache, position_ids=positions).argmax(-1).tolist()
+        calls += 1
+        k = 0
+        while k < n_draft and drafts[k] == argmax[k]:
+            k += 1
+        next_token = argmax[k]
+        accepted_total += k
+        # 3. roll both caches back to the committed tokens
+        rollback(target_cache, base + 1 + k)
+        rollback(draft_cache, draft_keep(held, k, n_draft))
+        pending = [drafts[-1], next_token] if k == n_draft else [next_token]
+        # 4. emit, and move to the new last token
+        out += emit(drafts, k, next_token)
+        position = advance(position, k)
+        last = next_token
+    return {"tokens": out[:max_new_tokens], "emitted": out, "target_calls": calls, "accepted": accepted_total,
+            "drafted": calls * n_draft, "draft_cache": draft_cache, "draft_pending": pending}

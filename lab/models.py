@@ -108,7 +108,9 @@ def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
     the two models' vocabularies differ.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # the bars of a 2-file load are noise in lessons and the CLI
     if name not in PRESETS:
         raise ValueError(f"unknown model pair {name!r}; presets: {', '.join(PRESETS)}")
     device = pick_device(device)
@@ -153,13 +155,36 @@ def _cache_kwarg(model_cls) -> str:
 
 
 @torch.inference_mode()
-def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_states: bool = False):
+def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_states: bool = False, *,
+            attention_mask=None, position_ids=None):
     """Run ``model`` on new tokens ``input_ids`` (list[int] or LongTensor ``[n]``) appending to ``cache``.
 
     Returns logits ``[n, V]`` (or ``[logits_to_keep, V]``; 0 keeps all), float32, on the model's device; the cache
     grows by n positions, whose position ids continue from the cache length.
+
+    For a branching block (Lookahead decoding, lesson 09; token trees later) pass ``attention_mask``, a bool
+    ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
+    position is always visible), and ``position_ids`` (``[n]`` ints, absolute positions). Without them the block
+    is causal and continues from the cache length. Raises ``ValueError`` for masks or positions of the wrong shape.
     """
     ids = torch.as_tensor(input_ids, dtype=torch.long, device=model.device).view(1, -1)
     kwargs = {_cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
+    n = ids.size(1)
+    if attention_mask is not None:
+        allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=model.device)
+        if allow.shape != (n, n):
+            raise ValueError(f"attention_mask must be a bool [n, n] = [{n}, {n}] over the new tokens, "
+                             f"got shape {tuple(allow.shape)}")
+        past = int(cache.get_seq_length())
+        full = torch.cat([torch.ones(n, past, dtype=torch.bool, device=model.device), allow], dim=1)
+        dtype = next(model.parameters()).dtype
+        additive = torch.zeros(full.shape, dtype=dtype, device=model.device)
+        additive.masked_fill_(~full, torch.finfo(dtype).min)  # 0 = attend; works for eager and sdpa attention
+        kwargs["attention_mask"] = additive[None, None]
+    if position_ids is not None:
+        positions = torch.as_tensor(position_ids, dtype=torch.long, device=model.device).view(1, -1)
+        if positions.size(1) != n:
+            raise ValueError(f"position_ids must hold one position per new token ({n}), got {positions.size(1)}")
+        kwargs["position_ids"] = positions
     out = model(input_ids=ids, **kwargs)
     return out.logits[0].float()

@@ -28,6 +28,12 @@ class StepRecord:
     - ``target_probs`` ``[len(drafted)+1, V]`` and ``draft_probs`` ``[len(drafted), V]`` (float32, CPU), only when
       ``generate(record_probs=True)``: the distributions verification compared (for greedy runs, the untempered
       softmax, whose argmax verification used); ``draft_probs`` is None for a deterministic drafter.
+    - ``target_tokens``: positions the target's forward processed this step (``1 + len(drafted)``, plus a
+      Lookahead drafter's extra window tokens; 0 when unknown).
+    - ``cache_before``: positions in the target's KV cache before this step's forward (None when unknown). The
+      forward writes ``target_tokens`` entries; the rollback keeps ``1 + num_accepted`` of them.
+    - ``draft_cache``: for a drafter with its own KV cache (``kv_length()``), its length before ``propose``, after
+      ``propose`` and after ``update`` — ``(before, written, kept)`` as absolute lengths; None otherwise.
     """
 
     index: int
@@ -42,6 +48,9 @@ class StepRecord:
     draft_calls: int = 0
     target_probs: Optional[torch.Tensor] = field(default=None, repr=False)
     draft_probs: Optional[torch.Tensor] = field(default=None, repr=False)
+    target_tokens: int = 0
+    cache_before: Optional[int] = None
+    draft_cache: Optional[tuple] = None
 
     @property
     def rejected(self) -> list:

@@ -110,11 +110,11 @@ class PairRecipe:
     seq_len: int = 256
     max_positions: int = 512
     target: ModelShape = field(default_factory=lambda: ModelShape(384, 6, 6, 1024))
-    draft: ModelShape = field(default_factory=lambda: ModelShape(128, 2, 4, 384))
+    draft: ModelShape = field(default_factory=lambda: ModelShape(128, 1, 4, 384))
     target_steps: int = 2400
     target_batch: int = 16
     target_lr: float = 1.5e-3
-    draft_steps: int = 1200
+    draft_steps: int = 800
     draft_batch: int = 16
     draft_lr: float = 3e-3
     copy_frac: float = 0.15  # share of training sequences that repeat a passage
@@ -220,9 +220,11 @@ def train_model(model, batches: Batches, steps: int, batch: int, lr: float, warm
     return history
 
 
-def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threads: int | None = None) -> Path:
-    """Train tokenizer, target and distilled draft; save them and a model card to ``out_dir``.
+def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threads: int | None = None,
+               draft_only: bool = False) -> Path:
+    """Train tokenizer, target and distilled draft; save them to ``out_dir`` (then :func:`write_card`).
 
+    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (about 10 CPU-minutes).
     Returns ``out_dir``. Takes about an hour on a 2-core CPU with the default recipe.
     """
     recipe = recipe or PairRecipe()
@@ -242,7 +244,12 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
     works = fetch_corpus()
     train_txt, val_txt = split_corpus(works)
     log(f"corpus: {len(works)} works, {sum(map(len, train_txt))} train chars, {sum(map(len, val_txt))} val chars")
-    tokenizer = train_tokenizer(train_txt, recipe.vocab_size)
+    if draft_only:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(out_dir)
+    else:
+        tokenizer = train_tokenizer(train_txt, recipe.vocab_size)
     eos_id = tokenizer.eos_token_id
 
     def encode(texts):
@@ -260,15 +267,22 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
     def evaluate(model):
         return validation_loss(model, val_ids, recipe.seq_len, max_windows=48)
 
-    t0 = time.time()
-    target = LlamaForCausalLM(recipe.target.config(recipe.vocab_size, eos_id, recipe.max_positions))
-    t_hist = train_model(target, batches, recipe.target_steps, recipe.target_batch, recipe.target_lr,
-                         recipe.warmup, "target", log=log, evaluate=evaluate)
-    target_minutes = (time.time() - t0) / 60
-    target.eval()
-    _save(target, tokenizer, out_dir / "target")
-    tokenizer.save_pretrained(out_dir)
-    log(f"target saved after {target_minutes:.1f} min")
+    if draft_only:
+        previous = json.loads((out_dir / "training.json").read_text())
+        target = LlamaForCausalLM.from_pretrained(out_dir / "target", dtype=torch.float32).eval()
+        t_hist, target_minutes = previous["target_history"], previous["target_minutes"]
+        for _ in range(recipe.target_steps * recipe.target_batch):  # replay the target stage's data draws
+            batches.next(1)
+    else:
+        t0 = time.time()
+        target = LlamaForCausalLM(recipe.target.config(recipe.vocab_size, eos_id, recipe.max_positions))
+        t_hist = train_model(target, batches, recipe.target_steps, recipe.target_batch, recipe.target_lr,
+                             recipe.warmup, "target", log=log, evaluate=evaluate)
+        target_minutes = (time.time() - t0) / 60
+        target.eval()
+        _save(target, tokenizer, out_dir / "target")
+        tokenizer.save_pretrained(out_dir)
+        log(f"target saved after {target_minutes:.1f} min")
 
     t0 = time.time()
     torch.manual_seed(recipe.seed + 1)
@@ -373,20 +387,26 @@ def measure_pair(pair_dir: Path = PAIR_DIR) -> dict:
 
     prompts = held_out_prompts(val_txt)
     out["prompts"] = prompts
-    greedy_acc, sampled_acc, loops, tpc = [], [], [], []
-    for k, text in enumerate(prompts):
-        p = pair.encode(text)
-        g = generate(pair.target, p, drafter=DraftModelDrafter(pair.draft, 4), max_new_tokens=100)
-        greedy_acc.append(g.stats["acceptance_rate"])
-        tpc.append(g.stats["tokens_per_target_call"])
-        loops.append(_cycle_repeats(g.tokens))
-        s = generate(pair.target, p, drafter=DraftModelDrafter(pair.draft, 4), max_new_tokens=100,
-                     temperature=1.0, seed=k)
-        sampled_acc.append(s.stats["acceptance_rate"])
-    out["greedy_acceptance_N4"] = round(sum(greedy_acc) / len(greedy_acc), 4)
-    out["greedy_tokens_per_target_call_N4"] = round(sum(tpc) / len(tpc), 3)
-    out["sampled_T1_acceptance_N4"] = round(sum(sampled_acc) / len(sampled_acc), 4)
-    out["greedy_max_cycle_repeats_100_tokens"] = loops
+    # Per-token acceptance alpha is the acceptance rate at N = 1 (every drafted token gets checked); at N = 4 the
+    # acceptance rate also counts drafts after a rejection, which are never checked.
+    runs = {}
+    for n_draft in (1, 4):
+        for temperature in (0.0, 1.0):
+            acc, tpc, gens = [], [], []
+            for k, text in enumerate(prompts):
+                g = generate(pair.target, pair.encode(text), drafter=DraftModelDrafter(pair.draft, n_draft),
+                             max_new_tokens=100, temperature=temperature, seed=k)
+                acc.append(g.stats["acceptance_rate"])
+                tpc.append(g.stats["tokens_per_target_call"])
+                gens.append(g.tokens)
+            runs[(n_draft, temperature)] = (sum(acc) / len(acc), sum(tpc) / len(tpc), gens)
+    out["alpha_greedy"] = round(runs[(1, 0.0)][0], 4)
+    out["alpha_T1"] = round(runs[(1, 1.0)][0], 4)
+    out["acceptance_rate_greedy_N4"] = round(runs[(4, 0.0)][0], 4)
+    out["tokens_per_target_call_greedy_N4"] = round(runs[(4, 0.0)][1], 3)
+    out["acceptance_rate_T1_N4"] = round(runs[(4, 1.0)][0], 4)
+    out["tokens_per_target_call_T1_N4"] = round(runs[(4, 1.0)][1], 3)
+    out["greedy_max_cycle_repeats_100_tokens"] = [_cycle_repeats(t) for t in runs[(4, 0.0)][2]]
 
     # Copying: a held-out passage shown three times, then its first 4 tokens; does greedy continue it?
     copy_scores = []
@@ -408,7 +428,7 @@ def measure_pair(pair_dir: Path = PAIR_DIR) -> dict:
 
 def write_card(pair_dir: Path = PAIR_DIR) -> Path:
     """Measure the pair and write ``measurements.json``, ``prompts.json`` and the model card ``README.md``."""
-    from lab.metrics import optimal_n_draft, predicted_speedup
+    from lab.metrics import expected_tokens_per_call, optimal_n_draft, predicted_speedup
 
     pair_dir = Path(pair_dir)
     m = measure_pair(pair_dir)
@@ -417,12 +437,12 @@ def write_card(pair_dir: Path = PAIR_DIR) -> Path:
     (pair_dir / "measurements.json").write_text(json.dumps(m, indent=1))
     r = info["recipe"]
     t, d = m["target"], m["draft"]
-    alpha, c = m["greedy_acceptance_N4"], m["cost_ratio_c"]
+    alpha, c = m["alpha_greedy"], m["cost_ratio_c"]
     best_n = optimal_n_draft(alpha, c)
     bars = [
         ("target validation loss <= 1.50 nats/char", t["val_nats_per_char"] <= 1.50),
         ("target >= 0.10 nats/char below the draft", d["val_nats_per_char"] - t["val_nats_per_char"] >= 0.10),
-        ("draft greedy acceptance >= 0.55", alpha >= 0.55),
+        ("draft greedy acceptance (per token) >= 0.55", alpha >= 0.55),
         ("cost ratio c <= 0.30 on a 2-core CPU", c <= 0.30),
     ]
     lines = [
@@ -455,11 +475,15 @@ def write_card(pair_dir: Path = PAIR_DIR) -> Path:
         f"| decode time, ms/token (batch 1, KV cache, {m['threads']} threads) | {m['target_ms_per_token']} | "
         f"{m['draft_ms_per_token']} |", "",
         f"- cost ratio c = draft / target time per token: **{c}**",
-        f"- greedy acceptance rate (speculative decoding, N = 4, 100 new tokens from {8} held-out prompts): "
-        f"**{alpha}**; tokens per target call {m['greedy_tokens_per_target_call_N4']}",
-        f"- sampled acceptance rate at T = 1 (same setting): {m['sampled_T1_acceptance_N4']}",
-        f"- T = 1 acceptance 1 − TV(target, draft), teacher-forced over held-out text: "
-        f"{m['acceptance_T1_one_minus_tv']}; argmax agreement {m['teacher_forced_argmax_agreement']}",
+        f"- greedy acceptance per token α (speculative decoding with N = 1, 100 new tokens from each of {8} "
+        f"held-out prompts, so every draft is checked): **{alpha}**; at T = 1: {m['alpha_T1']}",
+        f"- teacher-forced over held-out text: the draft's argmax equals the target's at "
+        f"{m['teacher_forced_argmax_agreement']} of positions; 1 − TV(target, draft) at T = 1 is "
+        f"{m['acceptance_T1_one_minus_tv']}",
+        f"- with N = 4: acceptance rate (accepted / drafted) {m['acceptance_rate_greedy_N4']} greedy, "
+        f"{m['acceptance_rate_T1_N4']} at T = 1; tokens per target call {m['tokens_per_target_call_greedy_N4']} "
+        f"greedy (the formula with α predicts {expected_tokens_per_call(alpha, 4):.2f}), "
+        f"{m['tokens_per_target_call_T1_N4']} at T = 1",
         f"- predicted speedup at N = 4: {predicted_speedup(alpha, 4, c):.2f}×; best N for this α and c: {best_n} "
         f"({predicted_speedup(alpha, best_n, c):.2f}×)",
         f"- copying: given a held-out passage three times and its first 4 tokens, greedy decoding reproduces "
@@ -474,5 +498,11 @@ def write_card(pair_dir: Path = PAIR_DIR) -> Path:
         "that matters. Numbers above were measured once on the machine named; rerun "
         "`python -m lab train card` to measure yours.", "",
     ]
+    if m["copy_accuracy_after_three_repeats"] < 0.5:
+        lines[-1:-1] = [
+            "The target did **not** learn to copy a passage from its context, although "
+            f"{int(r['copy_frac'] * 100)}% of its training sequences repeated one: prompt lookup and Lookahead gain "
+            "on this pair mostly where its greedy output repeats itself (lesson 08 traces where accepted drafts "
+            "come from). A longer training run, or more repeated-passage data, is the known remedy.", ""]
     (pair_dir / "README.md").write_text("\n".join(lines))
     return pair_dir / "README.md"

@@ -5,6 +5,8 @@ import pytest
 import torch
 
 os.environ.setdefault("TQDM_DISABLE", "1")
+# tools/gpu_check.sh sets LAB_TEST_DEVICE=cuda to run the engine's oracles on a GPU.
+DEVICE = os.environ.get("LAB_TEST_DEVICE", "cpu")
 
 
 def tiny_llama(seed: int, layers: int = 2, hidden: int = 32, vocab: int = 64, max_positions: int = 256):
@@ -15,7 +17,7 @@ def tiny_llama(seed: int, layers: int = 2, hidden: int = 32, vocab: int = 64, ma
     config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                          num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=max_positions,
                          initializer_range=0.4, tie_word_embeddings=False)
-    return LlamaForCausalLM(config).eval()
+    return LlamaForCausalLM(config).to(DEVICE).eval()
 
 
 @pytest.fixture(scope="session")

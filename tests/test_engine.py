@@ -129,7 +129,7 @@ def _first_token_counts(target, drafter, n_runs, **kw):
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_k=8), dict(temperature=1.3, top_p=0.8)])
 def test_first_sampled_token_follows_target_distribution(target, noisy_draft, kw):
     logits = forward(target, PROMPTS[1], new_cache())[-1]
-    target_probs = probs_from_logits(logits, **kw)
+    target_probs = probs_from_logits(logits, **kw).cpu()
     drafter = DraftModelDrafter(noisy_draft, 3)
     counts = _first_token_counts(target, drafter, 1500, **kw)
     assert (counts[target_probs == 0] == 0).all()  # nothing outside top-k / top-p is ever emitted
@@ -138,7 +138,7 @@ def test_first_sampled_token_follows_target_distribution(target, noisy_draft, kw
 
 def test_deterministic_drafter_verified_as_one_hot(target, noisy_draft):
     kw = dict(temperature=1.0)
-    target_probs = probs_from_logits(forward(target, PROMPTS[1], new_cache())[-1], **kw)
+    target_probs = probs_from_logits(forward(target, PROMPTS[1], new_cache())[-1], **kw).cpu()
     counts = _first_token_counts(target, DeterministicDrafter(noisy_draft, 3), 1500, **kw)
     assert chi_square(counts, target_probs).pvalue > 1e-3
 

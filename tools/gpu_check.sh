@@ -14,6 +14,6 @@ pair = load_pair("shakespeare")
 assert pair.device.type == "cuda", pair.device
 print("bundled pair loaded on", pair.device)
 PY
-LAB_TEST_DEVICE=cuda $PY -m pytest -q -x tests/test_engine.py tests/test_pair.py
+LAB_TEST_DEVICE=cuda $PY -m pytest -q -x tests/test_engine.py tests/test_kv.py tests/test_drafters_lookup.py tests/test_pair.py
 $PY -m pytest -q --nbval --nbval-current-env solutions/00_tour.ipynb
 $PY -m lab bench

@@ -43,6 +43,7 @@ def strip_solutions(source: str) -> tuple[str, bool]:
 def lesson_from_solution(nb: dict) -> dict:
     """The learner notebook for one solution notebook (pure function of its JSON)."""
     nb = copy.deepcopy(nb)
+    nb["metadata"].pop("widgets", None)
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue

@@ -1,4 +1,9 @@
 """Live views of speculative decoding (ipywidgets + plotly). Depends on `lab`; `lab` never imports widgets."""
+from widgets.jacobi import JacobiViewer
+from widgets.kv_viewer import KVCacheViewer
+from widgets.picker import StrategyPicker
+from widgets.residual import ResidualExplorer
+from widgets.speedup import SpeedupExplorer
 from widgets.token_stream import TokenStream
 
-__all__ = ["TokenStream"]
+__all__ = ["JacobiViewer", "KVCacheViewer", "ResidualExplorer", "SpeedupExplorer", "StrategyPicker", "TokenStream"]

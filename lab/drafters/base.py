@@ -30,11 +30,22 @@ class DraftRequest:
 @dataclass
 class Draft:
     """A drafter's proposal: token ids, their draft probabilities ``[len(tokens), V]`` float32 (None for a
-    deterministic drafter, which verification then treats as one-hot), and the draft forward passes it cost."""
+    deterministic drafter, which verification then treats as one-hot), and the draft forward passes it cost.
+
+    A drafter that needs the target's predictions at other positions too (Lookahead decoding's Jacobi window,
+    lesson 09) may add ``extra_tokens`` to the same target forward: they are fed after ``[last] + tokens`` at
+    positions ``last's position + extra_positions[i]``, each attending to the cached prefix and to the new tokens
+    that ``extra_mask`` (bool ``[len(extra_tokens), 1 + len(tokens) + len(extra_tokens)]``, True = may attend)
+    allows; the chain itself never sees them. They are never verified or committed; their keys/values are rolled
+    back with the rejected drafts, and the drafter receives the step's logits through its optional
+    ``observe(logits)`` method."""
 
     tokens: list = field(default_factory=list)
     probs: Optional[torch.Tensor] = None
     calls: int = 0
+    extra_tokens: list = field(default_factory=list)
+    extra_positions: list = field(default_factory=list)
+    extra_mask: Optional[torch.Tensor] = None
 
 
 @runtime_checkable
@@ -48,3 +59,7 @@ class Drafter(Protocol):
     def update(self, num_accepted: int, next_token: int) -> None:
         """Roll the drafter's own state back to the committed prefix: the first ``num_accepted`` drafts of the
         last proposal were accepted, then the target added ``next_token``."""
+
+    # Optional: ``observe(logits)`` receives the target's logits ``[1 + len(tokens) + len(extra_tokens), V]`` for
+    # every row of the step's forward, before ``update``; ``kv_length()`` returns the drafter's own KV-cache length
+    # (recorded for the KV-cache viewer, lesson 07).

@@ -71,6 +71,10 @@ class DraftModelDrafter:
             feed = [token]
         return Draft(list(self._last), None if greedy else torch.stack(rows), calls=n)
 
+    def kv_length(self) -> int:
+        """Positions in the draft's KV cache (0 before ``reset``)."""
+        return 0 if self._cache is None else cache_length(self._cache)
+
     def update(self, num_accepted: int, next_token: int) -> None:
         drafted = len(self._last)
         if num_accepted < drafted:

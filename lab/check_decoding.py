@@ -1,0 +1,403 @@
+"""Exercise checkers for lessons 07–09 (KV-cache rollback, prompt lookup, Jacobi / Lookahead decoding).
+
+Same contract as :mod:`lab.check`: each checker runs the learner's function on reference cases (answers from the
+``lab`` reference code), prints ``✓`` with a summary or ``✗`` with a hint chosen by comparing the learner's answers
+with planted wrong versions (the mistakes people actually make), returns a bool, prints "not solved yet" for a
+stub that raises ``NotImplementedError``, and never raises. Checkers that need a model take it as an argument
+(the lesson passes the bundled target), so they check on the same model the learner is using.
+"""
+from __future__ import annotations
+
+import functools
+import random
+import warnings
+
+import torch
+
+from lab.drafters.lookahead import converged_prefix, jacobi_update
+from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
+from lab.kv import cache_length, draft_keep_length as _ref_draft_keep, emitted_tokens as _ref_emitted
+from lab.kv import next_position as _ref_next_position, two_cache_greedy
+from lab.models import forward, new_cache
+
+__all__ = ["rollback_after_rejection", "next_position", "draft_keep_length", "emitted_tokens", "ngram_lookup",
+           "jacobi_step", "count_converged"]
+
+
+class _Fail(Exception):
+    """A wrong answer; the message says what went wrong and what to try."""
+
+
+def _checker(body):
+    """Wrap a check body: print ✓ / ✗ / "not solved yet", return True/False, never raise."""
+
+    @functools.wraps(body)
+    def run(fn, *args, **kwargs) -> bool:
+        name = body.__name__
+        if not callable(fn):
+            print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
+            return False
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                summary = body(fn, *args, **kwargs)
+        except NotImplementedError:
+            print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
+            return False
+        except _Fail as failure:
+            print(f"✗ {name}: {failure}")
+            return False
+        except Exception as error:  # noqa: BLE001 — a bug in the learner's code the cases did not anticipate
+            print(f"✗ {name}: your function raised {type(error).__name__}: {error}")
+            return False
+        print(f"✓ {name}: {summary}")
+        return True
+
+    return run
+
+
+def _outcome(fn, args):
+    """("ok", value) or ("raise", type name, message); NotImplementedError passes through."""
+    try:
+        return ("ok", fn(*args))
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001
+        return ("raise", type(error).__name__, str(error))
+
+
+def _as_ints(value):
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    try:
+        items = list(value)
+    except TypeError:
+        return None
+    out = []
+    for item in items:
+        if isinstance(item, bool):
+            return None
+        try:
+            if int(item) != item:
+                return None
+        except (TypeError, ValueError):
+            return None
+        out.append(int(item))
+    return out
+
+
+def _same_ints(a, b) -> bool:
+    a, b = _as_ints(a), _as_ints(b)
+    return a is not None and a == b
+
+
+def _same_int(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return False
+    try:
+        return int(a) == int(b) and float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _same(a, b, same) -> bool:
+    if a[0] != b[0]:
+        return False
+    return a[1] == b[1] if a[0] == "raise" else same(a[1], b[1])
+
+
+def _show(outcome) -> str:
+    if outcome[0] == "raise":
+        return f"raised {outcome[1]}: {outcome[2]}"
+    value = outcome[1]
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    return f"returned {value!r}"
+
+
+def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None) -> int:
+    """Run ``fn`` on every case; on a mismatch raise ``_Fail`` with the hint of the planted fault that explains
+    most of the learner's wrong answers. Returns the number of cases."""
+    expected = [_outcome(reference, args) for args in cases]
+    got = [_outcome(fn, args) for args in cases]
+    failing = [i for i in range(len(cases)) if not _same(got[i], expected[i], same)]
+    if not failing:
+        return len(cases)
+    best_hint, best_score, best_case = None, (0, 0), failing[0]
+    for fault, hint in faults:
+        planted = [_outcome(fault, args) for args in cases]
+        agree = [i for i in failing if _same(got[i], planted[i], same)]
+        score = (len(agree), sum(_same(g, p, same) for g, p in zip(got, planted)))
+        if agree and score > best_score:
+            best_hint, best_score, best_case = hint, score, agree[0]
+    args = (show_args or (lambda case: ", ".join(repr(a) for a in case)))(cases[best_case])
+    want = expected[best_case]
+    message = (f"{name}({args}) {_show(got[best_case])}; expected {want[1]!r}.\n  Hint: {best_hint or generic_hint}")
+    if len(failing) > 1:
+        message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
+    raise _Fail(message)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 07: KV-cache rollback.
+
+@_checker
+def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
+    """Check ``fn(model, prefix_ids, draft_ids, rejected_at) -> cache`` (seed lesson 000, Hard exercise).
+
+    For every ``rejected_at`` in 1..len(draft_ids) (1-based draft position of the first rejection), the returned
+    cache must hold exactly ``prefix_ids + draft_ids[:rejected_at - 1]``: its length is checked, and the logits of
+    one more forward on it must equal a fresh forward over those tokens (atol 1e-4).
+    """
+    prefix, drafts = [int(t) for t in prefix_ids], [int(t) for t in draft_ids]
+    probe = drafts[0]
+    for rejected_at in range(1, len(drafts) + 1):
+        cache = fn(model, list(prefix), list(drafts), rejected_at)
+        if cache is None or not hasattr(cache, "get_seq_length"):
+            raise _Fail(f"rejected_at={rejected_at}: return the cache itself (a transformers DynamicCache), got "
+                        f"{type(cache).__name__}")
+        want = len(prefix) + rejected_at - 1
+        have = cache_length(cache)
+        if have != want:
+            hints = {
+                len(prefix) + len(drafts): "nothing was rolled back: the rejected drafts are still in the cache.",
+                want + 1: ("one entry too many: draft position 3 rejected means drafts 1 and 2 were accepted, so "
+                           "the cache keeps len(prefix) + rejected_at - 1 entries — the rejected draft goes too."),
+                want - 1: "one entry too few: the drafts before the rejected one were accepted and must stay.",
+                len(prefix): "you rolled back to the prefix: the accepted drafts before the rejection stay.",
+            }
+            raise _Fail(f"rejected_at={rejected_at}: the cache holds {have} positions, expected {want} "
+                        f"({len(prefix)} prefix + {rejected_at - 1} accepted drafts).\n  Hint: "
+                        + hints.get(have, "keep the first len(prefix) + rejected_at - 1 positions: "
+                                          "lab.kv.rollback(cache, length)."))
+        after = forward(model, [probe], cache)[-1]
+        fresh = forward(model, prefix + drafts[: rejected_at - 1] + [probe], new_cache())[-1]
+        if not torch.allclose(after, fresh, atol=1e-4, rtol=1e-4):
+            raise _Fail(f"rejected_at={rejected_at}: the length is right but the next logits differ from a fresh "
+                        f"forward by {float((after - fresh).abs().max()):.3g}.\n  Hint: the cache must hold the "
+                        "prefix and the accepted drafts at their own positions: prefill the prefix, forward the "
+                        "drafts on the same cache, then cut the end off (never rebuild or reorder entries).")
+    return (f"for every rejection position 1..{len(drafts)} the cache held exactly prefix + accepted drafts, and "
+            "the next logits matched a fresh forward")
+
+
+@_checker
+def next_position(fn):
+    """Check ``fn(position, num_accepted) -> int``: the new last committed token's position."""
+    cases = [(9, 0), (9, 2), (9, 4), (0, 1), (120, 3), (41, 7)]
+    faults = [
+        (lambda p, k: p + 1, "a step commits num_accepted drafts AND the target's own token: advance by "
+                             "num_accepted + 1, not by 1 (that is the bug: positions fall behind after every step "
+                             "that accepted a draft)."),
+        (lambda p, k: p + k, "do not forget the target's own token (resampled or bonus): it is committed too."),
+        (lambda p, k: p + k + 2, "one too far: the new last token is the target's token, num_accepted + 1 "
+                                 "positions after the old last token."),
+    ]
+    count = _compare("next_position", fn, cases, _ref_next_position, faults, _same_int,
+                     "return position + num_accepted + 1.")
+    return f"{count} cases right: positions advance by the number of committed tokens"
+
+
+@_checker
+def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
+    """Check ``fn(held, num_accepted, n_draft) -> int``: draft-cache entries kept after verification.
+
+    With ``target``, ``draft_model`` and ``prompt_ids`` it also runs :func:`lab.kv.two_cache_greedy` with the
+    learner's rule and checks the draft's next logits against a fresh forward over the committed tokens.
+    """
+    cases = [(13, 0, 4), (13, 1, 4), (13, 2, 4), (13, 3, 4), (13, 4, 4), (30, 0, 1), (30, 1, 1), (8, 5, 8),
+             (20, 0, 6), (20, 6, 6)]
+    faults = [
+        (lambda h, k, n: h - (n - k), "the draft never fed its LAST draft (its logits were not needed), so only "
+                                      "n_draft - 1 - num_accepted rejected drafts are in its cache: removing "
+                                      "n_draft - num_accepted also drops the last accepted token."),
+        (lambda h, k, n: h - (n - 1 - k), "after a full acceptance (num_accepted = n_draft) nothing is removed: "
+                                          "clamp the count of entries to drop at 0."),
+        (lambda h, k, n: h, "the rejected drafts that were fed must leave the draft's cache."),
+        (lambda h, k, n: h - (n - 1), "keep the accepted drafts: only the rejected ones go."),
+    ]
+    count = _compare("draft_keep_length", fn, cases, _ref_draft_keep, faults, _same_int,
+                     "return held - max(0, n_draft - 1 - num_accepted).")
+    if target is None:
+        return f"{count} cases right"
+    prompt = [int(t) for t in prompt_ids]
+    run = two_cache_greedy(target, draft_model, prompt, 40, 4, draft_keep=fn)
+    reference = two_cache_greedy(target, draft_model, prompt, 40, 4)
+    committed = prompt + run["emitted"]
+    pending = run["draft_pending"]
+    probe = forward(draft_model, pending, run["draft_cache"])[-1]
+    fresh = forward(draft_model, committed, new_cache())[-1]
+    if not torch.allclose(probe, fresh, atol=1e-4, rtol=1e-4):
+        raise _Fail("in the loop, the draft's cache did not hold the committed tokens.")
+    rate = run["accepted"] / run["drafted"]
+    return (f"{count} cases right; in the loop the draft's cache matches a fresh forward and the acceptance rate is "
+            f"{rate:.2f} (reference {reference['accepted'] / reference['drafted']:.2f})")
+
+
+@_checker
+def emitted_tokens(fn):
+    """Check ``fn(drafts, num_accepted, next_token) -> list``: the tokens one step adds to the output."""
+    cases = [([4, 5, 6, 7], 0, 9), ([4, 5, 6, 7], 2, 9), ([4, 5, 6, 7], 4, 9), ([1], 0, 2), ([1], 1, 2),
+             ([3, 3, 3], 1, 3)]
+    faults = [
+        (lambda d, k, t: list(d) + [t], "rejected drafts must not reach the output: keep drafts[:num_accepted] "
+                                        "only (the target never agreed to the rest)."),
+        (lambda d, k, t: list(d[:k]), "every step also emits the target's own token (resampled or bonus)."),
+        (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
+        (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
+    ]
+    count = _compare("emitted_tokens", fn, cases, _ref_emitted, faults, _same_ints,
+                     "return drafts[:num_accepted] + [next_token].")
+    return f"{count} cases right"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 08: prompt lookup.
+
+def _lookup_cases():
+    cases = [
+        ([1, 2, 3, 9, 1, 2, 3], 3, 5), ([1, 2, 3, 9, 9, 1, 2, 3], 3, 2), ([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5),
+        ([1, 2, 7, 5, 2], 3, 5), ([7, 7, 7], 3, 5), ([1, 2, 1, 2], 3, 5), ([1, 2, 3, 4], 3, 5), ([5], 3, 5),
+        ([5, 5], 3, 5), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 2, 3), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 1, 3),
+        ([3, 1, 2, 3, 9, 1, 2, 3], 1, 5), ([9, 8, 7, 6, 9, 8, 7], 4, 4), ([6, 6, 6, 6, 6, 6], 2, 3),
+    ]
+    rng = random.Random(0)
+    for _ in range(12):
+        context = [rng.randrange(4) for _ in range(rng.randrange(2, 14))]
+        cases.append((context, rng.randrange(1, 5), rng.randrange(1, 6)))
+    return cases
+
+
+def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
+                    include_gram=False, negative_slice=False):
+    def lookup(context, max_ngram, n_draft):
+        tokens, length = list(context), len(context)
+        sizes = [max_ngram] if no_fallback else range(max_ngram, 0, -1)
+        for n in sizes:
+            if n > length - 1:
+                if negative_slice:
+                    raise IndexError("list index out of range")
+                continue
+            suffix = tokens[-n:]
+            n_eff = len(suffix)
+            last_start = length - n_eff if self_match else length - n_eff - 1
+            if non_overlap:
+                last_start = min(last_start, length - 2 * n_eff)
+            starts = range(0, last_start + 1) if oldest else range(last_start, -1, -1)
+            for i in starts:
+                if tokens[i:i + n_eff] == suffix:
+                    begin = i if include_gram else i + n_eff
+                    return tokens[begin:] if no_cap else tokens[begin:begin + n_draft]
+        return []
+    return lookup
+
+
+@_checker
+def ngram_lookup(fn):
+    """Check ``fn(context, max_ngram, n_draft) -> list``: the continuation of the most recent earlier occurrence of
+    the longest matching suffix n-gram (``lab.drafters.prompt_lookup.ngram_lookup``)."""
+    faults = [
+        (_lookup_variant(self_match=True), "the last n tokens always match themselves: search only starts i < "
+                                           "len(context) - n (an occurrence that ends before the context does)."),
+        (_lookup_variant(oldest=True), "prefer the MOST RECENT earlier occurrence: scan start positions from the "
+                                       "end backwards."),
+        (_lookup_variant(no_fallback=True), "when the longest n-gram has no earlier occurrence, try n - 1, …, 1 "
+                                            "before giving up."),
+        (_lookup_variant(no_cap=True), "propose at most n_draft tokens."),
+        (_lookup_variant(non_overlap=True), "an earlier occurrence may overlap the suffix (in [7, 7, 7] the bigram "
+                                            "[7, 7] also starts at index 0): allow every start i < len - n."),
+        (_lookup_variant(include_gram=True), "propose what FOLLOWED the match, not the matched n-gram itself."),
+        (_lookup_variant(negative_slice=True), "an n-gram longer than len(context) - 1 has no earlier occurrence: "
+                                               "skip those sizes instead of indexing past the start."),
+    ]
+    count = _compare("ngram_lookup", fn, _lookup_cases(), _ref_ngram_lookup, faults, _same_ints,
+                     "for n = max_ngram … 1: take the last n tokens, scan earlier start positions from the most "
+                     "recent back, and return up to n_draft tokens after the first hit; [] if none.")
+    return f"{count} cases right, including the edge cases (self-match, overlap, short contexts, no match)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 09: Jacobi iteration.
+
+@_checker
+def jacobi_step(fn, model, prefix_ids):
+    """Check ``fn(model, prefix_ids, window) -> list``: one Jacobi update (``lab.drafters.lookahead.jacobi_update``)
+    on random, partly right and fully right windows after ``prefix_ids``."""
+    prefix = [int(t) for t in prefix_ids]
+    vocab = model.get_output_embeddings().weight.shape[0]
+    rng = random.Random(0)
+    greedy = jacobi_update(model, prefix, [prefix[-1]] * 6)
+    for _ in range(7):  # iterate to the fixed point: the greedy continuation of 6 tokens
+        greedy = jacobi_update(model, prefix, greedy)
+    windows = [[rng.randrange(vocab) for _ in range(w)] for w in (1, 3, 6)]
+    windows += [greedy[:3] + [rng.randrange(vocab) for _ in range(3)], greedy, [rng.choice(prefix) for _ in range(5)]]
+    cases = [(model, prefix, window) for window in windows]
+
+    def shifted(m, p, w):
+        logits = forward(m, p + w, new_cache())
+        return logits[len(p):len(p) + len(w)].argmax(-1).tolist()
+
+    def window_only(m, p, w):
+        return forward(m, w, new_cache()).argmax(-1).tolist()
+
+    def sequential(m, p, w):
+        out = []
+        for _ in w:
+            out.append(int(forward(m, p + out, new_cache())[-1].argmax()))
+        return out
+
+    faults = [
+        (shifted, "row j of the logits predicts position j + 1: the guess for window position i comes from the row "
+                  "of the token BEFORE it, index len(prefix) - 1 + i."),
+        (window_only, "feed prefix + window: the guesses depend on the committed text."),
+        (sequential, "that is autoregressive decoding (one forward per token, each seeing the NEW guesses). Jacobi "
+                     "updates every position at once from the OLD guesses: one forward over prefix + window."),
+    ]
+    same = _same_ints
+    count = _compare("jacobi_step", fn, cases, jacobi_update, faults, same,
+                     "run the model once on prefix + window; new window = argmax of rows len(prefix) - 1 … "
+                     "len(prefix) + W - 2.",
+                     show_args=lambda case: f"model, prefix_ids ({len(case[1])} tokens), window={case[2]!r}")
+    return f"{count} windows updated exactly as one Jacobi iteration; the greedy continuation is a fixed point"
+
+
+def _ref_count_converged(iterations):
+    final = iterations[-1]
+    return [converged_prefix(window, final) for window in iterations]
+
+
+@_checker
+def count_converged(fn):
+    """Check ``fn(iterations) -> list[int]``: for each window in ``iterations`` (the last one is the fixed point),
+    how many leading positions already hold their final token (the converged prefix)."""
+    cases = [
+        ([[0, 5, 7], [4, 5, 6], [4, 5, 7], [4, 5, 7]],),
+        ([[1, 2, 3], [1, 2, 3]],),
+        ([[9, 9, 9, 9], [4, 9, 9, 9], [4, 6, 9, 2], [4, 6, 8, 2], [4, 6, 8, 2]],),
+        ([[3], [5], [5]],),
+        ([[7, 1, 1, 1, 1], [2, 1, 3, 1, 1], [2, 3, 3, 1, 1], [2, 3, 3, 3, 1], [2, 3, 3, 3, 1]],),
+    ]
+
+    def anywhere(iterations):
+        final = iterations[-1]
+        return [sum(a == b for a, b in zip(w, final)) for w in iterations]
+
+    def vs_previous(iterations):
+        out = [0]
+        for old, new in zip(iterations, iterations[1:]):
+            out.append(converged_prefix(new, old))
+        return out
+
+    def newly(iterations):
+        counts = _ref_count_converged(iterations)
+        return [counts[0]] + [b - a for a, b in zip(counts, counts[1:])]
+
+    faults = [
+        (anywhere, "count only the leading run of final tokens: a later position can hold its final token by "
+                   "luck and still change, because the guesses before it are not final yet."),
+        (vs_previous, "compare each window with the FIXED POINT (the last window), not with the window before it."),
+        (newly, "return the converged prefix of every window (a running total), not the increase."),
+    ]
+    count = _compare("count_converged", fn, [tuple(c) for c in cases], _ref_count_converged, faults, _same_ints,
+                     "for each window, count positions from the left while window[i] == iterations[-1][i].")
+    return f"{count} trajectories counted right"

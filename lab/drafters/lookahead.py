@@ -1,0 +1,294 @@
+"""Jacobi iteration and Lookahead decoding: the target drafts for itself, with no draft model.
+
+**Jacobi iteration.** Greedy decoding of W tokens solves W equations x_i = argmax target(x_<i) one after another.
+Jacobi iteration solves them all at once: guess the W tokens, run the target once over prefix + guesses, replace
+every guess with the target's argmax at its position, and repeat. Position i is right as soon as positions < i are
+right, so after at most W iterations the window stops changing, and its fixed point is exactly the greedy
+continuation (:func:`jacobi_update`, :func:`jacobi_decode`).
+
+**Lookahead decoding** (Fu, Bailis, Stoica & Zhang 2024, "Break the Sequential Dependency of LLM Inference Using
+Lookahead Decoding", sections 3.1–3.3) rarely gets more than one token per Jacobi iteration from the window
+itself; instead it keeps the Jacobi *trajectory* (the windows of the last iterations) and collects n-grams from
+it: the token a position received in this iteration, preceded by the guesses one position earlier in the previous
+iterations, is a plausible n-gram. A pool maps each n-gram's first token to its continuations. Each decoding step
+runs one target forward that holds two branches:
+
+- the *lookahead branch*: the current window, attending to the committed sequence and to the window tokens
+  before it — one Jacobi iteration;
+- the *verification branch*: a pooled n-gram that starts with the last committed token, verified as an ordinary
+  draft chain (greedy match, or one-hot rejection sampling), so the output is exactly the target's.
+
+:class:`LookaheadDrafter` plugs into the shared decode loop (:func:`lab.decode.generate`): it returns the chosen
+n-gram as ``Draft.tokens`` and the window as ``Draft.extra_tokens`` with an attention mask and position ids, the
+loop runs both branches in **one** target forward (a custom attention mask over the new tokens, checked to give
+the same logits as separate causal forwards) and hands all logits back through ``observe``. Two differences from
+the paper, both stated in lesson 09: we verify one pooled n-gram per step, not up to G of them (the shared loop
+verifies a chain; several candidates need the tree verification of lesson 10), and we keep one window level in the
+forward instead of the paper's N − 1 levels, taking the older levels from memory. When the pool holds no n-gram
+for the last token, the window itself is verified as the chain: plain Jacobi decoding.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import torch
+
+from lab.drafters.base import Draft, DraftRequest
+from lab.kv import rollback
+from lab.models import forward, new_cache
+
+__all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Jacobi iteration on its own (lesson 09, part 1)
+
+def jacobi_update(target, prefix_ids, window) -> list:
+    """One Jacobi iteration: every guess in ``window`` replaced by the target's greedy prediction at its position.
+
+    ``prefix_ids``: the committed tokens (list[int], at least one). ``window``: W guessed token ids for the
+    positions right after the prefix. The target runs once over ``prefix_ids + window``; the new guess for window
+    position i is the argmax of the logits at position ``len(prefix_ids) - 1 + i`` (the row that predicts it), so
+    it depends on the prefix and on the *old* guesses 0..i−1. Returns list[int] of length W. Raises
+    ``ValueError`` for an empty prefix or window.
+    """
+    prefix, window = [int(t) for t in prefix_ids], [int(t) for t in window]
+    if not prefix or not window:
+        raise ValueError("prefix_ids and window must each hold at least one token id")
+    logits = forward(target, prefix + window, new_cache())
+    start = len(prefix) - 1
+    return logits[start:start + len(window)].argmax(-1).tolist()
+
+
+def converged_prefix(window, fixed_point) -> int:
+    """How many leading tokens of ``window`` already equal the ``fixed_point`` (the greedy continuation).
+
+    Jacobi iteration never changes these again: each one was predicted from a prefix that is already right.
+    Returns an int in ``[0, len(window)]``."""
+    count = 0
+    for guess, final in zip(window, fixed_point):
+        if guess != final:
+            break
+        count += 1
+    return count
+
+
+@dataclass
+class JacobiRun:
+    """Jacobi iteration on one window: ``iterations[0]`` is the initial guess, ``iterations[t]`` the window after t
+    updates; ``fixed_point`` the last window (= the greedy continuation once ``converged``); ``converged_counts[t]``
+    the converged prefix of ``iterations[t]`` (:func:`converged_prefix`); ``target_calls`` = updates run."""
+
+    prompt: list
+    iterations: list
+    fixed_point: list
+    converged: bool
+    converged_counts: list = field(default_factory=list)
+
+    @property
+    def target_calls(self) -> int:
+        return len(self.iterations) - 1
+
+    @property
+    def window(self) -> int:
+        return len(self.fixed_point)
+
+
+def jacobi_decode(target, prompt_ids, window: int = 8, init=None, max_iterations: int | None = None,
+                  seed: int = 0) -> JacobiRun:
+    """Run Jacobi iteration on ``window`` future tokens until the window stops changing (or ``max_iterations``).
+
+    ``init``: the initial guesses (list of ``window`` ids); default: tokens drawn from the prompt with
+    ``random.Random(seed)``. Each iteration is one target forward over the window (the prompt is prefilled into a
+    KV cache once and rolled back after every iteration). The loop stops after the first update that changes
+    nothing; at most ``window`` updates are needed for that, plus the one that confirms it, so the default
+    ``max_iterations`` is ``window + 1``. Source: Santilli et al. 2023 (Jacobi decoding); Fu et al. 2024, sec. 2.
+
+    Returns :class:`JacobiRun`. Raises ``ValueError`` for an empty prompt, ``window`` < 1, ``init`` of the wrong
+    length or ``max_iterations`` < 1.
+    """
+    prompt = [int(t) for t in prompt_ids]
+    if not prompt:
+        raise ValueError("prompt_ids must hold at least one token id")
+    window = _check_int("window", window, 1)
+    if init is None:
+        rng = random.Random(seed)
+        guesses = [rng.choice(prompt) for _ in range(window)]
+    else:
+        guesses = [int(t) for t in init]
+        if len(guesses) != window:
+            raise ValueError(f"init must hold window = {window} token ids, got {len(guesses)}")
+    limit = window + 1 if max_iterations is None else _check_int("max_iterations", max_iterations, 1)
+    cache = new_cache()
+    if len(prompt) > 1:
+        forward(target, prompt[:-1], cache, logits_to_keep=1)
+    base = len(prompt) - 1
+    iterations, converged = [list(guesses)], False
+    for _ in range(limit):
+        logits = forward(target, [prompt[-1]] + guesses, cache)
+        rollback(cache, base)
+        updated = logits[:window].argmax(-1).tolist()
+        iterations.append(updated)
+        if updated == guesses:
+            converged = True
+            break
+        guesses = updated
+    fixed = iterations[-1]
+    return JacobiRun(prompt, iterations, list(fixed), converged,
+                     [converged_prefix(w, fixed) for w in iterations] if converged else [])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The Lookahead drafter (lesson 09, part 2)
+
+class LookaheadDrafter:
+    """Lookahead decoding (Fu et al. 2024) as a drafter for the shared decode loop: no draft model, no training.
+
+    ``LookaheadDrafter(window=4, ngram=3, pool_size=8, seed=0)``:
+
+    - ``window`` (W >= 1): Jacobi window, the future positions guessed and refined every step;
+    - ``ngram`` (N >= 2): size of the n-grams collected from the Jacobi trajectory (N − 1 tokens are proposed
+      after the last committed token; N = 2 uses only the latest iteration);
+    - ``pool_size`` (>= 1): continuations kept per first token (the oldest is dropped first);
+    - ``seed``: the random generator that fills window positions with prompt tokens when no guess exists yet.
+
+    Per step (see the module docstring): the verification branch is the pooled n-gram for the last committed
+    token whose first token agrees with the window's guess (else the most recent one); the lookahead branch is the
+    window. Both go into one target forward (``Draft.extra_tokens`` + mask). With no pooled n-gram the window
+    itself is the chain (plain Jacobi decoding). ``Draft.calls`` is 0 (no draft model) and ``Draft.probs`` None
+    (deterministic: verified as one-hot, so sampling stays exact).
+
+    Kernel-side state for views and tests: ``pool`` (dict first token → list of continuations, oldest first),
+    ``window_tokens`` (current guesses), ``history`` (one dict per step: ``position``, ``window``, ``chain``,
+    ``source`` in ``"pool" | "jacobi" | "none"``, ``outputs``). Everything is cleared by ``reset``, so nothing leaks
+    from one generation to the next. Raises ``ValueError`` for arguments out of range.
+    """
+
+    def __init__(self, window: int = 4, ngram: int = 3, pool_size: int = 8, seed: int = 0):
+        self.window = _check_int("window", window, 1)
+        self.ngram = _check_int("ngram", ngram, 2)
+        self.pool_size = _check_int("pool_size", pool_size, 1)
+        self.seed = seed
+        self.pool: dict = {}
+        self.window_tokens: list = []
+        self.history: list = []
+        self._levels: list = []   # fed windows of the last N−1 iterations: dicts position → token
+        self._rng = random.Random(seed)
+        self._filler: list = [0]
+        self._step: dict = {}
+
+    # --- protocol -----------------------------------------------------------------------------------------------
+    def reset(self, prompt_ids) -> None:
+        """Forget the pool and the trajectory; start the window from random prompt tokens."""
+        prompt = [int(t) for t in prompt_ids]
+        self._rng = random.Random(self.seed)
+        self._filler = prompt or [0]
+        self.pool, self._levels, self.history = {}, [], []
+        self.window_tokens = [self._rng.choice(self._filler) for _ in range(self.window)]
+        self._step = {}
+
+    def propose(self, request: DraftRequest) -> Draft:
+        if not self.window_tokens:
+            raise RuntimeError("call reset(prompt_ids) before propose()")
+        tokens = request.tokens
+        position, last = len(tokens) - 1, int(tokens[-1])
+        budget = max(0, request.max_tokens)
+        candidate = self._choose(last)
+        if budget == 0:
+            chain, extra, source = [], [], "none"
+        elif candidate:
+            chain, extra, source = list(candidate[:budget]), list(self.window_tokens), "pool"
+        else:
+            chain, extra, source = list(self.window_tokens[:budget]), [], "jacobi"
+        self._step = {"position": position, "last": last, "chain": chain, "extra": extra, "source": source,
+                      "window": list(self.window_tokens)}
+        if not extra:
+            return Draft(chain, None, calls=0)
+        n, w = len(chain), len(extra)
+        mask = torch.zeros(w, 1 + n + w, dtype=torch.bool)
+        mask[:, 0] = True  # every window token sees the last committed token (and the cached prefix)
+        mask[:, 1 + n:] = torch.ones(w, w, dtype=torch.bool).tril()  # and the window tokens up to itself
+        return Draft(chain, None, calls=0, extra_tokens=extra, extra_positions=list(range(1, w + 1)),
+                     extra_mask=mask)
+
+    def observe(self, logits) -> None:
+        """Receive the target's logits for every row of this step's forward (``[1 + n + extra, V]``): the Jacobi
+        update of the window and the n-grams of the trajectory come from them."""
+        step = self._step
+        if not step:
+            return
+        argmax = logits.argmax(-1).tolist()
+        position, n = step["position"], len(step["chain"])
+        if step["source"] == "pool":
+            window_rows = range(1 + n, 1 + n + len(step["extra"]))
+            fed_window = step["extra"]
+        else:  # "jacobi": the chain is the window; "none": only the last token was fed
+            window_rows = range(1, 1 + n)
+            fed_window = step["chain"]
+        fed = {position: step["last"]}
+        fed.update({position + 1 + i: token for i, token in enumerate(fed_window)})
+        outputs = {position + 1: argmax[0]}
+        outputs.update({position + 2 + i: argmax[row] for i, row in enumerate(window_rows)})
+        self._levels = (self._levels + [fed])[-(self.ngram - 1):]
+        self._collect(outputs)
+        step["outputs"] = outputs
+
+    def update(self, num_accepted: int, next_token: int) -> None:
+        step = self._step
+        if not step:
+            return
+        new_position = step["position"] + num_accepted + 1
+        outputs = step.get("outputs", {})
+        self.window_tokens = [outputs.get(new_position + 1 + i) for i in range(self.window)]
+        self.window_tokens = [self._rng.choice(self._filler) if t is None else t for t in self.window_tokens]
+        self.history.append({"position": step["position"], "window": step["window"], "chain": step["chain"],
+                             "source": step["source"], "outputs": outputs, "num_accepted": num_accepted,
+                             "next_token": next_token})
+        self._step = {}
+
+    # --- internals ------------------------------------------------------------------------------------------
+    def _choose(self, last: int):
+        """The pooled continuation of ``last`` to verify: agreeing with the window's first guess if one does,
+        else the most recently collected; None if the pool has nothing for ``last``."""
+        candidates = self.pool.get(last)
+        if not candidates:
+            return None
+        guess = self.window_tokens[0] if self.window_tokens else None
+        for continuation in reversed(candidates):
+            if continuation[0] == guess:
+                return continuation
+        return candidates[-1]
+
+    def _collect(self, outputs: dict) -> None:
+        """Add every n-gram of the trajectory that ends in this iteration's outputs to the pool."""
+        levels, size = self._levels, self.ngram
+        if len(levels) < size - 1:
+            return
+        for end, token in outputs.items():
+            gram = []
+            for back, level in enumerate(levels):  # oldest level first: position end − (N − 1) + back
+                at = end - (size - 1) + back
+                if at not in level:
+                    break
+                gram.append(level[at])
+            else:
+                gram.append(token)
+                self._add(gram[0], tuple(gram[1:]))
+
+    def _add(self, first: int, continuation: tuple) -> None:
+        entries = self.pool.setdefault(first, [])
+        if continuation in entries:
+            entries.remove(continuation)
+        entries.append(continuation)
+        if len(entries) > self.pool_size:
+            del entries[0]
+
+    def __repr__(self) -> str:
+        return f"LookaheadDrafter(window={self.window}, ngram={self.ngram}, pool_size={self.pool_size})"

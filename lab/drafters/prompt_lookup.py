@@ -1,0 +1,81 @@
+"""Prompt lookup (n-gram) drafting: propose what followed the last few tokens the previous time they appeared.
+
+No draft model at all: the drafter searches the prompt and the text generated so far for the most recent earlier
+occurrence of the context's last n tokens (n from ``max_ngram`` down to 1) and proposes the tokens that came after
+it. It costs no draft forward pass, and it shines where the output repeats its input: edits, copies, code
+refactors, structured records. It is deterministic, so verification treats its proposal as one-hot (exact under
+sampling too).
+
+Sources: Saxena 2023, "Prompt Lookup Decoding" (transformers' ``prompt_lookup_num_tokens``); vLLM's ``[ngram]``
+speculative model (seed lesson 002: ``ngram_prompt_lookup_max``); lesson 08.
+"""
+from __future__ import annotations
+
+from lab.drafters.base import Draft, DraftRequest
+
+__all__ = ["ngram_lookup", "PromptLookupDrafter"]
+
+
+def _check_positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def ngram_lookup(context, max_ngram: int = 3, n_draft: int = 5) -> list:
+    """The continuation of the most recent earlier occurrence of the context's longest matching suffix n-gram.
+
+    ``context``: the token ids so far (list[int], prompt + generated). For n = ``max_ngram``, ``max_ngram`` − 1,
+    …, 1: take the last n tokens of ``context`` and look for the same n tokens starting at an earlier index
+    ``i`` (``i < len(context) − n``, so the suffix never matches itself), scanning from the most recent such
+    index backwards. The first hit returns ``context[i + n : i + n + n_draft]`` — between 1 and ``n_draft``
+    tokens (fewer when the hit is close to the end of the context). Occurrences may overlap the suffix:
+    in ``[7, 7, 7]`` the bigram ``[7, 7]`` also starts at index 0, so the proposal is ``[7]``. Sizes n longer than
+    ``len(context) − 1`` are skipped (there is no earlier index left). No hit at any n → ``[]``.
+
+    Returns list[int] of length 0..``n_draft``. Raises ``ValueError`` if ``max_ngram`` or ``n_draft`` is not an
+    integer >= 1.
+    """
+    max_ngram = _check_positive("max_ngram", max_ngram)
+    n_draft = _check_positive("n_draft", n_draft)
+    tokens = list(context)
+    length = len(tokens)
+    for n in range(min(max_ngram, length - 1), 0, -1):
+        suffix = tokens[length - n:]
+        first = suffix[0]
+        for i in range(length - n - 1, -1, -1):  # most recent start first; i = length - n is the suffix itself
+            if tokens[i] == first and tokens[i:i + n] == suffix:
+                return tokens[i + n:i + n + n_draft]
+    return []
+
+
+class PromptLookupDrafter:
+    """Propose up to ``n_draft`` tokens copied from the prompt / earlier output (:func:`ngram_lookup`).
+
+    ``PromptLookupDrafter(max_ngram=3, n_draft=5)``: match the last ``max_ngram`` … 1 tokens. Each proposal costs
+    no draft forward pass (``Draft.calls == 0``) and is deterministic (``Draft.probs is None``, verified as
+    one-hot). When nothing matches, the proposal is empty and the step is a plain autoregressive step.
+
+    The drafter keeps no state between steps (each proposal looks at ``request.tokens``, the committed sequence),
+    so nothing can leak from one generation to the next. Raises ``ValueError`` for ``max_ngram`` or ``n_draft``
+    below 1.
+    """
+
+    def __init__(self, max_ngram: int = 3, n_draft: int = 5):
+        self.max_ngram = _check_positive("max_ngram", max_ngram)
+        self.n_draft = _check_positive("n_draft", n_draft)
+
+    def reset(self, prompt_ids) -> None:
+        """Nothing to prepare: the lookup reads the committed tokens at each step."""
+
+    def propose(self, request: DraftRequest) -> Draft:
+        n = min(self.n_draft, request.max_tokens)
+        if n <= 0:
+            return Draft()
+        return Draft(ngram_lookup(request.tokens, self.max_ngram, n), None, calls=0)
+
+    def update(self, num_accepted: int, next_token: int) -> None:
+        """Nothing to roll back."""
+
+    def __repr__(self) -> str:
+        return f"PromptLookupDrafter(max_ngram={self.max_ngram}, n_draft={self.n_draft})"

@@ -1,0 +1,830 @@
+"""Choosing a speculative-decoding method for a workload, and the engine settings that serve it (lesson 14).
+
+``recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound=True,
+memory_headroom_gb=None, *, exclude=())`` returns a :class:`Recommendation`: a method, the draft length N, the
+draft temperature, the reasons, the expected speedup range with its source, and the same choice rendered for vLLM
+(``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``), for transformers
+(``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the assistant's generation config) and for this
+course's own loop (``lab_drafter()``). ``python -m lab pick`` prints it; ``--markdown FILE`` writes
+:meth:`Recommendation.to_markdown`, a one-page decision guide.
+
+Method identifiers (``Recommendation.method``), stable lowercase strings:
+
+- ``"draft_model"``: vanilla speculative decoding with a separate small draft model of the target's family
+  (Leviathan et al. 2023);
+- ``"medusa"``: Medusa heads trained on top of the target (Cai et al. 2024);
+- ``"eagle"``: an EAGLE draft head that reads the target's hidden states (Li et al. 2024, 2025);
+- ``"lookahead"``: Lookahead decoding, Jacobi iteration plus an n-gram pool, no draft at all (Fu et al. 2024);
+- ``"ngram"``: prompt lookup, proposing what followed the last few tokens earlier in the context;
+- ``"none"``: do not speculate.
+
+Where the numbers come from. The expected speedups are the seed lessons' tables, reproduced in
+:data:`STRATEGY_TABLE` (seed lesson 000, "Picking a draft": one range per method) and :data:`WORKLOAD_TABLE` (seed
+lesson 002, production settings: method, k and speedup per workload); the throughput case uses seed 002's
+EAGLE-3-under-load result (the right k = 1 cut cost by 20–54 %). The memory each method needs is computed from
+parameter counts in :data:`MEMORY_NEEDED_GB`. The vLLM keys and ``method`` values are those of
+``vllm/config/speculative.py`` (``SpeculativeConfig``) in vLLM's main branch as read in November 2026 (commit
+002e77c1; docs ``features/speculative_decoding``); the transformers keys are ``GenerationConfig`` fields of
+transformers 5.24. The Prometheus counters vLLM exports are listed in :data:`VLLM_METRICS`, from
+``vllm/v1/spec_decode/metrics.py``.
+
+The rules, in order (each one adds a sentence to ``reasons``):
+
+1. Temperature above :data:`MAX_TEMPERATURE` → ``"none"`` (seed 000: high-temperature sampling lowers
+   acceptance; that is where "when not to speculate" starts).
+2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
+   ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute).
+3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
+   ``"ngram"``); a learned head (EAGLE, Medusa) replaces it when it is feasible and its range in the strategy
+   table is higher; when the default is not feasible, the best feasible fallback by the same ranges. Ties go to
+   the workload row's method, then to the cheaper method. Feasible = its prerequisite holds (a small same-family
+   model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
+4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling; Lookahead uses the
+   n-gram size of lesson 09's defaults; throughput uses N = 1.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass, field
+from numbers import Real
+
+__all__ = [
+    "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
+    "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
+    "SAMPLING_WARN_TEMPERATURE",
+    "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_METRICS", "stats_from_vllm_counters", "main",
+]
+
+TASKS = ("chat", "code", "structured", "long_text", "copy_edit")
+METHODS = ("draft_model", "medusa", "eagle", "lookahead", "ngram", "none")
+METHOD_LABELS = {
+    "draft_model": "vanilla draft model",
+    "medusa": "Medusa heads",
+    "eagle": "EAGLE draft head",
+    "lookahead": "Lookahead decoding",
+    "ngram": "n-gram prompt lookup",
+    "none": "no speculation",
+}
+TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": "structured output (JSON)",
+               "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)"}
+
+# Cheaper first: what a method costs to set up (nothing / a model you have / heads you must train). Breaks ties.
+_SETUP_ORDER = ("ngram", "lookahead", "draft_model", "medusa", "eagle")
+
+SEED_000 = "seed lesson 000"
+SEED_002 = "seed lesson 002"
+
+MAX_TEMPERATURE = 1.0
+"""Above this the picker returns ``"none"``: T = 1 samples the model's own distribution; higher flattens it
+further, and seed lesson 000 lists high-temperature sampling among the cases not to speculate."""
+
+SAMPLING_WARN_TEMPERATURE = 0.7
+"""Seed lesson 002 samples at 0.7 in its production example, noting that a lower temperature means a higher
+acceptance rate; above it the picker warns that the lower end of the range is the one to expect."""
+
+
+@dataclass(frozen=True)
+class StrategyRow:
+    """One row of seed lesson 000's "Picking a draft" table: a method, when to pick it, its speedup range."""
+
+    method: str
+    strategy: str
+    when: str
+    speedup: tuple
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    """One row of seed lesson 002's production-settings table: workload, method, k range, speedup range."""
+
+    task: str
+    workload: str
+    method: str
+    n_range: tuple
+    speedup: tuple
+
+
+STRATEGY_TABLE = (
+    StrategyRow("draft_model", "Vanilla draft (1B/3B Llama family)", "Fast prototype, no training", (1.8, 2.3)),
+    StrategyRow("medusa", "Medusa heads", "You can fine-tune the verifier", (2.0, 3.0)),
+    StrategyRow("eagle", "EAGLE-2 / 3", "Production, max speed", (3.0, 4.0)),
+    StrategyRow("lookahead", "Lookahead", "No draft, no training, no extra params", (1.3, 1.6)),
+)
+"""Seed lesson 000, "Picking a draft" (strategy, when to pick, speedup)."""
+
+WORKLOAD_TABLE = (
+    WorkloadRow("chat", "General chat", "draft_model", (4, 5), (2.0, 2.5)),
+    WorkloadRow("code", "Code generation", "ngram", (3, 5), (1.5, 2.0)),
+    WorkloadRow("structured", "Structured JSON", "ngram", (5, 7), (2.0, 3.0)),
+    WorkloadRow("long_text", "Long text", "draft_model", (3, 4), (1.8, 2.2)),
+)
+"""Seed lesson 002, production settings (workload, recommended method, k, expected speedup). It has no copy/edit
+row; the picker uses the structured-JSON row, the nearest n-gram workload, for copy/edit."""
+
+_STRATEGY = {row.method: row for row in STRATEGY_TABLE}
+_WORKLOAD = {row.task: row for row in WORKLOAD_TABLE}
+_NEAREST_ROW = {"copy_edit": "structured"}
+
+# Seed lesson 002 (EAGLE-3 under load, November 2025): the right k (k = 1) cut cost by 20–54 %. Serving cost per
+# token falling by a fraction f means 1 / (1 - f) times the tokens for the same hardware.
+_LOAD_COST_CUT = (0.20, 0.54)
+_LOAD_SPEEDUP = tuple(round(1 / (1 - cut), 2) for cut in _LOAD_COST_CUT)
+
+
+# --- memory: what each method adds on the accelerator ---------------------------------------------------------
+def _bf16_gb(params: float) -> float:
+    """Gigabytes (1e9 bytes) that ``params`` parameters take in bfloat16 (2 bytes each)."""
+    return params * 2 / 1e9
+
+
+# Reference target for the arithmetic: Llama 3 8B (hidden 4096, 8 KV heads × 128 = 1024, MLP 14336, vocabulary
+# 128256; its config.json). A draft of 1B parameters is seed lesson 000's example ("Llama 3 1B").
+_HIDDEN, _KV_DIM, _MLP, _VOCAB = 4096, 1024, 14336, 128256
+_LAYER_PARAMS = 2 * _HIDDEN * _HIDDEN + 2 * _HIDDEN * _KV_DIM + 3 * _HIDDEN * _MLP  # q, o; k, v; gate, up, down
+_EAGLE_PARAMS = _LAYER_PARAMS + 2 * _HIDDEN * _HIDDEN  # one decoder layer + the 2h → h input projection
+_MEDUSA_HEADS = 4  # seed lesson 002's Medusa diagram: heads for t+1 … t+4
+_MEDUSA_PARAMS = _MEDUSA_HEADS * (_HIDDEN * _HIDDEN + _HIDDEN * _VOCAB)  # a residual block + a vocabulary layer each
+_DRAFT_PARAMS = 1.0e9
+
+MEMORY_NEEDED_GB = {
+    # weights, then as much again for the draft's own KV cache and activations (a rule of thumb: measure yours)
+    "draft_model": round(2 * _bf16_gb(_DRAFT_PARAMS), 2),
+    "eagle": round(2 * _bf16_gb(_EAGLE_PARAMS), 2),
+    # Medusa heads keep no KV cache, but each carries a vocabulary-sized output layer (Cai et al. 2024, eq. 1)
+    "medusa": round(_bf16_gb(_MEDUSA_PARAMS), 2),
+    "ngram": 0.0,
+    "lookahead": 0.0,
+}
+"""Accelerator memory (GB) each method needs beyond the target and its KV cache, computed for a Llama 3 8B target
+in bfloat16 (see the arithmetic above). Draft-free methods need none."""
+
+MEMORY_PARAMS = {"draft_model": _DRAFT_PARAMS, "eagle": _EAGLE_PARAMS, "medusa": _MEDUSA_PARAMS}
+"""The parameter counts behind :data:`MEMORY_NEEDED_GB` (for the lesson to show the arithmetic)."""
+
+
+# --- engines -----------------------------------------------------------------------------------------------------
+VLLM_SPECULATIVE_KEYS = frozenset({
+    "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
+    "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision",
+    "code_revision", "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
+    "use_local_argmax_reduction", "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min",
+    "parallel_drafting", "num_speculative_tokens_per_batch_size", "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
+    "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
+    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk",
+})
+"""User-settable fields of vLLM's ``SpeculativeConfig`` (``vllm/config/speculative.py``, main at commit 002e77c1,
+November 2026), i.e. the keys ``--speculative-config`` accepts. Left out: fields vLLM fills in itself
+(``target_model_config``, ``draft_model_config``, ``target_parallel_config``, ``draft_parallel_config``,
+``draft_load_config``) and ``tensor_parallel_size``, which exists only to warn that ``draft_tensor_parallel_size``
+was meant."""
+
+VLLM_METHODS = frozenset({"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle",
+                          "eagle3", "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark"})
+"""``SpeculativeMethod`` values in the same file (the model-specific ``*_mtp`` names omitted; ``"mtp"`` covers
+them)."""
+
+VLLM_METRICS = {
+    "acceptance_rate": ("rate(vllm:spec_decode_num_accepted_tokens_total[5m]) / "
+                        "rate(vllm:spec_decode_num_draft_tokens_total[5m])"),
+    "tokens_per_target_call": ("1 + rate(vllm:spec_decode_num_accepted_tokens_total[5m]) / "
+                               "rate(vllm:spec_decode_num_drafts_total[5m])"),
+    "per_position_acceptance": ("rate(vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"i\"}[5m]) / "
+                                "rate(vllm:spec_decode_num_drafts_total[5m])"),
+}
+"""Our ``stats`` keys as PromQL over the counters vLLM exports when speculating (``vllm/v1/spec_decode/metrics.py``:
+``vllm:spec_decode_num_drafts``, ``…_num_draft_tokens``, ``…_num_accepted_tokens``,
+``…_num_accepted_tokens_per_pos`` with a ``position`` label; Prometheus adds ``_total`` to counters). vLLM's log
+line calls the second one "mean acceptance length"."""
+
+_NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}  # seed 002 looks back 4; vLLM's docs example min 2
+_LOOKAHEAD = {"window": 4, "ngram": 3}  # LookaheadDrafter's defaults, the settings lesson 09 uses
+_PLACEHOLDER = {"draft_model": "<same-family draft model>", "eagle": "<EAGLE-3 head for the target>",
+                "medusa": "<Medusa heads for the target>"}
+
+
+# --- the recommendation ------------------------------------------------------------------------------------------
+@dataclass
+class Recommendation:
+    """A speculative-decoding choice for one workload, and how to run it.
+
+    Attributes:
+        method: one of :data:`METHODS` (``"draft_model" | "medusa" | "eagle" | "lookahead" | "ngram" | "none"``).
+        n_draft: draft tokens per step N (int; 0 for ``"none"``).
+        draft_temperature: temperature the draft samples at (float), 0.0 for a deterministic or greedy draft
+            (verified as one-hot), None for ``"none"``.
+        temperature: the target's sampling temperature (0 = greedy), as given.
+        reasons: why, one sentence each (list[str]).
+        expected_speedup: (low, high) wall-clock speedup over autoregressive decoding; (1.0, 1.0) for ``"none"``.
+        source: where ``expected_speedup`` comes from (a seed table row, or the arithmetic on a cited result).
+        notes: how the engines express the choice, where they cannot express it exactly (list[str]).
+        revisit: conditions under which to run the picker again (list[str]).
+        workload: the inputs, as a dict.
+        settings: method-specific settings (prompt-lookup window sizes, Lookahead window and n-gram size).
+    """
+
+    method: str
+    n_draft: int
+    draft_temperature: float | None
+    temperature: float
+    reasons: list = field(default_factory=list)
+    expected_speedup: tuple = (1.0, 1.0)
+    source: str = ""
+    notes: list = field(default_factory=list)
+    revisit: list = field(default_factory=list)
+    workload: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Human name of the method, e.g. "EAGLE draft head"."""
+        return METHOD_LABELS[self.method]
+
+    @property
+    def speculates(self) -> bool:
+        return self.method != "none"
+
+    # --- vLLM ----------------------------------------------------------------------------------------------
+    def vllm_config(self, draft_model: str | None = None, draft_tensor_parallel_size: int | None = None) -> dict:
+        """The ``--speculative-config`` JSON object for vLLM (``{}`` for ``"none"``: serve without it).
+
+        ``draft_model``: name or path of the draft model / EAGLE head / Medusa heads (a placeholder when None).
+        ``draft_tensor_parallel_size``: added for the model-based methods that take it (``draft_model``,
+        ``eagle``); vLLM allows 1 or the target's tensor-parallel size. Lookahead has no vLLM proposer; its
+        config is the n-gram one, the nearest draft-free method vLLM ships (see ``notes``). Keys: see
+        :data:`VLLM_SPECULATIVE_KEYS`. Raises ``ValueError`` for ``draft_tensor_parallel_size`` < 1.
+        """
+        if draft_tensor_parallel_size is not None and (
+                isinstance(draft_tensor_parallel_size, bool) or not isinstance(draft_tensor_parallel_size, int)
+                or draft_tensor_parallel_size < 1):
+            raise ValueError(f"draft_tensor_parallel_size must be an integer >= 1, got {draft_tensor_parallel_size!r}")
+        if self.method == "none":
+            return {}
+        if self.method in ("ngram", "lookahead"):
+            return {"method": "ngram", "num_speculative_tokens": self.n_draft, **_NGRAM_LOOKUP}
+        name = draft_model if draft_model is not None else _PLACEHOLDER[self.method]
+        config = {"method": {"draft_model": "draft_model", "eagle": "eagle3", "medusa": "medusa"}[self.method],
+                  "model": name, "num_speculative_tokens": self.n_draft}
+        if self.method == "draft_model" and self.draft_temperature:
+            # vLLM drafts greedily by default (verified as one-hot); sampling the draft needs its probabilities
+            config["draft_sample_method"] = "probabilistic"
+        if draft_tensor_parallel_size is not None and self.method in ("draft_model", "eagle"):
+            config["draft_tensor_parallel_size"] = draft_tensor_parallel_size
+        return config
+
+    def vllm_json(self, **kwargs) -> str:
+        """:meth:`vllm_config` as the JSON text ``--speculative-config`` takes ("" for ``"none"``)."""
+        config = self.vllm_config(**kwargs)
+        return json.dumps(config) if config else ""
+
+    def vllm_command(self, target: str = "<target-model>", tensor_parallel_size: int = 1,
+                     draft_model: str | None = None, draft_tensor_parallel_size: int | None = None) -> str:
+        """A ``vllm serve`` command line for this recommendation, shell-quoted.
+
+        ``tensor_parallel_size`` shards the target over that many GPUs (``--tensor-parallel-size``). Raises
+        ``ValueError`` for a size < 1.
+        """
+        if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) or \
+                tensor_parallel_size < 1:
+            raise ValueError(f"tensor_parallel_size must be an integer >= 1, got {tensor_parallel_size!r}")
+        parts = ["vllm", "serve", shlex.quote(target)]
+        if tensor_parallel_size > 1:
+            parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
+        text = self.vllm_json(draft_model=draft_model, draft_tensor_parallel_size=draft_tensor_parallel_size)
+        if text:
+            parts += ["--speculative-config", shlex.quote(text)]
+        return " ".join(parts)
+
+    # --- transformers --------------------------------------------------------------------------------------
+    def _uses_assistant(self) -> bool:
+        if self.method == "draft_model":
+            return True
+        # transformers has no EAGLE or Medusa drafter: the nearest is an assistant model, if the workload has one
+        return self.method in ("eagle", "medusa") and bool(self.workload.get("has_small_same_family_model"))
+
+    def hf_kwargs(self, assistant_model=None) -> dict:
+        """Keyword arguments for transformers' ``model.generate`` (transformers 5.24).
+
+        ``assistant_model``: the loaded draft model to pass (a placeholder string when None). Sampling:
+        ``do_sample`` and, when T > 0, ``temperature``. Draft length: for prompt lookup ``prompt_lookup_num_tokens``
+        (with ``max_matching_ngram_size``); for an assistant model N is **not** a ``generate`` argument in this
+        release — transformers reads ``num_assistant_tokens`` from the assistant's own generation config, so set
+        :meth:`hf_assistant_config` there. EAGLE, Medusa and Lookahead have no transformers drafter; the nearest one
+        is returned and ``notes`` says so.
+        """
+        kwargs = {"do_sample": self.temperature > 0}
+        if self.temperature > 0:
+            kwargs["temperature"] = self.temperature
+        if self.method == "none":
+            return kwargs
+        if self._uses_assistant():
+            kwargs["assistant_model"] = assistant_model if assistant_model is not None else \
+                _PLACEHOLDER["draft_model"]
+        else:
+            kwargs["prompt_lookup_num_tokens"] = self.n_draft
+            kwargs["max_matching_ngram_size"] = _NGRAM_LOOKUP["prompt_lookup_max"]
+        return kwargs
+
+    def hf_assistant_config(self) -> dict:
+        """Attributes to set on ``assistant_model.generation_config`` (``{}`` without an assistant model).
+
+        ``num_assistant_tokens`` = N with the ``"constant"`` schedule, so the assistant drafts exactly N tokens per
+        step (transformers' ``"heuristic"`` schedule instead grows N by 2 after a full acceptance and shrinks it by
+        1 after a rejection).
+        """
+        if self.method == "none" or not self._uses_assistant():
+            return {}
+        return {"num_assistant_tokens": self.n_draft, "num_assistant_tokens_schedule": "constant"}
+
+    def hf_snippet(self, target: str = "<target-model>") -> str:
+        """Python lines that run this recommendation with transformers (names are placeholders to fill)."""
+        lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+                 f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
+                 f"target = AutoModelForCausalLM.from_pretrained({target!r})"]
+        kwargs = self.hf_kwargs()
+        if "assistant_model" in kwargs:
+            lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({_PLACEHOLDER['draft_model']!r})")
+            for key, value in self.hf_assistant_config().items():
+                lines.append(f"assistant.generation_config.{key} = {value!r}")
+            kwargs["assistant_model"] = _Raw("assistant")
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        lines += ['inputs = tokenizer("…", return_tensors="pt")',
+                  f"out = target.generate(**inputs, max_new_tokens=256, {args})"]
+        return "\n".join(lines)
+
+    # --- this course -------------------------------------------------------------------------------------
+    def lab_drafter(self) -> str | None:
+        """The drafter expression for :func:`lab.decode.generate` in this course (None: autoregressive)."""
+        if self.method == "draft_model":
+            return f"DraftModelDrafter(pair.draft, n_draft={self.n_draft})"
+        if self.method == "ngram":
+            return f"PromptLookupDrafter(max_ngram={_NGRAM_LOOKUP['prompt_lookup_max']}, n_draft={self.n_draft})"
+        if self.method == "lookahead":
+            return f"LookaheadDrafter(window={_LOOKAHEAD['window']}, ngram={_LOOKAHEAD['ngram']})"
+        if self.method == "medusa":
+            return "MedusaDrafter.from_pretrained(pair)"
+        if self.method == "eagle":
+            return "EagleDrafter.from_pretrained(pair)"
+        return None
+
+    # --- rendering -----------------------------------------------------------------------------------------
+    def speedup_text(self) -> str:
+        low, high = self.expected_speedup
+        return "1×" if not self.speculates else f"{low:g}–{high:g}×"
+
+    def draft_temperature_text(self) -> str:
+        if self.draft_temperature is None:
+            return "n/a"
+        if self.draft_temperature == 0:
+            return "0 (deterministic or greedy draft, verified as one-hot)"
+        return f"{self.draft_temperature:g} (the draft samples at the target's temperature)"
+
+    def workload_text(self) -> str:
+        w = self.workload
+        memory = w.get("memory_headroom_gb")
+        parts = [f"task {w.get('task')}", f"temperature {w.get('temperature'):g}",
+                 "latency-bound" if w.get("latency_bound") else "throughput-bound (high batch)",
+                 f"same-family small model: {'yes' if w.get('has_small_same_family_model') else 'no'}",
+                 f"may train heads / fine-tune: {'yes' if w.get('can_finetune') else 'no'}",
+                 f"memory headroom: {'not given' if memory is None else f'{memory:g} GB'}"]
+        if w.get("exclude"):
+            parts.append("ruled out: " + ", ".join(w["exclude"]))
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict:
+        """Everything as JSON-ready data (the vLLM and transformers settings with placeholders)."""
+        return {"method": self.method, "label": self.label, "n_draft": self.n_draft,
+                "draft_temperature": self.draft_temperature, "temperature": self.temperature,
+                "expected_speedup": list(self.expected_speedup), "source": self.source,
+                "reasons": list(self.reasons), "notes": list(self.notes), "revisit": list(self.revisit),
+                "workload": dict(self.workload), "settings": dict(self.settings),
+                "vllm_config": self.vllm_config(), "hf_kwargs": self.hf_kwargs(),
+                "hf_assistant_config": self.hf_assistant_config(), "lab_drafter": self.lab_drafter()}
+
+    def summary(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
+        """Plain-text rendering (what ``python -m lab pick`` prints)."""
+        lines = [f"Workload: {self.workload_text()}",
+                 f"Method: {self.label} ({self.method})"]
+        if self.speculates:
+            lines.append(f"Draft tokens per step N: {self.n_draft} · draft temperature: "
+                         f"{self.draft_temperature_text()}")
+        lines.append(f"Expected speedup: {self.speedup_text()} — source: {self.source}")
+        lines.append("Why:")
+        lines += [f"  - {r}" for r in self.reasons]
+        lines.append("vLLM:")
+        lines.append("  " + self.vllm_command(target, tensor_parallel_size))
+        lines.append("transformers generate kwargs: " + _kwargs_text(self.hf_kwargs()))
+        if self.hf_assistant_config():
+            lines.append("  on assistant_model.generation_config: " + _kwargs_text(self.hf_assistant_config()))
+        if self.notes:
+            lines.append("Engine notes:")
+            lines += [f"  - {n}" for n in self.notes]
+        lines.append("Revisit when:")
+        lines += [f"  - {r}" for r in self.revisit]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_markdown(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
+        """A one-page decision guide for the workload, as Markdown."""
+        w = self.workload
+        task = TASK_LABELS.get(w.get("task"), w.get("task"))
+        title = f"# Speculative decoding for {task} at T = {self.temperature:g}"
+        out = [title, "", f"**Workload.** {self.workload_text()}.", "",
+               f"## Decision: {self.label} (`{self.method}`)", "",
+               "| setting | value |", "|---|---|",
+               f"| method | {self.label} (`{self.method}`) |",
+               f"| draft tokens per step N | {self.n_draft if self.speculates else 'n/a'} |",
+               f"| draft temperature | {self.draft_temperature_text()} |",
+               f"| target temperature | {self.temperature:g} |",
+               f"| expected speedup | {self.speedup_text()} |",
+               f"| source of that range | {self.source} |"]
+        for key, value in self.settings.items():
+            out.append(f"| {key} | {value} |")
+        out += ["", "## Why", ""] + [f"- {r}" for r in self.reasons]
+        out += ["", "## Serve it with vLLM", ""]
+        if self.speculates:
+            out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
+                    "The same object goes to Python as `LLM(model=..., speculative_config=...)`:", "",
+                    "```json", json.dumps(self.vllm_config(), indent=2), "```"]
+        else:
+            out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
+                    "No `--speculative-config`: serve the target alone."]
+        out += ["", "## Run it with transformers", "", "```python", self.hf_snippet(target), "```"]
+        if self.lab_drafter():
+            out += ["", "## Try it in this course", "", "```python",
+                    "from lab.decode import generate",
+                    f"from lab.drafters import {self.lab_drafter().split('(')[0].split('.')[0]}",
+                    f"drafter = {self.lab_drafter()}",
+                    "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=200, "
+                    f"temperature={self.temperature:g})",
+                    "print(run.stats['acceptance_rate'], run.stats['tokens_per_target_call'])", "```"]
+        if self.notes:
+            out += ["", "## Engine notes", ""] + [f"- {n}" for n in self.notes]
+        out += ["", "## Check it in production", "",
+                "vLLM exports these counters while it speculates; our `stats` keys are ratios of them:", "",
+                "| our stats key | PromQL over vLLM's counters |", "|---|---|"]
+        out += [f"| `{key}` | `{expr}` |" for key, expr in VLLM_METRICS.items()]
+        out += ["", "## When to revisit", ""] + [f"- {r}" for r in self.revisit]
+        return "\n".join(out) + "\n"
+
+
+class _Raw:
+    """A name printed as-is inside generated code (its repr is the bare name)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _kwargs_text(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) if kwargs else "(none)"
+
+
+def _a(method: str, capital: bool = False) -> str:
+    """The method's label with its article, for sentences ("a vanilla draft model", "an EAGLE draft head")."""
+    text = {"draft_model": "a vanilla draft model", "eagle": "an EAGLE draft head"}.get(method, METHOD_LABELS[method])
+    return text[0].upper() + text[1:] if capital else text
+
+
+# --- validation --------------------------------------------------------------------------------------------------
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _check_inputs(task, temperature, has_small, can_finetune, latency_bound, memory, exclude):
+    if not isinstance(task, str) or task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    _check_bool("has_small_same_family_model", has_small)
+    _check_bool("can_finetune", can_finetune)
+    _check_bool("latency_bound", latency_bound)
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
+                               or not math.isfinite(memory) or memory < 0):
+        raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {memory!r}")
+    if isinstance(exclude, str):
+        exclude = (exclude,)
+    try:
+        exclude = tuple(exclude)
+    except TypeError:
+        raise ValueError(f"exclude must be a list of methods, got {exclude!r}") from None
+    allowed = [m for m in METHODS if m != "none"]
+    bad = [m for m in exclude if m not in allowed]
+    if bad:
+        raise ValueError(f"exclude may only name {', '.join(allowed)}; got {bad!r}")
+    return float(temperature), None if memory is None else float(memory), tuple(m for m in allowed if m in exclude)
+
+
+# --- the rules ---------------------------------------------------------------------------------------------------
+def _feasible(method: str, has_small: bool, can_finetune: bool, memory, exclude) -> tuple:
+    """(ok, why not) for one method under the workload's constraints."""
+    if method in exclude:
+        return False, f"{_a(method)} is ruled out (exclude)"
+    if method == "draft_model" and not has_small:
+        return False, "there is no small model of the target's family to draft with"
+    if method in ("eagle", "medusa") and not can_finetune:
+        return False, f"{_a(method)} must be trained for the target, and training is not an option"
+    need = MEMORY_NEEDED_GB.get(method, 0.0)
+    if memory is not None and need > memory:
+        return False, (f"{_a(method)} needs about {need:g} GB beyond the target, more than the "
+                       f"{memory:g} GB headroom")
+    return True, ""
+
+
+def _range_for(method: str, task: str) -> tuple:
+    """(speedup range, source) for ``method`` on ``task``: its workload row if that row recommends it, else the
+    strategy table."""
+    row = _WORKLOAD.get(task) or _WORKLOAD[_NEAREST_ROW[task]]
+    if row.method == method:
+        note = "" if task in _WORKLOAD else " (nearest row: the seed has no copy/edit row)"
+        return row.speedup, f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
+    strategy = _STRATEGY[method]
+    return strategy.speedup, f"{SEED_000}, \"Picking a draft\" table, row \"{strategy.strategy}\""
+
+
+def _n_for(task: str, temperature: float) -> tuple:
+    row = _WORKLOAD.get(task) or _WORKLOAD[_NEAREST_ROW[task]]
+    low, high = row.n_range
+    return (high if temperature == 0 else low), row
+
+
+def _revisit(method: str, latency_bound: bool) -> list:
+    items = ["acceptance rate on your own traffic falls below 0.7 (seed lesson 002's target for a good speedup) — "
+             "measure it with vLLM's spec_decode counters or our `stats`",
+             "outputs are very short (about 15 new tokens, seed lesson 000): prefill and set-up dominate and "
+             "speculation cannot pay",
+             f"the sampling temperature goes above {SAMPLING_WARN_TEMPERATURE:g} (acceptance falls) or above "
+             f"{MAX_TEMPERATURE:g} (the picker turns speculation off)"]
+    if latency_bound:
+        items.append("traffic grows to large batches (throughput-bound): every rejected draft then costs compute "
+                     "that other requests could use")
+    else:
+        items.append("traffic drops to small batches or a latency target appears: speculation pays best there")
+    if method in ("ngram", "lookahead", "none", "draft_model", "medusa"):
+        items.append("a trained EAGLE head for your target becomes available (seed lesson 000: 3–4×)")
+    if method in ("draft_model", "eagle", "medusa"):
+        items.append("free accelerator memory shrinks: the draft or heads (and their KV cache) compete with the "
+                     "target's KV cache, i.e. with batch size")
+    return items
+
+
+def recommend(task: str, temperature: float, has_small_same_family_model: bool, can_finetune: bool,
+              latency_bound: bool = True, memory_headroom_gb: float | None = None, *,
+              exclude=()) -> Recommendation:
+    """Pick a speculative-decoding method, N and draft temperature for a workload (rules: module docstring).
+
+    Args:
+        task: one of ``"chat"``, ``"code"``, ``"structured"``, ``"long_text"``, ``"copy_edit"``.
+        temperature: the target's sampling temperature, >= 0 (0 = greedy).
+        has_small_same_family_model: a small model with the target's tokenizer exists (a vanilla draft).
+        can_finetune: you may train extra parameters for the target (EAGLE or Medusa heads) — True also when a
+            trained head for your target is published.
+        latency_bound: True for interactive, small-batch serving; False for throughput-bound, high-batch serving.
+        memory_headroom_gb: free accelerator memory (GB) beyond the target and its KV cache; None = not known
+            (assumed to fit).
+        exclude: methods you cannot use (e.g. ``("eagle",)`` when your engine has no EAGLE for your target's
+            architecture); any of :data:`METHODS` but ``"none"``.
+
+    Returns:
+        a :class:`Recommendation`.
+
+    Raises:
+        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool, negative or
+            non-finite memory, or an unknown method in ``exclude`` (the message names the argument and the
+            allowed values).
+    """
+    temperature, memory, exclude = _check_inputs(task, temperature, has_small_same_family_model, can_finetune,
+                                                 latency_bound, memory_headroom_gb, exclude)
+    has_small, finetune = has_small_same_family_model, can_finetune
+    workload = {"task": task, "temperature": temperature, "has_small_same_family_model": has_small,
+                "can_finetune": finetune, "latency_bound": latency_bound, "memory_headroom_gb": memory,
+                "exclude": list(exclude)}
+    reasons, notes = [], []
+
+    def none(source: str) -> Recommendation:
+        return Recommendation("none", 0, None, temperature, reasons, (1.0, 1.0), source, notes,
+                              _revisit("none", latency_bound), workload, {})
+
+    # 1. Temperature too high.
+    if temperature > MAX_TEMPERATURE:
+        reasons.append(f"Sampling at T = {temperature:g} flattens the target's distribution beyond its own (T = 1): "
+                       "each drafted token is less likely to be accepted, and seed lesson 000 lists high-temperature "
+                       "sampling among the cases not to speculate. Measure before turning it on (lesson 13).")
+        return none(f"{SEED_000}, \"When NOT to spec-decode\"")
+
+    # 2. Throughput-bound.
+    if not latency_bound:
+        reasons.append("At high batch sizes the accelerator is busy computing rather than waiting on memory, so "
+                       "verifying N extra positions per sequence is no longer free, and every rejected draft is "
+                       "compute taken from other requests. vLLM's guide aims speculation at medium-to-low request "
+                       "rates and memory-bound workloads for this reason.")
+        ok, why = _feasible("eagle", has_small, finetune, memory, exclude)
+        if ok:
+            low, high = _LOAD_SPEEDUP
+            reasons.append("A trained EAGLE head with N = 1 is the exception seed lesson 002 reports under load: the "
+                           f"right k cut cost by {_LOAD_COST_CUT[0]:.0%}–{_LOAD_COST_CUT[1]:.0%}, while a wrong k "
+                           "raised it by 175 %; a cost cut f means 1 / (1 − f) the throughput.")
+            notes.append("vLLM can also vary N with the batch size: `num_speculative_tokens_per_batch_size` takes "
+                         "(first batch size, last batch size, N) triples.")
+            _memory_reason(reasons, "eagle", memory)
+            return Recommendation("eagle", 1, 0.0, temperature, reasons, (low, high),
+                                  f"{SEED_002}, EAGLE-3 under load (20–54 % cost cut at k = 1), as 1 / (1 − cut)",
+                                  _engine_notes("eagle", has_small) + notes, _revisit("eagle", False), workload, {})
+        reasons.append(f"The one method seed lesson 002 reports paying under load, EAGLE at N = 1, is not available: "
+                       f"{why}.")
+        if task == "copy_edit":
+            reasons.append("Outputs that mostly copy the input are the case to measure anyway: n-gram drafts cost "
+                           "nothing and are accepted in long runs.")
+        return none(f"{SEED_000}, \"When NOT to spec-decode\"; {SEED_002}, EAGLE-3 under load")
+
+    # 3. Latency-bound: the workload row's method, unless a learned head beats it.
+    n_draft, row = _n_for(task, temperature)
+    default = "ngram" if task == "copy_edit" else row.method
+    if task == "copy_edit":
+        reasons.append("The output mostly repeats the input, so looking up what followed the last tokens earlier in "
+                       "the context drafts whole copied spans at no cost (lesson 08); the seed tables have no "
+                       "copy/edit row, so the structured-JSON n-gram row stands in for it.")
+    else:
+        reasons.append(f"Seed lesson 002 recommends {_a(row.method)} for {row.workload.lower()} "
+                       f"(k {row.n_range[0]}–{row.n_range[1]}, {row.speedup[0]:g}–{row.speedup[1]:g}×).")
+    candidates = {}
+    default_ok, default_why = _feasible(default, has_small, finetune, memory, exclude)
+    if default_ok:
+        candidates[default] = _range_for(default, task)
+    else:
+        reasons.append(f"It is not an option here: {default_why}.")
+    heads = () if task == "copy_edit" else ("eagle", "medusa")
+    fallbacks = ("draft_model", "lookahead") + (("ngram",) if task in ("code", "structured", "copy_edit") else ())
+    for method in heads + (fallbacks if not default_ok else ()):
+        if method in candidates:
+            continue
+        ok, _ = _feasible(method, has_small, finetune, memory, exclude)
+        if ok:
+            candidates[method] = _range_for(method, task)
+    if not candidates:
+        reasons.append("No drafting method is feasible with these constraints.")
+        return none("no feasible method")
+
+    def rank(method):
+        low, high = candidates[method][0]
+        return (-(low + high) / 2, method != default, _SETUP_ORDER.index(method))
+
+    method = min(candidates, key=rank)
+    (low, high), source = candidates[method]
+    if method != default:
+        if default_ok:
+            reasons.append(f"{_a(method, True)} is feasible and seed lesson 000 gives it {low:g}–{high:g}×, "
+                           f"above the {candidates[default][0][0]:g}–{candidates[default][0][1]:g}× of "
+                           f"{_a(default)}.")
+        else:
+            reasons.append(f"The best feasible alternative by seed lesson 000's ranges is {_a(method)} "
+                           f"({low:g}–{high:g}×).")
+    if method == "eagle" and "medusa" in candidates:
+        reasons.append("EAGLE beats Medusa when both can be trained: its draft reads the target's features, and "
+                       "seed lesson 000 puts its acceptance at 0.85+, against about 0.6 for a vanilla draft and "
+                       "slightly less than a good vanilla draft for Medusa; pass exclude=('eagle',) if your engine "
+                       "lacks EAGLE for this target.")
+    if method in ("eagle", "medusa") and _feasible("draft_model", has_small, finetune, memory, exclude)[0]:
+        reasons.append("The small same-family model remains the no-training option (vanilla draft).")
+
+    settings = {}
+    if method == "lookahead":
+        n_draft = _LOOKAHEAD["ngram"] - 1
+        settings = {"window": _LOOKAHEAD["window"], "ngram": _LOOKAHEAD["ngram"]}
+        reasons.append(f"Lookahead verifies n-grams of {_LOOKAHEAD['ngram']} tokens that start at the last committed "
+                       f"token, so N = {n_draft}, with a Jacobi window of {_LOOKAHEAD['window']} (lesson 09's "
+                       "defaults).")
+    else:
+        if method == "ngram":
+            settings = dict(_NGRAM_LOOKUP)
+        which = "top" if temperature == 0 else "bottom"
+        reasons.append(f"N = {n_draft}: the {which} of the workload's k range {row.n_range[0]}–{row.n_range[1]} "
+                       + ("(greedy decoding accepts more, so longer drafts pay)." if temperature == 0 else
+                          "(sampling accepts less, so the best N is shorter; lesson 06)."))
+    if temperature > SAMPLING_WARN_TEMPERATURE:
+        deterministic = method in ("ngram", "lookahead", "eagle", "medusa")
+        reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) acceptance "
+                       "falls; expect the lower end of the range"
+                       + (", especially for a deterministic draft, which is accepted with exactly the target's "
+                          "probability of that token." if deterministic else "."))
+    _memory_reason(reasons, method, memory)
+
+    if method == "draft_model":
+        draft_temperature = temperature
+        if temperature > 0:
+            reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
+                           "flattened alike and their overlap (the acceptance probability) stays high.")
+    else:
+        draft_temperature = 0.0
+    return Recommendation(method, n_draft, draft_temperature, temperature, reasons, (low, high), source,
+                          _engine_notes(method, has_small) + notes, _revisit(method, True), workload, settings)
+
+
+def _memory_reason(reasons: list, method: str, memory) -> None:
+    need = MEMORY_NEEDED_GB.get(method, 0.0)
+    if need == 0:
+        if method in ("ngram", "lookahead"):
+            reasons.append("It needs no extra parameters and no extra memory.")
+        return
+    if memory is None:
+        reasons.append(f"Memory headroom not given: this assumes the extra ~{need:g} GB fits (computed for a Llama 3 "
+                       "8B target in bfloat16); pass memory_headroom_gb to check.")
+    else:
+        reasons.append(f"It needs ~{need:g} GB beyond the target, within the {memory:g} GB headroom.")
+
+
+def _engine_notes(method: str, has_small: bool) -> list:
+    notes = []
+    if method == "lookahead":
+        notes.append("vLLM has no Lookahead proposer (TensorRT-LLM has one, seed lesson 000): the vLLM config "
+                     "is the n-gram method, its nearest draft-free relative; transformers likewise gets prompt "
+                     "lookup. This course runs real Lookahead with LookaheadDrafter.")
+    if method == "eagle":
+        notes.append("vLLM's method is \"eagle3\" for an EAGLE-3 head and \"eagle\" for an EAGLE-1/2 head; match "
+                     "your checkpoint.")
+    if method in ("eagle", "medusa"):
+        nearest = "an assistant (draft) model" if has_small else "prompt lookup"
+        name = "EAGLE" if method == "eagle" else "Medusa"
+        notes.append(f"transformers' generate has no {name} drafter; the transformers settings use {nearest}, the "
+                     "nearest it ships.")
+    if method == "draft_model":
+        notes.append("transformers samples the assistant with the target's own logits processors, so the draft "
+                     "temperature follows the target's; in vLLM, draft_sample_method = \"probabilistic\" is what "
+                     "makes the draft sample rather than take its argmax.")
+    return notes
+
+
+# --- vLLM metrics → our stats (lesson 14's exercise has the learner write this) ----------------------------------
+def stats_from_vllm_counters(num_drafts: int, num_draft_tokens: int, num_accepted_tokens: int,
+                             accepted_per_position) -> dict:
+    """Our ``stats`` keys from vLLM's speculative-decoding counters.
+
+    vLLM counts, per verification step with a draft, ``num_drafts`` += 1, ``num_draft_tokens`` += drafted,
+    ``num_accepted_tokens`` += accepted, and ``accepted_per_position[i]`` += 1 when the draft at position i was
+    accepted (``vllm/v1/spec_decode/metrics.py``). So:
+
+    - ``acceptance_rate`` = accepted / drafted tokens;
+    - ``tokens_per_target_call`` = 1 + accepted / drafts (each step adds one token of the target's own, resampled
+      or bonus: vLLM's "mean acceptance length");
+    - ``per_position_acceptance[i]`` = accepted at position i / drafts (equal to ours when every step drafts N).
+
+    With no drafts, ``acceptance_rate`` and ``tokens_per_target_call`` are None and the list is empty. Raises
+    ``ValueError`` for negative counts or more accepted than drafted.
+    """
+    counts = {"num_drafts": num_drafts, "num_draft_tokens": num_draft_tokens,
+              "num_accepted_tokens": num_accepted_tokens}
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, Real) or value < 0:
+            raise ValueError(f"{name} must be a count >= 0, got {value!r}")
+    per_position = [float(x) for x in accepted_per_position]
+    if num_accepted_tokens > num_draft_tokens:
+        raise ValueError("num_accepted_tokens cannot exceed num_draft_tokens")
+    if num_drafts == 0:
+        return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+    return {
+        "acceptance_rate": num_accepted_tokens / num_draft_tokens if num_draft_tokens else None,
+        "tokens_per_target_call": 1 + num_accepted_tokens / num_drafts,
+        "per_position_acceptance": [x / num_drafts for x in per_position],
+    }
+
+
+# --- CLI ---------------------------------------------------------------------------------------------------------
+def main(args) -> int:
+    """``python -m lab pick``: print the recommendation; ``--markdown FILE`` also writes the decision guide.
+
+    ``args`` carries task, temperature, small_model, can_finetune, throughput, memory_gb, markdown, target,
+    tensor_parallel_size, json, exclude. A bad value prints the error and returns 2.
+    """
+    import sys
+    from pathlib import Path
+
+    try:
+        rec = recommend(args.task, args.temperature, bool(args.small_model), bool(args.can_finetune),
+                        latency_bound=not args.throughput, memory_headroom_gb=args.memory_gb,
+                        exclude=tuple(args.exclude or ()))
+        tp = args.tensor_parallel_size
+        command = rec.vllm_command(args.target, tp)
+    except ValueError as error:
+        print(f"python -m lab pick: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        data = rec.to_dict()
+        data["vllm_command"] = command
+        print(json.dumps(data, indent=1))
+    else:
+        print(rec.summary(args.target, tp))
+    if args.markdown:
+        path = Path(args.markdown)
+        path.write_text(rec.to_markdown(args.target, tp), encoding="utf-8")
+        if not args.json:
+            print(f"\nDecision guide written to {path}")
+    return 0

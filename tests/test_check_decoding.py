@@ -1,0 +1,132 @@
+"""The lesson 07–09 checkers: the reference passes, every planted mistake fails with its own hint, a stub prints
+"not solved yet", and nothing ever raises."""
+import pytest
+
+from lab import check_decoding as check
+from lab.drafters.lookahead import jacobi_update
+from lab.drafters.prompt_lookup import ngram_lookup
+from lab.kv import draft_keep_length, emitted_tokens, next_position, rollback
+from lab.models import forward, new_cache
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def run(capsys, checker, fn, *args):
+    ok = checker(fn, *args)
+    return ok, capsys.readouterr().out
+
+
+def test_every_checker_reports_a_stub_as_not_solved(capsys, target):
+    for checker, args in [(check.next_position, ()), (check.draft_keep_length, ()), (check.emitted_tokens, ()),
+                          (check.ngram_lookup, ()), (check.count_converged, ()),
+                          (check.jacobi_step, (target, [1, 2, 3])),
+                          (check.rollback_after_rejection, (target, list(range(10)), [11, 12, 13, 14, 15]))]:
+        ok, out = run(capsys, checker, stub, *args)
+        assert not ok and "not solved yet" in out
+    ok, out = run(capsys, check.next_position, 42)
+    assert not ok and "pass your function itself" in out
+
+
+def reference_rollback(model, prefix_ids, draft_ids, rejected_at):
+    cache = new_cache()
+    forward(model, prefix_ids, cache)
+    forward(model, draft_ids, cache)
+    return rollback(cache, len(prefix_ids) + rejected_at - 1)
+
+
+def test_rollback_checker(capsys, target):
+    args = (target, list(range(3, 13)), [20, 21, 22, 23, 24])
+    ok, out = run(capsys, check.rollback_after_rejection, reference_rollback, *args)
+    assert ok and out.startswith("✓")
+
+    def keeps_rejected(model, prefix, drafts, rejected_at):
+        return reference_rollback(model, prefix, drafts, rejected_at + 1) if rejected_at < 5 else \
+            reference_rollback(model, prefix, drafts, rejected_at)
+
+    ok, out = run(capsys, check.rollback_after_rejection, keeps_rejected, *args)
+    assert not ok and "one entry too many" in out
+
+    def rebuilt(model, prefix, drafts, rejected_at):  # right length, wrong content: drafts at the wrong positions
+        cache = new_cache()
+        forward(model, prefix[: rejected_at - 1] + drafts[: rejected_at - 1] + prefix[rejected_at - 1:], cache)
+        return cache
+
+    ok, out = run(capsys, check.rollback_after_rejection, rebuilt, *args)
+    assert not ok and "next logits differ" in out
+    ok, out = run(capsys, check.rollback_after_rejection, lambda *a: None, *args)
+    assert not ok and "return the cache" in out
+
+
+@pytest.mark.parametrize("fault,phrase", [(lambda p, k: p + 1, "advance by num_accepted + 1"),
+                                          (lambda p, k: p + k, "target's own token")])
+def test_next_position_checker(capsys, fault, phrase):
+    assert run(capsys, check.next_position, next_position)[0]
+    ok, out = run(capsys, check.next_position, fault)
+    assert not ok and phrase in out
+
+
+def test_draft_keep_checker(capsys, target, noisy_draft):
+    ok, out = run(capsys, check.draft_keep_length, draft_keep_length, target, noisy_draft, [1, 2, 3, 4, 5])
+    assert ok and "matches a fresh forward" in out
+    ok, out = run(capsys, check.draft_keep_length, lambda h, k, n: h - (n - k))
+    assert not ok and "never fed its LAST draft" in out
+    ok, out = run(capsys, check.draft_keep_length, lambda h, k, n: h - (n - 1 - k))
+    assert not ok and "full acceptance" in out
+
+
+def test_emitted_tokens_checker(capsys):
+    assert run(capsys, check.emitted_tokens, emitted_tokens)[0]
+    ok, out = run(capsys, check.emitted_tokens, lambda d, k, t: list(d) + [t])
+    assert not ok and "rejected drafts must not reach the output" in out
+
+
+@pytest.mark.parametrize("variant,phrase", [
+    (dict(self_match=True), "match themselves"), (dict(oldest=True), "MOST RECENT"),
+    (dict(no_fallback=True), "try n - 1"), (dict(no_cap=True), "at most n_draft"),
+    (dict(non_overlap=True), "overlap"), (dict(include_gram=True), "FOLLOWED"),
+    (dict(negative_slice=True), "longer than len(context) - 1"),
+])
+def test_ngram_lookup_checker(capsys, variant, phrase):
+    ok, out = run(capsys, check.ngram_lookup, ngram_lookup)
+    assert ok and "edge cases" in out
+    assert run(capsys, check.ngram_lookup, check._lookup_variant())[0]  # the planted family's base is right
+    ok, out = run(capsys, check.ngram_lookup, check._lookup_variant(**variant))
+    assert not ok and phrase in out, out
+
+
+def test_jacobi_step_checker(capsys, target):
+    prefix = [1, 2, 3, 4, 5]
+    ok, out = run(capsys, check.jacobi_step, jacobi_update, target, prefix)
+    assert ok
+
+    def shifted(model, p, w):
+        return forward(model, p + w, new_cache())[len(p):len(p) + len(w)].argmax(-1).tolist()
+
+    def sequential(model, p, w):
+        out = []
+        for _ in w:
+            out.append(int(forward(model, p + out, new_cache())[-1].argmax()))
+        return out
+
+    ok, out = run(capsys, check.jacobi_step, shifted, target, prefix)
+    assert not ok and "row j of the logits predicts position j + 1" in out and "tokens)" in out
+    ok, out = run(capsys, check.jacobi_step, sequential, target, prefix)
+    assert not ok and "autoregressive" in out
+
+
+def test_count_converged_checker(capsys):
+    def reference(iterations):
+        final, out = iterations[-1], []
+        for window in iterations:
+            k = 0
+            while k < len(window) and window[k] == final[k]:
+                k += 1
+            out.append(k)
+        return out
+
+    assert run(capsys, check.count_converged, reference)[0]
+    ok, out = run(capsys, check.count_converged,
+                  lambda its: [sum(a == b for a, b in zip(w, its[-1])) for w in its])
+    assert not ok and "leading run" in out

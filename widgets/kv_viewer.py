@@ -1,0 +1,209 @@
+"""``KVCacheViewer``: the KV caches of a speculative run as rows of slots, step by step (lesson 07).
+
+Pass the widget as ``on_step`` to :func:`lab.decode.generate`. Each :class:`lab.trace.StepRecord` adds two frames:
+
+1. *verify*: the entries the step wrote after the committed ones — for the target, the last committed token, the
+   drafts and (Lookahead) the Jacobi window, all in **scratch** while the target checks them; for a draft model
+   with its own cache, what ``propose`` fed it;
+2. *commit*: after verification, the kept entries join the **committed** ones and the others are **discarded**
+   (rolled back).
+
+A slider replays the frames; while a run is live the view follows the newest frame. Everything shown is kept on the
+kernel side (``frames``, ``frame``, ``rows``, ``html``, ``summary``) so tests and notebook cells can assert on it.
+Token text is escaped with :func:`html.escape`; the page never receives it as markup.
+"""
+from __future__ import annotations
+
+import html
+
+import ipywidgets
+
+from lab.trace import StepRecord
+from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, tint
+from widgets.token_stream import token_label_text
+
+__all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
+
+SCRATCH_COLOR = "#E69F00"  # Okabe & Ito orange: written, not yet verified
+SLOT_KINDS = ("committed", "scratch", "kept", "discarded")
+_SLOT_LABELS = {"committed": "committed", "scratch": "scratch (being verified)", "kept": "kept → committed",
+                "discarded": "discarded (rolled back)"}
+_SLOT_CSS = {
+    "committed": f"background: {tint(PROMPT_COLOR, 0.18)}; border: 1px solid {PROMPT_COLOR};",
+    "scratch": f"background: {tint(SCRATCH_COLOR, 0.3)}; border: 1px dashed {SCRATCH_COLOR};",
+    "kept": f"background: {tint(ACCEPTED_COLOR, 0.3)}; border: 1px solid {ACCEPTED_COLOR};",
+    "discarded": (f"color: {REJECTED_COLOR}; border: 1px dashed {REJECTED_COLOR}; text-decoration: line-through;"),
+}
+_CELL_CSS = ("display: inline-block; min-width: 1.6em; padding: 1px 3px; margin: 1px; border-radius: 3px; "
+             "font-family: monospace; font-size: 12px; text-align: center; white-space: pre;")
+_MUTED_CSS = "color: #777; font-size: 12px;"
+
+
+class KVCacheViewer(ipywidgets.VBox):
+    """Live rows of KV-cache slots per model: committed / scratch (being verified) / kept / discarded.
+
+    ``KVCacheViewer(tokenizer=None, prompt_ids=None, *, max_slots=40)``: ``tokenizer`` decodes one token per slot
+    (None shows ids); ``prompt_ids`` is the prompt the run starts from (needed to name the committed tokens; list
+    of ints); ``max_slots``: how many slots per row are drawn (the oldest committed ones are summarised as
+    "… n earlier"). Feed it records with ``viewer(record)`` / ``on_step(record)`` or ``extend(records)``; a record
+    with ``index == 0`` after earlier steps starts a new run.
+
+    Kernel-side state: ``frames`` (list of dicts ``step``, ``phase`` in ``verify | commit``, ``rows``: model name →
+    list of slots ``{"position", "token_id", "text", "kind"}``), ``frame`` (the index shown; ``show(i)`` moves it),
+    ``rows`` (the shown frame's rows), ``summary`` (one sentence on the shown frame) and ``html``. Raises
+    ``ValueError`` for ``max_slots`` < 4, or a record without ``cache_before`` (a record that did not come from
+    :func:`lab.decode.generate`).
+    """
+
+    def __init__(self, tokenizer=None, prompt_ids=None, *, max_slots: int = 40, **kwargs):
+        if isinstance(max_slots, bool) or not isinstance(max_slots, int) or max_slots < 4:
+            raise ValueError(f"max_slots must be an integer >= 4, got {max_slots!r}")
+        self._tokenizer = tokenizer
+        self.max_slots = max_slots
+        self._prompt = [int(t) for t in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids or [])]
+        self._committed: list = list(self._prompt)
+        self._frames: list = []
+        self._text_cache: dict = {}
+        self._slider = ipywidgets.IntSlider(value=0, min=0, max=0, description="frame", continuous_update=True,
+                                            layout=ipywidgets.Layout(width="420px"))
+        self._view = ipywidgets.HTML()
+        self._caption = ipywidgets.HTML()
+        legend = " ".join(f'<span style="{_CELL_CSS} {_SLOT_CSS[k]}">{html.escape(_SLOT_LABELS[k])}</span>'
+                          for k in SLOT_KINDS)
+        self._slider.observe(lambda change: self._render(), names="value")
+        super().__init__(children=[ipywidgets.HTML(f'<div style="{_MUTED_CSS}">{legend}</div>'), self._slider,
+                                   self._caption, self._view], **kwargs)
+        self._render()
+
+    # --- feeding ---------------------------------------------------------------------------------------------
+    def __call__(self, record: StepRecord) -> None:
+        self.on_step(record)
+
+    def on_step(self, record: StepRecord) -> None:
+        """Add the *verify* and *commit* frames of one step and show the newest."""
+        if record.cache_before is None:
+            raise ValueError(f"step {record.index} carries no cache_before: feed records from lab.decode.generate")
+        if record.index == 0 and self._frames:
+            self._frames, self._committed = [], list(self._prompt)
+        committed = self._committed
+        drafted = [int(t) for t in record.drafted]
+        kept = 1 + int(record.num_accepted)
+        extra = max(0, int(record.target_tokens or (1 + len(drafted))) - 1 - len(drafted))
+        base = int(record.cache_before)
+        # Target: committed tokens 0..base-1 stay; the step wrote [last] + drafts + extra window tokens.
+        written = [committed[base] if base < len(committed) else None] + drafted + [None] * extra
+        target_verify = self._row(committed[:base], written, None)
+        target_commit = self._row(committed[:base], written, kept)
+        rows_verify, rows_commit = {"target": target_verify}, {"target": target_commit}
+        if record.draft_cache is not None:
+            before, after_propose, after_update = (int(x) for x in record.draft_cache)
+            sequence = committed + drafted  # what the draft's cache positions hold, in order
+            fed = [sequence[i] if i < len(sequence) else None for i in range(before, after_propose)]
+            rows_verify["draft"] = self._row(sequence[:before], fed, None)
+            rows_commit["draft"] = self._row(sequence[:before], fed, max(0, after_update - before))
+        step = len(self._frames) // 2
+        self._frames.append({"step": step, "phase": "verify", "rows": rows_verify, "record": record})
+        self._frames.append({"step": step, "phase": "commit", "rows": rows_commit, "record": record})
+        self._committed = committed + [int(t) for t in record.emitted]
+        self._slider.max = len(self._frames) - 1
+        if self._slider.value == len(self._frames) - 1:
+            self._render()
+        else:
+            self._slider.value = len(self._frames) - 1  # follow the live run (renders through the observer)
+
+    def extend(self, records) -> "KVCacheViewer":
+        """Feed several records in order (e.g. ``Generation.steps``); returns ``self``."""
+        for record in records:
+            self.on_step(record)
+        return self
+
+    def show(self, frame: int) -> None:
+        """Show frame ``frame`` (negative counts from the end). Raises ``IndexError`` outside the frames."""
+        count = len(self._frames)
+        if not -count <= frame < count:
+            raise IndexError(f"frame {frame} is out of range: {count} frames")
+        self._slider.value = frame % count
+
+    # --- readable state ------------------------------------------------------------------------------------
+    @property
+    def frames(self) -> list:
+        return [{key: value for key, value in f.items() if key != "record"} for f in self._frames]
+
+    @property
+    def frame(self) -> int:
+        return self._slider.value
+
+    @property
+    def rows(self) -> dict:
+        """The shown frame's rows: model name → list of slot dicts (empty before the first step)."""
+        return self._frames[self.frame]["rows"] if self._frames else {}
+
+    @property
+    def summary(self) -> str:
+        """One sentence on the shown frame, e.g. ``"step 3, verify: the target wrote 5 entries to scratch after
+        12 committed ones"``."""
+        if not self._frames:
+            return "waiting for the first step"
+        current = self._frames[self.frame]
+        record, step = current["record"], current["step"]
+        parts = []
+        for name, slots in current["rows"].items():
+            count = {kind: sum(s["kind"] == kind for s in slots) for kind in SLOT_KINDS}
+            if current["phase"] == "verify":
+                parts.append(f"the {name} wrote {count['scratch']} entries to scratch after {count['committed']} "
+                             "committed ones")
+            else:
+                parts.append(f"the {name} kept {count['kept']} and discarded {count['discarded']}")
+        head = f"step {step}, {current['phase']}: "
+        tail = ""
+        if current["phase"] == "commit":
+            tail = f" ({record.num_accepted} of {len(record.drafted)} drafts accepted)"
+        return head + "; ".join(parts) + tail
+
+    @property
+    def html(self) -> str:
+        """The shown frame as escaped HTML (one row of slots per model), with the summary line."""
+        rows = []
+        for name, slots in self.rows.items():
+            shown = slots[-self.max_slots:]
+            hidden = len(slots) - len(shown)
+            cells = [f'<span style="{_MUTED_CSS}">… {hidden} earlier</span>'] if hidden else []
+            for slot in shown:
+                title = f"position {slot['position']} · {_SLOT_LABELS[slot['kind']]}"
+                if slot["token_id"] is not None:
+                    title += f" · id {slot['token_id']}"
+                cells.append(f'<span title="{html.escape(title)}" style="{_CELL_CSS} {_SLOT_CSS[slot["kind"]]}">'
+                             f'{html.escape(slot["text"])}</span>')
+            rows.append(f'<div style="margin: 4px 0;"><b style="display: inline-block; width: 4em;">'
+                        f'{html.escape(name)}</b>{"".join(cells)}</div>')
+        return (f'<div class="sdl-kv-viewer"><div style="{_MUTED_CSS}">{html.escape(self.summary)}</div>'
+                + "".join(rows) + "</div>")
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    # --- internals ------------------------------------------------------------------------------------------
+    def _text(self, token_id) -> str:
+        if token_id is None:
+            return "?"  # a Lookahead window token: not recorded, only counted
+        text = self._text_cache.get(token_id)
+        if text is None:
+            text = f"{token_id}" if self._tokenizer is None else token_label_text(
+                str(self._tokenizer.decode([token_id])))
+            self._text_cache[token_id] = text
+        return text
+
+    def _row(self, committed: list, written: list, kept) -> list:
+        """Slots: the committed prefix, then the written entries as scratch (``kept`` None) or kept/discarded."""
+        slots = [{"position": i, "token_id": t, "text": self._text(t), "kind": "committed"}
+                 for i, t in enumerate(committed)]
+        for j, token in enumerate(written):
+            kind = "scratch" if kept is None else ("kept" if j < kept else "discarded")
+            slots.append({"position": len(committed) + j, "token_id": token, "text": self._text(token), "kind": kind})
+        return slots
+
+    def _render(self) -> None:
+        count = len(self._frames)
+        self._caption.value = (f'<div style="{_MUTED_CSS}">frame {self.frame + 1 if count else 0} of {count} '
+                               "(two per step: verify, then commit)</div>")
+        self._view.value = self.html
