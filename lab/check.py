@@ -52,7 +52,9 @@ def _checker(summary_fn):
             print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
             return False
         try:
-            summary = summary_fn(fn, *args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                summary = summary_fn(fn, *args, **kwargs)
         except NotImplementedError:
             print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
             return False

@@ -8,62 +8,26 @@ stub that raises ``NotImplementedError``, and never raises. Checkers that need a
 """
 from __future__ import annotations
 
-import functools
 import random
-import warnings
 
 import torch
 
+from lab.check import (  # one checker harness for all lessons
+    _checker,
+    _Fail,
+    _outcome,
+    _same_int,
+)
 from lab.drafters.lookahead import converged_prefix, jacobi_update
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
-from lab.kv import cache_length, draft_keep_length as _ref_draft_keep, emitted_tokens as _ref_emitted
-from lab.kv import next_position as _ref_next_position, two_cache_greedy
+from lab.kv import cache_length, two_cache_greedy
+from lab.kv import draft_keep_length as _ref_draft_keep
+from lab.kv import emitted_tokens as _ref_emitted
+from lab.kv import next_position as _ref_next_position
 from lab.models import forward, new_cache
 
 __all__ = ["rollback_after_rejection", "next_position", "draft_keep_length", "emitted_tokens", "ngram_lookup",
            "jacobi_step", "count_converged"]
-
-
-class _Fail(Exception):
-    """A wrong answer; the message says what went wrong and what to try."""
-
-
-def _checker(body):
-    """Wrap a check body: print ✓ / ✗ / "not solved yet", return True/False, never raise."""
-
-    @functools.wraps(body)
-    def run(fn, *args, **kwargs) -> bool:
-        name = body.__name__
-        if not callable(fn):
-            print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
-            return False
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                summary = body(fn, *args, **kwargs)
-        except NotImplementedError:
-            print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
-            return False
-        except _Fail as failure:
-            print(f"✗ {name}: {failure}")
-            return False
-        except Exception as error:  # noqa: BLE001 — a bug in the learner's code the cases did not anticipate
-            print(f"✗ {name}: your function raised {type(error).__name__}: {error}")
-            return False
-        print(f"✓ {name}: {summary}")
-        return True
-
-    return run
-
-
-def _outcome(fn, args):
-    """("ok", value) or ("raise", type name, message); NotImplementedError passes through."""
-    try:
-        return ("ok", fn(*args))
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001
-        return ("raise", type(error).__name__, str(error))
 
 
 def _as_ints(value):
@@ -89,15 +53,6 @@ def _as_ints(value):
 def _same_ints(a, b) -> bool:
     a, b = _as_ints(a), _as_ints(b)
     return a is not None and a == b
-
-
-def _same_int(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return False
-    try:
-        return int(a) == int(b) and float(a) == float(b)
-    except (TypeError, ValueError):
-        return False
 
 
 def _same(a, b, same) -> bool:

@@ -12,49 +12,16 @@ counters, so a correct answer agrees with what our own decode loop reports.
 """
 from __future__ import annotations
 
-import functools
 import math
 import random
-import warnings
 
+from lab.check import _checker, _Fail  # one checker harness for all lessons
 from lab.metrics import summarize_steps
 from lab.trace import StepRecord
 
 __all__ = ["stats_from_vllm_counters", "counters_from_steps", "make_steps"]
 
 KEYS = ("acceptance_rate", "tokens_per_target_call", "per_position_acceptance")
-
-
-class _Fail(Exception):
-    """A wrong answer; the message says what went wrong and what to try."""
-
-
-def _checker(body):
-    """Wrap a check body: print ✓ / ✗ / "not solved yet", return True/False, never raise."""
-
-    @functools.wraps(body)
-    def run(fn, *args, **kwargs) -> bool:
-        name = body.__name__
-        if not callable(fn):
-            print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
-            return False
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                summary = body(fn, *args, **kwargs)
-        except NotImplementedError:
-            print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
-            return False
-        except _Fail as failure:
-            print(f"✗ {name}: {failure}")
-            return False
-        except Exception as error:  # noqa: BLE001 — a bug in the learner's code the cases did not anticipate
-            print(f"✗ {name}: your function raised {type(error).__name__}: {error}")
-            return False
-        print(f"✓ {name}: {summary}")
-        return True
-
-    return run
 
 
 # --- building cases ------------------------------------------------------------------------------------------------

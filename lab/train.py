@@ -353,7 +353,6 @@ def measure_pair(pair_dir: Path = PAIR_DIR) -> dict:
     """Measure the saved pair: validation loss, acceptance, decode cost, copying and looping. Returns a dict."""
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter
-    from lab.metrics import acceptance_probability
     from lab.models import load_pair
 
     pair = load_pair("shakespeare", device="cpu")
