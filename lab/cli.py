@@ -1,9 +1,10 @@
-"""Command line: ``python -m lab demo | bench | train``.
+"""Command line: ``python -m lab demo | bench | train | pick``.
 
 ``demo`` streams a speculative generation with coloured tokens (green accepted, red struck-through rejected,
 orange resampled, blue bonus) and prints the stats; ``--json`` prints one JSON object {text, tokens, stats}.
 ``bench`` prints the side-by-side timing table (see :mod:`lab.bench`). ``train pair`` trains the bundled pair,
-``train card`` measures it and writes its model card.
+``train card`` measures it and writes its model card. ``pick`` recommends a drafting method for a workload
+(see :mod:`lab.picker`).
 """
 from __future__ import annotations
 
@@ -115,7 +116,8 @@ def main(argv=None) -> int:
     b.add_argument("--pair", default="shakespeare")
 
     t = sub.add_parser("train", help="train the bundled pair or measure it")
-    t.add_argument("what", choices=["pair", "card"])
+    t.add_argument("what", choices=["pair", "draft", "card"],
+                   help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure")
     t.add_argument("--threads", type=int, default=None)
 
     from lab.picker import METHODS, TASKS  # stdlib only: cheap to import
@@ -148,10 +150,8 @@ def main(argv=None) -> int:
         return pick_main(args)
     from lab import train
 
-    if args.what == "pair":
-        train.train_pair(threads=args.threads)
-        train.write_card()
-    else:
-        train.write_card()
+    if args.what != "card":
+        train.train_pair(threads=args.threads, draft_only=args.what == "draft")
+    train.write_card()
     print((train.PAIR_DIR / "README.md").read_text())
     return 0
