@@ -14,8 +14,8 @@ import torch
 
 from lab.check import (  # one checker harness for all lessons
     _checker,
+    _compare,
     _Fail,
-    _outcome,
     _same_int,
 )
 from lab.drafters.lookahead import converged_prefix, jacobi_update
@@ -53,44 +53,6 @@ def _as_ints(value):
 def _same_ints(a, b) -> bool:
     a, b = _as_ints(a), _as_ints(b)
     return a is not None and a == b
-
-
-def _same(a, b, same) -> bool:
-    if a[0] != b[0]:
-        return False
-    return a[1] == b[1] if a[0] == "raise" else same(a[1], b[1])
-
-
-def _show(outcome) -> str:
-    if outcome[0] == "raise":
-        return f"raised {outcome[1]}: {outcome[2]}"
-    value = outcome[1]
-    if isinstance(value, torch.Tensor):
-        value = value.tolist()
-    return f"returned {value!r}"
-
-
-def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None) -> int:
-    """Run ``fn`` on every case; on a mismatch raise ``_Fail`` with the hint of the planted fault that explains
-    most of the learner's wrong answers. Returns the number of cases."""
-    expected = [_outcome(reference, args) for args in cases]
-    got = [_outcome(fn, args) for args in cases]
-    failing = [i for i in range(len(cases)) if not _same(got[i], expected[i], same)]
-    if not failing:
-        return len(cases)
-    best_hint, best_score, best_case = None, (0, 0), failing[0]
-    for fault, hint in faults:
-        planted = [_outcome(fault, args) for args in cases]
-        agree = [i for i in failing if _same(got[i], planted[i], same)]
-        score = (len(agree), sum(_same(g, p, same) for g, p in zip(got, planted)))
-        if agree and score > best_score:
-            best_hint, best_score, best_case = hint, score, agree[0]
-    args = (show_args or (lambda case: ", ".join(repr(a) for a in case)))(cases[best_case])
-    want = expected[best_case]
-    message = (f"{name}({args}) {_show(got[best_case])}; expected {want[1]!r}.\n  Hint: {best_hint or generic_hint}")
-    if len(failing) > 1:
-        message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
-    raise _Fail(message)
 
 
 # ---------------------------------------------------------------------------------------------------------
