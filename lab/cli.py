@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 DRAFTERS = ("model", "ngram", "lookahead")  # the --drafter choices; later lessons add more
 
@@ -116,8 +117,9 @@ def main(argv=None) -> int:
     b.add_argument("--pair", default="shakespeare")
 
     t = sub.add_parser("train", help="train the bundled pair or measure it")
-    t.add_argument("what", choices=["pair", "draft", "card"],
-                   help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure")
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle"],
+                   help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
+                        "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target")
     t.add_argument("--threads", type=int, default=None)
 
     from lab.picker import METHODS, TASKS  # stdlib only: cheap to import
@@ -150,6 +152,11 @@ def main(argv=None) -> int:
         return pick_main(args)
     from lab import train
 
+    if args.what in ("medusa", "eagle"):
+        card = train.train_medusa(threads=args.threads) if args.what == "medusa" else \
+            train.train_eagle(threads=args.threads)
+        print(Path(card).read_text())
+        return 0
     if args.what != "card":
         train.train_pair(threads=args.threads, draft_only=args.what == "draft")
     train.write_card()

@@ -312,6 +312,69 @@ def _save(model, tokenizer, path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Target features: what Medusa heads and the EAGLE draft learn from (lessons 10-11).
+
+def corpus_ids(pair_dir: Path = PAIR_DIR) -> tuple[torch.Tensor, torch.Tensor]:
+    """The corpus tokenised with the pair's tokenizer: ``(train_ids, val_ids)``, int16 ``[tokens]`` each, with EOS
+    between works; the same split as :func:`train_pair`. Cached in :func:`cache_dir`."""
+    path = cache_dir() / "corpus_ids.pt"
+    if path.exists():
+        cached = torch.load(path)
+        return cached["train"], cached["val"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(pair_dir)
+    train_txt, val_txt = split_corpus(fetch_corpus())
+
+    def encode(texts):
+        out = []
+        for t in texts:
+            out += tokenizer(t)["input_ids"] + [tokenizer.eos_token_id]
+        return torch.tensor(out, dtype=torch.int16)
+
+    ids = {"train": encode(train_txt), "val": encode(val_txt)}
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    torch.save(ids, path)
+    return ids["train"], ids["val"]
+
+
+@torch.no_grad()
+def target_features(target, sequences: int, seq_len: int = 128, split: str = "train", seed: int = 0,
+                    pair_dir: Path = PAIR_DIR) -> dict:
+    """Run the frozen ``target`` over ``sequences`` random corpus windows of ``seq_len`` tokens and return
+    ``{"ids": LongTensor [sequences, seq_len], "hidden": float16 [sequences, seq_len, D]}``: ``hidden[b, t]`` is the
+    target's last-layer hidden state after its final norm (the input of its LM head) at token ``ids[b, t]``.
+
+    ``split`` is "train" or "val" (held out, for accuracy). Cached in :func:`cache_dir` per (split, sequences,
+    seq_len, seed); the target is assumed to be the committed one. About 1 CPU-minute per 100k tokens.
+    Raises ``ValueError`` for an unknown split or a window longer than the target's context.
+    """
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    limit = getattr(target.config, "max_position_embeddings", None)
+    if limit is not None and seq_len > limit:
+        raise ValueError(f"seq_len must be at most the target's context ({limit}), got {seq_len}")
+    path = cache_dir() / f"features_{split}_{sequences}x{seq_len}_seed{seed}.pt"
+    if path.exists():
+        return torch.load(path)
+    train_ids, val_ids = corpus_ids(pair_dir)
+    ids = train_ids if split == "train" else val_ids
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(ids) - seq_len, (sequences,), generator=gen)
+    windows = torch.stack([ids[s:s + seq_len] for s in starts.tolist()]).long()
+    was_training = target.training
+    target.eval()
+    hidden = []
+    for i in tqdm(range(0, sequences, 16), desc=f"target features ({split})", mininterval=5):
+        out = target.model(input_ids=windows[i:i + 16].to(target.device))
+        hidden.append(out.last_hidden_state.to("cpu", torch.float16))
+    target.train(was_training)
+    result = {"ids": windows, "hidden": torch.cat(hidden)}
+    torch.save(result, path)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The model card: measured on the committed (half-precision) files, loaded the way learners load them.
 
 def held_out_prompts(val_texts: list[str], count: int = 8, chars: int = 240) -> list[str]:

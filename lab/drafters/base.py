@@ -6,7 +6,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Draft", "DraftRequest", "Drafter"]
+__all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput"]
 
 
 @dataclass
@@ -38,7 +38,13 @@ class Draft:
     that ``extra_mask`` (bool ``[len(extra_tokens), 1 + len(tokens) + len(extra_tokens)]``, True = may attend)
     allows; the chain itself never sees them. They are never verified or committed; their keys/values are rolled
     back with the rejected drafts, and the drafter receives the step's logits through its optional
-    ``observe(logits)`` method."""
+    ``observe(output)`` method.
+
+    A drafter may propose a *token tree* instead of a chain (Medusa, EAGLE; lesson 10): ``parents[i]`` is the
+    index of node i's parent in ``tokens`` (always ``< i``) or -1 for a child of the last committed token. Then
+    ``probs[i]`` is the distribution node i was drawn from (for siblings drawn without replacement: with the earlier
+    siblings removed and renormalised), and verification accepts one root-to-leaf path. A chain is the tree
+    ``parents = [-1, 0, 1, ...]``; ``parents=None`` means a chain."""
 
     tokens: list = field(default_factory=list)
     probs: Optional[torch.Tensor] = None
@@ -46,6 +52,25 @@ class Draft:
     extra_tokens: list = field(default_factory=list)
     extra_positions: list = field(default_factory=list)
     extra_mask: Optional[torch.Tensor] = None
+    parents: Optional[list] = None
+
+
+@dataclass
+class TargetOutput:
+    """What the target's verification forward produced, handed to a drafter's optional ``observe`` after
+    verification and before ``update``.
+
+    - ``logits``: float32 ``[rows, V]``, one row per fed token: row 0 is the last committed token, row 1 + i is
+      draft node i (then any ``extra_tokens``).
+    - ``hidden``: the target's last-layer hidden state after its final norm (the input of its LM head), float32
+      ``[rows, D]`` on the target's device, or None unless the drafter sets ``needs_hidden_states = True``.
+    - ``path``: the rows whose tokens are now committed, in order: ``[0] + [1 + i for each accepted node i]``. The
+      last of them produced ``next_token``.
+    """
+
+    logits: torch.Tensor
+    hidden: Optional[torch.Tensor]
+    path: list
 
 
 @runtime_checkable
@@ -60,6 +85,8 @@ class Drafter(Protocol):
         """Roll the drafter's own state back to the committed prefix: the first ``num_accepted`` drafts of the
         last proposal were accepted, then the target added ``next_token``."""
 
-    # Optional: ``observe(logits)`` receives the target's logits ``[1 + len(tokens) + len(extra_tokens), V]`` for
-    # every row of the step's forward, before ``update``; ``kv_length()`` returns the drafter's own KV-cache length
-    # (recorded for the KV-cache viewer, lesson 07).
+    # Optional: ``observe(output: TargetOutput)`` receives the step's target logits (and hidden states, if the
+    # drafter sets ``needs_hidden_states = True``) after verification, before ``update``. A drafter with
+    # ``needs_hidden_states`` is reset with ``reset(prompt_ids, hidden=...)``: the target's hidden states
+    # ``[len(prompt_ids) - 1, D]`` for every prompt token but the last (the prefill). ``kv_length()`` returns the
+    # drafter's own KV-cache length (recorded for the KV-cache viewer, lesson 07).

@@ -218,13 +218,13 @@ class LookaheadDrafter:
         return Draft(chain, None, calls=0, extra_tokens=extra, extra_positions=list(range(1, w + 1)),
                      extra_mask=mask)
 
-    def observe(self, logits) -> None:
-        """Receive the target's logits for every row of this step's forward (``[1 + n + extra, V]``): the Jacobi
-        update of the window and the n-grams of the trajectory come from them."""
+    def observe(self, output) -> None:
+        """Receive the step's :class:`~lab.drafters.base.TargetOutput`: its logits for every row of the forward
+        (``[1 + n + extra, V]``) give the Jacobi update of the window and the n-grams of the trajectory."""
         step = self._step
         if not step:
             return
-        argmax = logits.argmax(-1).tolist()
+        argmax = output.logits.argmax(-1).tolist()
         position, n = step["position"], len(step["chain"])
         if step["source"] == "pool":
             window_rows = range(1 + n, 1 + n + len(step["extra"]))
