@@ -13,13 +13,14 @@ import time
 
 import torch
 
-from lab.drafters.base import Draft, DraftRequest
-from lab.kv import cache_length, rollback
+from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.kv import cache_length, keep_positions
 from lab.metrics import summarize_steps
 from lab.models import context_limit, forward, new_cache, vocab_size
 from lab.sampling import check_sampling_args, probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
-from lab.verify import verify_greedy, verify_sampled
+from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
+from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typical
 
 __all__ = ["generate", "autoregressive"]
 
@@ -43,7 +44,8 @@ def _prompt_list(prompt_ids, vocab: int) -> list[int]:
 
 def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperature: float = 0.0,
              top_k: int | None = None, top_p: float | None = None, eos_token_id: int | None = None,
-             seed: int | None = None, on_step: OnStep | None = None, record_probs: bool = False) -> Generation:
+             seed: int | None = None, on_step: OnStep | None = None, record_probs: bool = False,
+             acceptance: str = "exact") -> Generation:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` with ``target``, speculatively if ``drafter``.
 
     - ``target``: a transformers causal LM in eval mode. ``prompt_ids``: list[int] or LongTensor ``[L]``/``[1, L]``.
@@ -55,17 +57,24 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     - ``seed`` makes sampling reproducible (a CPU ``torch.Generator``); ``on_step`` receives one
       :class:`~lab.trace.StepRecord` per target call as it happens; ``record_probs`` stores per-position target
       and draft distributions in the records.
+    - A drafter may propose a token tree (``Draft.parents``): one target forward verifies every node with a tree
+      attention mask and position ids (:mod:`lab.trees`), and the KV cache keeps only the accepted path.
+    - ``acceptance``: "exact" (rejection sampling; the default) or "typical" (Medusa's typical acceptance, Cai et
+      al. 2024, §2.3.1: faster, **not** distributed as the target; used only when sampling, T > 0).
 
     Returns :class:`~lab.trace.Generation` with ``.tokens`` (new ids), ``.steps`` and ``.stats`` (see
     :func:`lab.metrics.summarize_steps`; times in ms, ``tokens_per_second`` over the whole call, prefill
     included, whose time is ``stats["prefill_ms"]``).
 
-    Raises ``ValueError`` for max_new_tokens < 1, bad sampling arguments, token ids outside the vocabulary,
-    a prompt + max_new_tokens longer than the target's context, or a drafter whose vocabulary differs.
+    Raises ``ValueError`` for max_new_tokens < 1, bad sampling arguments, an unknown ``acceptance``, token ids
+    outside the vocabulary, a prompt + max_new_tokens longer than the target's context, a drafter whose
+    vocabulary differs, or a draft tree whose parents array is malformed.
     """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     check_sampling_args(temperature, top_k, top_p)
+    if acceptance not in ("exact", "typical"):
+        raise ValueError(f"acceptance must be 'exact' or 'typical', got {acceptance!r}")
     vocab = vocab_size(target)
     prompt = _prompt_list(prompt_ids, vocab)
     limit = context_limit(target)
@@ -80,12 +89,19 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
 
     start = time.perf_counter()
     cache = new_cache()
+    hidden = bool(getattr(drafter, "needs_hidden_states", False))  # Medusa heads, EAGLE read the target's features
+    prompt_hidden = torch.zeros(0, target.config.hidden_size, device=target.device) if hidden else None
     if len(prompt) > 1:  # the cache holds every committed token but the last, which each step feeds first
-        forward(target, prompt[:-1], cache, logits_to_keep=1)
+        out = forward(target, prompt[:-1], cache, logits_to_keep=1, output_hidden_states=hidden)
+        if hidden:
+            prompt_hidden = out[1]
     observe = kv_length = None
     if drafter is not None:
-        drafter.reset(prompt)
-        observe = getattr(drafter, "observe", None)      # optional: wants the step's logits (Lookahead)
+        if hidden:
+            drafter.reset(prompt, hidden=prompt_hidden)
+        else:
+            drafter.reset(prompt)
+        observe = getattr(drafter, "observe", None)      # optional: wants the step's target output
         kv_length = getattr(drafter, "kv_length", None)  # optional: its own KV-cache length (for the KV viewer)
     prefill_ms = (time.perf_counter() - start) * 1000
 
@@ -105,29 +121,36 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
 
         base = cache_length(cache)
         n = len(draft.tokens)
-        if draft.extra_tokens:  # e.g. Lookahead's Jacobi window: more rows in the same target forward
-            logits = forward(target, [last] + draft.tokens + draft.extra_tokens, cache,
-                             **_branch_layout(base, n, draft))
-        else:
-            logits = forward(target, [last] + draft.tokens, cache)  # [n+1, V]: one target call verifies all drafts
-        fed = logits.size(0)
-        if observe is not None:
-            observe(logits)
-        logits = logits[: n + 1]
+        tree = draft.parents is not None
+        parents = _check_tree(draft) if tree else chain_parents(n)
+        if draft.extra_tokens or tree:  # Lookahead's Jacobi window, or a token tree: a masked, positioned block
+            out = forward(target, [last] + draft.tokens + draft.extra_tokens, cache, output_hidden_states=hidden,
+                          **_branch_layout(base, n, draft))
+        else:  # [n+1, V]: one target call verifies all drafts
+            out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden)
+        all_logits, all_hidden = out if hidden else (out, None)
+        fed = all_logits.size(0)
+        logits = all_logits[: n + 1]
         if greedy:
-            result = verify_greedy(logits.argmax(-1).tolist(), draft.tokens)
+            result = verify_tree_greedy(logits.argmax(-1).tolist(), draft.tokens, parents)
             target_probs = torch.softmax(logits, -1).cpu() if record_probs else None
         else:
             target_probs = probs_from_logits(logits, temperature, top_k, top_p).cpu()
-            result = verify_sampled(target_probs, draft.tokens, draft.probs, generator)
-        rollback(cache, base + 1 + result.num_accepted)  # drop the rejected drafts' keys and values
+            if acceptance == "typical":
+                result = verify_tree_typical(target_probs, draft.tokens, parents, generator)
+            else:
+                result = verify_tree_sampled(target_probs, draft.tokens, parents, draft.probs, generator)
+        # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
+        keep_positions(cache, base, [0] + [1 + i for i in result.path])
+        if observe is not None:
+            observe(TargetOutput(all_logits, all_hidden, [0] + [1 + i for i in result.path]))
         if drafter is not None:
             drafter.update(result.num_accepted, result.next_token)
             if draft_kv is not None:
                 draft_kv.append(kv_length())
         t2 = time.perf_counter()
 
-        block = draft.tokens[: result.num_accepted] + [result.next_token]
+        block = [draft.tokens[i] for i in result.path] + [result.next_token]
         cut = min(len(block), remaining)
         if eos_token_id is not None and eos_token_id in block[:cut]:
             cut = block.index(eos_token_id) + 1
@@ -138,7 +161,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, draft_calls=draft.calls,
             target_probs=target_probs if record_probs else None,
             draft_probs=(draft.probs if record_probs else None),
-            target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None)
+            target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
+            parents=list(parents) if tree else None, path=list(result.path))
         steps.append(record)
         committed += emitted
         new += emitted
@@ -154,19 +178,37 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     return Generation(tokens=new, steps=steps, stats=stats)
 
 
+def _check_tree(draft: Draft) -> list[int]:
+    parents = check_parents(draft.parents)
+    if len(parents) != len(draft.tokens):
+        raise ValueError(f"Draft.parents must have one entry per draft token ({len(draft.tokens)}), "
+                         f"got {len(parents)}")
+    if draft.extra_tokens:
+        raise ValueError("a draft is either a token tree or carries extra tokens, not both")
+    return parents
+
+
 def _branch_layout(base: int, n: int, draft: Draft) -> dict:
     """Attention mask ``[q, q]`` over the step's new tokens and their position ids, for ``[last] + drafts + extra``.
 
-    ``[last] + drafts`` is causal at positions ``base .. base + n`` (the chain never sees the extra tokens); extra
-    row i sits at ``base + extra_positions[i]`` and sees what ``draft.extra_mask[i]`` allows. Raises ``ValueError``
-    if the drafter's mask or positions do not match its extra tokens."""
+    ``[last] + drafts`` is causal at positions ``base .. base + n`` for a chain; for a tree (``draft.parents``)
+    each node sees ``last``, its ancestors and itself and sits at ``base + 1 + depth`` (:mod:`lab.trees`). The
+    drafts never see the extra tokens; extra row i sits at ``base + extra_positions[i]`` and sees what
+    ``draft.extra_mask[i]`` allows. Raises ``ValueError`` if the drafter's mask or positions do not match its
+    extra tokens."""
     extra = len(draft.extra_tokens)
     q = 1 + n + extra
+    mask = torch.zeros(q, q, dtype=torch.bool)
+    if draft.parents is not None:
+        parents = [p + 1 for p in draft.parents]  # as a tree under `last`, which becomes node 0
+        mask[: 1 + n, : 1 + n] = tree_attention_mask([-1] + parents, 0)
+        positions = [base] + (depths(draft.parents) + base + 1).tolist()
+        return {"attention_mask": mask, "position_ids": positions}
     extra_mask = torch.as_tensor(draft.extra_mask, dtype=torch.bool) if draft.extra_mask is not None else None
     if extra_mask is None or tuple(extra_mask.shape) != (extra, q) or len(draft.extra_positions) != extra:
         raise ValueError(f"a draft with {extra} extra tokens needs extra_mask [{extra}, {q}] and {extra} "
                          "extra_positions")
-    mask = torch.ones(q, q, dtype=torch.bool).tril()
+    mask[: 1 + n, : 1 + n] = torch.ones(1 + n, 1 + n, dtype=torch.bool).tril()
     mask[1 + n:] = extra_mask
     positions = list(range(base, base + n + 1)) + [base + int(offset) for offset in draft.extra_positions]
     return {"attention_mask": mask, "position_ids": positions}

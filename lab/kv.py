@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["cache_length", "rollback", "ScratchKVCache", "two_cache_greedy", "next_position", "draft_keep_length",
+__all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position", "draft_keep_length",
            "emitted_tokens"]
 
 
@@ -32,6 +32,33 @@ def rollback(cache, length: int):
                          f"got {length!r}")
     if length < current:
         cache.crop(length - current)
+    return cache
+
+
+def keep_positions(cache, start: int, keep) -> object:
+    """Keep the first ``start`` positions of ``cache`` plus the positions ``start + k`` for ``k`` in ``keep``
+    (increasing), moved down to ``start, start + 1, ...``; drop everything else. In place; returns the cache.
+
+    After a token tree is verified (lesson 10) the cache holds every node, but only the accepted path is committed.
+    The path's nodes sit at positions ``prefix + depth``, exactly the slots they move to, so their keys (stored
+    after rotary encoding) stay valid. transformers has ``crop`` for a suffix but no call that drops positions in
+    the middle, so this gathers each layer's keys and values; tests show the logits after it equal a fresh forward.
+    When ``keep`` is ``0, 1, ..., k-1`` it is :func:`rollback` (``crop``).
+
+    Raises ``ValueError`` if ``keep`` is not increasing or points outside the cache.
+    """
+    current = cache_length(cache)
+    keep = [int(k) for k in keep]
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= current:
+        raise ValueError(f"start must be an integer in [0, {current}], got {start!r}")
+    if any(b <= a for a, b in zip(keep, keep[1:])) or (keep and not 0 <= keep[0] <= keep[-1] < current - start):
+        raise ValueError(f"keep must be increasing offsets in [0, {current - start}), got {keep}")
+    if keep == list(range(len(keep))):
+        return rollback(cache, start + len(keep))
+    for layer in _layers(cache):
+        index = torch.tensor(list(range(start)) + [start + k for k in keep], device=layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, index)
+        layer.values = layer.values.index_select(-2, index)
     return cache
 
 

@@ -1,11 +1,13 @@
 """Measures of speculative decoding and the formulas that predict them.
 
 Definitions used everywhere in the course (engines use the same names for different things, see lesson 06):
-- acceptance rate: accepted draft tokens / drafted tokens.
+- acceptance rate: accepted draft tokens / drafted tokens (for a token tree every node counts as drafted, so
+  compare trees with chains by tokens per target call).
 - tokens per target call: new tokens / target forward passes in the decode loop (prefill not counted);
   vLLM calls this the mean acceptance length.
 - per-position acceptance: for draft position i (0-based), the share of steps that drafted at least i+1
-  tokens in which the token at position i was accepted (so it includes the chance that an earlier one failed).
+  tokens in which the token at position i was accepted (so it includes the chance that an earlier one failed);
+  for a tree, position i is depth i of the accepted path.
 
 Sources: Leviathan et al. 2023, section 3 (equation 1 and Theorem 3.8); seed lesson 000 (rule of thumb).
 """
@@ -125,10 +127,10 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     """The ``stats`` dict of a generation from its step records (see module docstring for definitions)."""
     drafted = sum(len(s.drafted) for s in steps)
     accepted = sum(s.num_accepted for s in steps)
-    longest = max((len(s.drafted) for s in steps), default=0)
+    longest = max((s.depth for s in steps), default=0)
     per_position = []
-    for i in range(longest):
-        eligible = [s for s in steps if len(s.drafted) > i]
+    for i in range(longest):  # a tree's position i is its depth i
+        eligible = [s for s in steps if s.depth > i]
         per_position.append(sum(s.num_accepted > i for s in eligible) / len(eligible))
     return {
         "new_tokens": new_tokens,

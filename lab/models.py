@@ -160,7 +160,9 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     """Run ``model`` on new tokens ``input_ids`` (list[int] or LongTensor ``[n]``) appending to ``cache``.
 
     Returns logits ``[n, V]`` (or ``[logits_to_keep, V]``; 0 keeps all), float32, on the model's device; the cache
-    grows by n positions, whose position ids continue from the cache length.
+    grows by n positions, whose position ids continue from the cache length. With ``output_hidden_states`` it
+    returns ``(logits, hidden)``: ``hidden`` float32 ``[n, D]`` is the last layer's state after the final norm,
+    the input of the LM head (what Medusa heads and EAGLE drafts read, lessons 10-11).
 
     For a branching block (Lookahead decoding, lesson 09; token trees later) pass ``attention_mask``, a bool
     ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
@@ -186,5 +188,9 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
         if positions.size(1) != n:
             raise ValueError(f"position_ids must hold one position per new token ({n}), got {positions.size(1)}")
         kwargs["position_ids"] = positions
+    if output_hidden_states:
+        kwargs["output_hidden_states"] = True
     out = model(input_ids=ids, **kwargs)
+    if output_hidden_states:
+        return out.logits[0].float(), out.hidden_states[-1][0].float()
     return out.logits[0].float()

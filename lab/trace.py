@@ -34,6 +34,9 @@ class StepRecord:
       forward writes ``target_tokens`` entries; the rollback keeps ``1 + num_accepted`` of them.
     - ``draft_cache``: for a drafter with its own KV cache (``kv_length()``), its length before ``propose``, after
       ``propose`` and after ``update`` — ``(before, written, kept)`` as absolute lengths; None otherwise.
+    - ``parents``: for a token tree (Medusa, EAGLE trees; lesson 10) the parents array of ``drafted`` (see
+      :mod:`lab.trees`), None for a chain; ``path``: the accepted draft indices in order (a chain's are
+      ``0 .. num_accepted - 1``).
     """
 
     index: int
@@ -51,11 +54,31 @@ class StepRecord:
     target_tokens: int = 0
     cache_before: Optional[int] = None
     draft_cache: Optional[tuple] = None
+    parents: Optional[list] = None
+    path: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.path and self.num_accepted:
+            self.path = list(range(self.num_accepted))
 
     @property
     def rejected(self) -> list:
-        """Draft tokens the target did not accept (the first one was rejected, the rest never checked)."""
-        return self.drafted[self.num_accepted:]
+        """Draft tokens the target did not accept (for a chain: the first one was rejected, the rest never
+        checked; for a tree: every node off the accepted path)."""
+        if self.parents is None:
+            return self.drafted[self.num_accepted:]
+        on_path = set(self.path)
+        return [t for i, t in enumerate(self.drafted) if i not in on_path]
+
+    @property
+    def depth(self) -> int:
+        """Longest draft continuation this step offered: ``len(drafted)`` for a chain, the tree's depth for a
+        tree (the most tokens the step could accept)."""
+        if self.parents is None:
+            return len(self.drafted)
+        from lab.trees import depths
+
+        return int(depths(self.parents).max()) + 1 if self.parents else 0
 
 
 OnStep = Callable[[StepRecord], None]

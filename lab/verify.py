@@ -1,27 +1,38 @@
 """Acceptance rules on plain tensors: which drafted tokens the target keeps, and the one token it adds.
 
 Sources: Leviathan et al. 2023, Algorithm 1 (chain rejection sampling); greedy exact match is its
-temperature-0 limit (a one-hot target accepts a draft iff it is the argmax).
+temperature-0 limit (a one-hot target accepts a draft iff it is the argmax). Token trees (lesson 10): recursive
+rejection over siblings (SpecInfer, Miao et al. 2024, §4.2; EAGLE, Li et al. 2024), and Medusa's typical acceptance
+(Cai et al. 2024, §2.3.1), which is *not* distribution-preserving.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from lab.sampling import _residual
+from lab.trees import chain_parents, check_parents
 
-__all__ = ["VerifyResult", "verify_greedy", "verify_sampled"]
+__all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
+           "verify_tree_typical", "typical_threshold"]
 
 
 @dataclass
 class VerifyResult:
-    """``num_accepted`` leading drafts were accepted, then the target chose ``next_token``: ``kind`` is
-    ``"resampled"`` (it replaced a rejected draft) or ``"bonus"`` (every draft was accepted)."""
+    """``num_accepted`` drafts were accepted, then the target chose ``next_token``: ``kind`` is ``"resampled"`` (it
+    replaced a rejected draft) or ``"bonus"`` (the accepted path ran to the end of the drafts). ``path``: the
+    accepted draft indices in order (for a chain ``[0, ..., num_accepted - 1]``; for a tree one root-to-node
+    path)."""
 
     num_accepted: int
     next_token: int
     kind: str
+    path: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.path and self.num_accepted:
+            self.path = list(range(self.num_accepted))
 
 
 def verify_greedy(target_argmax: list, drafted: list) -> VerifyResult:
@@ -42,19 +53,123 @@ def verify_sampled(target_probs: torch.Tensor, drafted: list, draft_probs: torch
     ``target_probs``: float32 ``[n+1, V]`` (CPU) for the n drafted positions plus the bonus position;
     ``draft_probs``: float32 ``[n, V]``, or None for a deterministic drafter (verified as one-hot: accept with
     probability target(x), resample from the target with x removed). Draws come from ``generator``.
+    A chain is the one-child-per-level tree, so this is :func:`verify_tree_sampled` on ``[-1, 0, 1, ...]``.
     """
-    n = len(drafted)
-    for i, token in enumerate(drafted):
-        target_p = float(target_probs[i, token])
-        draft_p = 1.0 if draft_probs is None else float(draft_probs[i, token])
-        u = float(torch.rand((), generator=generator, dtype=torch.float64))
-        if target_p > 0 and u * draft_p < target_p:  # u < min(1, target/draft), see accept_or_reject
-            continue
-        if draft_probs is None:
-            draft_row = torch.zeros_like(target_probs[i])
-            draft_row[token] = 1.0
-        else:
-            draft_row = draft_probs[i]
-        residual = _residual(target_probs[i], draft_row)
-        return VerifyResult(i, int(torch.multinomial(residual, 1, generator=generator)), "resampled")
-    return VerifyResult(n, int(torch.multinomial(target_probs[n], 1, generator=generator)), "bonus")
+    return verify_tree_sampled(target_probs, drafted, chain_parents(len(drafted)), draft_probs, generator)
+
+
+def _tree_args(tokens, parents, rows: int) -> list[int]:
+    parents = check_parents(parents)
+    if len(parents) != len(tokens):
+        raise ValueError(f"parents must have one entry per drafted token ({len(tokens)}), got {len(parents)}")
+    if rows != len(tokens) + 1:
+        raise ValueError(f"the target needs {len(tokens) + 1} rows (the last committed token, then every node), "
+                         f"got {rows}")
+    return parents
+
+
+def _kids(parents: list[int]) -> dict:
+    kids: dict = {}
+    for i, p in enumerate(parents):
+        kids.setdefault(p, []).append(i)
+    return kids
+
+
+def verify_tree_greedy(target_argmax: list, tokens: list, parents) -> VerifyResult:
+    """Greedy tree verification: from the top, descend to the child whose token is the target's argmax, as long
+    as there is one; the longest path that matches the target's own greedy choices.
+
+    ``target_argmax``: ``len(tokens) + 1`` ints; entry 0 is the target's choice after the last committed token,
+    entry ``1 + i`` its choice after node i. ``parents``: see :mod:`lab.trees`. Raises ``ValueError`` on a bad
+    parents array or a wrong number of rows.
+    """
+    parents = _tree_args(tokens, parents, len(target_argmax))
+    kids = _kids(parents)
+    node, path = -1, []
+    while True:
+        row = node + 1
+        match = next((c for c in kids.get(node, []) if tokens[c] == target_argmax[row]), None)
+        if match is None:
+            kind = "resampled" if kids.get(node) else "bonus"
+            return VerifyResult(len(path), int(target_argmax[row]), kind, path)
+        path.append(match)
+        node = match
+
+
+def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft_probs: torch.Tensor | None,
+                        generator: torch.Generator | None) -> VerifyResult:
+    """Recursive rejection sampling over a token tree; the emitted tokens are distributed exactly as the target's.
+
+    At the current node the target's distribution is ``r`` (its row); each child c in listed order is accepted
+    with probability ``min(1, r(x_c) / q_c(x_c))``, where ``q_c`` is the distribution c was drawn from
+    (``draft_probs[c]``; one-hot when ``draft_probs`` is None). Accepting descends into c; rejecting replaces ``r``
+    by the residual ``norm(max(0, r - q_c))`` and tries the next sibling. When no child is left the next token is
+    drawn from ``r``. Each stage outputs exactly ``r`` whatever the later stages' proposals are, by the same
+    argument as for one draft (Leviathan et al. 2023, Appendix A.1), so siblings drawn with or without replacement
+    (``q_c`` with earlier siblings removed) or chosen deterministically (top-k) are all exact.
+
+    ``target_probs``: float32 ``[n+1, V]`` (row 0 after the last committed token, row 1 + i after node i);
+    ``draft_probs``: float32 ``[n, V]`` or None. Draws come from ``generator``.
+    """
+    parents = _tree_args(tokens, parents, target_probs.size(0))
+    kids = _kids(parents)
+    node, path = -1, []
+    residual = target_probs[0]
+    while True:
+        accepted = None
+        for c in kids.get(node, []):
+            token = tokens[c]
+            target_p = float(residual[token])
+            draft_p = 1.0 if draft_probs is None else float(draft_probs[c, token])
+            u = float(torch.rand((), generator=generator, dtype=torch.float64))
+            if target_p > 0 and u * draft_p < target_p:  # u < min(1, target/draft), see accept_or_reject
+                accepted = c
+                break
+            if draft_probs is None:
+                draft_row = torch.zeros_like(residual)
+                draft_row[token] = 1.0
+            else:
+                draft_row = draft_probs[c]
+            residual = _residual(residual, draft_row)
+        if accepted is None:
+            kind = "resampled" if kids.get(node) else "bonus"
+            return VerifyResult(len(path), int(torch.multinomial(residual, 1, generator=generator)), kind, path)
+        path.append(accepted)
+        node = accepted
+        residual = target_probs[node + 1]
+
+
+def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.3, delta: float = 0.09) -> torch.Tensor:
+    """Medusa's typical-acceptance threshold ``min(epsilon, delta * exp(-H(target)))`` per row, float32 ``[...]``
+    (Cai et al. 2024, §2.3.1: a confident target demands a likely token, an uncertain one accepts more).
+
+    Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``."""
+    if not 0 < epsilon <= 1:
+        raise ValueError(f"epsilon must be in (0, 1], got {epsilon}")
+    if not delta > 0:
+        raise ValueError(f"delta must be > 0, got {delta}")
+    entropy = -(target_probs * torch.log(target_probs.clamp_min(1e-30))).sum(-1)
+    return torch.clamp(delta * torch.exp(-entropy), max=epsilon)
+
+
+def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, generator: torch.Generator | None,
+                        epsilon: float = 0.3, delta: float = 0.09) -> VerifyResult:
+    """Medusa's typical acceptance over a token tree: descend to the first child whose token has target
+    probability above :func:`typical_threshold` of its row; the next token is drawn from the target's row at the
+    end of the path. No random draw decides acceptance, so the output is **not** distributed as the target's: it
+    favours likely tokens (lesson 10 measures how far it drifts). Shapes as in :func:`verify_tree_sampled`.
+    """
+    parents = _tree_args(tokens, parents, target_probs.size(0))
+    kids = _kids(parents)
+    threshold = typical_threshold(target_probs, epsilon, delta)
+    node, path = -1, []
+    while True:
+        row = node + 1
+        match = next((c for c in kids.get(node, []) if float(target_probs[row, tokens[c]]) > float(threshold[row])),
+                     None)
+        if match is None:
+            kind = "resampled" if kids.get(node) else "bonus"
+            token = int(torch.multinomial(target_probs[row], 1, generator=generator))
+            return VerifyResult(len(path), token, kind, path)
+        path.append(match)
+        node = match

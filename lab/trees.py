@@ -1,0 +1,102 @@
+"""Token-tree geometry: from a parents array to depths, position ids, the tree attention mask and the paths.
+
+A token tree packs several candidate continuations into one target forward (SpecInfer, Miao et al. 2024; Medusa,
+Cai et al. 2024, §2.1.2 "tree attention"; EAGLE, Li et al. 2024). Node ``i`` holds one draft token; ``parents[i]``
+is the index of its parent node (always ``< i``, so the nodes are in topological order) or -1 when its parent is
+the last committed token. Two rules make one forward equal to many separate ones:
+
+- a node's position is the position its token would have in a plain sequence: ``prefix_len + depth`` (depth 0
+  for children of the last committed token), so siblings share a position;
+- a node attends to the committed prefix, its ancestors and itself, never to siblings or cousins.
+
+A chain ``[-1, 0, 1, ...]`` is the degenerate tree: its mask is the ordinary causal mask. Lesson 10.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "paths", "children", "ancestors",
+           "chain_parents"]
+
+
+def check_parents(parents) -> list[int]:
+    """Validate a parents array and return it as a list of ints.
+
+    Raises ``ValueError`` unless every ``parents[i]`` is -1 or an earlier node index (``-1 <= parents[i] < i``).
+    """
+    if isinstance(parents, torch.Tensor):
+        parents = parents.tolist()
+    out = [int(p) for p in parents]
+    bad = [(i, p) for i, p in enumerate(out) if not -1 <= p < i]
+    if bad:
+        i, p = bad[0]
+        raise ValueError(f"parents[{i}] must be -1 (the last committed token) or an earlier node in [0, {i}), "
+                         f"got {p}: nodes must be listed parents first")
+    return out
+
+
+def chain_parents(n: int) -> list[int]:
+    """The parents array of a chain of ``n`` drafts: ``[-1, 0, 1, ..., n - 2]``."""
+    return list(range(-1, n - 1))
+
+
+def depths(parents) -> torch.Tensor:
+    """Depth of every node, LongTensor ``[n]``: 0 for children of the last committed token, parent's + 1 below."""
+    parents = check_parents(parents)
+    out: list[int] = []
+    for p in parents:
+        out.append(0 if p < 0 else out[p] + 1)
+    return torch.tensor(out, dtype=torch.long)
+
+
+def position_ids(parents, prefix_len: int) -> torch.Tensor:
+    """Absolute position of every node, LongTensor ``[n]``: ``prefix_len + depth``, where ``prefix_len`` counts the
+    committed tokens (the last committed token sits at ``prefix_len - 1``). Siblings share a position.
+
+    Raises ``ValueError`` for a bad parents array or ``prefix_len < 1``."""
+    if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 1:
+        raise ValueError(f"prefix_len must be an integer >= 1 (the committed tokens), got {prefix_len!r}")
+    return depths(parents) + prefix_len
+
+
+def ancestors(parents, node: int) -> list[int]:
+    """The nodes from the top of the tree down to ``node``'s parent (excluding ``node``)."""
+    parents = check_parents(parents)
+    if not 0 <= node < len(parents):
+        raise ValueError(f"node must be in [0, {len(parents)}), got {node}")
+    chain = []
+    p = parents[node]
+    while p >= 0:
+        chain.append(p)
+        p = parents[p]
+    return chain[::-1]
+
+
+def tree_attention_mask(parents, prefix_len: int) -> torch.Tensor:
+    """Which keys each node may attend to, BoolTensor ``[n, prefix_len + n]`` (True = may attend): all
+    ``prefix_len`` committed tokens, then over the nodes its ancestors and itself.
+
+    Raises ``ValueError`` for a bad parents array or ``prefix_len < 0``."""
+    parents = check_parents(parents)
+    if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0:
+        raise ValueError(f"prefix_len must be an integer >= 0, got {prefix_len!r}")
+    n = len(parents)
+    mask = torch.zeros(n, prefix_len + n, dtype=torch.bool)
+    mask[:, :prefix_len] = True
+    for i, p in enumerate(parents):
+        mask[i, prefix_len + i] = True
+        if p >= 0:  # a node sees everything its parent sees
+            mask[i, prefix_len:prefix_len + i] = mask[p, prefix_len:prefix_len + i]
+    return mask
+
+
+def children(parents, node: int = -1) -> list[int]:
+    """The nodes whose parent is ``node`` (-1: the top level), in the order they are listed."""
+    return [i for i, p in enumerate(check_parents(parents)) if p == node]
+
+
+def paths(parents) -> list[list[int]]:
+    """Every root-to-leaf path as a list of node indices, leaves in listed order. A chain has one path."""
+    parents = check_parents(parents)
+    has_child = set(p for p in parents if p >= 0)
+    return [ancestors(parents, leaf) + [leaf] for leaf in range(len(parents)) if leaf not in has_child]
