@@ -375,6 +375,142 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Medusa heads (lesson 10; Cai et al. 2024, Medusa-1: heads trained on a frozen target).
+
+def _medusa_loss(heads, hidden: torch.Tensor, ids: torch.Tensor, decay: float) -> torch.Tensor:
+    """Medusa-1's joint loss sum_k decay^k CE(head_k(h_t), x_{t+1+k}) over a batch of windows.
+
+    ``hidden`` float ``[B, T, D]``, ``ids`` Long ``[B, T]`` (``hidden[b, t]`` is the feature at ``ids[b, t]``)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hidden.device.type == "cpu"):
+        logits = heads(hidden)                                   # [B, T, K, V]
+    logits = logits.float()
+    loss = logits.new_zeros(())
+    for k in range(1, heads.num_heads + 1):
+        span = ids.size(1) - 1 - k                               # positions with a token at t + 1 + k
+        loss = loss + decay ** k * F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
+                                                   ids[:, 1 + k:].reshape(-1))
+    return loss
+
+
+def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = PAIR_DIR / "medusa", *,
+                 num_heads: int = 3, sequences: int = 1600, seq_len: int = 128, batch: int = 16, lr: float = 1e-3,
+                 warmup: int = 30, decay: float = 0.8, val_sequences: int = 64, seed: int = 1234) -> Path:
+    """Train Medusa-1 heads on the committed (frozen) target and write them with a model card to ``out_dir``.
+
+    Features: :func:`target_features` over ``sequences`` training windows of ``seq_len`` tokens (cached; about
+    a minute on a 2-core CPU). Loss: sum over heads k = 1..``num_heads`` of ``decay``^k times the cross-entropy of
+    head k at position t against the corpus token t + 1 + k (Cai et al. 2024, §2.1.1, λ_k = 0.8^k). AdamW (no
+    weight decay: the output layers start as the target's LM head and should stay near it), linear warm-up and
+    cosine decay, ``batch`` windows per step, bf16 autocast on CPU, seed fixed. Held-out accuracy per head comes
+    from :func:`lab.drafters.medusa.head_accuracy` on ``val_sequences`` validation windows.
+
+    Writes ``model.safetensors`` + ``config.json`` (:meth:`MedusaHeads.save`), ``training.json`` and ``README.md``;
+    returns the README path. Raises ``ValueError`` for ``steps`` or ``batch`` < 1 (and as :class:`MedusaHeads`
+    does for ``num_heads`` < 1).
+    """
+    from lab.drafters.medusa import MedusaHeads, head_accuracy
+    from lab.models import load_pair
+
+    for name, value in (("steps", steps), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if threads:
+        torch.set_num_threads(threads)
+    out_dir = Path(out_dir)
+    torch.manual_seed(seed)
+    pair = load_pair("shakespeare", device="cpu")
+    target = pair.target.requires_grad_(False)
+    t0 = time.time()
+    train = target_features(target, sequences, seq_len, split="train")
+    val = target_features(target, val_sequences, seq_len, split="val")
+    feature_minutes = (time.time() - t0) / 60
+
+    heads = MedusaHeads.from_target(target, num_heads)
+    before = head_accuracy(target, heads, val)
+    opt = torch.optim.AdamW(heads.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    val_hidden, val_ids = val["hidden"].float(), val["ids"]
+
+    def val_loss():
+        heads.eval()
+        with torch.no_grad():
+            out = sum(_medusa_loss(heads, val_hidden[i:i + 16], val_ids[i:i + 16], decay).item()
+                      * len(val_ids[i:i + 16]) for i in range(0, len(val_ids), 16)) / len(val_ids)
+        heads.train()
+        return round(out, 4)
+
+    history = []
+    t0 = time.time()
+    heads.train()
+    bar = tqdm(range(steps), desc="medusa heads", mininterval=5)
+    for step in bar:
+        for g in opt.param_groups:
+            g["lr"] = _lr(step, steps, lr, warmup)
+        rows = torch.randint(0, len(train["ids"]), (batch,), generator=gen)
+        loss = _medusa_loss(heads, train["hidden"][rows].float(), train["ids"][rows], decay)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(heads.parameters(), 1.0)
+        opt.step()
+        if step % 50 == 0 or step == steps - 1:
+            record = {"step": step, "loss": round(loss.item(), 4)}
+            if step % 200 == 0 or step == steps - 1:
+                record["val_loss"] = val_loss()
+            history.append(record)
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    train_minutes = (time.time() - t0) / 60
+    heads.eval()
+    heads.save(out_dir)
+
+    # Measure what was committed: the float16 file, loaded back the way MedusaDrafter.from_pretrained loads it.
+    saved = MedusaHeads.load(out_dir)
+    after = head_accuracy(target, saved, val)
+    params = sum(p.numel() for p in heads.parameters())
+    info = {"recipe": {"num_heads": num_heads, "sequences": sequences, "seq_len": seq_len, "steps": steps,
+                       "batch": batch, "lr": lr, "warmup": warmup, "decay": decay, "val_sequences": val_sequences,
+                       "seed": seed},
+            "trainable_params": params, "feature_minutes": round(feature_minutes, 2),
+            "train_minutes": round(train_minutes, 2), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "accuracy_at_init": before, "accuracy": after, "history": history}
+    (out_dir / "training.json").write_text(json.dumps(info, indent=1))
+
+    rows = [f"| head {k + 1} | token t + {k + 2} | {after['top1'][k]:.3f} | {after['top5'][k]:.3f} | "
+            f"{before['top1'][k]:.3f} | {before['top5'][k]:.3f} |" for k in range(num_heads)]
+    lines = [
+        "# Medusa heads for the bundled Shakespeare target", "",
+        f"{num_heads} Medusa-1 heads (Cai et al. 2024, §2.1.1) for `lab/assets/shakespeare/target`, made by "
+        "`python -m lab train medusa` and loaded with `lab.drafters.MedusaDrafter.from_pretrained(load_pair())`. "
+        "Each head reads the target's last hidden state h_t (after its final norm, the input of its LM head): "
+        "head k = `Linear(384, 2048, bias=False)(h + SiLU(Linear(384, 384)(h)))` and predicts the token at "
+        "t + 1 + k, where the target's own head predicts t + 1. Stored as float16 safetensors "
+        "(`model.safetensors`) plus `config.json`.", "",
+        "## Training",
+        f"- the target stays frozen (Medusa-1); {params:,} trainable parameters ({params / 1e6:.2f} M)",
+        f"- features: the target's hidden states on {sequences} random training windows of {seq_len} tokens "
+        f"({sequences * seq_len:,} tokens; {feature_minutes:.1f} min to compute or load, cached in `~/.cache/speclab`)",
+        "- init: residual Linear at zero (each block the identity), output layers copied from the target's LM head, "
+        "so at step 0 every head predicts the target's next token",
+        f"- loss: sum over k of {decay}^k · cross-entropy(head k(h_t), x_(t+1+k)); AdamW lr {lr}, {warmup} warm-up "
+        f"steps then cosine decay, {steps} steps × {batch} windows, bf16 autocast, seed {seed}",
+        f"- {train_minutes:.1f} minutes on {torch.get_num_threads()} CPU thread(s), torch {torch.__version__}; "
+        f"final training loss {history[-1]['loss']}, held-out loss {history[-1].get('val_loss')}", "",
+        f"## Accuracy on held-out windows ({val_sequences} validation windows of {seq_len} tokens, "
+        "teacher-forced against the corpus)",
+        "| | predicts | top-1 | top-5 | top-1 at init | top-5 at init |", "|---|---|---|---|---|---|",
+        f"| target's LM head | token t + 1 | {after['target_top1']:.3f} | {after['target_top5']:.3f} | | |",
+        *rows, "",
+        "Top-5 matters because the drafter's tree (`lab.drafters.medusa.DEFAULT_TREE`, 14 nodes, depth 3) tries "
+        "several of each head's best tokens at once and the target keeps the longest path it agrees with.", "",
+        "## Limits",
+        "Heads of a toy model trained for minutes on the corpus itself, not on the target's own generations "
+        "(self-distillation, Cai et al. 2024 §2.3.2, would fit the target's greedy text better). Accuracy "
+        "against the corpus understates agreement with the target, which is what acceptance needs.", "",
+    ]
+    (out_dir / "README.md").write_text("\n".join(lines))
+    return out_dir / "README.md"
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The model card: measured on the committed (half-precision) files, loaded the way learners load them.
 
 def held_out_prompts(val_texts: list[str], count: int = 8, chars: int = 240) -> list[str]:

@@ -5,5 +5,7 @@ from widgets.picker import StrategyPicker
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
 from widgets.token_stream import TokenStream
+from widgets.tree_viewer import TreeViewer
 
-__all__ = ["JacobiViewer", "KVCacheViewer", "ResidualExplorer", "SpeedupExplorer", "StrategyPicker", "TokenStream"]
+__all__ = ["JacobiViewer", "KVCacheViewer", "ResidualExplorer", "SpeedupExplorer", "StrategyPicker", "TokenStream",
+           "TreeViewer"]

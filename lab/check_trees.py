@@ -1,0 +1,259 @@
+"""Exercise checkers for lessons 10–11 (token trees and tree attention, Medusa heads, EAGLE drafts).
+
+Same contract as :mod:`lab.check`: each checker runs the learner's function on reference cases, prints ``✓`` with
+a summary or ``✗`` with a hint chosen by comparing the learner's answers with planted wrong versions, returns a
+bool, prints "not solved yet" for a stub that raises ``NotImplementedError``, and never raises.
+"""
+from __future__ import annotations
+
+import torch
+
+from lab.check import _checker, _compare, _Fail, _same_float, _same_tensor  # one harness for all lessons
+from lab.check_decoding import _same_ints
+from lab.trees import depths, tree_attention_mask
+from lab.trees import position_ids as _ref_position_ids
+from lab.verify import verify_tree_greedy
+
+__all__ = ["tree_positions", "tree_mask", "accepted_path", "tokens_per_call", "eagle_training_pairs"]
+
+# (parents, prefix_len): a chain, the lesson's example, Medusa-like wide trees, a deep branch, one node.
+_TREES = [
+    ([-1, 0, 1, 2], 3),
+    ([-1, -1, 1], 5),
+    ([-1, -1, -1, 0, 0, 1, 3], 4),
+    ([-1, 0, 0, 1, 2, 4, 4], 1),
+    ([-1, -1, 0, 1, 2, 3, 4, 5], 10),
+    ([-1], 7),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 10: tree geometry.
+
+def _flat_positions(parents, prefix_len):
+    return [prefix_len + i for i in range(len(parents))]
+
+
+@_checker
+def tree_positions(fn):
+    """Check ``fn(parents, prefix_len) -> list[int] | LongTensor``: node positions ``prefix_len + depth``
+    (``lab.trees.position_ids``)."""
+    faults = [
+        (_flat_positions, "a node's position is where its token would sit in a plain sequence: prefix_len + its "
+                          "DEPTH, not its index in the flattened tree (siblings share a position)."),
+        (lambda p, n: depths(p).tolist(), "add prefix_len: the positions continue after the committed tokens."),
+        (lambda p, n: (depths(p) + n - 1).tolist(), "the last committed token sits at prefix_len - 1, so the "
+                                                     "first level of nodes is at prefix_len."),
+        (lambda p, n: (depths(p) + n + 1).tolist(), "children of the last committed token have depth 0: they sit "
+                                                     "at prefix_len, not prefix_len + 1."),
+    ]
+    count = _compare("tree_positions", fn, _TREES, lambda p, n: _ref_position_ids(p, n).tolist(), faults,
+                     _same_ints, "position = prefix_len + depth, depth 0 for nodes whose parent is -1, parent's "
+                                 "depth + 1 otherwise.")
+    return f"{count} trees positioned by depth; siblings share a position"
+
+
+def _mask_variant(kind):
+    def variant(parents, prefix_len):
+        n = len(parents)
+        if kind == "causal":
+            mask = torch.ones(n, prefix_len + n, dtype=torch.bool)
+            mask[:, prefix_len:] = torch.ones(n, n, dtype=torch.bool).tril()
+            return mask
+        mask = tree_attention_mask(parents, prefix_len).clone()
+        if kind == "parent_only":
+            for i, p in enumerate(parents):
+                mask[i, prefix_len:] = False
+                mask[i, prefix_len + i] = True
+                if p >= 0:
+                    mask[i, prefix_len + p] = True
+        elif kind == "no_self":
+            mask[torch.arange(n), prefix_len + torch.arange(n)] = False
+        elif kind == "no_prefix":
+            mask[:, :prefix_len] = False
+        return mask
+    return variant
+
+
+@_checker
+def tree_mask(fn):
+    """Check ``fn(parents, prefix_len) -> BoolTensor [n, prefix_len + n]``: the tree attention mask
+    (``lab.trees.tree_attention_mask``)."""
+    faults = [
+        (_mask_variant("causal"), "that is the causal mask of the flattened tree: a node must not see its siblings "
+                                  "or cousins, only its ancestors and itself."),
+        (_mask_variant("parent_only"), "a node sees ALL its ancestors (its whole path from the top), not just its "
+                                       "parent: copy the parent's row, then add the node itself."),
+        (_mask_variant("no_self"), "a node attends to itself too (the diagonal is True)."),
+        (_mask_variant("no_prefix"), "every node sees the whole committed prefix: the first prefix_len columns "
+                                     "are all True."),
+    ]
+    def same(a, b):
+        return isinstance(a, torch.Tensor) and a.dtype == torch.bool and _same_tensor(a, b, atol=0)
+
+    count = _compare("tree_mask", fn, _TREES, tree_attention_mask, faults, same,
+                     "return a bool tensor [n, prefix_len + n]; row i: True for the prefix, for node i's ancestors "
+                     "and for node i itself; False elsewhere.")
+    return f"{count} masks right: each node sees the prefix, its ancestors and itself"
+
+
+def _path_cases():
+    tokens = [10, 11, 12, 13, 14, 15, 16]
+    parents = [-1, -1, 0, 1, 1, 4, 4]
+    rows = len(tokens) + 1
+    cases = []
+    for first, second, third in ((11, 14, 16), (10, 12, 99), (11, 13, 0), (99, 0, 0), (11, 14, 99), (11, 99, 0)):
+        argmax = [0] * rows
+        argmax[0] = first  # row 0: after the last committed token
+        if first in tokens:
+            argmax[1 + tokens.index(first)] = second
+        if first in tokens and second in tokens:
+            argmax[1 + tokens.index(second)] = third
+        if first in tokens:  # a decoy in the row BEFORE the right one: a wrong child of the accepted node
+            node = tokens.index(first)
+            decoys = [tokens[c] for c, p in enumerate(parents) if p == node and tokens[c] != second]
+            if decoys and node + 1 != 1 + tokens.index(second if second in tokens else first):
+                argmax[node] = decoys[0]
+        cases.append((argmax, tokens, parents))
+    chain = [5, 6, 7]
+    cases.append(([5, 6, 8, 1], chain, [-1, 0, 1]))
+    cases.append(([5, 6, 7, 1], chain, [-1, 0, 1]))
+    cases.append(([3], [], []))
+    return cases
+
+
+def _path_variant(kind):
+    def variant(argmax, tokens, parents):
+        node, path = -1, []
+        while True:
+            kids = [i for i, p in enumerate(parents) if p == node]
+            if kind == "first_child":
+                kids = kids[:1]
+            row = node + 1 if kind != "row_is_node" else max(node, 0)
+            match = next((c for c in kids if tokens[c] == argmax[row]), None)
+            if match is None:
+                return path
+            path.append(match)
+            node = match
+            if kind == "one_level":
+                return path
+    return variant
+
+
+@_checker
+def accepted_path(fn):
+    """Check ``fn(target_argmax, tokens, parents) -> list[int]``: the accepted path of greedy tree verification
+    (``lab.verify.verify_tree_greedy(...).path``)."""
+    faults = [
+        (_path_variant("first_child"), "look at EVERY child of the current node, not only the first one: the "
+                                       "target's choice may be on any branch."),
+        (_path_variant("row_is_node"), "the target's prediction after node i is in row i + 1 (row 0 belongs to the "
+                                       "last committed token)."),
+        (_path_variant("one_level"), "keep descending: after accepting a child, look for a matching child of THAT "
+                                     "node."),
+    ]
+    count = _compare("accepted_path", fn, _path_cases(),
+                     lambda a, t, p: verify_tree_greedy(a, t, p).path, faults, _same_ints,
+                     "start at the top (node -1, row 0); among the current node's children find the one whose token "
+                     "equals target_argmax[row]; descend (row = node + 1) until no child matches.")
+    return f"{count} trees walked exactly as greedy verification does"
+
+
+def _ref_tokens_per_call(target, make_drafter, prompts, max_new_tokens):
+    from lab.decode import generate
+
+    runs = [generate(target, p, drafter=make_drafter(), max_new_tokens=max_new_tokens) for p in prompts]
+    return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] for g in runs)
+
+
+@_checker
+def tokens_per_call(fn, target, prompts):
+    """Check ``fn(target, make_drafter, prompts, max_new_tokens) -> float``: new tokens over target calls, pooled
+    over all prompts (``lab.metrics``' "tokens per target call"), on ``target`` with drafters that accept a lot on
+    some prompts and draft nothing on others."""
+    from lab.decode import generate
+    from lab.drafters import Draft, DraftModelDrafter, PromptLookupDrafter
+
+    prompts = [list(map(int, p)) for p in prompts]
+    if len(prompts) < 2:
+        raise _Fail("pass at least two prompts (token id lists)")
+
+    class SelfDraft(DraftModelDrafter):
+        """The target drafting for itself (every draft accepted), but only for prompts with an even first token:
+        prompts then differ a lot in tokens per call, as real ones do."""
+
+        def reset(self, prompt_ids):
+            super().reset(prompt_ids)
+            self.active = prompt_ids[0] % 2 == 0
+
+        def propose(self, request):
+            return super().propose(request) if self.active else Draft()
+
+    even = [0] + prompts[0][-20:]
+    odd = [1] + prompts[1][-20:]
+    cases = [(target, lambda: SelfDraft(target, 4), [even, odd], 12),
+             (target, lambda: SelfDraft(target, 2), [odd, even, [2] + prompts[0][-8:]], 9),
+             (target, lambda: PromptLookupDrafter(n_draft=3), [prompts[0][-16:]], 5)]
+
+    def mean_of_ratios(t, make, ps, m):
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+        return sum(g.stats["tokens_per_target_call"] for g in runs) / len(runs)
+
+    def with_prefill(t, make, ps, m):
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+        return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + 1 for g in runs)
+
+    def acceptance(t, make, ps, m):
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+        drafted = sum(g.stats["drafted_tokens"] for g in runs)
+        return sum(g.stats["accepted_tokens"] for g in runs) / drafted if drafted else 0.0
+
+    faults = [
+        (mean_of_ratios, "pool before dividing: total new tokens over total target calls. A mean of per-prompt "
+                         "ratios gives a short, lucky prompt as much weight as a long one."),
+        (with_prefill, "count the decode loop's target calls only (stats['target_calls']): the prefill is the same "
+                       "for every method and is not a decoding step."),
+        (acceptance, "that is the acceptance rate (accepted / drafted); tokens per target call counts every emitted "
+                     "token, including the one the target adds at each step."),
+    ]
+    count = _compare("tokens_per_call", fn, cases, _ref_tokens_per_call, faults, _same_float,
+                     "run generate once per prompt with a fresh drafter; return sum of len(tokens) over sum of "
+                     "stats['target_calls'].", show_args=lambda c: f"target, make_drafter, {len(c[2])} prompts, "
+                                                                    f"max_new_tokens={c[3]}")
+    return f"{count} measurements pooled over prompts exactly as the course measures tokens per target call"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 11: EAGLE's training pairs.
+
+def _ref_eagle_pairs(hidden, ids):
+    return hidden[:-2], ids[1:-1], hidden[1:-1], ids[2:]
+
+
+@_checker
+def eagle_training_pairs(fn):
+    """Check ``fn(hidden [L, D], ids [L]) -> (features_in, tokens_in, feature_targets, token_targets)``: EAGLE's
+    inputs (f_j, x_{j+1}) and targets (f_{j+1}, x_{j+2}) for j = 0 … L - 3."""
+    gen = torch.Generator().manual_seed(0)
+    cases = []
+    for length, dim in ((6, 4), (3, 2), (9, 5)):
+        cases.append((torch.randn(length, dim, generator=gen), torch.randint(0, 50, (length,), generator=gen)))
+    faults = [
+        (lambda h, x: (h[:-2], x[:-2], h[1:-1], x[1:-1]),
+         "pair the feature f_j with the NEXT token x_{j+1}: the feature cannot know which token was sampled after "
+         "it, the token tells the draft (EAGLE's one-step-ahead input)."),
+        (lambda h, x: (h[:-1], x[1:], h[1:], x[1:]),
+         "the token target is x_{j+2}, the token AFTER the predicted feature f_{j+1} (the LM head of f_{j+1} "
+         "predicts x_{j+2}); that leaves L - 2 pairs."),
+        (lambda h, x: (h[:-2], x[1:-1], h[:-2], x[2:]),
+         "the feature target is the NEXT feature f_{j+1}, not the input f_j."),
+    ]
+
+    def same(a, b):
+        return (isinstance(a, (tuple, list)) and len(a) == 4
+                and all(_same_tensor(u, v, atol=1e-6) for u, v in zip(a, b)))
+
+    count = _compare("eagle_training_pairs", fn, cases, _ref_eagle_pairs, faults, same,
+                     "for j = 0 … L-3: inputs (hidden[j], ids[j+1]), targets (hidden[j+1], ids[j+2]); slice, do not "
+                     "loop.", show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
+    return f"{count} windows paired as EAGLE trains: feature + next token in, next feature and the token after out"

@@ -1,0 +1,61 @@
+"""Early-exit drafting: the target's own first layers, its final norm and its LM head make the draft model.
+
+The seed lesson's "vanilla draft made by truncating the same model" (lesson 10's Hard exercise compares it with
+Medusa heads). Nothing is trained and no weights are copied: the truncated model shares every tensor with the
+target, so it costs no memory beyond its own KV cache, and a forward through L of the target's layers costs
+about L / num_layers of a target forward. Its weakness is that the head was trained on the last layer's output,
+not the L-th. Self-speculative decoding (Zhang et al. 2024, "Draft & Verify"; Elhoushi et al. 2024,
+"LayerSkip") trains or selects layers so that the early exit predicts better; we use the plain target.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from lab.drafters.draft_model import DraftModelDrafter
+
+__all__ = ["EarlyExitDrafter", "truncated_model"]
+
+
+def truncated_model(target, num_layers: int):
+    """A causal LM made of ``target``'s embedding, its first ``num_layers`` decoder layers, its final norm and its
+    LM head — the same module objects, so the weights are shared, not copied.
+
+    Works for transformers models laid out as ``model.model.layers`` (Llama, Qwen2, SmolLM2, Mistral).
+    Raises ``ValueError`` for another layout or ``num_layers`` outside ``[1, layers - 1]``.
+    """
+    inner = getattr(target, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ValueError(f"{type(target).__name__} has no `model.layers`: early exit needs a Llama-style model")
+    total = len(layers)
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or not 1 <= num_layers < total:
+        raise ValueError(f"num_layers must be an integer in [1, {total - 1}] (the target has {total} layers), "
+                         f"got {num_layers!r}")
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = num_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:num_layers]
+    with torch.device("meta"):  # an empty shell: every module is replaced by the target's own below
+        shell = type(target)(config)
+    for name, module in inner.named_children():
+        setattr(shell.model, name, torch.nn.ModuleList(layers[:num_layers]) if name == "layers" else module)
+    shell.lm_head = target.lm_head
+    return shell.eval()
+
+
+class EarlyExitDrafter(DraftModelDrafter):
+    """Draft ``n_draft`` tokens per step with the target's first ``num_layers`` layers (:func:`truncated_model`),
+    keeping that truncated model's own KV cache exactly as :class:`~lab.drafters.DraftModelDrafter` does.
+
+    ``target``: the transformers model being verified (Llama layout). Raises ``ValueError`` for ``num_layers``
+    outside ``[1, layers - 1]`` or ``n_draft`` < 1.
+    """
+
+    def __init__(self, target, num_layers: int, n_draft: int = 4):
+        super().__init__(truncated_model(target, num_layers), n_draft)
+        self.num_layers = num_layers
+
+    def __repr__(self) -> str:
+        return f"EarlyExitDrafter(num_layers={self.num_layers}, n_draft={self.n_draft})"

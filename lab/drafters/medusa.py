@@ -1,0 +1,313 @@
+"""Medusa: extra decoding heads on the target's own last hidden state propose a token tree (lesson 10).
+
+Source: Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding Heads",
+§2.1.1 (Medusa heads, Medusa-1: a frozen backbone) and §2.1.2 (tree attention over the heads' top choices,
+the "medusa_choices").
+
+The target's LM head turns the feature ``f_t`` (its last hidden state at token ``x_t``, after the final norm) into
+a prediction of ``x_{t+1}``. Medusa head k (k = 1..K) reads the same feature and predicts ``x_{t+1+k}``: one
+residual block ``x + SiLU(W_k x + b_k)`` and its own output layer. No draft model, no draft KV cache: one cheap
+heads evaluation per step, then the target verifies a whole tree of candidate continuations in one forward.
+
+Weights are stored as float16 safetensors plus ``config.json`` in ``lab/assets/shakespeare/medusa/``; train them
+with ``python -m lab train medusa`` (:func:`lab.train.train_medusa`).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from lab.drafters.base import Draft, DraftRequest, TargetOutput
+
+__all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MedusaDrafter", "MedusaHeads", "head_accuracy", "medusa_tree"]
+
+MEDUSA_DIR = Path(__file__).resolve().parent.parent / "assets" / "shakespeare" / "medusa"
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+
+# The choice set ("medusa_choices"): path (i, j, l) = head 1's i-th best token, then head 2's j-th best, then
+# head 3's l-th best (0 = the argmax). Every path's prefix is itself a path (a node needs its parent). Chosen as
+# Cai et al. 2024 §2.3.3 suggest: measure how often head k's rank-r token is right (here on the target's greedy
+# continuations of 12 training-split windows: head 1 rank 0-3: 43%, 10%, 5%, 5%; head 2 rank 0: 28%; head 3
+# rank 0: 21%), score a path by the product of its ranks' accuracies (its expected acceptance), keep the 14 best.
+# Head 1 is the surest, so the tree is wide at depth 1 and thin below: 8 + 5 + 1 nodes. On those windows it gave
+# 1.96 tokens per target call against 1.88 for a balanced 4 + 6 + 4 tree and 1.56 for the chain (0,), (0, 0), ...
+DEFAULT_TREE: list[tuple[int, ...]] = [
+    (0,), (1,), (2,), (3,), (4,), (5,), (6,), (7,),
+    (0, 0), (0, 1), (0, 2), (0, 3), (1, 0),
+    (0, 0, 0),
+]
+
+
+def _check_choices(choices, num_heads: int | None = None) -> list[tuple[int, ...]]:
+    """Validate a choice set and return it as tuples sorted parents-first (by depth, then lexicographically).
+
+    Raises ``ValueError`` (naming ``choices``) for an empty set, an empty or non-integer path, a negative rank,
+    a duplicate, a path deeper than ``num_heads``, or a path whose prefix is missing.
+    """
+    if choices is None or len(choices) == 0:
+        raise ValueError("choices (the tree) must hold at least one path, e.g. [(0,)]")
+    paths = []
+    for path in choices:
+        try:
+            path = tuple(path)
+        except TypeError:
+            raise ValueError(f"choices: every path must be a tuple of ranks, got {path!r}") from None
+        if not path or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in path):
+            raise ValueError(f"choices: every path must be a non-empty tuple of ranks >= 0, got {path!r}")
+        if num_heads is not None and len(path) > num_heads:
+            raise ValueError(f"choices: path {path} is {len(path)} deep but there are only {num_heads} heads")
+        paths.append(path)
+    if len(set(paths)) != len(paths):
+        raise ValueError("choices: the same path appears twice")
+    known = set(paths)
+    for path in paths:
+        if len(path) > 1 and path[:-1] not in known:
+            raise ValueError(f"choices: path {path} needs its parent {path[:-1]} in the tree too")
+    return sorted(paths, key=lambda p: (len(p), p))
+
+
+def medusa_tree(head_topk_tokens, choices=DEFAULT_TREE, max_depth: int | None = None) -> tuple[list, list]:
+    """Build a Medusa token tree from each head's top choices (Cai et al. 2024, §2.1.2).
+
+    ``head_topk_tokens``: LongTensor ``[num_heads, k]`` (or nested lists): row d holds head d+1's candidate
+    token ids, best first. ``choices``: paths of ranks, see :data:`DEFAULT_TREE`. ``max_depth``: drop paths
+    longer than this (None keeps all; <= 0 gives an empty tree).
+
+    Returns ``(tokens, parents)``: one node per kept path, in breadth-first order (by depth, then by ranks), so
+    every parent comes before its children; ``parents[i]`` is the index of node i's parent or -1 for a depth-1
+    node (a child of the last committed token). This is :class:`lab.drafters.base.Draft`'s tree layout.
+
+    Raises ``ValueError`` for an invalid choice set (see :func:`_check_choices`), or when a path uses a head or
+    rank that ``head_topk_tokens`` does not have.
+    """
+    top = torch.as_tensor(head_topk_tokens)
+    if top.dim() != 2:
+        raise ValueError(f"head_topk_tokens must be [num_heads, k], got shape {tuple(top.shape)}")
+    paths = _check_choices(choices)
+    if max_depth is not None:
+        paths = [p for p in paths if len(p) <= max_depth]
+    index: dict[tuple, int] = {}
+    tokens, parents = [], []
+    for path in paths:
+        depth = len(path)
+        if depth > top.size(0) or path[-1] >= top.size(1):
+            raise ValueError(f"choices: path {path} needs head {depth}'s rank {path[-1]}, but head_topk_tokens "
+                             f"has {top.size(0)} heads x {top.size(1)} candidates")
+        index[path] = len(tokens)
+        tokens.append(int(top[depth - 1, path[-1]]))
+        parents.append(index[path[:-1]] if depth > 1 else -1)
+    return tokens, parents
+
+
+class _ResBlock(torch.nn.Module):
+    """``x + SiLU(Linear(x))`` with the Linear zero-initialised: the block starts as the identity (Medusa-1)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(size, size)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+
+    def forward(self, x):
+        return x + F.silu(self.linear(x))
+
+
+class MedusaHeads(torch.nn.Module):
+    """``num_heads`` Medusa-1 heads over a ``hidden_size`` feature and a ``vocab_size`` vocabulary.
+
+    Head k = ``Linear(D, V, bias=False)(x + SiLU(Linear(D, D)(x)))`` (Cai et al. 2024, §2.1.1). With the block's
+    Linear at zero and the output layer copied from the target's LM head (:meth:`from_target`), every head starts
+    as exactly the target's next-token predictor; training moves head k to the token k positions further on.
+
+    Raises ``ValueError`` for ``num_heads`` < 1 or a non-positive size.
+    """
+
+    def __init__(self, hidden_size: int, vocab_size: int, num_heads: int = 3):
+        super().__init__()
+        for name, value in (("num_heads", num_heads), ("hidden_size", hidden_size), ("vocab_size", vocab_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.hidden_size, self.vocab_size, self.num_heads = hidden_size, vocab_size, num_heads
+        self.blocks = torch.nn.ModuleList(_ResBlock(hidden_size) for _ in range(num_heads))
+        self.lm_heads = torch.nn.ModuleList(torch.nn.Linear(hidden_size, vocab_size, bias=False)
+                                            for _ in range(num_heads))
+
+    @classmethod
+    def from_target(cls, target, num_heads: int = 3) -> MedusaHeads:
+        """Fresh heads for a transformers causal LM: identity blocks, output layers copied from its LM head
+        (a copy, not tied: the target stays frozen), on the target's device and dtype."""
+        weight = target.get_output_embeddings().weight
+        heads = cls(weight.shape[1], weight.shape[0], num_heads)
+        with torch.no_grad():
+            for head in heads.lm_heads:
+                head.weight.copy_(weight.detach().float())
+        return heads.to(device=weight.device, dtype=weight.dtype)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``hidden [..., D]`` -> logits ``[..., num_heads, V]`` (head k at index k-1 predicts the token k+1
+        positions after the next one). Raises ``ValueError`` if the last dimension is not ``hidden_size``."""
+        if hidden.size(-1) != self.hidden_size:
+            raise ValueError(f"hidden must end in hidden_size={self.hidden_size}, got shape {tuple(hidden.shape)}")
+        return torch.stack([head(block(hidden)) for block, head in zip(self.blocks, self.lm_heads)], dim=-2)
+
+    def save(self, directory) -> Path:
+        """Write ``model.safetensors`` (float16, to keep the committed file small) and ``config.json`` into
+        ``directory``; returns the weights path."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in self.state_dict().items()}
+        save_file(state, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
+        config = {"architecture": "medusa-1", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
+                  "num_heads": self.num_heads, "dtype": "float16"}
+        (directory / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+        return directory / WEIGHTS_FILE
+
+    @classmethod
+    def load(cls, directory, device=None, dtype=torch.float32) -> MedusaHeads:
+        """Load heads written by :meth:`save` (safetensors only, never pickles) onto ``device`` / ``dtype``,
+        in eval mode. Raises ``FileNotFoundError`` naming the missing file and how to make it."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        for name in (CONFIG_FILE, WEIGHTS_FILE):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(f"Medusa heads not found: {directory / name} is missing; train them with "
+                                        "`python -m lab train medusa` (or restore lab/assets from git)")
+        config = json.loads((directory / CONFIG_FILE).read_text())
+        heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"])
+        heads.load_state_dict(load_file(str(directory / WEIGHTS_FILE)))
+        return heads.to(device=device, dtype=dtype).eval().requires_grad_(False)  # inference weights
+
+
+class MedusaDrafter:
+    """Draft a token tree with Medusa heads on the target's last hidden state (Cai et al. 2024, Medusa-1).
+
+    State: one feature vector, the target's hidden state at the token *before* the last committed one (that row
+    produced the last committed token, so head k applied to it predicts the token k positions after it: head 1
+    gives the first draft). The decode loop hands it over in ``reset(prompt, hidden=...)`` and ``observe``.
+
+    ``propose`` evaluates the heads once (``Draft.calls = 1``), takes each head's top tokens and lays them out as
+    the tree ``tree`` (see :data:`DEFAULT_TREE`, :func:`medusa_tree`), cut to ``request.max_tokens`` levels.
+    The tree is deterministic at every temperature and ``Draft.probs`` is None: verification treats each node as
+    a one-hot proposal, which keeps sampling exact (the output follows the target's distribution) at the price of
+    lower acceptance than Medusa's typical acceptance (``generate(..., acceptance="typical")``), which is not
+    exact. Before the first feature (a one-token prompt) the drafter proposes nothing: the loop takes a plain step.
+
+    Raises ``ValueError`` if the heads do not match the target's width or vocabulary, or for an invalid ``tree``.
+    """
+
+    needs_hidden_states = True
+
+    def __init__(self, target, heads: MedusaHeads, tree=DEFAULT_TREE):
+        self.target, self.heads = target, heads
+        out = target.get_output_embeddings().weight
+        if (heads.hidden_size, heads.vocab_size) != (out.shape[1], out.shape[0]):
+            raise ValueError(f"heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the target "
+                             f"(hidden {out.shape[1]}, vocab {out.shape[0]})")
+        self.tree = _check_choices(tree, heads.num_heads)
+        self.vocab_size = heads.vocab_size
+        self.depth = max(len(p) for p in self.tree)
+        # Candidates to take from every head's top-k: one more than the largest rank anywhere in the tree.
+        self._top_k = max(p[-1] for p in self.tree) + 1
+        self._feature: torch.Tensor | None = None
+
+    @classmethod
+    def from_pretrained(cls, pair, tree=DEFAULT_TREE, directory=None) -> MedusaDrafter:
+        """The committed heads of the bundled pair (``pair`` = :class:`lab.models.ModelPair`), loaded onto the
+        target's device and dtype. ``directory`` overrides where to look (default :data:`MEDUSA_DIR`).
+
+        Raises ``FileNotFoundError`` naming the missing path (train with ``python -m lab train medusa``); for a
+        hub preset without a ``directory`` too, as heads exist only for the bundled target."""
+        if directory is None:
+            if pair.name != "shakespeare":
+                raise FileNotFoundError(f"no Medusa heads for the {pair.name!r} pair: only the bundled 'shakespeare' "
+                                        f"target has them ({MEDUSA_DIR}); pass directory= for heads of your own")
+            directory = MEDUSA_DIR
+        weight = pair.target.get_output_embeddings().weight
+        heads = MedusaHeads.load(directory, device=weight.device, dtype=weight.dtype)
+        return cls(pair.target, heads, tree)
+
+    def reset(self, prompt_ids, hidden: torch.Tensor | None = None) -> None:
+        """Start a generation. ``hidden``: the target's hidden states ``[len(prompt_ids) - 1, D]`` (None or empty
+        for a one-token prompt); its last row is the feature that predicts the last prompt token."""
+        self._feature = None if hidden is None or len(hidden) == 0 else hidden[-1].detach()
+
+    @torch.inference_mode()
+    def propose(self, request: DraftRequest) -> Draft:
+        """A tree of at most ``len(tree)`` nodes and ``min(request.max_tokens, depth)`` levels, or an empty
+        ``Draft()`` without a feature or with ``max_tokens <= 0``."""
+        if self._feature is None or request.max_tokens <= 0:
+            return Draft()
+        param = self.heads.lm_heads[0].weight
+        logits = self.heads(self._feature.to(param.device, param.dtype))       # [num_heads, V]
+        top = logits.topk(self._top_k, dim=-1).indices.cpu()                    # [num_heads, k], best first
+        tokens, parents = medusa_tree(top, self.tree, max_depth=request.max_tokens)
+        return Draft(tokens, None, calls=1, parents=parents)
+
+    def observe(self, output: TargetOutput) -> None:
+        """Keep the hidden row that produced the step's ``next_token``: the last row on the accepted path."""
+        if output.hidden is None:
+            raise ValueError("MedusaDrafter needs the target's hidden states (needs_hidden_states = True), "
+                             "got output.hidden = None")
+        self._feature = output.hidden[output.path[-1]].detach()
+
+    def update(self, num_accepted: int, next_token: int) -> None:
+        """Nothing to roll back: the heads keep no cache, and ``observe`` already stored the accepted row."""
+
+    def kv_length(self) -> int:
+        """The heads have no KV cache."""
+        return 0
+
+    def __repr__(self) -> str:
+        return (f"MedusaDrafter(num_heads={self.heads.num_heads}, tree={len(self.tree)} nodes, "
+                f"depth={self.depth})")
+
+
+@torch.no_grad()
+def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) -> dict:
+    """Teacher-forced accuracy of each head against the corpus on held-out windows.
+
+    ``features``: :func:`lab.train.target_features` output, ``{"ids": Long [B, T], "hidden": [B, T, D]}``.
+    Head k at position t is right when the corpus token ``ids[t + 1 + k]`` is its argmax (top-1) or among its 5
+    best (top-5); the target's own LM head (predicting ``ids[t + 1]``) is reported alongside for reference.
+
+    Returns ``{"top1": [head 1, ...], "top5": [...], "target_top1": float, "target_top5": float,
+    "positions": [scored positions per head]}``. Raises ``ValueError`` for mismatched ids/hidden shapes.
+    """
+    ids, hidden = features["ids"], features["hidden"]
+    if ids.shape != hidden.shape[:2]:
+        raise ValueError(f"features: ids {tuple(ids.shape)} and hidden {tuple(hidden.shape)} disagree")
+    param = heads.lm_heads[0].weight
+    lm_head = target.get_output_embeddings()
+    was_training = heads.training
+    heads.eval()
+    n = heads.num_heads
+    hits1, hits5, counts = [0] * (n + 1), [0] * (n + 1), [0] * (n + 1)   # index 0 = the target's own head
+    for i in range(0, len(ids), batch):
+        h = hidden[i:i + batch].to(param.device, param.dtype)
+        x = ids[i:i + batch].to(param.device)
+        logits = torch.cat([lm_head(h.to(lm_head.weight.dtype)).to(param.dtype).unsqueeze(-2), heads(h)], dim=-2)
+        for k in range(n + 1):
+            span = x.size(1) - 1 - k          # positions t with a token at t + 1 + k
+            if span <= 0:
+                continue
+            top5 = logits[:, :span, k].topk(5, dim=-1).indices
+            gold = x[:, 1 + k:].unsqueeze(-1)
+            hits1[k] += (top5[..., :1] == gold).sum().item()
+            hits5[k] += (top5 == gold).any(-1).sum().item()
+            counts[k] += gold.numel()
+    heads.train(was_training)
+
+    def rate(hits, count):
+        return round(hits / count, 4) if count else float("nan")
+
+    return {"top1": [rate(hits1[k], counts[k]) for k in range(1, n + 1)],
+            "top5": [rate(hits5[k], counts[k]) for k in range(1, n + 1)],
+            "target_top1": rate(hits1[0], counts[0]), "target_top5": rate(hits5[0], counts[0]),
+            "positions": counts[1:]}
