@@ -1,6 +1,7 @@
 """Side-by-side timing: lab autoregressive, lab speculative, transformers ``generate`` and transformers assisted
 generation (``generate(assistant_model=…)``), on the same pair, prompts and settings, in one run; optionally also
-lab prompt lookup (vs transformers' ``prompt_lookup_num_tokens``) and lab Lookahead decoding (lessons 08–09).
+lab prompt lookup (vs transformers' ``prompt_lookup_num_tokens``), lab Lookahead decoding (lessons 08–09), and the
+drafters that read the target itself: Medusa heads, the EAGLE draft and an early-exit draft (lessons 10–11).
 
 Greedy decoding, so every method must produce identical tokens; the table says whether they did. Each method runs
 once on a short warm-up, then once per prompt; tokens/s = new tokens / total wall time (prefill included). For a
@@ -8,6 +9,11 @@ fair comparison transformers' assistant drafts the same fixed N per step as ours
 "constant"``) instead of its adaptive default. ``python -m lab bench`` prints two tables: held-out prose prompts,
 and copy-heavy prompts (:func:`copy_heavy_prompts`), where prompt lookup is meant to reach 2× autoregressive.
 Speed goals live here, never in timed tests.
+
+The drafter arena (lesson 12, ``python -m lab arena``): :func:`run_arena` runs every drafter on the same target and
+prompts for several kinds of task at T = 0 and T = 1, and sets the measured speedup beside the one Leviathan et
+al.'s formula predicts from the measured acceptance and cost ratio; :func:`compare_adaptive` compares fixed draft
+lengths with transformers' adaptive one. Plot with ``widgets.arena.arena_figure``.
 """
 from __future__ import annotations
 
@@ -17,10 +23,12 @@ import time
 import torch
 
 __all__ = ["run_bench", "format_table", "main", "copy_heavy_prompts", "edit_prompts", "record_prompts",
-           "BASE_METHODS", "EXTRA_METHODS"]
+           "BASE_METHODS", "EXTRA_METHODS", "run_arena", "format_arena", "arena_prompts", "compare_adaptive",
+           "format_adaptive", "arena_main", "ARENA_TASKS", "ARENA_DRAFTERS"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
-EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead")
+EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
+                 "lab early exit")
 
 
 def _sync(device) -> None:
@@ -39,6 +47,7 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     and transformers' ``prompt_lookup_num_tokens=5``; ``LookaheadDrafter()``). Raises ``ValueError`` for an unknown
     method.
     """
+    from lab.cli import make_drafter
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
@@ -71,6 +80,9 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
         "lab prompt lookup": lambda ids: lab_run(ids, PromptLookupDrafter),
         "HF prompt lookup": lambda ids: hf(ids, lookup=PromptLookupDrafter().n_draft),
         "lab lookahead": lambda ids: lab_run(ids, LookaheadDrafter),
+        "lab Medusa": lambda ids: lab_run(ids, lambda: make_drafter("medusa", pair, n_draft)),
+        "lab EAGLE": lambda ids: lab_run(ids, lambda: make_drafter("eagle", pair, n_draft)),
+        "lab early exit": lambda ids: lab_run(ids, lambda: make_drafter("early-exit", pair, n_draft)),
     }
     methods = {name: fn for name, fn in methods.items() if name in BASE_METHODS or name in extra}
     encoded = [pair.encode(p) for p in prompts]
@@ -118,6 +130,15 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
         lookup, lookahead = PromptLookupDrafter(), LookaheadDrafter()
         settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted; "
                              f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
+        if "lab Medusa" in extra:
+            from lab.drafters.medusa import DEFAULT_TREE
+
+            settings["extra"] += f"; Medusa: {len(DEFAULT_TREE)}-node tree"
+        if "lab EAGLE" in extra:
+            settings["extra"] += f"; EAGLE: chain of N = {n_draft}"
+        if "lab early exit" in extra:
+            layers = target.config.num_hidden_layers
+            settings["extra"] += f"; early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}"
     return {"rows": list(results.values()), "identical": identical, "mismatched": mismatched, "settings": settings}
 
 
@@ -134,7 +155,8 @@ def format_table(result: dict, label: str = "held-out") -> str:
                      f"{row.get('vs_hf_counterpart', '')} | {row.get('acceptance_rate', '')} | "
                      f"{row.get('tokens_per_target_call', '')} |")
     same = "yes" if result["identical"] else f"NO (differ: {', '.join(result['mismatched'])})"
-    count = {4: "four", 5: "five", 6: "six", 7: "seven"}.get(len(result["rows"]), str(len(result["rows"])))
+    count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}.get(
+        len(result["rows"]), str(len(result["rows"])))
     lines += ["", f"all {count} produced identical tokens: {same}"]
     return "\n".join(lines)
 
@@ -227,3 +249,413 @@ def main(args) -> int:
     else:
         print("\n\n".join(format_table(result, label) for label, result in results.items()))
     return 0 if all(result["identical"] for result in results.values()) else 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The drafter arena (lesson 12): every drafter, same target, same prompts, three kinds of task, T = 0 and T = 1.
+
+ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
+ARENA_DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
+FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
+DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
+                  "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
+                  "adaptive": "draft model, adaptive N"}
+
+
+def arena_prompts(pair, task: str) -> list[str]:
+    """The prompts of one arena task: "prose" = :func:`lab.models.held_out_prompts` (8), "copy_edit" =
+    :func:`edit_prompts` (8: rewrite a passage with small word changes), "structured" = :func:`record_prompts`
+    (JSON-like records), "copy" = :func:`copy_heavy_prompts` (8: a passage repeated three times). Raises
+    ``ValueError`` naming ``task`` for any other name."""
+    from lab.models import held_out_prompts
+
+    makers = {"prose": lambda: held_out_prompts(), "copy_edit": lambda: edit_prompts(pair),
+              "structured": lambda: record_prompts(pair), "copy": lambda: copy_heavy_prompts(pair)}
+    if task not in makers:
+        raise ValueError(f"task must be one of {ARENA_TASKS}, got {task!r}")
+    return makers[task]()
+
+
+def _run_one(pair, ids, drafter_factory, temperature, seed, max_new_tokens, repeats):
+    """``(generation, drafter)`` for one prompt: the fastest of ``repeats`` identical runs. ``drafter_factory`` None =
+    autoregressive; a fresh drafter per run, built outside the timing."""
+    from lab.decode import generate
+
+    best = None
+    for _ in range(repeats):
+        drafter = drafter_factory() if drafter_factory is not None else None
+        _sync(pair.device)
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=max_new_tokens, temperature=temperature,
+                       seed=seed, eos_token_id=pair.eos_token_id)
+        _sync(pair.device)
+        if best is None or gen.stats["wall_ms"] < best[0].stats["wall_ms"]:
+            best = (gen, drafter)
+    return best
+
+
+def _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, tick) -> dict:
+    """``{name: [(generation, drafter)] per prompt}`` for ``methods`` = {name: drafter factory or None}. Prompt by
+    prompt, every method in turn (prompt i with seed ``seed + i``), so a change in machine load between prompts hits
+    all methods alike."""
+    runs = {name: [] for name in methods}
+    for i, ids in enumerate(encoded):
+        for name, factory in methods.items():
+            runs[name].append(_run_one(pair, ids, factory, temperature, seed + i, max_new_tokens, repeats))
+            tick()
+    return runs
+
+
+def _pool(runs) -> dict:
+    """Pooled measurements of ``[(generation, drafter)]`` (sums over prompts, then ratios; times in ms)."""
+    from lab.metrics import summarize_steps
+
+    runs = [gen for gen, _ in runs]
+    steps = [s for g in runs for s in g.steps]
+    tokens = sum(len(g.tokens) for g in runs)
+    wall = sum(g.stats["wall_ms"] for g in runs)
+    prefill = sum(g.stats["prefill_ms"] for g in runs)
+    stats = summarize_steps(steps, tokens, wall)
+    # Leviathan's alpha: each draft token the target examines is a trial; trials stop at the first rejection.
+    rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
+    examined = stats["accepted_tokens"] + rejections
+    return {**stats, "steps": len(steps), "prefill_ms": prefill, "rejections": rejections,
+            "alpha": stats["accepted_tokens"] / examined if examined else None,
+            "decode_ms": wall - prefill}
+
+
+def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
+    """One arena row from the pooled runs of a drafter (``pooled``) and of autoregressive decoding (``base``)."""
+    from lab.metrics import expected_tokens_per_call, predicted_speedup
+
+    ar_ms = (base["draft_ms"] + base["verify_ms"]) / base["steps"]  # one autoregressive step, prefill excluded
+    steps = pooled["steps"]
+    draft_per_call = pooled["draft_ms"] / pooled["draft_calls"] if pooled["draft_calls"] else None
+    c = draft_per_call / ar_ms if draft_per_call is not None else None
+    measured = pooled["tokens_per_second"] / base["tokens_per_second"]
+    decode = (pooled["new_tokens"] / pooled["decode_ms"]) / (base["new_tokens"] / base["decode_ms"])
+    row = {"drafter": kind, "label": DRAFTER_LABELS.get(kind, kind), "n_draft": n_draft,
+           "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"],
+           "draft_calls": pooled["draft_calls"], "acceptance_rate": pooled["acceptance_rate"],
+           "alpha": pooled["alpha"], "per_position_acceptance": pooled["per_position_acceptance"],
+           "tokens_per_target_call": pooled["tokens_per_target_call"],
+           "ar_ms_per_step": ar_ms, "draft_ms_per_call": draft_per_call, "cost_ratio": c,
+           "draft_ms_per_step": pooled["draft_ms"] / steps, "verify_ms_per_step": pooled["verify_ms"] / steps,
+           "step_draft_cost": pooled["draft_ms"] / steps / ar_ms,
+           "verify_cost": pooled["verify_ms"] / steps / ar_ms,
+           "prefill_ms": pooled["prefill_ms"], "tokens_per_second": pooled["tokens_per_second"],
+           "baseline_tokens_per_second": base["tokens_per_second"],
+           "same_as_autoregressive": same if temperature == 0 else None}
+    if kind in FORMULA_DRAFTERS and pooled["alpha"] is not None and c is not None and n_draft:
+        row["prediction"] = "alpha, N, c"
+        row["expected_tokens_per_call"] = expected_tokens_per_call(pooled["alpha"], n_draft)
+        predicted = predicted_speedup(pooled["alpha"], n_draft, c)
+        refined = row["expected_tokens_per_call"] / (n_draft * c + row["verify_cost"])
+    else:  # no draft forward per token (or a tree, or a varying N): measured tokens per call, measured draft time
+        row["prediction"] = "tokens/call, draft ms"
+        row["expected_tokens_per_call"] = None
+        predicted = pooled["tokens_per_target_call"] / (1 + row["step_draft_cost"])
+        refined = pooled["tokens_per_target_call"] / (row["step_draft_cost"] + row["verify_cost"])
+    row.update(predicted_speedup=predicted, predicted_with_verify_cost=refined, measured_speedup=measured,
+               decode_speedup=decode, efficiency=measured / predicted, decode_efficiency=decode / predicted)
+    return row
+
+
+def _baseline_row(pooled, temperature) -> dict:
+    ar_ms = (pooled["draft_ms"] + pooled["verify_ms"]) / pooled["steps"]
+    return {"drafter": "autoregressive", "label": "autoregressive", "n_draft": None,
+            "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"], "draft_calls": 0,
+            "acceptance_rate": None, "alpha": None, "per_position_acceptance": [],
+            "tokens_per_target_call": pooled["tokens_per_target_call"], "ar_ms_per_step": ar_ms,
+            "draft_ms_per_call": None, "cost_ratio": None, "draft_ms_per_step": 0.0, "verify_ms_per_step": ar_ms,
+            "step_draft_cost": 0.0, "verify_cost": 1.0, "prefill_ms": pooled["prefill_ms"],
+            "tokens_per_second": pooled["tokens_per_second"], "baseline_tokens_per_second": pooled["tokens_per_second"],
+            "same_as_autoregressive": True if temperature == 0 else None, "prediction": "baseline",
+            "expected_tokens_per_call": 1.0, "predicted_speedup": 1.0, "predicted_with_verify_cost": 1.0,
+            "measured_speedup": 1.0, "decode_speedup": 1.0, "efficiency": 1.0,
+            "decode_efficiency": 1.0}
+
+
+def _progress(total: int, progress: bool, desc: str):
+    import os
+
+    from tqdm.auto import tqdm
+
+    disabled = not progress or os.environ.get("TQDM_DISABLE", "") not in ("", "0", "false", "False")
+    return tqdm(total=total, desc=desc, disable=disabled, leave=False)
+
+
+def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters):
+    for name, value in (("max_new_tokens", max_new_tokens), ("prompts_per_task", prompts_per_task),
+                        ("n_draft", n_draft), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(tasks, str) or not tasks or any(t not in ARENA_TASKS for t in tasks):
+        raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
+    if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
+        raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
+    if not temperatures or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0
+                               for t in temperatures):
+        raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
+
+
+def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.0, 1.0), max_new_tokens: int = 64,
+              prompts_per_task: int = 3, n_draft: int = 4, seed: int = 0, progress: bool = True,
+              drafters=ARENA_DRAFTERS, repeats: int = 1) -> dict:
+    """Every drafter on the same target and prompts, per task and temperature, with predicted and measured speedup.
+
+    - ``tasks``: names from :data:`ARENA_TASKS` (see :func:`arena_prompts`); the first ``prompts_per_task``
+      prompts of each. ``temperatures``: 0 is greedy; T > 0 samples with seed ``seed + i`` for prompt i (the
+      same seeds for every drafter and the baseline). ``drafters``: kinds of :func:`lab.cli.make_drafter`
+      ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit"), built with ``n_draft`` (Lookahead and
+      Medusa use their own window / tree). Every cell also runs the autoregressive baseline.
+    - Each run is one :func:`lab.decode.generate` call with a fresh drafter (built outside the timing). Within a
+      cell the runs go prompt by prompt, the baseline and every drafter in turn, so a change in machine load hits
+      all of them alike; ``repeats`` > 1 runs each prompt that many times and keeps the fastest (the outputs are
+      identical). Every method runs once on a short warm-up first.
+
+    Returns ``{"rows": [...], "settings": {...}}``, one row per (task, temperature, drafter), the
+    ``"autoregressive"`` row first in each cell. Measures are pooled over the cell's prompts (sums, then ratios):
+
+    - ``acceptance_rate`` = accepted / drafted tokens; ``per_position_acceptance`` (see :mod:`lab.metrics`);
+      ``tokens_per_target_call`` = new tokens / target calls of the decode loop (prefill not counted).
+    - ``alpha``: the per-token acceptance probability of Leviathan et al.'s model, estimated as accepted drafts /
+      drafts the target examined (accepted + one per step that stopped at a rejection): under the model each
+      examined draft is accepted with probability alpha, and drafts after the first rejection are never examined,
+      which is why the acceptance rate, accepted / drafted, comes out lower than alpha.
+    - ``ar_ms_per_step``: mean time of one autoregressive decode step in the same cell (the target forward over
+      one token and the choice of its token; draft_ms + verify_ms of the baseline's step records, in ms).
+    - ``cost_ratio`` c = ``draft_ms_per_call`` / ``ar_ms_per_step``, where ``draft_ms_per_call`` = the drafter's
+      total draft_ms / its draft forward passes (``StepRecord.draft_calls``); None when there are none (prompt
+      lookup, Lookahead). ``step_draft_cost`` = mean draft_ms per step / ``ar_ms_per_step`` (all drafting of a
+      step, in target steps); ``verify_cost`` = mean verify_ms per step / ``ar_ms_per_step`` (how much more the
+      target's call over [last] + drafts (+ tree or window tokens) costs than over one token: 1 in the model).
+    - ``predicted_speedup``: for the chain drafters with one draft forward per drafted token ("model", "eagle",
+      "early-exit"; ``prediction`` = "alpha, N, c"): :func:`lab.metrics.predicted_speedup` ``(alpha, N, c)`` =
+      (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et al. 2023, §3.4, Theorem 3.8, and equation 1). For prompt
+      lookup, Lookahead and Medusa (no draft forward per token, a varying N, a tree; ``prediction`` =
+      "tokens/call, draft ms"): measured tokens per call / (1 + ``step_draft_cost``), the same model with the
+      measured tokens per call in place of the i.i.d. formula and the measured drafting time in place of N c.
+      Both assume a target call over many tokens costs what a one-token step costs.
+    - ``measured_speedup`` = the drafter's tokens/s / the baseline's tokens/s, each = new tokens / total wall
+      time of the ``generate`` calls (prefill included, as a user sees it); ``decode_speedup`` the same with
+      the prefill time (``prefill_ms``, which includes the drafter's own prefill) left out of both.
+    - ``predicted_with_verify_cost``: the same prediction with the measured ``verify_cost`` in place of 1 (expected
+      tokens per call / (N c + verify_cost), or tokens per call / (step_draft_cost + verify_cost)): what is left
+      between it and ``decode_speedup`` is the loop's own overhead.
+    - ``efficiency`` = ``measured_speedup / predicted_speedup``; ``decode_efficiency`` = ``decode_speedup /
+      predicted_speedup``. Below 1 when a multi-token target call costs more than a one-token one
+      (``verify_cost`` > 1), when the loop's own work (verification, KV rollback, Python) adds to each step, and
+      when the prefill, which speculation cannot shorten, dilutes the speedup.
+    - ``same_as_autoregressive``: at T = 0, whether every prompt's tokens equal the baseline's (they must); None
+      at T > 0, where the output is only equal in distribution.
+    - also ``task``, ``temperature``, ``drafter``, ``label``, ``n_draft`` (None for Lookahead and Medusa),
+      ``new_tokens``, ``target_calls``, ``draft_calls``, ``draft_ms_per_step``, ``verify_ms_per_step``,
+      ``prefill_ms``, ``tokens_per_second``, ``baseline_tokens_per_second``, ``expected_tokens_per_call``.
+
+    ``settings`` records the pair, device, dtype, threads, arguments, the drafters' geometry and the 1-minute load
+    average before and after (``os.getloadavg``): timings on a busy machine are not comparable. Values are not
+    rounded (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
+    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature, a count < 1, or
+    ``prompts_per_task`` larger than a task has prompts.
+    """
+    import os
+
+    from lab.cli import make_drafter
+
+    _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters)
+    prompts = {}
+    for task in tasks:
+        available = arena_prompts(pair, task)
+        if prompts_per_task > len(available):
+            raise ValueError(f"prompts_per_task must be at most {len(available)} (the {task!r} prompts), "
+                             f"got {prompts_per_task}")
+        prompts[task] = [pair.encode(p) for p in available[:prompts_per_task]]
+    load_before = os.getloadavg()[0]
+    factories = {kind: (lambda kind=kind: make_drafter(kind, pair, n_draft)) for kind in drafters}
+    warm = prompts[tasks[0]][0][:16]
+    for factory in (None, *factories.values()):  # first-call allocations, lazy imports, weight loading
+        for temperature in sorted(set(temperatures)):
+            _run_one(pair, warm, factory, float(temperature), seed, 8, 1)
+
+    rows = []
+    total = len(tasks) * len(temperatures) * (1 + len(drafters)) * prompts_per_task
+    with _progress(total, progress, "arena") as bar:
+        for task in tasks:
+            for temperature in temperatures:
+                temperature = float(temperature)
+                bar.set_postfix_str(f"{task}, T={temperature:g}")
+                runs = _measure_interleaved(pair, prompts[task], {"autoregressive": None, **factories}, temperature,
+                                            seed, max_new_tokens, repeats, bar.update)
+                base_runs = runs.pop("autoregressive")
+                base = _pool(base_runs)
+                cell = [{"task": task, "temperature": temperature, **_baseline_row(base, temperature)}]
+                for kind, kind_runs in runs.items():
+                    same = all(r.tokens == b.tokens for (r, _), (b, _) in zip(kind_runs, base_runs))
+                    n = n_draft if kind not in ("lookahead", "medusa") else None
+                    cell.append({"task": task, "temperature": temperature,
+                                 **_cell_row(kind, _pool(kind_runs), base, n, temperature, same)})
+                rows += cell
+    return {"rows": rows, "settings": _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
+                                                      n_draft, seed, repeats, drafters, load_before)}
+
+
+def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, seed, repeats, drafters,
+                    load_before) -> dict:
+    import os
+
+    geometry = []
+    if "lookahead" in drafters:
+        from lab.drafters import LookaheadDrafter
+
+        la = LookaheadDrafter()
+        geometry.append(f"lookahead W = {la.window}, n-gram {la.ngram}, pool {la.pool_size}")
+    if "medusa" in drafters:
+        from lab.drafters.medusa import DEFAULT_TREE
+
+        geometry.append(f"Medusa {len(DEFAULT_TREE)}-node tree")
+    if "ngram" in drafters:
+        geometry.append(f"prompt lookup n-grams <= 3, N = {n_draft}")
+    if "early-exit" in drafters:
+        layers = pair.target.config.num_hidden_layers
+        geometry.append(f"early exit {max(1, layers // 2)} of {layers} layers")
+    return {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
+            "threads": torch.get_num_threads(), "tasks": list(tasks), "temperatures": [float(t) for t in temperatures],
+            "max_new_tokens": max_new_tokens, "prompts_per_task": prompts_per_task, "n_draft": n_draft,
+            "seed": seed, "repeats": repeats, "drafters": list(drafters), "geometry": "; ".join(geometry),
+            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_arena(result: dict) -> str:
+    """The arena result as a Markdown table (one row per task, temperature and drafter) plus a settings line.
+
+    Columns: N, acceptance rate, α (Leviathan's per-token acceptance), tokens per target call, c (draft forward /
+    autoregressive step), predicted and measured speedup (× autoregressive), efficiency = measured / predicted,
+    and, at T = 0, whether the tokens equal the autoregressive ones."""
+    s = result["settings"]
+    load = s.get("load_average")
+    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {s['threads']} threads), {s['prompts_per_task']} "
+             f"prompts per task × {s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
+             f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
+             + (f"; load average {load[0]} → {load[1]}" if load else ""), "",
+             "| task | T | drafter | N | acceptance rate | α | tokens per target call | c | predicted × | "
+             "measured × | efficiency | = AR |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['task']} | {row['temperature']:g} | {row['label']} | {_fmt(row['n_draft'])} | "
+            f"{_fmt(row['acceptance_rate'])} | {_fmt(row['alpha'])} | {_fmt(row['tokens_per_target_call'])} | "
+            f"{_fmt(row['cost_ratio'], 3)} | {_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
+            f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
+    lines += ["", "predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for draft model, EAGLE and early exit; tokens per "
+              "call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, prefill included."]
+    return "\n".join(lines)
+
+
+def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), start_n: int = 4,
+                     max_n_draft: int = 16, max_new_tokens: int = 64, prompts: int = 3, temperature: float = 0.0,
+                     seed: int = 0, repeats: int = 1, progress: bool = True) -> dict:
+    """The draft model at every fixed N in ``n_values`` and with the adaptive N (transformers' "heuristic"
+    schedule, :func:`lab.drafters.draft_model.next_n_draft`, starting at ``start_n``, capped at ``max_n_draft``),
+    on the first ``prompts`` prompts of ``task`` at ``temperature``, against the autoregressive baseline.
+
+    Returns ``{"rows": [...], "settings": {...}, "best_fixed_n": int}``: one row per fixed N (``drafter`` =
+    "model") and one for the adaptive drafter (``drafter`` = "adaptive", ``n_draft`` None, ``mean_n_draft`` = the
+    mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
+    its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
+    speedup. Raises ``ValueError`` naming the argument for bad counts or an unknown task.
+    """
+    import os
+
+    from lab.drafters import DraftModelDrafter
+
+    _check_arena_args(pair, (task,), (temperature,), max_new_tokens, prompts, start_n, repeats, ("model",))
+    if not n_values or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in n_values):
+        raise ValueError(f"n_values must be a non-empty sequence of integers >= 1, got {n_values!r}")
+    if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, int) or max_n_draft < start_n:
+        raise ValueError(f"max_n_draft must be an integer >= start_n ({start_n}), got {max_n_draft!r}")
+    available = arena_prompts(pair, task)
+    if prompts > len(available):
+        raise ValueError(f"prompts must be at most {len(available)} (the {task!r} prompts), got {prompts}")
+    encoded = [pair.encode(p) for p in available[:prompts]]
+    temperature = float(temperature)
+    load_before = os.getloadavg()[0]
+    _run_one(pair, encoded[0][:16], None, temperature, seed, 8, 1)
+    _run_one(pair, encoded[0][:16], lambda: DraftModelDrafter(pair.draft, start_n), temperature, seed, 8, 1)
+    methods = {"autoregressive": None}
+    methods.update({n: (lambda n=n: DraftModelDrafter(pair.draft, n)) for n in n_values})
+    methods["adaptive"] = lambda: DraftModelDrafter(pair.draft, start_n, adaptive=True, max_n_draft=max_n_draft)
+    with _progress(len(methods) * prompts, progress, "adaptive N") as bar:
+        runs = _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, bar.update)
+    base_runs = runs.pop("autoregressive")
+    base = _pool(base_runs)
+    rows = [_baseline_row(base, temperature)]
+    for n, kind_runs in runs.items():
+        same = all(r.tokens == b.tokens for (r, _), (b, _) in zip(kind_runs, base_runs))
+        adaptive = n == "adaptive"
+        row = _cell_row("adaptive" if adaptive else "model", _pool(kind_runs), base, None if adaptive else n,
+                        temperature, same)
+        if adaptive:
+            used = [k for _, drafter in kind_runs for k in drafter.n_draft_history]
+            row["mean_n_draft"] = sum(used) / len(used) if used else None
+            row["n_draft_history"] = used
+        else:
+            row["mean_n_draft"] = float(n)
+        rows.append(row)
+    for row in rows:
+        row.update(task=task, temperature=temperature)
+    fixed = [r for r in rows if r["drafter"] == "model"]
+    best = max(fixed, key=lambda r: r["measured_speedup"])["n_draft"]
+    settings = {"pair": pair.name, "device": str(pair.device), "threads": torch.get_num_threads(), "task": task,
+                "prompts": prompts, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+                "repeats": repeats, "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values),
+                "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    return {"rows": rows, "settings": settings, "best_fixed_n": best}
+
+
+def format_adaptive(result: dict) -> str:
+    """:func:`compare_adaptive`'s result as a Markdown table plus a settings line."""
+    s = result["settings"]
+    lines = [f"draft model on {s['prompts']} {s['task']} prompts × {s['max_new_tokens']} new tokens, "
+             f"T = {s['temperature']:g}, {s['device']}, {s['threads']} threads; adaptive: start N = {s['start_n']}, "
+             f"+2 after a fully accepted step, −1 otherwise, at most {s['max_n_draft']}; "
+             f"load average {s['load_average'][0]} → {s['load_average'][1]}", "",
+             "| drafter | N (mean) | acceptance rate | tokens per target call | tokens/s | predicted × | measured × | "
+             "efficiency | = AR |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(f"| {row['label']} | {_fmt(row.get('mean_n_draft'), 1)} | {_fmt(row['acceptance_rate'])} | "
+                     f"{_fmt(row['tokens_per_target_call'])} | {_fmt(row['tokens_per_second'], 0)} | "
+                     f"{_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
+                     f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
+    lines += ["", f"best fixed N (measured): {result['best_fixed_n']}"]
+    return "\n".join(lines)
+
+
+def arena_main(args) -> int:
+    """``python -m lab arena``: the full arena table, then fixed vs adaptive N for the draft model (prose, T = 0).
+    Exit status 1 if any greedy run differed from autoregressive decoding."""
+    from lab.models import load_pair
+
+    pair = load_pair(args.pair)
+    most = min(len(arena_prompts(pair, task)) for task in ("prose", "copy_edit", "structured"))
+    if args.prompts > most:
+        raise SystemExit(f"--prompts must be at most {most} (the structured prompts bundled), got {args.prompts}")
+    arena = run_arena(pair, max_new_tokens=args.max_new_tokens, prompts_per_task=args.prompts,
+                      n_draft=args.n_draft, repeats=args.repeats)
+    adaptive = compare_adaptive(pair, max_new_tokens=args.max_new_tokens, prompts=args.prompts,
+                                start_n=args.n_draft, repeats=args.repeats)
+    if args.json:
+        print(json.dumps({"arena": arena, "adaptive": adaptive}, indent=1))
+    else:
+        print(format_arena(arena) + "\n\n" + format_adaptive(adaptive))
+    rows = arena["rows"] + adaptive["rows"]
+    return 0 if all(row["same_as_autoregressive"] is not False for row in rows) else 1

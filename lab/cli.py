@@ -1,8 +1,9 @@
-"""Command line: ``python -m lab demo | bench | train | pick``.
+"""Command line: ``python -m lab demo | bench | arena | train | pick``.
 
 ``demo`` streams a speculative generation with coloured tokens (green accepted, red struck-through rejected,
 orange resampled, blue bonus) and prints the stats; ``--json`` prints one JSON object {text, tokens, stats}.
-``bench`` prints the side-by-side timing table (see :mod:`lab.bench`). ``train pair`` trains the bundled pair,
+``bench`` prints the side-by-side timing table (see :mod:`lab.bench`); ``arena`` the drafter arena (predicted vs
+measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` trains the bundled pair,
 ``train card`` measures it and writes its model card. ``pick`` recommends a drafting method for a workload
 (see :mod:`lab.picker`).
 """
@@ -13,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-DRAFTERS = ("model", "ngram", "lookahead")  # the --drafter choices; later lessons add more
+DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")  # the --drafter choices
 
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
         "prompt": "\x1b[2m", "reset": "\x1b[0m"}
@@ -29,6 +30,19 @@ def make_drafter(kind: str, pair, n_draft: int):
         return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
     if kind == "lookahead":  # Lookahead decoding (lesson 09): the target drafts for itself; n_draft is not used
         return LookaheadDrafter()
+    if kind == "medusa":  # Medusa heads + tree attention (lesson 10); the tree fixes the draft length
+        from lab.drafters.medusa import MedusaDrafter
+
+        return MedusaDrafter.from_pretrained(pair)
+    if kind == "eagle":  # EAGLE feature-space draft (lesson 11), chain of n_draft
+        from lab.drafters.eagle import EagleDrafter
+
+        return EagleDrafter.from_pretrained(pair, n_draft=n_draft)
+    if kind == "early-exit":  # the target's first half of layers + its own head (lesson 10)
+        from lab.drafters.early_exit import EarlyExitDrafter
+
+        return EarlyExitDrafter(pair.target, num_layers=max(1, pair.target.config.num_hidden_layers // 2),
+                                n_draft=n_draft)
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
 
 
@@ -102,7 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=_positive_int, default=80)
     p.add_argument("--temperature", type=_temperature, default=0.0, help="0 = greedy (default)")
     p.add_argument("--n-draft", type=_positive_int, default=4,
-                   help="draft tokens per step (model, ngram; lookahead uses its own window)")
+                   help="draft tokens per step (model, ngram, eagle, early-exit; lookahead and medusa use "
+                        "their own window / tree)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pair", default="shakespeare", help="model pair preset")
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
@@ -115,6 +130,15 @@ def main(argv=None) -> int:
     b.add_argument("--n-draft", type=_positive_int, default=4)
     b.add_argument("--prompts", type=_positive_int, default=5, help="how many held-out prompts")
     b.add_argument("--pair", default="shakespeare")
+
+    a = sub.add_parser("arena", help="every drafter on prose, copy/edit and structured prompts at T = 0 and 1: "
+                                     "predicted vs measured speedup, then fixed vs adaptive N")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--max-new-tokens", type=_positive_int, default=64)
+    a.add_argument("--prompts", type=_positive_int, default=3, help="prompts per task (at most 4)")
+    a.add_argument("--n-draft", type=_positive_int, default=4)
+    a.add_argument("--repeats", type=_positive_int, default=1, help="time each run this often, keep the fastest")
+    a.add_argument("--pair", default="shakespeare")
 
     t = sub.add_parser("train", help="train the bundled pair or measure it")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle"],
@@ -146,6 +170,10 @@ def main(argv=None) -> int:
         from lab.bench import main as bench_main
 
         return bench_main(args)
+    if args.command == "arena":
+        from lab.bench import arena_main
+
+        return arena_main(args)
     if args.command == "pick":
         from lab.picker import main as pick_main
 

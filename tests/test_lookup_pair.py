@@ -65,11 +65,11 @@ def test_bench_with_the_new_rows_agrees(pair):
                        extra=EXTRA_METHODS)
     assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", "HF generate",
                                                       "HF assisted", "lab prompt lookup", "HF prompt lookup",
-                                                      "lab lookahead"]
+                                                      "lab lookahead", "lab Medusa", "lab EAGLE", "lab early exit"]
     assert result["identical"], result["mismatched"]
     rows = {r["method"]: r for r in result["rows"]}
     assert rows["lab prompt lookup"]["tokens_per_target_call"] > 1 and "vs_hf_counterpart" in rows["lab prompt lookup"]
-    assert "all seven produced identical tokens: yes" in format_table(result, "copy-heavy")
+    assert "all ten produced identical tokens: yes" in format_table(result, "copy-heavy")
     with pytest.raises(ValueError, match="extra"):
         run_bench(pair, held_out_prompts()[:1], extra=("nope",))
 
@@ -79,10 +79,16 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, env=env, timeout=300)
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "lookahead"])
+@pytest.mark.parametrize("drafter", ["ngram", "lookahead", "medusa", "eagle", "early-exit"])
 def test_demo_with_the_new_drafters(drafter):
-    done = _cli("demo", "--drafter", drafter, "--json", "--max-new-tokens", "24", "--prompt",
-                "KING HENRY.\nOnce more unto the breach, dear friends, once more;\n\nKING HENRY.\nOnce more")
+    prompt = "KING HENRY.\nOnce more unto the breach, dear friends, once more;\n\nKING HENRY.\nOnce more"
+    done = _cli("demo", "--drafter", drafter, "--json", "--max-new-tokens", "24", "--prompt", prompt)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["stats"]["draft_calls"] == 0 and out["stats"]["new_tokens"] == len(out["tokens"])
+    assert out["stats"]["new_tokens"] == len(out["tokens"]) == 24
+    if drafter in ("ngram", "lookahead"):  # no draft model: nothing but the target runs
+        assert out["stats"]["draft_calls"] == 0
+    else:
+        assert out["stats"]["draft_calls"] > 0
+    plain = _cli("demo", "--drafter", "model", "--json", "--max-new-tokens", "24", "--prompt", prompt)
+    assert json.loads(plain.stdout)["tokens"] == out["tokens"]  # greedy: every drafter gives the target's text

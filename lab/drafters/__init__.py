@@ -1,10 +1,11 @@
 """Drafting methods, all behind one protocol (:class:`lab.drafters.base.Drafter`)."""
 from lab.drafters.base import Draft, DraftRequest, Drafter, TargetOutput
 from lab.drafters.draft_model import DraftModelDrafter
+from lab.drafters.eagle import EagleDrafter
 from lab.drafters.early_exit import EarlyExitDrafter
 from lab.drafters.lookahead import LookaheadDrafter
 from lab.drafters.medusa import MedusaDrafter
 from lab.drafters.prompt_lookup import PromptLookupDrafter
 
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "DraftModelDrafter", "PromptLookupDrafter",
-           "LookaheadDrafter", "MedusaDrafter", "EarlyExitDrafter"]
+           "LookaheadDrafter", "MedusaDrafter", "EarlyExitDrafter", "EagleDrafter"]

@@ -1,0 +1,406 @@
+"""EAGLE: a draft that extrapolates the target's own last-layer features, one transformer layer deep.
+
+Source: Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty", §3–4. The target's
+feature f_j (its last hidden state after the final norm, the input of its LM head) already decides x_{j+1}; EAGLE
+predicts the *next feature* f_{j+1} from (f_j, embedding of x_{j+1}) — the token resolves which continuation the
+target took, the feature carries everything the target computed so far — and reads the next token off the
+target's own LM head. Drafting continues autoregressively on the draft's own predicted features; the target's
+true features replace them after every verification.
+
+Training lives in :func:`lab.train.train_eagle`, weights in
+``lab/assets/shakespeare/eagle/`` (safetensors + config.json).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.kv import cache_length, rollback
+from lab.models import _cache_kwarg, new_cache, vocab_size
+from lab.sampling import probs_from_logits
+from lab.train import PAIR_DIR
+from lab.trees import position_ids as tree_position_ids
+from lab.trees import tree_attention_mask
+
+__all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
+
+EAGLE_DIR = PAIR_DIR / "eagle"
+
+# A small static tree over top-k ranks (the same notation as Medusa's "choices"): 2 first tokens, 2 + 1 second
+# tokens, a third on the most likely branch. 6 nodes, depth 3.
+DEFAULT_TREE = [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]
+
+
+def trainable_parameters(model: torch.nn.Module) -> int:
+    """Number of parameters of ``model`` that training updates (``requires_grad``). For an
+    :class:`EagleDraftModel` that is the fusion, the decoder layer, its norm and the up-projection: the target's
+    embedding and LM head are shared and frozen, not counted."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+class EagleDraftModel(torch.nn.Module):
+    """The EAGLE draft head of a target LM: ``(f_j, x_{j+1}) -> f̂_{j+1}``.
+
+    Structure (Li et al. 2024, §4 "Architecture"): ``fusion = Linear(2D -> d)`` on the concatenation of the
+    feature and the token's embedding, ONE Llama decoder layer (attention with RoPE and its own KV cache, SwiGLU
+    MLP) of width ``d``, an RMS norm, and ``up = Linear(d -> D)`` back to the target's feature space. Logits of
+    x_{j+2} are the target's LM head applied to f̂_{j+1}.
+
+    Departure from EAGLE, on purpose: EAGLE keeps the target's width D in its layer; here the layer works at a
+    bottleneck width ``d`` < D (default 160 of D = 384) so the whole draft has fewer trainable parameters than the
+    bundled vanilla draft model (475,520), which makes the comparison about the *idea* (reuse the
+    target's features) rather than about size. ``kv_heads`` < ``heads`` gives grouped-query attention.
+
+    The decoder layer is a 1-layer ``transformers.LlamaModel`` fed ``inputs_embeds`` (its own 1-row embedding
+    table is unused and frozen), so KV caching (``DynamicCache``), RoPE positions and 4-D masks work exactly as in
+    the target. The target's input embedding and LM head are *shared* with the target (not copies, not registered
+    as submodules, never trained or saved).
+
+    Arguments: ``target`` (a transformers causal LM with tied or untied embeddings) and the architecture
+    ``config`` dict (keys ``width``, ``heads``, ``kv_heads``, ``intermediate``; defaults below). Raises
+    ``ValueError`` if ``width`` is not divisible by ``heads`` or ``heads`` by ``kv_heads``.
+    """
+
+    DEFAULTS: ClassVar[dict] = {"width": 160, "heads": 5, "kv_heads": 5, "intermediate": 384}
+
+    def __init__(self, target, config: dict | None = None):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaModel
+
+        cfg = dict(self.DEFAULTS, **(config or {}))
+        width, heads, kv_heads = int(cfg["width"]), int(cfg["heads"]), int(cfg["kv_heads"])
+        if width < 1 or heads < 1 or width % heads:
+            raise ValueError(f"config['width'] ({width}) must be a positive multiple of config['heads'] ({heads})")
+        if kv_heads < 1 or heads % kv_heads:
+            raise ValueError(f"config['heads'] ({heads}) must be a multiple of config['kv_heads'] ({kv_heads})")
+        tcfg = target.config
+        feature = int(tcfg.hidden_size)
+        rope = getattr(tcfg, "rope_parameters", None) or {}
+        self.config = {**cfg, "feature_size": feature, "vocab_size": vocab_size(target),
+                       "max_positions": int(getattr(tcfg, "max_position_embeddings", 2048) or 2048),
+                       "rope_theta": float(rope.get("rope_theta", getattr(tcfg, "rope_theta", 10000.0))),
+                       "rms_norm_eps": float(getattr(tcfg, "rms_norm_eps", 1e-6))}
+        # Shared, frozen parts of the target: plain attributes, so they are neither parameters nor saved.
+        object.__setattr__(self, "target", target)
+        self.fusion = torch.nn.Linear(2 * feature, width)
+        layer_cfg = LlamaConfig(vocab_size=1, hidden_size=width, intermediate_size=int(cfg["intermediate"]),
+                                num_hidden_layers=1, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                                max_position_embeddings=self.config["max_positions"],
+                                rope_theta=self.config["rope_theta"], rms_norm_eps=self.config["rms_norm_eps"],
+                                pad_token_id=None, bos_token_id=None, eos_token_id=None, tie_word_embeddings=False)
+        self.layer = LlamaModel(layer_cfg)  # decoder layer + final norm; fed inputs_embeds only
+        self.layer.embed_tokens.weight.requires_grad_(False)  # unused: the fused input replaces it
+        self.up = torch.nn.Linear(width, feature)
+        self._cache_kwarg = _cache_kwarg(type(self.layer))
+
+    # -- the shared target parts ----------------------------------------------------------------------------
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The target's input embedding of ``tokens`` (LongTensor ``[...]``) -> ``[..., D]``."""
+        return self.target.get_input_embeddings()(tokens)
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's LM head applied to features ``[..., D]`` -> logits ``[..., V]`` float32."""
+        head = self.target.get_output_embeddings()
+        return head(features.to(head.weight.dtype)).float()
+
+    # -- the draft ----------------------------------------------------------------------------------------
+    def forward(self, features: torch.Tensor, tokens: torch.Tensor, cache=None, position_ids=None,
+                attention_mask=None) -> torch.Tensor:
+        """Predict the next features.
+
+        - ``features``: ``[B, n, D]`` (or ``[n, D]``) target or predicted features f_j, any float dtype.
+        - ``tokens``: LongTensor ``[B, n]`` (or ``[n]``): x_{j+1}, the token that followed each feature.
+        - ``cache``: a ``DynamicCache`` to append to (None = no caching, e.g. training).
+        - ``position_ids``: ``[B, n]`` / ``[n]`` ints. The convention of this module (training and drafting): the
+          pair (f_j, x_{j+1}) sits at position j + 1, the position of x_{j+1}. Default: from the cache length on
+          (one less; RoPE scores depend on position differences only, so the result is the same up to rounding).
+        - ``attention_mask``: optional bool ``[n, n]`` over the new rows (cached positions all visible) or
+          ``[n, past + n]`` over cache and new rows (True = may attend); default causal.
+
+        Returns predicted f̂_{j+1}, ``[B, n, D]`` (``[n, D]`` for unbatched input) in the model's dtype. Raises
+        ``ValueError`` for mismatched shapes.
+        """
+        unbatched = features.dim() == 2
+        if unbatched:
+            features, tokens = features[None], torch.as_tensor(tokens)[None]
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=features.device)
+        if features.dim() != 3 or tokens.shape != features.shape[:2]:
+            raise ValueError(f"features [B, n, D] and tokens [B, n] must agree, got {tuple(features.shape)} and "
+                             f"{tuple(tokens.shape)}")
+        dtype = self.fusion.weight.dtype
+        x = self.fusion(torch.cat([features.to(dtype), self.embed(tokens).to(dtype)], dim=-1))
+        kwargs = {"inputs_embeds": x, "use_cache": cache is not None}
+        if cache is not None:
+            kwargs[self._cache_kwarg] = cache
+        n = x.size(1)
+        if position_ids is not None:
+            positions = torch.as_tensor(position_ids, dtype=torch.long, device=x.device).view(-1, n)
+            kwargs["position_ids"] = positions
+        if attention_mask is not None:
+            past = cache_length(cache) if cache is not None else 0
+            allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=x.device)
+            if allow.shape == (n, n):
+                allow = torch.cat([torch.ones(n, past, dtype=torch.bool, device=x.device), allow], dim=1)
+            if allow.shape != (n, past + n):
+                raise ValueError(f"attention_mask must be bool [n, n] = [{n}, {n}] or [n, past + n] = "
+                                 f"[{n}, {past + n}], got {tuple(allow.shape)}")
+            additive = torch.zeros(allow.shape, dtype=dtype, device=x.device)
+            additive.masked_fill_(~allow, torch.finfo(dtype).min)  # 0 = attend (eager and sdpa)
+            kwargs["attention_mask"] = additive[None, None].expand(x.size(0), 1, n, past + n)
+        out = self.layer(**kwargs).last_hidden_state
+        pred = self.up(out)
+        return pred[0] if unbatched else pred
+
+    # -- files ----------------------------------------------------------------------------------------------
+    def save_pretrained(self, directory) -> Path:
+        """Write ``model.safetensors`` (float16, trainable parts only) and ``config.json`` to ``directory``;
+        returns the directory."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in self.state_dict().items()
+                 if not k.startswith("layer.embed_tokens")}
+        save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+        (directory / "config.json").write_text(json.dumps({"model_type": "lab-eagle", **self.config}, indent=1))
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, target, directory=EAGLE_DIR) -> EagleDraftModel:
+        """Load weights saved by :meth:`save_pretrained` for ``target`` (safetensors only), in the target's dtype
+        and on its device, in eval mode. Raises ``FileNotFoundError`` (naming the path and the training command)
+        when the files are missing, ``ValueError`` when they were made for a target of another width or
+        vocabulary."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        weights, config_path = directory / "model.safetensors", directory / "config.json"
+        if not weights.is_file() or not config_path.is_file():
+            raise FileNotFoundError(f"no EAGLE draft weights at {directory} (model.safetensors + config.json); "
+                                    "train them with `python -m lab train eagle`")
+        config = json.loads(config_path.read_text())
+        model = cls(target, {k: config[k] for k in cls.DEFAULTS if k in config})
+        for key in ("feature_size", "vocab_size"):
+            if config.get(key) != model.config[key]:
+                raise ValueError(f"the EAGLE draft in {directory} was trained for {key} {config.get(key)}, this "
+                                 f"target has {model.config[key]}")
+        state = load_file(str(weights))
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.startswith("layer.embed_tokens")]
+        if missing or unexpected:
+            raise ValueError(f"{weights} does not match the EAGLE draft: missing {missing}, unexpected {unexpected}")
+        param = next(target.parameters())
+        return model.to(device=param.device, dtype=param.dtype).eval()
+
+
+def _tree_layout(tree) -> tuple[list, list, list]:
+    """Sort a tree of top-k rank paths topologically; return ``(paths, parents, depths)``. Raises ``ValueError``
+    for an empty tree, a path that is empty or not of non-negative ints, a duplicate, or a missing ancestor."""
+    try:
+        paths = [tuple(int(r) for r in p) for p in tree]
+    except (TypeError, ValueError):
+        raise ValueError(f"tree must be a list of paths (tuples of top-k ranks), got {tree!r}") from None
+    if not paths:
+        raise ValueError("tree must hold at least one path, e.g. [(0,), (1,), (0, 0)]")
+    if any(not p or min(p) < 0 for p in paths):
+        raise ValueError(f"tree paths must be non-empty tuples of ranks >= 0, got {tree!r}")
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"tree holds a path twice: {tree!r}")
+    paths.sort(key=lambda p: (len(p), p))
+    index = {p: i for i, p in enumerate(paths)}
+    parents = []
+    for p in paths:
+        if len(p) > 1 and p[:-1] not in index:
+            raise ValueError(f"tree path {p} has no parent {p[:-1]} in the tree")
+        parents.append(index[p[:-1]] if len(p) > 1 else -1)
+    return paths, parents, [len(p) for p in paths]
+
+
+class EagleDrafter:
+    """Drafter protocol (:mod:`lab.drafters.base`) around an :class:`EagleDraftModel` (Li et al. 2024, §3–4).
+
+    State: the draft layer's KV cache holds only *true* pairs (target feature f_j, committed token x_{j+1}); the
+    pairs learnt since the last proposal wait in ``pending`` and are fed by the next ``propose`` in one forward.
+    Draft rows are appended during a proposal and rolled back (:func:`lab.kv.rollback`) before it returns.
+
+    - Chain mode (``tree=None``): ``n_draft`` tokens, each from the draft's own previous predicted feature.
+      At T = 0 argmax and ``Draft.probs`` None; at T > 0 sampled from ``lab.sampling.probs_from_logits`` with the
+      request's settings and generator, the rows ``[n, V]`` float32 CPU returned for rejection sampling.
+    - Tree mode (``tree`` = paths over top-k ranks, e.g. :data:`DEFAULT_TREE`): node ``(r1, …, rk)`` is the
+      rank-rk token of the draft's distribution after the node ``(r1, …, r(k-1))``; one draft forward per depth,
+      nodes seeing the true pairs, their ancestors and themselves. Deterministic (``probs=None`` → one-hot
+      verification, exact at any temperature). Paths deeper than ``request.max_tokens`` are left out.
+
+    ``needs_hidden_states = True``: the decode loop resets it with ``reset(prompt_ids, hidden=...)`` and hands it
+    each step's :class:`~lab.drafters.base.TargetOutput` through ``observe`` before ``update``.
+    Raises ``ValueError`` for ``n_draft`` < 1, a malformed ``tree``, or a draft made for another target width.
+    """
+
+    needs_hidden_states = True
+
+    def __init__(self, target, draft_model: EagleDraftModel, n_draft: int = 4, tree=None):
+        if isinstance(n_draft, bool) or not isinstance(n_draft, int) or n_draft < 1:
+            raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+        if draft_model.config["feature_size"] != target.config.hidden_size:
+            raise ValueError(f"draft_model reads features of width {draft_model.config['feature_size']}, the "
+                             f"target's are {target.config.hidden_size}")
+        self.target = target
+        self.model = draft_model.eval()
+        self.n_draft = n_draft
+        self.tree = None if tree is None else list(tree)
+        self._layout = None if tree is None else _tree_layout(tree)
+        self.vocab_size = vocab_size(target)
+        self._cache = None
+        self._true = 0              # cache positions holding true pairs
+        self._pending_feats = []    # [D] tensors of true pairs not fed yet
+        self._pending_tokens = []
+        self._root = None           # predicted feature after the last fed true pair (the first draft's source)
+        self._last = []             # the tokens of the last proposal (rows 1.. of the next TargetOutput)
+        self._observed = None
+
+    @classmethod
+    def from_pretrained(cls, pair, n_draft: int = 4, tree=None, directory=EAGLE_DIR) -> EagleDrafter:
+        """An EAGLE drafter for ``pair.target`` (a :class:`lab.models.ModelPair`) with the weights in
+        ``directory`` (the bundled ones by default). Raises ``FileNotFoundError`` naming the path and
+        ``python -m lab train eagle`` when they are missing."""
+        return cls(pair.target, EagleDraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)
+
+    def __repr__(self) -> str:
+        mode = f"tree={len(self._layout[0])} nodes" if self.tree is not None else f"n_draft={self.n_draft}"
+        return (f"EagleDrafter({mode}, width={self.model.config['width']}, "
+                f"trainable_parameters={trainable_parameters(self.model):,})")
+
+    # -- protocol -------------------------------------------------------------------------------------------
+    def reset(self, prompt_ids, hidden=None) -> None:
+        """Start a generation: ``hidden`` = the target's features ``[len(prompt_ids) - 1, D]`` for every prompt
+        token but the last. Pending true pairs become (hidden[j], prompt[j + 1]). Raises ``ValueError`` when
+        ``hidden`` is missing or of the wrong shape."""
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise ValueError("prompt_ids must hold at least one token")
+        rows = len(prompt) - 1
+        D = self.model.config["feature_size"]
+        if hidden is None:
+            if rows:
+                raise ValueError("EagleDrafter needs the target's hidden states: reset(prompt_ids, hidden=[L-1, D])")
+            hidden = torch.zeros(0, D)
+        if tuple(hidden.shape) != (rows, D):
+            raise ValueError(f"hidden must be [len(prompt_ids) - 1, D] = [{rows}, {D}], got {tuple(hidden.shape)}")
+        self._cache = new_cache()
+        self._true = 0
+        self._pending_feats = list(hidden.detach())
+        self._pending_tokens = prompt[1:]
+        self._root = None
+        self._last = []
+        self._observed = None
+
+    @torch.inference_mode()
+    def propose(self, request: DraftRequest) -> Draft:
+        if self._cache is None:
+            raise RuntimeError("call reset(prompt_ids, hidden=...) before propose()")
+        self._last = []
+        self._observed = None
+        depth_cap = min(self.n_draft, request.max_tokens) if self.tree is None else request.max_tokens
+        if depth_cap <= 0 or (not self._pending_tokens and self._root is None):
+            return Draft()  # nothing to draft, or no pair yet (one-token prompt): a plain target step
+        calls = 0
+        if self._pending_tokens:  # the true pairs learnt since the last step, in one forward
+            feats = torch.stack(self._pending_feats)
+            k = len(self._pending_tokens)
+            positions = torch.arange(self._true + 1, self._true + 1 + k)
+            pred = self.model(feats, self._pending_tokens, self._cache, position_ids=positions)
+            calls += 1
+            self._root = pred[-1]
+            self._true += k
+            self._pending_feats, self._pending_tokens = [], []
+        if self.tree is None:
+            draft = self._chain(depth_cap, request, calls)
+        else:
+            draft = self._tree(depth_cap, calls)
+        rollback(self._cache, self._true)  # the cache keeps true pairs only
+        self._last = list(draft.tokens)
+        return draft
+
+    def _chain(self, n: int, request: DraftRequest, calls: int) -> Draft:
+        greedy = request.temperature == 0
+        feat, tokens, rows = self._root, [], []
+        for i in range(n):
+            logits = self.model.logits(feat)
+            if greedy:
+                token = int(logits.argmax())
+            else:
+                probs = probs_from_logits(logits, request.temperature, request.top_k, request.top_p).cpu()
+                token = int(torch.multinomial(probs, 1, generator=request.generator))
+                rows.append(probs)
+            tokens.append(token)
+            if i < n - 1:  # the pair (predicted feature, drafted token) at the drafted token's position
+                feat = self.model(feat[None], [token], self._cache,
+                                  position_ids=[self._true + 1 + i])[-1]
+                calls += 1
+        return Draft(tokens, None if greedy else torch.stack(rows), calls)
+
+    def _tree(self, max_depth: int, calls: int) -> Draft:
+        paths, parents, depths = self._layout
+        keep = [i for i, d in enumerate(depths) if d <= max_depth]  # a prefix: paths are sorted by depth
+        paths, parents, depths = paths[:len(keep)], parents[:len(keep)], depths[:len(keep)]
+        tokens = [0] * len(paths)
+        out_feat = {-1: self._root}  # node -> its predicted next feature
+        fed = []                     # nodes in the cache after the true pairs, in cache order
+        for depth in range(1, max(depths) + 1):
+            level = [i for i, d in enumerate(depths) if d == depth]
+            for i in level:  # pick the rank-th token of the parent's distribution
+                ranks = paths[i][-1] + 1
+                top = torch.topk(self.model.logits(out_feat[parents[i]]), ranks).indices
+                tokens[i] = int(top[paths[i][-1]])
+            if depth == max(depths):
+                break
+            # Feed this level; the nodes fed so far are a prefix of the (depth-sorted) tree, so lab.trees gives
+            # the mask: each node sees the true pairs, its ancestors (cached by earlier levels) and itself.
+            upto = len(fed) + len(level)
+            allow = tree_attention_mask(parents[:upto], self._true)[len(fed):]
+            # lab.trees counts positions from the committed tokens; pair positions are one further (x_{j+1}).
+            positions = tree_position_ids(parents[:upto], self._true + 1)[len(fed):]
+            feats = torch.stack([out_feat[parents[i]] for i in level])
+            pred = self.model(feats, [tokens[i] for i in level], self._cache, position_ids=positions,
+                              attention_mask=allow)
+            calls += 1
+            for r, i in enumerate(level):
+                out_feat[i] = pred[r]
+            fed += level
+        return Draft(tokens, None, calls, parents=list(parents))
+
+    def observe(self, output: TargetOutput) -> None:
+        """Keep the target's features of the committed rows (``output.hidden[output.path]``); the pairs they form
+        are completed by ``update``'s ``next_token``. Raises ``ValueError`` without hidden states."""
+        if output.hidden is None:
+            raise ValueError("EagleDrafter needs TargetOutput.hidden (it sets needs_hidden_states = True)")
+        path = [int(r) for r in output.path]
+        if not path or path[0] != 0 or any(r - 1 >= len(self._last) for r in path[1:]):
+            raise ValueError(f"output.path must start at row 0 and name drafted rows, got {path}")
+        feats = output.hidden[path].detach().to(self.model.fusion.weight.dtype)
+        self._observed = (feats, [self._last[r - 1] for r in path[1:]])
+
+    def update(self, num_accepted: int, next_token: int) -> None:
+        """Queue the new true pairs (f of each committed row, the token after it) and keep the cache at the true
+        pairs. Raises ``RuntimeError`` if ``observe`` did not hand over this step's hidden states."""
+        if self._observed is None:
+            raise RuntimeError("EagleDrafter.update needs this step's target hidden states: the decode loop must "
+                               "call observe(TargetOutput) with hidden states (needs_hidden_states) before update")
+        feats, accepted = self._observed
+        if len(accepted) != num_accepted:
+            raise ValueError(f"num_accepted ({num_accepted}) disagrees with the observed path "
+                             f"({len(accepted)} accepted rows)")
+        rollback(self._cache, self._true)
+        self._pending_feats += list(feats)
+        self._pending_tokens += accepted + [int(next_token)]
+        self._root = None  # stale: the next proposal starts from the newest true pair
+        self._observed = None
+        self._last = []
+
+    def kv_length(self) -> int:
+        """Positions in the draft layer's KV cache (0 before ``reset``)."""
+        return 0 if self._cache is None else cache_length(self._cache)

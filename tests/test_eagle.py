@@ -1,0 +1,197 @@
+"""The EAGLE draft (lab.drafters.eagle; Li et al. 2024): size, shapes, files, its KV-cache bookkeeping, and the
+decoding oracles of DESIGN.md with the bundled target."""
+import pytest
+import torch
+
+from lab.decode import generate
+from lab.drafters import EagleDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.eagle import DEFAULT_TREE, EAGLE_DIR, EagleDraftModel, trainable_parameters
+from lab.models import held_out_prompts, load_pair, new_cache
+
+NEW = 24
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.set_num_threads(1)
+    return load_pair("shakespeare", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def prompts(pair):
+    return [pair.encode(text) for text in held_out_prompts()[:3]]
+
+
+@pytest.fixture(scope="module")
+def reference(pair, prompts):
+    """Greedy autoregressive continuations of the prompts."""
+    return [generate(pair.target, p, max_new_tokens=NEW).tokens for p in prompts]
+
+
+def vanilla_parameters(pair) -> int:
+    return sum(p.numel() for p in pair.draft.parameters())
+
+
+def test_fewer_trainable_parameters_than_the_vanilla_draft(pair):
+    model = EagleDraftModel(pair.target)
+    assert 0 < trainable_parameters(model) < vanilla_parameters(pair)
+    # the target's embedding and LM head are shared, not copied, and never trained here
+    assert all(p is not q for p in model.parameters() for q in pair.target.parameters())
+    assert EagleDrafter.from_pretrained(pair).model.config["feature_size"] == pair.target.config.hidden_size
+    assert trainable_parameters(EagleDrafter.from_pretrained(pair).model) < vanilla_parameters(pair)
+
+
+def test_shapes(pair):
+    torch.manual_seed(0)
+    model = EagleDraftModel(pair.target).eval()
+    D, V = pair.target.config.hidden_size, pair.target.config.vocab_size
+    feats, toks = torch.randn(2, 5, D), torch.randint(0, V, (2, 5))
+    with torch.no_grad():
+        out = model(feats, toks)
+        assert out.shape == (2, 5, D) and out.dtype == torch.float32
+        assert model(feats[0], toks[0]).shape == (5, D)
+        assert model.logits(out).shape == (2, 5, V)
+        with pytest.raises(ValueError, match="tokens"):
+            model(feats, toks[:, :4])
+
+
+def test_save_load_round_trip(pair, tmp_path):
+    torch.manual_seed(1)
+    model = EagleDraftModel(pair.target, {"width": 64, "heads": 4, "kv_heads": 2, "intermediate": 96}).eval()
+    model.save_pretrained(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {"model.safetensors", "config.json"}
+    loaded = EagleDraftModel.from_pretrained(pair.target, tmp_path)
+    assert loaded.config == model.config
+    model.to(torch.float16).to(torch.float32)  # what the half-precision file holds
+    feats = torch.randn(7, pair.target.config.hidden_size)
+    toks = torch.randint(0, 2048, (7,))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(feats, toks), model(feats, toks))
+    with pytest.raises(FileNotFoundError, match="python -m lab train eagle"):
+        EagleDraftModel.from_pretrained(pair.target, tmp_path / "missing")
+
+
+def test_training_chain_passes_see_what_drafting_sees(pair):
+    """lab.train.eagle_chain_predictions (the chained training passes) equals drafting step by step with a cache."""
+    from lab.train import eagle_chain_predictions
+
+    torch.manual_seed(2)
+    model = EagleDraftModel(pair.target, {"width": 64, "heads": 4, "kv_heads": 2, "intermediate": 96}).eval()
+    n, depth = 9, 3
+    feats, toks = torch.randn(1, n, pair.target.config.hidden_size), torch.randint(0, 2048, (1, n))
+    with torch.no_grad():
+        chained = eagle_chain_predictions(model, feats, toks, depth)[0]
+        for j in range(depth - 1, n):
+            for k in range(depth):  # step k + 1 of a chain whose last true row is j - k
+                cache, t = new_cache(), j - k
+                f = model(feats[0, :t + 1], toks[0, :t + 1], cache, position_ids=torch.arange(1, t + 2))[-1]
+                for s in range(1, k + 1):
+                    f = model(f[None], toks[0, t + s:t + s + 1], cache, position_ids=[t + s + 1])[-1]
+                torch.testing.assert_close(chained[k * n + j], f, atol=1e-4, rtol=1e-4)
+
+
+def test_bad_arguments(pair):
+    model = EagleDrafter.from_pretrained(pair).model
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="n_draft"):
+            EagleDrafter(pair.target, model, n_draft=bad)
+    for tree in ([], [(0, 0)], [(0,), (0,)], [(-1,)], [()]):
+        with pytest.raises(ValueError, match="tree"):
+            EagleDrafter(pair.target, model, tree=tree)
+    with pytest.raises(ValueError, match="heads"):
+        EagleDraftModel(pair.target, {"width": 100, "heads": 3})
+    drafter = EagleDrafter(pair.target, model)
+    with pytest.raises(ValueError, match="hidden"):
+        drafter.reset([1, 2, 3])  # the target's features are required
+    with pytest.raises(ValueError, match="hidden"):
+        drafter.reset([1, 2, 3], hidden=torch.zeros(3, pair.target.config.hidden_size))
+
+
+def test_cache_holds_exactly_the_true_pairs(pair, prompts):
+    """After steps with rejections, the draft layer's cache equals a fresh run over the committed pairs."""
+    drafter = EagleDrafter.from_pretrained(pair, n_draft=4)
+    gen = generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=17)
+    assert any(s.num_accepted < len(s.drafted) for s in gen.steps)  # some drafts were rejected
+    committed = prompts[0] + gen.tokens
+    drafter.propose(DraftRequest(committed, 4))  # feeds the pairs still pending, drafts, rolls back
+    assert drafter.kv_length() == len(committed) - 1
+    with torch.no_grad():
+        feats = pair.target.model(input_ids=torch.tensor([committed[:-1]])).last_hidden_state[0]
+        fresh = new_cache()
+        predicted = drafter.model(feats, committed[1:], fresh, position_ids=torch.arange(1, len(committed)))
+    torch.testing.assert_close(drafter._root, predicted[-1], atol=1e-4, rtol=1e-4)
+    for mine, theirs in zip(drafter._cache.layers, fresh.layers):
+        torch.testing.assert_close(mine.keys, theirs.keys, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(mine.values, theirs.values, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"n_draft": 1}, {"tree": DEFAULT_TREE}],
+                         ids=["chain4", "chain1", "tree"])
+def test_greedy_equals_autoregressive(pair, prompts, reference, mode):
+    drafter = EagleDrafter.from_pretrained(pair, **mode)
+    accepted = 0
+    for prompt, ref in zip(prompts, reference):
+        gen = generate(pair.target, prompt, drafter=drafter, max_new_tokens=NEW)
+        assert gen.tokens == ref
+        accepted += sum(s.num_accepted for s in gen.steps)
+    assert accepted > 0  # the trained draft does get tokens accepted
+
+
+@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"tree": DEFAULT_TREE}], ids=["chain", "tree"])
+def test_max_new_tokens_exact_and_eos(pair, prompts, reference, mode):
+    drafter = EagleDrafter.from_pretrained(pair, **mode)
+    for n in (1, 2, 7):
+        gen = generate(pair.target, prompts[1], drafter=drafter, max_new_tokens=n)
+        assert gen.tokens == reference[1][:n]
+    ref = reference[1]
+    for j in (3, 9, 14):  # EOS landing inside a block stops right after it, like autoregressive decoding
+        eos = ref[j]
+        expected = ref[: ref.index(eos) + 1]
+        assert generate(pair.target, prompts[1], max_new_tokens=NEW, eos_token_id=eos).tokens == expected
+        gen = generate(pair.target, prompts[1], drafter=drafter, max_new_tokens=NEW, eos_token_id=eos)
+        assert gen.tokens == expected
+
+
+def test_one_token_prompt_and_reuse(pair, prompts):
+    drafter = EagleDrafter.from_pretrained(pair)
+    assert generate(pair.target, prompts[2][:1], drafter=drafter, max_new_tokens=9).tokens == \
+        generate(pair.target, prompts[2][:1], max_new_tokens=9).tokens
+    first = generate(pair.target, prompts[2], drafter=drafter, max_new_tokens=16)
+    second = generate(pair.target, prompts[2], drafter=drafter, max_new_tokens=16)
+    assert first.tokens == second.tokens
+    assert [s.drafted for s in first.steps] == [s.drafted for s in second.steps]
+    assert "EagleDrafter" in repr(drafter)
+
+
+def test_sampling_chain_completes(pair, prompts):
+    drafter = EagleDrafter.from_pretrained(pair, n_draft=3)
+    gen = generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=20, temperature=1.0, top_k=50, seed=3)
+    assert len(gen.tokens) == 20
+    assert all(0 <= t < pair.target.config.vocab_size for t in gen.tokens)
+    again = generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=20, temperature=1.0, top_k=50, seed=3)
+    assert again.tokens == gen.tokens  # seeded: reproducible
+    tree = EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE)
+    gen = generate(pair.target, prompts[0], drafter=tree, max_new_tokens=12, temperature=0.8, seed=4)
+    assert len(gen.tokens) == 12
+    # the proposal's probabilities: one processed distribution per token, each drawn token possible under it
+    prompt = prompts[0][:10]
+    with torch.no_grad():
+        hidden = pair.target.model(input_ids=torch.tensor([prompt[:-1]])).last_hidden_state[0]
+    drafter.reset(prompt, hidden=hidden)
+    request = DraftRequest(prompt, 5, temperature=0.7, top_k=20, generator=torch.Generator().manual_seed(0))
+    draft = drafter.propose(request)
+    assert len(draft.tokens) == 3 and draft.calls == 3 and draft.probs.shape == (3, 2048)
+    assert draft.probs.dtype == torch.float32 and draft.probs.device.type == "cpu"
+    torch.testing.assert_close(draft.probs.sum(-1), torch.ones(3))
+    assert all(draft.probs[i, t] > 0 for i, t in enumerate(draft.tokens))
+    assert ((draft.probs > 0).sum(-1) <= 20).all()  # top-k applied like the target's
+    assert drafter.kv_length() == len(prompt) - 1  # drafts rolled back: true pairs only
+    assert drafter.propose(DraftRequest(prompt, 0)).tokens == []
+
+
+def test_missing_weights_message(pair, tmp_path):
+    with pytest.raises(FileNotFoundError) as err:
+        EagleDrafter.from_pretrained(pair, directory=tmp_path)
+    assert str(tmp_path) in str(err.value) and "python -m lab train eagle" in str(err.value)
+    assert EAGLE_DIR.name == "eagle"
