@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One script that checks the GPU path in a few minutes: the engine's oracles on CUDA, the bundled pair on CUDA,
-# lesson 00 on CUDA, and the bench on the GPU. Run from the repository root on a machine with CUDA:
+# One script that checks the GPU path in a few minutes: the engine's oracles on CUDA (chains and token trees), the
+# bundled pair, Medusa and EAGLE on CUDA, lessons 00, 10 and 11 on CUDA, and the bench on the GPU. Run from the repository root on a machine with CUDA:
 #   bash tools/gpu_check.sh            (uses .venv if present, else the current python)
 set -euo pipefail
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
@@ -14,6 +14,8 @@ pair = load_pair("shakespeare")
 assert pair.device.type == "cuda", pair.device
 print("bundled pair loaded on", pair.device)
 PY
-LAB_TEST_DEVICE=cuda $PY -m pytest -q -x tests/test_engine.py tests/test_kv.py tests/test_drafters_lookup.py tests/test_pair.py
-$PY -m pytest -q --nbval --nbval-current-env solutions/00_tour.ipynb
+LAB_TEST_DEVICE=cuda $PY -m pytest -q -x tests/test_engine.py tests/test_kv.py tests/test_drafters_lookup.py \
+    tests/test_trees.py tests/test_early_exit.py tests/test_pair.py tests/test_medusa.py tests/test_eagle.py
+$PY -m pytest -q --nbval-lax --nbval-current-env solutions/00_tour.ipynb solutions/10_medusa_tree_attention.ipynb \
+    solutions/11_eagle_feature_drafts.ipynb
 $PY -m lab bench
