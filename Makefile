@@ -7,10 +7,15 @@ BIN := $(VENV)/bin
 # (any torch >= 2.4 works) or use your own environment (see README).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+BROWSER_STAMP := $(VENV)/.installed-browser
+DEMO_PORT ?= 8866
+# The browser tests drive the system's Chromium (never a downloaded one); override with CHROMIUM=/path/to/chrome.
+CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
 export TQDM_DISABLE ?= 1
 NBVAL_ENV := PYTHONWARNINGS=ignore TQDM_DISABLE=1
 
-.PHONY: lab test demo lessons bench install unit notebooks clean-venv
+.PHONY: lab test demo demo-app browser chromium-present lessons bench install unit notebooks clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +23,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
+
+$(DEMO_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,demo]"
+	touch $(DEMO_STAMP)
+
+$(BROWSER_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,browser]"
+	touch $(BROWSER_STAMP)
 
 install: $(STAMP)
 
@@ -27,14 +40,24 @@ lab: $(STAMP)  ## set up and open the course in JupyterLab
 demo: $(STAMP)  ## stream one speculative generation in the terminal
 	$(BIN)/python -m lab demo
 
+demo-app: $(DEMO_STAMP)  ## the instructor demo: autoregressive vs speculative race, served by Voila on DEMO_PORT
+	$(BIN)/voila demo/app.ipynb --no-browser --port=$(DEMO_PORT) --show_tracebacks=True
+
 bench: $(STAMP)  ## lab vs transformers timing table
 	$(BIN)/python -m lab bench
 
 lessons: $(STAMP)  ## regenerate lessons/ from solutions/
 	$(BIN)/python tools/make_lessons.py
 
+# tests/browser is left out of this run by its conftest.py (collected only when named): see `make browser`.
 unit: $(STAMP)
 	$(NBVAL_ENV) $(BIN)/python -m pytest -q tests
+
+browser: chromium-present $(BROWSER_STAMP)  ## the widgets and the demo app in headless Chromium
+	CHROMIUM="$(CHROMIUM)" SPECLAB_BROWSER_REQUIRED=1 $(NBVAL_ENV) $(BIN)/python -m pytest -q tests/browser
+
+chromium-present:  # `make browser` must fail, not skip, without a browser
+	@test -n "$(CHROMIUM)" || { echo "make browser: no chromium on PATH. Install it (Debian/Ubuntu: sudo apt-get install chromium) or pass CHROMIUM=/path/to/chrome." >&2; exit 1; }
 
 notebooks: $(STAMP)
 	$(BIN)/python tools/make_lessons.py --check

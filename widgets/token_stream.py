@@ -568,7 +568,7 @@ class TokenStream(ipywidgets.VBox):
         self._detail_plain = self._describe(detail)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
         probs = detail["probs"]
-        label = html.escape(token_label_text(detail["text"]))
+        label = html.escape(token_label_text(detail["text"]), quote=False)  # plotly shows &quot; literally
         with self.chart.batch_update():
             self.chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
             if probs is None:
@@ -589,7 +589,7 @@ class TokenStream(ipywidgets.VBox):
         """Escaped chart labels; two tokens that decode alike get their ids appended so their bars stay apart."""
         raw = [token_label_text(self._text(token)) for token in token_ids]
         labels = [text if raw.count(text) == 1 else f"{text} #{token}" for text, token in zip(raw, token_ids)]
-        return [html.escape(label) for label in labels]
+        return [html.escape(label, quote=False) for label in labels]  # plotly text: &, <, > only
 
     def _describe(self, detail) -> str:
         """One or two plain-text sentences on what happened at the selected position, with its probabilities."""

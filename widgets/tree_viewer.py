@@ -276,7 +276,7 @@ class TreeViewer(ipywidgets.VBox):
             if kids[node]:
                 y[node] = y[kids[node][0]]
 
-        labels = [html.escape(text) for text in raw]
+        labels = [html.escape(text, quote=False) for text in raw]  # plotly text: &, <, > only
         hover = []
         for k, (token, s) in enumerate(zip(ids, status)):
             token_id = "unknown" if token is None else str(token)

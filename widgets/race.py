@@ -1,0 +1,431 @@
+"""``RaceDashboard``: autoregressive vs speculative decoding, side by side and live — the instructor demo.
+
+``demo/app.ipynb`` shows one under Voila (``make demo-app``); it works in any notebook too::
+
+    from widgets.race import RaceDashboard
+    RaceDashboard()          # loads the bundled pair; or RaceDashboard(pair)
+
+Tab "Race": pick a prompt (held-out passages or free text), a drafter (``python -m lab demo``'s choices), the
+draft length N, the number of new tokens and the temperature, then press **Race**. Both generations fill their own
+:class:`~widgets.token_stream.TokenStream` at the same time, and at the end the dashboard shows each side's tokens/s
+and the speedup. Tab "Explore": :class:`~widgets.residual.ResidualExplorer` and
+:class:`~widgets.speedup.SpeedupExplorer` (starting from the bundled pair's measured α and cost ratio), built when the
+tab is first opened (or by :meth:`RaceDashboard.build_explorers`).
+
+How the two run "at the same time" without slowing each other down: each generation runs in its own thread, but
+only one of them computes at any moment. The kernel's main thread hands the turn, one target call at a time, to
+the side that has used the *least compute time so far*, and feeds the widgets while both wait. So the two streams
+advance as they would on two identical machines started together, each side's time counts only its own work
+(no waiting, no widget updates, no contention for the two CPU cores of a laptop), and every widget update happens on
+the main thread. Before the race each side does a short untimed warm-up.
+
+Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text, seconds, tokens_per_second,
+target_calls, ...), ``speedup``, ``identical``, ``error``, ``settings``, ``drafter``, ``turns`` and the two streams
+``autoregressive_stream`` / ``speculative_stream``.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import queue
+import threading
+import time
+
+import ipywidgets as w
+
+from lab.cli import DRAFTERS, make_drafter
+from lab.decode import generate
+from lab.trace import StepRecord
+from widgets.residual import ResidualExplorer
+from widgets.speedup import SpeedupExplorer
+from widgets.token_stream import TokenStream
+
+__all__ = ["FREE_TEXT", "RaceDashboard", "chain_view"]
+
+FREE_TEXT = -1  # the prompt dropdown's value for "type your own prompt"
+_SIDES = ("autoregressive", "speculative")
+_MAX_N = 16
+_MAX_TOKENS = 400
+_MAX_TEMPERATURE = 2.0
+_DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
+
+
+class _Abort(Exception):
+    """Raised inside a side's ``on_step`` to stop its generation when the race is called off."""
+
+
+def chain_view(record: StepRecord) -> StepRecord:
+    """A token-tree step (Medusa: ``record.parents`` set) as the chain ``TokenStream`` can draw.
+
+    The chain is the accepted path, then — when the target rejected every child of the path's last node — that
+    node's first child as the one rejected draft, then the target's token. Probabilities are re-indexed so that row
+    j still belongs to generated position j. A chain record is returned unchanged.
+    """
+    if record.parents is None:
+        return record
+    path = list(record.path)
+    last = path[-1] if path else -1
+    children = [i for i, parent in enumerate(record.parents) if parent == last]
+    nodes = path + (children[:1] if record.last_kind == "resampled" else [])
+    target_probs = draft_probs = None
+    if record.target_probs is not None:  # row 0: after the committed text; row 1 + i: after node i
+        target_probs = record.target_probs[[0] + [1 + i for i in nodes]]
+    if record.draft_probs is not None:
+        draft_probs = record.draft_probs[nodes]
+    return StepRecord(index=record.index, position=record.position, drafted=[record.drafted[i] for i in nodes],
+                      num_accepted=record.num_accepted, emitted=list(record.emitted), last_kind=record.last_kind,
+                      truncated=record.truncated, draft_ms=record.draft_ms, verify_ms=record.verify_ms,
+                      draft_calls=record.draft_calls, target_probs=target_probs, draft_probs=draft_probs,
+                      target_tokens=record.target_tokens)
+
+
+def _prompt_label(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "\u2026"
+
+
+class _Side:
+    """One generation of the race: its thread, its compute clock, and the hand-over between it and the main thread."""
+
+    def __init__(self, name, run_generation):
+        self.name = name
+        self.clock = 0.0                 # seconds of its own compute so far
+        self.done = False
+        self.abort = False
+        self.generation = None
+        self.error = None
+        self.go = threading.Event()      # main thread -> side: compute until your next step record
+        self.out = queue.Queue()         # side -> main thread: a StepRecord, or _DONE
+        self._run_generation = run_generation
+        self._resumed = 0.0
+        self.thread = threading.Thread(target=self._main, name=f"race-{name}", daemon=True)
+
+    def _wait_for_turn(self):
+        self.go.wait()
+        self.go.clear()
+        if self.abort:
+            raise _Abort
+        self._resumed = time.perf_counter()
+
+    def _on_step(self, record):
+        self.clock += time.perf_counter() - self._resumed  # stop the clock before handing over
+        self.out.put(record)
+        self._wait_for_turn()
+
+    def _main(self):
+        try:
+            self._wait_for_turn()
+            self.generation = self._run_generation(self._on_step)
+            self.clock += time.perf_counter() - self._resumed
+        except _Abort:
+            pass
+        except BaseException as error:  # noqa: BLE001 - handed to the main thread, which re-raises it
+            self.error = error
+        finally:
+            self.out.put(_DONE)
+
+
+class RaceDashboard(w.VBox):
+    """Autoregressive vs speculative decoding on one prompt, two live token streams, tokens/s and the speedup.
+
+    ``RaceDashboard(pair=None, *, prompts=None, drafter="model", n_draft=4, max_new_tokens=60, temperature=0.0,
+    seed=0, record_probs=True)``
+
+    - ``pair``: a :class:`lab.models.ModelPair`; None loads the bundled one (``load_pair("shakespeare")``).
+    - ``prompts``: the prompt choices (default :func:`lab.models.held_out_prompts`); "free text" is always offered.
+    - ``drafter``: one of :data:`lab.cli.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
+      ``early-exit``); ``n_draft``: the draft length N (1..16; Lookahead and Medusa use their own window / tree).
+    - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2), ``seed`` (both sides sample with it).
+    - ``record_probs``: keep each step's distributions so clicking a token charts them (both sides pay the same
+      small cost).
+
+    :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
+    Raises ``ValueError`` for settings out of range, here and in :meth:`race`; the button shows such errors instead.
+    """
+
+    def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int = 4,
+                 max_new_tokens: int = 60, temperature: float = 0.0, seed: int = 0, record_probs: bool = True):
+        self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens, temperature=temperature)
+        if pair is None:
+            from lab.models import load_pair
+
+            pair = load_pair("shakespeare")
+        if prompts is None:
+            from lab.models import held_out_prompts
+
+            prompts = held_out_prompts()
+        self.pair = pair
+        self.prompts = [str(p) for p in prompts]
+        self.seed = int(seed)
+        self.record_probs = bool(record_probs)
+        self.results: dict = {}
+        self.speedup = None
+        self.identical = None
+        self.error = None
+        self.settings: dict = {}
+        self.drafter = None  # the drafter object of the last race
+        self.turns: list = []  # which side each drawn step record came from, in order (shows the interleaving)
+        self._drafters: dict = {}  # (kind, N) -> drafter, so Medusa/EAGLE weights load once
+
+        # --- controls --------------------------------------------------------------------------------------------
+        wide = {"description_width": "110px"}
+        self.prompt_choice = w.Dropdown(
+            options=[(_prompt_label(p), i) for i, p in enumerate(self.prompts)] + [("free text\u2026", FREE_TEXT)],
+            value=0 if self.prompts else FREE_TEXT, description="prompt", style=wide, layout=w.Layout(width="560px"))
+        self.free_text = w.Textarea(placeholder="type a prompt, e.g. ROMEO.\\n", description="free text",
+                                    style=wide, layout=w.Layout(width="560px", height="70px"))
+        self.drafter_choice = w.Dropdown(options=list(DRAFTERS), value=drafter, description="drafter", style=wide)
+        self.n_draft = w.IntSlider(value=n_draft, min=1, max=_MAX_N, description="draft length N", style=wide)
+        self.new_tokens = w.BoundedIntText(value=max_new_tokens, min=1, max=_MAX_TOKENS, description="new tokens",
+                                           style=wide, layout=w.Layout(width="220px"))
+        self.temperature = w.FloatSlider(value=temperature, min=0.0, max=_MAX_TEMPERATURE, step=0.05,
+                                         description="temperature", style=wide, readout_format=".2f")
+        self.race_button = w.Button(description="Race", button_style="success", icon="flag-checkered",
+                                    tooltip="run autoregressive and speculative decoding side by side")
+        self.status = w.HTML()
+        # CSS classes give the browser tests (and anyone styling the app) stable handles.
+        self.new_tokens.add_class("sdl-race-tokens")
+        self.race_button.add_class("sdl-race-button")
+        self.status.add_class("sdl-race-status")
+        self.prompt_choice.observe(self._show_free_text, names="value")
+        self.race_button.on_click(self._on_click)
+
+        # --- the two streams -------------------------------------------------------------------------------------
+        self.autoregressive_stream = TokenStream(pair.tokenizer, top_k=6, chart_height=260)
+        self.speculative_stream = TokenStream(pair.tokenizer, top_k=6, chart_height=260)
+        self._streams = {"autoregressive": self.autoregressive_stream, "speculative": self.speculative_stream}
+        self._headers = {side: w.HTML() for side in _SIDES}
+        columns = []
+        for side in _SIDES:
+            self._streams[side].add_class(f"sdl-race-{side}")
+            column = w.VBox([self._headers[side], self._streams[side]], layout=w.Layout(width="50%", padding="0 8px"))
+            columns.append(column)
+        self.summary = w.HTML()
+        self.summary.add_class("sdl-race-summary")
+
+        controls = w.VBox([self.prompt_choice, self.free_text,
+                           w.HBox([self.drafter_choice, self.new_tokens]),
+                           w.HBox([self.n_draft, self.temperature]),
+                           w.HBox([self.race_button, self.status])])
+        race_tab = w.VBox([controls, self.summary, w.HBox(columns, layout=w.Layout(width="100%"))])
+        # The explorers are built when their tab is first opened. Each plotly FigureWidget ships plotly.js (~4.6 MB)
+        # to the browser, and anywidget gives every new model 2 s to start before it stops taking updates
+        # ("[anywidget] Failed to initialize model."); fewer figures at page load keep a slow machine within that.
+        self.residual_explorer = self.speedup_explorer = None
+        self._explore_tab = w.VBox([w.HTML("building the explorers\u2026")])
+        self.tabs = w.Tab(children=[race_tab, self._explore_tab])
+        self.tabs.set_title(0, "Race")
+        self.tabs.set_title(1, "Explore")
+        self.tabs.observe(self._on_tab, names="selected_index")
+        super().__init__([self.tabs])
+        self._show_free_text()
+        self._set_headers()
+
+    # --- running ------------------------------------------------------------------------------------------------------
+    def race(self, *, prompt: str | None = None, drafter: str | None = None, n_draft: int | None = None,
+             max_new_tokens: int | None = None, temperature: float | None = None) -> dict:
+        """Run one race with the controls' settings (arguments given here set the controls first; ``prompt`` is
+        free text). Returns ``results``. Raises ``ValueError`` for bad settings (nothing runs then) and re-raises
+        an error from either generation."""
+        self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens, temperature=temperature)
+        if prompt is not None:
+            self.prompt_choice.value = FREE_TEXT
+            self.free_text.value = prompt
+        for control, value in ((self.drafter_choice, drafter), (self.n_draft, n_draft),
+                               (self.new_tokens, max_new_tokens), (self.temperature, temperature)):
+            if value is not None:
+                control.value = value
+        settings = self._read_settings()
+        self.results, self.speedup, self.identical, self.error, self.turns = {}, None, None, None, []
+        self.settings = settings
+        self.race_button.disabled = True
+        try:
+            self._race(settings)
+        finally:
+            self.race_button.disabled = False
+        return self.results
+
+    def _on_click(self, _button) -> None:
+        # The button must never raise into the front end: show the problem where the instructor is looking.
+        try:
+            self.race()
+        except Exception as error:  # noqa: BLE001 - shown to the user, kept in .error
+            self.error = f"{type(error).__name__}: {error}"
+            self.status.value = f'<span style="color: #D55E00;">{html.escape(self.error)}</span>'
+
+    def _race(self, settings) -> None:
+        pair = self.pair
+        prompt_ids = settings["prompt_ids"]
+        self.status.value = "loading the drafter\u2026"
+        drafter = self.drafter = self._drafter(settings["drafter"], settings["n_draft"])
+        options = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
+                   "eos_token_id": pair.eos_token_id, "seed": self.seed, "record_probs": self.record_probs}
+        self.status.value = "warming up\u2026"
+        for warm in (None, drafter):  # first calls pay one-off costs (allocations, kernels); keep them off the clock
+            generate(pair.target, prompt_ids, drafter=warm, **{**options, "max_new_tokens": 4, "record_probs": False})
+        for stream in self._streams.values():
+            stream.reset(prompt_ids)
+        self._set_headers()
+        self.summary.value = ""
+        self.status.value = "racing\u2026"
+
+        def runner(side_drafter):
+            return lambda on_step: generate(pair.target, prompt_ids, drafter=side_drafter, on_step=on_step, **options)
+
+        sides = {"autoregressive": _Side("autoregressive", runner(None)),
+                 "speculative": _Side("speculative", runner(drafter))}
+        for side in sides.values():
+            side.thread.start()
+        try:
+            self._referee(sides)
+        finally:
+            for side in sides.values():  # on any error: release the threads that still wait for a turn
+                if not side.done:
+                    side.abort = True
+                    side.go.set()
+            for side in sides.values():
+                side.thread.join()
+        for side in sides.values():
+            if side.error is not None:
+                raise side.error
+        self._finish(sides, settings)
+
+    def _referee(self, sides) -> None:
+        """Give the turn to the side with the least compute time until both are done; draw each step record."""
+        while True:
+            waiting = [side for side in sides.values() if not side.done]
+            if not waiting:
+                return
+            side = min(waiting, key=lambda s: s.clock)  # a tie goes to the autoregressive side (dict order)
+            side.go.set()
+            item = side.out.get()
+            if item is _DONE:
+                side.done = True
+                if side.error is not None:
+                    return  # the other side is released and the error re-raised by _race
+                continue
+            self._streams[side.name].on_step(chain_view(item))
+            self.turns.append(side.name)
+            self._set_headers(sides)
+
+    def _finish(self, sides, settings) -> None:
+        results = {}
+        for name, side in sides.items():
+            gen = side.generation
+            seconds = side.clock
+            stats = gen.stats
+            results[name] = {
+                "tokens": list(gen.tokens), "text": self.pair.decode(gen.tokens), "seconds": seconds,
+                "tokens_per_second": len(gen.tokens) / seconds if seconds > 0 else math.inf,
+                "target_calls": stats["target_calls"], "acceptance_rate": stats.get("acceptance_rate"),
+                "tokens_per_target_call": stats["tokens_per_target_call"], "steps": len(gen.steps),
+            }
+        self.results = results
+        ar, spec = results["autoregressive"], results["speculative"]
+        self.speedup = spec["tokens_per_second"] / ar["tokens_per_second"]
+        self.identical = ar["tokens"] == spec["tokens"]
+        self._set_headers(sides)
+        self.summary.value = self._summary_html(settings)
+        self.status.value = "done"
+
+    # --- settings -----------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _check(*, drafter=None, n_draft=None, max_new_tokens=None, temperature=None) -> None:
+        if drafter is not None and drafter not in DRAFTERS:
+            raise ValueError(f"unknown drafter {drafter!r}; choose from {', '.join(DRAFTERS)}")
+        for name, value, high in (("n_draft", n_draft, _MAX_N), ("max_new_tokens", max_new_tokens, _MAX_TOKENS)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"{name} must be an integer in 1..{high}, got {value!r}")
+        if temperature is None:
+            return
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+                or not 0 <= temperature <= _MAX_TEMPERATURE:  # also rejects NaN
+            raise ValueError(f"temperature must be a number in [0, {_MAX_TEMPERATURE}] (0 = greedy), "
+                             f"got {temperature!r}")
+
+    def _read_settings(self) -> dict:
+        if self.prompt_choice.value == FREE_TEXT:
+            prompt = self.free_text.value
+            if not prompt.strip():
+                raise ValueError("the free-text prompt is empty: type a prompt or choose one from the list")
+        else:
+            prompt = self.prompts[self.prompt_choice.value]
+        prompt_ids = list(self.pair.encode(prompt))
+        if not prompt_ids:
+            raise ValueError("the prompt encodes to no tokens")
+        settings = {"prompt": prompt, "prompt_ids": prompt_ids, "drafter": self.drafter_choice.value,
+                    "n_draft": int(self.n_draft.value), "max_new_tokens": int(self.new_tokens.value),
+                    "temperature": float(self.temperature.value)}
+        self._check(**{k: settings[k] for k in ("drafter", "n_draft", "max_new_tokens", "temperature")})
+        limit = getattr(self.pair.target.config, "max_position_embeddings", None)
+        if limit is not None and len(prompt_ids) + settings["max_new_tokens"] > limit:
+            raise ValueError(f"prompt ({len(prompt_ids)} tokens) + new tokens ({settings['max_new_tokens']}) exceed "
+                             f"the target's context of {limit}: shorten the prompt or ask for fewer tokens")
+        return settings
+
+    def _drafter(self, kind: str, n_draft: int):
+        key = (kind, n_draft)
+        if key not in self._drafters:
+            self._drafters[key] = make_drafter(kind, self.pair, n_draft)
+        return self._drafters[key]
+
+    def _measured_alpha_and_c(self) -> dict:
+        """The bundled pair's model-card α and c for the speedup explorer; the explorer's defaults otherwise."""
+        try:
+            from lab.train import PAIR_DIR
+
+            card = json.loads((PAIR_DIR / "measurements.json").read_text())
+            return {"alpha": float(card["alpha_greedy"]), "cost_ratio": float(card["cost_ratio_c"])}
+        except (OSError, KeyError, ValueError):
+            return {}
+
+    # --- display ------------------------------------------------------------------------------------------------------
+    def build_explorers(self) -> None:
+        """Create the Explore tab's ResidualExplorer and SpeedupExplorer (done when the tab is first opened)."""
+        if self.residual_explorer is not None:
+            return
+        self.residual_explorer = ResidualExplorer()
+        self.speedup_explorer = SpeedupExplorer(**self._measured_alpha_and_c(), n_draft=int(self.n_draft.value))
+        self._explore_tab.children = [
+            w.HTML("<h4>Acceptance and the residual</h4>"), self.residual_explorer,
+            w.HTML("<h4>Predicted speedup (starts from the bundled pair's measured \u03b1 and c)</h4>"),
+            self.speedup_explorer]
+
+    def _on_tab(self, change) -> None:
+        if change["new"] == 1:
+            self.build_explorers()
+
+    def _show_free_text(self, _change=None) -> None:
+        self.free_text.layout.display = None if self.prompt_choice.value == FREE_TEXT else "none"
+
+    def _set_headers(self, sides=None) -> None:
+        drafter = self.settings.get("drafter", self.drafter_choice.value)
+        titles = {"autoregressive": "autoregressive (target alone)", "speculative": f"speculative ({drafter})"}
+        for name in _SIDES:
+            line = ""
+            if sides is not None:
+                side = sides[name]
+                tokens = len(self._streams[name].generated_ids)
+                speed = f" \u00b7 {tokens / side.clock:.0f} tokens/s" if side.clock > 0 else ""
+                line = f"{tokens} tokens in {side.clock * 1000:.0f} ms of compute{speed}"
+            self._headers[name].value = (f"<b>{html.escape(titles[name])}</b><br>"
+                                         f'<span style="color: #777; font-size: 12px;">{html.escape(line)}</span>')
+
+    def _summary_html(self, settings) -> str:
+        ar, spec = self.results["autoregressive"], self.results["speculative"]
+        if settings["temperature"] == 0:
+            same = ("identical token for token (greedy)" if self.identical
+                    else "NOT identical — greedy outputs should match; please report this")
+        else:
+            same = "sampled: the texts differ, but both follow the target's distribution exactly"
+        rate = spec["acceptance_rate"]
+        rate_text = f"acceptance rate {rate:.2f}, " if rate is not None else ""
+        return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{self.speedup:.2f}\u00d7</b>'
+                f" &nbsp; ({spec['tokens_per_second']:.0f} vs {ar['tokens_per_second']:.0f} tokens/s; "
+                f"{spec['target_calls']} vs {ar['target_calls']} target calls; {rate_text}"
+                f"{spec['tokens_per_target_call']:.2f} tokens per target call)<br>"
+                f'<span style="color: #777; font-size: 12px;">{html.escape(same)}. Times count each side\'s own '
+                "compute only: the two take turns, one target call at a time.</span></div>")
