@@ -1,0 +1,343 @@
+"""What speculation costs besides time per token: memory (weights and KV cache), fixed set-up time, and the
+throughput it gives up when the accelerator is busy with a large batch (lesson 13, "when not to speculate").
+
+Units: bytes for memory, milliseconds for time, tokens per second for throughput. A "forward-pass time unit" is the
+time of one memory-bound target forward pass (reading every weight once).
+
+Sources:
+- KV cache: every decoder layer stores one key and one value vector per KV head per token (Vaswani et al. 2017;
+  grouped-query attention, Ainslie et al. 2023, shares each KV head among several query heads), so
+  ``bytes per token = 2 * layers * kv_heads * head_dim * bytes_per_value``.
+- Throughput under load: Leviathan et al. 2023, section 3, "Number of Arithmetic Operations" (speculation spends
+  extra computation — every rejected draft token is verified for nothing — to make fewer serial target calls, which
+  pays only while compute is idle) and the roofline model
+  (Williams, Waterman and Patterson 2009): a pass takes the longer of its memory time and its compute time.
+- Published configurations: the ``config.json`` files of meta-llama/Llama-3.1-70B and meta-llama/Llama-3.1-8B on
+  the Hugging Face hub; the H100 SXM numbers are NVIDIA's data sheet, as in lesson 01.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from numbers import Integral, Real
+
+import torch
+
+from lab.metrics import expected_tokens_per_call
+
+__all__ = [
+    "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
+    "kv_bytes_per_token", "kv_cache_bytes_per_token", "cache_bytes",
+    "pass_time", "speculative_throughput_gain", "break_even_batch", "break_even_tokens",
+    "time_forward",
+    "LLAMA_3_1_70B", "LLAMA_3_1_8B", "H100_SXM",
+]
+
+# --- published numbers ----------------------------------------------------------------------------------------
+LLAMA_3_1_70B = {
+    "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192,
+    "intermediate_size": 28672, "vocab_size": 128256, "tie_word_embeddings": False, "dtype": "bfloat16",
+}
+"""meta-llama/Llama-3.1-70B, ``config.json`` on the Hugging Face hub (head_dim = 8192 / 64 = 128)."""
+
+LLAMA_3_1_8B = {
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+    "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False, "dtype": "bfloat16",
+}
+"""meta-llama/Llama-3.1-8B, ``config.json`` on the Hugging Face hub (head_dim = 4096 / 32 = 128)."""
+
+H100_SXM = {"peak_flops": 989e12, "bandwidth": 3.35e12}
+"""NVIDIA H100 SXM data sheet: dense bf16 FLOP/s and HBM3 bytes/s (lesson 01). Ridge point ≈ 295 FLOPs per byte."""
+
+
+# --- argument checks --------------------------------------------------------------------------------------------
+def _positive_int(name, value, minimum=1) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _number(name, value, *, positive=False) -> float:
+    bad = isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or math.isinf(value)
+    if bad or value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+    return float(value)
+
+
+def _alpha(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
+        raise ValueError(f"alpha (the acceptance rate) must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+# --- memory: weights -----------------------------------------------------------------------------------------------
+def _unique_parameters(model):
+    seen = set()
+    for p in model.parameters():
+        key = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape))
+        if key not in seen:
+            seen.add(key)
+            yield p
+
+
+def parameter_bytes(model: torch.nn.Module) -> int:
+    """Bytes of ``model``'s parameters: ``sum(numel * element_size)``, each tensor counted once (tied embeddings
+    are one tensor). Buffers (e.g. rotary frequency tables) are not counted. Unit: bytes."""
+    return sum(p.numel() * p.element_size() for p in _unique_parameters(model))
+
+
+def extra_parameter_bytes(model: torch.nn.Module, target: torch.nn.Module) -> int:
+    """Bytes of ``model``'s parameters that are *not* the target's own tensors: what keeping ``model`` next to
+    ``target`` adds to memory. A separate draft model adds all of its bytes; an early-exit draft (the target's own
+    first layers, :func:`lab.drafters.early_exit.truncated_model`) adds 0; Medusa heads and an EAGLE draft add their
+    own layers (they reuse the target's embedding and LM head without registering them). Unit: bytes."""
+    shared = {p.untyped_storage().data_ptr() for p in target.parameters()}
+    return sum(p.numel() * p.element_size() for p in _unique_parameters(model)
+               if p.untyped_storage().data_ptr() not in shared)
+
+
+def _get(config, key, default=None):
+    if isinstance(config, dict):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+def _require(config, key) -> int:
+    value = _get(config, key)
+    if value is None:
+        raise ValueError(f"config has no {key!r}; pass a transformers config or a dict with the config.json keys")
+    return _positive_int(f"config[{key!r}]", value)
+
+
+def _head_dim(config) -> int:
+    explicit = _get(config, "head_dim")
+    if explicit:
+        return _positive_int("config['head_dim']", explicit)
+    hidden, heads = _require(config, "hidden_size"), _require(config, "num_attention_heads")
+    if hidden % heads:
+        raise ValueError(f"config['hidden_size'] ({hidden}) is not a multiple of num_attention_heads ({heads}) "
+                         "and the config gives no head_dim")
+    return hidden // heads
+
+
+def _kv_heads(config) -> int:
+    kv = _get(config, "num_key_value_heads")
+    return _positive_int("config['num_key_value_heads']", kv) if kv else _require(config, "num_attention_heads")
+
+
+def llama_parameter_count(config) -> int:
+    """Parameters of a Llama-layout causal LM (Llama 2/3, Qwen2 without biases, Mistral) from its config numbers:
+    embedding + per layer (q, k, v, o projections; gate, up, down MLP; two RMS norms) + final norm + LM head (none
+    extra when ``tie_word_embeddings``). ``config``: a transformers config or a dict with the ``config.json`` keys.
+    Raises ``ValueError`` when a needed key is missing or not a positive integer. Unit: parameters."""
+    hidden, layers = _require(config, "hidden_size"), _require(config, "num_hidden_layers")
+    heads, mlp, vocab = _require(config, "num_attention_heads"), _require(config, "intermediate_size"), \
+        _require(config, "vocab_size")
+    head_dim, kv = _head_dim(config), _kv_heads(config)
+    attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2   # q and o; k and v
+    per_layer = attention + 3 * hidden * mlp + 2 * hidden                   # + gate, up, down; two norms
+    tied = _get(config, "tie_word_embeddings", True)
+    return vocab * hidden * (1 if tied else 2) + layers * per_layer + hidden
+
+
+# --- memory: KV cache ------------------------------------------------------------------------------------------
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> int:
+    """KV-cache bytes one token adds: ``2 * layers * kv_heads * head_dim * bytes_per_value`` (a key and a value
+    vector of ``head_dim`` numbers per KV head per layer). ``bytes_per_value``: 4 for float32, 2 for bf16/fp16,
+    1 for fp8 (bytes, not bits). Raises ``ValueError`` for a non-positive count or size. Unit: bytes."""
+    layers = _positive_int("layers", layers, minimum=0)
+    kv_heads, head_dim = _positive_int("kv_heads", kv_heads), _positive_int("head_dim", head_dim)
+    size = _number("bytes_per_value", bytes_per_value, positive=True)
+    return int(round(2 * layers * kv_heads * head_dim * size))
+
+
+def _bytes_of_dtype(dtype) -> int:
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.replace("torch.", ""), None)
+    if not isinstance(dtype, torch.dtype):
+        return 0
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def kv_cache_bytes_per_token(config, bytes_per_value: float | None = None) -> int:
+    """KV-cache bytes per token of a model from its config: :func:`kv_bytes_per_token` with
+    ``num_hidden_layers``, ``num_key_value_heads`` (default ``num_attention_heads``) and ``head_dim`` (default
+    ``hidden_size // num_attention_heads``).
+
+    ``config``: a transformers config, a dict with the ``config.json`` keys, or a transformers model (its
+    ``.config``, and by default the element size of its parameters). ``bytes_per_value`` defaults to that, else to
+    the size of the config's ``dtype`` (``load_pair`` models record the dtype they were loaded in). Assumes every
+    layer caches every token (no sliding window, no layers sharing a cache). Raises ``ValueError`` for a missing
+    key, or no ``bytes_per_value`` and no dtype to take it from. Unit: bytes."""
+    if isinstance(config, torch.nn.Module):
+        model = config
+        config = getattr(model, "config", None)
+        if config is None:
+            raise ValueError(f"{type(model).__name__} has no .config; pass its transformers config")
+        if bytes_per_value is None:
+            bytes_per_value = next(model.parameters()).element_size()
+    if bytes_per_value is None:
+        dtype = _get(config, "dtype") or (config.get("torch_dtype") if isinstance(config, dict) else None)
+        bytes_per_value = _bytes_of_dtype(dtype)
+        if not bytes_per_value:
+            raise ValueError("bytes_per_value is needed: the config names no dtype (2 for bf16, 4 for float32)")
+    return kv_bytes_per_token(_require(config, "num_hidden_layers"), _kv_heads(config), _head_dim(config),
+                              bytes_per_value)
+
+
+def cache_bytes(cache) -> int:
+    """Bytes held by a transformers KV cache right now: the sum of ``numel * element_size`` over every layer's key
+    and value tensors (``DynamicCache.layers`` in transformers 5; a legacy tuple of ``(key, value)`` pairs also
+    works). Layers not filled yet count 0. Raises ``TypeError`` for an object with neither layout. Unit: bytes."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers]
+    elif isinstance(cache, (tuple, list)):
+        pairs = list(cache)
+    else:
+        raise TypeError(f"{type(cache).__name__} is not a transformers cache (no `.layers`) nor a tuple of "
+                        "(key, value) pairs")
+    total = 0
+    for pair in pairs:
+        for tensor in pair:
+            if isinstance(tensor, torch.Tensor):
+                total += tensor.numel() * tensor.element_size()
+    return total
+
+
+# --- throughput under load ---------------------------------------------------------------------------------------
+def pass_time(tokens: float, ridge_tokens: float) -> float:
+    """Roofline time of one forward pass over ``tokens`` tokens (summed over the batch), in memory-bound pass units:
+    ``max(1, tokens / ridge_tokens)``. Below ``ridge_tokens`` the pass is memory-bound (reading the weights
+    dominates, extra tokens are free); above it, compute-bound (time grows with the tokens)."""
+    return max(1.0, tokens / ridge_tokens)
+
+
+def _ridge_tokens(flops_per_byte: float, bytes_per_param: float) -> float:
+    # A pass over T tokens does 2 FLOPs per parameter per token and reads bytes_per_param per parameter:
+    # intensity 2T / bytes_per_param (lesson 01), which reaches the chip's ridge flops_per_byte at this T.
+    return flops_per_byte * bytes_per_param / 2
+
+
+def speculative_throughput_gain(batch: int, n_draft: int, alpha: float, cost_ratio: float, flops_per_byte: float,
+                                bytes_per_param: float = 2.0) -> float:
+    """Predicted throughput of speculative decoding over autoregressive decoding (tokens/s ÷ tokens/s) when
+    ``batch`` sequences decode together on one accelerator. Above 1 speculation helps; below 1 it costs throughput.
+
+    The model (Leviathan et al. 2023, section 3, "Number of Arithmetic Operations", with the roofline model):
+    - a forward pass over T tokens (all sequences together) takes ``pass_time(T, R)`` = max(1, T / R) units, where
+      R = ``flops_per_byte * bytes_per_param / 2`` is the token count at which its arithmetic intensity
+      (2 FLOPs per parameter per token over ``bytes_per_param`` bytes per parameter read once) reaches the chip's
+      ridge point ``flops_per_byte`` (peak FLOP/s ÷ bandwidth bytes/s; H100 SXM bf16 ≈ 295);
+    - autoregressive: one pass over ``batch`` tokens emits ``batch`` tokens;
+    - speculative: ``n_draft`` draft passes over ``batch`` tokens, each ``cost_ratio`` (c) times the target's time
+      for the same tokens (the draft is on the same roofline: same chip, same bytes per parameter), then one target
+      pass over ``batch * (n_draft + 1)`` tokens; it emits ``batch * expected_tokens_per_call(alpha, n_draft)``.
+
+    So gain = E · t(B) / (N · c · t(B) + t(B(N+1))): at batch 1 (while N + 1 < R) it is lesson 06's
+    ``predicted_speedup``; once B ≥ R it is E / (N + 1 + N c) < 1 — every rejected draft is compute thrown away.
+
+    Ignores, on purpose: attention's reads of the KV cache (they grow with batch and context and would favour
+    speculation a little, since one verification reads each sequence's cache once for N + 1 tokens), the catch-up
+    token a draft model feeds after a full acceptance, scheduling and sampling overheads, and the draft's own KV
+    cache taking memory from the batch. Raises ``ValueError`` for ``batch`` < 1, ``n_draft`` < 1, ``alpha``
+    outside [0, 1], a negative ``cost_ratio``, or ``flops_per_byte`` / ``bytes_per_param`` <= 0.
+    """
+    batch = _positive_int("batch", batch)
+    n = _positive_int("n_draft", n_draft)
+    alpha = _alpha(alpha)
+    c = _number("cost_ratio", cost_ratio)
+    ridge = _ridge_tokens(_number("flops_per_byte", flops_per_byte, positive=True),
+                          _number("bytes_per_param", bytes_per_param, positive=True))
+    one = pass_time(batch, ridge)
+    speculative = n * c * one + pass_time(batch * (n + 1), ridge)
+    return expected_tokens_per_call(alpha, n) * one / speculative
+
+
+def break_even_batch(n_draft: int, alpha: float, cost_ratio: float, flops_per_byte: float,
+                     bytes_per_param: float = 2.0, max_batch: int = 1 << 16) -> int | None:
+    """The smallest batch at which :func:`speculative_throughput_gain` falls below 1 (speculation starts to cost
+    throughput), searching 1..``max_batch``; None if it never does there. The gain never rises with the batch,
+    so a bisection finds it. Same arguments and errors as :func:`speculative_throughput_gain`."""
+    max_batch = _positive_int("max_batch", max_batch)
+
+    def loses(b):
+        return speculative_throughput_gain(b, n_draft, alpha, cost_ratio, flops_per_byte, bytes_per_param) < 1
+
+    if not loses(max_batch):
+        return None
+    lo, hi = 1, max_batch  # loses(hi) is True
+    if loses(lo):
+        return 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if loses(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def break_even_tokens(setup_ms: float, ar_ms_per_token: float, spec_ms_per_token: float) -> int | None:
+    """The fewest new tokens for which speculative decoding takes strictly less time than autoregressive decoding,
+    when speculation pays a fixed ``setup_ms`` once (the draft's prefill, drafter reset, …) and then
+    ``spec_ms_per_token`` per token against ``ar_ms_per_token`` (the target's shared prefill cancels out).
+    Smallest n >= 1 with ``setup_ms + n * spec_ms_per_token < n * ar_ms_per_token``; None when speculation's
+    per-token time is not below autoregressive (it never catches up). Raises ``ValueError`` for a negative time.
+    Unit: tokens."""
+    setup = _number("setup_ms", setup_ms)
+    ar = _number("ar_ms_per_token", ar_ms_per_token)
+    spec = _number("spec_ms_per_token", spec_ms_per_token)
+    if spec >= ar:
+        return None
+    n = max(1, math.floor(setup / (ar - spec)) + 1)
+    while n > 1 and setup + (n - 1) * spec < (n - 1) * ar:  # guard against rounding in the division
+        n -= 1
+    while not setup + n * spec < n * ar:
+        n += 1
+    return n
+
+
+# --- timing ----------------------------------------------------------------------------------------------------
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+@torch.inference_mode()
+def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, repeats: int = 5,
+                 seed: int = 0) -> float:
+    """Median wall time (ms) of one forward pass of ``model`` over ``new_tokens`` new tokens for each of ``batch``
+    sequences, on top of a KV cache already holding ``context`` tokens per sequence: the shape of one decoding
+    step (``new_tokens`` = 1) or one verification (``new_tokens`` = N + 1) at that batch size.
+
+    Token ids are random (fixed ``seed``); what they say does not change the cost. One untimed warm-up pass, then
+    ``repeats`` timed ones, each after cutting the cache back to ``context``. Raises ``ValueError`` for a
+    non-positive ``batch``, ``new_tokens`` or ``repeats``, a negative ``context``, or more positions than the
+    model's context. Unit: ms."""
+    from lab.kv import rollback
+    from lab.models import _cache_kwarg, context_limit, new_cache, vocab_size
+
+    batch, new_tokens = _positive_int("batch", batch), _positive_int("new_tokens", new_tokens)
+    repeats, context = _positive_int("repeats", repeats), _positive_int("context", context, minimum=0)
+    limit = context_limit(model)
+    if limit is not None and context + new_tokens > limit:
+        raise ValueError(f"context ({context}) + new_tokens ({new_tokens}) exceeds the model's {limit} positions")
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(vocab_size(model), (batch, context + new_tokens), generator=generator).to(device)
+    key = _cache_kwarg(type(model))
+    cache = new_cache()
+    if context:
+        model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1, **{key: cache})
+    times = []
+    for i in range(repeats + 1):
+        rollback(cache, context)
+        _sync(device)
+        start = time.perf_counter()
+        model(input_ids=ids[:, context:], use_cache=True, **{key: cache})
+        _sync(device)
+        if i:  # the first pass warms up allocators and kernels
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)

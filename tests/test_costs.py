@@ -1,0 +1,185 @@
+"""lab.costs: the KV-cache formula equals the bytes a real transformers cache holds, parameter bytes count what each
+drafter adds, and the throughput model has the limits lesson 13 relies on."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from lab import costs, metrics
+from lab.models import forward, new_cache
+
+
+def filled_cache(model, n=13):
+    cache = new_cache()
+    forward(model, list(range(1, n + 1)), cache)
+    return cache
+
+
+# --- KV cache ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["target", "draft"])
+def test_formula_matches_dynamic_cache_tiny(name, request):
+    model = request.getfixturevalue(name)
+    cache = filled_cache(model, 13)
+    assert costs.cache_bytes(cache) == 13 * costs.kv_cache_bytes_per_token(model)  # a model: bytes from its weights
+    assert costs.cache_bytes(cache) == 13 * costs.kv_cache_bytes_per_token(model.config, bytes_per_value=4)
+    assert costs.cache_bytes(cache) == 13 * costs.kv_bytes_per_token(
+        model.config.num_hidden_layers, model.config.num_key_value_heads,
+        model.config.hidden_size // model.config.num_attention_heads, 4)
+
+
+def test_formula_matches_gqa_and_half_precision(target):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=3,
+                         num_attention_heads=8, num_key_value_heads=2, head_dim=16, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    cache = filled_cache(model, 9)
+    assert costs.cache_bytes(cache) == 9 * costs.kv_cache_bytes_per_token(config, bytes_per_value=2)
+    assert costs.kv_cache_bytes_per_token(config, bytes_per_value=2) == 2 * 3 * 2 * 16 * 2
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from lab.models import load_pair
+
+    return load_pair("shakespeare", device="cpu")
+
+
+def test_formula_matches_dynamic_cache_bundled_pair(pair):
+    for model in (pair.target, pair.draft):
+        assert costs.cache_bytes(filled_cache(model, 21)) == 21 * costs.kv_cache_bytes_per_token(model.config)
+    assert costs.kv_cache_bytes_per_token(pair.target.config) == 2 * 6 * 6 * 64 * 4
+
+
+def test_formula_matches_eagle_and_early_exit_caches(pair):
+    from lab.drafters import EagleDrafter, EarlyExitDrafter
+
+    eagle = EagleDrafter.from_pretrained(pair).model
+    cache = new_cache()
+    with torch.no_grad():
+        eagle(torch.randn(11, pair.target.config.hidden_size), torch.arange(1, 12), cache=cache)
+    assert costs.cache_bytes(cache) == 11 * costs.kv_cache_bytes_per_token(eagle.layer)
+    early = EarlyExitDrafter(pair.target, num_layers=2).model
+    assert costs.cache_bytes(filled_cache(early, 7)) == 7 * costs.kv_cache_bytes_per_token(early.config)
+    assert costs.kv_cache_bytes_per_token(early.config) * 3 == costs.kv_cache_bytes_per_token(pair.target.config)
+
+
+def test_cache_bytes_layouts_and_errors(target):
+    assert costs.cache_bytes(new_cache()) == 0
+    k = torch.zeros(1, 2, 5, 8)
+    assert costs.cache_bytes(((k, k), (k, k))) == 4 * k.numel() * 4
+    with pytest.raises(TypeError, match="not a transformers cache"):
+        costs.cache_bytes(object())
+
+
+def test_published_configs():
+    assert costs.kv_cache_bytes_per_token(costs.LLAMA_3_1_70B) == 327_680   # 320 KiB per token in bf16
+    assert costs.kv_cache_bytes_per_token(costs.LLAMA_3_1_8B) == 131_072    # 128 KiB
+    assert costs.kv_cache_bytes_per_token(costs.LLAMA_3_1_8B, bytes_per_value=1) == 65_536
+    assert costs.llama_parameter_count(costs.LLAMA_3_1_8B) == 8_030_261_248
+    assert 70.5e9 < costs.llama_parameter_count(costs.LLAMA_3_1_70B) < 70.6e9
+
+
+def test_kv_errors():
+    with pytest.raises(ValueError, match="kv_heads"):
+        costs.kv_bytes_per_token(2, 0, 64, 2)
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        costs.kv_bytes_per_token(2, 2, 64, -2)
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        costs.kv_cache_bytes_per_token({"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 8})
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        costs.kv_cache_bytes_per_token({"num_attention_heads": 2, "hidden_size": 8}, 2)
+
+
+# --- parameters ---------------------------------------------------------------------------------------------------
+def test_parameter_bytes(target, draft, pair):
+    assert costs.parameter_bytes(target) == sum(p.numel() for p in target.parameters()) * 4
+    assert costs.parameter_bytes(copy.deepcopy(draft).to(torch.float16)) == costs.parameter_bytes(draft) // 2
+    # the bundled target ties its embedding and LM head: one tensor, counted once
+    assert costs.parameter_bytes(pair.target) == pair.target.num_parameters() * 4
+    for model in (target, draft, pair.target, pair.draft):
+        assert costs.llama_parameter_count(model.config) == model.num_parameters()
+
+
+def test_extra_parameter_bytes(pair):
+    from lab.drafters import EagleDrafter, EarlyExitDrafter, MedusaDrafter
+    from lab.drafters.eagle import trainable_parameters
+
+    assert costs.extra_parameter_bytes(pair.draft, pair.target) == costs.parameter_bytes(pair.draft)
+    assert costs.extra_parameter_bytes(EarlyExitDrafter(pair.target, num_layers=3).model, pair.target) == 0
+    heads = MedusaDrafter.from_pretrained(pair).heads
+    assert costs.extra_parameter_bytes(heads, pair.target) == sum(p.numel() for p in heads.parameters()) * 4
+    eagle = EagleDrafter.from_pretrained(pair).model
+    extra = costs.extra_parameter_bytes(eagle, pair.target)
+    # its own layers (plus the unused 1-row embedding of its inner LlamaModel); the target's head is not counted
+    assert trainable_parameters(eagle) * 4 <= extra < trainable_parameters(eagle) * 4 + 4096
+
+
+# --- throughput under load ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("alpha,n,c", [(0.75, 4, 0.1), (0.6, 1, 0.05), (0.9, 7, 0.0), (0.0, 3, 0.2), (1.0, 5, 0.1)])
+def test_gain_limits(alpha, n, c):
+    at_one = costs.speculative_throughput_gain(1, n, alpha, c, 295)
+    assert at_one == pytest.approx(metrics.expected_tokens_per_call(alpha, n) / (1 + n * c))
+    assert at_one == pytest.approx(metrics.predicted_speedup(alpha, n, c))
+    big = costs.speculative_throughput_gain(4096, n, alpha, c, 295)
+    assert big == pytest.approx(metrics.expected_tokens_per_call(alpha, n) / (n + 1 + n * c))
+    if alpha < 1 or c > 0:
+        assert big < 1
+    gains = [costs.speculative_throughput_gain(b, n, alpha, c, 295) for b in range(1, 600, 7)]
+    assert all(a >= b - 1e-12 for a, b in zip(gains, gains[1:]))  # never rises with the batch
+
+
+def test_gain_ridge_and_bytes():
+    # with 4-byte weights the ridge is at twice the tokens: the same batch is still memory-bound
+    assert costs.speculative_throughput_gain(100, 4, 0.75, 0.1, 295, bytes_per_param=4) == pytest.approx(
+        metrics.predicted_speedup(0.75, 4, 0.1))
+    assert costs.speculative_throughput_gain(100, 4, 0.75, 0.1, 295) < metrics.predicted_speedup(0.75, 4, 0.1)
+    # a chip with a tiny ridge is compute-bound even at batch 1
+    assert costs.speculative_throughput_gain(1, 4, 0.75, 0.1, 1) < 1
+    assert costs.pass_time(10, 20) == 1 and costs.pass_time(40, 20) == 2
+
+
+def test_break_even_batch():
+    b = costs.break_even_batch(4, 0.75, 0.1, 295)
+    assert costs.speculative_throughput_gain(b, 4, 0.75, 0.1, 295) < 1
+    assert costs.speculative_throughput_gain(b - 1, 4, 0.75, 0.1, 295) >= 1
+    assert costs.break_even_batch(1, 0.75, 0.1, 295) > b        # a short draft survives a larger batch
+    assert costs.break_even_batch(4, 0.0, 0.1, 295) == 1        # nothing accepted: loses at once
+    assert costs.break_even_batch(4, 1.0, 0.0, 295) is None     # free, perfect drafts never lose
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(batch=0), "batch"), (dict(n_draft=0), "n_draft"), (dict(alpha=1.5), "alpha"), (dict(alpha=-0.1), "alpha"),
+    (dict(cost_ratio=-0.1), "cost_ratio"), (dict(flops_per_byte=0), "flops_per_byte"),
+    (dict(bytes_per_param=0), "bytes_per_param"), (dict(batch=2.5), "batch"), (dict(alpha=math.nan), "alpha"),
+])
+def test_gain_errors(bad, match):
+    args = dict(batch=8, n_draft=4, alpha=0.75, cost_ratio=0.1, flops_per_byte=295) | bad
+    with pytest.raises(ValueError, match=match):
+        costs.speculative_throughput_gain(**args)
+
+
+def test_break_even_tokens():
+    assert costs.break_even_tokens(6.0, 4.5, 1.5) == 3       # a tie at 2 tokens is not a win
+    assert costs.break_even_tokens(0.0, 5.0, 3.0) == 1
+    assert costs.break_even_tokens(50.0, 4.6, 2.8) == 28
+    assert costs.break_even_tokens(100.0, 1.25, 1.0) == 401
+    assert costs.break_even_tokens(5.0, 3.0, 3.0) is None
+    for setup, ar, spec in [(1.7, 0.3, 0.1), (0.3, 0.3, 0.2), (1e-9, 1.0, 0.9)]:
+        n = costs.break_even_tokens(setup, ar, spec)
+        assert setup + n * spec < n * ar and (n == 1 or not setup + (n - 1) * spec < (n - 1) * ar)
+    with pytest.raises(ValueError, match="setup_ms"):
+        costs.break_even_tokens(-1.0, 3.0, 2.0)
+
+
+def test_time_forward(target):
+    ms = costs.time_forward(target, batch=2, new_tokens=3, context=5, repeats=2)
+    assert ms > 0
+    with pytest.raises(ValueError, match="exceeds"):
+        costs.time_forward(target, new_tokens=10, context=250)
+    with pytest.raises(ValueError, match="batch"):
+        costs.time_forward(target, batch=0)
