@@ -130,7 +130,10 @@ def _path_variant(kind):
             if kind == "first_child":
                 kids = kids[:1]
             row = node + 1 if kind != "row_is_node" else max(node, 0)
-            match = next((c for c in kids if tokens[c] == argmax[row]), None)
+            if kind == "child_row":  # each child compared with its OWN row, not its parent's
+                match = next((c for c in kids if tokens[c] == argmax[c + 1]), None)
+            else:
+                match = next((c for c in kids if tokens[c] == argmax[row]), None)
             if match is None:
                 return path
             path.append(match)
@@ -151,6 +154,9 @@ def accepted_path(fn):
                                        "last committed token)."),
         (_path_variant("one_level"), "keep descending: after accepting a child, look for a matching child of THAT "
                                      "node."),
+        (_path_variant("child_row"), "compare a child's token with its PARENT's row (the target's choice for that "
+                                     "slot, row parent + 1), not with the child's own row (which predicts the token "
+                                     "after it)."),
     ]
     count = _compare("accepted_path", fn, _path_cases(),
                      lambda a, t, p: verify_tree_greedy(a, t, p).path, faults, _same_ints,
@@ -208,7 +214,11 @@ def tokens_per_call(fn, target, prompts):
         drafted = sum(g.stats["drafted_tokens"] for g in runs)
         return sum(g.stats["accepted_tokens"] for g in runs) / drafted if drafted else 0.0
 
+    def floor_division(t, make, ps, m):
+        return int(_ref_tokens_per_call(t, make, ps, m))
+
     faults = [
+        (floor_division, "divide with / (a float), not // (which rounds down to a whole number)."),
         (mean_of_ratios, "pool before dividing: total new tokens over total target calls. A mean of per-prompt "
                          "ratios gives a short, lucky prompt as much weight as a long one."),
         (with_prefill, "count the decode loop's target calls only (stats['target_calls']): the prefill is the same "

@@ -6,6 +6,8 @@ rejected ones must leave again, or the next forward would attend to tokens that 
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 __all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position", "draft_keep_length",
@@ -48,6 +50,9 @@ def keep_positions(cache, start: int, keep) -> object:
     Raises ``ValueError`` if ``keep`` is not increasing or points outside the cache.
     """
     current = cache_length(cache)
+    keep = list(keep)
+    if any(isinstance(k, bool) or not isinstance(k, numbers.Integral) for k in keep):
+        raise ValueError(f"keep must hold integer offsets, got {keep}")
     keep = [int(k) for k in keep]
     if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= current:
         raise ValueError(f"start must be an integer in [0, {current}], got {start!r}")

@@ -13,10 +13,12 @@ A chain ``[-1, 0, 1, ...]`` is the degenerate tree: its mask is the ordinary cau
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 __all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "paths", "children", "ancestors",
-           "chain_parents"]
+           "chain_parents", "check_choices", "choices_parents"]
 
 
 def check_parents(parents) -> list[int]:
@@ -26,6 +28,9 @@ def check_parents(parents) -> list[int]:
     """
     if isinstance(parents, torch.Tensor):
         parents = parents.tolist()
+    parents = list(parents)
+    if not all(_is_int(p) for p in parents):
+        raise ValueError(f"parents must hold integers (-1 or an earlier node index), got {parents!r}")
     out = [int(p) for p in parents]
     bad = [(i, p) for i, p in enumerate(out) if not -1 <= p < i]
     if bad:
@@ -33,6 +38,50 @@ def check_parents(parents) -> list[int]:
         raise ValueError(f"parents[{i}] must be -1 (the last committed token) or an earlier node in [0, {i}), "
                          f"got {p}: nodes must be listed parents first")
     return out
+
+
+def _is_int(value) -> bool:
+    return not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
+        isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()))
+
+
+def check_choices(choices, max_depth: int | None = None, max_rank: int | None = None) -> list[tuple[int, ...]]:
+    """Validate a tree given as paths of ranks (Medusa's "choices", EAGLE's static trees): path ``(i, j)`` is the
+    j-th best token after the i-th best one. Returns the paths as tuples sorted parents first (by depth, then
+    ranks), the node order of :func:`choices_parents`.
+
+    Raises ``ValueError`` (naming ``choices``) for an empty set, an empty path or a rank that is not an integer
+    in ``[0, max_rank)``, a duplicate, a path deeper than ``max_depth``, or a path whose prefix is missing.
+    """
+    if choices is None or len(choices) == 0:
+        raise ValueError("choices (the tree) must hold at least one path, e.g. [(0,)]")
+    paths = []
+    for path in choices:
+        try:
+            path = tuple(path)
+        except TypeError:
+            raise ValueError(f"choices: every path must be a tuple of ranks, got {path!r}") from None
+        if not path or not all(_is_int(r) and r >= 0 for r in path):
+            raise ValueError(f"choices: every path must be a non-empty tuple of integer ranks >= 0, got {path!r}")
+        if max_rank is not None and max(path) >= max_rank:
+            raise ValueError(f"choices: path {path} uses rank {max(path)}, but ranks must be < {max_rank} "
+                             "(the vocabulary size)")
+        if max_depth is not None and len(path) > max_depth:
+            raise ValueError(f"choices: path {path} is {len(path)} deep; at most {max_depth} allowed")
+        paths.append(tuple(int(r) for r in path))
+    if len(set(paths)) != len(paths):
+        raise ValueError("choices: the same path appears twice")
+    known = set(paths)
+    for path in paths:
+        if len(path) > 1 and path[:-1] not in known:
+            raise ValueError(f"choices: path {path} needs its parent {path[:-1]} in the tree too")
+    return sorted(paths, key=lambda p: (len(p), p))
+
+
+def choices_parents(paths) -> list[int]:
+    """The parents array of sorted rank paths (the output of :func:`check_choices`)."""
+    index = {p: i for i, p in enumerate(paths)}
+    return [index[p[:-1]] if len(p) > 1 else -1 for p in paths]
 
 
 def chain_parents(n: int) -> list[int]:

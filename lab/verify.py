@@ -139,9 +139,11 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
         residual = target_probs[node + 1]
 
 
-def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.3, delta: float = 0.09) -> torch.Tensor:
+def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.09, delta: float = 0.3) -> torch.Tensor:
     """Medusa's typical-acceptance threshold ``min(epsilon, delta * exp(-H(target)))`` per row, float32 ``[...]``
-    (Cai et al. 2024, §2.3.1: a confident target demands a likely token, an uncertain one accepts more).
+    (Cai et al. 2024, §2.3.1: a confident target demands a likely token, an uncertain one accepts more). The
+    defaults are the Medusa code's ``posterior_threshold = 0.09`` (epsilon, a hard cap) and ``posterior_alpha =
+    0.3`` (delta, about its square root).
 
     Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``."""
     if not 0 < epsilon <= 1:
@@ -153,23 +155,24 @@ def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.3, delta: f
 
 
 def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, generator: torch.Generator | None,
-                        epsilon: float = 0.3, delta: float = 0.09) -> VerifyResult:
-    """Medusa's typical acceptance over a token tree: descend to the first child whose token has target
-    probability above :func:`typical_threshold` of its row; the next token is drawn from the target's row at the
-    end of the path. No random draw decides acceptance, so the output is **not** distributed as the target's: it
+                        epsilon: float = 0.09, delta: float = 0.3) -> VerifyResult:
+    """Medusa's typical acceptance over a token tree: a node passes when its token's target probability (in its
+    parent's row) is above :func:`typical_threshold` of that row; the accepted path is the longest run of passing
+    nodes from the top (the first listed among equally long ones), and the next token is drawn from the target's
+    row at its end. No random draw decides acceptance, so the output is **not** distributed as the target's: it
     favours likely tokens (lesson 10 measures how far it drifts). Shapes as in :func:`verify_tree_sampled`.
     """
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     threshold = typical_threshold(target_probs, epsilon, delta)
-    node, path = -1, []
-    while True:
-        row = node + 1
-        match = next((c for c in kids.get(node, []) if float(target_probs[row, tokens[c]]) > float(threshold[row])),
-                     None)
-        if match is None:
-            kind = "resampled" if kids.get(node) else "bonus"
-            token = int(torch.multinomial(target_probs[row], 1, generator=generator))
-            return VerifyResult(len(path), token, kind, path)
-        path.append(match)
-        node = match
+    best: list = []
+    reached = {-1: []}  # node -> its accepted path from the top (parents come before children)
+    for i, p in enumerate(parents):
+        if p in reached and float(target_probs[p + 1, tokens[i]]) > float(threshold[p + 1]):
+            reached[i] = reached[p] + [i]
+            if len(reached[i]) > len(best):
+                best = reached[i]
+    end = best[-1] if best else -1
+    kind = "resampled" if kids.get(end) else "bonus"
+    token = int(torch.multinomial(target_probs[end + 1], 1, generator=generator))
+    return VerifyResult(len(best), token, kind, best)

@@ -35,7 +35,8 @@ def test_tree_mask(capsys):
 
 def test_accepted_path(capsys):
     assert check.accepted_path(lambda a, t, p: verify_tree_greedy(a, t, p).path)
-    for kind, word in (("first_child", "EVERY child"), ("row_is_node", "row i + 1"), ("one_level", "descending")):
+    for kind, word in (("first_child", "EVERY child"), ("row_is_node", "row i + 1"), ("one_level", "descending"),
+                       ("child_row", "PARENT's row")):
         assert not check.accepted_path(check._path_variant(kind))
         assert word in capsys.readouterr().out
     assert not check.accepted_path(lambda a, t, p: None)
@@ -64,5 +65,7 @@ def test_tokens_per_call(capsys, target):
 
     assert not check.tokens_per_call(mean_of_ratios, target, prompts)
     assert "pool before dividing" in capsys.readouterr().out
+    assert not check.tokens_per_call(lambda t, make, ps, m: _ref_tokens_per_call(t, make, ps, m) // 1, target, prompts)
+    assert "//" in capsys.readouterr().out
     assert not check.tokens_per_call(stub, target, prompts)
     assert "not solved yet" in capsys.readouterr().out

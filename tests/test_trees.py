@@ -297,3 +297,32 @@ def test_malformed_tree_is_rejected(target):
 
     with pytest.raises(ValueError, match="parents"):
         generate(target, [1, 2], drafter=Bad(), max_new_tokens=3)
+
+
+def test_typical_takes_the_longest_passing_path_with_medusa_constants():
+    from lab.verify import typical_threshold
+
+    flat = torch.full((100,), 0.01)
+    assert float(typical_threshold(flat)) == pytest.approx(0.3 * 0.01)  # delta * exp(-H) with H = ln 100
+    sure = torch.tensor([0.999] + [0.001 / 99] * 99)
+    assert float(typical_threshold(sure)) == pytest.approx(0.09)  # capped by epsilon
+    rows = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    # nodes 0 and 1 both pass at the top; only node 1 has a passing child (node 2): the longer path wins
+    result = verify_tree_typical(rows, [0, 1, 2], [-1, -1, 1], torch.Generator().manual_seed(0))
+    assert result.path == [1, 2] and result.next_token == 2 and result.kind == "bonus"
+
+
+def test_non_integer_parents_choices_and_offsets_are_rejected(target):
+    with pytest.raises(ValueError, match="parents"):
+        trees.depths([-1, 0.7])
+    for bad in ([(0.5,)], [(True,)], ["01"], [(0, -1)], [()]):
+        with pytest.raises(ValueError, match="choices"):
+            trees.check_choices(bad)
+    with pytest.raises(ValueError, match="rank"):
+        trees.check_choices([(0,), (5000,)], max_rank=64)
+    assert trees.check_choices([(1,), (0, 0), (0,)]) == [(0,), (1,), (0, 0)]
+    assert trees.choices_parents([(0,), (1,), (0, 0)]) == [-1, -1, 0]
+    cache = new_cache()
+    forward(target, PREFIX, cache)
+    with pytest.raises(ValueError, match="integer"):
+        keep_positions(cache, 1, [0.9, 2.2])

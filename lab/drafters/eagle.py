@@ -24,7 +24,7 @@ from lab.models import _cache_kwarg, new_cache, vocab_size
 from lab.sampling import probs_from_logits
 from lab.train import PAIR_DIR
 from lab.trees import position_ids as tree_position_ids
-from lab.trees import tree_attention_mask
+from lab.trees import check_choices, choices_parents, tree_attention_mask
 
 __all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
 
@@ -197,27 +197,11 @@ class EagleDraftModel(torch.nn.Module):
         return model.to(device=param.device, dtype=param.dtype).eval()
 
 
-def _tree_layout(tree) -> tuple[list, list, list]:
-    """Sort a tree of top-k rank paths topologically; return ``(paths, parents, depths)``. Raises ``ValueError``
-    for an empty tree, a path that is empty or not of non-negative ints, a duplicate, or a missing ancestor."""
-    try:
-        paths = [tuple(int(r) for r in p) for p in tree]
-    except (TypeError, ValueError):
-        raise ValueError(f"tree must be a list of paths (tuples of top-k ranks), got {tree!r}") from None
-    if not paths:
-        raise ValueError("tree must hold at least one path, e.g. [(0,), (1,), (0, 0)]")
-    if any(not p or min(p) < 0 for p in paths):
-        raise ValueError(f"tree paths must be non-empty tuples of ranks >= 0, got {tree!r}")
-    if len(set(paths)) != len(paths):
-        raise ValueError(f"tree holds a path twice: {tree!r}")
-    paths.sort(key=lambda p: (len(p), p))
-    index = {p: i for i, p in enumerate(paths)}
-    parents = []
-    for p in paths:
-        if len(p) > 1 and p[:-1] not in index:
-            raise ValueError(f"tree path {p} has no parent {p[:-1]} in the tree")
-        parents.append(index[p[:-1]] if len(p) > 1 else -1)
-    return paths, parents, [len(p) for p in paths]
+def _tree_layout(tree, vocab: int) -> tuple[list, list, list]:
+    """The tree's rank paths sorted parents first, their parents array and depths (:func:`lab.trees.check_choices`;
+    ``ValueError`` for a malformed tree or a rank not below ``vocab``)."""
+    paths = check_choices(tree, max_rank=vocab)
+    return paths, choices_parents(paths), [len(p) for p in paths]
 
 
 class EagleDrafter:
@@ -252,7 +236,7 @@ class EagleDrafter:
         self.model = draft_model.eval()
         self.n_draft = n_draft
         self.tree = None if tree is None else list(tree)
-        self._layout = None if tree is None else _tree_layout(tree)
+        self._layout = None if tree is None else _tree_layout(tree, vocab_size(target))
         self.vocab_size = vocab_size(target)
         self._cache = None
         self._true = 0              # cache positions holding true pairs

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.trees import check_choices
 
 __all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MedusaDrafter", "MedusaHeads", "head_accuracy", "medusa_tree"]
 
@@ -42,32 +43,9 @@ DEFAULT_TREE: list[tuple[int, ...]] = [
 ]
 
 
-def _check_choices(choices, num_heads: int | None = None) -> list[tuple[int, ...]]:
-    """Validate a choice set and return it as tuples sorted parents-first (by depth, then lexicographically).
-
-    Raises ``ValueError`` (naming ``choices``) for an empty set, an empty or non-integer path, a negative rank,
-    a duplicate, a path deeper than ``num_heads``, or a path whose prefix is missing.
-    """
-    if choices is None or len(choices) == 0:
-        raise ValueError("choices (the tree) must hold at least one path, e.g. [(0,)]")
-    paths = []
-    for path in choices:
-        try:
-            path = tuple(path)
-        except TypeError:
-            raise ValueError(f"choices: every path must be a tuple of ranks, got {path!r}") from None
-        if not path or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in path):
-            raise ValueError(f"choices: every path must be a non-empty tuple of ranks >= 0, got {path!r}")
-        if num_heads is not None and len(path) > num_heads:
-            raise ValueError(f"choices: path {path} is {len(path)} deep but there are only {num_heads} heads")
-        paths.append(path)
-    if len(set(paths)) != len(paths):
-        raise ValueError("choices: the same path appears twice")
-    known = set(paths)
-    for path in paths:
-        if len(path) > 1 and path[:-1] not in known:
-            raise ValueError(f"choices: path {path} needs its parent {path[:-1]} in the tree too")
-    return sorted(paths, key=lambda p: (len(p), p))
+def _check_choices(choices, num_heads: int | None = None, vocab: int | None = None) -> list[tuple[int, ...]]:
+    """:func:`lab.trees.check_choices` with a depth of at most ``num_heads`` and ranks below ``vocab``."""
+    return check_choices(choices, max_depth=num_heads, max_rank=vocab)
 
 
 def medusa_tree(head_topk_tokens, choices=DEFAULT_TREE, max_depth: int | None = None) -> tuple[list, list]:
@@ -210,7 +188,7 @@ class MedusaDrafter:
         if (heads.hidden_size, heads.vocab_size) != (out.shape[1], out.shape[0]):
             raise ValueError(f"heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the target "
                              f"(hidden {out.shape[1]}, vocab {out.shape[0]})")
-        self.tree = _check_choices(tree, heads.num_heads)
+        self.tree = _check_choices(tree, heads.num_heads, heads.vocab_size)
         self.vocab_size = heads.vocab_size
         self.depth = max(len(p) for p in self.tree)
         # Candidates to take from every head's top-k: one more than the largest rank anywhere in the tree.
