@@ -1,6 +1,9 @@
 """The classic drafter: a small language model of the same family proposes tokens autoregressively.
 
-Source: Leviathan et al. 2023 and Chen et al. 2023 (the draft model M_q); seed lesson 000.
+Source: Leviathan et al. 2023 and Chen et al. 2023 (the draft model M_q); seed lesson 000. The adaptive draft length
+(:func:`next_n_draft`) is transformers' ``num_assistant_tokens_schedule="heuristic"``
+(``transformers/generation/candidate_generator.py``, ``AssistedCandidateGenerator.update_candidate_strategy``,
+checked on transformers 5.24).
 """
 from __future__ import annotations
 
@@ -11,7 +14,37 @@ from lab.kv import cache_length, rollback
 from lab.models import forward, new_cache, vocab_size
 from lab.sampling import probs_from_logits
 
-__all__ = ["DraftModelDrafter"]
+__all__ = ["DraftModelDrafter", "next_n_draft"]
+
+
+def _check_count(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def next_n_draft(n_draft: int, num_accepted: int, n_drafted: int, max_n_draft: int | None = None) -> int:
+    """The next step's draft length under transformers' "heuristic" schedule.
+
+    If the target accepted every drafted token (``num_accepted == n_drafted``) the draft length grows by 2,
+    otherwise it shrinks by 1, never below 1; ``max_n_draft`` (our addition; transformers has no cap) bounds the
+    growth. ``n_drafted`` is what was actually drafted, which can be less than ``n_draft`` when the step was
+    capped by ``max_new_tokens`` (transformers compares with the candidates it actually produced, too). The
+    source: ``AssistedCandidateGenerator.update_candidate_strategy`` in transformers'
+    ``generation/candidate_generator.py`` (``num_assistant_tokens += 2`` / ``max(1, num_assistant_tokens - 1)``).
+
+    Raises ``ValueError`` naming the argument for ``n_draft`` < 1, a negative ``n_drafted``, ``num_accepted``
+    outside ``[0, n_drafted]`` or ``max_n_draft`` < 1.
+    """
+    _check_count("n_draft", n_draft, 1)
+    _check_count("n_drafted", n_drafted, 0)
+    _check_count("num_accepted", num_accepted, 0)
+    if num_accepted > n_drafted:
+        raise ValueError(f"num_accepted ({num_accepted}) cannot exceed n_drafted ({n_drafted})")
+    if max_n_draft is not None:
+        _check_count("max_n_draft", max_n_draft, 1)
+    n = n_draft + 2 if num_accepted == n_drafted else max(1, n_draft - 1)
+    return min(n, max_n_draft) if max_n_draft is not None else n
 
 
 class DraftModelDrafter:
@@ -25,14 +58,32 @@ class DraftModelDrafter:
     are sampled from the same processed distribution (temperature, top-k, top-p) the target uses, and the
     probabilities ``[n, V]`` float32 (CPU) go to verification.
 
-    Raises ``ValueError`` for ``n_draft`` < 1.
+    ``adaptive=True`` changes the draft length N after every step as transformers' assisted generation does with
+    ``num_assistant_tokens_schedule="heuristic"`` (:func:`next_n_draft`): +2 after a step whose drafts were all
+    accepted, −1 (never below 1) otherwise, and at most ``max_n_draft``. ``n_draft`` is the starting N and
+    ``self.n_draft`` the current one; :meth:`reset` restores the start, so each generation begins from the same N
+    (transformers' "heuristic_transient"; its plain "heuristic" carries N over between ``generate`` calls).
+    ``n_draft_history`` lists the N used at each step of the current generation. With ``adaptive=False`` (the
+    default) N never changes. Greedy output is the target's either way: N only changes speed.
+
+    Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` < ``n_draft``, or ``max_n_draft`` without
+    ``adaptive``.
     """
 
-    def __init__(self, draft_model, n_draft: int = 4):
+    def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None):
         if isinstance(n_draft, bool) or not isinstance(n_draft, int) or n_draft < 1:
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+        if max_n_draft is not None:
+            if not adaptive:
+                raise ValueError("max_n_draft only applies with adaptive=True")
+            if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, int) or max_n_draft < n_draft:
+                raise ValueError(f"max_n_draft must be an integer >= n_draft ({n_draft}), got {max_n_draft!r}")
         self.model = draft_model
         self.n_draft = n_draft
+        self.initial_n_draft = n_draft
+        self.adaptive = bool(adaptive)
+        self.max_n_draft = max_n_draft
+        self.n_draft_history: list[int] = []
         self.vocab_size = vocab_size(draft_model)
         self._cache = None
         self._pending: list[int] = []
@@ -47,6 +98,8 @@ class DraftModelDrafter:
             forward(self.model, prompt_ids[:-1], self._cache, logits_to_keep=1)
         self._pending = prompt_ids[-1:]
         self._last = []
+        self.n_draft = self.initial_n_draft
+        self.n_draft_history = []
 
     def propose(self, request: DraftRequest) -> Draft:
         if self._cache is None:
@@ -56,6 +109,7 @@ class DraftModelDrafter:
         self._last = []
         if n <= 0:
             return Draft()
+        self.n_draft_history.append(self.n_draft)
         greedy = request.temperature == 0
         rows = []
         feed = self._pending
@@ -77,6 +131,8 @@ class DraftModelDrafter:
 
     def update(self, num_accepted: int, next_token: int) -> None:
         drafted = len(self._last)
+        if self.adaptive and drafted:  # a step that drafted nothing says nothing about N
+            self.n_draft = next_n_draft(self.n_draft, num_accepted, drafted, self.max_n_draft)
         if num_accepted < drafted:
             # Keep the committed prefix plus the accepted drafts; the cache had fed drafts[:-1] too.
             rollback(self._cache, self._base + num_accepted)

@@ -1,0 +1,100 @@
+"""lab.check_arena: every checker passes the reference, rejects planted mistakes with the right hint, and prints
+"not solved yet" for a stub."""
+from lab import check_arena as check
+from lab.check_arena import _STEP_LISTS, _ref_alpha, _ref_cost_ratio, _ref_efficiency, _step
+from lab.drafters.draft_model import next_n_draft
+from lab.metrics import expected_tokens_per_call
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_reference_values():
+    # 4 steps of a draft model: 8.0 ms over 16 forwards = 0.5 ms per forward, over a 4.6 ms autoregressive step.
+    assert abs(_ref_cost_ratio(_STEP_LISTS[0], 4.6) - 0.5 / 4.6) < 1e-12
+    # accepted 4 + 1 + 0 + 2 = 7; three steps stopped at a rejection: alpha = 7 / 10, the acceptance rate 7 / 16.
+    assert _ref_alpha(_STEP_LISTS[0]) == 0.7
+    assert _ref_alpha([_step(0, 0, 0.0, 5.0, calls=0)]) is None
+    assert abs(_ref_efficiency(300.0, 200.0, 0.75, 4, 0.1) - 1.5 / (expected_tokens_per_call(0.75, 4) / 1.4)) < 1e-12
+
+
+def test_cost_ratio(capsys):
+    assert check.cost_ratio(_ref_cost_ratio)
+    assert "✓" in capsys.readouterr().out
+    wrong = {
+        "draft_calls), not by the number of steps":
+            lambda steps, ar: sum(s.draft_ms for s in steps) / len(steps) / ar,
+        "not drafted tokens": lambda steps, ar: sum(s.draft_ms for s in steps) / sum(len(s.drafted) for s in steps) / ar,
+        "AUTOREGRESSIVE": lambda steps, ar: (sum(s.draft_ms for s in steps) / sum(s.draft_calls for s in steps))
+        / (sum(s.verify_ms for s in steps) / len(steps)),
+        "not the other way round": lambda steps, ar: ar / (sum(s.draft_ms for s in steps)
+                                                           / sum(s.draft_calls for s in steps)),
+    }
+    for hint, fn in wrong.items():
+        assert not check.cost_ratio(fn)
+        assert hint in capsys.readouterr().out
+    assert not check.cost_ratio(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_alpha_from_steps(capsys):
+    assert check.alpha_from_steps(_ref_alpha)
+
+    def acceptance_rate(steps):
+        drafted = sum(len(s.drafted) for s in steps)
+        return sum(s.num_accepted for s in steps) / drafted if drafted else None
+
+    def every_step(steps):
+        accepted = sum(s.num_accepted for s in steps)
+        trials = accepted + sum(1 for s in steps if s.drafted)
+        return accepted / trials if trials else None
+
+    def empty_rejects(steps):
+        accepted = sum(s.num_accepted for s in steps)
+        trials = accepted + sum(1 for s in steps if s.num_accepted < len(s.drafted) or not s.drafted)
+        return accepted / trials if trials else None
+
+    for fn, hint in ((acceptance_rate, "never examined"), (every_step, "bonus"), (empty_rejects, "examined nothing")):
+        assert not check.alpha_from_steps(fn)
+        assert hint in capsys.readouterr().out
+    assert not check.alpha_from_steps(lambda steps: 0.5)
+    assert not check.alpha_from_steps(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_efficiency(capsys):
+    from lab.metrics import predicted_speedup
+
+    assert check.efficiency(_ref_efficiency)
+    wrong = {
+        "1 + N·c": lambda m, b, a, n, c: (m / b) / expected_tokens_per_call(a, n),
+        "not 1 + c": lambda m, b, a, n, c: (m / b) / (expected_tokens_per_call(a, n) / (1 + c)),
+        "above 1 when": lambda m, b, a, n, c: (b / m) / predicted_speedup(a, n, c),
+        "not predicted / measured": lambda m, b, a, n, c: predicted_speedup(a, n, c) / (m / b),
+    }
+    for hint, fn in wrong.items():
+        assert not check.efficiency(fn)
+        assert hint in capsys.readouterr().out
+    assert not check.efficiency(lambda m, b, a, n, c: None)
+    assert "return" in capsys.readouterr().out
+    assert not check.efficiency(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_next_n_draft(capsys):
+    assert check.next_n_draft(lambda n, a, d: next_n_draft(n, a, d))
+    wrong = {
+        "n_drafted": lambda n, a, d: n + 2 if a == n else max(1, n - 1),
+        "below 1": lambda n, a, d: n + 2 if a == d else n - 1,
+        "by 2, not 1": lambda n, a, d: n + 1 if a == d else max(1, n - 1),
+        "EVERY draft": lambda n, a, d: n + 2 if a > 0 else max(1, n - 1),
+        "not reset to 1": lambda n, a, d: n + 2 if a == d else 1,
+    }
+    for hint, fn in wrong.items():
+        assert not check.next_n_draft(fn)
+        assert hint in capsys.readouterr().out
+    assert not check.next_n_draft(lambda n, a, d: str(n))
+    assert "return an int" in capsys.readouterr().out
+    assert not check.next_n_draft(stub)
+    assert "not solved yet" in capsys.readouterr().out
