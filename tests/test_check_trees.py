@@ -1,6 +1,5 @@
 """lab.check_trees: every checker passes the reference, rejects planted mistakes with the right hint, and prints
 "not solved yet" for a stub."""
-import torch
 
 from lab import check_trees as check
 from lab.trees import depths, tree_attention_mask

@@ -6,7 +6,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput"]
+__all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "draft_token"]
 
 
 @dataclass
@@ -90,3 +90,16 @@ class Drafter(Protocol):
     # ``needs_hidden_states`` is reset with ``reset(prompt_ids, hidden=...)``: the target's hidden states
     # ``[len(prompt_ids) - 1, D]`` for every prompt token but the last (the prefill). ``kv_length()`` returns the
     # drafter's own KV-cache length (recorded for the KV-cache viewer, lesson 07).
+
+
+def draft_token(logits: torch.Tensor, request: DraftRequest) -> tuple:
+    """Choose one draft token from draft ``logits [V]``: the argmax when ``request.temperature`` is 0 (returns
+    ``(token, None)``: verified as one-hot), else a draw from the distribution the target also uses
+    (``lab.sampling.probs_from_logits`` with the request's temperature, top-k, top-p) with ``request.generator``
+    (returns ``(token, probs)``, probs float32 ``[V]`` on the CPU, for rejection sampling)."""
+    from lab.sampling import probs_from_logits
+
+    if request.temperature == 0:
+        return int(logits.argmax()), None
+    probs = probs_from_logits(logits, request.temperature, request.top_k, request.top_p).cpu()
+    return int(torch.multinomial(probs, 1, generator=request.generator)), probs

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from lab.drafters.base import Draft, DraftRequest
+from lab.drafters.base import Draft, DraftRequest, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import forward, new_cache, vocab_size
-from lab.sampling import probs_from_logits
 
 __all__ = ["DraftModelDrafter", "next_n_draft"]
 
@@ -115,11 +114,8 @@ class DraftModelDrafter:
         feed = self._pending
         for _ in range(n):
             logits = forward(self.model, feed, self._cache, logits_to_keep=1)[-1]
-            if greedy:
-                token = int(logits.argmax())
-            else:
-                probs = probs_from_logits(logits, request.temperature, request.top_k, request.top_p).cpu()
-                token = int(torch.multinomial(probs, 1, generator=request.generator))
+            token, probs = draft_token(logits, request)
+            if probs is not None:
                 rows.append(probs)
             self._last.append(token)
             feed = [token]

@@ -18,10 +18,9 @@ from typing import ClassVar
 
 import torch
 
-from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import _cache_kwarg, new_cache, vocab_size
-from lab.sampling import probs_from_logits
 from lab.train import PAIR_DIR
 from lab.trees import position_ids as tree_position_ids
 from lab.trees import check_choices, choices_parents, tree_attention_mask
@@ -313,12 +312,8 @@ class EagleDrafter:
         greedy = request.temperature == 0
         feat, tokens, rows = self._root, [], []
         for i in range(n):
-            logits = self.model.logits(feat)
-            if greedy:
-                token = int(logits.argmax())
-            else:
-                probs = probs_from_logits(logits, request.temperature, request.top_k, request.top_p).cpu()
-                token = int(torch.multinomial(probs, 1, generator=request.generator))
+            token, probs = draft_token(self.model.logits(feat), request)
+            if probs is not None:
                 rows.append(probs)
             tokens.append(token)
             if i < n - 1:  # the pair (predicted feature, drafted token) at the drafted token's position
