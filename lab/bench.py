@@ -307,7 +307,7 @@ def _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_toke
 
 def _pool(runs) -> dict:
     """Pooled measurements of ``[(generation, drafter)]`` (sums over prompts, then ratios; times in ms)."""
-    from lab.metrics import summarize_steps
+    from lab.metrics import alpha_from_steps, summarize_steps
 
     runs = [gen for gen, _ in runs]
     steps = [s for g in runs for s in g.steps]
@@ -315,11 +315,7 @@ def _pool(runs) -> dict:
     wall = sum(g.stats["wall_ms"] for g in runs)
     prefill = sum(g.stats["prefill_ms"] for g in runs)
     stats = summarize_steps(steps, tokens, wall)
-    # Leviathan's alpha: each draft token the target examines is a trial; trials stop at the first rejection.
-    rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
-    examined = stats["accepted_tokens"] + rejections
-    return {**stats, "steps": len(steps), "prefill_ms": prefill, "rejections": rejections,
-            "alpha": stats["accepted_tokens"] / examined if examined else None,
+    return {**stats, "steps": len(steps), "prefill_ms": prefill, "alpha": alpha_from_steps(steps),
             "decode_ms": wall - prefill}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lab.check import _checker, _compare, _Fail, _same_float, _same_int, _show  # one harness for all lessons
 from lab.drafters.draft_model import next_n_draft as _ref_next_n_draft
-from lab.metrics import predicted_speedup
+from lab.metrics import alpha_from_steps, cost_ratio_from_steps, predicted_speedup
 from lab.trace import StepRecord
 
 __all__ = ["cost_ratio", "alpha_from_steps", "efficiency", "next_n_draft"]
@@ -40,9 +40,7 @@ _STEP_LISTS = [
 ]
 
 
-def _ref_cost_ratio(steps, ar_ms_per_step):
-    calls = sum(s.draft_calls for s in steps)
-    return sum(s.draft_ms for s in steps) / calls / ar_ms_per_step
+_ref_cost_ratio = cost_ratio_from_steps  # the lab reference
 
 
 @_checker
@@ -86,10 +84,42 @@ def cost_ratio(fn):
     return f"correct on all {n} step lists (pooled draft ms per draft forward, over one autoregressive step)."
 
 
-def _ref_alpha(steps):
+_ref_alpha = alpha_from_steps  # the lab reference
+
+
+def _alpha_acceptance_rate(steps):
+    drafted = sum(len(s.drafted) for s in steps)
+    return sum(s.num_accepted for s in steps) / drafted if drafted else None
+
+
+def _alpha_every_step_rejects(steps):
     accepted = sum(s.num_accepted for s in steps)
-    rejections = sum(1 for s in steps if s.drafted and s.num_accepted < len(s.drafted))
-    return accepted / (accepted + rejections) if accepted + rejections else None
+    trials = accepted + sum(1 for s in steps if s.drafted)
+    return accepted / trials if trials else None
+
+
+def _alpha_empty_rejects(steps):
+    accepted = sum(s.num_accepted for s in steps)
+    trials = accepted + sum(1 for s in steps if s.num_accepted < len(s.drafted) or not s.drafted)
+    return accepted / trials if trials else None
+
+
+def _alpha_first_position(steps):
+    drafted = [s for s in steps if s.drafted]
+    return sum(s.num_accepted > 0 for s in drafted) / len(drafted) if drafted else None
+
+
+_ALPHA_FAULTS = [  # planted mistakes and their hints (also used by the tests)
+    (_alpha_acceptance_rate, "that is the acceptance rate (accepted / drafted). Drafts after the first rejection are "
+                      "never examined, so they are not failed trials: count one rejection per step that "
+                      "stopped early."),
+    (_alpha_every_step_rejects, "a step whose drafts were ALL accepted had no rejection (its extra token is the "
+                         "bonus): count a rejection only when num_accepted < len(drafted)."),
+    (_alpha_empty_rejects, "a step that drafted nothing examined nothing: it is neither an acceptance nor a "
+                    "rejection."),
+    (_alpha_first_position, "that is the first position's acceptance only; use every examined draft: accepted / "
+                     "(accepted + rejections)."),
+]
 
 
 @_checker
@@ -99,40 +129,10 @@ def alpha_from_steps(fn):
     None when no draft was examined. Returns True/False."""
     cases = [(steps,) for steps in _STEP_LISTS] + [([_step(0, 0, 0.0, 5.0, calls=0)],), ([_step(3, 0, 1.0, 5.0)],)]
 
-    def acceptance_rate(steps):
-        drafted = sum(len(s.drafted) for s in steps)
-        return sum(s.num_accepted for s in steps) / drafted if drafted else None
-
-    def every_step_rejects(steps):
-        accepted = sum(s.num_accepted for s in steps)
-        trials = accepted + sum(1 for s in steps if s.drafted)
-        return accepted / trials if trials else None
-
-    def empty_rejects(steps):
-        accepted = sum(s.num_accepted for s in steps)
-        trials = accepted + sum(1 for s in steps if s.num_accepted < len(s.drafted) or not s.drafted)
-        return accepted / trials if trials else None
-
-    def first_position(steps):
-        drafted = [s for s in steps if s.drafted]
-        return sum(s.num_accepted > 0 for s in drafted) / len(drafted) if drafted else None
-
-    faults = [
-        (acceptance_rate, "that is the acceptance rate (accepted / drafted). Drafts after the first rejection are "
-                          "never examined, so they are not failed trials: count one rejection per step that "
-                          "stopped early."),
-        (every_step_rejects, "a step whose drafts were ALL accepted had no rejection (its extra token is the "
-                             "bonus): count a rejection only when num_accepted < len(drafted)."),
-        (empty_rejects, "a step that drafted nothing examined nothing: it is neither an acceptance nor a "
-                        "rejection."),
-        (first_position, "that is the first position's acceptance only; use every examined draft: accepted / "
-                         "(accepted + rejections)."),
-    ]
-
     def same(a, b):
         return (a is None and b is None) or _same_float(a, b)
 
-    n = _compare("alpha_from_steps", fn, cases, _ref_alpha, faults, same,
+    n = _compare("alpha_from_steps", fn, cases, _ref_alpha, _ALPHA_FAULTS, same,
                  "alpha = accepted / (accepted + number of steps with num_accepted < len(drafted)); None if that "
                  "is 0.", show_args=lambda args: _show_steps(args[0]))
     return f"correct on all {n} step lists: alpha counts only the drafts the target examined."

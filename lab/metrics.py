@@ -19,7 +19,8 @@ from numbers import Integral, Real
 import torch
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
-           "total_variation", "acceptance_probability", "chi_square", "summarize_steps"]
+           "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
+           "cost_ratio_from_steps"]
 
 
 def _check_alpha(alpha) -> float:
@@ -146,3 +147,25 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
         "wall_ms": wall_ms,
         "tokens_per_second": new_tokens / (wall_ms / 1000) if wall_ms > 0 else None,
     }
+
+
+def alpha_from_steps(steps) -> float | None:
+    """Leviathan's per-token acceptance α estimated from step records: accepted drafts / drafts the target examined.
+    A step examines its drafts up to the first rejection, so each step that stopped short of its depth
+    (``StepRecord.depth``) adds one failed trial; drafts after a rejection are never examined. None when no draft
+    was examined. Source: Leviathan et al. 2023, §3.1 (α as the expected acceptance per draft); lesson 12."""
+    accepted = sum(s.num_accepted for s in steps)
+    rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
+    return accepted / (accepted + rejections) if accepted + rejections else None
+
+
+def cost_ratio_from_steps(steps, ar_ms_per_step: float) -> float:
+    """Measured cost ratio c: the mean draft time per draft forward (total ``draft_ms`` / total ``draft_calls``, ms)
+    over ``ar_ms_per_step``, the time of one autoregressive target step (ms). Raises ``ValueError`` when the steps
+    made no draft forward or ``ar_ms_per_step`` is not positive. Lesson 12."""
+    calls = sum(s.draft_calls for s in steps)
+    if calls == 0:
+        raise ValueError("steps must include draft forward passes (draft_calls > 0) to measure c")
+    if not ar_ms_per_step > 0:
+        raise ValueError(f"ar_ms_per_step must be > 0 ms, got {ar_ms_per_step!r}")
+    return sum(s.draft_ms for s in steps) / calls / ar_ms_per_step

@@ -1,5 +1,7 @@
 """lab.check_arena: every checker passes the reference, rejects planted mistakes with the right hint, and prints
 "not solved yet" for a stub."""
+import pytest
+
 from lab import check_arena as check
 from lab.check_arena import _STEP_LISTS, _ref_alpha, _ref_cost_ratio, _ref_efficiency, _step
 from lab.drafters.draft_model import next_n_draft
@@ -41,21 +43,8 @@ def test_cost_ratio(capsys):
 def test_alpha_from_steps(capsys):
     assert check.alpha_from_steps(_ref_alpha)
 
-    def acceptance_rate(steps):
-        drafted = sum(len(s.drafted) for s in steps)
-        return sum(s.num_accepted for s in steps) / drafted if drafted else None
-
-    def every_step(steps):
-        accepted = sum(s.num_accepted for s in steps)
-        trials = accepted + sum(1 for s in steps if s.drafted)
-        return accepted / trials if trials else None
-
-    def empty_rejects(steps):
-        accepted = sum(s.num_accepted for s in steps)
-        trials = accepted + sum(1 for s in steps if s.num_accepted < len(s.drafted) or not s.drafted)
-        return accepted / trials if trials else None
-
-    for fn, hint in ((acceptance_rate, "never examined"), (every_step, "bonus"), (empty_rejects, "examined nothing")):
+    hints = ("never examined", "bonus", "examined nothing", "first position")
+    for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
         assert not check.alpha_from_steps(fn)
         assert hint in capsys.readouterr().out
     assert not check.alpha_from_steps(lambda steps: 0.5)
@@ -98,3 +87,13 @@ def test_next_n_draft(capsys):
     assert "return an int" in capsys.readouterr().out
     assert not check.next_n_draft(stub)
     assert "not solved yet" in capsys.readouterr().out
+
+
+def test_metrics_alpha_and_cost_ratio_are_the_lab_reference():
+    from lab.metrics import alpha_from_steps, cost_ratio_from_steps
+
+    assert _ref_alpha is alpha_from_steps and _ref_cost_ratio is cost_ratio_from_steps
+    with pytest.raises(ValueError, match="draft_calls"):
+        cost_ratio_from_steps([_step(0, 0, 0.0, 5.0, calls=0)], 4.6)
+    with pytest.raises(ValueError, match="ar_ms_per_step"):
+        cost_ratio_from_steps(_STEP_LISTS[0], 0.0)
