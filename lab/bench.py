@@ -24,7 +24,8 @@ import torch
 
 __all__ = ["run_bench", "format_table", "main", "copy_heavy_prompts", "edit_prompts", "record_prompts",
            "BASE_METHODS", "EXTRA_METHODS", "run_arena", "format_arena", "arena_prompts", "compare_adaptive",
-           "format_adaptive", "arena_main", "ARENA_TASKS", "ARENA_DRAFTERS"]
+           "format_adaptive", "format_reconciliation", "arena_main", "ARENA_TASKS", "ARENA_DRAFTERS",
+           "EFFICIENCY_FACTORS"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
@@ -257,6 +258,8 @@ def main(args) -> int:
 ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
 ARENA_DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
 FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
+# The efficiency's factors, in the order the prediction's assumptions are replaced by measurements (run_arena's docstring; lesson 12).
+EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
                   "adaptive": "draft model, adaptive N"}
@@ -353,6 +356,24 @@ def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
         refined = pooled["tokens_per_target_call"] / (row["step_draft_cost"] + row["verify_cost"])
     row.update(predicted_speedup=predicted, predicted_with_verify_cost=refined, measured_speedup=measured,
                decode_speedup=decode, efficiency=measured / predicted, decode_efficiency=decode / predicted)
+    # Where the prediction went: factors whose product is the efficiency (see run_arena's docstring).
+    if row["prediction"] == "alpha, N, c":
+        predicted_tokens, predicted_cost = row["expected_tokens_per_call"], 1 + n_draft * c
+    else:
+        predicted_tokens, predicted_cost = pooled["tokens_per_target_call"], 1 + row["step_draft_cost"]
+    d = row["step_draft_cost"]
+    extra_target = pooled["target_ms"] / steps / ar_ms - base["target_ms"] / base["steps"] / ar_ms
+    timed_share = (pooled["draft_ms"] + pooled["verify_ms"]) / pooled["decode_ms"]
+    base_timed_share = (base["draft_ms"] + base["verify_ms"]) / base["decode_ms"]
+    row["target_call_cost"] = pooled["target_ms"] / steps / (base["target_ms"] / base["steps"])
+    row["efficiency_factors"] = {
+        "acceptance": pooled["tokens_per_target_call"] / predicted_tokens,
+        "drafting": predicted_cost / (1 + d),
+        "target_call": (1 + d) / (1 + d + extra_target),
+        "verification": (1 + d + extra_target) / (d + row["verify_cost"]),
+        "loop": timed_share / base_timed_share / base["tokens_per_target_call"],
+        "prefill": measured / decode,
+    }
     return row
 
 
@@ -368,7 +389,8 @@ def _baseline_row(pooled, temperature) -> dict:
             "same_as_autoregressive": True if temperature == 0 else None, "prediction": "baseline",
             "expected_tokens_per_call": 1.0, "predicted_speedup": 1.0, "predicted_with_verify_cost": 1.0,
             "measured_speedup": 1.0, "decode_speedup": 1.0, "efficiency": 1.0,
-            "decode_efficiency": 1.0}
+            "decode_efficiency": 1.0, "target_call_cost": 1.0,
+            "efficiency_factors": dict.fromkeys(EFFICIENCY_FACTORS, 1.0)}
 
 
 def _progress(total: int, progress: bool, desc: str):
@@ -442,6 +464,31 @@ def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.
       predicted_speedup``. Below 1 when a multi-token target call costs more than a one-token one
       (``verify_cost`` > 1), when the loop's own work (verification, KV rollback, Python) adds to each step, and
       when the prefill, which speculation cannot shorten, dilutes the speedup.
+    - ``target_call_cost``: the speculative step's target forward (``StepRecord.target_ms``) over the
+      autoregressive step's, pooled: how much a call over [last] + drafts costs relative to one over one token.
+    - ``efficiency_factors``: the efficiency split into six factors whose product it is. Each replaces one
+      assumption of the prediction by its measurement, in turn, so each is 1 when its assumption holds and below 1
+      when time (or tokens) is lost there. In autoregressive steps (``ar_ms_per_step``), with d =
+      ``step_draft_cost``, Δ = the step's target forward minus the autoregressive step's target forward, and v =
+      ``verify_cost``:
+
+      - ``"acceptance"`` = measured tokens per call / predicted (the formula's ``expected_tokens_per_call``; 1 for
+        the drafters predicted from measured tokens per call). Below 1 when acceptances are not independent and
+        equally likely at every position, or when the last steps draft fewer than N because ``max_new_tokens`` is
+        near.
+      - ``"drafting"`` = (1 + N c) / (1 + d): the drafting time the formula counts vs the measured (1 for the
+        drafters predicted from measured drafting time).
+      - ``"target_call"`` = (1 + d) / (1 + d + Δ): the target forward over [last] + drafts (+ tree or window)
+        costs more than over one token (the formula assumes it costs the same).
+      - ``"verification"`` = (1 + d + Δ) / (d + v): the rest of the step beyond the forward (acceptance tests,
+        KV-cache rollback, the drafter's update) vs the autoregressive step's argmax and bookkeeping.
+      - ``"loop"`` = the share of the decode time inside drafting and verification (the step records'
+        ``draft_ms + verify_ms`` over the decode wall time) / the baseline's share: work between steps.
+      - ``"prefill"`` = ``measured_speedup / decode_speedup``: the prompt's forward (and the drafter's set-up),
+        which speculation cannot shorten.
+
+      The product of the first five is ``decode_efficiency``; with ``"prefill"`` it is ``efficiency`` (the
+      algebra is in lesson 12; a test checks the identity on real runs).
     - ``same_as_autoregressive``: at T = 0, whether every prompt's tokens equal the baseline's (they must); None
       at T > 0, where the output is only equal in distribution.
     - also ``task``, ``temperature``, ``drafter``, ``label``, ``n_draft`` (None for Lookahead and Medusa),
@@ -557,6 +604,27 @@ def format_arena(result: dict) -> str:
     return "\n".join(lines)
 
 
+def format_reconciliation(result: dict) -> str:
+    """Where each drafter's predicted speedup went, as a Markdown table: predicted ×, the six
+    ``efficiency_factors`` (see :func:`run_arena`), measured × and efficiency, one line per drafter row of
+    ``result`` (:func:`run_arena` or :func:`compare_adaptive`; autoregressive rows are left out). Raises
+    ``ValueError`` if ``result`` has no drafter rows."""
+    rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
+    if not rows:
+        raise ValueError("result holds no drafter rows: pass run_arena(...) or compare_adaptive(...)'s return value")
+    lines = ["| task | T | drafter | N | predicted × | × acceptance | × drafting | × target call | × verification | "
+             "× loop | × prefill | measured × | efficiency |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        f = row["efficiency_factors"]
+        lines.append(f"| {row['task']} | {row['temperature']:g} | {row['label']} | {_fmt(row['n_draft'])} | "
+                     f"{_fmt(row['predicted_speedup'])} | " + " | ".join(_fmt(f[k]) for k in EFFICIENCY_FACTORS)
+                     + f" | {_fmt(row['measured_speedup'])} | {_fmt(row['efficiency'])} |")
+    lines += ["", "predicted × the six factors = measured. Each swaps one assumption of the prediction for its "
+              "measurement: tokens per call; drafting time; the target call over N + 1 tokens vs one; the "
+              "verification and rollback; the work between steps; the prefill (lesson 12)."]
+    return "\n".join(lines)
+
+
 def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), start_n: int = 4,
                      max_n_draft: int = 16, max_new_tokens: int = 64, prompts: int = 3, temperature: float = 0.0,
                      seed: int = 0, repeats: int = 1, progress: bool = True) -> dict:
@@ -632,7 +700,10 @@ def format_adaptive(result: dict) -> str:
                      f"{_fmt(row['tokens_per_target_call'])} | {_fmt(row['tokens_per_second'], 0)} | "
                      f"{_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
                      f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
-    lines += ["", f"best fixed N (measured): {result['best_fixed_n']}"]
+    best = next(r for r in result["rows"] if r["drafter"] == "model" and r["n_draft"] == result["best_fixed_n"])
+    factors = ", ".join(f"{k.replace('_', ' ')} {best['efficiency_factors'][k]:.2f}" for k in EFFICIENCY_FACTORS)
+    lines += ["", f"best fixed N (measured): {result['best_fixed_n']}; its efficiency {best['efficiency']:.2f} "
+                  f"(decode only {best['decode_efficiency']:.2f}) = {factors}"]
     return "\n".join(lines)
 
 
@@ -652,6 +723,7 @@ def arena_main(args) -> int:
     if args.json:
         print(json.dumps({"arena": arena, "adaptive": adaptive}, indent=1))
     else:
-        print(format_arena(arena) + "\n\n" + format_adaptive(adaptive))
+        print(format_arena(arena) + "\n\nWhere the predicted speedup went\n\n" + format_reconciliation(arena)
+              + "\n\n" + format_adaptive(adaptive))
     rows = arena["rows"] + adaptive["rows"]
     return 0 if all(row["same_as_autoregressive"] is not False for row in rows) else 1

@@ -129,6 +129,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         else:  # [n+1, V]: one target call verifies all drafts
             out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden)
         all_logits, all_hidden = out if hidden else (out, None)
+        if all_logits.is_cuda:  # time the forward itself, not just its launch (verification syncs right after)
+            torch.cuda.synchronize(all_logits.device)
+        t_forward = time.perf_counter()
         fed = all_logits.size(0)
         logits = all_logits[: n + 1]
         if greedy:
@@ -158,7 +161,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         record = StepRecord(
             index=len(steps), position=len(new), drafted=list(draft.tokens), num_accepted=result.num_accepted,
             emitted=emitted, last_kind=result.kind, truncated=cut < len(block),
-            draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, draft_calls=draft.calls,
+            draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, target_ms=(t_forward - t1) * 1000,
+            draft_calls=draft.calls,
             target_probs=target_probs if record_probs else None,
             draft_probs=(draft.probs if record_probs else None),
             target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,

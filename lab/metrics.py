@@ -144,6 +144,7 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
         "per_position_acceptance": per_position,
         "draft_ms": sum(s.draft_ms for s in steps),
         "verify_ms": sum(s.verify_ms for s in steps),
+        "target_ms": sum(s.target_ms for s in steps),
         "wall_ms": wall_ms,
         "tokens_per_second": new_tokens / (wall_ms / 1000) if wall_ms > 0 else None,
     }

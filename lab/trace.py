@@ -24,7 +24,8 @@ class StepRecord:
       distribution, or its argmax when greedy), ``"bonus"`` when every draft was accepted (including steps with
       no draft); ``truncated`` is True when EOS or ``max_new_tokens`` cut ``emitted`` short.
     - ``draft_ms``, ``verify_ms``: wall time of drafting and of the target forward + verification (ms);
-      ``draft_calls``: draft forward passes spent this step.
+      ``draft_calls``: draft forward passes spent this step; ``target_ms``: the target's forward alone, the part
+      of ``verify_ms`` before verification starts (ms; on CUDA measured up to a synchronize).
     - ``target_probs`` ``[len(drafted)+1, V]`` and ``draft_probs`` ``[len(drafted), V]`` (float32, CPU), only when
       ``generate(record_probs=True)``: the distributions verification compared (for greedy runs, the untempered
       softmax, whose argmax verification used); ``draft_probs`` is None for a deterministic drafter.
@@ -56,6 +57,7 @@ class StepRecord:
     draft_cache: Optional[tuple] = None
     parents: Optional[list] = None
     path: list = field(default_factory=list)
+    target_ms: float = 0.0
 
     def __post_init__(self):
         if not self.path and self.num_accepted:

@@ -3,7 +3,10 @@ the adaptive draft length of DraftModelDrafter (transformers' "heuristic" schedu
 import pytest
 import torch
 
-from lab.bench import ARENA_DRAFTERS, compare_adaptive, format_adaptive, format_arena, run_arena
+import math
+
+from lab.bench import (ARENA_DRAFTERS, EFFICIENCY_FACTORS, compare_adaptive, format_adaptive, format_arena,
+                       format_reconciliation, run_arena)
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter
 from lab.drafters.base import DraftRequest
@@ -15,7 +18,8 @@ FIELDS = ("task", "temperature", "drafter", "label", "n_draft", "new_tokens", "t
           "draft_ms_per_call", "cost_ratio", "draft_ms_per_step", "verify_ms_per_step", "step_draft_cost",
           "verify_cost", "prefill_ms", "tokens_per_second", "baseline_tokens_per_second", "same_as_autoregressive",
           "prediction", "expected_tokens_per_call", "predicted_speedup", "predicted_with_verify_cost",
-          "measured_speedup", "decode_speedup", "efficiency", "decode_efficiency")
+          "measured_speedup", "decode_speedup", "efficiency", "decode_efficiency", "target_call_cost",
+          "efficiency_factors")
 TASKS = ("prose", "copy_edit", "structured")
 
 
@@ -78,6 +82,37 @@ def test_predictions_and_efficiency(arena):
             assert row["cost_ratio"] is None and row["draft_calls"] == 0
 
 
+def test_efficiency_factors_multiply_to_the_efficiency(arena):
+    for row in arena["rows"]:
+        f = row["efficiency_factors"]
+        assert tuple(f) == EFFICIENCY_FACTORS
+        assert all(v > 0 for v in f.values())
+        assert math.isclose(math.prod(f.values()), row["efficiency"], rel_tol=1e-9)
+        assert math.isclose(math.prod(f.values()) / f["prefill"], row["decode_efficiency"], rel_tol=1e-9)
+        assert f["prefill"] == row["measured_speedup"] / row["decode_speedup"]
+        if row["drafter"] == "autoregressive":
+            assert set(f.values()) == {1.0} and row["target_call_cost"] == 1.0
+        elif row["prediction"] == "alpha, N, c":
+            assert f["acceptance"] == row["tokens_per_target_call"] / row["expected_tokens_per_call"]
+            assert f["drafting"] == (1 + 4 * row["cost_ratio"]) / (1 + row["step_draft_cost"])
+        else:  # predicted from the measured tokens per call and drafting time: nothing to lose there
+            assert f["acceptance"] == 1.0 and f["drafting"] == 1.0
+        if row["drafter"] != "autoregressive":
+            # step cost: predicted / measured, split three ways at the target's forward
+            assert math.isclose(f["drafting"] * f["target_call"] * f["verification"],
+                                (1 + (4 * row["cost_ratio"] if row["prediction"] == "alpha, N, c"
+                                      else row["step_draft_cost"])) / (row["step_draft_cost"] + row["verify_cost"]),
+                                rel_tol=1e-9)
+            assert row["target_call_cost"] > 0
+
+
+def test_target_ms_is_the_forward_inside_verify_ms(pair):
+    prompt = pair.encode("ROMEO:\nWhat light")
+    spec = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, 4), max_new_tokens=12)
+    assert spec.steps and all(0 < s.target_ms <= s.verify_ms for s in spec.steps)
+    assert spec.stats["target_ms"] == sum(s.target_ms for s in spec.steps)
+
+
 def test_format_arena_and_figure(arena):
     from widgets.arena import arena_figure
 
@@ -94,6 +129,25 @@ def test_format_arena_and_figure(arena):
     assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit"]
     with pytest.raises(ValueError, match="no drafter rows"):
         arena_figure({"rows": []})
+    table = format_reconciliation(arena)
+    assert table.splitlines()[0].startswith("| task | T | drafter | N | predicted × | × acceptance | × drafting |")
+    assert sum(line.startswith("| prose") for line in table.splitlines()) == 2 * len(ARENA_DRAFTERS)
+    with pytest.raises(ValueError, match="no drafter rows"):
+        format_reconciliation({"rows": arena["rows"][:1]})
+
+
+def test_efficiency_waterfall(arena):
+    from widgets.arena import efficiency_waterfall
+
+    row = next(r for r in arena["rows"] if r["drafter"] == "model")
+    fig = efficiency_waterfall(row)
+    bars = fig.data[0]
+    assert list(bars.measure) == ["absolute"] + ["relative"] * len(EFFICIENCY_FACTORS) + ["total"]
+    assert bars.y[0] == row["predicted_speedup"]
+    assert math.isclose(sum(bars.y), row["measured_speedup"], rel_tol=1e-9)  # the steps walk down to the measurement
+    assert "draft model" in fig.layout.title.text
+    with pytest.raises(ValueError, match="efficiency_factors"):
+        efficiency_waterfall({"drafter": "model"})
 
 
 def test_arena_rejects_bad_arguments(pair):
@@ -122,6 +176,8 @@ def test_compare_adaptive(pair):
     assert adaptive["mean_n_draft"] == sum(history) / len(history)
     assert result["best_fixed_n"] in (1, 3)
     assert "draft model, adaptive N" in format_adaptive(result)
+    best = next(r for r in rows if r["n_draft"] == result["best_fixed_n"])
+    assert f"its efficiency {best['efficiency']:.2f}" in format_adaptive(result)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One script that checks the GPU path in a few minutes: the engine's oracles on CUDA (chains and token trees), the
-# bundled pair, Medusa and EAGLE on CUDA, lessons 00, 10 and 11 on CUDA, and the bench on the GPU. Run from the repository root on a machine with CUDA:
+# bundled pair, Medusa and EAGLE on CUDA, lessons 00, 10 and 11 on CUDA, the bench on the GPU, and the arena (issue
+# 6's goal: the draft model's efficiency at its best N; the efficiency factors show whether the target-call loss
+# measured on CPU goes away). Run from the repository root on a machine with CUDA:
 #   bash tools/gpu_check.sh            (uses .venv if present, else the current python)
 set -euo pipefail
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
@@ -19,3 +21,4 @@ LAB_TEST_DEVICE=cuda $PY -m pytest -q -x tests/test_engine.py tests/test_kv.py t
 $PY -m pytest -q --nbval-lax --nbval-current-env solutions/00_tour.ipynb solutions/10_medusa_tree_attention.ipynb \
     solutions/11_eagle_feature_drafts.ipynb
 $PY -m lab bench
+$PY -m lab arena --prompts 3 --max-new-tokens 64

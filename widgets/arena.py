@@ -1,4 +1,5 @@
-"""The drafter arena as a figure: measured vs predicted speedup of every drafter, per task and temperature.
+"""The drafter arena as figures: measured vs predicted speedup of every drafter, per task and temperature, and
+one drafter's predicted speedup walked down to its measured one, factor by factor.
 
 Used in lesson 12 with :func:`lab.bench.run_arena`'s result; plain plotly (a static ``go.Figure``, no widget state),
 so it renders in any notebook viewer and in exported HTML.
@@ -8,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-__all__ = ["arena_figure"]
+__all__ = ["arena_figure", "efficiency_waterfall"]
 
 MEASURED_COLOR = "#1f77b4"
 PREDICTED_COLOR = "#ff7f0e"
@@ -48,4 +49,46 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     fig.update_layout(barmode="group", height=max(300, height_per_row * len(tasks) + 80),
                       margin=dict(t=60, b=20, l=60, r=20), legend=dict(orientation="h", y=1.06, x=0),
                       title=dict(text="speedup over autoregressive decoding: measured vs predicted", y=0.995))
+    return fig
+
+
+FACTOR_LABELS = {"acceptance": "tokens per call", "drafting": "drafting time", "target_call": "target call",
+                 "verification": "verification", "loop": "between steps", "prefill": "prefill"}
+
+
+def efficiency_waterfall(row: dict, height: int = 340) -> go.Figure:
+    """A waterfall from one arena row's predicted speedup to its measured one: each bar is what one factor of
+    ``row["efficiency_factors"]`` (see :func:`lab.bench.run_arena`) adds or takes away, in × autoregressive, in the
+    order the factors replace the prediction's assumptions by measurements; the last bar is the measured speedup.
+
+    ``row`` is one drafter row of :func:`lab.bench.run_arena` or :func:`lab.bench.compare_adaptive`. Raises
+    ``ValueError`` for a row without ``efficiency_factors`` or ``predicted_speedup``.
+    """
+    factors = row.get("efficiency_factors") if isinstance(row, dict) else None
+    if not factors or row.get("predicted_speedup") is None:
+        raise ValueError("row must be one drafter row of lab.bench.run_arena(...) (with efficiency_factors)")
+    from lab.bench import EFFICIENCY_FACTORS
+
+    level = row["predicted_speedup"]
+    x, y, text = ["predicted"], [level], [f"{level:.2f}×"]
+    for name in EFFICIENCY_FACTORS:
+        new_level = level * factors[name]
+        x.append(FACTOR_LABELS[name])
+        y.append(new_level - level)
+        text.append(f"× {factors[name]:.2f}")
+        level = new_level
+    x.append("measured")
+    y.append(0.0)
+    text.append(f"{level:.2f}×")
+    fig = go.Figure(go.Waterfall(x=x, y=y, measure=["absolute"] + ["relative"] * len(EFFICIENCY_FACTORS) + ["total"],
+                                 text=text, textposition="outside", connector=dict(line=dict(color="#999999")),
+                                 decreasing=dict(marker_color="#d62728"), increasing=dict(marker_color="#2ca02c"),
+                                 totals=dict(marker_color=MEASURED_COLOR)))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="grey")
+    n = f", N = {row['n_draft']}" if row.get("n_draft") else ""
+    where = f"{row['task']}, T = {row['temperature']:g}, " if "task" in row else ""
+    fig.update_layout(height=height, margin=dict(t=50, b=20, l=60, r=20), yaxis_title="× autoregressive",
+                      title=dict(text=f"{row.get('label', row.get('drafter', ''))} ({where}efficiency "
+                                      f"{row['efficiency']:.2f}{n}): where the predicted speedup went"),
+                      showlegend=False)
     return fig
