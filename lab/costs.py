@@ -317,7 +317,7 @@ def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, 
     non-positive ``batch``, ``new_tokens`` or ``repeats``, a negative ``context``, or more positions than the
     model's context. Unit: ms."""
     from lab.kv import rollback
-    from lab.models import _cache_kwarg, context_limit, new_cache, vocab_size
+    from lab.models import cache_kwarg, context_limit, new_cache, vocab_size
 
     batch, new_tokens = _positive_int("batch", batch), _positive_int("new_tokens", new_tokens)
     repeats, context = _positive_int("repeats", repeats), _positive_int("context", context, minimum=0)
@@ -327,7 +327,7 @@ def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, 
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(vocab_size(model), (batch, context + new_tokens), generator=generator).to(device)
-    key = _cache_kwarg(type(model))
+    key = cache_kwarg(type(model))
     cache = new_cache()
     if context:
         model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1, **{key: cache})

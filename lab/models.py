@@ -18,7 +18,7 @@ import torch
 from lab.train import PAIR_DIR
 
 __all__ = ["ModelPair", "PRESETS", "load_pair", "pick_device", "forward", "new_cache", "ModelNotAvailableError",
-           "held_out_prompts"]
+           "held_out_prompts", "cache_kwarg"]
 
 # name -> (target id, draft id); each pair shares one tokenizer (same family).
 PRESETS: dict[str, tuple[str, str]] = {
@@ -149,8 +149,10 @@ def new_cache():
 
 
 @functools.lru_cache(maxsize=None)
-def _cache_kwarg(model_cls) -> str:
-    # transformers 5.24 renamed `past_key_values` to `cache`; older 5.x releases only know the old name.
+def cache_kwarg(model_cls) -> str:
+    """The keyword under which ``model_cls.forward`` (a transformers model or decoder-layer class) takes its KV
+    cache: ``"cache"`` from transformers 5.24 on, ``"past_key_values"`` in older 5.x releases (5.24 still accepts
+    the old name, with a FutureWarning)."""
     return "cache" if "cache" in inspect.signature(model_cls.forward).parameters else "past_key_values"
 
 
@@ -170,7 +172,7 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     is causal and continues from the cache length. Raises ``ValueError`` for masks or positions of the wrong shape.
     """
     ids = torch.as_tensor(input_ids, dtype=torch.long, device=model.device).view(1, -1)
-    kwargs = {_cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
+    kwargs = {cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
     n = ids.size(1)
     if attention_mask is not None:
         allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=model.device)

@@ -183,3 +183,20 @@ def test_lookahead_history_describes_each_step(target):
         assert info["num_accepted"] == record.num_accepted
         assert info["position"] == 4 + record.position
         assert min(info["outputs"]) == info["position"] + 1
+
+
+def test_cache_kwarg_names_a_parameter_of_forward(target):
+    import inspect
+    import warnings
+
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    from lab.models import cache_kwarg
+
+    for cls in (type(target), LlamaDecoderLayer):
+        key = cache_kwarg(cls)
+        assert key in ("cache", "past_key_values") and key in inspect.signature(cls.forward).parameters
+    # the name it gives is the one the installed transformers wants: passing it raises no deprecation warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        target(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True, **{cache_kwarg(type(target)): new_cache()})

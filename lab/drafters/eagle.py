@@ -20,7 +20,7 @@ import torch
 
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, draft_token
 from lab.kv import cache_length, rollback
-from lab.models import _cache_kwarg, new_cache, vocab_size
+from lab.models import cache_kwarg, new_cache, vocab_size
 from lab.train import PAIR_DIR
 from lab.trees import position_ids as tree_position_ids
 from lab.trees import check_choices, choices_parents, tree_attention_mask
@@ -94,7 +94,7 @@ class EagleDraftModel(torch.nn.Module):
         self.layer = LlamaModel(layer_cfg)  # decoder layer + final norm; fed inputs_embeds only
         self.layer.embed_tokens.weight.requires_grad_(False)  # unused: the fused input replaces it
         self.up = torch.nn.Linear(width, feature)
-        self._cache_kwarg = _cache_kwarg(type(self.layer))
+        self._cache_kwarg = cache_kwarg(type(self.layer))
 
     # -- the shared target parts ----------------------------------------------------------------------------
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
