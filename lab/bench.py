@@ -402,18 +402,35 @@ def _progress(total: int, progress: bool, desc: str):
     return tqdm(total=total, desc=desc, disable=disabled, leave=False)
 
 
-def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters):
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_temperature(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+
+
+def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
+                      seed):
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts_per_task", prompts_per_task),
                         ("n_draft", n_draft), ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        _check_count(name, value)
+    _check_seed(seed)
     if isinstance(tasks, str) or not tasks or any(t not in ARENA_TASKS for t in tasks):
         raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
     if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
         raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
-    if not temperatures or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0
-                               for t in temperatures):
+    if isinstance(temperatures, (str, int, float)) or not temperatures:
         raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
+    for t in temperatures:
+        _check_temperature("temperatures", t)
 
 
 def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.0, 1.0), max_new_tokens: int = 64,
@@ -449,11 +466,11 @@ def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.
       target's call over [last] + drafts (+ tree or window tokens) costs than over one token: 1 in the model).
     - ``predicted_speedup``: for the chain drafters with one draft forward per drafted token ("model", "eagle",
       "early-exit"; ``prediction`` = "alpha, N, c"): :func:`lab.metrics.predicted_speedup` ``(alpha, N, c)`` =
-      (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et al. 2023, §3.4, Theorem 3.8, and equation 1). For prompt
-      lookup, Lookahead and Medusa (no draft forward per token, a varying N, a tree; ``prediction`` =
-      "tokens/call, draft ms"): measured tokens per call / (1 + ``step_draft_cost``), the same model with the
-      measured tokens per call in place of the i.i.d. formula and the measured drafting time in place of N c.
-      Both assume a target call over many tokens costs what a one-token step costs.
+      (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et al. 2023, equation 1, and Theorem 3.8 in its section
+      "Walltime Improvement"). For prompt lookup, Lookahead and Medusa (no draft forward per token, a varying N, a
+      tree; ``prediction`` = "tokens/call, draft ms"): measured tokens per call / (1 + ``step_draft_cost``), the
+      same model with the measured tokens per call in place of the i.i.d. formula and the measured drafting time
+      in place of N c. Both assume a target call over many tokens costs what a one-token step costs.
     - ``measured_speedup`` = the drafter's tokens/s / the baseline's tokens/s, each = new tokens / total wall
       time of the ``generate`` calls (prefill included, as a user sees it); ``decode_speedup`` the same with
       the prefill time (``prefill_ms``, which includes the drafter's own prefill) left out of both.
@@ -498,14 +515,15 @@ def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.
     ``settings`` records the pair, device, dtype, threads, arguments, the drafters' geometry and the 1-minute load
     average before and after (``os.getloadavg``): timings on a busy machine are not comparable. Values are not
     rounded (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
-    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature, a count < 1, or
-    ``prompts_per_task`` larger than a task has prompts.
+    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature, a count < 1, a
+    seed that is not an integer >= 0, or ``prompts_per_task`` larger than a task has prompts.
     """
     import os
 
     from lab.cli import make_drafter
 
-    _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters)
+    _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
+                      seed)
     prompts = {}
     for task in tasks:
         available = arena_prompts(pair, task)
@@ -636,13 +654,20 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
     "model") and one for the adaptive drafter (``drafter`` = "adaptive", ``n_draft`` None, ``mean_n_draft`` = the
     mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
     its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
-    speedup. Raises ``ValueError`` naming the argument for bad counts or an unknown task.
+    speedup. Raises ``ValueError`` naming the argument for a count < 1 (``max_new_tokens``, ``prompts``, ``start_n``,
+    ``repeats``), an unknown ``task``, a negative or infinite ``temperature``, a bad ``seed``, or bad ``n_values``.
     """
     import os
 
     from lab.drafters import DraftModelDrafter
 
-    _check_arena_args(pair, (task,), (temperature,), max_new_tokens, prompts, start_n, repeats, ("model",))
+    if task not in ARENA_TASKS:
+        raise ValueError(f"task must be one of {ARENA_TASKS}, got {task!r}")
+    for name, value in (("max_new_tokens", max_new_tokens), ("prompts", prompts), ("start_n", start_n),
+                        ("repeats", repeats)):
+        _check_count(name, value)
+    _check_temperature("temperature", temperature)
+    _check_seed(seed)
     if not n_values or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in n_values):
         raise ValueError(f"n_values must be a non-empty sequence of integers >= 1, got {n_values!r}")
     if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, int) or max_n_draft < start_n:

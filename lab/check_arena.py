@@ -34,7 +34,7 @@ def _show_steps(steps) -> str:
 _STEP_LISTS = [
     [_step(4, 4, 2.0, 6.0), _step(4, 1, 2.0, 6.5), _step(4, 0, 2.4, 6.1), _step(4, 2, 1.6, 5.9)],
     [_step(4, 3, 3.0, 6.0, calls=5), _step(4, 4, 2.5, 6.0, calls=5), _step(4, 0, 3.5, 6.0, calls=5)],
-    [_step(3, 3, 1.5, 5.0), _step(3, 3, 1.5, 5.0), _step(2, 1, 1.0, 5.0), _step(0, 0, 0.01, 4.6, calls=0)],
+    [_step(3, 3, 1.5, 5.0), _step(3, 3, 1.5, 5.0), _step(2, 1, 1.0, 5.0), _step(0, 0, 0.0, 4.6, calls=0)],
     [_step(1, 1, 9.0, 5.0), _step(8, 2, 4.0, 9.0), _step(8, 8, 4.0, 9.0)],
     [_step(5, 5, 1.0, 7.0), _step(5, 5, 1.0, 7.0)],
 ]
@@ -119,6 +119,8 @@ _ALPHA_FAULTS = [  # planted mistakes and their hints (also used by the tests)
                     "rejection."),
     (_alpha_first_position, "that is the first position's acceptance only; use every examined draft: accepted / "
                      "(accepted + rejections)."),
+    (lambda steps: _ref_alpha(steps) if _ref_alpha(steps) is not None else 0.0,
+     "when no draft was examined there is no estimate: return None, not 0 (0 would claim every draft fails)."),
 ]
 
 
@@ -168,6 +170,9 @@ def efficiency(fn):
         (lambda m, b, a, n, c: (m / b) / ((n + 1 if a == 1 else (1 - a ** n) / (1 - a)) / (1 + n * c)),
          "a step emits up to N + 1 tokens (the bonus token): expected tokens per call is "
          "(1 - alpha**(N+1)) / (1 - alpha)."),
+        (lambda m, b, a, n, c: (m / b) / ((1 - a ** (n + 1)) / (1 - a) / (1 + n * c)),
+         "at alpha = 1 the formula (1 - alpha**(N+1)) / (1 - alpha) is 0 / 0: every draft is accepted, so a call "
+         "yields N + 1 tokens. Handle alpha == 1 on its own (or use predicted_speedup)."),
     ]
     n = _compare("efficiency", fn, _EFFICIENCY_CASES, _ref_efficiency, faults, _same_float,
                  "efficiency = (measured / baseline tokens/s) / predicted_speedup(alpha, N, c).")

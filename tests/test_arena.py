@@ -161,6 +161,17 @@ def test_arena_rejects_bad_arguments(pair):
         run_arena(pair, drafters=("oracle",), progress=False)
     with pytest.raises(ValueError, match="max_new_tokens"):
         run_arena(pair, max_new_tokens=0, progress=False)
+    with pytest.raises(ValueError, match="seed"):
+        run_arena(pair, seed="x", progress=False)
+    with pytest.raises(ValueError, match="temperatures"):
+        run_arena(pair, temperatures=0.0, progress=False)
+    # compare_adaptive names its own arguments
+    for kwargs, name in (({"start_n": 0}, "start_n"), ({"temperature": -1.0}, "temperature must"),
+                         ({"task": "poem"}, "task must"), ({"prompts": 0}, "prompts must"),
+                         ({"prompts": 99}, "prompts must be at most"), ({"seed": 1.5}, "seed"),
+                         ({"n_values": (0,)}, "n_values"), ({"max_n_draft": 2}, "max_n_draft")):
+        with pytest.raises(ValueError, match=name):
+            compare_adaptive(pair, progress=False, **kwargs)
 
 
 def test_compare_adaptive(pair):

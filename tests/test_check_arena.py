@@ -36,6 +36,13 @@ def test_cost_ratio(capsys):
     for hint, fn in wrong.items():
         assert not check.cost_ratio(fn)
         assert hint in capsys.readouterr().out
+
+    def skips_idle_steps(steps, ar):  # correct too: a step with no draft forward adds no time and no call
+        busy = [s for s in steps if s.draft_calls]
+        return sum(s.draft_ms for s in busy) / sum(s.draft_calls for s in busy) / ar
+
+    assert check.cost_ratio(skips_idle_steps)
+    assert "✓" in capsys.readouterr().out
     assert not check.cost_ratio(stub)
     assert "not solved yet" in capsys.readouterr().out
 
@@ -43,7 +50,7 @@ def test_cost_ratio(capsys):
 def test_alpha_from_steps(capsys):
     assert check.alpha_from_steps(_ref_alpha)
 
-    hints = ("never examined", "bonus", "examined nothing", "first position")
+    hints = ("never examined", "bonus", "examined nothing", "first position", "return None, not 0")
     for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
         assert not check.alpha_from_steps(fn)
         assert hint in capsys.readouterr().out
@@ -65,6 +72,11 @@ def test_efficiency(capsys):
     for hint, fn in wrong.items():
         assert not check.efficiency(fn)
         assert hint in capsys.readouterr().out
+    def written_out(m, b, a, n, c):  # right everywhere but at alpha = 1, where it divides 0 by 0
+        return (m / b) / ((1 - a ** (n + 1)) / (1 - a) / (1 + n * c))
+
+    assert not check.efficiency(written_out)
+    assert "Handle alpha == 1" in capsys.readouterr().out
     assert not check.efficiency(lambda m, b, a, n, c: None)
     assert "return" in capsys.readouterr().out
     assert not check.efficiency(stub)
