@@ -8,7 +8,10 @@ never raises.
 The exercise: turn vLLM's speculative-decoding counters (``vllm:spec_decode_num_drafts``,
 ``…_num_draft_tokens``, ``…_num_accepted_tokens``, ``…_num_accepted_tokens_per_pos``) into this course's
 ``stats`` keys. The expected answers are :func:`lab.metrics.summarize_steps` on step records that produce those
-counters, so a correct answer agrees with what our own decode loop reports.
+counters, so a correct answer agrees with what our own decode loop reports. One case drafts a different number of
+tokens at each step (as prompt lookup does), so that answers which assume a constant N (for example dividing by
+num_drafts × the number of positions instead of by num_draft_tokens) fail; there ``per_position_acceptance`` is
+vLLM's unconditional share, accepted at position i / drafts, which is what the counters can give.
 """
 from __future__ import annotations
 
@@ -25,35 +28,54 @@ KEYS = ("acceptance_rate", "tokens_per_target_call", "per_position_acceptance")
 
 
 # --- building cases ------------------------------------------------------------------------------------------------
-def make_steps(accepted: list, n_draft: int) -> list:
-    """Step records of a run that drafts ``n_draft`` tokens every step and accepts ``accepted[i]`` of them in step i
-    (each step emits the accepted drafts plus one target token)."""
+def make_steps(accepted: list, n_draft) -> list:
+    """Step records of a run that accepts ``accepted[i]`` drafted tokens in step i (each step emits the accepted
+    drafts plus one target token).
+
+    ``n_draft``: the tokens drafted per step, an int >= 1 for every step, or a list with one length >= 1 per step
+    (a run whose draft length varies, as prompt lookup's does). Raises ``ValueError`` for a length below 1, a list
+    whose length differs from ``accepted``'s, or an accepted count outside 0..(that step's length)."""
+    lengths = [n_draft] * len(accepted) if isinstance(n_draft, int) else list(n_draft)
+    if len(lengths) != len(accepted):
+        raise ValueError(f"n_draft must be an int or one length per step ({len(accepted)}), got {len(lengths)}")
     steps = []
-    for i, a in enumerate(accepted):
-        if not 0 <= a <= n_draft:
-            raise ValueError(f"accepted counts must be in 0..{n_draft}, got {a}")
-        steps.append(StepRecord(index=i, position=0, drafted=[0] * n_draft, num_accepted=a, emitted=[0] * (a + 1),
-                                last_kind="bonus" if a == n_draft else "resampled", draft_calls=n_draft))
+    for i, (a, n) in enumerate(zip(accepted, lengths)):
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n_draft must be >= 1 at every step, got {n!r} at step {i}")
+        if not 0 <= a <= n:
+            raise ValueError(f"accepted counts must be in 0..{n} at step {i}, got {a}")
+        steps.append(StepRecord(index=i, position=0, drafted=[0] * n, num_accepted=a, emitted=[0] * (a + 1),
+                                last_kind="bonus" if a == n else "resampled", draft_calls=n))
     return steps
 
 
 def counters_from_steps(steps: list) -> dict:
     """The four counters vLLM would export for these steps (``vllm/v1/spec_decode/metrics.py``: one draft per
-    step, its drafted and accepted token counts, and one count per accepted position)."""
-    longest = max((len(s.drafted) for s in steps), default=0)
+    step that drafted at least one token, its drafted and accepted token counts, and one count per accepted
+    position; a list as long as the longest draft)."""
+    drafting = [s for s in steps if s.drafted]
+    longest = max((len(s.drafted) for s in drafting), default=0)
     per_position = [0] * longest
-    for s in steps:
+    for s in drafting:
         for i in range(s.num_accepted):
             per_position[i] += 1
-    return {"num_drafts": len(steps), "num_draft_tokens": sum(len(s.drafted) for s in steps),
-            "num_accepted_tokens": sum(s.num_accepted for s in steps), "accepted_per_position": per_position}
+    return {"num_drafts": len(drafting), "num_draft_tokens": sum(len(s.drafted) for s in drafting),
+            "num_accepted_tokens": sum(s.num_accepted for s in drafting), "accepted_per_position": per_position}
 
 
 def _expected(steps: list) -> dict:
+    """The answers for ``steps`` (every step drafts >= 1 token): our decode loop's stats; where the draft length
+    varies, ``per_position_acceptance`` is the unconditional share vLLM's counters give (ours conditions position i
+    on the steps that drafted that far, which the counters cannot tell apart)."""
     if not steps:
         return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
     stats = summarize_steps(steps, new_tokens=sum(len(s.emitted) for s in steps), wall_ms=1.0)
-    return {key: stats[key] for key in KEYS}
+    expected = {key: stats[key] for key in KEYS}
+    if len({len(s.drafted) for s in steps}) > 1:
+        longest = max(len(s.drafted) for s in steps)
+        expected["per_position_acceptance"] = [sum(s.num_accepted > i for s in steps) / len(steps)
+                                               for i in range(longest)]
+    return expected
 
 
 def _cases() -> list:
@@ -62,6 +84,8 @@ def _cases() -> list:
              ("a run where every draft is accepted (N = 3)", make_steps([3, 3, 3], 3)),
              ("a run where every draft is rejected (N = 5)", make_steps([0, 0, 0, 0], 5)),
              ("a long run at N = 7", make_steps([rng.randint(0, 7) for _ in range(200)], 7)),
+             ("a run whose draft length varies from 1 to 5 tokens (as prompt lookup's does)",
+              make_steps([3, 2, 0, 4, 1, 5, 1, 0], [5, 2, 1, 4, 3, 5, 1, 2])),
              ("no speculative steps at all", [])]
     return [(label, counters_from_steps(steps), _expected(steps)) for label, steps in cases]
 
@@ -85,6 +109,11 @@ _FAULTS = [
                                "per_position_acceptance": [x / d for x in p]}),
      "acceptance_rate divides by the wrong count: it is accepted draft tokens / drafted tokens "
      "(num_draft_tokens), not per step (num_drafts)."),
+    (_safe(lambda d, t, a, p: {"acceptance_rate": a / (d * len(p)) if p else 0.0, "tokens_per_target_call": 1 + a / d,
+                               "per_position_acceptance": [x / d for x in p]}),
+     "acceptance_rate assumes every step drafted as many tokens as there are positions (num_drafts × "
+     "len(accepted_per_position)); drafts can be shorter (prompt lookup proposes only what it finds), so divide by "
+     "the tokens actually drafted, num_draft_tokens."),
     (_safe(lambda d, t, a, p: {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / t,
                                "per_position_acceptance": [x / d for x in p]}),
      "tokens_per_target_call is per step: divide accepted tokens by the number of drafts (one per target call), "
@@ -100,8 +129,8 @@ _FAULTS = [
     (_safe(lambda d, t, a, p: {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / d,
                                "per_position_acceptance": [x / (p[i - 1] if i else d) if (p[i - 1] if i else d)
                                                            else 0.0 for i, x in enumerate(p)]}),
-     "per_position_acceptance is unconditional here, as in vLLM and in our stats: accepted at position i / all "
-     "drafts — not the chance of position i given that position i − 1 was accepted."),
+     "per_position_acceptance is unconditional here, as in vLLM (and in our stats when every step drafts N): "
+     "accepted at position i / all drafts — not the chance of position i given that position i − 1 was accepted."),
     (lambda d, t, a, p: {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / d,
                          "per_position_acceptance": [x / d for x in p]},
      "with no drafts (num_drafts == 0) nothing can be divided: return None for acceptance_rate and "
@@ -186,7 +215,7 @@ def stats_from_vllm_counters(fn) -> str:
         raise _Fail(f"on {label} ({_counter_text(counters)}) {key} should be {_show(expected[key])}, "
                     f"got {_show(got[1][key])}.")
     return (f"all three stats match our decode loop's on {len(cases)} runs, including one where every draft was "
-            "accepted and one with no drafts.")
+            "accepted, one whose draft length varies and one with no drafts.")
 
 
 def _counter_text(counters: dict) -> str:

@@ -6,6 +6,9 @@ orange resampled, blue bonus) and prints the stats; ``--json`` prints one JSON o
 measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` trains the bundled pair,
 ``train card`` measures it and writes its model card. ``pick`` recommends a drafting method for a workload
 (see :mod:`lab.picker`).
+
+Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
+2); a model that cannot be loaded gives one error line and exit status 1.
 """
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ import sys
 from pathlib import Path
 
 DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")  # the --drafter choices
+PAIRS = ("shakespeare", "gpt2", "smollm2", "qwen2.5")
+"""The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
+--pair without importing torch (tests/test_cli_errors.py keeps the two equal)."""
 
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
         "prompt": "\x1b[2m", "reset": "\x1b[0m"}
@@ -47,20 +53,41 @@ def make_drafter(kind: str, pair, n_draft: int):
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    """argparse type: a whole number >= 1 (argparse prefixes the flag to the message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return value
 
 
 def _temperature(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0 = greedy), got {text}")
+    """argparse type: a finite number >= 0 (0 = greedy)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0 = greedy), got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (0 = greedy), got {text!r}")
+    return value
+
+
+def _gigabytes(text: str) -> float:
+    """argparse type: a finite number of gigabytes >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of GB >= 0, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number of GB >= 0, got {text!r}")
     return value
 
 
 def demo(args) -> int:
+    """``python -m lab demo``: stream one speculative generation (``args`` from :func:`main`'s parser); returns the
+    exit status."""
     from lab.decode import generate
     from lab.models import held_out_prompts, load_pair
 
@@ -106,78 +133,126 @@ def demo(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab", description="Speculative Decoding Lab")
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m lab`` argument parser (one subcommand per task; see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m lab", description="Speculative Decoding Lab: demos, "
+                                     "benchmarks, the drafter arena, training and the strategy picker.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    pair_help = f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; only shakespeare is bundled)"
 
-    p = sub.add_parser("demo", help="stream one speculative generation with coloured tokens")
-    p.add_argument("--drafter", choices=DRAFTERS, default="model")
+    p = sub.add_parser("demo", help="stream one speculative generation with coloured tokens",
+                       description="Stream one speculative generation with coloured tokens (green accepted, red "
+                                   "struck-through rejected, orange resampled, blue bonus), then print the stats.")
+    p.add_argument("--drafter", choices=DRAFTERS, default="model",
+                   help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft "
+                        "or an early exit from the target (default: %(default)s)")
     p.add_argument("--prompt", default=None, help="text to continue (default: a held-out passage)")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=80)
-    p.add_argument("--temperature", type=_temperature, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=80,
+                   help="tokens to generate, >= 1 (default: %(default)s)")
+    p.add_argument("--temperature", type=_temperature, default=0.0,
+                   help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
     p.add_argument("--n-draft", type=_positive_int, default=4,
-                   help="draft tokens per step (model, ngram, eagle, early-exit; lookahead and medusa use "
-                        "their own window / tree)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pair", default="shakespeare", help="model pair preset")
+                   help="draft tokens per step N, >= 1 (model, ngram, eagle, early-exit; lookahead and medusa use "
+                        "their own window / tree) (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="random seed for sampling (default: %(default)s)")
+    p.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
-                   help="ANSI colours (auto: only on a terminal)")
+                   help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
 
-    b = sub.add_parser("bench", help="lab vs transformers: autoregressive and speculative, side by side")
-    b.add_argument("--json", action="store_true")
-    b.add_argument("--max-new-tokens", type=_positive_int, default=128)
-    b.add_argument("--n-draft", type=_positive_int, default=4)
-    b.add_argument("--prompts", type=_positive_int, default=5, help="how many held-out prompts")
-    b.add_argument("--pair", default="shakespeare")
+    b = sub.add_parser("bench", help="lab vs transformers: autoregressive and speculative, side by side",
+                       description="Time this course's decode loop against transformers' generate, autoregressive "
+                                   "and speculative, on held-out and copy-heavy prompts, and check that greedy "
+                                   "outputs are identical (exit status 1 if not).")
+    b.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
+    b.add_argument("--max-new-tokens", type=_positive_int, default=128,
+                   help="tokens to generate per prompt, >= 1 (default: %(default)s)")
+    b.add_argument("--n-draft", type=_positive_int, default=4,
+                   help="draft tokens per step N, >= 1 (default: %(default)s)")
+    b.add_argument("--prompts", type=_positive_int, default=5,
+                   help="how many held-out prompts, >= 1 (default: %(default)s)")
+    b.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
 
     a = sub.add_parser("arena", help="every drafter on prose, copy/edit and structured prompts at T = 0 and 1: "
-                                     "predicted vs measured speedup, then fixed vs adaptive N")
-    a.add_argument("--json", action="store_true")
-    a.add_argument("--max-new-tokens", type=_positive_int, default=64)
-    a.add_argument("--prompts", type=_positive_int, default=3, help="prompts per task (at most 4)")
-    a.add_argument("--n-draft", type=_positive_int, default=4)
-    a.add_argument("--repeats", type=_positive_int, default=1, help="time each run this often, keep the fastest")
-    a.add_argument("--pair", default="shakespeare")
+                                     "predicted vs measured speedup, then fixed vs adaptive N",
+                       description="The drafter arena (lesson 12): every drafter on the same target and prompts, "
+                                   "for prose, copy/edit and structured output at T = 0 and T = 1. Prints the "
+                                   "speedup lesson 06's formula predicts beside the measured one, where the "
+                                   "difference went, and fixed vs adaptive N for the draft model. Exit status 1 if "
+                                   "a greedy run differed from autoregressive decoding.")
+    a.add_argument("--json", action="store_true", help="print the arena and the adaptive comparison as JSON")
+    a.add_argument("--max-new-tokens", type=_positive_int, default=64,
+                   help="tokens to generate per prompt, >= 1 (default: %(default)s)")
+    a.add_argument("--prompts", type=_positive_int, default=3,
+                   help="prompts per task, 1 to 4 with the bundled pair (default: %(default)s)")
+    a.add_argument("--n-draft", type=_positive_int, default=4,
+                   help="draft tokens per step N for the drafters that take one, >= 1 (default: %(default)s)")
+    a.add_argument("--repeats", type=_positive_int, default=1,
+                   help="time each run this often and keep the fastest, >= 1 (default: %(default)s)")
+    a.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
 
-    t = sub.add_parser("train", help="train the bundled pair or measure it")
+    t = sub.add_parser("train", help="train the bundled pair or measure it",
+                       description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), or "
+                                   "measure it and rewrite its model card.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target")
-    t.add_argument("--threads", type=int, default=None)
+    t.add_argument("--threads", type=_positive_int, default=None,
+                   help="torch CPU threads, >= 1 (default: torch's own choice)")
 
     from lab.picker import METHODS, TASKS  # stdlib only: cheap to import
 
-    k = sub.add_parser("pick", help="recommend a speculative-decoding method and its vLLM / transformers settings")
-    k.add_argument("--task", required=True, choices=TASKS)
-    k.add_argument("--temperature", type=_temperature, default=0.0, help="target sampling temperature, 0 = greedy")
+    k = sub.add_parser("pick", help="recommend a speculative-decoding method and its vLLM / transformers settings",
+                       description="Recommend a speculative-decoding method, draft length N and draft temperature "
+                                   "for a workload (lesson 14), with the reasons, the expected speedup and its "
+                                   "source, and the settings for vLLM and transformers.")
+    k.add_argument("--task", required=True, choices=TASKS, help="the workload: " + ", ".join(TASKS))
+    k.add_argument("--temperature", type=_temperature, default=0.0,
+                   help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
     k.add_argument("--small-model", action=argparse.BooleanOptionalAction, default=False,
-                   help="a small model of the target's family exists (vanilla draft)")
+                   help="a small model of the target's family exists (vanilla draft) (default: no)")
     k.add_argument("--can-finetune", action="store_true", help="you may train EAGLE / Medusa heads for the target")
     k.add_argument("--throughput", action="store_true", help="throughput-bound, high-batch serving")
-    k.add_argument("--memory-gb", type=float, default=None, help="free accelerator memory beyond the target (GB)")
-    k.add_argument("--exclude", action="append", choices=[m for m in METHODS if m != "none"],
-                   help="a method you cannot use (repeatable)")
-    k.add_argument("--target", default="<target-model>", help="target model name for the vllm command line")
-    k.add_argument("--tensor-parallel-size", type=_positive_int, default=1, help="GPUs the target is sharded over")
-    k.add_argument("--markdown", metavar="FILE", default=None, help="also write a one-page decision guide")
+    k.add_argument("--memory-gb", type=_gigabytes, default=None,
+                   help="free accelerator memory beyond the target and its KV cache, GB >= 0 (default: not known, "
+                        "assumed to fit)")
+    k.add_argument("--exclude", action="append", choices=[m for m in METHODS if m != "none"], metavar="METHOD",
+                   help="a method you cannot use, one of " + ", ".join(m for m in METHODS if m != "none")
+                        + " (repeatable)")
+    k.add_argument("--target", default="<target-model>",
+                   help="target model name for the vllm command line (default: %(default)s)")
+    k.add_argument("--tensor-parallel-size", type=_positive_int, default=1,
+                   help="GPUs the target is sharded over, >= 1 (default: %(default)s)")
+    k.add_argument("--markdown", metavar="FILE", default=None, help="also write a one-page decision guide to FILE")
     k.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    return parser
 
+
+def main(argv=None) -> int:
+    """Run ``python -m lab`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status. Bad options raise
+    ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo(args)
-    if args.command == "bench":
-        from lab.bench import main as bench_main
-
-        return bench_main(args)
-    if args.command == "arena":
-        from lab.bench import arena_main
-
-        return arena_main(args)
     if args.command == "pick":
         from lab.picker import main as pick_main
 
         return pick_main(args)
+    if args.command in ("demo", "bench", "arena"):
+        from lab.models import ModelNotAvailableError
+
+        try:
+            if args.command == "demo":
+                return demo(args)
+            if args.command == "bench":
+                from lab.bench import main as bench_main
+
+                return bench_main(args)
+            from lab.bench import arena_main
+
+            return arena_main(args)
+        except ModelNotAvailableError as error:
+            print(f"python -m lab {args.command}: {error}", file=sys.stderr)
+            return 1
     from lab import train
 
     if args.what in ("medusa", "eagle"):

@@ -30,8 +30,9 @@ transformers 5.24. The Prometheus counters vLLM exports are listed in :data:`VLL
 
 The rules, in order (each one adds a sentence to ``reasons``):
 
-1. Temperature above :data:`MAX_TEMPERATURE` → ``"none"`` (seed 000: high-temperature sampling lowers
-   acceptance; that is where "when not to speculate" starts).
+1. Temperature above :data:`MAX_TEMPERATURE` → ``"none"`` (seed 000 lists high-temperature sampling among the
+   cases not to speculate; whether α actually falls depends on the pair: large, confident pairs usually lose α when
+   sampling, while lesson 13 measured no drop on the bundled pair, so measure yours).
 2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
    ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute).
 3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
@@ -39,8 +40,15 @@ The rules, in order (each one adds a sentence to ``reasons``):
    table is higher; when the default is not feasible, the best feasible fallback by the same ranges. Ties go to
    the workload row's method, then to the cheaper method. Feasible = its prerequisite holds (a small same-family
    model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
-4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling; Lookahead uses the
-   n-gram size of lesson 09's defaults; throughput uses N = 1.
+4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
+   confident pairs usually accept less when sampling; measure yours, lesson 13); Medusa drafts one token per head, so
+   its N is the head count (:data:`MEDUSA_HEADS`, which vLLM's ``num_speculative_tokens`` must equal); Lookahead uses
+   the n-gram size of lesson 09's defaults; throughput uses N = 1.
+
+Thresholds on acceptance (the 0.7 under "revisit", the 0.6 and 0.85+ of seed lesson 000) are stated for α, the
+per-token acceptance probability of lesson 06's formula (≈ the acceptance of the first drafted position; estimate it
+with :func:`lab.metrics.alpha_from_steps`, lesson 12), not for the acceptance rate accepted ÷ drafted, which also
+falls as N grows.
 """
 from __future__ import annotations
 
@@ -48,12 +56,12 @@ import json
 import math
 import shlex
 from dataclasses import dataclass, field
-from numbers import Real
+from numbers import Integral, Real
 
 __all__ = [
     "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
-    "SAMPLING_WARN_TEMPERATURE",
+    "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS",
     "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_METRICS", "stats_from_vllm_counters", "main",
 ]
 
@@ -77,12 +85,13 @@ SEED_000 = "seed lesson 000"
 SEED_002 = "seed lesson 002"
 
 MAX_TEMPERATURE = 1.0
-"""Above this the picker returns ``"none"``: T = 1 samples the model's own distribution; higher flattens it
-further, and seed lesson 000 lists high-temperature sampling among the cases not to speculate."""
+"""Above this the picker returns ``"none"``: T = 1 samples the model's own distribution, higher flattens it
+further, and seed lesson 000 lists high-temperature sampling among the cases not to speculate. (The effect on α
+depends on the pair; lesson 13 measures it.)"""
 
 SAMPLING_WARN_TEMPERATURE = 0.7
-"""Seed lesson 002 samples at 0.7 in its production example, noting that a lower temperature means a higher
-acceptance rate; above it the picker warns that the lower end of the range is the one to expect."""
+"""Seed lesson 002 samples at 0.7 in its production example, with the comment that a lower temperature means more
+accepted drafts; above it the picker tells you to plan for the lower end of the range and to measure α."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +153,11 @@ def _bf16_gb(params: float) -> float:
 _HIDDEN, _KV_DIM, _MLP, _VOCAB = 4096, 1024, 14336, 128256
 _LAYER_PARAMS = 2 * _HIDDEN * _HIDDEN + 2 * _HIDDEN * _KV_DIM + 3 * _HIDDEN * _MLP  # q, o; k, v; gate, up, down
 _EAGLE_PARAMS = _LAYER_PARAMS + 2 * _HIDDEN * _HIDDEN  # one decoder layer + the 2h → h input projection
-_MEDUSA_HEADS = 4  # seed lesson 002's Medusa diagram: heads for t+1 … t+4
-_MEDUSA_PARAMS = _MEDUSA_HEADS * (_HIDDEN * _HIDDEN + _HIDDEN * _VOCAB)  # a residual block + a vocabulary layer each
+MEDUSA_HEADS = 4
+"""Medusa heads assumed (seed lesson 002's Medusa diagram: heads for t+1 … t+4). Medusa drafts one token per head, so
+this is also Medusa's N; vLLM requires ``num_speculative_tokens`` to equal the checkpoint's head count (its Medusa
+proposer returns one draft token per head), so use your checkpoint's count if it differs."""
+_MEDUSA_PARAMS = MEDUSA_HEADS * (_HIDDEN * _HIDDEN + _HIDDEN * _VOCAB)  # a residual block + a vocabulary layer each
 _DRAFT_PARAMS = 1.0e9
 
 MEMORY_NEEDED_GB = {
@@ -247,19 +259,42 @@ class Recommendation:
         return self.method != "none"
 
     # --- vLLM ----------------------------------------------------------------------------------------------
-    def vllm_config(self, draft_model: str | None = None, draft_tensor_parallel_size: int | None = None) -> dict:
+    def vllm_config(self, draft_model: str | None = None, draft_tensor_parallel_size: int | None = None,
+                    tensor_parallel_size: int = 1) -> dict:
         """The ``--speculative-config`` JSON object for vLLM (``{}`` for ``"none"``: serve without it).
 
-        ``draft_model``: name or path of the draft model / EAGLE head / Medusa heads (a placeholder when None).
-        ``draft_tensor_parallel_size``: added for the model-based methods that take it (``draft_model``,
-        ``eagle``); vLLM allows 1 or the target's tensor-parallel size. Lookahead has no vLLM proposer; its
-        config is the n-gram one, the nearest draft-free method vLLM ships (see ``notes``). Keys: see
-        :data:`VLLM_SPECULATIVE_KEYS`. Raises ``ValueError`` for ``draft_tensor_parallel_size`` < 1.
+        Args:
+            draft_model: name or path of the draft model / EAGLE head / Medusa heads (a placeholder when None).
+            draft_tensor_parallel_size: GPUs the draft is sharded over; added to the object for the model-based
+                methods that take it (``draft_model``, ``eagle``). vLLM's ``SpeculativeConfig`` accepts only 1 or
+                the target's ``tensor_parallel_size``, and its draft-model proposer
+                (``vllm/v1/spec_decode/draft_model.py``) further requires the target's size for ``draft_model``.
+                None leaves it to vLLM (the target's size).
+            tensor_parallel_size: GPUs the target is sharded over (``--tensor-parallel-size``, default 1), used
+                only to check ``draft_tensor_parallel_size``.
+
+        Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (see
+        ``notes``). Medusa's ``num_speculative_tokens`` is :data:`MEDUSA_HEADS`, its head count. Keys: see
+        :data:`VLLM_SPECULATIVE_KEYS`.
+
+        Raises:
+            ValueError: ``tensor_parallel_size`` or ``draft_tensor_parallel_size`` not an integer >= 1, a draft size
+                other than 1 or ``tensor_parallel_size``, or (for ``draft_model``) other than
+                ``tensor_parallel_size``; the message names the argument and the allowed values.
         """
-        if draft_tensor_parallel_size is not None and (
-                isinstance(draft_tensor_parallel_size, bool) or not isinstance(draft_tensor_parallel_size, int)
-                or draft_tensor_parallel_size < 1):
-            raise ValueError(f"draft_tensor_parallel_size must be an integer >= 1, got {draft_tensor_parallel_size!r}")
+        _check_tp("tensor_parallel_size", tensor_parallel_size)
+        if draft_tensor_parallel_size is not None:
+            _check_tp("draft_tensor_parallel_size", draft_tensor_parallel_size)
+            allowed = sorted({1, tensor_parallel_size})
+            if draft_tensor_parallel_size not in allowed:
+                raise ValueError(
+                    f"draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size "
+                    f"({tensor_parallel_size}), i.e. one of {allowed}; got {draft_tensor_parallel_size}")
+            if self.method == "draft_model" and draft_tensor_parallel_size != tensor_parallel_size:
+                raise ValueError(
+                    f"draft_tensor_parallel_size must equal tensor_parallel_size ({tensor_parallel_size}) for a "
+                    f"draft model: vLLM's draft-model proposer rejects any other size; got "
+                    f"{draft_tensor_parallel_size}")
         if self.method == "none":
             return {}
         if self.method in ("ngram", "lookahead"):
@@ -275,7 +310,8 @@ class Recommendation:
         return config
 
     def vllm_json(self, **kwargs) -> str:
-        """:meth:`vllm_config` as the JSON text ``--speculative-config`` takes ("" for ``"none"``)."""
+        """:meth:`vllm_config` as the JSON text ``--speculative-config`` takes ("" for ``"none"``); same arguments
+        and errors."""
         config = self.vllm_config(**kwargs)
         return json.dumps(config) if config else ""
 
@@ -283,16 +319,18 @@ class Recommendation:
                      draft_model: str | None = None, draft_tensor_parallel_size: int | None = None) -> str:
         """A ``vllm serve`` command line for this recommendation, shell-quoted.
 
-        ``tensor_parallel_size`` shards the target over that many GPUs (``--tensor-parallel-size``). Raises
-        ``ValueError`` for a size < 1.
+        ``tensor_parallel_size`` shards the target over that many GPUs (``--tensor-parallel-size``);
+        ``draft_model`` and ``draft_tensor_parallel_size`` go into ``--speculative-config`` as in
+        :meth:`vllm_config`. Raises ``ValueError`` (naming the argument) for a size that is not an integer >= 1
+        and for a draft size vLLM rejects (anything but 1 or ``tensor_parallel_size``; for ``draft_model``,
+        anything but ``tensor_parallel_size``).
         """
-        if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) or \
-                tensor_parallel_size < 1:
-            raise ValueError(f"tensor_parallel_size must be an integer >= 1, got {tensor_parallel_size!r}")
+        _check_tp("tensor_parallel_size", tensor_parallel_size)
         parts = ["vllm", "serve", shlex.quote(target)]
         if tensor_parallel_size > 1:
             parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
-        text = self.vllm_json(draft_model=draft_model, draft_tensor_parallel_size=draft_tensor_parallel_size)
+        text = self.vllm_json(draft_model=draft_model, draft_tensor_parallel_size=draft_tensor_parallel_size,
+                              tensor_parallel_size=tensor_parallel_size)
         if text:
             parts += ["--speculative-config", shlex.quote(text)]
         return " ".join(parts)
@@ -310,9 +348,9 @@ class Recommendation:
         ``assistant_model``: the loaded draft model to pass (a placeholder string when None). Sampling:
         ``do_sample`` and, when T > 0, ``temperature``. Draft length: for prompt lookup ``prompt_lookup_num_tokens``
         (with ``max_matching_ngram_size``); for an assistant model N is **not** a ``generate`` argument in this
-        release — transformers reads ``num_assistant_tokens`` from the assistant's own generation config, so set
-        :meth:`hf_assistant_config` there. EAGLE, Medusa and Lookahead have no transformers drafter; the nearest one
-        is returned and ``notes`` says so.
+        release — transformers reads ``num_assistant_tokens`` (and ``assistant_confidence_threshold``) from the
+        assistant's own generation config, so set :meth:`hf_assistant_config` there. EAGLE, Medusa and Lookahead
+        have no transformers drafter; the nearest one is returned and ``notes`` says so.
         """
         kwargs = {"do_sample": self.temperature > 0}
         if self.temperature > 0:
@@ -330,13 +368,19 @@ class Recommendation:
     def hf_assistant_config(self) -> dict:
         """Attributes to set on ``assistant_model.generation_config`` (``{}`` without an assistant model).
 
-        ``num_assistant_tokens`` = N with the ``"constant"`` schedule, so the assistant drafts exactly N tokens per
-        step (transformers' ``"heuristic"`` schedule instead grows N by 2 after a full acceptance and shrinks it by
-        1 after a rejection).
+        - ``num_assistant_tokens`` = N with the ``"constant"`` schedule (transformers' ``"heuristic"`` schedule
+          instead grows N by 2 after a full acceptance and shrinks it by 1 after a rejection);
+        - ``assistant_confidence_threshold`` = 0.0, so that the assistant drafts all N tokens every step. An unset
+          threshold becomes 0.4 in transformers 5.24 (``GenerationConfig._get_default_generation_params``): the
+          assistant then stops drafting at the first token it gives less than that probability
+          (``ConfidenceCriteria`` in ``generation/stopping_criteria.py``), and with scikit-learn installed the
+          threshold is re-tuned as it runs (``AssistedCandidateGenerator.update_candidate_strategy``), so the
+          draft length varies from step to step. Only a value > 0 adds that stopping rule.
         """
         if self.method == "none" or not self._uses_assistant():
             return {}
-        return {"num_assistant_tokens": self.n_draft, "num_assistant_tokens_schedule": "constant"}
+        return {"num_assistant_tokens": self.n_draft, "num_assistant_tokens_schedule": "constant",
+                "assistant_confidence_threshold": 0.0}
 
     def hf_snippet(self, target: str = "<target-model>") -> str:
         """Python lines that run this recommendation with transformers (names are placeholders to fill)."""
@@ -492,6 +536,12 @@ def _a(method: str, capital: bool = False) -> str:
     return text[0].upper() + text[1:] if capital else text
 
 
+def _check_tp(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1 (GPUs), got {value!r}")
+    return int(value)
+
+
 # --- validation --------------------------------------------------------------------------------------------------
 def _check_bool(name: str, value) -> bool:
     if not isinstance(value, bool):
@@ -558,12 +608,16 @@ def _n_for(task: str, temperature: float) -> tuple:
 
 
 def _revisit(method: str, latency_bound: bool) -> list:
-    items = ["acceptance rate on your own traffic falls below 0.7 (seed lesson 002's target for a good speedup) — "
-             "measure it with vLLM's spec_decode counters or our `stats`",
+    items = ["α, the per-token acceptance probability, falls below 0.7 on your own traffic (seed lesson 002's target "
+             "for a good speedup; by lesson 06's formula the chat row's 2× already needs α ≈ 0.71 at N = 4, "
+             "c = 0.1) — estimate it as the first drafted position's acceptance, per_position_acceptance[0] (vLLM: "
+             "…num_accepted_tokens_per_pos_total{position=\"0\"} / …num_drafts_total), or with "
+             "lab.metrics.alpha_from_steps (lesson 12); the acceptance rate accepted ÷ drafted is lower and falls "
+             "as N grows, so do not compare it with 0.7",
              "outputs are very short (about 15 new tokens, seed lesson 000): prefill and set-up dominate and "
              "speculation cannot pay",
-             f"the sampling temperature goes above {SAMPLING_WARN_TEMPERATURE:g} (acceptance falls) or above "
-             f"{MAX_TEMPERATURE:g} (the picker turns speculation off)"]
+             f"the sampling temperature goes above {SAMPLING_WARN_TEMPERATURE:g} (measure α again: large, confident "
+             f"pairs usually lose some) or above {MAX_TEMPERATURE:g} (the picker turns speculation off)"]
     if latency_bound:
         items.append("traffic grows to large batches (throughput-bound): every rejected draft then costs compute "
                      "that other requests could use")
@@ -616,9 +670,11 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
 
     # 1. Temperature too high.
     if temperature > MAX_TEMPERATURE:
-        reasons.append(f"Sampling at T = {temperature:g} flattens the target's distribution beyond its own (T = 1): "
-                       "each drafted token is less likely to be accepted, and seed lesson 000 lists high-temperature "
-                       "sampling among the cases not to speculate. Measure before turning it on (lesson 13).")
+        reasons.append(f"Sampling at T = {temperature:g} flattens the target's distribution beyond its own (T = 1), "
+                       "and seed lesson 000 lists high-temperature sampling among the cases not to speculate. What "
+                       "it does to α depends on the pair: large, confident pairs usually lose α when sampling, while "
+                       "lesson 13 measured no drop on the bundled pair (α 0.70 at T = 0, 0.71 at T = 2). Measure α "
+                       "at your temperature before turning speculation on (lesson 13).")
         return none(f"{SEED_000}, \"When NOT to spec-decode\"")
 
     # 2. Throughput-bound.
@@ -690,7 +746,8 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                            f"({low:g}–{high:g}×).")
     if method == "eagle" and "medusa" in candidates:
         reasons.append("EAGLE beats Medusa when both can be trained: its draft reads the target's features, and "
-                       "seed lesson 000 puts its acceptance at 0.85+, against about 0.6 for a vanilla draft and "
+                       "seed lesson 000 puts its α (per-token acceptance) at 0.85+, against about 0.6 for a vanilla "
+                       "draft and "
                        "slightly less than a good vanilla draft for Medusa; pass exclude=('eagle',) if your engine "
                        "lacks EAGLE for this target.")
     if method in ("eagle", "medusa") and _feasible("draft_model", has_small, finetune, memory, exclude)[0]:
@@ -703,26 +760,38 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         reasons.append(f"Lookahead verifies n-grams of {_LOOKAHEAD['ngram']} tokens that start at the last committed "
                        f"token, so N = {n_draft}, with a Jacobi window of {_LOOKAHEAD['window']} (lesson 09's "
                        "defaults).")
+    elif method == "medusa":
+        n_draft = MEDUSA_HEADS
+        reasons.append(f"N = {n_draft}: Medusa drafts one token per head, so N is the number of heads "
+                       f"({MEDUSA_HEADS} assumed here, as in seed lesson 002's diagram and in the memory figure); "
+                       "vLLM's num_speculative_tokens must equal your checkpoint's head count.")
     else:
         if method == "ngram":
             settings = dict(_NGRAM_LOOKUP)
         which = "top" if temperature == 0 else "bottom"
         reasons.append(f"N = {n_draft}: the {which} of the workload's k range {row.n_range[0]}–{row.n_range[1]} "
-                       + ("(greedy decoding accepts more, so longer drafts pay)." if temperature == 0 else
-                          "(sampling accepts less, so the best N is shorter; lesson 06)."))
+                       + ("(greedy decoding, where a good pair's drafts are accepted most often, so longer drafts "
+                          "pay)." if temperature == 0 else
+                          "(sampling: large, confident pairs usually accept less than when greedy, so the shorter "
+                          "end is the safer start; measure α at your temperature, lesson 13, and see lesson 06 for "
+                          "the best N at that α)."))
     if temperature > SAMPLING_WARN_TEMPERATURE:
         deterministic = method in ("ngram", "lookahead", "eagle", "medusa")
-        reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) acceptance "
-                       "falls; expect the lower end of the range"
-                       + (", especially for a deterministic draft, which is accepted with exactly the target's "
-                          "probability of that token." if deterministic else "."))
+        reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) plan for the "
+                       "lower end of the range and measure α at this temperature"
+                       + (": a deterministic draft is accepted with exactly the target's probability of the drafted "
+                          "token, which sampling spreads over other tokens (lesson 12 measured prompt lookup and "
+                          "Lookahead losing most of their acceptance at T = 1)." if deterministic else
+                          ": large, confident pairs usually lose α when sampling, though a sampled draft model can "
+                          "hold it (lesson 13)."))
     _memory_reason(reasons, method, memory)
 
     if method == "draft_model":
         draft_temperature = temperature
         if temperature > 0:
             reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
-                           "flattened alike and their overlap (the acceptance probability) stays high.")
+                           "flattened alike and the draft stays close to the distribution it is verified against (their "
+                           "overlap is the acceptance probability, lesson 05).")
     else:
         draft_temperature = 0.0
     return Recommendation(method, n_draft, draft_temperature, temperature, reasons, (low, high), source,
@@ -768,44 +837,105 @@ def stats_from_vllm_counters(num_drafts: int, num_draft_tokens: int, num_accepte
                              accepted_per_position) -> dict:
     """Our ``stats`` keys from vLLM's speculative-decoding counters.
 
-    vLLM counts, per verification step with a draft, ``num_drafts`` += 1, ``num_draft_tokens`` += drafted,
-    ``num_accepted_tokens`` += accepted, and ``accepted_per_position[i]`` += 1 when the draft at position i was
-    accepted (``vllm/v1/spec_decode/metrics.py``). So:
+    vLLM counts, per request and verification step that carried a draft (``vllm/v1/spec_decode/metrics.py``,
+    ``SpecDecodingStats.observe_draft``): ``num_drafts`` += 1, ``num_draft_tokens`` += the tokens drafted (at least
+    1), ``num_accepted_tokens`` += the drafted tokens accepted, and ``accepted_per_position[i]`` += 1 for every
+    position i < accepted (so position i counts the drafts whose first i + 1 tokens were all accepted). So:
 
     - ``acceptance_rate`` = accepted / drafted tokens;
     - ``tokens_per_target_call`` = 1 + accepted / drafts (each step adds one token of the target's own, resampled
       or bonus: vLLM's "mean acceptance length");
     - ``per_position_acceptance[i]`` = accepted at position i / drafts (equal to ours when every step drafts N).
 
-    With no drafts, ``acceptance_rate`` and ``tokens_per_target_call`` are None and the list is empty. Raises
-    ``ValueError`` for negative counts or more accepted than drafted.
+    Args:
+        num_drafts, num_draft_tokens, num_accepted_tokens: counter values, whole numbers >= 0 (floats such as
+            ``12.0``, as Prometheus reports counters, are accepted when they are whole).
+        accepted_per_position: one whole count >= 0 per draft position (any iterable; trailing zeros allowed).
+
+    Returns:
+        a dict with ``acceptance_rate`` (float), ``tokens_per_target_call`` (float) and
+        ``per_position_acceptance`` (list of floats, one per position). With no drafts the first two are None and
+        the list is empty.
+
+    Raises:
+        ValueError: a count that is not a whole number >= 0, or counters that contradict each other:
+            ``num_accepted_tokens`` > ``num_draft_tokens``; ``num_draft_tokens`` < ``num_drafts`` or > 0 with no
+            drafts; a position count above ``num_drafts`` or above the one before it; position counts that do not
+            sum to ``num_accepted_tokens``. The message names the argument.
     """
-    counts = {"num_drafts": num_drafts, "num_draft_tokens": num_draft_tokens,
-              "num_accepted_tokens": num_accepted_tokens}
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, Real) or value < 0:
-            raise ValueError(f"{name} must be a count >= 0, got {value!r}")
-    per_position = [float(x) for x in accepted_per_position]
+    num_drafts = _count("num_drafts", num_drafts)
+    num_draft_tokens = _count("num_draft_tokens", num_draft_tokens)
+    num_accepted_tokens = _count("num_accepted_tokens", num_accepted_tokens)
+    if isinstance(accepted_per_position, (str, bytes)):
+        raise ValueError(f"accepted_per_position must be a list of counts, got {accepted_per_position!r}")
+    try:
+        raw = list(accepted_per_position)
+    except TypeError:
+        raise ValueError(f"accepted_per_position must be a list of counts, got {accepted_per_position!r}") from None
+    per_position = [_count(f"accepted_per_position[{i}]", x) for i, x in enumerate(raw)]
     if num_accepted_tokens > num_draft_tokens:
-        raise ValueError("num_accepted_tokens cannot exceed num_draft_tokens")
+        raise ValueError(f"num_accepted_tokens ({num_accepted_tokens}) cannot exceed num_draft_tokens "
+                         f"({num_draft_tokens}): only drafted tokens can be accepted")
+    if num_draft_tokens < num_drafts:
+        raise ValueError(f"num_draft_tokens ({num_draft_tokens}) cannot be below num_drafts ({num_drafts}): vLLM "
+                         "counts a draft only when it holds at least one token")
+    if num_drafts == 0 and num_draft_tokens > 0:
+        raise ValueError(f"num_draft_tokens ({num_draft_tokens}) must be 0 when num_drafts is 0")
+    for i, count in enumerate(per_position):
+        if count > num_drafts:
+            raise ValueError(f"accepted_per_position[{i}] ({count}) cannot exceed num_drafts ({num_drafts}): each "
+                             "draft adds at most 1 per position")
+        if i and count > per_position[i - 1]:
+            raise ValueError(f"accepted_per_position must not increase with the position: [{i}] = {count} > "
+                             f"[{i - 1}] = {per_position[i - 1]} (a position counts only when every earlier one "
+                             "was accepted)")
+    if sum(per_position) != num_accepted_tokens:
+        raise ValueError(f"accepted_per_position must sum to num_accepted_tokens ({num_accepted_tokens}), got "
+                         f"{sum(per_position)}: each accepted token adds 1 at its position")
     if num_drafts == 0:
         return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
     return {
-        "acceptance_rate": num_accepted_tokens / num_draft_tokens if num_draft_tokens else None,
+        "acceptance_rate": num_accepted_tokens / num_draft_tokens,
         "tokens_per_target_call": 1 + num_accepted_tokens / num_drafts,
         "per_position_acceptance": [x / num_drafts for x in per_position],
     }
 
 
+def _count(name: str, value) -> int:
+    """``value`` as an int, if it is a whole number >= 0 (a counter); else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0 \
+            or value != int(value):
+        raise ValueError(f"{name} must be a whole number >= 0 (a counter), got {value!r}")
+    return int(value)
+
+
 # --- CLI ---------------------------------------------------------------------------------------------------------
+_FLAGS = {"memory_headroom_gb": "--memory-gb", "tensor_parallel_size": "--tensor-parallel-size",
+          "temperature": "--temperature", "task": "--task", "exclude": "--exclude"}
+
+
+def _flag_message(message: str) -> str:
+    """A ``ValueError`` message from :func:`recommend` with its leading argument name replaced by the CLI flag."""
+    for name, flag in _FLAGS.items():
+        if message.startswith(name + " "):
+            return flag + message[len(name):]
+    return message
+
+
 def main(args) -> int:
     """``python -m lab pick``: print the recommendation; ``--markdown FILE`` also writes the decision guide.
 
     ``args`` carries task, temperature, small_model, can_finetune, throughput, memory_gb, markdown, target,
-    tensor_parallel_size, json, exclude. A bad value prints the error and returns 2.
+    tensor_parallel_size, json, exclude. A bad value prints one line naming the flag to stderr and returns 2 (before
+    anything is printed to stdout; a ``--markdown`` path whose folder does not exist counts as a bad value); a
+    guide that cannot be written for another reason (permissions, a full disk) prints one line and returns 1.
     """
     import sys
     from pathlib import Path
+
+    def fail(message: str, status: int) -> int:
+        print(f"python -m lab pick: {message}", file=sys.stderr)
+        return status
 
     try:
         rec = recommend(args.task, args.temperature, bool(args.small_model), bool(args.can_finetune),
@@ -814,17 +944,25 @@ def main(args) -> int:
         tp = args.tensor_parallel_size
         command = rec.vllm_command(args.target, tp)
     except ValueError as error:
-        print(f"python -m lab pick: {error}", file=sys.stderr)
-        return 2
+        return fail(_flag_message(str(error)), 2)
+    path = None
+    if args.markdown:
+        path = Path(args.markdown)
+        if path.is_dir():
+            return fail(f"--markdown: {path} is a folder; give a file name, e.g. {path / 'guide.md'}", 2)
+        if not path.parent.is_dir():
+            return fail(f"--markdown: cannot write {path}: the folder {path.parent} does not exist", 2)
     if args.json:
         data = rec.to_dict()
         data["vllm_command"] = command
         print(json.dumps(data, indent=1))
     else:
         print(rec.summary(args.target, tp))
-    if args.markdown:
-        path = Path(args.markdown)
-        path.write_text(rec.to_markdown(args.target, tp), encoding="utf-8")
+    if path is not None:
+        try:
+            path.write_text(rec.to_markdown(args.target, tp), encoding="utf-8")
+        except OSError as error:
+            return fail(f"--markdown: cannot write {path}: {error.strerror or error}", 1)
         if not args.json:
             print(f"\nDecision guide written to {path}")
     return 0

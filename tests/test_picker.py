@@ -156,6 +156,9 @@ def test_memory_arithmetic():
 def test_when_not_to_speculate():
     rec = recommend("chat", 1.3, True, True)
     assert rec.method == "none" and any("T = 1.3" in r for r in rec.reasons)
+    # The reason cites lesson 13's measurement instead of asserting that acceptance always falls with T.
+    text = " ".join(rec.reasons)
+    assert "lesson 13" in text and "0.70 at T = 0, 0.71 at T = 2" in text and "less likely" not in text
     rec = recommend("chat", 0.0, True, False, latency_bound=False)
     assert rec.method == "none" and any("batch" in r for r in rec.reasons)
     rec = recommend("code", 0.0, False, True, latency_bound=False)
@@ -163,6 +166,36 @@ def test_when_not_to_speculate():
     assert rec.expected_speedup == (1.25, 2.17) and "under load" in rec.source
     rec = recommend("chat", 0.9, True, False)
     assert rec.method == "draft_model" and rec.n_draft == 4 and any("lower end" in r for r in rec.reasons)
+
+
+def test_reasons_do_not_claim_that_sampling_always_lowers_acceptance():
+    """Lesson 13 measured α 0.70 → 0.71 for T = 0 → 2 on the bundled pair: the reasons say "usually", for large pairs,
+    and point to a measurement."""
+    for rec in ALL:
+        text = " ".join(rec.reasons + rec.revisit)
+        assert "accepts less, so" not in text and "acceptance falls" not in text and "less likely to be" not in text
+    sampled = recommend("chat", 0.5, True, False)
+    n_reason = next(r for r in sampled.reasons if r.startswith("N = 4"))
+    assert "bottom" in n_reason and "large, confident pairs usually" in n_reason and "lesson 13" in n_reason
+    greedy = recommend("chat", 0.0, True, False)
+    assert any(r.startswith("N = 5: the top") for r in greedy.reasons)
+    lookup = recommend("code", 0.9, False, False)
+    assert any("deterministic draft" in r and "lesson 12" in r for r in lookup.reasons)
+
+
+def test_thresholds_are_stated_for_alpha_not_the_acceptance_rate():
+    rec = recommend("chat", 0.0, True, False)
+    first = rec.revisit[0]
+    assert first.startswith("α, the per-token acceptance probability, falls below 0.7")
+    assert "per_position_acceptance[0]" in first and "alpha_from_steps" in first
+    assert 'num_accepted_tokens_per_pos_total{position="0"}' in first
+    assert "do not compare it with 0.7" in first
+    # The 0.7 is where lesson 06's formula puts the chat row's 2× (N = 4, c = 0.1): α ≈ 0.71.
+    from lab.metrics import predicted_speedup
+
+    assert predicted_speedup(0.70, 4, 0.1) < 2.0 < predicted_speedup(0.71, 4, 0.1)
+    eagle = recommend("chat", 0.0, True, True)
+    assert any("α (per-token acceptance) at 0.85+" in r for r in eagle.reasons)
 
 
 def test_draft_temperature():
@@ -208,11 +241,62 @@ def test_vllm_settings_per_method():
     lookahead = recommend("chat", 0.0, False, False)
     assert lookahead.vllm_config()["method"] == "ngram" and any("Lookahead" in n for n in lookahead.notes)
     assert "draft_tensor_parallel_size" not in recommend("code", 0.0, False, False).vllm_config(
-        draft_tensor_parallel_size=2)
+        draft_tensor_parallel_size=2, tensor_parallel_size=2)
     with pytest.raises(ValueError, match="draft_tensor_parallel_size"):
         rec.vllm_config(draft_tensor_parallel_size=0)
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         rec.vllm_command(tensor_parallel_size=0)
+
+
+def test_medusa_n_is_its_head_count():
+    """vLLM's Medusa proposer drafts one token per head: num_speculative_tokens = the heads the memory is sized for."""
+    assert picker.MEDUSA_HEADS == 4
+    assert picker.MEMORY_PARAMS["medusa"] == 4 * (4096 * 4096 + 4096 * 128256)
+    for temperature in (0.0, 0.5):
+        for task in ("chat", "long_text", "code", "structured"):
+            rec = recommend(task, temperature, False, True, exclude=("eagle", "ngram"))
+            assert rec.method == "medusa" and rec.n_draft == 4, (task, temperature)
+            assert rec.vllm_config()["num_speculative_tokens"] == 4
+            assert any("one token per head" in r and "head count" in r for r in rec.reasons)
+    for rec in ALL:
+        if rec.method == "medusa":
+            assert rec.n_draft == picker.MEDUSA_HEADS
+
+
+@pytest.mark.parametrize("method_args, tp, draft_tp, ok", [
+    (("chat", 0.0, False, True), 4, 1, True),  # EAGLE head on one GPU beside a TP-4 target
+    (("chat", 0.0, False, True), 4, 4, True),
+    (("chat", 0.0, False, True), 4, 3, False),
+    (("chat", 0.0, False, True), 4, 2, False),
+    (("chat", 0.0, False, True), 1, 2, False),
+    (("chat", 0.0, True, False), 4, 4, True),  # draft model: vLLM's proposer needs the target's size
+    (("chat", 0.0, True, False), 4, 1, False),
+    (("chat", 0.0, True, False), 2, 3, False),
+    (("code", 0.0, False, False), 4, 3, False),  # n-gram: the key is dropped, but 3 is still impossible
+])
+def test_draft_tensor_parallel_size_must_be_one_vllm_accepts(method_args, tp, draft_tp, ok):
+    rec = recommend(*method_args)
+    if ok:
+        argv = shlex.split(rec.vllm_command("m", tensor_parallel_size=tp, draft_tensor_parallel_size=draft_tp))
+        config = json.loads(argv[argv.index("--speculative-config") + 1])
+        assert config.get("draft_tensor_parallel_size") == draft_tp
+        assert rec.vllm_config(draft_tensor_parallel_size=draft_tp, tensor_parallel_size=tp) == config
+        return
+    with pytest.raises(ValueError) as info:
+        rec.vllm_command("m", tensor_parallel_size=tp, draft_tensor_parallel_size=draft_tp)
+    message = str(info.value)
+    assert message.startswith("draft_tensor_parallel_size must") and f"({tp})" in message
+    with pytest.raises(ValueError, match="draft_tensor_parallel_size"):
+        rec.vllm_config(draft_tensor_parallel_size=draft_tp, tensor_parallel_size=tp)
+
+
+def test_tensor_parallel_sizes_must_be_integers():
+    rec = recommend("chat", 0.0, False, True)
+    for bad in (0, -1, 2.0, True, "4"):
+        with pytest.raises(ValueError, match="tensor_parallel_size must be an integer >= 1"):
+            rec.vllm_command("m", tensor_parallel_size=bad)
+        with pytest.raises(ValueError, match="draft_tensor_parallel_size must be an integer >= 1"):
+            rec.vllm_config(draft_tensor_parallel_size=bad)
 
 
 def test_vllm_command_round_trips_through_the_shell():
@@ -255,7 +339,9 @@ def test_hf_kwargs_are_real_generate_arguments():
         assert kwargs["do_sample"] == (rec.temperature > 0)
         assert ("temperature" in kwargs) == (rec.temperature > 0)
         if rec.method == "draft_model":
-            assert "assistant_model" in kwargs and rec.hf_assistant_config()["num_assistant_tokens"] == rec.n_draft
+            assert "assistant_model" in kwargs and rec.hf_assistant_config() == {
+                "num_assistant_tokens": rec.n_draft, "num_assistant_tokens_schedule": "constant",
+                "assistant_confidence_threshold": 0.0}
         if rec.method in ("ngram", "lookahead"):
             assert kwargs["prompt_lookup_num_tokens"] == rec.n_draft and "assistant_model" not in kwargs
         if rec.method == "none":
@@ -280,6 +366,43 @@ def test_hf_settings_run_in_transformers_and_match_plain_greedy(target, draft):
         assert draft.generation_config.num_assistant_tokens == 5
     finally:
         draft.generation_config = saved
+
+
+def test_assistant_drafts_n_tokens_per_step_only_with_the_threshold_off(target, draft):
+    """transformers 5.24 fills an unset assistant_confidence_threshold with 0.4 and stops drafting at the first token
+    the assistant gives less probability than that; the picker's 0.0 keeps every draft at N."""
+    import torch
+    from transformers.generation import candidate_generator
+
+    assert candidate_generator.GenerationConfig._get_default_generation_params()["assistant_confidence_threshold"] == 0.4
+    rec = recommend("chat", 0.0, True, False)
+    lengths = []
+    original = candidate_generator.AssistedCandidateGenerator.get_candidates
+
+    def recording(self, input_ids, **kwargs):
+        out = original(self, input_ids, **kwargs)
+        lengths.append(out[0].shape[-1] - input_ids.shape[-1])
+        return out
+
+    x = torch.tensor([[5, 6, 7, 5, 6, 7, 5, 6]], device=target.device)
+    runs = {}
+    for label, settings in (("picker", rec.hf_assistant_config()),
+                            ("no threshold", {k: v for k, v in rec.hf_assistant_config().items()
+                                              if k != "assistant_confidence_threshold"})):
+        assistant = copy.deepcopy(draft)
+        for key, value in settings.items():
+            setattr(assistant.generation_config, key, value)
+        lengths.clear()
+        candidate_generator.AssistedCandidateGenerator.get_candidates = recording
+        try:
+            target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=24, pad_token_id=0,
+                            **rec.hf_kwargs(assistant_model=assistant))
+        finally:
+            candidate_generator.AssistedCandidateGenerator.get_candidates = original
+        runs[label] = list(lengths)
+    n = rec.n_draft
+    assert runs["picker"][:5] == [n] * 5 and runs["picker"].count(n) >= len(runs["picker"]) // 2, runs
+    assert max(runs["no threshold"]) < n, runs  # the default cut every draft short here
 
 
 # --- rendering and CLI ---------------------------------------------------------------------------------------------
@@ -329,7 +452,8 @@ def test_cli_options_and_errors(tmp_path):
     result = run_cli("--task", "chat", "--throughput", "--small-model", "--json")
     assert json.loads(result.stdout)["method"] == "none"
     result = run_cli("--task", "chat", "--memory-gb", "-1")
-    assert result.returncode == 2 and "memory_headroom_gb" in result.stderr
+    assert result.returncode == 2 and "argument --memory-gb" in result.stderr
+    assert "memory_headroom_gb" not in result.stderr
     result = run_cli("--task", "poetry")
     assert result.returncode == 2 and "invalid choice" in result.stderr
     result = run_cli("--task", "chat", "--temperature", "-1")
@@ -355,6 +479,48 @@ def test_stats_from_vllm_counters_match_our_decode_loop_stats():
         picker.stats_from_vllm_counters(-1, 2, 1, [1])
 
 
+def test_stats_from_vllm_counters_with_varying_draft_lengths():
+    steps = check_picker.make_steps([3, 0, 1, 2], [5, 1, 2, 2])
+    counters = check_picker.counters_from_steps(steps)
+    assert counters == {"num_drafts": 4, "num_draft_tokens": 10, "num_accepted_tokens": 6,
+                        "accepted_per_position": [3, 2, 1, 0, 0]}
+    stats = picker.stats_from_vllm_counters(**counters)
+    assert stats["acceptance_rate"] == pytest.approx(0.6)
+    assert stats["tokens_per_target_call"] == pytest.approx(2.5)
+    assert stats["per_position_acceptance"] == pytest.approx([0.75, 0.5, 0.25, 0.0, 0.0])
+    # Prometheus reports counters as floats: whole ones are accepted.
+    from_floats = picker.stats_from_vllm_counters(4.0, 10.0, 6.0, [3.0, 2, 1])
+    assert from_floats["acceptance_rate"] == pytest.approx(0.6)
+    assert from_floats["per_position_acceptance"] == pytest.approx([0.75, 0.5, 0.25])
+
+
+@pytest.mark.parametrize("args, words", [
+    ((2.5, 4, 2, [1, 1]), ["num_drafts", "whole number >= 0", "2.5"]),
+    ((1, 4.5, 2, [1, 1]), ["num_draft_tokens", "whole number"]),
+    ((1, 4, math.nan, [1, 1]), ["num_accepted_tokens"]),
+    ((1, 4, True, [1]), ["num_accepted_tokens"]),
+    ((1, 4, "2", [1, 1]), ["num_accepted_tokens"]),
+    ((-1, 2, 1, [1]), ["num_drafts", ">= 0"]),
+    ((1, 4, 2, [1, 0.5, 0.5]), ["accepted_per_position[1]", "whole number"]),
+    ((1, 4, 2, [1, -1, 2]), ["accepted_per_position[1]"]),
+    ((1, 4, 2, 7), ["accepted_per_position", "list"]),
+    ((1, 4, 2, "11"), ["accepted_per_position", "list"]),
+    ((1, 2, 3, [1, 1, 1]), ["num_accepted_tokens", "cannot exceed num_draft_tokens"]),
+    ((3, 2, 0, []), ["num_draft_tokens", "below num_drafts"]),
+    ((0, 5, 0, []), ["num_draft_tokens", "must be 0"]),
+    ((1, 4, 2, [1] * 6), ["sum to num_accepted_tokens (2)", "got 6"]),  # six positions from one 4-token draft
+    ((1, 4, 2, [2]), ["accepted_per_position[0]", "cannot exceed num_drafts"]),
+    ((2, 8, 3, [1, 2]), ["must not increase", "[1] = 2 > [0] = 1"]),
+    ((2, 8, 5, [2, 1]), ["sum to num_accepted_tokens (5)", "got 3"]),
+    ((2, 8, 2, [2, 1]), ["sum to num_accepted_tokens (2)", "got 3"]),
+])
+def test_stats_from_vllm_counters_rejects_impossible_counters(args, words):
+    with pytest.raises(ValueError) as info:
+        picker.stats_from_vllm_counters(*args)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
 def stub(*args):
     raise NotImplementedError
 
@@ -376,6 +542,43 @@ def test_checker_passes_reference_and_rejects_planted_mistakes(capsys):
 
     assert not check_picker.stats_from_vllm_counters(forgets_bonus)
     assert "one too small" in capsys.readouterr().out
+
+
+def test_checker_rejects_an_acceptance_rate_that_assumes_a_constant_n(capsys):
+    """Dividing by num_drafts × len(accepted_per_position) is right whenever every step drafts N tokens; only the
+    case whose draft length varies tells it apart."""
+    def constant_n(d, t, a, p):
+        if d == 0:
+            return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+        return {"acceptance_rate": a / (d * len(p)), "tokens_per_target_call": 1 + a / d,
+                "per_position_acceptance": [x / d for x in p]}
+
+    cases = check_picker._cases()
+    varying = [c for c in cases if "varies" in c[0]]
+    assert len(varying) == 1
+    for label, counters, expected in cases:
+        got = constant_n(**{"d": counters["num_drafts"], "t": counters["num_draft_tokens"],
+                            "a": counters["num_accepted_tokens"], "p": counters["accepted_per_position"]})
+        same = not check_picker._differences(got, expected)
+        assert same == (label != varying[0][0]), label
+    counters = varying[0][1]
+    assert counters["num_draft_tokens"] != counters["num_drafts"] * len(counters["accepted_per_position"])
+    assert not check_picker.stats_from_vllm_counters(constant_n)
+    assert "num_draft_tokens" in capsys.readouterr().out
+
+
+def test_make_steps_and_counters_follow_vllm():
+    steps = check_picker.make_steps([1, 0], [3, 1])
+    assert [len(s.drafted) for s in steps] == [3, 1] and [len(s.emitted) for s in steps] == [2, 1]
+    for bad in (([1], [0]), ([2], [1]), ([1, 1], [2]), ([1], 0)):
+        with pytest.raises(ValueError, match="n_draft|accepted"):
+            check_picker.make_steps(*bad)
+    # vLLM counts a draft only when it holds tokens: a step that drafted nothing adds to no counter.
+    from lab.trace import StepRecord
+
+    empty = StepRecord(index=2, position=0, drafted=[], num_accepted=0, emitted=[0], last_kind="bonus")
+    assert check_picker.counters_from_steps(steps + [empty]) == {
+        "num_drafts": 2, "num_draft_tokens": 4, "num_accepted_tokens": 1, "accepted_per_position": [1, 0, 0]}
 
 
 def test_checker_never_raises_and_reports_stubs(capsys):

@@ -1,0 +1,201 @@
+"""``python -m lab``: bad options give one error line naming the flag, before any model is loaded; help is complete.
+
+Everything runs in-process through :func:`lab.cli.main` (argparse errors are ``SystemExit(2)``), with the model
+entry points replaced by functions that fail the test if they are reached, so no model is ever loaded here; one
+subprocess run checks that a bad --pair exits before torch is even imported.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import cli, picker
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def no_model_work(monkeypatch):
+    """Make every command's model work fail the test if it is reached."""
+    import lab.bench
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the command reached model work; the bad option should have stopped it")
+
+    monkeypatch.setattr(lab.bench, "arena_main", forbidden)
+    monkeypatch.setattr(lab.bench, "main", forbidden)
+    monkeypatch.setattr(cli, "demo", forbidden)
+
+
+def run_bad(argv, capsys) -> str:
+    """Run the CLI with options argparse must reject; return its stderr (exit status 2 asserted)."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    return captured.err
+
+
+def error_line(stderr: str) -> str:
+    """The one error line argparse prints after the usage."""
+    lines = [line for line in stderr.splitlines() if ": error: " in line]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# --- --pair ------------------------------------------------------------------------------------------------------
+def test_pair_choices_are_the_model_presets():
+    from lab.models import PRESETS
+
+    assert cli.PAIRS == tuple(PRESETS)
+
+
+@pytest.mark.parametrize("command", ["arena", "demo", "bench"])
+def test_unknown_pair_is_one_line_naming_the_flag_and_the_presets(command, capsys, no_model_work):
+    line = error_line(run_bad([command, "--pair", "nosuch"], capsys))
+    assert line.startswith(f"python -m lab {command}: error: argument --pair: invalid choice: 'nosuch'")
+    for name in ("shakespeare", "gpt2", "smollm2", "qwen2.5"):
+        assert repr(name) in line
+
+
+def test_unknown_pair_exits_before_torch_is_imported():
+    code = ("import sys\nfrom lab.cli import main\ntry:\n    main(['arena', '--pair', 'nosuch'])\n"
+            "except SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=60)
+    assert done.stdout.strip() == "exit 2 False", (done.stdout, done.stderr)
+    assert "argument --pair" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_model_not_available_is_one_line_and_exit_status_1(monkeypatch, capsys):
+    import lab.models
+
+    def unavailable(name="shakespeare", **kwargs):
+        raise lab.models.ModelNotAvailableError(f"preset {name!r} is not in the local cache (test)")
+
+    monkeypatch.setattr(lab.models, "load_pair", unavailable)
+    assert cli.main(["demo", "--pair", "gpt2", "--max-new-tokens", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "python -m lab demo: preset 'gpt2' is not in the local cache (test)\n"
+
+
+# --- argparse types: the flag and the allowed range, no internal names ----------------------------------------------
+@pytest.mark.parametrize("argv, flag, expected", [
+    (["demo", "--max-new-tokens", "x"], "--max-new-tokens", "must be a whole number >= 1, got 'x'"),
+    (["demo", "--max-new-tokens", "0"], "--max-new-tokens", "must be a whole number >= 1, got '0'"),
+    (["demo", "--n-draft", "1.5"], "--n-draft", "must be a whole number >= 1, got '1.5'"),
+    (["demo", "--temperature", "abc"], "--temperature", "must be a number >= 0 (0 = greedy), got 'abc'"),
+    (["demo", "--temperature", "-1"], "--temperature", "must be a finite number >= 0 (0 = greedy), got '-1'"),
+    (["demo", "--temperature", "inf"], "--temperature", "must be a finite number >= 0 (0 = greedy), got 'inf'"),
+    (["demo", "--temperature", "nan"], "--temperature", "must be a finite number >= 0 (0 = greedy), got 'nan'"),
+    (["bench", "--prompts", "-2"], "--prompts", "must be a whole number >= 1, got '-2'"),
+    (["arena", "--repeats", "0"], "--repeats", "must be a whole number >= 1, got '0'"),
+    (["arena", "--max-new-tokens", "ten"], "--max-new-tokens", "must be a whole number >= 1, got 'ten'"),
+    (["train", "card", "--threads", "0"], "--threads", "must be a whole number >= 1, got '0'"),
+    (["pick", "--task", "chat", "--tensor-parallel-size", "0"], "--tensor-parallel-size",
+     "must be a whole number >= 1, got '0'"),
+    (["pick", "--task", "chat", "--memory-gb", "-3"], "--memory-gb", "must be a finite number of GB >= 0, got '-3'"),
+    (["pick", "--task", "chat", "--memory-gb", "nan"], "--memory-gb", "must be a finite number of GB >= 0, got 'nan'"),
+    (["pick", "--task", "chat", "--memory-gb", "lots"], "--memory-gb", "must be a number of GB >= 0, got 'lots'"),
+    (["pick", "--task", "chat", "--temperature", "-0.5"], "--temperature",
+     "must be a finite number >= 0 (0 = greedy), got '-0.5'"),
+])
+def test_bad_values_name_the_flag_and_the_allowed_range(argv, flag, expected, capsys, no_model_work):
+    line = error_line(run_bad(argv, capsys))
+    assert line.endswith(f"error: argument {flag}: {expected}"), line
+    assert "_positive_int" not in line and "_temperature" not in line and "_gigabytes" not in line
+    assert "memory_headroom_gb" not in line
+
+
+def test_bad_choices_list_the_allowed_values(capsys):
+    line = error_line(run_bad(["pick", "--task", "poetry"], capsys))
+    assert "argument --task: invalid choice: 'poetry'" in line and "'copy_edit'" in line
+    line = error_line(run_bad(["pick", "--task", "chat", "--exclude", "warp"], capsys))
+    assert "argument --exclude: invalid choice: 'warp'" in line and "'eagle'" in line
+
+
+# --- pick: errors that argparse cannot see ---------------------------------------------------------------------------
+def test_markdown_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
+    target = tmp_path / "nosuch" / "g.md"
+    assert cli.main(["pick", "--task", "chat", "--markdown", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stopped before printing the recommendation
+    assert captured.err == (f"python -m lab pick: --markdown: cannot write {target}: the folder {target.parent} "
+                            "does not exist\n")
+    assert not target.parent.exists()
+
+
+def test_markdown_onto_a_folder_is_a_clear_error(tmp_path, capsys):
+    assert cli.main(["pick", "--task", "chat", "--markdown", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m lab pick: --markdown: {tmp_path} is a folder") and err.count("\n") == 1
+
+
+def test_markdown_write_failure_is_one_line_and_exit_status_1(tmp_path, monkeypatch, capsys):
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    target = tmp_path / "g.md"
+    assert cli.main(["pick", "--task", "code", "--markdown", str(target)]) == 1
+    captured = capsys.readouterr()
+    assert "Method: n-gram prompt lookup (ngram)" in captured.out
+    assert captured.err == f"python -m lab pick: --markdown: cannot write {target}: No space left on device\n"
+
+
+def test_pick_names_flags_in_errors_from_recommend(capsys):
+    """Values that reach recommend() (bypassing argparse's checks) still come back under the flag's name."""
+    args = argparse.Namespace(task="chat", temperature=0.0, small_model=True, can_finetune=False, throughput=False,
+                              memory_gb=-3.0, exclude=None, target="m", tensor_parallel_size=1, markdown=None,
+                              json=False)
+    assert picker.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m lab pick: --memory-gb must be") and "memory_headroom_gb" not in err
+    args.memory_gb, args.tensor_parallel_size = None, 0
+    assert picker.main(args) == 2
+    assert capsys.readouterr().err.startswith("python -m lab pick: --tensor-parallel-size must be an integer >= 1")
+
+
+# --- help ------------------------------------------------------------------------------------------------------------
+def subparsers() -> dict:
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_subcommand_has_a_description_and_every_option_help_and_default():
+    commands = subparsers()
+    assert set(commands) == {"demo", "bench", "arena", "train", "pick"}
+    for name, sub in commands.items():
+        assert sub.description and len(sub.description) > 40, name
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            assert action.help and len(action.help) > 10, (name, flag)
+            shows_default = action.default not in (None, False) and not isinstance(
+                action, argparse.BooleanOptionalAction)
+            if shows_default:
+                assert "%(default)s" in action.help, (name, flag)
+
+
+def test_arena_help_describes_the_options_with_their_defaults(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["arena", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
+    assert "The drafter arena (lesson 12)" in text
+    for part in ("--json print the arena and the adaptive comparison as JSON",
+                 "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 1 (default: 64)",
+                 "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, >= 1 (default: 4)",
+                 "--pair PAIR model pair preset, one of shakespeare, gpt2, smollm2, qwen2.5 (default: shakespeare",
+                 "--prompts PROMPTS prompts per task, 1 to 4 with the bundled pair (default: 3)",
+                 "--repeats REPEATS time each run this often and keep the fastest, >= 1 (default: 1)"):
+        assert part in text, part
