@@ -169,9 +169,12 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     For a branching block (Lookahead decoding, lesson 09; token trees later) pass ``attention_mask``, a bool
     ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
     position is always visible), and ``position_ids`` (``[n]`` ints, absolute positions). Without them the block
-    is causal and continues from the cache length. Raises ``ValueError`` for masks or positions of the wrong shape.
+    is causal and continues from the cache length. Raises ``ValueError`` for empty ``input_ids`` and for masks or
+    positions of the wrong shape.
     """
     ids = torch.as_tensor(input_ids, dtype=torch.long, device=model.device).view(1, -1)
+    if ids.size(1) == 0:
+        raise ValueError("input_ids must hold at least one token id, got none")
     kwargs = {cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
     n = ids.size(1)
     if attention_mask is not None:

@@ -200,3 +200,8 @@ def test_cache_kwarg_names_a_parameter_of_forward(target):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         target(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True, **{cache_kwarg(type(target)): new_cache()})
+
+
+def test_forward_rejects_an_empty_block(target):
+    with pytest.raises(ValueError, match="input_ids must hold at least one token"):
+        forward(target, [], new_cache())
