@@ -8,6 +8,7 @@ stub that raises ``NotImplementedError``, and never raises. Checkers that need a
 """
 from __future__ import annotations
 
+import contextlib
 import random
 
 import torch
@@ -20,7 +21,7 @@ from lab.check import (  # one checker harness for all lessons
 )
 from lab.drafters.lookahead import converged_prefix, jacobi_update
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
-from lab.kv import cache_length, two_cache_greedy
+from lab.kv import cache_length, rollback, two_cache_greedy
 from lab.kv import draft_keep_length as _ref_draft_keep
 from lab.kv import emitted_tokens as _ref_emitted
 from lab.kv import next_position as _ref_next_position
@@ -58,18 +59,50 @@ def _same_ints(a, b) -> bool:
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 07: KV-cache rollback.
 
+def _ref_rollback_after_rejection(model, prefix_ids, draft_ids, rejected_at):
+    """The reference answer: prefill ``prefix_ids``, append ``draft_ids`` on the same cache, then cut the cache
+    back to the prefix and the ``rejected_at - 1`` accepted drafts (:func:`lab.kv.rollback`). Returns the cache."""
+    cache = new_cache()
+    forward(model, list(prefix_ids), cache)
+    forward(model, list(draft_ids), cache)
+    return rollback(cache, len(prefix_ids) + rejected_at - 1)
+
+
+@contextlib.contextmanager
+def _cache_peaks(model):
+    """While active, record for every cache object a forward of ``model`` ran on the most positions it held:
+    ``{id(cache): (cache, peak)}`` (the cache is kept so its id stays unique)."""
+    peaks: dict = {}
+
+    def hook(module, args, kwargs, output):
+        for value in list(args) + list(kwargs.values()):
+            if hasattr(value, "get_seq_length") and hasattr(value, "crop"):
+                before = peaks.get(id(value), (value, 0))[1]
+                peaks[id(value)] = (value, max(before, cache_length(value)))
+
+    handle = model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        yield peaks
+    finally:
+        handle.remove()
+
+
 @_checker
 def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     """Check ``fn(model, prefix_ids, draft_ids, rejected_at) -> cache`` (seed lesson 000, Hard exercise).
 
     For every ``rejected_at`` in 1..len(draft_ids) (1-based draft position of the first rejection), the returned
-    cache must hold exactly ``prefix_ids + draft_ids[:rejected_at - 1]``: its length is checked, and the logits of
-    one more forward on it must equal a fresh forward over those tokens (atol 1e-4).
+    cache must hold exactly ``prefix_ids + draft_ids[:rejected_at - 1]``: its length is checked, the logits of
+    one more forward on it must equal a fresh forward over those tokens (atol 1e-4), and it must be the cache the
+    drafts were appended to, rolled back — a cache rebuilt from the accepted tokens gives the same logits but is
+    not a rollback (a forward hook on ``model`` records how many positions each cache held).
     """
     prefix, drafts = [int(t) for t in prefix_ids], [int(t) for t in draft_ids]
     probe = drafts[0]
+    rebuilt = None  # (rejected_at, peak) of the first cache that never held the drafts
     for rejected_at in range(1, len(drafts) + 1):
-        cache = fn(model, list(prefix), list(drafts), rejected_at)
+        with _cache_peaks(model) as peaks:
+            cache = fn(model, list(prefix), list(drafts), rejected_at)
         if cache is None or not hasattr(cache, "get_seq_length"):
             raise _Fail(f"rejected_at={rejected_at}: return the cache itself (a transformers DynamicCache), got "
                         f"{type(cache).__name__}")
@@ -94,6 +127,16 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
                         f"forward by {float((after - fresh).abs().max()):.3g}.\n  Hint: the cache must hold the "
                         "prefix and the accepted drafts at their own positions: prefill the prefix, forward the "
                         "drafts on the same cache, then cut the end off (never rebuild or reorder entries).")
+        peak = peaks.get(id(cache), (cache, 0))[1]
+        if peak < len(prefix) + len(drafts) and rebuilt is None:
+            rebuilt = (rejected_at, peak)
+    if rebuilt is not None:  # reported after the content checks, whose hints come first
+        rejected_at, peak = rebuilt
+        raise _Fail(f"rejected_at={rejected_at}: the cache holds the right tokens, but it never held the drafts "
+                    f"(at most {peak} of {len(prefix) + len(drafts)} positions): it was built again from the "
+                    "accepted tokens instead of rolled back.\n  Hint: return the cache the drafts were appended "
+                    "to, with the rejected entries cut off its end (lab.kv.rollback(cache, length)). A decoding "
+                    "loop that rebuilds its cache pays a whole prefill after every rejection.")
     return (f"for every rejection position 1..{len(drafts)} the cache held exactly prefix + accepted drafts, and "
             "the next logits matched a fresh forward")
 
@@ -177,12 +220,29 @@ def _lookup_cases():
         ([1, 2, 7, 5, 2], 3, 5), ([7, 7, 7], 3, 5), ([1, 2, 1, 2], 3, 5), ([1, 2, 3, 4], 3, 5), ([5], 3, 5),
         ([5, 5], 3, 5), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 2, 3), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 1, 3),
         ([3, 1, 2, 3, 9, 1, 2, 3], 1, 5), ([9, 8, 7, 6, 9, 8, 7], 4, 4), ([6, 6, 6, 6, 6, 6], 2, 3),
+        # multi-digit ids: as digit strings [1, 23] and [12, 3] both read "123", but they are different tokens
+        ([12, 3, 9, 1, 23], 2, 3), ([1, 23, 4, 12, 3], 2, 3), ([10, 5, 7, 10, 5], 2, 4), ([5, 11, 1, 5, 1, 1], 2, 3),
+        ([2, 21, 7, 22, 1], 3, 2), ([40, 4, 0, 8, 4, 0], 2, 2),
     ]
     rng = random.Random(0)
     for _ in range(12):
         context = [rng.randrange(4) for _ in range(rng.randrange(2, 14))]
         cases.append((context, rng.randrange(1, 5), rng.randrange(1, 6)))
+    for _ in range(6):  # ids whose digit strings run into each other
+        context = [rng.choice((1, 2, 11, 12, 21, 22)) for _ in range(rng.randrange(3, 12))]
+        cases.append((context, rng.randrange(1, 4), rng.randrange(1, 5)))
     return cases
+
+
+def _string_lookup(context, max_ngram, n_draft):
+    """A planted mistake: search the ids as one digit string. Right for single-digit ids only."""
+    text = "".join(map(str, context))
+    for n in range(min(max_ngram, len(context) - 1), 0, -1):
+        suffix = "".join(map(str, context[-n:]))
+        i = text.rfind(suffix, 0, len(text) - 1)  # an occurrence that ends before the context does
+        if i >= 0:
+            return list(context[i + n:i + n + n_draft])
+    return []
 
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
@@ -226,11 +286,15 @@ def ngram_lookup(fn):
         (_lookup_variant(include_gram=True), "propose what FOLLOWED the match, not the matched n-gram itself."),
         (_lookup_variant(negative_slice=True), "an n-gram longer than len(context) - 1 has no earlier occurrence: "
                                                "skip those sizes instead of indexing past the start."),
+        (_string_lookup, "compare token ids, not their digits: joined into one string, [1, 23] and [12, 3] both "
+                         "read \"123\", so a string search finds matches that are not there and counts positions "
+                         "in characters. Compare lists of ids: context[i:i + n] == context[-n:]."),
     ]
     count = _compare("ngram_lookup", fn, _lookup_cases(), _ref_ngram_lookup, faults, _same_ints,
                      "for n = max_ngram … 1: take the last n tokens, scan earlier start positions from the most "
                      "recent back, and return up to n_draft tokens after the first hit; [] if none.")
-    return f"{count} cases right, including the edge cases (self-match, overlap, short contexts, no match)"
+    return (f"{count} cases right, including the edge cases (self-match, overlap, short contexts, no match, "
+            "multi-digit ids)")
 
 
 # ---------------------------------------------------------------------------------------------------------

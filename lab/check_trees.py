@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from lab.check import _checker, _compare, _Fail, _same_float, _same_tensor  # one harness for all lessons
+import inspect
+
+from lab.check import _checker, _compare, _Fail, _outcome, _same_float, _same_tensor  # one harness for all lessons
 from lab.check_decoding import _same_ints
 from lab.trees import depths, tree_attention_mask
 from lab.trees import position_ids as _ref_position_ids
@@ -36,20 +38,21 @@ def _flat_positions(parents, prefix_len):
 
 @_checker
 def tree_positions(fn):
-    """Check ``fn(parents, prefix_len) -> list[int] | LongTensor``: node positions ``prefix_len + depth``
-    (``lab.trees.position_ids``)."""
+    """Check ``fn(parents, prefix_len) -> list[int] | LongTensor``: node positions ``prefix_len + depth - 1``
+    with depth 1 for the first level (``lab.trees.position_ids``)."""
     faults = [
         (_flat_positions, "a node's position is where its token would sit in a plain sequence: prefix_len + its "
-                          "DEPTH, not its index in the flattened tree (siblings share a position)."),
+                          "DEPTH - 1, not its index in the flattened tree (siblings share a position)."),
         (lambda p, n: depths(p).tolist(), "add prefix_len: the positions continue after the committed tokens."),
         (lambda p, n: (depths(p) + n - 1).tolist(), "the last committed token sits at prefix_len - 1, so the "
-                                                     "first level of nodes is at prefix_len."),
-        (lambda p, n: (depths(p) + n + 1).tolist(), "children of the last committed token have depth 0: they sit "
-                                                     "at prefix_len, not prefix_len + 1."),
+                                                     "first level of nodes (depth 1) is at prefix_len."),
+        (lambda p, n: (depths(p) + n + 1).tolist(), "the first level (depth 1, parent -1) sits right after the last "
+                                                     "committed token: at prefix_len, not prefix_len + 1. Position "
+                                                     "= prefix_len + depth - 1."),
     ]
     count = _compare("tree_positions", fn, _TREES, lambda p, n: _ref_position_ids(p, n).tolist(), faults,
-                     _same_ints, "position = prefix_len + depth, depth 0 for nodes whose parent is -1, parent's "
-                                 "depth + 1 otherwise.")
+                     _same_ints, "position = prefix_len + depth - 1, with depth 1 for nodes whose parent is -1 and "
+                                 "the parent's depth + 1 otherwise.")
     return f"{count} trees positioned by depth; siblings share a position"
 
 
@@ -90,6 +93,26 @@ def tree_mask(fn):
     ]
     def same(a, b):
         return isinstance(a, torch.Tensor) and a.dtype == torch.bool and _same_tensor(a, b, atol=0)
+
+    for parents, prefix_len in _TREES:  # the right pattern in another dtype gets its own hint
+        outcome = _outcome(fn, (parents, prefix_len))
+        got = outcome[1] if outcome[0] == "ok" else None
+        want = tree_attention_mask(parents, prefix_len)
+        if not isinstance(got, torch.Tensor) or got.dtype == torch.bool or tuple(got.shape) != tuple(want.shape):
+            continue
+        values = got.detach().to("cpu", torch.float64)
+        call = f"tree_mask({parents}, {prefix_len})"
+        if torch.equal(values != 0, want) and bool(((values == 0) | (values == 1)).all()):
+            raise _Fail(f"{call} returned the right pattern as {got.dtype} 0/1; the mask must be a torch.bool "
+                        "tensor (True = may attend).\n  Hint: build it with dtype=torch.bool, or call .bool() on "
+                        "it (lab.models.forward reads True as 'may attend').")
+        if torch.equal(values == 0, want) and bool((values[~want] < -1e3).all()):
+            raise _Fail(f"{call} returned an additive mask ({got.dtype}: 0 where a node may attend, a large "
+                        "negative number or -inf where it may not), the form attention kernels add to the scores."
+                        "\n  Hint: this exercise wants the boolean form: a torch.bool tensor, True where node i may "
+                        "attend.")
+        raise _Fail(f"{call} returned a {got.dtype} tensor; the mask must be a torch.bool tensor "
+                    "[n, prefix_len + n] (True = may attend).")
 
     count = _compare("tree_mask", fn, _TREES, tree_attention_mask, faults, same,
                      "return a bool tensor [n, prefix_len + n]; row i: True for the prefix, for node i's ancestors "
@@ -165,60 +188,101 @@ def accepted_path(fn):
     return f"{count} trees walked exactly as greedy verification does"
 
 
-def _ref_tokens_per_call(target, make_drafter, prompts, max_new_tokens):
+def _ref_tokens_per_call(target, make_drafter, prompts, max_new_tokens, eos_token_id=None):
     from lab.decode import generate
 
-    runs = [generate(target, p, drafter=make_drafter(), max_new_tokens=max_new_tokens) for p in prompts]
+    runs = [generate(target, p, drafter=make_drafter(), max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
+            for p in prompts]
     return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] for g in runs)
 
 
 @_checker
 def tokens_per_call(fn, target, prompts):
-    """Check ``fn(target, make_drafter, prompts, max_new_tokens) -> float``: new tokens over target calls, pooled
-    over all prompts (``lab.metrics``' "tokens per target call"), on ``target`` with drafters that accept a lot on
-    some prompts and draft nothing on others."""
+    """Check ``fn(target, make_drafter, prompts, max_new_tokens, eos_token_id=None) -> float``: new tokens over
+    target calls, pooled over all prompts (``lab.metrics``' "tokens per target call"), on ``target`` with drafters
+    that accept a lot on some prompts and draft nothing on others, and with a run that stops early at EOS."""
     from lab.decode import generate
     from lab.drafters import Draft, DraftModelDrafter, PromptLookupDrafter
 
     prompts = [list(map(int, p)) for p in prompts]
     if len(prompts) < 2:
         raise _Fail("pass at least two prompts (token id lists)")
+    try:  # the cases pass eos_token_id as a fifth positional argument
+        inspect.signature(fn).bind(None, None, None, None, None)
+        takes_eos = True
+    except TypeError:
+        takes_eos = False
+    except ValueError:  # no signature (a builtin or C callable): let the cases decide
+        takes_eos = True
+    if not takes_eos:
+        raise _Fail("your function has no eos_token_id parameter.\n  Hint: define it as tokens_per_call(target, "
+                    "make_drafter, prompts, max_new_tokens, eos_token_id=None) and pass eos_token_id to generate: "
+                    "a run that stops at EOS emits fewer than max_new_tokens tokens.")
 
     class SelfDraft(DraftModelDrafter):
         """The target drafting for itself (every draft accepted), but only for prompts with an even first token:
-        prompts then differ a lot in tokens per call, as real ones do."""
+        prompts then differ a lot in tokens per call, as real ones do. Each proposal reports one draft call (as
+        Medusa's heads do), so counting draft calls as target calls gives a number of its own."""
 
         def reset(self, prompt_ids):
             super().reset(prompt_ids)
             self.active = prompt_ids[0] % 2 == 0
 
         def propose(self, request):
-            return super().propose(request) if self.active else Draft()
+            if not self.active:
+                return Draft()
+            draft = super().propose(request)
+            draft.calls = min(draft.calls, 1)
+            return draft
 
     even = [0] + prompts[0][-20:]
     odd = [1] + prompts[1][-20:]
-    cases = [(target, lambda: SelfDraft(target, 4), [even, odd], 12),
-             (target, lambda: SelfDraft(target, 2), [odd, even, [2] + prompts[0][-8:]], 9),
-             (target, lambda: PromptLookupDrafter(n_draft=3), [prompts[0][-16:]], 5)]
+    # EOS: the 4th token of the greedy continuation of `even`; that run stops early, the others may too.
+    eos = generate(target, even, max_new_tokens=4).tokens[-1]
+    cases = [(target, lambda: SelfDraft(target, 4), [even, odd], 12, None),
+             (target, lambda: SelfDraft(target, 2), [odd, even, [2] + prompts[0][-8:]], 9, None),
+             (target, lambda: PromptLookupDrafter(n_draft=3), [prompts[0][-16:]], 5, None),
+             (target, lambda: SelfDraft(target, 3), [even, odd], 12, eos)]
 
-    def mean_of_ratios(t, make, ps, m):
-        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+    def runs_of(t, make, ps, m, eos_id):
+        return [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_id) for p in ps]
+
+    def mean_of_ratios(t, make, ps, m, eos_id=None):
+        runs = runs_of(t, make, ps, m, eos_id)
         return sum(g.stats["tokens_per_target_call"] for g in runs) / len(runs)
 
-    def with_prefill(t, make, ps, m):
-        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+    def with_prefill(t, make, ps, m, eos_id=None):
+        runs = runs_of(t, make, ps, m, eos_id)
         return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + 1 for g in runs)
 
-    def acceptance(t, make, ps, m):
-        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+    def with_draft_calls(t, make, ps, m, eos_id=None):
+        runs = runs_of(t, make, ps, m, eos_id)
+        return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + g.stats["draft_calls"] for g in runs)
+
+    def requested_tokens(t, make, ps, m, eos_id=None):
+        runs = runs_of(t, make, ps, m, eos_id)
+        return m * len(ps) / sum(g.stats["target_calls"] for g in runs)
+
+    def acceptance(t, make, ps, m, eos_id=None):
+        runs = runs_of(t, make, ps, m, eos_id)
         drafted = sum(g.stats["drafted_tokens"] for g in runs)
         return sum(g.stats["accepted_tokens"] for g in runs) / drafted if drafted else 0.0
 
-    def floor_division(t, make, ps, m):
-        return int(_ref_tokens_per_call(t, make, ps, m))
+    def floor_division(t, make, ps, m, eos_id=None):
+        return int(_ref_tokens_per_call(t, make, ps, m, eos_id))
+
+    def ignores_eos(t, make, ps, m, eos_id=None):
+        return _ref_tokens_per_call(t, make, ps, m, None)
 
     faults = [
         (floor_division, "divide with / (a float), not // (which rounds down to a whole number)."),
+        (with_draft_calls, "count target calls only (stats['target_calls']): the draft's forward passes are "
+                           "counted separately (stats['draft_calls']). Tokens per target call measures how many "
+                           "target passes speculation saves."),
+        (requested_tokens, "count the tokens each run actually produced (len(gen.tokens)): a run that stops at "
+                           "eos_token_id emits fewer than max_new_tokens."),
+        (ignores_eos, "pass eos_token_id on to generate (generate(..., eos_token_id=eos_token_id)): the runs must "
+                      "stop where the caller asks them to."),
         (mean_of_ratios, "pool before dividing: total new tokens over total target calls. A mean of per-prompt "
                          "ratios gives a short, lucky prompt as much weight as a long one."),
         (with_prefill, "count the decode loop's target calls only (stats['target_calls']): the prefill is the same "
@@ -227,9 +291,10 @@ def tokens_per_call(fn, target, prompts):
                      "token, including the one the target adds at each step."),
     ]
     count = _compare("tokens_per_call", fn, cases, _ref_tokens_per_call, faults, _same_float,
-                     "run generate once per prompt with a fresh drafter; return sum of len(tokens) over sum of "
-                     "stats['target_calls'].", show_args=lambda c: f"target, make_drafter, {len(c[2])} prompts, "
-                                                                    f"max_new_tokens={c[3]}")
+                     "run generate once per prompt with a fresh drafter (passing max_new_tokens and "
+                     "eos_token_id); return sum of len(tokens) over sum of stats['target_calls'].",
+                     show_args=lambda c: f"target, make_drafter, {len(c[2])} prompts, max_new_tokens={c[3]}, "
+                                         f"eos_token_id={c[4]}")
     return f"{count} measurements pooled over prompts exactly as the course measures tokens per target call"
 
 
@@ -240,10 +305,45 @@ def _ref_eagle_pairs(hidden, ids):
     return hidden[:-2], ids[1:-1], hidden[1:-1], ids[2:]
 
 
+_PAIR_PARTS = (
+    ("features_in", "hidden", "f_j, the feature at each input position j = 0 … L-3: hidden[:-2] (the last two "
+                              "features have no x_{j+2} to predict)"),
+    ("tokens_in", "ids", "x_{j+1}, the token AFTER each input feature: ids[1:-1]"),
+    ("feature_targets", "hidden", "f_{j+1}, the NEXT feature: hidden[1:-1]"),
+    ("token_targets", "ids", "x_{j+2}, the token the LM head of f_{j+1} predicts: ids[2:]"),
+)
+
+
+def _as_stacked(value):
+    """A tensor from a tensor, or from a list / tuple of tensors or numbers (a loop's output); None if neither."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        try:
+            return torch.stack([torch.as_tensor(v) for v in value]) if value else torch.empty(0)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    return None
+
+
+def _slice_name(value, source, name) -> str | None:
+    """``"name[a:b]"`` if ``value`` equals a contiguous slice of ``source`` (None otherwise)."""
+    length = source.shape[0]
+    for a in range(length + 1):
+        for b in range(a, length + 1):
+            if _same_tensor(value, source[a:b], atol=1e-6):
+                start = "" if a == 0 else str(a)
+                stop = "" if b == length else str(b - length)
+                return f"{name}[{start}:{stop}]"
+    return None
+
+
 @_checker
 def eagle_training_pairs(fn):
     """Check ``fn(hidden [L, D], ids [L]) -> (features_in, tokens_in, feature_targets, token_targets)``: EAGLE's
-    inputs (f_j, x_{j+1}) and targets (f_{j+1}, x_{j+2}) for j = 0 … L - 3."""
+    inputs (f_j, x_{j+1}) and targets (f_{j+1}, x_{j+2}) for j = 0 … L - 3. Slices or loops are both fine (a list
+    of rows is stacked); a failure names the parts that are wrong and, when a part is another slice of its
+    source, which slice it is."""
     gen = torch.Generator().manual_seed(0)
     cases = []
     for length, dim in ((6, 4), (3, 2), (9, 5)):
@@ -261,9 +361,46 @@ def eagle_training_pairs(fn):
 
     def same(a, b):
         return (isinstance(a, (tuple, list)) and len(a) == 4
-                and all(_same_tensor(u, v, atol=1e-6) for u, v in zip(a, b)))
+                and all(_same_tensor(_as_stacked(u), v, atol=1e-6) for u, v in zip(a, b)))
+
+    for hidden, ids in cases:  # name the wrong parts instead of printing four tensors
+        outcome = _outcome(fn, (hidden, ids))
+        if outcome[0] != "ok":
+            continue  # _compare below reports the exception
+        got, want = outcome[1], _ref_eagle_pairs(hidden, ids)
+        call = f"eagle_training_pairs(hidden [{hidden.shape[0]}, {hidden.shape[1]}], ids={ids.tolist()})"
+        if got is None:
+            raise _Fail(f"{call} returned None.\n  Hint: did you forget a `return` statement?")
+        if not isinstance(got, (tuple, list)) or len(got) != 4:
+            raise _Fail(f"{call} returned {type(got).__name__}"
+                        + (f" of {len(got)} items" if isinstance(got, (tuple, list)) else "")
+                        + "; return four things: (features_in, tokens_in, feature_targets, token_targets).")
+        wrong = [k for k in range(4) if not _same_tensor(_as_stacked(got[k]), want[k], atol=1e-6)]
+        if not wrong:
+            continue
+        lines = []
+        for k in wrong:
+            part, source_name, meaning = _PAIR_PARTS[k]
+            value = _as_stacked(got[k])
+            source = hidden if source_name == "hidden" else ids
+            found = None if value is None else _slice_name(value, source, source_name)
+            if found is None and value is not None:
+                other = ids if source_name == "hidden" else hidden
+                found = _slice_name(value, other, "ids" if source_name == "hidden" else "hidden")
+            what = found or (f"a {type(got[k]).__name__}" if value is None else f"a tensor of shape "
+                                                                               f"{tuple(value.shape)}")
+            lines.append(f"{part} is {what}; expected {meaning}")
+        fault_hint = next((hint for fault, hint in faults
+                           if all(_same_tensor(_as_stacked(u), v, atol=1e-6)
+                                  for u, v in zip(got, fault(hidden, ids)))), None)
+        message = f"{call}: {len(wrong)} of the four parts {'is' if len(wrong) == 1 else 'are'} wrong.\n  " + \
+            "\n  ".join(lines)
+        if fault_hint:
+            message += f"\n  Hint: {fault_hint}"
+        raise _Fail(message)
 
     count = _compare("eagle_training_pairs", fn, cases, _ref_eagle_pairs, faults, same,
-                     "for j = 0 … L-3: inputs (hidden[j], ids[j+1]), targets (hidden[j+1], ids[j+2]); slice, do not "
-                     "loop.", show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
+                     "for j = 0 … L-3: inputs (hidden[j], ids[j+1]), targets (hidden[j+1], ids[j+2]) — slices or a "
+                     "loop, either works.",
+                     show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
     return f"{count} windows paired as EAGLE trains: feature + next token in, next feature and the token after out"

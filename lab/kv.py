@@ -6,12 +6,12 @@ rejected ones must leave again, or the next forward would attend to tokens that 
 """
 from __future__ import annotations
 
-import numbers
-
 import torch
 
-__all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position", "draft_keep_length",
-           "emitted_tokens"]
+from lab.trees import _is_int  # the one integer test: Python/NumPy ints and integer 0-d tensors, never bools
+
+__all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position",
+           "draft_keep_length", "emitted_tokens"]
 
 
 def cache_length(cache) -> int:
@@ -26,10 +26,13 @@ def rollback(cache, length: int):
     older releases an absolute length, and ``crop(0)`` in old releases empties the cache; passing the negative
     count only when something must go works with both.
 
-    Raises ``ValueError`` if ``length`` is negative or longer than the cache.
+    ``length`` may be a Python or NumPy integer or an integer 0-d tensor. Raises ``ValueError`` if it is not an
+    integer, is negative or is longer than the cache. Runs every decoding step, so the checks are kept cheap.
     """
     current = cache_length(cache)
-    if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= current:
+    if type(length) is not int and _is_int(length):
+        length = int(length)
+    if type(length) is not int or not 0 <= length <= current:
         raise ValueError(f"length must be an integer in [0, {current}] (the cache holds {current} positions), "
                          f"got {length!r}")
     if length < current:
@@ -41,20 +44,28 @@ def keep_positions(cache, start: int, keep) -> object:
     """Keep the first ``start`` positions of ``cache`` plus the positions ``start + k`` for ``k`` in ``keep``
     (increasing), moved down to ``start, start + 1, ...``; drop everything else. In place; returns the cache.
 
-    After a token tree is verified (lesson 10) the cache holds every node, but only the accepted path is committed.
-    The path's nodes sit at positions ``prefix + depth``, exactly the slots they move to, so their keys (stored
-    after rotary encoding) stay valid. transformers has ``crop`` for a suffix but no call that drops positions in
-    the middle, so this gathers each layer's keys and values; tests show the logits after it equal a fresh forward.
-    When ``keep`` is ``0, 1, ..., k-1`` it is :func:`rollback` (``crop``).
+    Keys are stored after rotary position encoding, so an entry is valid only at the position it was encoded for;
+    moving it is safe exactly when it lands on that position. After a token tree is verified (lesson 10) the cache
+    holds every node in listed order, but only the accepted path is committed. The path's node of depth d was
+    encoded at position ``prefix + d - 1`` (:mod:`lab.trees`), which is exactly the slot it moves to, so its keys
+    stay valid. transformers has ``crop`` for a suffix but no call that drops positions in the middle, so this
+    gathers each layer's keys and values; tests show the logits after it equal a fresh forward. When ``keep`` is
+    ``0, 1, ..., k-1`` it is :func:`rollback` (``crop``).
 
-    Raises ``ValueError`` if ``keep`` is not increasing or points outside the cache.
+    ``start`` and the offsets may be Python or NumPy integers or integer 0-d tensors; ``keep`` may be any iterable
+    of them or a 1-d integer tensor. Raises ``ValueError`` if ``start`` is outside the cache or ``keep`` is not
+    increasing integer offsets inside it.
     """
     current = cache_length(cache)
-    keep = list(keep)
-    if any(isinstance(k, bool) or not isinstance(k, numbers.Integral) for k in keep):
-        raise ValueError(f"keep must hold integer offsets, got {keep}")
-    keep = [int(k) for k in keep]
-    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= current:
+    keep = keep.tolist() if isinstance(keep, torch.Tensor) and keep.dim() == 1 and not keep.is_floating_point() \
+        and keep.dtype != torch.bool else list(keep)
+    if not all(type(k) is int for k in keep):  # fast path: plain ints
+        if not all(_is_int(k) for k in keep):
+            raise ValueError(f"keep must hold integer offsets, got {keep}")
+        keep = [int(k) for k in keep]
+    if type(start) is not int and _is_int(start):
+        start = int(start)
+    if type(start) is not int or not 0 <= start <= current:
         raise ValueError(f"start must be an integer in [0, {current}], got {start!r}")
     if any(b <= a for a, b in zip(keep, keep[1:])) or (keep and not 0 <= keep[0] <= keep[-1] < current - start):
         raise ValueError(f"keep must be increasing offsets in [0, {current - start}), got {keep}")
@@ -79,11 +90,12 @@ def _layers(cache) -> list:
 class ScratchKVCache:
     """A teaching KV cache in two parts: committed entries, and a scratch buffer that drafts are written to first.
 
-    Production engines (vLLM's speculative decoding, TensorRT-LLM's lookahead decoder) never let an unverified
-    token's keys and values become part of the sequence: verification writes them to scratch slots, and only the
-    accepted ones are committed. This class does the same over a transformers ``DynamicCache`` so each stage can be
-    inspected (lesson 07; seed lesson 000, "KV rollback: scratch KV buffer; commit on acceptance, discard on
-    reject").
+    Seed lesson 000's glossary describes this design in one line: "scratch KV buffer; commit on acceptance, discard
+    on reject". Engines differ in how they get the same effect (lesson 07): vLLM writes the drafts' entries into
+    the request's own cache slots and, after a rejection, simply does not count the rejected slots as computed, so
+    the next step overwrites them (a rollback by length, like :func:`rollback`); TensorRT-LLM's tree methods copy
+    the accepted path's entries into place after verification (like :func:`keep_positions`). This class keeps the
+    two parts apart over a transformers ``DynamicCache`` so each stage can be inspected.
 
     - ``append(tokens)``: forward ``tokens`` and commit their entries at once (the prefill, or already verified
       tokens). Returns logits ``[n, V]`` float32.
@@ -93,8 +105,10 @@ class ScratchKVCache:
     - ``commit(count)``: move the first ``count`` scratch entries to the committed cache and discard the rest
       (``commit(0)`` discards everything). ``discard()`` is ``commit(0)``.
 
-    Keys and values are stored after rotary position encoding, so a scratch entry is only valid at the position it
-    was written for: that is why ``commit`` keeps a *prefix* of the scratch buffer and never reorders it.
+    Keys and values are stored after rotary position encoding, so a scratch entry is valid only at the position it
+    was encoded for. A chain's accepted drafts are the first entries of the buffer and were encoded at exactly the
+    positions they are committed to, so ``commit`` keeps a prefix and never reorders; a tree's accepted path is
+    scattered through the buffer and needs :func:`keep_positions` (lesson 10).
     ``tokens`` / ``committed_tokens`` / ``scratch_tokens`` record which token ids the entries belong to.
 
     Raises ``ValueError`` for an empty token list or a ``count`` outside ``[0, scratch_length]``.
@@ -164,8 +178,13 @@ class ScratchKVCache:
         return logits
 
     def commit(self, count: int) -> None:
-        """Keep the first ``count`` scratch entries (append them to the committed cache); discard the rest."""
-        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= self.scratch_length:
+        """Keep the first ``count`` scratch entries (append them to the committed cache); discard the rest.
+
+        ``count`` may be a Python or NumPy integer or an integer 0-d tensor. Raises ``ValueError`` for anything
+        else or a count outside ``[0, scratch_length]``."""
+        if type(count) is not int and _is_int(count):
+            count = int(count)
+        if type(count) is not int or not 0 <= count <= self.scratch_length:
             raise ValueError(f"count must be an integer in [0, {self.scratch_length}] (the scratch entries "
                              f"pending), got {count!r}")
         if count:

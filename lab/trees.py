@@ -5,11 +5,21 @@ Cai et al. 2024, §2.1.2 "tree attention"; EAGLE, Li et al. 2024). Node ``i`` ho
 is the index of its parent node (always ``< i``, so the nodes are in topological order) or -1 when its parent is
 the last committed token. Two rules make one forward equal to many separate ones:
 
-- a node's position is the position its token would have in a plain sequence: ``prefix_len + depth`` (depth 0
-  for children of the last committed token), so siblings share a position;
+- a node's position is the position its token would have in a plain sequence, so siblings share a position;
 - a node attends to the committed prefix, its ancestors and itself, never to siblings or cousins.
 
+**Depth, one convention for the whole course.** A node's *depth* is the number of draft tokens on its path from
+the last committed token, itself included: the first level (``parents[i] == -1``) has depth 1, its children depth
+2, and a tree's depth is its number of levels (``MedusaDrafter.depth``, ``StepRecord.depth``, ``TreeViewer`` and
+lessons 10–11 all count this way). With ``prefix_len`` committed tokens the last one sits at ``prefix_len - 1``,
+so a node of depth d sits at ``prefix_len - 1 + d``. :func:`depths` returns the 0-based *level* ``d - 1`` (0 for
+the first level), the offset that positions and cache slots are indexed by: ``position_ids = prefix_len +
+depths(parents)``.
+
 A chain ``[-1, 0, 1, ...]`` is the degenerate tree: its mask is the ordinary causal mask. Lesson 10.
+
+Integer arguments (``prefix_len``, ``node``, ``n``, the entries of ``parents``) may be Python or NumPy integers or
+integer 0-d tensors; bools are rejected.
 """
 from __future__ import annotations
 
@@ -41,8 +51,25 @@ def check_parents(parents) -> list[int]:
 
 
 def _is_int(value) -> bool:
-    return not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
-        isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()))
+    """True for a Python or NumPy integer and for an integer 0-d tensor; False for bools (also bool tensors),
+    floats and everything else. The one integer test of ``lab.trees`` and ``lab.kv``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()
+            and not value.is_complex() and value.dtype != torch.bool)
+
+
+def _int_at_least(name: str, value, low: int, what: str = "") -> int:
+    """``int(value)`` if ``value`` is an integer (:func:`_is_int`) ``>= low``; else ``ValueError`` naming ``name``."""
+    if type(value) is not int:  # fast path for plain ints
+        if not _is_int(value):
+            raise ValueError(f"{name} must be an integer >= {low}{what}, got {value!r}")
+        value = int(value)
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low}{what}, got {value!r}")
+    return value
 
 
 def check_choices(choices, max_depth: int | None = None, max_rank: int | None = None) -> list[tuple[int, ...]]:
@@ -85,12 +112,17 @@ def choices_parents(paths) -> list[int]:
 
 
 def chain_parents(n: int) -> list[int]:
-    """The parents array of a chain of ``n`` drafts: ``[-1, 0, 1, ..., n - 2]``."""
+    """The parents array of a chain of ``n`` drafts: ``[-1, 0, 1, ..., n - 2]`` (``[]`` for ``n = 0``).
+
+    Raises ``ValueError`` unless ``n`` is an integer >= 0."""
+    n = _int_at_least("n", n, 0, " (the number of drafts in the chain)")
     return list(range(-1, n - 1))
 
 
 def depths(parents) -> torch.Tensor:
-    """Depth of every node, LongTensor ``[n]``: 0 for children of the last committed token, parent's + 1 below."""
+    """The 0-based level of every node, LongTensor ``[n]``: 0 for children of the last committed token, the
+    parent's + 1 below. In the course's depth convention (module docstring) that is depth − 1: a node of depth d
+    (d draft tokens on its path) has level d − 1, and ``depths(parents).max() + 1`` is the tree's depth."""
     parents = check_parents(parents)
     out: list[int] = []
     for p in parents:
@@ -99,20 +131,21 @@ def depths(parents) -> torch.Tensor:
 
 
 def position_ids(parents, prefix_len: int) -> torch.Tensor:
-    """Absolute position of every node, LongTensor ``[n]``: ``prefix_len + depth``, where ``prefix_len`` counts the
-    committed tokens (the last committed token sits at ``prefix_len - 1``). Siblings share a position.
+    """Absolute position of every node, LongTensor ``[n]``: ``prefix_len + depths(parents)``, i.e.
+    ``prefix_len - 1 + d`` for a node of depth d, where ``prefix_len`` counts the committed tokens (the last
+    committed token sits at ``prefix_len - 1``, the first level right after it). Siblings share a position.
 
     Raises ``ValueError`` for a bad parents array or ``prefix_len < 1``."""
-    if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 1:
-        raise ValueError(f"prefix_len must be an integer >= 1 (the committed tokens), got {prefix_len!r}")
+    prefix_len = _int_at_least("prefix_len", prefix_len, 1, " (the committed tokens)")
     return depths(parents) + prefix_len
 
 
 def ancestors(parents, node: int) -> list[int]:
     """The nodes from the top of the tree down to ``node``'s parent (excluding ``node``)."""
     parents = check_parents(parents)
-    if not 0 <= node < len(parents):
-        raise ValueError(f"node must be in [0, {len(parents)}), got {node}")
+    if not _is_int(node) or not 0 <= int(node) < len(parents):
+        raise ValueError(f"node must be an integer node index in [0, {len(parents)}), got {node!r}")
+    node = int(node)
     chain = []
     p = parents[node]
     while p >= 0:
@@ -127,8 +160,7 @@ def tree_attention_mask(parents, prefix_len: int) -> torch.Tensor:
 
     Raises ``ValueError`` for a bad parents array or ``prefix_len < 0``."""
     parents = check_parents(parents)
-    if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 0:
-        raise ValueError(f"prefix_len must be an integer >= 0, got {prefix_len!r}")
+    prefix_len = _int_at_least("prefix_len", prefix_len, 0, " (the committed tokens)")
     n = len(parents)
     mask = torch.zeros(n, prefix_len + n, dtype=torch.bool)
     mask[:, :prefix_len] = True
@@ -140,8 +172,15 @@ def tree_attention_mask(parents, prefix_len: int) -> torch.Tensor:
 
 
 def children(parents, node: int = -1) -> list[int]:
-    """The nodes whose parent is ``node`` (-1: the top level), in the order they are listed."""
-    return [i for i, p in enumerate(check_parents(parents)) if p == node]
+    """The nodes whose parent is ``node`` (-1: the top level), in the order they are listed.
+
+    Raises ``ValueError`` for a bad parents array or a ``node`` that is not -1 or a node index."""
+    parents = check_parents(parents)
+    if not _is_int(node) or not -1 <= int(node) < len(parents):
+        raise ValueError(f"node must be -1 (the top level) or an integer node index in [0, {len(parents)}), "
+                         f"got {node!r}")
+    node = int(node)
+    return [i for i, p in enumerate(parents) if p == node]
 
 
 def paths(parents) -> list[list[int]]:

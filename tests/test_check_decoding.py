@@ -55,6 +55,24 @@ def test_rollback_checker(capsys, target):
 
     ok, out = run(capsys, check.rollback_after_rejection, rebuilt, *args)
     assert not ok and "next logits differ" in out
+
+    def rebuilt_right(model, prefix, drafts, rejected_at):  # right tokens, right logits, but never rolled back
+        cache = new_cache()
+        forward(model, prefix + drafts[: rejected_at - 1], cache)
+        return cache
+
+    ok, out = run(capsys, check.rollback_after_rejection, rebuilt_right, *args)
+    assert not ok and "never held the drafts" in out and "lab.kv.rollback" in out
+
+    def appended_then_rebuilt(model, prefix, drafts, rejected_at):  # forwards the drafts, then starts over
+        reference_rollback(model, prefix, drafts, len(drafts))
+        return rebuilt_right(model, prefix, drafts, rejected_at)
+
+    ok, out = run(capsys, check.rollback_after_rejection, appended_then_rebuilt, *args)
+    assert not ok and "never held the drafts" in out
+    ok, out = run(capsys, check.rollback_after_rejection, check._ref_rollback_after_rejection, *args)
+    assert ok
+    assert not target._forward_hooks  # the checker removed its hook
     ok, out = run(capsys, check.rollback_after_rejection, lambda *a: None, *args)
     assert not ok and "return the cache" in out
 
@@ -94,6 +112,29 @@ def test_ngram_lookup_checker(capsys, variant, phrase):
     assert run(capsys, check.ngram_lookup, check._lookup_variant())[0]  # the planted family's base is right
     ok, out = run(capsys, check.ngram_lookup, check._lookup_variant(**variant))
     assert not ok and phrase in out, out
+
+
+def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
+    from lab.drafters.prompt_lookup import ngram_lookup as reference
+
+    # The string search is right whenever every id is a single digit ...
+    single = [c for c in check._lookup_cases() if all(t < 10 for t in c[0])]
+    assert len(single) >= 20 and all(check._string_lookup(*c) == reference(*c) for c in single)
+    # ... so only the multi-digit cases catch it, with a hint of its own.
+    ok, out = run(capsys, check.ngram_lookup, check._string_lookup)
+    assert not ok and "compare token ids, not their digits" in out
+
+    def learner_string_solution(context, max_ngram, n_draft):  # as a learner might write it
+        text = "".join(map(str, context))
+        for n in range(min(max_ngram, len(context) - 1), 0, -1):
+            suffix = "".join(map(str, context[-n:]))
+            i = text.rfind(suffix, 0, len(text) - 1)
+            if i >= 0:
+                return context[i + n:i + n + n_draft]
+        return []
+
+    ok, out = run(capsys, check.ngram_lookup, learner_string_solution)
+    assert not ok and "[12, 3, 9, 1, 23]" in out
 
 
 def test_jacobi_step_checker(capsys, target):

@@ -1,6 +1,8 @@
 """lab.check_trees: every checker passes the reference, rejects planted mistakes with the right hint, and prints
 "not solved yet" for a stub."""
 
+import torch
+
 from lab import check_trees as check
 from lab.trees import depths, tree_attention_mask
 from lab.verify import verify_tree_greedy
@@ -14,7 +16,9 @@ def test_tree_positions(capsys):
     assert check.tree_positions(lambda p, n: (depths(p) + n).tolist())
     assert check.tree_positions(lambda p, n: depths(p) + n)  # a tensor is fine too
     assert not check.tree_positions(lambda p, n: [n + i for i in range(len(p))])
-    assert "DEPTH" in capsys.readouterr().out
+    assert "DEPTH - 1" in capsys.readouterr().out
+    assert not check.tree_positions(lambda p, n: (depths(p) + n + 1).tolist())
+    assert "depth 1" in capsys.readouterr().out
     assert not check.tree_positions(lambda p, n: (depths(p) + n - 1).tolist())
     assert "prefix_len - 1" in capsys.readouterr().out
     assert not check.tree_positions(lambda p, n: depths(p).tolist())
@@ -30,6 +34,19 @@ def test_tree_mask(capsys):
     assert "ALL its ancestors" in capsys.readouterr().out
     assert not check.tree_mask(check._mask_variant("no_self"))
     assert not check.tree_mask(lambda p, n: tree_attention_mask(p, n).float())  # must be a bool mask
+    assert "torch.bool" in capsys.readouterr().out
+    assert not check.tree_mask(lambda p, n: tree_attention_mask(p, n).int())
+    out = capsys.readouterr().out
+    assert "right pattern" in out and "torch.bool" in out and ".bool()" in out
+
+    def additive(p, n):
+        return torch.zeros(len(p), n + len(p)).masked_fill(~tree_attention_mask(p, n), float("-inf"))
+
+    assert not check.tree_mask(additive)
+    out = capsys.readouterr().out
+    assert "additive mask" in out and "torch.bool" in out
+    assert not check.tree_mask(lambda p, n: additive(p, n).clamp(min=-1e9))  # a large negative number instead
+    assert "additive mask" in capsys.readouterr().out
 
 
 def test_accepted_path(capsys):
@@ -45,10 +62,33 @@ def test_accepted_path(capsys):
 def test_eagle_training_pairs(capsys):
     assert check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1], x[2:]))
     assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[:-2], h[1:-1], x[1:-1]))
-    assert "NEXT token" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "NEXT token" in out and "tokens_in is ids[:-2]" in out and "token_targets is ids[1:-1]" in out
+    assert "features_in" not in out and "slice, do not loop" not in out
     assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[:-2], x[2:]))
-    assert "NEXT feature" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "NEXT feature" in out and "1 of the four parts is wrong" in out and "feature_targets is hidden[:-2]" in out
     assert not check.eagle_training_pairs(stub)
+
+
+def test_eagle_training_pairs_accepts_loops_and_names_the_wrong_part(capsys):
+    def loop(h, x):
+        parts = ([], [], [], [])
+        for j in range(len(x) - 2):
+            for part, value in zip(parts, (h[j], x[j + 1], h[j + 1], x[j + 2])):
+                part.append(value)
+        return parts
+
+    assert check.eagle_training_pairs(loop)
+    capsys.readouterr()
+    assert not check.eagle_training_pairs(lambda h, x: (h[1:-1], x[1:-1], h[1:-1], x[2:]))
+    out = capsys.readouterr().out
+    assert "features_in is hidden[1:-1]" in out and "hidden[:-2]" in out
+    assert "tensor([" not in out  # names the slice instead of printing whole tensors
+    assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1], x[2:] + 1))
+    assert "token_targets is a tensor of shape" in capsys.readouterr().out
+    assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1]))
+    assert "return four things" in capsys.readouterr().out
 
 
 def test_tokens_per_call(capsys, target):
@@ -63,8 +103,40 @@ def test_tokens_per_call(capsys, target):
         return sum(g.stats["tokens_per_target_call"] for g in runs) / len(runs)
 
     assert not check.tokens_per_call(mean_of_ratios, target, prompts)
+    assert "no eos_token_id parameter" in capsys.readouterr().out  # the old four-argument signature
+
+    def mean_of_ratios_eos(t, make, ps, m, eos_token_id=None):
+        from lab.decode import generate
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+        return sum(g.stats["tokens_per_target_call"] for g in runs) / len(runs)
+
+    assert not check.tokens_per_call(mean_of_ratios_eos, target, prompts)
     assert "pool before dividing" in capsys.readouterr().out
-    assert not check.tokens_per_call(lambda t, make, ps, m: _ref_tokens_per_call(t, make, ps, m) // 1, target, prompts)
+    assert not check.tokens_per_call(lambda t, make, ps, m, eos_token_id=None:
+                                     _ref_tokens_per_call(t, make, ps, m, eos_token_id) // 1, target, prompts)
     assert "//" in capsys.readouterr().out
+
+    def runs_of(t, make, ps, m, eos_token_id):
+        from lab.decode import generate
+        return [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+
+    def with_draft_calls(t, make, ps, m, eos_token_id=None):
+        runs = runs_of(t, make, ps, m, eos_token_id)
+        return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + g.stats["draft_calls"] for g in runs)
+
+    assert not check.tokens_per_call(with_draft_calls, target, prompts)
+    out = capsys.readouterr().out
+    assert "target calls only" in out and "//" not in out
+
+    def requested(t, make, ps, m, eos_token_id=None):  # right on every run that does not stop early
+        runs = runs_of(t, make, ps, m, eos_token_id)
+        return m * len(ps) / sum(g.stats["target_calls"] for g in runs)
+
+    assert not check.tokens_per_call(requested, target, prompts)
+    out = capsys.readouterr().out
+    assert "actually produced" in out and "eos_token_id=" in out
+    assert not check.tokens_per_call(lambda t, make, ps, m, eos_token_id=None: _ref_tokens_per_call(t, make, ps, m),
+                                     target, prompts)
+    assert "pass eos_token_id on to generate" in capsys.readouterr().out
     assert not check.tokens_per_call(stub, target, prompts)
     assert "not solved yet" in capsys.readouterr().out

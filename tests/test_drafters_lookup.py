@@ -80,6 +80,24 @@ def test_ngram_lookup_prefers_longer_ngrams_over_recent_shorter_ones():
     assert ngram_lookup([1, 2, 3, 4, 0, 3, 8, 2, 3], max_ngram=1, n_draft=3) == [8, 2, 3]
 
 
+def test_ngram_lookup_takes_tensors_and_numpy_ids_and_returns_plain_ints():
+    import numpy as np
+
+    out = ngram_lookup(torch.tensor([1, 2, 1, 2]), 2, 3)
+    assert out == [1, 2] and all(type(t) is int for t in out)
+    out = ngram_lookup(np.array([12, 3, 9, 12, 3]), np.int64(2), 2)
+    assert out == [9, 12] and all(type(t) is int for t in out)
+    assert ngram_lookup([torch.tensor(4), 5, np.int64(4)], 1, 2) == [5, 4]
+    assert ngram_lookup([12, 3, 9, 1, 23], 2, 3) == []  # [1, 23] is not [12, 3], whatever their digits say
+
+
+@pytest.mark.parametrize("context", ["abab", b"abab", [1.0, 2.0, 1.0], [True, False, True], torch.tensor([[1, 2]]),
+                                     torch.tensor([1.0, 2.0]), [1, "2", 1], 7])
+def test_ngram_lookup_rejects_what_is_not_token_ids(context):
+    with pytest.raises(ValueError, match="context"):
+        ngram_lookup(context, 2, 3)
+
+
 @pytest.mark.parametrize("kwargs,word", [(dict(max_ngram=0), "max_ngram"), (dict(n_draft=0), "n_draft"),
                                          (dict(max_ngram=2.5), "max_ngram"), (dict(n_draft=True), "n_draft")])
 def test_bad_arguments_name_the_argument(kwargs, word):

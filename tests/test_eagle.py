@@ -101,6 +101,19 @@ def test_bad_arguments(pair):
             EagleDrafter(pair.target, model, tree=tree)
     with pytest.raises(ValueError, match="heads"):
         EagleDraftModel(pair.target, {"width": 100, "heads": 3})
+    # a tree sets the draft depth itself: an n_draft that contradicts it is an error, not silently ignored
+    for bad in (2, 4):
+        with pytest.raises(ValueError, match="n_draft=.* contradicts tree"):
+            EagleDrafter(pair.target, model, n_draft=bad, tree=DEFAULT_TREE)
+        with pytest.raises(ValueError, match="contradicts tree"):
+            EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE, n_draft=bad)
+    assert EagleDrafter(pair.target, model, n_draft=3, tree=DEFAULT_TREE).n_draft == 3  # equal to its depth: fine
+    assert EagleDrafter(pair.target, model, tree=DEFAULT_TREE).n_draft == 3
+    assert EagleDrafter(pair.target, model, tree=[(0,), (0, 0)]).n_draft == 2
+    assert EagleDrafter(pair.target, model).n_draft == 4  # a chain's default
+    import numpy as np
+
+    assert EagleDrafter(pair.target, model, n_draft=np.int64(2)).n_draft == 2
     drafter = EagleDrafter(pair.target, model)
     with pytest.raises(ValueError, match="hidden"):
         drafter.reset([1, 2, 3])  # the target's features are required

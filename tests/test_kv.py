@@ -205,3 +205,34 @@ def test_cache_kwarg_names_a_parameter_of_forward(target):
 def test_forward_rejects_an_empty_block(target):
     with pytest.raises(ValueError, match="input_ids must hold at least one token"):
         forward(target, [], new_cache())
+
+
+# --- integer arguments: NumPy and 0-d tensor integers work, bools and floats do not ------------------------------
+
+def test_rollback_and_commit_accept_numpy_and_tensor_integers(target):
+    import numpy as np
+
+    cache = new_cache()
+    forward(target, TOKENS[:12], cache)
+    rollback(cache, np.int64(9))
+    assert type(cache_length(cache)) is int and cache_length(cache) == 9
+    rollback(cache, torch.tensor(8))
+    assert cache_length(cache) == 8
+    close(forward(target, [2], cache)[-1], fresh(target, TOKENS[:8] + [2])[-1])
+    for bad in (torch.tensor(True), True, 4.0, np.float64(4), torch.tensor(4.0), torch.tensor([4]), "4", None):
+        with pytest.raises(ValueError, match="length must be an integer"):
+            rollback(cache, bad)
+    assert cache_length(cache) == 9  # the probe's entry; nothing was cut by the bad calls
+
+    kv = ScratchKVCache(target)
+    kv.append(TOKENS[:5])
+    kv.write(TOKENS[5:9])
+    for bad in (np.float32(1), torch.tensor(False), 1.0):
+        with pytest.raises(ValueError, match="count must be an integer"):
+            kv.commit(bad)
+    kv.commit(np.int32(2))
+    assert kv.committed_tokens == TOKENS[:7] and kv.scratch_length == 0
+    kv.write(TOKENS[7:9])
+    kv.commit(torch.tensor(1, dtype=torch.int16))
+    assert kv.committed_tokens == TOKENS[:8]
+    close(kv.append([3])[-1], fresh(target, TOKENS[:8] + [3])[-1])

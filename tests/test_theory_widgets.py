@@ -147,3 +147,30 @@ def test_timeline_bars_add_up():
 def test_speedup_explorer_rejects_bad_input(kwargs):
     with pytest.raises(ValueError):
         SpeedupExplorer(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,word", [
+    (dict(alpha=1.5), "alpha"), (dict(alpha=-0.1), "alpha"), (dict(alpha=float("nan")), "alpha"),
+    (dict(alpha=True), "alpha"), (dict(n_draft=0), "n_draft"), (dict(n_draft=17), "n_draft"),
+    (dict(n_draft=2.0), "n_draft"), (dict(cost_ratio=7), "cost_ratio"), (dict(cost_ratio=-0.1), "cost_ratio"),
+    (dict(cost_ratio=float("inf")), "cost_ratio"), (dict(alpha=0.9, n_draft=0), "n_draft"),
+])
+def test_speedup_explorer_set_checks_like_the_constructor_and_changes_nothing(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        SpeedupExplorer(**{**dict(alpha=0.75, n_draft=5, cost_ratio=0.1), **kwargs})
+    ex = SpeedupExplorer(alpha=0.75, n_draft=5, cost_ratio=0.1)
+    readout = ex.readout.value
+    with pytest.raises(ValueError, match=word):
+        ex.set(**kwargs)
+    # nothing was clamped or half-applied: sliders, derived state and the figures are as before
+    assert (ex.alpha, ex.n_draft, ex.cost_ratio) == (0.75, 5, 0.1)
+    assert ex.readout.value == readout and list(ex.curve.data[2].x) == [5]
+
+
+def test_speedup_explorer_set_accepts_numpy_values():
+    import numpy as np
+
+    ex = SpeedupExplorer()
+    ex.set(alpha=np.float64(0.6), n_draft=np.int64(3), cost_ratio=np.float32(0.25))
+    assert ex.n_draft == 3 and math.isclose(ex.alpha, 0.6)
+    assert math.isclose(ex.speedup, metrics.predicted_speedup(0.6, 3, float(np.float32(0.25))))

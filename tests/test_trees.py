@@ -326,3 +326,37 @@ def test_non_integer_parents_choices_and_offsets_are_rejected(target):
     forward(target, PREFIX, cache)
     with pytest.raises(ValueError, match="integer"):
         keep_positions(cache, 1, [0.9, 2.2])
+
+
+def test_numpy_and_tensor_integers_work_bools_and_floats_do_not(target):
+    import numpy as np
+
+    assert trees.position_ids([-1, 0, -1], np.int64(3)).tolist() == [3, 4, 3]
+    assert trees.position_ids([-1], torch.tensor(7)).tolist() == [7]
+    assert trees.tree_attention_mask([-1, 0], np.int32(2)).shape == (2, 4)
+    assert trees.ancestors([-1, 0, 1], np.int64(2)) == [0, 1]
+    assert trees.children([-1, 0, 0], np.int64(0)) == [1, 2]
+    assert trees.chain_parents(np.int64(3)) == [-1, 0, 1] and trees.chain_parents(0) == []
+    assert trees.depths(np.array([-1, 0, 0])).tolist() == [0, 1, 1]
+    for bad in (True, torch.tensor(True), 3.0, torch.tensor(3.0), np.float64(3)):
+        with pytest.raises(ValueError, match="prefix_len"):
+            trees.position_ids([-1], bad)
+    with pytest.raises(ValueError, match="parents"):
+        trees.depths([-1, torch.tensor(True)])
+    for bad in (-3, -1, 2.0, True):
+        with pytest.raises(ValueError, match="n must be an integer >= 0"):
+            trees.chain_parents(bad)
+    for bad in (1.0, 3, -1):
+        with pytest.raises(ValueError, match="node"):
+            trees.ancestors([-1, 0, 1], bad)
+    with pytest.raises(ValueError, match="node"):
+        trees.children([-1, 0], 5)
+
+    cache = new_cache()
+    forward(target, PREFIX + [30, 31, 32], cache)
+    keep_positions(cache, np.int64(len(PREFIX)), torch.tensor([0, 2]))
+    assert cache_length(cache) == len(PREFIX) + 2
+    with pytest.raises(ValueError, match="start"):
+        keep_positions(cache, torch.tensor(True), [0])
+    with pytest.raises(ValueError, match="integer"):
+        keep_positions(cache, 1, [torch.tensor(True)])

@@ -1,5 +1,6 @@
 """KVCacheViewer and JacobiViewer: kernel-side state after hand-built records and real (tiny) runs."""
 import pytest
+import torch
 
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter, LookaheadDrafter
@@ -47,8 +48,19 @@ def test_kv_viewer_frames_from_hand_built_records():
     assert [s["token_id"] for s in rows["target"]] == [1, 2, 3, 4, 9, 7, None, None]
     assert kinds(viewer.rows["target"])[-4:] == ["kept", "kept", "discarded", "discarded"]
     assert "<script" not in viewer.html and "&lt;script&gt;" not in viewer.html  # token 0 never shown here
-    with pytest.raises(IndexError):
-        viewer.show(4)
+    for bad in (4, -5):
+        with pytest.raises(ValueError, match=r"frame must be in \[-4, 3\]"):
+            viewer.show(bad)
+    for bad in (1.5, True, "2"):
+        with pytest.raises(ValueError, match="frame must be an integer"):
+            viewer.show(bad)
+    assert viewer.frame == 3  # a refused call leaves the view where it was
+    viewer.show(-1)
+    assert viewer.frame == 3
+    viewer.show(torch.tensor(1))
+    assert viewer.frame == 1
+    with pytest.raises(ValueError, match="no frames yet"):
+        KVCacheViewer().show(0)
 
 
 def test_kv_viewer_escapes_and_truncates():

@@ -95,8 +95,20 @@ def test_show_and_slider_switch_steps(tree_run):
     assert torch.equal(viewer.mask, expected_mask(gen.steps[0]))
     viewer.show(-1)
     assert viewer.index == len(gen.steps) - 1
-    with pytest.raises(IndexError):
-        viewer.show(len(gen.steps))
+    count = len(gen.steps)
+    for bad in (count, -count - 1):
+        with pytest.raises(ValueError, match=rf"index must be in \[-{count}, {count - 1}\]"):
+            viewer.show(bad)
+    for bad in (1.5, True, "1", None):
+        with pytest.raises(ValueError, match="index must be an integer"):
+            viewer.show(bad)
+    assert viewer.index == count - 1  # a refused call leaves the view where it was
+    import numpy as np
+
+    viewer.show(np.int64(0))
+    assert viewer.index == 0
+    with pytest.raises(ValueError, match="no steps yet"):
+        TreeViewer().show(0)
 
 
 def test_chain_steps_show_as_a_chain(target, noisy_draft):

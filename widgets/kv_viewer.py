@@ -19,6 +19,7 @@ import html
 import ipywidgets
 
 from lab.trace import StepRecord
+from lab.trees import _is_int
 from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, tint
 from widgets.token_stream import token_label_text
 
@@ -118,10 +119,21 @@ class KVCacheViewer(ipywidgets.VBox):
         return self
 
     def show(self, frame: int) -> None:
-        """Show frame ``frame`` (negative counts from the end). Raises ``IndexError`` outside the frames."""
+        """Show frame ``frame``: an integer in ``[-len(frames), len(frames) - 1]``, negative counting from the end
+        (two frames per step: ``2 * k`` is step k's verify frame, ``2 * k + 1`` its commit frame).
+
+        Raises ``ValueError`` naming ``frame`` and the allowed range for a non-integer (bools and floats included),
+        an index outside the frames, or a viewer that has no frames yet."""
         count = len(self._frames)
+        if not _is_int(frame):
+            raise ValueError(f"frame must be an integer frame index, got {frame!r}")
+        frame = int(frame)
+        if count == 0:
+            raise ValueError(f"frame {frame}: the viewer has no frames yet; pass it as on_step to "
+                             "lab.decode.generate (or call extend(records)) first")
         if not -count <= frame < count:
-            raise IndexError(f"frame {frame} is out of range: {count} frames")
+            raise ValueError(f"frame must be in [{-count}, {count - 1}] ({count} frames, two per step; negative "
+                             f"counts from the end), got {frame}")
         self._slider.value = frame % count
 
     # --- readable state ------------------------------------------------------------------------------------

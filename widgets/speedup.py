@@ -7,6 +7,9 @@ Formulas: :mod:`lab.metrics` (Leviathan et al. 2023, equation 1 and Theorem 3.8)
 """
 from __future__ import annotations
 
+import math
+from numbers import Integral, Real
+
 import ipywidgets as w
 import plotly.graph_objects as go
 
@@ -28,20 +31,17 @@ class SpeedupExplorer(w.VBox):
         cost_ratio: c = time of one draft forward / time of one target forward, in [0, 1].
         max_n: largest N shown and searched for the optimum.
         horizon: time budget of the timeline, in target forward passes.
-    Raises ``ValueError`` for values outside those ranges (via :mod:`lab.metrics`).
+    Raises ``ValueError`` for values outside those ranges (the constructor and :meth:`set` run the same checks).
     """
 
     def __init__(self, alpha: float = 0.75, n_draft: int = 5, cost_ratio: float = 0.1, max_n: int = 16,
                  horizon: float = 12.0):
-        expected_tokens_per_call(alpha, n_draft)  # validates alpha and N
-        predicted_speedup(alpha, n_draft, cost_ratio)  # validates c
-        if not 1 <= n_draft <= max_n:
-            raise ValueError(f"n_draft must be in 1..max_n={max_n}, got {n_draft}")
-        if not 0 <= cost_ratio <= 1:
-            raise ValueError(f"cost_ratio must be in [0, 1] here, got {cost_ratio}")
-        if horizon <= 0:
-            raise ValueError(f"horizon must be > 0 target passes, got {horizon}")
+        if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
+            raise ValueError(f"max_n must be an integer >= 1, got {max_n!r}")
+        if not isinstance(horizon, Real) or not horizon > 0 or math.isinf(horizon):
+            raise ValueError(f"horizon must be a finite number > 0 target passes, got {horizon!r}")
         self.max_n = int(max_n)
+        self._check(alpha, n_draft, cost_ratio)
         self.horizon = float(horizon)
         style = {"description_width": "150px"}
         layout = w.Layout(width="460px")
@@ -121,7 +121,12 @@ class SpeedupExplorer(w.VBox):
         return {"autoregressive": self.horizon, "speculative": self.horizon / self.step_cost * self.expected_tokens}
 
     def set(self, alpha: float | None = None, n_draft: int | None = None, cost_ratio: float | None = None) -> None:
-        """Move sliders from Python (the same as dragging them)."""
+        """Move sliders from Python (the same as dragging them); ``None`` leaves a slider where it is.
+
+        The values are checked as the constructor checks them *before* any slider moves, so a bad value raises
+        ``ValueError`` (naming the argument and its range) and leaves the explorer unchanged; nothing is clamped."""
+        self._check(self.alpha if alpha is None else alpha, self.n_draft if n_draft is None else n_draft,
+                    self.cost_ratio if cost_ratio is None else cost_ratio)
         if alpha is not None:
             self.alpha_slider.value = alpha
         if n_draft is not None:
@@ -130,6 +135,19 @@ class SpeedupExplorer(w.VBox):
             self.cost_slider.value = cost_ratio
 
     # --- internals ---------------------------------------------------------------------------------------
+    def _check(self, alpha, n_draft, cost_ratio) -> None:
+        """Raise ``ValueError`` unless α is in [0, 1], N an integer in 1..max_n and c a number in [0, 1] (the
+        sliders' ranges; NaN and bools are rejected)."""
+        for name, value in (("alpha", alpha), ("cost_ratio", cost_ratio)):
+            if isinstance(value, bool):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+        expected_tokens_per_call(alpha, n_draft)  # alpha in [0, 1] (not NaN), N an integer >= 1
+        predicted_speedup(alpha, n_draft, cost_ratio)  # c a finite number >= 0
+        if not 1 <= n_draft <= self.max_n:
+            raise ValueError(f"n_draft must be an integer in 1..max_n={self.max_n}, got {n_draft!r}")
+        if not 0 <= cost_ratio <= 1:
+            raise ValueError(f"cost_ratio must be in [0, 1] here (the slider's range), got {cost_ratio!r}")
+
     def _timeline_bars(self):
         """(target bars, draft bars), each a list of (row, start, duration) within the horizon."""
         target, draft = [], []

@@ -8,8 +8,9 @@ its siblings or cousins (:mod:`lab.trees`). Verification then walks down the tre
 Pass ``viewer.on_step`` (or the viewer itself) as ``on_step`` to :func:`lab.decode.generate`. Each
 :class:`lab.trace.StepRecord` is stored and the newest is drawn as it arrives:
 
-- left, a plotly tree: the root is the last committed token, ``x`` counts tokens after it (a node at
-  :func:`lab.trees.depths` ``d`` sits at ``x = d + 1``), siblings spread vertically; nodes on the accepted path
+- left, a plotly tree: the root is the last committed token, ``x`` counts tokens after it, so a node of depth d
+  (d draft tokens on its path, the course's convention, :mod:`lab.trees`) sits at ``x = d`` and its hover label
+  says "depth d"; siblings spread vertically; nodes on the accepted path
   are green, the others grey, and the target's own token (bonus or resampled) hangs after the end of the path;
 - right, the tree attention mask over ``[last] + nodes``, with the accepted path's rows in the accepted colour;
 - above them, a one-line summary and a slider over the stored steps.
@@ -27,7 +28,7 @@ import plotly.graph_objects as go
 import torch
 
 from lab.trace import StepRecord
-from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
+from lab.trees import _is_int, chain_parents, check_parents, depths, tree_attention_mask
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
                             RESAMPLED_COLOR, tint)
 from widgets.token_stream import token_label_text
@@ -156,12 +157,21 @@ class TreeViewer(ipywidgets.VBox):
         return self
 
     def show(self, index: int) -> None:
-        """Show stored step ``index`` (a position in ``records``; negative counts from the end).
+        """Show stored step ``index``: a position in ``records``, an integer in ``[-len(records), len(records) - 1]``
+        (negative counts from the end).
 
-        Raises ``IndexError`` outside the stored steps."""
+        Raises ``ValueError`` naming ``index`` and the allowed range for a non-integer (bools and floats included),
+        a position outside the stored steps, or a viewer with no steps yet."""
         count = len(self._records)
+        if not _is_int(index):
+            raise ValueError(f"index must be an integer position in records, got {index!r}")
+        index = int(index)
+        if count == 0:
+            raise ValueError(f"index {index}: the viewer holds no steps yet; pass viewer.on_step to "
+                             "lab.decode.generate (or call extend(records)) first")
         if not -count <= index < count:
-            raise IndexError(f"step {index} is out of range: {count} steps stored")
+            raise ValueError(f"index must be in [{-count}, {count - 1}] ({count} steps stored; negative counts from "
+                             f"the end), got {index}")
         self._slider.value = index % count
 
     def clear(self) -> None:
@@ -248,14 +258,14 @@ class TreeViewer(ipywidgets.VBox):
         status = ["root"] + ["accepted" if i in on_path else "rejected" for i in range(n)]
         up = [None] + [p + 1 for p in parents]
         x = [0] + [d + 1 for d in node_depth]
-        hover_depth = ["root"] + [str(d) for d in node_depth]
+        hover_depth = ["0 (root)"] + [str(d + 1) for d in node_depth]  # depth = tokens on the path (lab.trees)
         if next_token is not None:
             ids.append(next_token)
             raw.append(self._text(next_token))
             status.append(record.last_kind if record.last_kind in ("bonus", "resampled") else "bonus")
             up.append(path[-1] + 1 if path else 0)
             x.append(len(path) + 1)
-            hover_depth.append(str(len(path)))
+            hover_depth.append(str(len(path) + 1))
 
         # Leaves take consecutive rows in depth-first, listed order; a parent sits level with its first child, so
         # the first-listed (most likely) continuation reads as a straight line and a chain stays straight.

@@ -23,7 +23,7 @@ from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
 from lab.train import PAIR_DIR
 from lab.trees import position_ids as tree_position_ids
-from lab.trees import check_choices, choices_parents, tree_attention_mask
+from lab.trees import _is_int, check_choices, choices_parents, tree_attention_mask
 
 __all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
 
@@ -51,8 +51,11 @@ class EagleDraftModel(torch.nn.Module):
 
     Departure from EAGLE, on purpose: EAGLE keeps the target's width D in its layer; here the layer works at a
     bottleneck width ``d`` < D (default 160 of D = 384) so the whole draft has fewer trainable parameters than the
-    bundled vanilla draft model (475,520), which makes the comparison about the *idea* (reuse the
-    target's features) rather than about size. ``kv_heads`` < ``heads`` gives grouped-query attention.
+    bundled vanilla draft model (475,520), which makes the acceptance comparison about the *idea* (reuse the
+    target's features) rather than about size. Parameter count is not cost: each draft token also goes through
+    the target's LM head (D × V, shared and frozen, so not counted as trainable), so per draft token this draft
+    does more multiply-adds than the vanilla one (lesson 11). ``kv_heads`` < ``heads`` gives grouped-query
+    attention.
 
     The decoder layer is a 1-layer ``transformers.LlamaModel`` fed ``inputs_embeds`` (its own 1-row embedding
     table is unused and frozen), so KV caching (``DynamicCache``), RoPE positions and 4-D masks work exactly as in
@@ -218,24 +221,39 @@ class EagleDrafter:
       nodes seeing the true pairs, their ancestors and themselves. Deterministic (``probs=None`` → one-hot
       verification, exact at any temperature). Paths deeper than ``request.max_tokens`` are left out.
 
+    Give ``n_draft`` for a chain (default 4) or ``tree`` for a tree, not both: a tree's shape fixes how far a step
+    drafts, so ``n_draft`` is then set to the tree's depth (its number of levels) and may only be passed if it
+    equals that depth.
+
     ``needs_hidden_states = True``: the decode loop resets it with ``reset(prompt_ids, hidden=...)`` and hands it
     each step's :class:`~lab.drafters.base.TargetOutput` through ``observe`` before ``update``.
-    Raises ``ValueError`` for ``n_draft`` < 1, a malformed ``tree``, or a draft made for another target width.
+    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree``, or a
+    draft made for another target width.
     """
 
     needs_hidden_states = True
 
-    def __init__(self, target, draft_model: EagleDraftModel, n_draft: int = 4, tree=None):
-        if isinstance(n_draft, bool) or not isinstance(n_draft, int) or n_draft < 1:
+    def __init__(self, target, draft_model: EagleDraftModel, n_draft: int | None = None, tree=None):
+        if n_draft is not None and (not _is_int(n_draft) or n_draft < 1):
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+        layout = None if tree is None else _tree_layout(tree, vocab_size(target))
+        if layout is None:
+            n_draft = 4 if n_draft is None else int(n_draft)
+        else:
+            depth = max(layout[2])
+            if n_draft is not None and int(n_draft) != depth:
+                raise ValueError(f"n_draft={n_draft!r} contradicts tree: in tree mode the tree's shape sets the draft "
+                                 f"depth ({depth} levels for this tree); pass n_draft for a chain or tree for a "
+                                 "tree, not both")
+            n_draft = depth
         if draft_model.config["feature_size"] != target.config.hidden_size:
             raise ValueError(f"draft_model reads features of width {draft_model.config['feature_size']}, the "
                              f"target's are {target.config.hidden_size}")
         self.target = target
         self.model = draft_model.eval()
-        self.n_draft = n_draft
+        self.n_draft = n_draft      # chain length, or the tree's depth in tree mode
         self.tree = None if tree is None else list(tree)
-        self._layout = None if tree is None else _tree_layout(tree, vocab_size(target))
+        self._layout = layout
         self.vocab_size = vocab_size(target)
         self._cache = None
         self._true = 0              # cache positions holding true pairs
@@ -246,10 +264,11 @@ class EagleDrafter:
         self._observed = None
 
     @classmethod
-    def from_pretrained(cls, pair, n_draft: int = 4, tree=None, directory=EAGLE_DIR) -> EagleDrafter:
+    def from_pretrained(cls, pair, n_draft: int | None = None, tree=None, directory=EAGLE_DIR) -> EagleDrafter:
         """An EAGLE drafter for ``pair.target`` (a :class:`lab.models.ModelPair`) with the weights in
-        ``directory`` (the bundled ones by default). Raises ``FileNotFoundError`` naming the path and
-        ``python -m lab train eagle`` when they are missing."""
+        ``directory`` (the bundled ones by default): a chain of ``n_draft`` tokens (default 4), or the token tree
+        ``tree`` (then ``n_draft`` must be omitted or equal the tree's depth). Raises ``FileNotFoundError`` naming
+        the path and ``python -m lab train eagle`` when they are missing, ``ValueError`` as the constructor does."""
         return cls(pair.target, EagleDraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)
 
     def __repr__(self) -> str:

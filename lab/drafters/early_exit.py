@@ -4,8 +4,10 @@ The seed lesson's "vanilla draft made by truncating the same model" (lesson 10's
 Medusa heads). Nothing is trained and no weights are copied: the truncated model shares every tensor with the
 target, so it costs no memory beyond its own KV cache, and a forward through L of the target's layers costs
 about L / num_layers of a target forward. Its weakness is that the head was trained on the last layer's output,
-not the L-th. Self-speculative decoding (Zhang et al. 2024, "Draft & Verify"; Elhoushi et al. 2024,
-"LayerSkip") trains or selects layers so that the early exit predicts better; we use the plain target.
+not the L-th. Self-speculative methods make the target's own layers a better draft in two different ways:
+Draft & Verify (Zhang et al. 2023) trains nothing and instead searches for a set of intermediate layers to skip
+while drafting; LayerSkip (Elhoushi et al. 2024) trains the model with layer dropout and an early-exit loss so
+that exits after its first layers predict well. We use the plain target, with neither.
 """
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ loop runs both branches in **one** target forward (a custom attention mask over 
 the same logits as separate causal forwards) and hands all logits back through ``observe``. Two differences from
 the paper, both stated in lesson 09: we verify one pooled n-gram per step, not up to G of them (the shared loop
 verifies a chain; several candidates need the tree verification of lesson 10), and we keep one window level in the
-forward instead of the paper's N − 1 levels, taking the older levels from memory. When the pool holds no n-gram
+forward instead of the paper's n − 1 levels, taking the older levels from memory. (The paper calls the n-gram size
+N; in this course N is the draft length, so the n-gram size is n, the ``ngram`` argument.) When the pool holds no n-gram
 for the last token, the window itself is verified as the chain: plain Jacobi decoding.
 """
 from __future__ import annotations
@@ -37,14 +38,15 @@ import torch
 from lab.drafters.base import Draft, DraftRequest
 from lab.kv import rollback
 from lab.models import forward, new_cache
+from lab.trees import _is_int
 
 __all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
 
 
 def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not _is_int(value) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return value
+    return int(value)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -154,16 +156,17 @@ class LookaheadDrafter:
     ``LookaheadDrafter(window=4, ngram=3, pool_size=8, seed=0)``:
 
     - ``window`` (W >= 1): Jacobi window, the future positions guessed and refined every step;
-    - ``ngram`` (N >= 2): size of the n-grams collected from the Jacobi trajectory (N − 1 tokens are proposed
-      after the last committed token; N = 2 uses only the latest iteration);
+    - ``ngram`` (n >= 2): size of the n-grams collected from the Jacobi trajectory. An n-gram's first token is a
+      key of the pool; its n − 1 further tokens (the continuation) are what gets proposed after the last committed
+      token. n = 2 uses only the latest iteration;
     - ``pool_size`` (>= 1): continuations kept per first token (the oldest is dropped first);
     - ``seed``: the random generator that fills window positions with prompt tokens when no guess exists yet.
 
-    Per step (see the module docstring): the verification branch is the pooled n-gram for the last committed
-    token whose first token agrees with the window's guess (else the most recent one); the lookahead branch is the
-    window. Both go into one target forward (``Draft.extra_tokens`` + mask). With no pooled n-gram the window
-    itself is the chain (plain Jacobi decoding). ``Draft.calls`` is 0 (no draft model) and ``Draft.probs`` None
-    (deterministic: verified as one-hot, so sampling stays exact).
+    Per step (see the module docstring): the verification branch is a pooled continuation of the last committed
+    token — the most recent one whose first token equals the window's first guess, else the most recent one; the
+    lookahead branch is the window. Both go into one target forward (``Draft.extra_tokens`` + mask). With no
+    pooled n-gram the window itself is the chain (plain Jacobi decoding). ``Draft.calls`` is 0 (no draft model)
+    and ``Draft.probs`` None (deterministic: verified as one-hot, so sampling stays exact).
 
     Kernel-side state for views and tests: ``pool`` (dict first token → list of continuations, oldest first),
     ``window_tokens`` (current guesses), ``history`` (one dict per step: ``position``, ``window``, ``chain``,
@@ -179,7 +182,7 @@ class LookaheadDrafter:
         self.pool: dict = {}
         self.window_tokens: list = []
         self.history: list = []
-        self._levels: list = []   # fed windows of the last N−1 iterations: dicts position → token
+        self._levels: list = []   # fed windows of the last n − 1 iterations: dicts position → token
         self._rng = random.Random(seed)
         self._filler: list = [0]
         self._step: dict = {}
@@ -273,7 +276,7 @@ class LookaheadDrafter:
             return
         for end, token in outputs.items():
             gram = []
-            for back, level in enumerate(levels):  # oldest level first: position end − (N − 1) + back
+            for back, level in enumerate(levels):  # oldest level first: position end − (n − 1) + back
                 at = end - (size - 1) + back
                 if at not in level:
                     break

@@ -6,26 +6,53 @@ it. It costs no draft forward pass, and it shines where the output repeats its i
 refactors, structured records. It is deterministic, so verification treats its proposal as one-hot (exact under
 sampling too).
 
-Sources: Saxena 2023, "Prompt Lookup Decoding" (transformers' ``prompt_lookup_num_tokens``); vLLM's ``[ngram]``
-speculative model (seed lesson 002: ``ngram_prompt_lookup_max``); lesson 08.
+Sources: Saxena 2023, "Prompt Lookup Decoding" (transformers' ``prompt_lookup_num_tokens``); vLLM's n-gram
+speculation (``speculative_config={"method": "ngram", "prompt_lookup_max": ..., ...}``; seed lesson 002 quotes the
+older ``speculative_model="[ngram]"`` / ``ngram_prompt_lookup_max`` names); lesson 08.
 """
 from __future__ import annotations
 
+import torch
+
 from lab.drafters.base import Draft, DraftRequest
+from lab.trees import _is_int
 
 __all__ = ["ngram_lookup", "PromptLookupDrafter"]
 
 
 def _check_positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not _is_int(value) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
+    return int(value)
+
+
+def _token_ids(context) -> list:
+    """``context`` as a list of Python ints: a 1-d integer tensor or a sequence of integers (Python, NumPy or
+    integer 0-d tensors). Raises ``ValueError`` for anything else, e.g. a string, floats or a 2-d tensor."""
+    if isinstance(context, torch.Tensor):
+        if context.dim() != 1 or context.is_floating_point() or context.is_complex() or context.dtype == torch.bool:
+            raise ValueError(f"context must be a 1-d integer tensor or a sequence of token ids, got a tensor of "
+                             f"shape {tuple(context.shape)} and dtype {context.dtype}")
+        return context.tolist()
+    if isinstance(context, (str, bytes)):
+        raise ValueError(f"context must be a sequence of integer token ids, not text ({context!r}): encode it first")
+    try:
+        tokens = list(context)
+    except TypeError:
+        raise ValueError(f"context must be a sequence of integer token ids, got {type(context).__name__}") from None
+    if all(type(t) is int for t in tokens):  # the decode loop's case: plain ints, nothing to convert
+        return tokens
+    bad = next((t for t in tokens if not _is_int(t)), None)
+    if bad is not None:
+        raise ValueError(f"context must hold integer token ids, got {bad!r}")
+    return [int(t) for t in tokens]
 
 
 def ngram_lookup(context, max_ngram: int = 3, n_draft: int = 5) -> list:
     """The continuation of the most recent earlier occurrence of the context's longest matching suffix n-gram.
 
-    ``context``: the token ids so far (list[int], prompt + generated). For n = ``max_ngram``, ``max_ngram`` − 1,
+    ``context``: the token ids so far (prompt + generated): a list of ints (NumPy integers and integer 0-d tensors
+    are accepted too) or a 1-d integer tensor. For n = ``max_ngram``, ``max_ngram`` − 1,
     …, 1: take the last n tokens of ``context`` and look for the same n tokens starting at an earlier index
     ``i`` (``i < len(context) − n``, so the suffix never matches itself), scanning from the most recent such
     index backwards. The first hit returns ``context[i + n : i + n + n_draft]`` — between 1 and ``n_draft``
@@ -33,12 +60,13 @@ def ngram_lookup(context, max_ngram: int = 3, n_draft: int = 5) -> list:
     in ``[7, 7, 7]`` the bigram ``[7, 7]`` also starts at index 0, so the proposal is ``[7]``. Sizes n longer than
     ``len(context) − 1`` are skipped (there is no earlier index left). No hit at any n → ``[]``.
 
-    Returns list[int] of length 0..``n_draft``. Raises ``ValueError`` if ``max_ngram`` or ``n_draft`` is not an
-    integer >= 1.
+    Returns list[int] (plain Python ints) of length 0..``n_draft``. Raises ``ValueError`` if ``max_ngram`` or
+    ``n_draft`` is not an integer >= 1, or ``context`` is not a sequence of integer token ids (a string is text,
+    not token ids).
     """
     max_ngram = _check_positive("max_ngram", max_ngram)
     n_draft = _check_positive("n_draft", n_draft)
-    tokens = list(context)
+    tokens = _token_ids(context)
     length = len(tokens)
     for n in range(min(max_ngram, length - 1), 0, -1):
         suffix = tokens[length - n:]
