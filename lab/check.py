@@ -7,14 +7,16 @@ planted wrong versions (the mistakes people actually make) to print the hint tha
 top to bottom whatever state its exercises are in.
 
 Notation: ``target_probs`` is the verifier (big model) distribution, ``draft_probs`` the draft's; Leviathan et
-al. (2023) write p for the target and q for the draft, seed lesson 000 writes q for the verifier and p for the
-draft.
+al. (2023) write p for the target and q for the draft, while Chen et al. (2023) and seed lesson 000 write q for the
+verifier and p for the draft.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import random
+import re
 import warnings
 
 import torch
@@ -73,8 +75,42 @@ def _checker(summary_fn):
 # ---------------------------------------------------------------------------------------------------------
 # Comparing outcomes of the learner's function with the reference and with planted wrong versions.
 
+def _fresh(args) -> tuple:
+    """``args`` with every tensor cloned: a function that edits its inputs in place (``t.sub_(d)``) must not
+    corrupt the module-level cases, which every later call and every later check reuses."""
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.is_floating_point():
+        return bool(((before == after) | (before.isnan() & after.isnan())).all())
+    return bool(torch.equal(before, after))
+
+
+_IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, `x[i] = ...`): the caller still "
+                  "needs them, and later cells read the same tensors again. Build new tensors instead, e.g. "
+                  "(target_probs - draft_probs).clamp_min(0).")
+
+
+def _argument_name(fn, index: int) -> str:
+    """The name of ``fn``'s positional parameter number ``index`` (0-based), or "its argument number i"."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return f"its argument `{params[index].name}`" if index < len(params) else f"its argument number {index + 1}"
+
+
 def _outcome(fn, args):
-    """("ok", value) or ("raise", exception type name, message); NotImplementedError passes through."""
+    """("ok", value) or ("raise", exception type name, message) of ``fn`` on copies of ``args`` (tensors
+    cloned, see :func:`_fresh`); NotImplementedError passes through."""
+    return _run(fn, _fresh(args))
+
+
+def _run(fn, args):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. scipy's divide warnings inside planted faults
@@ -142,11 +178,13 @@ def _same_tensor(a, b, atol=1e-5) -> bool:
     return bool(torch.allclose(a, b, atol=atol, rtol=0, equal_nan=True))
 
 
-def _same_outcome(a, b, same) -> bool:
+def _same_outcome(a, b, same, messages: bool = False) -> bool:
+    """Do two outcomes agree? Raises agree on the exception type (and, with ``messages``, on the message too:
+    used to match a learner's error to a planted fault, where the type alone says little)."""
     if a[0] != b[0]:
         return False
     if a[0] == "raise":
-        return a[1] == b[1]
+        return a[1] == b[1] and (not messages or a[2] == b[2])
     return same(a[1], b[1])
 
 
@@ -176,17 +214,25 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
     explains the learner's answers (the one agreeing with them on most failing cases)."""
     show_args = show_args or (lambda args: ", ".join(_show(a) for a in args))
     expected = [_outcome(reference, args) for args in cases]
-    got = [_outcome(fn, args) for args in cases]
+    got = []
+    for i, args in enumerate(cases):
+        copies = _fresh(args)
+        got.append(_run(fn, copies))
+        changed = [k for k, (a, c) in enumerate(zip(args, copies))
+                   if isinstance(a, torch.Tensor) and not _unchanged(a, c)]
+        if changed:
+            raise _Fail(f"{name}({show_args(args)}) changed {_argument_name(fn, changed[0])} in place."
+                        f"\n  Hint: {_IN_PLACE_HINT}")
     failing = [i for i in range(len(cases)) if not _same_outcome(got[i], expected[i], same)]
     if not failing:
         return len(cases)
     best_hint, best_score, best_case = None, (0, 0), failing[0]
     for fault_fn, hint in faults:
         fault = [_outcome(fault_fn, args) for args in cases]
-        agree = [i for i in failing if _same_outcome(got[i], fault[i], same)]
+        agree = [i for i in failing if _same_outcome(got[i], fault[i], same, messages=True)]
         # Rank by agreement on the failing cases, then on all cases (a fault that also explains the passing
         # cases is the better explanation).
-        score = (len(agree), sum(_same_outcome(g, f, same) for g, f in zip(got, fault)))
+        score = (len(agree), sum(_same_outcome(g, f, same, messages=True) for g, f in zip(got, fault)))
         if agree and score > best_score:
             best_hint, best_score, best_case = hint, score, agree[0]
     i = best_case
@@ -268,6 +314,10 @@ def arithmetic_intensity(fn):
         (lambda k, b: 2 / b, "the weights are read once per pass but used once per token: FLOPs grow with k."),
         (lambda k, b: 2 * k * b, "divide by the bytes read (bytes_per_param per parameter), don't multiply."),
         (lambda k, b: 2 * k / (b * k), "the bytes of weights read do not grow with k: one read serves all k tokens."),
+        (lambda k, b: 2 * k / (8 * b), "bytes_per_param is already in bytes: don't multiply it by 8 (that counts "
+                                       "bits). Intensity is FLOPs per BYTE."),
+        (lambda k, b: 2 * k * 8 / b, "keep everything in bytes: FLOPs per byte is 2 * k / bytes_per_param, with no "
+                                     "factor of 8."),
     ]
     n = _compare("arithmetic_intensity", fn, _INTENSITY_CASES, _ref_intensity, faults, _same_float,
                  "FLOPs per pass = 2 * params * k; bytes per pass = params * bytes_per_param.")
@@ -346,6 +396,9 @@ def accept_or_reject(fn):
          "the comparison is reversed: accept when u is BELOW the acceptance probability."),
         (lambda t, d, u: u < ratio(t, d) if d > 0 else False,
          "a zero draft probability makes the ratio infinite: accept (if the target gives the token mass)."),
+        (lambda t, d, u: u < t,
+         "compare u with the RATIO target_prob / draft_prob (capped at 1), not with target_prob alone: a token the "
+         "draft proposes often must be thinned by its draft probability."),
     ]
     for args in _ACCEPT_CASES:
         out = _outcome(fn, args)
@@ -533,20 +586,95 @@ def _spec_candidates(target, draft):
     ]
 
 
+def _step_variant(context: str = "full", shared_u: bool = False, bonus_context: str = "full"):
+    """A toy speculative step with one planted mistake, for diagnosing the statistical checks (and for tests).
+
+    ``context="prefix"``: every draft is verified against ``target_model(prefix)``; ``shared_u=True``: one
+    uniform draw decides every draft of the step; ``bonus_context`` "prefix" or "before_last": the bonus token
+    is drawn from the target after the prefix, or after every draft but the last. Defaults: the correct step.
+    """
+    def step(prefix, target_model, draft_model, n_draft, rng):
+        out = list(prefix)
+        drafts, dists = [], []
+        for _ in range(n_draft):
+            dist = list(draft_model(out + drafts))
+            drafts.append(_sampling.categorical(dist, rng))
+            dists.append(dist)
+        u = _sampling.uniform(rng) if shared_u else None
+        for i, token in enumerate(drafts):
+            target = list(target_model(out if context == "full" else list(prefix)))
+            draw = u if shared_u else _sampling.uniform(rng)
+            if _sampling.accept_or_reject(target[token], dists[i][token], draw):
+                out.append(token)
+                continue
+            residual = _sampling.residual_distribution(torch.tensor(target), torch.tensor(dists[i]))
+            out.append(_sampling.categorical(residual.tolist(), rng))
+            return out
+        bonus = {"full": out, "prefix": list(prefix), "before_last": out[:-1]}[bonus_context]
+        out.append(_sampling.categorical(list(target_model(bonus)), rng))
+        return out
+
+    return step
+
+
+# The bigram pair of the two-token joint check, and the context-dependent pair of the bonus check.
+_JOINT_TARGET = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7], [0.3, 0.4, 0.3]]
+_JOINT_DRAFT = [[0.2, 0.4, 0.4], [0.3, 0.3, 0.4], [0.1, 0.8, 0.1]]
+_BONUS_TABLE = [[0.2, 0.4, 0.4], [0.7, 0.1, 0.2], [0.1, 0.2, 0.7]]
+
+
+def _joint_counts(step, runs: int, rng) -> list[int]:
+    """Counts [9] of the first two generated tokens (a, b) at index 3a + b, chaining N = 3 steps on the joint pair."""
+    from lab.toy import bigram_model
+
+    target, draft = bigram_model(_JOINT_TARGET), bigram_model(_JOINT_DRAFT)
+    pairs = [0] * 9
+    for _ in range(runs):
+        seq = [0]
+        while len(seq) < 3:
+            seq = step(seq, target, draft, 3, rng)
+        pairs[3 * seq[1] + seq[2]] += 1
+    return pairs
+
+
+_JOINT_FAULTS = [
+    (dict(shared_u=True),
+     "draw a fresh u for every drafted token: with one u for the whole step, a later draft is accepted whenever an "
+     "earlier one with a lower acceptance probability was, so the acceptances are no longer independent."),
+    (dict(context="prefix"),
+     "draft position i must be checked against target_model(prefix + drafts[:i]) (the context including the "
+     "drafts accepted before it), not against target_model(prefix)."),
+]
+
+
+def _joint_candidates(runs: int, seed: int):
+    """Estimated joint distributions [9] of the planted joint-check faults (with a half-count floor), with hints."""
+    out = []
+    for k, (kwargs, hint) in enumerate(_JOINT_FAULTS):
+        counts = _joint_counts(_step_variant(**kwargs), runs, random.Random(seed + 101 + k))
+        total = sum(counts) + 0.5 * len(counts)
+        out.append(([(c + 0.5) / total for c in counts], hint))
+    return out
+
+
 def _diagnose(counts, candidates, fallback):
     best = max(candidates, key=lambda c: _pvalue(counts, c[0]))
     return best[1] if _pvalue(counts, best[0]) > P_THRESHOLD else fallback
 
 
 @_checker
-def speculative_step(fn, samples: int = 3000, seed: int = 0):
+def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int = 600):
     """Check ``fn(prefix, target_model, draft_model, n_draft, rng) -> list[int]`` (the contract of
     :func:`lab.toy.speculative_step`) on toy models, by structure and by statistics.
 
     1. Identical target and draft: every draft is accepted, so exactly ``n_draft + 1`` tokens (bonus) follow.
     2. A draft that only proposes a token the target never emits: exactly one token follows, from the target.
-    3. The first emitted token, over ``samples`` steps, matches the target distribution (chi-square).
-    4. Chaining steps on bigram models: the first two generated tokens match the target's joint distribution.
+    3. Identical bigram target and draft, N = 1 and 2, ``bonus_samples`` steps each: every (last draft, bonus)
+       pair follows the target's row for the last draft (a bonus drawn after the prefix, or after all drafts
+       but the last, fails here).
+    4. The first emitted token, over ``samples`` steps, matches the target distribution (chi-square).
+    5. Chaining steps on bigram models: the first two generated tokens match the target's joint distribution;
+       a failure is diagnosed against planted faults (one u for every draft, verification after the prefix).
     ``rng`` is a ``random.Random`` seeded with ``seed``. Source: seed lesson 000, step 3. Returns True/False.
     """
     from lab.toy import bigram_model, fixed_model
@@ -592,6 +720,26 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0):
             raise _Fail(f"the first draft is always rejected here, so exactly one token (resampled) must follow; "
                         f"you returned {len(new)}: {out}. Stop at the first rejection.")
 
+    identical = bigram_model(_BONUS_TABLE)  # draft == target, so every draft is accepted and a bonus follows
+    for n in (1, 2):
+        after = [[0] * 3 for _ in range(3)]  # after[last draft][bonus token]
+        for _ in range(bonus_samples):
+            out = call([0], identical, identical, n)
+            if len(out) != n + 2:
+                raise _Fail(f"with draft == target (bigram models, N = {n}) every draft must be accepted, so {n + 1} "
+                            f"tokens must follow the prefix [0]; you returned {out}.\n  Hint: draft position i must "
+                            "be checked against target_model(prefix + drafts[:i]), the same context the draft "
+                            "sampled it in; with identical models the ratio is then 1.")
+            after[out[-2]][out[-1]] += 1
+        for last in range(3):
+            if sum(after[last]) and _pvalue(after[last], _BONUS_TABLE[last]) < P_THRESHOLD:
+                freq = [round(c / sum(after[last]), 3) for c in after[last]]
+                raise _Fail(f"with draft == target (bigram models, N = {n}), after a last draft of {last} your bonus "
+                            f"tokens had frequencies {freq}, but the target's row for {last} is "
+                            f"{_BONUS_TABLE[last]}.\n  Hint: the bonus token comes from the target's distribution "
+                            "after the LAST draft, target_model(prefix + all drafts); not target_model(prefix), and "
+                            "not the context before the last draft.")
+
     counts = [0] * 4
     for _ in range(samples):
         out = call(prefix, target, draft, 2)
@@ -603,23 +751,17 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0):
         raise _Fail(f"over {samples} steps the first new token had frequencies {freq}, target {target_probs} "
                     f"(chi-square p < {P_THRESHOLD}).\n  Hint: {hint}")
 
-    table_t = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7], [0.3, 0.4, 0.3]]
-    table_d = [[0.2, 0.4, 0.4], [0.3, 0.3, 0.4], [0.1, 0.8, 0.1]]
-    bt, bd = bigram_model(table_t), bigram_model(table_d)
-    pairs = [0] * 9
-    for _ in range(samples):
-        seq = [0]
-        while len(seq) < 3:
-            seq = call(seq, bt, bd, 3)
-        pairs[3 * seq[1] + seq[2]] += 1
-    joint = [table_t[0][a] * table_t[a][b] for a in range(3) for b in range(3)]
+    pairs = _joint_counts(lambda seq, tm, dm, n, _rng: call(seq, tm, dm, n), samples, rng)
+    joint = [_JOINT_TARGET[0][a] * _JOINT_TARGET[a][b] for a in range(3) for b in range(3)]
     if _pvalue(pairs, joint) < P_THRESHOLD:
+        hint = _diagnose(pairs, _joint_candidates(4 * samples, seed),
+                         "draft position i must be checked against target_model(prefix + drafts[:i]) (the context "
+                         "including the accepted drafts), each with its own u, and the bonus token comes from "
+                         "target_model(prefix + all drafts).")
         raise _Fail("with bigram models the first two generated tokens do not follow the target's joint "
-                    "distribution (chi-square p < 1e-4).\n  Hint: draft position i must be checked against "
-                    "target_model(prefix + drafts[:i]) (the context including the accepted drafts), and the "
-                    "bonus token comes from target_model(prefix + all drafts).")
-    return (f"bonus token, stop at first rejection, first-token distribution over {samples} steps and the "
-            "two-token joint on bigram models all match the target.")
+                    f"distribution (chi-square p < {P_THRESHOLD}).\n  Hint: {hint}")
+    return (f"bonus token and its context, stop at first rejection, first-token distribution over {samples} steps "
+            "and the two-token joint on bigram models all match the target.")
 
 
 def _ref_chi_square_pvalue(tokens, target_probs):
@@ -639,6 +781,15 @@ def _chi_square_cases():
                                      generator=gen).tolist()
     small = torch.multinomial(torch.tensor([0.5, 0.5]), 300, replacement=True, generator=gen).tolist()
     return [(same, target), (shifted, target), (missing_last, [0.4, 0.3, 0.2, 0.1]), (small, [0.5, 0.5])]
+
+
+def _rounding_mismatch(message: str) -> bool:
+    """Is this scipy's "observed and expected sums must agree" error, with a difference small enough to be float32
+    rounding (rather than, say, probabilities passed where counts belong)?"""
+    if "sum of the observed frequencies" not in message or "differences are:" not in message:
+        return False
+    numbers = re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", message.split("differences are:")[-1])
+    return bool(numbers) and max(abs(float(x)) for x in numbers) < 1e-4
 
 
 @_checker
@@ -669,10 +820,24 @@ def chi_square_pvalue(fn):
         (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs))).pvalue),
          "without f_exp scipy tests against a UNIFORM distribution; pass the target's expected counts."),
     ]
-    n = _compare("chi_square_pvalue", fn, _chi_square_cases(), _ref_chi_square_pvalue, faults, _same_float,
+    def show(args):
+        return f"<{len(args[0])} tokens>, {_show(list(args[1]))}"
+
+    cases = _chi_square_cases()
+    for args in cases:
+        out = _outcome(fn, args)
+        if out[0] == "raise" and _rounding_mismatch(out[2]):
+            raise _Fail(f"chi_square_pvalue({show(args)}) raised {out[1]}: {' '.join(out[2].split())}\n  Hint: scipy "
+                        "insists that the expected counts add up to the observed total to about 1e-8, and float32 "
+                        "rounding (torch's default dtype) misses that. Build the expected counts in float64: "
+                        "torch.tensor(target_probs, dtype=torch.float64) * len(tokens), or a list of Python floats.")
+
+    def close(a, b):  # p-values in the far tail magnify float32 rounding in the counts; real mistakes are far off
+        return _same_float(a, b, rel=1e-4, abs_=0.0)
+
+    n = _compare("chi_square_pvalue", fn, cases, _ref_chi_square_pvalue, faults, close,
                  "counts = bincount(tokens, minlength=V); expected = target_probs * len(tokens); "
-                 "return chisquare(counts, expected).pvalue.",
-                 show_args=lambda a: f"<{len(a[0])} tokens>, {_show(list(a[1]))}")
+                 "return chisquare(counts, expected).pvalue.", show_args=show)
     return f"correct p-values on all {n} cases."
 
 
@@ -793,6 +958,8 @@ _ACCEPTANCE_CASES = [
     (_t([0.0, 1.0, 0.0]), _t([0.0, 1.0, 0.0])),
     (_t([0.0, 1.0, 0.0]), _t([1.0, 0.0, 0.0])),
     (_t([0.7, 0.2, 0.1, 0.0]), _t([0.4, 0.3, 0.2, 0.1])),
+    # 0.5; the largest single difference would say 1 - 0.25 = 0.75: only a sum over tokens gets this right
+    (_t([0.5, 0.5, 0.0, 0.0]), _t([0.25, 0.25, 0.25, 0.25])),
 ]
 
 
@@ -820,6 +987,13 @@ def expected_acceptance(fn):
         (lambda t, d: float((t * torch.where(d > 0, torch.clamp(t / d.clamp_min(1e-30), max=1.0),
                                              torch.ones_like(t))).sum()),
          "the drafted token comes from the DRAFT: average min(1, target/draft) under draft_probs, not target_probs."),
+        (lambda t, d: float(1 - (t - d).abs().max()),
+         "the largest single-token difference is not the distance that matters: every token's shortfall counts. "
+         "Acceptance is 1 - TV, with TV = 0.5 * sum |target - draft| over ALL tokens (or directly sum min(target, "
+         "draft))."),
+        (lambda t, d: float(1 - (t - d).abs().sum()),
+         "TV is HALF the sum of |target - draft| (each unit of mass moved is counted twice, once where it leaves "
+         "and once where it arrives): acceptance = 1 - 0.5 * sum |target - draft|."),
     ]
     n = _compare("expected_acceptance", fn, _ACCEPTANCE_CASES, _ref_expected_acceptance, faults, _same_float,
                  "E_{x ~ draft}[min(1, target(x)/draft(x))] = sum_x min(target(x), draft(x)).")

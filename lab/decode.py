@@ -10,6 +10,7 @@ Sources: Leviathan et al. 2023, Algorithm 1; Chen et al. 2023, Algorithm 2; seed
 from __future__ import annotations
 
 import time
+from numbers import Integral
 
 import torch
 
@@ -17,7 +18,7 @@ from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length, keep_positions
 from lab.metrics import summarize_steps
 from lab.models import context_limit, forward, new_cache, vocab_size
-from lab.sampling import check_sampling_args, probs_from_logits
+from lab.sampling import check_int, check_sampling_args, probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typical
@@ -25,21 +26,60 @@ from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typi
 __all__ = ["generate", "autoregressive"]
 
 
+def _is_token_id(t) -> bool:
+    if isinstance(t, torch.Tensor):
+        return t.dim() == 0 and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
+    return isinstance(t, Integral) and not isinstance(t, bool)
+
+
 def _prompt_list(prompt_ids, vocab: int) -> list[int]:
+    if isinstance(prompt_ids, (str, bytes)):
+        raise TypeError(f"prompt_ids must be token ids, got text ({prompt_ids[:30]!r}); encode text first: "
+                        "pair.encode(text)")
     if isinstance(prompt_ids, torch.Tensor):
+        if prompt_ids.is_floating_point() or prompt_ids.is_complex() or prompt_ids.dtype == torch.bool:
+            raise TypeError(f"prompt_ids must be integer token ids (a LongTensor), got dtype {prompt_ids.dtype}")
         if prompt_ids.dim() == 2 and prompt_ids.size(0) == 1:
             prompt_ids = prompt_ids[0]
         if prompt_ids.dim() != 1:
             raise ValueError(f"prompt_ids must be a list of ids or a tensor [L] or [1, L], got shape "
                              f"{tuple(prompt_ids.shape)}")
         prompt_ids = prompt_ids.tolist()
-    ids = [int(t) for t in prompt_ids]
+    try:
+        ids = list(prompt_ids)
+    except TypeError:
+        raise TypeError(f"prompt_ids must be a list of token ids or a LongTensor, got {type(prompt_ids).__name__}; "
+                        "encode text first: pair.encode(text)") from None
+    wrong = next((t for t in ids if not _is_token_id(t)), None)
+    if wrong is not None:
+        raise TypeError(f"prompt_ids must hold integer token ids, got {type(wrong).__name__} {wrong!r}; encode text "
+                        "first: pair.encode(text)")
+    ids = [int(t) for t in ids]
     if not ids:
         raise ValueError("prompt_ids must hold at least one token")
     bad = [t for t in ids if not 0 <= t < vocab]
     if bad:
         raise ValueError(f"prompt_ids must be token ids in [0, {vocab}); got {bad[:5]}")
     return ids
+
+
+def _check_drafter(drafter) -> None:
+    missing = [m for m in ("reset", "propose", "update") if not callable(getattr(drafter, m, None))]
+    if missing:
+        what = "a model" if isinstance(drafter, torch.nn.Module) else type(drafter).__name__
+        raise TypeError(f"drafter must be a drafter (an object with reset, propose and update; see lab.drafters), got "
+                        f"{what} ({type(drafter).__name__}, no {', '.join(missing)}); wrap a model: "
+                        "DraftModelDrafter(model, n_draft)")
+
+
+def _check_seed(seed) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise TypeError(f"seed must be None or an integer, got {type(seed).__name__} {seed!r}")
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ValueError(f"seed must be in [-2**63, 2**64) (what torch.Generator.manual_seed accepts), got {seed}")
+    return int(seed)
 
 
 def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperature: float = 0.0,
@@ -66,16 +106,39 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     :func:`lab.metrics.summarize_steps`; times in ms, ``tokens_per_second`` over the whole call, prefill
     included, whose time is ``stats["prefill_ms"]``).
 
-    Raises ``ValueError`` for max_new_tokens < 1, bad sampling arguments, an unknown ``acceptance``, token ids
-    outside the vocabulary, a prompt + max_new_tokens longer than the target's context, a drafter whose
-    vocabulary differs, or a draft tree whose parents array is malformed.
+    Integer arguments (``max_new_tokens``, ``top_k``, ``eos_token_id``, ``seed``, the prompt's ids) may be any
+    ``numbers.Integral`` (``int``, ``numpy.int64``; not bool). Any temperature > 0 works, however small (see
+    :func:`lab.sampling.probs_from_logits`). All arguments are checked once, before the first step.
+
+    Raises ``TypeError`` naming the argument for text or floats as ``prompt_ids`` (encode text first:
+    ``pair.encode(text)``), a ``drafter`` without ``reset``/``propose``/``update`` (a model must be wrapped:
+    ``DraftModelDrafter(model, n_draft)``), a ``target`` that is not a causal LM, a non-integer ``seed`` or
+    ``eos_token_id``, or a non-callable ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling
+    arguments, an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
+    outside what ``torch.Generator.manual_seed`` accepts, a prompt + max_new_tokens longer than the target's
+    context, a drafter whose vocabulary differs, a draft tree whose parents array is malformed, or logits that
+    give no valid distribution (NaN, +inf, or all -inf in a row).
     """
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    # Every argument is checked here, once per call; the loop below trusts them (no per-token checks).
+    if not callable(getattr(target, "get_output_embeddings", None)):
+        raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
     check_sampling_args(temperature, top_k, top_p)
     if acceptance not in ("exact", "typical"):
         raise ValueError(f"acceptance must be 'exact' or 'typical', got {acceptance!r}")
+    if drafter is not None:
+        _check_drafter(drafter)
+    seed = _check_seed(seed)
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be None or a callable taking a StepRecord, got {type(on_step).__name__}")
     vocab = vocab_size(target)
+    if eos_token_id is not None:
+        if isinstance(eos_token_id, bool) or not isinstance(eos_token_id, Integral):
+            raise TypeError(f"eos_token_id must be None or an integer token id, got {type(eos_token_id).__name__} "
+                            f"{eos_token_id!r}")
+        if not 0 <= eos_token_id < vocab:
+            raise ValueError(f"eos_token_id must be a token id in [0, {vocab}), got {eos_token_id}")
+        eos_token_id = int(eos_token_id)
     prompt = _prompt_list(prompt_ids, vocab)
     limit = context_limit(target)
     if limit is not None and len(prompt) + max_new_tokens > limit:

@@ -3,6 +3,10 @@
 Definitions used everywhere in the course (engines use the same names for different things, see lesson 06):
 - acceptance rate: accepted draft tokens / drafted tokens (for a token tree every node counts as drafted, so
   compare trees with chains by tokens per target call).
+- α (alpha, Leviathan's per-token acceptance probability): accepted drafts / drafts the target examined
+  (:func:`alpha_from_steps`). A step stops examining at its first rejection, so the drafts after it count in the
+  acceptance rate's denominator but not in α's: α is never below the acceptance rate, and above it whenever a
+  step rejects before its last draft.
 - tokens per target call: new tokens / target forward passes in the decode loop (prefill not counted);
   vLLM calls this the mean acceptance length.
 - per-position acceptance: for draft position i (0-based), the share of steps that drafted at least i+1
@@ -15,8 +19,11 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import torch
+
+from lab.sampling import check_probs
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
@@ -25,7 +32,7 @@ __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "
 
 def _check_alpha(alpha) -> float:
     if not isinstance(alpha, Real) or math.isnan(alpha) or not 0 <= alpha <= 1:
-        raise ValueError(f"alpha (the acceptance rate) must be in [0, 1], got {alpha!r}")
+        raise ValueError(f"alpha (the per-token acceptance probability) must be in [0, 1], got {alpha!r}")
     return float(alpha)
 
 
@@ -37,7 +44,8 @@ def _check_n(n_draft) -> int:
 
 def _check_cost(cost_ratio) -> float:
     if not isinstance(cost_ratio, Real) or math.isnan(cost_ratio) or cost_ratio < 0 or math.isinf(cost_ratio):
-        raise ValueError(f"cost_ratio (draft time / target time per forward pass) must be >= 0, got {cost_ratio!r}")
+        raise ValueError("cost_ratio (draft time / target time per forward pass) must be a finite number >= 0, "
+                         f"got {cost_ratio!r}")
     return float(cost_ratio)
 
 
@@ -69,12 +77,27 @@ def optimal_n_draft(alpha: float, cost_ratio: float, max_n: int = 16) -> int:
     return max(range(1, max_n + 1), key=lambda n: (round(predicted_speedup(alpha, n, cost_ratio), 12), -n))
 
 
-def kl_divergence(target_probs, draft_probs) -> float:
-    """KL(target || draft) in nats for two distributions ``[V]``; ``inf`` if draft misses target mass."""
-    t = torch.as_tensor(target_probs, dtype=torch.float64)
-    d = torch.as_tensor(draft_probs, dtype=torch.float64)
+def _two_distributions(target_probs, draft_probs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both arguments as float64 ``[V]`` tensors after checking each is a distribution (NaN, negative entries or
+    a sum further than 1e-3 from 1 raise ``ValueError`` naming it) and that their shapes match."""
+    t = check_probs("target_probs", target_probs, dtype=torch.float64)
+    d = check_probs("draft_probs", draft_probs, dtype=torch.float64)
+    if t.dim() != 1 or d.dim() != 1:
+        raise ValueError(f"target_probs {tuple(t.shape)} and draft_probs {tuple(d.shape)} must each be one "
+                         "distribution [V]")
     if t.shape != d.shape:
-        raise ValueError(f"target_probs {tuple(t.shape)} and draft_probs {tuple(d.shape)} must have the same shape")
+        raise ValueError(f"target_probs {tuple(t.shape)} and draft_probs {tuple(d.shape)} must have the same shape "
+                         "(same vocabulary)")
+    return t, d
+
+
+def kl_divergence(target_probs, draft_probs) -> float:
+    """KL(target || draft) in nats for two distributions ``[V]`` (lists or tensors); ``inf`` if the draft gives 0
+    to a token the target gives mass (terms with target 0 count 0).
+
+    Raises ``ValueError`` naming the argument for NaN, negative entries, a sum further than 1e-3 from 1, a
+    scalar or a batch, and for mismatched shapes."""
+    t, d = _two_distributions(target_probs, draft_probs)
     mask = t > 0
     if (d[mask] == 0).any():
         return math.inf
@@ -82,36 +105,56 @@ def kl_divergence(target_probs, draft_probs) -> float:
 
 
 def total_variation(target_probs, draft_probs) -> float:
-    """Total variation distance ``0.5 * sum |target - draft|`` for two distributions ``[V]``."""
-    t = torch.as_tensor(target_probs, dtype=torch.float64)
-    d = torch.as_tensor(draft_probs, dtype=torch.float64)
-    if t.shape != d.shape:
-        raise ValueError(f"target_probs {tuple(t.shape)} and draft_probs {tuple(d.shape)} must have the same shape")
+    """Total variation distance ``0.5 * sum |target - draft|`` in [0, 1] for two distributions ``[V]``.
+
+    Raises ``ValueError`` as :func:`kl_divergence` does."""
+    t, d = _two_distributions(target_probs, draft_probs)
     return float(0.5 * (t - d).abs().sum())
 
 
 def acceptance_probability(target_probs, draft_probs) -> float:
-    """Probability that one drafted token is accepted: ``sum min(target, draft) = 1 - TV`` (Leviathan, sec. 3.1)."""
-    t = torch.as_tensor(target_probs, dtype=torch.float64)
-    d = torch.as_tensor(draft_probs, dtype=torch.float64)
+    """Probability that one drafted token is accepted: ``sum min(target, draft) = 1 - TV`` for two distributions
+    ``[V]`` (Leviathan et al. 2023, section 3.1, where it is called β).
+
+    Raises ``ValueError`` naming the argument for NaN, negative entries, a sum further than 1e-3 from 1, a
+    scalar or a batch, and for mismatched shapes (a broadcast would silently give a wrong answer)."""
+    t, d = _two_distributions(target_probs, draft_probs)
     return float(torch.minimum(t, d).sum())
 
 
 def chi_square(counts, probs, min_expected: float = 5.0):
     """Pearson chi-square test of observed ``counts`` [V] against a distribution ``probs`` [V] (scipy).
 
-    Categories whose expected count is below ``min_expected`` are pooled into one bin, as the test requires.
-    Any observation in a zero-probability category makes the p-value 0. Returns
-    an object with ``statistic`` and ``pvalue`` (scipy's ``Power_divergenceResult``).
+    ``counts``: non-negative finite numbers (ints or floats), at least one of them positive; ``probs``: a
+    distribution of the same length (sum within 1e-3 of 1; the expected counts are rescaled to the observed
+    total). Categories whose expected count is below ``min_expected`` are pooled into one bin, as the test
+    requires. Any observation in a zero-probability category makes the p-value 0; a single bin (nothing to
+    compare) gives statistic 0 and p-value 1. Returns an object with ``statistic`` and ``pvalue`` (scipy's
+    ``Power_divergenceResult``).
+
+    Raises ``ValueError`` naming the argument for counts that are negative, NaN, infinite or all zero, probs that
+    are not a distribution, mismatched lengths, or ``min_expected`` < 0.
     """
     from scipy.stats import chisquare
 
-    counts = torch.as_tensor(counts, dtype=torch.float64)
-    probs = torch.as_tensor(probs, dtype=torch.float64)
+    try:
+        counts = torch.as_tensor(counts, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"counts must be a sequence or tensor of numbers, got {type(counts).__name__}") from None
+    probs = check_probs("probs", probs, dtype=torch.float64)
+    if counts.dim() != 1 or probs.dim() != 1:
+        raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(probs.shape)} must both be 1-D [V]")
+    if counts.shape != probs.shape:
+        raise ValueError(f"counts has {counts.numel()} categories but probs has {probs.numel()}; they must match "
+                         "(count every token id, e.g. torch.bincount(tokens, minlength=V))")
+    if not bool(torch.isfinite(counts).all()) or bool((counts < 0).any()):
+        raise ValueError(f"counts must be finite numbers >= 0, got {counts.tolist()}")
     total = counts.sum()
+    if total <= 0:
+        raise ValueError("counts are all zero: the test needs at least one observation")
+    if not isinstance(min_expected, Real) or math.isnan(min_expected) or min_expected < 0:
+        raise ValueError(f"min_expected must be a number >= 0, got {min_expected!r}")
     if ((probs == 0) & (counts > 0)).any():
-        from types import SimpleNamespace
-
         return SimpleNamespace(statistic=math.inf, pvalue=0.0)  # an impossible token was seen
     expected = probs * total
     big = expected >= min_expected
@@ -120,6 +163,8 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     if (~big).any() and float(expected[~big].sum()) > 0:  # zero-probability bins with no counts add nothing
         obs.append(float(counts[~big].sum()))
         exp.append(float(expected[~big].sum()))
+    if len(obs) < 2:  # one bin: after rescaling it matches exactly, and there is nothing to test
+        return SimpleNamespace(statistic=0.0, pvalue=1.0)
     scale = sum(obs) / sum(exp)
     return chisquare(obs, [e * scale for e in exp])
 

@@ -1,7 +1,8 @@
 """From logits to probabilities, sampling, and the two formulas of speculative sampling.
 
 Notation: ``target_probs`` is the distribution of the big model that verifies (Leviathan et al. 2023 call it
-p, seed lesson 000 calls it q); ``draft_probs`` is the small model's (Leviathan's q, the seed's p).
+p, Chen et al. 2023 and seed lesson 000 call it q); ``draft_probs`` is the small model's (Leviathan's q, Chen's
+and the seed's p).
 
 Sources: Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative Decoding" (2023),
 section 2.3 and Appendix A.1; Chen et al., "Accelerating Large Language Model Decoding with Speculative
@@ -11,22 +12,48 @@ from __future__ import annotations
 
 import math
 import random
-from numbers import Real
+from numbers import Integral, Real
 
 import torch
 
 __all__ = ["probs_from_logits", "check_sampling_args", "sample", "residual_distribution", "accept_or_reject",
-           "check_probs"]
+           "check_probs", "check_int", "categorical", "uniform"]
+
+# probs_from_logits divides by the temperature in float32 unless that could overflow (see there).
+_MIN_PLAIN_TEMPERATURE = 1e-30
+_MAX_SCALED_LOGIT = 1e38  # float32 overflows to inf just above 3.4e38
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    """Return ``value`` as a Python int after checking it is an integer ``>= minimum``.
+
+    Any ``numbers.Integral`` counts (``int``, ``numpy.int64``, ...); ``bool`` does not, since ``True`` passed
+    as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> None:
-    """Raise ``ValueError`` naming the argument when temperature < 0 or NaN, top_k < 1, or top_p not in (0, 1]."""
+    """Raise ``ValueError`` naming the argument when temperature is negative, infinite or NaN, top_k is not an
+    integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in (0, 1]."""
     if not isinstance(temperature, Real) or math.isnan(temperature) or temperature < 0 or math.isinf(temperature):
         raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
         raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
     if top_p is not None and (not isinstance(top_p, Real) or math.isnan(top_p) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+
+
+def _raise_bad_logits(logits: torch.Tensor):
+    # Only reached when a row's maximum is not finite; find out why (rare, so the extra passes cost nothing).
+    if torch.isnan(logits).any():
+        raise ValueError("logits contain NaN; check the model's output")
+    if torch.isposinf(logits).any():
+        raise ValueError("logits contain +inf; check the model's output")
+    raise ValueError("every logit in a row is -inf, so no token has any probability; check the mask or the "
+                     "logits processing that produced them")
 
 
 def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -34,27 +61,40 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     """Turn logits ``[..., V]`` into float32 probabilities ``[..., V]`` after temperature, top-k and top-p.
 
     - ``temperature == 0`` is greedy decoding: a one-hot vector on the argmax (first index on ties);
-      top-k and top-p change nothing then.
+      top-k and top-p change nothing then. Any temperature > 0 works, however small: when ``logits /
+      temperature`` would overflow float32 (temperature below 1e-30, or a row maximum above 1e38 times the
+      temperature), each row's maximum is subtracted first and the division is done in float64, so the result
+      is the exact low-temperature limit (all mass shared by the tied maxima) rather than NaN.
     - top-k keeps the k largest logits (ties at the k-th value are kept, as transformers'
       ``TopKLogitsWarper`` does); top-p keeps the smallest set of most likely tokens whose mass reaches
       ``top_p`` (at least one token), applied after top-k and temperature, as transformers does.
     Apply the same call to target and draft logits: verification is exact only when both sides use the
     same processed distributions (Leviathan et al. 2023, section 2.3).
 
-    Raises ``ValueError`` for NaN or +inf logits, temperature < 0, top_k < 1, top_p outside (0, 1].
+    Raises ``ValueError`` for non-floating-point logits, logits without a vocabulary axis, NaN or +inf logits,
+    a row whose logits are all -inf, temperature < 0, top_k < 1 (any integer type but bool), top_p outside (0, 1].
     """
     check_sampling_args(temperature, top_k, top_p)
     logits = torch.as_tensor(logits)
     if not logits.is_floating_point():
         raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
+    if logits.dim() == 0 or logits.size(-1) == 0:
+        raise ValueError(f"logits must have a non-empty vocabulary axis [..., V], got shape {tuple(logits.shape)}")
     logits = logits.float()
-    if torch.isnan(logits).any() or torch.isposinf(logits).any():
-        raise ValueError("logits contain NaN or +inf; check the model's output")
+    row_max = logits.amax(-1, keepdim=True)  # NaN anywhere in a row propagates to its maximum
+    peak = float(row_max.abs().max())  # one check (one device sync) for NaN, +inf and all -inf rows
+    if not math.isfinite(peak):
+        _raise_bad_logits(logits)
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.size(-1)).float()
-    logits = logits / temperature
+    if temperature < _MIN_PLAIN_TEMPERATURE or peak > temperature * _MAX_SCALED_LOGIT:
+        # Shifted, every row's maximum is exactly 0 and stays 0 after dividing by any temperature > 0 (float64
+        # keeps even 5e-324 nonzero), so softmax never meets inf - inf.
+        logits = ((logits - row_max).double() / temperature).float()
+    else:
+        logits = logits / temperature
     if top_k is not None and top_k < logits.size(-1):
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        kth = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     if top_p is not None and top_p < 1:
@@ -73,22 +113,32 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3) -> torch.Tensor:
-    """Return ``probs`` as float32 after checking it is a distribution over its last axis.
+def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Return ``probs`` as a tensor of ``dtype`` (float32 by default) after checking it is a distribution over
+    its last axis.
 
-    Raises ``ValueError`` naming ``name`` for NaN, negative entries, or sums further than ``atol`` from 1.
+    Raises ``ValueError`` naming ``name`` for a scalar or an empty last axis, NaN or infinite entries, negative
+    entries, or sums further than ``atol`` from 1; ``TypeError`` for something that is not numbers.
     """
-    probs = torch.as_tensor(probs, dtype=torch.float32)
+    try:
+        probs = torch.as_tensor(probs, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f"{name} must be a tensor or sequence of probabilities, got {type(probs).__name__} "
+                        f"({error})") from None
     if probs.dim() == 0:
         raise ValueError(f"{name} must have a vocabulary axis, got a scalar")
+    if probs.size(-1) == 0:
+        raise ValueError(f"{name} must have at least one entry on its vocabulary axis, got shape {tuple(probs.shape)}")
     if torch.isnan(probs).any():
         raise ValueError(f"{name} contains NaN")
     if (probs < 0).any():
         raise ValueError(f"{name} has negative entries; probabilities must be >= 0")
     sums = probs.sum(-1)
-    if ((sums - 1).abs() > atol).any():
-        raise ValueError(f"{name} must sum to 1 over the last axis (got sums from {sums.min():.4g} "
-                         f"to {sums.max():.4g}); pass probabilities, not logits or counts")
+    if not bool(((sums - 1).abs() <= atol).all()):  # also catches +inf entries (an inf or NaN sum)
+        got = (f"a sum of {float(sums):.4g}" if sums.numel() == 1
+               else f"sums from {float(sums.min()):.4g} to {float(sums.max()):.4g}")
+        raise ValueError(f"{name} must sum to 1 over the last axis (got {got}); pass probabilities, not logits or "
+                         "counts")
     return probs
 
 
@@ -117,29 +167,44 @@ def _residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Te
     return torch.where(mass > 0, positive / mass.clamp_min(torch.finfo(torch.float32).tiny), target_probs)
 
 
+def _number(name: str, value, allowed: str) -> float:
+    """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name``."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        return float(value)
+    raise TypeError(f"{name} must be a number in {allowed}, got {type(value).__name__} {value!r}")
+
+
 def accept_or_reject(target_prob: float, draft_prob: float, u: float) -> bool:
     """The rejection step: accept a drafted token iff ``u < min(1, target_prob / draft_prob)``.
 
     ``target_prob`` and ``draft_prob`` are the two models' probabilities of the drafted token (floats in
-    [0, 1]); ``u`` is a uniform draw in [0, 1). Computed as ``u * draft_prob < target_prob`` so a draft
-    probability of 0 needs no division. A token with ``target_prob == 0`` is never accepted, and ``u == 0``
-    accepts every token the target can produce.
+    [0, 1]; one-element tensors work too); ``u`` is a uniform draw in [0, 1). Computed as
+    ``u * draft_prob < target_prob`` so a draft probability of 0 needs no division. A token with
+    ``target_prob == 0`` is never accepted, and ``u == 0`` accepts every token the target can produce.
 
-    Raises ``ValueError`` if a probability is outside [0, 1] or NaN, or ``u`` is outside [0, 1).
+    Raises ``TypeError`` naming the argument for something that is not a number (a string, None, a bool, a
+    longer tensor), ``ValueError`` if a probability is outside [0, 1] or NaN, or ``u`` is outside [0, 1).
     Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000, step 2.
     """
-    for name, value in (("target_prob", target_prob), ("draft_prob", draft_prob)):
-        if not 0 <= float(value) <= 1:  # also rejects NaN
+    target = _number("target_prob", target_prob, "[0, 1]")
+    draft = _number("draft_prob", draft_prob, "[0, 1]")
+    u = _number("u", u, "[0, 1)")
+    for name, value in (("target_prob", target), ("draft_prob", draft)):
+        if not 0 <= value <= 1:  # also rejects NaN
             raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    if not 0 <= float(u) < 1:
+    if not 0 <= u < 1:
         raise ValueError(f"u must be a uniform draw in [0, 1), got {u!r}")
-    if target_prob <= 0:
+    if target <= 0:
         return False
-    return float(u) * float(draft_prob) < float(target_prob)
+    return u * draft < target
 
 
 def uniform(rng) -> float:
-    """One uniform draw in [0, 1) from a ``random.Random`` or a ``torch.Generator``."""
+    """One uniform draw in [0, 1) from a ``random.Random`` or a ``torch.Generator``.
+
+    Raises ``TypeError`` for any other ``rng``."""
     if isinstance(rng, random.Random):
         return rng.random()
     if isinstance(rng, torch.Generator):
@@ -147,16 +212,61 @@ def uniform(rng) -> float:
     raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
 
 
-def categorical(probs, rng) -> int:
-    """Draw an index from a probability sequence by inverting its CDF with one uniform draw from ``rng``."""
-    u = uniform(rng)
+def _probability_list(name, probs, atol: float = 1e-3) -> list[float]:
+    """``probs`` (a sequence or 1-D tensor) as a list of floats after checking it is a distribution.
+
+    Pure Python, one pass: meant for toy vocabularies. Raises ``TypeError``/``ValueError`` naming ``name`` (a
+    string, or a function returning one, called only to build an error message)."""
+    if callable(name):
+        try:
+            return _probability_list("", probs, atol)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{name()}{error}") from None
+    if isinstance(probs, torch.Tensor):
+        if probs.dim() != 1:
+            raise ValueError(f"{name} must be one distribution [V], got a tensor of shape {tuple(probs.shape)}")
+        values = probs.tolist()
+    else:
+        if isinstance(probs, (str, bytes)):
+            raise TypeError(f"{name} must be a sequence of probabilities, got {type(probs).__name__} {probs!r}")
+        values = probs if type(probs) is list else None  # a list of floats needs no copy (the toy models' case)
+        try:
+            if values is None or not all(type(v) is float for v in values):
+                values = [float(p) for p in probs]
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"{name} must be a sequence of V probabilities (floats), got {probs!r}") from None
+    if not values:
+        raise ValueError(f"{name} is empty; it must hold one probability per token")
+    total = sum(values)
+    if abs(total - 1) <= atol and min(values) >= 0:  # a NaN or inf entry makes the sum fail the test
+        return values
+    shown = values if len(values) <= 10 else values[:10] + ["..."]
+    if any(math.isnan(v) for v in values):
+        raise ValueError(f"{name} contains NaN: {shown}")
+    if min(values) < 0:
+        raise ValueError(f"{name} has negative entries ({shown}); probabilities must be >= 0")
+    raise ValueError(f"{name} must sum to 1, got a sum of {total:.6g} ({shown}); pass probabilities, not "
+                     "logits or counts")
+
+
+def _invert_cdf(values: list[float], u: float) -> int:
     total = 0.0
     last = 0
-    for i, p in enumerate(probs):
-        p = float(p)
+    for i, p in enumerate(values):
         if p > 0:
             last = i
             total += p
             if u < total:
                 return i
     return last  # rounding left u above the summed mass: the last token with mass
+
+
+def categorical(probs, rng) -> int:
+    """Draw an index from a probability sequence ``[V]`` (list or 1-D tensor) by inverting its CDF with one
+    uniform draw from ``rng`` (``random.Random`` or ``torch.Generator``).
+
+    Raises ``ValueError`` when ``probs`` is not a distribution (NaN, a negative entry, or a sum further than
+    1e-3 from 1), ``TypeError`` for a non-numeric ``probs`` or another kind of ``rng``.
+    """
+    values = _probability_list("probs", probs)
+    return _invert_cdf(values, uniform(rng))

@@ -12,7 +12,8 @@ from typing import Callable, Sequence
 import torch
 
 from lab.metrics import kl_divergence, total_variation  # noqa: F401  (re-exported for the lessons)
-from lab.sampling import accept_or_reject, categorical, check_probs, residual_distribution, uniform
+from lab.sampling import (_invert_cdf, _probability_list, accept_or_reject, categorical, check_int, check_probs,
+                          residual_distribution, uniform)
 
 ToyModel = Callable[[list], Sequence[float]]
 
@@ -48,6 +49,15 @@ def mixture_model(model: ToyModel, other: ToyModel, weight: float) -> ToyModel:
     return mixed
 
 
+def _model_output(name: str, model: ToyModel, context: list) -> list[float]:
+    """``model(context)`` as a list of floats, checked to be a distribution (toy vocabularies: one cheap pass)."""
+    def label():  # built only for an error message
+        shown = context if len(context) <= 8 else ["..."] + context[-8:]
+        return f"{name}({shown})"
+
+    return _probability_list(label, model(context))
+
+
 def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: ToyModel, n_draft: int,
                      rng) -> list[int]:
     """One draft-verify step on toy models; returns ``prefix`` + accepted drafts + exactly one more token.
@@ -59,23 +69,28 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     4. If all are accepted, the step emits a bonus token from the target's distribution after the last draft.
     The emitted tokens are distributed exactly as ``n_accepted + 1`` tokens sampled from the target.
 
-    ``rng`` is a ``random.Random`` or a ``torch.Generator``. Raises ``ValueError`` for ``n_draft`` < 1 or
-    models with different vocabularies. Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
+    ``prefix``: a list of token ids (not modified); ``n_draft``: any integer >= 1 (``numbers.Integral``, not
+    bool); ``rng``: a ``random.Random`` or a ``torch.Generator``. Every distribution a model returns is checked
+    (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` < 1, a model output that is not a
+    distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model and the
+    context), or models with different vocabularies; ``TypeError`` for a string prefix or another kind of
+    ``rng``. Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
     """
-    if isinstance(n_draft, bool) or not isinstance(n_draft, int) or n_draft < 1:
-        raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+    n_draft = check_int("n_draft", n_draft, 1)
     if not isinstance(rng, (random.Random, torch.Generator)):
         raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
+    if isinstance(prefix, (str, bytes)):
+        raise TypeError(f"prefix must be a list of token ids, got {type(prefix).__name__} {prefix!r}")
     context = list(prefix)
     drafts, draft_dists = [], []
     for _ in range(n_draft):
-        dist = list(draft_model(context + drafts))
-        token = categorical(dist, rng)
+        dist = _model_output("draft_model", draft_model, context + drafts)
+        token = _invert_cdf(dist, uniform(rng))
         drafts.append(token)
         draft_dists.append(dist)
     out = list(context)
     for i, token in enumerate(drafts):
-        target_dist = list(target_model(out))
+        target_dist = _model_output("target_model", target_model, out)
         if len(target_dist) != len(draft_dists[i]):
             raise ValueError(f"target vocabulary ({len(target_dist)}) != draft vocabulary ({len(draft_dists[i])})")
         if accept_or_reject(target_dist[token], draft_dists[i][token], uniform(rng)):
@@ -84,5 +99,5 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
         residual = residual_distribution(torch.tensor(target_dist), torch.tensor(draft_dists[i]))
         out.append(categorical(residual.tolist(), rng))
         return out
-    out.append(categorical(list(target_model(out)), rng))  # the bonus token
+    out.append(_invert_cdf(_model_output("target_model", target_model, out), uniform(rng)))  # the bonus token
     return out

@@ -151,7 +151,8 @@ def test_residual_after_rejection(capsys):
 
 # --- lesson 04 ---------------------------------------------------------------------------------------------
 
-def spec_step_variant(resample="residual", bonus=True, stop=True, context="full", accept="ratio"):
+def spec_step_variant(resample="residual", bonus=True, stop=True, context="full", accept="ratio",
+                      bonus_context="full", shared_u=False):
     """A speculative step with one planted fault switched on."""
     from lab.sampling import categorical, uniform
 
@@ -162,10 +163,12 @@ def spec_step_variant(resample="residual", bonus=True, stop=True, context="full"
             dist = list(draft_model(out + drafts))
             drafts.append(categorical(dist, rng))
             dists.append(dist)
+        shared = uniform(rng)
         for i, token in enumerate(drafts):
             target = list(target_model(out if context == "full" else list(prefix)))
             ratio = target[token] / dists[i][token]
-            ok = uniform(rng) < min(1.0, ratio) if accept == "ratio" else True
+            u = shared if shared_u else uniform(rng)
+            ok = u < min(1.0, ratio) if accept == "ratio" else True
             if ok:
                 out.append(token)
                 continue
@@ -177,7 +180,8 @@ def spec_step_variant(resample="residual", bonus=True, stop=True, context="full"
             if stop:
                 return out
         if bonus:
-            out.append(categorical(list(target_model(out)), rng))
+            context_of_bonus = {"full": out, "prefix": list(prefix), "before_last": out[:-1]}[bonus_context]
+            out.append(categorical(list(target_model(context_of_bonus)), rng))
         return out
 
     return step
@@ -380,3 +384,107 @@ def test_speculation_metrics(capsys):
                    changed(acceptance_rate=lambda s, c: sum(x.num_accepted / len(x.drafted) for x in s) / len(s)),
                    capsys, "mean of per-step ratios")
     assert_rejects(check.speculation_metrics, lambda s, c: {"acceptance_rate": 0.5}, capsys, "missing")
+
+
+# --- holes closed after review --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bonus_context", ["prefix", "before_last"])
+def test_speculative_step_bonus_from_the_wrong_context(bonus_context, capsys):
+    """Drawing the bonus from target_model(prefix) or from the context before the last draft used to pass."""
+    wrong = spec_step_variant(bonus_context=bonus_context)
+    assert_rejects(check.speculative_step, wrong, capsys, "bonus tokens had frequencies", "after the LAST draft")
+    ok, out = run(check.speculative_step, spec_step_variant(), capsys)  # the same code with the right context
+    assert ok, out
+
+
+def test_speculative_step_one_u_for_every_draft(capsys):
+    """Reusing one u used to get the hint about the verification context."""
+    assert_rejects(check.speculative_step, spec_step_variant(shared_u=True), capsys, "fresh u for every drafted")
+    ok, out = run(check.speculative_step, spec_step_variant(context="prefix"), capsys)
+    assert not ok and "prefix + drafts[:i]" in out and "fresh u" not in out
+
+
+def test_arithmetic_intensity_bits_instead_of_bytes(capsys):
+    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys, "counts bits")
+    ok, out = run(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys)
+    assert "FLOPs grow with k" not in out
+    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 * k * 8 / b, capsys, "no factor of 8")
+
+
+def test_accept_or_reject_forgot_the_draft(capsys):
+    assert_rejects(check.accept_or_reject, lambda t, d, u: u < t, capsys, "RATIO target_prob / draft_prob")
+    ok, out = run(check.accept_or_reject, lambda t, d, u: u < t, capsys)
+    assert "reversed" not in out
+
+
+def test_expected_acceptance_largest_difference(capsys):
+    fault = lambda t, d: float(1 - (t - d).abs().max())  # noqa: E731
+    assert_rejects(check.expected_acceptance, fault, capsys, "largest single-token difference", "returned 0.75",
+                   "expected 0.5")
+    assert_rejects(check.expected_acceptance, lambda t, d: float(1 - (t - d).abs().sum()), capsys, "HALF")
+
+
+def in_place_residual(t, d):
+    missing = t.sub_(d).clamp_(min=0)  # the learner's in-place version: edits target_probs
+    mass = missing.sum(-1, keepdim=True)
+    return torch.where(mass > 0, missing / torch.where(mass > 0, mass, torch.ones_like(mass)), t)
+
+
+@pytest.mark.parametrize("checker, fn", [
+    (check.residual_distribution, in_place_residual),
+    (check.residual_zero_mass, in_place_residual),
+    (check.residual_after_rejection, lambda t, d, token: in_place_residual(t, d)),
+    (check.expected_acceptance, lambda t, d: float(torch.minimum(t, d.clamp_(max=0.5)).sum())),
+], ids=["residual", "zero_mass", "after_rejection", "acceptance"])
+def test_inputs_modified_in_place(checker, fn, capsys):
+    before = [[a.clone() for a in case if isinstance(a, torch.Tensor)]
+              for case in check._RESIDUAL_CASES + check._AFTER_REJECTION_CASES + check._ACCEPTANCE_CASES]
+    assert_rejects(checker, fn, capsys, "in place", "don't modify your inputs")
+    after = [[a for a in case if isinstance(a, torch.Tensor)]
+             for case in check._RESIDUAL_CASES + check._AFTER_REJECTION_CASES + check._ACCEPTANCE_CASES]
+    for old, new in zip(before, after):  # the module-level cases are intact for the rest of the session
+        assert all(torch.equal(a, b) for a, b in zip(old, new))
+    ok, out = run(check.residual_distribution, sampling.residual_distribution, capsys)
+    assert ok, out
+
+
+def test_in_place_hint_names_the_argument(capsys):
+    ok, out = run(check.residual_distribution, lambda target_probs, draft_probs: in_place_residual(target_probs,
+                                                                                                 draft_probs), capsys)
+    assert not ok and "changed its argument `target_probs` in place" in out
+
+
+def test_chi_square_float32_expected_counts(capsys):
+    from scipy.stats import chisquare
+
+    def float32_expected(tokens, probs):
+        counts = torch.bincount(torch.as_tensor(tokens), minlength=len(probs))
+        expected = torch.tensor(probs, dtype=torch.float32) * len(tokens)
+        return float(chisquare(counts.numpy(), expected.numpy()).pvalue)
+
+    assert_rejects(check.chi_square_pvalue, float32_expected, capsys, "float32 rounding", "float64")
+    ok, out = run(check.chi_square_pvalue, float32_expected, capsys)
+    assert "minlength" not in out  # the hint it used to get
+
+    def float32_counts(tokens, probs):  # float32 that scipy accepts: p-values off by ~1e-6, still right
+        counts = torch.bincount(torch.as_tensor(tokens), minlength=len(probs)).float()
+        return float(chisquare(counts, torch.tensor(probs) * len(tokens)).pvalue)
+
+    ok, out = run(check.chi_square_pvalue, float32_counts, capsys)
+    assert ok, out
+
+
+def test_a_raise_matches_a_planted_fault_only_with_the_same_message():
+    def planted(x):
+        raise ValueError("planted message")
+
+    def other(x):
+        raise ValueError("something else")
+
+    faults = [(planted, "PLANTED HINT")]
+    with pytest.raises(check._Fail) as failure:
+        check._compare("f", other, [(1.0,)], lambda x: x, faults, check._same_float, "GENERIC HINT")
+    assert "GENERIC HINT" in str(failure.value) and "PLANTED HINT" not in str(failure.value)
+    with pytest.raises(check._Fail) as failure:
+        check._compare("f", planted, [(1.0,)], lambda x: x, faults, check._same_float, "GENERIC HINT")
+    assert "PLANTED HINT" in str(failure.value)

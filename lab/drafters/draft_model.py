@@ -1,25 +1,26 @@
 """The classic drafter: a small language model of the same family proposes tokens autoregressively.
 
-Source: Leviathan et al. 2023 and Chen et al. 2023 (the draft model M_q); seed lesson 000. The adaptive draft length
-(:func:`next_n_draft`) is transformers' ``num_assistant_tokens_schedule="heuristic"``
+Source: Leviathan et al. 2023 (the approximation model M_q) and Chen et al. 2023 (the draft model p); seed lesson
+000. The adaptive draft length (:func:`next_n_draft`) is transformers' ``num_assistant_tokens_schedule="heuristic"``
 (``transformers/generation/candidate_generator.py``, ``AssistedCandidateGenerator.update_candidate_strategy``,
 checked on transformers 5.24).
 """
 from __future__ import annotations
+
+from numbers import Integral
 
 import torch
 
 from lab.drafters.base import Draft, DraftRequest, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import forward, new_cache, vocab_size
+from lab.sampling import check_int
 
 __all__ = ["DraftModelDrafter", "next_n_draft"]
 
 
 def _check_count(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return value
+    return check_int(name, value, low)  # any numbers.Integral (int, numpy.int64, ...) but bool
 
 
 def next_n_draft(n_draft: int, num_accepted: int, n_drafted: int, max_n_draft: int | None = None) -> int:
@@ -65,18 +66,22 @@ class DraftModelDrafter:
     ``n_draft_history`` lists the N used at each step of the current generation. With ``adaptive=False`` (the
     default) N never changes. Greedy output is the target's either way: N only changes speed.
 
-    Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` < ``n_draft``, or ``max_n_draft`` without
-    ``adaptive``.
+    ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool). Raises
+    ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` < ``n_draft``, or ``max_n_draft`` without ``adaptive``;
+    ``TypeError`` when ``draft_model`` is not a causal LM (a drafter or a ``ModelPair``, say).
     """
 
     def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None):
-        if isinstance(n_draft, bool) or not isinstance(n_draft, int) or n_draft < 1:
-            raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+        if not callable(getattr(draft_model, "get_output_embeddings", None)):
+            raise TypeError(f"draft_model must be a transformers causal LM (e.g. pair.draft), got "
+                            f"{type(draft_model).__name__}")
+        n_draft = check_int("n_draft", n_draft, 1)
         if max_n_draft is not None:
             if not adaptive:
                 raise ValueError("max_n_draft only applies with adaptive=True")
-            if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, int) or max_n_draft < n_draft:
+            if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, Integral) or max_n_draft < n_draft:
                 raise ValueError(f"max_n_draft must be an integer >= n_draft ({n_draft}), got {max_n_draft!r}")
+            max_n_draft = int(max_n_draft)
         self.model = draft_model
         self.n_draft = n_draft
         self.initial_n_draft = n_draft

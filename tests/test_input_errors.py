@@ -1,0 +1,250 @@
+"""Bad input to lab's public functions gets a clear error naming the argument and the allowed range; integer
+arguments accept any numbers.Integral; tiny temperatures give the exact low-temperature limit, not NaN.
+
+Every case here failed (or silently returned a wrong number) before its check was added."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from lab import metrics, sampling, toy
+from lab.decode import generate
+from lab.drafters import DraftModelDrafter
+from lab.sampling import accept_or_reject, categorical, check_int, probs_from_logits
+
+NAN = float("nan")
+
+
+# --- metrics: acceptance probability, KL, TV -------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", [metrics.acceptance_probability, metrics.kl_divergence, metrics.total_variation],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("target, draft, words", [
+    ([0.5, 0.5], [1.0], "same shape"),                 # broadcasting used to give 1.0
+    ([2.0, 2.0], [3.0, 3.0], "target_probs must sum to 1"),  # unnormalised: acceptance used to be 4.0
+    ([0.5, 0.5], [0.2, 0.2], "draft_probs must sum to 1"),
+    ([NAN, 1.0], [0.5, 0.5], "target_probs contains NaN"),
+    ([0.5, 0.5], [NAN, 1.0], "draft_probs contains NaN"),
+    ([-0.5, 1.5], [0.5, 0.5], "target_probs has negative entries"),
+    (1.0, 0.5, "vocabulary axis"),                     # total_variation(1.0, .5) used to return 0.25
+    ([[0.5, 0.5]], [[0.5, 0.5]], "one distribution"),
+])
+def test_divergences_validate_both_distributions(fn, target, draft, words):
+    with pytest.raises(ValueError, match=words):
+        fn(target, draft)
+
+
+def test_divergences_still_give_exact_values():
+    t, d = [0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]
+    assert metrics.acceptance_probability(t, d) == pytest.approx(0.5)
+    assert metrics.total_variation(t, d) == pytest.approx(0.5)
+    assert metrics.kl_divergence(t, d) == pytest.approx(math.log(2))
+    # float32 tensors from a model sum to 1 only up to rounding: accepted
+    t32 = torch.softmax(torch.randn(50, generator=torch.Generator().manual_seed(0)), -1)
+    assert metrics.acceptance_probability(t32, t32) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_metric_messages():
+    with pytest.raises(ValueError, match=r"alpha \(the per-token acceptance probability\)"):
+        metrics.expected_tokens_per_call(1.5, 2)
+    with pytest.raises(ValueError, match="finite number >= 0, got inf"):
+        metrics.predicted_speedup(0.5, 2, math.inf)
+    assert metrics.predicted_speedup(0.5, np.int64(2), 0.1) == pytest.approx(1.75 / 1.2)
+
+
+# --- metrics: chi-square ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("counts, probs, words", [
+    ([10, 10, 10], [0.5, 0.5, 0.5], "probs must sum to 1"),  # used to be rescaled silently
+    ([-10, 30], [0.5, 0.5], "counts must be finite numbers >= 0"),
+    ([10, NAN], [0.5, 0.5], "counts must be finite"),
+    ([10, 10], [NAN, 0.5], "probs contains NaN"),              # used to give a NaN p-value
+    ([0, 0], [0.5, 0.5], "counts are all zero"),               # used to raise ZeroDivisionError
+    ([10, 10, 10], [0.5, 0.5], "3 categories but probs has 2"),  # used to raise a torch RuntimeError
+    ([[10, 10]], [[0.5, 0.5]], "1-D"),
+])
+def test_chi_square_validates(counts, probs, words):
+    with pytest.raises(ValueError, match=words):
+        metrics.chi_square(counts, probs)
+
+
+def test_chi_square_values_and_single_bin():
+    assert metrics.chi_square([50, 50], [0.5, 0.5]).pvalue == pytest.approx(1.0)
+    result = metrics.chi_square([30, 10], [0.5, 0.5])
+    assert result.statistic == pytest.approx(10.0) and result.pvalue == pytest.approx(0.0015654, rel=1e-4)
+    single = metrics.chi_square([3, 0], [1.0, 0.0])  # one bin: nothing to test (scipy would give NaN)
+    assert single.statistic == 0.0 and single.pvalue == 1.0
+    assert metrics.chi_square(torch.tensor([40.0, 60.0]), torch.tensor([0.4, 0.6])).pvalue == pytest.approx(1.0)
+
+
+# --- sampling: categorical, accept_or_reject, integers ---------------------------------------------------------
+
+@pytest.mark.parametrize("probs, words", [([-0.5, 1.5], "negative"), ([NAN, 1.0], "NaN"), ([0.1, 0.1], "sum to 1"),
+                                          ([], "empty"), ("ab", "sequence of probabilities"),
+                                          (torch.ones(2, 2) / 2, "one distribution")])
+def test_categorical_validates(probs, words):
+    with pytest.raises((ValueError, TypeError), match=words):
+        categorical(probs, random.Random(0))
+
+
+def test_categorical_values():
+    class FixedU(random.Random):
+        def __init__(self, u):
+            super().__init__(0)
+            self.u = u
+
+        def random(self):
+            return self.u
+
+    assert categorical([0.25, 0.5, 0.25], FixedU(0.2)) == 0
+    assert categorical([0.25, 0.5, 0.25], FixedU(0.74)) == 1
+    assert categorical(torch.tensor([0.25, 0.5, 0.25]), FixedU(0.9)) == 2
+    assert categorical([0.0, 1.0, 0.0], FixedU(0.999)) == 1
+
+
+@pytest.mark.parametrize("args, error, word", [
+    (("a", 0.5, 0.1), TypeError, "target_prob"), ((None, 0.5, 0.1), TypeError, "target_prob"),
+    ((0.5, None, 0.1), TypeError, "draft_prob"), ((0.5, 0.5, "0.1"), TypeError, "u must be a number"),
+    ((True, 0.5, 0.1), TypeError, "target_prob"), ((torch.tensor([0.5, 0.5]), 0.5, 0.1), TypeError, "target_prob"),
+])
+def test_accept_or_reject_names_wrong_types(args, error, word):
+    with pytest.raises(error, match=word):
+        accept_or_reject(*args)
+
+
+def test_accept_or_reject_accepts_numpy_and_tensor_numbers():
+    assert accept_or_reject(np.float32(0.375), torch.tensor(0.75), np.float64(0.49)) is True
+    assert accept_or_reject(torch.tensor(0.375), 0.75, 0.5) is False  # u == ratio: strict <
+
+
+def test_integers_of_any_integral_type():
+    assert check_int("n", np.int64(3), 1) == 3 and type(check_int("n", np.int64(3), 1)) is int
+    for bad in (True, 2.0, "2", 0):
+        with pytest.raises(ValueError, match="n must be an integer >= 1"):
+            check_int("n", bad, 1)
+    logits = torch.tensor([[1.0, 3.0, 2.0, 0.0]])
+    assert torch.equal(probs_from_logits(logits, 1.0, top_k=np.int64(2)), probs_from_logits(logits, 1.0, top_k=2))
+    with pytest.raises(ValueError, match="top_k"):
+        probs_from_logits(logits, 1.0, top_k=True)
+    out = toy.speculative_step([0], toy.fixed_model([0.5, 0.5]), toy.fixed_model([0.5, 0.5]), np.int64(2),
+                               random.Random(0))
+    assert len(out) == 4
+
+
+# --- probs_from_logits: tiny temperatures, -inf rows -------------------------------------------------------------
+
+@pytest.mark.parametrize("temperature", [1e-45, 1e-46, 1e-300, 5e-324, 1e-31])
+def test_tiny_temperature_is_the_exact_limit(temperature):
+    logits = torch.tensor([[1.0, 2.0, 3.0], [-5.0, -1.0, -3.0], [2.0, 2.0, -1.0]])
+    probs = probs_from_logits(logits, temperature)
+    assert not torch.isnan(probs).any()
+    # the argmax gets everything; tied maxima share it, as softmax does for any T > 0
+    assert probs.tolist() == [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]]
+    assert probs_from_logits(logits, temperature, top_k=1).tolist() == probs.tolist()
+
+
+def test_huge_logits_at_small_temperature_do_not_overflow():
+    logits = torch.tensor([3e38, 1e38, -3e38])
+    assert probs_from_logits(logits, 0.5).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_ordinary_temperatures_keep_the_plain_formula():
+    """The overflow guard must not change a single bit where no overflow is possible."""
+    logits = torch.randn(4, 100, generator=torch.Generator().manual_seed(3)) * 5
+    for temperature in (1.0, 0.7, 1.3, 1e-3):
+        assert torch.equal(probs_from_logits(logits, temperature), torch.softmax(logits / temperature, -1))
+
+
+@pytest.mark.parametrize("logits, words", [
+    (torch.full((3,), -math.inf), "every logit in a row is -inf"),
+    (torch.tensor([[0.0, 1.0], [-math.inf, -math.inf]]), "every logit in a row is -inf"),
+    (torch.tensor([0.0, math.inf]), r"\+inf"),
+    (torch.tensor([0.0, NAN]), "NaN"),
+    (torch.tensor(1.0), "vocabulary axis"),
+])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_logits_without_a_distribution_are_rejected(logits, words, temperature):
+    with pytest.raises(ValueError, match=words):
+        probs_from_logits(logits, temperature)
+
+
+# --- toy models -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target, draft, words", [
+    ([0.5, 0.5], [NAN, 1.0], r"draft_model\(\[0\]\) contains NaN"),
+    ([0.5, 0.5], [0.1, 0.1], r"draft_model\(\[0\]\) must sum to 1"),
+    ([NAN, 1.0], [0.5, 0.5], r"target_model\(\[0\]\) contains NaN"),
+    ([1.5, -0.5], [0.5, 0.5], r"target_model\(\[0\]\) has negative entries"),
+])
+def test_toy_step_validates_model_outputs(target, draft, words):
+    with pytest.raises(ValueError, match=words):
+        toy.speculative_step([0], lambda c: target, lambda c: draft, 2, random.Random(0))
+
+
+def test_toy_step_rejects_text_prefix():
+    m = toy.fixed_model([0.5, 0.5])
+    with pytest.raises(TypeError, match="prefix"):
+        toy.speculative_step("ab", m, m, 1, random.Random(0))
+
+
+def test_toy_step_draws_are_unchanged_by_the_checks():
+    """Validation consumes no random numbers: a seeded run gives the same tokens as the unchecked algorithm."""
+    from lab.check import _step_variant
+
+    target, draft = toy.bigram_model([[0.6, 0.4], [0.2, 0.8]]), toy.bigram_model([[0.3, 0.7], [0.5, 0.5]])
+    a, b = random.Random(9), random.Random(9)
+    for _ in range(200):
+        assert toy.speculative_step([1], target, draft, 3, a) == _step_variant()([1], target, draft, 3, b)
+
+
+# --- generate and DraftModelDrafter ---------------------------------------------------------------------------
+
+def test_generate_argument_errors(target, draft):
+    prompt = [1, 2, 3]
+    cases = [
+        (dict(prompt_ids="ROMEO:"), TypeError, r"prompt_ids.*pair\.encode\(text\)"),
+        (dict(prompt_ids=[1.5, 2.0]), TypeError, r"prompt_ids must hold integer token ids.*pair\.encode"),
+        (dict(prompt_ids=torch.tensor([1.0, 2.0])), TypeError, "prompt_ids must be integer token ids"),
+        (dict(drafter=draft), TypeError, r"drafter.*DraftModelDrafter\(model, n_draft\)"),
+        (dict(drafter="ngram"), TypeError, "drafter must be a drafter"),
+        (dict(seed="a"), TypeError, "seed must be None or an integer"),
+        (dict(seed=2 ** 64), ValueError, "seed must be in"),
+        (dict(seed=1.5), TypeError, "seed"),
+        (dict(eos_token_id="x"), TypeError, "eos_token_id"),
+        (dict(eos_token_id=64), ValueError, r"eos_token_id must be a token id in \[0, 64\)"),
+        (dict(on_step=3), TypeError, "on_step"),
+        (dict(max_new_tokens=0), ValueError, "max_new_tokens must be an integer >= 1"),
+    ]
+    for kwargs, error, words in cases:
+        args = dict(prompt_ids=prompt, max_new_tokens=4)
+        args.update(kwargs)
+        with pytest.raises(error, match=words):
+            generate(target, args.pop("prompt_ids"), **args)
+    with pytest.raises(TypeError, match="target must be a transformers causal LM"):
+        generate("gpt2", prompt, max_new_tokens=4)
+
+
+def test_generate_accepts_numpy_integers_and_tiny_temperature(target, draft):
+    prompt = [1, 2, 3]
+    greedy = generate(target, prompt, drafter=DraftModelDrafter(draft, 2), max_new_tokens=12).tokens
+    tiny = generate(target, np.array(prompt), drafter=DraftModelDrafter(draft, np.int64(2)),
+                    max_new_tokens=np.int64(12), temperature=1e-45, seed=np.int64(0), top_k=np.int64(5))
+    assert tiny.tokens == greedy  # the T -> 0 limit is greedy decoding (no argmax ties in these models)
+    a = generate(target, prompt, max_new_tokens=8, temperature=1.0, seed=np.int64(4)).tokens
+    b = generate(target, prompt, max_new_tokens=8, temperature=1.0, seed=4).tokens
+    assert a == b
+
+
+def test_draft_model_drafter_arguments(draft):
+    assert DraftModelDrafter(draft, n_draft=np.int64(2)).n_draft == 2
+    assert DraftModelDrafter(draft, 2, adaptive=True, max_n_draft=np.int64(5)).max_n_draft == 5
+    with pytest.raises(ValueError, match="n_draft must be an integer >= 1"):
+        DraftModelDrafter(draft, n_draft=True)
+    with pytest.raises(ValueError, match=r"max_n_draft must be an integer >= n_draft \(3\)"):
+        DraftModelDrafter(draft, 3, adaptive=True, max_n_draft=2)
+    with pytest.raises(TypeError, match="draft_model must be a transformers causal LM"):
+        DraftModelDrafter(DraftModelDrafter(draft, 2), 2)
