@@ -1019,6 +1019,12 @@ def expected_tokens_per_call(fn):
                                    "alpha^N: (1 - alpha^(N+1)) / (1 - alpha)."),
         (lambda a, n: (1 - a ** (n + 1)) / (1 - a),
          "at alpha = 1 the formula divides by zero; every draft is accepted then, so return N + 1."),
+        (lambda a, n: math.nan if a == 1 else _metrics.expected_tokens_per_call(a, n),
+         "at alpha = 1 the formula is 0 / 0 (NaN with NumPy or torch); every draft is accepted then, so return "
+         "N + 1."),
+        (lambda a, n: math.inf if a == 1 else _metrics.expected_tokens_per_call(a, n),
+         "at alpha = 1 the formula divides by zero (inf with NumPy or torch); every draft is accepted then, so "
+         "return N + 1."),
         (lambda a, n: 1 + n * a,
          "acceptance stops at the first rejection, so draft i counts only if drafts 1..i were all accepted: "
          "1 + alpha + alpha^2 + ... + alpha^N."),
@@ -1051,6 +1057,9 @@ def predicted_speedup(fn):
         (lambda a, n, c: tokens(a, n) * (1 - n * c), "costs add: divide by (1 + N*c), don't multiply by 1 - N*c."),
         (lambda a, n, c: tokens(a, n) / (1 + c),
          "the draft runs once per drafted token: N*c, not c."),
+        (lambda a, n, c: (1 - a ** (n + 1)) / (1 - a) / (1 + n * c),
+         "at alpha = 1 the closed form divides by zero: every draft is accepted, so a call yields N + 1 tokens. "
+         "Reuse your expected_tokens_per_call, which handles alpha = 1."),
     ]
     n = _compare("predicted_speedup", fn, _SPEEDUP_CASES, _metrics.predicted_speedup, faults, _same_float,
                  "speedup = expected tokens per call / (1 + N * cost_ratio).")

@@ -259,7 +259,8 @@ def _branch_layout(base: int, n: int, draft: Draft) -> dict:
     """Attention mask ``[q, q]`` over the step's new tokens and their position ids, for ``[last] + drafts + extra``.
 
     ``[last] + drafts`` is causal at positions ``base .. base + n`` for a chain; for a tree (``draft.parents``)
-    each node sees ``last``, its ancestors and itself and sits at ``base + 1 + depth`` (:mod:`lab.trees`). The
+    each node sees ``last``, its ancestors and itself and sits at ``base + d`` for a node of depth d (first
+    level d = 1; ``base + 1 + lab.trees.depths``). The
     drafts never see the extra tokens; extra row i sits at ``base + extra_positions[i]`` and sees what
     ``draft.extra_mask[i]`` allows. Raises ``ValueError`` if the drafter's mask or positions do not match its
     extra tokens."""

@@ -11,7 +11,7 @@ Definitions used everywhere in the course (engines use the same names for differ
   vLLM calls this the mean acceptance length.
 - per-position acceptance: for draft position i (0-based), the share of steps that drafted at least i+1
   tokens in which the token at position i was accepted (so it includes the chance that an earlier one failed);
-  for a tree, position i is depth i of the accepted path.
+  for a tree, position i (0-based) is depth i + 1 of the accepted path (the first level is depth 1).
 
 Sources: Leviathan et al. 2023, section 3 (equation 1 and Theorem 3.8); seed lesson 000 (rule of thumb).
 """
@@ -72,8 +72,12 @@ def predicted_speedup(alpha: float, n_draft: int, cost_ratio: float) -> float:
 
 
 def optimal_n_draft(alpha: float, cost_ratio: float, max_n: int = 16) -> int:
-    """The draft length N in 1..max_n with the largest :func:`predicted_speedup` (the smallest N on ties)."""
-    alpha, cost_ratio, max_n = _check_alpha(alpha), _check_cost(cost_ratio), _check_n(max_n)
+    """The draft length N in 1..max_n with the largest :func:`predicted_speedup` (the smallest N on ties).
+    Raises ``ValueError`` for alpha outside [0, 1], a negative or non-finite cost ratio, or ``max_n`` < 1."""
+    alpha, cost_ratio = _check_alpha(alpha), _check_cost(cost_ratio)
+    if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
+        raise ValueError(f"max_n (the longest draft length to consider) must be an integer >= 1, got {max_n!r}")
+    max_n = int(max_n)
     return max(range(1, max_n + 1), key=lambda n: (round(predicted_speedup(alpha, n, cost_ratio), 12), -n))
 
 
@@ -175,7 +179,7 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     accepted = sum(s.num_accepted for s in steps)
     longest = max((s.depth for s in steps), default=0)
     per_position = []
-    for i in range(longest):  # a tree's position i is its depth i
+    for i in range(longest):  # position i (0-based) is tree depth i + 1
         eligible = [s for s in steps if s.depth > i]
         per_position.append(sum(s.num_accepted > i for s in eligible) / len(eligible))
     return {

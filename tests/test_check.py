@@ -330,6 +330,14 @@ def test_expected_tokens_per_call(capsys):
     assert_rejects(check.expected_tokens_per_call, lambda a, n: 1 / (1 - a) if a < 1 else math.inf, capsys,
                    "unbounded N")
 
+    def numpy_style(a, n):  # NumPy divides 0 by 0 without raising
+        import numpy as np
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float((1 - np.float64(a) ** (n + 1)) / (1 - np.float64(a)))
+
+    assert_rejects(check.expected_tokens_per_call, numpy_style, capsys, "0 / 0 (NaN")
+
 
 def test_predicted_speedup(capsys):
     ok, _ = run(check.predicted_speedup, metrics.predicted_speedup, capsys)
@@ -338,6 +346,8 @@ def test_predicted_speedup(capsys):
     assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n), capsys, "that is tokens per target call")
     assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + (n + 1) * c), capsys, "not N + 1")
     assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + c), capsys, "N*c, not c")
+    assert_rejects(check.predicted_speedup, lambda a, n, c: (1 - a ** (n + 1)) / (1 - a) / (1 + n * c), capsys,
+                   "Reuse your expected_tokens_per_call")
 
 
 def test_best_n_draft(capsys):

@@ -248,3 +248,11 @@ def test_draft_model_drafter_arguments(draft):
         DraftModelDrafter(draft, 3, adaptive=True, max_n_draft=2)
     with pytest.raises(TypeError, match="draft_model must be a transformers causal LM"):
         DraftModelDrafter(DraftModelDrafter(draft, 2), 2)
+
+
+def test_optimal_n_draft_names_max_n():
+    from lab.metrics import optimal_n_draft
+
+    with pytest.raises(ValueError, match="max_n"):
+        optimal_n_draft(0.5, 0.1, 0)
+    assert optimal_n_draft(0.5, 0.1, np.int64(3)) in (1, 2, 3)
