@@ -163,7 +163,7 @@ def _same_int(a, b) -> bool:
         return False
     try:
         return int(a) == int(b) and float(a) == float(b)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # inf or NaN from a learner is a wrong answer
         return False
 
 

@@ -7,12 +7,16 @@ raises ``NotImplementedError``, and never raises.
 """
 from __future__ import annotations
 
+import ctypes
 import math
+import signal
+import threading
+from numbers import Integral, Real
 
 import torch
 
 from lab import costs as _costs
-from lab.check import _checker, _compare, _same_float, _same_int  # one harness for all lessons
+from lab.check import _checker, _compare, _Fail, _same_float, _show  # one harness for all lessons
 from lab.metrics import expected_tokens_per_call
 
 __all__ = ["break_even_tokens", "kv_bytes_from_config", "throughput_gain"]
@@ -21,24 +25,116 @@ __all__ = ["break_even_tokens", "kv_bytes_from_config", "throughput_gain"]
 # ---------------------------------------------------------------------------------------------------------
 # Exercise 1: how many tokens before a fixed set-up cost is paid back.
 
-# Exact binary fractions where the answer sits on a tie (6 / 3 = 2, 20 / 4 = 5, 100 / 0.25 = 400).
+# Exact binary fractions where the answer sits on a tie (6 / 3 = 2, 20 / 4 = 5, 100 / 0.25 = 400). The cases where
+# speculation never catches up come last, in a list of their own: a loop with no way out stops there, and the learner
+# sees the hints about the finite answers first.
 _BREAK_EVEN_CASES = [
-    (6.0, 4.5, 1.5), (0.0, 5.0, 3.0), (1.5, 4.6, 2.8), (50.0, 4.6, 2.8), (30.0, 3.0, 3.0), (10.0, 2.0, 2.5),
-    (20.0, 10.0, 6.0), (7.0, 4.0, 2.0), (100.0, 1.25, 1.0),
+    (6.0, 4.5, 1.5), (0.0, 5.0, 3.0), (1.5, 4.6, 2.8), (50.0, 4.6, 2.8), (20.0, 10.0, 6.0), (7.0, 4.0, 2.0),
+    (100.0, 1.25, 1.0),
 ]
+_NEVER_CASES = [(30.0, 3.0, 3.0), (10.0, 2.0, 2.5)]
+
+# Seconds one call of the learner's function may take: the reference answers every case in microseconds, and a
+# plain counting loop needs at most a few hundred steps, so only a loop that never ends comes near this.
+TIME_LIMIT_S = 2.0
+
+
+class _NoReturn(BaseException):
+    """The learner's function ran past the time limit. A BaseException, so that neither the harness's
+    ``except Exception`` nor one in the learner's own code records it as an ordinary answer."""
+
+
+def _call_in_thread(fn, args, seconds):
+    # Fallback where SIGALRM is not available (Windows) or we are not on the main thread: run the call in a daemon
+    # thread and, if it is still running at the limit, raise _NoReturn inside it (this stops a pure-Python loop).
+    result = {}
+
+    def run():
+        try:
+            result["value"] = fn(*args)
+        except BaseException as error:  # noqa: BLE001 — handed back to the caller below
+            result["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True, name="check_costs time limit")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(_NoReturn))
+        worker.join(0.5)
+        raise _NoReturn(args)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _call_with_alarm(fn, args, seconds):
+    def on_alarm(signum, frame):
+        raise _NoReturn(args)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:  # a separate block: an alarm arriving just before the timer is stopped must not skip this
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _time_limited(fn, seconds=TIME_LIMIT_S):
+    """``fn`` wrapped so that a call running longer than ``seconds`` raises ``_NoReturn`` instead of hanging the
+    checker: SIGALRM on POSIX when called on the main thread with no other interval timer pending (a Jupyter kernel
+    runs cells there), else a watched daemon thread."""
+    def call(*args):
+        usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+                  and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+        return (_call_with_alarm if usable else _call_in_thread)(fn, args, seconds)
+    return call
+
+
+def _count_key(value):
+    """What a break-even answer means, for comparing answers: ("none",); ("int", n) for a whole number (an int, a
+    float such as 28.0, a one-element tensor); ("float", x) for any other number, ±inf included; ("nan",); None for
+    anything else (a string, a bool, a list), which then equals nothing. Only whole numbers and None can match the
+    reference. Never raises (``int(math.inf)`` would raise OverflowError)."""
+    if value is None:
+        return ("none",)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            return None
+        value = value.item()
+    if isinstance(value, Integral):
+        return ("int", int(value))
+    if not isinstance(value, Real):   # a string such as "3" is not a count
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if math.isnan(number):
+        return ("nan",)
+    return ("int", int(number)) if number.is_integer() else ("float", number)
 
 
 def _same_count(a, b) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return _same_int(a, b)
+    key = _count_key(a)
+    return key is not None and key == _count_key(b)
+
+
+_NEVER_HINT = ("when spec_ms_per_token >= ar_ms_per_token each token saves nothing, so the set-up can never be "
+               "recovered: return None there (not a number such as 0, -1 or infinity, which would read as a count of "
+               "tokens).")
 
 
 @_checker
 def break_even_tokens(fn):
     """Check ``fn(setup_ms, ar_ms_per_token, spec_ms_per_token) -> int | None``: the fewest new tokens for which
     speculation is strictly faster (``setup + n * spec < n * ar``), None when it never is.
-    Reference: :func:`lab.costs.break_even_tokens`. Returns True/False."""
+    Reference: :func:`lab.costs.break_even_tokens`. Each call of ``fn`` may take at most ``TIME_LIMIT_S`` seconds;
+    a call that runs longer is reported as a loop that does not end. Returns True/False."""
     def saving(ar, spec):
         return ar - spec
 
@@ -50,14 +146,23 @@ def break_even_tokens(fn):
          "a number of tokens is a whole number: the first n with setup + n·spec < n·ar."),
         (lambda s, a, p: math.floor(s / a) + 1 if p < a else None,
          "each token saves (ar − spec) ms, not ar ms: divide the set-up by the saving per token."),
-        (lambda s, a, p: math.floor(s / saving(a, p)) + 1 if p != a else math.inf,
-         "when speculation's time per token is not below autoregressive it never catches up: return None."),
         (lambda s, a, p: round(s / saving(a, p)) if p < a else None,
          "don't round to the nearest: the set-up is paid back at the first n with setup + n·spec < n·ar."),
     ]
-    n = _compare("break_even_tokens", fn, _BREAK_EVEN_CASES, _costs.break_even_tokens, faults, _same_count,
-                 "return the smallest n >= 1 with setup_ms + n * spec_ms_per_token < n * ar_ms_per_token, or None "
-                 "when spec_ms_per_token >= ar_ms_per_token.")
+    generic = ("return the smallest n >= 1 with setup_ms + n * spec_ms_per_token < n * ar_ms_per_token, or None "
+               "when spec_ms_per_token >= ar_ms_per_token.")
+    guarded = _time_limited(fn)
+    try:
+        n = _compare("break_even_tokens", guarded, _BREAK_EVEN_CASES, _costs.break_even_tokens, faults, _same_count,
+                     generic)
+        # The finite answers are right, so whatever goes wrong now (a number, an error) is the never case.
+        n += _compare("break_even_tokens", guarded, _NEVER_CASES, _costs.break_even_tokens, [], _same_count,
+                      _NEVER_HINT)
+    except _NoReturn as stuck:
+        args = ", ".join(_show(a) for a in stuck.args[0])
+        raise _Fail(f"break_even_tokens({args}) did not return within {TIME_LIMIT_S:g} s: a loop with no way out "
+                    "when the saving per token (ar − spec) is ≤ 0?\n  Hint: check spec_ms_per_token >= "
+                    "ar_ms_per_token first and return None; only then count up.") from None
     return f"correct on all {n} cases (a 50 ms set-up at 4.6 vs 2.8 ms per token pays back after 28 tokens)."
 
 

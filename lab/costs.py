@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from fractions import Fraction
 from numbers import Integral, Real
 
 import torch
@@ -67,7 +68,7 @@ def _number(name, value, *, positive=False) -> float:
 
 def _alpha(value) -> float:
     if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
-        raise ValueError(f"alpha (the acceptance rate) must be in [0, 1], got {value!r}")
+        raise ValueError(f"alpha (the per-token acceptance probability) must be in [0, 1], got {value!r}")
     return float(value)
 
 
@@ -284,19 +285,19 @@ def break_even_tokens(setup_ms: float, ar_ms_per_token: float, spec_ms_per_token
     when speculation pays a fixed ``setup_ms`` once (the draft's prefill, drafter reset, …) and then
     ``spec_ms_per_token`` per token against ``ar_ms_per_token`` (the target's shared prefill cancels out).
     Smallest n >= 1 with ``setup_ms + n * spec_ms_per_token < n * ar_ms_per_token``; None when speculation's
-    per-token time is not below autoregressive (it never catches up). Raises ``ValueError`` for a negative time.
-    Unit: tokens."""
+    per-token time is not below autoregressive (it never catches up). Raises ``ValueError`` for a negative or
+    non-finite time. Unit: tokens.
+
+    Closed form, ``floor(setup / (ar - spec)) + 1`` (at least 1), computed exactly on the given numbers (as
+    fractions, no rounding): a set-up that is an exact multiple of the saving per token is a tie at that n, not a
+    win, and nearly equal per-token times give a very large n at once instead of a long count."""
     setup = _number("setup_ms", setup_ms)
     ar = _number("ar_ms_per_token", ar_ms_per_token)
     spec = _number("spec_ms_per_token", spec_ms_per_token)
     if spec >= ar:
         return None
-    n = max(1, math.floor(setup / (ar - spec)) + 1)
-    while n > 1 and setup + (n - 1) * spec < (n - 1) * ar:  # guard against rounding in the division
-        n -= 1
-    while not setup + n * spec < n * ar:
-        n += 1
-    return n
+    saving = Fraction(ar) - Fraction(spec)   # exact: a float converts to a Fraction without rounding
+    return max(1, math.floor(Fraction(setup) / saving) + 1)
 
 
 # --- timing ----------------------------------------------------------------------------------------------------

@@ -498,3 +498,9 @@ def test_a_raise_matches_a_planted_fault_only_with_the_same_message():
     with pytest.raises(check._Fail) as failure:
         check._compare("f", planted, [(1.0,)], lambda x: x, faults, check._same_float, "GENERIC HINT")
     assert "PLANTED HINT" in str(failure.value)
+
+
+def test_integer_checkers_treat_inf_and_nan_as_wrong_answers(capsys):
+    for bad in (math.inf, math.nan):
+        ok, out = run(check.best_n_draft, lambda a, c, m, bad=bad: bad, capsys)
+        assert ok is False and out.startswith("✗") and "OverflowError" not in out, out

@@ -3,6 +3,9 @@ solved yet" for a stub and never raises."""
 from __future__ import annotations
 
 import math
+import signal
+import threading
+import time
 
 import pytest
 
@@ -45,6 +48,84 @@ def test_break_even_tokens(capsys):
     rejects(check.break_even_tokens, lambda s, a, p: math.floor(s / (a - p)) + 1, capsys, "return None")
     assert not check.break_even_tokens(stub)
     assert "not solved yet" in capsys.readouterr().out
+
+
+def right_or(never):
+    """The right answer where speculation catches up, ``never`` where it does not."""
+    return lambda s, a, p: costs.break_even_tokens(s, a, p) if p < a else never
+
+
+@pytest.mark.parametrize("never", [0, -1, math.inf, float("-inf"), 0.0, math.nan, "never", [None]])
+def test_break_even_tokens_wrong_never_value(never, capsys):
+    """A number (or anything else) in place of None is a wrong answer with a hint, not a crash of the checker's own
+    comparison (int(inf) raised OverflowError inside it)."""
+    capsys.readouterr()
+    assert check.break_even_tokens(right_or(never)) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗") and "break_even_tokens(30, 3, 3) returned" in out and "expected None" in out, out
+    assert "can never be recovered: return None" in out, out
+    assert "OverflowError" not in out and "raised" not in out, out
+
+
+def test_same_count_never_raises():
+    for value in (math.inf, -math.inf, math.nan, 1e400, "3", None, [1], True, object()):
+        for other in (None, 3, math.inf, 2.5):
+            assert isinstance(check._same_count(value, other), bool)
+    assert check._same_count(28, 28.0) and check._same_count(math.inf, math.inf)
+    assert not check._same_count(math.inf, None) and not check._same_count(True, 1)
+    assert not check._same_count(0, None) and not check._same_count("3", "3")
+
+
+def naive_loop(setup, ar, spec):
+    # the loop without the None guard: never ends when spec >= ar
+    n = 1
+    while not setup + n * spec < n * ar:
+        n += 1
+    return n
+
+
+def test_break_even_tokens_loop_without_exit_is_reported(capsys):
+    """A loop that never ends on (30, 3, 3) is stopped after TIME_LIMIT_S and reported as such; the alarm and its
+    handler are put back as they were."""
+    handler = signal.getsignal(signal.SIGALRM)
+    capsys.readouterr()
+    start = time.perf_counter()
+    assert check.break_even_tokens(naive_loop) is False
+    assert time.perf_counter() - start < check.TIME_LIMIT_S + 5
+    out = capsys.readouterr().out
+    assert out.startswith("✗") and "break_even_tokens(30, 3, 3) did not return within 2 s" in out, out
+    assert "return None" in out
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
+
+
+def test_break_even_tokens_finite_hints_come_before_the_time_limit(capsys):
+    """The never-catches-up cases run last: a function wrong on the finite cases gets their hint at once, even if
+    it would also loop forever."""
+    def wrong_and_stuck(s, a, p):
+        if p < a:
+            return math.ceil(s / (a - p))
+        while True:
+            pass
+
+    start = time.perf_counter()
+    rejects(check.break_even_tokens, wrong_and_stuck, capsys, "strictly faster")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_break_even_tokens_time_limit_off_the_main_thread(capsys):
+    """Away from the main thread (no SIGALRM there) a watched thread enforces the same limit and stops the loop."""
+    results = []
+    before = threading.active_count()
+    worker = threading.Thread(target=lambda: results.append(check.break_even_tokens(naive_loop)))
+    worker.start()
+    worker.join(check.TIME_LIMIT_S + 10)
+    assert not worker.is_alive() and results == [False]
+    assert "did not return within" in capsys.readouterr().out
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:   # the stuck loop was stopped
+        time.sleep(0.05)
+    assert threading.active_count() == before
 
 
 def test_kv_bytes_from_config(capsys):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import math
+import time
+from fractions import Fraction
 
 import pytest
 import torch
@@ -174,6 +176,43 @@ def test_break_even_tokens():
         assert setup + n * spec < n * ar and (n == 1 or not setup + (n - 1) * spec < (n - 1) * ar)
     with pytest.raises(ValueError, match="setup_ms"):
         costs.break_even_tokens(-1.0, 3.0, 2.0)
+
+
+@pytest.mark.parametrize("bad,match", [
+    ((math.nan, 3.0, 2.0), "setup_ms"), ((5.0, math.inf, 2.0), "ar_ms_per_token"),
+    ((5.0, 3.0, -2.0), "spec_ms_per_token"), ((5.0, "3", 2.0), "ar_ms_per_token"),
+])
+def test_break_even_tokens_errors(bad, match):
+    with pytest.raises(ValueError, match=match):
+        costs.break_even_tokens(*bad)
+
+
+def test_break_even_tokens_near_equal_times_are_instant_and_exact():
+    """Per-token times a hair apart used to send a counting loop through ~10^13 steps; the closed form answers at
+    once, and exactly: n is the first whole number past setup / saving, with the saving taken exactly."""
+    start = time.perf_counter()
+    spec = 4.6 - 1e-12
+    n = costs.break_even_tokens(50.0, 4.6, spec)
+    saving = Fraction(4.6) - Fraction(spec)
+    assert (n - 1) * saving <= 50 < n * saving
+    assert n == pytest.approx(50 / 1e-12, rel=1e-3)   # about 5 * 10^13 tokens
+    # one unit in the last place apart: the saving is exactly 2**-50 ms, and 50 ms is exactly 50 * 2**50 savings,
+    # a tie there, so the answer is the next token
+    assert math.nextafter(4.6, 0) == 4.6 - 2 ** -50
+    assert costs.break_even_tokens(50.0, 4.6, math.nextafter(4.6, 0)) == 50 * 2 ** 50 + 1
+    assert costs.break_even_tokens(0.0, 4.6, math.nextafter(4.6, 0)) == 1
+    assert costs.break_even_tokens(1e300, 1.0, 0.5) == int(Fraction(1e300) * 2) + 1
+    assert time.perf_counter() - start < 1.0   # the old loop needed about 1 s for 4.6 - 1e-11 and hung at 1e-12
+
+
+@pytest.mark.parametrize("setup", [0.0, 50.0])
+def test_break_even_tokens_never(setup):
+    """Speculation never catches up when its per-token time is not below autoregressive, however small the
+    difference and whatever the set-up."""
+    assert costs.break_even_tokens(setup, 4.6, 4.6) is None
+    assert costs.break_even_tokens(setup, 4.6, math.nextafter(4.6, 10)) is None
+    assert costs.break_even_tokens(setup, 2.0, 2.5) is None
+    assert costs.break_even_tokens(setup, 0.0, 0.0) is None
 
 
 def test_time_forward(target):
