@@ -258,7 +258,8 @@ def main(args) -> int:
 ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
 ARENA_DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
 FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
-# The efficiency's factors, in the order the prediction's assumptions are replaced by measurements (run_arena's docstring; lesson 12).
+# The efficiency's factors, in the order the prediction's assumptions are replaced by measurements
+# (run_arena's docstring; lesson 12).
 EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",

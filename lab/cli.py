@@ -63,26 +63,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _temperature(text: str) -> float:
-    """argparse type: a finite number >= 0 (0 = greedy)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0 = greedy), got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (0 = greedy), got {text!r}")
-    return value
+def _finite_nonnegative(what: str, example: str):
+    """An argparse type for a finite number >= 0, described in its messages as ``what`` (e.g. "number of GB")."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {what} >= 0{example}, got {text!r}") from None
+        if not (value >= 0 and value != float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite {what} >= 0{example}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _gigabytes(text: str) -> float:
-    """argparse type: a finite number of gigabytes >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of GB >= 0, got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number of GB >= 0, got {text!r}")
-    return value
+_temperature = _finite_nonnegative("number", " (0 = greedy)")
+_gigabytes = _finite_nonnegative("number of GB", "")
 
 
 def demo(args) -> int:

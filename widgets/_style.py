@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
     "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS", "TOKEN_KINDS",
-    "GENERATED_KINDS", "tint",
+    "GENERATED_KINDS", "tint", "slider_position",
 ]
 
 ACCEPTED_COLOR = "#009E73"   # bluish green: a draft token the target accepted
@@ -50,3 +50,22 @@ def tint(hex_color: str, alpha: float = 0.22) -> str:
         raise ValueError(f"expected a colour like '#RRGGBB', got {hex_color!r}")
     red, green, blue = (int(value[i:i + 2], 16) for i in (0, 2, 4))
     return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def slider_position(name: str, value, count: int, unit: str, detail: str = "") -> int:
+    """``value`` as a slider position in ``[0, count)`` for a viewer holding ``count`` ``unit`` (e.g. "frames",
+    with ``detail`` ", two per step" for the messages); negative values count from the end. Raises
+    ``ValueError`` naming ``name`` and the allowed range for a non-integer (bools and floats included), a value
+    out of range, or an empty viewer."""
+    from lab.trees import _is_int
+
+    if not _is_int(value):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if count == 0:
+        raise ValueError(f"{name} {value}: the viewer has no {unit} yet; pass its on_step to lab.decode.generate "
+                         "(or call extend(records)) first")
+    if not -count <= value < count:
+        raise ValueError(f"{name} must be in [{-count}, {count - 1}] ({count} {unit}{detail}; negative counts from the "
+                         f"end), got {value}")
+    return value % count

@@ -19,8 +19,7 @@ import html
 import ipywidgets
 
 from lab.trace import StepRecord
-from lab.trees import _is_int
-from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, tint
+from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
 from widgets.token_stream import token_label_text
 
 __all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
@@ -124,17 +123,7 @@ class KVCacheViewer(ipywidgets.VBox):
 
         Raises ``ValueError`` naming ``frame`` and the allowed range for a non-integer (bools and floats included),
         an index outside the frames, or a viewer that has no frames yet."""
-        count = len(self._frames)
-        if not _is_int(frame):
-            raise ValueError(f"frame must be an integer frame index, got {frame!r}")
-        frame = int(frame)
-        if count == 0:
-            raise ValueError(f"frame {frame}: the viewer has no frames yet; pass it as on_step to "
-                             "lab.decode.generate (or call extend(records)) first")
-        if not -count <= frame < count:
-            raise ValueError(f"frame must be in [{-count}, {count - 1}] ({count} frames, two per step; negative "
-                             f"counts from the end), got {frame}")
-        self._slider.value = frame % count
+        self._slider.value = slider_position("frame", frame, len(self._frames), "frames", ", two per step")
 
     # --- readable state ------------------------------------------------------------------------------------
     @property

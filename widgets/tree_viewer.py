@@ -28,9 +28,9 @@ import plotly.graph_objects as go
 import torch
 
 from lab.trace import StepRecord
-from lab.trees import _is_int, chain_parents, check_parents, depths, tree_attention_mask
+from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
-                            RESAMPLED_COLOR, tint)
+                            RESAMPLED_COLOR, slider_position, tint)
 from widgets.token_stream import token_label_text
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
@@ -162,17 +162,7 @@ class TreeViewer(ipywidgets.VBox):
 
         Raises ``ValueError`` naming ``index`` and the allowed range for a non-integer (bools and floats included),
         a position outside the stored steps, or a viewer with no steps yet."""
-        count = len(self._records)
-        if not _is_int(index):
-            raise ValueError(f"index must be an integer position in records, got {index!r}")
-        index = int(index)
-        if count == 0:
-            raise ValueError(f"index {index}: the viewer holds no steps yet; pass viewer.on_step to "
-                             "lab.decode.generate (or call extend(records)) first")
-        if not -count <= index < count:
-            raise ValueError(f"index must be in [{-count}, {count - 1}] ({count} steps stored; negative counts from "
-                             f"the end), got {index}")
-        self._slider.value = index % count
+        self._slider.value = slider_position("index", index, len(self._records), "steps", " stored")
 
     def clear(self) -> None:
         """Forget every stored step and empty the figures."""
