@@ -251,9 +251,9 @@ def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_dra
     prompt = [int(t) for t in prompt_ids]
     if not prompt:
         raise ValueError("prompt_ids must hold at least one token id")
-    for name, value in (("n_draft", n_draft), ("max_new_tokens", max_new_tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    from lab.sampling import check_int
+
+    n_draft, max_new_tokens = check_int("n_draft", n_draft, 1), check_int("max_new_tokens", max_new_tokens, 1)
     target_cache, draft_cache = new_cache(), new_cache()
     if len(prompt) > 1:  # both caches hold every committed token but the last
         forward(target, prompt[:-1], target_cache)

@@ -256,3 +256,18 @@ def test_optimal_n_draft_names_max_n():
     with pytest.raises(ValueError, match="max_n"):
         optimal_n_draft(0.5, 0.1, 0)
     assert optimal_n_draft(0.5, 0.1, np.int64(3)) in (1, 2, 3)
+
+
+def test_numpy_integers_in_constructors():
+    from lab.drafters.early_exit import EarlyExitDrafter
+    from lab.drafters.medusa import MedusaHeads
+    from lab.models import load_pair
+    from widgets.token_stream import TokenStream
+
+    pair = load_pair()
+    assert EarlyExitDrafter(pair.target, num_layers=np.int64(2)).num_layers == 2
+    heads = MedusaHeads(num_heads=np.int64(2), hidden_size=np.int64(8), vocab_size=np.int64(16))
+    assert heads.num_heads == 2 and type(heads.num_heads) is int
+    assert TokenStream(top_k=np.int64(3))._top_k == 3
+    with pytest.raises(ValueError, match="num_layers"):
+        EarlyExitDrafter(pair.target, num_layers=np.float64(2.0))

@@ -31,6 +31,7 @@ import math
 import queue
 import threading
 import time
+from numbers import Integral
 
 import ipywidgets as w
 
@@ -337,7 +338,7 @@ class RaceDashboard(w.VBox):
         for name, value, high in (("n_draft", n_draft, _MAX_N), ("max_new_tokens", max_new_tokens, _MAX_TOKENS)):
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+            if isinstance(value, bool) or not isinstance(value, Integral) or not 1 <= value <= high:
                 raise ValueError(f"{name} must be an integer in 1..{high}, got {value!r}")
         if temperature is None:
             return

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+from numbers import Integral
 
 import anywidget
 import ipywidgets
@@ -199,10 +200,10 @@ class TokenStream(ipywidgets.VBox):
     """
 
     def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320, **kwargs):
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        if isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1:
             raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
         self._tokenizer = tokenizer
-        self._top_k = top_k
+        self._top_k = int(top_k)
         self._text_cache: dict = {}
         self._prompt_ids: list = []
         self._prompt_tokens: list = []
@@ -305,8 +306,9 @@ class TokenStream(ipywidgets.VBox):
             self._view.selected = -1
             return
         count = len(self._details)
-        if isinstance(position, bool) or not isinstance(position, int):
+        if isinstance(position, bool) or not isinstance(position, Integral):
             raise TypeError(f"position must be an int or None, got {type(position).__name__}")
+        position = int(position)
         if not -count <= position < count:
             raise IndexError(f"position {position} is out of range: {count} tokens have been generated")
         self._view.selected = position % count

@@ -12,6 +12,7 @@ that exits after its first layers predict well. We use the plain target, with ne
 from __future__ import annotations
 
 import copy
+from numbers import Integral
 
 import torch
 
@@ -32,9 +33,10 @@ def truncated_model(target, num_layers: int):
     if layers is None:
         raise ValueError(f"{type(target).__name__} has no `model.layers`: early exit needs a Llama-style model")
     total = len(layers)
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or not 1 <= num_layers < total:
+    if isinstance(num_layers, bool) or not isinstance(num_layers, Integral) or not 1 <= num_layers < total:
         raise ValueError(f"num_layers must be an integer in [1, {total - 1}] (the target has {total} layers), "
                          f"got {num_layers!r}")
+    num_layers = int(num_layers)
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = num_layers
     if getattr(config, "layer_types", None):
@@ -57,7 +59,7 @@ class EarlyExitDrafter(DraftModelDrafter):
 
     def __init__(self, target, num_layers: int, n_draft: int = 4):
         super().__init__(truncated_model(target, num_layers), n_draft)
-        self.num_layers = num_layers
+        self.num_layers = int(num_layers)
 
     def __repr__(self) -> str:
         return f"EarlyExitDrafter(num_layers={self.num_layers}, n_draft={self.n_draft})"

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.sampling import check_int
 from lab.trees import check_choices
 
 __all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MedusaDrafter", "MedusaHeads", "head_accuracy", "medusa_tree"]
@@ -106,9 +107,8 @@ class MedusaHeads(torch.nn.Module):
 
     def __init__(self, hidden_size: int, vocab_size: int, num_heads: int = 3):
         super().__init__()
-        for name, value in (("num_heads", num_heads), ("hidden_size", hidden_size), ("vocab_size", vocab_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        num_heads, hidden_size, vocab_size = (check_int(name, value, 1) for name, value in (
+            ("num_heads", num_heads), ("hidden_size", hidden_size), ("vocab_size", vocab_size)))
         self.hidden_size, self.vocab_size, self.num_heads = hidden_size, vocab_size, num_heads
         self.blocks = torch.nn.ModuleList(_ResBlock(hidden_size) for _ in range(num_heads))
         self.lm_heads = torch.nn.ModuleList(torch.nn.Linear(hidden_size, vocab_size, bias=False)
