@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from lab.sampling import check_int
 from lab.trees import _is_int  # the one integer test: Python/NumPy ints and integer 0-d tensors, never bools
 
 __all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position",
@@ -251,8 +252,6 @@ def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_dra
     prompt = [int(t) for t in prompt_ids]
     if not prompt:
         raise ValueError("prompt_ids must hold at least one token id")
-    from lab.sampling import check_int
-
     n_draft, max_new_tokens = check_int("n_draft", n_draft, 1), check_int("max_new_tokens", max_new_tokens, 1)
     target_cache, draft_cache = new_cache(), new_cache()
     if len(prompt) > 1:  # both caches hold every committed token but the last
