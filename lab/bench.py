@@ -22,6 +22,8 @@ import time
 
 import torch
 
+from lab.sampling import check_int
+
 __all__ = ["run_bench", "format_table", "main", "copy_heavy_prompts", "edit_prompts", "record_prompts",
            "BASE_METHODS", "EXTRA_METHODS", "run_arena", "format_arena", "arena_prompts", "compare_adaptive",
            "format_adaptive", "format_reconciliation", "arena_main", "ARENA_TASKS", "ARENA_DRAFTERS",
@@ -403,27 +405,17 @@ def _progress(total: int, progress: bool, desc: str):
     return tqdm(total=total, desc=desc, disable=disabled, leave=False)
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
 def _check_temperature(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def _check_seed(seed) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
 
 
 def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
                       seed):
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts_per_task", prompts_per_task),
                         ("n_draft", n_draft), ("repeats", repeats)):
-        _check_count(name, value)
-    _check_seed(seed)
+        check_int(name, value, 1)
+    check_int("seed", seed, 0)
     if isinstance(tasks, str) or not tasks or any(t not in ARENA_TASKS for t in tasks):
         raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
     if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
@@ -666,9 +658,9 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
         raise ValueError(f"task must be one of {ARENA_TASKS}, got {task!r}")
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts", prompts), ("start_n", start_n),
                         ("repeats", repeats)):
-        _check_count(name, value)
+        check_int(name, value, 1)
     _check_temperature("temperature", temperature)
-    _check_seed(seed)
+    check_int("seed", seed, 0)
     if not n_values or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in n_values):
         raise ValueError(f"n_values must be a non-empty sequence of integers >= 1, got {n_values!r}")
     if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, int) or max_n_draft < start_n:
