@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from numbers import Integral
 
 import torch
 
@@ -661,10 +662,12 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
         check_int(name, value, 1)
     _check_temperature("temperature", temperature)
     check_int("seed", seed, 0)
-    if not n_values or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in n_values):
+    if isinstance(n_values, (str, Integral)) or not n_values or any(
+            isinstance(n, bool) or not isinstance(n, Integral) or n < 1 for n in n_values):
         raise ValueError(f"n_values must be a non-empty sequence of integers >= 1, got {n_values!r}")
-    if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, int) or max_n_draft < start_n:
-        raise ValueError(f"max_n_draft must be an integer >= start_n ({start_n}), got {max_n_draft!r}")
+    n_values = [int(n) for n in n_values]
+    start_n = int(start_n)
+    max_n_draft = check_int("max_n_draft", max_n_draft, start_n)
     available = arena_prompts(pair, task)
     if prompts > len(available):
         raise ValueError(f"prompts must be at most {len(available)} (the {task!r} prompts), got {prompts}")
@@ -728,12 +731,14 @@ def format_adaptive(result: dict) -> str:
 def arena_main(args) -> int:
     """``python -m lab arena``: the full arena table, then fixed vs adaptive N for the draft model (prose, T = 0).
     Exit status 1 if any greedy run differed from autoregressive decoding."""
-    from lab.models import load_pair
+    from lab.models import held_out_prompts, load_pair
 
-    pair = load_pair(args.pair)
-    most = min(len(arena_prompts(pair, task)) for task in ("prose", "copy_edit", "structured"))
+    # Checked before the pair loads: every task is built from the held-out texts, one prompt per text except
+    # the structured records, which need no tokenizer to count.
+    most = min(len(held_out_prompts()), len(record_prompts(None)))
     if args.prompts > most:
         raise SystemExit(f"--prompts must be at most {most} (the structured prompts bundled), got {args.prompts}")
+    pair = load_pair(args.pair)
     arena = run_arena(pair, max_new_tokens=args.max_new_tokens, prompts_per_task=args.prompts,
                       n_draft=args.n_draft, repeats=args.repeats)
     adaptive = compare_adaptive(pair, max_new_tokens=args.max_new_tokens, prompts=args.prompts,

@@ -1,12 +1,20 @@
 """The drafter arena (lab.bench.run_arena, compare_adaptive, format_arena, widgets.arena) on the bundled pair, and
 the adaptive draft length of DraftModelDrafter (transformers' "heuristic" schedule) on the tiny fixtures."""
+import math
+
+import numpy as np
 import pytest
 import torch
 
-import math
-
-from lab.bench import (ARENA_DRAFTERS, EFFICIENCY_FACTORS, compare_adaptive, format_adaptive, format_arena,
-                       format_reconciliation, run_arena)
+from lab.bench import (
+    ARENA_DRAFTERS,
+    EFFICIENCY_FACTORS,
+    compare_adaptive,
+    format_adaptive,
+    format_arena,
+    format_reconciliation,
+    run_arena,
+)
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter
 from lab.drafters.base import DraftRequest
@@ -169,13 +177,16 @@ def test_arena_rejects_bad_arguments(pair):
     for kwargs, name in (({"start_n": 0}, "start_n"), ({"temperature": -1.0}, "temperature must"),
                          ({"task": "poem"}, "task must"), ({"prompts": 0}, "prompts must"),
                          ({"prompts": 99}, "prompts must be at most"), ({"seed": 1.5}, "seed"),
-                         ({"n_values": (0,)}, "n_values"), ({"max_n_draft": 2}, "max_n_draft")):
+                         ({"n_values": (0,)}, "n_values"), ({"n_values": 3}, "n_values"),
+                         ({"max_n_draft": 2}, "max_n_draft"), ({"max_n_draft": 4.0}, "max_n_draft")):
         with pytest.raises(ValueError, match=name):
             compare_adaptive(pair, progress=False, **kwargs)
 
 
 def test_compare_adaptive(pair):
-    result = compare_adaptive(pair, n_values=(1, 3), max_new_tokens=12, prompts=1, progress=False)
+    # NumPy integers count as integers, as elsewhere in lab
+    result = compare_adaptive(pair, n_values=[np.int64(1), np.int64(3)], max_n_draft=np.int64(16), max_new_tokens=12,
+                              prompts=1, progress=False)
     rows = result["rows"]
     assert [r["drafter"] for r in rows] == ["autoregressive", "model", "model", "adaptive"]
     assert [r["n_draft"] for r in rows] == [None, 1, 3, None]

@@ -121,6 +121,20 @@ def test_bad_choices_list_the_allowed_values(capsys):
     assert "argument --exclude: invalid choice: 'warp'" in line and "'eagle'" in line
 
 
+def test_arena_prompt_count_is_checked_before_the_pair_loads(monkeypatch):
+    import lab.bench
+    import lab.models
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("arena loaded the pair before checking --prompts")
+
+    monkeypatch.setattr(lab.models, "load_pair", forbidden)
+    with pytest.raises(SystemExit, match=r"--prompts must be at most 4 \(the structured prompts bundled\), got 5"):
+        cli.main(["arena", "--prompts", "5"])
+    # and 4 is the real limit: every task has at least 4 prompts
+    assert min(len(lab.models.held_out_prompts()), len(lab.bench.record_prompts(None))) == 4
+
+
 # --- pick: errors that argparse cannot see ---------------------------------------------------------------------------
 def test_markdown_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
     target = tmp_path / "nosuch" / "g.md"
