@@ -12,11 +12,14 @@ verifier and p for the draft.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import inspect
 import math
 import random
 import re
+import signal
+import threading
 import warnings
 
 import torch
@@ -43,6 +46,65 @@ P_THRESHOLD = 1e-4
 class _Fail(Exception):
     """A wrong answer; the message says what went wrong and what to try."""
 
+# Seconds one call of the learner's function may take inside _compare before the check gives up on it. The slowest
+# reference case (a short generation with the bundled pair) takes well under a second on a 2-core CPU; only a loop
+# with no way out comes near this. check_costs uses a tighter limit for its counting exercise.
+CALL_TIME_LIMIT_S = 30.0
+
+
+class _NoReturn(BaseException):
+    """The learner's function ran past the time limit (``args`` = (the call's arguments, the limit in s)). A BaseException, so that neither the harness's
+    ``except Exception`` nor one in the learner's own code records it as an ordinary answer."""
+
+
+def _call_in_thread(fn, args, seconds):
+    # Fallback where SIGALRM is not available (Windows) or we are not on the main thread: run the call in a daemon
+    # thread and, if it is still running at the limit, raise _NoReturn inside it (this stops a pure-Python loop).
+    result = {}
+
+    def run():
+        try:
+            result["value"] = fn(*args)
+        except BaseException as error:  # noqa: BLE001 — handed back to the caller below
+            result["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True, name="checker time limit")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(_NoReturn))
+        worker.join(0.5)
+        raise _NoReturn(args, seconds)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _call_with_alarm(fn, args, seconds):
+    def on_alarm(signum, frame):
+        raise _NoReturn(args, seconds)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:  # a separate block: an alarm arriving just before the timer is stopped must not skip this
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _time_limited(fn, seconds: float):
+    """``fn`` wrapped so that a call running longer than ``seconds`` raises ``_NoReturn`` instead of hanging the
+    checker: SIGALRM on POSIX when called on the main thread with no other interval timer pending (a Jupyter kernel
+    runs cells there), else a watched daemon thread."""
+    def call(*args):
+        usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+                  and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+        return (_call_with_alarm if usable else _call_in_thread)(fn, args, seconds)
+    return call
+
 
 def _checker(summary_fn):
     """Wrap a check body: print ✓ / ✗ / "not solved yet", return True/False, never raise."""
@@ -62,6 +124,11 @@ def _checker(summary_fn):
             return False
         except _Fail as failure:
             print(f"✗ {name}: {failure}")
+            return False
+        except _NoReturn as stuck:
+            print(f"✗ {name}: {name}({', '.join(_show(a) for a in stuck.args[0])}) did not return within "
+                  f"{stuck.args[1]:g} s.\n  Hint: look for a loop with no way out (a `while` whose condition "
+                  "never turns false, or a counter that is never advanced).")
             return False
         except Exception as error:  # a bug in the learner's code that the case list did not anticipate
             print(f"✗ {name}: your function raised {type(error).__name__}: {error}")
@@ -209,10 +276,12 @@ def _show_outcome(outcome) -> str:
     return f"returned {_show(outcome[1])}"
 
 
-def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None) -> int:
+def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None) -> int:
     """Run ``fn`` on every case; on a mismatch raise ``_Fail`` with the hint of the planted fault that best
-    explains the learner's answers (the one agreeing with them on most failing cases)."""
+    explains the learner's answers (the one agreeing with them on most failing cases). A call of ``fn`` that runs
+    past ``time_limit`` seconds (default ``CALL_TIME_LIMIT_S``) raises ``_NoReturn``, which ``_checker`` reports."""
     show_args = show_args or (lambda args: ", ".join(_show(a) for a in args))
+    learner_fn, fn = fn, _time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
     expected = [_outcome(reference, args) for args in cases]
     got = []
     for i, args in enumerate(cases):
@@ -221,7 +290,7 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
         changed = [k for k, (a, c) in enumerate(zip(args, copies))
                    if isinstance(a, torch.Tensor) and not _unchanged(a, c)]
         if changed:
-            raise _Fail(f"{name}({show_args(args)}) changed {_argument_name(fn, changed[0])} in place."
+            raise _Fail(f"{name}({show_args(args)}) changed {_argument_name(learner_fn, changed[0])} in place."
                         f"\n  Hint: {_IN_PLACE_HINT}")
     failing = [i for i in range(len(cases)) if not _same_outcome(got[i], expected[i], same)]
     if not failing:

@@ -7,16 +7,20 @@ raises ``NotImplementedError``, and never raises.
 """
 from __future__ import annotations
 
-import ctypes
 import math
-import signal
-import threading
 from numbers import Integral, Real
 
 import torch
 
 from lab import costs as _costs
-from lab.check import _checker, _compare, _Fail, _same_float, _show  # one harness for all lessons
+from lab.check import (  # one harness for all lessons
+    _checker,
+    _compare,
+    _Fail,
+    _NoReturn,
+    _same_float,
+    _show,
+)
 from lab.metrics import expected_tokens_per_call
 
 __all__ = ["break_even_tokens", "kv_bytes_from_config", "throughput_gain"]
@@ -37,60 +41,6 @@ _NEVER_CASES = [(30.0, 3.0, 3.0), (10.0, 2.0, 2.5)]
 # Seconds one call of the learner's function may take: the reference answers every case in microseconds, and a
 # plain counting loop needs at most a few hundred steps, so only a loop that never ends comes near this.
 TIME_LIMIT_S = 2.0
-
-
-class _NoReturn(BaseException):
-    """The learner's function ran past the time limit. A BaseException, so that neither the harness's
-    ``except Exception`` nor one in the learner's own code records it as an ordinary answer."""
-
-
-def _call_in_thread(fn, args, seconds):
-    # Fallback where SIGALRM is not available (Windows) or we are not on the main thread: run the call in a daemon
-    # thread and, if it is still running at the limit, raise _NoReturn inside it (this stops a pure-Python loop).
-    result = {}
-
-    def run():
-        try:
-            result["value"] = fn(*args)
-        except BaseException as error:  # noqa: BLE001 — handed back to the caller below
-            result["error"] = error
-
-    worker = threading.Thread(target=run, daemon=True, name="check_costs time limit")
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(_NoReturn))
-        worker.join(0.5)
-        raise _NoReturn(args)
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
-def _call_with_alarm(fn, args, seconds):
-    def on_alarm(signum, frame):
-        raise _NoReturn(args)
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            return fn(*args)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    finally:  # a separate block: an alarm arriving just before the timer is stopped must not skip this
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _time_limited(fn, seconds=TIME_LIMIT_S):
-    """``fn`` wrapped so that a call running longer than ``seconds`` raises ``_NoReturn`` instead of hanging the
-    checker: SIGALRM on POSIX when called on the main thread with no other interval timer pending (a Jupyter kernel
-    runs cells there), else a watched daemon thread."""
-    def call(*args):
-        usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-                  and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
-        return (_call_with_alarm if usable else _call_in_thread)(fn, args, seconds)
-    return call
 
 
 def _count_key(value):
@@ -151,13 +101,12 @@ def break_even_tokens(fn):
     ]
     generic = ("return the smallest n >= 1 with setup_ms + n * spec_ms_per_token < n * ar_ms_per_token, or None "
                "when spec_ms_per_token >= ar_ms_per_token.")
-    guarded = _time_limited(fn)
     try:
-        n = _compare("break_even_tokens", guarded, _BREAK_EVEN_CASES, _costs.break_even_tokens, faults, _same_count,
-                     generic)
+        n = _compare("break_even_tokens", fn, _BREAK_EVEN_CASES, _costs.break_even_tokens, faults, _same_count,
+                     generic, time_limit=TIME_LIMIT_S)
         # The finite answers are right, so whatever goes wrong now (a number, an error) is the never case.
-        n += _compare("break_even_tokens", guarded, _NEVER_CASES, _costs.break_even_tokens, [], _same_count,
-                      _NEVER_HINT)
+        n += _compare("break_even_tokens", fn, _NEVER_CASES, _costs.break_even_tokens, [], _same_count,
+                      _NEVER_HINT, time_limit=TIME_LIMIT_S)
     except _NoReturn as stuck:
         args = ", ".join(_show(a) for a in stuck.args[0])
         raise _Fail(f"break_even_tokens({args}) did not return within {TIME_LIMIT_S:g} s: a loop with no way out "

@@ -56,6 +56,31 @@ def test_non_callable_is_reported(capsys):
     assert ok is False and "pass your function" in out
 
 
+def test_a_call_that_never_returns_is_reported(monkeypatch, capsys):
+    """Every _compare-based checker stops a learner's endless loop after CALL_TIME_LIMIT_S and says so; the alarm
+    and its handler are put back as they were. (check_costs tests its tighter limit and the thread fallback.)"""
+    import signal
+    import time
+
+    def forever(target_ms, draft_ms, n_draft):
+        while True:
+            pass
+
+    monkeypatch.setattr(check, "CALL_TIME_LIMIT_S", 0.3)
+    handler = signal.getsignal(signal.SIGALRM)
+    start = time.perf_counter()
+    ok, out = run(check.step_latency, forever, capsys)
+    assert time.perf_counter() - start < 3
+    assert ok is False
+    assert out.startswith("✗ step_latency: step_latency(30, 3, 5) did not return within 0.3 s."), out
+    assert "loop with no way out" in out
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
+    # and an answer that comes back in time is checked as before, under the same limit
+    ok, out = run(check.step_latency, lambda t, d, n: n * d + t, capsys)
+    assert ok and out.startswith("✓")
+
+
 # --- lesson 01 ---------------------------------------------------------------------------------------------
 
 def test_step_latency(capsys):
