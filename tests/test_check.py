@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -217,6 +218,9 @@ def test_speculative_step_reference(capsys):
     assert ok, out
     ok, out = run(check.speculative_step, spec_step_variant(), capsys)
     assert ok, out  # the variant with no fault switched on is correct
+    # token ids as NumPy integers are token ids
+    ok, out = run(check.speculative_step, lambda *a: [np.int64(t) for t in toy.speculative_step(*a)], capsys)
+    assert ok, out
 
 
 @pytest.mark.parametrize("kwargs, words", [

@@ -1,5 +1,6 @@
 """lab.check_arena: every checker passes the reference, rejects planted mistakes with the right hint, and prints
 "not solved yet" for a stub."""
+import numpy as np
 import pytest
 
 from lab import check_arena as check
@@ -97,6 +98,9 @@ def test_next_n_draft(capsys):
         assert hint in capsys.readouterr().out
     assert not check.next_n_draft(lambda n, a, d: str(n))
     assert "return an int" in capsys.readouterr().out
+    # a NumPy integer is an int answer
+    assert check.next_n_draft(lambda n, a, d: np.int64(next_n_draft(n, a, d)))
+    assert capsys.readouterr().out.startswith("✓")
     assert not check.next_n_draft(stub)
     assert "not solved yet" in capsys.readouterr().out
 

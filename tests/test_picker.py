@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lab import check_picker, picker
@@ -462,7 +463,7 @@ def test_cli_options_and_errors(tmp_path):
 
 # --- vLLM counters → our stats, and the lesson's checker ------------------------------------------------------------
 def test_stats_from_vllm_counters_match_our_decode_loop_stats():
-    steps = check_picker.make_steps([4, 0, 2, 4, 1], 4)
+    steps = check_picker.make_steps([4, 0, 2, 4, 1], np.int64(4))  # a NumPy integer is a length too
     counters = check_picker.counters_from_steps(steps)
     assert counters == {"num_drafts": 5, "num_draft_tokens": 20, "num_accepted_tokens": 11,
                         "accepted_per_position": [4, 3, 2, 2]}

@@ -1,4 +1,5 @@
 """KVCacheViewer and JacobiViewer: kernel-side state after hand-built records and real (tiny) runs."""
+import numpy as np
 import pytest
 import torch
 
@@ -74,6 +75,7 @@ def test_kv_viewer_escapes_and_truncates():
         viewer(StepRecord(index=1, position=1, drafted=[], num_accepted=0, emitted=[1], last_kind="bonus"))
     with pytest.raises(ValueError, match="max_slots"):
         KVCacheViewer(max_slots=2)
+    assert KVCacheViewer(max_slots=np.int64(6)).max_slots == 6
 
 
 def test_kv_viewer_follows_a_real_run_and_restarts(target, noisy_draft):

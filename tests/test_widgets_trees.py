@@ -1,5 +1,6 @@
 """TreeViewer (lesson 10): kernel-side state after real tree and chain runs on the tiny fixtures, and hand-built
 records for the edge cases (empty drafts, escaping, the step bound)."""
+import numpy as np
 import pytest
 import torch
 
@@ -170,7 +171,7 @@ def test_token_text_is_escaped():
 
 
 def test_max_steps_bounds_memory_and_new_run_restarts():
-    viewer = TreeViewer(max_steps=3)
+    viewer = TreeViewer(max_steps=np.int64(3))  # NumPy integers count as integers
     for k in range(10):
         viewer(StepRecord(index=k, position=k, drafted=[k], num_accepted=1, emitted=[k, 50 + k], last_kind="bonus"))
     assert [r.index for r in viewer.records] == [7, 8, 9]

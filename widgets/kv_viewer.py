@@ -18,6 +18,7 @@ import html
 
 import ipywidgets
 
+from lab.sampling import check_int
 from lab.trace import StepRecord
 from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
 from widgets.token_stream import token_label_text
@@ -56,8 +57,7 @@ class KVCacheViewer(ipywidgets.VBox):
     """
 
     def __init__(self, tokenizer=None, prompt_ids=None, *, max_slots: int = 40, **kwargs):
-        if isinstance(max_slots, bool) or not isinstance(max_slots, int) or max_slots < 4:
-            raise ValueError(f"max_slots must be an integer >= 4, got {max_slots!r}")
+        max_slots = check_int("max_slots", max_slots, 4)
         self._tokenizer = tokenizer
         self.max_slots = max_slots
         self._prompt = [int(t) for t in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids or [])]

@@ -27,6 +27,7 @@ import ipywidgets
 import plotly.graph_objects as go
 import torch
 
+from lab.sampling import check_int
 from lab.trace import StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
@@ -81,8 +82,7 @@ class TreeViewer(ipywidgets.VBox):
     """
 
     def __init__(self, tokenizer=None, max_steps: int = 500, **kwargs):
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
+        max_steps = check_int("max_steps", max_steps, 1)
         self._tokenizer = tokenizer
         self.max_steps = max_steps
         self._records: list = []
