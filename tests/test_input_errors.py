@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from lab import metrics, sampling, toy
+from lab import metrics, toy
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter
 from lab.sampling import accept_or_reject, categorical, check_int, probs_from_logits
