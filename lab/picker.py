@@ -58,6 +58,8 @@ import shlex
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
+import numpy as np
+
 __all__ = [
     "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
@@ -544,9 +546,10 @@ def _check_tp(name: str, value) -> int:
 
 # --- validation --------------------------------------------------------------------------------------------------
 def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return value
+    # numpy.bool_ is no bool subclass; 1 or "yes" would silently mean True
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def _check_inputs(task, temperature, has_small, can_finetune, latency_bound, memory, exclude):
@@ -555,9 +558,8 @@ def _check_inputs(task, temperature, has_small, can_finetune, latency_bound, mem
     if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) \
             or temperature < 0:
         raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
-    _check_bool("has_small_same_family_model", has_small)
-    _check_bool("can_finetune", can_finetune)
-    _check_bool("latency_bound", latency_bound)
+    flags = (_check_bool("has_small_same_family_model", has_small), _check_bool("can_finetune", can_finetune),
+             _check_bool("latency_bound", latency_bound))
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
                                or not math.isfinite(memory) or memory < 0):
         raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {memory!r}")
@@ -571,7 +573,8 @@ def _check_inputs(task, temperature, has_small, can_finetune, latency_bound, mem
     bad = [m for m in exclude if m not in allowed]
     if bad:
         raise ValueError(f"exclude may only name {', '.join(allowed)}; got {bad!r}")
-    return float(temperature), None if memory is None else float(memory), tuple(m for m in allowed if m in exclude)
+    return (float(temperature), *flags, None if memory is None else float(memory),
+            tuple(m for m in allowed if m in exclude))
 
 
 # --- the rules ---------------------------------------------------------------------------------------------------
@@ -652,13 +655,13 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         a :class:`Recommendation`.
 
     Raises:
-        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool, negative or
+        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool (``numpy.bool_``
+            counts; numbers, NumPy scalars included, are accepted for temperature and memory), negative or
             non-finite memory, or an unknown method in ``exclude`` (the message names the argument and the
             allowed values).
     """
-    temperature, memory, exclude = _check_inputs(task, temperature, has_small_same_family_model, can_finetune,
-                                                 latency_bound, memory_headroom_gb, exclude)
-    has_small, finetune = has_small_same_family_model, can_finetune
+    temperature, has_small, finetune, latency_bound, memory, exclude = _check_inputs(
+        task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb, exclude)
     workload = {"task": task, "temperature": temperature, "has_small_same_family_model": has_small,
                 "can_finetune": finetune, "latency_bound": latency_bound, "memory_headroom_gb": memory,
                 "exclude": list(exclude)}

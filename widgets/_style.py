@@ -7,10 +7,13 @@ distribution, so it wears the residual's.
 """
 from __future__ import annotations
 
+import html
+from collections import Counter
+
 __all__ = [
     "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
     "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS", "TOKEN_KINDS",
-    "GENERATED_KINDS", "tint", "slider_position",
+    "GENERATED_KINDS", "tint", "slider_position", "chart_labels",
 ]
 
 ACCEPTED_COLOR = "#009E73"   # bluish green: a draft token the target accepted
@@ -69,3 +72,18 @@ def slider_position(name: str, value, count: int, unit: str, detail: str = "") -
         raise ValueError(f"{name} must be in [{-count}, {count - 1}] ({count} {unit}{detail}; negative counts from the "
                          f"end), got {value}")
     return value % count
+
+
+def chart_labels(texts, suffixes=None, escape: bool = True) -> list:
+    """``texts`` (each ``str()``-ed) as plotly category labels: equal texts get ``" " + suffixes[i]`` appended
+    (default ``"#i"``, the position) so each keeps its own bar, since plotly draws equal categories in one slot;
+    then ``&``, ``<`` and ``>`` are escaped, as plotly renders some HTML tags in text (it shows ``&quot;``
+    literally, so quotes stay). ``escape=False`` returns the distinct labels unescaped, for HTML built later."""
+    texts = [str(text) for text in texts]
+    suffixes = [f"#{i}" for i in range(len(texts))] if suffixes is None else list(suffixes)
+    counts = Counter(texts)
+    labels = [text if counts[text] == 1 else f"{text} {suffix}" for text, suffix in zip(texts, suffixes)]
+    counts = Counter(labels)
+    if len(counts) < len(labels):  # a suffixed label met an existing one ("a", "a", "a #1"): add the position
+        labels = [label if counts[label] == 1 else f"{label} @{i}" for i, label in enumerate(labels)]
+    return [html.escape(label, quote=False) for label in labels] if escape else labels

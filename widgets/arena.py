@@ -6,8 +6,12 @@ so it renders in any notebook viewer and in exported HTML.
 """
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from widgets._style import chart_labels
 
 __all__ = ["arena_figure", "efficiency_waterfall"]
 
@@ -21,8 +25,9 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
 
     ``result`` is :func:`lab.bench.run_arena`'s return value (``rows`` with ``task``, ``temperature``, ``label``,
     ``measured_speedup``, ``predicted_speedup``, ``efficiency``); the autoregressive rows are left out (always 1).
-    Hovering a bar shows the drafter's efficiency and tokens per target call. Raises ``ValueError`` if ``result``
-    has no drafter rows.
+    Hovering a bar shows the drafter's efficiency and tokens per target call. Labels and titles are HTML-escaped
+    (plotly renders some tags); two rows of a panel with the same label get their N appended. Raises
+    ``ValueError`` if ``result`` has no drafter rows.
     """
     rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
     if not rows:
@@ -31,11 +36,14 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     temps = list(dict.fromkeys(r["temperature"] for r in rows))
     fig = make_subplots(rows=len(tasks), cols=len(temps), shared_yaxes=True, vertical_spacing=0.12,
                         horizontal_spacing=0.04,
-                        subplot_titles=[f"{task}, T = {t:g}" for task in tasks for t in temps])
+                        subplot_titles=[html.escape(f"{task}, T = {t:g}", quote=False)
+                                        for task in tasks for t in temps])
     for i, task in enumerate(tasks, start=1):
         for j, temperature in enumerate(temps, start=1):
             cell = [r for r in rows if r["task"] == task and r["temperature"] == temperature]
-            labels = [r["label"] for r in cell]
+            # escaped, and told apart where two rows share a label (compare_adaptive's "draft model" at two N)
+            suffixes = [f"(N={r['n_draft']})" if r.get("n_draft") else f"#{k}" for k, r in enumerate(cell)]
+            labels = chart_labels([r["label"] for r in cell], suffixes)
             hover = [f"efficiency {r['efficiency']:.2f}<br>tokens per target call {r['tokens_per_target_call']:.2f}"
                      for r in cell]
             first = i == 1 and j == 1
@@ -88,7 +96,8 @@ def efficiency_waterfall(row: dict, height: int = 340) -> go.Figure:
     n = f", N = {row['n_draft']}" if row.get("n_draft") else ""
     where = f"{row['task']}, T = {row['temperature']:g}, " if "task" in row else ""
     fig.update_layout(height=height, margin=dict(t=50, b=20, l=60, r=20), yaxis_title="× autoregressive",
-                      title=dict(text=f"{row.get('label', row.get('drafter', ''))} ({where}efficiency "
-                                      f"{row['efficiency']:.2f}{n}): where the predicted speedup went"),
+                      title=dict(text=html.escape(f"{row.get('label', row.get('drafter', ''))} ({where}efficiency "
+                                                  f"{row['efficiency']:.2f}{n}): where the predicted speedup went",
+                                                  quote=False)),
                       showlegend=False)
     return fig

@@ -57,8 +57,9 @@ class StrategyPicker(w.VBox):
     Args (the initial workload; see :func:`lab.picker.recommend`): ``task``, ``temperature`` (0–1.5 here),
     ``has_small_same_family_model``, ``can_finetune``, ``latency_bound``, ``memory_headroom_gb`` (None or one of
     :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``; ``target`` (name in the vLLM command)
-    and ``tensor_parallel_size`` (one of 1, 2, 4, 8). Raises ``ValueError`` for inputs ``recommend`` rejects or a
-    temperature above 1.5.
+    and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as numbers and ``numpy.bool_`` as a
+    bool. Raises ``ValueError`` for inputs ``recommend`` rejects, a temperature above 1.5 or another
+    ``tensor_parallel_size`` (True included).
     """
 
     def __init__(self, task: str = "chat", temperature: float = 0.0, has_small_same_family_model: bool = True,
@@ -68,8 +69,12 @@ class StrategyPicker(w.VBox):
                   exclude=exclude)  # validates before any widget exists
         if temperature > 1.5:
             raise ValueError(f"temperature must be in [0, 1.5] here, got {temperature!r}")
-        if tensor_parallel_size not in TP_CHOICES:
+        if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
             raise ValueError(f"tensor_parallel_size must be one of {TP_CHOICES}, got {tensor_parallel_size!r}")
+        # Plain Python values from here on: the widgets' traits reject NumPy scalars (numpy.bool_ above all).
+        tensor_parallel_size, temperature = int(tensor_parallel_size), float(temperature)
+        has_small_same_family_model, can_finetune, latency_bound = (
+            bool(has_small_same_family_model), bool(can_finetune), bool(latency_bound))
         self.target = target
         self._hold = True
         style = {"description_width": "190px"}

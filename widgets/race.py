@@ -31,12 +31,14 @@ import math
 import queue
 import threading
 import time
-from numbers import Integral
+from numbers import Integral, Real
 
 import ipywidgets as w
+import numpy as np
 
 from lab.cli import DRAFTERS, make_drafter
 from lab.decode import generate
+from lab.sampling import check_int
 from lab.trace import StepRecord
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
@@ -142,12 +144,23 @@ class RaceDashboard(w.VBox):
       small cost).
 
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
-    Raises ``ValueError`` for settings out of range, here and in :meth:`race`; the button shows such errors instead.
+    Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
+    integer >= 0), here and in :meth:`race`, and ``TypeError`` for a ``record_probs`` that is not a bool; the
+    button shows such errors instead.
     """
 
     def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int = 4,
                  max_new_tokens: int = 60, temperature: float = 0.0, seed: int = 0, record_probs: bool = True):
-        self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens, temperature=temperature)
+        settings = {"drafter": drafter, "n_draft": n_draft, "max_new_tokens": max_new_tokens,
+                    "temperature": temperature}
+        missing = [name for name, value in settings.items() if value is None]
+        if missing:  # _check skips None (race() uses that for "keep the control's value")
+            raise ValueError(f"{', '.join(missing)} must not be None")
+        checked = self._check(**settings)
+        n_draft, max_new_tokens, temperature = (checked[k] for k in ("n_draft", "max_new_tokens", "temperature"))
+        seed = check_int("seed", seed, 0)
+        if not isinstance(record_probs, (bool, np.bool_)):
+            raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
         if pair is None:
             from lab.models import load_pair
 
@@ -158,7 +171,7 @@ class RaceDashboard(w.VBox):
             prompts = held_out_prompts()
         self.pair = pair
         self.prompts = [str(p) for p in prompts]
-        self.seed = int(seed)
+        self.seed = seed
         self.record_probs = bool(record_probs)
         self.results: dict = {}
         self.speedup = None
@@ -229,7 +242,10 @@ class RaceDashboard(w.VBox):
         """Run one race with the controls' settings (arguments given here set the controls first; ``prompt`` is
         free text). Returns ``results``. Raises ``ValueError`` for bad settings (nothing runs then) and re-raises
         an error from either generation."""
-        self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens, temperature=temperature)
+        checked = self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens,
+                              temperature=temperature)
+        drafter, n_draft, max_new_tokens, temperature = (checked.get(k) for k in (
+            "drafter", "n_draft", "max_new_tokens", "temperature"))
         if prompt is not None:
             self.prompt_choice.value = FREE_TEXT
             self.free_text.value = prompt
@@ -332,20 +348,27 @@ class RaceDashboard(w.VBox):
 
     # --- settings -----------------------------------------------------------------------------------------------------
     @staticmethod
-    def _check(*, drafter=None, n_draft=None, max_new_tokens=None, temperature=None) -> None:
-        if drafter is not None and drafter not in DRAFTERS:
-            raise ValueError(f"unknown drafter {drafter!r}; choose from {', '.join(DRAFTERS)}")
+    def _check(*, drafter=None, n_draft=None, max_new_tokens=None, temperature=None) -> dict:
+        """The given settings as plain ``int``/``float`` (the ipywidgets traits reject NumPy scalars), after
+        checking them; ``None`` ones are left out."""
+        checked = {}
+        if drafter is not None:
+            if drafter not in DRAFTERS:
+                raise ValueError(f"unknown drafter {drafter!r}; choose from {', '.join(DRAFTERS)}")
+            checked["drafter"] = drafter
         for name, value, high in (("n_draft", n_draft, _MAX_N), ("max_new_tokens", max_new_tokens, _MAX_TOKENS)):
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, Integral) or not 1 <= value <= high:
                 raise ValueError(f"{name} must be an integer in 1..{high}, got {value!r}")
-        if temperature is None:
-            return
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-                or not 0 <= temperature <= _MAX_TEMPERATURE:  # also rejects NaN
-            raise ValueError(f"temperature must be a number in [0, {_MAX_TEMPERATURE}] (0 = greedy), "
-                             f"got {temperature!r}")
+            checked[name] = int(value)
+        if temperature is not None:
+            if isinstance(temperature, bool) or not isinstance(temperature, Real) \
+                    or not 0 <= temperature <= _MAX_TEMPERATURE:  # also rejects NaN
+                raise ValueError(f"temperature must be a number in [0, {_MAX_TEMPERATURE}] (0 = greedy), "
+                                 f"got {temperature!r}")
+            checked["temperature"] = float(temperature)
+        return checked
 
     def _read_settings(self) -> dict:
         if self.prompt_choice.value == FREE_TEXT:

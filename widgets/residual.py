@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable
+from numbers import Real
 from typing import Sequence
 
 import ipywidgets as w
 import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
+
+from widgets._style import chart_labels
+from widgets.token_stream import token_label_text
 
 __all__ = ["ResidualExplorer"]
 
@@ -24,9 +29,22 @@ _RESAMPLE_COLOR = "#d62728"
 
 
 def _normalised(values: Sequence[float], name: str) -> list:
-    vals = [float(v) for v in values]
-    if any(math.isnan(v) or v < 0 for v in vals):
-        raise ValueError(f"{name} must be non-negative numbers, got {vals}")
+    """``values`` (V finite numbers >= 0 with a positive sum: a list, NumPy array or 1-D tensor) divided by
+    their sum. Raises ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(values, torch.Tensor):
+        if values.dim() != 1:
+            raise ValueError(f"{name} must be one distribution [V], got a tensor of shape {tuple(values.shape)}")
+        values = values.tolist()
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a sequence of V numbers, got {type(values).__name__} {values!r}")
+    vals = list(values)
+    bad = [v for v in vals if isinstance(v, bool) or not isinstance(v, Real)]
+    if bad:
+        bad = bad[0]
+        raise TypeError(f"{name} must hold numbers (not bool), got {type(bad).__name__} {bad!r} in {vals!r}")
+    vals = [float(v) for v in vals]
+    if not all(math.isfinite(v) and v >= 0 for v in vals):  # an inf would normalise to NaN
+        raise ValueError(f"{name} must be finite numbers >= 0, got {vals}")
     total = sum(vals)
     if total <= 0:
         raise ValueError(f"{name} must have positive total mass, got {vals}")
@@ -45,10 +63,13 @@ class ResidualExplorer(w.VBox):
     Moving one slider rescales the other sliders of the same distribution so it keeps summing to 1.
 
     Args:
-        target_probs, draft_probs: initial distributions (V non-negative numbers each; normalised here).
-        tokens: V labels for the x axis (default ``"t0"``, ``"t1"``, ...); HTML-escaped where shown as HTML.
-    Raises ``ValueError`` if the two distributions have different lengths, fewer than 2 tokens, negative
-    entries or zero mass. Source of the formulas: Leviathan et al. 2023, Algorithm 1 and Appendix A.1.
+        target_probs, draft_probs: initial distributions (V finite numbers >= 0 each, NumPy scalars too;
+            normalised here).
+        tokens: V labels for the x axis (default ``"t0"``, ``"t1"``, ...; anything else is ``str()``-ed into
+            ``tokens``). The chart shows ``labels``: escaped, whitespace made visible, equal labels told apart.
+    Raises ``ValueError`` if the two distributions have different lengths, fewer than 2 tokens, negative,
+    infinite or NaN entries or zero mass; ``TypeError`` for entries that are not numbers. Source of the formulas:
+    Leviathan et al. 2023, Algorithm 1 and Appendix A.1.
     """
 
     def __init__(self, target_probs: Sequence[float] = (0.4, 0.25, 0.15, 0.12, 0.08),
@@ -59,9 +80,14 @@ class ResidualExplorer(w.VBox):
         if len(target) != len(draft) or len(target) < 2:
             raise ValueError(f"target_probs and draft_probs need the same length >= 2, got {len(target)} and "
                              f"{len(draft)}")
-        self.tokens = list(tokens) if tokens is not None else [f"t{i}" for i in range(len(target))]
+        if tokens is not None and (isinstance(tokens, str) or not isinstance(tokens, Iterable)):
+            raise TypeError(f"tokens must be a sequence of V labels, got {type(tokens).__name__} {tokens!r}")
+        self.tokens = ([str(t) for t in tokens] if tokens is not None
+                       else [f"t{i}" for i in range(len(target))])
         if len(self.tokens) != len(target):
             raise ValueError(f"need {len(target)} token labels, got {len(self.tokens)}")
+        self._plain_labels = chart_labels([token_label_text(t) for t in self.tokens], escape=False)
+        self.labels = [html.escape(label, quote=False) for label in self._plain_labels]  # plotly: &, <, > only
         self._values = {"target": target, "draft": draft}
         self._syncing = False
 
@@ -74,7 +100,7 @@ class ResidualExplorer(w.VBox):
 
         self.figure = go.FigureWidget(make_subplots(
             rows=1, cols=3, subplot_titles=("target and draft", "P(emit) = accepted + resampled", "residual")))
-        x = self.tokens
+        x = self.labels
         self.figure.add_bar(x=x, y=target, name="target", marker_color=_TARGET_COLOR, offsetgroup="t", row=1, col=1)
         self.figure.add_bar(x=x, y=draft, name="draft", marker_color=_DRAFT_COLOR, offsetgroup="d", row=1, col=1)
         self.figure.add_bar(x=x, y=target, name="accepted: min(target, draft)", marker_color=_ACCEPT_COLOR,
@@ -204,4 +230,4 @@ class ResidualExplorer(w.VBox):
 
     def _residual_support(self):
         residual = self.residual
-        return [t for t, r in zip(self.tokens, residual.tolist()) if r > 1e-9] or ["(none)"]
+        return [t for t, r in zip(self._plain_labels, residual.tolist()) if r > 1e-9] or ["(none)"]

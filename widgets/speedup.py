@@ -38,7 +38,7 @@ class SpeedupExplorer(w.VBox):
                  horizon: float = 12.0):
         if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
             raise ValueError(f"max_n must be an integer >= 1, got {max_n!r}")
-        if not isinstance(horizon, Real) or not horizon > 0 or math.isinf(horizon):
+        if isinstance(horizon, bool) or not isinstance(horizon, Real) or not horizon > 0 or math.isinf(horizon):
             raise ValueError(f"horizon must be a finite number > 0 target passes, got {horizon!r}")
         self.max_n = int(max_n)
         self._check(alpha, n_draft, cost_ratio)

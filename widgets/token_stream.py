@@ -23,10 +23,11 @@ import plotly.graph_objects as go
 import torch
 import traitlets
 
-from lab.sampling import residual_distribution
+from lab.sampling import check_int, residual_distribution
 from lab.trace import StepRecord
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
-                            PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, tint)
+                            PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, chart_labels,
+                            tint)
 
 __all__ = [
     "TokenStream", "token_display_text", "token_label_text",
@@ -185,7 +186,7 @@ class TokenStream(ipywidgets.VBox):
     - ``prompt_ids``: the prompt, shown muted before the generated tokens (list of ints, or a tensor ``[n]`` /
       ``[1, n]``); may be omitted.
     - ``top_k``: how many most likely tokens of each distribution the chart shows (their union is plotted).
-    - ``chart_height``: height of the probability chart in pixels.
+    - ``chart_height``: height of the probability chart in pixels (an integer >= 10, plotly's minimum).
 
     Calling the widget with a :class:`~lab.trace.StepRecord` (or ``on_step(record)``) appends that step and updates
     the browser at once. A record with ``index == 0`` arriving after earlier steps starts a new run: the generated
@@ -202,6 +203,7 @@ class TokenStream(ipywidgets.VBox):
     def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320, **kwargs):
         if isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1:
             raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+        chart_height = check_int("chart_height", chart_height, 10)  # plotly's smallest figure height
         self._tokenizer = tokenizer
         self._top_k = int(top_k)
         self._text_cache: dict = {}
@@ -589,9 +591,8 @@ class TokenStream(ipywidgets.VBox):
 
     def _unique_labels(self, token_ids) -> list:
         """Escaped chart labels; two tokens that decode alike get their ids appended so their bars stay apart."""
-        raw = [token_label_text(self._text(token)) for token in token_ids]
-        labels = [text if raw.count(text) == 1 else f"{text} #{token}" for text, token in zip(raw, token_ids)]
-        return [html.escape(label, quote=False) for label in labels]  # plotly text: &, <, > only
+        return chart_labels([token_label_text(self._text(token)) for token in token_ids],
+                            [f"#{token}" for token in token_ids])
 
     def _describe(self, detail) -> str:
         """One or two plain-text sentences on what happened at the selected position, with its probabilities."""

@@ -103,3 +103,13 @@ def draft_token(logits: torch.Tensor, request: DraftRequest) -> tuple:
         return int(logits.argmax()), None
     probs = probs_from_logits(logits, request.temperature, request.top_k, request.top_p).cpu()
     return int(torch.multinomial(probs, 1, generator=request.generator)), probs
+
+
+def check_pair(pair, where: str) -> None:
+    """Raise ``TypeError`` unless ``pair`` looks like a :class:`lab.models.ModelPair` (its ``target`` a causal
+    LM); ``where`` names the caller in the message. Duck-typed so a test's stand-in pair also passes."""
+    if callable(getattr(getattr(pair, "target", None), "get_output_embeddings", None)):
+        return
+    hint = " (pass the pair itself, not pair.target)" if callable(getattr(pair, "get_output_embeddings", None)) else ""
+    raise TypeError(f"{where} expected a ModelPair (lab.models.load_pair(...)) as pair, got {type(pair).__name__}"
+                    f"{' ' + repr(pair) if isinstance(pair, str) else ''}{hint}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from numbers import Integral
 
+import numpy as np
 import torch
 
 from lab.drafters.base import Draft, DraftRequest, draft_token
@@ -66,9 +67,10 @@ class DraftModelDrafter:
     ``n_draft_history`` lists the N used at each step of the current generation. With ``adaptive=False`` (the
     default) N never changes. Greedy output is the target's either way: N only changes speed.
 
-    ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool). Raises
-    ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` < ``n_draft``, or ``max_n_draft`` without ``adaptive``;
-    ``TypeError`` when ``draft_model`` is not a causal LM (a drafter or a ``ModelPair``, say).
+    ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool);
+    ``adaptive`` must be a bool (``numpy.bool_`` too). Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` <
+    ``n_draft``, or ``max_n_draft`` without ``adaptive``; ``TypeError`` when ``draft_model`` is not a causal LM (a
+    drafter or a ``ModelPair``, say) or ``adaptive`` is not a bool (``"no"`` would be truthy).
     """
 
     def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None):
@@ -76,6 +78,8 @@ class DraftModelDrafter:
             raise TypeError(f"draft_model must be a transformers causal LM (e.g. pair.draft), got "
                             f"{type(draft_model).__name__}")
         n_draft = check_int("n_draft", n_draft, 1)
+        if not isinstance(adaptive, (bool, np.bool_)):
+            raise TypeError(f"adaptive must be True or False, got {type(adaptive).__name__} {adaptive!r}")
         if max_n_draft is not None:
             if not adaptive:
                 raise ValueError("max_n_draft only applies with adaptive=True")

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.drafters.base import Draft, DraftRequest, TargetOutput, draft_token
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
 from lab.train import PAIR_DIR
@@ -268,7 +268,9 @@ class EagleDrafter:
         """An EAGLE drafter for ``pair.target`` (a :class:`lab.models.ModelPair`) with the weights in
         ``directory`` (the bundled ones by default): a chain of ``n_draft`` tokens (default 4), or the token tree
         ``tree`` (then ``n_draft`` must be omitted or equal the tree's depth). Raises ``FileNotFoundError`` naming
-        the path and ``python -m lab train eagle`` when they are missing, ``ValueError`` as the constructor does."""
+        the path and ``python -m lab train eagle`` when they are missing, ``ValueError`` as the constructor does,
+        ``TypeError`` when ``pair`` is not a ``ModelPair`` (a name or ``pair.target``, say)."""
+        check_pair(pair, "EagleDrafter.from_pretrained")
         return cls(pair.target, EagleDraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)
 
     def __repr__(self) -> str:

@@ -38,6 +38,7 @@ import torch
 from lab.drafters.base import Draft, DraftRequest
 from lab.kv import rollback
 from lab.models import forward, new_cache
+from lab.sampling import check_int
 from lab.trees import _is_int
 
 __all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
@@ -114,12 +115,13 @@ def jacobi_decode(target, prompt_ids, window: int = 8, init=None, max_iterations
     ``max_iterations`` is ``window + 1``. Source: Santilli et al. 2023 (Jacobi decoding); Fu et al. 2024, sec. 2.
 
     Returns :class:`JacobiRun`. Raises ``ValueError`` for an empty prompt, ``window`` < 1, ``init`` of the wrong
-    length or ``max_iterations`` < 1.
+    length, ``max_iterations`` < 1 or a ``seed`` that is not an integer >= 0 (NumPy integers count).
     """
     prompt = [int(t) for t in prompt_ids]
     if not prompt:
         raise ValueError("prompt_ids must hold at least one token id")
     window = _check_int("window", window, 1)
+    seed = check_int("seed", seed, 0)  # random.Random rejects NumPy ints and hashes floats
     if init is None:
         rng = random.Random(seed)
         guesses = [rng.choice(prompt) for _ in range(window)]
@@ -160,7 +162,8 @@ class LookaheadDrafter:
       key of the pool; its n − 1 further tokens (the continuation) are what gets proposed after the last committed
       token. n = 2 uses only the latest iteration;
     - ``pool_size`` (>= 1): continuations kept per first token (the oldest is dropped first);
-    - ``seed``: the random generator that fills window positions with prompt tokens when no guess exists yet.
+    - ``seed`` (integer >= 0): the random generator that fills window positions with prompt tokens when no guess
+      exists yet.
 
     Per step (see the module docstring): the verification branch is a pooled continuation of the last committed
     token — the most recent one whose first token equals the window's first guess, else the most recent one; the
@@ -178,12 +181,12 @@ class LookaheadDrafter:
         self.window = _check_int("window", window, 1)
         self.ngram = _check_int("ngram", ngram, 2)
         self.pool_size = _check_int("pool_size", pool_size, 1)
-        self.seed = seed
+        self.seed = check_int("seed", seed, 0)  # random.Random rejects NumPy ints and hashes floats
         self.pool: dict = {}
         self.window_tokens: list = []
         self.history: list = []
         self._levels: list = []   # fed windows of the last n − 1 iterations: dicts position → token
-        self._rng = random.Random(seed)
+        self._rng = random.Random(self.seed)
         self._filler: list = [0]
         self._step: dict = {}
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair
 from lab.sampling import check_int
 from lab.trees import check_choices
 
@@ -201,7 +201,9 @@ class MedusaDrafter:
         target's device and dtype. ``directory`` overrides where to look (default :data:`MEDUSA_DIR`).
 
         Raises ``FileNotFoundError`` naming the missing path (train with ``python -m lab train medusa``); for a
-        hub preset without a ``directory`` too, as heads exist only for the bundled target."""
+        hub preset without a ``directory`` too, as heads exist only for the bundled target. ``TypeError`` when
+        ``pair`` is not a ``ModelPair`` (a name or a model, say)."""
+        check_pair(pair, "MedusaDrafter.from_pretrained")
         if directory is None:
             if pair.name != "shakespeare":
                 raise FileNotFoundError(f"no Medusa heads for the {pair.name!r} pair: only the bundled 'shakespeare' "
