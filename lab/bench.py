@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from numbers import Integral
+from numbers import Integral, Real
 
 import torch
 
@@ -40,6 +40,48 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def _check_prompts(prompts, name: str = "prompts") -> list[str]:
+    """``prompts`` as a list after checking it is a non-empty sequence of strings (a bare string is a mistake:
+    iterating it would run every character as a prompt); errors name ``name``."""
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(f"{name} must be a list of strings, got one {type(prompts).__name__}: wrap it in a list, "
+                        f"[{prompts[:40]!r}]")
+    try:
+        prompts = list(prompts)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of strings, got {type(prompts).__name__}") from None
+    if not prompts:
+        raise ValueError(f"{name} must be a non-empty list of strings, got an empty one")
+    wrong = [p for p in prompts if not isinstance(p, str)]
+    if wrong:
+        raise TypeError(f"{name} must be a list of strings, got an item of type {type(wrong[0]).__name__}: "
+                        f"{wrong[0]!r}")
+    return prompts
+
+
+def _context_problem(pair, encoded, max_new_tokens: int) -> str | None:
+    """Why the longest of the ``encoded`` prompts plus ``max_new_tokens`` does not fit the target's context (a
+    message for the caller to name its argument or flag in), or None if they fit."""
+    from lab.models import context_limit
+
+    limit = context_limit(pair.target)
+    longest = max(len(ids) for ids in encoded)
+    if limit is not None and longest + max_new_tokens > limit:
+        which = "prompt" if len(encoded) == 1 else "the longest prompt"
+        return (f"{which} ({longest} tokens) + {max_new_tokens} new tokens exceed the target's context of {limit} "
+                "positions")
+    return None
+
+
+def _encode_all(pair, prompts) -> list[list[int]]:
+    encoded = [pair.encode(p) for p in prompts]
+    empty = [i for i, ids in enumerate(encoded) if not ids]
+    if empty:
+        raise ValueError(f"prompts[{empty[0]}] is {prompts[empty[0]]!r}, which has no tokens; every prompt needs "
+                         "at least one")
+    return encoded
+
+
 def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int = 4, extra=()) -> dict:
     """Time the four base methods (plus any of :data:`EXTRA_METHODS` named in ``extra``) on ``prompts``.
 
@@ -48,28 +90,65 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
     speculative, HF prompt lookup for lab prompt lookup). ``n_draft`` is the draft model's N; prompt lookup and
     Lookahead use their drafters' defaults (``PromptLookupDrafter()``: n-grams of up to 3 tokens, 5 drafted tokens,
-    and transformers' ``prompt_lookup_num_tokens=5``; ``LookaheadDrafter()``). Raises ``ValueError`` for an unknown
-    method.
+    and transformers' ``prompt_lookup_num_tokens=5``; ``LookaheadDrafter()``). ``pair.draft.generation_config``
+    is set for transformers' assistant during the run (N, a constant schedule, no confidence threshold) and put
+    back afterwards.
+
+    Raises ``TypeError`` when ``prompts`` is not a list (or other sequence) of strings, e.g. a bare string;
+    ``ValueError`` for an empty list or a prompt with no tokens, an unknown method, ``max_new_tokens`` or
+    ``n_draft`` that is not an integer >= 1, or a prompt that with ``max_new_tokens`` exceeds the target's context.
     """
+    prompts = _check_prompts(prompts)
+    max_new_tokens, n_draft = check_int("max_new_tokens", max_new_tokens, 1), check_int("n_draft", n_draft, 1)
+    unknown = [name for name in extra if name not in EXTRA_METHODS]
+    if unknown:
+        raise ValueError(f"extra must name methods from {EXTRA_METHODS}, got {unknown}")
+    encoded = _encode_all(pair, prompts)
+    problem = _context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}; shorten the prompts or lower max_new_tokens")
+
+    assistant_config = pair.draft.generation_config
+    saved = {key: getattr(assistant_config, key, _MISSING) for key in _ASSISTANT_KEYS}
+    assistant_config.num_assistant_tokens = n_draft
+    assistant_config.num_assistant_tokens_schedule = "constant"
+    assistant_config.assistant_confidence_threshold = 0.0
+    try:
+        return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra)
+    finally:  # the pair is shared (lessons, tests): leave its draft's config as it was
+        for key, value in saved.items():
+            if value is _MISSING:
+                delattr(assistant_config, key)
+            else:
+                setattr(assistant_config, key, value)
+
+
+_MISSING = object()
+_ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
+
+def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
     from lab.cli import make_drafter
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
-    unknown = [name for name in extra if name not in EXTRA_METHODS]
-    if unknown:
-        raise ValueError(f"extra must name methods from {EXTRA_METHODS}, got {unknown}")
-
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
-    assistant_config = draft.generation_config
-    assistant_config.num_assistant_tokens = n_draft
-    assistant_config.num_assistant_tokens_schedule = "constant"
-    assistant_config.assistant_confidence_threshold = 0.0
 
     def hf(ids, assistant=None, lookup=None):
+        from transformers.utils import logging as hf_logging
+
         x = torch.tensor([ids], device=pair.device)
         more = {"prompt_lookup_num_tokens": lookup} if lookup else {}
-        out = target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, do_sample=False,
-                              eos_token_id=eos, pad_token_id=eos, assistant_model=assistant, **more)
+        # transformers' assisted generation calls the assistant's generate with a generation_config and explicit
+        # lengths, which its own deprecation check then reports (5.24); our arguments are not the cause.
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        try:
+            out = target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                                  do_sample=False, eos_token_id=eos, pad_token_id=eos, assistant_model=assistant,
+                                  **more)
+        finally:
+            hf_logging.set_verbosity(verbosity)
         return {"tokens": out[0, len(ids):].tolist()}
 
     def lab_run(ids, make_drafter):
@@ -89,7 +168,6 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
         "lab early exit": lambda ids: lab_run(ids, lambda: make_drafter("early-exit", pair, n_draft)),
     }
     methods = {name: fn for name, fn in methods.items() if name in BASE_METHODS or name in extra}
-    encoded = [pair.encode(p) for p in prompts]
     results, outputs = {}, {}
     for name, fn in methods.items():
         fn(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
@@ -176,11 +254,15 @@ def copy_heavy_prompts(pair, texts=None, repeats: int = 3, lead_tokens: int = 4)
 
     ``texts`` default to the held-out prompts; each passage is their first ≤ 48 tokens cut to whole lines, the
     format the target saw in its copy training (see the model card). Greedy decoding continues the passage, so
-    prompt lookup can propose long runs that the target accepts (lesson 08)."""
+    prompt lookup can propose long runs that the target accepts (lesson 08).
+
+    Raises ``ValueError`` naming the argument for ``repeats`` that is not an integer >= 1 or ``lead_tokens`` not an
+    integer >= 0, or an empty ``texts``; ``TypeError`` when ``texts`` is not a list of strings (e.g. one string)."""
     from lab.models import held_out_prompts
 
+    repeats, lead_tokens = check_int("repeats", repeats, 1), check_int("lead_tokens", lead_tokens, 0)
     prompts = []
-    for text in texts if texts is not None else held_out_prompts():
+    for text in _check_prompts(texts, "texts") if texts is not None else held_out_prompts():
         passage = _passage(pair, text)
         lead = pair.decode(pair.encode(passage)[:lead_tokens])
         prompts.append((passage + "\n\n") * repeats + lead)
@@ -193,11 +275,14 @@ EDITS = (("my lord", "my liege"), (" you", " thee"), (" your", " thy"), (" the "
 
 def edit_prompts(pair, texts=None) -> list[str]:
     """Edit tasks: a passage, then the same passage with small word changes (``EDITS``), then the edited version
-    once more from its start — the output should repeat the edited text, which the prompt already holds."""
+    once more from its start — the output should repeat the edited text, which the prompt already holds.
+
+    Raises ``TypeError`` when ``texts`` is not a list of strings (e.g. one string), ``ValueError`` when it is
+    empty."""
     from lab.models import held_out_prompts
 
     prompts = []
-    for text in texts if texts is not None else held_out_prompts():
+    for text in _check_prompts(texts, "texts") if texts is not None else held_out_prompts():
         passage = _passage(pair, text)
         edited = passage
         for old, new in EDITS:
@@ -212,12 +297,17 @@ def record_prompts(pair, texts=None, records: int = 4) -> list[str]:
     """Structured records, one JSON-like line per speech: ``{"speaker": "KING", "words": 5, "line": "…"}``.
 
     Built from the held-out passages (speaker lines in capitals followed by a speech); each prompt holds up to
-    ``records`` records and the opening of the next one, so the continuation is more of the same structure."""
+    ``records`` records and the opening of the next one, so the continuation is more of the same structure.
+
+    Raises ``ValueError`` for ``records`` that is not an integer >= 2 (a prompt shows at least two records before
+    the one to continue) or an empty ``texts``, ``TypeError`` when
+    ``texts`` is not a list of strings (e.g. one string)."""
     import json as _json
 
     from lab.models import held_out_prompts
 
-    texts = texts if texts is not None else held_out_prompts()
+    records = check_int("records", records, 2)
+    texts = _check_prompts(texts, "texts") if texts is not None else held_out_prompts()
     speeches = []
     for text in texts:
         lines = [line.strip() for line in text.split("\n")]
@@ -236,17 +326,30 @@ def record_prompts(pair, texts=None, records: int = 4) -> list[str]:
 
 
 def main(args) -> int:
+    """``python -m lab bench``: time every method (:data:`BASE_METHODS` and :data:`EXTRA_METHODS`) on the first
+    ``args.prompts`` held-out prompts and on their copy-heavy versions, and print the two tables (or JSON with
+    ``args.json``). ``args`` comes from :func:`lab.cli.build_parser` (``pair``, ``prompts``, ``max_new_tokens``,
+    ``n_draft``, ``json``). Returns the exit status: 0, or 1 if a method's greedy tokens differed from lab
+    autoregressive decoding.
+
+    Raises ``SystemExit`` for more ``--prompts`` than are bundled (before the pair loads) and
+    :class:`lab.cli.OptionError` naming ``--max-new-tokens`` when the longest prompt plus the new tokens exceeds
+    the target's context (before any timing); :func:`lab.cli.main` prints either as one line."""
+    from lab.cli import OptionError
     from lab.models import held_out_prompts, load_pair
 
-    pair = load_pair(args.pair)
     prompts = held_out_prompts()
-    if args.prompts > len(prompts):
+    if args.prompts > len(prompts):  # checked before the pair loads
         raise SystemExit(f"--prompts must be at most {len(prompts)} (the held-out prompts bundled)")
+    pair = load_pair(args.pair)
     chosen = prompts[: args.prompts]
+    copy_heavy = copy_heavy_prompts(pair, chosen)
+    problem = _context_problem(pair, [pair.encode(p) for p in chosen + copy_heavy], args.max_new_tokens)
+    if problem:
+        raise OptionError("--max-new-tokens", problem)
     results = {
         "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=EXTRA_METHODS),
-        "copy-heavy": run_bench(pair, copy_heavy_prompts(pair, chosen), args.max_new_tokens, args.n_draft,
-                                extra=EXTRA_METHODS),
+        "copy-heavy": run_bench(pair, copy_heavy, args.max_new_tokens, args.n_draft, extra=EXTRA_METHODS),
     }
     if args.json:
         print(json.dumps(results, indent=1))
@@ -407,7 +510,8 @@ def _progress(total: int, progress: bool, desc: str):
 
 
 def _check_temperature(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+    # any real number (NumPy floats too) but a bool; `not value >= 0` also rejects NaN
+    if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0 or value == float("inf"):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
@@ -421,13 +525,16 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
         raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
     if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
         raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
-    if isinstance(temperatures, (str, int, float)) or not temperatures:
+    if isinstance(temperatures, (str, Real)) or not temperatures:
         raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
     for t in temperatures:
         _check_temperature("temperatures", t)
 
 
-def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.0, 1.0), max_new_tokens: int = 64,
+_DEFAULT_TASKS = ("prose", "copy_edit", "structured")  # run_arena's
+
+
+def run_arena(pair, tasks=_DEFAULT_TASKS, temperatures=(0.0, 1.0), max_new_tokens: int = 64,
               prompts_per_task: int = 3, n_draft: int = 4, seed: int = 0, progress: bool = True,
               drafters=ARENA_DRAFTERS, repeats: int = 1) -> dict:
     """Every drafter on the same target and prompts, per task and temperature, with predicted and measured speedup.
@@ -509,8 +616,10 @@ def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.
     ``settings`` records the pair, device, dtype, threads, arguments, the drafters' geometry and the 1-minute load
     average before and after (``os.getloadavg``): timings on a busy machine are not comparable. Values are not
     rounded (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
-    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature, a count < 1, a
-    seed that is not an integer >= 0, or ``prompts_per_task`` larger than a task has prompts.
+    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature (negative,
+    infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an integer >= 0,
+    ``prompts_per_task`` larger than a task has prompts, or ``max_new_tokens`` that with the longest prompt exceeds
+    the target's context.
     """
     import os
 
@@ -525,6 +634,9 @@ def run_arena(pair, tasks=("prose", "copy_edit", "structured"), temperatures=(0.
             raise ValueError(f"prompts_per_task must be at most {len(available)} (the {task!r} prompts), "
                              f"got {prompts_per_task}")
         prompts[task] = [pair.encode(p) for p in available[:prompts_per_task]]
+    problem = _context_problem(pair, [ids for task in tasks for ids in prompts[task]], max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
     load_before = os.getloadavg()[0]
     factories = {kind: (lambda kind=kind: make_drafter(kind, pair, n_draft)) for kind in drafters}
     warm = prompts[tasks[0]][0][:16]
@@ -649,7 +761,8 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
     mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
     its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
     speedup. Raises ``ValueError`` naming the argument for a count < 1 (``max_new_tokens``, ``prompts``, ``start_n``,
-    ``repeats``), an unknown ``task``, a negative or infinite ``temperature``, a bad ``seed``, or bad ``n_values``.
+    ``repeats``), an unknown ``task``, a negative or infinite ``temperature``, a bad ``seed``, bad ``n_values``, or
+    ``max_new_tokens`` that with the longest prompt exceeds the target's context.
     """
     import os
 
@@ -672,6 +785,9 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
     if prompts > len(available):
         raise ValueError(f"prompts must be at most {len(available)} (the {task!r} prompts), got {prompts}")
     encoded = [pair.encode(p) for p in available[:prompts]]
+    problem = _context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
     temperature = float(temperature)
     load_before = os.getloadavg()[0]
     _run_one(pair, encoded[0][:16], None, temperature, seed, 8, 1)
@@ -730,7 +846,10 @@ def format_adaptive(result: dict) -> str:
 
 def arena_main(args) -> int:
     """``python -m lab arena``: the full arena table, then fixed vs adaptive N for the draft model (prose, T = 0).
-    Exit status 1 if any greedy run differed from autoregressive decoding."""
+    Exit status 1 if any greedy run differed from autoregressive decoding. Raises ``SystemExit`` for more
+    ``--prompts`` than a task has (before the pair loads) and :class:`lab.cli.OptionError` naming
+    ``--max-new-tokens`` when a prompt plus the new tokens exceeds the target's context (before any run)."""
+    from lab.cli import OptionError
     from lab.models import held_out_prompts, load_pair
 
     # Checked before the pair loads: every task is built from the held-out texts, one prompt per text except
@@ -739,6 +858,11 @@ def arena_main(args) -> int:
     if args.prompts > most:
         raise SystemExit(f"--prompts must be at most {most} (the structured prompts bundled), got {args.prompts}")
     pair = load_pair(args.pair)
+    # compare_adaptive runs the prose prompts, one of run_arena's default tasks
+    encoded = [pair.encode(p) for task in _DEFAULT_TASKS for p in arena_prompts(pair, task)[: args.prompts]]
+    problem = _context_problem(pair, encoded, args.max_new_tokens)
+    if problem:
+        raise OptionError("--max-new-tokens", problem)
     arena = run_arena(pair, max_new_tokens=args.max_new_tokens, prompts_per_task=args.prompts,
                       n_draft=args.n_draft, repeats=args.repeats)
     adaptive = compare_adaptive(pair, max_new_tokens=args.max_new_tokens, prompts=args.prompts,

@@ -8,7 +8,9 @@ measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` 
 (see :mod:`lab.picker`).
 
 Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
-2); a model that cannot be loaded gives one error line and exit status 1.
+2); the checks that need the tokenizer (``--prompt`` must have a token; prompt + ``--max-new-tokens`` must fit the
+target's context) stop right after the pair loads, before any generation, in the same form. A model that cannot be loaded gives one error
+line and exit status 1.
 """
 from __future__ import annotations
 
@@ -24,6 +26,16 @@ PAIRS = ("shakespeare", "gpt2", "smollm2", "qwen2.5")
 
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
         "prompt": "\x1b[2m", "reset": "\x1b[0m"}
+
+
+class OptionError(Exception):
+    """A bad option that only shows once the pair is loaded (a prompt with no tokens, or a prompt plus
+    ``--max-new-tokens`` longer than the target's context). :func:`main` prints ``python -m lab COMMAND: error: FLAG: MESSAGE`` and returns 2, as
+    argparse does for the options it can check itself."""
+
+    def __init__(self, flag: str, message: str):
+        super().__init__(f"{flag}: {message}")
+        self.flag = flag
 
 
 def make_drafter(kind: str, pair, n_draft: int):
@@ -77,6 +89,17 @@ def _finite_nonnegative(what: str, example: str):
     return parse
 
 
+def _seed(text: str) -> int:
+    """argparse type: a whole number that ``torch.Generator.manual_seed`` accepts."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not -2 ** 63 <= value < 2 ** 64:
+        raise argparse.ArgumentTypeError(f"must be a whole number from -2**63 to 2**64 - 1, got {text!r}")
+    return value
+
+
 _temperature = _finite_nonnegative("number", " (0 = greedy)")
 _gigabytes = _finite_nonnegative("number of GB", "")
 
@@ -85,13 +108,17 @@ def demo(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`main`'s parser); returns the
     exit status."""
     from lab.decode import generate
-    from lab.models import held_out_prompts, load_pair
+    from lab.models import context_limit, held_out_prompts, load_pair
 
     pair = load_pair(args.pair)
     prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
     prompt_ids = pair.encode(prompt)
     if not prompt_ids:
-        raise SystemExit("--prompt must contain at least one token")
+        raise OptionError("--prompt", f"must contain at least one token, got {prompt!r}")
+    limit = context_limit(pair.target)
+    if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
+        raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
+                                              f"exceed the target's context of {limit} positions")
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
 
     def paint(kind: str, text: str) -> str:
@@ -150,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-draft", type=_positive_int, default=4,
                    help="draft tokens per step N, >= 1 (model, ngram, eagle, early-exit; lookahead and medusa use "
                         "their own window / tree) (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="random seed for sampling (default: %(default)s)")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
     p.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
@@ -226,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Run ``python -m lab`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status. Bad options raise
-    ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag."""
+    ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag; a prompt plus
+    ``--max-new-tokens`` beyond the target's context (:class:`OptionError`) prints one such line and returns 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "pick":
@@ -247,8 +276,14 @@ def main(argv=None) -> int:
 
             return arena_main(args)
         except ModelNotAvailableError as error:
-            print(f"python -m lab {args.command}: {error}", file=sys.stderr)
+            # the loader's advice is written for Python; on the command line the bundled pair is the default
+            advice = (f" On the command line: leave out --pair {args.pair} to run the bundled pair."
+                      if args.pair != "shakespeare" else "")
+            print(f"python -m lab {args.command}: {error}{advice}", file=sys.stderr)
             return 1
+        except OptionError as error:
+            print(f"python -m lab {args.command}: error: {error}", file=sys.stderr)
+            return 2
     from lab import train
 
     if args.what in ("medusa", "eagle"):

@@ -72,6 +72,11 @@ def _alpha(value) -> float:
     return float(value)
 
 
+def _check_module(name, value) -> None:
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module (a model), got {type(value).__name__}")
+
+
 # --- memory: weights -----------------------------------------------------------------------------------------------
 def _unique_parameters(model):
     seen = set()
@@ -84,7 +89,10 @@ def _unique_parameters(model):
 
 def parameter_bytes(model: torch.nn.Module) -> int:
     """Bytes of ``model``'s parameters: ``sum(numel * element_size)``, each tensor counted once (tied embeddings
-    are one tensor). Buffers (e.g. rotary frequency tables) are not counted. Unit: bytes."""
+    are one tensor). Buffers (e.g. rotary frequency tables) are not counted. Unit: bytes.
+
+    Raises ``TypeError`` when ``model`` is not a ``torch.nn.Module`` (e.g. a model pair: pass ``pair.target``)."""
+    _check_module("model", model)
     return sum(p.numel() * p.element_size() for p in _unique_parameters(model))
 
 
@@ -92,7 +100,10 @@ def extra_parameter_bytes(model: torch.nn.Module, target: torch.nn.Module) -> in
     """Bytes of ``model``'s parameters that are *not* the target's own tensors: what keeping ``model`` next to
     ``target`` adds to memory. A separate draft model adds all of its bytes; an early-exit draft (the target's own
     first layers, :func:`lab.drafters.early_exit.truncated_model`) adds 0; Medusa heads and an EAGLE draft add their
-    own layers (they reuse the target's embedding and LM head without registering them). Unit: bytes."""
+    own layers (they reuse the target's embedding and LM head without registering them). Unit: bytes. Raises
+    ``TypeError`` when ``model`` or ``target`` is not a ``torch.nn.Module``."""
+    _check_module("model", model)
+    _check_module("target", target)
     shared = {p.untyped_storage().data_ptr() for p in target.parameters()}
     return sum(p.numel() * p.element_size() for p in _unique_parameters(model)
                if p.untyped_storage().data_ptr() not in shared)
@@ -211,8 +222,12 @@ def cache_bytes(cache) -> int:
 def pass_time(tokens: float, ridge_tokens: float) -> float:
     """Roofline time of one forward pass over ``tokens`` tokens (summed over the batch), in memory-bound pass units:
     ``max(1, tokens / ridge_tokens)``. Below ``ridge_tokens`` the pass is memory-bound (reading the weights
-    dominates, extra tokens are free); above it, compute-bound (time grows with the tokens)."""
-    return max(1.0, tokens / ridge_tokens)
+    dominates, extra tokens are free); above it, compute-bound (time grows with the tokens).
+
+    Raises ``ValueError`` naming the argument when ``tokens`` is not a finite number >= 0 or ``ridge_tokens`` not a
+    finite number > 0 (NaN, a bool or a string included)."""
+    tokens = _number("tokens", tokens)
+    return max(1.0, tokens / _number("ridge_tokens", ridge_tokens, positive=True))
 
 
 def _ridge_tokens(flops_per_byte: float, bytes_per_param: float) -> float:
@@ -260,7 +275,10 @@ def break_even_batch(n_draft: int, alpha: float, cost_ratio: float, flops_per_by
                      bytes_per_param: float = 2.0, max_batch: int = 1 << 16) -> int | None:
     """The smallest batch at which :func:`speculative_throughput_gain` falls below 1 (speculation starts to cost
     throughput), searching 1..``max_batch``; None if it never does there. The gain never rises with the batch,
-    so a bisection finds it. Same arguments and errors as :func:`speculative_throughput_gain`."""
+    so a bisection finds it. Same arguments as :func:`speculative_throughput_gain`; raises ``ValueError`` naming the
+    argument as it does (``n_draft`` < 1, ``alpha`` outside [0, 1], a negative or non-finite ``cost_ratio``,
+    ``flops_per_byte`` / ``bytes_per_param`` <= 0; bools are not numbers) and for ``max_batch`` that is not an
+    integer >= 1."""
     max_batch = _positive_int("max_batch", max_batch)
 
     def loses(b):

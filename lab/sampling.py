@@ -36,13 +36,17 @@ def check_int(name: str, value, minimum: int) -> int:
 
 
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> None:
-    """Raise ``ValueError`` naming the argument when temperature is negative, infinite or NaN, top_k is not an
-    integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in (0, 1]."""
-    if not isinstance(temperature, Real) or math.isnan(temperature) or temperature < 0 or math.isinf(temperature):
+    """Raise ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
+    infinite or NaN, top_k is not an integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in
+    (0, 1] (bool is not a number here)."""
+    # bool is a Real, but True as a temperature or top_p is almost always a mistake
+    if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
+            or temperature < 0 or math.isinf(temperature)):
         raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
         raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
-    if top_p is not None and (not isinstance(top_p, Real) or math.isnan(top_p) or not 0 < top_p <= 1):
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)
+                              or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
@@ -71,8 +75,9 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     Apply the same call to target and draft logits: verification is exact only when both sides use the
     same processed distributions (Leviathan et al. 2023, section 2.3).
 
-    Raises ``ValueError`` for non-floating-point logits, logits without a vocabulary axis, NaN or +inf logits,
-    a row whose logits are all -inf, temperature < 0, top_k < 1 (any integer type but bool), top_p outside (0, 1].
+    Raises ``ValueError`` for non-floating-point logits, logits without a vocabulary axis or with an empty batch
+    axis (shape ``[0, V]``), NaN or +inf logits, a row whose logits are all -inf, temperature < 0 or a bool,
+    top_k < 1 (any integer type but bool), top_p outside (0, 1] or a bool.
     """
     check_sampling_args(temperature, top_k, top_p)
     logits = torch.as_tensor(logits)
@@ -80,6 +85,8 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
         raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
     if logits.dim() == 0 or logits.size(-1) == 0:
         raise ValueError(f"logits must have a non-empty vocabulary axis [..., V], got shape {tuple(logits.shape)}")
+    if logits.numel() == 0:  # an empty batch axis: nothing to normalise, and amax below would fail
+        raise ValueError(f"logits must hold at least one row [..., V], got shape {tuple(logits.shape)}")
     logits = logits.float()
     row_max = logits.amax(-1, keepdim=True)  # NaN anywhere in a row propagates to its maximum
     peak = float(row_max.abs().max())  # one check (one device sync) for NaN, +inf and all -inf rows
@@ -109,7 +116,22 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
-    """Draw one token id from a probability vector ``[V]`` (float), using ``generator`` for reproducibility."""
+    """Draw one token id from a probability vector ``[V]``, using ``generator`` (a ``torch.Generator``, or None for
+    torch's global one) for reproducibility.
+
+    ``probs``: a 1-D float tensor, list or NumPy array of V probabilities (float64 tensors are sampled as they are,
+    anything else as float32). It is checked with :func:`check_probs` (a few passes over V; nothing in the decode
+    loop calls this function, which samples with ``torch.multinomial`` on ``probs_from_logits`` output directly).
+    Raises ``ValueError`` for a batch or scalar (not one vector ``[V]``), NaN, negative or infinite entries, or a
+    sum further than 1e-3 from 1 (logits or counts); ``TypeError`` for something that is not numbers or a
+    ``generator`` that is not a ``torch.Generator``."""
+    dtype = torch.float64 if isinstance(probs, torch.Tensor) and probs.dtype == torch.float64 else torch.float32
+    probs = check_probs("probs", probs, dtype=dtype)
+    if probs.dim() != 1:
+        raise ValueError(f"probs must be one distribution [V], got shape {tuple(probs.shape)}; sample each row "
+                         "separately")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be None or a torch.Generator, got {type(generator).__name__}")
     return int(torch.multinomial(probs, 1, generator=generator))
 
 

@@ -6,7 +6,9 @@ exactness of speculative sampling with tens of thousands of draws in a second.
 """
 from __future__ import annotations
 
+import operator
 import random
+from numbers import Real
 from typing import Callable, Sequence
 
 import torch
@@ -22,23 +24,63 @@ __all__ = ["speculative_step", "bigram_model", "mixture_model", "fixed_model", "
 
 
 def fixed_model(probs: Sequence[float]) -> ToyModel:
-    """A model that ignores its context and always returns ``probs`` (a distribution over V tokens)."""
-    probs = check_probs("probs", torch.tensor(probs, dtype=torch.float64)).tolist()
-    return lambda context: probs
+    """A model that ignores its context and always returns ``probs`` (a distribution over V tokens, as a list of
+    floats).
+
+    ``probs``: a list, 1-D tensor or NumPy array of V probabilities. Raises ``ValueError`` naming ``probs`` when it
+    is not one distribution ``[V]`` (a scalar or a nested list / 2-D table), has NaN, negative or infinite entries,
+    or sums further than 1e-3 from 1; ``TypeError`` for something that is not numbers."""
+    probs = check_probs("probs", probs, dtype=torch.float64)
+    if probs.dim() != 1:
+        raise ValueError(f"probs must be one distribution [V] (a flat list), got shape {tuple(probs.shape)}; "
+                         "for a next-token table use bigram_model")
+    values = probs.tolist()
+    return lambda context: values
 
 
 def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
-    """A model whose next-token distribution depends only on the last token: ``table[last]`` ([V][V])."""
-    rows = check_probs("table", torch.tensor(table, dtype=torch.float64)).tolist()
-    if len(rows) != len(rows[0]):
-        raise ValueError(f"table must be square [V][V], got {len(rows)} x {len(rows[0])}")
-    return lambda context: rows[context[-1] if context else 0]
+    """A model whose next-token distribution depends only on the last token: ``table[last]`` ([V][V]; row 0 for an
+    empty context).
+
+    ``table``: a square nested list, 2-D tensor or NumPy array whose every row is a distribution. Raises
+    ``ValueError`` naming ``table`` when it is not square ``[V][V]`` (1-D, 3-D, or V rows of another length), or a
+    row is not a distribution (NaN, negative or infinite entries, a sum further than 1e-3 from 1); ``TypeError``
+    for something that is not numbers. The model it returns raises ``ValueError`` when the context's last token is
+    not a token id in [0, V) (a negative id does not wrap around to the last row)."""
+    rows = check_probs("table", table, dtype=torch.float64)
+    if rows.dim() != 2 or rows.size(0) != rows.size(1):
+        raise ValueError(f"table must be square [V][V] (row = last token, column = next token), got shape "
+                         f"{tuple(rows.shape)}")
+    rows = rows.tolist()
+    size = len(rows)
+
+    def model(context):
+        last = context[-1] if context else 0
+        if type(last) is not int:  # fast path: plain ints
+            if isinstance(last, bool) or not hasattr(last, "__index__"):
+                raise ValueError(f"bigram model: the last context token must be a token id in [0, {size}), got "
+                                 f"{last!r}")
+            last = operator.index(last)  # NumPy and 0-d tensor integers
+        if not 0 <= last < size:
+            raise ValueError(f"bigram model: the last context token must be a token id in [0, {size}), got {last!r}")
+        return rows[last]
+
+    return model
 
 
 def mixture_model(model: ToyModel, other: ToyModel, weight: float) -> ToyModel:
-    """``(1 - weight) * model + weight * other``: a draft whose distance from ``model`` grows with ``weight``."""
-    if not 0 <= weight <= 1:
-        raise ValueError(f"weight must be in [0, 1], got {weight!r}")
+    """``(1 - weight) * model + weight * other``: a draft whose distance from ``model`` grows with ``weight``.
+
+    ``weight``: a number in [0, 1] (NumPy floats work; a bool does not). Raises ``ValueError`` naming ``weight``
+    for anything else (NaN, a string, a bool), ``TypeError`` when ``model`` or ``other`` is not callable; the
+    mixed model raises ``ValueError`` when the two return distributions of different lengths."""
+    if isinstance(weight, bool) or not isinstance(weight, Real) or not 0 <= weight <= 1:  # NaN fails 0 <= weight
+        raise ValueError(f"weight must be a number in [0, 1], got {weight!r}")
+    for name, value in (("model", model), ("other", other)):
+        if not callable(value):
+            raise TypeError(f"{name} must be a toy model (a callable context -> probabilities), got "
+                            f"{type(value).__name__}")
+    weight = float(weight)
 
     def mixed(context):
         a, b = model(context), other(context)
@@ -73,15 +115,22 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     bool); ``rng``: a ``random.Random`` or a ``torch.Generator``. Every distribution a model returns is checked
     (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` < 1, a model output that is not a
     distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model and the
-    context), or models with different vocabularies; ``TypeError`` for a string prefix or another kind of
-    ``rng``. Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
+    context), or models with different vocabularies; ``TypeError`` for a prefix that is a string or not iterable
+    (None), a model that is not callable, or another kind of ``rng``. Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
     """
     n_draft = check_int("n_draft", n_draft, 1)
     if not isinstance(rng, (random.Random, torch.Generator)):
         raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
     if isinstance(prefix, (str, bytes)):
         raise TypeError(f"prefix must be a list of token ids, got {type(prefix).__name__} {prefix!r}")
-    context = list(prefix)
+    try:
+        context = list(prefix)
+    except TypeError:
+        raise TypeError(f"prefix must be a list of token ids, got {type(prefix).__name__} {prefix!r}") from None
+    for name, value in (("target_model", target_model), ("draft_model", draft_model)):
+        if not callable(value):
+            raise TypeError(f"{name} must be a toy model (a callable context -> probabilities), got "
+                            f"{type(value).__name__}")
     drafts, draft_dists = [], []
     for _ in range(n_draft):
         dist = _model_output("draft_model", draft_model, context + drafts)

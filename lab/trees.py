@@ -122,7 +122,11 @@ def chain_parents(n: int) -> list[int]:
 def depths(parents) -> torch.Tensor:
     """The 0-based level of every node, LongTensor ``[n]``: 0 for children of the last committed token, the
     parent's + 1 below. In the course's depth convention (module docstring) that is depth − 1: a node of depth d
-    (d draft tokens on its path) has level d − 1, and ``depths(parents).max() + 1`` is the tree's depth."""
+    (d draft tokens on its path) has level d − 1, and ``depths(parents).max() + 1`` is the tree's depth.
+
+    ``parents``: a list, tuple or 1-D tensor of ints (see :func:`check_parents`). Raises ``ValueError`` for a bad
+    parents array (an entry that is not an integer, or not -1 or an earlier node index) and ``TypeError`` when
+    ``parents`` is not iterable."""
     parents = check_parents(parents)
     out: list[int] = []
     for p in parents:
@@ -141,7 +145,12 @@ def position_ids(parents, prefix_len: int) -> torch.Tensor:
 
 
 def ancestors(parents, node: int) -> list[int]:
-    """The nodes from the top of the tree down to ``node``'s parent (excluding ``node``)."""
+    """The nodes from the top of the tree down to ``node``'s parent (excluding ``node``), as a list of node
+    indices (``[]`` for a node on the first level).
+
+    Raises ``ValueError`` for a bad parents array (see :func:`check_parents`) or a ``node`` that is not an integer
+    node index in ``[0, len(parents))`` (-1, the last committed token, has no ancestors among the nodes);
+    ``TypeError`` when ``parents`` is not iterable."""
     parents = check_parents(parents)
     if not _is_int(node) or not 0 <= int(node) < len(parents):
         raise ValueError(f"node must be an integer node index in [0, {len(parents)}), got {node!r}")
@@ -184,7 +193,11 @@ def children(parents, node: int = -1) -> list[int]:
 
 
 def paths(parents) -> list[list[int]]:
-    """Every root-to-leaf path as a list of node indices, leaves in listed order. A chain has one path."""
+    """Every root-to-leaf path as a list of node indices, leaves in listed order. A chain has one path; an empty
+    tree has none (``[]``).
+
+    Raises ``ValueError`` for a bad parents array (see :func:`check_parents`), ``TypeError`` when ``parents`` is
+    not iterable."""
     parents = check_parents(parents)
     has_child = set(p for p in parents if p >= 0)
     return [ancestors(parents, leaf) + [leaf] for leaf in range(len(parents)) if leaf not in has_child]

@@ -83,7 +83,8 @@ def test_model_not_available_is_one_line_and_exit_status_1(monkeypatch, capsys):
     monkeypatch.setattr(lab.models, "load_pair", unavailable)
     assert cli.main(["demo", "--pair", "gpt2", "--max-new-tokens", "1"]) == 1
     captured = capsys.readouterr()
-    assert captured.err == "python -m lab demo: preset 'gpt2' is not in the local cache (test)\n"
+    assert captured.err == ("python -m lab demo: preset 'gpt2' is not in the local cache (test) On the command line: "
+                            "leave out --pair gpt2 to run the bundled pair.\n")
 
 
 # --- argparse types: the flag and the allowed range, no internal names ----------------------------------------------
@@ -106,6 +107,9 @@ def test_model_not_available_is_one_line_and_exit_status_1(monkeypatch, capsys):
     (["pick", "--task", "chat", "--memory-gb", "lots"], "--memory-gb", "must be a number of GB >= 0, got 'lots'"),
     (["pick", "--task", "chat", "--temperature", "-0.5"], "--temperature",
      "must be a finite number >= 0 (0 = greedy), got '-0.5'"),
+    (["demo", "--seed", "99999999999999999999999"], "--seed",
+     "must be a whole number from -2**63 to 2**64 - 1, got '99999999999999999999999'"),
+    (["demo", "--seed", "1.5"], "--seed", "must be a whole number, got '1.5'"),
 ])
 def test_bad_values_name_the_flag_and_the_allowed_range(argv, flag, expected, capsys, no_model_work):
     line = error_line(run_bad(argv, capsys))
@@ -133,6 +137,96 @@ def test_arena_prompt_count_is_checked_before_the_pair_loads(monkeypatch):
         cli.main(["arena", "--prompts", "5"])
     # and 4 is the real limit: every task has at least 4 prompts
     assert min(len(lab.models.held_out_prompts()), len(lab.bench.record_prompts(None))) == 4
+
+
+def test_seed_range_is_what_torch_accepts():
+    parser = cli.build_parser()
+    for seed in (-2 ** 63, 0, 2 ** 64 - 1):
+        assert parser.parse_args(["demo", "--seed", str(seed)]).seed == seed
+    for seed in (-2 ** 63 - 1, 2 ** 64):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["demo", "--seed", str(seed)])
+
+
+# --- errors that need the tokenizer: one line naming the flag, exit status 2, before any generation ----------------
+class CharPair:
+    """A stand-in for a loaded pair: one token per character, a 512-position target, no weights."""
+    name, device, eos_token_id = "fake", "cpu", None
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.target = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512))
+
+    def encode(self, text):
+        return [ord(ch) for ch in text]
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids)
+
+
+@pytest.fixture
+def char_pair(monkeypatch):
+    """``load_pair`` returns a :class:`CharPair`; generating, timing or the arena fail the test if reached."""
+    import lab.bench
+    import lab.decode
+    import lab.models
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the command started generating; the context check should have stopped it")
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: CharPair())
+    for module, name in ((lab.decode, "generate"), (lab.bench, "run_bench"), (lab.bench, "run_arena"),
+                         (lab.bench, "compare_adaptive")):
+        monkeypatch.setattr(module, name, forbidden)
+
+
+def test_demo_prompt_beyond_the_context_is_one_line_naming_the_flag(char_pair, capsys):
+    from lab.models import held_out_prompts
+
+    n = len(held_out_prompts()[0])  # one token per character
+    assert cli.main(["demo", "--max-new-tokens", "600"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stopped before printing the prompt
+    assert captured.err == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
+                            "exceed the target's context of 512 positions\n")
+    assert cli.main(["demo", "--prompt", "ab", "--max-new-tokens", "511"]) == 2  # 2 + 511 > 512
+    assert "prompt (2 tokens) + 511 new tokens" in capsys.readouterr().err
+
+
+def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
+    assert cli.main(["demo", "--prompt", ""]) == 2
+    assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
+
+
+@pytest.mark.parametrize("command", ["bench", "arena"])
+def test_bench_and_arena_prompts_beyond_the_context_are_one_line(command, char_pair, capsys):
+    assert cli.main([command, "--max-new-tokens", "500", "--prompts", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    from lab.bench import arena_prompts, copy_heavy_prompts
+    from lab.models import held_out_prompts
+
+    if command == "bench":  # held-out prompts and their copy-heavy versions
+        chosen = held_out_prompts()[:2]
+        texts = chosen + copy_heavy_prompts(CharPair(), chosen)
+    else:  # the arena's default tasks (compare_adaptive's prose is one of them)
+        texts = [p for task in ("prose", "copy_edit", "structured") for p in arena_prompts(CharPair(), task)[:2]]
+    longest = max(len(text) for text in texts)
+    assert longest < 512
+    assert captured.err == (f"python -m lab {command}: error: --max-new-tokens: the longest prompt ({longest} tokens) "
+                            "+ 500 new tokens exceed the target's context of 512 positions\n")
+
+
+def test_bench_prompt_count_is_checked_before_the_pair_loads(monkeypatch):
+    import lab.models
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("bench loaded the pair before checking --prompts")
+
+    monkeypatch.setattr(lab.models, "load_pair", forbidden)
+    with pytest.raises(SystemExit, match=r"--prompts must be at most 8 \(the held-out prompts bundled\)"):
+        cli.main(["bench", "--prompts", "9"])
 
 
 # --- pick: errors that argparse cannot see ---------------------------------------------------------------------------
