@@ -3,9 +3,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The CPU build of torch 2.13.0 installs quickly on the course machines; on a GPU box set e.g. TORCH_SPEC=torch
-# (any torch >= 2.4 works) or use your own environment (see README).
+# torch comes from PyTorch's CPU index (a few hundred MB) as well as PyPI, whose default Linux build is the CUDA one
+# (several GB). On a CUDA machine: make clean-venv && make TORCH_SPEC=torch TORCH_INDEX= lab (any torch >= 2.4), or
+# use your own environment (see README).
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 BROWSER_STAMP := $(VENV)/.installed-browser
@@ -20,7 +22,8 @@ NBVAL_ENV := PYTHONWARNINGS=ignore TQDM_DISABLE=1
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q --retries 1 \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
@@ -35,7 +38,7 @@ $(BROWSER_STAMP): $(STAMP)
 install: $(STAMP)
 
 lab: $(STAMP)  ## set up and open the course in JupyterLab
-	$(BIN)/jupyter lab lessons/00_tour.ipynb
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) lessons/00_tour.ipynb
 
 demo: $(STAMP)  ## stream one speculative generation in the terminal
 	$(BIN)/python -m lab demo
@@ -66,5 +69,5 @@ notebooks: $(STAMP)
 
 test: unit notebooks  ## everything CI runs
 
-clean-venv:
+clean-venv:  ## delete .venv (the next target rebuilds it, e.g. with another TORCH_SPEC)
 	rm -rf $(VENV)

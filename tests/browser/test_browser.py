@@ -96,6 +96,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+# A click on a token redraws its probability chart through the kernel and plotly; on a loaded 2-core machine that
+# has taken more than 30 s, so the chart waits are generous (a chart that never comes still fails).
+CHART_WAIT_MS = 60_000
+
+
 def _wait_http(url: str, proc, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -318,7 +323,7 @@ def test_clicking_a_token_shows_its_probability_chart(tour):
     # the view redraws its spans on selection, so look the token up again by position
     live.locator(f'.sdl-selected[data-pos="{position}"]').wait_for(timeout=10_000)
     chart = box.locator(".js-plotly-plot")
-    chart.locator(".gtitle", has_text=f"position {position}:").wait_for(timeout=30_000)
+    chart.locator(".gtitle", has_text=f"position {position}:").wait_for(timeout=CHART_WAIT_MS)
     bars = chart.locator(".trace.bars .point path")
     assert bars.count() > 0
     legend = chart.locator(".legendtext").all_text_contents()  # SVG text: no inner_text
@@ -338,7 +343,7 @@ def test_html_in_a_token_renders_as_text(tour):
     image_token = stream.locator(".sdl-resampled")
     assert image_token.inner_text() == IMG
     image_token.click()  # its chart label and the detail line carry the text too
-    box.locator(".js-plotly-plot .gtitle", has_text="position 1:").wait_for(timeout=30_000)
+    box.locator(".js-plotly-plot .gtitle", has_text="position 1:").wait_for(timeout=CHART_WAIT_MS)
     assert box.locator("script, img").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert tour.dialogs == []  # alert(1) never ran
@@ -409,7 +414,7 @@ def test_voila_race_fills_both_streams_and_shows_the_speedup(voila_page):
         position = token.get_attribute("data-pos")
         token.click()
         title = page.locator(f".sdl-race-{side} .js-plotly-plot .gtitle", has_text=f"position {position}:")
-        title.wait_for(timeout=30_000)
+        title.wait_for(timeout=CHART_WAIT_MS)
     _shot(page, "voila_race_chart")
 
 
