@@ -81,6 +81,8 @@ def main(argv=None) -> int:
     if not args.check:
         for name in extra:
             (ROOT / "lessons" / name).unlink()
+        removed = f"; removed {len(extra)} without a solution ({', '.join(extra)})" if extra else ""
+        print(f"lessons/: wrote {len(solutions)} lessons from solutions/{removed}")
     return 0
 
 
