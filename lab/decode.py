@@ -9,6 +9,7 @@ Sources: Leviathan et al. 2023, Algorithm 1; Chen et al. 2023, Algorithm 2; seed
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from numbers import Integral
 
@@ -99,6 +100,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
       and draft distributions in the records.
     - A drafter may propose a token tree (``Draft.parents``): one target forward verifies every node with a tree
       attention mask and position ids (:mod:`lab.trees`), and the KV cache keeps only the accepted path.
+    - Each step's :class:`~lab.drafters.Draft` is checked (O(n) on its tokens, plus its n probability rows) and its
+      ids become plain ints. A draft that would run past the target's context (a drafter that ignores
+      ``request.max_tokens``) is cut to what fits; extra tokens past the end sit at the last position.
     - ``acceptance``: "exact" (rejection sampling; the default) or "typical" (Medusa's typical acceptance, Cai et
       al. 2024, §2.3.1: faster, **not** distributed as the target; used only when sampling, T > 0).
 
@@ -117,9 +121,11 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     arguments, an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
     outside what ``torch.Generator.manual_seed`` accepts, a prompt + max_new_tokens longer than the target's
     context, a drafter whose vocabulary differs, a draft tree whose parents array is malformed, or logits that
-    give no valid distribution (NaN, +inf, or all -inf in a row).
+    give no valid distribution (NaN, +inf, or all -inf in a row). A drafter whose ``propose`` returns no ``Draft``,
+    non-integer ids, ids outside the vocabulary or unusable ``probs`` (wrong shape; NaN, inf or negative entries;
+    rows not summing to 1; probability 0 for its own token) gets a ``TypeError`` / ``ValueError`` naming its class.
     """
-    # Every argument is checked here, once per call; the loop below trusts them (no per-token checks).
+    # Every argument is checked here, once per call; the loop below checks only each step's Draft (O(n)).
     if not callable(getattr(target, "get_output_embeddings", None)):
         raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
@@ -148,7 +154,11 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         raise ValueError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the target's ({vocab}): "
                          "target and draft must share a tokenizer")
     greedy = temperature == 0
-    generator = torch.Generator().manual_seed(seed if seed is not None else torch.seed())
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()  # a fresh nondeterministic seed for this private generator; torch's global RNG is untouched
+    else:
+        generator.manual_seed(seed)
 
     start = time.perf_counter()
     cache = new_cache()
@@ -181,11 +191,17 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         if draft_kv is not None:
             draft_kv.append(kv_length())
         t1 = time.perf_counter()
+        if drafter is not None:
+            draft = _check_draft(draft, drafter, vocab)
 
         base = cache_length(cache)
-        n = len(draft.tokens)
         tree = draft.parents is not None
-        parents = _check_tree(draft) if tree else chain_parents(n)
+        if tree:
+            draft = dataclasses.replace(draft, parents=_check_tree(draft))
+        if limit is not None:
+            draft = _fit_context(draft, limit - 1 - base)
+        n = len(draft.tokens)
+        parents = list(draft.parents) if tree else chain_parents(n)
         if draft.extra_tokens or tree:  # Lookahead's Jacobi window, or a token tree: a masked, positioned block
             out = forward(target, [last] + draft.tokens + draft.extra_tokens, cache, output_hidden_states=hidden,
                           **_branch_layout(base, n, draft))
@@ -243,6 +259,94 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     stats = summarize_steps(steps, len(new), wall_ms)
     stats["prefill_ms"] = prefill_ms
     return Generation(tokens=new, steps=steps, stats=stats)
+
+
+def _draft_ids(ids, who: str, field: str, vocab: int) -> list[int]:
+    """``Draft.tokens`` / ``Draft.extra_tokens`` as plain ints, checked: O(n), cheap for the plain-int fast path."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise TypeError(f"{who}.propose returned Draft.{field} as a tensor of dtype {ids.dtype} and shape "
+                            f"{tuple(ids.shape)}; it must be a list of int token ids (or a 1-d integer tensor)")
+        ids = ids.tolist()
+    elif isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"{who}.propose returned Draft.{field} of type {type(ids).__name__}; it must be a list of "
+                        "int token ids")
+    elif not isinstance(ids, list):
+        ids = list(ids)
+    if not all(type(t) is int for t in ids):  # fast path: a list of plain ints is returned as it is
+        wrong = next((t for t in ids if not _is_token_id(t)), None)
+        if wrong is not None:
+            raise TypeError(f"{who}.propose returned Draft.{field} holding {type(wrong).__name__} {wrong!r}; "
+                            "token ids must be integers")
+        ids = [int(t) for t in ids]
+    if ids and not 0 <= min(ids) <= max(ids) < vocab:
+        raise ValueError(f"{who}.propose returned Draft.{field} with ids outside the vocabulary [0, {vocab}): "
+                         f"{[t for t in ids if not 0 <= t < vocab][:5]}")
+    return ids
+
+
+def _check_draft(draft, drafter, vocab: int) -> Draft:
+    """The drafter's proposal with its token ids as plain ints, checked once per step: O(n) on the tokens, and on
+    ``probs`` (when given) O(n·V) over its n small rows. Raises ``TypeError`` / ``ValueError`` naming the
+    drafter's class: a ``propose`` that returns no :class:`Draft`, token ids that are not integers or lie outside
+    ``[0, V)``, or ``probs`` that is not ``[n, V]``, holds NaN/inf/negative entries, has rows not summing to 1,
+    or gives a drafted token probability 0 (rejection sampling would then accept that token always, silently
+    breaking exactness)."""
+    who = type(drafter).__name__
+    if not isinstance(draft, Draft):
+        raise TypeError(f"{who}.propose must return a lab.drafters.Draft (e.g. Draft(tokens)), got "
+                        f"{type(draft).__name__}")
+    tokens = _draft_ids(draft.tokens, who, "tokens", vocab)
+    extra = _draft_ids(draft.extra_tokens, who, "extra_tokens", vocab) if draft.extra_tokens else draft.extra_tokens
+    probs, n = draft.probs, len(tokens)
+    if probs is not None:
+        if not isinstance(probs, torch.Tensor) or not probs.is_floating_point() or tuple(probs.shape) != (n, vocab):
+            raise ValueError(f"{who}.propose returned Draft.probs of {type(probs).__name__} "
+                             f"{tuple(getattr(probs, 'shape', ()))}; it must be None or a float tensor [len(tokens), "
+                             f"V] = [{n}, {vocab}], row i the distribution token i was drawn from")
+        if n:
+            own = probs[torch.arange(n), torch.tensor(tokens)]
+            rows = probs.sum(-1, dtype=torch.float64)
+            bad = ~torch.isfinite(probs).all() | (probs.min() < 0) | (own.min() <= 0) | ((rows - 1).abs().max() > 1e-3)
+            if bad:  # one sync per step; which rule broke is worked out only when one did
+                if not torch.isfinite(probs).all() or probs.min() < 0:
+                    why = "NaN, inf or negative entries"
+                elif own.min() <= 0:
+                    where = (own <= 0).nonzero().flatten().tolist()
+                    why = f"probability 0 for its own drafted token at positions {where}"
+                else:
+                    why = f"rows that do not sum to 1 (sums {[round(float(r), 4) for r in rows]})"
+                raise ValueError(f"{who}.propose returned Draft.probs with {why}; each row must be the distribution "
+                                 "its token was drawn from (None for a deterministic drafter)")
+    if tokens is draft.tokens and extra is draft.extra_tokens:
+        return draft
+    return dataclasses.replace(draft, tokens=tokens, extra_tokens=extra)
+
+
+def _fit_context(draft: Draft, room: int) -> Draft:
+    """``draft`` cut to the ``room`` positions left in the target's context after the last committed token.
+
+    A drafter that ignores ``request.max_tokens`` may propose past the end of the context: a chain keeps its
+    first ``room`` tokens, a tree its nodes of level < ``room`` (renumbered; children follow their parents, so
+    parents stay before children), and ``probs`` the matching rows. Extra tokens (Lookahead's window) are never
+    committed; those past the end sit at the last position instead, where their guesses are never needed."""
+    if draft.parents is None:
+        cut = len(draft.tokens) > room
+        if cut:
+            draft = dataclasses.replace(draft, tokens=draft.tokens[:room],
+                                        probs=None if draft.probs is None else draft.probs[:room])
+    elif len(draft.tokens) > room:  # a tree of n nodes is at most n levels deep
+        level = depths(draft.parents).tolist()
+        if max(level) >= room:
+            keep = [i for i, d in enumerate(level) if d < room]
+            new_index = {old: new for new, old in enumerate(keep)}
+            draft = dataclasses.replace(
+                draft, tokens=[draft.tokens[i] for i in keep],
+                parents=[-1 if draft.parents[i] < 0 else new_index[int(draft.parents[i])] for i in keep],
+                probs=None if draft.probs is None else draft.probs[keep])
+    if draft.extra_tokens and any(int(offset) > room for offset in draft.extra_positions):
+        draft = dataclasses.replace(draft, extra_positions=[min(int(offset), room) for offset in draft.extra_positions])
+    return draft
 
 
 def _check_tree(draft: Draft) -> list[int]:

@@ -112,7 +112,9 @@ class ScratchKVCache:
     scattered through the buffer and needs :func:`keep_positions` (lesson 10).
     ``tokens`` / ``committed_tokens`` / ``scratch_tokens`` record which token ids the entries belong to.
 
-    Raises ``ValueError`` for an empty token list or a ``count`` outside ``[0, scratch_length]``.
+    Raises ``TypeError`` for tokens that are not integer ids (text, floats) and ``ValueError`` for an empty token
+    list, ids outside the vocabulary, a block past the model's context (see :func:`lab.models.forward`) or a
+    ``count`` outside ``[0, scratch_length]``.
     """
 
     def __init__(self, model, cache=None):
@@ -135,7 +137,19 @@ class ScratchKVCache:
         return len(self.scratch_tokens)
 
     def _tokens(self, tokens, name: str = "tokens") -> list:
-        tokens = [int(t) for t in (tokens.tolist() if hasattr(tokens, "tolist") else tokens)]
+        if isinstance(tokens, (str, bytes)):
+            raise TypeError(f"{name} must be token ids (a list of ints or a 1-d LongTensor), got text {tokens[:30]!r}; "
+                            "encode text first: pair.encode(text)")
+        tokens = tokens.tolist() if hasattr(tokens, "tolist") else tokens
+        try:
+            tokens = list(tokens)
+        except TypeError:
+            raise TypeError(f"{name} must be a list of token ids or a 1-d LongTensor, got "
+                            f"{type(tokens).__name__}") from None
+        wrong = next((t for t in tokens if not _is_int(t)), None)
+        if wrong is not None:
+            raise TypeError(f"{name} must hold integer token ids, got {type(wrong).__name__} {wrong!r}")
+        tokens = [int(t) for t in tokens]
         if not tokens:
             raise ValueError(f"{name} must hold at least one token id")
         return tokens
@@ -228,8 +242,17 @@ def draft_keep_length(held: int, num_accepted: int, n_draft: int) -> int:
 
 
 def emitted_tokens(drafts: list, num_accepted: int, next_token: int) -> list:
-    """The tokens a step adds to the output: the accepted drafts, then the target's own token."""
-    return list(drafts[:num_accepted]) + [next_token]
+    """The tokens a step adds to the output: the accepted drafts, then the target's own token.
+
+    ``drafts``: the step's drafted ids; ``num_accepted``: how many leading drafts the target accepted, an integer
+    in ``[0, len(drafts)]``; ``next_token``: the target's own token id (an integer >= 0). Raises ``ValueError``
+    naming the argument otherwise (a negative count would silently drop drafts from the end)."""
+    drafts = list(drafts)
+    num_accepted = check_int("num_accepted", num_accepted, 0)
+    if num_accepted > len(drafts):
+        raise ValueError(f"num_accepted must be an integer in [0, {len(drafts)}] (the number of drafts), "
+                         f"got {num_accepted}")
+    return drafts[:num_accepted] + [check_int("next_token", next_token, 0)]
 
 
 def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_draft: int = 4, *,

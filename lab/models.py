@@ -11,6 +11,7 @@ import inspect
 import os
 import socket
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 
 import torch
@@ -49,7 +50,23 @@ class ModelPair:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids) -> str:
-        return self.tokenizer.decode(list(ids))
+        """Text of the token ids ``ids`` (list of ints, NumPy integers or a 1-d LongTensor), special tokens kept.
+
+        Raises ``ValueError`` for an id outside the vocabulary ``[0, V)`` (V: the larger of the tokenizer's size
+        and the target's logit width), which the tokenizer would otherwise turn into "" without a word, and
+        ``TypeError`` for ids that are not integers."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if ids:
+            if isinstance(ids[0], list):  # a [1, L] tensor or nested list: one sequence at a time
+                raise ValueError("ids must be one sequence of token ids (a list or a 1-d tensor), got nested ids")
+            wrong = next((t for t in ids if isinstance(t, bool) or not isinstance(t, Integral)), None)
+            if wrong is not None:
+                raise TypeError(f"ids must be integer token ids, got {type(wrong).__name__} {wrong!r}")
+            vocab = max(len(self.tokenizer), vocab_size(self.target))
+            if not 0 <= min(ids) <= max(ids) < vocab:
+                bad = [int(t) for t in ids if not 0 <= t < vocab]
+                raise ValueError(f"ids must be token ids in [0, {vocab}) (the vocabulary), got {bad[:5]}")
+        return self.tokenizer.decode([int(t) for t in ids])
 
     @property
     def eos_token_id(self) -> int | None:
@@ -63,11 +80,52 @@ def held_out_prompts() -> list[str]:
     return json.loads((PAIR_DIR / "prompts.json").read_text(encoding="utf-8"))
 
 
+def _available_devices() -> list[str]:
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return found
+
+
 def pick_device(device=None) -> torch.device:
-    """``device`` if given, else CUDA when available, else CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """``device`` if given (a ``torch.device`` or a string such as ``"cpu"``, ``"cuda"``, ``"cuda:1"``), else CUDA
+    when available, else CPU.
+
+    Raises ``ValueError`` naming the devices this machine has when ``device`` is not a device name or names one
+    that is not available here (CUDA on a CPU-only machine, a GPU index past the last one, MPS off Apple)."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    available = _available_devices()
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be a torch device name; this machine has {', '.join(available)}; "
+                         f"got {device!r}") from None
+    if chosen.type == "cuda":
+        ok = torch.cuda.is_available() and (chosen.index is None or chosen.index < torch.cuda.device_count())
+    elif chosen.type == "mps":
+        ok = "mps" in available
+    else:
+        ok = chosen.type in ("cpu", "meta")
+    if not ok:
+        raise ValueError(f"device {str(chosen)!r} is not available on this machine; available: "
+                         f"{', '.join(available)}")
+    return chosen
+
+
+def _check_dtype(dtype) -> torch.dtype:
+    """``dtype`` as a floating ``torch.dtype`` (None = float32); strings such as ``"bfloat16"`` name one."""
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.removeprefix("torch."), dtype)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError("dtype must be None or a torch floating dtype (torch.float32, torch.bfloat16, "
+                         f"torch.float16), got {dtype!r}")
+    return dtype
 
 
 def _hub_reachable(timeout: float = 2.0) -> bool:
@@ -103,18 +161,19 @@ def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
 
     ``name``: one of :data:`PRESETS` (``"shakespeare"`` is bundled and works offline). ``device``: defaults to
     :func:`pick_device`. ``dtype``: defaults to float32 (exact parity checks need it; pass torch.bfloat16 on a
-    GPU for the larger hub pairs). Raises ``ValueError`` for an unknown name (listing the presets),
-    :class:`ModelNotAvailableError` when a model is missing and the hub is unreachable, and ``ValueError`` if
-    the two models' vocabularies differ.
+    GPU for the larger hub pairs; a string such as ``"bfloat16"`` works too). Raises ``ValueError`` for a name
+    that is not one of the preset strings (listing the presets), a device this machine does not have (listing
+    those it has), a ``dtype`` that is not a torch floating dtype, and if the two models' vocabularies differ;
+    :class:`ModelNotAvailableError` when a model is missing and the hub is unreachable.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the bars of a 2-file load are noise in lessons and the CLI
-    if name not in PRESETS:
-        raise ValueError(f"unknown model pair {name!r}; presets: {', '.join(PRESETS)}")
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ValueError(f"unknown model pair {name!r}; name must be one of the presets: {', '.join(PRESETS)}")
     device = pick_device(device)
-    dtype = dtype or torch.float32
+    dtype = _check_dtype(dtype)
     target_id, draft_id = PRESETS[name]
     common = dict(dtype=dtype, use_safetensors=True, trust_remote_code=False)
     tokenizer = _from_pretrained(AutoTokenizer, str(PAIR_DIR) if name == "shakespeare" else target_id, name)
@@ -170,19 +229,41 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
     position is always visible), and ``position_ids`` (``[n]`` ints, absolute positions). Without them the block
     is causal and continues from the cache length. Raises ``ValueError`` for empty ``input_ids`` and for masks or
-    positions of the wrong shape.
+    positions of the wrong shape. Raises ``TypeError`` for ids that are not integers, and ``ValueError`` for ids
+    outside the vocabulary ``[0, V)`` and for a block that would run past the model's context
+    (:func:`context_limit`): the largest position (the largest ``position_ids`` entry, else cache length + n − 1)
+    must be below it, since rotary models would otherwise extrapolate silently.
     """
-    ids = torch.as_tensor(input_ids, dtype=torch.long, device=model.device).view(1, -1)
-    if ids.size(1) == 0:
-        raise ValueError("input_ids must hold at least one token id, got none")
-    kwargs = {cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
+    ids = torch.as_tensor(input_ids).view(1, -1)
     n = ids.size(1)
+    if n == 0:
+        raise ValueError("input_ids must hold at least one token id, got none")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must be integer token ids, got dtype {ids.dtype}")
+    vocab = getattr(model.config, "vocab_size", None) or vocab_size(model)  # the config: 10x faster, runs per call
+    low, high = (int(x) for x in ids.aminmax())  # one pass, on the CPU for list input (before the copy to the device)
+    if low < 0 or high >= vocab:
+        raise ValueError(f"input_ids must be token ids in [0, {vocab}) (the model's vocabulary), got "
+                         f"{low if low < 0 else high}")
+    past = int(cache.get_seq_length())
+    limit = context_limit(model)
+    if limit is not None:
+        if position_ids is not None:
+            positions = torch.as_tensor(position_ids, dtype=torch.long)
+            last = int(positions.max()) if positions.numel() else past + n - 1
+        else:
+            last = past + n - 1
+        if last >= limit:
+            raise ValueError(f"this forward would use position {last}, past the model's context limit of {limit} "
+                             f"positions (cache length {past} + {n} new tokens); keep prompt + new tokens within "
+                             f"{limit}")
+    ids = ids.to(device=model.device, dtype=torch.long)
+    kwargs = {cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
     if attention_mask is not None:
         allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=model.device)
         if allow.shape != (n, n):
             raise ValueError(f"attention_mask must be a bool [n, n] = [{n}, {n}] over the new tokens, "
                              f"got shape {tuple(allow.shape)}")
-        past = int(cache.get_seq_length())
         full = torch.cat([torch.ones(n, past, dtype=torch.bool, device=model.device), allow], dim=1)
         dtype = next(model.parameters()).dtype
         additive = torch.zeros(full.shape, dtype=dtype, device=model.device)

@@ -18,11 +18,18 @@ class StepRecord:
 
     - ``index``: 0-based step number; ``position``: new tokens committed before this step.
     - ``drafted``: the proposed token ids (empty for an autoregressive step or when the drafter had nothing).
-    - ``num_accepted``: how many leading drafts the target accepted.
+    - ``num_accepted``: how many leading drafts the target accepted (for a tree: nodes on the accepted ``path``).
     - ``emitted``: accepted drafts + the one token the target adds, cut after EOS or at ``max_new_tokens``.
     - ``last_kind``: ``"resampled"`` when the target's token replaced a rejected draft (drawn from the residual
       distribution, or its argmax when greedy), ``"bonus"`` when every draft was accepted (including steps with
       no draft); ``truncated`` is True when EOS or ``max_new_tokens`` cut ``emitted`` short.
+    - When a step is cut (``truncated``), ``num_accepted`` and ``last_kind`` still describe what verification
+      decided, not what reached the output: ``num_accepted`` counts every accepted draft, also those after the
+      EOS, and ``last_kind`` describes the target's token even though it was cut. So ``emitted`` is then a prefix
+      of ``accepted drafts + [target's token]``, shorter than ``num_accepted + 1`` (``emitted[:num_accepted]``
+      may hold fewer than ``num_accepted`` drafts), and the acceptance stats (:func:`lab.metrics.summarize_steps`)
+      measure the drafter, independently of where EOS stopped the text; ``len(emitted)`` counts what was output.
+      The target's KV cache keeps ``1 + num_accepted`` of the step's entries either way.
     - ``draft_ms``, ``verify_ms``: wall time of drafting and of the target forward + verification (ms);
       ``draft_calls``: draft forward passes spent this step; ``target_ms``: the target's forward alone, the part
       of ``verify_ms`` before verification starts (ms; on CUDA measured up to a synchronize).

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from lab.sampling import _residual
-from lab.trees import chain_parents, check_parents
+from lab.trees import _is_int, chain_parents, check_parents
 
 __all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
            "verify_tree_typical", "typical_threshold"]
@@ -39,7 +39,11 @@ def verify_greedy(target_argmax: list, drafted: list) -> VerifyResult:
     """Greedy verification: accept drafts while they equal the target's argmax.
 
     ``target_argmax``: the target's argmax at each of the ``len(drafted) + 1`` positions (list of ints).
+    Raises ``ValueError`` unless ``target_argmax`` has exactly ``len(drafted) + 1`` entries.
     """
+    if len(target_argmax) != len(drafted) + 1:
+        raise ValueError(f"target_argmax must hold len(drafted) + 1 = {len(drafted) + 1} entries (one per drafted "
+                         f"position plus the bonus position), got {len(target_argmax)}")
     k = 0
     while k < len(drafted) and drafted[k] == target_argmax[k]:
         k += 1
@@ -52,8 +56,10 @@ def verify_sampled(target_probs: torch.Tensor, drafted: list, draft_probs: torch
 
     ``target_probs``: float32 ``[n+1, V]`` (CPU) for the n drafted positions plus the bonus position;
     ``draft_probs``: float32 ``[n, V]``, or None for a deterministic drafter (verified as one-hot: accept with
-    probability target(x), resample from the target with x removed). Draws come from ``generator``.
+    probability target(x), resample from the target with x removed). Draws come from ``generator`` (a
+    ``torch.Generator``, or None for torch's global one).
     A chain is the one-child-per-level tree, so this is :func:`verify_tree_sampled` on ``[-1, 0, 1, ...]``.
+    Raises ``ValueError`` and ``TypeError`` as :func:`verify_tree_sampled` does.
     """
     return verify_tree_sampled(target_probs, drafted, chain_parents(len(drafted)), draft_probs, generator)
 
@@ -66,6 +72,44 @@ def _tree_args(tokens, parents, rows: int) -> list[int]:
         raise ValueError(f"the target needs {len(tokens) + 1} rows (the last committed token, then every node), "
                          f"got {rows}")
     return parents
+
+
+def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
+    """Checks shared by the sampling verifiers, O(n) per call (no scan of the probability tensors): shapes, token
+    ids inside the vocabulary, the generator's type. Returns the tokens as Python ints."""
+    if not isinstance(target_probs, torch.Tensor):
+        raise TypeError(f"target_probs must be a float tensor [n+1, V], got {type(target_probs).__name__}")
+    if target_probs.dim() != 2:
+        raise ValueError("target_probs must be a float tensor [n+1, V] (one row for the last committed token, then "
+                         f"one per drafted node), got shape {tuple(target_probs.shape)}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__} (a "
+                        "random.Random works only with lab.toy)")
+    vocab = target_probs.size(1)
+    tokens = list(tokens)
+    if not all(type(t) is int for t in tokens):  # fast path: plain ints
+        wrong = next((t for t in tokens if not _is_int(t)), None)
+        if wrong is not None:
+            raise ValueError(f"drafted tokens must be integer token ids, got {type(wrong).__name__} {wrong!r}")
+        tokens = [int(t) for t in tokens]
+    if tokens and not 0 <= min(tokens) <= max(tokens) < vocab:
+        raise ValueError(f"drafted tokens must be ids in [0, {vocab}) (the width of target_probs), got "
+                         f"{[t for t in tokens if not 0 <= t < vocab][:5]}")
+    if draft_probs is not None and (not isinstance(draft_probs, torch.Tensor)
+                                    or tuple(draft_probs.shape) != (len(tokens), vocab)):
+        raise ValueError(f"draft_probs must be None or a float tensor [n, V] = [{len(tokens)}, {vocab}] (one row per "
+                         f"drafted token, as wide as target_probs), got {type(draft_probs).__name__} "
+                         f"{tuple(getattr(draft_probs, 'shape', ()))}")
+    return tokens
+
+
+def _draw(probs: torch.Tensor, generator, name: str) -> int:
+    # multinomial already rejects NaN, inf and negative entries; say which distribution was at fault
+    try:
+        return int(torch.multinomial(probs, 1, generator=generator))
+    except RuntimeError as error:
+        raise ValueError(f"{name} is not a valid distribution (NaN, inf, negative entries or no mass): "
+                         f"{error}") from None
 
 
 def _kids(parents: list[int]) -> dict:
@@ -81,7 +125,7 @@ def verify_tree_greedy(target_argmax: list, tokens: list, parents) -> VerifyResu
 
     ``target_argmax``: ``len(tokens) + 1`` ints; entry 0 is the target's choice after the last committed token,
     entry ``1 + i`` its choice after node i. ``parents``: see :mod:`lab.trees`. Raises ``ValueError`` on a bad
-    parents array or a wrong number of rows.
+    parents array or a ``target_argmax`` without ``len(tokens) + 1`` entries.
     """
     parents = _tree_args(tokens, parents, len(target_argmax))
     kids = _kids(parents)
@@ -109,8 +153,16 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
     (``q_c`` with earlier siblings removed) or chosen deterministically (top-k) are all exact.
 
     ``target_probs``: float32 ``[n+1, V]`` (row 0 after the last committed token, row 1 + i after node i);
-    ``draft_probs``: float32 ``[n, V]`` or None. Draws come from ``generator``.
+    ``draft_probs``: float32 ``[n, V]`` or None. Draws come from ``generator`` (a ``torch.Generator``, or None
+    for torch's global one).
+
+    Raises ``ValueError`` for a bad parents array, ``target_probs`` that is not ``[n+1, V]``, ``draft_probs`` that
+    is not ``[n, V]``, drafted ids outside ``[0, V)``, or a distribution ``torch.multinomial`` cannot draw from
+    (NaN, inf or negative entries, found only when a draw reads them: rows are not scanned, which keeps the
+    per-step cost O(n)); ``TypeError`` for a ``target_probs`` that is not a tensor or a generator that is not a
+    ``torch.Generator``.
     """
+    tokens = _prob_args(target_probs, tokens, generator, draft_probs)
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     node, path = -1, []
@@ -133,7 +185,8 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
             residual = _residual(residual, draft_row)
         if accepted is None:
             kind = "resampled" if kids.get(node) else "bonus"
-            return VerifyResult(len(path), int(torch.multinomial(residual, 1, generator=generator)), kind, path)
+            token = _draw(residual, generator, "target_probs (or its residual after draft_probs)")
+            return VerifyResult(len(path), token, kind, path)
         path.append(accepted)
         node = accepted
         residual = target_probs[node + 1]
@@ -161,7 +214,13 @@ def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, gener
     nodes from the top (the first listed among equally long ones), and the next token is drawn from the target's
     row at its end. No random draw decides acceptance, so the output is **not** distributed as the target's: it
     favours likely tokens (lesson 10 measures how far it drifts). Shapes as in :func:`verify_tree_sampled`.
+
+    Raises ``ValueError`` for a bad parents array, ``target_probs`` that is not ``[n+1, V]``, drafted ids outside
+    ``[0, V)``, ``epsilon``/``delta`` out of range (see :func:`typical_threshold`) or a row ``torch.multinomial``
+    cannot draw from; ``TypeError`` for a ``target_probs`` that is not a tensor or a generator that is not a
+    ``torch.Generator``.
     """
+    tokens = _prob_args(target_probs, tokens, generator)
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     threshold = typical_threshold(target_probs, epsilon, delta)
@@ -174,5 +233,5 @@ def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, gener
                 best = reached[i]
     end = best[-1] if best else -1
     kind = "resampled" if kids.get(end) else "bonus"
-    token = int(torch.multinomial(target_probs[end + 1], 1, generator=generator))
+    token = _draw(target_probs[end + 1], generator, "target_probs")
     return VerifyResult(len(best), token, kind, best)
