@@ -31,7 +31,8 @@ __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "
 
 
 def _check_alpha(alpha) -> float:
-    if not isinstance(alpha, Real) or math.isnan(alpha) or not 0 <= alpha <= 1:
+    # bool is a Real; True as a probability is almost always a mistake (as in lab.costs and lab.picker)
+    if isinstance(alpha, bool) or not isinstance(alpha, Real) or math.isnan(alpha) or not 0 <= alpha <= 1:
         raise ValueError(f"alpha (the per-token acceptance probability) must be in [0, 1], got {alpha!r}")
     return float(alpha)
 
@@ -43,7 +44,8 @@ def _check_n(n_draft) -> int:
 
 
 def _check_cost(cost_ratio) -> float:
-    if not isinstance(cost_ratio, Real) or math.isnan(cost_ratio) or cost_ratio < 0 or math.isinf(cost_ratio):
+    if (isinstance(cost_ratio, bool) or not isinstance(cost_ratio, Real) or math.isnan(cost_ratio) or cost_ratio < 0
+            or math.isinf(cost_ratio)):
         raise ValueError("cost_ratio (draft time / target time per forward pass) must be a finite number >= 0, "
                          f"got {cost_ratio!r}")
     return float(cost_ratio)
@@ -53,7 +55,7 @@ def expected_tokens_per_call(alpha: float, n_draft: int) -> float:
     """Expected tokens emitted per target call, ``(1 - alpha**(N+1)) / (1 - alpha)``; ``N + 1`` when alpha = 1.
 
     Assumes each drafted token is accepted independently with probability ``alpha`` (Leviathan et al. 2023,
-    equation 1). Raises ``ValueError`` for alpha outside [0, 1] or ``n_draft`` < 1.
+    equation 1). Raises ``ValueError`` for alpha outside [0, 1] or not a number (a bool included) or ``n_draft`` < 1.
     """
     alpha, n = _check_alpha(alpha), _check_n(n_draft)
     if alpha == 1:
@@ -66,19 +68,51 @@ def predicted_speedup(alpha: float, n_draft: int, cost_ratio: float) -> float:
 
     ``cost_ratio`` c = time of one draft forward / time of one target forward (unitless). One speculative step
     costs N draft passes plus one target pass over N+1 tokens, taken to cost the same as over one token
-    (Leviathan et al. 2023, Theorem 3.8). Raises ``ValueError`` on bad alpha, N < 1 or c < 0.
+    (Leviathan et al. 2023, Theorem 3.8). Raises ``ValueError`` on bad alpha, N < 1, or c negative, infinite, NaN
+    or not a number (a bool included).
     """
     return expected_tokens_per_call(alpha, n_draft) / (1 + _check_n(n_draft) * _check_cost(cost_ratio))
 
 
 def optimal_n_draft(alpha: float, cost_ratio: float, max_n: int = 16) -> int:
-    """The draft length N in 1..max_n with the largest :func:`predicted_speedup` (the smallest N on ties).
-    Raises ``ValueError`` for alpha outside [0, 1], a negative or non-finite cost ratio, or ``max_n`` < 1."""
+    """The draft length N in 1..max_n with the largest :func:`predicted_speedup` (the smallest N on ties; speedups
+    are compared rounded to 12 decimals, so float noise does not break ties).
+
+    The same answer as trying every N, but the scan stops once it is past the peak: the time grows with the best
+    N, not with ``max_n``. Raises ``ValueError`` for alpha outside [0, 1], a negative or non-finite cost ratio (a
+    bool is not a number for either), or ``max_n`` < 1."""
     alpha, cost_ratio = _check_alpha(alpha), _check_cost(cost_ratio)
     if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
         raise ValueError(f"max_n (the longest draft length to consider) must be an integer >= 1, got {max_n!r}")
     max_n = int(max_n)
-    return max(range(1, max_n + 1), key=lambda n: (round(predicted_speedup(alpha, n, cost_ratio), 12), -n))
+
+    def speedup(n: int) -> float:
+        return round(predicted_speedup(alpha, n, cost_ratio), 12)
+
+    if alpha == 1:  # speedup (N + 1) / (1 + N c)
+        if cost_ratio >= 1:
+            return 1  # never rises with N
+        # rises with N: the smallest N that reaches the (rounded) speedup of max_n
+        top, low, high = speedup(max_n), 1, max_n
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if speedup(mid) >= top else (mid + 1, high)
+        return low
+    # No N >= n beats 1 / (1 - alpha) / (1 + n c); computed with the float operations of predicted_speedup, the
+    # bound stays above every later speedup after rounding too.
+    limit = 1 / (1 - alpha)
+    best_n, best = 1, speedup(1)
+    previous = best
+    for n in range(2, max_n + 1):
+        if round(limit / (1 + n * cost_ratio), 12) <= best:
+            break
+        value = speedup(n)
+        if value > best:
+            best_n, best = n, value
+        elif value < previous:
+            break  # past the peak: the speedup is quasi-concave in N (concave numerator, affine denominator)
+        previous = value
+    return best_n
 
 
 def _two_distributions(target_probs, draft_probs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,7 +237,12 @@ def alpha_from_steps(steps) -> float | None:
     """Leviathan's per-token acceptance α estimated from step records: accepted drafts / drafts the target examined.
     A step examines its drafts up to the first rejection, so each step that stopped short of its depth
     (``StepRecord.depth``) adds one failed trial; drafts after a rejection are never examined. None when no draft
-    was examined. Source: Leviathan et al. 2023, §3.1 (α as the expected acceptance per draft); lesson 12."""
+    was examined. Source: Leviathan et al. 2023, §3.1 (α as the expected acceptance per draft); lesson 12.
+
+    ``steps``: an iterable (a generator works) of :class:`lab.trace.StepRecord` or objects with its ``drafted``,
+    ``num_accepted`` and ``depth``. Returns a float in [0, 1] or None. Raises ``TypeError`` if ``steps`` is not
+    iterable and ``AttributeError`` for an item that lacks those fields."""
+    steps = list(steps)  # read twice below
     accepted = sum(s.num_accepted for s in steps)
     rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
     return accepted / (accepted + rejections) if accepted + rejections else None
