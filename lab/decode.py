@@ -19,7 +19,7 @@ from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length, keep_positions
 from lab.metrics import summarize_steps
 from lab.models import context_limit, forward, new_cache, vocab_size
-from lab.sampling import check_int, check_sampling_args, probs_from_logits
+from lab.sampling import check_int, check_sampling_args, check_token_ids, probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typical
@@ -27,41 +27,8 @@ from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typi
 __all__ = ["generate", "autoregressive"]
 
 
-def _is_token_id(t) -> bool:
-    if isinstance(t, torch.Tensor):
-        return t.dim() == 0 and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool
-    return isinstance(t, Integral) and not isinstance(t, bool)
-
-
 def _prompt_list(prompt_ids, vocab: int) -> list[int]:
-    if isinstance(prompt_ids, (str, bytes)):
-        raise TypeError(f"prompt_ids must be token ids, got text ({prompt_ids[:30]!r}); encode text first: "
-                        "pair.encode(text)")
-    if isinstance(prompt_ids, torch.Tensor):
-        if prompt_ids.is_floating_point() or prompt_ids.is_complex() or prompt_ids.dtype == torch.bool:
-            raise TypeError(f"prompt_ids must be integer token ids (a LongTensor), got dtype {prompt_ids.dtype}")
-        if prompt_ids.dim() == 2 and prompt_ids.size(0) == 1:
-            prompt_ids = prompt_ids[0]
-        if prompt_ids.dim() != 1:
-            raise ValueError(f"prompt_ids must be a list of ids or a tensor [L] or [1, L], got shape "
-                             f"{tuple(prompt_ids.shape)}")
-        prompt_ids = prompt_ids.tolist()
-    try:
-        ids = list(prompt_ids)
-    except TypeError:
-        raise TypeError(f"prompt_ids must be a list of token ids or a LongTensor, got {type(prompt_ids).__name__}; "
-                        "encode text first: pair.encode(text)") from None
-    wrong = next((t for t in ids if not _is_token_id(t)), None)
-    if wrong is not None:
-        raise TypeError(f"prompt_ids must hold integer token ids, got {type(wrong).__name__} {wrong!r}; encode text "
-                        "first: pair.encode(text)")
-    ids = [int(t) for t in ids]
-    if not ids:
-        raise ValueError("prompt_ids must hold at least one token")
-    bad = [t for t in ids if not 0 <= t < vocab]
-    if bad:
-        raise ValueError(f"prompt_ids must be token ids in [0, {vocab}); got {bad[:5]}")
-    return ids
+    return check_token_ids("prompt_ids", prompt_ids, vocab, hint="; encode text first: pair.encode(text)")
 
 
 def _check_drafter(drafter) -> None:
@@ -261,30 +228,6 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     return Generation(tokens=new, steps=steps, stats=stats)
 
 
-def _draft_ids(ids, who: str, field: str, vocab: int) -> list[int]:
-    """``Draft.tokens`` / ``Draft.extra_tokens`` as plain ints, checked: O(n), cheap for the plain-int fast path."""
-    if isinstance(ids, torch.Tensor):
-        if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-            raise TypeError(f"{who}.propose returned Draft.{field} as a tensor of dtype {ids.dtype} and shape "
-                            f"{tuple(ids.shape)}; it must be a list of int token ids (or a 1-d integer tensor)")
-        ids = ids.tolist()
-    elif isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
-        raise TypeError(f"{who}.propose returned Draft.{field} of type {type(ids).__name__}; it must be a list of "
-                        "int token ids")
-    elif not isinstance(ids, list):
-        ids = list(ids)
-    if not all(type(t) is int for t in ids):  # fast path: a list of plain ints is returned as it is
-        wrong = next((t for t in ids if not _is_token_id(t)), None)
-        if wrong is not None:
-            raise TypeError(f"{who}.propose returned Draft.{field} holding {type(wrong).__name__} {wrong!r}; "
-                            "token ids must be integers")
-        ids = [int(t) for t in ids]
-    if ids and not 0 <= min(ids) <= max(ids) < vocab:
-        raise ValueError(f"{who}.propose returned Draft.{field} with ids outside the vocabulary [0, {vocab}): "
-                         f"{[t for t in ids if not 0 <= t < vocab][:5]}")
-    return ids
-
-
 def _check_draft(draft, drafter, vocab: int) -> Draft:
     """The drafter's proposal with its token ids as plain ints, checked once per step: O(n) on the tokens, and on
     ``probs`` (when given) O(n·V) over its n small rows. Raises ``TypeError`` / ``ValueError`` naming the
@@ -296,8 +239,9 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
     if not isinstance(draft, Draft):
         raise TypeError(f"{who}.propose must return a lab.drafters.Draft (e.g. Draft(tokens)), got "
                         f"{type(draft).__name__}")
-    tokens = _draft_ids(draft.tokens, who, "tokens", vocab)
-    extra = _draft_ids(draft.extra_tokens, who, "extra_tokens", vocab) if draft.extra_tokens else draft.extra_tokens
+    tokens = check_token_ids(f"Draft.tokens (from {who}.propose)", draft.tokens, vocab, allow_empty=True)
+    extra = (check_token_ids(f"Draft.extra_tokens (from {who}.propose)", draft.extra_tokens, vocab, allow_empty=True)
+             if draft.extra_tokens else draft.extra_tokens)
     probs, n = draft.probs, len(tokens)
     if probs is not None:
         if not isinstance(probs, torch.Tensor) or not probs.is_floating_point() or tuple(probs.shape) != (n, vocab):
@@ -318,8 +262,6 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
                     why = f"rows that do not sum to 1 (sums {[round(float(r), 4) for r in rows]})"
                 raise ValueError(f"{who}.propose returned Draft.probs with {why}; each row must be the distribution "
                                  "its token was drawn from (None for a deterministic drafter)")
-    if tokens is draft.tokens and extra is draft.extra_tokens:
-        return draft
     return dataclasses.replace(draft, tokens=tokens, extra_tokens=extra)
 
 

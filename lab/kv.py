@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from lab.sampling import check_int
-from lab.trees import _is_int  # the one integer test: Python/NumPy ints and integer 0-d tensors, never bools
+from lab.sampling import check_int, check_token_ids
+from lab.sampling import is_integer as _is_int  # Python/NumPy ints and integer 0-d tensors, never bools
 
 __all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position",
            "draft_keep_length", "emitted_tokens"]
@@ -137,22 +137,7 @@ class ScratchKVCache:
         return len(self.scratch_tokens)
 
     def _tokens(self, tokens, name: str = "tokens") -> list:
-        if isinstance(tokens, (str, bytes)):
-            raise TypeError(f"{name} must be token ids (a list of ints or a 1-d LongTensor), got text {tokens[:30]!r}; "
-                            "encode text first: pair.encode(text)")
-        tokens = tokens.tolist() if hasattr(tokens, "tolist") else tokens
-        try:
-            tokens = list(tokens)
-        except TypeError:
-            raise TypeError(f"{name} must be a list of token ids or a 1-d LongTensor, got "
-                            f"{type(tokens).__name__}") from None
-        wrong = next((t for t in tokens if not _is_int(t)), None)
-        if wrong is not None:
-            raise TypeError(f"{name} must hold integer token ids, got {type(wrong).__name__} {wrong!r}")
-        tokens = [int(t) for t in tokens]
-        if not tokens:
-            raise ValueError(f"{name} must hold at least one token id")
-        return tokens
+        return check_token_ids(name, tokens, hint="; encode text first: pair.encode(text)")
 
     def append(self, tokens):
         """Forward ``tokens`` straight into the committed cache (no scratch); returns logits ``[n, V]``.

@@ -11,11 +11,11 @@ import inspect
 import os
 import socket
 from dataclasses import dataclass
-from numbers import Integral
 from pathlib import Path
 
 import torch
 
+from lab.sampling import check_token_ids
 from lab.train import PAIR_DIR
 
 __all__ = ["ModelPair", "PRESETS", "load_pair", "pick_device", "forward", "new_cache", "ModelNotAvailableError",
@@ -50,23 +50,14 @@ class ModelPair:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids) -> str:
-        """Text of the token ids ``ids`` (list of ints, NumPy integers or a 1-d LongTensor), special tokens kept.
+        """Text of the token ids ``ids`` (list of ints, NumPy integers, or a LongTensor ``[L]`` / ``[1, L]``), special
+        tokens kept.
 
         Raises ``ValueError`` for an id outside the vocabulary ``[0, V)`` (V: the larger of the tokenizer's size
         and the target's logit width), which the tokenizer would otherwise turn into "" without a word, and
         ``TypeError`` for ids that are not integers."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        if ids:
-            if isinstance(ids[0], list):  # a [1, L] tensor or nested list: one sequence at a time
-                raise ValueError("ids must be one sequence of token ids (a list or a 1-d tensor), got nested ids")
-            wrong = next((t for t in ids if isinstance(t, bool) or not isinstance(t, Integral)), None)
-            if wrong is not None:
-                raise TypeError(f"ids must be integer token ids, got {type(wrong).__name__} {wrong!r}")
-            vocab = max(len(self.tokenizer), vocab_size(self.target))
-            if not 0 <= min(ids) <= max(ids) < vocab:
-                bad = [int(t) for t in ids if not 0 <= t < vocab]
-                raise ValueError(f"ids must be token ids in [0, {vocab}) (the vocabulary), got {bad[:5]}")
-        return self.tokenizer.decode([int(t) for t in ids])
+        vocab = max(len(self.tokenizer), vocab_size(self.target))
+        return self.tokenizer.decode(check_token_ids("ids", ids, vocab, allow_empty=True))
 
     @property
     def eos_token_id(self) -> int | None:

@@ -17,7 +17,7 @@ from numbers import Integral, Real
 import torch
 
 __all__ = ["probs_from_logits", "check_sampling_args", "sample", "residual_distribution", "accept_or_reject",
-           "check_probs", "check_int", "categorical", "uniform"]
+           "check_probs", "check_int", "is_integer", "check_token_ids", "categorical", "uniform"]
 
 # probs_from_logits divides by the temperature in float32 unless that could overflow (see there).
 _MIN_PLAIN_TEMPERATURE = 1e-30
@@ -33,6 +33,54 @@ def check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def is_integer(value) -> bool:
+    """True for a Python or NumPy integer and for an integer 0-d tensor; False for bools (bool tensors too), floats
+    and everything else. The one integer test for token ids and tree indices in ``lab``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, Integral):
+        return True
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()
+            and not value.is_complex() and value.dtype != torch.bool)
+
+
+def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bool = False, hint: str = "") -> list:
+    """``ids`` as a list of Python ints after checking they are token ids: a list (or other iterable) of integers
+    (Python, NumPy, integer 0-d tensors) or an integer tensor ``[L]`` / ``[1, L]``.
+
+    Raises ``TypeError`` naming ``name`` for text, a non-iterable, a float/bool tensor or an item that is not an
+    integer (bools included), and ``ValueError`` for a tensor of another shape, an empty sequence (unless
+    ``allow_empty``) and, when ``vocab`` is given, ids outside ``[0, vocab)``. ``hint`` is appended to the type
+    errors (e.g. "; encode text first: pair.encode(text)"). The result is always a new list; a list of plain ints
+    is checked in one pass, cheap enough for once per decoding step."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be token ids, got text ({ids[:30]!r}){hint}")
+    if isinstance(ids, torch.Tensor):
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise TypeError(f"{name} must be integer token ids (a LongTensor), got dtype {ids.dtype}")
+        if ids.dim() == 2 and ids.size(0) == 1:
+            ids = ids[0]
+        if ids.dim() != 1:
+            raise ValueError(f"{name} must be a list of ids or a tensor [L] or [1, L], got shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    else:  # a fresh list: callers may append to it
+        try:
+            ids = list(ids)
+        except TypeError:
+            raise TypeError(f"{name} must be a list of token ids or a LongTensor, got {type(ids).__name__}"
+                            f"{hint}") from None
+    if not all(type(t) is int for t in ids):  # the fast path: a list of plain ints needs no conversion
+        wrong = next((t for t in ids if not is_integer(t)), None)
+        if wrong is not None:
+            raise TypeError(f"{name} must hold integer token ids, got {type(wrong).__name__} {wrong!r}{hint}")
+        ids = [int(t) for t in ids]
+    if not ids and not allow_empty:
+        raise ValueError(f"{name} must hold at least one token id")
+    if vocab is not None and ids and not 0 <= min(ids) <= max(ids) < vocab:
+        raise ValueError(f"{name} must be token ids in [0, {vocab}), got {[t for t in ids if not 0 <= t < vocab][:5]}")
+    return ids
 
 
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> None:

@@ -23,9 +23,9 @@ integer 0-d tensors; bools are rejected.
 """
 from __future__ import annotations
 
-import numbers
-
 import torch
+
+from lab.sampling import is_integer as _is_int  # the one integer test of lab
 
 __all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "paths", "children", "ancestors",
            "chain_parents", "check_choices", "choices_parents"]
@@ -48,17 +48,6 @@ def check_parents(parents) -> list[int]:
         raise ValueError(f"parents[{i}] must be -1 (the last committed token) or an earlier node in [0, {i}), "
                          f"got {p}: nodes must be listed parents first")
     return out
-
-
-def _is_int(value) -> bool:
-    """True for a Python or NumPy integer and for an integer 0-d tensor; False for bools (also bool tensors),
-    floats and everything else. The one integer test of ``lab.trees`` and ``lab.kv``."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, numbers.Integral):
-        return True
-    return (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()
-            and not value.is_complex() and value.dtype != torch.bool)
 
 
 def _int_at_least(name: str, value, low: int, what: str = "") -> int:

@@ -162,12 +162,13 @@ GOOD = torch.full((1, V), 1 / V)
 @pytest.mark.parametrize("make, error, words", [
     (lambda r: [12, 13], TypeError, "Scripted.propose must return a lab.drafters.Draft.*got list"),
     (lambda r: None, TypeError, "Scripted.propose must return a lab.drafters.Draft.*got NoneType"),
-    (lambda r: Draft([99999]), ValueError, r"Scripted.propose returned Draft.tokens with ids outside .*\[0, 64\)"),
-    (lambda r: Draft([-1]), ValueError, r"Draft.tokens with ids outside the vocabulary \[0, 64\): \[-1\]"),
-    (lambda r: Draft([1.5]), TypeError, "Scripted.propose returned Draft.tokens holding float 1.5"),
-    (lambda r: Draft([True]), TypeError, "holding bool"),
-    (lambda r: Draft("ab"), TypeError, "Draft.tokens of type str"),
-    (lambda r: Draft(torch.tensor([1.0])), TypeError, "Draft.tokens as a tensor of dtype torch.float32"),
+    (lambda r: Draft([99999]), ValueError,
+     r"Draft.tokens \(from Scripted.propose\) must be token ids in \[0, 64\), got \[99999\]"),
+    (lambda r: Draft([-1]), ValueError, r"Draft.tokens \(from Scripted.propose\) must be token ids in \[0, 64\), got \[-1\]"),
+    (lambda r: Draft([1.5]), TypeError, r"Draft.tokens \(from Scripted.propose\) must hold integer token ids, got float 1.5"),
+    (lambda r: Draft([True]), TypeError, "must hold integer token ids, got bool"),
+    (lambda r: Draft("ab"), TypeError, r"Draft.tokens \(from Scripted.propose\) must be token ids, got text"),
+    (lambda r: Draft(torch.tensor([1.0])), TypeError, "Draft.tokens .* must be integer token ids .*torch.float32"),
     (lambda r: Draft([12, 13], torch.full((2, 10), 0.1)), ValueError, r"Draft.probs of Tensor \(2, 10\).*\[2, 64\]"),
     (lambda r: Draft([12, 13], GOOD), ValueError, r"Draft.probs of Tensor \(1, 64\)"),
     (lambda r: Draft([12], [[1 / V] * V]), ValueError, "Draft.probs of list"),
@@ -177,7 +178,7 @@ GOOD = torch.full((1, V), 1 / V)
      r"probability 0 for its own drafted token at positions \[0\]"),  # a proper distribution, just not its own
     (lambda r: Draft([12], torch.full((1, V), 2 / V)), ValueError, "rows that do not sum to 1"),
     (lambda r: Draft([1], extra_tokens=[64], extra_positions=[1], extra_mask=torch.ones(1, 3, dtype=torch.bool)),
-     ValueError, "Draft.extra_tokens with ids outside"),
+     ValueError, r"Draft.extra_tokens \(from Scripted.propose\) must be token ids in \[0, 64\)"),
 ])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_generate_checks_the_draft_each_step(target, make, error, words, temperature):
@@ -263,7 +264,7 @@ def test_pair_decode_refuses_ids_outside_the_vocabulary():
         pair.decode([65, 99999])
     with pytest.raises(ValueError, match=r"\[-1\]"):
         pair.decode([-1])
-    with pytest.raises(TypeError, match="ids must be integer token ids, got float"):
+    with pytest.raises(TypeError, match="ids must hold integer token ids, got float"):
         pair.decode([1.5])
     assert pair.decode.__doc__ and "Raises" in pair.decode.__doc__
 
@@ -283,11 +284,11 @@ def test_emitted_tokens_checks_its_arguments():
 
 def test_scratch_cache_refuses_text_and_floats(target):
     scratch = kv.ScratchKVCache(target)
-    with pytest.raises(TypeError, match="tokens must be token ids .* got text 'ab'"):
+    with pytest.raises(TypeError, match=r"tokens must be token ids, got text \('ab'\)"):
         scratch.append("ab")
     with pytest.raises(TypeError, match="tokens must hold integer token ids, got float 1.5"):
         scratch.append([1, 1.5])
-    with pytest.raises(TypeError, match="tokens must be a list of token ids or a 1-d LongTensor, got int"):
+    with pytest.raises(TypeError, match="tokens must be a list of token ids or a LongTensor, got int"):
         scratch.append(5)
     assert scratch.append(np.array([1, 2, 3])).shape == (3, 64) and scratch.committed_tokens == [1, 2, 3]
 

@@ -1,6 +1,7 @@
 """lab.sampling: fixed-outcome cases, parity with transformers' logits warpers, and the edge cases of oracle 4."""
 import math
 
+import numpy as np
 import pytest
 import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
@@ -109,3 +110,24 @@ def test_accept_or_reject_fixed_outcomes(target_prob, draft_prob, u, expected):
 def test_accept_or_reject_errors(args, word):
     with pytest.raises(ValueError, match=word):
         accept_or_reject(*args)
+
+
+def test_check_token_ids_is_the_one_token_id_check():
+    from lab.sampling import check_token_ids
+
+    given = [3, 1, 2]
+    out = check_token_ids("ids", given, 4)
+    assert out == [3, 1, 2] and out is not given  # a fresh list: callers append to it
+    assert check_token_ids("ids", torch.tensor([[5, 6]])) == [5, 6]  # [1, L] is one sequence
+    assert check_token_ids("ids", np.array([7, 8])) == [7, 8] and type(check_token_ids("ids", (np.int64(2),))[0]) is int
+    assert check_token_ids("ids", [], allow_empty=True) == []
+    for bad, error, words in (("ab", TypeError, r"ids must be token ids, got text \('ab'\); see"),
+                              ([1, 2.0], TypeError, "ids must hold integer token ids, got float 2.0; see"),
+                              ([True], TypeError, "got bool True"),
+                              (5, TypeError, "ids must be a list of token ids or a LongTensor, got int; see"),
+                              (torch.tensor([1.0]), TypeError, "dtype torch.float32"),
+                              (torch.zeros(2, 2, dtype=torch.long), ValueError, r"shape \(2, 2\)"),
+                              ([], ValueError, "at least one token id"),
+                              ([0, 4, -1], ValueError, r"ids must be token ids in \[0, 4\), got \[4, -1\]")):
+        with pytest.raises(error, match=words):
+            check_token_ids("ids", bad, 4, hint="; see")

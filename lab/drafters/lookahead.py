@@ -38,8 +38,8 @@ import torch
 from lab.drafters.base import Draft, DraftRequest
 from lab.kv import rollback
 from lab.models import forward, new_cache
-from lab.sampling import check_int
-from lab.trees import _is_int
+from lab.sampling import check_int, check_token_ids
+from lab.sampling import is_integer as _is_int
 
 __all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
 
@@ -60,11 +60,11 @@ def jacobi_update(target, prefix_ids, window) -> list:
     positions right after the prefix. The target runs once over ``prefix_ids + window``; the new guess for window
     position i is the argmax of the logits at position ``len(prefix_ids) - 1 + i`` (the row that predicts it), so
     it depends on the prefix and on the *old* guesses 0..i−1. Returns list[int] of length W. Raises
-    ``ValueError`` for an empty prefix or window.
+    ``ValueError`` for an empty prefix or window, ``TypeError`` for ids that are not integers (text, floats), and
+    ``ValueError`` (from :func:`lab.models.forward`) for ids outside the vocabulary or past the context.
     """
-    prefix, window = [int(t) for t in prefix_ids], [int(t) for t in window]
-    if not prefix or not window:
-        raise ValueError("prefix_ids and window must each hold at least one token id")
+    prefix = check_token_ids("prefix_ids", prefix_ids, hint="; encode text first: pair.encode(text)")
+    window = check_token_ids("window", window)
     logits = forward(target, prefix + window, new_cache())
     start = len(prefix) - 1
     return logits[start:start + len(window)].argmax(-1).tolist()
@@ -115,18 +115,17 @@ def jacobi_decode(target, prompt_ids, window: int = 8, init=None, max_iterations
     ``max_iterations`` is ``window + 1``. Source: Santilli et al. 2023 (Jacobi decoding); Fu et al. 2024, sec. 2.
 
     Returns :class:`JacobiRun`. Raises ``ValueError`` for an empty prompt, ``window`` < 1, ``init`` of the wrong
-    length, ``max_iterations`` < 1 or a ``seed`` that is not an integer >= 0 (NumPy integers count).
+    length, ``max_iterations`` < 1 or a ``seed`` that is not an integer >= 0 (NumPy integers count), and
+    ``TypeError`` for ``prompt_ids`` or ``init`` that are not integer token ids.
     """
-    prompt = [int(t) for t in prompt_ids]
-    if not prompt:
-        raise ValueError("prompt_ids must hold at least one token id")
+    prompt = check_token_ids("prompt_ids", prompt_ids, hint="; encode text first: pair.encode(text)")
     window = _check_int("window", window, 1)
     seed = check_int("seed", seed, 0)  # random.Random rejects NumPy ints and hashes floats
     if init is None:
         rng = random.Random(seed)
         guesses = [rng.choice(prompt) for _ in range(window)]
     else:
-        guesses = [int(t) for t in init]
+        guesses = check_token_ids("init", init)
         if len(guesses) != window:
             raise ValueError(f"init must hold window = {window} token ids, got {len(guesses)}")
     limit = window + 1 if max_iterations is None else _check_int("max_iterations", max_iterations, 1)
