@@ -525,9 +525,9 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
         raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
     if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
         raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
-    if isinstance(temperatures, (str, Real)) or not temperatures:
+    if isinstance(temperatures, (str, Real)) or not hasattr(temperatures, "__len__") or len(temperatures) == 0:
         raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
-    for t in temperatures:
+    for t in temperatures:  # a NumPy array works too (len, not truth: an array's truth value is ambiguous)
         _check_temperature("temperatures", t)
 
 
@@ -627,6 +627,7 @@ def run_arena(pair, tasks=_DEFAULT_TASKS, temperatures=(0.0, 1.0), max_new_token
 
     _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
                       seed)
+    temperatures = [float(t) for t in temperatures]  # plain floats in the rows (JSON), whatever was passed
     prompts = {}
     for task in tasks:
         available = arena_prompts(pair, task)

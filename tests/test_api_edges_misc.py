@@ -270,7 +270,9 @@ def test_arena_takes_numpy_temperatures_and_checks_the_context(pair):
     result = run_arena(pair, temperatures=(np.float32(0.0),), **kwargs)
     assert result["settings"]["temperatures"] == [0.0]
     assert [row["drafter"] for row in result["rows"]] == ["autoregressive", "ngram"]
-    for bad in ((True,), (np.float64("nan"),), np.float32(0.0)):
+    assert all(type(row["temperature"]) is float for row in result["rows"])  # rows stay JSON-ready
+    assert run_arena(pair, temperatures=np.array([0.0]), **kwargs)["settings"]["temperatures"] == [0.0]
+    for bad in ((True,), (np.float64("nan"),), np.float32(0.0), np.array([])):
         with pytest.raises(ValueError, match="temperatures must be"):
             run_arena(pair, temperatures=bad, **kwargs)
     with pytest.raises(ValueError, match=r"max_new_tokens: prompt \(\d+ tokens\) \+ 500 new tokens exceed"):
