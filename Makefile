@@ -22,8 +22,8 @@ NBVAL_ENV := PYTHONWARNINGS=ignore TQDM_DISABLE=1
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -qq --retries 1 \
-		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"  # -qq: no retry notes where the index is unreachable
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q --retries 1 \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
