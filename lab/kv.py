@@ -253,13 +253,12 @@ def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_dra
     Returns ``{"tokens": list[int] (exactly max_new_tokens), "emitted": every token the steps emitted (the last
     step may overshoot max_new_tokens), "target_calls": int, "accepted": int, "drafted": int, "draft_cache": the
     draft's cache, "draft_pending": the committed tokens it has not been fed yet}``.
-    Raises ``ValueError`` for an empty prompt or ``n_draft`` / ``max_new_tokens`` < 1.
+    Raises ``ValueError`` for an empty prompt or ``n_draft`` / ``max_new_tokens`` < 1 (and, from
+    :func:`lab.models.forward`, for positions past the context), ``TypeError`` for text or float ids.
     """
     from lab.models import forward, new_cache
 
-    prompt = [int(t) for t in prompt_ids]
-    if not prompt:
-        raise ValueError("prompt_ids must hold at least one token id")
+    prompt = check_token_ids("prompt_ids", prompt_ids, hint="; encode text first: pair.encode(text)")
     n_draft, max_new_tokens = check_int("n_draft", n_draft, 1), check_int("max_new_tokens", max_new_tokens, 1)
     target_cache, draft_cache = new_cache(), new_cache()
     if len(prompt) > 1:  # both caches hold every committed token but the last

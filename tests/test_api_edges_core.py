@@ -98,6 +98,8 @@ def test_helpers_built_on_forward_stop_at_the_context(short_target, short_draft)
         jacobi_update(short_target, [5] * 30, [1] * 8)
     with pytest.raises(ValueError, match="context limit"):
         kv.two_cache_greedy(short_target, short_draft, [1] * 28, 10, n_draft=4)
+    with pytest.raises(TypeError, match=r"prompt_ids must be token ids, got text \('abc'\); encode text first"):
+        kv.two_cache_greedy(short_target, short_draft, "abc", 3)
 
 
 def test_generate_cuts_drafts_that_run_past_the_context(short_target):
