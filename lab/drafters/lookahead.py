@@ -209,7 +209,9 @@ class LookaheadDrafter:
         if budget == 0:
             chain, extra, source = [], [], "none"
         elif candidate:
-            chain, extra, source = list(candidate[:budget]), list(self.window_tokens), "pool"
+            # the window rides along at offsets 1..W; guesses past the budget could never be used (and near the
+            # end of the context would sit past it), so only the first `budget` go into the forward
+            chain, extra, source = list(candidate[:budget]), list(self.window_tokens[:budget]), "pool"
         else:
             chain, extra, source = list(self.window_tokens[:budget]), [], "jacobi"
         self._step = {"position": position, "last": last, "chain": chain, "extra": extra, "source": source,
