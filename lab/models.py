@@ -46,7 +46,10 @@ class ModelPair:
     dtype: torch.dtype
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no special tokens added)."""
+        """Token ids of ``text`` (no special tokens added), a list of ints. Raises ``TypeError`` naming ``text``
+        for anything but a ``str`` (a list of strings would come back as a batch, list[list[int]])."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__} {text!r:.60}")
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, ids) -> str:

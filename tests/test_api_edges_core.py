@@ -269,6 +269,9 @@ def test_pair_decode_refuses_ids_outside_the_vocabulary():
     with pytest.raises(TypeError, match="ids must hold integer token ids, got float"):
         pair.decode([1.5])
     assert pair.decode.__doc__ and "Raises" in pair.decode.__doc__
+    for bad in (123, None, ["ROMEO."], b"ROMEO."):  # a list would come back as a batch of id lists
+        with pytest.raises(TypeError, match="text must be a str"):
+            pair.encode(bad)
 
 
 # --- 6. lab.kv arguments --------------------------------------------------------------------------------------------
