@@ -40,6 +40,10 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def _threads(count: int) -> str:
+    return f"{count} thread" + ("" if count == 1 else "s")
+
+
 def _check_prompts(prompts, name: str = "prompts") -> list[str]:
     """``prompts`` as a list after checking it is a non-empty sequence of strings (a bare string is a mistake:
     iterating it would run every character as a prompt); errors name ``name``."""
@@ -227,7 +231,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
 def format_table(result: dict, label: str = "held-out") -> str:
     """The bench result as a Markdown table plus a settings line (``label`` names the prompt set)."""
     s = result["settings"]
-    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {s['threads']} threads), {s['prompts']} {label} "
+    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {_threads(s['threads'])}), {s['prompts']} {label} "
              f"prompts × {s['max_new_tokens']} new tokens, greedy, draft model N = {s['n_draft']}"
              + (f"; {s['extra']}" if s.get("extra") else ""), "",
              "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | tokens per target call |",
@@ -332,15 +336,16 @@ def main(args) -> int:
     ``n_draft``, ``json``). Returns the exit status: 0, or 1 if a method's greedy tokens differed from lab
     autoregressive decoding.
 
-    Raises ``SystemExit`` for more ``--prompts`` than are bundled (before the pair loads) and
-    :class:`lab.cli.OptionError` naming ``--max-new-tokens`` when the longest prompt plus the new tokens exceeds
+    Raises :class:`lab.cli.OptionError` naming ``--prompts`` for more prompts than are bundled (before the pair
+    loads) and naming ``--max-new-tokens`` when the longest prompt plus the new tokens exceeds
     the target's context (before any timing); :func:`lab.cli.main` prints either as one line."""
     from lab.cli import OptionError
     from lab.models import held_out_prompts, load_pair
 
     prompts = held_out_prompts()
     if args.prompts > len(prompts):  # checked before the pair loads
-        raise SystemExit(f"--prompts must be at most {len(prompts)} (the held-out prompts bundled)")
+        raise OptionError("--prompts", f"must be at most {len(prompts)} (the held-out prompts bundled), got "
+                                       f"{args.prompts}")
     pair = load_pair(args.pair)
     chosen = prompts[: args.prompts]
     copy_heavy = copy_heavy_prompts(pair, chosen)
@@ -711,7 +716,7 @@ def format_arena(result: dict) -> str:
     and, at T = 0, whether the tokens equal the autoregressive ones."""
     s = result["settings"]
     load = s.get("load_average")
-    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {s['threads']} threads), {s['prompts_per_task']} "
+    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {_threads(s['threads'])}), {s['prompts_per_task']} "
              f"prompts per task × {s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
              f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
              + (f"; load average {load[0]} → {load[1]}" if load else ""), "",
@@ -847,9 +852,8 @@ def format_adaptive(result: dict) -> str:
 
 def arena_main(args) -> int:
     """``python -m lab arena``: the full arena table, then fixed vs adaptive N for the draft model (prose, T = 0).
-    Exit status 1 if any greedy run differed from autoregressive decoding. Raises ``SystemExit`` for more
-    ``--prompts`` than a task has (before the pair loads) and :class:`lab.cli.OptionError` naming
-    ``--max-new-tokens`` when a prompt plus the new tokens exceeds the target's context (before any run)."""
+    Exit status 1 if any greedy run differed from autoregressive decoding. Raises :class:`lab.cli.OptionError`
+    naming ``--prompts`` for more prompts than a task has (before the pair loads) and naming ``--max-new-tokens`` when a prompt plus the new tokens exceeds the target's context (before any run)."""
     from lab.cli import OptionError
     from lab.models import held_out_prompts, load_pair
 
@@ -857,7 +861,7 @@ def arena_main(args) -> int:
     # the structured records, which need no tokenizer to count.
     most = min(len(held_out_prompts()), len(record_prompts(None)))
     if args.prompts > most:
-        raise SystemExit(f"--prompts must be at most {most} (the structured prompts bundled), got {args.prompts}")
+        raise OptionError("--prompts", f"must be at most {most} (the structured prompts bundled), got {args.prompts}")
     pair = load_pair(args.pair)
     # compare_adaptive runs the prose prompts, one of run_arena's default tasks
     encoded = [pair.encode(p) for task in _DEFAULT_TASKS for p in arena_prompts(pair, task)[: args.prompts]]

@@ -150,7 +150,7 @@ def demo(args) -> int:
     print("\n\n" + " · ".join([
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
         f"tokens per target call {stats['tokens_per_target_call']:.2f}",
-        f"{stats['target_calls']} target calls for {stats['new_tokens']} tokens",
+        f"{stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for {stats['new_tokens']} tokens",
         f"{stats['tokens_per_second']:.0f} tokens/s",
         f"device {pair.device}"]))
     return 0

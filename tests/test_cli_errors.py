@@ -125,7 +125,7 @@ def test_bad_choices_list_the_allowed_values(capsys):
     assert "argument --exclude: invalid choice: 'warp'" in line and "'eagle'" in line
 
 
-def test_arena_prompt_count_is_checked_before_the_pair_loads(monkeypatch):
+def test_arena_prompt_count_is_checked_before_the_pair_loads(monkeypatch, capsys):
     import lab.bench
     import lab.models
 
@@ -133,8 +133,9 @@ def test_arena_prompt_count_is_checked_before_the_pair_loads(monkeypatch):
         raise AssertionError("arena loaded the pair before checking --prompts")
 
     monkeypatch.setattr(lab.models, "load_pair", forbidden)
-    with pytest.raises(SystemExit, match=r"--prompts must be at most 4 \(the structured prompts bundled\), got 5"):
-        cli.main(["arena", "--prompts", "5"])
+    assert cli.main(["arena", "--prompts", "5"]) == 2
+    assert capsys.readouterr().err == ("python -m lab arena: error: --prompts: must be at most 4 (the structured "
+                                       "prompts bundled), got 5\n")
     # and 4 is the real limit: every task has at least 4 prompts
     assert min(len(lab.models.held_out_prompts()), len(lab.bench.record_prompts(None))) == 4
 
@@ -218,15 +219,16 @@ def test_bench_and_arena_prompts_beyond_the_context_are_one_line(command, char_p
                             "+ 500 new tokens exceed the target's context of 512 positions\n")
 
 
-def test_bench_prompt_count_is_checked_before_the_pair_loads(monkeypatch):
+def test_bench_prompt_count_is_checked_before_the_pair_loads(monkeypatch, capsys):
     import lab.models
 
     def forbidden(*args, **kwargs):
         raise AssertionError("bench loaded the pair before checking --prompts")
 
     monkeypatch.setattr(lab.models, "load_pair", forbidden)
-    with pytest.raises(SystemExit, match=r"--prompts must be at most 8 \(the held-out prompts bundled\)"):
-        cli.main(["bench", "--prompts", "9"])
+    assert cli.main(["bench", "--prompts", "9"]) == 2
+    assert capsys.readouterr().err == ("python -m lab bench: error: --prompts: must be at most 8 (the held-out "
+                                       "prompts bundled), got 9\n")
 
 
 # --- pick: errors that argparse cannot see ---------------------------------------------------------------------------
@@ -307,3 +309,16 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
                  "--prompts PROMPTS prompts per task, 1 to 4 with the bundled pair (default: 3)",
                  "--repeats REPEATS time each run this often and keep the fastest, >= 1 (default: 1)"):
         assert part in text, part
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`python -m lab demo | head -c 1`: the reader leaves while tokens are still streaming; no BrokenPipeError
+    traceback, exit status 1."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "demo", "--max-new-tokens", "200", "--color", "never"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdout.read(1)
+    proc.stdout.close()  # the reader is gone; the demo is still writing
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+    assert proc.returncode == 1
