@@ -240,17 +240,16 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
         raise ValueError(f"input_ids must be token ids in [0, {vocab}) (the model's vocabulary), got "
                          f"{low if low < 0 else high}")
     past = int(cache.get_seq_length())
+    positions = None
+    if position_ids is not None:  # read once, on the CPU: checked here, moved to the device below
+        positions = torch.as_tensor(position_ids, dtype=torch.long).view(1, -1)
+        if positions.size(1) != n:
+            raise ValueError(f"position_ids must hold one position per new token ({n}), got {positions.size(1)}")
+    last = int(positions.max()) if positions is not None else past + n - 1
     limit = context_limit(model)
-    if limit is not None:
-        if position_ids is not None:
-            positions = torch.as_tensor(position_ids, dtype=torch.long)
-            last = int(positions.max()) if positions.numel() else past + n - 1
-        else:
-            last = past + n - 1
-        if last >= limit:
-            raise ValueError(f"this forward would use position {last}, past the model's context limit of {limit} "
-                             f"positions (cache length {past} + {n} new tokens); keep prompt + new tokens within "
-                             f"{limit}")
+    if limit is not None and last >= limit:
+        raise ValueError(f"this forward would use position {last}, past the model's context limit of {limit} "
+                         f"positions (cache length {past} + {n} new tokens); keep prompt + new tokens within {limit}")
     ids = ids.to(device=model.device, dtype=torch.long)
     kwargs = {cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
     if attention_mask is not None:
@@ -263,11 +262,8 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
         additive = torch.zeros(full.shape, dtype=dtype, device=model.device)
         additive.masked_fill_(~full, torch.finfo(dtype).min)  # 0 = attend; works for eager and sdpa attention
         kwargs["attention_mask"] = additive[None, None]
-    if position_ids is not None:
-        positions = torch.as_tensor(position_ids, dtype=torch.long, device=model.device).view(1, -1)
-        if positions.size(1) != n:
-            raise ValueError(f"position_ids must hold one position per new token ({n}), got {positions.size(1)}")
-        kwargs["position_ids"] = positions
+    if positions is not None:
+        kwargs["position_ids"] = positions.to(model.device)
     if output_hidden_states:
         kwargs["output_hidden_states"] = True
     out = model(input_ids=ids, **kwargs)
