@@ -125,21 +125,6 @@ def test_bad_choices_list_the_allowed_values(capsys):
     assert "argument --exclude: invalid choice: 'warp'" in line and "'eagle'" in line
 
 
-def test_arena_prompt_count_is_checked_before_the_pair_loads(monkeypatch, capsys):
-    import lab.bench
-    import lab.models
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("arena loaded the pair before checking --prompts")
-
-    monkeypatch.setattr(lab.models, "load_pair", forbidden)
-    assert cli.main(["arena", "--prompts", "5"]) == 2
-    assert capsys.readouterr().err == ("python -m lab arena: error: --prompts: must be at most 4 (the structured "
-                                       "prompts bundled), got 5\n")
-    # and 4 is the real limit: every task has at least 4 prompts
-    assert min(len(lab.models.held_out_prompts()), len(lab.bench.record_prompts(None))) == 4
-
-
 def test_seed_range_is_what_torch_accepts():
     parser = cli.build_parser()
     for seed in (-2 ** 63, 0, 2 ** 64 - 1):
@@ -219,16 +204,23 @@ def test_bench_and_arena_prompts_beyond_the_context_are_one_line(command, char_p
                             "+ 500 new tokens exceed the target's context of 512 positions\n")
 
 
-def test_bench_prompt_count_is_checked_before_the_pair_loads(monkeypatch, capsys):
+@pytest.mark.parametrize("command, count, message", [
+    ("arena", 5, "must be at most 4 (the structured prompts bundled), got 5"),
+    ("bench", 9, "must be at most 8 (the held-out prompts bundled), got 9"),
+])
+def test_prompt_count_is_checked_before_the_pair_loads(command, count, message, monkeypatch, capsys):
+    import lab.bench
     import lab.models
 
     def forbidden(*args, **kwargs):
-        raise AssertionError("bench loaded the pair before checking --prompts")
+        raise AssertionError(f"{command} loaded the pair before checking --prompts")
 
     monkeypatch.setattr(lab.models, "load_pair", forbidden)
-    assert cli.main(["bench", "--prompts", "9"]) == 2
-    assert capsys.readouterr().err == ("python -m lab bench: error: --prompts: must be at most 8 (the held-out "
-                                       "prompts bundled), got 9\n")
+    assert cli.main([command, "--prompts", str(count)]) == 2
+    assert capsys.readouterr().err == f"python -m lab {command}: error: --prompts: {message}\n"
+    # the limits are the real ones: every arena task has at least 4 prompts, the bench 8 held-out prompts
+    assert min(len(lab.models.held_out_prompts()), len(lab.bench.record_prompts(None))) == 4
+    assert len(lab.models.held_out_prompts()) == 8
 
 
 # --- pick: errors that argparse cannot see ---------------------------------------------------------------------------
