@@ -155,7 +155,8 @@ class ScratchKVCache:
         return logits
 
     def write(self, tokens):
-        """Forward ``tokens`` after committed + scratch entries; their keys/values go to scratch. Logits ``[n, V]``."""
+        """Forward ``tokens`` after committed + scratch entries; their keys/values go to scratch. Logits ``[n, V]``.
+        Raises ``ValueError`` on an empty cache (prefill first)."""
         from lab.models import forward
 
         tokens = self._tokens(tokens)

@@ -64,6 +64,7 @@ class ModelPair:
 
     @property
     def eos_token_id(self) -> int | None:
+        """The tokenizer's end-of-text id (None if it has none): pass it to ``generate(eos_token_id=...)``."""
         return self.tokenizer.eos_token_id
 
 

@@ -258,6 +258,7 @@ class Recommendation:
 
     @property
     def speculates(self) -> bool:
+        """False when the recommendation is plain decoding (method \"none\")."""
         return self.method != "none"
 
     # --- vLLM ----------------------------------------------------------------------------------------------
@@ -417,10 +418,12 @@ class Recommendation:
 
     # --- rendering -----------------------------------------------------------------------------------------
     def speedup_text(self) -> str:
+        """The expected speedup range for display, e.g. \"1.5–2×\" (\"1×\" without speculation)."""
         low, high = self.expected_speedup
         return "1×" if not self.speculates else f"{low:g}–{high:g}×"
 
     def draft_temperature_text(self) -> str:
+        """The draft temperature for display, with what it means."""
         if self.draft_temperature is None:
             return "n/a"
         if self.draft_temperature == 0:
@@ -428,6 +431,7 @@ class Recommendation:
         return f"{self.draft_temperature:g} (the draft samples at the target's temperature)"
 
     def workload_text(self) -> str:
+        """The workload this recommendation answers, as one line."""
         w = self.workload
         memory = w.get("memory_headroom_gb")
         parts = [f"task {w.get('task')}", f"temperature {w.get('temperature'):g}",

@@ -90,12 +90,15 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 @dataclass
 class ModelShape:
+    """The size of one Llama model: hidden width, decoder layers, attention heads, MLP width."""
+
     hidden: int
     layers: int
     heads: int
     intermediate: int
 
     def config(self, vocab_size: int, eos_id: int, max_positions: int):
+        """A transformers ``LlamaConfig`` of this shape (tied embeddings, RoPE, EOS doubling as BOS and pad)."""
         from transformers import LlamaConfig
 
         return LlamaConfig(vocab_size=vocab_size, hidden_size=self.hidden, intermediate_size=self.intermediate,
@@ -107,6 +110,9 @@ class ModelShape:
 
 @dataclass
 class PairRecipe:
+    """Every setting of ``python -m lab train pair`` (recorded in ``training.json``): sizes, steps, batch, peak
+    learning rates, the copy-augmented share of sequences and the seed."""
+
     seed: int = 1234
     vocab_size: int = 2048
     seq_len: int = 256
@@ -145,6 +151,7 @@ class Batches:
         return torch.cat(parts)[:n]
 
     def next(self, batch: int) -> torch.Tensor:
+        """``batch`` rows of ``seq_len + 1`` token ids, int64 ``[batch, seq_len + 1]`` (inputs and shifted labels)."""
         rows = []
         for _ in range(batch):
             copy = float(torch.rand((1,), generator=self.gen)) < self.copy_frac

@@ -47,7 +47,8 @@ KIND_LABELS = {
 
 
 def tint(hex_color: str, alpha: float = 0.22) -> str:
-    """``"#RRGGBB"`` → ``"rgba(r, g, b, alpha)"``: a translucent background that reads on light and dark themes."""
+    """``"#RRGGBB"`` → ``"rgba(r, g, b, alpha)"``: a translucent background that reads on light and dark themes.
+    Raises ``ValueError`` for anything but ``#RRGGBB``."""
     value = hex_color.lstrip("#")
     if len(value) != 6:
         raise ValueError(f"expected a colour like '#RRGGBB', got {hex_color!r}")

@@ -64,7 +64,7 @@ class JacobiViewer(ipywidgets.VBox):
             self._render()
 
     def show_run(self, run: JacobiRun) -> None:
-        """Display ``run`` (all iterations shown)."""
+        """Display ``run`` (all iterations shown). Raises ``TypeError`` unless it is a ``JacobiRun``."""
         if not isinstance(run, JacobiRun):
             raise TypeError(f"run must be a lab.drafters.lookahead.JacobiRun, got {type(run).__name__}")
         self._run = run
@@ -94,14 +94,18 @@ class JacobiViewer(ipywidgets.VBox):
     # --- readable state ------------------------------------------------------------------------------------
     @property
     def grid(self) -> list:
+        """The run as rows of cells, one row per iteration: dicts with ``token_id``, ``text``, ``state``
+        ("converged" | "correct" | "guess") and ``changed`` (differs from the row before). A copy."""
         return [list(row) for row in self._grid]
 
     @property
     def iteration(self) -> int:
+        """The iteration the slider shows (0 = the initial guess)."""
         return self._slider.value
 
     @property
     def converged_counts(self) -> list:
+        """The converged prefix length of each row (list[int], one per iteration)."""
         return [sum(cell["state"] == "converged" for cell in row) for row in self._grid]
 
     @property
@@ -112,6 +116,7 @@ class JacobiViewer(ipywidgets.VBox):
 
     @property
     def summary(self) -> str:
+        """One sentence on the run: how many updates until every position converged, and the target calls."""
         run = self._run
         if run is None:
             return "no Jacobi run yet: call show_run(jacobi_decode(target, prompt_ids, window=W))"
@@ -125,6 +130,7 @@ class JacobiViewer(ipywidgets.VBox):
 
     @property
     def html(self) -> str:
+        """The grid up to the shown iteration as HTML (token text escaped)."""
         rows = []
         for t, row in enumerate(self._grid[: self.iteration + 1]):
             cells = []

@@ -80,7 +80,8 @@ class KVCacheViewer(ipywidgets.VBox):
         self.on_step(record)
 
     def on_step(self, record: StepRecord) -> None:
-        """Add the *verify* and *commit* frames of one step and show the newest."""
+        """Add the *verify* and *commit* frames of one step and show the newest. Raises ``ValueError`` for a
+        record without cache lengths (one not made by ``lab.decode.generate``)."""
         if record.cache_before is None:
             raise ValueError(f"step {record.index} carries no cache_before: feed records from lab.decode.generate")
         if record.index == 0 and self._frames:
@@ -128,10 +129,13 @@ class KVCacheViewer(ipywidgets.VBox):
     # --- readable state ------------------------------------------------------------------------------------
     @property
     def frames(self) -> list:
+        """The recorded frames, two per step (``phase`` "verify" then "commit"), each with its ``step`` and
+        cache ``rows``; the step record itself left out."""
         return [{key: value for key, value in f.items() if key != "record"} for f in self._frames]
 
     @property
     def frame(self) -> int:
+        """The index of the frame the slider shows."""
         return self._slider.value
 
     @property

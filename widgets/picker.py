@@ -144,30 +144,37 @@ class StrategyPicker(w.VBox):
 
     @property
     def tensor_parallel_size(self) -> int:
+        """The target's tensor-parallel size chosen in the dropdown (GPUs it is split over)."""
         return int(self.tp_dropdown.value)
 
     @property
     def vllm_config(self) -> dict:
+        """The current recommendation's vLLM ``speculative_config`` (see ``Recommendation.vllm_config``)."""
         return self.recommendation.vllm_config()
 
     @property
     def vllm_json(self) -> str:
+        """The same settings as the JSON string ``--speculative-config`` takes."""
         return self.recommendation.vllm_json()
 
     @property
     def vllm_command(self) -> str:
+        """A ``vllm serve`` command line for the target with these settings."""
         return self.recommendation.vllm_command(self.target, self.tensor_parallel_size)
 
     @property
     def hf_kwargs(self) -> dict:
+        """The transformers ``generate`` keyword arguments for the recommendation."""
         return self.recommendation.hf_kwargs()
 
     @property
     def hf_assistant_config(self) -> dict:
+        """The settings to put on the assistant model's ``generation_config`` (transformers)."""
         return self.recommendation.hf_assistant_config()
 
     @property
     def html(self) -> str:
+        """The recommendation card as shown (HTML)."""
         return self.card.value
 
     # --- driving it from Python (the same as clicking) -----------------------------------------------------------
@@ -193,14 +200,15 @@ class StrategyPicker(w.VBox):
         self._refresh()
 
     def select_workload(self, task: str) -> None:
-        """What clicking a workload row does: select that task."""
+        """What clicking a workload row does: select that task. Raises ``ValueError`` for an unknown task."""
         if task not in TASKS:
             raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
         self.set(task=task)
 
     def select_strategy(self, method: str) -> None:
         """What clicking a strategy row does: set up the situation its "when to pick" describes
-        (:data:`STRATEGY_SCENARIOS`), keeping the temperature unless it is above the picker's limit."""
+        (:data:`STRATEGY_SCENARIOS`), keeping the temperature unless it is above the picker's limit. Raises ``ValueError`` for an unknown
+        method."""
         if method not in STRATEGY_SCENARIOS:
             raise ValueError(f"method must be one of {', '.join(STRATEGY_SCENARIOS)}; got {method!r}")
         scenario = {"latency_bound": True, "memory_headroom_gb": None, "exclude": (), **STRATEGY_SCENARIOS[method]}

@@ -86,14 +86,17 @@ class SpeedupExplorer(w.VBox):
     # --- state -------------------------------------------------------------------------------------------
     @property
     def alpha(self) -> float:
+        """The acceptance rate α the slider is set to, in [0, 1]."""
         return float(self.alpha_slider.value)
 
     @property
     def n_draft(self) -> int:
+        """The draft length N the slider is set to."""
         return int(self.n_slider.value)
 
     @property
     def cost_ratio(self) -> float:
+        """The cost ratio c = draft forward / target forward the slider is set to."""
         return float(self.cost_slider.value)
 
     @property

@@ -175,34 +175,42 @@ class TreeViewer(ipywidgets.VBox):
     # --- readable state ------------------------------------------------------------------------------------
     @property
     def records(self) -> list:
+        """The step records shown so far (a copy)."""
         return list(self._records)
 
     @property
     def index(self):
+        """The index of the step the slider shows, or None before the first record."""
         return self._slider.value if self._records else None
 
     @property
     def node_labels(self) -> list:
+        """Drawn node labels (escaped): root, each draft node, then the target's token if any."""
         return list(self._view["labels"]) if self._view else []
 
     @property
     def node_status(self) -> list:
+        """Each drawn node's status: "root", "accepted", "rejected", then "bonus" or "resampled"."""
         return list(self._view["status"]) if self._view else []
 
     @property
     def node_ids(self) -> list:
+        """Each drawn node's token id (None for an unknown root)."""
         return list(self._view["ids"]) if self._view else []
 
     @property
     def parents(self):
+        """The shown step's tree parents (-1 = the last committed token), or None before the first record."""
         return list(self._view["parents"]) if self._view else None
 
     @property
     def mask(self):
+        """The shown step's tree attention mask, bool ``[n + 1, n + 1]`` (root first; True = may attend), or None."""
         return self._view["mask"].clone() if self._view else None
 
     @property
     def summary(self) -> str:
+        """One sentence on the shown step: what was drafted, the accepted path and the next token."""
         return self._view["summary"] if self._view else _EMPTY_SUMMARY
 
     # --- internals ------------------------------------------------------------------------------------------

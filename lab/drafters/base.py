@@ -77,9 +77,13 @@ class TargetOutput:
 class Drafter(Protocol):
     """``reset`` once per generation, then per step ``propose`` and, after verification, ``update``."""
 
-    def reset(self, prompt_ids: list) -> None: ...
+    def reset(self, prompt_ids: list) -> None:
+        """Start a new generation after ``prompt_ids`` (list[int], the whole prompt): drop any state of the last
+        one, prefill a draft model's KV cache with every prompt token but the last."""
 
-    def propose(self, request: DraftRequest) -> Draft: ...
+    def propose(self, request: DraftRequest) -> Draft:
+        """Draft at most ``request.max_tokens`` tokens after ``request.tokens`` (an empty Draft = a plain
+        autoregressive step). Sampling drafters draw with ``request.generator`` at the target's settings."""
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Roll the drafter's own state back to the committed prefix: the first ``num_accepted`` drafts of the

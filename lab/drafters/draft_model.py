@@ -110,6 +110,9 @@ class DraftModelDrafter:
         self.n_draft_history = []
 
     def propose(self, request: DraftRequest) -> Draft:
+        """Run the draft model ``min(n_draft, request.max_tokens)`` times, one token per forward on its KV cache:
+        argmax at T = 0 (``probs`` None, verified as one-hot), else a sample with its float32 ``[n, V]`` rows.
+        Raises ``RuntimeError`` before :meth:`reset`."""
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         n = min(self.n_draft, request.max_tokens)
@@ -135,6 +138,9 @@ class DraftModelDrafter:
         return 0 if self._cache is None else cache_length(self._cache)
 
     def update(self, num_accepted: int, next_token: int) -> None:
+        """Roll the draft's KV cache back to the committed prefix plus the ``num_accepted`` accepted drafts
+        (:func:`lab.kv.rollback`), queue what the cache has not seen (``next_token``, and after a full acceptance the
+        last draft too) for the next step, and, when adaptive, choose the next N (:func:`next_n_draft`)."""
         drafted = len(self._last)
         if self.adaptive and drafted:  # a step that drafted nothing says nothing about N
             self.n_draft = next_n_draft(self.n_draft, num_accepted, drafted, self.max_n_draft)

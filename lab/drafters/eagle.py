@@ -304,6 +304,9 @@ class EagleDrafter:
 
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Draft:
+        """Draft a chain of up to ``n_draft`` tokens (or the configured tree) from the target's last features and
+        the draft's own predicted features (EAGLE, Li et al. 2024, §4). Raises ``RuntimeError`` before
+        :meth:`reset`."""
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids, hidden=...) before propose()")
         self._last = []

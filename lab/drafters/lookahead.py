@@ -97,10 +97,12 @@ class JacobiRun:
 
     @property
     def target_calls(self) -> int:
+        """Target forwards the Jacobi iteration took (the first row of ``iterations`` is the initial guess)."""
         return len(self.iterations) - 1
 
     @property
     def window(self) -> int:
+        """Tokens solved in parallel: the length of the fixed point."""
         return len(self.fixed_point)
 
 
@@ -200,6 +202,9 @@ class LookaheadDrafter:
         self._step = {}
 
     def propose(self, request: DraftRequest) -> Draft:
+        """Propose the pool's n-gram that continues the last token, with the Jacobi window riding along in the same
+        target call as ``extra_tokens``; with no such n-gram the window itself is the draft (Fu et al. 2024,
+        lesson 09). Deterministic (``probs`` None), ``calls`` 0. Raises ``RuntimeError`` before :meth:`reset`."""
         if not self.window_tokens:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         tokens = request.tokens
@@ -248,6 +253,8 @@ class LookaheadDrafter:
         step["outputs"] = outputs
 
     def update(self, num_accepted: int, next_token: int) -> None:
+        """Move the window past the ``num_accepted + 1`` newly committed tokens: its next guesses are this step's
+        outputs at those positions (random filler where there are none); record the step in ``history``."""
         step = self._step
         if not step:
             return

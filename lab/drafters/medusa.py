@@ -231,7 +231,8 @@ class MedusaDrafter:
         return Draft(tokens, None, calls=1, parents=parents)
 
     def observe(self, output: TargetOutput) -> None:
-        """Keep the hidden row that produced the step's ``next_token``: the last row on the accepted path."""
+        """Keep the hidden row that produced the step's ``next_token``: the last row on the accepted path.
+        Raises ``ValueError`` when ``output.hidden`` is None (the loop was not asked for hidden states)."""
         if output.hidden is None:
             raise ValueError("MedusaDrafter needs the target's hidden states (needs_hidden_states = True), "
                              "got output.hidden = None")

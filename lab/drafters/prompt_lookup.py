@@ -97,6 +97,8 @@ class PromptLookupDrafter:
         """Nothing to prepare: the lookup reads the committed tokens at each step."""
 
     def propose(self, request: DraftRequest) -> Draft:
+        """Up to ``min(n_draft, request.max_tokens)`` tokens from :func:`ngram_lookup` on the committed tokens;
+        deterministic (``probs`` None, verified as one-hot), no draft forward (``calls`` 0)."""
         n = min(self.n_draft, request.max_tokens)
         if n <= 0:
             return Draft()
