@@ -313,3 +313,13 @@ def test_step_cut_at_eos_keeps_what_verification_decided(target):
     assert last.truncated and last.last_kind == "bonus"  # the target's token after 5 accepted drafts, then cut
     assert gen.stats["accepted_tokens"] == 5 and gen.stats["acceptance_rate"] == 1.0
     assert gen.stats["new_tokens"] == 3
+
+
+def test_verify_greedy_fixed_outcomes():
+    # target argmax per row [5, 7, 9]: a mismatch at the second draft keeps one and takes the target's 7
+    r = verify.verify_greedy([5, 7, 9], [5, 8])
+    assert (r.num_accepted, r.next_token, r.kind, r.path) == (1, 7, "resampled", [0])
+    r = verify.verify_greedy([4, 7, 9], [5, 7])
+    assert (r.num_accepted, r.next_token, r.kind, r.path) == (0, 4, "resampled", [])
+    r = verify.verify_greedy([5, 7, 9], [5, 7])
+    assert (r.num_accepted, r.next_token, r.kind, r.path) == (2, 9, "bonus", [0, 1])

@@ -533,3 +533,12 @@ def test_integer_checkers_treat_inf_and_nan_as_wrong_answers(capsys):
     for bad in (math.inf, math.nan):
         ok, out = run(check.best_n_draft, lambda a, c, m, bad=bad: bad, capsys)
         assert ok is False and out.startswith("✗") and "OverflowError" not in out, out
+
+
+def test_residual_checker_catches_a_slightly_wrong_residual():
+    assert check.residual_distribution(sampling.residual_distribution)
+
+    def off(target_probs, draft_probs):  # 2% of the mass spread uniformly: still normalised, still wrong
+        return 0.98 * sampling.residual_distribution(target_probs, draft_probs) + 0.02 / target_probs.shape[-1]
+
+    assert not check.residual_distribution(off)

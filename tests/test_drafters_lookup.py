@@ -277,3 +277,13 @@ def test_bad_extra_layout_is_a_clear_error(target):
 
     with pytest.raises(ValueError, match="extra_mask"):
         generate(target, [1, 2, 3], drafter=Broken(), max_new_tokens=3)
+
+
+def test_lookahead_verifies_the_most_recent_continuation_that_agrees_with_the_window():
+    drafter = LookaheadDrafter(window=2, ngram=3)
+    drafter.reset([1, 2, 3])
+    drafter.pool = {7: [(1, 2), (3, 4), (1, 5)]}  # oldest first
+    for window, expected in (([1, 9], [1, 5]), ([3, 9], [3, 4]), ([8, 9], [1, 5])):  # no agreement: most recent
+        drafter._step = {}
+        drafter.window_tokens = window
+        assert drafter.propose(DraftRequest([1, 2, 7], 5)).tokens == expected

@@ -7,7 +7,10 @@ from lab.decode import generate
 from lab.drafters import EagleDrafter
 from lab.drafters.base import DraftRequest
 from lab.drafters.eagle import DEFAULT_TREE, EAGLE_DIR, EagleDraftModel, trainable_parameters
-from lab.models import held_out_prompts, load_pair, new_cache
+from lab.metrics import chi_square
+from lab.models import forward, held_out_prompts, load_pair, new_cache
+from lab.sampling import probs_from_logits
+from lab.trees import check_choices
 
 NEW = 24
 
@@ -208,3 +211,51 @@ def test_missing_weights_message(pair, tmp_path):
         EagleDrafter.from_pretrained(pair, directory=tmp_path)
     assert str(tmp_path) in str(err.value) and "python -m lab train eagle" in str(err.value)
     assert EAGLE_DIR.name == "eagle"
+
+
+def _prompt_features(pair, prompt):
+    return forward(pair.target, prompt[:-1], new_cache(), logits_to_keep=1, output_hidden_states=True)[1]
+
+
+def test_chain_probs_are_the_draft_models_distribution_at_the_right_positions(pair):
+    prompt = pair.encode(held_out_prompts()[0])
+    drafter = EagleDrafter.from_pretrained(pair, n_draft=3)
+    feats = _prompt_features(pair, prompt)
+    drafter.reset(prompt, hidden=feats)
+    draft = drafter.propose(DraftRequest(prompt, 3, temperature=1.0, generator=torch.Generator().manual_seed(0)))
+    model, length = drafter.model, len(prompt)
+    with torch.no_grad():  # recompute on a fresh cache: the true pairs, then each draft at its own position
+        cache = new_cache()
+        feature = model(feats, prompt[1:], cache, position_ids=torch.arange(1, length))[-1]
+        for s, token in enumerate(draft.tokens):
+            torch.testing.assert_close(draft.probs[s], torch.softmax(model.logits(feature).float(), -1).cpu(),
+                                       atol=1e-4, rtol=1e-4)
+            feature = model(feature[None], [token], cache, position_ids=[length + s])[-1]
+
+
+def test_tree_first_choice_path_equals_the_greedy_chain(pair, prompts):
+    # every tree level must be fed the feature its parent predicted, as the chain does
+    tree = [(0,), (1,), (0, 0), (0, 1), (0, 0, 0)]
+    paths = check_choices(tree)
+    for prompt in prompts:
+        feats = _prompt_features(pair, prompt)
+        chain = EagleDrafter.from_pretrained(pair, n_draft=3)
+        chain.reset(prompt, hidden=feats)
+        expected = chain.propose(DraftRequest(prompt, 3)).tokens
+        drafter = EagleDrafter.from_pretrained(pair, tree=tree)
+        drafter.reset(prompt, hidden=feats)
+        draft = drafter.propose(DraftRequest(prompt, 3))
+        assert [draft.tokens[paths.index(p)] for p in [(0,), (0, 0), (0, 0, 0)]] == expected
+
+
+def test_first_sampled_token_matches_target_distribution(pair, prompts):
+    # sampled chain: the draft's own distribution is the proposal; tree: deterministic siblings (one-hot)
+    ids = prompts[0][:16]  # a short prompt keeps the 2 x 600 generations quick
+    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
+    for drafter in (EagleDrafter.from_pretrained(pair, n_draft=3), EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE)):
+        counts = torch.zeros_like(target_probs)
+        for seed in range(600):
+            gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
+            assert gen.steps[0].drafted  # a real draft was verified
+            counts[gen.tokens[0]] += 1
+        assert chi_square(counts, target_probs).pvalue > 1e-3

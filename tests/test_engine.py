@@ -200,3 +200,13 @@ def test_prompt_errors_and_vocab_mismatch(target):
         generate(target, [1, 2], drafter=DraftModelDrafter(tiny_llama(3, layers=1, vocab=80), 2), max_new_tokens=3)
     with pytest.raises(ValueError, match="n_draft"):
         DraftModelDrafter(target, 0)
+
+
+def test_sampled_decoding_hands_the_draft_probabilities_to_verification(target):
+    # the target as its own draft: sampled drafts must be accepted nearly always (only float noise between the
+    # cached one-token passes and the verification pass can reject), and each step's kind must match its count
+    gen = generate(target, [1, 2, 3, 4, 5], drafter=DraftModelDrafter(target, 4), max_new_tokens=40,
+                   temperature=1.0, seed=0)
+    assert gen.stats["acceptance_rate"] > 0.95
+    for step in gen.steps:
+        assert step.last_kind == ("bonus" if step.num_accepted == len(step.drafted) else "resampled")

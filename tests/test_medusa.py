@@ -211,3 +211,22 @@ def test_sampling_runs_and_emits_valid_tokens(pair, prompts):
     assert len(a.tokens) == 30 and a.tokens == b.tokens
     assert all(0 <= t < drafter.vocab_size for t in a.tokens)
     assert sum(len(s.emitted) for s in a.steps) == 30
+
+
+def test_first_sampled_token_matches_target_distribution(pair, prompts):
+    # the first step verifies the heads' first-level candidates as siblings (max_new_tokens=2 caps the tree at
+    # depth 1); whatever they propose, the first token must be distributed as the target's
+    from lab.decode import generate
+    from lab.metrics import chi_square
+    from lab.models import forward, new_cache
+    from lab.sampling import probs_from_logits
+
+    ids = prompts[0]
+    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
+    drafter = MedusaDrafter.from_pretrained(pair)
+    counts = torch.zeros_like(target_probs)
+    for seed in range(700):
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
+        assert len(gen.steps[0].drafted) > 1  # a real sibling set was verified
+        counts[gen.tokens[0]] += 1
+    assert chi_square(counts, target_probs).pvalue > 1e-3

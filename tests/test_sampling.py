@@ -131,3 +131,12 @@ def test_check_token_ids_is_the_one_token_id_check():
                               ([0, 4, -1], ValueError, r"ids must be token ids in \[0, 4\), got \[4, -1\]")):
         with pytest.raises(error, match=words):
             check_token_ids("ids", bad, 4, hint="; see")
+
+
+def test_top_p_keeps_the_tokens_that_reach_the_mass_exactly():
+    # uniform over 4 tokens (exact in float32): two tokens reach 0.5 exactly, so two stay, as in transformers
+    # (which two is a tie, broken differently by the two sorts)
+    logits = torch.zeros(4)
+    probs = probs_from_logits(logits, 1.0, top_p=0.5)
+    assert sorted(probs.tolist()) == [0.0, 0.0, 0.5, 0.5]
+    assert TopPLogitsWarper(0.5)(None, logits[None].clone())[0].isfinite().sum().item() == 2

@@ -1,5 +1,7 @@
 """Token trees: geometry (lab.trees), one-forward verification on a transformers model, cache compaction to the
 accepted path, greedy and exact sampled tree verification, typical acceptance, and the decode loop with trees."""
+import math
+
 import pytest
 import torch
 
@@ -360,3 +362,41 @@ def test_numpy_and_tensor_integers_work_bools_and_floats_do_not(target):
         keep_positions(cache, torch.tensor(True), [0])
     with pytest.raises(ValueError, match="integer"):
         keep_positions(cache, 1, [torch.tensor(True)])
+
+
+def test_sampled_verification_uses_the_draft_probabilities():
+    # With draft == target every draft is accepted (u * draft < target for every u < 1). A verifier that ignored
+    # draft_probs (every draft treated as one-hot) would still be exact but would reject most of these.
+    p = torch.tensor([0.1, 0.4, 0.3, 0.2])
+    for seed in range(200):
+        gen = torch.Generator().manual_seed(seed)
+        tokens = torch.multinomial(p, 3, replacement=True, generator=gen).tolist()
+        r = verify_tree_sampled(torch.stack([p] * 4), tokens, [-1, 0, 1], torch.stack([p] * 3), gen)
+        assert (r.num_accepted, r.kind) == (3, "bonus")
+
+
+def test_sampled_rejection_is_reported_as_resampled():
+    p = torch.tensor([0.5, 0.5, 0.0])  # the target never makes token 2
+    r = verify_tree_sampled(torch.stack([p, p]), [2], [-1], None, torch.Generator().manual_seed(0))
+    assert (r.num_accepted, r.kind) == (0, "resampled") and r.next_token in (0, 1)
+
+
+def test_typical_default_constants_decide_a_borderline_node():
+    # entropy H of this row gives the threshold 0.3 * exp(-H) = 0.0501, under the 0.09 cap (Medusa's defaults)
+    row = torch.tensor([0.5, 0.04, 0.06] + [0.4 / 7] * 7)
+    entropy = -(row * row.log()).sum()
+    assert abs(0.3 * math.exp(-entropy.item()) - 0.0501) < 1e-4
+    rows = torch.stack([row, row])
+    gen = torch.Generator().manual_seed(0)
+    assert verify_tree_typical(rows, [1], [-1], gen).path == []   # 0.04 is below the threshold
+    assert verify_tree_typical(rows, [2], [-1], gen).path == [0]  # 0.06 is above it
+
+
+def test_typical_first_of_equal_paths_wins_and_next_token_comes_from_its_row():
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    r = verify_tree_typical(rows, [0, 1], [-1, -1], gen)  # both siblings pass; the first listed wins
+    assert (r.path, r.next_token, r.kind) == ([0], 2, "bonus")  # drawn from row 1, the one after node 0
+    rows = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    r = verify_tree_typical(rows, [1], [-1], gen)
+    assert (r.path, r.next_token, r.kind) == ([0], 0, "bonus")
