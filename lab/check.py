@@ -381,9 +381,10 @@ def arithmetic_intensity(fn):
     faults = [
         (lambda k, b: k / b, "a multiply-add is 2 FLOPs: each parameter costs 2 FLOPs per token."),
         (lambda k, b: b / (2 * k), "intensity is FLOPs divided by bytes, not bytes divided by FLOPs."),
-        (lambda k, b: 2 / b, "the weights are read once per pass but used once per token: FLOPs grow with k."),
+        # also what 2 * k / (b * k) gives: bytes counted per token instead of once per pass
+        (lambda k, b: 2 / b, "the weights are read once per pass (one read serves all k tokens) but used once per "
+                             "token: FLOPs grow with k, bytes do not."),
         (lambda k, b: 2 * k * b, "divide by the bytes read (bytes_per_param per parameter), don't multiply."),
-        (lambda k, b: 2 * k / (b * k), "the bytes of weights read do not grow with k: one read serves all k tokens."),
         (lambda k, b: 2 * k / (8 * b), "bytes_per_param is already in bytes: don't multiply it by 8 (that counts "
                                        "bits). Intensity is FLOPs per BYTE."),
         (lambda k, b: 2 * k * 8 / b, "keep everything in bytes: FLOPs per byte is 2 * k / bytes_per_param, with no "

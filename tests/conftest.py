@@ -41,3 +41,15 @@ def noisy_draft(target):
         for p in model.parameters():
             p.add_(0.03 * p.std() * torch.randn_like(p))
     return model.eval()
+
+
+def rejects(checker, fn, capsys, *words):
+    """Assert that ``checker(fn)`` returns False with a "✗" message containing each of ``words``; return it."""
+    capsys.readouterr()
+    ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False, out
+    assert out.startswith("✗"), out
+    for word in words:
+        assert word in out, f"{word!r} not in:\n{out}"
+    return out

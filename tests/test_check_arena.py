@@ -79,7 +79,7 @@ def test_efficiency(capsys):
     assert not check.efficiency(written_out)
     assert "Handle alpha == 1" in capsys.readouterr().out
     assert not check.efficiency(lambda m, b, a, n, c: None)
-    assert "return" in capsys.readouterr().out
+    assert "did you forget a `return` statement?" in capsys.readouterr().out
     assert not check.efficiency(stub)
     assert "not solved yet" in capsys.readouterr().out
 

@@ -56,7 +56,7 @@ def test_accepted_path(capsys):
         assert not check.accepted_path(check._path_variant(kind))
         assert word in capsys.readouterr().out
     assert not check.accepted_path(lambda a, t, p: None)
-    assert "return" in capsys.readouterr().out
+    assert "did you forget a `return` statement?" in capsys.readouterr().out
 
 
 def test_eagle_training_pairs(capsys):

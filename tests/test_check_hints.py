@@ -1,0 +1,189 @@
+"""The checkers of lessons 07-14 (lab.check_arena, check_costs, check_decoding, check_trees, check_picker): each
+planted mistake gets its own hint, token ids must be whole integers, near misses are wrong."""
+import pytest
+
+from conftest import rejects
+from lab import check_arena, check_costs, check_decoding, check_trees, costs, metrics
+from lab.drafters.lookahead import converged_prefix
+
+
+# --- check_costs ---------------------------------------------------------------------------------------------
+# the batch-1 shortcut "gain = predicted_speedup" is wrong once B(N+1) passes the ridge (a tiny ridge here).
+def test_throughput_gain_batch_one_past_the_ridge(capsys):
+    def batch_one_shortcut(batch, n, alpha, c, fpb):
+        if batch == 1:
+            return metrics.predicted_speedup(alpha, n, c)
+        return costs.speculative_throughput_gain(batch, n, alpha, c, fpb, bytes_per_param=2.0)
+
+    rejects(check_costs.throughput_gain, batch_one_shortcut, capsys, "throughput_gain(1, 4, 0.75, 0.1, 2)")
+
+
+# --- check_arena ---------------------------------------------------------------------------------------------
+# a mean of per-step ratios gets the "pool first" hint.
+def test_cost_ratio_mean_of_ratios_hint(capsys):
+    def mean_of_ratios(steps, ar):
+        ratios = [s.draft_ms / s.draft_calls for s in steps if s.draft_calls]
+        return sum(ratios) / len(ratios) / ar
+
+    rejects(check_arena.cost_ratio, mean_of_ratios, capsys, "pool first")
+
+
+# alpha**N instead of alpha**(N+1) gets the bonus-token hint.
+def test_efficiency_exponent_hint(capsys):
+    def short_exponent(m, b, a, n, c):
+        tokens = n + 1 if a == 1 else (1 - a ** n) / (1 - a)
+        return (m / b) / (tokens / (1 + n * c))
+
+    rejects(check_arena.efficiency, short_exponent, capsys, "(the bonus token)")
+
+
+# --- check_decoding ------------------------------------------------------------------------------------------
+# each planted fault is caught with its own hint.
+def test_next_position_one_too_far(capsys):
+    rejects(check_decoding.next_position, lambda p, k: p + k + 2, capsys, "one too far")
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda d, k, t: [t] + list(d[:k]), "accepted drafts come first"),
+    (lambda d, k, t: list(d[:k]), "also emits the target's own token"),
+    (lambda d, k, t: list(d[:k + 1]), "replaced by the target's token"),
+])
+def test_emitted_tokens_hints(fn, words, capsys):
+    rejects(check_decoding.emitted_tokens, fn, capsys, words)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda h, k, n: h, "must leave the draft's cache"),
+    (lambda h, k, n: h - (n - 1), "keep the accepted drafts"),
+])
+def test_draft_keep_length_hints(fn, words, capsys):
+    rejects(check_decoding.draft_keep_length, fn, capsys, words)
+
+
+def test_count_converged_hints(capsys):
+    def vs_previous(iterations):
+        out = [0]
+        for old, new in zip(iterations, iterations[1:]):
+            out.append(converged_prefix(new, old))
+        return out
+
+    def newly(iterations):
+        final = iterations[-1]
+        counts = [converged_prefix(w, final) for w in iterations]
+        return [counts[0]] + [b - a for a, b in zip(counts, counts[1:])]
+
+    rejects(check_decoding.count_converged, vs_previous, capsys, "FIXED POINT")
+    rejects(check_decoding.count_converged, newly, capsys, "running total")
+
+
+@pytest.fixture(scope="module")
+def tiny_target():
+    """A random 2-layer Llama (as tests/conftest.py's `target`)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                         initializer_range=0.4, tie_word_embeddings=False)
+    return LlamaForCausalLM(config).eval()
+
+
+def test_jacobi_step_window_only_hint(tiny_target, capsys):
+    from lab.models import forward, new_cache
+
+    def window_only(m, p, w):
+        return forward(m, w, new_cache()).argmax(-1).tolist()
+
+    capsys.readouterr()
+    assert check_decoding.jacobi_step(window_only, tiny_target, [1, 2, 3, 4, 5]) is False
+    assert "feed prefix + window" in capsys.readouterr().out
+
+
+def test_rollback_to_the_prefix_hint(tiny_target, capsys):
+    from lab.kv import rollback
+    from lab.models import forward, new_cache
+
+    def to_prefix(model, prefix, drafts, rejected_at):
+        cache = new_cache()
+        forward(model, prefix, cache)
+        forward(model, drafts, cache)
+        return rollback(cache, len(prefix))
+
+    capsys.readouterr()
+    assert check_decoding.rollback_after_rejection(to_prefix, tiny_target, list(range(3, 13)),
+                                                   [20, 21, 22, 23, 24]) is False
+    out = capsys.readouterr().out
+    assert "rejected_at=2" in out and "you rolled back to the prefix" in out, out
+
+
+# token ids are integers; bools and fractional numbers are not ids.
+def test_token_lists_must_hold_whole_integers(capsys):
+    from lab.kv import emitted_tokens
+
+    assert not check_decoding._same_ints([True, False, True], [1, 0, 1])
+    assert not check_decoding._same_ints([2.5, 3], [2, 3])
+    assert check_decoding._same_ints([2.0, 3], [2, 3])  # a whole float is an id
+    rejects(check_decoding.emitted_tokens, lambda d, k, t: [x + 0.25 for x in emitted_tokens(d, k, t)], capsys,
+            "expected")
+
+
+# --- check_picker ---------------------------------------------------------------------------------------------
+def _picker_variant(**change):
+    from lab import picker
+
+    def fn(d, t, a, p):
+        out = picker.stats_from_vllm_counters(d, t, a, p)
+        for key, f in change.items():
+            out[key] = f(out[key], d, t, a, p)
+        return out
+    return fn
+
+
+# an acceptance rate 5 % off is wrong.
+def test_vllm_counter_stats_five_percent_off_are_rejected(capsys):
+    from lab import check_picker
+
+    fn = _picker_variant(acceptance_rate=lambda v, *_: None if v is None else v * 1.05)
+    capsys.readouterr()
+    assert check_picker.stats_from_vllm_counters(fn) is False
+    assert "acceptance_rate should be" in capsys.readouterr().out
+
+
+# per_position_acceptance must have one entry per position; dropping the zero positions is wrong.
+def test_vllm_counter_stats_per_position_list_must_keep_its_length(capsys):
+    from lab import check_picker
+
+    fn = _picker_variant(per_position_acceptance=lambda v, *_: [x for x in v if x])
+    capsys.readouterr()
+    assert check_picker.stats_from_vllm_counters(fn) is False
+    out = capsys.readouterr().out
+    assert "every draft is rejected" in out and "per_position_acceptance should be" in out, out
+
+
+# --- check_trees -----------------------------------------------------------------------------------------------
+def test_tree_mask_without_the_prefix_hint(capsys):
+    rejects(check_trees.tree_mask, check_trees._mask_variant("no_prefix"), capsys, "whole committed prefix")
+    rejects(check_trees.tree_mask, check_trees._mask_variant("no_self"), capsys, "attends to itself")
+
+
+def test_tree_mask_must_be_a_tensor(capsys):
+    from lab.trees import tree_attention_mask
+
+    # the right pattern as nested lists of bools is not a mask lab.models.forward can use
+    rejects(check_trees.tree_mask, lambda p, n: tree_attention_mask(p, n).tolist(), capsys, "bool tensor")
+
+
+def test_tree_positions_without_prefix_len_hint(capsys):
+    from lab.trees import depths
+
+    rejects(check_trees.tree_positions, lambda p, n: depths(p).tolist(), capsys, "add prefix_len")
+
+
+# a window of 3 tokens gives exactly one pair; a solution that squeezes its parts loses that dimension.
+def test_eagle_training_pairs_single_pair_window(capsys):
+    def squeezed(h, x):
+        return h[:-2].squeeze(), x[1:-1].squeeze(), h[1:-1].squeeze(), x[2:].squeeze()
+
+    out = rejects(check_trees.eagle_training_pairs, squeezed, capsys, "hidden [3, 2]")
+    assert "features_in is" in out
