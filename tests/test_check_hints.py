@@ -76,31 +76,18 @@ def test_count_converged_hints(capsys):
     rejects(check_decoding.count_converged, newly, capsys, "running total")
 
 
-@pytest.fixture(scope="module")
-def tiny_target():
-    """A random 2-layer Llama (as tests/conftest.py's `target`)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                         initializer_range=0.4, tie_word_embeddings=False)
-    return LlamaForCausalLM(config).eval()
-
-
-def test_jacobi_step_window_only_hint(tiny_target, capsys):
+def test_jacobi_step_window_only_hint(target, capsys):
     from lab.models import forward, new_cache
 
     def window_only(m, p, w):
         return forward(m, w, new_cache()).argmax(-1).tolist()
 
     capsys.readouterr()
-    assert check_decoding.jacobi_step(window_only, tiny_target, [1, 2, 3, 4, 5]) is False
+    assert check_decoding.jacobi_step(window_only, target, [1, 2, 3, 4, 5]) is False
     assert "feed prefix + window" in capsys.readouterr().out
 
 
-def test_rollback_to_the_prefix_hint(tiny_target, capsys):
+def test_rollback_to_the_prefix_hint(target, capsys):
     from lab.kv import rollback
     from lab.models import forward, new_cache
 
@@ -111,7 +98,7 @@ def test_rollback_to_the_prefix_hint(tiny_target, capsys):
         return rollback(cache, len(prefix))
 
     capsys.readouterr()
-    assert check_decoding.rollback_after_rejection(to_prefix, tiny_target, list(range(3, 13)),
+    assert check_decoding.rollback_after_rejection(to_prefix, target, list(range(3, 13)),
                                                    [20, 21, 22, 23, 24]) is False
     out = capsys.readouterr().out
     assert "rejected_at=2" in out and "you rolled back to the prefix" in out, out

@@ -2,7 +2,6 @@
 call with truncated steps, the speedup explorer's slider range, best-N marker and timeline; and
 lab.kv.keep_positions refusing repeated or negative offsets."""
 import pytest
-import torch
 
 from lab.trace import StepRecord
 from widgets._style import BONUS_COLOR, RESAMPLED_COLOR, tint
@@ -85,29 +84,20 @@ def test_timeline_has_no_zero_width_draft_bar_at_the_horizon():
 
 
 # keep_positions refuses repeated and negative offsets (they would duplicate or pull in prefix slots).
-@pytest.fixture(scope="module")
-def filled_cache():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
+@pytest.fixture()
+def filled_cache(target):
+    """A cache holding 6 positions of the tiny conftest target."""
     from lab.models import forward, new_cache
 
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=4,
-                                         max_position_embeddings=64)).eval()
-
-    def make():
-        cache = new_cache()
-        forward(model, [1, 2, 3, 4, 5, 6], cache)
-        return cache
-    return make
+    cache = new_cache()
+    forward(target, [1, 2, 3, 4, 5, 6], cache)
+    return cache
 
 
 @pytest.mark.parametrize("keep", [[1, 1], [0, 2, 2], [-1, 0], [-2, 1]])
 def test_keep_positions_rejects_repeated_and_negative_offsets(filled_cache, keep):
     from lab.kv import cache_length, keep_positions
 
-    cache = filled_cache()
     with pytest.raises(ValueError, match="keep must be increasing offsets"):
-        keep_positions(cache, 2, keep)
-    assert cache_length(cache) == 6   # untouched
+        keep_positions(filled_cache, 2, keep)
+    assert cache_length(filled_cache) == 6   # untouched
