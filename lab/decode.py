@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from numbers import Integral
 
 import torch
@@ -71,7 +72,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
       ids become plain ints. A draft that would run past the target's context (a drafter that ignores
       ``request.max_tokens``) is cut to what fits; extra tokens past the end sit at the last position.
     - ``acceptance``: "exact" (rejection sampling; the default) or "typical" (Medusa's typical acceptance, Cai et
-      al. 2024, §2.3.1: faster, **not** distributed as the target; used only when sampling, T > 0).
+      al. 2024, §2.3.1: faster, **not** distributed as the target; used only when sampling, T > 0, with a drafter:
+      otherwise it changes nothing and a ``UserWarning`` says so).
 
     Returns :class:`~lab.trace.Generation` with ``.tokens`` (new ids), ``.steps`` and ``.stats`` (see
     :func:`lab.metrics.summarize_steps`; times in ms, ``tokens_per_second`` over the whole call, prefill
@@ -99,6 +101,10 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     check_sampling_args(temperature, top_k, top_p)
     if acceptance not in ("exact", "typical"):
         raise ValueError(f"acceptance must be 'exact' or 'typical', got {acceptance!r}")
+    if acceptance == "typical" and (drafter is None or temperature == 0):
+        warnings.warn("acceptance='typical' applies only when sampling (temperature > 0) with a drafter; this call "
+                      "is " + ("greedy" if temperature == 0 else "autoregressive") + ", so it changes nothing",
+                      UserWarning, stacklevel=2)
     if drafter is not None:
         _check_drafter(drafter)
     seed = _check_seed(seed)

@@ -286,6 +286,17 @@ def test_typical_acceptance_is_opt_in_and_checked(target, noisy_draft):
     assert len(gen.tokens) == 20
 
 
+@pytest.mark.parametrize("greedy", [True, False])
+def test_typical_acceptance_where_it_changes_nothing_warns(target, noisy_draft, greedy):
+    drafter = TopKTreeDrafter(noisy_draft) if greedy else None
+    temperature = 0.0 if greedy else 1.0
+    with pytest.warns(UserWarning, match="greedy" if greedy else "autoregressive"):
+        gen = generate(target, PROMPTS[1], drafter=drafter, max_new_tokens=6, temperature=temperature, seed=0,
+                       acceptance="typical")
+    exact = generate(target, PROMPTS[1], drafter=drafter, max_new_tokens=6, temperature=temperature, seed=0)
+    assert gen.tokens == exact.tokens
+
+
 def test_malformed_tree_is_rejected(target):
     class Bad:
         def reset(self, prompt_ids):
