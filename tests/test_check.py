@@ -501,9 +501,20 @@ def test_chi_square_float32_expected_counts(capsys):
         expected = torch.tensor(probs, dtype=torch.float32) * len(tokens)
         return float(chisquare(counts.numpy(), expected.numpy()).pvalue)
 
-    assert_rejects(check.chi_square_pvalue, float32_expected, capsys, "float32 rounding", "float64")
-    ok, out = run(check.chi_square_pvalue, float32_expected, capsys)
-    assert "minlength" not in out  # the hint it used to get
+    # scipy >= 1.12 raises when the expected counts miss the observed total by float32 rounding; 1.11 computes on
+    # (close enough to pass). Where scipy raises, the checker must say why rather than echo scipy's message.
+    raises = False
+    for tokens, probs in check._chi_square_cases():
+        try:
+            float32_expected(tokens, probs)
+        except ValueError:
+            raises = True
+    if raises:
+        assert_rejects(check.chi_square_pvalue, float32_expected, capsys, "float32 rounding", "float64")
+        ok, out = run(check.chi_square_pvalue, float32_expected, capsys)
+        assert "minlength" not in out  # the hint it used to get
+    else:
+        assert run(check.chi_square_pvalue, float32_expected, capsys)[0] is True
 
     def float32_counts(tokens, probs):  # float32 that scipy accepts: p-values off by ~1e-6, still right
         counts = torch.bincount(torch.as_tensor(tokens), minlength=len(probs)).float()

@@ -373,15 +373,16 @@ def test_assistant_drafts_n_tokens_per_step_only_with_the_threshold_off(target, 
     """transformers 5.24 fills an unset assistant_confidence_threshold with 0.4 and stops drafting at the first token
     the assistant gives less probability than that; the picker's 0.0 keeps every draft at N."""
     import torch
+    from transformers import GenerationConfig
     from transformers.generation import candidate_generator
 
-    assert candidate_generator.GenerationConfig._get_default_generation_params()["assistant_confidence_threshold"] == 0.4
+    assert GenerationConfig._get_default_generation_params()["assistant_confidence_threshold"] == 0.4
     rec = recommend("chat", 0.0, True, False)
     lengths = []
     original = candidate_generator.AssistedCandidateGenerator.get_candidates
 
-    def recording(self, input_ids, **kwargs):
-        out = original(self, input_ids, **kwargs)
+    def recording(self, input_ids, *args, **kwargs):  # later arguments differ between transformers 5.x releases
+        out = original(self, input_ids, *args, **kwargs)
         lengths.append(out[0].shape[-1] - input_ids.shape[-1])
         return out
 
