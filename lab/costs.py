@@ -30,7 +30,7 @@ from lab.metrics import expected_tokens_per_call
 __all__ = [
     "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
     "kv_bytes_per_token", "kv_cache_bytes_per_token", "cache_bytes",
-    "pass_time", "speculative_throughput_gain", "break_even_batch", "break_even_tokens",
+    "pass_time", "speculative_throughput_gain", "break_even_batch", "draft_length_schedule", "break_even_tokens",
     "time_forward",
     "LLAMA_3_1_70B", "LLAMA_3_1_8B", "H100_SXM",
 ]
@@ -296,6 +296,35 @@ def break_even_batch(n_draft: int, alpha: float, cost_ratio: float, flops_per_by
         else:
             lo = mid
     return hi
+
+
+def draft_length_schedule(alpha: float, cost_ratio: float, flops_per_byte: float, max_n: int = 8,
+                          max_batch: int = 512, bytes_per_param: float = 2.0) -> list[list[int]]:
+    """The draft length with the highest :func:`speculative_throughput_gain` at every batch size 1..``max_batch``,
+    as ranges ``[[first_batch, last_batch, n_draft], ...]`` in batch order; ``n_draft`` 0 = do not speculate (gain
+    1), chosen wherever no N in 1..``max_n`` beats it. On ties the smaller N wins (gains compared rounded to 12
+    decimals).
+
+    This is the shape of vLLM's dynamic speculative decoding setting, ``num_speculative_tokens_per_batch_size`` in
+    ``--speculative-config`` (vLLM docs, "Dynamic Speculative Decoding"; with ``num_speculative_tokens`` at least
+    the largest N listed), which replaced the older ``speculative_disable_by_batch_size`` threshold. Lesson 13.
+    Assumes α does not change with the batch. Same arguments as :func:`speculative_throughput_gain` (``alpha`` in
+    [0, 1], ``cost_ratio`` >= 0, ``flops_per_byte`` and ``bytes_per_param`` > 0); raises ``ValueError`` naming the
+    argument as it does, and for ``max_n`` or ``max_batch`` that is not an integer >= 1."""
+    max_n = _positive_int("max_n", max_n)
+    max_batch = _positive_int("max_batch", max_batch)
+    ranges: list[list[int]] = []
+    for batch in range(1, max_batch + 1):
+        best_n, best = 0, 1.0
+        for n in range(1, max_n + 1):
+            gain = round(speculative_throughput_gain(batch, n, alpha, cost_ratio, flops_per_byte, bytes_per_param), 12)
+            if gain > best:
+                best_n, best = n, gain
+        if ranges and ranges[-1][2] == best_n:
+            ranges[-1][1] = batch
+        else:
+            ranges.append([batch, batch, best_n])
+    return ranges
 
 
 def break_even_tokens(setup_ms: float, ar_ms_per_token: float, spec_ms_per_token: float) -> int | None:

@@ -154,6 +154,35 @@ def test_break_even_batch():
     assert costs.break_even_batch(4, 1.0, 0.0, 295) is None     # free, perfect drafts never lose
 
 
+def test_draft_length_schedule_is_the_best_n_at_every_batch():
+    alpha, c, ridge = 0.75, 0.1, 295
+    schedule = costs.draft_length_schedule(alpha, c, ridge, max_n=6, max_batch=400)
+    # contiguous ranges covering 1..max_batch, neighbours with different N
+    assert schedule[0][0] == 1 and schedule[-1][1] == 400
+    assert all(a[1] + 1 == b[0] and a[2] != b[2] for a, b in zip(schedule, schedule[1:]))
+    for first, last, n in schedule:
+        for batch in range(first, last + 1):
+            gains = [1.0] + [costs.speculative_throughput_gain(batch, k, alpha, c, ridge) for k in range(1, 7)]
+            assert max(gains) == pytest.approx(gains[n], rel=1e-12), (batch, n)
+            assert all(g < gains[n] - 1e-12 for g in gains[:n])  # smaller N lose: the smallest best N is kept
+    # batch 1 is lesson 06's best N; speculation is off exactly from N = 1's break-even batch
+    assert schedule[0][2] == metrics.optimal_n_draft(alpha, c, max_n=6)
+    off = next(first for first, _, n in schedule if n == 0)
+    assert off == costs.break_even_batch(1, alpha, c, ridge) and schedule[-1][2] == 0
+    assert costs.draft_length_schedule(1.0, 0.0, ridge, max_n=3, max_batch=5) == [[1, 5, 3]]   # free, perfect drafts
+    assert costs.draft_length_schedule(0.0, 0.1, ridge, max_batch=5) == [[1, 5, 0]]            # nothing accepted
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(max_n=0), "max_n"), (dict(max_batch=0), "max_batch"), (dict(alpha=1.5), "alpha"),
+    (dict(cost_ratio=-1), "cost_ratio"), (dict(flops_per_byte=0), "flops_per_byte"), (dict(max_n=True), "max_n"),
+])
+def test_draft_length_schedule_errors(bad, match):
+    args = dict(alpha=0.75, cost_ratio=0.1, flops_per_byte=295) | bad
+    with pytest.raises(ValueError, match=match):
+        costs.draft_length_schedule(**args)
+
+
 @pytest.mark.parametrize("bad,match", [
     (dict(batch=0), "batch"), (dict(n_draft=0), "n_draft"), (dict(alpha=1.5), "alpha"), (dict(alpha=-0.1), "alpha"),
     (dict(cost_ratio=-0.1), "cost_ratio"), (dict(flops_per_byte=0), "flops_per_byte"),
