@@ -9,10 +9,11 @@
 #   5. lessons 00, 10 and 11 on CUDA (nbval, lax).
 # Every step after the first runs even when an earlier one fails; the last lines list each step's exit status, and the script exits
 # 1 if any failed. Each step's output also goes to $LOG_DIR (default $OUT when set, else runs/gpu_check).
-#   bash tools/gpu_check.sh              (from the repository root; uses .venv if present, else python3)
-# On a machine whose Python lacks the notebook packages (plotly, ipywidgets, nbval, ...), first fetch their wheels
-# here with `bash tools/gpu_wheels.sh` and install them there (see that script's header).
+#   bash tools/gpu_check.sh              (uses .venv if present, else python3)
+# On a machine without network whose Python lacks the notebook packages (plotly, ipywidgets, nbval, ...), first fetch
+# their wheels here with `bash tools/gpu_wheels.sh`, copy .whl/ over and install them there (see that script's header).
 set -uo pipefail
+cd "$(dirname "$0")/.."
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 LOG_DIR=${LOG_DIR:-${OUT:-runs/gpu_check}}
 mkdir -p "$LOG_DIR"
@@ -21,6 +22,11 @@ export TQDM_DISABLE=1 PYTHONWARNINGS=ignore PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 summary=()
 failed=0
+finish() {  # also when the run is killed at a time limit: the summary of the steps that ended
+    echo "=== summary"
+    printf '%s\n' "${summary[@]}" | tee "$LOG_DIR/summary.log"
+}
+trap finish EXIT
 
 step() {  # step NAME COMMAND...: run, show and log the output, remember the exit status
     local name=$1; shift
@@ -44,7 +50,7 @@ assert pair.device.type == "cuda", pair.device
 print("bundled pair loaded on", pair.device, "as", pair.dtype)
 PY
 then :; else  # no GPU, or lab does not import: every later step would fail or time the CPU
-    printf '%s\n' "${summary[@]}" | tee "$LOG_DIR/summary.log"
+    summary+=("the other steps were not run: the pair step must pass first")
     exit 1
 fi
 step arena "$PY" -m lab arena --prompts 3 --max-new-tokens 64
@@ -54,6 +60,4 @@ step oracles env LAB_TEST_DEVICE=cuda "$PY" -m pytest -q -x tests/test_engine.py
     tests/test_medusa.py tests/test_eagle.py
 step lessons "$PY" -m pytest -q --nbval-lax --nbval-current-env solutions/00_tour.ipynb \
     solutions/10_medusa_tree_attention.ipynb solutions/11_eagle_feature_drafts.ipynb
-echo "=== summary"
-printf '%s\n' "${summary[@]}" | tee "$LOG_DIR/summary.log"
 exit $failed
