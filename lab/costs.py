@@ -307,7 +307,8 @@ def draft_length_schedule(alpha: float, cost_ratio: float, flops_per_byte: float
 
     This is the shape of vLLM's dynamic speculative decoding setting, ``num_speculative_tokens_per_batch_size`` in
     ``--speculative-config`` (vLLM docs, "Dynamic Speculative Decoding"; with ``num_speculative_tokens`` at least
-    the largest N listed), which replaced the older ``speculative_disable_by_batch_size`` threshold. Lesson 13.
+    the largest N listed; past the last range vLLM keeps the last N). Older vLLM releases (V0) had a single threshold,
+    ``speculative_disable_by_batch_size``, instead. Lesson 13.
     Assumes α does not change with the batch. Same arguments as :func:`speculative_throughput_gain` (``alpha`` in
     [0, 1], ``cost_ratio`` >= 0, ``flops_per_byte`` and ``bytes_per_param`` > 0); raises ``ValueError`` naming the
     argument as it does, and for ``max_n`` or ``max_batch`` that is not an integer >= 1."""

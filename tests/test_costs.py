@@ -170,6 +170,13 @@ def test_draft_length_schedule_is_the_best_n_at_every_batch():
     off = next(first for first, _, n in schedule if n == 0)
     assert off == costs.break_even_batch(1, alpha, c, ridge) and schedule[-1][2] == 0
     assert costs.draft_length_schedule(1.0, 0.0, ridge, max_n=3, max_batch=5) == [[1, 5, 3]]   # free, perfect drafts
+    # ties: free, perfect drafts on a ridge of 4 tokens gain 2 at batch 2 for every N (the smallest wins) and
+    # exactly 1 from batch 4 (no speculation wins)
+    assert costs.draft_length_schedule(1.0, 0.0, 4, max_n=3, max_batch=6) == [[1, 1, 3], [2, 3, 1], [4, 6, 0]]
+    # past the ridge those gains are exactly 1 on paper but not in floats: rounding keeps the ranges clean
+    assert costs.draft_length_schedule(1.0, 0.0, ridge, max_n=8, max_batch=400) == [
+        [1, 36, 8], [37, 42, 7], [43, 49, 6], [50, 58, 5], [59, 73, 4], [74, 98, 3], [99, 147, 2], [148, 294, 1],
+        [295, 400, 0]]
     assert costs.draft_length_schedule(0.0, 0.1, ridge, max_batch=5) == [[1, 5, 0]]            # nothing accepted
 
 
