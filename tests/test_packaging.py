@@ -1,9 +1,9 @@
 """The set-up files agree with each other, and lessons/ is exactly what solutions/ generate."""
 import re
 import sys
-import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,6 +16,7 @@ def _split(req: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11; the course itself runs on 3.10 too
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = dict(_split(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
@@ -37,6 +38,21 @@ def test_lessons_are_generated_from_solutions():
     solutions = sorted(p.name for p in (ROOT / "solutions").glob("*.ipynb"))
     assert solutions == sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb"))
     assert "00_tour.ipynb" in solutions
+
+
+def test_every_lesson_starts_with_the_colab_install_cell():
+    """The README tells Colab users to set REPO in any lesson's first code cell: each lesson must have that cell,
+    the same in all, skipped by nbval (the course is installed where the tests run)."""
+    import json
+
+    cells = {}
+    for path in sorted((ROOT / "lessons").glob("*.ipynb")):
+        first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+        cells[path.name] = "".join(first["source"])
+        assert "nbval-skip" in first["metadata"].get("tags", []), path.name
+    assert len(cells) == 15 and len(set(cells.values())) == 1, sorted(cells)
+    install = next(iter(cells.values()))
+    assert 'REPO = ""' in install and 'find_spec("lab") is None' in install and "pip" in install
 
 
 def test_stub_generation_keeps_indentation_and_removes_solutions():
