@@ -67,7 +67,7 @@ notebooks: $(STAMP)
 	$(NBVAL_ENV) $(BIN)/python -m pytest -q --nbval --nbval-current-env solutions
 	$(NBVAL_ENV) $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env lessons
 
-test: unit notebooks  ## everything CI runs
+test: unit notebooks  ## what CI runs first (CI then also runs make browser)
 
 clean-venv:  ## delete .venv (the next target rebuilds it, e.g. with another TORCH_SPEC)
 	rm -rf $(VENV)

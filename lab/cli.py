@@ -4,7 +4,8 @@
 orange resampled, blue bonus) and prints the stats; ``--json`` prints one JSON object {text, tokens, stats}.
 ``bench`` prints the side-by-side timing table (see :mod:`lab.bench`); ``arena`` the drafter arena (predicted vs
 measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` trains the bundled pair,
-``train card`` measures it and writes its model card. ``pick`` recommends a drafting method for a workload
+``train draft`` re-distils only its draft, ``train medusa`` / ``train eagle`` train the Medusa heads / EAGLE draft, and
+``train card`` measures the pair and writes its model card. ``pick`` recommends a drafting method for a workload
 (see :mod:`lab.picker`).
 
 Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
@@ -194,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n-draft", type=_positive_int, default=4,
                    help="draft tokens per step N, >= 1 (default: %(default)s)")
     b.add_argument("--prompts", type=_positive_int, default=5,
-                   help="how many held-out prompts, >= 1 (default: %(default)s)")
+                   help="how many held-out prompts, 1 to 8 with the bundled pair (default: %(default)s)")
     b.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
 
     a = sub.add_parser("arena", help="every drafter on prose, copy/edit and structured prompts at T = 0 and 1: "
@@ -215,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time each run this often and keep the fastest, >= 1 (default: %(default)s)")
     a.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
 
-    t = sub.add_parser("train", help="train the bundled pair or measure it",
+    t = sub.add_parser("train", help="train the bundled pair, its draft, Medusa heads or EAGLE draft, or measure the pair",
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), or "
                                    "measure it and rewrite its model card.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle"],

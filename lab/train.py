@@ -5,7 +5,7 @@
 target, and a small Llama draft distilled from the target's distribution, then writes safetensors,
 configs, the tokenizer and a model card under ``lab/assets/shakespeare``.
 
-Design notes (see ``DESIGN.md``, "The bundled model pair"):
+Design notes (the course's design document, ``DESIGN.md`` beside this repository, "The bundled model pair"):
 - 5% of every work (its last characters) is held out for validation.
 - A fraction of training sequences repeat one passage several times with other text between, so the
   target learns to copy from its context (prompt lookup and Lookahead need that to have anything to show).
@@ -233,7 +233,7 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
                draft_only: bool = False) -> Path:
     """Train tokenizer, target and distilled draft; save them to ``out_dir`` (then :func:`write_card`).
 
-    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (about 10 CPU-minutes).
+    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (about 6 CPU-minutes for the 800-step recipe).
     Returns ``out_dir``. Takes about an hour on a 2-core CPU with the default recipe.
     """
     recipe = recipe or PairRecipe()
@@ -700,7 +700,7 @@ def write_card(pair_dir: Path = PAIR_DIR) -> Path:
         "## Limits",
         "A toy-sized model of one author's plays: it writes plausible-looking verse and stage directions, not "
         "sense. Greedy decoding of small models drifts into repetition; lessons show sampled text (T ≈ 0.8) where "
-        "that matters. Numbers above were measured once on the machine named; rerun "
+        "that matters. Numbers above were measured once, on the CPU and thread count named above; rerun "
         "`python -m lab train card` to measure yours.", "",
     ]
     if m["copy_accuracy_after_three_repeats"] < 0.5:
@@ -816,8 +816,8 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = P
     2..``chain_depth`` on the draft's own predictions (:func:`eagle_chain_predictions`; EAGLE-3's training-time
     test, a departure from EAGLE-1 that raised the chain's acceptance here). Writes ``model.safetensors`` +
     ``config.json`` (float16) and ``training.json`` to ``out_dir``, then measures and writes the model card
-    (:func:`write_eagle_card`). Returns the card's path. About 8 CPU-minutes with the defaults on one thread (plus
-    3 for the features, once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or ``chain_depth`` < 1.
+    (:func:`write_eagle_card`). Returns the card's path. About 13 CPU-minutes with the defaults on one thread (plus
+    about 4 for the features, once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or ``chain_depth`` < 1.
     Source: Li et al. 2024, "EAGLE", §4 (training).
     """
     from lab.drafters.eagle import EagleDraftModel, trainable_parameters
