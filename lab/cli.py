@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n-draft", type=_positive_int, default=4,
                    help="draft tokens per step N, >= 1 (default: %(default)s)")
     b.add_argument("--prompts", type=_positive_int, default=5,
-                   help="how many held-out prompts, 1 to 8 with the bundled pair (default: %(default)s)")
+                   help="how many held-out prompts, 1 to 8 (the bundled held-out prompts; default: %(default)s)")
     b.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
 
     a = sub.add_parser("arena", help="every drafter on prose, copy/edit and structured prompts at T = 0 and 1: "

@@ -5,7 +5,7 @@
 target, and a small Llama draft distilled from the target's distribution, then writes safetensors,
 configs, the tokenizer and a model card under ``lab/assets/shakespeare``.
 
-Design notes (the course's design document, ``DESIGN.md`` beside this repository, "The bundled model pair"):
+Design notes:
 - 5% of every work (its last characters) is held out for validation.
 - A fraction of training sequences repeat one passage several times with other text between, so the
   target learns to copy from its context (prompt lookup and Lookahead need that to have anything to show).
@@ -700,7 +700,7 @@ def write_card(pair_dir: Path = PAIR_DIR) -> Path:
         "## Limits",
         "A toy-sized model of one author's plays: it writes plausible-looking verse and stage directions, not "
         "sense. Greedy decoding of small models drifts into repetition; lessons show sampled text (T ≈ 0.8) where "
-        "that matters. Numbers above were measured once, on the CPU and thread count named above; rerun "
+        "that matters. Numbers above were measured once, on a CPU with the thread count named above; rerun "
         "`python -m lab train card` to measure yours.", "",
     ]
     if m["copy_accuracy_after_three_repeats"] < 0.5:

@@ -6,7 +6,7 @@
 #      factors show whether the target-call loss measured on CPU goes away);
 #   3. the bench (lab vs transformers, greedy parity);
 #   4. the engine's oracles on CUDA (chains, token trees, KV rollback, the pair, Medusa, EAGLE);
-#   5. lessons 00, 10 and 11 on CUDA (nbval, lax).
+#   5. the solutions notebooks 00, 10 and 11 on CUDA (nbval, lax).
 # Every step after the first runs even when an earlier one fails; the last lines list each step's exit status, and the script exits
 # 1 if any failed. Each step's output also goes to $LOG_DIR (default $OUT when set, else runs/gpu_check).
 #   bash tools/gpu_check.sh              (uses .venv if present, else python3)
