@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import rejects
 from lab import check, metrics, sampling, toy
 
 
@@ -19,14 +20,6 @@ def run(checker, fn, capsys):
     """(returned bool, printed text)."""
     ok = checker(fn)
     return ok, capsys.readouterr().out
-
-
-def assert_rejects(checker, fn, capsys, *hint_words):
-    ok, out = run(checker, fn, capsys)
-    assert ok is False, out
-    assert out.startswith("✗"), out
-    for word in hint_words:
-        assert word in out, f"{word!r} not in:\n{out}"
 
 
 ALL_CHECKERS = [check.step_latency, check.arithmetic_intensity, check.accept_probability, check.accept_or_reject,
@@ -87,19 +80,19 @@ def test_a_call_that_never_returns_is_reported(monkeypatch, capsys):
 def test_step_latency(capsys):
     ok, out = run(check.step_latency, lambda t, d, n: n * d + t, capsys)
     assert ok and out.startswith("✓")
-    assert_rejects(check.step_latency, lambda t, d, n: (n + 1) * d + t, capsys, "N passes, not N + 1")
-    assert_rejects(check.step_latency, lambda t, d, n: n * d + (n + 1) * t, capsys, "ONE forward pass")
-    assert_rejects(check.step_latency, lambda t, d, n: t, capsys, "not free")
-    assert_rejects(check.step_latency, lambda t, d, n: d + t, capsys, "once per drafted token")
+    rejects(check.step_latency, lambda t, d, n: (n + 1) * d + t, capsys, "N passes, not N + 1")
+    rejects(check.step_latency, lambda t, d, n: n * d + (n + 1) * t, capsys, "ONE forward pass")
+    rejects(check.step_latency, lambda t, d, n: t, capsys, "not free")
+    rejects(check.step_latency, lambda t, d, n: d + t, capsys, "once per drafted token")
 
 
 def test_arithmetic_intensity(capsys):
     ok, _ = run(check.arithmetic_intensity, lambda k, b: 2 * k / b, capsys)
     assert ok
-    assert_rejects(check.arithmetic_intensity, lambda k, b: k / b, capsys, "2 FLOPs")
-    assert_rejects(check.arithmetic_intensity, lambda k, b: b / (2 * k), capsys, "FLOPs divided by bytes")
-    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 / b, capsys, "FLOPs grow with k")
-    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 * k * b, capsys, "don't multiply")
+    rejects(check.arithmetic_intensity, lambda k, b: k / b, capsys, "2 FLOPs")
+    rejects(check.arithmetic_intensity, lambda k, b: b / (2 * k), capsys, "FLOPs divided by bytes")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 / b, capsys, "FLOPs grow with k")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k * b, capsys, "don't multiply")
 
 
 # --- lesson 02 ---------------------------------------------------------------------------------------------
@@ -113,10 +106,10 @@ def reference_accept_probability(target_prob, draft_prob):
 def test_accept_probability(capsys):
     ok, _ = run(check.accept_probability, reference_accept_probability, capsys)
     assert ok
-    assert_rejects(check.accept_probability, lambda t, d: t / d if d else math.inf, capsys, "can't exceed 1")
-    assert_rejects(check.accept_probability, lambda t, d: min(1.0, d / t), capsys, "upside down")
-    assert_rejects(check.accept_probability, lambda t, d: min(1.0, t / d), capsys, "can be 0")
-    assert_rejects(check.accept_probability, lambda t, d: min(1.0, t / d) if d else 1.0, capsys, "never be accepted")
+    rejects(check.accept_probability, lambda t, d: t / d if d else math.inf, capsys, "can't exceed 1")
+    rejects(check.accept_probability, lambda t, d: min(1.0, d / t), capsys, "upside down")
+    rejects(check.accept_probability, lambda t, d: min(1.0, t / d), capsys, "can be 0")
+    rejects(check.accept_probability, lambda t, d: min(1.0, t / d) if d else 1.0, capsys, "never be accepted")
 
 
 def test_accept_or_reject(capsys):
@@ -124,11 +117,11 @@ def test_accept_or_reject(capsys):
     assert ok, out
     ok, _ = run(check.accept_or_reject, lambda t, d, u: u * d < t, capsys)  # the division-free form
     assert ok
-    assert_rejects(check.accept_or_reject, lambda t, d, u: u <= min(1.0, t / d) if d else True, capsys, "strict `<`")
-    assert_rejects(check.accept_or_reject, lambda t, d, u: u < (min(1.0, d / t) if t else 1.0), capsys, "upside down")
-    assert_rejects(check.accept_or_reject, lambda t, d, u: u < min(1.0, t / d), capsys, "draft_prob can be 0")
-    assert_rejects(check.accept_or_reject, lambda t, d, u: u > min(1.0, t / d) if d else False, capsys, "reversed")
-    assert_rejects(check.accept_or_reject, lambda t, d, u: min(1.0, t / d) if d else 1.0, capsys, "True or False")
+    rejects(check.accept_or_reject, lambda t, d, u: u <= min(1.0, t / d) if d else True, capsys, "strict `<`")
+    rejects(check.accept_or_reject, lambda t, d, u: u < (min(1.0, d / t) if t else 1.0), capsys, "upside down")
+    rejects(check.accept_or_reject, lambda t, d, u: u < min(1.0, t / d), capsys, "draft_prob can be 0")
+    rejects(check.accept_or_reject, lambda t, d, u: u > min(1.0, t / d) if d else False, capsys, "reversed")
+    rejects(check.accept_or_reject, lambda t, d, u: min(1.0, t / d) if d else 1.0, capsys, "True or False")
 
 
 # --- lesson 03 ---------------------------------------------------------------------------------------------
@@ -154,7 +147,7 @@ def test_residual_checkers(checker, capsys):
     ok, out = run(checker, sampling.residual_distribution, capsys)
     assert ok, out
     for fault, word in RESIDUAL_FAULTS:
-        assert_rejects(checker, fault, capsys, word)
+        rejects(checker, fault, capsys, word)
 
 
 def test_residual_after_rejection(capsys):
@@ -170,9 +163,9 @@ def test_residual_after_rejection(capsys):
         rest[token] = 0
         return rest / rest.sum()
 
-    assert_rejects(check.residual_after_rejection, seed_002, capsys, "whole vocabulary", "tensor(nan)")
-    assert_rejects(check.residual_after_rejection, without_token, capsys, "not enough")
-    assert_rejects(check.residual_after_rejection, lambda t, d, token: t, capsys, "not from the target")
+    rejects(check.residual_after_rejection, seed_002, capsys, "whole vocabulary", "tensor(nan)")
+    rejects(check.residual_after_rejection, without_token, capsys, "not enough")
+    rejects(check.residual_after_rejection, lambda t, d, token: t, capsys, "not from the target")
 
 
 # --- lesson 04 ---------------------------------------------------------------------------------------------
@@ -231,7 +224,7 @@ def test_speculative_step_reference(capsys):
     (dict(context="prefix"), ["bigram", "prefix + drafts[:i]"]),
 ])
 def test_speculative_step_faults(kwargs, words, capsys):
-    assert_rejects(check.speculative_step, spec_step_variant(**kwargs), capsys, *words)
+    rejects(check.speculative_step, spec_step_variant(**kwargs), capsys, *words)
 
 
 def test_speculative_step_mutating_prefix(capsys):
@@ -240,7 +233,7 @@ def test_speculative_step_mutating_prefix(capsys):
         prefix.append(0)
         return out
 
-    assert_rejects(check.speculative_step, mutating, capsys, "changed the prefix")
+    rejects(check.speculative_step, mutating, capsys, "changed the prefix")
 
 
 def test_chi_square_pvalue(capsys):
@@ -266,10 +259,10 @@ def test_chi_square_pvalue(capsys):
     def uniform(tokens, probs):
         return chisquare(torch.bincount(torch.tensor(tokens), minlength=len(probs)).tolist()).pvalue
 
-    assert_rejects(check.chi_square_pvalue, probs_as_expected, capsys, "expected COUNTS")
-    assert_rejects(check.chi_square_pvalue, no_minlength, capsys, "minlength")
-    assert_rejects(check.chi_square_pvalue, statistic, capsys, "not the statistic")
-    assert_rejects(check.chi_square_pvalue, uniform, capsys, "UNIFORM")
+    rejects(check.chi_square_pvalue, probs_as_expected, capsys, "expected COUNTS")
+    rejects(check.chi_square_pvalue, no_minlength, capsys, "minlength")
+    rejects(check.chi_square_pvalue, statistic, capsys, "not the statistic")
+    rejects(check.chi_square_pvalue, uniform, capsys, "UNIFORM")
 
 
 def test_greedy_draft(capsys):
@@ -279,11 +272,11 @@ def test_greedy_draft(capsys):
 
     ok, out = run(check.greedy_draft, good, capsys)
     assert ok, out
-    assert_rejects(check.greedy_draft, lambda d: (int(d.argmax()), d), capsys, "[0.75, 0.25]", "one-hot")
-    assert_rejects(check.greedy_draft, lambda d: (0, torch.nn.functional.one_hot(torch.tensor(0), len(d))), capsys,
+    rejects(check.greedy_draft, lambda d: (int(d.argmax()), d), capsys, "[0.75, 0.25]", "one-hot")
+    rejects(check.greedy_draft, lambda d: (0, torch.nn.functional.one_hot(torch.tensor(0), len(d))), capsys,
                    "proposes the argmax")
-    assert_rejects(check.greedy_draft, lambda d: (int(d.argmax()), torch.softmax(d, -1)), capsys, "one-hot")
-    assert_rejects(check.greedy_draft, lambda d: int(d.argmax()), capsys, "pair (token, reported_probs)")
+    rejects(check.greedy_draft, lambda d: (int(d.argmax()), torch.softmax(d, -1)), capsys, "one-hot")
+    rejects(check.greedy_draft, lambda d: int(d.argmax()), capsys, "pair (token, reported_probs)")
 
 
 def topk(probs, k):
@@ -316,10 +309,10 @@ def test_topk_draft(capsys):
     def off_by_one(draft_probs, k, generator):
         return good(draft_probs, k + 1, generator)
 
-    assert_rejects(check.topk_draft, reports_raw, capsys, "reported the unprocessed", "[0.5, 0.375, 0.0625, 0.0625]")
-    assert_rejects(check.topk_draft, unnormalised, capsys, "renormalise")
-    assert_rejects(check.topk_draft, samples_raw, capsys, "outside the top")
-    assert_rejects(check.topk_draft, off_by_one, capsys, "exactly k")
+    rejects(check.topk_draft, reports_raw, capsys, "reported the unprocessed", "[0.5, 0.375, 0.0625, 0.0625]")
+    rejects(check.topk_draft, unnormalised, capsys, "renormalise")
+    rejects(check.topk_draft, samples_raw, capsys, "outside the top")
+    rejects(check.topk_draft, off_by_one, capsys, "exactly k")
 
 
 def test_emitted_distribution_known_values():
@@ -341,10 +334,10 @@ def test_expected_acceptance(capsys):
     assert ok
     ok, _ = run(check.expected_acceptance, lambda t, d: 1 - metrics.total_variation(t, d), capsys)
     assert ok
-    assert_rejects(check.expected_acceptance, lambda t, d: float((t * d).sum()), capsys, "two independent samples")
-    assert_rejects(check.expected_acceptance, lambda t, d: metrics.total_variation(t, d), capsys, "1 - TV")
-    assert_rejects(check.expected_acceptance, lambda t, d: float(torch.maximum(t, d).sum()), capsys, "use min")
-    assert_rejects(check.expected_acceptance, lambda t, d: 1 - metrics.kl_divergence(t, d), capsys, "1 - KL")
+    rejects(check.expected_acceptance, lambda t, d: float((t * d).sum()), capsys, "two independent samples")
+    rejects(check.expected_acceptance, lambda t, d: metrics.total_variation(t, d), capsys, "1 - TV")
+    rejects(check.expected_acceptance, lambda t, d: float(torch.maximum(t, d).sum()), capsys, "use min")
+    rejects(check.expected_acceptance, lambda t, d: 1 - metrics.kl_divergence(t, d), capsys, "1 - KL")
 
 
 # --- lesson 06 ---------------------------------------------------------------------------------------------
@@ -352,11 +345,11 @@ def test_expected_acceptance(capsys):
 def test_expected_tokens_per_call(capsys):
     ok, _ = run(check.expected_tokens_per_call, metrics.expected_tokens_per_call, capsys)
     assert ok
-    assert_rejects(check.expected_tokens_per_call, lambda a, n: (1 - a ** n) / (1 - a) if a < 1 else n, capsys,
+    rejects(check.expected_tokens_per_call, lambda a, n: (1 - a ** n) / (1 - a) if a < 1 else n, capsys,
                    "exponent is N + 1")
-    assert_rejects(check.expected_tokens_per_call, lambda a, n: (1 - a ** (n + 1)) / (1 - a), capsys, "alpha = 1")
-    assert_rejects(check.expected_tokens_per_call, lambda a, n: 1 + n * a, capsys, "first rejection")
-    assert_rejects(check.expected_tokens_per_call, lambda a, n: 1 / (1 - a) if a < 1 else math.inf, capsys,
+    rejects(check.expected_tokens_per_call, lambda a, n: (1 - a ** (n + 1)) / (1 - a), capsys, "alpha = 1")
+    rejects(check.expected_tokens_per_call, lambda a, n: 1 + n * a, capsys, "first rejection")
+    rejects(check.expected_tokens_per_call, lambda a, n: 1 / (1 - a) if a < 1 else math.inf, capsys,
                    "unbounded N")
 
     def numpy_style(a, n):  # NumPy divides 0 by 0 without raising
@@ -365,17 +358,17 @@ def test_expected_tokens_per_call(capsys):
         with np.errstate(divide="ignore", invalid="ignore"):
             return float((1 - np.float64(a) ** (n + 1)) / (1 - np.float64(a)))
 
-    assert_rejects(check.expected_tokens_per_call, numpy_style, capsys, "0 / 0 (NaN")
+    rejects(check.expected_tokens_per_call, numpy_style, capsys, "0 / 0 (NaN")
 
 
 def test_predicted_speedup(capsys):
     ok, _ = run(check.predicted_speedup, metrics.predicted_speedup, capsys)
     assert ok
     e = metrics.expected_tokens_per_call
-    assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n), capsys, "that is tokens per target call")
-    assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + (n + 1) * c), capsys, "not N + 1")
-    assert_rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + c), capsys, "N*c, not c")
-    assert_rejects(check.predicted_speedup, lambda a, n, c: (1 - a ** (n + 1)) / (1 - a) / (1 + n * c), capsys,
+    rejects(check.predicted_speedup, lambda a, n, c: e(a, n), capsys, "that is tokens per target call")
+    rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + (n + 1) * c), capsys, "not N + 1")
+    rejects(check.predicted_speedup, lambda a, n, c: e(a, n) / (1 + c), capsys, "N*c, not c")
+    rejects(check.predicted_speedup, lambda a, n, c: (1 - a ** (n + 1)) / (1 - a) / (1 + n * c), capsys,
                    "Reuse your expected_tokens_per_call")
 
 
@@ -383,12 +376,12 @@ def test_best_n_draft(capsys):
     ok, _ = run(check.best_n_draft, metrics.optimal_n_draft, capsys)
     assert ok
     s = metrics.predicted_speedup
-    assert_rejects(check.best_n_draft, lambda a, c, m: m, capsys, "SPEEDUP")
-    assert_rejects(check.best_n_draft, lambda a, c, m: max(range(1, m), key=lambda n: s(a, n, c)), capsys,
+    rejects(check.best_n_draft, lambda a, c, m: m, capsys, "SPEEDUP")
+    rejects(check.best_n_draft, lambda a, c, m: max(range(1, m), key=lambda n: s(a, n, c)), capsys,
                    "include max_n")
-    assert_rejects(check.best_n_draft, lambda a, c, m: max(s(a, n, c) for n in range(1, m + 1)), capsys,
+    rejects(check.best_n_draft, lambda a, c, m: max(s(a, n, c) for n in range(1, m + 1)), capsys,
                    "not the best speedup")
-    assert_rejects(check.best_n_draft,
+    rejects(check.best_n_draft,
                    lambda a, c, m: max(range(m, 0, -1), key=lambda n: round(s(a, n, c), 12)), capsys, "smallest N")
 
 
@@ -413,16 +406,16 @@ def test_speculation_metrics(capsys):
     acc = lambda s: sum(x.num_accepted for x in s)  # noqa: E731
     drafted = lambda s: sum(len(x.drafted) for x in s)  # noqa: E731
     emitted = lambda s: sum(len(x.emitted) for x in s)  # noqa: E731
-    assert_rejects(check.speculation_metrics, changed(acceptance_rate=lambda s, c: emitted(s) / drafted(s)), capsys,
+    rejects(check.speculation_metrics, changed(acceptance_rate=lambda s, c: emitted(s) / drafted(s)), capsys,
                    "accepted DRAFTS only")
-    assert_rejects(check.speculation_metrics,
+    rejects(check.speculation_metrics,
                    changed(cost_per_token=lambda s, c: (len(s) + c * drafted(s)) / acc(s)), capsys, "not by accepted")
-    assert_rejects(check.speculation_metrics, changed(tokens_per_target_call=lambda s, c: (acc(s) + len(s)) / len(s)),
+    rejects(check.speculation_metrics, changed(tokens_per_target_call=lambda s, c: (acc(s) + len(s)) / len(s)),
                    capsys, "cut short")
-    assert_rejects(check.speculation_metrics,
+    rejects(check.speculation_metrics,
                    changed(acceptance_rate=lambda s, c: sum(x.num_accepted / len(x.drafted) for x in s) / len(s)),
                    capsys, "mean of per-step ratios")
-    assert_rejects(check.speculation_metrics, lambda s, c: {"acceptance_rate": 0.5}, capsys, "missing")
+    rejects(check.speculation_metrics, lambda s, c: {"acceptance_rate": 0.5}, capsys, "missing")
 
 
 # --- holes closed after review --------------------------------------------------------------------------------
@@ -431,36 +424,36 @@ def test_speculation_metrics(capsys):
 def test_speculative_step_bonus_from_the_wrong_context(bonus_context, capsys):
     """Drawing the bonus from target_model(prefix) or from the context before the last draft used to pass."""
     wrong = spec_step_variant(bonus_context=bonus_context)
-    assert_rejects(check.speculative_step, wrong, capsys, "bonus tokens had frequencies", "after the LAST draft")
+    rejects(check.speculative_step, wrong, capsys, "bonus tokens had frequencies", "after the LAST draft")
     ok, out = run(check.speculative_step, spec_step_variant(), capsys)  # the same code with the right context
     assert ok, out
 
 
 def test_speculative_step_one_u_for_every_draft(capsys):
     """Reusing one u used to get the hint about the verification context."""
-    assert_rejects(check.speculative_step, spec_step_variant(shared_u=True), capsys, "fresh u for every drafted")
+    rejects(check.speculative_step, spec_step_variant(shared_u=True), capsys, "fresh u for every drafted")
     ok, out = run(check.speculative_step, spec_step_variant(context="prefix"), capsys)
     assert not ok and "prefix + drafts[:i]" in out and "fresh u" not in out
 
 
 def test_arithmetic_intensity_bits_instead_of_bytes(capsys):
-    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys, "counts bits")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys, "counts bits")
     ok, out = run(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys)
     assert "FLOPs grow with k" not in out
-    assert_rejects(check.arithmetic_intensity, lambda k, b: 2 * k * 8 / b, capsys, "no factor of 8")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k * 8 / b, capsys, "no factor of 8")
 
 
 def test_accept_or_reject_forgot_the_draft(capsys):
-    assert_rejects(check.accept_or_reject, lambda t, d, u: u < t, capsys, "RATIO target_prob / draft_prob")
+    rejects(check.accept_or_reject, lambda t, d, u: u < t, capsys, "RATIO target_prob / draft_prob")
     ok, out = run(check.accept_or_reject, lambda t, d, u: u < t, capsys)
     assert "reversed" not in out
 
 
 def test_expected_acceptance_largest_difference(capsys):
     fault = lambda t, d: float(1 - (t - d).abs().max())  # noqa: E731
-    assert_rejects(check.expected_acceptance, fault, capsys, "largest single-token difference", "returned 0.75",
+    rejects(check.expected_acceptance, fault, capsys, "largest single-token difference", "returned 0.75",
                    "expected 0.5")
-    assert_rejects(check.expected_acceptance, lambda t, d: float(1 - (t - d).abs().sum()), capsys, "HALF")
+    rejects(check.expected_acceptance, lambda t, d: float(1 - (t - d).abs().sum()), capsys, "HALF")
 
 
 def in_place_residual(t, d):
@@ -478,7 +471,7 @@ def in_place_residual(t, d):
 def test_inputs_modified_in_place(checker, fn, capsys):
     before = [[a.clone() for a in case if isinstance(a, torch.Tensor)]
               for case in check._RESIDUAL_CASES + check._AFTER_REJECTION_CASES + check._ACCEPTANCE_CASES]
-    assert_rejects(checker, fn, capsys, "in place", "don't modify your inputs")
+    rejects(checker, fn, capsys, "in place", "don't modify your inputs")
     after = [[a for a in case if isinstance(a, torch.Tensor)]
              for case in check._RESIDUAL_CASES + check._AFTER_REJECTION_CASES + check._ACCEPTANCE_CASES]
     for old, new in zip(before, after):  # the module-level cases are intact for the rest of the session
@@ -510,7 +503,7 @@ def test_chi_square_float32_expected_counts(capsys):
         except ValueError:
             raises = True
     if raises:
-        assert_rejects(check.chi_square_pvalue, float32_expected, capsys, "float32 rounding", "float64")
+        rejects(check.chi_square_pvalue, float32_expected, capsys, "float32 rounding", "float64")
         ok, out = run(check.chi_square_pvalue, float32_expected, capsys)
         assert "minlength" not in out  # the hint it used to get
     else:

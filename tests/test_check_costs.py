@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from conftest import rejects
 from lab import check_costs as check
 from lab import costs
 from lab.check_costs import _gain_variant, _kv_variant, _no_roofline
@@ -17,15 +18,6 @@ from lab.metrics import expected_tokens_per_call
 
 def stub(*args):
     raise NotImplementedError
-
-
-def rejects(checker, fn, capsys, *words):
-    capsys.readouterr()
-    assert checker(fn) is False
-    out = capsys.readouterr().out
-    assert out.startswith("✗"), out
-    for word in words:
-        assert word in out, f"{word!r} not in:\n{out}"
 
 
 def test_break_even_tokens(capsys):
