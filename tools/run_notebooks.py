@@ -1,4 +1,5 @@
-"""Execute solution notebooks in place (the committed outputs), then regenerate lessons/.
+"""Execute solution notebooks in place (the committed outputs), then regenerate lessons/ and check that the
+prose still quotes the new outputs (tests/test_lesson_claims.py).
 
 Widget state is not stored: plotly's FigureWidget state carries the whole plotly.js bundle (about 5 MB per
 figure), and the text/HTML fallbacks are what nbval compares anyway.
@@ -8,6 +9,7 @@ Usage: ``python tools/run_notebooks.py [solutions/NN_name.ipynb ...]`` (default:
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,7 +40,13 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT / "tools"))
     import make_lessons
 
-    return make_lessons.main([])
+    status = make_lessons.main([])
+    # The prose quotes numbers from the committed run; say at once which sentences the new run has left behind.
+    claims = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(ROOT / "tests" / "test_lesson_claims.py")], cwd=ROOT)
+    if claims.returncode:
+        print("The lessons' prose no longer matches these outputs: update the sentences named above.")
+    return status or claims.returncode
 
 
 if __name__ == "__main__":

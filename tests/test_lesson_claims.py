@@ -1,0 +1,224 @@
+"""The lessons' prose quotes numbers from the run committed with each solution notebook: these tests hold it to them.
+
+Re-executing a notebook (``tools/run_notebooks.py``) moves every measured number; the sentences that quote them do
+not move by themselves. Each test below finds one such sentence in a notebook's markdown and the number it quotes in
+the same notebook's committed outputs, and fails (naming the sentence) when the two have drifted apart, so the prose
+is brought back in line in the same commit that re-runs the notebook.
+"""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
+
+
+def _notebook(stem):
+    return json.loads((SOLUTIONS / f"{stem}.ipynb").read_text())
+
+
+def prose(stem):
+    """All markdown of a notebook, with line breaks and runs of spaces folded to one space."""
+    cells = _notebook(stem)["cells"]
+    return " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+
+
+def printed(stem):
+    """Everything the committed run printed or displayed as text (stdout and text/markdown / text/plain data)."""
+    parts = []
+    for cell in _notebook(stem)["cells"]:
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                parts.append("".join(out["text"]))
+            data = out.get("data", {})
+            for kind in ("text/markdown", "text/plain"):
+                if kind in data and not "".join(data[kind]).startswith("<"):
+                    parts.append("".join(data[kind]))
+    return "\n".join(parts)
+
+
+def quoted(text, pattern):
+    """The groups of ``pattern`` in ``text``; fails with the pattern when the sentence is gone or reworded."""
+    match = re.search(pattern, text)
+    assert match, f"sentence not found (reworded? update this test): {pattern}"
+    return match.groups()
+
+
+def table(text, header_start):
+    """The rows of the markdown table whose header line starts with ``header_start``, as dicts of strings."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    header = [h.strip() for h in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (v.strip() for v in line.strip("|").split("|")))))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def arena():
+    """Lesson 12's arena table, its reconciliation table and its fixed-vs-adaptive table."""
+    out = printed("12_drafter_arena")
+    rows = table(out, "| task | T | drafter | N | acceptance rate")
+    cell = {(r["task"], r["T"], r["drafter"]): r for r in rows}
+    return {"cell": cell, "rows": rows, "factors": table(out, "| task | T | drafter | N | predicted ×"),
+            "adaptive": table(out, "| drafter | N (mean)"), "out": out}
+
+
+def test_lesson_12_prose_greedy_speedups(arena):
+    text, cell = prose("12_drafter_arena"), arena["cell"]
+    lookup, model, eagle = quoted(text, r"Prompt lookup trails them in this run \((\d+(?:\.\d+)?)× against (\d+(?:\.\d+)?)× and "
+                                        r"(\d+(?:\.\d+)?)×\)")
+    assert (lookup, model, eagle) == tuple(cell[("prose", "0", d)]["measured ×"]
+                                           for d in ("prompt lookup", "draft model", "EAGLE"))
+    assert float(lookup) < min(float(model), float(eagle))
+    learned = {cell[("prose", "0", d)]["α"] for d in ("draft model", "EAGLE")}
+    others = [r["α"] for r in arena["rows"] if r["task"] == "prose" and r["T"] == "0" and r["α"]]
+    assert sorted(others, key=float)[-2:] == sorted(learned, key=float), "learned drafters have the highest α"
+
+
+def test_lesson_12_temperature_drops(arena):
+    text, cell = prose("12_drafter_arena"), arena["cell"]
+    tasks = ("prose", "copy_edit", "structured")
+    alpha = {(t, temp, d): float(cell[(t, temp, d)]["α"]) for t in tasks for temp in ("0", "1")
+             for d in ("EAGLE", "draft model", "prompt lookup")}
+    low, high = quoted(text, r"EAGLE's by (\d+(?:\.\d+)?)–(\d+(?:\.\d+)?)")
+    drops = [round(alpha[(t, "0", "EAGLE")] - alpha[(t, "1", "EAGLE")], 2) for t in tasks]
+    assert (float(low), float(high)) == (min(drops), max(drops))
+    assert "the draft model's not at all on the structured records" in text
+    assert alpha[("structured", "1", "draft model")] >= alpha[("structured", "0", "draft model")]
+    model0, model1, lookup0, lookup1 = quoted(text, r"draft model's falls (\d+(?:\.\d+)?) → (\d+(?:\.\d+)?), about as far as "
+                                                    r"prompt lookup's (\d+(?:\.\d+)?) → (\d+(?:\.\d+)?)")
+    assert (model0, model1, lookup0, lookup1) == tuple(
+        cell[("copy_edit", temp, d)]["α"] for d in ("draft model", "prompt lookup") for temp in ("0", "1"))
+    lookup_alpha = {t: alpha[(t, "0", "prompt lookup")] for t in tasks}
+    assert max(lookup_alpha, key=lookup_alpha.get) == "copy_edit", "prompt lookup's highest α is on copy/edit"
+
+
+def test_lesson_12_medusa_and_early_exit(arena):
+    text, rows = prose("12_drafter_arena"), arena["rows"]
+    low, high = quoted(text, r"breaks even with autoregressive decoding here \((\d+(?:\.\d+)?)–(\d+(?:\.\d+)?)× greedy, below 1 at "
+                             r"T = 1\)")
+    greedy = [float(r["measured ×"]) for r in rows if r["drafter"] == "Medusa" and r["T"] == "0"]
+    assert (float(low), float(high)) == (min(greedy), max(greedy))
+    assert all(float(r["measured ×"]) < 1 for r in rows if r["drafter"] == "Medusa" and r["T"] == "1")
+    assert "slower than autoregressive decoding everywhere" in text
+    assert all(float(r["measured ×"]) < 1 for r in rows if r["drafter"] == "early exit")
+    assert "Its efficiency is among the highest in the table" in text
+    for task_temp in {(r["task"], r["T"]) for r in rows}:
+        drafters = [r for r in rows if (r["task"], r["T"]) == task_temp and r["drafter"] != "autoregressive"]
+        ranked = sorted(drafters, key=lambda r: -float(r["efficiency"]))
+        assert "early exit" in [r["drafter"] for r in ranked[:2]], task_temp
+
+
+def test_lesson_12_efficiency_factors(arena):
+    text = prose("12_drafter_arena")
+    by_drafter = {r["drafter"]: r for r in arena["factors"]}
+    low, high = quoted(text, r"the target call takes most of the loss \(× (\d+(?:\.\d+)?)–(\d+(?:\.\d+)?) in this run\)")
+    calls = [float(by_drafter[d]["× target call"]) for d in ("Medusa", "lookahead", "prompt lookup")]
+    assert (float(low), float(high)) == (min(calls), max(calls))
+    for d in ("Medusa", "lookahead", "prompt lookup"):
+        others = [float(v) for k, v in by_drafter[d].items() if k.startswith("× ") and k != "× target call"]
+        assert float(by_drafter[d]["× target call"]) < min(others), d
+    low, high = quoted(text, r"with acceptance and the prefill of these short outputs \(each × (\d+(?:\.\d+)?)–(\d+(?:\.\d+)?) "
+                             r"here, for the draft model and EAGLE\)")
+    shared = [float(by_drafter[d][f]) for d in ("draft model", "EAGLE") for f in ("× acceptance", "× prefill")]
+    assert (float(low), float(high)) == (min(shared), max(shared))
+
+
+def test_lesson_12_adaptive_lands_between_the_fixed_settings(arena):
+    assert "On our pair it lands between the fixed settings, below the best fixed N." in prose("12_drafter_arena")
+    fixed = [float(r["measured ×"]) for r in arena["adaptive"] if r["drafter"] == "draft model"]
+    adaptive = next(float(r["measured ×"]) for r in arena["adaptive"] if r["drafter"] == "draft model, adaptive N")
+    assert min(fixed) < adaptive < max(fixed)
+
+
+@pytest.fixture(scope="module")
+def lesson_13():
+    out = printed("13_when_not_to_speculate")
+    temps = {}
+    for line in out.splitlines():
+        m = re.match(r"(draft model|EAGLE)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)", line)
+        if m:
+            name, T, rate, per_call, alpha, c, verify = m.groups()
+            temps[(name, float(T))] = {"rate": float(rate), "alpha": alpha, "verify": float(verify)}
+    assert len(temps) == 10, "lesson 13's temperature table changed shape"
+    return {"text": prose("13_when_not_to_speculate"), "out": out, "temps": temps}
+
+
+def test_lesson_13_short_outputs(lesson_13):
+    text, out = lesson_13["text"], lesson_13["out"]
+    (setup,) = quoted(out, r"set-up (\d+(?:\.\d+)?) ms; per token")
+    assert quoted(text, r"under a millisecond \((\d+(?:\.\d+)?) ms here\)") == (setup,)
+    assert float(setup) < 1
+    assert abs(float(quoted(text, r"repays its set-up \(about (\d+(?:\.\d+)?) ms\)")[0]) - float(setup)) <= 0.05
+    crossover, at15, at128, prefill = quoted(out, r"speculation first won at (\d+) new tokens; at 15 it was (\d+(?:\.\d+)?)x, "
+                                                  r"at 128 (\d+(?:\.\d+)?)x \(prefill (\d+) ms")
+    level, ahead, q15, q128, q_prefill = quoted(text, r"level at (\d+) new token, ahead from (\d+), (\d+(?:\.\d+)?)× at 15 "
+                                                      r"against (\d+(?:\.\d+)?)× at 128 \(the shared (\d+) ms")
+    assert ahead == crossover and int(level) == int(crossover) - 1
+    assert (q15, q128, q_prefill) == (f"{float(at15):.1f}", f"{float(at128):.1f}", prefill)
+    ar, spec = quoted(out, r"per token: autoregressive (\d+(?:\.\d+)?) ms, speculative (\d+(?:\.\d+)?) ms")
+    (saving,) = quoted(text, r"at the measured saving of about (\d+(?:\.\d+)?) ms per token")
+    assert abs(float(saving) - (float(ar) - float(spec))) <= 0.25
+    assert quoted(text, r"a 50 ms set-up needs about (\d+) tokens") == quoted(out, r"set-up of  50 ms would need "
+                                                                                   r"(\d+) tokens")
+
+
+def test_lesson_13_temperature(lesson_13):
+    text, out, temps = lesson_13["text"], lesson_13["out"], lesson_13["temps"]
+    change, t_from, t_to = quoted(text, r"up to (\d+(?:\.\d+)?) \(EAGLE, T = (\d+(?:\.\d+)?) → (\d+(?:\.\d+)?);")
+    grid = sorted({T for _, T in temps})
+    steps = {(name, a, b): abs(temps[(name, b)]["rate"] - temps[(name, a)]["rate"])
+             for name in ("draft model", "EAGLE") for a, b in zip(grid, grid[1:])}
+    biggest = max(steps, key=steps.get)
+    assert biggest == ("EAGLE", float(t_from), float(t_to)) and f"{steps[biggest]:.2f}" == change
+    assert all(temps[(name, 2.0)]["rate"] >= temps[(name, 0.0)]["rate"] for name in ("draft model", "EAGLE"))
+    low, high = quoted(text, r"the `verify` column, between about (\d+(?:\.\d+)?) and (\d+(?:\.\d+)?)")
+    verify = [v["verify"] for v in temps.values()]
+    assert abs(float(low) - min(verify)) <= 0.05 and abs(float(high) - max(verify)) <= 0.05
+    rate = {T: temps[("draft model", T)]["rate"] for T in grid}
+    assert "a dip at T = 1–1.5, back up at T = 2" in text
+    assert max(rate[1.0], rate[1.5]) < rate[0.0] < rate[2.0]
+    all0, all2 = quoted(text, r'the "all positions" curve: (\d+(?:\.\d+)?) at T = 0, (\d+(?:\.\d+)?) at T = 2\)')
+    assert (all0, all2) == quoted(out, r"all positions\s+T=0: (\d+(?:\.\d+)?) .* T=2: (\d+(?:\.\d+)?)")
+    total, confident = quoted(out, r"(\d+) positions; confident: (\d+)")
+    assert "Only about a third of our small pair's positions are confident" in text
+    assert 0.25 <= int(confident) / int(total) <= 0.42
+    at0, at15 = quoted(out, r"predicted speedup (\d+(?:\.\d+)?)x at T = 0, [\d.]+x at T = 1, (\d+(?:\.\d+)?)x at T = 1.5")
+    assert "would lose about a third of its predicted speedup between T = 0 and T = 1.5" in text
+    assert 0.25 <= 1 - float(at15) / float(at0) <= 0.42
+
+
+def test_lesson_13_summary_quotes_the_printed_list(lesson_13):
+    text, out = lesson_13["text"], lesson_13["out"]
+    printed_alpha = quoted(out, r"draft model α (\d+(?:\.\d+)?) at T = 0, [\d.]+ at T = 1, (\d+(?:\.\d+)?) at T = 2")
+    assert quoted(text, r"draft model α ≈ (\d+(?:\.\d+)?) at T = 0 and (\d+(?:\.\d+)?) at T = 2\)") == printed_alpha
+    assert quoted(text, r"exact acceptance fell from (\d+(?:\.\d+)?) at T = 0 to (\d+(?:\.\d+)?) at T = 1.5") == quoted(
+        out, r"on confident positions α fell from (\d+(?:\.\d+)?) \(T = 0\) to (\d+(?:\.\d+)?) \(T = 1.5\)")
+    gb, more_cache, seqs, seqs_none = quoted(out, r"costs (\d+) GB and (\d+)% more KV cache per token: (\d+) instead of "
+                                                  r"(\d+) sequences")
+    assert quoted(text, r"(\d+) GB and \+(\d+) % cache per token, about a third fewer") == (gb, more_cache)
+    assert 0.28 <= 1 - int(seqs) / int(seqs_none) <= 0.4
+    b5, b1 = quoted(out, r"predicts a loss from batch (\d+) \(α 0.75, N = 5\) or (\d+) \(N = 1\)")
+    q5, q1 = quoted(text, r"N = 5 lose from a batch of about (\d+); N = 1 holds out to about (\d+)")
+    assert abs(int(q5) - int(b5)) <= 5 and abs(int(q1) - int(b1)) <= 5
+    assert quoted(text, r"On this CPU the estimate fell below 1 at batch (\d+)\.") == quoted(
+        out, r"on this CPU the estimated gain fell below 1 at batch (\d+)\.")
+
+
+def test_lesson_14_quotes_lesson_13(lesson_13):
+    printed_alpha = quoted(lesson_13["out"], r"draft model α (\d+(?:\.\d+)?) at T = 0, [\d.]+ at T = 1, (\d+(?:\.\d+)?) at T = 2")
+    assert quoted(prose("14_choosing_a_strategy"), r"lesson 13 measured α (\d+(?:\.\d+)?) at T = 0 and (\d+(?:\.\d+)?) at "
+                                                   r"T = 2") == printed_alpha
+
+
+def test_lesson_05_quotes_its_exact_overlaps():
+    text, out = prose("05_acceptance_vs_divergence"), printed("05_acceptance_vs_divergence")
+    at07, at15 = quoted(text, r"the exact overlap over all positions was (\d+(?:\.\d+)?) at T = 0.7 and only (\d+(?:\.\d+)?) at "
+                              r"T = 1.5")
+    assert (at07, at15) == quoted(out, r"T=0.7: (\d+(?:\.\d+)?), T=1.0: [\d.]+, T=1.5: (\d+(?:\.\d+)?)")
+    assert float(at15) < float(at07)
