@@ -853,7 +853,8 @@ def format_adaptive(result: dict) -> str:
 def arena_main(args) -> int:
     """``python -m lab arena``: the full arena table, then fixed vs adaptive N for the draft model (prose, T = 0).
     Exit status 1 if any greedy run differed from autoregressive decoding. Raises :class:`lab.cli.OptionError`
-    naming ``--prompts`` for more prompts than a task has (before the pair loads) and naming ``--max-new-tokens`` when a prompt plus the new tokens exceeds the target's context (before any run)."""
+    naming ``--prompts`` for more prompts than a task has (before the pair loads) and naming ``--max-new-tokens``
+    when a prompt plus the new tokens exceeds the target's context (before any run)."""
     from lab.cli import OptionError
     from lab.models import held_out_prompts, load_pair
 

@@ -10,8 +10,8 @@ measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` 
 
 Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
 2); the checks that need the tokenizer (``--prompt`` must have a token; prompt + ``--max-new-tokens`` must fit the
-target's context) stop right after the pair loads, before any generation, in the same form. A model that cannot be loaded gives one error
-line and exit status 1.
+target's context) stop right after the pair loads, before any generation, in the same form. A model that cannot be
+loaded gives one error line and exit status 1.
 """
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;3
 
 
 class OptionError(Exception):
-    """A bad option that only shows once the pair is loaded (a prompt with no tokens, or a prompt plus
-    ``--max-new-tokens`` longer than the target's context). :func:`main` prints ``python -m lab COMMAND: error: FLAG: MESSAGE`` and returns 2, as
-    argparse does for the options it can check itself."""
+    """A bad option argparse cannot check: a prompt with no tokens or a prompt plus ``--max-new-tokens`` longer
+    than the target's context (found once the pair is loaded), or a ``bench`` / ``arena`` ``--prompts`` above the
+    prompts bundled (found before it loads). :func:`main` prints ``python -m lab COMMAND: error: FLAG: MESSAGE`` and
+    returns 2, as argparse does for the options it can check itself."""
 
     def __init__(self, flag: str, message: str):
         super().__init__(f"{flag}: {message}")
@@ -107,7 +108,11 @@ _gigabytes = _finite_nonnegative("number of GB", "")
 
 def demo(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`main`'s parser); returns the
-    exit status."""
+    exit status.
+
+    Raises :class:`OptionError` naming ``--prompt`` for a prompt that encodes to no tokens and naming
+    ``--max-new-tokens`` when the prompt plus the new tokens exceed the target's context (both before generating);
+    :func:`main` prints either as one line."""
     from lab.decode import generate
     from lab.models import context_limit, held_out_prompts, load_pair
 
@@ -255,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Run ``python -m lab`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status. Bad options raise
-    ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag; a prompt plus
-    ``--max-new-tokens`` beyond the target's context (:class:`OptionError`) prints one such line and returns 2."""
+    ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag; the bad options
+    only ``demo``, ``bench`` and ``arena`` can see (:class:`OptionError`: a prompt with no tokens, a prompt plus
+    ``--max-new-tokens`` beyond the target's context, too many ``--prompts``) print one such line and return 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "pick":

@@ -335,5 +335,7 @@ def _branch_layout(base: int, n: int, draft: Draft) -> dict:
 
 
 def autoregressive(target, prompt_ids, **kwargs) -> Generation:
-    """Plain one-token-per-call decoding: :func:`generate` with no drafter (same arguments)."""
+    """Plain one-token-per-call decoding: :func:`generate` with no drafter (same arguments, same return value,
+    raises ``TypeError`` / ``ValueError`` as it does). The baseline whose one target pass per token lesson 01
+    measures; every speedup in the course is relative to it."""
     return generate(target, prompt_ids, drafter=None, **kwargs)

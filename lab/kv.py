@@ -55,7 +55,8 @@ def keep_positions(cache, start: int, keep) -> object:
 
     ``start`` and the offsets may be Python or NumPy integers or integer 0-d tensors; ``keep`` may be any iterable
     of them or a 1-d integer tensor. Raises ``ValueError`` if ``start`` is outside the cache or ``keep`` is not
-    increasing integer offsets inside it.
+    increasing integer offsets inside it, and ``TypeError`` when entries must move but the cache has no per-layer
+    storage (``cache.layers``, as a transformers ``DynamicCache`` has).
     """
     current = cache_length(cache)
     keep = keep.tolist() if isinstance(keep, torch.Tensor) and keep.dim() == 1 and not keep.is_floating_point() \

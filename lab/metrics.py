@@ -134,7 +134,8 @@ def kl_divergence(target_probs, draft_probs) -> float:
     to a token the target gives mass (terms with target 0 count 0).
 
     Raises ``ValueError`` naming the argument for NaN, negative entries, a sum further than 1e-3 from 1, a
-    scalar or a batch, and for mismatched shapes."""
+    scalar or a batch, and for mismatched shapes; ``TypeError`` for an argument that is not numbers. Lesson 05
+    compares it with the acceptance rate."""
     t, d = _two_distributions(target_probs, draft_probs)
     mask = t > 0
     if (d[mask] == 0).any():
@@ -145,7 +146,8 @@ def kl_divergence(target_probs, draft_probs) -> float:
 def total_variation(target_probs, draft_probs) -> float:
     """Total variation distance ``0.5 * sum |target - draft|`` in [0, 1] for two distributions ``[V]``.
 
-    Raises ``ValueError`` as :func:`kl_divergence` does."""
+    Raises ``ValueError`` and ``TypeError`` as :func:`kl_divergence` does. Lesson 05; ``1 - total_variation`` is
+    :func:`acceptance_probability`."""
     t, d = _two_distributions(target_probs, draft_probs)
     return float(0.5 * (t - d).abs().sum())
 
@@ -155,7 +157,8 @@ def acceptance_probability(target_probs, draft_probs) -> float:
     ``[V]`` (Leviathan et al. 2023, section 3.1, where it is called β).
 
     Raises ``ValueError`` naming the argument for NaN, negative entries, a sum further than 1e-3 from 1, a
-    scalar or a batch, and for mismatched shapes (a broadcast would silently give a wrong answer)."""
+    scalar or a batch, and for mismatched shapes (a broadcast would silently give a wrong answer); ``TypeError`` for
+    an argument that is not numbers."""
     t, d = _two_distributions(target_probs, draft_probs)
     return float(torch.minimum(t, d).sum())
 
@@ -171,7 +174,8 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     ``Power_divergenceResult``).
 
     Raises ``ValueError`` naming the argument for counts that are negative, NaN, infinite or all zero, probs that
-    are not a distribution, mismatched lengths, or ``min_expected`` < 0.
+    are not a distribution, mismatched lengths, or ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs``
+    that are not numbers. Lessons 03, 04 and 10 test sampled tokens against the target with it.
     """
     from scipy.stats import chisquare
 
@@ -208,7 +212,15 @@ def chi_square(counts, probs, min_expected: float = 5.0):
 
 
 def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
-    """The ``stats`` dict of a generation from its step records (see module docstring for definitions)."""
+    """The ``stats`` dict of a generation from its step records (see module docstring for definitions).
+
+    ``steps``: the :class:`lab.trace.StepRecord` list of one generation; ``new_tokens``: the tokens it generated;
+    ``wall_ms``: its wall time in ms. Returns counts (``new_tokens``, ``target_calls``, ``draft_calls``,
+    ``drafted_tokens``, ``accepted_tokens``), ``acceptance_rate`` (None when nothing was drafted),
+    ``tokens_per_target_call`` (None without steps), ``per_position_acceptance`` (list of floats), the steps'
+    summed ``draft_ms``, ``verify_ms`` and ``target_ms`` with ``wall_ms`` (all ms), and ``tokens_per_second``
+    (tokens/s over ``wall_ms``; None when ``wall_ms`` <= 0). Lesson 14 compares these keys with vLLM's counters.
+    """
     drafted = sum(len(s.drafted) for s in steps)
     accepted = sum(s.num_accepted for s in steps)
     longest = max((s.depth for s in steps), default=0)

@@ -454,7 +454,8 @@ class Recommendation:
                 "hf_assistant_config": self.hf_assistant_config(), "lab_drafter": self.lab_drafter()}
 
     def summary(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
-        """Plain-text rendering (what ``python -m lab pick`` prints)."""
+        """Plain-text rendering (what ``python -m lab pick`` prints). Raises ``ValueError`` (naming the argument)
+        when ``tensor_parallel_size`` is not an integer >= 1, as :meth:`vllm_command` does."""
         lines = [f"Workload: {self.workload_text()}",
                  f"Method: {self.label} ({self.method})"]
         if self.speculates:
@@ -479,7 +480,8 @@ class Recommendation:
         return self.summary()
 
     def to_markdown(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
-        """A one-page decision guide for the workload, as Markdown."""
+        """A one-page decision guide for the workload, as Markdown. Raises ``ValueError`` (naming the argument)
+        when ``tensor_parallel_size`` is not an integer >= 1, as :meth:`vllm_command` does."""
         w = self.workload
         task = TASK_LABELS.get(w.get("task"), w.get("task"))
         title = f"# Speculative decoding for {task} at T = {self.temperature:g}"

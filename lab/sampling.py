@@ -219,7 +219,8 @@ def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor)
     (target == draft), a rejection cannot happen, and the function returns ``target_probs`` so callers never
     divide by zero (DESIGN oracle 4). Tokens with target probability 0 get residual probability 0.
 
-    Raises ``ValueError`` if the shapes differ (mismatched vocabularies) or either input is not a distribution.
+    Raises ``ValueError`` if the shapes differ (mismatched vocabularies) or either input is not a distribution,
+    ``TypeError`` if either is not numbers.
     Source: Leviathan et al. 2023, Algorithm 1 and Appendix A.1; Chen et al. 2023, Algorithm 2.
     """
     target_probs = check_probs("target_probs", target_probs)

@@ -116,7 +116,8 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` < 1, a model output that is not a
     distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model and the
     context), or models with different vocabularies; ``TypeError`` for a prefix that is a string or not iterable
-    (None), a model that is not callable, or another kind of ``rng``. Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
+    (None), a model that is not callable, or another kind of ``rng``.
+    Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
     """
     n_draft = check_int("n_draft", n_draft, 1)
     if not isinstance(rng, (random.Random, torch.Generator)):

@@ -168,7 +168,10 @@ def _lr(step: int, total: int, peak: float, warmup: int) -> float:
 
 @torch.no_grad()
 def validation_loss(model, val_ids: torch.Tensor, seq_len: int, max_windows: int | None = None) -> float:
-    """Mean next-token cross-entropy (nats/token) over non-overlapping windows of the held-out ids."""
+    """Mean next-token cross-entropy (nats/token) over non-overlapping windows of the held-out ids.
+
+    ``val_ids``: 1-D token ids (int16 ``[tokens]`` from :func:`corpus_ids`), read as windows of ``seq_len`` inputs
+    plus their shifted labels; ``max_windows`` caps how many (None or 0: all)."""
     model.eval()
     total, count = 0.0, 0
     n_win = (len(val_ids) - 1) // seq_len
@@ -233,8 +236,8 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
                draft_only: bool = False) -> Path:
     """Train tokenizer, target and distilled draft; save them to ``out_dir`` (then :func:`write_card`).
 
-    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (about 6 CPU-minutes for the 800-step recipe).
-    Returns ``out_dir``. Takes about an hour on a 2-core CPU with the default recipe.
+    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (about 6 CPU-minutes for the
+    800-step recipe). Returns ``out_dir``. Takes about an hour on a 2-core CPU with the default recipe.
     """
     recipe = recipe or PairRecipe()
     if threads:
@@ -325,7 +328,8 @@ def _save(model, tokenizer, path: Path) -> None:
 
 def corpus_ids(pair_dir: Path = PAIR_DIR) -> tuple[torch.Tensor, torch.Tensor]:
     """The corpus tokenised with the pair's tokenizer: ``(train_ids, val_ids)``, int16 ``[tokens]`` each, with EOS
-    between works; the same split as :func:`train_pair`. Cached in :func:`cache_dir`."""
+    between works; the same split as :func:`train_pair`. Cached in :func:`cache_dir`. Raises ``RuntimeError`` as
+    :func:`fetch_corpus` does when the corpus must be downloaded and cannot be."""
     path = cache_dir() / "corpus_ids.pt"
     if path.exists():
         cached = torch.load(path)
@@ -817,7 +821,8 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = P
     test, a departure from EAGLE-1 that raised the chain's acceptance here). Writes ``model.safetensors`` +
     ``config.json`` (float16) and ``training.json`` to ``out_dir``, then measures and writes the model card
     (:func:`write_eagle_card`). Returns the card's path. About 13 CPU-minutes with the defaults on one thread (plus
-    about 4 for the features, once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or ``chain_depth`` < 1.
+    about 4 for the features, once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or
+    ``chain_depth`` < 1.
     Source: Li et al. 2024, "EAGLE", §4 (training).
     """
     from lab.drafters.eagle import EagleDraftModel, trainable_parameters

@@ -34,7 +34,8 @@ __all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "pa
 def check_parents(parents) -> list[int]:
     """Validate a parents array and return it as a list of ints.
 
-    Raises ``ValueError`` unless every ``parents[i]`` is -1 or an earlier node index (``-1 <= parents[i] < i``).
+    ``parents``: a list, tuple or 1-D tensor of integers. Raises ``ValueError`` unless every ``parents[i]`` is -1 or
+    an earlier node index (``-1 <= parents[i] < i``), ``TypeError`` when ``parents`` is not iterable.
     """
     if isinstance(parents, torch.Tensor):
         parents = parents.tolist()

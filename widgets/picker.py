@@ -207,8 +207,8 @@ class StrategyPicker(w.VBox):
 
     def select_strategy(self, method: str) -> None:
         """What clicking a strategy row does: set up the situation its "when to pick" describes
-        (:data:`STRATEGY_SCENARIOS`), keeping the temperature unless it is above the picker's limit. Raises ``ValueError`` for an unknown
-        method."""
+        (:data:`STRATEGY_SCENARIOS`), keeping the temperature unless it is above the picker's limit. Raises
+        ``ValueError`` for an unknown method."""
         if method not in STRATEGY_SCENARIOS:
             raise ValueError(f"method must be one of {', '.join(STRATEGY_SCENARIOS)}; got {method!r}")
         scenario = {"latency_bound": True, "memory_headroom_gb": None, "exclude": (), **STRATEGY_SCENARIOS[method]}

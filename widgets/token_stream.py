@@ -282,7 +282,8 @@ class TokenStream(ipywidgets.VBox):
         self._refresh()
 
     def extend(self, records) -> "TokenStream":
-        """Feed several step records in order (e.g. ``Generation.steps`` of a finished run); returns ``self``."""
+        """Feed several step records in order (e.g. ``Generation.steps`` of a finished run); returns ``self``.
+        Raises ``ValueError`` as :meth:`on_step` does (records before the bad one are already shown)."""
         for record in records:
             self.on_step(record)
         return self
@@ -302,7 +303,8 @@ class TokenStream(ipywidgets.VBox):
         Negative positions count from the end, as in a list. The chart's traces become ``target``, ``draft`` and
         ``residual`` over the union of each one's top-``top_k`` tokens (plus the emitted and drafted tokens);
         ``draft`` and ``residual`` are empty for a bonus token (the draft proposed nothing there). Raises
-        ``IndexError`` for a position that has not been generated.
+        ``TypeError`` for a position that is not an integer (bools included) or None, ``IndexError`` for a position
+        that has not been generated.
         """
         if position is None:
             self._view.selected = -1
