@@ -113,6 +113,9 @@ def _checker(summary_fn):
     @functools.wraps(summary_fn)
     def run(fn, *args, **kwargs) -> bool:
         name = summary_fn.__name__
+        # Messages show calls as the learner wrote them: `advance(9, 0)`, not the reference's `next_position(9, 0)`.
+        own = getattr(fn, "__name__", "")
+        call_name = own if own.isidentifier() else name
         if not callable(fn):
             print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
             return False
@@ -124,10 +127,11 @@ def _checker(summary_fn):
             print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
             return False
         except _Fail as failure:
-            print(f"✗ {name}: {failure}")
+            message = str(failure) if call_name == name else re.sub(rf"\b{name}\(", f"{call_name}(", str(failure))
+            print(f"✗ {name}: {message}")
             return False
         except _NoReturn as stuck:
-            print(f"✗ {name}: {name}({', '.join(_show(a) for a in stuck.args[0])}) did not return within "
+            print(f"✗ {name}: {call_name}({', '.join(_show(a) for a in stuck.args[0])}) did not return within "
                   f"{stuck.args[1]:g} s.\n  Hint: look for a loop with no way out (a `while` whose condition "
                   "never turns false, or a counter that is never advanced).")
             return False
@@ -279,8 +283,11 @@ def _show_outcome(outcome) -> str:
 
 def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None) -> int:
     """Run ``fn`` on every case; on a mismatch raise ``_Fail`` with the hint of the planted fault that best
-    explains the learner's answers (the one agreeing with them on most failing cases). A call of ``fn`` that runs
-    past ``time_limit`` seconds (default ``CALL_TIME_LIMIT_S``) raises ``_NoReturn``, which ``_checker`` reports."""
+    explains the learner's answers: among the faults that reproduce more than half of the learner's wrong answers,
+    the one agreeing on most cases (the hint then says how many it fits when that is not all of them);
+    ``generic_hint`` when none does.
+    A call of ``fn`` that runs past ``time_limit`` seconds (default ``CALL_TIME_LIMIT_S``) raises ``_NoReturn``,
+    which ``_checker`` reports."""
     show_args = show_args or (lambda args: ", ".join(_show(a) for a in args))
     learner_fn, fn = fn, _time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
     expected = [_outcome(reference, args) for args in cases]
@@ -303,15 +310,20 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
         # Rank by agreement on the failing cases, then on all cases (a fault that also explains the passing
         # cases is the better explanation).
         score = (len(agree), sum(_same_outcome(g, f, same, messages=True) for g, f in zip(got, fault)))
-        if agree and score > best_score:
+        # A fault that explains only a few of the wrong answers would point at the wrong mistake.
+        if 2 * len(agree) > len(failing) and score > best_score:
             best_hint, best_score, best_case = hint, score, agree[0]
     i = best_case
+    label = "Hint"
     if got[i][0] == "ok" and got[i][1] is None:
         best_hint = "your function returned None: did you forget a `return` statement?"
+    elif best_hint and best_score[0] < len(failing):
+        # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
+        label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"
     want = expected[i]
     want = _show(want[1]) if want[0] == "ok" else _show_outcome(want)
     message = (f"{name}({show_args(cases[i])}) {_show_outcome(got[i])}; expected {want}."
-               f"\n  Hint: {best_hint or generic_hint}")
+               f"\n  {label}: {best_hint or generic_hint}")
     if len(failing) > 1:
         message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
     raise _Fail(message)

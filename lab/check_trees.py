@@ -98,10 +98,22 @@ def tree_mask(fn):
         outcome = _outcome(fn, (parents, prefix_len))
         got = outcome[1] if outcome[0] == "ok" else None
         want = tree_attention_mask(parents, prefix_len)
-        if not isinstance(got, torch.Tensor) or got.dtype == torch.bool or tuple(got.shape) != tuple(want.shape):
+        call = f"tree_mask({parents}, {prefix_len})"
+        if outcome[0] == "ok" and got is not None and not isinstance(got, torch.Tensor):
+            raise _Fail(f"{call} returned a {type(got).__name__}; the mask must be a torch.bool tensor "
+                        f"[n, prefix_len + n].\n  Hint: build it with torch.zeros(n, prefix_len + n, "
+                        "dtype=torch.bool) and set the True entries, or wrap yours in torch.tensor(..., "
+                        "dtype=torch.bool).")
+        if not isinstance(got, torch.Tensor):
+            continue
+        if tuple(got.shape) != tuple(want.shape):
+            raise _Fail(f"{call} returned a tensor of shape {tuple(got.shape)}; expected {tuple(want.shape)} = "
+                        f"[n, prefix_len + n] with n = {len(parents)} nodes and prefix_len = {prefix_len}."
+                        "\n  Hint: one row per tree node, and one column per token it could attend to: the "
+                        "prefix_len committed tokens first, then the n tree nodes.")
+        if got.dtype == torch.bool:
             continue
         values = got.detach().to("cpu", torch.float64)
-        call = f"tree_mask({parents}, {prefix_len})"
         if torch.equal(values != 0, want) and bool(((values == 0) | (values == 1)).all()):
             raise _Fail(f"{call} returned the right pattern as {got.dtype} 0/1; the mask must be a torch.bool "
                         "tensor (True = may attend).\n  Hint: build it with dtype=torch.bool, or call .bool() on "

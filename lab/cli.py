@@ -110,8 +110,9 @@ def demo(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`main`'s parser); returns the
     exit status.
 
-    Raises :class:`OptionError` naming ``--prompt`` for a prompt that encodes to no tokens and naming
-    ``--max-new-tokens`` when the prompt plus the new tokens exceed the target's context (both before generating);
+    Raises :class:`OptionError` naming ``--prompt`` for a prompt that encodes to no tokens or that alone fills the
+    target's context, and naming ``--max-new-tokens`` when the prompt plus the new tokens exceed it (all before
+    generating);
     :func:`main` prints either as one line."""
     from lab.decode import generate
     from lab.models import context_limit, held_out_prompts, load_pair
@@ -122,6 +123,9 @@ def demo(args) -> int:
     if not prompt_ids:
         raise OptionError("--prompt", f"must contain at least one token, got {prompt!r}")
     limit = context_limit(pair.target)
+    if limit is not None and len(prompt_ids) >= limit:
+        raise OptionError("--prompt", f"has {len(prompt_ids)} tokens; the target's context holds {limit} positions, "
+                                      f"so a prompt may have at most {limit - 1} (one position is left for a new token)")
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
                                               f"exceed the target's context of {limit} positions")

@@ -50,7 +50,9 @@ class ModelPair:
         for anything but a ``str`` (a list of strings would come back as a batch, list[list[int]])."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__} {text!r:.60}")
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        # verbose=False: the tokenizer's "longer than the maximum sequence length" warning is premature here;
+        # generate and the CLI check the context themselves and name the argument to change.
+        return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
 
     def decode(self, ids) -> str:
         """Text of the token ids ``ids`` (list of ints, NumPy integers, or a LongTensor ``[L]`` / ``[1, L]``), special

@@ -66,7 +66,7 @@ def test_a_call_that_never_returns_is_reported(monkeypatch, capsys):
     ok, out = run(check.step_latency, forever, capsys)
     assert time.perf_counter() - start < 3
     assert ok is False
-    assert out.startswith("✗ step_latency: step_latency(30, 3, 5) did not return within 0.3 s."), out
+    assert out.startswith("✗ step_latency: forever(30, 3, 5) did not return within 0.3 s."), out
     assert "loop with no way out" in out
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) is handler

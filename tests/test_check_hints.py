@@ -3,6 +3,7 @@ planted mistake gets its own hint, token ids must be whole integers, near misses
 import pytest
 
 from conftest import rejects
+from lab import check as check_core
 from lab import check_arena, check_costs, check_decoding, check_trees, costs, metrics
 from lab.drafters.lookahead import converged_prefix
 
@@ -15,7 +16,7 @@ def test_throughput_gain_batch_one_past_the_ridge(capsys):
             return metrics.predicted_speedup(alpha, n, c)
         return costs.speculative_throughput_gain(batch, n, alpha, c, fpb, bytes_per_param=2.0)
 
-    rejects(check_costs.throughput_gain, batch_one_shortcut, capsys, "throughput_gain(1, 4, 0.75, 0.1, 2)")
+    rejects(check_costs.throughput_gain, batch_one_shortcut, capsys, "batch_one_shortcut(1, 4, 0.75, 0.1, 2)")
 
 
 # --- check_arena ---------------------------------------------------------------------------------------------
@@ -174,3 +175,44 @@ def test_eagle_training_pairs_single_pair_window(capsys):
 
     out = rejects(check_trees.eagle_training_pairs, squeezed, capsys, "hidden [3, 2]")
     assert "features_in is" in out
+
+
+# --- choosing the hint (lab.check._compare) ---------------------------------------------------------------------
+# A planted fault that reproduces only a few of the learner's wrong answers must not lend them its hint: these
+# answers are wrong in ways no planted fault explains, and used to get one that pointed the wrong way.
+@pytest.mark.parametrize("checker, fn, misleading, generic", [
+    (check_core.accept_probability, lambda t, d: min(t, d), "upside down", "two zero cases handled first"),
+    (check_core.accept_probability, lambda t, d: max(1.0, t / d) if d > 0 else 1.0, "upside down",
+     "two zero cases handled first"),
+    (check_decoding.draft_keep_length, lambda held, k, n: k, "LAST draft", "held - max(0, n_draft - 1 - num_acc"),
+])
+def test_a_fault_that_explains_few_wrong_answers_gives_no_hint(checker, fn, misleading, generic, capsys):
+    out = rejects(checker, fn, capsys, generic)
+    assert misleading not in out, out
+
+
+def test_a_hint_that_fits_most_wrong_answers_says_how_many(capsys):
+    # always the longest draft: the tokens-per-call mistake on 4 of the 6 wrong cases (with alpha = 0 it is a tie)
+    out = rejects(check_core.best_n_draft, lambda a, c, m: m, capsys, "SPEEDUP")
+    assert "Hint (it fits 4 of the 6 wrong answers):" in out, out
+    out = rejects(check_core.best_n_draft, lambda a, c, m: max(range(1, m + 1),
+                                                          key=lambda n: metrics.expected_tokens_per_call(a, n)),
+                  capsys, "SPEEDUP")
+    assert "\n  Hint: maximise" in out, out
+
+
+def test_messages_show_the_learners_own_function_name(capsys):
+    def advance(position, num_accepted):
+        return position + num_accepted
+
+    out = rejects(check_decoding.next_position, advance, capsys, "advance(9, 0) returned 9; expected 10")
+    assert out.startswith("✗ next_position: ") and "next_position(" not in out, out
+
+
+def test_tree_mask_shape_and_type_get_their_own_hints(capsys):
+    from lab.trees import tree_attention_mask
+
+    rejects(check_trees.tree_mask, lambda p, n: tree_attention_mask(p, 0), capsys, "shape (4, 4); expected (4, 7)",
+            "prefix_len committed tokens first")
+    rejects(check_trees.tree_mask, lambda p, n: tree_attention_mask(p, n).tolist(), capsys, "returned a list",
+            "torch.bool")

@@ -180,6 +180,26 @@ def test_demo_prompt_beyond_the_context_is_one_line_naming_the_flag(char_pair, c
     assert "prompt (2 tokens) + 511 new tokens" in capsys.readouterr().err
 
 
+def test_demo_prompt_that_alone_fills_the_context_names_the_prompt(char_pair, capsys):
+    assert cli.main(["demo", "--prompt", "a" * 512, "--max-new-tokens", "5"]) == 2
+    assert capsys.readouterr().err == ("python -m lab demo: error: --prompt: has 512 tokens; the target's context "
+                                       "holds 512 positions, so a prompt may have at most 511 (one position is left "
+                                       "for a new token)\n")
+    assert cli.main(["demo", "--prompt", "a" * 511, "--max-new-tokens", "2"]) == 2  # 511 fit; 511 + 2 do not
+    assert "--max-new-tokens: prompt (511 tokens) + 2 new tokens" in capsys.readouterr().err
+
+
+def test_encoding_a_long_prompt_prints_no_tokenizer_warning(capfd):
+    from lab.models import load_pair
+
+    pair = load_pair("shakespeare")
+    capfd.readouterr()
+    ids = pair.encode("To be or not to be. " * 150)
+    assert len(ids) > pair.tokenizer.model_max_length  # past the length the tokenizer would warn about
+    captured = capfd.readouterr()
+    assert "sequence length" not in captured.err + captured.out, captured
+
+
 def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
     assert cli.main(["demo", "--prompt", ""]) == 2
     assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
