@@ -190,11 +190,19 @@ def test_thresholds_are_stated_for_alpha_not_the_acceptance_rate():
     assert first.startswith("α, the per-token acceptance probability, falls below 0.7")
     assert "per_position_acceptance[0]" in first and "alpha_from_steps" in first
     assert 'num_accepted_tokens_per_pos_total{position="0"}' in first
-    assert "do not compare it with 0.7" in first
+    assert "do not compare the acceptance rate with 0.7" in first
+    # Seed lesson 002 states its 70 % for accepted ÷ drafted: the text says so, and that the course applies it to α.
+    assert "seed lesson 002" in first and "states for the acceptance rate accepted ÷ drafted" in first
     # The 0.7 is where lesson 06's formula puts the chat row's 2× (N = 4, c = 0.1): α ≈ 0.71.
     from lab.metrics import predicted_speedup
 
     assert predicted_speedup(0.70, 4, 0.1) < 2.0 < predicted_speedup(0.71, 4, 0.1)
+    # The text's conversions at N = 4 (lesson 12: acceptance rate = (α + … + α^N) / N): α 0.7 → 0.44; 70 % → α ≈ 0.86.
+    def rate(alpha, n=4):
+        return sum(alpha ** i for i in range(1, n + 1)) / n
+
+    assert round(rate(0.7), 2) == 0.44 and rate(0.855) < 0.7 < rate(0.865)
+    assert "about 0.44" in picker.__doc__ and "α ≈ 0.86" in picker.__doc__ and "α ≈ 0.86" in first
     eagle = recommend("chat", 0.0, True, True)
     assert any("α (per-token acceptance) at 0.85+" in r for r in eagle.reasons)
 
