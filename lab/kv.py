@@ -1,5 +1,5 @@
 """KV-cache helpers over transformers caches: how long a cache is, rolling it back after a rejection, and a
-teaching scratch buffer that writes draft entries first and commits them on acceptance (lesson 07).
+teaching scratch buffer that holds draft entries apart until the accepted ones are moved into the cache (lesson 07).
 
 A speculative step appends the drafted tokens' keys and values to the target's cache while verifying them; the
 rejected ones must leave again, or the next forward would attend to tokens that were never committed.
@@ -92,12 +92,13 @@ def _layers(cache) -> list:
 class ScratchKVCache:
     """A teaching KV cache in two parts: committed entries, and a scratch buffer that drafts are written to first.
 
-    Seed lesson 000's glossary describes this design in one line: "scratch KV buffer; commit on acceptance, discard
-    on reject". Engines differ in how they get the same effect (lesson 07): vLLM writes the drafts' entries into
-    the request's own cache slots and, after a rejection, simply does not count the rejected slots as computed, so
-    the next step overwrites them (a rollback by length, like :func:`rollback`); TensorRT-LLM's tree methods copy
-    the accepted path's entries into place after verification (like :func:`keep_positions`). This class keeps the
-    two parts apart over a transformers ``DynamicCache`` so each stage can be inspected.
+    This is the design seed lesson 000 describes: drafted entries are kept apart and join the cache only once
+    accepted, which the seed says vLLM and TensorRT-LLM's LookaheadDecoder do. The engine code read for lesson 07
+    gets the same effect otherwise: vLLM writes the drafts' entries into the request's own cache slots and, after a
+    rejection, simply does not count the rejected slots as computed, so the next step overwrites them (a rollback by
+    length, like :func:`rollback`); TensorRT-LLM's tree methods copy the accepted path's entries into place after
+    verification (like :func:`keep_positions`). This class keeps the two parts apart over a transformers
+    ``DynamicCache`` so each stage can be inspected.
 
     - ``append(tokens)``: forward ``tokens`` and commit their entries at once (the prefill, or already verified
       tokens). Returns logits ``[n, V]`` float32.
