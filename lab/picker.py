@@ -626,6 +626,32 @@ def _n_for(task: str, temperature: float) -> tuple:
     return (high if temperature == 0 else low), row
 
 
+def _revisit_none(workload: dict, cause: str) -> list:
+    """When a "none" verdict is worth revisiting: the change that would lift what ruled speculation out (``cause``:
+    "temperature", "load" or "infeasible"); the speculating methods' items (thresholds on α and the like) do not
+    apply while nothing is drafted."""
+    if cause == "temperature":
+        return [f"the serving temperature comes down to {MAX_TEMPERATURE:g} or below: the picker considers "
+                "speculation again, and α should be measured at that temperature (lesson 13)"]
+    items = []
+    if cause == "load":
+        items.append("traffic drops to small batches or a latency target appears: speculation pays best there")
+    elif not workload["has_small_same_family_model"]:
+        items.append("a small model of the target's family (same tokenizer) becomes available: a draft model needs "
+                     "no training")
+    if not workload["can_finetune"]:
+        items.append("training on the target becomes allowed: " + (
+            "an EAGLE head at N = 1 is the one method this course keeps under load" if cause == "load"
+            else "EAGLE or Medusa heads (lessons 10 and 11)"))
+    if workload["memory_headroom_gb"] is not None:
+        items.append("more accelerator memory frees up: a drafter needs room for its weights and KV cache")
+    if workload["exclude"]:
+        items.append(f"a method you excluded ({', '.join(workload['exclude'])}) becomes an option again")
+    if "eagle" not in workload["exclude"]:
+        items.append("a trained EAGLE head for your target becomes available (seed lesson 000: 3–4×)")
+    return items
+
+
 def _revisit(method: str, latency_bound: bool) -> list:
     items = ["α, the per-token acceptance probability, falls below 0.7 on your own traffic — estimate it as the "
              "first drafted position's acceptance, per_position_acceptance[0] (vLLM: "
@@ -645,7 +671,7 @@ def _revisit(method: str, latency_bound: bool) -> list:
                      "that other requests could use")
     else:
         items.append("traffic drops to small batches or a latency target appears: speculation pays best there")
-    if method in ("ngram", "lookahead", "none", "draft_model", "medusa"):
+    if method in ("ngram", "lookahead", "draft_model", "medusa"):
         items.append("a trained EAGLE head for your target becomes available (seed lesson 000: 3–4×)")
     if method in ("draft_model", "eagle", "medusa"):
         items.append("free accelerator memory shrinks: the draft or heads (and their KV cache) compete with the "
@@ -686,9 +712,9 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                 "exclude": list(exclude)}
     reasons, notes = [], []
 
-    def none(source: str) -> Recommendation:
+    def none(source: str, cause: str) -> Recommendation:
         return Recommendation("none", 0, None, temperature, reasons, (1.0, 1.0), source, notes,
-                              _revisit("none", latency_bound), workload, {})
+                              _revisit_none(workload, cause), workload, {})
 
     # 1. Temperature too high.
     if temperature > MAX_TEMPERATURE:
@@ -697,7 +723,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                        "it does to α depends on the pair: large, confident pairs usually lose α when sampling, while "
                        "lesson 13 measured no drop on the bundled pair (α 0.70 at T = 0, 0.71 at T = 2). Measure α "
                        "at your temperature before turning speculation on (lesson 13).")
-        return none(f"{SEED_000}, \"When NOT to spec-decode\"")
+        return none(f"{SEED_000}, \"When NOT to spec-decode\"", "temperature")
 
     # 2. Throughput-bound.
     if not latency_bound:
@@ -726,7 +752,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
             reasons.append("Outputs that mostly copy the input are the case to measure anyway: n-gram drafts cost "
                            "nothing and are accepted in long runs.")
         return none(f"{SEED_000}, \"When NOT to spec-decode\"; {SEED_002}, EAGLE-3 at k = 1 (applied under load by "
-                    "this course)")
+                    "this course)", "load")
 
     # 3. Latency-bound: the workload row's method, unless a learned head beats it.
     n_draft, row = _n_for(task, temperature)
@@ -754,7 +780,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
             candidates[method] = _range_for(method, task)
     if not candidates:
         reasons.append("No drafting method is feasible with these constraints.")
-        return none("no feasible method")
+        return none("no feasible method", "infeasible")
 
     def rank(method):
         low, high = candidates[method][0]

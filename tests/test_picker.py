@@ -648,3 +648,23 @@ def test_widget_escapes_user_text():
 
     ui = StrategyPicker(target="<script>alert(1)</script>", tensor_parallel_size=2)
     assert "<script>" not in ui.html and "&lt;script&gt;" in ui.html
+
+
+def test_a_none_verdict_is_revisited_for_what_ruled_speculation_out():
+    """A "none" must not list the speculating methods' items (α below 0.7, very short outputs): nothing is drafted."""
+    hot = recommend("chat", 1.5, has_small_same_family_model=True, can_finetune=False)
+    assert hot.method == "none" and len(hot.revisit) == 1
+    assert hot.revisit[0].startswith("the serving temperature comes down to 1 or below")
+    busy = recommend("chat", 0.2, has_small_same_family_model=True, can_finetune=False, latency_bound=False)
+    assert busy.method == "none" and busy.revisit[0].startswith("traffic drops to small batches")
+    assert any("an EAGLE head at N = 1" in r for r in busy.revisit)
+    stuck = recommend("chat", 0.2, has_small_same_family_model=False, can_finetune=False,
+                      exclude=("lookahead", "ngram", "eagle"))
+    assert stuck.method == "none"
+    assert any(r.startswith("a small model of the target's family") for r in stuck.revisit)
+    assert any("(eagle, lookahead, ngram)" in r for r in stuck.revisit)
+    assert not any("trained EAGLE head" in r for r in stuck.revisit)  # excluded, so not a way out
+    for rec in (hot, busy, stuck):
+        assert not any("0.7" in r or "15 new tokens" in r for r in rec.revisit), rec.revisit
+    speculating = recommend("chat", 0.2, has_small_same_family_model=True, can_finetune=False)
+    assert speculating.method != "none" and speculating.revisit[0].startswith("α, the per-token acceptance")
