@@ -115,6 +115,7 @@ def demo(args) -> int:
     generating);
     :func:`main` prints either as one line."""
     from lab.decode import generate
+    from lab.detok import Detokenizer
     from lab.models import context_limit, held_out_prompts, load_pair
 
     pair = load_pair(args.pair)
@@ -134,13 +135,17 @@ def demo(args) -> int:
     def paint(kind: str, text: str) -> str:
         return f"{ANSI[kind]}{text}{ANSI['reset']}" if color else text
 
+    # Each token prints the text it adds to the prompt + accepted tokens, so a character split over tokens prints
+    # once, whole; rejected drafts are decoded after the accepted tokens they followed, without joining the text.
+    text = Detokenizer(pair, prompt_ids)
+
     def show(record):
         accepted = record.emitted[: record.num_accepted]
-        parts = [paint("accepted", pair.decode([t])) for t in accepted]
+        parts = [paint("accepted", text.push(t) or "") for t in accepted]
         if len(record.emitted) > record.num_accepted:
             if record.rejected and color:
-                parts.append(paint("rejected", pair.decode(record.rejected)))
-            parts.append(paint(record.last_kind, pair.decode([record.emitted[-1]])))
+                parts.append(paint("rejected", "".join(s or "" for s in text.texts_after(record.rejected))))
+            parts.append(paint(record.last_kind, text.push(record.emitted[-1]) or ""))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()
 

@@ -16,7 +16,7 @@ import ipywidgets
 
 from lab.drafters.lookahead import JacobiRun, converged_prefix
 from widgets._style import ACCEPTED_COLOR, BONUS_COLOR, PROMPT_COLOR, tint
-from widgets.token_stream import token_label_text
+from widgets.token_stream import token_labels
 
 __all__ = ["JacobiViewer", "CELL_STATES"]
 
@@ -37,7 +37,8 @@ class JacobiViewer(ipywidgets.VBox):
     """The windows of a :class:`~lab.drafters.lookahead.JacobiRun`, iteration by iteration.
 
     ``JacobiViewer(run=None, tokenizer=None)``: ``run`` from :func:`lab.drafters.lookahead.jacobi_decode` (or set
-    later with ``show_run``); ``tokenizer`` decodes one token per cell (None shows ids).
+    later with ``show_run``); ``tokenizer`` labels each cell with the text its token adds after the cells before it
+    in its row (:func:`widgets.token_stream.token_labels`; None shows ids).
 
     Kernel-side state: ``grid`` (one list per iteration of cell dicts ``token_id``, ``text``, ``state`` in
     ``converged | correct | guess``, ``changed``), ``converged_counts`` (converged prefix per iteration),
@@ -73,10 +74,11 @@ class JacobiViewer(ipywidgets.VBox):
         for t, window in enumerate(run.iterations):
             done = converged_prefix(window, final) if run.converged else 0
             previous = run.iterations[t - 1] if t else None
+            labels = token_labels(self._tokenizer, window)  # a row is one guessed continuation: decode it in order
             row = []
             for i, token in enumerate(window):
                 state = "converged" if i < done else ("correct" if run.converged and token == final[i] else "guess")
-                row.append({"token_id": int(token), "text": self._text(int(token)), "state": state,
+                row.append({"token_id": int(token), "text": labels[i], "state": state,
                             "changed": previous is not None and previous[i] != token})
             self._grid.append(row)
         self._slider.max = len(self._grid) - 1
@@ -147,11 +149,6 @@ class JacobiViewer(ipywidgets.VBox):
 
     def _repr_html_(self) -> str:
         return self.html
-
-    def _text(self, token_id: int) -> str:
-        if self._tokenizer is None:
-            return str(token_id)
-        return token_label_text(str(self._tokenizer.decode([token_id])))
 
     def _render(self) -> None:
         self._view.value = self.html

@@ -18,10 +18,11 @@ import html
 
 import ipywidgets
 
+from lab.detok import Detokenizer
 from lab.sampling import check_int
 from lab.trace import StepRecord
 from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
-from widgets.token_stream import token_label_text
+from widgets.token_stream import token_label_text, token_labels
 
 __all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
 
@@ -43,9 +44,10 @@ _MUTED_CSS = "color: #777; font-size: 12px;"
 class KVCacheViewer(ipywidgets.VBox):
     """Live rows of KV-cache slots per model: committed / scratch (being verified) / kept / discarded.
 
-    ``KVCacheViewer(tokenizer=None, prompt_ids=None, *, max_slots=40)``: ``tokenizer`` decodes one token per slot
-    (None shows ids); ``prompt_ids`` is the prompt the run starts from (needed to name the committed tokens; list
-    of ints); ``max_slots``: how many slots per row are drawn (the oldest committed ones are summarised as
+    ``KVCacheViewer(tokenizer=None, prompt_ids=None, *, max_slots=40)``: ``tokenizer`` labels each slot with the
+    text its token adds after the tokens before it (:func:`widgets.token_stream.token_labels`; None shows ids);
+    ``prompt_ids`` is the prompt the run starts from (needed to name the committed tokens; list of ints);
+    ``max_slots``: how many slots per row are drawn (the oldest committed ones are summarised as
     "… n earlier"). Feed it records with ``viewer(record)`` / ``on_step(record)`` or ``extend(records)``; a record
     with ``index == 0`` after earlier steps starts a new run.
 
@@ -61,9 +63,8 @@ class KVCacheViewer(ipywidgets.VBox):
         self._tokenizer = tokenizer
         self.max_slots = max_slots
         self._prompt = [int(t) for t in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids or [])]
-        self._committed: list = list(self._prompt)
         self._frames: list = []
-        self._text_cache: dict = {}
+        self._start_committed()
         self._slider = ipywidgets.IntSlider(value=0, min=0, max=0, description="frame", continuous_update=True,
                                             layout=ipywidgets.Layout(width="420px"))
         self._view = ipywidgets.HTML()
@@ -85,27 +86,34 @@ class KVCacheViewer(ipywidgets.VBox):
         if record.cache_before is None:
             raise ValueError(f"step {record.index} carries no cache_before: feed records from lab.decode.generate")
         if record.index == 0 and self._frames:
-            self._frames, self._committed = [], list(self._prompt)
-        committed = self._committed
+            self._frames = []
+            self._start_committed()
+        committed, labels = list(self._committed), list(self._labels)
         drafted = [int(t) for t in record.drafted]
+        # Drafts are labelled after the committed tokens they continue (a tree's after their ancestors).
+        drafted_labels = token_labels(self._tokenizer, drafted, self._context, record.parents)
         kept = 1 + int(record.num_accepted)
         extra = max(0, int(record.target_tokens or (1 + len(drafted))) - 1 - len(drafted))
         base = int(record.cache_before)
         # Target: committed tokens 0..base-1 stay; the step wrote [last] + drafts + extra window tokens.
         written = [committed[base] if base < len(committed) else None] + drafted + [None] * extra
-        target_verify = self._row(committed[:base], written, None)
-        target_commit = self._row(committed[:base], written, kept)
+        written_labels = [labels[base] if base < len(labels) else "?"] + drafted_labels + ["?"] * extra
+        target_verify = self._row(committed[:base], labels, written, written_labels, None)
+        target_commit = self._row(committed[:base], labels, written, written_labels, kept)
         rows_verify, rows_commit = {"target": target_verify}, {"target": target_commit}
         if record.draft_cache is not None:
             before, after_propose, after_update = (int(x) for x in record.draft_cache)
             sequence = committed + drafted  # what the draft's cache positions hold, in order
+            sequence_labels = labels + drafted_labels
             fed = [sequence[i] if i < len(sequence) else None for i in range(before, after_propose)]
-            rows_verify["draft"] = self._row(sequence[:before], fed, None)
-            rows_commit["draft"] = self._row(sequence[:before], fed, max(0, after_update - before))
+            fed_labels = [sequence_labels[i] if i < len(sequence) else "?" for i in range(before, after_propose)]
+            rows_verify["draft"] = self._row(sequence[:before], sequence_labels, fed, fed_labels, None)
+            rows_commit["draft"] = self._row(sequence[:before], sequence_labels, fed, fed_labels,
+                                             max(0, after_update - before))
         step = len(self._frames) // 2
         self._frames.append({"step": step, "phase": "verify", "rows": rows_verify, "record": record})
         self._frames.append({"step": step, "phase": "commit", "rows": rows_commit, "record": record})
-        self._committed = committed + [int(t) for t in record.emitted]
+        self._commit([int(t) for t in record.emitted])
         self._slider.max = len(self._frames) - 1
         if self._slider.value == len(self._frames) - 1:
             self._render()
@@ -188,23 +196,26 @@ class KVCacheViewer(ipywidgets.VBox):
         return self.html
 
     # --- internals ------------------------------------------------------------------------------------------
-    def _text(self, token_id) -> str:
-        if token_id is None:
-            return "?"  # a Lookahead window token: not recorded, only counted
-        text = self._text_cache.get(token_id)
-        if text is None:
-            text = f"{token_id}" if self._tokenizer is None else token_label_text(
-                str(self._tokenizer.decode([token_id])))
-            self._text_cache[token_id] = text
-        return text
+    def _start_committed(self) -> None:
+        """Committed tokens back to the prompt alone."""
+        self._committed, self._labels = [], []  # token ids and their slot labels, in cache order
+        self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)  # after the committed ids
+        self._commit(self._prompt)
 
-    def _row(self, committed: list, written: list, kept) -> list:
-        """Slots: the committed prefix, then the written entries as scratch (``kept`` None) or kept/discarded."""
-        slots = [{"position": i, "token_id": t, "text": self._text(t), "kind": "committed"}
+    def _commit(self, ids) -> None:
+        for token in ids:
+            self._committed.append(token)
+            self._labels.append(str(token) if self._context is None else token_label_text(self._context.push(token)))
+
+    @staticmethod
+    def _row(committed: list, labels: list, written: list, written_labels: list, kept) -> list:
+        """Slots: the committed prefix (``labels`` holds at least its labels), then the written entries (a
+        Lookahead window token, not recorded, is None, labelled "?") as scratch (``kept`` None) or kept/discarded."""
+        slots = [{"position": i, "token_id": t, "text": labels[i], "kind": "committed"}
                  for i, t in enumerate(committed)]
-        for j, token in enumerate(written):
+        for j, (token, label) in enumerate(zip(written, written_labels)):
             kind = "scratch" if kept is None else ("kept" if j < kept else "discarded")
-            slots.append({"position": len(committed) + j, "token_id": token, "text": self._text(token), "kind": kind})
+            slots.append({"position": len(committed) + j, "token_id": token, "text": label, "kind": kind})
         return slots
 
     def _render(self) -> None:

@@ -9,7 +9,9 @@ running acceptance rate, tokens per target call and tokens/s. Selecting a genera
 Everything the view shows is also kept on the kernel side (``tokens``, ``stats``, ``stats_text``, ``html``,
 ``selected``, ``selection``, ``chart``), so tests and notebook checks can assert on it without a browser.
 Token text is only ever put in the page as text: the browser view sets ``textContent``, and the static HTML and the
-chart labels are escaped with :func:`html.escape`.
+chart labels are escaped with :func:`html.escape`. Each token shows the text it adds to the decoded sequence
+(:class:`lab.detok.Detokenizer`), so a character whose bytes span several tokens shows once, on the token that
+completes it, instead of as U+FFFD on each.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import plotly.graph_objects as go
 import torch
 import traitlets
 
+from lab.detok import Detokenizer
 from lab.sampling import check_int, residual_distribution
 from lab.trace import StepRecord
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
@@ -30,7 +33,7 @@ from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_
                             tint)
 
 __all__ = [
-    "TokenStream", "token_display_text", "token_label_text",
+    "TokenStream", "token_display_text", "token_label_text", "token_texts", "token_labels", "PARTIAL_LABEL",
     "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
     "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS",
 ]
@@ -39,24 +42,54 @@ __all__ = [
 # made of them is visible instead of silently empty or layout-breaking.
 _CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)}
 _CONTROL_PICTURES[127] = "\u2421"
+# Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
+# usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
+PARTIAL_LABEL = "\u25cc"
 
 
-def token_display_text(text: str) -> str:
+def token_texts(tokenizer, ids, context=None, parents=None) -> list:
+    """The text each of ``ids`` (list of ints) adds after ``context`` (a :class:`lab.detok.Detokenizer` holding
+    the tokens before them; None: nothing before), without changing ``context``: a ``str``, or ``None`` for a
+    token holding only part of a character. ``parents``: a token tree's parents array (see
+    :meth:`lab.detok.Detokenizer.texts_after`); None for a chain. ``tokenizer`` None shows ids as ``⟨17⟩``.
+    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids``."""
+    if tokenizer is None:
+        return [f"\u27e8{int(token)}\u27e9" for token in ids]
+    context = Detokenizer(tokenizer) if context is None else context
+    return context.texts_after(ids, parents)
+
+
+def token_labels(tokenizer, ids, context=None, parents=None) -> list:
+    """Labels (:func:`token_label_text`, not yet HTML-escaped) of ``ids`` decoded after ``context``, as
+    :func:`token_texts` takes them; ``tokenizer`` None gives the ids as strings (``"17"``). For the viewers that
+    show one cell or node per token."""
+    if tokenizer is None:
+        return [str(int(token)) for token in ids]
+    return [token_label_text(text) for text in token_texts(tokenizer, ids, context, parents)]
+
+
+def token_display_text(text) -> str:
     """How one token's text appears in the stream (not yet HTML-escaped).
 
     Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line;
-    other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as ``∅``.
+    other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as ``∅``;
+    ``None`` (a token holding only part of a character, see :func:`token_texts`) shows as nothing.
     """
+    if text is None:
+        return ""
     if text == "":
         return "\u2205"
     return text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n")
 
 
-def token_label_text(text: str) -> str:
+def token_label_text(text) -> str:
     """One token's text as a chart label (not yet HTML-escaped): every whitespace character made visible.
 
-    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``.
+    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``; ``None`` (a token
+    holding only part of a character, see :func:`token_texts`) → :data:`PARTIAL_LABEL` ``"◌"``.
     """
+    if text is None:
+        return PARTIAL_LABEL
     if text == "":
         return "\u2205"
     return (text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
@@ -181,8 +214,11 @@ class TokenStream(ipywidgets.VBox):
 
     ``TokenStream(tokenizer, prompt_ids=ids)``:
 
-    - ``tokenizer``: anything with ``decode(list[int]) -> str`` (a transformers tokenizer); each token is decoded on
-      its own, ``tokenizer.decode([token_id])``. ``None`` shows ids as ``⟨17⟩``.
+    - ``tokenizer``: anything with ``decode(list[int]) -> str`` (a transformers tokenizer); each token shows the
+      text it adds to the decoded prompt + accepted tokens (:class:`lab.detok.Detokenizer`), so the shown text is
+      ``tokenizer.decode`` of them. A token holding only part of a character shows nothing; the token completing it
+      shows the character. A rejected draft shows what it would have added after the accepted tokens before it.
+      ``None`` shows ids as ``⟨17⟩``.
     - ``prompt_ids``: the prompt, shown muted before the generated tokens (list of ints, or a tensor ``[n]`` /
       ``[1, n]``); may be omitted.
     - ``top_k``: how many most likely tokens of each distribution the chart shows (their union is plotted).
@@ -194,7 +230,8 @@ class TokenStream(ipywidgets.VBox):
     Raises ``ValueError`` for a record that contradicts itself (see :meth:`on_step`).
 
     Kernel-side state (what the view shows): ``tokens`` (list of dicts with ``text``, ``token_id``, ``kind`` in
-    ``prompt | accepted | rejected | resampled | bonus``, ``step`` and ``position``), ``generated_ids``, ``steps``,
+    ``prompt | accepted | rejected | resampled | bonus``, ``step`` and ``position``; ``text`` is ``""`` for a token
+    holding only part of a character), ``generated_ids``, ``steps``,
     ``stats`` / ``stats_text``, ``html`` (the escaped static rendering, also ``_repr_html_``), ``selected``
     (a generated position or None), ``selection`` (what the chart shows), ``detail_text`` and ``chart`` (a plotly
     ``FigureWidget`` with bar traces ``target``, ``draft``, ``residual``).
@@ -206,8 +243,10 @@ class TokenStream(ipywidgets.VBox):
         chart_height = check_int("chart_height", chart_height, 10)  # plotly's smallest figure height
         self._tokenizer = tokenizer
         self._top_k = int(top_k)
-        self._text_cache: dict = {}
         self._prompt_ids: list = []
+        self._prompt_text = None         # Detokenizer after the prompt (None without a tokenizer)
+        self._text = None                # Detokenizer after the prompt and the generated tokens
+        self._contexts: list = []        # per generated position: the Detokenizer before it (for labels there)
         self._prompt_tokens: list = []
         self._generated: list = []       # token dicts after the prompt, in display order
         self._generated_ids: list = []
@@ -264,18 +303,28 @@ class TokenStream(ipywidgets.VBox):
         start = len(self._generated_ids)
         step = len(self._steps)
         shown_accepted = min(num_accepted, len(emitted))
-        new_tokens = [self._token(token, "accepted", step, start + j) for j, token in
+        contexts, texts = [], []
+        for token in emitted:
+            contexts.append(self._text.fork() if self._text is not None else None)
+            texts.append(self._push(token))
+        new_tokens = [self._token(token, "accepted", step, start + j, text=texts[j]) for j, token in
                       enumerate(emitted[:shown_accepted])]
         if len(emitted) >= num_accepted:
             # The rejected drafts were proposed at the positions right after the accepted ones; the first of them
-            # sits where the target's own token now goes, which is what clicking one selects.
+            # sits where the target's own token now goes, which is what clicking one selects. They are decoded
+            # after the accepted tokens, as they were proposed, without becoming part of the text.
             lost = start + num_accepted if len(emitted) > num_accepted else -1
+            after = contexts[num_accepted] if len(emitted) > num_accepted else self._text
+            rejected = token_texts(self._tokenizer, drafted[num_accepted:], after)
             for k, token in enumerate(drafted[num_accepted:]):
-                new_tokens.append(self._token(token, "rejected", step, start + num_accepted + k, select=lost))
+                new_tokens.append(self._token(token, "rejected", step, start + num_accepted + k, select=lost,
+                                              text=rejected[k]))
             if len(emitted) > num_accepted:
-                new_tokens.append(self._token(emitted[num_accepted], record.last_kind, step, start + num_accepted))
+                new_tokens.append(self._token(emitted[num_accepted], record.last_kind, step, start + num_accepted,
+                                              text=texts[num_accepted]))
 
-        self._details.extend(self._summarise(record, step, start, drafted, emitted, num_accepted))
+        self._contexts.extend(contexts)
+        self._details.extend(self._summarise(record, step, start, drafted, emitted, num_accepted, texts))
         self._steps.append(record)
         self._generated.extend(new_tokens)
         self._generated_ids.extend(emitted)
@@ -332,7 +381,7 @@ class TokenStream(ipywidgets.VBox):
         ``draft``, ``residual`` aligned with them, the last two None where there was no draft) and ``note`` (why
         something is missing, or "").
         """
-        return self._selection
+        return None if self._selection is None else {k: v for k, v in self._selection.items() if k[0] != "_"}
 
     @property
     def detail_text(self) -> str:
@@ -345,7 +394,7 @@ class TokenStream(ipywidgets.VBox):
         """Every shown token in display order (prompt first): dicts ``text``, ``token_id``, ``kind``, ``step``
         (None for the prompt), ``position`` (generated position; for a rejected draft, where it was proposed;
         None for the prompt)."""
-        return [{key: value for key, value in token.items() if key != "_select"}
+        return [{key: value for key, value in token.items() if key[0] != "_"}
                 for token in self._prompt_tokens + self._generated]
 
     @property
@@ -419,7 +468,7 @@ class TokenStream(ipywidgets.VBox):
                 css += " " + _SELECTED_CSS
             title = self._title(token)
             spans.append(f'<span class="sdl-{token["kind"]}" title="{html.escape(title)}" style="{css}">'
-                         f'{html.escape(token_display_text(token["text"]))}</span>')
+                         f'{html.escape(token_display_text(token["_text"]))}</span>')
         return (f'<div class="sdl-token-stream">{_legend_html()}'
                 f'<div style="{_STREAM_CSS}">{"".join(spans)}</div>'
                 f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div></div>')
@@ -449,19 +498,19 @@ class TokenStream(ipywidgets.VBox):
                 raise ValueError(f"step {record.index}: {num_accepted} of {len(drafted)} drafts accepted, so the "
                                  f"target's token is '{expected}', but last_kind is {record.last_kind!r}")
 
-    def _text(self, token_id: int) -> str:
-        text = self._text_cache.get(token_id)
-        if text is None:
-            text = f"\u27e8{token_id}\u27e9" if self._tokenizer is None else str(self._tokenizer.decode([token_id]))
-            self._text_cache[token_id] = text
-        return text
+    def _push(self, token_id: int):
+        """Add ``token_id`` to the shown text; returns its text (None: part of a character)."""
+        if self._text is None:
+            return f"\u27e8{token_id}\u27e9"
+        return self._text.push(token_id)
 
-    def _token(self, token_id: int, kind: str, step, position, select=None) -> dict:
-        # "_select" is the generated position a click on this token selects (-1: none); kept out of `tokens`.
+    def _token(self, token_id: int, kind: str, step, position, select=None, text=None) -> dict:
+        # "_select" is the generated position a click on this token selects (-1: none); "_text" the text as
+        # token_texts gives it (None: part of a character). Keys starting with "_" stay out of `tokens`.
         if select is None:
             select = -1 if position is None else position
-        return {"text": self._text(token_id), "token_id": token_id, "kind": kind, "step": step, "position": position,
-                "_select": select}
+        return {"text": text or "", "token_id": token_id, "kind": kind, "step": step, "position": position,
+                "_select": select, "_text": text}
 
     @staticmethod
     def _title(token: dict) -> str:
@@ -472,15 +521,25 @@ class TokenStream(ipywidgets.VBox):
 
     def _set_prompt(self, prompt_ids) -> None:
         self._prompt_ids = _token_ids(prompt_ids)
-        self._prompt_tokens = [self._token(token, "prompt", None, None) for token in self._prompt_ids]
+        if self._tokenizer is None:
+            self._prompt_text = None
+            texts = token_texts(None, self._prompt_ids)
+        else:
+            self._prompt_text = Detokenizer(self._tokenizer)
+            texts = [self._prompt_text.push(token) for token in self._prompt_ids]
+        self._prompt_tokens = [self._token(token, "prompt", None, None, text=text)
+                               for token, text in zip(self._prompt_ids, texts)]
+        self._text = None if self._prompt_text is None else self._prompt_text.fork()
 
     def _clear_generated(self) -> None:
         self._generated, self._generated_ids, self._details, self._steps = [], [], [], []
+        self._contexts = []
+        self._text = None if self._prompt_text is None else self._prompt_text.fork()
         self._view.selected = -1
         self._show(None)  # also when nothing was selected: the chart must not keep an old run's bars
 
     def _payload(self) -> list:
-        return [{"s": token_display_text(token["text"]), "k": token["kind"], "p": token["_select"],
+        return [{"s": token_display_text(token["_text"]), "k": token["kind"], "p": token["_select"],
                  "i": token["token_id"], "n": -1 if token["step"] is None else token["step"]}
                 for token in self._prompt_tokens + self._generated]
 
@@ -488,16 +547,18 @@ class TokenStream(ipywidgets.VBox):
         self._view.tokens = self._payload()
         self._stats_widget.value = f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div>'
 
-    def _summarise(self, record, step, start, drafted, emitted, num_accepted) -> list:
-        """One detail dict per emitted position of this step, with the top of each distribution (or a note)."""
+    def _summarise(self, record, step, start, drafted, emitted, num_accepted, texts) -> list:
+        """One detail dict per emitted position of this step, with the top of each distribution (or a note);
+        ``texts`` holds the emitted tokens' texts (None: part of a character)."""
         details = []
         target_rows, draft_rows, residual_rows, note = self._distributions(record, drafted, len(emitted))
         for offset, token in enumerate(emitted):
             kind = "accepted" if offset < num_accepted else record.last_kind
             detail = {"position": start + offset, "step": step, "kind": kind, "token_id": token,
-                      "text": self._text(token), "drafted_id": drafted[offset] if offset < len(drafted) else None,
+                      "text": texts[offset] or "",
+                      "drafted_id": drafted[offset] if offset < len(drafted) else None,
                       "num_drafted": len(drafted), "truncated": bool(record.truncated), "probs": None,
-                      "note": note}
+                      "note": note, "_text": texts[offset]}
             if target_rows is not None:
                 has_draft = offset < len(drafted)
                 detail["probs"] = self._top_tokens(
@@ -574,14 +635,14 @@ class TokenStream(ipywidgets.VBox):
         self._detail_plain = self._describe(detail)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
         probs = detail["probs"]
-        label = html.escape(token_label_text(detail["text"]), quote=False)  # plotly shows &quot; literally
+        label = html.escape(token_label_text(detail["_text"]), quote=False)  # plotly shows &quot; literally
         with self.chart.batch_update():
             self.chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
             if probs is None:
                 for bar in (target_bar, draft_bar, residual_bar):
                     bar.x, bar.y, bar.visible = [], [], False
                 return
-            labels = self._unique_labels(probs["token_ids"])
+            labels = self._unique_labels(probs["token_ids"], position)
             for bar, values in ((target_bar, probs["target"]), (draft_bar, probs["draft"]),
                                 (residual_bar, probs["residual"])):
                 if values is None:
@@ -591,14 +652,24 @@ class TokenStream(ipywidgets.VBox):
                     bar.customdata = probs["token_ids"]
                     bar.hovertemplate = "%{x} (id %{customdata})<br>%{y:.3f}"
 
-    def _unique_labels(self, token_ids) -> list:
-        """Escaped chart labels; two tokens that decode alike get their ids appended so their bars stay apart."""
-        return chart_labels([token_label_text(self._text(token)) for token in token_ids],
+    def _candidate_text(self, token_id: int, position: int):
+        """What ``token_id`` would add at generated ``position``, after the tokens before it (None: part of a
+        character)."""
+        return token_texts(self._tokenizer, [token_id], self._contexts[position])[0]
+
+    def _unique_labels(self, token_ids, position: int) -> list:
+        """Escaped chart labels of the candidates at ``position``; two tokens that show alike get their ids
+        appended so their bars stay apart."""
+        return chart_labels([token_label_text(self._candidate_text(token, position)) for token in token_ids],
                             [f"#{token}" for token in token_ids])
+
+    @staticmethod
+    def _quoted(text) -> str:
+        return repr(text) if text is not None else f"{PARTIAL_LABEL} (part of a character)"
 
     def _describe(self, detail) -> str:
         """One or two plain-text sentences on what happened at the selected position, with its probabilities."""
-        token = repr(detail["text"])
+        token = self._quoted(detail["_text"])
         probs = detail["probs"]
 
         def prob_of(name, token_id):
@@ -619,7 +690,8 @@ class TokenStream(ipywidgets.VBox):
             drafted = [f"{name} {prob_of(name, drafted_id):.3f}" for name in ("target", "draft")
                        if prob_of(name, drafted_id) is not None]
             drafted_numbers = f" ({', '.join(drafted)})" if drafted else ""
-            text = (head + f"the draft proposed {self._text(drafted_id)!r}{drafted_numbers}; the target rejected it "
+            proposed = self._quoted(self._candidate_text(drafted_id, detail["position"]))
+            text = (head + f"the draft proposed {proposed}{drafted_numbers}; the target rejected it "
                     f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token from "
                     "the residual distribution max(0, target \u2212 draft); greedy decoding takes the target's argmax.")
         elif detail["num_drafted"]:

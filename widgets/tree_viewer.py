@@ -17,7 +17,9 @@ Pass ``viewer.on_step`` (or the viewer itself) as ``on_step`` to :func:`lab.deco
 
 A chain (``record.parents is None``) is drawn as the degenerate tree (:func:`lab.trees.chain_parents`): a straight
 line whose mask is the ordinary causal mask. Token text is escaped with :func:`html.escape` before plotly sees it
-(plotly renders some HTML tags in text and hover labels).
+(plotly renders some HTML tags in text and hover labels). Each node shows the text it adds after the generated
+tokens before the step and its ancestors (:func:`widgets.token_stream.token_labels`), so a character split over
+tokens shows on the node that completes it.
 """
 from __future__ import annotations
 
@@ -27,12 +29,13 @@ import ipywidgets
 import plotly.graph_objects as go
 import torch
 
+from lab.detok import Detokenizer
 from lab.sampling import check_int
 from lab.trace import StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
                             RESAMPLED_COLOR, slider_position, tint)
-from widgets.token_stream import token_label_text
+from widgets.token_stream import token_label_text, token_labels
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
 
@@ -52,8 +55,9 @@ class TreeViewer(ipywidgets.VBox):
 
     ``TreeViewer(tokenizer=None, max_steps=500)``:
 
-    - ``tokenizer``: anything with ``decode(list[int]) -> str``; each node shows ``tokenizer.decode([id])`` with
-      whitespace made visible (``␣``, ``↵``). None shows token ids.
+    - ``tokenizer``: anything with ``decode(list[int]) -> str``; each node shows the text its token adds after the
+      tokens generated before the step (from the records since ``index == 0``) and the node's ancestors, with
+      whitespace made visible (``␣``, ``↵``); a node holding part of a character shows ``◌``. None shows token ids.
     - ``max_steps``: how many step records are kept (the oldest are dropped), which bounds memory on long runs.
 
     Feed it with ``viewer.on_step(record)`` / ``viewer(record)`` (e.g. ``generate(..., on_step=viewer.on_step)``)
@@ -87,7 +91,10 @@ class TreeViewer(ipywidgets.VBox):
         self.max_steps = max_steps
         self._records: list = []
         self._roots: list = []  # the last committed token id before each stored step (None when unknown)
-        self._text_cache: dict = {}
+        self._root_labels: list = []  # ... and its label
+        self._contexts: list = []  # the Detokenizer of the generated text before each stored step (or None)
+        self._context = None  # the Detokenizer after the newest step's emitted tokens
+        self._last_label = None  # the label of the newest step's last emitted token
         self._view: dict | None = None
 
         self._slider = ipywidgets.IntSlider(value=0, min=0, max=0, description="step", disabled=True,
@@ -134,14 +141,21 @@ class TreeViewer(ipywidgets.VBox):
         if record.index == 0 and self._records:
             self.clear()
         previous = self._records[-1] if self._records else None
-        # The root is the previous step's last token, when that step is the one just before this one.
-        root = None
-        if previous is not None and previous.index == record.index - 1 and previous.emitted:
-            root = int(previous.emitted[-1])
+        # The root is the previous step's last token, when that step is the one just before this one; otherwise
+        # the text before this step is unknown and its nodes are decoded from scratch.
+        follows = previous is not None and previous.index == record.index - 1
+        root = int(previous.emitted[-1]) if follows and previous.emitted else None
+        if not follows:
+            self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)
         self._records.append(record)
         self._roots.append(root)
+        self._root_labels.append(None if root is None else self._last_label)
+        self._contexts.append(None if self._context is None else self._context.fork())
+        emitted = [int(t) for t in record.emitted]
+        for token in emitted:
+            self._last_label = str(token) if self._context is None else token_label_text(self._context.push(token))
         if len(self._records) > self.max_steps:
-            del self._records[0], self._roots[0]
+            del self._records[0], self._roots[0], self._root_labels[0], self._contexts[0]
         last = len(self._records) - 1
         self._slider.disabled = False
         self._slider.max = last
@@ -166,7 +180,8 @@ class TreeViewer(ipywidgets.VBox):
 
     def clear(self) -> None:
         """Forget every stored step and empty the figures."""
-        self._records, self._roots = [], []
+        self._records, self._roots, self._root_labels, self._contexts = [], [], [], []
+        self._context = self._last_label = None
         self._slider.value = 0
         self._slider.max = 0
         self._slider.disabled = True
@@ -214,15 +229,6 @@ class TreeViewer(ipywidgets.VBox):
         return self._view["summary"] if self._view else _EMPTY_SUMMARY
 
     # --- internals ------------------------------------------------------------------------------------------
-    def _text(self, token_id: int) -> str:
-        """The node label, whitespace made visible, not yet escaped."""
-        text = self._text_cache.get(token_id)
-        if text is None:
-            text = str(token_id) if self._tokenizer is None else token_label_text(
-                str(self._tokenizer.decode([token_id])))
-            self._text_cache[token_id] = text
-        return text
-
     @staticmethod
     def _layout_of(record):
         """(parents, path, next token or None) of a record; raises ``ValueError`` if they do not fit together."""
@@ -243,7 +249,7 @@ class TreeViewer(ipywidgets.VBox):
 
     def _build(self, position: int) -> dict:
         """Everything drawn for stored step ``position``."""
-        record, root = self._records[position], self._roots[position]
+        record, root, context = self._records[position], self._roots[position], self._contexts[position]
         parents, path, next_token = self._layout_of(record)
         drafted = [int(t) for t in record.drafted]
         n = len(drafted)
@@ -251,15 +257,18 @@ class TreeViewer(ipywidgets.VBox):
         node_depth = depths(parents).tolist()
 
         # Drawn nodes: 0 = root, 1..n = drafts, n + 1 = the target's token; parent indices in that numbering.
+        # Node labels are whitespace made visible, not yet escaped.
         ids = [root] + drafted
-        raw = ["last" if root is None else self._text(root)] + [self._text(t) for t in drafted]
+        raw = ["last" if root is None else self._root_labels[position]]
+        raw += token_labels(self._tokenizer, drafted, context, parents)
         status = ["root"] + ["accepted" if i in on_path else "rejected" for i in range(n)]
         up = [None] + [p + 1 for p in parents]
         x = [0] + [d + 1 for d in node_depth]
         hover_depth = ["0 (root)"] + [str(d + 1) for d in node_depth]  # depth = tokens on the path (lab.trees)
         if next_token is not None:
             ids.append(next_token)
-            raw.append(self._text(next_token))
+            # The target's token follows the accepted path.
+            raw.append(token_labels(self._tokenizer, [drafted[i] for i in path] + [next_token], context)[-1])
             status.append(record.last_kind if record.last_kind in ("bonus", "resampled") else "bonus")
             up.append(path[-1] + 1 if path else 0)
             x.append(len(path) + 1)
