@@ -113,6 +113,53 @@ def test_committed_heads_beat_chance(pair):
     assert all(a > 2 * b for a, b in zip(acc["top1"], init["top1"]))
 
 
+def test_committed_heads_fit_the_targets_own_text(pair):
+    # Self-distilled (lab.train.target_generations): on the target's greedy continuations the heads are right far
+    # more often than on the corpus text the target was trained on.
+    from lab.decode import generate
+    from lab.models import held_out_prompts
+
+    prompts = [pair.encode(text)[:16] for text in held_out_prompts()]
+    own = torch.tensor([p + generate(pair.target, p, max_new_tokens=32).tokens for p in prompts if len(p) == 16])
+    corpus = torch.tensor([w for w in (pair.encode(text)[:48] for text in held_out_prompts()) if len(w) == 48])
+    heads = MedusaDrafter.from_pretrained(pair).heads
+    with torch.no_grad():
+        acc = {name: head_accuracy(pair.target, heads, {"ids": ids, "hidden": pair.target.model(ids).last_hidden_state})
+               for name, ids in (("own", own), ("corpus", corpus))}
+    assert all(o > 1.5 * c for o, c in zip(acc["own"]["top1"], acc["corpus"]["top1"])), acc
+
+
+def test_target_generations_are_the_targets_own_continuations(pair, tmp_path, monkeypatch):
+    import lab.train as train
+    from lab.decode import generate
+
+    corpus = torch.arange(3, 403, dtype=torch.int16) * 5 % 2000      # a fake corpus: no download, no cache
+    monkeypatch.setattr(train, "corpus_ids", lambda pair_dir=None: (corpus, corpus[:100]))
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    out = train.target_generations(pair.target, 66, prompt_len=4, seq_len=12, seed=3)
+    ids, hidden = out["ids"], out["hidden"]
+    assert ids.shape == (66, 12) and ids.dtype == torch.long and hidden.shape == (66, 12, 384)
+    assert hidden.dtype == torch.float16
+    starts = [int(torch.nonzero(corpus == int(row[0]))[0]) for row in ids]
+    assert all(torch.equal(row[:4], corpus[s:s + 4].long()) for row, s in zip(ids, starts))   # corpus prompts
+    # the first batch of 64 is greedy: token for token what lab's own greedy decoding gives
+    for row in ids[:3]:
+        assert row[4:].tolist() == generate(pair.target, row[:4].tolist(), max_new_tokens=8).tokens
+    # the next batch samples at T = 1: not the greedy continuation
+    sampled = [row[4:].tolist() != generate(pair.target, row[:4].tolist(), max_new_tokens=8).tokens for row in ids[64:]]
+    assert any(sampled)
+    with torch.no_grad():
+        fresh = pair.target.model(input_ids=ids[:2]).last_hidden_state
+    assert torch.allclose(hidden[:2].float(), fresh, atol=2e-2, rtol=1e-2)
+    # cached: the second call reads the file instead of generating
+    monkeypatch.setattr(pair.target, "generate", lambda *a, **k: pytest.fail("generated again"))
+    assert torch.equal(train.target_generations(pair.target, 66, prompt_len=4, seq_len=12, seed=3)["ids"], ids)
+    with pytest.raises(ValueError, match="split"):
+        train.target_generations(pair.target, 2, split="test")
+    with pytest.raises(ValueError, match="prompt_len"):
+        train.target_generations(pair.target, 2, prompt_len=12, seq_len=12)
+
+
 def test_from_pretrained_errors(pair, tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m lab train medusa"):
         MedusaDrafter.from_pretrained(pair, directory=tmp_path)

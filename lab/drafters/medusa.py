@@ -32,11 +32,14 @@ CONFIG_FILE = "config.json"
 
 # The choice set ("medusa_choices"): path (i, j, l) = head 1's i-th best token, then head 2's j-th best, then
 # head 3's l-th best (0 = the argmax). Every path's prefix is itself a path (a node needs its parent). Chosen as
-# Cai et al. 2024 §2.3.3 suggest: measure how often head k's rank-r token is right (here on the target's greedy
-# continuations of 12 training-split windows: head 1 rank 0-3: 43%, 10%, 5%, 5%; head 2 rank 0: 28%; head 3
-# rank 0: 21%), score a path by the product of its ranks' accuracies (its expected acceptance), keep the 14 best.
-# Head 1 is the surest, so the tree is wide at depth 1 and thin below: 8 + 5 + 1 nodes. On those windows it gave
-# 1.96 tokens per target call against 1.88 for a balanced 4 + 6 + 4 tree and 1.56 for the chain (0,), (0, 0), ...
+# Cai et al. 2024 §2.3.3 suggest: measure how often head k's rank-r token is right on the target's greedy
+# continuations of 12 training-split windows, score a path by the product of its ranks' accuracies (its expected
+# acceptance), keep the 14 best. For the first, corpus-trained heads (head 1 rank 0-3: 43%, 10%, 5%, 5%; head 2
+# rank 0: 28%; head 3 rank 0: 21%) that gave this tree, wide at depth 1 and thin below: 8 + 5 + 1 nodes. The
+# committed self-distilled heads are surer further out (head 1: 63%, 16%, 6%; head 2: 50%, 18%; head 3: 37%, 20%)
+# and the same rule picks a 4 + 5 + 5 tree, 2.59 tokens per target call on those windows against 2.54 for this one;
+# but on the arena's prompts (3 per task, 64 tokens) it gave no more at T = 0 (2.82-3.15 against 2.91-3.25) and
+# fewer at T = 1 (1.20-1.29 against 1.30-1.37), where a wide first level catches more sampled tokens. So this stays.
 DEFAULT_TREE: list[tuple[int, ...]] = [
     (0,), (1,), (2,), (3,), (4,), (5,), (6,), (7,),
     (0, 0), (0, 1), (0, 2), (0, 3), (1, 0),
@@ -252,11 +255,12 @@ class MedusaDrafter:
 
 @torch.no_grad()
 def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) -> dict:
-    """Teacher-forced accuracy of each head against the corpus on held-out windows.
+    """Teacher-forced accuracy of each head on held-out windows (corpus text, or the target's own text).
 
-    ``features``: :func:`lab.train.target_features` output, ``{"ids": Long [B, T], "hidden": [B, T, D]}``.
-    Head k at position t is right when the corpus token ``ids[t + 1 + k]`` is its argmax (top-1) or among its 5
-    best (top-5); the target's own LM head (predicting ``ids[t + 1]``) is reported alongside for reference.
+    ``features``: :func:`lab.train.target_features` or :func:`lab.train.target_generations` output,
+    ``{"ids": Long [B, T], "hidden": [B, T, D]}``. Head k at position t is right when the window's token
+    ``ids[t + 1 + k]`` is its argmax (top-1) or among its 5 best (top-5); the target's own LM head (predicting
+    ``ids[t + 1]``) is reported alongside for reference.
 
     Returns ``{"top1": [head 1, ...], "top5": [...], "target_top1": float, "target_top5": float,
     "positions": [scored positions per head]}``. Raises ``ValueError`` for mismatched ids/hidden shapes.
