@@ -126,7 +126,8 @@ def demo(args) -> int:
     limit = context_limit(pair.target)
     if limit is not None and len(prompt_ids) >= limit:
         raise OptionError("--prompt", f"has {len(prompt_ids)} tokens; the target's context holds {limit} positions, "
-                                      f"so a prompt may have at most {limit - 1} (one position is left for a new token)")
+                                      f"so a prompt may have at most {limit - 1} (one position is left for a new "
+                                      "token)")
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
                                               f"exceed the target's context of {limit} positions")
@@ -140,11 +141,18 @@ def demo(args) -> int:
     text = Detokenizer(pair, prompt_ids)
 
     def show(record):
+        # A tree's nodes follow their ancestors from before this step; a chain's rejected drafts follow the accepted.
+        tree_texts = text.texts_after(record.drafted, record.parents) if record.parents and color else None
         accepted = record.emitted[: record.num_accepted]
         parts = [paint("accepted", text.push(t) or "") for t in accepted]
         if len(record.emitted) > record.num_accepted:
             if record.rejected and color:
-                parts.append(paint("rejected", "".join(s or "" for s in text.texts_after(record.rejected))))
+                if tree_texts is None:
+                    rejected = "".join(s or "" for s in text.texts_after(record.rejected))
+                else:  # the alternatives off the accepted path, one per node
+                    on_path = set(record.path)
+                    rejected = "|".join(s or "" for i, s in enumerate(tree_texts) if i not in on_path)
+                parts.append(paint("rejected", rejected))
             parts.append(paint(record.last_kind, text.push(record.emitted[-1]) or ""))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()
@@ -161,6 +169,7 @@ def demo(args) -> int:
     if args.json:
         print(json.dumps({"text": pair.decode(gen.tokens), "tokens": gen.tokens, "stats": stats}))
         return 0
+    sys.stdout.write(text.flush())  # bytes of a character the run stopped in the middle of, as decode shows them
     rate = stats["acceptance_rate"]
     print("\n\n" + " · ".join([
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",

@@ -2,10 +2,11 @@
 
 A byte-level BPE tokenizer (GPT-2's, the bundled Shakespeare pair's) can split one character's UTF-8 bytes over
 several tokens: "é" is ``Ã`` + ``©``, two tokens. Decoding such a token on its own, ``tokenizer.decode([id])``,
-gives U+FFFD ("�"), although the sequence decodes to "Café". :class:`Detokenizer` does what transformers'
-``TextStreamer`` does: decode the growing sequence and emit only the new text, holding back text that ends in an
-incomplete character. As in vLLM's and text-generation-inference's incremental detokenizers, only a short window is
-decoded each time (the text emitted last, as context, plus the new tokens), so a long run costs no more per token.
+gives U+FFFD ("�"), although the sequence decodes to "Café". :class:`Detokenizer` decodes the growing sequence
+instead and hands each token the new text up to the last complete character, holding back only an incomplete
+character at the end (as the incremental detokenizers of vLLM and text-generation-inference do, with a prefix
+offset and a read offset). Only a short window is decoded each time (from the last character boundary, with the
+text before it as context), so a long run costs no more per token.
 
 The CLI (``python -m lab demo``) and every widget that shows token text use it, so they all show the same text.
 """
@@ -16,9 +17,10 @@ import os
 __all__ = ["Detokenizer"]
 
 _REPLACEMENT = "\ufffd"
-# A UTF-8 character has at most 4 bytes, so it can span at most 4 tokens; text still ending in U+FFFD after that
-# many held tokens holds invalid bytes, which no later token completes: release it instead of holding forever.
-_MAX_HELD = 4
+# Characters can straddle token boundaries one after another (CJK text, emoji), so a window may go a few tokens
+# without ending on a character boundary; one that goes this many holds invalid bytes that nothing will complete:
+# show them (as U+FFFD) rather than let the window, and the cost of decoding it, grow without end.
+_MAX_OPEN = 32
 
 
 class Detokenizer:
@@ -28,48 +30,69 @@ class Detokenizer:
     transformers tokenizer, a :class:`lab.models.ModelPair`); ``ids`` (iterable of ints) are pushed first, e.g. the
     prompt. The texts pushed so far concatenate to ``text``, which equals ``tokenizer.decode(ids)`` whenever the
     sequence ends on a complete character (for tokenizers whose decoding of a sequence extends the decoding of
-    its prefixes, as byte-level BPE without space clean-up does).
+    its prefixes, as byte-level BPE without space clean-up does); :meth:`flush` releases an incomplete end.
 
-    A token whose bytes end in an incomplete UTF-8 character gets ``None`` (nothing to show yet); the token that
-    completes the character carries it. ``fork()`` copies the state cheaply, e.g. to decode draft tokens after the
-    accepted prefix without adding them to it; ``texts_after(ids, parents)`` does that for a chain or a tree.
+    A token gets the complete characters it adds; one that adds only part of a character gets ``None`` (nothing to
+    show yet), and the token that completes the character carries it. ``fork()`` copies the state cheaply, e.g. to
+    decode draft tokens after the accepted prefix without adding them to it; ``texts_after(ids, parents)`` does
+    that for a chain or a tree.
 
-    The tokenizers library's ``DecodeStream`` does the same for one stream, but needs a Rust
-    ``tokenizers.Tokenizer`` and cannot be forked, so it cannot decode drafts that are then thrown away.
+    Why not a library streamer: transformers' ``TextStreamer`` holds text back until a space (or a CJK character)
+    rather than until a character is complete, and prints rather than returning each token's share; the
+    tokenizers library's ``DecodeStream`` works on a Rust ``tokenizers.Tokenizer`` only and cannot be copied
+    before tokenizers 0.23 (the course supports 0.22), so it cannot decode drafts that are then thrown away.
     """
 
     def __init__(self, tokenizer, ids=()):
         self._tokenizer = tokenizer
-        self._window: list = []  # ids since a character boundary: context whose text is out, then held ids
-        self._done = 0           # self._window[:self._done] is the context
+        self._window: list = []  # ids from a character boundary on: context (text out), then ids still open
+        self._context = 0        # self._window[:self._context] is the context, ending on a character boundary
+        self._shown = ""         # the window's text already handed out (context included)
         self.text = ""
         for token in ids:
             self.push(token)
 
     def push(self, token_id) -> str | None:
-        """Append ``token_id`` (an int); returns the text it adds: the new characters it completes (``""`` for a
-        token that decodes to nothing), or ``None`` while the text ends in an incomplete character (its bytes
-        are then shown with the token that completes it). Errors are the tokenizer's ``decode`` errors."""
+        """Append ``token_id`` (an int); returns the text it adds: the characters it completes (``""`` for a
+        token that decodes to nothing), or ``None`` when it completes none and the text ends in an incomplete
+        character (shown with the token that completes it). Errors are the tokenizer's ``decode`` errors."""
         window = self._window + [int(token_id)]
         full = str(self._tokenizer.decode(window))
-        if full.endswith(_REPLACEMENT) and len(window) - self._done < _MAX_HELD:
-            self._window = window
-            return None
-        base = str(self._tokenizer.decode(window[: self._done])) if self._done else ""
-        # Decoding normally extends the context's text; if the tokenizer rewrote it (space clean-up), keep what
-        # was already emitted and emit the rest.
-        start = len(base) if full.startswith(base) else len(os.path.commonprefix([base, full]))
-        new = full[start:]
+        complete = full.rstrip(_REPLACEMENT)
+        if len(window) - self._context >= _MAX_OPEN:
+            complete = full
+        # Decoding normally extends the text already shown; if the tokenizer rewrote it (space clean-up), keep
+        # what was shown and hand out the rest.
+        start = len(self._shown) if complete.startswith(self._shown) else len(
+            os.path.commonprefix([self._shown, complete]))
+        new = complete[start:]
         self.text += new
-        self._window = window[self._done:]  # what this call emitted becomes the next call's context
-        self._done = len(self._window)
+        if complete == full:  # a character boundary: the ids since the last one become the next context
+            self._window = window[self._context:]
+            self._context = len(self._window)
+            self._shown = str(self._tokenizer.decode(self._window))
+        else:
+            self._window = window
+            self._shown = self._shown + new if start == len(self._shown) else complete
+        if not new and full != complete:
+            return None
         return new
+
+    def flush(self) -> str:
+        """The text still held back (an incomplete character at the end, shown as U+FFFD), added to ``text``;
+        ``""`` if none. Call it when a run ends, so the shown text equals ``tokenizer.decode(ids)``."""
+        full = str(self._tokenizer.decode(self._window)) if self._window else ""
+        start = len(self._shown) if full.startswith(self._shown) else len(os.path.commonprefix([self._shown, full]))
+        rest = full[start:]
+        self.text += rest
+        self._window, self._context, self._shown = [], 0, ""
+        return rest
 
     def fork(self) -> "Detokenizer":
         """An independent copy of this state (a few ids and the text so far; no decoding)."""
         copy = Detokenizer.__new__(Detokenizer)
-        copy._tokenizer, copy._window, copy._done = self._tokenizer, list(self._window), self._done
-        copy.text = self.text
+        copy._tokenizer, copy._window, copy._context = self._tokenizer, list(self._window), self._context
+        copy._shown, copy.text = self._shown, self.text
         return copy
 
     def texts_after(self, ids, parents=None) -> list:
