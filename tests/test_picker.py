@@ -663,7 +663,15 @@ def test_a_none_verdict_is_revisited_for_what_ruled_speculation_out():
     assert stuck.method == "none"
     assert any(r.startswith("a small model of the target's family") for r in stuck.revisit)
     assert any("(eagle, lookahead, ngram)" in r for r in stuck.revisit)
-    assert not any("trained EAGLE head" in r for r in stuck.revisit)  # excluded, so not a way out
+    assert not any("memory" in r for r in stuck.revisit)  # no memory figure given
+    # a constraint is listed only when lifting it alone makes a method feasible: here only the exclusions do
+    tight = recommend("chat", 0.2, has_small_same_family_model=False, can_finetune=False, memory_headroom_gb=0.1,
+                      exclude=("lookahead", "ngram"))
+    assert tight.method == "none" and tight.revisit == ["a method you excluded (lookahead, ngram) becomes an option "
+                                                        "again"]
+    roomy = recommend("chat", 0.2, has_small_same_family_model=True, can_finetune=False, memory_headroom_gb=0.1,
+                      exclude=("lookahead", "ngram"))
+    assert roomy.method == "none" and any(r.startswith("more accelerator memory") for r in roomy.revisit)
     for rec in (hot, busy, stuck):
         assert not any("0.7" in r or "15 new tokens" in r for r in rec.revisit), rec.revisit
     speculating = recommend("chat", 0.2, has_small_same_family_model=True, can_finetune=False)
