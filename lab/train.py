@@ -397,13 +397,16 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
 
     Returns ``{"ids": LongTensor [sequences, seq_len], "hidden": float16 [sequences, seq_len, D]}`` like
     :func:`target_features`: ``hidden[b, t]`` is the target's last hidden state (after its final norm) at
-    ``ids[b, t]``. ``split`` picks the corpus part the prompts come from ("train" or "val"). Cached in
-    :func:`cache_dir` per (split, sequences, prompt_len, seq_len, seed); about 3 CPU-minutes for 1600 windows on
-    one thread. Raises ``ValueError`` for an unknown split, ``prompt_len`` outside [1, seq_len), or a window longer
+    ``ids[b, t]``. ``split`` picks the corpus part the prompts come from ("train" or "val"); with 64 windows or
+    fewer all of them are greedy. ``seed`` picks the prompts and the samples; the global torch RNG is left as it
+    was. Cached in :func:`cache_dir` per (split, sequences, prompt_len, seq_len, seed), assuming the committed
+    target (as :func:`target_features` does); about 3 CPU-minutes for 1600 windows on one thread. Raises
+    ``ValueError`` for ``sequences`` < 1, an unknown split, ``prompt_len`` outside [1, seq_len), or a window longer
     than the target's context.
     """
     from transformers import GenerationConfig
 
+    sequences = check_int("sequences", sequences, 1)
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     if not 1 <= prompt_len < seq_len:
@@ -425,13 +428,14 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
                                min_new_tokens=new, pad_token_id=0)
     was_training = target.training
     target.eval()
-    torch.manual_seed(seed)
     windows, hidden = [], []
-    for i in tqdm(range(0, sequences, 64), desc=f"target generations ({split})", mininterval=5):
-        batch = prompts[i:i + 64]
-        config = sampled if (i // 64) % 2 else greedy
-        out = target.generate(batch, attention_mask=torch.ones_like(batch), generation_config=config)
-        windows.append(out[:, :seq_len].cpu())
+    with torch.random.fork_rng(devices=[]):  # seed the samples without touching the caller's RNG
+        torch.manual_seed(seed)
+        for i in tqdm(range(0, sequences, 64), desc=f"target generations ({split})", mininterval=5):
+            batch = prompts[i:i + 64]
+            config = sampled if (i // 64) % 2 else greedy
+            out = target.generate(batch, attention_mask=torch.ones_like(batch), generation_config=config)
+            windows.append(out[:, :seq_len].cpu())
     windows = torch.cat(windows)
     for i in range(0, sequences, 16):
         out = target.model(input_ids=windows[i:i + 16].to(target.device))
@@ -470,12 +474,13 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
     Data (self-distillation, Cai et al. 2024, §2.3.2): :func:`target_generations`, ``sequences`` windows of
     ``seq_len`` tokens, each ``prompt_len`` corpus tokens and then the target's own continuation (half greedy,
     half sampled at T = 1), so the heads learn what the target writes, which is what acceptance rewards (about
-    5 minutes on one thread, cached). Loss: sum over heads k = 1..``num_heads`` of ``decay``^k times the
-    cross-entropy of head k at position t against the window's token t + 1 + k (Cai et al. 2024, §2.1.1,
-    λ_k = 0.8^k). AdamW (no weight decay: the output layers start as the target's LM head and should stay near
-    it), linear warm-up and cosine decay, ``batch`` windows per step, bf16 autocast on CPU, seed fixed. Held-out
-    accuracy per head comes from :func:`lab.drafters.medusa.head_accuracy` on ``val_sequences`` windows of the
-    target's own text (prompts from the validation split) and, for comparison with corpus-trained heads, on as
+    3 minutes on one thread the first time, cached). Loss: sum over heads k = 1..``num_heads`` of ``decay``^k times
+    the cross-entropy of head k at position t against the window's token t + 1 + k (Cai et al. 2024, §2.1.1,
+    λ_k = 0.8^k), over every position, the prompt's included. AdamW (no weight decay: the output layers start as
+    the target's LM head and should stay near it), linear warm-up and cosine decay, ``batch`` windows per step,
+    bf16 autocast on CPU, seed fixed. Held-out accuracy per head comes from
+    :func:`lab.drafters.medusa.head_accuracy` on ``val_sequences`` windows of the target's own text (prompts from
+    the validation split; all greedy for 64 windows or fewer) and, for comparison with corpus-trained heads, on as
     many corpus validation windows (:func:`target_features`).
 
     Writes ``model.safetensors`` + ``config.json`` (:meth:`MedusaHeads.save`), ``training.json`` and ``README.md``;
@@ -539,7 +544,7 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
     saved = MedusaHeads.load(out_dir)
     after, after_corpus = head_accuracy(target, saved, val), head_accuracy(target, saved, val_corpus)
     params = sum(p.numel() for p in heads.parameters())
-    info = {"recipe": {"num_heads": num_heads, "data": "self-distillation (target_generations)",
+    info = {"recipe": {"num_heads": num_heads, "data": "self-distillation (target_generations, seed 0)",
                        "sequences": sequences, "prompt_len": prompt_len, "seq_len": seq_len, "steps": steps,
                        "batch": batch, "lr": lr, "warmup": warmup, "decay": decay, "val_sequences": val_sequences,
                        "seed": seed},
@@ -574,8 +579,10 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
         f"- {train_minutes:.1f} minutes on {torch.get_num_threads()} CPU thread(s), torch {torch.__version__}; "
         f"final training loss {history[-1]['loss']}, held-out loss {history[-1].get('val_loss')}", "",
         f"## Accuracy on held-out windows ({val_sequences} windows of {seq_len} tokens, teacher-forced)",
-        "Against the target's own text (prompts from the validation split, continued by the target as above), "
-        "which is what acceptance needs, and against the corpus's validation windows.",
+        f"Against the target's own text (prompts from the validation split, continued by the target; "
+        f"{'all greedy' if val_sequences <= 64 else 'greedy and sampled batches'}), which is what acceptance needs, "
+        f"and against the corpus's validation windows. Every position with a next token counts, the "
+        f"{prompt_len - 1} corpus positions at the start of each own-text window included.",
         "| | predicts | top-1, own text | top-5, own text | top-1 at init, own text | top-1, corpus | "
         "top-5, corpus |", "|---|---|---|---|---|---|---|",
         f"| target's LM head | token t + 1 | {after['target_top1']:.3f} | {after['target_top5']:.3f} | | "
@@ -587,8 +594,8 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
         "Heads of a toy model trained for minutes. On the target's own text they agree with it far more than "
         "on the corpus. Heads trained on the corpus instead (this recipe's earlier version) were slightly more "
         "accurate against the corpus, but on the arena's prompts (3 per task, 64 new tokens, the same tree) they "
-        "gave 1.79-2.13 tokens per target call at T = 0 where these give 2.91-3.25; at T = 1 these give slightly "
-        "fewer (1.30-1.37 against 1.37-1.56).", "",
+        "gave 1.79-2.13 tokens per target call at T = 0 where these give 2.91-3.25; at T = 1 these give fewer "
+        "(1.30-1.37 against 1.37-1.56).", "",
     ]
     (out_dir / "README.md").write_text("\n".join(lines))
     return out_dir / "README.md"
