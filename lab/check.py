@@ -127,7 +127,7 @@ def _checker(summary_fn):
             print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
             return False
         except _Fail as failure:
-            message = str(failure) if call_name == name else re.sub(rf"\b{name}\(", f"{call_name}(", str(failure))
+            message = str(failure) if call_name == name else re.sub(rf"(?<![\w.]){name}\(", f"{call_name}(", str(failure))
             print(f"✗ {name}: {message}")
             return False
         except _NoReturn as stuck:

@@ -45,6 +45,11 @@ def quoted(text, pattern):
     return tuple(group.rstrip(".") for group in match.groups())   # a number may end its sentence
 
 
+def says(text, phrase):
+    """Fail with the phrase when the prose no longer contains it (reworded? update this test)."""
+    assert phrase in " ".join(text.split()), f"sentence not found (reworded? update this test): {phrase}"
+
+
 def table(text, header_start):
     """The rows of the markdown table whose header line starts with ``header_start``, as dicts of strings."""
     lines = text.splitlines()
@@ -91,7 +96,7 @@ def test_lesson_12_temperature_drops(arena):
     low, high = quoted(text, r"EAGLE's by ([\d.]+)–([\d.]+)")
     drops = [round(alpha[(t, "0", "EAGLE")] - alpha[(t, "1", "EAGLE")], 2) for t in tasks]
     assert (float(low), float(high)) == (min(drops), max(drops))
-    assert "the draft model's not at all on the structured records" in text
+    says(text, "the draft model's not at all on the structured records")
     assert alpha[("structured", "1", "draft model")] >= alpha[("structured", "0", "draft model")]
     model0, model1, lookup0, lookup1 = quoted(text, r"draft model's falls ([\d.]+) → ([\d.]+), about as far as "
                                                     r"prompt lookup's ([\d.]+) → ([\d.]+)")
@@ -118,7 +123,7 @@ def test_lesson_12_medusa_lookahead_and_early_exit(arena):
     per_call = {t: {r["drafter"]: float(r["tokens per target call"]) for r in rows if (r["task"], r["T"]) == (t, "0")}
                 for t in tasks}
     assert max(per_call["prose"], key=per_call["prose"].get) == "Medusa"      # the most on greedy prose
-    assert all(abs(per_call[t]["Medusa"] - per_call[t]["EAGLE"]) <= 0.7 for t in tasks[1:])   # "about as many"
+    assert all(per_call[t]["Medusa"] < per_call[t]["EAGLE"] for t in tasks[1:])   # "fewer than EAGLE" elsewhere
     quoted_alpha = quoted(text, r"Medusa falls furthest, from α ([\d.]+)–([\d.]+)\s+"
                                 r"to ([\d.]+)–([\d.]+)")
     alpha = {temp: sorted((cell[(t, temp, "Medusa")]["α"] for t in tasks), key=float) for temp in ("0", "1")}
@@ -126,9 +131,9 @@ def test_lesson_12_medusa_lookahead_and_early_exit(arena):
     drops = {d: [float(cell[(t, "0", d)]["α"]) - float(cell[(t, "1", d)]["α"]) for t in tasks]
              for d in ("Medusa", "prompt lookup", "lookahead", "draft model", "EAGLE")}
     assert all(max(drops[d]) < min(drops["Medusa"]) or d == "Medusa" for d in drops), drops   # falls furthest
-    assert "slower than autoregressive decoding everywhere" in text
+    says(text, "slower than autoregressive decoding everywhere")
     assert all(float(r["measured ×"]) < 1 for r in rows if r["drafter"] == "early exit")
-    assert "Its efficiency is among the highest in the table" in text
+    says(text, "Its efficiency is among the highest in the table")
     for task_temp in {(r["task"], r["T"]) for r in rows}:
         drafters = [r for r in rows if (r["task"], r["T"]) == task_temp and r["drafter"] != "autoregressive"]
         ranked = sorted(drafters, key=lambda r: -float(r["efficiency"]))
@@ -156,13 +161,13 @@ def test_lesson_12_efficiency_factors(arena):
 
 
 def test_lesson_12_adaptive_lands_between_the_fixed_settings(arena):
-    assert "On our pair it lands between the fixed settings, below the best fixed N." in prose("12_drafter_arena")
+    says(prose("12_drafter_arena"), "On our pair it lands between the fixed settings, below the best fixed N.")
     fixed = [float(r["measured ×"]) for r in arena["adaptive"] if r["drafter"] == "draft model"]
     adaptive = next(float(r["measured ×"]) for r in arena["adaptive"] if r["drafter"] == "draft model, adaptive N")
     assert min(fixed) < adaptive < max(fixed)
     formula, measured = quoted(arena["out"], r"best N for alpha = [\d.]+, c = [\d.]+: (\d+); "
                                              r"measured best fixed N: (\d+)")
-    assert "the measured best can land a step or two either side of the formula's" in prose("12_drafter_arena")
+    says(prose("12_drafter_arena"), "the measured best can land a step or two either side of the formula's")
     assert abs(int(formula) - int(measured)) <= 2
 
 
@@ -211,15 +216,15 @@ def test_lesson_13_temperature(lesson_13):
     verify = [v["verify"] for v in temps.values()]
     assert abs(float(low) - min(verify)) <= 0.05 and abs(float(high) - max(verify)) <= 0.05
     rate = {T: temps[("draft model", T)]["rate"] for T in grid}
-    assert "a dip at T = 1–1.5, back up at T = 2" in text
+    says(text, "a dip at T = 1–1.5, back up at T = 2")
     assert max(rate[1.0], rate[1.5]) < rate[0.0] < rate[2.0]
     all0, all2 = quoted(text, r'the "all positions" curve: ([\d.]+) at T = 0, ([\d.]+) at T = 2\)')
     assert (all0, all2) == quoted(out, r"all positions\s+T=0: ([\d.]+) .* T=2: ([\d.]+)")
     total, confident = quoted(out, r"(\d+) positions; confident: (\d+)")
-    assert "Only about a third of our small pair's positions are confident" in text
+    says(text, "Only about a third of our small pair's positions are confident")
     assert 0.25 <= int(confident) / int(total) <= 0.42
     at0, at15 = quoted(out, r"predicted speedup ([\d.]+)x at T = 0, [\d.]+x at T = 1, ([\d.]+)x at T = 1.5")
-    assert "would lose about a third of its predicted speedup between T = 0 and T = 1.5" in text
+    says(text, "would lose about a third of its predicted speedup between T = 0 and T = 1.5")
     assert 0.25 <= 1 - float(at15) / float(at0) <= 0.42
 
 
@@ -271,6 +276,6 @@ def test_lesson_10_medusa_against_its_chain_and_the_draft_model():
 
 def test_lesson_11_eagle_chain_against_medusa():
     text, out = prose("11_eagle_feature_drafts"), printed("11_eagle_feature_drafts")
-    assert "EAGLE's chain already matches or beats it" in text
+    says(text, "EAGLE's chain already matches or beats it")
     rows = {m[0].strip(): float(m[2]) for m in re.findall(r"^(.+?)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+, ", out, re.M)}
     assert rows["EAGLE, chain N=4"] >= rows["Medusa, tree (14 nodes)"], rows
