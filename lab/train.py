@@ -351,6 +351,25 @@ def corpus_ids(pair_dir: Path = PAIR_DIR) -> tuple[torch.Tensor, torch.Tensor]:
     return ids["train"], ids["val"]
 
 
+def _check_windows(target, split: str, seq_len: int) -> None:
+    """Raise ``ValueError`` for a split other than "train" / "val" or a window longer than the target's context."""
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    limit = getattr(target.config, "max_position_embeddings", None)
+    if limit is not None and seq_len > limit:
+        raise ValueError(f"seq_len must be at most the target's context ({limit}), got {seq_len}")
+
+
+def _random_windows(split: str, sequences: int, length: int, seed: int, pair_dir: Path) -> torch.Tensor:
+    """``sequences`` random windows of ``length`` corpus tokens from ``split``, LongTensor ``[sequences, length]``
+    (the same windows for the same arguments)."""
+    train_ids, val_ids = corpus_ids(pair_dir)
+    ids = train_ids if split == "train" else val_ids
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(ids) - length, (sequences,), generator=gen)
+    return torch.stack([ids[s:s + length] for s in starts.tolist()]).long()
+
+
 @torch.no_grad()
 def target_features(target, sequences: int, seq_len: int = 128, split: str = "train", seed: int = 0,
                     pair_dir: Path = PAIR_DIR) -> dict:
@@ -362,19 +381,11 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
     seq_len, seed); the target is assumed to be the committed one. About 1 CPU-minute per 100k tokens.
     Raises ``ValueError`` for an unknown split or a window longer than the target's context.
     """
-    if split not in ("train", "val"):
-        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
-    limit = getattr(target.config, "max_position_embeddings", None)
-    if limit is not None and seq_len > limit:
-        raise ValueError(f"seq_len must be at most the target's context ({limit}), got {seq_len}")
+    _check_windows(target, split, seq_len)
     path = cache_dir() / f"features_{split}_{sequences}x{seq_len}_seed{seed}.pt"
     if path.exists():
         return torch.load(path)
-    train_ids, val_ids = corpus_ids(pair_dir)
-    ids = train_ids if split == "train" else val_ids
-    gen = torch.Generator().manual_seed(seed)
-    starts = torch.randint(0, len(ids) - seq_len, (sequences,), generator=gen)
-    windows = torch.stack([ids[s:s + seq_len] for s in starts.tolist()]).long()
+    windows = _random_windows(split, sequences, seq_len, seed, pair_dir)
     was_training = target.training
     target.eval()
     hidden = []
@@ -407,21 +418,13 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
     from transformers import GenerationConfig
 
     sequences = check_int("sequences", sequences, 1)
-    if split not in ("train", "val"):
-        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    _check_windows(target, split, seq_len)
     if not 1 <= prompt_len < seq_len:
         raise ValueError(f"prompt_len must be in [1, seq_len) = [1, {seq_len}), got {prompt_len}")
-    limit = getattr(target.config, "max_position_embeddings", None)
-    if limit is not None and seq_len > limit:
-        raise ValueError(f"seq_len must be at most the target's context ({limit}), got {seq_len}")
     path = cache_dir() / f"generations_{split}_{sequences}x{prompt_len}+{seq_len - prompt_len}_seed{seed}.pt"
     if path.exists():
         return torch.load(path)
-    train_ids, val_ids = corpus_ids(pair_dir)
-    ids = train_ids if split == "train" else val_ids
-    gen = torch.Generator().manual_seed(seed)
-    starts = torch.randint(0, len(ids) - prompt_len, (sequences,), generator=gen)
-    prompts = torch.stack([ids[s:s + prompt_len] for s in starts.tolist()]).long().to(target.device)
+    prompts = _random_windows(split, sequences, prompt_len, seed, pair_dir).to(target.device)
     new = seq_len - prompt_len
     greedy = GenerationConfig(do_sample=False, max_new_tokens=new, min_new_tokens=new, pad_token_id=0)
     sampled = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new,
