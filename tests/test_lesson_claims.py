@@ -279,3 +279,47 @@ def test_lesson_11_eagle_chain_against_medusa():
     says(text, "EAGLE's chain already matches or beats it")
     rows = {m[0].strip(): float(m[2]) for m in re.findall(r"^(.+?)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+, ", out, re.M)}
     assert rows["EAGLE, chain N=4"] >= rows["Medusa, tree (14 nodes)"], rows
+
+
+def _workload_tables(out):
+    """Lesson 08's per-temperature workload tables: {T: {(workload, method): {"rate", "per_call", "speedup"}}}."""
+    tables, current = {}, None
+    for line in out.splitlines():
+        head = re.match(r"temperature ([\d.]+)$", line.strip())
+        if head:
+            current = tables.setdefault(float(head.group(1)), {})
+            continue
+        row = re.match(r"(prose|long text|edit/copy|records)\s+(draft model|prompt lookup)\s+([\d.]+)\s+([\d.]+)\s+"
+                       r"\d+\s+([\d.]+)x$", line.strip())
+        if row and current is not None:
+            workload, method, rate, per_call, speedup = row.groups()
+            current[(workload, method)] = {"rate": float(rate), "per_call": float(per_call), "speedup": float(speedup)}
+    return tables
+
+
+def test_lesson_08_reading_of_its_workload_tables():
+    text, out = prose("08_prompt_lookup"), printed("08_prompt_lookup")
+    tables = _workload_tables(out)
+    assert set(tables) == {0.0, 0.8} and all(len(t) == 8 for t in tables.values()), tables.keys()
+    workloads = ("prose", "long text", "edit/copy", "records")
+    greedy, sampled = tables[0.0], tables[0.8]
+    rate = {w: greedy[(w, "draft model")]["rate"] for w in workloads}
+    lookup = {w: greedy[(w, "prompt lookup")]["rate"] for w in workloads}
+    says(text, "**The draft model** speeds up every workload")
+    assert all(greedy[(w, "draft model")]["speedup"] > 1 for w in workloads)
+    says(text, "highest on edit/copy, lowest on records")
+    assert max(rate, key=rate.get) == "edit/copy" and min(rate, key=rate.get) == "records"
+    says(text, "records reach only about half the edit/copy rate")
+    assert 0.35 <= sampled[("records", "draft model")]["rate"] / sampled[("edit/copy", "draft model")]["rate"] <= 0.65
+    says(text, "Prompt lookup's rate depends on the task far more")
+    assert max(lookup.values()) - min(lookup.values()) > 2 * (max(rate.values()) - min(rate.values()))
+    says(text, "**Prompt lookup** is the best method on the edit/copy prompts")
+    assert greedy[("edit/copy", "prompt lookup")]["speedup"] > greedy[("edit/copy", "draft model")]["speedup"]
+    assert all(greedy[(w, "prompt lookup")]["speedup"] < greedy[(w, "draft model")]["speedup"] for w in workloads
+               if w != "edit/copy")
+    says(text, "Mostly from the model's *own* output")
+    own = [int(share) for share in re.findall(r"from the model's own output:\s+(\d+)%", out)]
+    assert len(own) == 4 and all(share > 50 for share in own)
+    says(text, "at T = 0.8 the loops go and so does most of the gain")
+    assert all(sampled[(w, "prompt lookup")]["speedup"] - 1 < (greedy[(w, "prompt lookup")]["speedup"] - 1) / 2
+               for w in workloads)

@@ -16,7 +16,10 @@ def _split(req: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11; the course itself runs on 3.10 too
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: pytest itself depends on tomli, tomllib's source
+        tomllib = pytest.importorskip("tomli")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = dict(_split(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
