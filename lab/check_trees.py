@@ -16,7 +16,7 @@ from lab.trees import depths, tree_attention_mask
 from lab.trees import position_ids as _ref_position_ids
 from lab.verify import verify_tree_greedy
 
-__all__ = ["tree_positions", "tree_mask", "accepted_path", "tokens_per_call", "eagle_training_pairs"]
+__all__ = ["medusa_loss", "tree_positions", "tree_mask", "accepted_path", "tokens_per_call", "eagle_training_pairs"]
 
 # (parents, prefix_len): a chain, the lesson's example, Medusa-like wide trees, a deep branch, one node.
 _TREES = [
@@ -31,6 +31,79 @@ _TREES = [
 
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 10: tree geometry.
+
+def _ref_medusa_loss(logits, tokens, decay=0.8):
+    """Medusa-1's loss (Cai et al. 2024, §2.1.1): sum over heads k = 1..K of decay^k × the mean cross-entropy of head
+    k at position t against token t + 1 + k. ``logits`` float [B, T, K, V], ``tokens`` Long [B, T]."""
+    import torch.nn.functional as F
+
+    loss = logits.new_zeros(())
+    for k in range(1, logits.size(2) + 1):
+        span = tokens.size(1) - 1 - k                       # positions t that have a token at t + 1 + k
+        loss = loss + decay ** k * F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
+                                                   tokens[:, 1 + k:].reshape(-1))
+    return loss
+
+
+def _medusa_cases():
+    gen = torch.Generator().manual_seed(10)
+    cases = []
+    for batch, length, heads, vocab, decay in ((2, 6, 3, 7, 0.8), (1, 5, 1, 4, 0.8), (3, 8, 2, 5, 0.5),
+                                               (2, 7, 3, 6, 1.0)):
+        logits = 2 * torch.randn(batch, length, heads, vocab, generator=gen)
+        tokens = torch.randint(0, vocab, (batch, length), generator=gen)
+        cases.append((logits, tokens, decay))
+    return cases
+
+
+_MEDUSA_CASES = _medusa_cases()
+
+
+def _medusa_variant(kind):
+    """Planted mistakes in the Medusa-1 loss."""
+    import torch.nn.functional as F
+
+    def variant(logits, tokens, decay=0.8):
+        loss = logits.new_zeros(())
+        heads = logits.size(2)
+        for k in range(1, heads + 1):
+            shift = k if kind == "offset" else 1 + k      # "offset": head k scored against token t + k
+            span = tokens.size(1) - shift
+            weight = {"exponent": decay ** (k - 1), "no_decay": 1.0}.get(kind, decay ** k)
+            ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)), tokens[:, shift:].reshape(-1),
+                                 reduction="sum" if kind == "sum" else "mean")
+            loss = loss + weight * ce
+        return loss / heads if kind == "average" else loss
+    return variant
+
+
+@_checker
+def medusa_loss(fn):
+    """Check ``fn(logits, tokens, decay=0.8) -> loss`` (a 0-d tensor or a float): Medusa-1's training loss,
+    ``logits`` float ``[B, T, K, V]`` (head k's logits at position t in ``[:, t, k - 1]``), ``tokens`` Long
+    ``[B, T]``; sum over k of decay^k × the mean cross-entropy of head k at t against token t + 1 + k (Cai et al.
+    2024, §2.1.1; lesson 10)."""
+    faults = [
+        (_medusa_variant("offset"), "head k predicts token t + 1 + k: the target's own head already predicts "
+                                    "t + 1, so head 1 looks one token further (tokens[:, 1 + k:])."),
+        (_medusa_variant("exponent"), "weight head k by decay ** k (k = 1 for the first head): Medusa-1's λ_k."),
+        (_medusa_variant("no_decay"), "weight each head's cross-entropy by decay ** k: later heads are less sure, "
+                                      "and their mistakes count less."),
+        (_medusa_variant("average"), "add the weighted cross-entropies up; do not divide by the number of heads."),
+        (_medusa_variant("sum"), "take the MEAN cross-entropy over the positions (F.cross_entropy's default), not "
+                                 "the sum."),
+    ]
+
+    def same(a, b):
+        return _same_float(a, b, rel=1e-5, abs_=1e-6)
+
+    count = _compare("medusa_loss", fn, _MEDUSA_CASES, _ref_medusa_loss, faults, same,
+                     "for k = 1..K: F.cross_entropy(logits[:, :T - 1 - k, k - 1] flattened, tokens[:, 1 + k:] "
+                     "flattened), times decay ** k; return the sum.",
+                     show_args=lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, "
+                                            f"decay={args[2]}")
+    return f"{count} losses right: head k against token t + 1 + k, weighted by decay^k"
+
 
 def _flat_positions(parents, prefix_len):
     return [prefix_len + i for i in range(len(parents))]

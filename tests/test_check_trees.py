@@ -26,6 +26,33 @@ def test_tree_positions(capsys):
     assert "not solved yet" in capsys.readouterr().out
 
 
+def test_medusa_loss(capsys):
+    import torch.nn.functional as F
+
+    def loss(logits, tokens, decay=0.8, shift=1, weight=lambda k, d: d ** k, reduction="mean", average=False):
+        total = 0.0
+        for k in range(1, logits.size(2) + 1):
+            span = tokens.size(1) - shift - k
+            total = total + weight(k, decay) * F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
+                                                               tokens[:, shift + k:].reshape(-1), reduction=reduction)
+        return total / logits.size(2) if average else total
+
+    # a hand-computed value: one head, uniform logits over 4 tokens -> every cross-entropy is ln 4
+    uniform = torch.zeros(1, 3, 1, 4)
+    assert torch.isclose(check._ref_medusa_loss(uniform, torch.tensor([[0, 1, 2]]), 0.5), torch.tensor(0.5 * 1.3863),
+                         atol=1e-4)
+    assert check.medusa_loss(loss)
+    assert check.medusa_loss(lambda lo, t, decay=0.8: float(loss(lo, t, decay)))   # a float is fine too
+    capsys.readouterr()
+    for wrong, words in [(dict(shift=0), "t + 1 + k"), (dict(weight=lambda k, d: d ** (k - 1)), "decay ** k (k = 1"),
+                         (dict(weight=lambda k, d: 1.0), "less sure"), (dict(average=True), "do not divide"),
+                         (dict(reduction="sum"), "MEAN cross-entropy")]:
+        assert not check.medusa_loss(lambda lo, t, decay=0.8, wrong=wrong: loss(lo, t, decay, **wrong))
+        assert words in capsys.readouterr().out, wrong
+    assert not check.medusa_loss(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
 def test_tree_mask(capsys):
     assert check.tree_mask(tree_attention_mask)
     assert not check.tree_mask(check._mask_variant("causal"))
