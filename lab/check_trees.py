@@ -79,7 +79,8 @@ def _medusa_variant(kind):
 
 @_checker
 def medusa_loss(fn):
-    """Check ``fn(logits, tokens, decay=0.8) -> loss`` (a 0-d tensor or a float): Medusa-1's training loss,
+    """Check ``fn(logits, tokens, decay=0.8) -> loss`` (a 0-d tensor that carries the logits' gradient, since the
+    lesson trains with it): Medusa-1's training loss,
     ``logits`` float ``[B, T, K, V]`` (head k's logits at position t in ``[:, t, k - 1]``), ``tokens`` Long
     ``[B, T]``; sum over k of decay^k × the mean cross-entropy of head k at t against token t + 1 + k (Cai et al.
     2024, §2.1.1; lesson 10)."""
@@ -96,6 +97,19 @@ def medusa_loss(fn):
 
     def same(a, b):
         return _same_float(a, b, rel=1e-5, abs_=1e-6)
+
+    # The lesson trains with the result (loss.backward()), so it must stay a tensor attached to the logits.
+    logits, tokens, decay = _MEDUSA_CASES[0]
+    outcome = _outcome(fn, (logits.clone().requires_grad_(True), tokens, decay))
+    if outcome[0] == "ok" and outcome[1] is not None:
+        got = outcome[1]
+        if not isinstance(got, torch.Tensor):
+            raise _Fail(f"medusa_loss returned a {type(got).__name__}; return the loss as a torch tensor.\n  Hint: "
+                        "training calls loss.backward() on it, so keep it a tensor (no float(...) or .item()).")
+        if got.grad_fn is None:
+            raise _Fail("medusa_loss returned a tensor with no gradient attached to the logits.\n  Hint: training "
+                        "calls loss.backward() on it: compute it from the logits with torch operations, without "
+                        ".item(), .detach() or torch.no_grad().")
 
     count = _compare("medusa_loss", fn, _MEDUSA_CASES, _ref_medusa_loss, faults, same,
                      "for k = 1..K: F.cross_entropy(logits[:, :T - 1 - k, k - 1] flattened, tokens[:, 1 + k:] "

@@ -151,7 +151,7 @@ def demo(args) -> int:
                     rejected = "".join(s or "" for s in text.texts_after(record.rejected))
                 else:  # the alternatives off the accepted path, one per node
                     on_path = set(record.path)
-                    rejected = "|".join(s or "" for i, s in enumerate(tree_texts) if i not in on_path)
+                    rejected = "|".join(s for i, s in enumerate(tree_texts) if i not in on_path and s)
                 parts.append(paint("rejected", rejected))
             parts.append(paint(record.last_kind, text.push(record.emitted[-1]) or ""))
         sys.stdout.write("".join(parts))

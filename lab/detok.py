@@ -29,8 +29,9 @@ class Detokenizer:
     ``Detokenizer(tokenizer, ids=())``: ``tokenizer`` is anything with ``decode(list[int]) -> str`` (a
     transformers tokenizer, a :class:`lab.models.ModelPair`); ``ids`` (iterable of ints) are pushed first, e.g. the
     prompt. The texts pushed so far concatenate to ``text``, which equals ``tokenizer.decode(ids)`` whenever the
-    sequence ends on a complete character (for tokenizers whose decoding of a sequence extends the decoding of
-    its prefixes, as byte-level BPE without space clean-up does); :meth:`flush` releases an incomplete end.
+    sequence ends on a complete character, for tokenizers whose decoding of a sequence extends the decoding of
+    its prefixes, as byte-level BPE without space clean-up does (the bundled pair's; with clean-up, a rewritten
+    character can show twice); :meth:`flush` releases an incomplete end.
 
     A token gets the complete characters it adds; one that adds only part of a character gets ``None`` (nothing to
     show yet), and the token that completes the character carries it. ``fork()`` copies the state cheaply, e.g. to
@@ -59,10 +60,13 @@ class Detokenizer:
         window = self._window + [int(token_id)]
         full = str(self._tokenizer.decode(window))
         complete = full.rstrip(_REPLACEMENT)
+        if len(complete) < len(self._shown) and full.startswith(self._shown):
+            complete = self._shown  # never hold back text already handed out (a shown U+FFFD stays shown)
         if len(window) - self._context >= _MAX_OPEN:
             complete = full
-        # Decoding normally extends the text already shown; if the tokenizer rewrote it (space clean-up), keep
-        # what was shown and hand out the rest.
+        # Decoding normally extends the text already shown. If the tokenizer rewrote it (space clean-up), what was
+        # shown stays and the rewritten text is handed out from where the two differ: nothing is lost, but a
+        # character can then appear twice (decode(" '") + decode("s") -> " '" then "'s").
         start = len(self._shown) if complete.startswith(self._shown) else len(
             os.path.commonprefix([self._shown, complete]))
         new = complete[start:]

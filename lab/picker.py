@@ -628,33 +628,30 @@ def _n_for(task: str, temperature: float) -> tuple:
 
 def _revisit_none(workload: dict, cause: str) -> list:
     """When a "none" verdict is worth revisiting: the change that would lift what ruled speculation out (``cause``:
-    "temperature", "load" or "infeasible"). A constraint is listed only if lifting it alone makes a method feasible
-    (:func:`_feasible`): under load the one method kept is an EAGLE head at N = 1. The speculating methods' items
-    (thresholds on α and the like) do not apply while nothing is drafted."""
+    "temperature", "load" or "infeasible"). A constraint is listed only if lifting it alone changes the verdict
+    (:func:`recommend` run again with that one change). The speculating methods' items (thresholds on α and the
+    like) do not apply while nothing is drafted."""
     if cause == "temperature":
         return [f"the serving temperature comes down to {MAX_TEMPERATURE:g} or below: the picker considers "
                 "speculation again, and α should be measured at that temperature (lesson 13)"]
-    methods = ("eagle",) if cause == "load" else tuple(_STRATEGY) + ("ngram",)
-    constraints = dict(has_small=workload["has_small_same_family_model"], can_finetune=workload["can_finetune"],
-                       memory=workload["memory_headroom_gb"], exclude=tuple(workload["exclude"]))
 
     def lifts(**change) -> bool:
-        return any(_feasible(m, **{**constraints, **change})[0] for m in methods)
+        return recommend(**{**workload, **change}).method != "none"
 
     items = []
     if cause == "load":
         items.append("traffic drops to small batches or a latency target appears: speculation pays best there")
-    if not constraints["has_small"] and lifts(has_small=True):
+    if not workload["has_small_same_family_model"] and lifts(has_small_same_family_model=True):
         items.append("a small model of the target's family (same tokenizer) becomes available: a draft model needs "
                      "no training")
-    if not constraints["can_finetune"] and lifts(can_finetune=True):
+    if not workload["can_finetune"] and lifts(can_finetune=True):
         items.append("training on the target becomes allowed (or a trained head for it appears): " + (
             "an EAGLE head at N = 1 is the one method this course keeps under load" if cause == "load"
             else "EAGLE or Medusa heads (lessons 10 and 11)"))
-    if constraints["memory"] is not None and lifts(memory=None):
+    if workload["memory_headroom_gb"] is not None and lifts(memory_headroom_gb=None):
         items.append("more accelerator memory frees up: a drafter needs room for its weights and KV cache")
-    if constraints["exclude"] and lifts(exclude=()):
-        items.append(f"a method you excluded ({', '.join(constraints['exclude'])}) becomes an option again")
+    if workload["exclude"] and lifts(exclude=()):
+        items.append(f"a method you excluded ({', '.join(workload['exclude'])}) becomes an option again")
     return items
 
 

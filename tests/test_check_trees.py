@@ -42,8 +42,12 @@ def test_medusa_loss(capsys):
     assert torch.isclose(check._ref_medusa_loss(uniform, torch.tensor([[0, 1, 2]]), 0.5), torch.tensor(0.5 * 1.3863),
                          atol=1e-4)
     assert check.medusa_loss(loss)
-    assert check.medusa_loss(lambda lo, t, decay=0.8: float(loss(lo, t, decay)))   # a float is fine too
     capsys.readouterr()
+    # the lesson calls .backward() on the result: a float or a detached tensor is refused with its own hint
+    assert not check.medusa_loss(lambda lo, t, decay=0.8: float(loss(lo, t, decay)))
+    assert "returned a float" in capsys.readouterr().out
+    assert not check.medusa_loss(lambda lo, t, decay=0.8: loss(lo, t, decay).detach())
+    assert "no gradient" in capsys.readouterr().out
     for wrong, words in [(dict(shift=0), "t + 1 + k"), (dict(weight=lambda k, d: d ** (k - 1)), "decay ** k (k = 1"),
                          (dict(weight=lambda k, d: 1.0), "less sure"), (dict(average=True), "do not divide"),
                          (dict(reduction="sum"), "MEAN cross-entropy")]:

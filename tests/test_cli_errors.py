@@ -336,29 +336,38 @@ def test_a_closed_pipe_ends_quietly():
     assert proc.returncode == 1
 
 
-def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(char_pair, monkeypatch, capsys):
-    """A token tree's rejected nodes print as alternatives (one per node off the accepted path, joined by "|"),
-    each decoded after its ancestors; the accepted path and the target's token print as the text."""
+def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(monkeypatch, capsys):
+    """A token tree's rejected nodes print as alternatives (one per node off the accepted path that completes a
+    character, joined by "|"), each decoded after its ancestors: here "é" is split over a node and its child."""
     from types import SimpleNamespace
 
     import lab.decode
+    import lab.models
     from lab.trace import StepRecord
 
-    # tree: A(0) -> B(1) -> C(2); A -> D(3); E(4) at the top. Path A, B accepted; the target then says "x".
-    drafted = [ord(c) for c in "ABCDE"]
-    record = StepRecord(index=0, position=0, drafted=drafted, num_accepted=2, emitted=[ord("A"), ord("B"), ord("x")],
-                        last_kind="resampled", parents=[-1, 0, 1, 0, -1], path=[0, 1])
+    class BytePair(CharPair):  # one token per byte, as byte-level BPE can split a character
+        def encode(self, text):
+            return list(text.encode())
+
+        def decode(self, ids):
+            return bytes(ids).decode("utf-8", errors="replace")
+
+    # tree: A(0) -> 0xC3(1) -> 0xA9(2), and D(3) at the top. A accepted; the target then says "x".
+    drafted = [ord("A"), 0xC3, 0xA9, ord("D")]
+    record = StepRecord(index=0, position=0, drafted=drafted, num_accepted=1, emitted=[ord("A"), ord("x")],
+                        last_kind="resampled", parents=[-1, 0, 1, -1], path=[0])
 
     def fake_generate(target, prompt_ids, on_step=None, **kwargs):
         on_step(record)
-        return SimpleNamespace(tokens=record.emitted, stats={"acceptance_rate": 0.4, "tokens_per_target_call": 3.0,
-                                                              "target_calls": 1, "new_tokens": 3,
+        return SimpleNamespace(tokens=record.emitted, stats={"acceptance_rate": 0.25, "tokens_per_target_call": 2.0,
+                                                              "target_calls": 1, "new_tokens": 2,
                                                               "tokens_per_second": 1.0})
 
+    monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: BytePair())
     monkeypatch.setattr(lab.decode, "generate", fake_generate)
     monkeypatch.setattr(cli, "make_drafter", lambda *args, **kwargs: None)
-    assert cli.main(["demo", "--prompt", "p", "--color", "always", "--max-new-tokens", "3"]) == 0
+    assert cli.main(["demo", "--prompt", "p", "--color", "always", "--max-new-tokens", "2"]) == 0
     out = capsys.readouterr().out
-    assert f"{cli.ANSI['rejected']}C|D|E{cli.ANSI['reset']}" in out, out       # off the path: C, D, E
-    assert f"{cli.ANSI['resampled']}x{cli.ANSI['reset']}" in out
-    assert out.count(cli.ANSI["accepted"] + "A") == 1 and cli.ANSI["accepted"] + "B" in out
+    assert f"{cli.ANSI['rejected']}é|D{cli.ANSI['reset']}" in out, out       # off the path: é (two nodes), D
+    assert "\ufffd" not in out
+    assert f"{cli.ANSI['accepted']}A{cli.ANSI['reset']}" in out and f"{cli.ANSI['resampled']}x" in out

@@ -306,11 +306,15 @@ def test_lesson_08_reading_of_its_workload_tables():
     rate = {w: greedy[(w, "draft model")]["rate"] for w in workloads}
     lookup = {w: greedy[(w, "prompt lookup")]["rate"] for w in workloads}
     says(text, "**The draft model** speeds up every workload")
-    assert all(greedy[(w, "draft model")]["speedup"] > 1 for w in workloads)
+    assert all(table[(w, "draft model")]["speedup"] > 1 for w in workloads for table in (greedy, sampled))
     says(text, "highest on edit/copy, lowest on records")
-    assert max(rate, key=rate.get) == "edit/copy" and min(rate, key=rate.get) == "records"
-    says(text, "records reach only about half the edit/copy rate")
-    assert 0.35 <= sampled[("records", "draft model")]["rate"] / sampled[("edit/copy", "draft model")]["rate"] <= 0.65
+    for table in (greedy, sampled):
+        by_task = {w: table[(w, "draft model")]["rate"] for w in workloads}
+        assert max(by_task, key=by_task.get) == "edit/copy" and min(by_task, key=by_task.get) == "records"
+    says(text, "Sampling widens the gap: in the T = 0.8 table below, records reach only about half the edit/copy rate")
+    share = {T: table[("records", "draft model")]["rate"] / table[("edit/copy", "draft model")]["rate"]
+             for T, table in tables.items()}
+    assert share[0.8] < share[0.0] and 0.35 <= share[0.8] <= 0.65
     says(text, "Prompt lookup's rate depends on the task far more")
     assert max(lookup.values()) - min(lookup.values()) > 2 * (max(rate.values()) - min(rate.values()))
     says(text, "**Prompt lookup** is the best method on the edit/copy prompts")
