@@ -94,7 +94,7 @@ def test_probs_from_logits_rejects_an_empty_batch():
      "weight must be a number in"),
     (lambda: toy.mixture_model(toy.fixed_model([1.0]), [1.0], 0.5), TypeError, "other must be a toy model"),
     (lambda: toy.speculative_step(None, toy.fixed_model([1.0]), toy.fixed_model([1.0]), 2, random.Random(0)),
-     TypeError, "prefix must be a list of token ids, got NoneType"),
+     TypeError, "prefix must be a list of token ids or a LongTensor, got NoneType"),
     (lambda: toy.speculative_step([0], [1.0], toy.fixed_model([1.0]), 2, random.Random(0)), TypeError,
      "target_model must be a toy model"),
 ])
@@ -176,6 +176,20 @@ def test_optimal_n_draft_work_grows_with_the_best_n_not_max_n(monkeypatch):
     calls.clear()
     assert metrics.optimal_n_draft(1.0, 0.5, max_n=10 ** 6) == 10 ** 6  # alpha = 1, c < 1: rises all the way
     assert len(calls) < 50
+
+
+def test_optimal_n_draft_alpha_near_one_huge_max_n(monkeypatch):
+    # alpha near 1: consecutive speedups agree to a float's resolution long before the peak, and trying every N up
+    # to 10**9 took minutes. The answer is the full scan's (checked once: scan(0.99999, 0.0, 4 * 10**6) = 3633115).
+    assert scan(0.99995, 0.0, 200_000) == metrics.optimal_n_draft(0.99995, 0.0, 200_000)
+    assert scan(0.9999, 1e-7, 100_000) == metrics.optimal_n_draft(0.9999, 1e-7, 100_000)
+    calls = []
+    real = metrics.predicted_speedup
+    monkeypatch.setattr(metrics, "predicted_speedup", lambda *args: calls.append(args) or real(*args))
+    assert metrics.optimal_n_draft(0.99999, 0.0, max_n=10 ** 9) == 3633115
+    assert metrics.optimal_n_draft(0.9999999, 1e-9, max_n=10 ** 7) == 10 ** 7   # still rising at max_n
+    assert metrics.optimal_n_draft(0.5, 2.0, max_n=10 ** 9) == 1                # a draft dearer than the target
+    assert len(calls) < 200
 
 
 # --- metrics.alpha_from_steps --------------------------------------------------------------------------------------
