@@ -77,6 +77,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _model_name(text: str) -> str:
+    """argparse type: a model name or path for the rendered command lines (not empty, no surrounding spaces)."""
+    if not text.strip() or text != text.strip():
+        raise argparse.ArgumentTypeError(f"must be a model name or path such as meta-llama/Llama-3.1-70B-Instruct, "
+                                         f"got {text!r}")
+    return text
+
+
 def _finite_nonnegative(what: str, example: str):
     """An argparse type for a finite number >= 0, described in its messages as ``what`` (e.g. "number of GB")."""
     def parse(text: str) -> float:
@@ -267,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--exclude", action="append", choices=[m for m in METHODS if m != "none"], metavar="METHOD",
                    help="a method you cannot use, one of " + ", ".join(m for m in METHODS if m != "none")
                         + " (repeatable)")
-    k.add_argument("--target", default="<target-model>",
+    k.add_argument("--target", type=_model_name, default="<target-model>",
                    help="target model name for the vllm command line (default: %(default)s)")
     k.add_argument("--tensor-parallel-size", type=_positive_int, default=1,
                    help="GPUs the target is sharded over, >= 1 (default: %(default)s)")

@@ -14,6 +14,7 @@ import time
 import warnings
 from numbers import Integral
 
+import numpy as np
 import torch
 
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
@@ -33,6 +34,9 @@ def _prompt_list(prompt_ids, vocab: int) -> list[int]:
 
 
 def _check_drafter(drafter) -> None:
+    if isinstance(drafter, type):
+        raise TypeError(f"drafter must be a drafter object, got the class {drafter.__name__} itself; create one, "
+                        f"e.g. DraftModelDrafter(pair.draft, n_draft=4)")
     missing = [m for m in ("reset", "propose", "update") if not callable(getattr(drafter, m, None))]
     if missing:
         what = "a model" if isinstance(drafter, torch.nn.Module) else type(drafter).__name__
@@ -85,11 +89,13 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
 
     Raises ``TypeError`` naming the argument for text or floats as ``prompt_ids`` (encode text first:
     ``pair.encode(text)``), a ``drafter`` without ``reset``/``propose``/``update`` (a model must be wrapped:
-    ``DraftModelDrafter(model, n_draft)``), a ``target`` that is not a causal LM, a non-integer ``seed`` or
-    ``eos_token_id``, or a non-callable ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling
+    ``DraftModelDrafter(model, n_draft)``) or a drafter class instead of an instance, a ``target`` that is not a
+    causal LM, a non-integer ``seed`` or ``eos_token_id``, a ``record_probs`` that is not a bool, or a non-callable
+    ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling
     arguments, an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
     outside what ``torch.Generator.manual_seed`` accepts, a prompt + max_new_tokens longer than the target's
-    context, a drafter whose vocabulary differs, a draft tree whose parents array is malformed, or logits that
+    or the draft model's context, a drafter whose vocabulary differs, a hidden-state drafter (Medusa, EAGLE) built
+    for a target of another width, a draft tree whose parents array is malformed, or logits that
     give no valid distribution (NaN, +inf, or all -inf in a row). A drafter whose ``propose`` returns no ``Draft``,
     non-integer ids, ids outside the vocabulary or unusable ``probs`` (wrong shape; NaN, inf or negative entries;
     rows not summing to 1; probability 0 for its own token) gets a ``TypeError`` / ``ValueError`` naming its class.
@@ -108,6 +114,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     if drafter is not None:
         _check_drafter(drafter)
     seed = _check_seed(seed)
+    if not isinstance(record_probs, (bool, np.bool_)):
+        raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be None or a callable taking a StepRecord, got {type(on_step).__name__}")
     vocab = vocab_size(target)
@@ -126,6 +134,18 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     if drafter is not None and getattr(drafter, "vocab_size", vocab) != vocab:
         raise ValueError(f"the drafter's vocabulary ({drafter.vocab_size}) differs from the target's ({vocab}): "
                          "target and draft must share a tokenizer")
+    draft_limit = getattr(drafter, "context_limit", None)
+    if draft_limit is not None and len(prompt) + max_new_tokens > draft_limit:
+        raise ValueError(f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the draft "
+                         f"model's context of {draft_limit} positions (the target's: {limit or 'unbounded'}); shorten the prompt, "
+                         "lower max_new_tokens or use a draft with a longer context")
+    if getattr(drafter, "needs_hidden_states", False):
+        built_for = getattr(getattr(getattr(drafter, "target", None), "config", None), "hidden_size", None)
+        if built_for is not None and built_for != target.config.hidden_size:
+            raise ValueError(f"{type(drafter).__name__} reads the target's hidden states and was built for a target "
+                             f"of hidden size {built_for}, but this target's is {target.config.hidden_size}: build "
+                             "it from the target you decode with (e.g. MedusaDrafter.from_pretrained(pair) with "
+                             "generate(pair.target, ...))")
     greedy = temperature == 0
     generator = torch.Generator()
     if seed is None:

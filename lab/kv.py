@@ -16,7 +16,11 @@ __all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_
 
 
 def cache_length(cache) -> int:
-    """Number of token positions the cache holds (0 for an empty cache)."""
+    """Number of token positions the cache holds (0 for an empty cache). Raises ``TypeError`` for anything that is
+    not a transformers cache (``None``, a legacy tuple of ``(key, value)`` pairs)."""
+    if not callable(getattr(cache, "get_seq_length", None)):
+        raise TypeError(f"cache must be a transformers cache (e.g. DynamicCache, with get_seq_length and crop), "
+                        f"got {type(cache).__name__}")
     return int(cache.get_seq_length())
 
 
@@ -28,7 +32,8 @@ def rollback(cache, length: int):
     count only when something must go works with both.
 
     ``length`` may be a Python or NumPy integer or an integer 0-d tensor. Raises ``ValueError`` if it is not an
-    integer, is negative or is longer than the cache. Runs every decoding step, so the checks are kept cheap.
+    integer, is negative or is longer than the cache, ``TypeError`` if ``cache`` is not a transformers cache. Runs
+    every decoding step, so the checks are kept cheap.
     """
     current = cache_length(cache)
     if type(length) is not int and _is_int(length):

@@ -98,11 +98,14 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
-def _raise_bad_logits(logits: torch.Tensor):
+def _raise_bad_logits(logits: torch.Tensor, original: torch.Tensor | None = None):
     # Only reached when a row's maximum is not finite; find out why (rare, so the extra passes cost nothing).
     if torch.isnan(logits).any():
         raise ValueError("logits contain NaN; check the model's output")
     if torch.isposinf(logits).any():
+        if original is not None and original.dtype != torch.float32 and torch.isfinite(original).all():
+            raise ValueError(f"logits are too large for float32 (largest magnitude {float(original.abs().max()):.3g}, "
+                             f"float32 holds up to 3.4e38); rescale them")
         raise ValueError("logits contain +inf; check the model's output")
     raise ValueError("every logit in a row is -inf, so no token has any probability; check the mask or the "
                      "logits processing that produced them")
@@ -135,11 +138,11 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
         raise ValueError(f"logits must have a non-empty vocabulary axis [..., V], got shape {tuple(logits.shape)}")
     if logits.numel() == 0:  # an empty batch axis: nothing to normalise, and amax below would fail
         raise ValueError(f"logits must hold at least one row [..., V], got shape {tuple(logits.shape)}")
-    logits = logits.float()
+    original, logits = logits, logits.float()
     row_max = logits.amax(-1, keepdim=True)  # NaN anywhere in a row propagates to its maximum
     peak = float(row_max.abs().max())  # one check (one device sync) for NaN, +inf and all -inf rows
     if not math.isfinite(peak):
-        _raise_bad_logits(logits)
+        _raise_bad_logits(logits, original)
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.size(-1)).float()
     if temperature < _MIN_PLAIN_TEMPERATURE or peak > temperature * _MAX_SCALED_LOGIT:
@@ -242,7 +245,7 @@ def _number(name: str, value, allowed: str) -> float:
     """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name``."""
     if isinstance(value, Real) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
         return float(value)
     raise TypeError(f"{name} must be a number in {allowed}, got {type(value).__name__} {value!r}")
 

@@ -15,7 +15,7 @@ import torch
 
 from lab.metrics import kl_divergence, total_variation  # noqa: F401  (re-exported for the lessons)
 from lab.sampling import (_invert_cdf, _probability_list, accept_or_reject, categorical, check_int, check_probs,
-                          residual_distribution, uniform)
+                          check_token_ids, residual_distribution, uniform)
 
 ToyModel = Callable[[list], Sequence[float]]
 
@@ -111,23 +111,19 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     4. If all are accepted, the step emits a bonus token from the target's distribution after the last draft.
     The emitted tokens are distributed exactly as ``n_accepted + 1`` tokens sampled from the target.
 
-    ``prefix``: a list of token ids (not modified); ``n_draft``: any integer >= 1 (``numbers.Integral``, not
+    ``prefix``: a list of token ids, or an integer tensor ``[L]`` (not modified; the result is a list of ints
+    either way); ``n_draft``: any integer >= 1 (``numbers.Integral``, not
     bool); ``rng``: a ``random.Random`` or a ``torch.Generator``. Every distribution a model returns is checked
     (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` < 1, a model output that is not a
     distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model and the
-    context), or models with different vocabularies; ``TypeError`` for a prefix that is a string or not iterable
-    (None), a model that is not callable, or another kind of ``rng``.
+    context), or models with different vocabularies; ``TypeError`` for a prefix that is a string, not iterable
+    (None) or holds something other than integers, a model that is not callable, or another kind of ``rng``.
     Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
     """
     n_draft = check_int("n_draft", n_draft, 1)
     if not isinstance(rng, (random.Random, torch.Generator)):
         raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
-    if isinstance(prefix, (str, bytes)):
-        raise TypeError(f"prefix must be a list of token ids, got {type(prefix).__name__} {prefix!r}")
-    try:
-        context = list(prefix)
-    except TypeError:
-        raise TypeError(f"prefix must be a list of token ids, got {type(prefix).__name__} {prefix!r}") from None
+    context = check_token_ids("prefix", prefix, allow_empty=True)  # plain ints, so the result is list[int]
     for name, value in (("target_model", target_model), ("draft_model", draft_model)):
         if not callable(value):
             raise TypeError(f"{name} must be a toy model (a callable context -> probabilities), got "

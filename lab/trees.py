@@ -39,6 +39,9 @@ def check_parents(parents) -> list[int]:
     """
     if isinstance(parents, torch.Tensor):
         parents = parents.tolist()
+    if isinstance(parents, (str, bytes)) or not hasattr(parents, "__iter__"):
+        raise TypeError(f"parents must be a list, tuple or 1-D tensor of ints (-1 or an earlier node index), got "
+                        f"{type(parents).__name__}")
     parents = list(parents)
     if not all(_is_int(p) for p in parents):
         raise ValueError(f"parents must hold integers (-1 or an earlier node index), got {parents!r}")

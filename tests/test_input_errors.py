@@ -271,3 +271,84 @@ def test_numpy_integers_in_constructors():
     assert TokenStream(top_k=np.int64(3))._top_k == 3
     with pytest.raises(ValueError, match="num_layers"):
         EarlyExitDrafter(pair.target, num_layers=np.float64(2.0))
+
+
+# --- found by an adversarial review (2026-12-01): each raised a bare AttributeError, ran on, or said the wrong thing --
+
+def test_rollback_and_cache_length_name_a_non_cache():
+    from lab.kv import cache_length, rollback
+
+    for bad in (None, ((torch.zeros(1, 1, 2, 4), torch.zeros(1, 1, 2, 4)),)):   # nothing; a legacy tuple cache
+        with pytest.raises(TypeError, match="cache must be a transformers cache"):
+            rollback(bad, 0)
+        with pytest.raises(TypeError, match="cache must be a transformers cache"):
+            cache_length(bad)
+
+
+def test_speculative_step_returns_plain_ints_for_a_tensor_prefix():
+    model = toy.fixed_model([0.25, 0.75])
+    out = toy.speculative_step(torch.tensor([1, 0]), model, model, 2, random.Random(0))
+    assert out[:2] == [1, 0] and len(out) == 5 and all(type(t) is int for t in out)
+    with pytest.raises(TypeError, match="prefix must hold integer token ids"):
+        toy.speculative_step([0, 1.5], model, model, 2, random.Random(0))
+
+
+def test_generate_names_record_probs_and_a_drafter_class(target, draft):
+    with pytest.raises(TypeError, match="record_probs must be True or False, got str 'no'"):
+        generate(target, [1, 2], max_new_tokens=2, record_probs="no")
+    with pytest.raises(TypeError, match="got the class DraftModelDrafter itself; create one"):
+        generate(target, [1, 2], drafter=DraftModelDrafter, max_new_tokens=2)
+
+
+def test_generate_checks_the_draft_models_context_up_front(target):
+    from tests.conftest import tiny_llama
+
+    short = tiny_llama(5, layers=1, max_positions=16)
+    calls = []
+    drafter = DraftModelDrafter(short, 3)
+    drafter.reset = lambda prompt: calls.append(prompt)     # nothing may run before the check
+    with pytest.raises(ValueError, match="exceeds the draft model's context of 16 positions"):
+        generate(target, [1, 2, 3, 4], drafter=drafter, max_new_tokens=13)
+    assert calls == []
+    assert len(generate(target, [1, 2, 3, 4], drafter=DraftModelDrafter(short, 3), max_new_tokens=12).tokens) == 12
+
+
+def test_hidden_state_drafters_name_a_target_of_another_width(target):
+    from lab.drafters.medusa import MedusaDrafter, MedusaHeads
+    from tests.conftest import tiny_llama
+
+    drafter = MedusaDrafter(target, MedusaHeads(target.config.hidden_size, target.config.vocab_size, 2),
+                            tree=[(0,), (0, 0)])
+    narrower = tiny_llama(6, hidden=16)
+    with pytest.raises(ValueError, match="built for a target of hidden size 32, but this target's is 16"):
+        generate(narrower, [1, 2, 3], drafter=drafter, max_new_tokens=4)
+
+
+def test_probability_checks_refuse_complex_numbers():
+    with pytest.raises(TypeError, match="target_prob must be a number"):
+        accept_or_reject(torch.tensor(1 + 0j), 0.5, 0.1)
+
+
+def test_logits_too_large_for_float32_are_named_as_such():
+    with pytest.raises(ValueError, match="too large for float32"):
+        probs_from_logits(torch.tensor([1e300, 0.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"contain \+inf"):                    # a real +inf still says so
+        probs_from_logits(torch.tensor([float("inf"), 0.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("fn", ["position_ids", "tree_attention_mask", "depths"])
+def test_tree_helpers_name_parents_when_it_is_not_a_sequence(fn):
+    from lab import trees
+
+    args = (None,) if fn == "depths" else (None, 1)
+    with pytest.raises(TypeError, match="parents must be a list, tuple or 1-D tensor"):
+        getattr(trees, fn)(*args)
+
+
+def test_pick_refuses_an_empty_target_name(capsys):
+    from lab.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pick", "--task", "code", "--target", ""])
+    assert exit_info.value.code == 2
+    assert "argument --target: must be a model name or path" in capsys.readouterr().err

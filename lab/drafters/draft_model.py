@@ -14,7 +14,7 @@ import torch
 
 from lab.drafters.base import Draft, DraftRequest, draft_token
 from lab.kv import cache_length, rollback
-from lab.models import forward, new_cache, vocab_size
+from lab.models import context_limit, forward, new_cache, vocab_size
 from lab.sampling import check_int
 
 __all__ = ["DraftModelDrafter", "next_n_draft"]
@@ -93,6 +93,7 @@ class DraftModelDrafter:
         self.max_n_draft = max_n_draft
         self.n_draft_history: list[int] = []
         self.vocab_size = vocab_size(draft_model)
+        self.context_limit = context_limit(draft_model)  # generate checks prompt + new tokens against it up front
         self._cache = None
         self._pending: list[int] = []
         self._last: list[int] = []

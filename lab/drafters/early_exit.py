@@ -33,10 +33,10 @@ def truncated_model(target, num_layers: int):
     if layers is None:
         raise ValueError(f"{type(target).__name__} has no `model.layers`: early exit needs a Llama-style model")
     total = len(layers)
-    if total < 2:  # otherwise the range below reads "[1, 0]"
-        raise ValueError(f"num_layers must be in [1, L-1] = [1, {total - 1}]: this model has only {total} "
-                         f"layer{'s' * (total != 1)}, so it has no early exit (use a deeper target; got "
-                         f"num_layers={num_layers!r})")
+    if total < 2:  # no valid num_layers at all: say so rather than print an empty range
+        raise ValueError(f"early exit needs a target with at least 2 layers (it drafts with the first num_layers "
+                         f"of them and must leave at least one out); this model has {total} layer"
+                         f"{'s' * (total != 1)} (got num_layers={num_layers!r}); use a deeper target, e.g. pair.target")
     if isinstance(num_layers, bool) or not isinstance(num_layers, Integral) or not 1 <= num_layers < total:
         raise ValueError(f"num_layers must be an integer in [1, {total - 1}] (the target has {total} layers), "
                          f"got {num_layers!r}")
