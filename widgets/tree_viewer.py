@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 import torch
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int
+from lab.sampling import check_int, check_token_ids
 from lab.trace import StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
@@ -53,12 +53,15 @@ _EMPTY_SUMMARY = "waiting for the first step: pass on_step=viewer.on_step to lab
 class TreeViewer(ipywidgets.VBox):
     """The token tree of one speculative step (accepted path highlighted) beside its tree attention mask, live.
 
-    ``TreeViewer(tokenizer=None, max_steps=500)``:
+    ``TreeViewer(tokenizer=None, max_steps=500, *, prompt_ids=None)``:
 
     - ``tokenizer``: anything with ``decode(list[int]) -> str``; each node shows the text its token adds after the
       tokens generated before the step (from the records since ``index == 0``) and the node's ancestors, with
       whitespace made visible (``␣``, ``↵``); a node holding part of a character shows ``◌``. None shows token ids.
     - ``max_steps``: how many step records are kept (the oldest are dropped), which bounds memory on long runs.
+    - ``prompt_ids``: the prompt of the run (list of ints or a tensor ``[n]`` / ``[1, n]``; None: not known). With
+      it, the first step's root is the prompt's last token and its nodes are decoded after the prompt, as later
+      steps' nodes are decoded after the text before them (a character split over the prompt's end shows whole).
 
     Feed it with ``viewer.on_step(record)`` / ``viewer(record)`` (e.g. ``generate(..., on_step=viewer.on_step)``)
     or ``extend(records)``; the newest step is shown as it arrives. A record with ``index == 0`` after earlier steps
@@ -70,7 +73,7 @@ class TreeViewer(ipywidgets.VBox):
     - ``records``: the stored :class:`~lab.trace.StepRecord` objects (at most ``max_steps``);
     - ``index``: the position in ``records`` of the shown step (None when empty);
     - ``node_labels``: escaped label of every drawn node — the root (the last committed token's text when the
-      previous step is known, else ``"last"``), then the drafted nodes in listed order, then the target's own
+      previous step is known or, for a run's first step, the prompt was given; else ``"last"``), then the drafted nodes in listed order, then the target's own
       token when it was emitted;
     - ``node_status``: the matching statuses, ``"root"``, ``"accepted"``, ``"rejected"``, then ``"bonus"`` or
       ``"resampled"``; ``node_ids``: the matching token ids (None for an unknown root);
@@ -82,11 +85,13 @@ class TreeViewer(ipywidgets.VBox):
       shown escaped in ``summary_widget``;
     - ``tree_figure`` and ``mask_figure``: the two plotly ``FigureWidget`` objects.
 
-    Raises ``ValueError`` for ``max_steps`` < 1 and for a record whose parents array or path is malformed.
+    Raises ``ValueError`` for ``max_steps`` < 1 and for a record whose parents array or path is malformed;
+    ``TypeError`` / ``ValueError`` for ``prompt_ids`` that are not token ids.
     """
 
-    def __init__(self, tokenizer=None, max_steps: int = 500, **kwargs):
+    def __init__(self, tokenizer=None, max_steps: int = 500, *, prompt_ids=None, **kwargs):
         max_steps = check_int("max_steps", max_steps, 1)
+        self._prompt = [] if prompt_ids is None else check_token_ids("prompt_ids", prompt_ids, allow_empty=True)
         self._tokenizer = tokenizer
         self.max_steps = max_steps
         self._records: list = []
@@ -147,6 +152,14 @@ class TreeViewer(ipywidgets.VBox):
         root = int(previous.emitted[-1]) if follows and previous.emitted else None
         if not follows:
             self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)
+            if record.index == 0 and self._prompt:  # a run's first step follows the prompt
+                root = self._prompt[-1]
+                if self._context is not None:
+                    for token in self._prompt[:-1]:
+                        self._context.push(token)
+                    self._last_label = token_label_text(self._context.push(root))
+                else:
+                    self._last_label = str(root)
         self._records.append(record)
         self._roots.append(root)
         self._root_labels.append(None if root is None else self._last_label)
