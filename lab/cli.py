@@ -118,14 +118,20 @@ def demo(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`main`'s parser); returns the
     exit status.
 
-    Raises :class:`OptionError` naming ``--prompt`` for a prompt that encodes to no tokens or that alone fills the
-    target's context, and naming ``--max-new-tokens`` when the prompt plus the new tokens exceed it (all before
-    generating);
+    Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
+    medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
+    ``--max-new-tokens`` when the prompt plus the new tokens exceed it (all before generating);
     :func:`main` prints either as one line."""
     from lab.decode import generate
     from lab.detok import Detokenizer
     from lab.models import context_limit, held_out_prompts, load_pair
 
+    if args.n_draft is not None and args.drafter in ("lookahead", "medusa"):
+        raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
+                                       + ("its window W and n-gram size set what it drafts" if args.drafter ==
+                                          "lookahead" else "its tree of candidates sets what it drafts")
+                                       + "; leave --n-draft out")
+    n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair)
     prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
     prompt_ids = pair.encode(prompt)
@@ -170,7 +176,7 @@ def demo(args) -> int:
         if color:
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
                              f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
-    gen = generate(pair.target, prompt_ids, drafter=make_drafter(args.drafter, pair, args.n_draft),
+    gen = generate(pair.target, prompt_ids, drafter=make_drafter(args.drafter, pair, n_draft),
                    max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                    eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
     stats = {k: v for k, v in gen.stats.items()}
@@ -206,9 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokens to generate, >= 1 (default: %(default)s)")
     p.add_argument("--temperature", type=_temperature, default=0.0,
                    help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
-    p.add_argument("--n-draft", type=_positive_int, default=4,
-                   help="draft tokens per step N, >= 1 (model, ngram, eagle, early-exit; lookahead and medusa use "
-                        "their own window / tree) (default: %(default)s)")
+    p.add_argument("--n-draft", type=_positive_int, default=None,
+                   help="draft tokens per step N, >= 1, for model, ngram, eagle and early-exit (default: 4); "
+                        "lookahead and medusa refuse it: their window / tree sets what they draft")
     p.add_argument("--seed", type=_seed, default=0,
                    help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
     p.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
@@ -287,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run ``python -m lab`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status. Bad options raise
     ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag; the bad options
-    only ``demo``, ``bench`` and ``arena`` can see (:class:`OptionError`: a prompt with no tokens, a prompt plus
+    only ``demo``, ``bench`` and ``arena`` can see (:class:`OptionError`: ``--n-draft`` for a drafter that takes
+    none, a prompt with no tokens, a prompt plus
     ``--max-new-tokens`` beyond the target's context, too many ``--prompts``) print one such line and return 2."""
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -205,6 +205,17 @@ def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
     assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
 
 
+@pytest.mark.parametrize("drafter, why", [("lookahead", "its window W and n-gram size"), ("medusa", "its tree")])
+def test_demo_n_draft_for_a_drafter_that_takes_none_is_one_line(drafter, why, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    assert cli.main(["demo", "--drafter", drafter, "--n-draft", "6"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m lab demo: error: --n-draft: does not apply to --drafter {drafter}: {why}")
+    assert err.count("\n") == 1
+
+
 @pytest.mark.parametrize("command", ["bench", "arena"])
 def test_bench_and_arena_prompts_beyond_the_context_are_one_line(command, char_pair, capsys):
     assert cli.main([command, "--max-new-tokens", "500", "--prompts", "2"]) == 2
