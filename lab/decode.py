@@ -90,7 +90,7 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     Raises ``TypeError`` naming the argument for text or floats as ``prompt_ids`` (encode text first:
     ``pair.encode(text)``), a ``drafter`` without ``reset``/``propose``/``update`` (a model must be wrapped:
     ``DraftModelDrafter(model, n_draft)``) or a drafter class instead of an instance, a ``target`` that is not a
-    causal LM, a non-integer ``seed`` or ``eos_token_id``, a ``record_probs`` that is not a bool, or a non-callable
+    causal LM, a non-integer ``seed`` or ``eos_token_id``, a ``record_probs`` that is not a bool (``numpy.bool_`` works), or a non-callable
     ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling
     arguments, an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
     outside what ``torch.Generator.manual_seed`` accepts, a prompt + max_new_tokens longer than the target's

@@ -98,15 +98,24 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
+def _raise_too_large(original: torch.Tensor):
+    largest = float(original[torch.isfinite(original)].abs().max())
+    raise ValueError(f"logits are too large for float32 (largest finite magnitude {largest:.3g}; float32 holds up to "
+                     "3.4e38): rescale them, e.g. subtract each row's maximum")
+
+
 def _raise_bad_logits(logits: torch.Tensor, original: torch.Tensor | None = None):
     # Only reached when a row's maximum is not finite; find out why (rare, so the extra passes cost nothing).
     if torch.isnan(logits).any():
         raise ValueError("logits contain NaN; check the model's output")
+    # A float64 input can overflow float32 without holding any inf itself.
+    overflow = original is not None and original.dtype != torch.float32
     if torch.isposinf(logits).any():
-        if original is not None and original.dtype != torch.float32 and torch.isfinite(original).all():
-            raise ValueError(f"logits are too large for float32 (largest magnitude {float(original.abs().max()):.3g}, "
-                             f"float32 holds up to 3.4e38); rescale them")
+        if overflow and not torch.isposinf(original).any():
+            _raise_too_large(original)
         raise ValueError("logits contain +inf; check the model's output")
+    if overflow and torch.isfinite(original).any(-1).all():  # every row had a finite logit before the cast
+        _raise_too_large(original)
     raise ValueError("every logit in a row is -inf, so no token has any probability; check the mask or the "
                      "logits processing that produced them")
 

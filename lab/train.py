@@ -37,9 +37,11 @@ EOS = "<|endoftext|>"
 
 
 def bf16_autocast() -> bool:
-    """Whether training runs under bf16 autocast: only where the CPU computes bf16 itself (oneDNN's check: AVX-512
-    or AMX). On an AVX2-only CPU bf16 is emulated and a target training step took 20x longer (57 s against 2.9 s
-    in float32, 16 x 256 tokens, 2 threads), so there training stays in float32."""
+    """Whether training runs under bf16 autocast: where oneDNN has bf16 kernels for this CPU (its own check,
+    ``torch.ops.mkldnn._is_mkldnn_bf16_supported``: AVX-512, AVX2-VNNI-2 or AMX on x86, bf16 on ARM). Without them
+    bf16 is emulated: on this course's AVX2-only CPU a target training step took 20x longer under autocast (57 s
+    against 2.4 s in float32, 16 x 256 tokens, 2 threads), so there training stays in float32. Training always
+    runs on the CPU, so a GPU changes nothing here."""
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -52,7 +54,7 @@ def _autocast(enabled: bool = True):
 
 def _precision(info: dict) -> str:
     # Runs recorded before the check existed all trained under bf16 autocast.
-    return "bf16 autocast" if info.get("bf16_autocast", True) else "float32 (this CPU has no native bf16)"
+    return "bf16 autocast" if info.get("bf16_autocast", True) else "float32 (no bf16 kernels for this CPU)"
 
 
 def cache_dir() -> Path:
@@ -256,8 +258,8 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
     """Train tokenizer, target and distilled draft; save them to ``out_dir`` (then :func:`write_card`).
 
     ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (800 steps: about 6 minutes on
-    a 2-core CPU with native bf16, 12 in float32 on an AVX2 one). Returns ``out_dir``. The default recipe takes
-    about an hour on a 2-core CPU with native bf16 and about 1.5 hours on an AVX2 one (:func:`bf16_autocast`).
+    a 2-core CPU with bf16 kernels, 12 in float32 on an AVX2 one). Returns ``out_dir``. The default recipe takes
+    about an hour on a 2-core CPU with bf16 kernels and about 1.8 hours on an AVX2 one (:func:`bf16_autocast`).
     """
     recipe = recipe or PairRecipe()
     if threads:
@@ -501,7 +503,7 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
     the cross-entropy of head k at position t against the window's token t + 1 + k (Cai et al. 2024, §2.1.1,
     λ_k = 0.8^k), over every position, the prompt's included. AdamW (no weight decay: the output layers start as
     the target's LM head and should stay near it), linear warm-up and cosine decay, ``batch`` windows per step,
-    bf16 autocast where the CPU has native bf16 (:func:`bf16_autocast`), seed fixed. Held-out accuracy per head
+    bf16 autocast where the CPU has bf16 kernels (:func:`bf16_autocast`), seed fixed. Held-out accuracy per head
     comes from
     :func:`lab.drafters.medusa.head_accuracy` on ``val_sequences`` windows of the target's own text (prompts from
     the validation split; all greedy for 64 windows or fewer) and, for comparison with corpus-trained heads, on as
@@ -920,12 +922,12 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = P
     100k tokens the first time). Loss: :func:`_eagle_loss` (SmoothL1 on features + ``cls_weight`` × distillation
     cross-entropy; EAGLE's paper weights the classification term 0.1 — 1.0 gave this small draft higher greedy
     acceptance, see ``eagle/README.md``), uniform feature noise ±``noise``·RMS, AdamW with warm-up and a cosine
-    schedule, bf16 autocast where the CPU has native bf16 (:func:`bf16_autocast`), fixed ``seed``. The last
+    schedule, bf16 autocast where the CPU has bf16 kernels (:func:`bf16_autocast`), fixed ``seed``. The last
     ``chain_steps`` of the ``steps`` also train drafting steps 2..``chain_depth`` on the draft's own predictions
     (:func:`eagle_chain_predictions`; EAGLE-3's training-time test, a departure from EAGLE-1 that raised the
     chain's acceptance here). Writes ``model.safetensors`` + ``config.json`` (float16) and ``training.json`` to
     ``out_dir``, then measures and writes the model card (:func:`write_eagle_card`). Returns the card's path. About
-    13 CPU-minutes with the defaults on one thread where the CPU has native bf16 (plus about 4 for the features,
+    13 CPU-minutes with the defaults on one thread where the CPU has bf16 kernels (plus about 4 for the features,
     once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or
     ``chain_depth`` < 1.
     Source: Li et al. 2024, "EAGLE", §4 (training).

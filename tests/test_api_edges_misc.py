@@ -178,6 +178,18 @@ def test_optimal_n_draft_work_grows_with_the_best_n_not_max_n(monkeypatch):
     assert len(calls) < 50
 
 
+def test_optimal_n_draft_search_agrees_with_the_scan(monkeypatch):
+    # Up to max_n = 1024 the function scans; force its search onto small ranges to hold it to the scan, including
+    # alpha within a float step of 1 and c on both sides of 1 (a first version's "still rising" test lost its digits
+    # there: (1 - 2**-53, 0.5, 16) gave 4).
+    monkeypatch.setattr(metrics, "_SCAN_LIMIT", 0)
+    alphas = [0, 5e-324, 1e-9, 0.1, 0.5, 0.9, 0.999, 1 - 1e-6, 1 - 1e-9, 1 - 1e-12, 1 - 2 ** -53, 1]
+    for alpha in alphas:
+        for c in [0, 1e-12, 1e-6, 0.05, 0.5, 0.999999, 1, 1.5, 1e3, 1.7e308]:
+            for max_n in (1, 2, 3, 5, 16, 100):
+                assert metrics.optimal_n_draft(alpha, c, max_n) == scan(alpha, c, max_n), (alpha, c, max_n)
+
+
 def test_optimal_n_draft_alpha_near_one_huge_max_n(monkeypatch):
     # alpha near 1: consecutive speedups agree to a float's resolution long before the peak, and trying every N up
     # to 10**9 took minutes. The answer is the full scan's (checked once: scan(0.99999, 0.0, 4 * 10**6) = 3633115).

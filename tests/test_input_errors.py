@@ -330,8 +330,9 @@ def test_probability_checks_refuse_complex_numbers():
 
 
 def test_logits_too_large_for_float32_are_named_as_such():
-    with pytest.raises(ValueError, match="too large for float32"):
-        probs_from_logits(torch.tensor([1e300, 0.0], dtype=torch.float64))
+    for row in ([1e300, 0.0], [1e300, -math.inf], [-1e300, -1e300]):   # a masked -inf is no +inf
+        with pytest.raises(ValueError, match="too large for float32"):
+            probs_from_logits(torch.tensor(row, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"contain \+inf"):                    # a real +inf still says so
         probs_from_logits(torch.tensor([float("inf"), 0.0], dtype=torch.float64))
 

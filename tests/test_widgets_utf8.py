@@ -226,13 +226,21 @@ def test_cli_demo_prints_split_characters_whole(pair, monkeypatch, capsys):
 def test_tree_viewer_decodes_the_first_step_after_the_prompt():
     # The prompt ends inside "é" (bytes C3 A9): the first step's first node completes it.
     prompt = list("a\u00e9".encode())[:-1]
-    record = StepRecord(index=0, position=len(prompt), drafted=[0xA9, 0x62], num_accepted=2,
-                        emitted=[0xA9, 0x62, 0x63], last_kind="bonus")
+    record = StepRecord(index=0, position=0, drafted=[0xA9, 0x62], num_accepted=2, emitted=[0xA9, 0x62, 0x63],
+                        last_kind="bonus", cache_before=len(prompt) - 1)
     with_prompt = TreeViewer(ByteTokenizer(), prompt_ids=prompt).extend([record])
     assert with_prompt.node_ids[0] == 0xC3 and with_prompt.node_status[0] == "root"
     assert with_prompt.node_labels[:3] == [PARTIAL_LABEL, "\u00e9", "b"]   # root holds half of "é"; node 1 completes it
     without = TreeViewer(ByteTokenizer()).extend([record])
     assert without.node_ids[0] is None and without.node_labels[0] == "last"
     assert without.node_labels[1] != "\u00e9"                                # decoded alone: no "é"
+    # A run from another prompt (its cache held 4 positions) is not decoded after this one; clear() replaces it.
+    other = StepRecord(index=0, position=0, drafted=[0x62], num_accepted=1, emitted=[0x62, 0x63], last_kind="bonus",
+                       cache_before=4)
+    with_prompt.extend([other])
+    assert with_prompt.node_ids[0] is None and with_prompt.node_labels[0] == "last"
+    with_prompt.clear(prompt_ids=list(b"xyzwv"))
+    with_prompt.extend([other])
+    assert with_prompt.node_ids[0] == ord("v") and with_prompt.node_labels[:2] == ["v", "b"]
     with pytest.raises(TypeError, match="prompt_ids"):
         TreeViewer(ByteTokenizer(), prompt_ids="a\u00e9")

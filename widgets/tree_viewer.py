@@ -62,6 +62,8 @@ class TreeViewer(ipywidgets.VBox):
     - ``prompt_ids``: the prompt of the run (list of ints or a tensor ``[n]`` / ``[1, n]``; None: not known). With
       it, the first step's root is the prompt's last token and its nodes are decoded after the prompt, as later
       steps' nodes are decoded after the text before them (a character split over the prompt's end shows whole).
+      A first step whose ``cache_before`` shows another prompt length is decoded without it; ``clear(prompt_ids)``
+      sets the prompt for the next run.
 
     Feed it with ``viewer.on_step(record)`` / ``viewer(record)`` (e.g. ``generate(..., on_step=viewer.on_step)``)
     or ``extend(records)``; the newest step is shown as it arrives. A record with ``index == 0`` after earlier steps
@@ -73,8 +75,8 @@ class TreeViewer(ipywidgets.VBox):
     - ``records``: the stored :class:`~lab.trace.StepRecord` objects (at most ``max_steps``);
     - ``index``: the position in ``records`` of the shown step (None when empty);
     - ``node_labels``: escaped label of every drawn node — the root (the last committed token's text when the
-      previous step is known or, for a run's first step, the prompt was given; else ``"last"``), then the drafted nodes in listed order, then the target's own
-      token when it was emitted;
+      previous step is known or, for a run's first step, the prompt was given; else ``"last"``), then the drafted
+      nodes in listed order, then the target's own token when it was emitted;
     - ``node_status``: the matching statuses, ``"root"``, ``"accepted"``, ``"rejected"``, then ``"bonus"`` or
       ``"resampled"``; ``node_ids``: the matching token ids (None for an unknown root);
     - ``parents``: the shown parents array over the drafted nodes (a chain's is ``chain_parents(n)``);
@@ -152,7 +154,8 @@ class TreeViewer(ipywidgets.VBox):
         root = int(previous.emitted[-1]) if follows and previous.emitted else None
         if not follows:
             self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)
-            if record.index == 0 and self._prompt:  # a run's first step follows the prompt
+            # A run's first step follows the prompt, unless the record's cache says it had another length.
+            if record.index == 0 and self._prompt and record.cache_before in (None, len(self._prompt) - 1):
                 root = self._prompt[-1]
                 if self._context is not None:
                     for token in self._prompt[:-1]:
@@ -191,8 +194,11 @@ class TreeViewer(ipywidgets.VBox):
         a position outside the stored steps, or a viewer with no steps yet."""
         self._slider.value = slider_position("index", index, len(self._records), "steps", " stored")
 
-    def clear(self) -> None:
-        """Forget every stored step and empty the figures."""
+    def clear(self, prompt_ids=None) -> None:
+        """Forget every stored step and empty the figures; ``prompt_ids``, if given, replaces the prompt (``[]``
+        removes it) for the next run."""
+        if prompt_ids is not None:
+            self._prompt = check_token_ids("prompt_ids", prompt_ids, allow_empty=True)
         self._records, self._roots, self._root_labels, self._contexts = [], [], [], []
         self._context = self._last_label = None
         self._slider.value = 0
