@@ -90,9 +90,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     Raises ``TypeError`` naming the argument for text or floats as ``prompt_ids`` (encode text first:
     ``pair.encode(text)``), a ``drafter`` without ``reset``/``propose``/``update`` (a model must be wrapped:
     ``DraftModelDrafter(model, n_draft)``) or a drafter class instead of an instance, a ``target`` that is not a
-    causal LM, a non-integer ``seed`` or ``eos_token_id``, a ``record_probs`` that is not a bool (``numpy.bool_`` works), or a non-callable
-    ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling
-    arguments, an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
+    causal LM, a non-integer ``seed`` or ``eos_token_id``, a ``record_probs`` that is not a bool (``numpy.bool_``
+    works), or a non-callable ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling arguments,
+    an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
     outside what ``torch.Generator.manual_seed`` accepts, a prompt + max_new_tokens longer than the target's
     or the draft model's context, a drafter whose vocabulary differs, a hidden-state drafter (Medusa, EAGLE) built
     for a target of another width, a draft tree whose parents array is malformed, or logits that
@@ -137,8 +137,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     draft_limit = getattr(drafter, "context_limit", None)
     if draft_limit is not None and len(prompt) + max_new_tokens > draft_limit:
         raise ValueError(f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the draft "
-                         f"model's context of {draft_limit} positions (the target's: {limit or 'unbounded'}); shorten the prompt, "
-                         "lower max_new_tokens or use a draft with a longer context")
+                         f"model's context of {draft_limit} positions (the target's: {limit or 'unbounded'}); "
+                         "shorten the prompt, lower max_new_tokens or use a draft with a longer context")
     if getattr(drafter, "needs_hidden_states", False):
         built_for = getattr(getattr(getattr(drafter, "target", None), "config", None), "hidden_size", None)
         if built_for is not None and built_for != target.config.hidden_size:

@@ -230,7 +230,7 @@ def test_tree_viewer_decodes_the_first_step_after_the_prompt():
                         last_kind="bonus", cache_before=len(prompt) - 1)
     with_prompt = TreeViewer(ByteTokenizer(), prompt_ids=prompt).extend([record])
     assert with_prompt.node_ids[0] == 0xC3 and with_prompt.node_status[0] == "root"
-    assert with_prompt.node_labels[:3] == [PARTIAL_LABEL, "\u00e9", "b"]   # root holds half of "é"; node 1 completes it
+    assert with_prompt.node_labels[:3] == [PARTIAL_LABEL, "\u00e9", "b"]   # the root holds half of "é"
     without = TreeViewer(ByteTokenizer()).extend([record])
     assert without.node_ids[0] is None and without.node_labels[0] == "last"
     assert without.node_labels[1] != "\u00e9"                                # decoded alone: no "é"
