@@ -131,7 +131,9 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
       is the exact low-temperature limit (all mass shared by the tied maxima) rather than NaN.
     - top-k keeps the k largest logits (ties at the k-th value are kept, as transformers'
       ``TopKLogitsWarper`` does); top-p keeps the smallest set of most likely tokens whose mass reaches
-      ``top_p`` (at least one token), applied after top-k and temperature, as transformers does.
+      ``top_p`` (at least one token), applied after top-k and temperature, as transformers does. Among tokens
+      tied at the top-p cut the lowest ids are kept (a stable sort), on every device; transformers' warper leaves
+      the choice to an unstable sort (on CPU it keeps the highest ids), so the kept sets can differ there only.
     Apply the same call to target and draft logits: verification is exact only when both sides use the
     same processed distributions (Leviathan et al. 2023, section 2.3).
 
@@ -165,7 +167,7 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     if top_p is not None and top_p < 1:
-        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
         mass_before = sorted_probs.cumsum(-1) - sorted_probs
         drop_sorted = mass_before >= top_p
         drop_sorted[..., 0] = False  # always keep the most likely token

@@ -135,8 +135,24 @@ def test_check_token_ids_is_the_one_token_id_check():
 
 def test_top_p_keeps_the_tokens_that_reach_the_mass_exactly():
     # uniform over 4 tokens (exact in float32): two tokens reach 0.5 exactly, so two stay, as in transformers
-    # (which two is a tie, broken differently by the two sorts)
+    # (which two is a tie: ours keeps the lowest ids)
     logits = torch.zeros(4)
     probs = probs_from_logits(logits, 1.0, top_p=0.5)
-    assert sorted(probs.tolist()) == [0.0, 0.0, 0.5, 0.5]
+    assert probs.tolist() == [0.5, 0.5, 0.0, 0.0]
     assert TopPLogitsWarper(0.5)(None, logits[None].clone())[0].isfinite().sum().item() == 2
+
+
+def test_top_p_keeps_the_lowest_ids_among_ties_at_the_cut():
+    # 10 tied tokens at the top, the rest tied lower: the cut falls inside the lower tie, and the tokens kept there
+    # are the lowest ids (a stable sort), whatever the vocabulary size; the unstable sort kept scattered ids
+    for vocab in (5, 2048):
+        logits = torch.zeros(vocab)
+        logits[0] = 2.0
+        if vocab > 5:
+            logits[:10] = 4.0
+        probs = probs_from_logits(logits, 1.0, top_p=0.5 if vocab == 5 else 0.3)
+        kept = probs.nonzero().flatten().tolist()
+        assert kept == list(range(len(kept)))
+    lg = torch.tensor([2.0, 1.0, 1.0, 1.0, 0.0])
+    torch.testing.assert_close(probs_from_logits(lg, 1.0, top_p=0.5),
+                               torch.tensor([0.7311, 0.2689, 0.0, 0.0, 0.0]), atol=1e-4, rtol=0)
