@@ -754,7 +754,8 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     2. A draft that only proposes a token the target never emits: exactly one token follows, from the target.
     3. Identical bigram target and draft, N = 1 and 2, ``bonus_samples`` steps each: every (last draft, bonus)
        pair follows the target's row for the last draft (a bonus drawn after the prefix, or after all drafts
-       but the last, fails here).
+       but the last, fails here; so do drafts all sampled from ``draft_model(prefix)``). Then a draft unlike the
+       target, N = 1, ``2 * bonus_samples`` steps: the bonus tokens follow the target, not the draft.
     4. The first emitted token, over ``samples`` steps, matches the target distribution (chi-square).
     5. Chaining steps on bigram models: the first two generated tokens match the target's joint distribution;
        a failure is diagnosed against planted faults (one u for every draft, verification after the prefix).
@@ -807,12 +808,23 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     for n in (1, 2):
         after = [[0] * 3 for _ in range(3)]  # after[last draft][bonus token]
         for _ in range(bonus_samples):
-            out = call([0], identical, identical, n)
+            contexts = []  # the contexts the draft model was asked about in this step
+
+            def drafting(context):
+                contexts.append(list(context))
+                return identical(context)
+
+            out = call([0], identical, drafting, n)
             if len(out) != n + 2:
+                if n > 1 and all(len(c) == 1 for c in contexts):
+                    hint = ("every draft token was sampled from draft_model(prefix); the draft proposes one token "
+                            "after another: draft i comes from draft_model(prefix + drafts[:i]), the context it is "
+                            "then checked in.")
+                else:
+                    hint = ("draft position i must be checked against target_model(prefix + drafts[:i]), the same "
+                            "context the draft sampled it in; with identical models the ratio is then 1.")
                 raise _Fail(f"with draft == target (bigram models, N = {n}) every draft must be accepted, so {n + 1} "
-                            f"tokens must follow the prefix [0]; you returned {out}.\n  Hint: draft position i must "
-                            "be checked against target_model(prefix + drafts[:i]), the same context the draft "
-                            "sampled it in; with identical models the ratio is then 1.")
+                            f"tokens must follow the prefix [0]; you returned {out}.\n  Hint: {hint}")
             after[out[-2]][out[-1]] += 1
         for last in range(3):
             if sum(after[last]) and _pvalue(after[last], _BONUS_TABLE[last]) < P_THRESHOLD:
@@ -822,6 +834,21 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                             f"{_BONUS_TABLE[last]}.\n  Hint: the bonus token comes from the target's distribution "
                             "after the LAST draft, target_model(prefix + all drafts); not target_model(prefix), and "
                             "not the context before the last draft.")
+
+    # Draft != target, N = 1: the bonus follows whenever the draft is accepted (55 % of steps here), and it comes
+    # from the target, not from the draft model that proposed the accepted token.
+    bonus_counts = [0] * 4
+    for _ in range(bonus_samples * 2):
+        out = call(prefix, target, draft, 1)
+        if len(out) == len(prefix) + 2:
+            bonus_counts[out[-1]] += 1
+    if sum(bonus_counts) and _pvalue(bonus_counts, target_probs) < P_THRESHOLD:
+        freq = [round(c / sum(bonus_counts), 3) for c in bonus_counts]
+        source = ("the draft's distribution, " if _pvalue(bonus_counts, draft_probs) > P_THRESHOLD else "")
+        raise _Fail(f"with N = 1 and draft {draft_probs} != target {target_probs}, your bonus tokens (after an "
+                    f"accepted draft) had frequencies {freq}: {source}not the target's.\n  Hint: the bonus token "
+                    "is the target's own next token: sample it from target_model(prefix + all drafts), the "
+                    "distribution the verification call computed at the position after the last draft.")
 
     counts = [0] * 4
     for _ in range(samples):
@@ -1112,6 +1139,9 @@ def expected_tokens_per_call(fn):
          "acceptance stops at the first rejection, so draft i counts only if drafts 1..i were all accepted: "
          "1 + alpha + alpha^2 + ... + alpha^N."),
         (lambda a, n: n * a, "count the target's own token too: a step always emits at least one token."),
+        (lambda a, n: _metrics.expected_tokens_per_call(a, n) - 1,
+         "every answer is exactly one short: the sum starts at i = 0 (alpha^0 = 1, the target's own token, which "
+         "every step emits), not at i = 1."),
     ]
     n = _compare("expected_tokens_per_call", fn, _TOKENS_CASES, _metrics.expected_tokens_per_call, faults,
                  _same_float, "sum_{i=0}^{N} alpha^i = (1 - alpha^(N+1)) / (1 - alpha); N + 1 when alpha = 1.")
@@ -1173,6 +1203,9 @@ def best_n_draft(fn):
         (lambda a, c, m: max(range(0, m + 1), key=lambda n: _metrics.expected_tokens_per_call(a, max(n, 1))
                              / (1 + n * c)) if m else 0,
          "N starts at 1: with N = 0 there is no speculation."),
+        (lambda a, c, m: _metrics.optimal_n_draft(a, c, m) - 1,
+         "every answer is exactly one short: that is the 0-based index of the best speedup (np.argmax over a list "
+         "that starts at N = 1); the draft length is that index + 1."),
     ]
     n = _compare("best_n_draft", fn, _BEST_N_CASES, _metrics.optimal_n_draft, faults, _same_int,
                  "try every N from 1 to max_n and keep the one with the largest predicted_speedup (smallest on ties).")

@@ -171,7 +171,7 @@ def test_residual_after_rejection(capsys):
 # --- lesson 04 ---------------------------------------------------------------------------------------------
 
 def spec_step_variant(resample="residual", bonus=True, stop=True, context="full", accept="ratio",
-                      bonus_context="full", shared_u=False):
+                      bonus_context="full", shared_u=False, bonus_model="target", draft_context="full"):
     """A speculative step with one planted fault switched on."""
     from lab.sampling import categorical, uniform
 
@@ -179,7 +179,7 @@ def spec_step_variant(resample="residual", bonus=True, stop=True, context="full"
         out = list(prefix)
         drafts, dists = [], []
         for _ in range(n_draft):
-            dist = list(draft_model(out + drafts))
+            dist = list(draft_model(out + drafts if draft_context == "full" else list(prefix)))
             drafts.append(categorical(dist, rng))
             dists.append(dist)
         shared = uniform(rng)
@@ -200,7 +200,8 @@ def spec_step_variant(resample="residual", bonus=True, stop=True, context="full"
                 return out
         if bonus:
             context_of_bonus = {"full": out, "prefix": list(prefix), "before_last": out[:-1]}[bonus_context]
-            out.append(categorical(list(target_model(context_of_bonus)), rng))
+            bonus_from = target_model if bonus_model == "target" else draft_model
+            out.append(categorical(list(bonus_from(context_of_bonus)), rng))
         return out
 
     return step
@@ -359,6 +360,9 @@ def test_expected_tokens_per_call(capsys):
             return float((1 - np.float64(a) ** (n + 1)) / (1 - np.float64(a)))
 
     rejects(check.expected_tokens_per_call, numpy_style, capsys, "0 / 0 (NaN")
+    # the sum started at i = 1 (the target's own token left out): every answer one short
+    rejects(check.expected_tokens_per_call, lambda a, n: sum(a ** i for i in range(1, n + 1)), capsys,
+            "exactly one short", "starts at i = 0")
 
 
 def test_predicted_speedup(capsys):
@@ -383,6 +387,14 @@ def test_best_n_draft(capsys):
                    "not the best speedup")
     rejects(check.best_n_draft,
                    lambda a, c, m: max(range(m, 0, -1), key=lambda n: round(s(a, n, c), 12)), capsys, "smallest N")
+
+
+    def zero_based(a, c, m):  # np.argmax over the speedups of N = 1..max_n: the index, not N
+        import numpy as np
+
+        return int(np.argmax([s(a, n, c) for n in range(1, m + 1)]))
+
+    rejects(check.best_n_draft, zero_based, capsys, "exactly one short", "index + 1")
 
 
 def test_speculation_metrics(capsys):
@@ -427,6 +439,20 @@ def test_speculative_step_bonus_from_the_wrong_context(bonus_context, capsys):
     rejects(check.speculative_step, wrong, capsys, "bonus tokens had frequencies", "after the LAST draft")
     ok, out = run(check.speculative_step, spec_step_variant(), capsys)  # the same code with the right context
     assert ok, out
+
+
+def test_speculative_step_bonus_from_the_draft(capsys):
+    """A bonus drawn from the draft model used to pass: every bonus check had draft == target."""
+    rejects(check.speculative_step, spec_step_variant(bonus_model="draft"), capsys,
+            "the draft's distribution, not the target's", "target_model(prefix + all drafts)")
+
+
+def test_speculative_step_drafts_all_from_the_prefix(capsys):
+    """Drafting every token from draft_model(prefix) got the hint about the verification context."""
+    rejects(check.speculative_step, spec_step_variant(draft_context="prefix"), capsys,
+            "sampled from draft_model(prefix)", "draft_model(prefix + drafts[:i])")
+    ok, out = run(check.speculative_step, spec_step_variant(context="prefix"), capsys)
+    assert not ok and "target_model(prefix + drafts[:i])" in out and "sampled from draft_model" not in out
 
 
 def test_speculative_step_one_u_for_every_draft(capsys):
