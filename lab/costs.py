@@ -26,6 +26,7 @@ from numbers import Integral, Real
 import torch
 
 from lab.metrics import expected_tokens_per_call
+from lab.sampling import plain_number
 
 __all__ = [
     "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
@@ -54,12 +55,14 @@ H100_SXM = {"peak_flops": 989e12, "bandwidth": 3.35e12}
 
 # --- argument checks --------------------------------------------------------------------------------------------
 def _positive_int(name, value, minimum=1) -> int:
+    value = plain_number(value)  # one-element tensors count as their value, as in lab.metrics
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def _number(name, value, *, positive=False) -> float:
+    value = plain_number(value)
     bad = isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or math.isinf(value)
     if bad or value < 0 or (positive and value == 0):
         raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
@@ -67,8 +70,9 @@ def _number(name, value, *, positive=False) -> float:
 
 
 def _alpha(value) -> float:
+    value = plain_number(value)
     if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
-        raise ValueError(f"alpha (the per-token acceptance probability) must be in [0, 1], got {value!r}")
+        raise ValueError(f"alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element tensor works), got {value!r}")
     return float(value)
 
 

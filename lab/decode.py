@@ -104,7 +104,7 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     if not callable(getattr(target, "get_output_embeddings", None)):
         raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
-    check_sampling_args(temperature, top_k, top_p)
+    temperature, top_k, top_p = check_sampling_args(temperature, top_k, top_p)
     if acceptance not in ("exact", "typical"):
         raise ValueError(f"acceptance must be 'exact' or 'typical', got {acceptance!r}")
     if acceptance == "typical" and (drafter is None or temperature == 0):

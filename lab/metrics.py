@@ -13,6 +13,9 @@ Definitions used everywhere in the course (engines use the same names for differ
   tokens in which the token at position i was accepted (so it includes the chance that an earlier one failed);
   for a tree, position i (0-based) is depth i + 1 of the accepted path (the first level is depth 1).
 
+The formulas take α, N and c as Python or NumPy numbers or one-element tensors (taken as their value,
+:func:`lab.sampling.plain_number`), so an acceptance rate computed with torch can be passed as it is.
+
 Sources: Leviathan et al. 2023, section 3 (equation 1 and Theorem 3.8); seed lesson 000 (rule of thumb).
 """
 from __future__ import annotations
@@ -23,7 +26,7 @@ from types import SimpleNamespace
 
 import torch
 
-from lab.sampling import check_probs
+from lab.sampling import check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
@@ -31,19 +34,22 @@ __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "
 
 
 def _check_alpha(alpha) -> float:
+    alpha = plain_number(alpha)  # a one-element tensor (an acceptance rate computed with torch) is its value
     # bool is a Real; True as a probability is almost always a mistake (as in lab.costs and lab.picker)
     if isinstance(alpha, bool) or not isinstance(alpha, Real) or math.isnan(alpha) or not 0 <= alpha <= 1:
-        raise ValueError(f"alpha (the per-token acceptance probability) must be in [0, 1], got {alpha!r}")
+        raise ValueError(f"alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element tensor works), got {alpha!r}")
     return float(alpha)
 
 
 def _check_n(n_draft) -> int:
+    n_draft = plain_number(n_draft)
     if isinstance(n_draft, bool) or not isinstance(n_draft, Integral) or n_draft < 1:
         raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
     return int(n_draft)
 
 
 def _check_cost(cost_ratio) -> float:
+    cost_ratio = plain_number(cost_ratio)
     if (isinstance(cost_ratio, bool) or not isinstance(cost_ratio, Real) or math.isnan(cost_ratio) or cost_ratio < 0
             or math.isinf(cost_ratio)):
         raise ValueError("cost_ratio (draft time / target time per forward pass) must be a finite number >= 0, "

@@ -16,7 +16,7 @@ from numbers import Integral, Real
 
 import torch
 
-__all__ = ["probs_from_logits", "check_sampling_args", "sample", "residual_distribution", "accept_or_reject",
+__all__ = ["probs_from_logits", "check_sampling_args", "plain_number", "sample", "residual_distribution", "accept_or_reject",
            "check_probs", "check_int", "is_integer", "check_token_ids", "categorical", "uniform"]
 
 # probs_from_logits divides by the temperature in float32 unless that could overflow (see there).
@@ -83,10 +83,28 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
     return ids
 
 
-def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> None:
-    """Raise ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
+def plain_number(value):
+    """``value`` as a Python number when it is a one-element real tensor or a 0-d NumPy array (``.item()``), so a
+    value computed with torch, such as an acceptance rate ``torch.minimum(t, d).sum()``, passes the number checks;
+    anything else is returned unchanged for those checks to judge (bool and complex tensors too)."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
+            return value.item()
+        return value
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "item"):
+        item = value.item()
+        return item if isinstance(item, Real) and not isinstance(item, bool) else value
+    return value
+
+
+def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> tuple:
+    """Check the sampling settings; returns ``(temperature, top_k, top_p)`` as Python numbers (a one-element tensor
+    is taken as its value, :func:`plain_number`).
+
+    Raises ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
     infinite or NaN, top_k is not an integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in
     (0, 1] (bool is not a number here)."""
+    temperature, top_k, top_p = plain_number(temperature), plain_number(top_k), plain_number(top_p)
     # bool is a Real, but True as a temperature or top_p is almost always a mistake
     if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
             or temperature < 0 or math.isinf(temperature)):
@@ -96,6 +114,7 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)
                               or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    return temperature, top_k, top_p
 
 
 def _raise_too_large(original: torch.Tensor):
@@ -141,7 +160,7 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     axis (shape ``[0, V]``), NaN or +inf logits, a row whose logits are all -inf, temperature < 0 or a bool,
     top_k < 1 (any integer type but bool), top_p outside (0, 1] or a bool.
     """
-    check_sampling_args(temperature, top_k, top_p)
+    temperature, top_k, top_p = check_sampling_args(temperature, top_k, top_p)
     logits = torch.as_tensor(logits)
     if not logits.is_floating_point():
         raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")

@@ -353,3 +353,27 @@ def test_pick_refuses_an_empty_target_name(capsys):
         main(["pick", "--task", "code", "--target", ""])
     assert exit_info.value.code == 2
     assert "argument --target: must be a model name or path" in capsys.readouterr().err
+
+
+def test_one_element_tensors_count_as_numbers():
+    """An acceptance rate computed with torch (lesson 05) is a 0-d tensor: the formulas take it as its value, and
+    the sampling settings take tensors too; a longer tensor or a bool tensor is still refused, naming the argument."""
+    from lab import costs
+
+    alpha = torch.minimum(torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.3, 0.3, 0.4])).sum()  # tensor(0.8)
+    assert metrics.expected_tokens_per_call(alpha, torch.tensor(4)) == pytest.approx(
+        metrics.expected_tokens_per_call(0.8, 4), rel=1e-6)
+    assert metrics.predicted_speedup(alpha, 4, np.array(0.1)) == pytest.approx(metrics.predicted_speedup(0.8, 4, 0.1),
+                                                                              rel=1e-6)
+    assert metrics.optimal_n_draft(alpha, torch.tensor(0.05)) == metrics.optimal_n_draft(0.8, 0.05)
+    gain = costs.speculative_throughput_gain
+    assert gain(torch.tensor(2), 4, alpha, 0.1, torch.tensor(300.0)) == pytest.approx(gain(2, 4, 0.8, 0.1, 300.0),
+                                                                                      rel=1e-6)
+    logits = torch.tensor([1.0, 2.0, 3.0, 0.5])
+    torch.testing.assert_close(probs_from_logits(logits, torch.tensor(0.5), torch.tensor(3), torch.tensor(0.75)),
+                               probs_from_logits(logits, 0.5, 3, 0.75))
+    for bad in (torch.tensor([0.8, 0.1]), torch.tensor(True)):
+        with pytest.raises(ValueError, match=r"alpha .* must be a number in \[0, 1\]"):
+            metrics.expected_tokens_per_call(bad, 4)
+    with pytest.raises(ValueError, match="temperature must be a finite number"):
+        probs_from_logits(logits, torch.tensor([0.5, 0.5]))
