@@ -24,7 +24,7 @@ from lab.models import context_limit, forward, new_cache, vocab_size
 from lab.sampling import check_int, check_sampling_args, check_token_ids, probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
-from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typical
+from lab.verify import _tree_sampled, _tree_typical, verify_tree_greedy
 
 __all__ = ["generate", "autoregressive"]
 
@@ -211,10 +211,11 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             target_probs = torch.softmax(logits, -1).cpu() if record_probs else None
         else:
             target_probs = probs_from_logits(logits, temperature, top_k, top_p).cpu()
+            # the verifiers without their row scan: these rows are valid by construction, the draft's checked above
             if acceptance == "typical":
-                result = verify_tree_typical(target_probs, draft.tokens, parents, generator)
+                result = _tree_typical(target_probs, draft.tokens, parents, generator)
             else:
-                result = verify_tree_sampled(target_probs, draft.tokens, parents, draft.probs, generator)
+                result = _tree_sampled(target_probs, draft.tokens, parents, draft.probs, generator)
         # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
         keep_positions(cache, base, [0] + [1 + i for i in result.path])
         if observe is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lab.sampling import _residual
+from lab.sampling import _residual, check_probs
 from lab.trees import _is_int, chain_parents, check_parents
 
 __all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
@@ -75,7 +75,7 @@ def _tree_args(tokens, parents, rows: int) -> list[int]:
 
 
 def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
-    """Checks shared by the sampling verifiers, O(n) per call (no scan of the probability tensors): shapes, token
+    """Checks shared by the sampling verifiers, O(n) per call (the rows are scanned by _check_rows): shapes, token
     ids inside the vocabulary, the generator's type. Returns the tokens as Python ints."""
     if not isinstance(target_probs, torch.Tensor):
         raise TypeError(f"target_probs must be a float tensor [n+1, V], got {type(target_probs).__name__}")
@@ -101,6 +101,21 @@ def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
                          f"drafted token, as wide as target_probs), got {type(draft_probs).__name__} "
                          f"{tuple(getattr(draft_probs, 'shape', ()))}")
     return tokens
+
+
+def _check_rows(target_probs, tokens, draft_probs=None) -> None:
+    """The public verifiers' scan of their probability rows (a few passes over ``[n+1, V]``): every row of
+    ``target_probs`` and ``draft_probs`` a distribution, and each draft row giving its own token a probability
+    above 0 (the token was drawn from it). :func:`lab.decode.generate` skips this: its target rows come from
+    :func:`lab.sampling.probs_from_logits` and it checks each step's draft rows itself."""
+    check_probs("target_probs", target_probs)
+    if draft_probs is not None and tokens:
+        check_probs("draft_probs", draft_probs)
+        own = draft_probs[torch.arange(len(tokens)), torch.tensor(tokens)]
+        if float(own.min()) <= 0:
+            where = (own <= 0).nonzero().flatten().tolist()
+            raise ValueError(f"draft_probs gives its own drafted token probability 0 at rows {where}; row i must be "
+                             "the distribution drafted token i was drawn from (None for a deterministic drafter)")
 
 
 def _draw(probs: torch.Tensor, generator, name: str) -> int:
@@ -157,11 +172,18 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
     for torch's global one).
 
     Raises ``ValueError`` for a bad parents array, ``target_probs`` that is not ``[n+1, V]``, ``draft_probs`` that
-    is not ``[n, V]``, drafted ids outside ``[0, V)``, or a distribution ``torch.multinomial`` cannot draw from
-    (NaN, inf or negative entries, found only when a draw reads them: rows are not scanned, which keeps the
-    per-step cost O(n)); ``TypeError`` for a ``target_probs`` that is not a tensor or a generator that is not a
-    ``torch.Generator``.
+    is not ``[n, V]``, drafted ids outside ``[0, V)``, a row of either that is not a distribution (NaN, inf or
+    negative entries, or not summing to 1 within 1e-3: logits, or a softmax over the wrong axis), or a draft row
+    giving its own token probability 0; ``TypeError`` for a ``target_probs`` that is not a tensor or a generator
+    that is not a ``torch.Generator``.
     """
+    tokens = _prob_args(target_probs, tokens, generator, draft_probs)
+    _check_rows(target_probs, tokens, draft_probs)
+    return _tree_sampled(target_probs, tokens, parents, draft_probs, generator)
+
+
+def _tree_sampled(target_probs, tokens, parents, draft_probs, generator) -> VerifyResult:
+    """:func:`verify_tree_sampled` without its scan of the rows (O(n) checks only), for the decode loop."""
     tokens = _prob_args(target_probs, tokens, generator, draft_probs)
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
@@ -216,10 +238,17 @@ def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, gener
     favours likely tokens (lesson 10 measures how far it drifts). Shapes as in :func:`verify_tree_sampled`.
 
     Raises ``ValueError`` for a bad parents array, ``target_probs`` that is not ``[n+1, V]``, drafted ids outside
-    ``[0, V)``, ``epsilon``/``delta`` out of range (see :func:`typical_threshold`) or a row ``torch.multinomial``
-    cannot draw from; ``TypeError`` for a ``target_probs`` that is not a tensor or a generator that is not a
+    ``[0, V)``, ``epsilon``/``delta`` out of range (see :func:`typical_threshold`) or a row of ``target_probs`` that
+    is not a distribution; ``TypeError`` for a ``target_probs`` that is not a tensor or a generator that is not a
     ``torch.Generator``.
     """
+    tokens = _prob_args(target_probs, tokens, generator)
+    _check_rows(target_probs, tokens)
+    return _tree_typical(target_probs, tokens, parents, generator, epsilon, delta)
+
+
+def _tree_typical(target_probs, tokens, parents, generator, epsilon=0.09, delta=0.3) -> VerifyResult:
+    """:func:`verify_tree_typical` without its scan of the rows, for the decode loop."""
     tokens = _prob_args(target_probs, tokens, generator)
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)

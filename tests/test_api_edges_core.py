@@ -223,9 +223,9 @@ def test_verify_checks_lengths_ids_shapes_and_generator():
         verify.verify_tree_typical(tp, [1, 2], [-1, 0], random.Random(0))
     with pytest.raises(TypeError, match="target_probs must be a float tensor"):
         verify.verify_sampled(tp.tolist(), [1, 2], None, g)
-    with pytest.raises(ValueError, match="not a valid distribution"):
+    with pytest.raises(ValueError, match="target_probs contains NaN"):
         verify.verify_sampled(torch.full((3, 5), float("nan")), [1, 2], None, g)
-    with pytest.raises(ValueError, match="not a valid distribution"):
+    with pytest.raises(ValueError, match="target_probs contains NaN"):
         verify.verify_tree_typical(torch.full((3, 5), float("nan")), [1, 2], [-1, 0], g)
     result = verify.verify_sampled(tp, [np.int64(1), 2], None, torch.Generator().manual_seed(0))
     assert 0 <= result.next_token < 5 and result.num_accepted <= 2
@@ -323,3 +323,31 @@ def test_verify_greedy_fixed_outcomes():
     assert (r.num_accepted, r.next_token, r.kind, r.path) == (0, 4, "resampled", [])
     r = verify.verify_greedy([5, 7, 9], [5, 7])
     assert (r.num_accepted, r.next_token, r.kind, r.path) == (2, 9, "bonus", [0, 1])
+
+
+def test_sampled_verifiers_refuse_rows_that_are_not_distributions():
+    """Logits, negative rows, a softmax over the wrong axis or a draft row giving its own token probability 0 used
+    to be verified silently (2.0 everywhere accepted every draft and returned a bonus)."""
+    g = torch.Generator().manual_seed(0)
+    good = torch.softmax(torch.randn(3, 4, generator=g), -1)
+    cases = [
+        (lambda: verify.verify_sampled(torch.full((3, 4), 2.0), [1, 2], None, g), "target_probs must sum to 1"),
+        (lambda: verify.verify_sampled(torch.tensor([[-0.5, 1.5], [0.5, 0.5]]), [1], None, g),
+         "target_probs has negative entries"),
+        (lambda: verify.verify_sampled(torch.softmax(torch.randn(3, 4, generator=g), 0), [1, 2], None, g),
+         "target_probs must sum to 1"),
+        (lambda: verify.verify_sampled(good, [1, 2], torch.full((2, 4), 0.5), g), "draft_probs must sum to 1"),
+        (lambda: verify.verify_sampled(torch.full((2, 2), 0.5), [1], torch.tensor([[1.0, 0.0]]), g),
+         r"own drafted token probability 0 at rows \[0\]"),
+        (lambda: verify.verify_tree_sampled(torch.full((3, 4), 2.0), [1, 2], [-1, -1], None, g),
+         "target_probs must sum to 1"),
+        (lambda: verify.verify_tree_typical(torch.full((3, 4), 2.0), [1, 2], [-1, 0], g), "target_probs must sum to 1"),
+    ]
+    for call, words in cases:
+        with pytest.raises(ValueError, match=words):
+            call()
+    # valid rows still verify, with the same draws as before the scan (the scan draws nothing)
+    draft = torch.softmax(torch.randn(2, 4, generator=torch.Generator().manual_seed(1)), -1)
+    a = verify.verify_sampled(good, [1, 2], draft, torch.Generator().manual_seed(5))
+    b = verify._tree_sampled(good, [1, 2], [-1, 0], draft, torch.Generator().manual_seed(5))
+    assert (a.num_accepted, a.next_token, a.kind) == (b.num_accepted, b.next_token, b.kind)
