@@ -330,7 +330,8 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
 
 
 def _pvalue(counts, probs) -> float:
-    """Chi-square p-value of counts against probs; 0.0 (never NaN) when the test is undefined."""
+    """Chi-square p-value of counts against probs; 0.0 (never NaN) when the test is undefined, 1.0 when there are
+    too few counts to test."""
     counts = torch.as_tensor(counts, dtype=torch.float64)
     probs = torch.as_tensor(probs, dtype=torch.float64)
     keep = (probs > 0) | (counts > 0)  # a category nobody can emit and nobody emitted carries no information
@@ -338,7 +339,10 @@ def _pvalue(counts, probs) -> float:
         return 1.0 if bool((counts[keep] > 0).all()) and bool((probs[keep] > 0).all()) else 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = float(_metrics.chi_square(counts[keep], probs[keep]).pvalue)
+        try:
+            p = float(_metrics.chi_square(counts[keep], probs[keep]).pvalue)
+        except ValueError:  # too few observations to tell: no evidence against the learner's code
+            return 1.0
     return 0.0 if math.isnan(p) else p
 
 

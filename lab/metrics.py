@@ -191,13 +191,14 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     ``counts``: non-negative finite numbers (ints or floats), at least one of them positive; ``probs``: a
     distribution of the same length (sum within 1e-3 of 1; the expected counts are rescaled to the observed
     total). Categories whose expected count is below ``min_expected`` are pooled into one bin, as the test
-    requires. Any observation in a zero-probability category makes the p-value 0; a single bin (nothing to
-    compare) gives statistic 0 and p-value 1. Returns an object with ``statistic`` and ``pvalue`` (scipy's
+    requires. Any observation in a zero-probability category makes the p-value 0; a distribution with a single
+    possible token gives statistic 0 and p-value 1 (nothing to compare). Returns an object with ``statistic`` and ``pvalue`` (scipy's
     ``Power_divergenceResult``).
 
-    Raises ``ValueError`` naming the argument for counts that are negative, NaN, infinite or all zero, probs that
-    are not a distribution, mismatched lengths, or ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs``
-    that are not numbers. Lessons 03, 04 and 10 test sampled tokens against the target with it.
+    Raises ``ValueError`` naming the argument for counts that are negative, NaN, infinite or all zero, or too few
+    to test (every category pooled into one bin although several are possible, e.g. ``[0, 9]`` against ``[0.5,
+    0.5]``; the message says how many samples to draw), probs that are not a distribution, mismatched lengths, or
+    ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs`` that are not numbers. Lessons 03, 04 and 10 test sampled tokens against the target with it.
     """
     from scipy.stats import chisquare
 
@@ -227,8 +228,14 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     if (~big).any() and float(expected[~big].sum()) > 0:  # zero-probability bins with no counts add nothing
         obs.append(float(counts[~big].sum()))
         exp.append(float(expected[~big].sum()))
-    if len(obs) < 2:  # one bin: after rescaling it matches exactly, and there is nothing to test
-        return SimpleNamespace(statistic=0.0, pvalue=1.0)
+    if len(obs) < 2:
+        if int((probs > 0).sum()) > 1:  # several possible tokens pooled into one bin: too few observations
+            top = float(probs.max())  # the likeliest token in one bin, the rest pooled in the other
+            need = math.ceil(min_expected / min(top, 1 - top) - 1e-9)  # 5 / 0.1 is 50.000000000000004
+            raise ValueError(f"counts: {total:.0f} observations are too few to test (the test needs two bins "
+                             f"expecting at least min_expected = {min_expected:g} each; here every bin pools "
+                             f"into one); draw at least {need} samples")
+        return SimpleNamespace(statistic=0.0, pvalue=1.0)  # one possible token: it matches, nothing to test
     scale = sum(obs) / sum(exp)
     return chisquare(obs, [e * scale for e in exp])
 

@@ -76,8 +76,14 @@ def test_chi_square_values_and_single_bin():
     assert metrics.chi_square([50, 50], [0.5, 0.5]).pvalue == pytest.approx(1.0)
     result = metrics.chi_square([30, 10], [0.5, 0.5])
     assert result.statistic == pytest.approx(10.0) and result.pvalue == pytest.approx(0.0015654, rel=1e-4)
-    single = metrics.chi_square([3, 0], [1.0, 0.0])  # one bin: nothing to test (scipy would give NaN)
+    single = metrics.chi_square([3, 0], [1.0, 0.0])  # one possible token: nothing to test (scipy would give NaN)
     assert single.statistic == 0.0 and single.pvalue == 1.0
+    # several possible tokens but too few samples to fill two bins: an error saying how many to draw, not p = 1
+    with pytest.raises(ValueError, match="9 observations are too few to test.*draw at least 10 samples"):
+        metrics.chi_square([0, 9], [0.5, 0.5])
+    with pytest.raises(ValueError, match="draw at least 50 samples"):
+        metrics.chi_square([3, 1, 0], [0.9, 0.05, 0.05])
+    assert metrics.chi_square([0, 10], [0.5, 0.5]).pvalue == pytest.approx(0.0015654, rel=1e-4)
     assert metrics.chi_square(torch.tensor([40.0, 60.0]), torch.tensor([0.4, 0.6])).pvalue == pytest.approx(1.0)
 
 
