@@ -65,36 +65,42 @@ def _int_at_least(name: str, value, low: int, what: str = "") -> int:
     return value
 
 
-def check_choices(choices, max_depth: int | None = None, max_rank: int | None = None) -> list[tuple[int, ...]]:
+def check_choices(choices, max_depth: int | None = None, max_rank: int | None = None,
+                  name: str = "choices") -> list[tuple[int, ...]]:
     """Validate a tree given as paths of ranks (Medusa's "choices", EAGLE's static trees): path ``(i, j)`` is the
     j-th best token after the i-th best one. Returns the paths as tuples sorted parents first (by depth, then
     ranks), the node order of :func:`choices_parents`.
 
-    Raises ``ValueError`` (naming ``choices``) for an empty set, an empty path or a rank that is not an integer
-    in ``[0, max_rank)``, a duplicate, a path deeper than ``max_depth``, or a path whose prefix is missing.
+    Raises ``ValueError`` (naming ``name``, the caller's argument) for an empty set, an empty path or a rank that
+    is not an integer in ``[0, max_rank)``, a duplicate, a path deeper than ``max_depth``, or a path whose prefix
+    is missing; a flat list of integers (a parents array, the verifiers' format) is named as such.
     """
     if choices is None or len(choices) == 0:
-        raise ValueError("choices (the tree) must hold at least one path, e.g. [(0,)]")
+        raise ValueError(f"{name} (the tree) must hold at least one path, e.g. [(0,)]")
+    if all(_is_int(entry) for entry in choices):
+        raise ValueError(f"{name} must be paths of ranks, e.g. [(0,), (0, 0), (1,)] (the best token, the best after "
+                         f"it, the second best), got the flat list {list(choices)!r}; a parents array is the "
+                         "verifiers' format (lab.trees.choices_parents turns paths into one)")
     paths = []
     for path in choices:
         try:
             path = tuple(path)
         except TypeError:
-            raise ValueError(f"choices: every path must be a tuple of ranks, got {path!r}") from None
+            raise ValueError(f"{name}: every path must be a tuple of ranks, e.g. (0, 1), got {path!r}") from None
         if not path or not all(_is_int(r) and r >= 0 for r in path):
-            raise ValueError(f"choices: every path must be a non-empty tuple of integer ranks >= 0, got {path!r}")
+            raise ValueError(f"{name}: every path must be a non-empty tuple of integer ranks >= 0, got {path!r}")
         if max_rank is not None and max(path) >= max_rank:
-            raise ValueError(f"choices: path {path} uses rank {max(path)}, but ranks must be < {max_rank} "
+            raise ValueError(f"{name}: path {path} uses rank {max(path)}, but ranks must be < {max_rank} "
                              "(the vocabulary size)")
         if max_depth is not None and len(path) > max_depth:
-            raise ValueError(f"choices: path {path} is {len(path)} deep; at most {max_depth} allowed")
+            raise ValueError(f"{name}: path {path} is {len(path)} deep; at most {max_depth} allowed")
         paths.append(tuple(int(r) for r in path))
     if len(set(paths)) != len(paths):
-        raise ValueError("choices: the same path appears twice")
+        raise ValueError(f"{name}: the same path appears twice")
     known = set(paths)
     for path in paths:
         if len(path) > 1 and path[:-1] not in known:
-            raise ValueError(f"choices: path {path} needs its parent {path[:-1]} in the tree too")
+            raise ValueError(f"{name}: path {path} needs its parent {path[:-1]} in the tree too")
     return sorted(paths, key=lambda p: (len(p), p))
 
 

@@ -25,6 +25,15 @@ def test_num_layers_range(target, num_layers):
         EarlyExitDrafter(target, num_layers=num_layers)
 
 
+def test_a_model_pair_is_told_to_pass_its_target(target):
+    from types import SimpleNamespace
+
+    with pytest.raises(ValueError, match=r"pass its target, EarlyExitDrafter\(pair.target, num_layers\)"):
+        EarlyExitDrafter(SimpleNamespace(target=target, draft=None), 1)
+    with pytest.raises(ValueError, match="Llama-style model$"):  # anything else: no pair hint
+        EarlyExitDrafter(torch.nn.Linear(2, 2), 1)
+
+
 def test_greedy_parity_eos_and_exact_length(target):
     prompt = [1, 2, 3, 4, 5]
     ref = autoregressive(target, prompt, max_new_tokens=30).tokens

@@ -163,8 +163,10 @@ def test_target_generations_are_the_targets_own_continuations(pair, tmp_path, mo
 def test_from_pretrained_errors(pair, tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m lab train medusa"):
         MedusaDrafter.from_pretrained(pair, directory=tmp_path)
-    with pytest.raises(ValueError, match="choices"):
+    with pytest.raises(ValueError, match="tree: path .* deep"):
         MedusaDrafter.from_pretrained(pair, tree=[(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)])
+    with pytest.raises(ValueError, match=r"tree must be paths of ranks, e.g. \[\(0,\), .*parents array"):
+        MedusaDrafter.from_pretrained(pair, tree=[0, 1])  # a parents array, the verifiers' format
     assert (MEDUSA_DIR / "model.safetensors").is_file()
 
 

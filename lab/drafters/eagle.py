@@ -202,7 +202,7 @@ class EagleDraftModel(torch.nn.Module):
 def _tree_layout(tree, vocab: int) -> tuple[list, list, list]:
     """The tree's rank paths sorted parents first, their parents array and depths (:func:`lab.trees.check_choices`;
     ``ValueError`` for a malformed tree or a rank not below ``vocab``)."""
-    paths = check_choices(tree, max_rank=vocab)
+    paths = check_choices(tree, max_rank=vocab, name="tree")
     return paths, choices_parents(paths), [len(p) for p in paths]
 
 

@@ -31,7 +31,10 @@ def truncated_model(target, num_layers: int):
     inner = getattr(target, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None:
-        raise ValueError(f"{type(target).__name__} has no `model.layers`: early exit needs a Llama-style model")
+        hint = (" (a ModelPair: pass its target, EarlyExitDrafter(pair.target, num_layers))"
+                if hasattr(target, "target") and hasattr(target, "draft") else "")
+        raise ValueError(f"{type(target).__name__} has no `model.layers`: early exit needs a Llama-style model"
+                         f"{hint}")
     total = len(layers)
     if total < 2:  # no valid num_layers at all: say so rather than print an empty range
         raise ValueError(f"early exit needs a target with at least 2 layers (it drafts with the first num_layers "

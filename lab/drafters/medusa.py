@@ -47,9 +47,10 @@ DEFAULT_TREE: list[tuple[int, ...]] = [
 ]
 
 
-def _check_choices(choices, num_heads: int | None = None, vocab: int | None = None) -> list[tuple[int, ...]]:
+def _check_choices(choices, num_heads: int | None = None, vocab: int | None = None,
+                   name: str = "choices") -> list[tuple[int, ...]]:
     """:func:`lab.trees.check_choices` with a depth of at most ``num_heads`` and ranks below ``vocab``."""
-    return check_choices(choices, max_depth=num_heads, max_rank=vocab)
+    return check_choices(choices, max_depth=num_heads, max_rank=vocab, name=name)
 
 
 def medusa_tree(head_topk_tokens, choices=DEFAULT_TREE, max_depth: int | None = None) -> tuple[list, list]:
@@ -191,7 +192,7 @@ class MedusaDrafter:
         if (heads.hidden_size, heads.vocab_size) != (out.shape[1], out.shape[0]):
             raise ValueError(f"heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the target "
                              f"(hidden {out.shape[1]}, vocab {out.shape[0]})")
-        self.tree = _check_choices(tree, heads.num_heads, heads.vocab_size)
+        self.tree = _check_choices(tree, heads.num_heads, heads.vocab_size, name="tree")
         self.vocab_size = heads.vocab_size
         self.depth = max(len(p) for p in self.tree)
         # Candidates to take from every head's top-k: one more than the largest rank anywhere in the tree.
