@@ -187,8 +187,7 @@ def lesson_13():
 def test_lesson_13_short_outputs(lesson_13):
     text, out = lesson_13["text"], lesson_13["out"]
     (setup,) = quoted(out, r"set-up ([\d.]+) ms; per token")
-    assert quoted(text, r"under a millisecond \(([\d.]+) ms here\)") == (setup,)
-    assert float(setup) < 1
+    assert "its set-up, a millisecond or so (measured below" in text and float(setup) < 2
     assert abs(float(quoted(text, r"repays its set-up \(about ([\d.]+) ms\)")[0]) - float(setup)) <= 0.05
     crossover, at15, at128, prefill = quoted(out, r"speculation first won at (\d+) new tokens; at 15 it was ([\d.]+)x, "
                                                   r"at 128 ([\d.]+)x \(prefill (\d+) ms")
