@@ -72,7 +72,8 @@ def _number(name, value, *, positive=False) -> float:
 def _alpha(value) -> float:
     value = plain_number(value)
     if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
-        raise ValueError(f"alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element tensor works), got {value!r}")
+        raise ValueError("alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element "
+                         f"tensor works), got {value!r}")
     return float(value)
 
 

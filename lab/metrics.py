@@ -37,7 +37,8 @@ def _check_alpha(alpha) -> float:
     alpha = plain_number(alpha)  # a one-element tensor (an acceptance rate computed with torch) is its value
     # bool is a Real; True as a probability is almost always a mistake (as in lab.costs and lab.picker)
     if isinstance(alpha, bool) or not isinstance(alpha, Real) or math.isnan(alpha) or not 0 <= alpha <= 1:
-        raise ValueError(f"alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element tensor works), got {alpha!r}")
+        raise ValueError("alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element "
+                         f"tensor works), got {alpha!r}")
     return float(alpha)
 
 
@@ -192,13 +193,14 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     distribution of the same length (sum within 1e-3 of 1; the expected counts are rescaled to the observed
     total). Categories whose expected count is below ``min_expected`` are pooled into one bin, as the test
     requires. Any observation in a zero-probability category makes the p-value 0; a distribution with a single
-    possible token gives statistic 0 and p-value 1 (nothing to compare). Returns an object with ``statistic`` and ``pvalue`` (scipy's
-    ``Power_divergenceResult``).
+    possible token gives statistic 0 and p-value 1 (nothing to compare). Returns an object with ``statistic`` and
+    ``pvalue`` (scipy's ``Power_divergenceResult``).
 
     Raises ``ValueError`` naming the argument for counts that are negative, NaN, infinite or all zero, or too few
     to test (every category pooled into one bin although several are possible, e.g. ``[0, 9]`` against ``[0.5,
     0.5]``; the message says how many samples to draw), probs that are not a distribution, mismatched lengths, or
-    ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs`` that are not numbers. Lessons 03, 04 and 10 test sampled tokens against the target with it.
+    ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs`` that are not numbers. Lessons 03, 04 and 10
+    test sampled tokens against the target with it.
     """
     from scipy.stats import chisquare
 

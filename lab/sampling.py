@@ -16,8 +16,8 @@ from numbers import Integral, Real
 
 import torch
 
-__all__ = ["probs_from_logits", "check_sampling_args", "plain_number", "sample", "residual_distribution", "accept_or_reject",
-           "check_probs", "check_int", "is_integer", "check_token_ids", "categorical", "uniform"]
+__all__ = ["probs_from_logits", "check_sampling_args", "plain_number", "sample", "residual_distribution",
+           "accept_or_reject", "check_probs", "check_int", "is_integer", "check_token_ids", "categorical", "uniform"]
 
 # probs_from_logits divides by the temperature in float32 unless that could overflow (see there).
 _MIN_PLAIN_TEMPERATURE = 1e-30
