@@ -147,10 +147,32 @@ def _checker(summary_fn):
 # ---------------------------------------------------------------------------------------------------------
 # Comparing outcomes of the learner's function with the reference and with planted wrong versions.
 
+def _copy_arg(value):
+    # tensors cloned, lists and tuples rebuilt (recursively); other objects (models, records) shared
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy_arg(v) for v in value) if type(value) in (list, tuple) else value
+    return value
+
+
 def _fresh(args) -> tuple:
-    """``args`` with every tensor cloned: a function that edits its inputs in place (``t.sub_(d)``) must not
-    corrupt the module-level cases, which every later call and every later check reuses."""
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    """``args`` with every tensor cloned and every list rebuilt: a function that edits its inputs in place
+    (``t.sub_(d)``, ``window[:] = ...``) must not corrupt the module-level cases, which every later call and every
+    later check reuses."""
+    return tuple(_copy_arg(a) for a in args)
+
+
+def _same_arg(before, after) -> bool:
+    """Whether an argument is as it was before the call (tensors by value, lists item by item)."""
+    if isinstance(before, torch.Tensor):
+        return isinstance(after, torch.Tensor) and _unchanged(before, after)
+    if type(before) in (list, tuple):
+        return (type(after) is type(before) and len(after) == len(before)
+                and all(_same_arg(b, a) for b, a in zip(before, after)))
+    if isinstance(before, (int, float, str)) or before is None:  # the items of a list (token ids, numbers)
+        return type(after) is type(before) and (after == before or after != after and before != before)  # NaN
+    return True  # shared objects: not copied, so there is nothing to compare
 
 
 def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
@@ -164,6 +186,9 @@ def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
 _IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, `x[i] = ...`): the caller still "
                   "needs them, and later cells read the same tensors again. Build new tensors instead, e.g. "
                   "(target_probs - draft_probs).clamp_min(0).")
+_IN_PLACE_LIST_HINT = ("don't modify your inputs in place (`window[:] = ...`, `ids += ...`, `.append`, `x[i] = "
+                       "...`): the caller still needs them, and later cells keep and compare them. Build a new list "
+                       "instead, e.g. `ids = prefix_ids + window`.")
 
 
 def _argument_name(fn, index: int) -> str:
@@ -295,11 +320,11 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
     for i, args in enumerate(cases):
         copies = _fresh(args)
         got.append(_run(fn, copies))
-        changed = [k for k, (a, c) in enumerate(zip(args, copies))
-                   if isinstance(a, torch.Tensor) and not _unchanged(a, c)]
+        changed = [k for k, (a, c) in enumerate(zip(args, copies)) if not _same_arg(a, c)]
         if changed:
+            hint = _IN_PLACE_HINT if isinstance(args[changed[0]], torch.Tensor) else _IN_PLACE_LIST_HINT
             raise _Fail(f"{name}({show_args(args)}) changed {_argument_name(learner_fn, changed[0])} in place."
-                        f"\n  Hint: {_IN_PLACE_HINT}")
+                        f"\n  Hint: {hint}")
     failing = [i for i in range(len(cases)) if not _same_outcome(got[i], expected[i], same)]
     if not failing:
         return len(cases)
@@ -315,7 +340,12 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
             best_hint, best_score, best_case = hint, score, agree[0]
     i = best_case
     label = "Hint"
-    if got[i][0] == "ok" and got[i][1] is None:
+    def is_none(outcome):
+        return outcome[0] == "ok" and outcome[1] is None
+
+    # None is a missing `return` unless it is an answer the exercise allows (the reference returns it somewhere)
+    # and the learner's function did return something else elsewhere.
+    if is_none(got[i]) and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected)):
         best_hint = "your function returned None: did you forget a `return` statement?"
     elif best_hint and best_score[0] < len(failing):
         # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.

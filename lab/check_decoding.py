@@ -334,6 +334,11 @@ def jacobi_step(fn, model, prefix_ids):
         (sequential, "that is autoregressive decoding (one forward per token, each seeing the NEW guesses). Jacobi "
                      "updates every position at once from the OLD guesses: one forward over prefix + window."),
     ]
+    first = fn(model, list(prefix), list(windows[0]))
+    if not isinstance(first, list):  # the lesson's loop keeps windows and compares them with ==
+        raise _Fail(f"jacobi_step returned {type(first).__name__}; return a new list of int token ids (e.g. "
+                    "logits[...].argmax(-1).tolist()): the lesson's loop keeps every window and compares them with "
+                    "==, which a tensor cannot do.")
     same = _same_ints
     count = _compare("jacobi_step", fn, cases, jacobi_update, faults, same,
                      "run the model once on prefix + window; new window = argmax of rows len(prefix) - 1 … "

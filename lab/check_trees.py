@@ -237,6 +237,12 @@ def _path_cases():
             if decoys and node + 1 != 1 + tokens.index(second if second in tokens else first):
                 argmax[node] = decoys[0]
         cases.append((argmax, tokens, parents))
+    # The same token on two branches (the default Medusa tree has such pairs): only the accepted node's children
+    # are candidates, so the walk under node 1 must take node 3, not node 2 (a child of node 0).
+    twins, twin_parents = [10, 11, 20, 20], [-1, -1, 0, 1]
+    cases.append(([11, 0, 20, 0, 7], twins, twin_parents))
+    cases.append(([10, 20, 0, 0, 0], twins, twin_parents))
+    cases.append(([11, 0, 0, 0, 0], [10, 11, 20, 0], [-1, -1, 0, 0]))  # a later token 0, on another branch
     chain = [5, 6, 7]
     cases.append(([5, 6, 8, 1], chain, [-1, 0, 1]))
     cases.append(([5, 6, 7, 1], chain, [-1, 0, 1]))
@@ -249,6 +255,8 @@ def _path_variant(kind):
         node, path = -1, []
         while True:
             kids = [i for i, p in enumerate(parents) if p == node]
+            if kind == "any_branch":  # any later node with the token, whatever its parent
+                kids = list(range(node + 1, len(tokens)))
             if kind == "first_child":
                 kids = kids[:1]
             row = node + 1 if kind != "row_is_node" else max(node, 0)
@@ -276,6 +284,9 @@ def accepted_path(fn):
                                        "last committed token)."),
         (_path_variant("one_level"), "keep descending: after accepting a child, look for a matching child of THAT "
                                      "node."),
+        (_path_variant("any_branch"), "only the current node's CHILDREN are candidates (parents[c] == node): a "
+                                      "node with the right token on another branch was proposed after a different "
+                                      "prefix, so the target has not checked it."),
         (_path_variant("child_row"), "compare a child's token with its PARENT's row (the target's choice for that "
                                      "slot, row parent + 1), not with the child's own row (which predicts the token "
                                      "after it)."),

@@ -60,6 +60,21 @@ def test_alpha_from_steps(capsys):
     assert "not solved yet" in capsys.readouterr().out
 
 
+def test_alpha_from_steps_none_where_zero_is_due_is_not_called_a_missing_return(capsys):
+    """None is a legal answer here (nothing examined), so testing `accepted` instead of `examined` is a logic slip,
+    not a forgotten `return`; a function that returns None everywhere still gets that hint."""
+    def tests_accepted(steps):
+        accepted = sum(s.num_accepted for s in steps)
+        rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
+        return accepted / (accepted + rejections) if accepted else None
+
+    assert not check.alpha_from_steps(tests_accepted)
+    out = capsys.readouterr().out
+    assert "returned None; expected 0" in out and "forget a `return`" not in out
+    assert not check.alpha_from_steps(lambda steps: None)
+    assert "forget a `return`" in capsys.readouterr().out
+
+
 def test_efficiency(capsys):
     from lab.metrics import predicted_speedup
 

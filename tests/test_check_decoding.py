@@ -157,6 +157,30 @@ def test_jacobi_step_checker(capsys, target):
     assert not ok and "autoregressive" in out
 
 
+def test_jacobi_step_refuses_a_tensor_and_an_updated_window(capsys, target):
+    """Both used to pass, then broke the lesson's next cell (it keeps each window and compares them with ==)."""
+    prefix = [1, 2, 3, 4, 5]
+
+    def as_tensor(model, p, w):
+        return forward(model, p + w, new_cache())[len(p) - 1:len(p) - 1 + len(w)].argmax(-1)
+
+    def in_place(model, p, w):
+        w[:] = jacobi_update(model, p, w)
+        return w
+
+    def grows_prefix(model, p, w):
+        ids = p
+        ids += w
+        return forward(model, ids, new_cache())[len(ids) - len(w) - 1:-1].argmax(-1).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, as_tensor, target, prefix)
+    assert not ok and "returned Tensor; return a new list" in out
+    ok, out = run(capsys, check.jacobi_step, in_place, target, prefix)
+    assert not ok and "changed its argument `w` in place" in out and "Build a new list" in out
+    ok, out = run(capsys, check.jacobi_step, grows_prefix, target, prefix)
+    assert not ok and "changed its argument `p` in place" in out and f"prefix_ids ({len(prefix)} tokens)" in out
+
+
 def test_count_converged_checker(capsys):
     def reference(iterations):
         final, out = iterations[-1], []

@@ -83,11 +83,30 @@ def test_tree_mask(capsys):
 def test_accepted_path(capsys):
     assert check.accepted_path(lambda a, t, p: verify_tree_greedy(a, t, p).path)
     for kind, word in (("first_child", "EVERY child"), ("row_is_node", "row i + 1"), ("one_level", "descending"),
-                       ("child_row", "PARENT's row")):
+                       ("child_row", "PARENT's row"), ("any_branch", "CHILDREN are candidates")):
         assert not check.accepted_path(check._path_variant(kind))
         assert word in capsys.readouterr().out
     assert not check.accepted_path(lambda a, t, p: None)
     assert "did you forget a `return` statement?" in capsys.readouterr().out
+
+
+def test_accepted_path_refuses_a_walk_that_matches_nodes_on_another_branch(capsys):
+    """A walk taking the next node with the right token at the next depth, whatever its parent, used to pass: no
+    case had the same token on two branches (the default Medusa tree does)."""
+    def depth_scan(argmax, tokens, parents):
+        level, node, path = depths(parents).tolist(), -1, []  # 0-based levels
+        while True:
+            want = level[node] + 1 if node >= 0 else 0
+            match = next((c for c in range(len(tokens)) if level[c] == want and tokens[c] == argmax[node + 1]), None)
+            if match is None:
+                return path
+            path.append(match)
+            node = match
+
+    assert depths([-1, -1, 0, 1]).tolist() == [0, 0, 1, 1]
+    assert not check.accepted_path(depth_scan)
+    out = capsys.readouterr().out
+    assert "returned [1, 2]; expected [1, 3]" in out and "CHILDREN are candidates" in out
 
 
 def test_eagle_training_pairs(capsys):
