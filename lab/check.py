@@ -544,6 +544,8 @@ _RESIDUAL_CASES = [
     (_t([0.125, 0.375, 0.5, 0.0, 0.0]), _t([0.125, 0.125, 0.25, 0.25, 0.25])),
 ]
 _RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
+# One row with target == draft next to one without: a zero-mass guard must work row by row.
+_RESIDUAL_MIXED_BATCH = (_t([[0.2, 0.3, 0.5], [0.5, 0.3, 0.2]]), _t([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]]))
 
 
 def _ref_residual(target_probs, draft_probs):
@@ -554,7 +556,11 @@ def _residual_faults():
     def pos(t, d):
         return (t - d).clamp_min(0)
 
-    return [
+    return [  # on a tie the earlier fault's hint is given: the whole-batch guard before the missing guard
+        (lambda t, d: t if float(pos(t, d).sum()) == 0 else pos(t, d) / pos(t, d).sum(-1, keepdim=True),
+         "guard each row, not the whole batch: a batch can hold a row where target == draft (zero residual mass) "
+         "next to rows where it differs; use torch.where(mass > 0, positive / mass, target_probs) with mass = "
+         "positive.sum(-1, keepdim=True)."),
         (lambda t, d: torch.softmax(pos(t, d), -1),
          "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
          "probability), some probability. Divide the positive part by its sum instead."),
@@ -575,6 +581,11 @@ def _residual_faults():
          "normalise each row over the vocabulary (the last axis): use .sum(-1, keepdim=True), not .sum()."),
         (lambda t, d: (t + 0 * d) / t.sum(-1, keepdim=True),
          "resampling from the target itself counts the accepted mass twice: subtract the draft first."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
+                                  pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-30),
+                                  torch.full_like(t, 1 / t.shape[-1])),
+         "with zero residual mass return target_probs, not a uniform distribution: target == draft there, and the "
+         "target's own distribution is the one to keep."),
     ]
 
 
@@ -582,8 +593,9 @@ def _residual_body(name, fn):
     faults = _residual_faults()
     hint = "residual = max(0, target - draft) / its sum over the vocabulary; target_probs where that sum is 0."
     n = _compare(name, fn, _RESIDUAL_CASES, _ref_residual, faults, _same_tensor, hint)
-    n += _compare(name, fn, [_RESIDUAL_BATCH], _ref_residual, faults, _same_tensor,
-                  "a batch [rows, V] must give one residual per row (normalise over the last axis).")
+    n += _compare(name, fn, [_RESIDUAL_BATCH, _RESIDUAL_MIXED_BATCH], _ref_residual, faults, _same_tensor,
+                  "a batch [rows, V] must give one residual per row (normalise over the last axis, and guard zero "
+                  "mass row by row).")
     return f"correct on all {n} cases, including target == draft and a batch of rows."
 
 

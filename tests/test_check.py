@@ -572,3 +572,22 @@ def test_residual_checker_catches_a_slightly_wrong_residual():
         return 0.98 * sampling.residual_distribution(target_probs, draft_probs) + 0.02 / target_probs.shape[-1]
 
     assert not check.residual_distribution(off)
+
+
+def test_residual_zero_mass_guard_must_work_row_by_row(capsys):
+    """A guard on the whole batch (`if positive.sum() == 0`) passed: no batch case held a row with target == draft
+    next to one without; it gives NaN in that row. A uniform fallback got the softmax hint."""
+    def batch_guard(t, d):
+        positive = (t - d).clamp_min(0)
+        return t if positive.sum() == 0 else positive / positive.sum(-1, keepdim=True)
+
+    def uniform_fallback(t, d):
+        positive = (t - d).clamp_min(0)
+        mass = positive.sum(-1, keepdim=True)
+        return torch.where(mass > 0, positive / mass.clamp_min(1e-30), torch.full_like(t, 1 / t.shape[-1]))
+
+    for checker in (check.residual_distribution, check.residual_without_softmax, check.residual_zero_mass):
+        rejects(checker, batch_guard, capsys, "guard each row, not the whole batch")
+        rejects(checker, uniform_fallback, capsys, "not a uniform distribution")
+        ok, out = run(checker, sampling.residual_distribution, capsys)
+        assert ok, out
