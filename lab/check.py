@@ -223,7 +223,7 @@ def _as_float(value):
         if value.numel() != 1:
             return None
         return float(value)
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes)):  # float("45.0") parses, but a string is not a numeric answer
         return None
     try:
         return float(value)
@@ -256,7 +256,7 @@ def _same_bool(a, b) -> bool:
 
 
 def _same_int(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
+    if isinstance(a, (bool, str, bytes)) or isinstance(b, (bool, str, bytes)):
         return False
     try:
         return int(a) == int(b) and float(a) == float(b)
@@ -347,6 +347,10 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
     # and the learner's function did return something else elsewhere.
     if is_none(got[i]) and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected)):
         best_hint = "your function returned None: did you forget a `return` statement?"
+    elif (got[i][0] == "ok" and isinstance(got[i][1], str) and expected[i][0] == "ok"
+          and _as_float(expected[i][1]) is not None):  # a number was due
+        best_hint = ("your function returned a string; return the value itself (a number, not an f-string or "
+                     "str(...)): later cells compute with it.")
     elif best_hint and best_score[0] < len(failing):
         # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
         label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"

@@ -591,3 +591,15 @@ def test_residual_zero_mass_guard_must_work_row_by_row(capsys):
         rejects(checker, uniform_fallback, capsys, "not a uniform distribution")
         ok, out = run(checker, sampling.residual_distribution, capsys)
         assert ok, out
+
+
+def test_numeric_strings_are_not_numeric_answers(capsys):
+    """float("45.0") parses, so answers returned as strings used to pass; later cells then failed on them."""
+    rejects(check.step_latency, lambda t, d, n: f"{n * d + t}", capsys, "returned a string")
+    rejects(check.expected_tokens_per_call, lambda a, n: str(metrics.expected_tokens_per_call(a, n)), capsys,
+            "returned a string")
+    rejects(check.best_n_draft, lambda a, c, m: str(metrics.optimal_n_draft(a, c, m)), capsys, "returned a string")
+    from lab import check_decoding
+    from lab.kv import next_position
+    ok = check_decoding.next_position(lambda p, k: str(next_position(p, k)))
+    assert not ok and "returned a string" in capsys.readouterr().out
