@@ -754,6 +754,11 @@ def _step_variant(context: str = "full", shared_u: bool = False, bonus_context: 
 _JOINT_TARGET = [[0.6, 0.3, 0.1], [0.1, 0.2, 0.7], [0.3, 0.4, 0.3]]
 _JOINT_DRAFT = [[0.2, 0.4, 0.4], [0.3, 0.3, 0.4], [0.1, 0.8, 0.1]]
 _BONUS_TABLE = [[0.2, 0.4, 0.4], [0.7, 0.1, 0.2], [0.1, 0.2, 0.7]]
+# _SECOND_ORDER[token before last][last token]: a model that reads two tokens (after [1, 2] it prefers 0; after
+# a context of [2] alone, as a last-token-only step would show it, it prefers 2).
+_SECOND_ORDER = [[[0.2, 0.4, 0.4], [0.3, 0.3, 0.4], [0.1, 0.1, 0.8]],
+                 [[0.5, 0.3, 0.2], [0.2, 0.6, 0.2], [0.8, 0.1, 0.1]],
+                 [[0.3, 0.3, 0.4], [0.4, 0.2, 0.4], [0.2, 0.7, 0.1]]]
 
 
 def _joint_counts(step, runs: int, rng) -> list[int]:
@@ -805,7 +810,8 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     3. Identical bigram target and draft, N = 1 and 2, ``bonus_samples`` steps each: every (last draft, bonus)
        pair follows the target's row for the last draft (a bonus drawn after the prefix, or after all drafts
        but the last, fails here; so do drafts all sampled from ``draft_model(prefix)``). Then a draft unlike the
-       target, N = 1, ``2 * bonus_samples`` steps: the bonus tokens follow the target, not the draft.
+       target, N = 1, ``2 * bonus_samples`` steps: the bonus tokens follow the target, not the draft; and
+       identical models that read the last two tokens: the first new token follows the target's row for them.
     4. The first emitted token, over ``samples`` steps, matches the target distribution (chi-square).
     5. Chaining steps on bigram models: the first two generated tokens match the target's joint distribution;
        a failure is diagnosed against planted faults (one u for every draft, verification after the prefix).
@@ -884,6 +890,24 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                             f"{_BONUS_TABLE[last]}.\n  Hint: the bonus token comes from the target's distribution "
                             "after the LAST draft, target_model(prefix + all drafts); not target_model(prefix), and "
                             "not the context before the last draft.")
+
+    # Identical models that read the last TWO tokens, N = 2: a step that shows the models only the last token
+    # (context[-1:]) is exact for every bigram pair above, and wrong here.
+    def second_order(context):
+        context = list(context)
+        before = context[-2] if len(context) > 1 else 0
+        return _SECOND_ORDER[before][context[-1] if context else 0]
+
+    starts = [0] * 3
+    for _ in range(bonus_samples):
+        out = call([1, 2], second_order, second_order, 2)
+        starts[out[2]] += 1
+    if _pvalue(starts, _SECOND_ORDER[1][2]) < P_THRESHOLD:
+        freq = [round(c / sum(starts), 3) for c in starts]
+        raise _Fail(f"with draft == target models that read the last two tokens (N = 2, prefix [1, 2]), your first "
+                    f"new tokens had frequencies {freq}, but the target's distribution after [1, 2] is "
+                    f"{_SECOND_ORDER[1][2]}.\n  Hint: give both models the whole context (prefix + the drafts so "
+                    "far), not only its last token: a real language model reads all of it.")
 
     # Draft != target, N = 1: the bonus follows whenever the draft is accepted (55 % of steps here), and it comes
     # from the target, not from the draft model that proposed the accepted token.

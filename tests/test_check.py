@@ -603,3 +603,13 @@ def test_numeric_strings_are_not_numeric_answers(capsys):
     from lab.kv import next_position
     ok = check_decoding.next_position(lambda p, k: str(next_position(p, k)))
     assert not ok and "returned a string" in capsys.readouterr().out
+
+
+def test_speculative_step_that_shows_the_models_only_the_last_token(capsys):
+    """Every context-dependent model used to be a bigram, so a step that passed context[-1:] to the models passed."""
+    def last_token_only(prefix, target_model, draft_model, n_draft, rng):
+        short = lambda seq: list(seq)[-1:]  # noqa: E731 — the planted mistake
+        return toy.speculative_step(prefix, lambda c: target_model(short(c)), lambda c: draft_model(short(c)),
+                                    n_draft, rng)
+
+    rejects(check.speculative_step, last_token_only, capsys, "read the last two tokens", "whole context")
