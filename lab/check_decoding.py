@@ -246,10 +246,11 @@ def _string_lookup(context, max_ngram, n_draft):
 
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
-                    include_gram=False, negative_slice=False):
+                    include_gram=False, negative_slice=False, smallest=1, below_max=False):
     def lookup(context, max_ngram, n_draft):
         tokens, length = list(context), len(context)
-        sizes = [max_ngram] if no_fallback else range(max_ngram, 0, -1)
+        top = max_ngram - 1 if below_max else max_ngram
+        sizes = [max_ngram] if no_fallback else range(top, smallest - 1, -1)
         for n in sizes:
             if n > length - 1:
                 if negative_slice:
@@ -281,6 +282,11 @@ def ngram_lookup(fn):
         (_lookup_variant(no_fallback=True), "when the longest n-gram has no earlier occurrence, try n - 1, …, 1 "
                                             "before giving up."),
         (_lookup_variant(no_cap=True), "propose at most n_draft tokens."),
+        (_lookup_variant(smallest=2), "try every size down to n = 1: a single matching token is a match too (a "
+                                      "smallest n, like vLLM's prompt_lookup_min, is an engine setting, not part of "
+                                      "this exercise)."),
+        (_lookup_variant(below_max=True), "start at n = max_ngram itself: range(max_ngram, 0, -1) (the sizes "
+                                          "max_ngram, ..., 1)."),
         (_lookup_variant(non_overlap=True), "an earlier occurrence may overlap the suffix (in [7, 7, 7] the bigram "
                                             "[7, 7] also starts at index 0): allow every start i < len - n."),
         (_lookup_variant(include_gram=True), "propose what FOLLOWED the match, not the matched n-gram itself."),

@@ -105,6 +105,8 @@ def test_emitted_tokens_checker(capsys):
     (dict(no_fallback=True), "try n - 1"), (dict(no_cap=True), "at most n_draft"),
     (dict(non_overlap=True), "overlap"), (dict(include_gram=True), "FOLLOWED"),
     (dict(negative_slice=True), "longer than len(context) - 1"),
+    # these two returned [] where a match was due and got the self-match hint
+    (dict(smallest=2), "down to n = 1"), (dict(below_max=True), "start at n = max_ngram itself"),
 ])
 def test_ngram_lookup_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.ngram_lookup, ngram_lookup)
