@@ -285,13 +285,16 @@ def _same_outcome(a, b, same, messages: bool = False) -> bool:
     return same(a[1], b[1])
 
 
+_SHOW_DIGITS = [4]  # 4 significant digits, or every digit (17) while showing a near miss that prints alike
+
+
 def _show(value) -> str:
     if isinstance(value, torch.Tensor):
         if value.dim() == 0:
             return f"tensor({_show(value.item())})"
         return "tensor(" + _show(value.tolist()) + ")"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.4g}" if _SHOW_DIGITS[0] == 4 else repr(value)
     if isinstance(value, (list, tuple)):
         inner = ", ".join(_show(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
@@ -354,9 +357,15 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
     elif best_hint and best_score[0] < len(failing):
         # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
         label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"
-    want = expected[i]
+    want, shown = expected[i], _show_outcome(got[i])
     want = _show(want[1]) if want[0] == "ok" else _show_outcome(want)
-    message = (f"{name}({show_args(cases[i])}) {_show_outcome(got[i])}; expected {want}."
+    if want == shown.removeprefix("returned "):  # a near miss that 4 digits hide: show every digit
+        _SHOW_DIGITS[0] = 17
+        try:
+            want, shown = _show(expected[i][1]), _show_outcome(got[i])
+        finally:
+            _SHOW_DIGITS[0] = 4
+    message = (f"{name}({show_args(cases[i])}) {shown}; expected {want}."
                f"\n  {label}: {best_hint or generic_hint}")
     if len(failing) > 1:
         message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
@@ -520,6 +529,9 @@ def accept_or_reject(fn):
         (lambda t, d, u: u < t,
          "compare u with the RATIO target_prob / draft_prob (capped at 1), not with target_prob alone: a token the "
          "draft proposes often must be thinned by its draft probability."),
+        (lambda t, d, u: True if d == 0 else u < ratio(t, d),
+         "a token the target gives probability 0 must never be accepted, even when draft_prob is 0 too: check "
+         "target_prob first (or compare u * draft_prob < target_prob, which handles both)."),
     ]
     for args in _ACCEPT_CASES:
         out = _outcome(fn, args)

@@ -203,6 +203,9 @@ def emitted_tokens(fn):
         (lambda d, k, t: list(d) + [t], "rejected drafts must not reach the output: keep drafts[:num_accepted] "
                                         "only (the target never agreed to the rest)."),
         (lambda d, k, t: list(d[:k]), "every step also emits the target's own token (resampled or bonus)."),
+        (lambda d, k, t: list(d[:k]) + ([t] if k < len(d) else []),
+         "after a full acceptance the target's token is the bonus token: emit it too (every step ends with "
+         "next_token, resampled or bonus)."),
         (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
         (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
     ]

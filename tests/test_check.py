@@ -613,3 +613,20 @@ def test_speculative_step_that_shows_the_models_only_the_last_token(capsys):
                                     n_draft, rng)
 
     rejects(check.speculative_step, last_token_only, capsys, "read the last two tokens", "whole context")
+
+
+def test_hints_for_a_zero_draft_guard_and_a_near_miss(capsys):
+    # accepting whenever draft_prob == 0 also accepts a token the target cannot emit
+    rejects(check.accept_or_reject, lambda t, d, u: True if d == 0 else u < min(1.0, t / d), capsys,
+            "target gives probability 0 must never be accepted")
+    # a 1e-6 offset that 4 significant digits hide: the message shows every digit
+    out = rejects(check.accept_probability, lambda t, d: 0.0 if t <= 0 else min(1.0, t / (d + 1e-6)), capsys)
+    assert "returned 0.7499990625" in out and "expected 0.7499999999" in out
+
+
+def test_emitted_tokens_without_the_bonus_after_a_full_acceptance(capsys):
+    from lab import check_decoding
+
+    ok = check_decoding.emitted_tokens(lambda d, k, t: list(d[:k]) + ([t] if k < len(d) else []))
+    out = capsys.readouterr().out
+    assert not ok and "bonus token: emit it too" in out and "not kept" not in out
