@@ -132,11 +132,14 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
             rebuilt = (rejected_at, peak)
     if rebuilt is not None:  # reported after the content checks, whose hints come first
         rejected_at, peak = rebuilt
-        raise _Fail(f"rejected_at={rejected_at}: the cache holds the right tokens, but it never held the drafts "
-                    f"(at most {peak} of {len(prefix) + len(drafts)} positions): it was built again from the "
-                    "accepted tokens instead of rolled back.\n  Hint: return the cache the drafts were appended "
-                    "to, with the rejected entries cut off its end (lab.kv.rollback(cache, length)). A decoding "
-                    "loop that rebuilds its cache pays a whole prefill after every rejection.")
+        seen = ("no forward of the model ran on it: it is a copy of another cache" if peak == 0 else
+                f"a forward saw it hold at most {peak} of {len(prefix) + len(drafts)} positions: it was built "
+                "again from the accepted tokens")
+        raise _Fail(f"rejected_at={rejected_at}: the cache holds the right tokens, but the cache you returned never "
+                    f"held the drafts ({seen}), so nothing was rolled back.\n  Hint: return the cache the drafts "
+                    "were appended to, with the rejected entries cut off its end (lab.kv.rollback(cache, length)). "
+                    "A decoding loop that rebuilds or copies its cache pays a prefill or a full copy after every "
+                    "rejection.")
     return (f"for every rejection position 1..{len(drafts)} the cache held exactly prefix + accepted drafts, and "
             "the next logits matched a fresh forward")
 

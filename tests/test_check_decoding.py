@@ -69,7 +69,17 @@ def test_rollback_checker(capsys, target):
         return rebuilt_right(model, prefix, drafts, rejected_at)
 
     ok, out = run(capsys, check.rollback_after_rejection, appended_then_rebuilt, *args)
-    assert not ok and "never held the drafts" in out
+    assert not ok and "never held the drafts" in out and "built again" in out
+
+    def copied(model, prefix, drafts, rejected_at):  # rolls back a deep copy: not "built again", and said so
+        import copy
+
+        cache = new_cache()
+        forward(model, prefix + drafts, cache)
+        return rollback(copy.deepcopy(cache), len(prefix) + rejected_at - 1)
+
+    ok, out = run(capsys, check.rollback_after_rejection, copied, *args)
+    assert not ok and "it is a copy of another cache" in out and "built again" not in out
     ok, out = run(capsys, check.rollback_after_rejection, check._ref_rollback_after_rejection, *args)
     assert ok
     assert not target._forward_hooks  # the checker removed its hook
