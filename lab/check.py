@@ -889,8 +889,10 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                             "after another: draft i comes from draft_model(prefix + drafts[:i]), the context it is "
                             "then checked in.")
                 else:
-                    hint = ("draft position i must be checked against target_model(prefix + drafts[:i]), the same "
-                            "context the draft sampled it in; with identical models the ratio is then 1.")
+                    hint = ("draft position i must be checked with target_model(prefix + drafts[:i]), the context "
+                            "the draft sampled it in, over the draft probability from the distribution it was "
+                            "sampled from, draft_model(prefix + drafts[:i]); with identical models the ratio is "
+                            "then 1.")
                 raise _Fail(f"with draft == target (bigram models, N = {n}) every draft must be accepted, so {n + 1} "
                             f"tokens must follow the prefix [0]; you returned {out}.\n  Hint: {hint}")
             after[out[-2]][out[-1]] += 1

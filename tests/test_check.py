@@ -630,3 +630,26 @@ def test_emitted_tokens_without_the_bonus_after_a_full_acceptance(capsys):
     ok = check_decoding.emitted_tokens(lambda d, k, t: list(d[:k]) + ([t] if k < len(d) else []))
     out = capsys.readouterr().out
     assert not ok and "bonus token: emit it too" in out and "not kept" not in out
+
+
+def test_speculative_step_with_the_wrong_draft_row_in_the_ratio(capsys):
+    """The ratio's draft probability read from the first draft's distribution: the hint names both rows."""
+    from lab.sampling import categorical, residual_distribution, uniform
+
+    def first_row(prefix, target_model, draft_model, n_draft, rng):
+        out, drafts, dists = list(prefix), [], []
+        for _ in range(n_draft):
+            dists.append(list(draft_model(out + drafts)))
+            drafts.append(categorical(dists[-1], rng))
+        for token in drafts:
+            target = list(target_model(out))
+            if uniform(rng) < min(1.0, target[token] / dists[0][token]):  # the planted mistake: dists[0]
+                out.append(token)
+                continue
+            out.append(categorical(residual_distribution(torch.tensor(target), torch.tensor(dists[0])).tolist(), rng))
+            return out
+        out.append(categorical(list(target_model(out)), rng))
+        return out
+
+    rejects(check.speculative_step, first_row, capsys, "over the draft probability from the distribution it was "
+            "sampled from")
