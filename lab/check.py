@@ -1039,8 +1039,20 @@ def chi_square_pvalue(fn):
     return f"correct p-values on all {n} cases."
 
 
-_GREEDY_CASES = [_t([0.8, 0.2]), _t([0.1, 0.6, 0.3]), _t([0.25, 0.15, 0.5, 0.1]), _t([0.05, 0.05, 0.1, 0.2, 0.6])]
-_GREEDY_TARGETS = [_t([0.6, 0.4]), _t([0.3, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1]), _t([0.2, 0.2, 0.2, 0.2, 0.2])]
+# The last case is a tie: a greedy draft proposes one token (argmax takes the first), and reports it one-hot.
+_GREEDY_CASES = [_t([0.8, 0.2]), _t([0.1, 0.6, 0.3]), _t([0.25, 0.15, 0.5, 0.1]), _t([0.05, 0.05, 0.1, 0.2, 0.6]),
+                 _t([0.4, 0.2, 0.4])]
+_GREEDY_TARGETS = [_t([0.6, 0.4]), _t([0.3, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1]), _t([0.2, 0.2, 0.2, 0.2, 0.2]),
+                   _t([0.3, 0.3, 0.4])]
+
+
+def _proposal_call(name, fn, draft, *args):
+    """``fn(copy of draft, *args)`` unpacked; ``_Fail`` if the function changed the draft distribution in place."""
+    given = draft.clone()
+    out = fn(given, *args)
+    if not _unchanged(draft, given):
+        raise _Fail(f"{name}({_show(draft)}) changed its argument draft_probs in place.\n  Hint: {_IN_PLACE_HINT}")
+    return _unpack_proposal(name, out)
 
 
 def _unpack_proposal(name, out):
@@ -1067,11 +1079,13 @@ def greedy_draft(fn):
     [0.75, 0.25]). Returns True/False.
     """
     for draft, target in zip(_GREEDY_CASES, _GREEDY_TARGETS):
-        token, reported = _unpack_proposal("greedy_draft", fn(draft.clone()))
+        token, reported = _proposal_call("greedy_draft", fn, draft)
         best = int(draft.argmax())
         if token != best:
+            tied = int((draft == draft.max()).sum()) > 1
+            tie = " (on a tie, the first of the tied tokens, as torch.argmax gives)" if tied else ""
             raise _Fail(f"greedy_draft({_show(draft)}) proposed token {token}; a greedy draft proposes the argmax, "
-                        f"{best}.")
+                        f"{best}{tie}.")
         if reported.shape != draft.shape:
             raise _Fail(f"reported_probs must have shape {tuple(draft.shape)}, got {tuple(reported.shape)}.")
         proposal = torch.nn.functional.one_hot(torch.tensor(best), len(draft)).double()
@@ -1110,7 +1124,7 @@ def topk_draft(fn, samples: int = 2000, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
     for draft, k, target in _TOPK_CASES:
         processed = _topk_renorm(draft.double(), k)
-        token, reported = _unpack_proposal("topk_draft", fn(draft.clone(), k, gen))
+        token, reported = _proposal_call("topk_draft", fn, draft, k, gen)
         if reported.shape != draft.shape:
             raise _Fail(f"reported_probs must have shape {tuple(draft.shape)}, got {tuple(reported.shape)}.")
         if not _same_tensor(reported, processed):

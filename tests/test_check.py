@@ -653,3 +653,16 @@ def test_speculative_step_with_the_wrong_draft_row_in_the_ratio(capsys):
 
     rejects(check.speculative_step, first_row, capsys, "over the draft probability from the distribution it was "
             "sampled from")
+
+
+def test_greedy_and_topk_drafts_must_not_edit_the_draft_distribution(capsys):
+    def one_hot_in_place(d):
+        token = int(d.argmax())
+        d.zero_()
+        d[token] = 1.0
+        return token, d
+
+    rejects(check.greedy_draft, one_hot_in_place, capsys, "changed its argument draft_probs in place")
+    rejects(check.topk_draft, lambda d, k, g: one_hot_in_place(d), capsys, "changed its argument draft_probs")
+    # on a tie a mask of every maximum is no distribution a single proposal was drawn from
+    rejects(check.greedy_draft, lambda d: (int(d.argmax()), (d == d.max()).float()), capsys, "one-hot")
