@@ -14,10 +14,14 @@ import random
 import torch
 
 from lab.check import (  # one checker harness for all lessons
+    CALL_TIME_LIMIT_S,
     _checker,
     _compare,
     _Fail,
+    _fresh,
+    _run,
     _same_int,
+    _time_limited,
 )
 from lab.drafters.lookahead import converged_prefix, jacobi_update
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
@@ -346,11 +350,14 @@ def jacobi_step(fn, model, prefix_ids):
         (sequential, "that is autoregressive decoding (one forward per token, each seeing the NEW guesses). Jacobi "
                      "updates every position at once from the OLD guesses: one forward over prefix + window."),
     ]
-    first = fn(model, list(prefix), list(windows[0]))
-    if not isinstance(first, list):  # the lesson's loop keeps windows and compares them with ==
-        raise _Fail(f"jacobi_step returned {type(first).__name__}; return a new list of int token ids (e.g. "
-                    "logits[...].argmax(-1).tolist()): the lesson's loop keeps every window and compares them with "
-                    "==, which a tensor cannot do.")
+    # The lesson's loop keeps every window and compares windows with ==: only a list does that right. None and
+    # exceptions are left to _compare, which names the case; the time limit applies here too.
+    first = _run(_time_limited(fn, CALL_TIME_LIMIT_S), _fresh(cases[0]))
+    if first[0] == "ok" and first[1] is not None and not isinstance(first[1], list):
+        why = ("a tuple never equals a list, so the lesson's `window == greedy` would stay False"
+               if isinstance(first[1], tuple) else f"a {type(first[1]).__name__} cannot be compared that way")
+        raise _Fail(f"jacobi_step returned a {type(first[1]).__name__}; return a new list of int token ids (e.g. "
+                    f"logits[...].argmax(-1).tolist()): the lesson's loop compares windows with ==, and {why}.")
     same = _same_ints
     count = _compare("jacobi_step", fn, cases, jacobi_update, faults, same,
                      "run the model once on prefix + window; new window = argmax of rows len(prefix) - 1 … "

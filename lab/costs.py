@@ -54,26 +54,26 @@ H100_SXM = {"peak_flops": 989e12, "bandwidth": 3.35e12}
 
 
 # --- argument checks --------------------------------------------------------------------------------------------
-def _positive_int(name, value, minimum=1) -> int:
-    value = plain_number(value)  # one-element tensors count as their value, as in lab.metrics
+def _positive_int(name, given, minimum=1) -> int:
+    value = plain_number(given)  # one-element tensors count as their value, as in lab.metrics
     if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {given!r}")
     return int(value)
 
 
-def _number(name, value, *, positive=False) -> float:
-    value = plain_number(value)
+def _number(name, given, *, positive=False) -> float:
+    value = plain_number(given)
     bad = isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or math.isinf(value)
     if bad or value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {given!r}")
     return float(value)
 
 
-def _alpha(value) -> float:
-    value = plain_number(value)
+def _alpha(given) -> float:
+    value = plain_number(given)
     if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
         raise ValueError("alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element "
-                         f"tensor works), got {value!r}")
+                         f"tensor works), got {given!r}")
     return float(value)
 
 

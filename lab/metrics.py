@@ -33,28 +33,28 @@ __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "
            "cost_ratio_from_steps"]
 
 
-def _check_alpha(alpha) -> float:
-    alpha = plain_number(alpha)  # a one-element tensor (an acceptance rate computed with torch) is its value
+def _check_alpha(given) -> float:
+    alpha = plain_number(given)  # a one-element tensor (an acceptance rate computed with torch) is its value
     # bool is a Real; True as a probability is almost always a mistake (as in lab.costs and lab.picker)
     if isinstance(alpha, bool) or not isinstance(alpha, Real) or math.isnan(alpha) or not 0 <= alpha <= 1:
         raise ValueError("alpha (the per-token acceptance probability) must be a number in [0, 1] (a one-element "
-                         f"tensor works), got {alpha!r}")
+                         f"tensor works), got {given!r}")
     return float(alpha)
 
 
-def _check_n(n_draft) -> int:
-    n_draft = plain_number(n_draft)
+def _check_n(given) -> int:
+    n_draft = plain_number(given)
     if isinstance(n_draft, bool) or not isinstance(n_draft, Integral) or n_draft < 1:
-        raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
+        raise ValueError(f"n_draft must be an integer >= 1, got {given!r}")
     return int(n_draft)
 
 
-def _check_cost(cost_ratio) -> float:
-    cost_ratio = plain_number(cost_ratio)
+def _check_cost(given) -> float:
+    cost_ratio = plain_number(given)
     if (isinstance(cost_ratio, bool) or not isinstance(cost_ratio, Real) or math.isnan(cost_ratio) or cost_ratio < 0
             or math.isinf(cost_ratio)):
         raise ValueError("cost_ratio (draft time / target time per forward pass) must be a finite number >= 0, "
-                         f"got {cost_ratio!r}")
+                         f"got {given!r}")
     return float(cost_ratio)
 
 
@@ -97,8 +97,9 @@ def optimal_n_draft(alpha: float, cost_ratio: float, max_n: int = 16) -> int:
     Raises ``ValueError`` for alpha outside [0, 1], a negative or non-finite cost ratio (a bool is not a number
     for either), or ``max_n`` < 1."""
     alpha, cost_ratio = _check_alpha(alpha), _check_cost(cost_ratio)
+    given, max_n = max_n, plain_number(max_n)
     if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
-        raise ValueError(f"max_n (the longest draft length to consider) must be an integer >= 1, got {max_n!r}")
+        raise ValueError(f"max_n (the longest draft length to consider) must be an integer >= 1, got {given!r}")
     max_n = int(max_n)
     values: dict = {}
 
@@ -232,11 +233,11 @@ def chi_square(counts, probs, min_expected: float = 5.0):
         exp.append(float(expected[~big].sum()))
     if len(obs) < 2:
         if int((probs > 0).sum()) > 1:  # several possible tokens pooled into one bin: too few observations
-            top = float(probs.max())  # the likeliest token in one bin, the rest pooled in the other
-            need = math.ceil(min_expected / min(top, 1 - top) - 1e-9)  # 5 / 0.1 is 50.000000000000004
-            raise ValueError(f"counts: {total:.0f} observations are too few to test (the test needs two bins "
-                             f"expecting at least min_expected = {min_expected:g} each; here every bin pools "
-                             f"into one); draw at least {need} samples")
+            # the likeliest token must expect min_expected to get a bin of its own (the rest pool into another)
+            need = math.ceil(min_expected / float(probs.max()) - 1e-9)  # 5 / 0.1 is 50.000000000000004
+            raise ValueError(f"counts: {total:.0f} observations are too few to test (no category expects "
+                             f"min_expected = {min_expected:g} observations, so all of them pool into one bin); "
+                             f"draw at least {need} samples")
         return SimpleNamespace(statistic=0.0, pvalue=1.0)  # one possible token: it matches, nothing to test
     scale = sum(obs) / sum(exp)
     return chisquare(obs, [e * scale for e in exp])

@@ -104,16 +104,17 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     Raises ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
     infinite or NaN, top_k is not an integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in
     (0, 1] (bool is not a number here)."""
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p}  # messages show what was passed
     temperature, top_k, top_p = plain_number(temperature), plain_number(top_k), plain_number(top_p)
     # bool is a Real, but True as a temperature or top_p is almost always a mistake
     if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
             or temperature < 0 or math.isinf(temperature)):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {given['temperature']!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
+        raise ValueError(f"top_k must be None or an integer >= 1, got {given['top_k']!r}")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)
                               or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {given['top_p']!r}")
     return temperature, top_k, top_p
 
 

@@ -76,7 +76,7 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
     is missing; a flat list of integers (a parents array, the verifiers' format) is named as such.
     """
     if choices is None or len(choices) == 0:
-        raise ValueError(f"{name} (the tree) must hold at least one path, e.g. [(0,)]")
+        raise ValueError(f"{name}{'' if name == 'tree' else ' (the tree)'} must hold at least one path, e.g. [(0,)]")
     if all(_is_int(entry) for entry in choices):
         raise ValueError(f"{name} must be paths of ranks, e.g. [(0,), (0, 0), (1,)] (the best token, the best after "
                          f"it, the second best), got the flat list {list(choices)!r}; a parents array is the "

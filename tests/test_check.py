@@ -666,3 +666,12 @@ def test_greedy_and_topk_drafts_must_not_edit_the_draft_distribution(capsys):
     rejects(check.topk_draft, lambda d, k, g: one_hot_in_place(d), capsys, "changed its argument draft_probs")
     # on a tie a mask of every maximum is no distribution a single proposal was drawn from
     rejects(check.greedy_draft, lambda d: (int(d.argmax()), (d == d.max()).float()), capsys, "one-hot")
+
+
+def test_greedy_draft_takes_any_of_tied_maxima(capsys):
+    def last_of_ties(d):
+        token = len(d) - 1 - int(d.flip(0).argmax())
+        return token, torch.nn.functional.one_hot(torch.tensor(token), len(d)).float()
+
+    ok, out = run(check.greedy_draft, last_of_ties, capsys)
+    assert ok, out

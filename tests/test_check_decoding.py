@@ -186,7 +186,11 @@ def test_jacobi_step_refuses_a_tensor_and_an_updated_window(capsys, target):
         return forward(model, ids, new_cache())[len(ids) - len(w) - 1:-1].argmax(-1).tolist()
 
     ok, out = run(capsys, check.jacobi_step, as_tensor, target, prefix)
-    assert not ok and "returned Tensor; return a new list" in out
+    assert not ok and "returned a Tensor; return a new list" in out
+    ok, out = run(capsys, check.jacobi_step, lambda m, p, w: tuple(jacobi_update(m, p, w)), target, prefix)
+    assert not ok and "a tuple never equals a list" in out
+    ok, out = run(capsys, check.jacobi_step, lambda m, p, w: None, target, prefix)  # _compare's own hint
+    assert not ok and "forget a `return`" in out
     ok, out = run(capsys, check.jacobi_step, in_place, target, prefix)
     assert not ok and "changed its argument `w` in place" in out and "Build a new list" in out
     ok, out = run(capsys, check.jacobi_step, grows_prefix, target, prefix)
@@ -207,3 +211,18 @@ def test_count_converged_checker(capsys):
     ok, out = run(capsys, check.count_converged,
                   lambda its: [sum(a == b for a, b in zip(w, its[-1])) for w in its])
     assert not ok and "leading run" in out
+
+
+def test_jacobi_step_time_limit_covers_the_type_check(capsys, target, monkeypatch):
+    """The return-type check ran the learner's function outside the time limit: a loop that never ends hung."""
+    import lab.check
+
+    monkeypatch.setattr(lab.check, "CALL_TIME_LIMIT_S", 0.5)
+    monkeypatch.setattr(check, "CALL_TIME_LIMIT_S", 0.5)
+
+    def stuck(model, p, w):
+        while True:
+            pass
+
+    ok, out = run(capsys, check.jacobi_step, stuck, target, [1, 2, 3])
+    assert not ok and "did not return within" in out

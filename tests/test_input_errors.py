@@ -81,8 +81,9 @@ def test_chi_square_values_and_single_bin():
     # several possible tokens but too few samples to fill two bins: an error saying how many to draw, not p = 1
     with pytest.raises(ValueError, match="9 observations are too few to test.*draw at least 10 samples"):
         metrics.chi_square([0, 9], [0.5, 0.5])
-    with pytest.raises(ValueError, match="draw at least 50 samples"):
+    with pytest.raises(ValueError, match="draw at least 6 samples"):  # 6 * 0.9 >= 5: a bin of its own
         metrics.chi_square([3, 1, 0], [0.9, 0.05, 0.05])
+    assert 0 < metrics.chi_square([6, 0, 0], [0.9, 0.05, 0.05]).pvalue < 1
     assert metrics.chi_square([0, 10], [0.5, 0.5]).pvalue == pytest.approx(0.0015654, rel=1e-4)
     assert metrics.chi_square(torch.tensor([40.0, 60.0]), torch.tensor([0.4, 0.6])).pvalue == pytest.approx(1.0)
 
@@ -383,3 +384,26 @@ def test_one_element_tensors_count_as_numbers():
             metrics.expected_tokens_per_call(bad, 4)
     with pytest.raises(ValueError, match="temperature must be a finite number"):
         probs_from_logits(logits, torch.tensor([0.5, 0.5]))
+
+
+def test_number_messages_show_the_tensor_that_was_passed():
+    """plain_number unwraps one-element tensors; a refused one must still be shown as the tensor it was."""
+    with pytest.raises(ValueError, match=r"n_draft must be an integer >= 1, got tensor\(3\.\)"):
+        metrics.expected_tokens_per_call(0.5, torch.tensor(3.0))
+    with pytest.raises(ValueError, match=r"top_k must be None or an integer >= 1, got tensor\(5\.\)"):
+        probs_from_logits(torch.zeros(8), 1.0, top_k=torch.tensor(5.0))
+    assert metrics.optimal_n_draft(torch.tensor(0.8), torch.tensor(0.1), torch.tensor(8)) == \
+        metrics.optimal_n_draft(0.8, 0.1, 8)
+    assert metrics.optimal_n_draft(0.8, 0.1, np.array(8)) == metrics.optimal_n_draft(0.8, 0.1, 8)
+
+
+def test_sampled_verifiers_take_half_precision_rows():
+    from lab import verify
+
+    logits = torch.zeros(2, 1000)
+    logits[:, 3] = 8.0
+    rows = torch.softmax(logits.bfloat16(), -1)  # sums 1.002 after bf16 rounding
+    result = verify.verify_sampled(rows, [3], None, torch.Generator().manual_seed(0))
+    assert result.num_accepted in (0, 1)
+    with pytest.raises(ValueError, match="must sum to 1"):
+        verify.verify_sampled(torch.full((2, 4), 0.5, dtype=torch.bfloat16), [1], None, torch.Generator())
