@@ -285,28 +285,26 @@ def _same_outcome(a, b, same, messages: bool = False) -> bool:
     return same(a[1], b[1])
 
 
-_SHOW_DIGITS = [4]  # 4 significant digits, or every digit (17) while showing a near miss that prints alike
-
-
-def _show(value) -> str:
+def _show(value, exact: bool = False) -> str:
+    """A short text of ``value`` for messages: floats to 4 significant digits, or every digit with ``exact``."""
     if isinstance(value, torch.Tensor):
         if value.dim() == 0:
-            return f"tensor({_show(value.item())})"
-        return "tensor(" + _show(value.tolist()) + ")"
+            return f"tensor({_show(value.item(), exact)})"
+        return "tensor(" + _show(value.tolist(), exact) + ")"
     if isinstance(value, float):
-        return f"{value:.4g}" if _SHOW_DIGITS[0] == 4 else repr(value)
+        return repr(value) if exact else f"{value:.4g}"
     if isinstance(value, (list, tuple)):
-        inner = ", ".join(_show(v) for v in value)
+        inner = ", ".join(_show(v, exact) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: {_show(v, exact)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
-def _show_outcome(outcome) -> str:
+def _show_outcome(outcome, exact: bool = False) -> str:
     if outcome[0] == "raise":
         return f"raised {outcome[1]}: {outcome[2]}"
-    return f"returned {_show(outcome[1])}"
+    return f"returned {_show(outcome[1], exact)}"
 
 
 def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None) -> int:
@@ -360,11 +358,7 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
     want, shown = expected[i], _show_outcome(got[i])
     want = _show(want[1]) if want[0] == "ok" else _show_outcome(want)
     if want == shown.removeprefix("returned "):  # a near miss that 4 digits hide: show every digit
-        _SHOW_DIGITS[0] = 17
-        try:
-            want, shown = _show(expected[i][1]), _show_outcome(got[i])
-        finally:
-            _SHOW_DIGITS[0] = 4
+        want, shown = _show(expected[i][1], exact=True), _show_outcome(got[i], exact=True)
     message = (f"{name}({show_args(cases[i])}) {shown}; expected {want}."
                f"\n  {label}: {best_hint or generic_hint}")
     if len(failing) > 1:
