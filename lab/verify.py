@@ -188,8 +188,8 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
 
 
 def _tree_sampled(target_probs, tokens, parents, draft_probs, generator) -> VerifyResult:
-    """:func:`verify_tree_sampled` without its scan of the rows (O(n) checks only), for the decode loop."""
-    tokens = _prob_args(target_probs, tokens, generator, draft_probs)
+    """:func:`verify_tree_sampled` for arguments already checked (``tokens`` plain ints; the decode loop checks its
+    drafts, and builds its rows with :func:`lab.sampling.probs_from_logits`)."""
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     node, path = -1, []
@@ -253,8 +253,7 @@ def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, gener
 
 
 def _tree_typical(target_probs, tokens, parents, generator, epsilon=0.09, delta=0.3) -> VerifyResult:
-    """:func:`verify_tree_typical` without its scan of the rows, for the decode loop."""
-    tokens = _prob_args(target_probs, tokens, generator)
+    """:func:`verify_tree_typical` for arguments already checked (see :func:`_tree_sampled`)."""
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     threshold = typical_threshold(target_probs, epsilon, delta)
