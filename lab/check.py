@@ -275,6 +275,14 @@ def _same_tensor(a, b, atol=1e-5) -> bool:
     return bool(torch.allclose(a, b, atol=atol, rtol=0, equal_nan=True))
 
 
+def _same_tensor_type(a, b, atol=1e-5) -> bool:
+    """:func:`_same_tensor` that also wants a tensor wherever the reference gave one (for answers that later cells
+    call tensor methods on, such as lesson 03's residual)."""
+    if isinstance(b, torch.Tensor) and not isinstance(a, torch.Tensor):
+        return False
+    return _same_tensor(a, b, atol)
+
+
 def _same_outcome(a, b, same, messages: bool = False) -> bool:
     """Do two outcomes agree? Raises agree on the exception type (and, with ``messages``, on the message too:
     used to match a learner's error to a planted fault, where the type alone says little)."""
@@ -352,6 +360,10 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
           and _as_float(expected[i][1]) is not None):  # a number was due
         best_hint = ("your function returned a string; return the value itself (a number, not an f-string or "
                      "str(...)): later cells compute with it.")
+    elif (got[i][0] == "ok" and expected[i][0] == "ok" and isinstance(expected[i][1], torch.Tensor)
+          and not isinstance(got[i][1], torch.Tensor) and _same_tensor(got[i][1], expected[i][1])):
+        best_hint = ("the values are right, but return a torch.Tensor (not a list or array): the lesson's next "
+                     "cells call tensor methods on the answer.")
     elif best_hint and best_score[0] < len(failing):
         # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
         label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"
@@ -604,8 +616,8 @@ def _residual_faults():
 def _residual_body(name, fn):
     faults = _residual_faults()
     hint = "residual = max(0, target - draft) / its sum over the vocabulary; target_probs where that sum is 0."
-    n = _compare(name, fn, _RESIDUAL_CASES, _ref_residual, faults, _same_tensor, hint)
-    n += _compare(name, fn, [_RESIDUAL_BATCH, _RESIDUAL_MIXED_BATCH], _ref_residual, faults, _same_tensor,
+    n = _compare(name, fn, _RESIDUAL_CASES, _ref_residual, faults, _same_tensor_type, hint)
+    n += _compare(name, fn, [_RESIDUAL_BATCH, _RESIDUAL_MIXED_BATCH], _ref_residual, faults, _same_tensor_type,
                   "a batch [rows, V] must give one residual per row (normalise over the last axis, and guard zero "
                   "mass row by row).")
     return f"correct on all {n} cases, including target == draft and a batch of rows."

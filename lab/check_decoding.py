@@ -381,6 +381,8 @@ def count_converged(fn):
         ([[9, 9, 9, 9], [4, 9, 9, 9], [4, 6, 9, 2], [4, 6, 8, 2], [4, 6, 8, 2]],),
         ([[3], [5], [5]],),
         ([[7, 1, 1, 1, 1], [2, 1, 3, 1, 1], [2, 3, 3, 1, 1], [2, 3, 3, 3, 1], [2, 3, 3, 3, 1]],),
+        # the fixed point only once, at the end: the final window is iterations[-1], not iterations[-2]
+        ([[0, 0, 0], [1, 0, 0], [1, 2, 0], [1, 2, 3]],),
     ]
 
     def anywhere(iterations):
@@ -397,7 +399,12 @@ def count_converged(fn):
         counts = _ref_count_converged(iterations)
         return [counts[0]] + [b - a for a, b in zip(counts, counts[1:])]
 
+    def second_last(iterations):
+        final = iterations[-2] if len(iterations) > 1 else iterations[-1]
+        return [converged_prefix(window, final) for window in iterations]
+
     faults = [
+        (second_last, "the fixed point is the LAST window, iterations[-1]: a trajectory need not repeat it."),
         (anywhere, "count only the leading run of final tokens: a later position can hold its final token by "
                    "luck and still change, because the guesses before it are not final yet."),
         (vs_previous, "compare each window with the FIXED POINT (the last window), not with the window before it."),

@@ -148,6 +148,8 @@ def test_residual_checkers(checker, capsys):
     assert ok, out
     for fault, word in RESIDUAL_FAULTS:
         rejects(checker, fault, capsys, word)
+    # right values as a list: lesson 03's next cells call .tolist() on the answer
+    rejects(checker, lambda t, d: sampling.residual_distribution(t, d).tolist(), capsys, "torch.Tensor")
 
 
 def test_residual_after_rejection(capsys):

@@ -73,7 +73,11 @@ def test_count_converged_hints(capsys):
         counts = [converged_prefix(w, final) for w in iterations]
         return [counts[0]] + [b - a for a, b in zip(counts, counts[1:])]
 
+    def second_last(iterations):  # right for every trajectory that repeats its fixed point
+        return [converged_prefix(w, iterations[-2]) for w in iterations]
+
     rejects(check_decoding.count_converged, vs_previous, capsys, "FIXED POINT")
+    rejects(check_decoding.count_converged, second_last, capsys, "iterations[-1]")
     rejects(check_decoding.count_converged, newly, capsys, "running total")
 
 
