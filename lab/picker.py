@@ -35,10 +35,14 @@ The rules, in order (each one adds a sentence to ``reasons``):
    cases not to speculate; whether α actually falls depends on the pair: large, confident pairs usually lose α when
    sampling, while lesson 13 measured no drop on the bundled pair, so measure yours).
 2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
-   ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute).
+   ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute). Its
+   range runs from lesson 13's roofline model at saturation (a loss, about 0.89×) to seed 002's 2.17×, and its vLLM
+   config carries that model's batch-size schedule, which stops drafting past the break-even batch.
 3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
    ``"ngram"``); a learned head (EAGLE, Medusa) replaces it when it is feasible and its range in the strategy
-   table is higher; when the default is not feasible, the best feasible fallback by the same ranges. Ties go to
+   table is higher; when the default is not feasible, the best feasible fallback by the same ranges (prompt
+   lookup, which the seed tables rate only for code and structured output, is rated elsewhere by its measured
+   speedups on lesson 12's prose, :data:`ARENA_PROSE_SPEEDUPS`). Ties go to
    the workload row's method, then to the cheaper method. Feasible = its prerequisite holds (a small same-family
    model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
 4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
@@ -140,6 +144,11 @@ WORKLOAD_TABLE = (
 """Seed lesson 002, production settings (workload, recommended method, k, expected speedup). It has no copy/edit
 row; the picker uses the structured-JSON row, the nearest n-gram workload, for copy/edit."""
 
+ARENA_PROSE_SPEEDUPS = {("ngram", 0): 1.41, ("ngram", 1): 1.01, ("lookahead", 0): 0.96, ("lookahead", 1): 0.74}
+"""Measured speedups (× autoregressive) of prompt lookup and Lookahead on lesson 12's prose prompts at T = 0 and
+T = 1, from the arena table committed with that lesson (bundled pair, CPU; tests/test_lesson_claims.py holds these
+to it). The seed tables give prompt lookup no range for chat or long text; the picker uses these two instead."""
+
 _STRATEGY = {row.method: row for row in STRATEGY_TABLE}
 _WORKLOAD = {row.task: row for row in WORKLOAD_TABLE}
 _NEAREST_ROW = {"copy_edit": "structured"}
@@ -150,6 +159,30 @@ _NEAREST_ROW = {"copy_edit": "structured"}
 # token falling by a fraction f means 1 / (1 - f) times the tokens for the same hardware.
 _LOAD_COST_CUT = (0.20, 0.54)
 _LOAD_SPEEDUP = tuple(round(1 / (1 - cut), 2) for cut in _LOAD_COST_CUT)
+# Lesson 13's EAGLE-like scenario for its roofline model (lab.costs.speculative_throughput_gain): α, c, and an H100
+# SXM's bf16 ridge point (FLOPs per byte). Under load the picker quotes that model's saturated gain and schedule.
+_LOAD_ALPHA, _LOAD_COST_RATIO, _LOAD_RIDGE = 0.8, 0.02, 295.0
+
+
+def _saturated_gain() -> float:
+    """Lesson 13's model of EAGLE at N = 1 under a saturating batch: E / (N + 1 + N c), about 0.89."""
+    from lab.costs import speculative_throughput_gain
+
+    return speculative_throughput_gain(1 << 16, 1, _LOAD_ALPHA, _LOAD_COST_RATIO, _LOAD_RIDGE)
+
+
+def _load_break_even() -> int:
+    """The batch from which that model's N = 1 costs throughput (about 263)."""
+    from lab.costs import break_even_batch
+
+    return break_even_batch(1, _LOAD_ALPHA, _LOAD_COST_RATIO, _LOAD_RIDGE)
+
+
+def _load_schedule() -> list:
+    """vLLM's ``num_speculative_tokens_per_batch_size`` for N = 1 under that model (0 past the break-even)."""
+    from lab.costs import draft_length_schedule
+
+    return draft_length_schedule(_LOAD_ALPHA, _LOAD_COST_RATIO, _LOAD_RIDGE, max_n=1)
 
 
 # --- memory: what each method adds on the accelerator ---------------------------------------------------------
@@ -295,9 +328,9 @@ class Recommendation:
                 other than 1 or ``tensor_parallel_size``, or (for ``draft_model``) other than
                 ``tensor_parallel_size``; the message names the argument and the allowed values.
         """
-        _check_tp("tensor_parallel_size", tensor_parallel_size)
+        tensor_parallel_size = _check_tp("tensor_parallel_size", tensor_parallel_size)
         if draft_tensor_parallel_size is not None:
-            _check_tp("draft_tensor_parallel_size", draft_tensor_parallel_size)
+            draft_tensor_parallel_size = _check_tp("draft_tensor_parallel_size", draft_tensor_parallel_size)
             allowed = sorted({1, tensor_parallel_size})
             if draft_tensor_parallel_size not in allowed:
                 raise ValueError(
@@ -315,9 +348,11 @@ class Recommendation:
         name = draft_model if draft_model is not None else _PLACEHOLDER[self.method]
         config = {"method": {"draft_model": "draft_model", "eagle": "eagle3", "medusa": "medusa"}[self.method],
                   "model": name, "num_speculative_tokens": self.n_draft}
-        if self.method == "draft_model" and self.draft_temperature:
+        if self.method in ("draft_model", "eagle") and self.draft_temperature:
             # vLLM drafts greedily by default (verified as one-hot); sampling the draft needs its probabilities
             config["draft_sample_method"] = "probabilistic"
+        if "num_speculative_tokens_per_batch_size" in self.settings:
+            config["num_speculative_tokens_per_batch_size"] = self.settings["num_speculative_tokens_per_batch_size"]
         if draft_tensor_parallel_size is not None and self.method in ("draft_model", "eagle"):
             config["draft_tensor_parallel_size"] = draft_tensor_parallel_size
         return config
@@ -338,7 +373,7 @@ class Recommendation:
         and for a draft size vLLM rejects (anything but 1 or ``tensor_parallel_size``; for ``draft_model``,
         anything but ``tensor_parallel_size``).
         """
-        _check_tp("tensor_parallel_size", tensor_parallel_size)
+        tensor_parallel_size = _check_tp("tensor_parallel_size", tensor_parallel_size)
         parts = ["vllm", "serve", shlex.quote(target)]
         if tensor_parallel_size > 1:
             parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
@@ -423,7 +458,7 @@ class Recommendation:
         if self.method == "medusa":
             return "MedusaDrafter.from_pretrained(pair)"
         if self.method == "eagle":
-            return "EagleDrafter.from_pretrained(pair)"
+            return f"EagleDrafter.from_pretrained(pair, n_draft={self.n_draft})"
         return None
 
     # --- rendering -----------------------------------------------------------------------------------------
@@ -519,7 +554,10 @@ class Recommendation:
         if self.lab_drafter():
             out += ["", "## Try it in this course", "", "```python",
                     "from lab.decode import generate",
+                    "from lab.models import load_pair",
                     f"from lab.drafters import {self.lab_drafter().split('(')[0].split('.')[0]}",
+                    'pair = load_pair("shakespeare")  # the bundled pair',
+                    'prompt_ids = pair.encode("ROMEO.\\n")',
                     f"drafter = {self.lab_drafter()}",
                     "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=200, "
                     f"temperature={self.temperature:g})",
@@ -616,6 +654,9 @@ def _range_for(method: str, task: str) -> tuple:
     if row.method == method:
         note = "" if task in _WORKLOAD else " (nearest row: the seed has no copy/edit row)"
         return row.speedup, f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
+    if method == "ngram":  # chat or long text: no seed row recommends prompt lookup there
+        return ((ARENA_PROSE_SPEEDUPS[("ngram", 1)], ARENA_PROSE_SPEEDUPS[("ngram", 0)]),
+                "lesson 12's arena, prompt lookup on prose at T = 1 and T = 0 (bundled pair, CPU)")
     strategy = _STRATEGY[method]
     return strategy.speedup, f"{SEED_000}, \"Picking a draft\" table, row \"{strategy.strategy}\""
 
@@ -665,8 +706,10 @@ def _revisit(method: str, latency_bound: bool) -> list:
              "already needs α ≈ 0.71 at N = 4, c = 0.1. α is never below the acceptance rate, so this is the "
              "looser test (at N = 4 a 70 % acceptance rate needs α ≈ 0.86): do not compare the acceptance rate "
              "with 0.7",
-             "outputs are very short (about 15 new tokens, seed lesson 000): prefill and set-up dominate and "
-             "speculation cannot pay",
+             "outputs are very short (seed lesson 000 names about 15 new tokens): prefill is not sped up and the "
+             "drafter's set-up is paid once per request, so speculation pays only while that set-up divided by the "
+             "time saved per token is below the output length (lesson 13: on the bundled pair it already won at 2 "
+             "new tokens and gave 1.53× at 15)",
              f"the sampling temperature goes above {SAMPLING_WARN_TEMPERATURE:g} (measure α again: large, confident "
              f"pairs usually lose some) or above {MAX_TEMPERATURE:g} (the picker turns speculation off)"]
     if latency_bound:
@@ -736,19 +779,29 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                        "rates and memory-bound workloads for this reason.")
         ok, why = _feasible("eagle", has_small, finetune, memory, exclude)
         if ok:
-            low, high = _LOAD_SPEEDUP
+            high = _LOAD_SPEEDUP[1]
+            low = round(_saturated_gain(), 2)
             reasons.append("A trained EAGLE head with N = 1 is the exception: seed lesson 002 reports that EAGLE-3 at "
                            f"k = 1, the best k, cut cost by {_LOAD_COST_CUT[0]:.0%}–{_LOAD_COST_CUT[1]:.0%}, while a "
                            "wrong k can raise it by 175 %. The seed does not say at what load; applying the result "
                            "here is this course's inference (lesson 13: as the batch grows, the shortest draft keeps "
                            "its gain longest). A cost cut f means 1 / (1 − f) the throughput.")
-            notes.append("vLLM can also vary N with the batch size: `num_speculative_tokens_per_batch_size` takes "
-                         "(first batch size, last batch size, N) triples.")
+            reasons.append(f"That gain does not hold at every load: lesson 13's roofline model (α {_LOAD_ALPHA:g}, "
+                           f"c {_LOAD_COST_RATIO:g}, an H100's ridge of {_LOAD_RIDGE:g} FLOPs per byte) puts N = 1 "
+                           f"below autoregressive decoding from a batch of {_load_break_even()} sequences, settling "
+                           f"at {low:.2f}× when the accelerator is saturated; hence the range "
+                           f"{low:g}–{high:g}×, and a schedule that turns speculation off past that batch.")
+            notes.append("vLLM varies N with the batch size through `num_speculative_tokens_per_batch_size`, "
+                         "(first batch size, last batch size, N) triples with N = 0 for no drafts; the config above "
+                         "carries lesson 13's schedule for N = 1 (lab.costs.draft_length_schedule). Recompute it "
+                         "with your α, c and accelerator.")
             _memory_reason(reasons, "eagle", memory)
-            return Recommendation("eagle", 1, 0.0, temperature, reasons, (low, high),
-                                  f"{SEED_002}, EAGLE-3 at k = 1 (20–54 % cost cut; applied under load by this "
-                                  "course, lesson 13), as 1 / (1 − cut)",
-                                  _engine_notes("eagle", has_small) + notes, _revisit("eagle", False), workload, {})
+            return Recommendation("eagle", 1, temperature, temperature, reasons, (low, high),
+                                  f"{SEED_002}, EAGLE-3 at k = 1 (20–54 % cost cut, as 1 / (1 − cut): up to "
+                                  f"{high:g}×; applied under load by this course); lesson 13's roofline model at "
+                                  f"saturation ({low:g}×)",
+                                  _engine_notes("eagle", has_small) + notes, _revisit("eagle", False), workload,
+                                  {"num_speculative_tokens_per_batch_size": _load_schedule()})
         reasons.append("The one exception this course makes under load, an EAGLE head at N = 1 (seed lesson 002: "
                        f"EAGLE-3 at k = 1 cut cost by 20–54 %), is not available: {why}.")
         if task == "copy_edit":
@@ -774,7 +827,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
     else:
         reasons.append(f"It is not an option here: {default_why}.")
     heads = () if task == "copy_edit" else ("eagle", "medusa")
-    fallbacks = ("draft_model", "lookahead") + (("ngram",) if task in ("code", "structured", "copy_edit") else ())
+    fallbacks = ("draft_model", "lookahead", "ngram")
     for method in heads + (fallbacks if not default_ok else ()):
         if method in candidates:
             continue
@@ -809,6 +862,15 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         reasons.append("The small same-family model remains the no-training option (vanilla draft).")
 
     settings = {}
+    if method == "lookahead" and task in ("chat", "long_text"):
+        reasons.append("Measure it against prompt lookup before you commit: on the bundled pair lesson 12 measured "
+                       f"Lookahead at {ARENA_PROSE_SPEEDUPS[('lookahead', 0)]:g}× on greedy prose and "
+                       f"{ARENA_PROSE_SPEEDUPS[('lookahead', 1)]:g}× at T = 1, below prompt lookup's "
+                       f"{ARENA_PROSE_SPEEDUPS[('ngram', 0)]:g}× and {ARENA_PROSE_SPEEDUPS[('ngram', 1)]:g}×: its target calls, which "
+                       "also carry the Jacobi window and the n-gram candidates, gave fewer tokens each and are not "
+                       "free on a CPU. The 1.3–1.6× range is the seed's, "
+                       "for accelerators where verifying a few more positions costs almost nothing; vLLM, which has "
+                       "no Lookahead, serves the config below as prompt lookup.")
     if method == "lookahead":
         n_draft = _LOOKAHEAD["ngram"] - 1
         settings = {"window": _LOOKAHEAD["window"], "ngram": _LOOKAHEAD["ngram"]}
@@ -831,22 +893,24 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                           "end is the safer start; measure α at your temperature, lesson 13, and see lesson 06 for "
                           "the best N at that α)."))
     if temperature > SAMPLING_WARN_TEMPERATURE:
-        deterministic = method in ("ngram", "lookahead", "eagle", "medusa")
+        deterministic = method in ("ngram", "lookahead", "medusa")
         reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) plan for the "
                        "lower end of the range and measure α at this temperature"
                        + (": a deterministic draft is accepted with exactly the target's probability of the drafted "
                           "token, which sampling spreads over other tokens (lesson 12 measured prompt lookup and "
                           "Lookahead losing most of their acceptance at T = 1)." if deterministic else
-                          ": large, confident pairs usually lose α when sampling, though a sampled draft model can "
-                          "hold it (lesson 13)."))
+                          ": large, confident pairs usually lose α when sampling, though a sampled draft can hold "
+                          "much of it (lesson 13: the draft model; lesson 12: EAGLE's α fell by only 0.05–0.11 at "
+                          "T = 1)."))
     _memory_reason(reasons, method, memory)
 
-    if method == "draft_model":
+    if method in ("draft_model", "eagle"):
         draft_temperature = temperature
         if temperature > 0:
             reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
                            "flattened alike and the draft stays close to the distribution it is verified against (their "
-                           "overlap is the acceptance probability, lesson 05).")
+                           "overlap is the acceptance probability, lesson 05); vLLM needs "
+                           "draft_sample_method = \"probabilistic\" for that, which the config below sets.")
     else:
         draft_temperature = 0.0
     return Recommendation(method, n_draft, draft_temperature, temperature, reasons, (low, high), source,
@@ -1002,7 +1066,9 @@ def main(args) -> int:
     except ValueError as error:
         return fail(_flag_message(str(error)), 2)
     path = None
-    if args.markdown:
+    if args.markdown is not None:
+        if not str(args.markdown).strip():
+            return fail("--markdown: give a file name, e.g. guide.md (got an empty one)", 2)
         path = Path(args.markdown)
         if path.is_dir():
             return fail(f"--markdown: {path} is a folder; give a file name, e.g. {path / 'guide.md'}", 2)

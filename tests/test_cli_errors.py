@@ -265,6 +265,13 @@ def test_markdown_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
     assert not target.parent.exists()
 
 
+def test_markdown_with_an_empty_name_is_a_clear_error(capsys):
+    assert cli.main(["pick", "--task", "chat", "--markdown", ""]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ("python -m lab pick: --markdown: give a file name, e.g. guide.md "
+                                                   "(got an empty one)\n")
+
+
 def test_markdown_onto_a_folder_is_a_clear_error(tmp_path, capsys):
     assert cli.main(["pick", "--task", "chat", "--markdown", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -88,6 +88,15 @@ def test_lesson_12_prose_greedy_speedups(arena):
     assert sorted(per_call, key=per_call.get)[-2:] in (["EAGLE", "Medusa"], ["Medusa", "EAGLE"])
 
 
+def test_picker_quotes_lesson_12(arena):
+    """lab.picker rates prompt lookup (and warns about Lookahead) on chat with lesson 12's prose measurements."""
+    from lab.picker import ARENA_PROSE_SPEEDUPS
+
+    labels = {"ngram": "prompt lookup", "lookahead": "lookahead"}
+    for (method, temperature), speedup in ARENA_PROSE_SPEEDUPS.items():
+        assert f"{speedup:.2f}" == arena["cell"][("prose", str(temperature), labels[method])]["measured ×"]
+
+
 def test_lesson_12_temperature_drops(arena):
     text, cell = prose("12_drafter_arena"), arena["cell"]
     tasks = ("prose", "copy_edit", "structured")
