@@ -143,9 +143,12 @@ def _ref_kv(config, dtype):
     return _costs.kv_cache_bytes_per_token(config, torch.empty((), dtype=dtype).element_size())
 
 
-def _kv_variant(*, factor=2, heads_key="num_key_value_heads", bits=False, head_dim="ref", layers=True):
+def _kv_variant(*, factor=2, heads_key="num_key_value_heads", bits=False, head_dim="ref", layers=True,
+                fixed_size=None):
     def fn(config, dtype):
         size = torch.finfo(dtype).bits if bits else torch.empty((), dtype=dtype).element_size()
+        if fixed_size is not None:
+            size = fixed_size
         if head_dim == "ref":
             hd = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         elif head_dim == "by_kv":
@@ -186,6 +189,9 @@ def kv_bytes_from_config(fn):
          "config['head_dim'] when it is there."),
         (_kv_variant(layers=False),
          "every decoder layer keeps its own keys and values: multiply by num_hidden_layers."),
+        (_kv_variant(fixed_size=2),
+         "the bytes per value depend on the dtype argument (float32 4, bf16/fp16 2, fp8 1): use "
+         "torch.empty((), dtype=dtype).element_size() or dtype.itemsize instead of a fixed 2."),
     ]
     n = _compare("kv_bytes_from_config", fn, _KV_CASES, _ref_kv, faults, _same_float,
                  "bytes per token = 2 * layers * kv_heads * head_dim * bytes per value.", show_args=_show_kv)

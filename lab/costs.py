@@ -129,7 +129,7 @@ def _require(config, key) -> int:
 
 def _head_dim(config) -> int:
     explicit = _get(config, "head_dim")
-    if explicit:
+    if explicit is not None:  # 0 is an error, not "absent"
         return _positive_int("config['head_dim']", explicit)
     hidden, heads = _require(config, "hidden_size"), _require(config, "num_attention_heads")
     if hidden % heads:
@@ -140,21 +140,26 @@ def _head_dim(config) -> int:
 
 def _kv_heads(config) -> int:
     kv = _get(config, "num_key_value_heads")
-    return _positive_int("config['num_key_value_heads']", kv) if kv else _require(config, "num_attention_heads")
+    return _positive_int("config['num_key_value_heads']", kv) if kv is not None else \
+        _require(config, "num_attention_heads")
 
 
 def llama_parameter_count(config) -> int:
     """Parameters of a Llama-layout causal LM (Llama 2/3, Qwen2 without biases, Mistral) from its config numbers:
     embedding + per layer (q, k, v, o projections; gate, up, down MLP; two RMS norms) + final norm + LM head (none
-    extra when ``tie_word_embeddings``). ``config``: a transformers config or a dict with the ``config.json`` keys.
-    Raises ``ValueError`` when a needed key is missing or not a positive integer. Unit: parameters."""
+    extra when ``tie_word_embeddings``; a config without that key is untied, as ``LlamaConfig``, ``Qwen2Config`` and
+    ``MistralConfig`` default to). ``config``: a transformers config or a dict with the ``config.json`` keys.
+    Raises ``ValueError`` when a needed key is missing or not a positive integer, or ``tie_word_embeddings`` is not
+    a bool. Unit: parameters."""
     hidden, layers = _require(config, "hidden_size"), _require(config, "num_hidden_layers")
     heads, mlp, vocab = _require(config, "num_attention_heads"), _require(config, "intermediate_size"), \
         _require(config, "vocab_size")
     head_dim, kv = _head_dim(config), _kv_heads(config)
     attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2   # q and o; k and v
     per_layer = attention + 3 * hidden * mlp + 2 * hidden                   # + gate, up, down; two norms
-    tied = _get(config, "tie_word_embeddings", True)
+    tied = _get(config, "tie_word_embeddings", False)
+    if not isinstance(tied, bool):  # the string "false" would count as tied
+        raise ValueError(f"config['tie_word_embeddings'] must be True or False, got {tied!r}")
     return vocab * hidden * (1 if tied else 2) + layers * per_layer + hidden
 
 
@@ -198,7 +203,9 @@ def kv_cache_bytes_per_token(config, bytes_per_value: float | None = None) -> in
         dtype = _get(config, "dtype") or (config.get("torch_dtype") if isinstance(config, dict) else None)
         bytes_per_value = _bytes_of_dtype(dtype)
         if not bytes_per_value:
-            raise ValueError("bytes_per_value is needed: the config names no dtype (2 for bf16, 4 for float32)")
+            named = "names no dtype" if dtype is None else f"names a dtype torch does not know ({dtype!r})"
+            raise ValueError(f"bytes_per_value is needed: the config {named}; pass 2 for bf16/fp16, 4 for float32, "
+                             "1 for fp8 (or a config dtype such as 'bfloat16')")
     return kv_bytes_per_token(_require(config, "num_hidden_layers"), _kv_heads(config), _head_dim(config),
                               bytes_per_value)
 
@@ -238,7 +245,11 @@ def pass_time(tokens: float, ridge_tokens: float) -> float:
 def _ridge_tokens(flops_per_byte: float, bytes_per_param: float) -> float:
     # A pass over T tokens does 2 FLOPs per parameter per token and reads bytes_per_param per parameter:
     # intensity 2T / bytes_per_param (lesson 01), which reaches the chip's ridge flops_per_byte at this T.
-    return flops_per_byte * bytes_per_param / 2
+    ridge = flops_per_byte * bytes_per_param / 2
+    if not (math.isfinite(ridge) and ridge > 0):  # each finite and > 0, but the product over- or underflowed
+        raise ValueError(f"flops_per_byte * bytes_per_param / 2 (the ridge, in tokens) must be finite and > 0, got "
+                         f"{flops_per_byte!r} * {bytes_per_param!r} / 2 = {ridge!r}")
+    return ridge
 
 
 def speculative_throughput_gain(batch: int, n_draft: int, alpha: float, cost_ratio: float, flops_per_byte: float,
@@ -273,6 +284,9 @@ def speculative_throughput_gain(batch: int, n_draft: int, alpha: float, cost_rat
                           _number("bytes_per_param", bytes_per_param, positive=True))
     one = pass_time(batch, ridge)
     speculative = n * c * one + pass_time(batch * (n + 1), ridge)
+    if not (math.isfinite(one) and math.isfinite(speculative)):  # a ridge so small that batch / ridge overflows
+        raise ValueError(f"flops_per_byte * bytes_per_param / 2 = {ridge!r} tokens is too small a ridge for batch "
+                         f"{batch}: give flops_per_byte in FLOPs per byte (an H100 SXM in bf16 is about 295)")
     return expected_tokens_per_call(alpha, n) * one / speculative
 
 

@@ -220,8 +220,9 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     total = counts.sum()
     if total <= 0:
         raise ValueError("counts are all zero: the test needs at least one observation")
-    if not isinstance(min_expected, Real) or math.isnan(min_expected) or min_expected < 0:
-        raise ValueError(f"min_expected must be a number >= 0, got {min_expected!r}")
+    if isinstance(min_expected, bool) or not isinstance(min_expected, Real) or not math.isfinite(min_expected) \
+            or min_expected < 0:
+        raise ValueError(f"min_expected must be a finite number >= 0, got {min_expected!r}")
     if ((probs == 0) & (counts > 0)).any():
         return SimpleNamespace(statistic=math.inf, pvalue=0.0)  # an impossible token was seen
     expected = probs * total
@@ -294,11 +295,15 @@ def alpha_from_steps(steps) -> float | None:
 
 def cost_ratio_from_steps(steps, ar_ms_per_step: float) -> float:
     """Measured cost ratio c: the mean draft time per draft forward (total ``draft_ms`` / total ``draft_calls``, ms)
-    over ``ar_ms_per_step``, the time of one autoregressive target step (ms). Raises ``ValueError`` when the steps
-    made no draft forward or ``ar_ms_per_step`` is not positive. Lesson 12."""
+    over ``ar_ms_per_step``, the time of one autoregressive target step (ms). ``steps``: an iterable (a generator
+    works) of :class:`lab.trace.StepRecord`. Returns a float. Raises ``ValueError`` when the steps made no draft
+    forward or ``ar_ms_per_step`` is not a finite number > 0 (a one-element tensor counts; a bool does not).
+    Lesson 12."""
+    given, ar_ms = ar_ms_per_step, plain_number(ar_ms_per_step)
+    if isinstance(ar_ms, bool) or not isinstance(ar_ms, Real) or not math.isfinite(ar_ms) or not ar_ms > 0:
+        raise ValueError(f"ar_ms_per_step must be a finite number of ms > 0, got {given!r}")
+    steps = list(steps)  # read twice below
     calls = sum(s.draft_calls for s in steps)
     if calls == 0:
         raise ValueError("steps must include draft forward passes (draft_calls > 0) to measure c")
-    if not ar_ms_per_step > 0:
-        raise ValueError(f"ar_ms_per_step must be > 0 ms, got {ar_ms_per_step!r}")
-    return sum(s.draft_ms for s in steps) / calls / ar_ms_per_step
+    return float(sum(s.draft_ms for s in steps)) / calls / float(ar_ms)

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from conftest import rejects
 from lab import check_costs as check
@@ -130,6 +131,8 @@ def test_kv_bytes_from_config(capsys):
                          (dict(bits=True), "bytes"), (dict(head_dim="by_kv"), "QUERY heads"),
                          (dict(head_dim="ignore_explicit"), "Gemma"), (dict(layers=False), "num_hidden_layers")]:
         rejects(check.kv_bytes_from_config, _kv_variant(**kwargs), capsys, word)
+    # key and value counted, but 2 bytes per value whatever the dtype: the hint names the dtype, not the factor 2
+    rejects(check.kv_bytes_from_config, lambda c, d: solution(c, torch.bfloat16), capsys, "instead of a fixed 2")
     rejects(check.kv_bytes_from_config, lambda c, d: None, capsys, "return")
     assert not check.kv_bytes_from_config(stub)
     assert "not solved yet" in capsys.readouterr().out
