@@ -39,10 +39,9 @@ import numpy as np
 from lab.cli import DRAFTERS, make_drafter
 from lab.decode import generate
 from lab.sampling import check_int
-from lab.trace import StepRecord
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
-from widgets.token_stream import TokenStream
+from widgets.token_stream import TokenStream, chain_view  # chain_view re-exported: it lived here before
 
 __all__ = ["FREE_TEXT", "RaceDashboard", "chain_view"]
 
@@ -56,31 +55,6 @@ _DONE = object()  # a side's thread puts this on its queue when its generation e
 
 class _Abort(Exception):
     """Raised inside a side's ``on_step`` to stop its generation when the race is called off."""
-
-
-def chain_view(record: StepRecord) -> StepRecord:
-    """A token-tree step (Medusa: ``record.parents`` set) as the chain ``TokenStream`` can draw.
-
-    The chain is the accepted path, then — when the target rejected every child of the path's last node — that
-    node's first child as the one rejected draft, then the target's token. Probabilities are re-indexed so that row
-    j still belongs to generated position j. A chain record is returned unchanged.
-    """
-    if record.parents is None:
-        return record
-    path = list(record.path)
-    last = path[-1] if path else -1
-    children = [i for i, parent in enumerate(record.parents) if parent == last]
-    nodes = path + (children[:1] if record.last_kind == "resampled" else [])
-    target_probs = draft_probs = None
-    if record.target_probs is not None:  # row 0: after the committed text; row 1 + i: after node i
-        target_probs = record.target_probs[[0] + [1 + i for i in nodes]]
-    if record.draft_probs is not None:
-        draft_probs = record.draft_probs[nodes]
-    return StepRecord(index=record.index, position=record.position, drafted=[record.drafted[i] for i in nodes],
-                      num_accepted=record.num_accepted, emitted=list(record.emitted), last_kind=record.last_kind,
-                      truncated=record.truncated, draft_ms=record.draft_ms, verify_ms=record.verify_ms,
-                      draft_calls=record.draft_calls, target_probs=target_probs, draft_probs=draft_probs,
-                      target_tokens=record.target_tokens)
 
 
 def _prompt_label(text: str, width: int = 60) -> str:
@@ -206,8 +180,10 @@ class RaceDashboard(w.VBox):
         self.race_button.on_click(self._on_click)
 
         # --- the two streams -------------------------------------------------------------------------------------
-        self.autoregressive_stream = TokenStream(pair.tokenizer, top_k=6, chart_height=260)
-        self.speculative_stream = TokenStream(pair.tokenizer, top_k=6, chart_height=260)
+        # Each side's header shows tokens/s over its own compute clock; the streams' draft + verify figure would
+        # be a second, different number.
+        self.autoregressive_stream = TokenStream(pair.tokenizer, top_k=6, chart_height=260, show_speed=False)
+        self.speculative_stream = TokenStream(pair.tokenizer, top_k=6, chart_height=260, show_speed=False)
         self._streams = {"autoregressive": self.autoregressive_stream, "speculative": self.speculative_stream}
         self._headers = {side: w.HTML() for side in _SIDES}
         columns = []
@@ -322,7 +298,7 @@ class RaceDashboard(w.VBox):
                 if side.error is not None:
                     return  # the other side is released and the error re-raised by _race
                 continue
-            self._streams[side.name].on_step(chain_view(item))
+            self._streams[side.name].on_step(item)  # a token tree is drawn as its path (TokenStream)
             self.turns.append(side.name)
             self._set_headers(sides)
 

@@ -26,14 +26,15 @@ import torch
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int, residual_distribution
-from lab.trace import StepRecord
+from lab.sampling import check_int, check_token_ids, residual_distribution
+from lab.trace import Generation, StepRecord
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
                             PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, chart_labels,
                             tint)
 
 __all__ = [
-    "TokenStream", "token_display_text", "token_label_text", "token_texts", "token_labels", "PARTIAL_LABEL",
+    "TokenStream", "chain_view", "tree_residual", "token_display_text", "token_label_text", "token_texts",
+    "token_labels", "PARTIAL_LABEL",
     "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
     "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS",
 ]
@@ -96,17 +97,79 @@ def token_label_text(text) -> str:
             .replace("\t", "\u21e5"))
 
 
-def _token_ids(ids) -> list:
-    """Prompt ids as a flat ``list[int]``: accepts None, a list, or a tensor ``[n]`` / ``[1, n]``."""
+def check_tokenizer(tokenizer):
+    """``tokenizer`` unchanged after checking it can decode: None, or anything with a callable ``decode``.
+
+    Raises ``TypeError`` naming ``tokenizer`` otherwise (e.g. token ids passed first by mistake)."""
+    if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):
+        raise TypeError(f"tokenizer must be None or have a decode(list[int]) -> str method (a transformers "
+                        f"tokenizer), got {type(tokenizer).__name__}; pass the prompt as prompt_ids=")
+    return tokenizer
+
+
+def prompt_token_ids(tokenizer, ids) -> list:
+    """Prompt ids as a fresh ``list[int]``: None (no prompt), a list of integers or an integer tensor ``[n]`` /
+    ``[1, n]``. Ids must lie in ``[0, len(tokenizer))`` when the tokenizer has a length.
+
+    Raises ``TypeError`` naming ``prompt_ids`` for text, floats or bools, ``ValueError`` for another tensor shape
+    or an id outside the vocabulary (:func:`lab.sampling.check_token_ids`, as :class:`lab.decode.generate` and
+    ``TreeViewer`` check them)."""
     if ids is None:
         return []
-    if isinstance(ids, torch.Tensor):
-        if ids.dim() == 2 and ids.size(0) == 1:
-            ids = ids[0]
-        if ids.dim() != 1:
-            raise ValueError(f"prompt_ids must be one sequence, shape [n] or [1, n]; got {tuple(ids.shape)}")
-        return [int(token) for token in ids.tolist()]
-    return [int(token) for token in ids]
+    vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
+    return check_token_ids("prompt_ids", ids, vocab, allow_empty=True,
+                           hint="; encode text first: tokenizer.encode(text)")
+
+
+def chain_view(record: StepRecord) -> StepRecord:
+    """A token-tree step (Medusa, EAGLE with ``tree=``: ``record.parents`` set) as the chain ``TokenStream`` draws.
+
+    The chain is the accepted path, then — when the target rejected every child of the path's last node — that
+    node's first child as the one rejected draft, then the target's token. Probabilities are re-indexed so that row
+    j still belongs to generated position j (``target_probs`` ``[len(chain) + 1, V]``, ``draft_probs``
+    ``[len(chain), V]``). A chain record is returned unchanged. The result is for drawing only: its ``drafted``
+    leaves out the off-path nodes, so count acceptance on the original record (:func:`lab.metrics.summarize_steps`).
+    """
+    if record.parents is None:
+        return record
+    path = list(record.path)
+    last = path[-1] if path else -1
+    children = [i for i, parent in enumerate(record.parents) if parent == last]
+    nodes = path + (children[:1] if record.last_kind == "resampled" else [])
+    target_probs = draft_probs = None
+    if record.target_probs is not None:  # row 0: after the committed text; row 1 + i: after node i
+        target_probs = record.target_probs[[0] + [1 + i for i in nodes]]
+    if record.draft_probs is not None:
+        draft_probs = record.draft_probs[nodes]
+    return StepRecord(index=record.index, position=record.position, drafted=[record.drafted[i] for i in nodes],
+                      num_accepted=record.num_accepted, emitted=list(record.emitted), last_kind=record.last_kind,
+                      truncated=record.truncated, draft_ms=record.draft_ms, verify_ms=record.verify_ms,
+                      draft_calls=record.draft_calls, target_probs=target_probs, draft_probs=draft_probs,
+                      target_tokens=record.target_tokens, cache_before=record.cache_before)
+
+
+def tree_residual(record: StepRecord):
+    """The residual the target resampled from at the end of a token-tree step's accepted path, and how many
+    children of the path's last node it rejected first: ``(float32 tensor [V], count)``.
+
+    As :func:`lab.verify.verify_tree_sampled` does, it starts from the target's row after the path's last node and,
+    for each child in listed order, replaces it by ``residual_distribution(residual, q_child)``, where ``q_child``
+    is ``draft_probs[child]`` (one-hot on the child's token when ``draft_probs`` is None). Returns None unless the
+    record is a tree (``parents`` set) whose target resampled and that carries ``target_probs``."""
+    if record.parents is None or record.last_kind != "resampled" or record.target_probs is None:
+        return None
+    last = record.path[-1] if record.path else -1
+    children = [i for i, parent in enumerate(record.parents) if parent == last]
+    target_rows = torch.as_tensor(record.target_probs).detach().float().cpu()
+    residual = target_rows[last + 1]
+    for child in children:
+        if record.draft_probs is None:
+            draft_row = torch.zeros_like(residual)
+            draft_row[int(record.drafted[child])] = 1.0
+        else:
+            draft_row = torch.as_tensor(record.draft_probs[child]).detach().float().cpu()
+        residual = residual_distribution(residual, draft_row)
+    return residual, len(children)
 
 
 # --- how each kind of token looks: one set of CSS declarations, used by the browser view and the static HTML ------
@@ -212,22 +275,35 @@ def _legend_html() -> str:
 class TokenStream(ipywidgets.VBox):
     """Live view of a speculative decoding run; pass it as ``on_step`` to :func:`lab.decode.generate`.
 
-    ``TokenStream(tokenizer, prompt_ids=ids)``:
+    ``TokenStream(tokenizer, prompt_ids=ids, *, top_k=6, chart_height=320, show_speed=True)``:
 
     - ``tokenizer``: anything with ``decode(list[int]) -> str`` (a transformers tokenizer); each token shows the
       text it adds to the decoded prompt + accepted tokens (:class:`lab.detok.Detokenizer`), so the shown text is
       ``tokenizer.decode`` of them. A token holding only part of a character shows nothing; the token completing it
-      shows the character. A rejected draft shows what it would have added after the accepted tokens before it.
-      ``None`` shows ids as ``⟨17⟩``.
-    - ``prompt_ids``: the prompt, shown muted before the generated tokens (list of ints, or a tensor ``[n]`` /
-      ``[1, n]``); may be omitted.
+      shows the character; while the generated text ends inside a character, its last token shows what
+      ``tokenizer.decode`` shows there (U+FFFD), so a run cut inside a character still shows it. A rejected draft
+      shows what it would have added after the accepted tokens before it. ``None`` shows ids as ``⟨17⟩``.
+    - ``prompt_ids``: the prompt, or its last tokens, shown muted before the generated tokens (list of ints, or an
+      integer tensor ``[n]`` / ``[1, n]``; ids below ``len(tokenizer)`` when it has a length); may be omitted.
     - ``top_k``: how many most likely tokens of each distribution the chart shows (their union is plotted).
     - ``chart_height``: height of the probability chart in pixels (an integer >= 10, plotly's minimum).
+    - ``show_speed``: whether the stats line ends with tokens/s over draft + verify time (``stats`` always has it);
+      the race turns it off, as its header shows each side's tokens/s over its own compute clock.
 
     Calling the widget with a :class:`~lab.trace.StepRecord` (or ``on_step(record)``) appends that step and updates
-    the browser at once. A record with ``index == 0`` arriving after earlier steps starts a new run: the generated
-    tokens are cleared and the prompt is kept (so re-running a notebook cell with the same widget works).
-    Raises ``ValueError`` for a record that contradicts itself (see :meth:`on_step`).
+    the browser at once; ``extend`` takes a list of records or a finished :class:`~lab.trace.Generation`. A token
+    tree step (Medusa, EAGLE with ``tree=``) is drawn as its accepted path (:func:`chain_view`) while ``steps`` and
+    ``stats`` keep the whole tree. A record with ``index == 0`` starts a new run: earlier generated tokens are
+    cleared and the prompt is kept (so re-running a notebook cell with the same widget works). The stored prompt
+    belongs to the first run after it was set: a run is shown without it, rather than decoded after the wrong
+    text, when its first record's ``cache_before`` (the target's cache before the step: the prompt minus its last
+    token) is shorter than the stored prompt allows, or differs from that first run's (the widget reused for a run
+    on another prompt). The prompt returns for a later run on its own; ``reset(prompt_ids)`` replaces it.
+
+    Raises ``TypeError`` for a ``tokenizer`` without a callable ``decode``, ``prompt_ids`` that are not integer
+    token ids (text, floats, bools) and a ``show_speed`` that is not a bool; ``ValueError`` for
+    prompt ids outside ``[0, len(tokenizer))`` or a tensor that is not one sequence, ``top_k`` < 1,
+    ``chart_height`` < 10, and a record that contradicts itself (see :meth:`on_step`).
 
     Kernel-side state (what the view shows): ``tokens`` (list of dicts with ``text``, ``token_id``, ``kind`` in
     ``prompt | accepted | rejected | resampled | bonus``, ``step`` and ``position``; ``text`` is ``""`` for a token
@@ -237,13 +313,20 @@ class TokenStream(ipywidgets.VBox):
     ``FigureWidget`` with bar traces ``target``, ``draft``, ``residual``).
     """
 
-    def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320, **kwargs):
+    def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320,
+                 show_speed: bool = True, **kwargs):
         if isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1:
             raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
         chart_height = check_int("chart_height", chart_height, 10)  # plotly's smallest figure height
-        self._tokenizer = tokenizer
+        if not isinstance(show_speed, bool):
+            raise TypeError(f"show_speed must be True or False, got {type(show_speed).__name__} {show_speed!r}")
+        self._tokenizer = check_tokenizer(tokenizer)
+        prompt_ids = prompt_token_ids(tokenizer, prompt_ids)  # checked before any widget exists
+        self._show_speed = show_speed
         self._top_k = int(top_k)
-        self._prompt_ids: list = []
+        self._prompt_ids: list = []      # the prompt given (constructor or reset)
+        self._shown_prompt: list = []    # the prompt the current run follows: _prompt_ids, or [] (see on_step)
+        self._prompt_cache = None        # cache_before of the first run shown with _prompt_ids (None: none yet)
         self._prompt_text = None         # Detokenizer after the prompt (None without a tokenizer)
         self._text = None                # Detokenizer after the prompt and the generated tokens
         self._contexts: list = []        # per generated position: the Detokenizer before it (for labels there)
@@ -285,20 +368,39 @@ class TokenStream(ipywidgets.VBox):
 
         Shown in order: ``emitted[:num_accepted]`` as accepted drafts; then, unless EOS / ``max_new_tokens`` cut
         the step inside its accepted drafts, the rejected drafts ``drafted[num_accepted:]`` struck through, and the
-        target's token ``emitted[num_accepted]`` (if it was not cut) as ``record.last_kind``. When the record has
-        ``target_probs`` (``generate(record_probs=True)``) the distributions at each emitted position are summarised
-        now (top tokens only), so the widget does not keep full-vocabulary tensors.
+        target's token ``emitted[num_accepted]`` (if it was not cut) as ``record.last_kind``. A token tree
+        (``record.parents`` set) is shown as :func:`chain_view` draws it: its accepted path, then the first
+        rejected child of the path's end; the resampled token's residual is the one verification drew from, after
+        every child there was rejected (:func:`tree_residual`). ``steps`` keeps the record itself. When the record
+        has ``target_probs`` (``generate(record_probs=True)``) the distributions at each emitted position are
+        summarised now (top tokens only), so the widget does not keep full-vocabulary tensors.
 
-        Raises ``ValueError`` if ``num_accepted`` exceeds the drafts, ``emitted`` holds more than
-        ``num_accepted + 1`` tokens or does not start with the accepted drafts, or ``last_kind`` is not
+        Raises ``TypeError`` for a :class:`~lab.trace.Generation` (use :meth:`extend`) or a list of records;
+        ``ValueError`` if ``num_accepted`` exceeds the drafts, ``emitted`` holds more than ``num_accepted + 1``
+        tokens or does not start with the accepted drafts (along a tree's path), or ``last_kind`` is not
         ``"resampled"`` / ``"bonus"`` or disagrees with ``num_accepted``.
         """
-        drafted = [int(token) for token in record.drafted]
-        emitted = [int(token) for token in record.emitted]
-        num_accepted = int(record.num_accepted)
-        self._check_record(record, drafted, emitted, num_accepted)
-        if record.index == 0 and self._steps:
-            self._clear_generated()
+        if isinstance(record, (Generation, list, tuple)):
+            raise TypeError(f"on_step takes one StepRecord, got a {type(record).__name__}; for a finished run or a "
+                            "list of records use stream.extend(generation) or stream.extend(generation.steps)")
+        shown = chain_view(record)  # what is drawn; the record itself goes to `steps` and the stats
+        drafted = [int(token) for token in shown.drafted]
+        emitted = [int(token) for token in shown.emitted]
+        num_accepted = int(shown.num_accepted)
+        self._check_record(shown, drafted, emitted, num_accepted)
+        if record.index == 0:
+            if self._steps:
+                self._clear_generated()
+            # Before a run's first step the target's cache holds the prompt but its last token. The stored prompt
+            # may be the tail of the run's prompt (a lesson shows the last 60 tokens), so only a cache too short
+            # for it, or another length than the first run it was shown with, tells of a run on another prompt.
+            cache = None if record.cache_before is None else int(record.cache_before)
+            fits = cache is None or (len(self._prompt_ids) - 1 <= cache and self._prompt_cache in (None, cache))
+            if fits and self._prompt_cache is None:
+                self._prompt_cache = cache
+            prompt = self._prompt_ids if fits else []
+            if prompt != self._shown_prompt:
+                self._show_prompt(prompt)
 
         start = len(self._generated_ids)
         step = len(self._steps)
@@ -324,25 +426,30 @@ class TokenStream(ipywidgets.VBox):
                                               text=texts[num_accepted]))
 
         self._contexts.extend(contexts)
-        self._details.extend(self._summarise(record, step, start, drafted, emitted, num_accepted, texts))
+        self._details.extend(self._summarise(shown, step, start, drafted, emitted, num_accepted, texts,
+                                             tree_residual(record)))
         self._steps.append(record)
         self._generated.extend(new_tokens)
         self._generated_ids.extend(emitted)
         self._refresh()
 
     def extend(self, records) -> "TokenStream":
-        """Feed several step records in order (e.g. ``Generation.steps`` of a finished run); returns ``self``.
-        Raises ``ValueError`` as :meth:`on_step` does (records before the bad one are already shown)."""
+        """Feed several step records in order: an iterable of :class:`~lab.trace.StepRecord` or a finished
+        :class:`~lab.trace.Generation` (its ``steps``); returns ``self``. Raises ``ValueError`` as :meth:`on_step`
+        does (records before the bad one are already shown)."""
+        if isinstance(records, Generation):
+            records = records.steps
         for record in records:
             self.on_step(record)
         return self
 
     def reset(self, prompt_ids=None) -> None:
         """Clear the generated tokens, stats, selection and chart. ``prompt_ids``, if given, replaces the prompt
-        (pass ``[]`` to remove it); otherwise the prompt stays."""
+        (pass ``[]`` to remove it; checked as the constructor checks it, before anything is cleared); otherwise the
+        stored prompt stays and is shown again."""
+        prompt = self._prompt_ids if prompt_ids is None else prompt_token_ids(self._tokenizer, prompt_ids)
         self._clear_generated()
-        if prompt_ids is not None:
-            self._set_prompt(prompt_ids)
+        self._set_prompt(prompt)
         self._refresh()
 
     # --- selection ------------------------------------------------------------------------------------------------
@@ -378,8 +485,10 @@ class TokenStream(ipywidgets.VBox):
         A dict with ``position``, ``step``, ``kind``, ``token_id``, ``text``, ``drafted_id`` (the draft's token at
         this position, None for a bonus token), ``num_drafted`` (drafts in that step), ``truncated``, ``probs``
         (None when the step was recorded without probabilities, else a dict of ``token_ids`` and lists ``target``,
-        ``draft``, ``residual`` aligned with them, the last two None where there was no draft) and ``note`` (why
-        something is missing, or "").
+        ``draft``, ``residual`` aligned with them, the last two None where there was no draft; for a token tree's
+        resampled token ``residual`` is the one drawn from after every child of the path's end was rejected),
+        ``rejected_here`` (drafts the target rejected at this position: 1 for a chain's resampled token, the number
+        of children there for a tree's, 0 otherwise) and ``note`` (why something is missing, or "").
         """
         return None if self._selection is None else {k: v for k, v in self._selection.items() if k[0] != "_"}
 
@@ -394,8 +503,7 @@ class TokenStream(ipywidgets.VBox):
         """Every shown token in display order (prompt first): dicts ``text``, ``token_id``, ``kind``, ``step``
         (None for the prompt), ``position`` (generated position; for a rejected draft, where it was proposed;
         None for the prompt)."""
-        return [{key: value for key, value in token.items() if key[0] != "_"}
-                for token in self._prompt_tokens + self._generated]
+        return [{key: value for key, value in token.items() if key[0] != "_"} for token in self._display_tokens()]
 
     @property
     def generated_ids(self) -> list:
@@ -412,7 +520,8 @@ class TokenStream(ipywidgets.VBox):
         """Running totals and rates.
 
         Keys: ``steps`` (= ``target_calls``), ``draft_calls``, ``drafted``, ``accepted``, ``rejected``, ``emitted``,
-        ``acceptance_rate`` (accepted drafts / drafted tokens; None before any draft), ``tokens_per_target_call``
+        ``acceptance_rate`` (accepted drafts / drafted tokens, every node of a token tree counted, as in
+        :func:`lab.metrics.summarize_steps`; None before any draft), ``tokens_per_target_call``
         (emitted tokens / steps), ``draft_ms``, ``verify_ms``, ``tokens_per_second`` (emitted tokens / the summed
         ``draft_ms + verify_ms``, i.e. model time, excluding this widget's own drawing; None while that is 0).
         """
@@ -441,7 +550,7 @@ class TokenStream(ipywidgets.VBox):
     @property
     def stats_text(self) -> str:
         """The stats line as shown, e.g. ``"4 steps · acceptance rate 0.62 (5/8 drafts) · 2.00 tokens per target
-        call · 400 tokens/s (draft + verify time)"``."""
+        call · 400 tokens/s (draft + verify time)"`` (without the tokens/s part when ``show_speed`` is False)."""
         stats = self.stats
         if not stats["steps"]:
             return "waiting for the first step"
@@ -449,10 +558,13 @@ class TokenStream(ipywidgets.VBox):
             rate = "acceptance rate \u2013 (no drafts)"
         else:
             rate = f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} drafts)"
-        speed = "\u2013" if stats["tokens_per_second"] is None else f"{stats['tokens_per_second']:.0f}"
         noun = "step" if stats["steps"] == 1 else "steps"
-        return (f"{stats['steps']} {noun} \u00b7 {rate} \u00b7 {stats['tokens_per_target_call']:.2f} tokens per "
-                f"target call \u00b7 {speed} tokens/s (draft + verify time)")
+        text = (f"{stats['steps']} {noun} \u00b7 {rate} \u00b7 {stats['tokens_per_target_call']:.2f} tokens per "
+                "target call")
+        if not self._show_speed:
+            return text
+        speed = "\u2013" if stats["tokens_per_second"] is None else f"{stats['tokens_per_second']:.0f}"
+        return text + f" \u00b7 {speed} tokens/s (draft + verify time)"
 
     @property
     def html(self) -> str:
@@ -460,7 +572,7 @@ class TokenStream(ipywidgets.VBox):
         script), for static exports; the live view shows the same tokens."""
         selected = self.selected
         spans = []
-        for token in self._prompt_tokens + self._generated:
+        for token in self._display_tokens():
             css = _KIND_CSS[token["kind"]]
             if token["kind"] != "prompt":  # the prompt reads as plain text, without per-token padding
                 css = _BASE_CSS + " " + css
@@ -519,17 +631,46 @@ class TokenStream(ipywidgets.VBox):
             title += f" \u00b7 step {token['step']}"
         return title
 
-    def _set_prompt(self, prompt_ids) -> None:
-        self._prompt_ids = _token_ids(prompt_ids)
+    def _set_prompt(self, prompt_ids: list) -> None:
+        """Store ``prompt_ids`` (checked ids) as the prompt for the next run and show it."""
+        self._prompt_ids = list(prompt_ids)
+        self._prompt_cache = None
+        self._show_prompt(self._prompt_ids)
+
+    def _show_prompt(self, ids: list) -> None:
+        """Show ``ids`` as the prompt the generated tokens follow (the stored prompt, or [] for a run on another);
+        only before the run's first generated token."""
+        self._shown_prompt = list(ids)
         if self._tokenizer is None:
             self._prompt_text = None
-            texts = token_texts(None, self._prompt_ids)
+            texts = token_texts(None, ids)
         else:
             self._prompt_text = Detokenizer(self._tokenizer)
-            texts = [self._prompt_text.push(token) for token in self._prompt_ids]
-        self._prompt_tokens = [self._token(token, "prompt", None, None, text=text)
-                               for token, text in zip(self._prompt_ids, texts)]
+            texts = [self._prompt_text.push(token) for token in ids]
+        self._prompt_tokens = [self._token(token, "prompt", None, None, text=text) for token, text in zip(ids, texts)]
         self._text = None if self._prompt_text is None else self._prompt_text.fork()
+
+    def _pending(self):
+        """(index into ``_generated``, text) for a generated text that ends inside a character: the last token not
+        rejected and what ``tokenizer.decode`` shows for the incomplete end (U+FFFD); None otherwise. Computed on a
+        fork, so a later token that completes the character still gets it."""
+        if self._text is None or not self._generated:
+            return None
+        rest = self._text.fork().flush()
+        if not rest:
+            return None
+        last = max((i for i, token in enumerate(self._generated) if token["kind"] != "rejected"), default=None)
+        return None if last is None else (last, rest)
+
+    def _display_tokens(self) -> list:
+        """Prompt and generated token dicts as shown: ``tokens``, ``html`` and the browser payload all read this."""
+        generated = self._generated
+        pending = self._pending()
+        if pending is not None:
+            last, rest = pending
+            generated = list(generated)
+            generated[last] = {**generated[last], "text": rest, "_text": rest}
+        return self._prompt_tokens + generated
 
     def _clear_generated(self) -> None:
         self._generated, self._generated_ids, self._details, self._steps = [], [], [], []
@@ -541,31 +682,42 @@ class TokenStream(ipywidgets.VBox):
     def _payload(self) -> list:
         return [{"s": token_display_text(token["_text"]), "k": token["kind"], "p": token["_select"],
                  "i": token["token_id"], "n": -1 if token["step"] is None else token["step"]}
-                for token in self._prompt_tokens + self._generated]
+                for token in self._display_tokens()]
 
     def _refresh(self) -> None:
         self._view.tokens = self._payload()
         self._stats_widget.value = f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div>'
+        if self.selected is not None:  # a new token can complete the selected one's character
+            self._show(self.selected)
 
-    def _summarise(self, record, step, start, drafted, emitted, num_accepted, texts) -> list:
-        """One detail dict per emitted position of this step, with the top of each distribution (or a note);
-        ``texts`` holds the emitted tokens' texts (None: part of a character)."""
+    def _summarise(self, record, step, start, drafted, emitted, num_accepted, texts, tree=None) -> list:
+        """One detail dict per emitted position of this step (``record`` as drawn, a chain), with the top of each
+        distribution (or a note); ``texts`` holds the emitted tokens' texts (None: part of a character); ``tree``
+        is :func:`tree_residual` of the original record (None for a chain), whose residual replaces the chain's at
+        the resampled position."""
         details = []
         target_rows, draft_rows, residual_rows, note = self._distributions(record, drafted, len(emitted))
         for offset, token in enumerate(emitted):
             kind = "accepted" if offset < num_accepted else record.last_kind
+            # How many drafts the target rejected at this position before choosing its own token: a chain's one,
+            # or every child of a tree path's end.
+            rejected_here = 0
+            if kind == "resampled":
+                rejected_here = 1 if tree is None else tree[1]
             detail = {"position": start + offset, "step": step, "kind": kind, "token_id": token,
                       "text": texts[offset] or "",
                       "drafted_id": drafted[offset] if offset < len(drafted) else None,
-                      "num_drafted": len(drafted), "truncated": bool(record.truncated), "probs": None,
-                      "note": note, "_text": texts[offset]}
+                      "num_drafted": len(drafted), "rejected_here": rejected_here,
+                      "truncated": bool(record.truncated), "probs": None, "note": note, "_text": texts[offset]}
             if target_rows is not None:
                 has_draft = offset < len(drafted)
+                residual = residual_rows[offset] if has_draft and residual_rows is not None else None
+                if kind == "resampled" and tree is not None and residual is not None:
+                    residual = tree[0]
                 detail["probs"] = self._top_tokens(
                     target_rows[offset],
                     draft_rows[offset] if has_draft and draft_rows is not None else None,
-                    residual_rows[offset] if has_draft and residual_rows is not None else None,
-                    [token] + ([drafted[offset]] if has_draft else []))
+                    residual, [token] + ([drafted[offset]] if has_draft else []))
             details.append(detail)
         return details
 
@@ -631,6 +783,9 @@ class TokenStream(ipywidgets.VBox):
                 self.chart.layout.title.text = "select a generated token"
             return
         detail = dict(self._details[position])
+        pending = self._pending()
+        if pending is not None and self._generated[pending[0]]["position"] == position:
+            detail["text"] = detail["_text"] = pending[1]  # as the stream shows it (see _display_tokens)
         self._selection = detail
         self._detail_plain = self._describe(detail)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
@@ -694,6 +849,10 @@ class TokenStream(ipywidgets.VBox):
             text = (head + f"the draft proposed {proposed}{drafted_numbers}; the target rejected it "
                     f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token from "
                     "the residual distribution max(0, target \u2212 draft); greedy decoding takes the target's argmax.")
+            siblings = detail["rejected_here"]
+            if siblings > 1:
+                text += (f" The tree offered {siblings} drafts here and the target rejected all {siblings} in turn "
+                         "(only the first is drawn struck through); the residual shown removes each of them in order.")
         elif detail["num_drafted"]:
             text = (head + f"bonus token {token}{numbers('target')}: every draft of this step "
                     f"({detail['num_drafted']}) was accepted, so the target's distribution after them, computed in "
