@@ -22,7 +22,7 @@ from lab.detok import Detokenizer
 from lab.sampling import check_int
 from lab.trace import StepRecord
 from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
-from widgets.token_stream import token_label_text, token_labels
+from widgets.token_stream import check_tokenizer, prompt_token_ids, token_label_text, token_labels
 
 __all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
 
@@ -46,25 +46,35 @@ class KVCacheViewer(ipywidgets.VBox):
 
     ``KVCacheViewer(tokenizer=None, prompt_ids=None, *, max_slots=40)``: ``tokenizer`` labels each slot with the
     text its token adds after the tokens before it (:func:`widgets.token_stream.token_labels`; None shows ids);
-    ``prompt_ids`` is the prompt the run starts from (needed to name the committed tokens; list of ints);
-    ``max_slots``: how many slots per row are drawn (the oldest committed ones are summarised as
-    "… n earlier"). Feed it records with ``viewer(record)`` / ``on_step(record)`` or ``extend(records)``; a record
-    with ``index == 0`` after earlier steps starts a new run.
+    ``prompt_ids`` is the prompt the run starts from (needed to name the committed tokens; list of ints or an
+    integer tensor ``[n]`` / ``[1, n]``, checked as ``TokenStream`` checks it); ``max_slots``: how many slots per
+    row are drawn (the oldest committed ones are summarised as "… n earlier"). Feed it records with
+    ``viewer(record)`` / ``on_step(record)`` or ``extend(records)``; a record with ``index == 0`` starts a new run.
+
+    Slot positions follow each record's ``cache_before`` (the target's cache length before the step): committed
+    slots the viewer cannot name (no ``prompt_ids``, or a run that started before the first record it saw) are
+    drawn as unknown (``token_id`` None, text ``"?"``). A run's first record whose ``cache_before`` shows another
+    prompt length than ``prompt_ids`` (the viewer reused for a run on another prompt) is drawn without the stored
+    prompt, as ``TreeViewer`` does; the prompt is used again for a later run that matches it. The target keeps the
+    last committed token and the accepted path's entries (``{0} ∪ {1 + i for i in record.path}`` of those the step
+    wrote, so a token tree's kept nodes need not be the first ones). A drafter without a KV cache of its own
+    (``draft_cache`` all zeros, as Medusa's heads) gets no draft row.
 
     Kernel-side state: ``frames`` (list of dicts ``step``, ``phase`` in ``verify | commit``, ``rows``: model name →
     list of slots ``{"position", "token_id", "text", "kind"}``), ``frame`` (the index shown; ``show(i)`` moves it),
     ``rows`` (the shown frame's rows), ``summary`` (one sentence on the shown frame) and ``html``. Raises
-    ``ValueError`` for ``max_slots`` < 4, or a record without ``cache_before`` (a record that did not come from
-    :func:`lab.decode.generate`).
+    ``ValueError`` for ``max_slots`` < 4, prompt ids outside the tokenizer's vocabulary or a tensor that is not one
+    sequence, or a record without ``cache_before`` (a record that did not come from :func:`lab.decode.generate`);
+    ``TypeError`` for a tokenizer without a callable ``decode`` or prompt ids that are not integers.
     """
 
     def __init__(self, tokenizer=None, prompt_ids=None, *, max_slots: int = 40, **kwargs):
         max_slots = check_int("max_slots", max_slots, 4)
-        self._tokenizer = tokenizer
+        self._tokenizer = check_tokenizer(tokenizer)
         self.max_slots = max_slots
-        self._prompt = [int(t) for t in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids or [])]
+        self._prompt = prompt_token_ids(tokenizer, prompt_ids)
         self._frames: list = []
-        self._start_committed()
+        self._start_committed(self._prompt)
         self._slider = ipywidgets.IntSlider(value=0, min=0, max=0, description="frame", continuous_update=True,
                                             layout=ipywidgets.Layout(width="420px"))
         self._view = ipywidgets.HTML()
@@ -85,23 +95,34 @@ class KVCacheViewer(ipywidgets.VBox):
         record without cache lengths (one not made by ``lab.decode.generate``)."""
         if record.cache_before is None:
             raise ValueError(f"step {record.index} carries no cache_before: feed records from lab.decode.generate")
-        if record.index == 0 and self._frames:
+        base = int(record.cache_before)
+        if record.index == 0:
             self._frames = []
-            self._start_committed()
+            # Before a run's first step the cache holds the prompt but its last token: a record from a run on
+            # another prompt is drawn without the stored one.
+            self._start_committed(self._prompt if base == len(self._prompt) - 1 else [])
+        # The step feeds the last committed token at position `base`; slots the viewer never saw are unknown.
+        missing = base + 1 - len(self._committed)
+        if missing > 0:
+            self._committed[:0] = [None] * missing
+            self._labels[:0] = ["?"] * missing
+        elif missing < 0:  # a run the viewer saw no index-0 record of: keep the newest entries at their positions
+            del self._committed[:-missing], self._labels[:-missing]
         committed, labels = list(self._committed), list(self._labels)
         drafted = [int(t) for t in record.drafted]
         # Drafts are labelled after the committed tokens they continue (a tree's after their ancestors).
         drafted_labels = token_labels(self._tokenizer, drafted, self._context, record.parents)
-        kept = 1 + int(record.num_accepted)
+        # The rollback keeps the last committed token and the accepted path (a tree's nodes need not be first).
+        kept = {0} | {1 + int(i) for i in record.path}
         extra = max(0, int(record.target_tokens or (1 + len(drafted))) - 1 - len(drafted))
-        base = int(record.cache_before)
         # Target: committed tokens 0..base-1 stay; the step wrote [last] + drafts + extra window tokens.
-        written = [committed[base] if base < len(committed) else None] + drafted + [None] * extra
-        written_labels = [labels[base] if base < len(labels) else "?"] + drafted_labels + ["?"] * extra
+        written = [committed[base]] + drafted + [None] * extra
+        written_labels = [labels[base]] + drafted_labels + ["?"] * extra
         target_verify = self._row(committed[:base], labels, written, written_labels, None)
         target_commit = self._row(committed[:base], labels, written, written_labels, kept)
         rows_verify, rows_commit = {"target": target_verify}, {"target": target_commit}
-        if record.draft_cache is not None:
+        # Medusa's heads report a cache of length 0 throughout: no draft row to draw.
+        if record.draft_cache is not None and any(int(x) for x in record.draft_cache):
             before, after_propose, after_update = (int(x) for x in record.draft_cache)
             sequence = committed + drafted  # what the draft's cache positions hold, in order
             sequence_labels = labels + drafted_labels
@@ -109,7 +130,7 @@ class KVCacheViewer(ipywidgets.VBox):
             fed_labels = [sequence_labels[i] if i < len(sequence) else "?" for i in range(before, after_propose)]
             rows_verify["draft"] = self._row(sequence[:before], sequence_labels, fed, fed_labels, None)
             rows_commit["draft"] = self._row(sequence[:before], sequence_labels, fed, fed_labels,
-                                             max(0, after_update - before))
+                                             set(range(max(0, after_update - before))))
         step = len(self._frames) // 2
         self._frames.append({"step": step, "phase": "verify", "rows": rows_verify, "record": record})
         self._frames.append({"step": step, "phase": "commit", "rows": rows_commit, "record": record})
@@ -196,11 +217,11 @@ class KVCacheViewer(ipywidgets.VBox):
         return self.html
 
     # --- internals ------------------------------------------------------------------------------------------
-    def _start_committed(self) -> None:
-        """Committed tokens back to the prompt alone."""
-        self._committed, self._labels = [], []  # token ids and their slot labels, in cache order
-        self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)  # after the committed ids
-        self._commit(self._prompt)
+    def _start_committed(self, prompt: list) -> None:
+        """Committed tokens back to ``prompt`` alone."""
+        self._committed, self._labels = [], []  # token ids (None: unknown) and their slot labels, in cache order
+        self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)  # after the known ids
+        self._commit(prompt)
 
     def _commit(self, ids) -> None:
         for token in ids:
@@ -210,11 +231,12 @@ class KVCacheViewer(ipywidgets.VBox):
     @staticmethod
     def _row(committed: list, labels: list, written: list, written_labels: list, kept) -> list:
         """Slots: the committed prefix (``labels`` holds at least its labels), then the written entries (a
-        Lookahead window token, not recorded, is None, labelled "?") as scratch (``kept`` None) or kept/discarded."""
+        Lookahead window token, not recorded, is None, labelled "?") as scratch (``kept`` None) or, by whether
+        their offset is in the set ``kept``, kept/discarded."""
         slots = [{"position": i, "token_id": t, "text": labels[i], "kind": "committed"}
                  for i, t in enumerate(committed)]
         for j, (token, label) in enumerate(zip(written, written_labels)):
-            kind = "scratch" if kept is None else ("kept" if j < kept else "discarded")
+            kind = "scratch" if kept is None else ("kept" if j in kept else "discarded")
             slots.append({"position": len(committed) + j, "token_id": token, "text": label, "kind": kind})
         return slots
 
