@@ -44,6 +44,13 @@ given) and ``exclude`` unless they name them."""
 _MUTED = "color: #666; font-size: 12px;"
 
 
+def _memory_options(choices, extra) -> list:
+    """The memory dropdown's (label, value) options: "not given", then ``choices`` and ``extra`` (None or a float)
+    in increasing order."""
+    known = sorted({float(m) for m in list(choices) + [extra] if m is not None})
+    return [("not given", None)] + [(f"{m:g} GB", m) for m in known]
+
+
 def _workload_rows():
     rows = [(row.task, f"{row.workload} · {METHOD_LABELS[row.method]} · k {row.n_range[0]}–{row.n_range[1]} · "
                        f"{row.speedup[0]:g}–{row.speedup[1]:g}×") for row in WORKLOAD_TABLE]
@@ -58,23 +65,19 @@ class StrategyPicker(w.VBox):
     ``has_small_same_family_model``, ``can_finetune``, ``latency_bound``, ``memory_headroom_gb`` (None or one of
     :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``; ``target`` (name in the vLLM command)
     and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as numbers and ``numpy.bool_`` as a
-    bool. Raises ``ValueError`` for inputs ``recommend`` rejects, a temperature above 1.5 or another
-    ``tensor_parallel_size`` (True included).
+    bool. Raises ``ValueError`` (naming the input and what it allows) for inputs ``recommend`` rejects, a
+    temperature above 1.5 or another ``tensor_parallel_size`` (True included); :meth:`set` checks the same way.
     """
 
     def __init__(self, task: str = "chat", temperature: float = 0.0, has_small_same_family_model: bool = True,
                  can_finetune: bool = False, latency_bound: bool = True, memory_headroom_gb: float | None = None,
                  exclude=(), target: str = "<target-model>", tensor_parallel_size: int = 1):
-        recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                  exclude=exclude)  # validates before any widget exists
-        if temperature > 1.5:
-            raise ValueError(f"temperature must be in [0, 1.5] here, got {temperature!r}")
-        if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
-            raise ValueError(f"tensor_parallel_size must be one of {TP_CHOICES}, got {tensor_parallel_size!r}")
-        # Plain Python values from here on: the widgets' traits reject NumPy scalars (numpy.bool_ above all).
-        tensor_parallel_size, temperature = int(tensor_parallel_size), float(temperature)
-        has_small_same_family_model, can_finetune, latency_bound = (
-            bool(has_small_same_family_model), bool(can_finetune), bool(latency_bound))
+        checked = self._checked(task=task, temperature=temperature,  # before any widget exists
+                                has_small_same_family_model=has_small_same_family_model, can_finetune=can_finetune,
+                                latency_bound=latency_bound, memory_headroom_gb=memory_headroom_gb, exclude=exclude,
+                                tensor_parallel_size=tensor_parallel_size)
+        task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb, exclude, \
+            tensor_parallel_size = checked.values()
         self.target = target
         self._hold = True
         style = {"description_width": "190px"}
@@ -89,17 +92,12 @@ class StrategyPicker(w.VBox):
         self.finetune_box = w.Checkbox(value=can_finetune, description="may train heads / fine-tune", style=style)
         self.regime_buttons = w.ToggleButtons(options=[("latency-bound", True), ("throughput / high batch", False)],
                                               value=latency_bound, description="serving", style=style)
-        memory_options = list(MEMORY_CHOICES)
-        if memory_headroom_gb is not None and float(memory_headroom_gb) not in memory_options:
-            memory_options.append(float(memory_headroom_gb))
-        known = sorted(m for m in memory_options if m is not None)
-        self.memory_dropdown = w.Dropdown(
-            options=[("not given", None)] + [(f"{m:g} GB", m) for m in known],
-            value=None if memory_headroom_gb is None else float(memory_headroom_gb),
-            description="memory headroom", style=style, layout=layout)
+        self.memory_dropdown = w.Dropdown(options=_memory_options(MEMORY_CHOICES, memory_headroom_gb),
+                                          value=memory_headroom_gb, description="memory headroom", style=style,
+                                          layout=layout)
         self.exclude_select = w.SelectMultiple(options=[(METHOD_LABELS[m], m) for m in METHODS if m != "none"],
-                                               value=tuple(exclude) if not isinstance(exclude, str) else (exclude,),
-                                               rows=5, description="ruled out", style=style, layout=layout)
+                                               value=exclude, rows=5, description="ruled out", style=style,
+                                               layout=layout)
         self.tp_dropdown = w.Dropdown(options=list(TP_CHOICES), value=tensor_parallel_size,
                                       description="target GPUs (tensor parallel)", style=style, layout=layout)
 
@@ -181,7 +179,9 @@ class StrategyPicker(w.VBox):
     def set(self, **inputs) -> None:
         """Change workload inputs by name (``task``, ``temperature``, ``has_small_same_family_model``,
         ``can_finetune``, ``latency_bound``, ``memory_headroom_gb``, ``exclude``, ``tensor_parallel_size``) and
-        refresh once. Raises ``ValueError`` for an unknown name."""
+        refresh once. Every value is checked first, with the constructor's rules, so a bad one changes nothing; a
+        memory headroom that is not in the dropdown is added to it, as the constructor does. Raises ``ValueError``
+        for an unknown name or a value the constructor would reject (naming the input and what it allows)."""
         controls = {"task": self.task_dropdown, "temperature": self.temperature_slider,
                     "has_small_same_family_model": self.small_model_box, "can_finetune": self.finetune_box,
                     "latency_bound": self.regime_buttons, "memory_headroom_gb": self.memory_dropdown,
@@ -189,12 +189,16 @@ class StrategyPicker(w.VBox):
         unknown = sorted(set(inputs) - set(controls))
         if unknown:
             raise ValueError(f"unknown workload inputs {unknown}; choose from {sorted(controls)}")
+        current = {name: control.value for name, control in controls.items()}
+        checked = self._checked(**{**current, **inputs})  # the whole workload, as the constructor checks it
         self._hold = True
         try:
-            for name, value in inputs.items():
-                if name == "exclude":
-                    value = (value,) if isinstance(value, str) else tuple(value)
-                controls[name].value = value
+            if "memory_headroom_gb" in inputs:
+                memory = checked["memory_headroom_gb"]
+                self.memory_dropdown.options = _memory_options(
+                    [value for _, value in self.memory_dropdown.options], memory)
+            for name in inputs:
+                controls[name].value = checked[name]
         finally:
             self._hold = False
         self._refresh()
@@ -215,6 +219,31 @@ class StrategyPicker(w.VBox):
         if self.temperature_slider.value > MAX_TEMPERATURE:
             scenario["temperature"] = SAMPLING_WARN_TEMPERATURE
         self.set(**scenario)
+
+    @staticmethod
+    def _checked(*, task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
+                 exclude, tensor_parallel_size) -> dict:
+        """The workload as plain Python values (the widgets' traits reject NumPy scalars, numpy.bool_ above all),
+        in the constructor's argument order, after :func:`lab.picker.recommend`'s checks and the picker's own
+        (temperature <= 1.5, the slider's end; tensor_parallel_size in :data:`TP_CHOICES`). Raises
+        ``ValueError``."""
+        if isinstance(exclude, str):
+            exclude = (exclude,)
+        try:
+            exclude = tuple(exclude)  # once, so an iterator is not used up by the check
+        except TypeError:
+            pass  # recommend names the problem
+        recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
+                  exclude=exclude)
+        if temperature > 1.5:
+            raise ValueError(f"temperature must be in [0, 1.5] here (the slider's range), got {temperature!r}")
+        if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
+            raise ValueError(f"tensor_parallel_size must be one of {TP_CHOICES}, got {tensor_parallel_size!r}")
+        return {"task": task, "temperature": float(temperature),
+                "has_small_same_family_model": bool(has_small_same_family_model), "can_finetune": bool(can_finetune),
+                "latency_bound": bool(latency_bound),
+                "memory_headroom_gb": None if memory_headroom_gb is None else float(memory_headroom_gb),
+                "exclude": exclude, "tensor_parallel_size": int(tensor_parallel_size)}
 
     # --- rendering ---------------------------------------------------------------------------------------------
     def _refresh(self) -> None:
