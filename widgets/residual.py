@@ -115,6 +115,7 @@ class ResidualExplorer(w.VBox):
         self.figure.update_layout(barmode="group", height=360, margin=dict(t=70, b=40, l=40, r=20),
                                   legend=dict(orientation="h", y=-0.15))
         self.figure.update_yaxes(range=[0, 1])
+        self.figure.update_xaxes(type="category")  # labels such as "1", "10", "2" are names, not numbers
         self.summary = w.HTML()
 
         def column(title, sliders):

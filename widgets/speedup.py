@@ -1,4 +1,4 @@
-"""SpeedupExplorer: sliders for acceptance rate α, draft length N and cost ratio c, and what they predict.
+"""SpeedupExplorer: sliders for the per-token acceptance α, draft length N and cost ratio c, and what they predict.
 
 Used in lesson 06. Two linked figures: a timeline of draft and target work for autoregressive and speculative
 decoding over the same time budget, and the predicted speedup against N with the current and the best N marked.
@@ -26,27 +26,34 @@ class SpeedupExplorer(w.VBox):
     """Explore the speedup formula: ``speedup = (1 − α^(N+1)) / (1 − α) / (1 + N c)``.
 
     Args:
-        alpha: acceptance rate α in [0, 1] (each drafted token accepted independently with probability α).
-        n_draft: draft length N, 1..``max_n``.
+        alpha: Leviathan's per-token acceptance α in [0, 1] (each drafted token accepted independently with
+            probability α). Measure it from a run with :func:`lab.metrics.alpha_from_steps` (accepted drafts /
+            drafts the target examined), not with ``stats["acceptance_rate"]`` (accepted / all drafted, which
+            also counts the drafts after a rejection that were never examined, so it is lower).
+        n_draft: draft length N, 1..``max_n``; None (the default) means ``min(5, max_n)``.
         cost_ratio: c = time of one draft forward / time of one target forward, in [0, 1].
         max_n: largest N shown and searched for the optimum.
         horizon: time budget of the timeline, in target forward passes.
     Raises ``ValueError`` for values outside those ranges (the constructor and :meth:`set` run the same checks).
     """
 
-    def __init__(self, alpha: float = 0.75, n_draft: int = 5, cost_ratio: float = 0.1, max_n: int = 16,
+    def __init__(self, alpha: float = 0.75, n_draft: int | None = None, cost_ratio: float = 0.1, max_n: int = 16,
                  horizon: float = 12.0):
         if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
             raise ValueError(f"max_n must be an integer >= 1, got {max_n!r}")
+        if n_draft is None:  # a default that fits any max_n, so max_n=3 alone works
+            n_draft = min(5, int(max_n))
         if isinstance(horizon, bool) or not isinstance(horizon, Real) or not horizon > 0 or math.isinf(horizon):
             raise ValueError(f"horizon must be a finite number > 0 target passes, got {horizon!r}")
         self.max_n = int(max_n)
         self._check(alpha, n_draft, cost_ratio)
         self.horizon = float(horizon)
-        style = {"description_width": "150px"}
-        layout = w.Layout(width="460px")
-        self.alpha_slider = w.FloatSlider(value=alpha, min=0.0, max=1.0, step=0.01, description="acceptance rate α",
-                                          readout_format=".2f", style=style, layout=layout)
+        style = {"description_width": "170px"}
+        layout = w.Layout(width="480px")
+        # Leviathan's α, not the acceptance rate (accepted / drafted): the formula assumes independent trials.
+        self.alpha_slider = w.FloatSlider(value=alpha, min=0.0, max=1.0, step=0.01,
+                                          description="per-token acceptance α", readout_format=".2f", style=style,
+                                          layout=layout)
         self.n_slider = w.IntSlider(value=n_draft, min=1, max=self.max_n, description="draft length N",
                                     style=style, layout=layout)
         self.cost_slider = w.FloatSlider(value=cost_ratio, min=0.0, max=1.0, step=0.01,
@@ -86,7 +93,7 @@ class SpeedupExplorer(w.VBox):
     # --- state -------------------------------------------------------------------------------------------
     @property
     def alpha(self) -> float:
-        """The acceptance rate α the slider is set to, in [0, 1]."""
+        """The per-token acceptance α the slider is set to, in [0, 1] (see :func:`lab.metrics.alpha_from_steps`)."""
         return float(self.alpha_slider.value)
 
     @property
