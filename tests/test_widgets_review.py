@@ -58,6 +58,18 @@ def test_token_stream_shows_a_medusa_run_and_counts_its_whole_trees(pair, medusa
     assert stats["acceptance_rate"] == pytest.approx(gen.stats["acceptance_rate"])
     assert stats["tokens_per_target_call"] == pytest.approx(gen.stats["tokens_per_target_call"])
     assert f"acceptance rate {gen.stats['acceptance_rate']:.2f} " in stream.stats_text
+    # A tree's bonus token: the path reached a leaf; the text must not say every draft of the step was accepted.
+    position = 0
+    for record in gen.steps:
+        if record.last_kind == "bonus" and len(record.emitted) > record.num_accepted:
+            stream.select(position + record.num_accepted)
+            assert (f"the accepted path ({record.num_accepted} of the tree's {len(record.drafted)} drafts) reached "
+                    "a node with no children") in stream.detail_text
+            assert "every draft of this step" not in stream.detail_text
+            break
+        position += len(record.emitted)
+    else:
+        pytest.fail("no tree step ended in a bonus token")
 
 
 def test_race_stream_stats_equal_the_summary_and_show_one_speed(pair):

@@ -427,7 +427,8 @@ class TokenStream(ipywidgets.VBox):
 
         self._contexts.extend(contexts)
         self._details.extend(self._summarise(shown, step, start, drafted, emitted, num_accepted, texts,
-                                             tree_residual(record)))
+                                             tree_residual(record),
+                                             None if record.parents is None else len(record.drafted)))
         self._steps.append(record)
         self._generated.extend(new_tokens)
         self._generated_ids.extend(emitted)
@@ -690,7 +691,8 @@ class TokenStream(ipywidgets.VBox):
         if self.selected is not None:  # a new token can complete the selected one's character
             self._show(self.selected)
 
-    def _summarise(self, record, step, start, drafted, emitted, num_accepted, texts, tree=None) -> list:
+    def _summarise(self, record, step, start, drafted, emitted, num_accepted, texts, tree=None,
+                   tree_nodes=None) -> list:
         """One detail dict per emitted position of this step (``record`` as drawn, a chain), with the top of each
         distribution (or a note); ``texts`` holds the emitted tokens' texts (None: part of a character); ``tree``
         is :func:`tree_residual` of the original record (None for a chain), whose residual replaces the chain's at
@@ -707,7 +709,7 @@ class TokenStream(ipywidgets.VBox):
             detail = {"position": start + offset, "step": step, "kind": kind, "token_id": token,
                       "text": texts[offset] or "",
                       "drafted_id": drafted[offset] if offset < len(drafted) else None,
-                      "num_drafted": len(drafted), "rejected_here": rejected_here,
+                      "num_drafted": len(drafted), "rejected_here": rejected_here, "_tree_nodes": tree_nodes,
                       "truncated": bool(record.truncated), "probs": None, "note": note, "_text": texts[offset]}
             if target_rows is not None:
                 has_draft = offset < len(drafted)
@@ -853,6 +855,10 @@ class TokenStream(ipywidgets.VBox):
             if siblings > 1:
                 text += (f" The tree offered {siblings} drafts here and the target rejected all {siblings} in turn "
                          "(only the first is drawn struck through); the residual shown removes each of them in order.")
+        elif detail["_tree_nodes"] is not None:
+            text = (head + f"bonus token {token}{numbers('target')}: the accepted path ({detail['num_drafted']} of "
+                    f"the tree's {detail['_tree_nodes']} drafts) reached a node with no children, so the target's "
+                    "distribution after it, computed in the same call, gives one more token.")
         elif detail["num_drafted"]:
             text = (head + f"bonus token {token}{numbers('target')}: every draft of this step "
                     f"({detail['num_drafted']}) was accepted, so the target's distribution after them, computed in "
