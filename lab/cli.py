@@ -256,9 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train the bundled pair, its draft, Medusa heads or EAGLE draft, or measure the pair",
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), or "
                                    "measure it and rewrite its model card.")
-    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle"],
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
-                        "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target")
+                        "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target; "
+                        "copy-target: fine-tune the committed target to copy from its context (saved in the "
+                        "cache, not over the bundled pair)")
     t.add_argument("--threads", type=_positive_int, default=None,
                    help="torch CPU threads, >= 1 (default: torch's own choice)")
 
@@ -326,6 +328,10 @@ def main(argv=None) -> int:
             return 2
     from lab import train
 
+    if args.what == "copy-target":
+        out = train.train_copy_target(threads=args.threads)
+        print((Path(out) / "training.json").read_text())
+        return 0
     if args.what in ("medusa", "eagle"):
         card = train.train_medusa(threads=args.threads) if args.what == "medusa" else \
             train.train_eagle(threads=args.threads)

@@ -7,8 +7,10 @@ configs, the tokenizer and a model card under ``lab/assets/shakespeare``.
 
 Design notes:
 - 5% of every work (its last characters) is held out for validation.
-- A fraction of training sequences repeat one passage several times with other text between, so the
-  target learns to copy from its context (prompt lookup and Lookahead need that to have anything to show).
+- A fraction of training sequences repeat one passage several times with other text between, meant to teach
+  the target to copy from its context (prompt lookup and Lookahead need that). It did not: corpus passages can
+  mostly be predicted without copying. ``python -m lab train copy-target`` (:func:`train_copy_target`) fine-tunes
+  the target on repeats of random tokens, which only copying predicts.
 - The draft learns the KL divergence to the target's next-token distribution (distillation), which
   raises acceptance far more than training it on the corpus alone.
 """
@@ -216,8 +218,12 @@ def _optimizer(model, lr):
 
 
 def train_model(model, batches: Batches, steps: int, batch: int, lr: float, warmup: int, desc: str,
-                teacher=None, log=None, evaluate=None) -> list[dict]:
-    """Train ``model`` for ``steps`` AdamW steps; with ``teacher``, on KL(teacher || model) instead of CE."""
+                teacher=None, log=None, evaluate=None, eval_every: int = 300, stop=None) -> list[dict]:
+    """Train ``model`` for ``steps`` AdamW steps; with ``teacher``, on KL(teacher || model) instead of CE.
+
+    ``evaluate(model)`` runs every ``eval_every`` steps and at the end; it returns a validation loss (float) or a
+    dict of measures, recorded in the history entry of that step. ``stop(entry)`` True after an evaluation ends the
+    run early. Returns the history: dicts with ``step``, ``loss`` and the evaluations."""
     opt = _optimizer(model, lr)
     model.train()
     history = []
@@ -245,11 +251,15 @@ def train_model(model, batches: Batches, steps: int, batch: int, lr: float, warm
             bar.set_postfix(loss=f"{loss.item():.3f}")
             if log:
                 log(f"{desc} step {step}/{steps} loss {loss.item():.4f}")
-        if evaluate is not None and (step % 300 == 0 or step == steps - 1):
-            history[-1 if history and history[-1]["step"] == step else len(history):] = [
-                {"step": step, "loss": round(loss.item(), 4), "val_loss": round(evaluate(model), 4)}]
+        if evaluate is not None and (step % eval_every == 0 or step == steps - 1):
+            result = evaluate(model)
+            measures = result if isinstance(result, dict) else {"val_loss": round(result, 4)}
+            entry = {"step": step, "loss": round(loss.item(), 4), **measures}
+            history[-1 if history and history[-1]["step"] == step else len(history):] = [entry]
             if log:
-                log(f"{desc} step {step} val_loss {history[-1]['val_loss']:.4f}")
+                log(f"{desc} step {step} " + " ".join(f"{k} {v:.4f}" for k, v in measures.items()))
+            if stop is not None and stop(entry):
+                break
     return history
 
 
@@ -337,6 +347,191 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
     torch.save(val_ids, cache_dir() / "val_ids.pt")
     log("done training; run `python -m lab train card` to measure and write the model card")
     return out_dir
+
+
+# --- a target that copies from its context (induction) --------------------------------------------------------------
+class CopyBatches:
+    """Training rows for copying: a passage repeated after gaps of corpus text, the gaps 0-48 tokens long so the
+    offset back to the previous copy varies (a fixed offset teaches "copy from k back", not induction).
+
+    ``CopyBatches(ids, seq_len, random_frac, passage_frac, gen, vocab_size)``: each row is, with probability
+    ``random_frac``, a passage of 8-64 uniformly random token ids (only copying predicts its repeats); with
+    probability ``passage_frac`` a corpus passage of that length; otherwise a plain corpus window. ``next(batch)``
+    returns int64 ``[batch, seq_len + 1]``. Raises ``ValueError`` unless both fractions are in [0, 1] and sum to at
+    most 1."""
+
+    def __init__(self, ids: torch.Tensor, seq_len: int, random_frac: float, passage_frac: float,
+                 gen: torch.Generator, vocab_size: int):
+        if not (0 <= random_frac <= 1 and 0 <= passage_frac <= 1 and random_frac + passage_frac <= 1):
+            raise ValueError(f"random_frac and passage_frac must be in [0, 1] with a sum <= 1, got {random_frac} "
+                             f"and {passage_frac}")
+        self.ids, self.seq_len, self.gen, self.vocab_size = ids, seq_len, gen, vocab_size
+        self.random_frac, self.passage_frac = random_frac, passage_frac
+
+    def _window(self, n: int) -> torch.Tensor:
+        start = int(torch.randint(0, len(self.ids) - n - 1, (1,), generator=self.gen))
+        return self.ids[start:start + n].long()
+
+    def _repeated(self, random_tokens: bool) -> torch.Tensor:
+        length = int(torch.randint(8, 65, (1,), generator=self.gen))
+        passage = (torch.randint(1, self.vocab_size, (length,), generator=self.gen) if random_tokens
+                   else self._window(length))
+        parts, total = [], 0
+        while total < self.seq_len + 1:
+            gap = self._window(int(torch.randint(0, 49, (1,), generator=self.gen)))
+            parts += [gap, passage]
+            total += len(gap) + length
+        return torch.cat(parts)[:self.seq_len + 1]
+
+    def next(self, batch: int) -> torch.Tensor:
+        rows = []
+        for _ in range(batch):
+            u = float(torch.rand((1,), generator=self.gen))
+            rows.append(self._repeated(True) if u < self.random_frac else
+                        self._repeated(False) if u < self.random_frac + self.passage_frac else
+                        self._window(self.seq_len + 1))
+        return torch.stack(rows)
+
+
+@torch.no_grad()
+def copy_probe_accuracy(model, val_ids: torch.Tensor, sequences: int = 16, length: int = 40, seed: int = 99) -> float:
+    """Induction probe: the share of a random token sequence's second copy that ``model`` predicts (argmax), after
+    ``length`` tokens of held-out text and the first copy. Random tokens can only be predicted by copying them, so
+    a model without induction scores about 1 / vocabulary (the committed target: 0.002); one that copies by
+    induction scores at most (length - 1) / length, since the second copy's first token follows a token seen only
+    once. ``val_ids``: 1-D held-out token ids. Returns a float in [0, 1]; leaves ``model`` in the mode it found it."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab = model.config.vocab_size
+    rows = []
+    for _ in range(sequences):
+        start = int(torch.randint(0, len(val_ids) - length - 1, (1,), generator=gen))
+        sequence = torch.randint(1, vocab, (length,), generator=gen)
+        rows.append(torch.cat([val_ids[start:start + length].long(), sequence, sequence]))
+    probe = torch.stack(rows)
+    was_training = model.training
+    model.eval()
+    # position 2L - 1 (the first copy's last token) predicts the second copy's first token
+    predicted = model(probe).logits[:, 2 * length - 1:3 * length - 1].argmax(-1)
+    model.train(was_training)
+    return float((predicted == probe[:, 2 * length:]).float().mean())
+
+
+@dataclass
+class CopyRecipe:
+    """Settings of ``python -m lab train copy-target`` (recorded in its ``training.json``): a copy phase on random
+    repeats until the induction probe reaches ``stop_probe`` (at most ``copy_steps``), then a mix phase of mostly
+    corpus windows that brings the held-out loss back while keeping some repeats."""
+
+    seed: int = 4321
+    batch: int = 16
+    seq_len: int = 256
+    copy_steps: int = 1000
+    copy_lr: float = 5e-4
+    stop_probe: float = 0.5
+    mix_steps: int = 600
+    mix_lr: float = 3e-4
+    mix_random: float = 0.125
+    mix_passages: float = 0.125
+    warmup: int = 50
+
+
+def train_copy_target(out_dir: Path | None = None, recipe: CopyRecipe | None = None, threads: int | None = None,
+                      source: Path = PAIR_DIR / "target") -> Path:
+    """Fine-tune the committed target into one that copies from its context; save it to ``out_dir/target``.
+
+    The committed target has no induction (probe 0.002, :func:`copy_probe_accuracy`): its copy-augmented training
+    repeated corpus passages, which it can mostly predict without copying. Random-token repeats can only be predicted
+    by copying. A fresh 2 x 256 model on them shows the plateau and sudden rise known for induction heads
+    (``tools/induction_probe.py``); starting from the committed target, this recipe runs them until the probe
+    passes ``recipe.stop_probe``, then a mix phase restores the held-out loss. ``out_dir`` defaults to
+    ``cache_dir() / "copy_target"``, away from the bundled pair: swapping it in means retraining the draft, Medusa
+    and EAGLE and re-running the lessons. Writes ``training.json`` (recipe, histories, :func:`measure_copy_target`
+    before and after) and ``train.log``. Returns ``out_dir``."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    recipe = recipe or CopyRecipe()
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(recipe.seed)
+    out_dir = Path(out_dir) if out_dir is not None else cache_dir() / "copy_target"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / "train.log"
+
+    def log(msg):
+        with open(log_path, "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
+
+    train_ids, val_ids = corpus_ids()
+    model = LlamaForCausalLM.from_pretrained(source, dtype=torch.float32)
+    vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(recipe.seed)
+
+    def evaluate(m):
+        return {"val_loss": round(validation_loss(m, val_ids, recipe.seq_len, max_windows=48), 4),
+                "probe": round(copy_probe_accuracy(m, val_ids), 4)}
+
+    start = evaluate(model)
+    log(f"start: {start}")
+    t0 = time.time()
+    copy_hist = train_model(model, CopyBatches(train_ids, recipe.seq_len, 1.0, 0.0, gen, vocab), recipe.copy_steps,
+                            recipe.batch, recipe.copy_lr, recipe.warmup, "copy", log=log, evaluate=evaluate,
+                            eval_every=50, stop=lambda entry: entry["probe"] >= recipe.stop_probe)
+    copy_minutes = (time.time() - t0) / 60
+    t0 = time.time()
+    mix_hist = train_model(model, CopyBatches(train_ids, recipe.seq_len, recipe.mix_random, recipe.mix_passages, gen,
+                                              vocab), recipe.mix_steps, recipe.batch, recipe.mix_lr, recipe.warmup,
+                           "mix", log=log, evaluate=evaluate, eval_every=100)
+    mix_minutes = (time.time() - t0) / 60
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(PAIR_DIR)
+    _save(model, tokenizer, out_dir / "target")
+    tokenizer.save_pretrained(out_dir)
+    log("saved; measuring")
+    info = {"recipe": asdict(recipe), "source": str(source), "start": start,
+            "copy_minutes": round(copy_minutes, 1), "mix_minutes": round(mix_minutes, 1),
+            "copy_history": copy_hist, "mix_history": mix_hist, "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "measured": {"committed": measure_copy_target(source), "fine_tuned": measure_copy_target(out_dir / "target")}}
+    (out_dir / "training.json").write_text(json.dumps(info, indent=1))
+    log(f"done: {info['measured']}")
+    return out_dir
+
+
+def measure_copy_target(target_dir: Path) -> dict:
+    """What copying buys, for the target saved in ``target_dir`` (with the bundled tokenizer and draft): the full
+    held-out loss (nats/token), the induction probe, the card's copy accuracy (a held-out passage shown three times,
+    then its first 4 tokens: the share of the rest greedy decoding reproduces), greedy α of the committed draft at
+    N = 1 (8 held-out prompts x 64 tokens), and prompt lookup's tokens per target call on lesson 08's copy prompts
+    (greedy, 64 tokens). Returns a dict of floats."""
+    from transformers import LlamaForCausalLM
+
+    from lab.bench import copy_heavy_prompts
+    from lab.decode import generate
+    from lab.drafters import DraftModelDrafter, PromptLookupDrafter
+    from lab.models import held_out_prompts, load_pair
+
+    pair = load_pair("shakespeare", device="cpu")
+    target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    _, val_ids = corpus_ids()
+    prompts = held_out_prompts()
+    copy_scores = []
+    for text in prompts[:5]:
+        passage = pair.encode(text)[:48]
+        context = (passage + pair.encode("\n\n")) * 3 + passage[:4]
+        g = generate(target, context, max_new_tokens=len(passage) - 4)
+        copy_scores.append(sum(a == b for a, b in zip(g.tokens, passage[4:])) / (len(passage) - 4))
+    alpha = [generate(target, pair.encode(text), drafter=DraftModelDrafter(pair.draft, 1), max_new_tokens=64,
+                      eos_token_id=pair.eos_token_id).stats["acceptance_rate"] for text in prompts]
+    lookup = []
+    for text in copy_heavy_prompts(pair, prompts):
+        g = generate(target, pair.encode(text), drafter=PromptLookupDrafter(3, 5), max_new_tokens=64,
+                     eos_token_id=pair.eos_token_id)
+        lookup.append(g.stats["tokens_per_target_call"])
+    return {"val_nats_per_token": round(validation_loss(target, val_ids, 256), 4),
+            "probe": round(copy_probe_accuracy(target, val_ids), 4),
+            "copy_accuracy_after_three_repeats": round(sum(copy_scores) / len(copy_scores), 4),
+            "alpha_greedy_committed_draft": round(sum(alpha) / len(alpha), 4),
+            "prompt_lookup_tokens_per_call_on_copy_prompts": round(sum(lookup) / len(lookup), 3)}
 
 
 def _save(model, tokenizer, path: Path) -> None:
