@@ -587,6 +587,18 @@ def _random_windows(split: str, sequences: int, length: int, seed: int, pair_dir
     return torch.stack([ids[s:s + length] for s in starts.tolist()]).long()
 
 
+def weights_key(model) -> str:
+    """A short fingerprint (12 hex digits) of ``model``'s parameters, their dtypes and shapes: the cache key that
+    keeps features or generations of one target from being read for another (a fine-tuned or re-trained one)."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
 @torch.no_grad()
 def target_features(target, sequences: int, seq_len: int = 128, split: str = "train", seed: int = 0,
                     pair_dir: Path = PAIR_DIR) -> dict:
@@ -595,11 +607,11 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
     target's last-layer hidden state after its final norm (the input of its LM head) at token ``ids[b, t]``.
 
     ``split`` is "train" or "val" (held out, for accuracy). Cached in :func:`cache_dir` per (split, sequences,
-    seq_len, seed); the target is assumed to be the committed one. About 1 CPU-minute per 100k tokens.
+    seq_len, seed, :func:`weights_key` of the target). About 1 CPU-minute per 100k tokens.
     Raises ``ValueError`` for an unknown split or a window longer than the target's context.
     """
     _check_windows(target, split, seq_len)
-    path = cache_dir() / f"features_{split}_{sequences}x{seq_len}_seed{seed}.pt"
+    path = cache_dir() / f"features_{split}_{sequences}x{seq_len}_seed{seed}_{weights_key(target)}.pt"
     if path.exists():
         return torch.load(path)
     windows = _random_windows(split, sequences, seq_len, seed, pair_dir)
@@ -627,8 +639,8 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
     :func:`target_features`: ``hidden[b, t]`` is the target's last hidden state (after its final norm) at
     ``ids[b, t]``. ``split`` picks the corpus part the prompts come from ("train" or "val"); with 64 windows or
     fewer all of them are greedy. ``seed`` picks the prompts and the samples; the global torch RNG is left as it
-    was. Cached in :func:`cache_dir` per (split, sequences, prompt_len, seq_len, seed), assuming the committed
-    target (as :func:`target_features` does); about 3 CPU-minutes for 1600 windows on one thread. Raises
+    was. Cached in :func:`cache_dir` per (split, sequences, prompt_len, seq_len, seed, :func:`weights_key` of the
+    target); about 3 CPU-minutes for 1600 windows on one thread. Raises
     ``ValueError`` for ``sequences`` < 1, an unknown split, ``prompt_len`` outside [1, seq_len), or a window longer
     than the target's context.
     """
@@ -638,7 +650,8 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
     _check_windows(target, split, seq_len)
     if not 1 <= prompt_len < seq_len:
         raise ValueError(f"prompt_len must be in [1, seq_len) = [1, {seq_len}), got {prompt_len}")
-    path = cache_dir() / f"generations_{split}_{sequences}x{prompt_len}+{seq_len - prompt_len}_seed{seed}.pt"
+    path = cache_dir() / (f"generations_{split}_{sequences}x{prompt_len}+{seq_len - prompt_len}_seed{seed}_"
+                          f"{weights_key(target)}.pt")
     if path.exists():
         return torch.load(path)
     prompts = _random_windows(split, sequences, prompt_len, seed, pair_dir).to(target.device)

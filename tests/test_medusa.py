@@ -1,4 +1,6 @@
 """Medusa heads and the Medusa drafter (lesson 10; Cai et al. 2024): tree builder, heads, weights, decoding oracles."""
+import copy
+
 import pytest
 import torch
 
@@ -154,6 +156,14 @@ def test_target_generations_are_the_targets_own_continuations(pair, tmp_path, mo
     # cached: the second call reads the file instead of generating
     monkeypatch.setattr(pair.target, "generate", lambda *a, **k: pytest.fail("generated again"))
     assert torch.equal(train.target_generations(pair.target, 66, prompt_len=4, seq_len=12, seed=3)["ids"], ids)
+    # another target (here: one weight changed) does not read this one's cache
+    other = copy.deepcopy(pair.target)
+    with torch.no_grad():
+        other.model.norm.weight[0] += 1.0
+    assert train.weights_key(other) != train.weights_key(pair.target)
+    monkeypatch.setattr(other, "generate", lambda *a, **k: pytest.fail("generated for the other target"))
+    with pytest.raises(pytest.fail.Exception, match="generated for the other target"):
+        train.target_generations(other, 66, prompt_len=4, seq_len=12, seed=3)
     with pytest.raises(ValueError, match="split"):
         train.target_generations(pair.target, 2, split="test")
     with pytest.raises(ValueError, match="prompt_len"):
