@@ -254,8 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
 
     t = sub.add_parser("train", help="train the bundled pair, its draft, Medusa heads or EAGLE draft, or measure the pair",
-                       description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), or "
-                                   "measure it and rewrite its model card.")
+                       description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
+                                   "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target; "

@@ -23,7 +23,9 @@ Where the numbers come from. The expected speedups are the seed lessons' tables,
 lesson 002, production settings: method, k and speedup per workload); the throughput case uses seed 002's EAGLE-3
 result (k = 1, the best k, cut cost by 20–54 %). The seed names no load for that result; applying it to
 throughput-bound serving is this course's inference (lesson 13: at large batch sizes the shortest draft keeps its
-gain longest). The memory each method needs is computed from parameter counts in :data:`MEMORY_NEEDED_GB`. The
+gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the batch-size schedule that goes with
+it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's measurements on prose
+(:data:`ARENA_PROSE_SPEEDUPS`). The memory each method needs is computed from parameter counts in :data:`MEMORY_NEEDED_GB`. The
 vLLM keys and ``method`` values are those of ``vllm/config/speculative.py`` (``SpeculativeConfig``) in vLLM's main
 branch as read in November 2026 (commit 002e77c1; docs ``features/speculative_decoding``); the transformers keys are
 ``GenerationConfig`` fields of transformers 5.24. The Prometheus counters vLLM exports are listed in
@@ -36,14 +38,16 @@ The rules, in order (each one adds a sentence to ``reasons``):
    sampling, while lesson 13 measured no drop on the bundled pair, so measure yours).
 2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
    ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute). Its
-   range runs from lesson 13's roofline model at saturation (a loss, about 0.89×) to seed 002's 2.17×, and its vLLM
-   config carries that model's batch-size schedule, which stops drafting past the break-even batch.
+   vLLM config carries lesson 13's batch-size schedule, which stops drafting from the batch where that roofline
+   model has N = 1 losing throughput (without it the gain would settle near 0.89×), so its range runs from 1× to
+   seed 002's 2.17×.
 3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
    ``"ngram"``); a learned head (EAGLE, Medusa) replaces it when it is feasible and its range in the strategy
    table is higher; when the default is not feasible, the best feasible fallback by the same ranges (prompt
    lookup, which the seed tables rate only for code and structured output, is rated elsewhere by its measured
    speedups on lesson 12's prose, :data:`ARENA_PROSE_SPEEDUPS`). Ties go to
-   the workload row's method, then to the cheaper method. Feasible = its prerequisite holds (a small same-family
+   the workload row's method, then to the cheaper method; prompt lookup goes before Lookahead whenever both are
+   feasible. Feasible = its prerequisite holds (a small same-family
    model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
 4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
    confident pairs usually accept less when sampling; measure yours, lesson 13); Medusa drafts one token per head, so
@@ -274,12 +278,14 @@ class Recommendation:
             (verified as one-hot), None for ``"none"``.
         temperature: the target's sampling temperature (0 = greedy), as given.
         reasons: why, one sentence each (list[str]).
-        expected_speedup: (low, high) wall-clock speedup over autoregressive decoding; (1.0, 1.0) for ``"none"``.
+        expected_speedup: (low, high) wall-clock speedup over autoregressive decoding (for throughput-bound
+            serving, the gain in throughput); (1.0, 1.0) for ``"none"``.
         source: where ``expected_speedup`` comes from (a seed table row, or the arithmetic on a cited result).
         notes: how the engines express the choice, where they cannot express it exactly (list[str]).
         revisit: conditions under which to run the picker again (list[str]).
         workload: the inputs, as a dict.
-        settings: method-specific settings (prompt-lookup window sizes, Lookahead window and n-gram size).
+        settings: method-specific settings (prompt-lookup window sizes, Lookahead window and n-gram size; under
+            load, vLLM's ``num_speculative_tokens_per_batch_size`` schedule, which :meth:`vllm_config` passes on).
     """
 
     method: str
@@ -780,7 +786,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         ok, why = _feasible("eagle", has_small, finetune, memory, exclude)
         if ok:
             high = _LOAD_SPEEDUP[1]
-            low = round(_saturated_gain(), 2)
+            saturated = round(_saturated_gain(), 2)
             reasons.append("A trained EAGLE head with N = 1 is the exception: seed lesson 002 reports that EAGLE-3 at "
                            f"k = 1, the best k, cut cost by {_LOAD_COST_CUT[0]:.0%}–{_LOAD_COST_CUT[1]:.0%}, while a "
                            "wrong k can raise it by 175 %. The seed does not say at what load; applying the result "
@@ -789,17 +795,19 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
             reasons.append(f"That gain does not hold at every load: lesson 13's roofline model (α {_LOAD_ALPHA:g}, "
                            f"c {_LOAD_COST_RATIO:g}, an H100's ridge of {_LOAD_RIDGE:g} FLOPs per byte) puts N = 1 "
                            f"below autoregressive decoding from a batch of {_load_break_even()} sequences, settling "
-                           f"at {low:.2f}× when the accelerator is saturated; hence the range "
-                           f"{low:g}–{high:g}×, and a schedule that turns speculation off past that batch.")
+                           f"at {saturated:.2f}× when the accelerator is saturated. The config below therefore "
+                           "carries that model's batch-size schedule, which stops drafting from that batch on: with "
+                           "it the model never falls below 1×, so the range runs from 1× (a saturated server, "
+                           f"drafting off) to the seed's {high:g}×.")
             notes.append("vLLM varies N with the batch size through `num_speculative_tokens_per_batch_size`, "
                          "(first batch size, last batch size, N) triples with N = 0 for no drafts; the config above "
                          "carries lesson 13's schedule for N = 1 (lab.costs.draft_length_schedule). Recompute it "
                          "with your α, c and accelerator.")
             _memory_reason(reasons, "eagle", memory)
-            return Recommendation("eagle", 1, temperature, temperature, reasons, (low, high),
+            return Recommendation("eagle", 1, temperature, temperature, reasons, (1.0, high),
                                   f"{SEED_002}, EAGLE-3 at k = 1 (20–54 % cost cut, as 1 / (1 − cut): up to "
-                                  f"{high:g}×; applied under load by this course); lesson 13's roofline model at "
-                                  f"saturation ({low:g}×)",
+                                  f"{high:g}×; applied under load by this course); 1× where lesson 13's batch-size "
+                                  f"schedule turns drafting off ({saturated:g}× there without it)",
                                   _engine_notes("eagle", has_small) + notes, _revisit("eagle", False), workload,
                                   {"num_speculative_tokens_per_batch_size": _load_schedule()})
         reasons.append("The one exception this course makes under load, an EAGLE head at N = 1 (seed lesson 002: "
@@ -837,6 +845,19 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
     if not candidates:
         reasons.append("No drafting method is feasible with these constraints.")
         return none("no feasible method", "infeasible")
+    if "ngram" in candidates and "lookahead" in candidates:
+        # Both are draft-free; their ranges come from different sources (our CPU arena, the seed's table), so
+        # they are not ranked by number: prompt lookup is what the engines serve, and lesson 12 measured it ahead.
+        del candidates["lookahead"]
+        if task in ("chat", "long_text"):
+            reasons.append(
+                "Of the two draft-free methods the picker takes prompt lookup over Lookahead: lesson 12 measured it "
+                f"ahead on prose ({ARENA_PROSE_SPEEDUPS[('ngram', 0)]:g}× against "
+                f"{ARENA_PROSE_SPEEDUPS[('lookahead', 0)]:g}× greedy, {ARENA_PROSE_SPEEDUPS[('ngram', 1)]:g}× "
+                f"against {ARENA_PROSE_SPEEDUPS[('lookahead', 1)]:g}× at T = 1), and vLLM, which has no Lookahead, "
+                "serves prompt lookup in its place. The seed tables rate prompt lookup only for code and JSON, so "
+                "its range here is that measurement on this course's CPU pair; prose repeats its context less than "
+                "code does, so measure it on your traffic.")
 
     def rank(method):
         low, high = candidates[method][0]
@@ -850,8 +871,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                            f"above the {candidates[default][0][0]:g}–{candidates[default][0][1]:g}× of "
                            f"{_a(default)}.")
         else:
-            reasons.append(f"The best feasible alternative by seed lesson 000's ranges is {_a(method)} "
-                           f"({low:g}–{high:g}×).")
+            reasons.append(f"The best feasible alternative is {_a(method)} ({low:g}–{high:g}×: {source}).")
     if method == "eagle" and "medusa" in candidates:
         reasons.append("EAGLE beats Medusa when both can be trained: its draft reads the target's features, and "
                        "seed lesson 000 puts its α (per-token acceptance) at 0.85+, against about 0.6 for a vanilla "

@@ -176,6 +176,21 @@ def test_kv_viewer_without_prompt_and_reused_on_another_prompt_follows_cache_bef
     reused.show(0)
     assert [s["token_id"] for s in reused.rows["target"]] == a
 
+    # joined mid-run: the prompt keeps its slots and the unseen tokens follow it, unknown
+    gen = generate(pair.target, a, max_new_tokens=6)
+    late = KVCacheViewer(pair.tokenizer, a).extend(gen.steps[2:])
+    late.show(0)
+    seen = len(gen.steps[0].emitted) + len(gen.steps[1].emitted)
+    assert [s["token_id"] for s in late.rows["target"]][:len(a) + seen] == a + [None] * seen  # was [None] * 2 + a
+    # then steps of another run without its first record: nothing held is known to belong to it
+    other = generate(pair.target, pair.encode("JULIET.\n"), max_new_tokens=6)  # a cache shorter than the one held
+    late.extend(other.steps[1:])
+    late.show(len(late.frames) - 2 * (len(other.steps) - 1))
+    record = other.steps[1]
+    committed = [s for s in late.rows["target"] if s["kind"] == "committed"]
+    assert record.cache_before < len(a) + len(gen.tokens) - 1  # so it cannot be a continuation
+    assert len(committed) == record.cache_before and all(s["token_id"] is None for s in committed)
+
 
 # --- 6: a run that ends inside a character ----------------------------------------------------------------------------
 
@@ -315,3 +330,38 @@ def test_token_stream_and_kv_viewer_argument_errors(pair):
     plain.extend(gen.steps)
     assert tensor.frames == plain.frames and tensor.rows["target"][0]["token_id"] == ids[0]
 
+
+
+# --- diff review (session 10) ------------------------------------------------------------------------------------
+
+class _ByteTokenizer:
+    """Token id → bytes; decode joins the bytes and shows an incomplete UTF-8 end as U+FFFD, as byte-level BPE does."""
+
+    pieces = {0: b"C", 1: b"x\xc3", 2: b"\xa9", 3: b"a"}
+
+    def decode(self, ids):
+        return b"".join(self.pieces[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+    def __len__(self):
+        return len(self.pieces)
+
+
+def test_a_token_ending_inside_a_character_keeps_its_complete_characters():
+    stream = TokenStream(_ByteTokenizer(), [0])
+    stream(StepRecord(index=0, position=0, drafted=[1], num_accepted=1, emitted=[1], last_kind="bonus"))
+    assert shown_text(stream) == _ByteTokenizer().decode([0, 1]) == "Cx" + FFFD  # was "C" + FFFD: the x was lost
+    stream.select(0)
+    assert stream.selection["text"] == "x" + FFFD
+    stream(StepRecord(index=1, position=1, drafted=[2], num_accepted=1, emitted=[2], last_kind="bonus"))
+    assert shown_text(stream) == "Cx\u00e9"
+
+
+def test_tree_steps_recorded_in_bfloat16_are_drawn(pair, medusa):
+    ids = pair.encode("ROMEO.\n")
+    gen = generate(pair.target, ids, drafter=medusa, max_new_tokens=30, temperature=0.9, seed=2, record_probs=True)
+    steps = [StepRecord(**{**vars(r), "target_probs": r.target_probs.to(torch.bfloat16)}) for r in gen.steps]
+    assert any(r.last_kind == "resampled" for r in steps)
+    stream = TokenStream(pair.tokenizer, ids).extend(steps)  # raised "target_probs must sum to 1" before
+    assert stream.generated_ids == gen.tokens
+    resampled = [d for d in stream._details if d["kind"] == "resampled"]
+    assert resampled and all(d["probs"] is not None for d in resampled)

@@ -103,11 +103,13 @@ class KVCacheViewer(ipywidgets.VBox):
             self._start_committed(self._prompt if base == len(self._prompt) - 1 else [])
         # The step feeds the last committed token at position `base`; slots the viewer never saw are unknown.
         missing = base + 1 - len(self._committed)
-        if missing > 0:
-            self._committed[:0] = [None] * missing
-            self._labels[:0] = ["?"] * missing
-        elif missing < 0:  # a run the viewer saw no index-0 record of: keep the newest entries at their positions
-            del self._committed[:-missing], self._labels[:-missing]
+        if missing > 0:  # steps of this run the viewer did not see: their tokens follow the known prefix
+            self._committed += [None] * missing
+            self._labels += ["?"] * missing
+        elif missing < 0:  # another run, without its index-0 record: nothing the viewer holds is known to be in it
+            self._start_committed([])
+            self._committed += [None] * (base + 1)
+            self._labels += ["?"] * (base + 1)
         committed, labels = list(self._committed), list(self._labels)
         drafted = [int(t) for t in record.drafted]
         # Drafts are labelled after the committed tokens they continue (a tree's after their ancestors).

@@ -36,7 +36,8 @@ STRATEGY_SCENARIOS = {
     "draft_model": {"task": "chat", "has_small_same_family_model": True, "can_finetune": False},
     "medusa": {"task": "chat", "has_small_same_family_model": False, "can_finetune": True, "exclude": ("eagle",)},
     "eagle": {"task": "chat", "has_small_same_family_model": False, "can_finetune": True},
-    "lookahead": {"task": "chat", "has_small_same_family_model": False, "can_finetune": False},
+    # Lookahead's row also describes prompt lookup, which the picker prefers when both are open: exclude it
+    "lookahead": {"task": "chat", "has_small_same_family_model": False, "can_finetune": False, "exclude": ("ngram",)},
 }
 """Workload inputs that make each strategy row's "when to pick" true. Rows also reset latency-bound, memory (not
 given) and ``exclude`` unless they name them."""

@@ -26,7 +26,7 @@ import torch
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int, check_token_ids, residual_distribution
+from lab.sampling import _residual, check_int, check_token_ids, residual_distribution
 from lab.trace import Generation, StepRecord
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
                             PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, chart_labels,
@@ -153,22 +153,31 @@ def tree_residual(record: StepRecord):
     children of the path's last node it rejected first: ``(float32 tensor [V], count)``.
 
     As :func:`lab.verify.verify_tree_sampled` does, it starts from the target's row after the path's last node and,
-    for each child in listed order, replaces it by ``residual_distribution(residual, q_child)``, where ``q_child``
-    is ``draft_probs[child]`` (one-hot on the child's token when ``draft_probs`` is None). Returns None unless the
-    record is a tree (``parents`` set) whose target resampled and that carries ``target_probs``."""
+    for each child in listed order, replaces it by the residual max(0, residual - q_child), normalised, where
+    ``q_child`` is ``draft_probs[child]`` (one-hot on the child's token when ``draft_probs`` is None). That is the
+    distribution sampled verification draws from; greedy verification takes the target's argmax and typical
+    acceptance (``acceptance="typical"``) draws from the target's row itself. Returns None unless the record is a
+    tree (``parents`` set) whose target resampled and that carries ``target_probs`` of a shape it can read."""
     if record.parents is None or record.last_kind != "resampled" or record.target_probs is None:
         return None
     last = record.path[-1] if record.path else -1
     children = [i for i, parent in enumerate(record.parents) if parent == last]
     target_rows = torch.as_tensor(record.target_probs).detach().float().cpu()
+    if target_rows.dim() != 2 or target_rows.size(0) <= last + 1:
+        return None  # a record this widget cannot read: the chain's residual (or its note) is shown instead
     residual = target_rows[last + 1]
+    draft_rows = None if record.draft_probs is None else torch.as_tensor(record.draft_probs).detach().float().cpu()
+    if draft_rows is not None and (draft_rows.dim() != 2 or draft_rows.shape[0] < len(record.drafted)
+                                   or draft_rows.shape[1] != residual.numel()):
+        return None
     for child in children:
-        if record.draft_probs is None:
+        if draft_rows is None:
             draft_row = torch.zeros_like(residual)
             draft_row[int(record.drafted[child])] = 1.0
         else:
-            draft_row = torch.as_tensor(record.draft_probs[child]).detach().float().cpu()
-        residual = residual_distribution(residual, draft_row)
+            draft_row = draft_rows[child]
+        # lab.verify's own unchecked residual: rows a bf16 target recorded need not sum to 1 within 1e-3
+        residual = _residual(residual, draft_row)
     return residual, len(children)
 
 
@@ -370,8 +379,9 @@ class TokenStream(ipywidgets.VBox):
         the step inside its accepted drafts, the rejected drafts ``drafted[num_accepted:]`` struck through, and the
         target's token ``emitted[num_accepted]`` (if it was not cut) as ``record.last_kind``. A token tree
         (``record.parents`` set) is shown as :func:`chain_view` draws it: its accepted path, then the first
-        rejected child of the path's end; the resampled token's residual is the one verification drew from, after
-        every child there was rejected (:func:`tree_residual`). ``steps`` keeps the record itself. When the record
+        rejected child of the path's end; the resampled token's residual is the one sampled tree verification
+        draws from after every child there was rejected (:func:`tree_residual`; greedy verification takes the
+        argmax and Medusa's typical acceptance the target's row instead). ``steps`` keeps the record itself. When the record
         has ``target_probs`` (``generate(record_probs=True)``) the distributions at each emitted position are
         summarised now (top tokens only), so the widget does not keep full-vocabulary tensors.
 
@@ -670,7 +680,8 @@ class TokenStream(ipywidgets.VBox):
         if pending is not None:
             last, rest = pending
             generated = list(generated)
-            generated[last] = {**generated[last], "text": rest, "_text": rest}
+            shown = (generated[last]["_text"] or "") + rest  # the token's complete characters, then the rest
+            generated[last] = {**generated[last], "text": shown, "_text": shown}
         return self._prompt_tokens + generated
 
     def _clear_generated(self) -> None:
@@ -787,7 +798,8 @@ class TokenStream(ipywidgets.VBox):
         detail = dict(self._details[position])
         pending = self._pending()
         if pending is not None and self._generated[pending[0]]["position"] == position:
-            detail["text"] = detail["_text"] = pending[1]  # as the stream shows it (see _display_tokens)
+            # as the stream shows it (see _display_tokens)
+            detail["text"] = detail["_text"] = (detail["_text"] or "") + pending[1]
         self._selection = detail
         self._detail_plain = self._describe(detail)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
