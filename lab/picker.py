@@ -662,7 +662,7 @@ def _range_for(method: str, task: str) -> tuple:
         return row.speedup, f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
     if method == "ngram":  # chat or long text: no seed row recommends prompt lookup there
         return ((ARENA_PROSE_SPEEDUPS[("ngram", 1)], ARENA_PROSE_SPEEDUPS[("ngram", 0)]),
-                "lesson 12's arena, prompt lookup on prose at T = 1 and T = 0 (bundled pair, CPU)")
+                "lesson 12's arena: prompt lookup on prose at T = 1 and T = 0, bundled pair on a CPU")
     strategy = _STRATEGY[method]
     return strategy.speedup, f"{SEED_000}, \"Picking a draft\" table, row \"{strategy.strategy}\""
 
@@ -845,19 +845,23 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
     if not candidates:
         reasons.append("No drafting method is feasible with these constraints.")
         return none("no feasible method", "infeasible")
+    preferred_lookup = []
     if "ngram" in candidates and "lookahead" in candidates:
         # Both are draft-free; their ranges come from different sources (our CPU arena, the seed's table), so
         # they are not ranked by number: prompt lookup is what the engines serve, and lesson 12 measured it ahead.
         del candidates["lookahead"]
         if task in ("chat", "long_text"):
-            reasons.append(
+            preferred_lookup.append(
                 "Of the two draft-free methods the picker takes prompt lookup over Lookahead: lesson 12 measured it "
                 f"ahead on prose ({ARENA_PROSE_SPEEDUPS[('ngram', 0)]:g}× against "
                 f"{ARENA_PROSE_SPEEDUPS[('lookahead', 0)]:g}× greedy, {ARENA_PROSE_SPEEDUPS[('ngram', 1)]:g}× "
                 f"against {ARENA_PROSE_SPEEDUPS[('lookahead', 1)]:g}× at T = 1), and vLLM, which has no Lookahead, "
-                "serves prompt lookup in its place. The seed tables rate prompt lookup only for code and JSON, so "
-                "its range here is that measurement on this course's CPU pair; prose repeats its context less than "
-                "code does, so measure it on your traffic.")
+                "serves prompt lookup in its place.")
+    if "ngram" in candidates and task in ("chat", "long_text"):
+        preferred_lookup.append(
+            "The seed tables rate prompt lookup only for code and JSON, so its range here is lesson 12's measurement "
+            "on this course's CPU pair; prose repeats its context less than code does, so measure it on your "
+            "traffic.")
 
     def rank(method):
         low, high = candidates[method][0]
@@ -871,7 +875,9 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                            f"above the {candidates[default][0][0]:g}–{candidates[default][0][1]:g}× of "
                            f"{_a(default)}.")
         else:
-            reasons.append(f"The best feasible alternative is {_a(method)} ({low:g}–{high:g}×: {source}).")
+            reasons.append(f"The best feasible alternative is {_a(method)} ({low:g}–{high:g}×; source: {source}).")
+    if method == "ngram":
+        reasons.extend(preferred_lookup)
     if method == "eagle" and "medusa" in candidates:
         reasons.append("EAGLE beats Medusa when both can be trained: its draft reads the target's features, and "
                        "seed lesson 000 puts its α (per-token acceptance) at 0.85+, against about 0.6 for a vanilla "
