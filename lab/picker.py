@@ -153,6 +153,11 @@ ARENA_PROSE_SPEEDUPS = {("ngram", 0): 1.41, ("ngram", 1): 1.01, ("lookahead", 0)
 T = 1, from the arena table committed with that lesson (bundled pair, CPU; tests/test_lesson_claims.py holds these
 to it). The seed tables give prompt lookup no range for chat or long text; the picker uses these two instead."""
 
+SHORT_OUTPUT_MEASURED = {"first_win_tokens": 2, "speedup_at_15": 1.53}
+"""Lesson 13's committed run on the bundled pair: the fewest new tokens at which speculation (the draft model) was
+ahead, and its speedup at 15 new tokens, the output length seed lesson 000 warns about (tests/test_lesson_claims.py
+holds these to that run)."""
+
 _STRATEGY = {row.method: row for row in STRATEGY_TABLE}
 _WORKLOAD = {row.task: row for row in WORKLOAD_TABLE}
 _NEAREST_ROW = {"copy_edit": "structured"}
@@ -714,8 +719,9 @@ def _revisit(method: str, latency_bound: bool) -> list:
              "with 0.7",
              "outputs are very short (seed lesson 000 names about 15 new tokens): prefill is not sped up and the "
              "drafter's set-up is paid once per request, so speculation pays only while that set-up divided by the "
-             "time saved per token is below the output length (lesson 13: on the bundled pair it already won at 2 "
-             "new tokens and gave 1.53× at 15)",
+             "time saved per token is below the output length (lesson 13: on the bundled pair it already won at "
+             f"{SHORT_OUTPUT_MEASURED['first_win_tokens']} new tokens and gave "
+             f"{SHORT_OUTPUT_MEASURED['speedup_at_15']:g}× at 15)",
              f"the sampling temperature goes above {SAMPLING_WARN_TEMPERATURE:g} (measure α again: large, confident "
              f"pairs usually lose some) or above {MAX_TEMPERATURE:g} (the picker turns speculation off)"]
     if latency_bound:

@@ -211,6 +211,15 @@ def test_lesson_13_short_outputs(lesson_13):
                                                                                    r"(\d+) tokens")
 
 
+def test_picker_and_lesson_14_quote_lesson_13_on_short_outputs(lesson_13):
+    from lab.picker import SHORT_OUTPUT_MEASURED
+
+    crossover, at15 = quoted(lesson_13["out"], r"speculation first won at (\d+) new tokens; at 15 it was ([\d.]+)x")
+    assert SHORT_OUTPUT_MEASURED == {"first_win_tokens": int(crossover), "speedup_at_15": float(at15)}
+    assert quoted(prose("14_choosing_a_strategy"), r"lesson 13 found our pair already ahead at (\d+) tokens") == (
+        crossover,)
+
+
 def test_lesson_13_temperature(lesson_13):
     text, out, temps = lesson_13["text"], lesson_13["out"], lesson_13["temps"]
     change, t_from, t_to = quoted(text, r"up to ([\d.]+) \(EAGLE, T = ([\d.]+) → ([\d.]+);")
