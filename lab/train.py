@@ -446,7 +446,15 @@ def train_copy_target(out_dir: Path | None = None, recipe: CopyRecipe | None = N
     passes ``recipe.stop_probe``, then a mix phase restores the held-out loss. ``out_dir`` defaults to
     ``cache_dir() / "copy_target"``, away from the bundled pair: swapping it in means retraining the draft, Medusa
     and EAGLE and re-running the lessons. Writes ``training.json`` (recipe, histories, :func:`measure_copy_target`
-    before and after) and ``train.log``. Returns ``out_dir``."""
+    before and after) and ``train.log``. Returns ``out_dir``.
+
+    Measured with the default recipe (2 CPU threads, 2026-12-01; 52 minutes on a shared 2-core CPU): the probe
+    stayed at 0.002 for 400 steps, then rose to 0.02, 0.18, 0.41 and 0.63 at steps 400-550, where the copy phase
+    stopped; after the mix phase it was 0.66, with a held-out loss of 3.2625 nats/token (the committed target:
+    3.2861). Natural text was barely copied: the card's copy accuracy rose from 0.036 to 0.086, and prompt lookup's
+    tokens per target call on lesson 08's copy prompts went from 2.395 to 2.231. A further 400 mix steps with half
+    the rows repeating corpus passages (``mix_passages=0.5``) raised those to 0.109 and 2.775 but cost held-out
+    loss (3.3644), so neither run replaces the bundled target yet."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     recipe = recipe or CopyRecipe()
