@@ -350,7 +350,7 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
 
 
 # --- a target that copies from its context (induction) --------------------------------------------------------------
-class CopyBatches:
+class CopyBatches(Batches):
     """Training rows for copying: a passage repeated after gaps of corpus text, the gaps 0-48 tokens long so the
     offset back to the previous copy varies (a fixed offset teaches "copy from k back", not induction).
 
@@ -365,20 +365,16 @@ class CopyBatches:
         if not (0 <= random_frac <= 1 and 0 <= passage_frac <= 1 and random_frac + passage_frac <= 1):
             raise ValueError(f"random_frac and passage_frac must be in [0, 1] with a sum <= 1, got {random_frac} "
                              f"and {passage_frac}")
-        self.ids, self.seq_len, self.gen, self.vocab_size = ids, seq_len, gen, vocab_size
-        self.random_frac, self.passage_frac = random_frac, passage_frac
-
-    def _window(self, n: int) -> torch.Tensor:
-        start = int(torch.randint(0, len(self.ids) - n - 1, (1,), generator=self.gen))
-        return self.ids[start:start + n].long()
+        super().__init__(ids, seq_len, 0.0, gen)  # Batches' corpus windows; its own copy rows are not used
+        self.vocab_size, self.random_frac, self.passage_frac = vocab_size, random_frac, passage_frac
 
     def _repeated(self, random_tokens: bool) -> torch.Tensor:
         length = int(torch.randint(8, 65, (1,), generator=self.gen))
         passage = (torch.randint(1, self.vocab_size, (length,), generator=self.gen) if random_tokens
-                   else self._window(length))
+                   else self._window(length).long())
         parts, total = [], 0
         while total < self.seq_len + 1:
-            gap = self._window(int(torch.randint(0, 49, (1,), generator=self.gen)))
+            gap = self._window(int(torch.randint(0, 49, (1,), generator=self.gen))).long()
             parts += [gap, passage]
             total += len(gap) + length
         return torch.cat(parts)[:self.seq_len + 1]
@@ -389,7 +385,7 @@ class CopyBatches:
             u = float(torch.rand((1,), generator=self.gen))
             rows.append(self._repeated(True) if u < self.random_frac else
                         self._repeated(False) if u < self.random_frac + self.passage_frac else
-                        self._window(self.seq_len + 1))
+                        self._window(self.seq_len + 1).long())
         return torch.stack(rows)
 
 
@@ -522,12 +518,6 @@ def measure_copy_target(target_dir: Path) -> dict:
     target = LlamaForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
     _, val_ids = corpus_ids()
     prompts = held_out_prompts()
-    copy_scores = []
-    for text in prompts[:5]:
-        passage = pair.encode(text)[:48]
-        context = (passage + pair.encode("\n\n")) * 3 + passage[:4]
-        g = generate(target, context, max_new_tokens=len(passage) - 4)
-        copy_scores.append(sum(a == b for a, b in zip(g.tokens, passage[4:])) / (len(passage) - 4))
     alpha = [generate(target, pair.encode(text), drafter=DraftModelDrafter(pair.draft, 1), max_new_tokens=64,
                       eos_token_id=pair.eos_token_id).stats["acceptance_rate"] for text in prompts]
     lookup = []
@@ -537,7 +527,7 @@ def measure_copy_target(target_dir: Path) -> dict:
         lookup.append(g.stats["tokens_per_target_call"])
     return {"val_nats_per_token": round(validation_loss(target, val_ids, 256), 4),
             "probe": round(copy_probe_accuracy(target, val_ids), 4),
-            "copy_accuracy_after_three_repeats": round(sum(copy_scores) / len(copy_scores), 4),
+            "copy_accuracy_after_three_repeats": round(_copy_accuracy(target, pair, prompts), 4),
             "alpha_greedy_committed_draft": round(sum(alpha) / len(alpha), 4),
             "prompt_lookup_tokens_per_call_on_copy_prompts": round(sum(lookup) / len(lookup), 3)}
 
@@ -881,6 +871,20 @@ def _ms_per_token(model, prompt: list[int], new_tokens: int = 64, repeats: int =
     return min(times)
 
 
+def _copy_accuracy(target, pair, prompts: list) -> float:
+    """The card's copying measure: each of the first 5 ``prompts``' first 48 tokens shown three times, then its first
+    4 tokens; the mean share of the rest that greedy decoding with ``target`` reproduces."""
+    from lab.decode import generate
+
+    scores = []
+    for text in prompts[:5]:
+        passage = pair.encode(text)[:48]
+        context = (passage + pair.encode("\n\n")) * 3 + passage[:4]
+        g = generate(target, context, max_new_tokens=len(passage) - 4)
+        scores.append(sum(a == b for a, b in zip(g.tokens, passage[4:])) / (len(passage) - 4))
+    return sum(scores) / len(scores)
+
+
 def measure_pair(pair_dir: Path = PAIR_DIR) -> dict:
     """Measure the saved pair: validation loss, acceptance, decode cost, copying and looping. Returns a dict."""
     from lab.decode import generate
@@ -939,14 +943,7 @@ def measure_pair(pair_dir: Path = PAIR_DIR) -> dict:
     out["tokens_per_target_call_T1_N4"] = round(runs[(4, 1.0)][1], 3)
     out["greedy_max_cycle_repeats_100_tokens"] = [_cycle_repeats(t) for t in runs[(4, 0.0)][2]]
 
-    # Copying: a held-out passage shown three times, then its first 4 tokens; does greedy continue it?
-    copy_scores = []
-    for text in prompts[:5]:
-        passage = pair.encode(text)[:48]
-        context = (passage + pair.encode("\n\n")) * 3 + passage[:4]
-        g = generate(pair.target, context, max_new_tokens=len(passage) - 4)
-        copy_scores.append(sum(a == b for a, b in zip(g.tokens, passage[4:])) / (len(passage) - 4))
-    out["copy_accuracy_after_three_repeats"] = round(sum(copy_scores) / len(copy_scores), 4)
+    out["copy_accuracy_after_three_repeats"] = round(_copy_accuracy(pair.target, pair, prompts), 4)
 
     p = pair.encode(prompts[0])
     t_ms, d_ms = _ms_per_token(pair.target, p), _ms_per_token(pair.draft, p)
