@@ -187,6 +187,19 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
     return _tree_sampled(target_probs, tokens, parents, draft_probs, generator)
 
 
+def _reject_child(residual: torch.Tensor, child: int, token: int, draft_probs) -> torch.Tensor:
+    """The distribution left after the target rejects node ``child`` (drafted ``token``): ``norm(max(0, residual -
+    q_child))``, float ``[V]``, with ``q_child = draft_probs[child]``, one-hot on ``token`` when ``draft_probs`` is
+    None. Unchecked (:func:`lab.sampling._residual`). Shared with the TokenStream widget's tree residual, so the
+    chart shows what :func:`_tree_sampled` draws from by construction."""
+    if draft_probs is None:
+        draft_row = torch.zeros_like(residual)
+        draft_row[token] = 1.0
+    else:
+        draft_row = draft_probs[child]
+    return _residual(residual, draft_row)
+
+
 def _tree_sampled(target_probs, tokens, parents, draft_probs, generator) -> VerifyResult:
     """:func:`verify_tree_sampled` for arguments already checked (``tokens`` plain ints; the decode loop checks its
     drafts, and builds its rows with :func:`lab.sampling.probs_from_logits`)."""
@@ -204,12 +217,7 @@ def _tree_sampled(target_probs, tokens, parents, draft_probs, generator) -> Veri
             if target_p > 0 and u * draft_p < target_p:  # u < min(1, target/draft), see accept_or_reject
                 accepted = c
                 break
-            if draft_probs is None:
-                draft_row = torch.zeros_like(residual)
-                draft_row[token] = 1.0
-            else:
-                draft_row = draft_probs[c]
-            residual = _residual(residual, draft_row)
+            residual = _reject_child(residual, c, token, draft_probs)
         if accepted is None:
             kind = "resampled" if kids.get(node) else "bonus"
             token = _draw(residual, generator, "target_probs (or its residual after draft_probs)")

@@ -26,8 +26,9 @@ import torch
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.sampling import _residual, check_int, check_token_ids, residual_distribution
+from lab.sampling import check_int, check_token_ids, residual_distribution
 from lab.trace import Generation, StepRecord
+from lab.verify import _reject_child
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
                             PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, chart_labels,
                             tint)
@@ -171,13 +172,8 @@ def tree_residual(record: StepRecord):
                                    or draft_rows.shape[1] != residual.numel()):
         return None
     for child in children:
-        if draft_rows is None:
-            draft_row = torch.zeros_like(residual)
-            draft_row[int(record.drafted[child])] = 1.0
-        else:
-            draft_row = draft_rows[child]
-        # lab.verify's own unchecked residual: rows a bf16 target recorded need not sum to 1 within 1e-3
-        residual = _residual(residual, draft_row)
+        # lab.verify's own step, unchecked: rows a bf16 target recorded need not sum to 1 within 1e-3
+        residual = _reject_child(residual, child, int(record.drafted[child]), draft_rows)
     return residual, len(children)
 
 
