@@ -256,6 +256,9 @@ def format_table(result: dict, label: str = "held-out") -> str:
     count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}.get(
         len(result["rows"]), str(len(result["rows"])))
     lines += ["", f"all {count} produced identical tokens: {same}"]
+    if s.get("skipped"):  # python -m lab bench on a hub pair
+        lines.append(f"not run with pair {s['pair']}: "
+                     + "; ".join(f"{method} ({why})" for method, why in s["skipped"].items()))
     return "\n".join(lines)
 
 
@@ -351,7 +354,7 @@ def main(args) -> int:
     Raises :class:`lab.cli.OptionError` naming ``--prompts`` for more prompts than are bundled (before the pair
     loads) and naming ``--max-new-tokens`` when the longest prompt plus the new tokens exceeds
     the target's context (before any timing); :func:`lab.cli.main` prints either as one line."""
-    from lab.cli import OptionError
+    from lab.cli import OptionError, drafter_problem
     from lab.models import held_out_prompts, load_pair
 
     prompts = held_out_prompts()
@@ -364,10 +367,21 @@ def main(args) -> int:
     problem = _context_problem(pair, [pair.encode(p) for p in chosen + copy_heavy], args.max_new_tokens)
     if problem:
         raise OptionError("--max-new-tokens", problem)
+    # A hub pair has no Medusa heads or EAGLE draft (GPT-2 no Llama layers for an early exit): leave those out
+    # and say so, rather than fail after the other methods were timed.
+    skipped = {}
+    for method, kind in (("lab Medusa", "medusa"), ("lab EAGLE", "eagle"), ("lab early exit", "early-exit")):
+        problem = drafter_problem(kind, pair, args.n_draft)
+        if problem:
+            skipped[method] = problem
+    extra = tuple(method for method in EXTRA_METHODS if method not in skipped)
     results = {
-        "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=EXTRA_METHODS),
-        "copy-heavy": run_bench(pair, copy_heavy, args.max_new_tokens, args.n_draft, extra=EXTRA_METHODS),
+        "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=extra),
+        "copy-heavy": run_bench(pair, copy_heavy, args.max_new_tokens, args.n_draft, extra=extra),
     }
+    if skipped:
+        for result in results.values():
+            result["settings"]["skipped"] = skipped
     if args.json:
         print(json.dumps(results, indent=1))
     else:
@@ -867,7 +881,9 @@ def arena_main(args) -> int:
     Exit status 1 if any greedy run differed from autoregressive decoding. Raises :class:`lab.cli.OptionError`
     naming ``--prompts`` for more prompts than a task has (before the pair loads) and naming ``--max-new-tokens``
     when a prompt plus the new tokens exceeds the target's context (before any run)."""
-    from lab.cli import OptionError
+    import sys
+
+    from lab.cli import OptionError, drafter_problem
     from lab.models import held_out_prompts, load_pair
 
     # Checked before the pair loads: every task is built from the held-out texts, one prompt per text except
@@ -881,8 +897,14 @@ def arena_main(args) -> int:
     problem = _context_problem(pair, encoded, args.max_new_tokens)
     if problem:
         raise OptionError("--max-new-tokens", problem)
+    skipped = {kind: drafter_problem(kind, pair, args.n_draft) for kind in ARENA_DRAFTERS}
+    skipped = {kind: why for kind, why in skipped.items() if why}
+    if skipped:  # a hub pair: no Medusa heads, no EAGLE draft (GPT-2: no early exit either)
+        print(f"python -m lab arena: not run with pair {args.pair}: "
+              + "; ".join(f"{kind} ({why})" for kind, why in skipped.items()), file=sys.stderr)
     arena = run_arena(pair, max_new_tokens=args.max_new_tokens, prompts_per_task=args.prompts,
-                      n_draft=args.n_draft, repeats=args.repeats)
+                      n_draft=args.n_draft, repeats=args.repeats,
+                      drafters=tuple(kind for kind in ARENA_DRAFTERS if kind not in skipped))
     adaptive = compare_adaptive(pair, max_new_tokens=args.max_new_tokens, prompts=args.prompts,
                                 start_n=args.n_draft, repeats=args.repeats)
     if args.json:

@@ -10,8 +10,10 @@ measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` 
 
 Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
 2); the checks that need the tokenizer (``--prompt`` must have a token; prompt + ``--max-new-tokens`` must fit the
-target's context) stop right after the pair loads, before any generation, in the same form. A model that cannot be
-loaded gives one error line and exit status 1.
+target's context; ``--drafter`` must work with ``--pair``: a hub pair has no Medusa heads or EAGLE draft, GPT-2 no
+layers for an early exit) stop right after the pair loads, before any generation, in the same form. ``bench`` and
+``arena`` leave out, and name, the drafters a hub pair cannot have. A model that cannot be loaded gives one error line
+and exit status 1.
 """
 from __future__ import annotations
 
@@ -64,6 +66,21 @@ def make_drafter(kind: str, pair, n_draft: int):
         return EarlyExitDrafter(pair.target, num_layers=max(1, pair.target.config.num_hidden_layers // 2),
                                 n_draft=n_draft)
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
+
+
+TRAINED_FOR_BUNDLED = ("medusa", "eagle")
+"""Drafters whose weights were trained for the bundled target only (lab/assets/shakespeare/medusa, .../eagle)."""
+
+
+def drafter_problem(kind: str, pair, n_draft: int = 4) -> str | None:
+    """Why :func:`make_drafter` cannot build ``kind`` for ``pair`` (its error message), or None when it can: a hub
+    pair has no Medusa heads or EAGLE draft, and GPT-2 has no Llama layers for an early exit. Builds the drafter
+    once to find out (reading its weights, if any)."""
+    try:
+        make_drafter(kind, pair, n_draft)
+    except (FileNotFoundError, ValueError) as error:
+        return str(error)
+    return None
 
 
 def _positive_int(text: str) -> int:
@@ -120,7 +137,8 @@ def demo(args) -> int:
 
     Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
     medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
-    ``--max-new-tokens`` when the prompt plus the new tokens exceed it (all before generating);
+    ``--max-new-tokens`` when the prompt plus the new tokens exceed it, and ``--drafter`` for one the pair cannot
+    have (medusa or eagle with a hub pair, before it loads; early-exit on GPT-2) (all before generating);
     :func:`main` prints either as one line."""
     from lab.decode import generate
     from lab.detok import Detokenizer
@@ -131,6 +149,11 @@ def demo(args) -> int:
                                        + ("its window W and n-gram size set what it drafts" if args.drafter ==
                                           "lookahead" else "its tree of candidates sets what it drafts")
                                        + "; leave --n-draft out")
+    if args.drafter in TRAINED_FOR_BUNDLED and args.pair != "shakespeare":
+        what = "Medusa heads" if args.drafter == "medusa" else "an EAGLE draft"
+        raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
+                                       f"shakespeare pair has {'them' if args.drafter == 'medusa' else 'one'}; with --pair {args.pair} "
+                                       "choose another drafter")
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair)
     prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
@@ -145,6 +168,10 @@ def demo(args) -> int:
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
                                               f"exceed the target's context of {limit} positions")
+    try:  # before the prompt is printed: a drafter this pair cannot have is a bad option, not a crash
+        drafter = make_drafter(args.drafter, pair, n_draft)
+    except (FileNotFoundError, ValueError) as error:
+        raise OptionError("--drafter", f"{args.drafter} does not work with --pair {args.pair}: {error}") from None
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
 
     def paint(kind: str, text: str) -> str:
@@ -176,7 +203,7 @@ def demo(args) -> int:
         if color:
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
                              f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
-    gen = generate(pair.target, prompt_ids, drafter=make_drafter(args.drafter, pair, n_draft),
+    gen = generate(pair.target, prompt_ids, drafter=drafter,
                    max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                    eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
     stats = {k: v for k, v in gen.stats.items()}
@@ -206,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "struck-through rejected, orange resampled, blue bonus), then print the stats.")
     p.add_argument("--drafter", choices=DRAFTERS, default="model",
                    help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft "
-                        "or an early exit from the target (default: %(default)s)")
+                        "or an early exit from the target; medusa and eagle only with the bundled pair (default: %(default)s)")
     p.add_argument("--prompt", default=None, help="text to continue (default: a held-out passage)")
     p.add_argument("--max-new-tokens", type=_positive_int, default=80,
                    help="tokens to generate, >= 1 (default: %(default)s)")

@@ -51,3 +51,93 @@ def test_bench_builds_every_drafter_outside_the_timed_region(pair, monkeypatch):
     for start, stop in zip(clocks[::2], clocks[1::2]):
         inside = [i for i in builds if start < i < stop]
         assert inside == [], f"a drafter was built while the clock ran (events {start}..{stop}: {events})"
+
+
+# --- a hub pair has no Medusa heads, no EAGLE draft, and (GPT-2) no Llama layers for an early exit ---------------------
+@pytest.fixture(scope="module")
+def gpt2_pair(pair):
+    """A stand-in for ``load_pair("gpt2")``: two tiny random GPT-2 models on the bundled tokenizer."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from lab.models import ModelPair
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(pair.tokenizer), n_positions=1024, n_embd=32, n_layer=2, n_head=2)
+    target, draft = GPT2LMHeadModel(config).eval(), GPT2LMHeadModel(config).eval()
+    return ModelPair(name="gpt2", target=target, draft=draft, tokenizer=pair.tokenizer, device=torch.device("cpu"),
+                     dtype=torch.float32)
+
+
+@pytest.fixture
+def hub_pair(gpt2_pair, monkeypatch):
+    """``load_pair`` returns the stand-in for any hub preset (and fails the test for the bundled pair)."""
+    import lab.models
+
+    def load(name="shakespeare", **kwargs):
+        assert name == "gpt2", name
+        return gpt2_pair
+
+    monkeypatch.setattr(lab.models, "load_pair", load)
+    return gpt2_pair
+
+
+@pytest.mark.parametrize("drafter", ["medusa", "eagle"])
+def test_demo_with_a_hub_pair_refuses_trained_drafters_before_loading(drafter, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    assert cli.main(["demo", "--pair", "gpt2", "--drafter", drafter, "--max-new-tokens", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert captured.err.startswith(f"python -m lab demo: error: --drafter: {drafter} needs ")
+    assert "only the bundled shakespeare pair has" in captured.err
+
+
+def test_demo_early_exit_on_gpt2_is_one_line_naming_the_flag(hub_pair, capsys):
+    assert cli.main(["demo", "--pair", "gpt2", "--drafter", "early-exit", "--max-new-tokens", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("python -m lab demo: error: --drafter: early-exit does not work with --pair gpt2: ")
+    assert "Llama-style" in captured.err
+
+
+def test_demo_with_a_hub_pair_runs_the_drafters_it_has(hub_pair, capsys):
+    import json
+
+    assert cli.main(["demo", "--pair", "gpt2", "--drafter", "model", "--max-new-tokens", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["tokens"]) == 3 and out["stats"]["new_tokens"] == 3
+
+
+def test_bench_with_a_hub_pair_skips_the_drafters_it_lacks_and_says_so(hub_pair, capsys):
+    assert cli.main(["bench", "--pair", "gpt2", "--prompts", "1", "--max-new-tokens", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    out = captured.out
+    methods = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    methods = [m for m in methods if m not in ("method", "---")]
+    expected = ["lab autoregressive", "lab speculative", "HF generate", "HF assisted", "lab prompt lookup",
+                "HF prompt lookup", "lab lookahead"]
+    assert methods == expected * 2  # both tables
+    assert out.count("all seven produced identical tokens: yes") == 2
+    assert out.count("not run with pair gpt2: lab Medusa (") == 2
+    assert "lab EAGLE (" in out and "lab early exit (" in out
+
+
+def test_arena_with_a_hub_pair_skips_the_drafters_it_lacks(hub_pair, monkeypatch, capsys):
+    import lab.bench
+
+    seen = {}
+    real = lab.bench.run_arena
+
+    def spy(pair, **kwargs):
+        seen.update(kwargs)
+        kwargs["tasks"] = ("prose",)  # one task keeps this short
+        return real(pair, **kwargs, progress=False)
+
+    monkeypatch.setattr(lab.bench, "run_arena", spy)
+    assert cli.main(["arena", "--pair", "gpt2", "--prompts", "1", "--max-new-tokens", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert seen["drafters"] == ("model", "ngram", "lookahead")
+    assert "not run with pair gpt2: medusa (" in captured.err
