@@ -141,3 +141,24 @@ def test_arena_with_a_hub_pair_skips_the_drafters_it_lacks(hub_pair, monkeypatch
     captured = capsys.readouterr()
     assert seen["drafters"] == ("model", "ngram", "lookahead")
     assert "not run with pair gpt2: medusa (" in captured.err
+
+
+# --- the instructor demo: RaceDashboard ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dashboard(pair):
+    from widgets.race import RaceDashboard
+
+    return RaceDashboard(pair, max_new_tokens=6)
+
+
+def test_race_summary_at_t_above_0_does_not_claim_the_texts_differ_when_they_are_equal(dashboard):
+    dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    greedy = dashboard.summary.value
+    assert "identical token for token (greedy)" in greedy
+    settings = {**dashboard.settings, "temperature": 0.7}
+    dashboard.identical = True  # a short sampled race can give the same tokens on both sides
+    same = dashboard._summary_html(settings)
+    assert "differ" not in same and "the same tokens" in same
+    dashboard.identical = False
+    other = dashboard._summary_html(settings)
+    assert "the texts differ" in other

@@ -420,7 +420,9 @@ class RaceDashboard(w.VBox):
             same = ("identical token for token (greedy)" if self.identical
                     else "NOT identical — greedy outputs should match; please report this")
         else:
-            same = "sampled: the texts differ, but both follow the target's distribution exactly"
+            same = ("sampled: both sides drew the same tokens this time; each follows the target's distribution "
+                    "exactly" if self.identical else
+                    "sampled: the texts differ, but both follow the target's distribution exactly")
         rate = spec["acceptance_rate"]
         rate_text = f"acceptance rate {rate:.2f}, " if rate is not None else ""
         return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{self.speedup:.2f}\u00d7</b>'
