@@ -151,6 +151,33 @@ def dashboard(pair):
     return RaceDashboard(pair, max_new_tokens=6)
 
 
+def test_race_n_slider_is_disabled_for_drafters_that_set_their_own_draft(dashboard):
+    """Lookahead's window and Medusa's tree set what they draft (python -m lab demo refuses --n-draft for them): the
+    N slider must not look as if it did something."""
+    for kind, disabled in (("lookahead", True), ("medusa", True), ("model", False), ("ngram", False),
+                           ("eagle", False), ("early-exit", False), ("medusa", True), ("model", False)):
+        dashboard.drafter_choice.value = kind
+        assert dashboard.n_draft.disabled is disabled, kind
+
+
+def test_race_medusa_ignores_n_loads_its_heads_once_and_records_no_n(dashboard):
+    dashboard.race(drafter="medusa", temperature=0.0)
+    first = dashboard.drafter
+    assert dashboard.settings["n_draft"] is None
+    dashboard.n_draft.value = 9 if dashboard.n_draft.value != 9 else 3
+    dashboard.race(drafter="medusa")
+    assert dashboard.drafter is first  # the same heads, not a second copy read from disk for another N
+    assert dashboard.settings["n_draft"] is None and dashboard.identical is True
+    dashboard.race(drafter="model", n_draft=2)
+    assert dashboard.settings["n_draft"] == 2 and dashboard.drafter.n_draft == 2
+
+
+@pytest.mark.parametrize("kind", ["lookahead", "medusa"])
+def test_race_refuses_an_explicit_n_for_drafters_that_take_none(dashboard, kind):
+    with pytest.raises(ValueError, match=f"n_draft does not apply to drafter {kind!r}"):
+        dashboard.race(drafter=kind, n_draft=6)
+
+
 def test_race_summary_at_t_above_0_does_not_claim_the_texts_differ_when_they_are_equal(dashboard):
     dashboard.race(drafter="model", n_draft=4, temperature=0.0)
     greedy = dashboard.summary.value

@@ -51,6 +51,7 @@ _MAX_N = 16
 _MAX_TOKENS = 400
 _MAX_TEMPERATURE = 2.0
 _DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
+_OWN_DRAFT = ("lookahead", "medusa")  # their window / tree sets what they draft: N does not apply (as on the CLI)
 
 
 class _Abort(Exception):
@@ -177,6 +178,7 @@ class RaceDashboard(w.VBox):
         self.race_button.add_class("sdl-race-button")
         self.status.add_class("sdl-race-status")
         self.prompt_choice.observe(self._show_free_text, names="value")
+        self.drafter_choice.observe(self._show_n_draft, names="value")
         self.race_button.on_click(self._on_click)
 
         # --- the two streams -------------------------------------------------------------------------------------
@@ -210,18 +212,25 @@ class RaceDashboard(w.VBox):
         self.tabs.observe(self._on_tab, names="selected_index")
         super().__init__([self.tabs])
         self._show_free_text()
+        self._show_n_draft()
         self._set_headers()
 
     # --- running ------------------------------------------------------------------------------------------------------
     def race(self, *, prompt: str | None = None, drafter: str | None = None, n_draft: int | None = None,
              max_new_tokens: int | None = None, temperature: float | None = None) -> dict:
         """Run one race with the controls' settings (arguments given here set the controls first; ``prompt`` is
-        free text). Returns ``results``. Raises ``ValueError`` for bad settings (nothing runs then) and re-raises
-        an error from either generation."""
+        free text). Returns ``results``. Raises ``ValueError`` for bad settings (nothing runs then), including an
+        ``n_draft`` given for Lookahead or Medusa (their window / tree sets the draft; the N slider is disabled for
+        them and ``settings["n_draft"]`` is None), and re-raises an error from either generation."""
         checked = self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens,
                               temperature=temperature)
         drafter, n_draft, max_new_tokens, temperature = (checked.get(k) for k in (
             "drafter", "n_draft", "max_new_tokens", "temperature"))
+        kind = drafter if drafter is not None else self.drafter_choice.value
+        if n_draft is not None and kind in _OWN_DRAFT:
+            raise ValueError(f"n_draft does not apply to drafter {kind!r}: its "
+                             + ("window W and n-gram size set" if kind == "lookahead" else "tree of candidates sets")
+                             + " what it drafts; leave n_draft out")
         if prompt is not None:
             self.prompt_choice.value = FREE_TEXT
             self.free_text.value = prompt
@@ -356,9 +365,10 @@ class RaceDashboard(w.VBox):
         prompt_ids = list(self.pair.encode(prompt))
         if not prompt_ids:
             raise ValueError("the prompt encodes to no tokens")
-        settings = {"prompt": prompt, "prompt_ids": prompt_ids, "drafter": self.drafter_choice.value,
-                    "n_draft": int(self.n_draft.value), "max_new_tokens": int(self.new_tokens.value),
-                    "temperature": float(self.temperature.value)}
+        drafter = self.drafter_choice.value
+        settings = {"prompt": prompt, "prompt_ids": prompt_ids, "drafter": drafter,
+                    "n_draft": None if drafter in _OWN_DRAFT else int(self.n_draft.value),
+                    "max_new_tokens": int(self.new_tokens.value), "temperature": float(self.temperature.value)}
         self._check(**{k: settings[k] for k in ("drafter", "n_draft", "max_new_tokens", "temperature")})
         limit = getattr(self.pair.target.config, "max_position_embeddings", None)
         if limit is not None and len(prompt_ids) + settings["max_new_tokens"] > limit:
@@ -366,10 +376,10 @@ class RaceDashboard(w.VBox):
                              f"the target's context of {limit}: shorten the prompt or ask for fewer tokens")
         return settings
 
-    def _drafter(self, kind: str, n_draft: int):
-        key = (kind, n_draft)
+    def _drafter(self, kind: str, n_draft: int | None):
+        key = (kind, n_draft)  # n_draft is None for Lookahead and Medusa: one drafter (one copy of the heads)
         if key not in self._drafters:
-            self._drafters[key] = make_drafter(kind, self.pair, n_draft)
+            self._drafters[key] = make_drafter(kind, self.pair, 4 if n_draft is None else n_draft)
         return self._drafters[key]
 
     def _measured_alpha_and_c(self) -> dict:
@@ -397,6 +407,13 @@ class RaceDashboard(w.VBox):
     def _on_tab(self, change) -> None:
         if change["new"] == 1:
             self.build_explorers()
+
+    def _show_n_draft(self, _change=None) -> None:
+        own = self.drafter_choice.value in _OWN_DRAFT
+        self.n_draft.disabled = own
+        kind = self.drafter_choice.value
+        self.n_draft.tooltip = (f"{kind} sets its own draft ({'window' if kind == 'lookahead' else 'tree'})"
+                                if own else "draft tokens per step")
 
     def _show_free_text(self, _change=None) -> None:
         self.free_text.layout.display = None if self.prompt_choice.value == FREE_TEXT else "none"
