@@ -289,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "copy-target: fine-tune the committed target to copy from its context (saved in the "
                         "cache, not over the bundled pair)")
     t.add_argument("--threads", type=_positive_int, default=None,
-                   help="torch CPU threads, >= 1 (default: torch's own choice)")
+                   help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
+                        "choice)")
 
     from lab.picker import METHODS, TASKS  # stdlib only: cheap to import
 
@@ -355,6 +356,10 @@ def main(argv=None) -> int:
             return 2
     from lab import train
 
+    if args.threads is not None:  # for `card` too, whose decode timings (cost per token, c) depend on it
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.what == "copy-target":
         out = train.train_copy_target(threads=args.threads)
         print((Path(out) / "training.json").read_text())
