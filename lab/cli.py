@@ -257,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-new-tokens", type=_positive_int, default=128,
                    help="tokens to generate per prompt, >= 1 (default: %(default)s)")
     b.add_argument("--n-draft", type=_positive_int, default=4,
-                   help="draft tokens per step N, >= 1 (default: %(default)s)")
+                   help="draft tokens per step N, >= 1, for the draft model (ours and transformers' assistant), "
+                        "EAGLE and the early exit; prompt lookup drafts 5, Lookahead and Medusa follow their "
+                        "window / tree (default: %(default)s)")
     b.add_argument("--prompts", type=_positive_int, default=5,
                    help="how many held-out prompts, 1 to 8 (the bundled held-out prompts; default: %(default)s)")
     b.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)

@@ -218,3 +218,12 @@ def test_train_card_honours_threads(monkeypatch, tmp_path, capsys):
         torch.set_num_threads(before)
     assert seen == [want]
     assert capsys.readouterr().out == "card\n\n"
+
+
+def test_bench_n_draft_help_says_which_methods_it_sets():
+    """bench's --n-draft sets the draft model's N (ours and transformers' assistant), EAGLE's and the early exit's;
+    prompt lookup keeps 5 and Lookahead / Medusa their window / tree, as the table's header shows."""
+    bench = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["bench"]._actions
+                 if "--n-draft" in a.option_strings)
+    for words in ("draft model", "EAGLE", "early exit", "prompt lookup", "Lookahead", "Medusa"):
+        assert words in bench.help, words
