@@ -65,9 +65,14 @@ def medusa_tree(head_topk_tokens, choices=DEFAULT_TREE, max_depth: int | None = 
     node (a child of the last committed token). This is :class:`lab.drafters.base.Draft`'s tree layout.
 
     Raises ``ValueError`` for an invalid choice set (see :func:`_check_choices`), or when a path uses a head or
-    rank that ``head_topk_tokens`` does not have.
+    rank that ``head_topk_tokens`` does not have; ``TypeError`` when ``head_topk_tokens`` is not integer token ids
+    (the heads' logits or probabilities instead of ``logits.topk(k, dim=-1).indices``).
     """
     top = torch.as_tensor(head_topk_tokens)
+    if top.is_floating_point() or top.is_complex() or top.dtype == torch.bool:
+        raise TypeError(f"head_topk_tokens must be integer token ids [num_heads, k] (e.g. "
+                        f"head_logits.topk(k, dim=-1).indices), got dtype {top.dtype}: the heads' logits or "
+                        "probabilities are not token ids")
     if top.dim() != 2:
         raise ValueError(f"head_topk_tokens must be [num_heads, k], got shape {tuple(top.shape)}")
     paths = _check_choices(choices)
