@@ -228,12 +228,18 @@ class EagleDrafter:
     ``needs_hidden_states = True``: the decode loop resets it with ``reset(prompt_ids, hidden=...)`` and hands it
     each step's :class:`~lab.drafters.base.TargetOutput` through ``observe`` before ``update``.
     Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree``, or a
-    draft made for another target width.
+    draft made for a target of another width or vocabulary (it reads its own target's embedding and LM head);
+    ``TypeError`` when ``target`` is not a causal LM or ``draft_model`` is not an :class:`EagleDraftModel`.
     """
 
     needs_hidden_states = True
 
     def __init__(self, target, draft_model: EagleDraftModel, n_draft: int | None = None, tree=None):
+        if not callable(getattr(target, "get_output_embeddings", None)):
+            raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
+        if not isinstance(draft_model, EagleDraftModel):
+            raise TypeError(f"draft_model must be an EagleDraftModel (EagleDraftModel.from_pretrained(target)), got "
+                            f"{type(draft_model).__name__}; a plain draft language model goes in DraftModelDrafter")
         if n_draft is not None and (not _is_int(n_draft) or n_draft < 1):
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
         layout = None if tree is None else _tree_layout(tree, vocab_size(target))
@@ -249,6 +255,9 @@ class EagleDrafter:
         if draft_model.config["feature_size"] != target.config.hidden_size:
             raise ValueError(f"draft_model reads features of width {draft_model.config['feature_size']}, the "
                              f"target's are {target.config.hidden_size}")
+        if draft_model.config["vocab_size"] != vocab_size(target):
+            raise ValueError(f"draft_model drafts over a vocabulary of {draft_model.config['vocab_size']} tokens (its "
+                             f"own target's LM head), this target's has {vocab_size(target)}: build it for this target")
         self.target = target
         self.model = draft_model.eval()
         self.n_draft = n_draft      # chain length, or the tree's depth in tree mode

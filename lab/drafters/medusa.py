@@ -186,12 +186,19 @@ class MedusaDrafter:
     lower acceptance than Medusa's typical acceptance (``generate(..., acceptance="typical")``), which is not
     exact. Before the first feature (a one-token prompt) the drafter proposes nothing: the loop takes a plain step.
 
-    Raises ``ValueError`` if the heads do not match the target's width or vocabulary, or for an invalid ``tree``.
+    Raises ``ValueError`` if the heads do not match the target's width or vocabulary, or for an invalid ``tree``;
+    ``TypeError`` when ``target`` is not a causal LM or ``heads`` is not :class:`MedusaHeads`.
     """
 
     needs_hidden_states = True
 
     def __init__(self, target, heads: MedusaHeads, tree=DEFAULT_TREE):
+        if not callable(getattr(target, "get_output_embeddings", None)):
+            raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
+        if not isinstance(heads, MedusaHeads):
+            raise TypeError(f"heads must be MedusaHeads (MedusaHeads.load(directory) or MedusaHeads.from_target("
+                            f"target)), got {type(heads).__name__}; for the bundled pair use "
+                            "MedusaDrafter.from_pretrained(pair)")
         self.target, self.heads = target, heads
         out = target.get_output_embeddings().weight
         if (heads.hidden_size, heads.vocab_size) != (out.shape[1], out.shape[0]):
