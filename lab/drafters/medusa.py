@@ -135,8 +135,9 @@ class MedusaHeads(torch.nn.Module):
         return heads.to(device=weight.device, dtype=weight.dtype)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``hidden [..., D]`` -> logits ``[..., num_heads, V]`` (head k at index k-1 predicts the token k+1
-        positions after the next one). Raises ``ValueError`` if the last dimension is not ``hidden_size``."""
+        """``hidden [..., D]`` -> logits ``[..., num_heads, V]``: head k (at index k-1) applied to the feature f_t
+        of token x_t predicts x_{t+1+k}, k positions after the next token x_{t+1} (which the target's own head
+        predicts). Raises ``ValueError`` if the last dimension is not ``hidden_size``."""
         if hidden.size(-1) != self.hidden_size:
             raise ValueError(f"hidden must end in hidden_size={self.hidden_size}, got shape {tuple(hidden.shape)}")
         return torch.stack([head(block(hidden)) for block, head in zip(self.blocks, self.lm_heads)], dim=-2)
