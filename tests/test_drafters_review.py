@@ -68,3 +68,48 @@ def test_eagle_drafter_names_wrong_draft_model_and_vocabulary(target):
     drafter = EagleDrafter(target, model, n_draft=3)
     assert generate(target, [1, 2, 3], drafter=drafter, max_new_tokens=12).tokens == \
         generate(target, [1, 2, 3], max_new_tokens=12).tokens
+
+
+# --- oracle 3 in the decode loop itself: the target's cache after trees and Lookahead windows -------------------
+
+WIDE_TREE = [(r,) for r in range(8)] + [(0, 0), (0, 1), (1, 0), (2, 0), (0, 0, 0), (1, 0, 0)]
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("kind", ["lookahead", "medusa", "eagle_tree"])
+def test_target_cache_after_generation_equals_a_fresh_forward(target, monkeypatch, kind, temperature):
+    """After a generation full of rejected tree nodes (or Lookahead windows), the target's KV cache holds exactly
+    the committed tokens but the last: keys and values equal a fresh forward over them."""
+    import lab.decode
+    from lab.drafters import LookaheadDrafter
+    from lab.models import forward, new_cache
+
+    torch.manual_seed(3)
+    heads = MedusaHeads.from_target(target).eval()
+    with torch.no_grad():
+        for p in heads.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    drafter = {"lookahead": lambda: LookaheadDrafter(window=4, ngram=3),
+               "medusa": lambda: MedusaDrafter(target, heads, tree=WIDE_TREE),
+               "eagle_tree": lambda: EagleDrafter(target, EagleDraftModel(target, SMALL_EAGLE).eval(),
+                                                  tree=WIDE_TREE)}[kind]()
+    caches = []
+
+    def recording_cache():
+        caches.append(new_cache())
+        return caches[-1]
+
+    monkeypatch.setattr(lab.decode, "new_cache", recording_cache)
+    prompt = [5, 9, 13, 2, 7, 11, 5, 9, 13, 2, 7, 11, 5, 9]
+    gen = generate(target, prompt, drafter=drafter, max_new_tokens=30, temperature=temperature, seed=1)
+    assert sum(s.num_accepted < s.depth for s in gen.steps) > 5  # many steps rejected drafts
+    assert sum(s.target_tokens > 1 + s.num_accepted for s in gen.steps) > 5  # and fed more than they kept
+    if kind != "lookahead":  # some accepted paths skip listed nodes, so the kept slots are not a prefix
+        assert any(s.path != list(range(len(s.path))) for s in gen.steps)
+    committed = prompt + gen.tokens
+    fresh = new_cache()
+    forward(target, committed[:-1], fresh)
+    (cache,) = caches
+    assert cache.get_seq_length() == len(committed) - 1
+    for mine, theirs in zip(cache.layers, fresh.layers):
+        torch.testing.assert_close(mine.keys, theirs.keys, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(mine.values, theirs.values, atol=1e-4, rtol=1e-4)
