@@ -244,7 +244,7 @@ def format_table(result: dict, label: str = "held-out") -> str:
     """The bench result as a Markdown table plus a settings line (``label`` names the prompt set)."""
     s = result["settings"]
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {_threads(s['threads'])}), {s['prompts']} {label} "
-             f"prompts × {s['max_new_tokens']} new tokens, greedy, draft model N = {s['n_draft']}"
+             f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new tokens, greedy, draft model N = {s['n_draft']}"
              + (f"; {s['extra']}" if s.get("extra") else ""), "",
              "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | tokens per target call |",
              "|---|---|---|---|---|---|"]
@@ -743,7 +743,7 @@ def format_arena(result: dict) -> str:
     s = result["settings"]
     load = s.get("load_average")
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {_threads(s['threads'])}), {s['prompts_per_task']} "
-             f"prompts per task × {s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
+             f"prompt{'' if s['prompts_per_task'] == 1 else 's'} per task × {s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
              f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
              + (f"; load average {load[0]} → {load[1]}" if load else ""), "",
              "| task | T | drafter | N | acceptance rate | α | tokens per target call | c | predicted × | "
@@ -858,8 +858,8 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
 def format_adaptive(result: dict) -> str:
     """:func:`compare_adaptive`'s result as a Markdown table plus a settings line."""
     s = result["settings"]
-    lines = [f"draft model on {s['prompts']} {s['task']} prompts × {s['max_new_tokens']} new tokens, "
-             f"T = {s['temperature']:g}, {s['device']}, {s['threads']} threads; adaptive: start N = {s['start_n']}, "
+    lines = [f"draft model on {s['prompts']} {s['task']} prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new tokens, "
+             f"T = {s['temperature']:g}, {s['device']}, {_threads(s['threads'])}; adaptive: start N = {s['start_n']}, "
              f"+2 after a fully accepted step, −1 otherwise, at most {s['max_n_draft']}; "
              f"load average {s['load_average'][0]} → {s['load_average'][1]}", "",
              "| drafter | N (mean) | acceptance rate | tokens per target call | tokens/s | predicted × | measured × | "

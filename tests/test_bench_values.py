@@ -101,3 +101,19 @@ def test_compare_adaptive_best_fixed_n_is_the_fastest():
     fixed = {r["n_draft"]: r["measured_speedup"] for r in result["rows"] if r["drafter"] == "model"}
     assert len(fixed) == 2 and fixed[1] != fixed[3]
     assert result["best_fixed_n"] == max(fixed, key=fixed.get)
+
+
+def test_table_headings_count_one_prompt_and_one_thread(rows):
+    base, _, row = rows
+    cell = [{"task": "prose", "temperature": 0.0, **_baseline_row(base, 0.0)},
+            {"task": "prose", "temperature": 0.0, **row}]
+    settings = {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 1, "prompts_per_task": 1,
+                "max_new_tokens": 8, "n_draft": 4, "seed": 0, "repeats": 1, "geometry": "", "load_average": [0, 0]}
+    heading = format_arena({"rows": cell, "settings": settings}).splitlines()[0]
+    assert "(float32, 1 thread), 1 prompt per task ×" in heading, heading
+    from lab.bench import format_table
+
+    bench = {"rows": [], "identical": True, "mismatched": [],
+             "settings": {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 1, "prompts": 1,
+                          "max_new_tokens": 8, "n_draft": 4}}
+    assert "(float32, 1 thread), 1 copy-heavy prompt ×" in format_table(bench, "copy-heavy").splitlines()[0]
