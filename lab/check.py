@@ -99,11 +99,21 @@ def _call_with_alarm(fn, args, seconds):
 def _time_limited(fn, seconds: float):
     """``fn`` wrapped so that a call running longer than ``seconds`` raises ``_NoReturn`` instead of hanging the
     checker: SIGALRM on POSIX when called on the main thread with no other interval timer pending (a Jupyter kernel
-    runs cells there), else a watched daemon thread."""
-    def call(*args):
+    runs cells there), else a watched daemon thread. A function that is already wrapped is wrapped again from the
+    original (the new limit replaces the old one; limits never nest). The wrapper keeps ``fn``'s name and signature."""
+    fn = getattr(fn, "_lab_unlimited", fn)
+
+    def call(*args, **kwargs):
+        target = functools.partial(fn, **kwargs) if kwargs else fn
         usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
                   and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
-        return (_call_with_alarm if usable else _call_in_thread)(fn, args, seconds)
+        return (_call_with_alarm if usable else _call_in_thread)(target, args, seconds)
+
+    try:
+        call = functools.wraps(fn)(call)
+    except (AttributeError, TypeError):  # an odd callable: keep the plain wrapper
+        pass
+    call._lab_unlimited = fn
     return call
 
 
@@ -122,7 +132,9 @@ def _checker(summary_fn):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                summary = summary_fn(fn, *args, **kwargs)
+                # Every call of the learner's function is time-limited, also those a check makes itself (statistical
+                # loops, type checks before _compare): an endless loop is reported, never a hung kernel.
+                summary = summary_fn(_time_limited(fn, CALL_TIME_LIMIT_S), *args, **kwargs)
         except NotImplementedError:
             print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
             return False
@@ -131,7 +143,7 @@ def _checker(summary_fn):
             print(f"✗ {name}: {message}")
             return False
         except _NoReturn as stuck:
-            print(f"✗ {name}: {call_name}({', '.join(_show(a) for a in stuck.args[0])}) did not return within "
+            print(f"✗ {name}: {call_name}({', '.join(_show_brief(a) for a in stuck.args[0])}) did not return within "
                   f"{stuck.args[1]:g} s.\n  Hint: look for a loop with no way out (a `while` whose condition "
                   "never turns false, or a counter that is never advanced).")
             return False
@@ -307,6 +319,18 @@ def _show(value, exact: bool = False) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_show(v, exact)}" for k, v in value.items()) + "}"
     return repr(value)
+
+
+def _show_brief(value) -> str:
+    """:func:`_show` for an argument in a one-line message: a model, a function or a generator as ``<TypeName>`` (a
+    model's repr runs to dozens of lines), a long list as its first items and its length."""
+    if isinstance(value, (list, tuple)) and len(value) > 8:
+        inner = ", ".join(_show(v) for v in value[:6])
+        return f"[{inner}, … ({len(value)} items)]" if isinstance(value, list) else f"({inner}, … ({len(value)} items))"
+    if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict, torch.Tensor, torch.dtype)):
+        text = _show(value)
+        return text if len(text) <= 200 else text[:199] + "…"
+    return f"<{type(value).__name__}>"
 
 
 def _show_outcome(outcome, exact: bool = False) -> str:
