@@ -13,6 +13,7 @@ verifier and p for the draft.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import inspect
 import math
@@ -160,11 +161,17 @@ def _checker(summary_fn):
 # Comparing outcomes of the learner's function with the reference and with planted wrong versions.
 
 def _copy_arg(value):
-    # tensors cloned, lists and tuples rebuilt (recursively); other objects (models, records) shared
+    # tensors cloned, lists, tuples and dicts rebuilt (recursively), step records copied; other objects (models,
+    # generators) shared
     if isinstance(value, torch.Tensor):
         return value.clone()
     if isinstance(value, (list, tuple)):
         return type(value)(_copy_arg(v) for v in value) if type(value) in (list, tuple) else value
+    if type(value) is dict:  # a config.json, counters
+        return {k: _copy_arg(v) for k, v in value.items()}
+    if isinstance(value, StepRecord):
+        return dataclasses.replace(value, **{f.name: _copy_arg(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
     return value
 
 
@@ -182,6 +189,12 @@ def _same_arg(before, after) -> bool:
     if type(before) in (list, tuple):
         return (type(after) is type(before) and len(after) == len(before)
                 and all(_same_arg(b, a) for b, a in zip(before, after)))
+    if type(before) is dict:
+        return (type(after) is dict and list(after) == list(before)
+                and all(_same_arg(before[k], after[k]) for k in before))
+    if isinstance(before, StepRecord):
+        return type(after) is type(before) and all(_same_arg(getattr(before, f.name), getattr(after, f.name, None))
+                                                   for f in dataclasses.fields(before))
     if isinstance(before, (int, float, str)) or before is None:  # the items of a list (token ids, numbers)
         return type(after) is type(before) and (after == before or after != after and before != before)  # NaN
     return True  # shared objects: not copied, so there is nothing to compare
@@ -198,6 +211,12 @@ def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
 _IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, `x[i] = ...`): the caller still "
                   "needs them, and later cells read the same tensors again. Build new tensors instead, e.g. "
                   "(target_probs - draft_probs).clamp_min(0).")
+_IN_PLACE_DICT_HINT = ("don't modify a dict you were given (`config.pop(...)`, `config.setdefault(...)`, `config[key] "
+                       "= ...`): the caller still needs it as it was. Read it with `config.get(key)` or "
+                       "`config[key]` and keep what you compute in variables of your own.")
+_IN_PLACE_RECORD_HINT = ("don't modify the step records you were given (`step.drafted = ...`, `step.num_accepted += "
+                         "...`): they are the run's history, and the lesson reads them again. Compute from them into "
+                         "variables of your own.")
 _IN_PLACE_LIST_HINT = ("don't modify your inputs in place (`window[:] = ...`, `ids += ...`, `.append`, `x[i] = "
                        "...`): the caller still needs them, and later cells keep and compare them. Build a new list "
                        "instead, e.g. `ids = prefix_ids + window`.")
@@ -355,7 +374,10 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
         got.append(_run(fn, copies))
         changed = [k for k, (a, c) in enumerate(zip(args, copies)) if not _same_arg(a, c)]
         if changed:
-            hint = _IN_PLACE_HINT if isinstance(args[changed[0]], torch.Tensor) else _IN_PLACE_LIST_HINT
+            arg = args[changed[0]]
+            hint = (_IN_PLACE_HINT if isinstance(arg, torch.Tensor) else _IN_PLACE_DICT_HINT if isinstance(arg, dict)
+                    else _IN_PLACE_RECORD_HINT if isinstance(arg, list) and any(isinstance(a, StepRecord) for a in arg)
+                    else _IN_PLACE_LIST_HINT)
             raise _Fail(f"{name}({show_args(args)}) changed {_argument_name(learner_fn, changed[0])} in place."
                         f"\n  Hint: {hint}")
     failing = [i for i in range(len(cases)) if not _same_outcome(got[i], expected[i], same)]

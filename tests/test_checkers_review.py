@@ -69,3 +69,50 @@ def test_the_time_out_message_shows_models_and_long_lists_briefly(monkeypatch, c
     assert check.chi_square_pvalue(forever) is False
     out = capsys.readouterr().out
     assert len(out.splitlines()[0]) < 300, out
+
+
+# --- a function that edits a dict (or a step record) it was given does not corrupt the checker's cases -------------
+
+def _kv(config, dtype):
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * dtype.itemsize
+
+
+def test_kv_bytes_from_config_reports_a_config_changed_in_place_and_keeps_its_cases(capsys):
+    import copy
+
+    before = copy.deepcopy(check_costs._KV_CASES)
+
+    def pops_head_dim(config, dtype):  # right numbers, but Gemma's head_dim is gone from the case afterwards
+        head_dim = config.pop("head_dim", None) or config["hidden_size"] // config["num_attention_heads"]
+        return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * dtype.itemsize
+
+    def fills_head_dim_wrongly(config, dtype):
+        head_dim = config.setdefault("head_dim", config["hidden_size"] // config["num_key_value_heads"])
+        return 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * dtype.itemsize
+
+    out = rejects(check_costs.kv_bytes_from_config, pops_head_dim, capsys, "changed its argument `config` in place",
+                  "pop")
+    out = rejects(check_costs.kv_bytes_from_config, fills_head_dim_wrongly, capsys, "in place")
+    assert "head_dim=1024" not in out, out  # the case is shown as it was, not with the learner's addition
+    assert check_costs._KV_CASES == before
+    # the cases still tell a right answer from one that ignores an explicit head_dim (Gemma's 256)
+    assert check_costs.kv_bytes_from_config(_kv)
+    rejects(check_costs.kv_bytes_from_config,
+            lambda c, d: 2 * c["num_hidden_layers"] * c["num_key_value_heads"]
+            * (c["hidden_size"] // c["num_attention_heads"]) * d.itemsize, capsys, "head_dim explicitly")
+
+
+def test_step_records_changed_in_place_are_reported_and_the_cases_stay(capsys):
+    before = [[(list(s.drafted), s.num_accepted, s.draft_ms) for s in steps] for steps in check_arena._STEP_LISTS]
+
+    def truncates(steps):  # right alpha, but it cuts every record's drafts down to the accepted ones
+        accepted = sum(s.num_accepted for s in steps)
+        rejections = sum(1 for s in steps if s.drafted and s.num_accepted < len(s.drafted))
+        for s in steps:
+            s.drafted = s.drafted[:s.num_accepted]
+        return accepted / (accepted + rejections) if accepted + rejections else None
+
+    rejects(check_arena.alpha_from_steps, truncates, capsys, "in place")
+    after = [[(list(s.drafted), s.num_accepted, s.draft_ms) for s in steps] for steps in check_arena._STEP_LISTS]
+    assert after == before
