@@ -157,7 +157,8 @@ def _same_number(a, b) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return False
     try:
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        # float32 (a tensor or NumPy array of the counts) rounds at about 6e-8; real mistakes are far off
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
     except (TypeError, ValueError):
         return False
 
@@ -199,6 +200,13 @@ def stats_from_vllm_counters(fn) -> str:
     :func:`lab.metrics.summarize_steps` reports for the same steps."""
     cases = _cases()
     outcomes = [_outcome(fn, counters) for _, counters, _ in cases]
+    for got in outcomes:  # before anything reads it: a one-shot iterator would be used up by the comparison
+        per_position = (got[1].get("per_position_acceptance", []) if got[0] == "ok" and isinstance(got[1], dict)
+                        else [])  # a missing key, another type, an error: reported below
+        if not (hasattr(per_position, "__len__") and hasattr(per_position, "__getitem__")):
+            raise _Fail(f"per_position_acceptance is a {type(per_position).__name__}; return a list, e.g. [count / "
+                        "num_drafts for count in accepted_per_position]: a map or generator can be read only once, "
+                        "and the lesson reads the list again and indexes it.")
     for (label, counters, expected), got in zip(cases, outcomes):
         if got[0] == "ok" and isinstance(got[1], dict) and not _differences(got[1], expected):
             continue

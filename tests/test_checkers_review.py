@@ -116,3 +116,43 @@ def test_step_records_changed_in_place_are_reported_and_the_cases_stay(capsys):
     rejects(check_arena.alpha_from_steps, truncates, capsys, "in place")
     after = [[(list(s.drafted), s.num_accepted, s.draft_ms) for s in steps] for steps in check_arena._STEP_LISTS]
     assert after == before
+
+
+# --- lesson 14: vLLM's counters to our stats --------------------------------------------------------------------
+
+def _vllm_stats(d, t, a, p, per_position=list, number=float):
+    if d == 0:
+        return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+    return {"acceptance_rate": number(a / t), "tokens_per_target_call": number(1 + a / d),
+            "per_position_acceptance": per_position([x / d for x in p])}
+
+
+@pytest.mark.parametrize("per_position, number", [
+    (lambda xs: torch.tensor(xs), float),                      # float32 tensor: values off by float32 rounding
+    (lambda xs: torch.tensor(xs, dtype=torch.float64), float),
+    (lambda xs: np.asarray(xs, dtype=np.float32), float),
+    (tuple, float),
+    (list, lambda x: torch.tensor(x)),                         # 0-d float32 tensors
+    (list, np.float32),
+], ids=["tensor32", "tensor64", "numpy32", "tuple", "tensor-scalars", "numpy32-scalars"])
+def test_stats_from_vllm_counters_accepts_float32_and_other_containers(per_position, number, capsys):
+    ok = check_picker.stats_from_vllm_counters(lambda *c: _vllm_stats(*c, per_position=per_position, number=number))
+    out = capsys.readouterr().out
+    assert ok, out
+
+
+@pytest.mark.parametrize("per_position", [lambda xs: map(float, xs), lambda xs: (x for x in xs)], ids=["map", "gen"])
+def test_stats_from_vllm_counters_refuses_a_one_shot_iterator(per_position, capsys):
+    # lesson 14 indexes the list afterwards (theirs['per_position_acceptance'][0]): a map or generator fails there
+    rejects(check_picker.stats_from_vllm_counters, lambda *c: _vllm_stats(*c, per_position=per_position), capsys,
+            "per_position_acceptance", "list")
+
+
+def test_stats_from_vllm_counters_still_rejects_a_value_a_little_off(capsys):
+    def off(d, t, a, p):
+        out = _vllm_stats(d, t, a, p)
+        if d:
+            out["acceptance_rate"] *= 1.0001
+        return out
+
+    rejects(check_picker.stats_from_vllm_counters, off, capsys, "acceptance_rate should be")
