@@ -1116,7 +1116,11 @@ def _unpack_proposal(name, out):
     if isinstance(token, torch.Tensor):
         if token.numel() != 1:
             raise _Fail(f"the token must be one id, got {_show(token)}.")
-        token = int(token)
+        token = token.item()
+    if isinstance(token, bool) or not isinstance(token, Integral):
+        why = (" max() gives the largest probability, argmax() its index." if isinstance(token, float) else "")
+        raise _Fail(f"{name} proposed {_show(token)} ({type(token).__name__}) as its token; the token must be an "
+                    f"integer token id, the index into draft_probs (e.g. int(draft_probs.argmax())).{why}")
     try:
         reported = torch.as_tensor(reported, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):

@@ -156,3 +156,36 @@ def test_stats_from_vllm_counters_still_rejects_a_value_a_little_off(capsys):
         return out
 
     rejects(check_picker.stats_from_vllm_counters, off, capsys, "acceptance_rate should be")
+
+
+# --- lesson 04: the token a draft proposes must be an integer id ---------------------------------------------------
+
+def _one_hot(d):
+    return torch.nn.functional.one_hot(d.argmax(), len(d)).to(d.dtype)
+
+
+def test_greedy_draft_names_a_probability_returned_as_the_token(capsys):
+    # max() gives the largest probability, argmax() its index; int(0.6) == 0 must not read as "proposed token 0"
+    out = rejects(check.greedy_draft, lambda d: (d.max(), _one_hot(d)), capsys, "argmax")
+    assert "proposed token 0" not in out, out
+    out = rejects(check.greedy_draft, lambda d: (float(d.max()), _one_hot(d)), capsys, "argmax")
+    assert "proposed token 0" not in out, out
+
+
+@pytest.mark.parametrize("token", [None, "0", 1.5], ids=["None", "str", "float"])
+def test_greedy_draft_a_token_that_is_no_integer_is_the_learners_answer_not_their_error(token, capsys):
+    out = rejects(check.greedy_draft, lambda d: (token, _one_hot(d)), capsys, "integer token id")
+    assert "your function raised" not in out, out
+
+
+def test_draft_checkers_accept_integer_tokens_of_every_kind(capsys):
+    assert check.greedy_draft(lambda d: (d.argmax(), _one_hot(d)))                  # a 0-d Long tensor
+    assert check.greedy_draft(lambda d: (np.int64(d.argmax()), _one_hot(d).numpy()))
+    assert check.greedy_draft(lambda d: (d.argmax().reshape(1), _one_hot(d)))       # one-element tensor
+
+    def topk(d, k, generator):
+        kept = torch.where(d >= torch.topk(d, k).values[-1], d, torch.zeros_like(d))
+        kept = kept / kept.sum()
+        return torch.multinomial(kept, 1, generator=generator), kept                 # shape [1]
+    assert check.topk_draft(topk)
+    rejects(check.topk_draft, lambda d, k, g: (None, topk(d, k, g)[1]), capsys, "integer token id")
