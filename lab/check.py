@@ -334,7 +334,7 @@ def _show(value, exact: bool = False) -> str:
         return repr(value) if exact else f"{value:.4g}"
     if isinstance(value, (list, tuple)):
         inner = ", ".join(_show(v, exact) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+        return f"[{inner}]" if isinstance(value, list) else f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_show(v, exact)}" for k, v in value.items()) + "}"
     return repr(value)
@@ -410,6 +410,13 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
           and not isinstance(got[i][1], torch.Tensor) and _same_tensor(got[i][1], expected[i][1])):
         best_hint = ("the values are right, but return a torch.Tensor (not a list or array): the lesson's next "
                      "cells call tensor methods on the answer.")
+    elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
+        best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
+                     "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
+    elif got[i][0] == "ok" and expected[i][0] == "ok" and _reshaped(got[i][1], expected[i][1]):
+        best_hint = (f"the values are right, but the shape is {list(torch.as_tensor(got[i][1]).shape)}; return the "
+                     f"shape of the input, {list(expected[i][1].shape)}, without the extra dimension (no unsqueeze, "
+                     "[None] or reshape(1, -1) at the end).")
     elif best_hint and best_score[0] < len(failing):
         # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
         label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"
@@ -422,6 +429,32 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
     if len(failing) > 1:
         message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
     raise _Fail(message)
+
+
+def _wrapped_scalar(got, expected, same) -> bool:
+    """Is ``got`` a one-element list, tuple or array holding the number ``expected`` (a scalar answer)?"""
+    if isinstance(expected, torch.Tensor) and expected.dim() > 0 or _as_float(expected) is None:
+        return False
+    if isinstance(got, (list, tuple)) and len(got) == 1:
+        item = got[0]
+    elif type(got).__name__ == "ndarray" and getattr(got, "size", 0) == 1 and got.ndim > 0:
+        item = got.reshape(()).item()
+    else:
+        return False
+    return same(item, expected)
+
+
+def _reshaped(got, expected) -> bool:
+    """Are ``got``'s values those of the tensor ``expected`` in another shape (an extra dimension of 1)?"""
+    if not isinstance(expected, torch.Tensor) or expected.dim() == 0:
+        return False
+    try:
+        got = torch.as_tensor(got, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return (got.shape != expected.shape and got.numel() == expected.numel()
+            and [s for s in got.shape if s != 1] == [s for s in expected.shape if s != 1]
+            and _same_tensor(got.reshape(expected.shape), expected))
 
 
 def _pvalue(counts, probs) -> float:
@@ -639,6 +672,10 @@ def _residual_faults():
          "(a rejection can't happen there, but batched code computes the residual anyway)."),
         (lambda t, d: (t - d) / (t - d).sum(-1, keepdim=True),
          "clamp negative differences to 0 before normalising: max(0, target - draft)."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
+                                  (t - d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-30), t),
+         "clamp negative differences to 0 before normalising: the numerator is max(0, target - draft) too, not "
+         "target - draft (a probability can't be negative)."),
         (lambda t, d: pos(d, t) / pos(d, t).sum(-1, keepdim=True),
          "the subtraction is the wrong way round: the residual is max(0, target - draft), the mass the target "
          "has and the draft under-proposes."),
@@ -1071,6 +1108,8 @@ def chi_square_pvalue(fn):
          "statistic n-fold and hides real differences."),
         (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs))).pvalue),
          "without f_exp scipy tests against a UNIFORM distribution; pass the target's expected counts."),
+        (lambda tokens, probs: chisquare(counts_of(tokens, len(probs)), [p * len(tokens) for p in probs]),
+         "you returned scipy's whole result (statistic, pvalue); return just the p-value: float(result.pvalue)."),
     ]
     def show(args):
         return f"<{len(args[0])} tokens>, {_show(list(args[1]))}"
@@ -1085,6 +1124,8 @@ def chi_square_pvalue(fn):
                         "torch.tensor(target_probs, dtype=torch.float64) * len(tokens), or a list of Python floats.")
 
     def close(a, b):  # p-values in the far tail magnify float32 rounding in the counts; real mistakes are far off
+        if isinstance(a, tuple) and isinstance(b, tuple):  # scipy's whole result, (statistic, pvalue)
+            return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
         return _same_float(a, b, rel=1e-4, abs_=0.0)
 
     n = _compare("chi_square_pvalue", fn, cases, _ref_chi_square_pvalue, faults, close,
@@ -1331,6 +1372,9 @@ def predicted_speedup(fn):
         (lambda a, n, c: (1 - a ** (n + 1)) / (1 - a) / (1 + n * c),
          "at alpha = 1 the closed form divides by zero: every draft is accepted, so a call yields N + 1 tokens. "
          "Reuse your expected_tokens_per_call, which handles alpha = 1."),
+        (lambda a, n, c: (n if a == 1 else (1 - a ** n) / (1 - a)) / (1 + n * c),
+         "the expected tokens per call are (1 - alpha^(N+1)) / (1 - alpha): the exponent is N + 1, since a step "
+         "emits the accepted drafts plus one target token (resampled or bonus)."),
     ]
     n = _compare("predicted_speedup", fn, _SPEEDUP_CASES, _metrics.predicted_speedup, faults, _same_float,
                  "speedup = expected tokens per call / (1 + N * cost_ratio).")
@@ -1361,6 +1405,8 @@ def best_n_draft(fn):
         (lambda a, c, m: max(range(0, m + 1), key=lambda n: _metrics.expected_tokens_per_call(a, max(n, 1))
                              / (1 + n * c)) if m else 0,
          "N starts at 1: with N = 0 there is no speculation."),
+        (lambda a, c, m: max(range(1, 17), key=lambda n: _metrics.predicted_speedup(a, n, c)),
+         "search N = 1 … max_n, the max_n argument, not a fixed range (range(1, 17)): range(1, max_n + 1)."),
         (lambda a, c, m: _metrics.optimal_n_draft(a, c, m) - 1,
          "every answer is exactly one short: that is the 0-based index of the best speedup (np.argmax over a list "
          "that starts at N = 1); the draft length is that index + 1."),
@@ -1458,6 +1504,10 @@ def speculation_metrics(fn):
 
     for steps, c in cases:
         out = _outcome(fn, (steps, c))
+        if out[0] == "ok" and out[1] is None:
+            raise _Fail(f"speculation_metrics({show((steps, c))}) returned None: did you forget a `return` "
+                        "statement? Return a dict with the keys 'acceptance_rate', 'tokens_per_target_call' and "
+                        "'cost_per_token'.")
         if out[0] == "ok":
             missing = [k for k in ("acceptance_rate", "tokens_per_target_call", "cost_per_token")
                        if not isinstance(out[1], dict) or k not in out[1]]

@@ -189,3 +189,52 @@ def test_draft_checkers_accept_integer_tokens_of_every_kind(capsys):
         return torch.multinomial(kept, 1, generator=generator), kept                 # shape [1]
     assert check.topk_draft(topk)
     rejects(check.topk_draft, lambda d, k, g: (None, topk(d, k, g)[1]), capsys, "integer token id")
+
+
+# --- hints that name the mistake ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("wrap, shown", [(lambda x: [x], "returned [45]"), (lambda x: (x,), "returned (45,)"),
+                                         (lambda x: np.array([x]), "returned array([45.])")],
+                         ids=["list", "tuple", "array"])
+def test_a_number_wrapped_in_a_container_gets_its_own_hint(wrap, shown, capsys):
+    out = rejects(check.step_latency, lambda t, d, n: wrap(n * d + t), capsys, shown, "a single number")
+    assert "one step = n_draft draft passes" not in out, out
+
+
+def test_a_residual_with_an_extra_batch_dimension_gets_a_shape_hint(capsys):
+    def batched(t, d):  # right values, shape [1, V] for a [V] input
+        return sampling.residual_distribution(t, d).reshape(1, *t.shape)
+
+    out = rejects(check.residual_distribution, batched, capsys, "shape", "[1, 4]", "[4]")
+    assert "max(0, target - draft) / its sum" not in out, out
+
+
+def test_a_residual_that_forgot_the_clamp_in_the_numerator(capsys):
+    def unclamped(t, d):  # divides by the positive mass, but keeps the negative differences
+        mass = (t - d).clamp_min(0).sum(-1, keepdim=True)
+        return torch.where(mass > 0, (t - d) / mass.clamp_min(1e-30), t)
+
+    rejects(check.residual_distribution, unclamped, capsys, "clamp negative differences to 0")
+
+
+def test_predicted_speedup_with_alpha_to_the_n(capsys):
+    rejects(check.predicted_speedup, lambda a, n, c: sum(a ** i for i in range(n)) / (1 + n * c), capsys,
+            "exponent is N + 1")
+
+
+def test_best_n_draft_that_ignores_max_n(capsys):
+    rejects(check.best_n_draft,
+            lambda a, c, m: max(range(1, 17), key=lambda n: metrics.predicted_speedup(a, n, c)), capsys,
+            "the max_n argument, not a fixed range")
+
+
+def test_chi_square_pvalue_that_returns_the_whole_result(capsys):
+    from scipy.stats import chisquare
+
+    rejects(check.chi_square_pvalue,
+            lambda tokens, p: chisquare([tokens.count(i) for i in range(len(p))], [x * len(tokens) for x in p]),
+            capsys, "whole result", "float(result.pvalue)")
+
+
+def test_speculation_metrics_without_a_return(capsys):
+    rejects(check.speculation_metrics, lambda steps, c: None, capsys, "returned None", "`return`")
