@@ -150,10 +150,9 @@ def demo(args) -> int:
                                           "lookahead" else "its tree of candidates sets what it drafts")
                                        + "; leave --n-draft out")
     if args.drafter in TRAINED_FOR_BUNDLED and args.pair != "shakespeare":
-        what = "Medusa heads" if args.drafter == "medusa" else "an EAGLE draft"
+        what, has = ("Medusa heads", "them") if args.drafter == "medusa" else ("an EAGLE draft", "one")
         raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
-                                       f"shakespeare pair has {'them' if args.drafter == 'medusa' else 'one'}; with --pair {args.pair} "
-                                       "choose another drafter")
+                                       f"shakespeare pair has {has}; with --pair {args.pair} choose another drafter")
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair)
     prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
