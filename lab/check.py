@@ -297,8 +297,8 @@ def _same_int(a, b) -> bool:
 
 def _same_tensor(a, b, atol=1e-5) -> bool:
     try:
-        a = torch.as_tensor(a, dtype=torch.float64)
-        b = torch.as_tensor(b, dtype=torch.float64)
+        a = torch.as_tensor(a, dtype=torch.float64).cpu()  # an answer on the GPU is compared with the CPU reference
+        b = torch.as_tensor(b, dtype=torch.float64).cpu()
     except (TypeError, ValueError, RuntimeError):
         return False
     if a.shape != b.shape:
