@@ -212,6 +212,9 @@ def next_n_draft(fn):
             break
         if isinstance(value, float) and value.is_integer():
             continue
+        if value is None:
+            raise _Fail(f"next_n_draft{args} returned None: did you forget a `return` statement? Return an int, "
+                        "the next draft length.")
         if not isinstance(value, Integral) or isinstance(value, bool):
             raise _Fail(f"next_n_draft{args} returned {_show(value)} ({type(value).__name__}); return an int, "
                         "the next draft length.")

@@ -238,3 +238,15 @@ def test_chi_square_pvalue_that_returns_the_whole_result(capsys):
 
 def test_speculation_metrics_without_a_return(capsys):
     rejects(check.speculation_metrics, lambda steps, c: None, capsys, "returned None", "`return`")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_right_residual_computed_on_the_gpu_is_accepted(capsys):
+    # was "your function raised RuntimeError: Expected all tensors to be on the same device" (the checker's allclose)
+    ok = check.residual_distribution(lambda t, d: sampling.residual_distribution(t.cuda(), d.cuda()))
+    out = capsys.readouterr().out
+    assert ok, out
+
+
+def test_next_n_draft_without_a_return(capsys):
+    rejects(check_arena.next_n_draft, lambda n, a, d: None, capsys, "returned None", "`return`")
