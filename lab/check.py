@@ -48,7 +48,7 @@ P_THRESHOLD = 1e-4
 class _Fail(Exception):
     """A wrong answer; the message says what went wrong and what to try."""
 
-# Seconds one call of the learner's function may take inside _compare before the check gives up on it. The slowest
+# Seconds one call of the learner's function may take (every call a check makes) before the check gives up on it. The slowest
 # reference case (a short generation with the bundled pair) takes well under a second on a 2-core CPU; only a loop
 # with no way out comes near this. check_costs uses a tighter limit for its counting exercise.
 CALL_TIME_LIMIT_S = 30.0
@@ -256,6 +256,8 @@ def _as_float(value):
         return float(value)
     if isinstance(value, (bool, str, bytes)):  # float("45.0") parses, but a string is not a numeric answer
         return None
+    if getattr(value, "ndim", 0) > 0:  # a NumPy array [1]: float() of it is refused by NumPy >= 2 only (1.26 warns)
+        return None
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -296,9 +298,9 @@ def _same_int(a, b) -> bool:
 
 
 def _same_tensor(a, b, atol=1e-5) -> bool:
-    try:
-        a = torch.as_tensor(a, dtype=torch.float64).cpu()  # an answer on the GPU is compared with the CPU reference
-        b = torch.as_tensor(b, dtype=torch.float64).cpu()
+    try:  # an answer on the GPU is compared with the CPU reference; to the CPU first (MPS has no float64)
+        a, b = (torch.as_tensor(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=torch.float64)
+                for x in (a, b))
     except (TypeError, ValueError, RuntimeError):
         return False
     if a.shape != b.shape:
@@ -1163,6 +1165,8 @@ def _unpack_proposal(name, out):
         raise _Fail(f"{name} proposed {_show(token)} ({type(token).__name__}) as its token; the token must be an "
                     f"integer token id, the index into draft_probs (e.g. int(draft_probs.argmax())).{why}")
     try:
+        if isinstance(reported, torch.Tensor):  # a right answer computed on the GPU: to the CPU first (MPS has
+            reported = reported.detach().cpu()  # no float64)
         reported = torch.as_tensor(reported, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
         raise _Fail(f"reported_probs must be a tensor or list of V probabilities; got {_show(reported)}.")

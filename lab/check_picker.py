@@ -15,6 +15,7 @@ vLLM's unconditional share, accepted at position i / drafts, which is what the c
 """
 from __future__ import annotations
 
+import collections.abc
 import math
 import random
 from numbers import Integral
@@ -203,7 +204,7 @@ def stats_from_vllm_counters(fn) -> str:
     for got in outcomes:  # before anything reads it: a one-shot iterator would be used up by the comparison
         per_position = (got[1].get("per_position_acceptance", []) if got[0] == "ok" and isinstance(got[1], dict)
                         else [])  # a missing key, another type, an error: reported below
-        if not (hasattr(per_position, "__len__") and hasattr(per_position, "__getitem__")):
+        if isinstance(per_position, collections.abc.Iterator):  # None, a float, a set: the comparison's hints
             raise _Fail(f"per_position_acceptance is a {type(per_position).__name__}; return a list, e.g. [count / "
                         "num_drafts for count in accepted_per_position]: a map or generator can be read only once, "
                         "and the lesson reads the list again and indexes it.")

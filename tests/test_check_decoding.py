@@ -218,7 +218,6 @@ def test_jacobi_step_time_limit_covers_the_type_check(capsys, target, monkeypatc
     import lab.check
 
     monkeypatch.setattr(lab.check, "CALL_TIME_LIMIT_S", 0.5)
-    monkeypatch.setattr(check, "CALL_TIME_LIMIT_S", 0.5)
 
     def stuck(model, p, w):
         while True:

@@ -2,7 +2,6 @@
 plausible mistakes get the hint that names them, and no checker hangs, crashes or corrupts its own cases."""
 from __future__ import annotations
 
-import math
 import signal
 import time
 
@@ -250,3 +249,23 @@ def test_a_right_residual_computed_on_the_gpu_is_accepted(capsys):
 
 def test_next_n_draft_without_a_return(capsys):
     rejects(check_arena.next_n_draft, lambda n, a, d: None, capsys, "returned None", "`return`")
+
+
+def test_stats_from_vllm_counters_with_none_per_position_is_not_called_an_iterator(capsys):
+    # None is a missing value, not a one-shot iterator: it reaches the comparison, which names the key
+    out = rejects(check_picker.stats_from_vllm_counters, lambda *c: {**_vllm_stats(*c), "per_position_acceptance": None},
+                  capsys, "per_position_acceptance")
+    assert "read only once" not in out, out
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_right_greedy_draft_on_the_gpu_is_accepted(capsys):
+    def greedy(draft_probs):
+        probs = draft_probs.cuda()
+        token = int(probs.argmax())
+        return token, torch.nn.functional.one_hot(torch.tensor(token), probs.numel()).to(probs)
+
+    ok = check.greedy_draft(greedy)
+    out = capsys.readouterr().out
+    assert ok, out
