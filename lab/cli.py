@@ -10,8 +10,9 @@ measured speedup of every drafter, :func:`lab.bench.run_arena`). ``train pair`` 
 
 Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
 2); the checks that need the tokenizer (``--prompt`` must have a token; prompt + ``--max-new-tokens`` must fit the
-target's context; ``--drafter`` must work with ``--pair``: a hub pair has no Medusa heads or EAGLE draft, GPT-2 no
-layers for an early exit) stop right after the pair loads, before any generation, in the same form. ``bench`` and
+target's context; ``--drafter`` must work with ``--pair``: GPT-2 has no Llama layers for an early exit) stop right
+after the pair loads, before any generation, in the same form (``medusa`` and ``eagle``, trained for the bundled
+target only, are refused with a hub pair before it loads). ``bench`` and
 ``arena`` leave out, and name, the drafters a hub pair cannot have. A model that cannot be loaded gives one error line
 and exit status 1.
 """
@@ -68,6 +69,19 @@ def make_drafter(kind: str, pair, n_draft: int):
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
 
 
+OWN_DRAFT = ("lookahead", "medusa")
+"""Drafters whose own geometry (Lookahead's window, Medusa's tree) sets what they draft: N does not apply."""
+
+
+def own_draft_reason(kind: str) -> str | None:
+    """What sets the draft of drafter ``kind`` when it is one of :data:`OWN_DRAFT` (so N does not apply), else
+    None."""
+    if kind not in OWN_DRAFT:
+        return None
+    return ("its window W and n-gram size set" if kind == "lookahead" else "its tree of candidates sets") + \
+        " what it drafts"
+
+
 TRAINED_FOR_BUNDLED = ("medusa", "eagle")
 """Drafters whose weights were trained for the bundled target only (lab/assets/shakespeare/medusa, .../eagle)."""
 
@@ -75,7 +89,10 @@ TRAINED_FOR_BUNDLED = ("medusa", "eagle")
 def drafter_problem(kind: str, pair, n_draft: int = 4) -> str | None:
     """Why :func:`make_drafter` cannot build ``kind`` for ``pair`` (its error message), or None when it can: a hub
     pair has no Medusa heads or EAGLE draft, and GPT-2 has no Llama layers for an early exit. Builds the drafter
-    once to find out (reading its weights, if any)."""
+    once to find out (reading its weights, if any). Always None for the bundled pair, which has every drafter: a
+    missing or damaged asset there is an error to see, not a drafter to leave out."""
+    if pair.name == "shakespeare":
+        return None
     try:
         make_drafter(kind, pair, n_draft)
     except (FileNotFoundError, ValueError) as error:
@@ -144,11 +161,9 @@ def demo(args) -> int:
     from lab.detok import Detokenizer
     from lab.models import context_limit, held_out_prompts, load_pair
 
-    if args.n_draft is not None and args.drafter in ("lookahead", "medusa"):
+    if args.n_draft is not None and own_draft_reason(args.drafter):
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
-                                       + ("its window W and n-gram size set what it drafts" if args.drafter ==
-                                          "lookahead" else "its tree of candidates sets what it drafts")
-                                       + "; leave --n-draft out")
+                                       f"{own_draft_reason(args.drafter)}; leave --n-draft out")
     if args.drafter in TRAINED_FOR_BUNDLED and args.pair != "shakespeare":
         what, has = ("Medusa heads", "them") if args.drafter == "medusa" else ("an EAGLE draft", "one")
         raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
@@ -167,10 +182,10 @@ def demo(args) -> int:
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
                                               f"exceed the target's context of {limit} positions")
-    try:  # before the prompt is printed: a drafter this pair cannot have is a bad option, not a crash
-        drafter = make_drafter(args.drafter, pair, n_draft)
-    except (FileNotFoundError, ValueError) as error:
-        raise OptionError("--drafter", f"{args.drafter} does not work with --pair {args.pair}: {error}") from None
+    problem = drafter_problem(args.drafter, pair, n_draft)  # before the prompt is printed: a bad option, not a crash
+    if problem:
+        raise OptionError("--drafter", f"{args.drafter} does not work with --pair {args.pair}: {problem}")
+    drafter = make_drafter(args.drafter, pair, n_draft)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
 
     def paint(kind: str, text: str) -> str:

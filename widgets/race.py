@@ -36,7 +36,7 @@ from numbers import Integral, Real
 import ipywidgets as w
 import numpy as np
 
-from lab.cli import DRAFTERS, make_drafter
+from lab.cli import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
 from lab.decode import generate
 from lab.sampling import check_int
 from widgets.residual import ResidualExplorer
@@ -51,7 +51,6 @@ _MAX_N = 16
 _MAX_TOKENS = 400
 _MAX_TEMPERATURE = 2.0
 _DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
-_OWN_DRAFT = ("lookahead", "medusa")  # their window / tree sets what they draft: N does not apply (as on the CLI)
 
 
 class _Abort(Exception):
@@ -227,10 +226,8 @@ class RaceDashboard(w.VBox):
         drafter, n_draft, max_new_tokens, temperature = (checked.get(k) for k in (
             "drafter", "n_draft", "max_new_tokens", "temperature"))
         kind = drafter if drafter is not None else self.drafter_choice.value
-        if n_draft is not None and kind in _OWN_DRAFT:
-            raise ValueError(f"n_draft does not apply to drafter {kind!r}: its "
-                             + ("window W and n-gram size set" if kind == "lookahead" else "tree of candidates sets")
-                             + " what it drafts; leave n_draft out")
+        if n_draft is not None and own_draft_reason(kind):
+            raise ValueError(f"n_draft does not apply to drafter {kind!r}: {own_draft_reason(kind)}; leave n_draft out")
         if prompt is not None:
             self.prompt_choice.value = FREE_TEXT
             self.free_text.value = prompt
@@ -367,7 +364,7 @@ class RaceDashboard(w.VBox):
             raise ValueError("the prompt encodes to no tokens")
         drafter = self.drafter_choice.value
         settings = {"prompt": prompt, "prompt_ids": prompt_ids, "drafter": drafter,
-                    "n_draft": None if drafter in _OWN_DRAFT else int(self.n_draft.value),
+                    "n_draft": None if drafter in OWN_DRAFT else int(self.n_draft.value),
                     "max_new_tokens": int(self.new_tokens.value), "temperature": float(self.temperature.value)}
         self._check(**{k: settings[k] for k in ("drafter", "n_draft", "max_new_tokens", "temperature")})
         limit = getattr(self.pair.target.config, "max_position_embeddings", None)
@@ -409,7 +406,7 @@ class RaceDashboard(w.VBox):
             self.build_explorers()
 
     def _show_n_draft(self, _change=None) -> None:
-        own = self.drafter_choice.value in _OWN_DRAFT
+        own = self.drafter_choice.value in OWN_DRAFT
         self.n_draft.disabled = own
         kind = self.drafter_choice.value
         self.n_draft.tooltip = (f"{kind} sets its own draft ({'window' if kind == 'lookahead' else 'tree'})"
