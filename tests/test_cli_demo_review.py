@@ -6,7 +6,6 @@ another name, so nothing here needs a network.
 """
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
