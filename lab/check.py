@@ -59,6 +59,18 @@ class _NoReturn(BaseException):
     ``except Exception`` nor one in the learner's own code records it as an ordinary answer."""
 
 
+_LIMIT = threading.local()  # .active: a time-limited call is running on this thread
+
+
+def _limited(fn, args):
+    """``fn(*args)`` marked as a time-limited call on this thread, so that calls nested in it run directly."""
+    _LIMIT.active = True
+    try:
+        return fn(*args)
+    finally:
+        _LIMIT.active = False
+
+
 def _call_in_thread(fn, args, seconds):
     # Fallback where SIGALRM is not available (Windows) or we are not on the main thread: run the call in a daemon
     # thread and, if it is still running at the limit, raise _NoReturn inside it (this stops a pure-Python loop).
@@ -66,7 +78,7 @@ def _call_in_thread(fn, args, seconds):
 
     def run():
         try:
-            result["value"] = fn(*args)
+            result["value"] = _limited(fn, args)
         except BaseException as error:  # noqa: BLE001 — handed back to the caller below
             result["error"] = error
 
@@ -90,7 +102,7 @@ def _call_with_alarm(fn, args, seconds):
     try:
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
-            return fn(*args)
+            return _limited(fn, args)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     finally:  # a separate block: an alarm arriving just before the timer is stopped must not skip this
@@ -101,11 +113,15 @@ def _time_limited(fn, seconds: float):
     """``fn`` wrapped so that a call running longer than ``seconds`` raises ``_NoReturn`` instead of hanging the
     checker: SIGALRM on POSIX when called on the main thread with no other interval timer pending (a Jupyter kernel
     runs cells there), else a watched daemon thread. A function that is already wrapped is wrapped again from the
-    original (the new limit replaces the old one; limits never nest). The wrapper keeps ``fn``'s name and signature."""
+    original (the new limit replaces the old one; limits never nest), and a call made inside another limited call
+    runs directly (the outer limit bounds it; no second timer or thread). The wrapper keeps ``fn``'s name and
+    signature."""
     fn = getattr(fn, "_lab_unlimited", fn)
 
     def call(*args, **kwargs):
         target = functools.partial(fn, **kwargs) if kwargs else fn
+        if getattr(_LIMIT, "active", False):
+            return target(*args)
         usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
                   and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
         return (_call_with_alarm if usable else _call_in_thread)(target, args, seconds)

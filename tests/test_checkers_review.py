@@ -269,3 +269,21 @@ def test_a_right_greedy_draft_on_the_gpu_is_accepted(capsys):
     ok = check.greedy_draft(greedy)
     out = capsys.readouterr().out
     assert ok, out
+
+
+def test_a_limited_call_inside_another_runs_directly_and_the_outer_limit_still_holds(monkeypatch):
+    threads = []
+    monkeypatch.setattr(check, "_call_in_thread", lambda *a: threads.append(a) or pytest.fail("no thread needed"))
+    inner = check._time_limited(lambda x: x + 1, 5.0)
+    outer = check._time_limited(lambda x: inner(x) * 10, 5.0)
+    assert outer(1) == 20 and not threads
+
+    def spin():
+        while True:
+            pass
+
+    stuck = check._time_limited(lambda: check._time_limited(spin, 60.0)(), 0.3)
+    start = time.monotonic()
+    with pytest.raises(check._NoReturn):
+        stuck()
+    assert time.monotonic() - start < 10 and not getattr(check._LIMIT, "active", False)
