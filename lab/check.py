@@ -230,9 +230,9 @@ _IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, 
 _IN_PLACE_DICT_HINT = ("don't modify a dict you were given (`config.pop(...)`, `config.setdefault(...)`, `config[key] "
                        "= ...`): the caller still needs it as it was. Read it with `config.get(key)` or "
                        "`config[key]` and keep what you compute in variables of your own.")
-_IN_PLACE_RECORD_HINT = ("don't modify the step records you were given (`step.drafted = ...`, `step.num_accepted += "
-                         "...`): they are the run's history, and the lesson reads them again. Compute from them into "
-                         "variables of your own.")
+_IN_PLACE_RECORD_HINT = ("don't modify the step records you were given, or their list (`step.drafted = ...`, "
+                         "`step.num_accepted += ...`, `steps.sort(...)`, `steps.append(...)`): they are the run's "
+                         "history, and the lesson reads them again. Compute from them into variables of your own.")
 _IN_PLACE_LIST_HINT = ("don't modify your inputs in place (`window[:] = ...`, `ids += ...`, `.append`, `x[i] = "
                        "...`): the caller still needs them, and later cells keep and compare them. Build a new list "
                        "instead, e.g. `ids = prefix_ids + window`.")
@@ -432,9 +432,11 @@ def _compare(name, fn, cases, reference, faults, same, generic_hint, show_args=N
         best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
                      "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _reshaped(got[i][1], expected[i][1]):
-        best_hint = (f"the values are right, but the shape is {list(torch.as_tensor(got[i][1]).shape)}; return the "
-                     f"shape of the input, {list(expected[i][1].shape)}, without the extra dimension (no unsqueeze, "
-                     "[None] or reshape(1, -1) at the end).")
+        got_shape, want_shape = list(torch.as_tensor(got[i][1]).shape), list(expected[i][1].shape)
+        best_hint = (f"the values are right, but the shape is {got_shape}; return shape {want_shape}, "
+                     + ("without the extra dimension (no unsqueeze, [None] or reshape(1, -1) at the end)."
+                        if len(got_shape) > len(want_shape) else
+                        "keeping every dimension (no squeeze(), and keepdim=True in sums and maxima)."))
     elif best_hint and best_score[0] < len(failing):
         # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
         label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"

@@ -32,6 +32,9 @@ def test_medusa_tree_refuses_logits_instead_of_token_ids():
     tokens, parents = medusa_tree(top, DEFAULT_TREE)
     assert tokens[:8] == top[0].tolist() and parents[:8] == [-1] * 8
     assert medusa_tree(top.tolist(), DEFAULT_TREE) == (tokens, parents)
+    # no candidates at all (an empty list is float32 to torch) is a missing rank, not "logits instead of ids"
+    with pytest.raises(ValueError, match="0 candidates"):
+        medusa_tree([[], [], []], DEFAULT_TREE)
 
 
 # --- the hidden-state drafters name a wrong argument -------------------------------------------------------------

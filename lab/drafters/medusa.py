@@ -69,7 +69,7 @@ def medusa_tree(head_topk_tokens, choices=DEFAULT_TREE, max_depth: int | None = 
     (the heads' logits or probabilities instead of ``logits.topk(k, dim=-1).indices``).
     """
     top = torch.as_tensor(head_topk_tokens)
-    if top.is_floating_point() or top.is_complex() or top.dtype == torch.bool:
+    if top.numel() and (top.is_floating_point() or top.is_complex() or top.dtype == torch.bool):  # [] is float32
         raise TypeError(f"head_topk_tokens must be integer token ids [num_heads, k] (e.g. "
                         f"head_logits.topk(k, dim=-1).indices), got dtype {top.dtype}: the heads' logits or "
                         "probabilities are not token ids")
