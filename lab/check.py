@@ -364,6 +364,8 @@ def _show_brief(value) -> str:
     if isinstance(value, (list, tuple)) and len(value) > 8:
         inner = ", ".join(_show(v) for v in value[:6])
         return f"[{inner}, … ({len(value)} items)]" if isinstance(value, list) else f"({inner}, … ({len(value)} items))"
+    if isinstance(value, torch.Tensor) and value.numel() > 8:  # its values would not fit one line anyway
+        return f"<tensor {list(value.shape)} {str(value.dtype).removeprefix('torch.')}>"
     if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict, torch.Tensor, torch.dtype)):
         text = _show(value)
         return text if len(text) <= 200 else text[:199] + "…"

@@ -68,6 +68,9 @@ def test_the_time_out_message_shows_models_and_long_lists_briefly(monkeypatch, c
     assert check.chi_square_pvalue(forever) is False
     out = capsys.readouterr().out
     assert len(out.splitlines()[0]) < 300, out
+    # a tensor argument with many values: its shape and dtype
+    assert check._show_brief(torch.zeros(2, 2048)) == "<tensor [2, 2048] float32>"
+    assert check._show_brief(torch.tensor([0.5, 0.25])) == check._show(torch.tensor([0.5, 0.25]))
 
 
 # --- a function that edits a dict (or a step record) it was given does not corrupt the checker's cases -------------
