@@ -77,13 +77,20 @@ def test_efficiency_factors_values(rows):
     assert math.prod(f.values()) == pytest.approx(row["efficiency"])
 
 
-def test_format_tables_put_each_number_in_its_column(rows):
+def _arena(rows, threads: int = 2, prompts: int = 2) -> dict:
+    """One prose cell (the baseline and the speculative row) as run_arena returns it."""
     base, _, row = rows
     cell = [{"task": "prose", "temperature": 0.0, **_baseline_row(base, 0.0)},
             {"task": "prose", "temperature": 0.0, **row}]
-    settings = {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 2, "prompts_per_task": 2,
+    settings = {"pair": "p", "device": "cpu", "dtype": "float32", "threads": threads, "prompts_per_task": prompts,
                 "max_new_tokens": 8, "n_draft": 4, "seed": 0, "repeats": 1, "geometry": "", "load_average": [0, 0]}
-    table = format_arena({"rows": cell, "settings": settings})
+    return {"rows": cell, "settings": settings}
+
+
+def test_format_tables_put_each_number_in_its_column(rows):
+    arena = _arena(rows)
+    cell = arena["rows"]
+    table = format_arena(arena)
     # N | acceptance rate | α | tokens per target call | c
     assert f"| prose | 0 | draft model | 4 | 0.75 | {12 / 14:.2f} | 4.00 | 0.100 |" in table, table
     recon = format_reconciliation({"rows": cell})
@@ -104,12 +111,7 @@ def test_compare_adaptive_best_fixed_n_is_the_fastest():
 
 
 def test_table_headings_count_one_prompt_and_one_thread(rows):
-    base, _, row = rows
-    cell = [{"task": "prose", "temperature": 0.0, **_baseline_row(base, 0.0)},
-            {"task": "prose", "temperature": 0.0, **row}]
-    settings = {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 1, "prompts_per_task": 1,
-                "max_new_tokens": 8, "n_draft": 4, "seed": 0, "repeats": 1, "geometry": "", "load_average": [0, 0]}
-    heading = format_arena({"rows": cell, "settings": settings}).splitlines()[0]
+    heading = format_arena(_arena(rows, threads=1, prompts=1)).splitlines()[0]
     assert "(float32, 1 thread), 1 prompt per task ×" in heading, heading
     from lab.bench import format_table
 
