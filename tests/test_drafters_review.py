@@ -116,3 +116,15 @@ def test_target_cache_after_generation_equals_a_fresh_forward(target, monkeypatc
     for mine, theirs in zip(cache.layers, fresh.layers):
         torch.testing.assert_close(mine.keys, theirs.keys, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(mine.values, theirs.values, atol=1e-4, rtol=1e-4)
+
+
+def test_eagle_draft_model_names_features_of_the_wrong_width():
+    from lab.drafters.eagle import EagleDraftModel
+    from lab.models import load_pair
+
+    pair = load_pair()
+    draft = EagleDraftModel.from_pretrained(pair.target)
+    width = pair.target.config.hidden_size
+    assert draft(torch.zeros(2, width), [1, 2]).shape == (2, width)
+    with pytest.raises(ValueError, match=f"width D = {width}, got width {width // 2}"):
+        draft(torch.zeros(2, width // 2), [1, 2])

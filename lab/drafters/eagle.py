@@ -133,6 +133,9 @@ class EagleDraftModel(torch.nn.Module):
         if features.dim() != 3 or tokens.shape != features.shape[:2]:
             raise ValueError(f"features [B, n, D] and tokens [B, n] must agree, got {tuple(features.shape)} and "
                              f"{tuple(tokens.shape)}")
+        if features.size(-1) != self.config["feature_size"]:
+            raise ValueError(f"features must be the target's hidden states, width D = {self.config['feature_size']}, "
+                             f"got width {features.size(-1)}")
         dtype = self.fusion.weight.dtype
         x = self.fusion(torch.cat([features.to(dtype), self.embed(tokens).to(dtype)], dim=-1))
         kwargs = {"inputs_embeds": x, "use_cache": cache is not None}
