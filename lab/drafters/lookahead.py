@@ -87,7 +87,8 @@ def converged_prefix(window, fixed_point) -> int:
 class JacobiRun:
     """Jacobi iteration on one window: ``iterations[0]`` is the initial guess, ``iterations[t]`` the window after t
     updates; ``fixed_point`` the last window (= the greedy continuation once ``converged``); ``converged_counts[t]``
-    the converged prefix of ``iterations[t]`` (:func:`converged_prefix`); ``target_calls`` = updates run."""
+    the converged prefix of ``iterations[t]`` (:func:`converged_prefix`), and an empty list when the run stopped at
+    ``max_iterations`` before converging (there is no fixed point to compare with); ``target_calls`` = updates run."""
 
     prompt: list
     iterations: list
