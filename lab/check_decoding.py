@@ -8,6 +8,7 @@ stub that raises ``NotImplementedError``, and never raises. Checkers that need a
 """
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import random
 
@@ -56,6 +57,17 @@ def _as_ints(value):
 def _same_ints(a, b) -> bool:
     a, b = _as_ints(a), _as_ints(b)
     return a is not None and a == b
+
+
+def _want_token_list(name: str, fn, case, example: str) -> None:
+    """Refuse, with a hint, an answer on ``case`` that holds the right kind of ids in the wrong container: a tensor
+    (the lesson would collect 0-d tensors) or a one-shot iterator (a generator or map, used up once read). None and
+    errors are left to :func:`lab.check._compare`, which names the case."""
+    outcome = _run(fn, _fresh(case))
+    value = outcome[1] if outcome[0] == "ok" else None
+    if isinstance(value, torch.Tensor) or isinstance(value, collections.abc.Iterator):
+        raise _Fail(f"{name} returned a {type(value).__name__}; return a list of int token ids (e.g. {example}): "
+                    "the lesson adds it to a list of ids and prints it.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -214,6 +226,7 @@ def emitted_tokens(fn):
         (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
         (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
     ]
+    _want_token_list("emitted_tokens", fn, cases[0], "list(drafts[:num_accepted]) + [next_token]")
     count = _compare("emitted_tokens", fn, cases, _ref_emitted, faults, _same_ints,
                      "return drafts[:num_accepted] + [next_token].")
     return f"{count} cases right"
@@ -304,7 +317,9 @@ def ngram_lookup(fn):
                          "read \"123\", so a string search finds matches that are not there and counts positions "
                          "in characters. Compare lists of ids: context[i:i + n] == context[-n:]."),
     ]
-    count = _compare("ngram_lookup", fn, _lookup_cases(), _ref_ngram_lookup, faults, _same_ints,
+    cases = _lookup_cases()
+    _want_token_list("ngram_lookup", fn, cases[0], "list(context[i + n:i + n + n_draft])")
+    count = _compare("ngram_lookup", fn, cases, _ref_ngram_lookup, faults, _same_ints,
                      "for n = max_ngram … 1: take the last n tokens, scan earlier start positions from the most "
                      "recent back, and return up to n_draft tokens after the first hit; [] if none.")
     return (f"{count} cases right, including the edge cases (self-match, overlap, short contexts, no match, "

@@ -290,3 +290,18 @@ def test_a_limited_call_inside_another_runs_directly_and_the_outer_limit_still_h
     with pytest.raises(check._NoReturn):
         stuck()
     assert time.monotonic() - start < 10 and not getattr(check._LIMIT, "active", False)
+
+
+@pytest.mark.parametrize("wrap", [torch.tensor, lambda xs: (x for x in xs), lambda xs: map(int, xs)],
+                         ids=["tensor", "generator", "map"])
+def test_token_list_checkers_refuse_tensors_and_one_shot_iterators(wrap, capsys):
+    from lab.drafters.prompt_lookup import ngram_lookup
+    from lab.kv import emitted_tokens
+
+    for checker, right in ((check_decoding.emitted_tokens, emitted_tokens), (check_decoding.ngram_lookup,
+                                                                              ngram_lookup)):
+        assert checker(right), capsys.readouterr().out
+        capsys.readouterr()
+        rejects(checker, lambda *a, right=right: wrap(right(*a)), capsys, "return a list of int token ids")
+    # a tuple of ints is still a right answer
+    assert check_decoding.emitted_tokens(lambda *a: tuple(emitted_tokens(*a))), capsys.readouterr().out
