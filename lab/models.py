@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from lab.sampling import check_token_ids
 from lab.train import PAIR_DIR
@@ -126,8 +127,17 @@ def _check_dtype(dtype) -> torch.dtype:
 
 
 def _hub_reachable(timeout: float = 2.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "") or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", ""):
+    """Can the hub be tried? False in offline mode (huggingface_hub's rule, read now: HF_HUB_OFFLINE, else
+    TRANSFORMERS_OFFLINE, set to 1 / on / yes / true); True behind a proxy (HTTPS_PROXY and the like: the download
+    goes through it, with huggingface_hub's own time-outs); else whether huggingface.co:443 answers within
+    ``timeout`` seconds."""
+    from huggingface_hub.constants import ENV_VARS_TRUE_VALUES
+
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    if flag is not None and flag.upper() in ENV_VARS_TRUE_VALUES:
         return False
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
     try:
         socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
         return True
@@ -139,11 +149,15 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
     local = Path(ident).is_dir()
     try:
         return cls.from_pretrained(ident, local_files_only=True, **kwargs)
-    except OSError as first:
+    except (OSError, SafetensorError, ValueError) as first:  # missing, or a truncated / git-lfs pointer file
         if local or name == "shakespeare":
             raise ModelNotAvailableError(
                 f"the bundled model files at {ident} are missing or broken ({first}); "
                 "restore them with `git checkout lab/assets` or retrain with `python -m lab train pair`") from first
+        if not isinstance(first, OSError):
+            raise ModelNotAvailableError(
+                f"the cached files of {ident} cannot be read ({first}); remove them (`hf cache rm model/{ident}`) and "
+                "download the model again") from first
         if not _hub_reachable():
             raise ModelNotAvailableError(
                 f"preset {name!r} needs {ident}, which is not in the local Hugging Face cache, and the hub cannot be "
@@ -226,12 +240,16 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
     position is always visible), and ``position_ids`` (``[n]`` ints, absolute positions). Without them the block
     is causal and continues from the cache length. Raises ``ValueError`` for empty ``input_ids`` and for masks or
-    positions of the wrong shape. Raises ``TypeError`` for ids that are not integers, and ``ValueError`` for ids
+    positions of the wrong shape or below 0, and for a batch (``input_ids`` of shape ``[b, n]`` with b > 1: one
+    sequence per cache). Raises ``TypeError`` for ids that are not integers, and ``ValueError`` for ids
     outside the vocabulary ``[0, V)`` and for a block that would run past the model's context
     (:func:`context_limit`): the largest position (the largest ``position_ids`` entry, else cache length + n − 1)
     must be below it, since rotary models would otherwise extrapolate silently.
     """
-    ids = torch.as_tensor(input_ids).view(1, -1)
+    ids = torch.as_tensor(input_ids)
+    if ids.dim() > 2 or (ids.dim() == 2 and ids.size(0) != 1):  # view(1, -1) would glue a batch into one sequence
+        raise ValueError(f"input_ids must be one sequence, list[int] or [n] / [1, n], got shape {tuple(ids.shape)}")
+    ids = ids.view(1, -1)
     n = ids.size(1)
     if n == 0:
         raise ValueError("input_ids must hold at least one token id, got none")
@@ -248,6 +266,8 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
         positions = torch.as_tensor(position_ids, dtype=torch.long).view(1, -1)
         if positions.size(1) != n:
             raise ValueError(f"position_ids must hold one position per new token ({n}), got {positions.size(1)}")
+        if int(positions.min()) < 0:
+            raise ValueError(f"position_ids must be positions >= 0, got {int(positions.min())}")
     last = int(positions.max()) if positions is not None else past + n - 1
     limit = context_limit(model)
     if limit is not None and last >= limit:
