@@ -140,6 +140,9 @@ def _raise_bad_logits(logits: torch.Tensor, original: torch.Tensor | None = None
                      "logits processing that produced them")
 
 
+_TOP_P_SLACK = 1e-6  # a mass this close to top_p reaches it (float32 probabilities carry ~1e-7 relative error)
+
+
 def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                       top_p: float | None = None) -> torch.Tensor:
     """Turn logits ``[..., V]`` into float32 probabilities ``[..., V]`` after temperature, top-k and top-p.
@@ -151,7 +154,8 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
       is the exact low-temperature limit (all mass shared by the tied maxima) rather than NaN.
     - top-k keeps the k largest logits (ties at the k-th value are kept, as transformers'
       ``TopKLogitsWarper`` does); top-p keeps the smallest set of most likely tokens whose mass reaches
-      ``top_p`` (at least one token), applied after top-k and temperature, as transformers does. Among tokens
+      ``top_p`` (at least one token; masses are summed in float64 and count as reaching ``top_p`` within 1e-6,
+      below float32's resolution of the probabilities), applied after top-k and temperature, as transformers does. Among tokens
       tied at the top-p cut the lowest ids are kept (a stable sort), on every device; transformers' warper leaves
       the choice to an unstable sort (on CPU it keeps the highest ids), so the kept sets can differ there only.
     Apply the same call to target and draft logits: verification is exact only when both sides use the
@@ -188,8 +192,11 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     probs = torch.softmax(logits, dim=-1)
     if top_p is not None and top_p < 1:
         sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        mass_before = sorted_probs.cumsum(-1) - sorted_probs
-        drop_sorted = mass_before >= top_p
+        # float64 sums, and a cut 1e-6 early: float32 rows miss round masses (7 x 0.1 adds up to 0.70000005, and
+        # float32(0.7) is 0.69999999), which made a uniform row keep 7 tokens for top_p = 0.6
+        wide = sorted_probs.double()
+        mass_before = wide.cumsum(-1) - wide
+        drop_sorted = mass_before >= top_p - _TOP_P_SLACK
         drop_sorted[..., 0] = False  # always keep the most likely token
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)

@@ -41,6 +41,11 @@ def test_fixed_values():
     # top-p 0.6: 0.5 alone does not reach 0.6, so 0.3 is kept too -> [0.625, 0.375, 0]
     torch.testing.assert_close(probs_from_logits(torch.log(torch.tensor([0.5, 0.3, 0.2])), 1.0, top_p=0.6),
                                torch.tensor([0.625, 0.375, 0.0]))
+    # round masses: a uniform row of 10 keeps exactly 10 p tokens (float32 sums kept 7 for p = 0.6), and
+    # [0.7, 0.3] at p = 0.7 keeps the first alone (float32(0.7) is a hair below 0.7)
+    uniform = torch.log(torch.full((10,), 0.1))
+    assert [int((probs_from_logits(uniform, 1.0, top_p=k / 10) > 0).sum()) for k in range(1, 11)] == list(range(1, 11))
+    assert probs_from_logits(torch.log(torch.tensor([0.7, 0.3])), 1.0, top_p=0.7).tolist() == [1.0, 0.0]
     # temperature 2 on log-probs takes square roots, renormalised
     sq = torch.tensor([0.5, 0.3, 0.2]).sqrt()
     torch.testing.assert_close(probs_from_logits(torch.log(torch.tensor([0.5, 0.3, 0.2])), 2.0), sq / sq.sum())
