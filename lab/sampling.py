@@ -154,8 +154,8 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
       is the exact low-temperature limit (all mass shared by the tied maxima) rather than NaN.
     - top-k keeps the k largest logits (ties at the k-th value are kept, as transformers'
       ``TopKLogitsWarper`` does); top-p keeps the smallest set of most likely tokens whose mass reaches
-      ``top_p`` (at least one token; masses are summed in float64 and count as reaching ``top_p`` within 1e-6,
-      below float32's resolution of the probabilities), applied after top-k and temperature, as transformers does. Among tokens
+      ``top_p`` (at least one token; a mass within 1e-6 of ``top_p`` counts as reaching it, as float32 sums of
+      round probabilities miss by about 1e-7), applied after top-k and temperature, as transformers does. Among tokens
       tied at the top-p cut the lowest ids are kept (a stable sort), on every device; transformers' warper leaves
       the choice to an unstable sort (on CPU it keeps the highest ids), so the kept sets can differ there only.
     Apply the same call to target and draft logits: verification is exact only when both sides use the
@@ -192,10 +192,10 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     probs = torch.softmax(logits, dim=-1)
     if top_p is not None and top_p < 1:
         sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        # float64 sums, and a cut 1e-6 early: float32 rows miss round masses (7 x 0.1 adds up to 0.70000005, and
-        # float32(0.7) is 0.69999999), which made a uniform row keep 7 tokens for top_p = 0.6
-        wide = sorted_probs.double()
-        mass_before = wide.cumsum(-1) - wide
+        # a cut 1e-6 early: float32 sums miss round masses (six 0.1s can add up to just below 0.6, and float32(0.7)
+        # is 0.69999999), which made a uniform row keep 7 tokens for top_p = 0.6. float32 throughout: MPS has no
+        # float64.
+        mass_before = sorted_probs.cumsum(-1) - sorted_probs
         drop_sorted = mass_before >= top_p - _TOP_P_SLACK
         drop_sorted[..., 0] = False  # always keep the most likely token
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
