@@ -44,7 +44,8 @@ class StepRecord:
       ``propose`` and after ``update`` — ``(before, written, kept)`` as absolute lengths; None otherwise.
     - ``parents``: for a token tree (Medusa, EAGLE trees; lesson 10) the parents array of ``drafted`` (see
       :mod:`lab.trees`), None for a chain; ``path``: the accepted draft indices in order (a chain's are
-      ``0 .. num_accepted - 1``).
+      ``0 .. num_accepted - 1`` and filled in when omitted; a tree record with accepted nodes must give its path,
+      else ``ValueError``).
     """
 
     index: int
@@ -68,6 +69,9 @@ class StepRecord:
 
     def __post_init__(self):
         if not self.path and self.num_accepted:
+            if self.parents is not None:  # a tree's accepted nodes need not be the first ones
+                raise ValueError(f"a token-tree record (parents given) with num_accepted={self.num_accepted} needs "
+                                 "its path: the indices of the accepted nodes, root to leaf")
             self.path = list(range(self.num_accepted))
 
     @property

@@ -1,4 +1,5 @@
-"""lab.models edges found in review: the hub probe's offline and proxy rules, broken weight files, batched ids."""
+"""lab.models and lab.trace edges found in review: the hub probe's offline and proxy rules, broken weight files, batched
+ids, tree records without a path."""
 import json
 
 import pytest
@@ -62,3 +63,18 @@ def test_forward_refuses_a_batch_instead_of_gluing_it():
     with pytest.raises(ValueError, match="position_ids must be positions >= 0"):
         forward(pair.target, [1, 2], new_cache(), position_ids=[-1, 0])
     assert forward(pair.target, torch.tensor([[1, 2, 3]]), new_cache()).shape == (3, pair.target.config.vocab_size)
+
+
+def test_a_tree_record_without_its_path_is_refused():
+    from lab.trace import StepRecord
+
+    # node 2 hangs under node 0: the accepted nodes [0, 2] are not the first two, so no default path can be right
+    with pytest.raises(ValueError, match="needs its path"):
+        StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 7, 9], last_kind="bonus",
+                   parents=[-1, -1, 0])
+    record = StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 7, 9],
+                        last_kind="bonus", parents=[-1, -1, 0], path=[0, 2])
+    assert record.rejected == [6]
+    chain = StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 6, 1],
+                       last_kind="resampled")
+    assert chain.path == [0, 1] and chain.rejected == [7]
