@@ -86,18 +86,23 @@ TRAINED_FOR_BUNDLED = ("medusa", "eagle")
 """Drafters whose weights were trained for the bundled target only (lab/assets/shakespeare/medusa, .../eagle)."""
 
 
-def drafter_problem(kind: str, pair, n_draft: int = 4) -> str | None:
-    """Why :func:`make_drafter` cannot build ``kind`` for ``pair`` (its error message), or None when it can: a hub
-    pair has no Medusa heads or EAGLE draft, and GPT-2 has no Llama layers for an early exit. Builds the drafter
-    once to find out (reading its weights, if any). Always None for the bundled pair, which has every drafter: a
-    missing or damaged asset there is an error to see, not a drafter to leave out."""
-    if pair.name == "shakespeare":
-        return None
+def try_drafter(kind: str, pair, n_draft: int = 4):
+    """``(drafter, None)``, or ``(None, why)`` when :func:`make_drafter` cannot build ``kind`` for ``pair`` (its
+    error message): a hub pair has no Medusa heads or EAGLE draft, and GPT-2 has no Llama layers for an early exit.
+    For the bundled pair, which has every drafter, a missing or damaged asset raises: it is an error to see, not a
+    drafter to leave out."""
     try:
-        make_drafter(kind, pair, n_draft)
+        return make_drafter(kind, pair, n_draft), None
     except (FileNotFoundError, ValueError) as error:
-        return str(error)
-    return None
+        if pair.name == "shakespeare":
+            raise
+        return None, str(error)
+
+
+def drafter_problem(kind: str, pair, n_draft: int = 4) -> str | None:
+    """Why ``kind`` cannot be built for ``pair`` (:func:`try_drafter`), or None when it can. Always None for the
+    bundled pair, without building anything."""
+    return None if pair.name == "shakespeare" else try_drafter(kind, pair, n_draft)[1]
 
 
 def _positive_int(text: str) -> int:
@@ -182,10 +187,9 @@ def demo(args) -> int:
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
                                               f"exceed the target's context of {limit} positions")
-    problem = drafter_problem(args.drafter, pair, n_draft)  # before the prompt is printed: a bad option, not a crash
+    drafter, problem = try_drafter(args.drafter, pair, n_draft)  # before the prompt is printed: a bad option
     if problem:
         raise OptionError("--drafter", f"{args.drafter} does not work with --pair {args.pair}: {problem}")
-    drafter = make_drafter(args.drafter, pair, n_draft)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
 
     def paint(kind: str, text: str) -> str:
