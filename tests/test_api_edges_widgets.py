@@ -123,7 +123,7 @@ def test_race_dashboard_takes_numpy_scalars(pair):
     assert dashboard.record_probs is True
     for kwargs, word in (({"temperature": True}, "temperature"), ({"temperature": float("inf")}, "temperature"),
                          ({"temperature": -0.5}, "temperature"), ({"seed": 1.5}, "seed"),
-                         ({"n_draft": None}, "n_draft")):
+                         ({"max_new_tokens": None}, "max_new_tokens"), ({"n_draft": 0}, "n_draft")):
         with pytest.raises(ValueError, match=word):
             RaceDashboard(pair, prompts=["ROMEO."], **kwargs)
     with pytest.raises(TypeError, match="record_probs"):

@@ -177,6 +177,18 @@ def test_race_refuses_an_explicit_n_for_drafters_that_take_none(dashboard, kind)
         dashboard.race(drafter=kind, n_draft=6)
 
 
+@pytest.mark.parametrize("kind", ["lookahead", "medusa"])
+def test_race_dashboard_refuses_an_explicit_n_for_drafters_that_take_none(pair, kind):
+    """The constructor follows race(): an N that would be silently ignored is an error, the default is not."""
+    from widgets.race import RaceDashboard
+
+    with pytest.raises(ValueError, match=f"n_draft does not apply to drafter {kind!r}"):
+        RaceDashboard(pair, drafter=kind, n_draft=8, max_new_tokens=6)
+    built = RaceDashboard(pair, drafter=kind, max_new_tokens=6)
+    assert built.n_draft.disabled is True and built.n_draft.value == 4
+    assert RaceDashboard(pair, drafter="model", n_draft=7, max_new_tokens=6).n_draft.value == 7
+
+
 def test_race_summary_at_t_above_0_does_not_claim_the_texts_differ_when_they_are_equal(dashboard):
     dashboard.race(drafter="model", n_draft=4, temperature=0.0)
     greedy = dashboard.summary.value

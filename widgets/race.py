@@ -106,27 +106,31 @@ class _Side:
 class RaceDashboard(w.VBox):
     """Autoregressive vs speculative decoding on one prompt, two live token streams, tokens/s and the speedup.
 
-    ``RaceDashboard(pair=None, *, prompts=None, drafter="model", n_draft=4, max_new_tokens=60, temperature=0.0,
+    ``RaceDashboard(pair=None, *, prompts=None, drafter="model", n_draft=None, max_new_tokens=60, temperature=0.0,
     seed=0, record_probs=True)``
 
     - ``pair``: a :class:`lab.models.ModelPair`; None loads the bundled one (``load_pair("shakespeare")``).
     - ``prompts``: the prompt choices (default :func:`lab.models.held_out_prompts`); "free text" is always offered.
     - ``drafter``: one of :data:`lab.cli.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
-      ``early-exit``); ``n_draft``: the draft length N (1..16; Lookahead and Medusa use their own window / tree).
+      ``early-exit``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead and Medusa use their own
+      window / tree: for them ``n_draft`` must be left out (None) and the N slider is disabled.
     - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2), ``seed`` (both sides sample with it).
     - ``record_probs``: keep each step's distributions so clicking a token charts them (both sides pay the same
       small cost).
 
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
     Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
-    integer >= 0), here and in :meth:`race`, and ``TypeError`` for a ``record_probs`` that is not a bool; the
+    integer >= 0) and for an ``n_draft`` given with Lookahead or Medusa, here and in :meth:`race`, and ``TypeError`` for a ``record_probs`` that is not a bool; the
     button shows such errors instead.
     """
 
-    def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int = 4,
+    def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int | None = None,
                  max_new_tokens: int = 60, temperature: float = 0.0, seed: int = 0, record_probs: bool = True):
-        settings = {"drafter": drafter, "n_draft": n_draft, "max_new_tokens": max_new_tokens,
-                    "temperature": temperature}
+        if n_draft is not None and drafter in DRAFTERS and own_draft_reason(drafter):
+            raise ValueError(f"n_draft does not apply to drafter {drafter!r}: {own_draft_reason(drafter)}; "
+                             "leave n_draft out")
+        settings = {"drafter": drafter, "n_draft": 4 if n_draft is None else n_draft,
+                    "max_new_tokens": max_new_tokens, "temperature": temperature}
         missing = [name for name, value in settings.items() if value is None]
         if missing:  # _check skips None (race() uses that for "keep the control's value")
             raise ValueError(f"{', '.join(missing)} must not be None")
