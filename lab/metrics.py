@@ -280,16 +280,18 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
 
 def alpha_from_steps(steps) -> float | None:
     """Leviathan's per-token acceptance α estimated from step records: accepted drafts / drafts the target examined.
-    A step examines its drafts up to the first rejection, so each step that stopped short of its depth
-    (``StepRecord.depth``) adds one failed trial; drafts after a rejection are never examined. None when no draft
-    was examined. Source: Leviathan et al. 2023, §3.1 (α as the expected acceptance per draft); lesson 12.
+    A step examines its drafts up to the first rejection, so each step that ended at a rejection (``last_kind`` is
+    ``"resampled"``) adds one failed trial; drafts after a rejection are never examined. For a chain that is a step
+    with ``num_accepted < len(drafted)``; for a token tree, a path that ends at a leaf above the tree's depth
+    rejected nothing (the target's token is a bonus), so it adds no failed trial. None when no draft was examined.
+    Source: Leviathan et al. 2023, §3.1 (α as the expected acceptance per draft); lesson 12.
 
     ``steps``: an iterable (a generator works) of :class:`lab.trace.StepRecord` or objects with its ``drafted``,
-    ``num_accepted`` and ``depth``. Returns a float in [0, 1] or None. Raises ``TypeError`` if ``steps`` is not
+    ``num_accepted`` and ``last_kind``. Returns a float in [0, 1] or None. Raises ``TypeError`` if ``steps`` is not
     iterable and ``AttributeError`` for an item that lacks those fields."""
     steps = list(steps)  # read twice below
     accepted = sum(s.num_accepted for s in steps)
-    rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
+    rejections = sum(1 for s in steps if s.drafted and s.last_kind == "resampled")
     return accepted / (accepted + rejections) if accepted + rejections else None
 
 

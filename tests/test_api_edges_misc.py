@@ -208,10 +208,26 @@ def test_optimal_n_draft_alpha_near_one_huge_max_n(monkeypatch):
 def test_alpha_from_steps_reads_a_generator_once():
     from types import SimpleNamespace
 
-    steps = [SimpleNamespace(drafted=[1, 2, 3], num_accepted=1, depth=3),
-             SimpleNamespace(drafted=[1, 2], num_accepted=2, depth=2)]
+    steps = [SimpleNamespace(drafted=[1, 2, 3], num_accepted=1, last_kind="resampled"),
+             SimpleNamespace(drafted=[1, 2], num_accepted=2, last_kind="bonus")]
     assert metrics.alpha_from_steps(steps) == 3 / 4
     assert metrics.alpha_from_steps(s for s in steps) == 3 / 4
+
+
+def test_alpha_from_steps_a_tree_path_ending_at_a_shallow_leaf_rejected_nothing():
+    from lab.trace import StepRecord
+
+    # Tree: node 0 (depth 1) has child 2 (depth 2); node 1 (depth 1) is a leaf. Depth 2.
+    leaf = StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=1, emitted=[6, 9], last_kind="bonus",
+                      parents=[-1, -1, 0], path=[1])
+    rejected = StepRecord(index=1, position=2, drafted=[5, 6, 7], num_accepted=1, emitted=[5, 8],
+                          last_kind="resampled", parents=[-1, -1, 0], path=[0])
+    full = StepRecord(index=2, position=4, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 7, 3], last_kind="bonus",
+                      parents=[-1, -1, 0], path=[0, 2])
+    assert leaf.depth == 2 and leaf.num_accepted < leaf.depth
+    assert metrics.alpha_from_steps([leaf]) == 1.0          # one examined level, accepted, then a bonus token
+    assert metrics.alpha_from_steps([leaf, rejected]) == 2 / 3
+    assert metrics.alpha_from_steps([leaf, rejected, full]) == 4 / 5
 
 
 # --- bench: arguments, and the shared pair is left as it was -------------------------------------------------------
