@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -297,6 +298,14 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
     ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (800 steps: about 6 minutes on
     a 2-core CPU with bf16 kernels, 12 in float32 on an AVX2 one). Returns ``out_dir``. The default recipe takes
     about an hour on a 2-core CPU with bf16 kernels and about 1.8 hours on an AVX2 one (:func:`bf16_autocast`).
+
+    Training writes into ``<out_dir>.partial`` beside ``out_dir``; only a finished run moves its files into
+    ``out_dir`` (``target/``, ``draft/``, the tokenizer files and ``training.json``; with ``draft_only``, ``draft/``
+    and ``training.json``), so an interrupted or failed run leaves ``out_dir`` as it was. Everything else there
+    stays: the card (rewrite it with :func:`write_card`) and ``medusa/`` / ``eagle/``, which after a new target no
+    longer load (they record the target they were trained for: retrain them). Raises ``FileNotFoundError`` with
+    ``draft_only`` when ``out_dir`` has no saved tokenizer, target or ``training.json`` (before any work), and
+    ``RuntimeError`` as :func:`fetch_corpus` does when the corpus must be downloaded and cannot be.
     """
     recipe = recipe or PairRecipe()
     if threads:
@@ -310,6 +319,46 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
         with open(log_path, "a") as f:
             f.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
 
+    if draft_only:
+        missing = [name for name in ("tokenizer.json", "target", "training.json") if not (out_dir / name).exists()]
+        if missing:
+            raise FileNotFoundError(f"draft_only re-distils the draft of the pair saved in out_dir, but {out_dir} "
+                                    f"has no {', '.join(missing)}; train the whole pair first (draft_only=False, "
+                                    "`python -m lab train pair`)")
+    staging = out_dir.resolve().with_name(out_dir.resolve().name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)  # what a killed run left
+    staging.mkdir()
+    try:
+        val_ids = _train_pair_into(staging, out_dir, recipe, draft_only, log)
+        _move_into(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    torch.save(val_ids, cache_dir() / "val_ids.pt")
+    stale = [name for name in ("medusa", "eagle") if not draft_only and (out_dir / name).is_dir()]
+    if stale:
+        log(f"{' and '.join(stale)} in {out_dir} were trained for the previous target and no longer load: "
+            f"retrain them ({'; '.join(f'python -m lab train {name}' for name in stale)})")
+    log("done training; run `python -m lab train card` to measure and write the model card")
+    return out_dir
+
+
+def _move_into(staging: Path, out_dir: Path) -> None:
+    """Move every entry of ``staging`` into ``out_dir`` (same file system), replacing those of the same name; a
+    replaced folder goes whole (renamed aside first, then deleted). ``training.json`` moves last."""
+    entries = sorted(staging.iterdir(), key=lambda p: p.name == "training.json")
+    replaced = staging / ".replaced"
+    replaced.mkdir()
+    for new in entries:
+        dest = out_dir / new.name
+        if dest.is_dir() or (dest.exists() and new.is_dir()):  # rename cannot replace a folder with files in it
+            os.replace(dest, replaced / new.name)
+        os.replace(new, dest)
+
+
+def _train_pair_into(staging: Path, out_dir: Path, recipe: PairRecipe, draft_only: bool, log) -> torch.Tensor:
+    """:func:`train_pair`'s training: writes the new files into ``staging`` (with ``draft_only``, reads the saved
+    tokenizer, target and ``training.json`` from ``out_dir``). Returns the held-out token ids."""
     from transformers import LlamaForCausalLM
 
     works = fetch_corpus()
@@ -351,9 +400,9 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
                              recipe.warmup, "target", log=log, evaluate=evaluate)
         target_minutes = (time.time() - t0) / 60
         target.eval()
-        _save(target, tokenizer, out_dir / "target")
-        tokenizer.save_pretrained(out_dir)
-        log(f"target saved after {target_minutes:.1f} min")
+        _save(target, tokenizer, staging / "target")
+        tokenizer.save_pretrained(staging)
+        log(f"target staged after {target_minutes:.1f} min")
 
     t0 = time.time()
     torch.manual_seed(recipe.seed + 1)
@@ -362,18 +411,16 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
                          "draft (distilled)", teacher=target, log=log, evaluate=evaluate)
     draft_minutes = (time.time() - t0) / 60
     draft.eval()
-    _save(draft, tokenizer, out_dir / "draft")
-    log(f"draft saved after {draft_minutes:.1f} min")
+    _save(draft, tokenizer, staging / "draft")
+    log(f"draft staged after {draft_minutes:.1f} min")
 
     info = {"recipe": asdict(recipe), "corpus": {"spec": CORPUS_SPEC, "works": len(works),
             "train_tokens": len(train_ids), "val_tokens": len(val_ids), "val_chars": val_chars},
             "target_minutes": round(target_minutes, 1), "draft_minutes": round(draft_minutes, 1),
             "target_history": t_hist, "draft_history": d_hist, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
-    (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    torch.save(val_ids, cache_dir() / "val_ids.pt")
-    log("done training; run `python -m lab train card` to measure and write the model card")
-    return out_dir
+    (staging / "training.json").write_text(json.dumps(info, indent=1))
+    return val_ids
 
 
 # --- a target that copies from its context (induction) --------------------------------------------------------------
@@ -568,11 +615,34 @@ def _save(model, tokenizer, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Target features: what Medusa heads and the EAGLE draft learn from (lessons 10-11).
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+
+
+def tokenizer_key(pair_dir: Path = PAIR_DIR) -> str:
+    """A short fingerprint (12 hex digits) of the tokenizer saved in ``pair_dir``: sha1 of the bytes of its
+    tokenizer files (:data:`TOKENIZER_FILES` that exist there). Retraining the tokenizer changes it. Raises
+    ``FileNotFoundError`` when ``pair_dir`` holds none of them."""
+    import hashlib
+
+    pair_dir = Path(pair_dir)
+    files = [pair_dir / name for name in TOKENIZER_FILES if (pair_dir / name).is_file()]
+    if not files:
+        raise FileNotFoundError(f"pair_dir {pair_dir} holds no tokenizer files ({', '.join(TOKENIZER_FILES)}); pass "
+                                "the folder of a saved pair, e.g. lab/assets/shakespeare")
+    digest = hashlib.sha1()
+    for path in files:
+        digest.update(f"{path.name}:".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def corpus_ids(pair_dir: Path = PAIR_DIR) -> tuple[torch.Tensor, torch.Tensor]:
     """The corpus tokenised with the pair's tokenizer: ``(train_ids, val_ids)``, int16 ``[tokens]`` each, with EOS
-    between works; the same split as :func:`train_pair`. Cached in :func:`cache_dir`. Raises ``RuntimeError`` as
+    between works; the same split as :func:`train_pair`. Cached in :func:`cache_dir` as
+    ``corpus_ids_<tokenizer_key>.pt`` (:func:`tokenizer_key`), so ids of a retrained tokenizer are never read for
+    another. Raises ``FileNotFoundError`` when ``pair_dir`` holds no tokenizer, and ``RuntimeError`` as
     :func:`fetch_corpus` does when the corpus must be downloaded and cannot be."""
-    path = cache_dir() / "corpus_ids.pt"
+    path = cache_dir() / f"corpus_ids_{tokenizer_key(pair_dir)}.pt"
     if path.exists():
         cached = torch.load(path)
         return cached["train"], cached["val"]
@@ -589,7 +659,9 @@ def corpus_ids(pair_dir: Path = PAIR_DIR) -> tuple[torch.Tensor, torch.Tensor]:
 
     ids = {"train": encode(train_txt), "val": encode(val_txt)}
     cache_dir().mkdir(parents=True, exist_ok=True)
-    torch.save(ids, path)
+    partial = path.with_name(path.name + ".partial")  # written whole, then moved in
+    torch.save(ids, partial)
+    os.replace(partial, path)
     return ids["train"], ids["val"]
 
 
@@ -612,16 +684,49 @@ def _random_windows(split: str, sequences: int, length: int, seed: int, pair_dir
     return torch.stack([ids[s:s + length] for s in starts.tolist()]).long()
 
 
-def weights_key(model) -> str:
+def weights_key(model, dtype: torch.dtype | None = None) -> str:
     """A short fingerprint (12 hex digits) of ``model``'s parameters, their dtypes and shapes: the cache key that
-    keeps features or generations of one target from being read for another (a fine-tuned or re-trained one)."""
+    keeps features or generations of one target from being read for another (a fine-tuned or re-trained one).
+
+    ``dtype``: None hashes the tensors as they are (features depend on the dtype too); a floating dtype casts every
+    floating tensor to it first. :func:`target_weights_key` uses bfloat16 so that one key names the same weights
+    loaded in float32, float16 or bfloat16. About 30 ms (20 ms in bfloat16) for the bundled 11 M-parameter target
+    on one CPU thread."""
     import hashlib
 
     digest = hashlib.sha1()
     for name, tensor in model.state_dict().items():
+        tensor = tensor.detach().cpu()
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        digest.update(tensor.contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:12]
+
+
+TARGET_KEY = "target_weights_key"  # the config.json entry naming the target Medusa heads / an EAGLE draft fit
+
+
+def target_weights_key(target) -> str:
+    """The fingerprint Medusa heads and EAGLE drafts record (``config.json``, :data:`TARGET_KEY`) for the target
+    they were trained on: :func:`weights_key` of ``target`` in bfloat16. The same for the target loaded in float32,
+    float16 or bfloat16 (the bundled one is stored in float16; every cast of it rounds to the same bfloat16
+    values), on any device; a re-trained or fine-tuned target gets another. About 20 ms for the bundled target."""
+    return weights_key(target, dtype=torch.bfloat16)
+
+
+def check_target_key(config: dict, target, directory, what: str, command: str) -> None:
+    """Raise ``ValueError`` naming ``directory`` and ``command`` (how to retrain) when ``config``, its loaded
+    ``config.json``, records a :data:`TARGET_KEY` other than ``target``'s (:func:`target_weights_key`): ``what``
+    (e.g. "Medusa heads") was trained for another target. A config without the key passes unchecked."""
+    saved = config.get(TARGET_KEY)
+    if saved is None:
+        return
+    actual = target_weights_key(target)
+    if saved != actual:
+        raise ValueError(f"{directory} holds {what} trained for another target; retrain with `{command}`, or pass "
+                         f"the target the weights were trained for (config.json records {TARGET_KEY} {saved!r}, this "
+                         f"target's is {actual!r})")
 
 
 @torch.no_grad()
@@ -663,9 +768,9 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
     Returns ``{"ids": LongTensor [sequences, seq_len], "hidden": float16 [sequences, seq_len, D]}`` like
     :func:`target_features`: ``hidden[b, t]`` is the target's last hidden state (after its final norm) at
     ``ids[b, t]``. ``split`` picks the corpus part the prompts come from ("train" or "val"); with 64 windows or
-    fewer all of them are greedy. ``seed`` picks the prompts and the samples; the global torch RNG is left as it
-    was. Cached in :func:`cache_dir` per (split, sequences, prompt_len, seq_len, seed, :func:`weights_key` of the
-    target); about 3 CPU-minutes for 1600 windows on one thread. Raises
+    fewer all of them are greedy. ``seed`` picks the prompts and the samples; the global torch RNGs (CPU and
+    every CUDA device) are left as they were. Cached in :func:`cache_dir` per (split, sequences, prompt_len,
+    seq_len, seed, :func:`weights_key` of the target); about 3 CPU-minutes for 1600 windows on one thread. Raises
     ``ValueError`` for ``sequences`` < 1, an unknown split, ``prompt_len`` outside [1, seq_len), or a window longer
     than the target's context.
     """
@@ -687,7 +792,9 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
     was_training = target.training
     target.eval()
     windows, hidden = [], []
-    with torch.random.fork_rng(devices=[]):  # seed the samples without touching the caller's RNG
+    # Seed the samples without touching the caller's RNG: manual_seed reseeds every CUDA device too, so fork
+    # them all (an empty list where there is no CUDA).
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
         torch.manual_seed(seed)
         for i in tqdm(range(0, sequences, 64), desc=f"target generations ({split})", mininterval=5):
             batch = prompts[i:i + 64]
@@ -742,9 +849,9 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
     the validation split; all greedy for 64 windows or fewer) and, for comparison with corpus-trained heads, on as
     many corpus validation windows (:func:`target_features`).
 
-    Writes ``model.safetensors`` + ``config.json`` (:meth:`MedusaHeads.save`), ``training.json`` and ``README.md``;
-    returns the README path. Raises ``ValueError`` for ``steps`` or ``batch`` < 1 (and as :class:`MedusaHeads`
-    does for ``num_heads`` < 1).
+    Writes ``model.safetensors`` + ``config.json`` (:meth:`MedusaHeads.save`, with the target's
+    :func:`target_weights_key`), ``training.json`` and ``README.md``; returns the README path. Raises
+    ``ValueError`` for ``steps`` or ``batch`` < 1 (and as :class:`MedusaHeads` does for ``num_heads`` < 1).
     """
     from lab.drafters.medusa import MedusaHeads, head_accuracy
     from lab.models import load_pair
@@ -797,10 +904,10 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = P
             bar.set_postfix(loss=f"{loss.item():.3f}")
     train_minutes = (time.time() - t0) / 60
     heads.eval()
-    heads.save(out_dir)
+    heads.save(out_dir, target=target)  # records the target's key: loading refuses another target
 
     # Measure what was committed: the float16 file, loaded back the way MedusaDrafter.from_pretrained loads it.
-    saved = MedusaHeads.load(out_dir)
+    saved = MedusaHeads.load(out_dir, target=target)
     after, after_corpus = head_accuracy(target, saved, val), head_accuracy(target, saved, val_corpus)
     params = sum(p.numel() for p in heads.parameters())
     info = {"recipe": {"num_heads": num_heads, "data": "self-distillation (target_generations, seed 0)",
@@ -1165,11 +1272,11 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = P
     schedule, bf16 autocast where the CPU has bf16 kernels (:func:`bf16_autocast`), fixed ``seed``. The last
     ``chain_steps`` of the ``steps`` also train drafting steps 2..``chain_depth`` on the draft's own predictions
     (:func:`eagle_chain_predictions`; EAGLE-3's training-time test, a departure from EAGLE-1 that raised the
-    chain's acceptance here). Writes ``model.safetensors`` + ``config.json`` (float16) and ``training.json`` to
-    ``out_dir``, then measures and writes the model card (:func:`write_eagle_card`). Returns the card's path. About
-    13 CPU-minutes with the defaults on one thread where the CPU has bf16 kernels (plus about 4 for the features,
-    once). Raises ``ValueError`` for ``chain_steps`` outside ``[0, steps]`` or
-    ``chain_depth`` < 1.
+    chain's acceptance here). Writes ``model.safetensors`` + ``config.json`` (float16; the config records the
+    target's :func:`target_weights_key`) and ``training.json`` to ``out_dir``, then measures and writes the model
+    card (:func:`write_eagle_card`). Returns the card's path. About 13 CPU-minutes with the defaults on one thread
+    where the CPU has bf16 kernels (plus about 4 for the features, once). Raises ``ValueError`` for ``chain_steps``
+    outside ``[0, steps]`` or ``chain_depth`` < 1.
     Source: Li et al. 2024, "EAGLE", §4 (training).
     """
     from lab.drafters.eagle import EagleDraftModel, trainable_parameters

@@ -21,7 +21,7 @@ import torch
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
-from lab.train import PAIR_DIR
+from lab.train import PAIR_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.trees import position_ids as tree_position_ids
 from lab.trees import _is_int, check_choices, choices_parents, tree_attention_mask
 
@@ -163,7 +163,8 @@ class EagleDraftModel(torch.nn.Module):
     # -- files ----------------------------------------------------------------------------------------------
     def save_pretrained(self, directory) -> Path:
         """Write ``model.safetensors`` (float16, trainable parts only) and ``config.json`` to ``directory``;
-        returns the directory."""
+        returns the directory. The config records the target's :func:`lab.train.target_weights_key`, so
+        :meth:`from_pretrained` refuses the draft for another target."""
         from safetensors.torch import save_file
 
         directory = Path(directory)
@@ -171,7 +172,8 @@ class EagleDraftModel(torch.nn.Module):
         state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in self.state_dict().items()
                  if not k.startswith("layer.embed_tokens")}
         save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
-        (directory / "config.json").write_text(json.dumps({"model_type": "lab-eagle", **self.config}, indent=1))
+        config = {"model_type": "lab-eagle", **self.config, TARGET_KEY: target_weights_key(self.target)}
+        (directory / "config.json").write_text(json.dumps(config, indent=1))
         return directory
 
     @classmethod
@@ -179,7 +181,9 @@ class EagleDraftModel(torch.nn.Module):
         """Load weights saved by :meth:`save_pretrained` for ``target`` (safetensors only), in the target's dtype
         and on its device, in eval mode. Raises ``FileNotFoundError`` (naming the path and the training command)
         when the files are missing, ``ValueError`` when they were made for a target of another width or
-        vocabulary."""
+        vocabulary, or for another target than ``target`` (a re-trained one: its ``config.json`` records another
+        :func:`lab.train.target_weights_key`; retrain with ``python -m lab train eagle``). Configs without that
+        record load unchecked."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
@@ -193,6 +197,7 @@ class EagleDraftModel(torch.nn.Module):
             if config.get(key) != model.config[key]:
                 raise ValueError(f"the EAGLE draft in {directory} was trained for {key} {config.get(key)}, this "
                                  f"target has {model.config[key]}")
+        check_target_key(config, target, directory, "an EAGLE draft", "python -m lab train eagle")
         state = load_file(str(weights))
         missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not k.startswith("layer.embed_tokens")]
@@ -280,7 +285,9 @@ class EagleDrafter:
         """An EAGLE drafter for ``pair.target`` (a :class:`lab.models.ModelPair`) with the weights in
         ``directory`` (the bundled ones by default): a chain of ``n_draft`` tokens (default 4), or the token tree
         ``tree`` (then ``n_draft`` must be omitted or equal the tree's depth). Raises ``FileNotFoundError`` naming
-        the path and ``python -m lab train eagle`` when they are missing, ``ValueError`` as the constructor does,
+        the path and ``python -m lab train eagle`` when they are missing, ``ValueError`` naming the folder when the
+        weights were trained for another target than ``pair.target`` (:meth:`EagleDraftModel.from_pretrained`) and
+        as the constructor does,
         ``TypeError`` when ``pair`` is not a ``ModelPair`` (a name or ``pair.target``, say)."""
         check_pair(pair, "EagleDrafter.from_pretrained")
         return cls(pair.target, EagleDraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)

@@ -142,9 +142,10 @@ class MedusaHeads(torch.nn.Module):
             raise ValueError(f"hidden must end in hidden_size={self.hidden_size}, got shape {tuple(hidden.shape)}")
         return torch.stack([head(block(hidden)) for block, head in zip(self.blocks, self.lm_heads)], dim=-2)
 
-    def save(self, directory) -> Path:
+    def save(self, directory, target=None) -> Path:
         """Write ``model.safetensors`` (float16, to keep the committed file small) and ``config.json`` into
-        ``directory``; returns the weights path."""
+        ``directory``; returns the weights path. With ``target`` (the model the heads were trained on) the config
+        records its :func:`lab.train.target_weights_key`, and :meth:`load` given another target refuses them."""
         from safetensors.torch import save_file
 
         directory = Path(directory)
@@ -153,13 +154,20 @@ class MedusaHeads(torch.nn.Module):
         save_file(state, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
         config = {"architecture": "medusa-1", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
                   "num_heads": self.num_heads, "dtype": "float16"}
+        if target is not None:
+            from lab.train import TARGET_KEY, target_weights_key
+
+            config[TARGET_KEY] = target_weights_key(target)
         (directory / CONFIG_FILE).write_text(json.dumps(config, indent=1))
         return directory / WEIGHTS_FILE
 
     @classmethod
-    def load(cls, directory, device=None, dtype=torch.float32) -> MedusaHeads:
+    def load(cls, directory, device=None, dtype=torch.float32, target=None) -> MedusaHeads:
         """Load heads written by :meth:`save` (safetensors only, never pickles) onto ``device`` / ``dtype``,
-        in eval mode. Raises ``FileNotFoundError`` naming the missing file and how to make it."""
+        in eval mode. Raises ``FileNotFoundError`` naming the missing file and how to make it; with ``target``,
+        ``ValueError`` when the config records another target (:func:`lab.train.check_target_key`: the heads were
+        trained for another target, retrain with ``python -m lab train medusa``). Configs without that record load
+        unchecked."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
@@ -168,6 +176,10 @@ class MedusaHeads(torch.nn.Module):
                 raise FileNotFoundError(f"Medusa heads not found: {directory / name} is missing; train them with "
                                         "`python -m lab train medusa` (or restore lab/assets from git)")
         config = json.loads((directory / CONFIG_FILE).read_text())
+        if target is not None:
+            from lab.train import check_target_key
+
+            check_target_key(config, target, directory, "Medusa heads", "python -m lab train medusa")
         heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"])
         heads.load_state_dict(load_file(str(directory / WEIGHTS_FILE)))
         return heads.to(device=device, dtype=dtype).eval().requires_grad_(False)  # inference weights
@@ -218,8 +230,10 @@ class MedusaDrafter:
         target's device and dtype. ``directory`` overrides where to look (default :data:`MEDUSA_DIR`).
 
         Raises ``FileNotFoundError`` naming the missing path (train with ``python -m lab train medusa``); for a
-        hub preset without a ``directory`` too, as heads exist only for the bundled target. ``TypeError`` when
-        ``pair`` is not a ``ModelPair`` (a name or a model, say)."""
+        hub preset without a ``directory`` too, as heads exist only for the bundled target. ``ValueError`` naming
+        the folder when its heads were trained for another target than ``pair.target`` (a re-trained one: retrain
+        them with ``python -m lab train medusa``), and as the constructor does. ``TypeError`` when ``pair`` is not
+        a ``ModelPair`` (a name or a model, say)."""
         check_pair(pair, "MedusaDrafter.from_pretrained")
         if directory is None:
             if pair.name != "shakespeare":
@@ -227,7 +241,7 @@ class MedusaDrafter:
                                         f"target has them ({MEDUSA_DIR}); pass directory= for heads of your own")
             directory = MEDUSA_DIR
         weight = pair.target.get_output_embeddings().weight
-        heads = MedusaHeads.load(directory, device=weight.device, dtype=weight.dtype)
+        heads = MedusaHeads.load(directory, device=weight.device, dtype=weight.dtype, target=pair.target)
         return cls(pair.target, heads, tree)
 
     def reset(self, prompt_ids, hidden: torch.Tensor | None = None) -> None:
