@@ -148,7 +148,7 @@ WORKLOAD_TABLE = (
 """Seed lesson 002, production settings (workload, recommended method, k, expected speedup). It has no copy/edit
 row; the picker uses the structured-JSON row, the nearest n-gram workload, for copy/edit."""
 
-ARENA_PROSE_SPEEDUPS = {("ngram", 0): 1.41, ("ngram", 1): 1.01, ("lookahead", 0): 0.96, ("lookahead", 1): 0.74}
+ARENA_PROSE_SPEEDUPS = {("ngram", 0): 1.37, ("ngram", 1): 1.02, ("lookahead", 0): 0.98, ("lookahead", 1): 0.76}
 """Measured speedups (× autoregressive) of prompt lookup and Lookahead on lesson 12's prose prompts at T = 0 and
 T = 1, from the arena table committed with that lesson (bundled pair, CPU; tests/test_lesson_claims.py holds these
 to it). The seed tables give prompt lookup no range for chat or long text; the picker uses these two instead."""
