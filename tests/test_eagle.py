@@ -259,3 +259,25 @@ def test_first_sampled_token_matches_target_distribution(pair, prompts):
             assert gen.steps[0].drafted  # a real draft was verified
             counts[gen.tokens[0]] += 1
         assert chi_square(counts, target_probs).pvalue > 1e-3
+
+
+def test_tree_siblings_are_the_parents_top_ranks_in_order(pair, prompts):
+    """Each node is the rank-th token of its parent's distribution (one LM-head call per level serves every
+    parent of that level): the first level is the root feature's top 3 in rank order, and a level with two parents
+    gives each its own ranks."""
+    tree = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0)]
+    paths = check_choices(tree)
+    for prompt in prompts:
+        feats = _prompt_features(pair, prompt)
+        chain = EagleDrafter.from_pretrained(pair, n_draft=2)
+        chain.reset(prompt, hidden=feats)
+        expected = chain.propose(DraftRequest(prompt, 2)).tokens
+        drafter = EagleDrafter.from_pretrained(pair, tree=tree)
+        drafter.reset(prompt, hidden=feats)
+        draft = drafter.propose(DraftRequest(prompt, 2))
+        node = {p: draft.tokens[paths.index(p)] for p in paths}
+        with torch.inference_mode():
+            top3 = torch.topk(drafter.model.logits(drafter._root), 3).indices.tolist()
+        assert [node[(0,)], node[(1,)], node[(2,)]] == top3
+        assert [node[(0,)], node[(0, 0)]] == expected             # the first child is the chain's next token
+        assert node[(0, 1)] != node[(0, 0)]                        # rank 1 of the same parent

@@ -374,10 +374,14 @@ class EagleDrafter:
         fed = []                     # nodes in the cache after the true pairs, in cache order
         for depth in range(1, max(depths) + 1):
             level = [i for i, d in enumerate(depths) if d == depth]
-            for i in level:  # pick the rank-th token of the parent's distribution
-                ranks = paths[i][-1] + 1
-                top = torch.topk(self.model.logits(out_feat[parents[i]]), ranks).indices
-                tokens[i] = int(top[paths[i][-1]])
+            # Each node takes the rank-th token of its parent's distribution: one LM-head call for the level's
+            # parents, one top-k each (as deep as the deepest rank a child asks for).
+            level_parents = list(dict.fromkeys(parents[i] for i in level))
+            deepest = max(paths[i][-1] for i in level) + 1
+            top = torch.topk(self.model.logits(torch.stack([out_feat[p] for p in level_parents])), deepest).indices
+            row = {p: r for r, p in enumerate(level_parents)}
+            for i in level:
+                tokens[i] = int(top[row[parents[i]], paths[i][-1]])
             if depth == max(depths):
                 break
             # Feed this level; the nodes fed so far are a prefix of the (depth-sorted) tree, so lab.trees gives
