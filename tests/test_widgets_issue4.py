@@ -106,8 +106,12 @@ def test_jacobi_viewer_on_a_real_run(target):
     assert "window W = 5" in viewer.summary and f"{run.target_calls} target calls" in viewer.summary
     viewer.step_to(0)
     assert viewer.html.count("iter ") == 1
-    with pytest.raises(IndexError):
-        viewer.step_to(99)
+    viewer.step_to(-1)
+    assert viewer.iteration == len(run.iterations) - 1
+    for bad in (99, -99, 1.5, True):
+        with pytest.raises(ValueError, match="iteration"):
+            viewer.step_to(bad)
+    assert viewer.iteration == len(run.iterations) - 1   # a refused value leaves the viewer where it was
 
 
 def test_jacobi_viewer_states_by_hand():

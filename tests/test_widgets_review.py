@@ -365,3 +365,35 @@ def test_tree_steps_recorded_in_bfloat16_are_drawn(pair, medusa):
     assert stream.generated_ids == gen.tokens
     resampled = [d for d in stream._details if d["kind"] == "resampled"]
     assert resampled and all(d["probs"] is not None for d in resampled)
+
+
+# --- second widget review (session 12) ---------------------------------------------------------------------------
+def test_race_near_the_context_limit_warms_up_within_what_was_asked(pair):
+    """The warm-up used to ask for 4 new tokens whatever the race asked for: 510 + 2 tokens passed the dashboard's
+    check and then failed in the warm-up with an error about 4."""
+    from widgets.race import RaceDashboard
+
+    limit = pair.target.config.max_position_embeddings
+    text = pair.tokenizer.decode(list(range(300, 300 + limit)))
+    ids = pair.encode(text)[: limit - 2]
+    prompt = pair.tokenizer.decode(ids)
+    assert len(pair.encode(prompt)) == limit - 2
+    dashboard = RaceDashboard(pair, prompts=[prompt], max_new_tokens=2)
+    results = dashboard.race(drafter="model", n_draft=2)
+    assert dashboard.error is None
+    assert all(len(result["tokens"]) == 2 for result in results.values())
+
+
+def test_tree_viewer_checks_its_tokenizer_and_prompt_ids(pair):
+    from widgets.tree_viewer import TreeViewer
+
+    with pytest.raises(TypeError, match="tokenizer must be None or have a decode"):
+        TreeViewer(pair.encode("ROMEO."))
+    vocab = len(pair.tokenizer)
+    for bad in ([vocab], [-5]):
+        with pytest.raises(ValueError, match="prompt_ids"):
+            TreeViewer(pair.tokenizer, prompt_ids=bad)
+    viewer = TreeViewer(pair.tokenizer, prompt_ids=[1, 2])
+    with pytest.raises(ValueError, match="prompt_ids"):
+        viewer.clear(prompt_ids=[vocab + 3])
+    viewer.clear(prompt_ids=[])

@@ -15,7 +15,7 @@ import html
 import ipywidgets
 
 from lab.drafters.lookahead import JacobiRun, converged_prefix
-from widgets._style import ACCEPTED_COLOR, BONUS_COLOR, PROMPT_COLOR, tint
+from widgets._style import ACCEPTED_COLOR, BONUS_COLOR, PROMPT_COLOR, slider_position, tint
 from widgets.token_stream import token_labels
 
 __all__ = ["JacobiViewer", "CELL_STATES"]
@@ -88,10 +88,10 @@ class JacobiViewer(ipywidgets.VBox):
             self._slider.value = self._slider.max
 
     def step_to(self, iteration: int) -> None:
-        """Show iterations 0..``iteration``. Raises ``IndexError`` outside the run."""
-        if not 0 <= iteration < len(self._grid):
-            raise IndexError(f"iteration {iteration} is out of range: the run has {len(self._grid)} rows")
-        self._slider.value = iteration
+        """Show iterations 0..``iteration`` (negative counts from the end, as in the other viewers). Raises
+        ``ValueError`` naming ``iteration`` and the allowed range for a value outside the run or not an integer
+        (floats and bools included)."""
+        self._slider.value = slider_position("iteration", iteration, len(self._grid), "iterations")
 
     # --- readable state ------------------------------------------------------------------------------------
     @property

@@ -265,8 +265,10 @@ class RaceDashboard(w.VBox):
         options = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
                    "eos_token_id": pair.eos_token_id, "seed": self.seed, "record_probs": self.record_probs}
         self.status.value = "warming up\u2026"
+        warm_tokens = min(4, settings["max_new_tokens"])  # never more than the race itself may add to the context
         for warm in (None, drafter):  # first calls pay one-off costs (allocations, kernels); keep them off the clock
-            generate(pair.target, prompt_ids, drafter=warm, **{**options, "max_new_tokens": 4, "record_probs": False})
+            generate(pair.target, prompt_ids, drafter=warm,
+                     **{**options, "max_new_tokens": warm_tokens, "record_probs": False})
         for stream in self._streams.values():
             stream.reset(prompt_ids)
         self._set_headers()

@@ -30,12 +30,12 @@ import plotly.graph_objects as go
 import torch
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int, check_token_ids
+from lab.sampling import check_int
 from lab.trace import StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
                             RESAMPLED_COLOR, slider_position, tint)
-from widgets.token_stream import token_label_text, token_labels
+from widgets.token_stream import check_tokenizer, prompt_token_ids, token_label_text, token_labels
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
 
@@ -88,13 +88,15 @@ class TreeViewer(ipywidgets.VBox):
     - ``tree_figure`` and ``mask_figure``: the two plotly ``FigureWidget`` objects.
 
     Raises ``ValueError`` for ``max_steps`` < 1 and for a record whose parents array or path is malformed;
-    ``TypeError`` / ``ValueError`` for ``prompt_ids`` that are not token ids.
+    ``TypeError`` for a ``tokenizer`` without ``decode`` (token ids passed first, say) and ``TypeError`` /
+    ``ValueError`` for ``prompt_ids`` that are not token ids of the tokenizer's vocabulary
+    (:func:`widgets.token_stream.prompt_token_ids`).
     """
 
     def __init__(self, tokenizer=None, max_steps: int = 500, *, prompt_ids=None, **kwargs):
         max_steps = check_int("max_steps", max_steps, 1)
-        self._prompt = [] if prompt_ids is None else check_token_ids("prompt_ids", prompt_ids, allow_empty=True)
-        self._tokenizer = tokenizer
+        self._tokenizer = check_tokenizer(tokenizer)
+        self._prompt = prompt_token_ids(tokenizer, prompt_ids)
         self.max_steps = max_steps
         self._records: list = []
         self._roots: list = []  # the last committed token id before each stored step (None when unknown)
@@ -198,7 +200,7 @@ class TreeViewer(ipywidgets.VBox):
         """Forget every stored step and empty the figures; ``prompt_ids``, if given, replaces the prompt (``[]``
         removes it) for the next run."""
         if prompt_ids is not None:
-            self._prompt = check_token_ids("prompt_ids", prompt_ids, allow_empty=True)
+            self._prompt = prompt_token_ids(self._tokenizer, prompt_ids)
         self._records, self._roots, self._root_labels, self._contexts = [], [], [], []
         self._context = self._last_label = None
         self._slider.value = 0
