@@ -858,7 +858,8 @@ class TokenStream(ipywidgets.VBox):
             proposed = self._quoted(self._candidate_text(drafted_id, detail["position"]))
             text = (head + f"the draft proposed {proposed}{drafted_numbers}; the target rejected it "
                     f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token from "
-                    "the residual distribution max(0, target \u2212 draft); greedy decoding takes the target's argmax.")
+                    "the residual distribution, max(0, target \u2212 draft) rescaled to sum to 1; greedy decoding takes "
+                    "the target's argmax.")
             siblings = detail["rejected_here"]
             if siblings > 1:
                 text += (f" The tree offered {siblings} drafts here and the target rejected all {siblings} in turn "
