@@ -239,7 +239,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             target_probs=target_probs if record_probs else None,
             draft_probs=(draft.probs if record_probs else None),
             target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
-            parents=list(parents) if tree else None, path=list(result.path))
+            parents=list(parents) if tree else None, path=list(result.path),
+            acceptance="typical" if acceptance == "typical" and not greedy else "exact")
         steps.append(record)
         committed += emitted
         new += emitted

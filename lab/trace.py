@@ -42,6 +42,10 @@ class StepRecord:
       forward writes ``target_tokens`` entries; the rollback keeps ``1 + num_accepted`` of them.
     - ``draft_cache``: for a drafter with its own KV cache (``kv_length()``), its length before ``propose``, after
       ``propose`` and after ``update`` — ``(before, written, kept)`` as absolute lengths; None otherwise.
+    - ``acceptance``: the verification rule, as :func:`lab.decode.generate` was asked: ``"exact"`` (rejection
+      sampling; a replaced draft is drawn from the residual distribution, or the argmax when greedy) or
+      ``"typical"`` (Medusa's typical acceptance when sampling; a replaced draft is drawn from the target's own
+      distribution, no residual).
     - ``parents``: for a token tree (Medusa, EAGLE trees; lesson 10) the parents array of ``drafted`` (see
       :mod:`lab.trees`), None for a chain; ``path``: the accepted draft indices in order (a chain's are
       ``0 .. num_accepted - 1`` and filled in when omitted; a tree record with accepted nodes must give its path,
@@ -66,6 +70,7 @@ class StepRecord:
     parents: Optional[list] = None
     path: list = field(default_factory=list)
     target_ms: float = 0.0
+    acceptance: str = "exact"
 
     def __post_init__(self):
         if not self.path and self.num_accepted:

@@ -397,3 +397,42 @@ def test_tree_viewer_checks_its_tokenizer_and_prompt_ids(pair):
     with pytest.raises(ValueError, match="prompt_ids"):
         viewer.clear(prompt_ids=[vocab + 3])
     viewer.clear(prompt_ids=[])
+
+
+def test_token_stream_under_typical_acceptance_shows_no_residual(pair):
+    """Typical acceptance replaces a rejected draft by a sample from the target's row: the stream must not chart
+    the residual (which often gives the emitted token probability 0) nor say it was drawn from it."""
+    from lab.drafters import DraftModelDrafter
+
+    prompt = pair.encode("ROMEO.\nBut soft")
+    runs = {}
+    for rule in ("typical", "exact"):
+        stream = TokenStream(pair.tokenizer, prompt_ids=prompt)
+        gen = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=40,
+                       temperature=1.0, seed=0, record_probs=True, on_step=stream, acceptance=rule)
+        assert {s.acceptance for s in gen.steps} == {rule}
+        runs[rule] = (stream, [d["position"] for d in stream._details if d["kind"] == "resampled"])
+    stream, positions = runs["typical"]
+    assert positions
+    for position in positions:
+        stream.select(position)
+        assert stream.selection["probs"]["residual"] is None
+        assert "target's own distribution (typical acceptance" in stream._detail_plain
+        assert "residual distribution" not in stream._detail_plain
+    stream, positions = runs["exact"]
+    stream.select(positions[0])
+    assert stream.selection["probs"]["residual"] is not None and "residual distribution" in stream._detail_plain
+    greedy = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=4)
+    assert {s.acceptance for s in greedy.steps} == {"exact"}
+
+
+def test_tree_residual_is_none_for_a_typical_tree_step():
+    tree_step = StepRecord(index=0, position=0, drafted=[1, 2], num_accepted=0, emitted=[3], last_kind="resampled",
+                           target_probs=torch.full((3, 4), 0.25), parents=[-1, -1], acceptance="typical")
+    from widgets.token_stream import tree_residual
+
+    assert tree_residual(tree_step) is None
+    exact = StepRecord(index=0, position=0, drafted=[1, 2], num_accepted=0, emitted=[3], last_kind="resampled",
+                       target_probs=torch.full((3, 4), 0.25), parents=[-1, -1])
+    residual, rejected = tree_residual(exact)
+    assert rejected == 2 and torch.allclose(residual, torch.tensor([0.5, 0.0, 0.0, 0.5]))

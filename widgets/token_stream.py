@@ -146,7 +146,8 @@ def chain_view(record: StepRecord) -> StepRecord:
                       num_accepted=record.num_accepted, emitted=list(record.emitted), last_kind=record.last_kind,
                       truncated=record.truncated, draft_ms=record.draft_ms, verify_ms=record.verify_ms,
                       draft_calls=record.draft_calls, target_probs=target_probs, draft_probs=draft_probs,
-                      target_tokens=record.target_tokens, cache_before=record.cache_before)
+                      target_tokens=record.target_tokens, cache_before=record.cache_before,
+                      acceptance=record.acceptance)
 
 
 def tree_residual(record: StepRecord):
@@ -158,8 +159,10 @@ def tree_residual(record: StepRecord):
     ``q_child`` is ``draft_probs[child]`` (one-hot on the child's token when ``draft_probs`` is None). That is the
     distribution sampled verification draws from; greedy verification takes the target's argmax and typical
     acceptance (``acceptance="typical"``) draws from the target's row itself. Returns None unless the record is a
-    tree (``parents`` set) whose target resampled and that carries ``target_probs`` of a shape it can read."""
-    if record.parents is None or record.last_kind != "resampled" or record.target_probs is None:
+    tree (``parents`` set) verified with exact acceptance whose target resampled and that carries ``target_probs``
+    of a shape it can read."""
+    if record.parents is None or record.last_kind != "resampled" or record.target_probs is None \
+            or record.acceptance == "typical":
         return None
     last = record.path[-1] if record.path else -1
     children = [i for i, parent in enumerate(record.parents) if parent == last]
@@ -490,9 +493,11 @@ class TokenStream(ipywidgets.VBox):
         """What the chart shows for the selected position, or None.
 
         A dict with ``position``, ``step``, ``kind``, ``token_id``, ``text``, ``drafted_id`` (the draft's token at
-        this position, None for a bonus token), ``num_drafted`` (drafts in that step), ``truncated``, ``probs``
+        this position, None for a bonus token), ``num_drafted`` (drafts in that step as drawn: a chain's drafts; for a token tree the
+        accepted path plus the first rejected child, :func:`chain_view`), ``truncated``, ``probs``
         (None when the step was recorded without probabilities, else a dict of ``token_ids`` and lists ``target``,
-        ``draft``, ``residual`` aligned with them, the last two None where there was no draft; for a token tree's
+        ``draft``, ``residual`` aligned with them, the last two None where there was no draft, ``residual`` None
+        too under typical acceptance, which draws a replacement from the target's row; for a token tree's
         resampled token ``residual`` is the one drawn from after every child of the path's end was rejected),
         ``rejected_here`` (drafts the target rejected at this position: 1 for a chain's resampled token, the number
         of children there for a tree's, 0 otherwise) and ``note`` (why something is missing, or "").
@@ -717,7 +722,8 @@ class TokenStream(ipywidgets.VBox):
                       "text": texts[offset] or "",
                       "drafted_id": drafted[offset] if offset < len(drafted) else None,
                       "num_drafted": len(drafted), "rejected_here": rejected_here, "_tree_nodes": tree_nodes,
-                      "truncated": bool(record.truncated), "probs": None, "note": note, "_text": texts[offset]}
+                      "truncated": bool(record.truncated), "probs": None, "note": note, "_text": texts[offset],
+                      "_acceptance": record.acceptance}
             if target_rows is not None:
                 has_draft = offset < len(drafted)
                 residual = residual_rows[offset] if has_draft and residual_rows is not None else None
@@ -749,6 +755,8 @@ class TokenStream(ipywidgets.VBox):
         else:
             draft_rows = torch.as_tensor(record.draft_probs).detach().float().cpu()
             note = ""
+        if record.acceptance == "typical":  # the replacement comes from the target's row: no residual to show
+            return target_rows, draft_rows, None, note
         rows = min(len(drafted), num_emitted)  # only positions that made it into the output get shown
         if draft_rows.dim() != 2 or draft_rows.size(0) < rows or draft_rows.size(1) != vocab:
             return target_rows, None, None, (f"draft_probs has shape {tuple(draft_rows.shape)}; expected "
@@ -856,10 +864,14 @@ class TokenStream(ipywidgets.VBox):
                        if prob_of(name, drafted_id) is not None]
             drafted_numbers = f" ({', '.join(drafted)})" if drafted else ""
             proposed = self._quoted(self._candidate_text(drafted_id, detail["position"]))
-            text = (head + f"the draft proposed {proposed}{drafted_numbers}; the target rejected it "
-                    f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token from "
-                    "the residual distribution, max(0, target \u2212 draft) rescaled to sum to 1; greedy decoding takes "
-                    "the target's argmax.")
+            text = head + f"the draft proposed {proposed}{drafted_numbers}; the target rejected it "
+            if detail["_acceptance"] == "typical":
+                text += (f"and put {token}{numbers('target')} in its place, drawn from the target's own distribution "
+                         "(typical acceptance, Medusa's rule: not exact, so there is no residual).")
+            else:
+                text += (f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token "
+                         "from the residual distribution, max(0, target \u2212 draft) rescaled to sum to 1; greedy "
+                         "decoding takes the target's argmax.")
             siblings = detail["rejected_here"]
             if siblings > 1:
                 text += (f" The tree offered {siblings} drafts here and the target rejected all {siblings} in turn "
