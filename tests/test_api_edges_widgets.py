@@ -209,3 +209,7 @@ def test_speedup_explorer_horizon_rejects_bool():
     with pytest.raises(ValueError, match="horizon"):
         SpeedupExplorer(horizon=True)
     assert SpeedupExplorer(horizon=np.float32(6)).horizon == 6.0
+    for bad in (1000.5, 1e5, float("inf"), float("nan"), 0, -3):  # above the cap, a timeline of 10^5 bars took 7 s
+        with pytest.raises(ValueError, match=r"horizon must be a number in \(0, 1000\]"):
+            SpeedupExplorer(horizon=bad)
+    assert SpeedupExplorer(horizon=1000).horizon == 1000.0

@@ -20,6 +20,7 @@ __all__ = ["SpeedupExplorer"]
 _DRAFT_COLOR = "#ff7f0e"
 _TARGET_COLOR = "#1f77b4"
 _ROWS = ("autoregressive", "speculative")
+_MAX_HORIZON = 1000  # target passes
 
 
 class SpeedupExplorer(w.VBox):
@@ -33,7 +34,7 @@ class SpeedupExplorer(w.VBox):
         n_draft: draft length N, 1..``max_n``; None (the default) means ``min(5, max_n)``.
         cost_ratio: c = time of one draft forward / time of one target forward, in [0, 1].
         max_n: largest N shown and searched for the optimum.
-        horizon: time budget of the timeline, in target forward passes.
+        horizon: time budget of the timeline, in target forward passes, in (0, 1000].
     Raises ``ValueError`` for values outside those ranges (the constructor and :meth:`set` run the same checks).
     """
 
@@ -43,8 +44,9 @@ class SpeedupExplorer(w.VBox):
             raise ValueError(f"max_n must be an integer >= 1, got {max_n!r}")
         if n_draft is None:  # a default that fits any max_n, so max_n=3 alone works
             n_draft = min(5, int(max_n))
-        if isinstance(horizon, bool) or not isinstance(horizon, Real) or not horizon > 0 or math.isinf(horizon):
-            raise ValueError(f"horizon must be a finite number > 0 target passes, got {horizon!r}")
+        if isinstance(horizon, bool) or not isinstance(horizon, Real) or not 0 < horizon <= _MAX_HORIZON:
+            # the cap keeps the timeline drawable: each pass is a bar, resent on every slider move
+            raise ValueError(f"horizon must be a number in (0, {_MAX_HORIZON}] target passes, got {horizon!r}")
         self.max_n = int(max_n)
         self._check(alpha, n_draft, cost_ratio)
         self.horizon = float(horizon)
