@@ -131,7 +131,7 @@ def test_cache_holds_exactly_the_true_pairs(pair, prompts):
     assert any(s.num_accepted < len(s.drafted) for s in gen.steps)  # some drafts were rejected
     committed = prompts[0] + gen.tokens
     drafter.propose(DraftRequest(committed, 4))  # feeds the pairs still pending, drafts, rolls back
-    assert drafter.kv_length() == len(committed) - 1
+    assert drafter.cached_pairs() == len(committed) - 1
     with torch.no_grad():
         feats = pair.target.model(input_ids=torch.tensor([committed[:-1]])).last_hidden_state[0]
         fresh = new_cache()
@@ -202,7 +202,7 @@ def test_sampling_chain_completes(pair, prompts):
     torch.testing.assert_close(draft.probs.sum(-1), torch.ones(3))
     assert all(draft.probs[i, t] > 0 for i, t in enumerate(draft.tokens))
     assert ((draft.probs > 0).sum(-1) <= 20).all()  # top-k applied like the target's
-    assert drafter.kv_length() == len(prompt) - 1  # drafts rolled back: true pairs only
+    assert drafter.cached_pairs() == len(prompt) - 1  # drafts rolled back: true pairs only
     assert drafter.propose(DraftRequest(prompt, 0)).tokens == []
 
 

@@ -436,3 +436,18 @@ def test_tree_residual_is_none_for_a_typical_tree_step():
                        target_probs=torch.full((3, 4), 0.25), parents=[-1, -1])
     residual, rejected = tree_residual(exact)
     assert rejected == 2 and torch.allclose(residual, torch.tensor([0.5, 0.0, 0.0, 0.5]))
+
+
+def test_kv_viewer_draws_no_draft_row_for_eagle(pair):
+    """EAGLE's cache slot i holds the pair (f_i, x_{i+1}) and its drafts are rolled back inside propose: a draft row
+    drawn as one slot per committed token labelled every slot one token early. It records no draft_cache now."""
+    from lab.drafters import DraftModelDrafter, EagleDrafter
+
+    prompt = pair.encode("ROMEO.\nBut soft")
+    eagle = generate(pair.target, prompt, drafter=EagleDrafter.from_pretrained(pair, n_draft=4), max_new_tokens=8)
+    assert all(step.draft_cache is None for step in eagle.steps)
+    viewer = KVCacheViewer(pair.tokenizer, prompt_ids=prompt).extend(eagle.steps)
+    assert all(set(frame["rows"]) == {"target"} for frame in viewer.frames)
+    model = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=8)
+    viewer = KVCacheViewer(pair.tokenizer, prompt_ids=prompt).extend(model.steps)
+    assert all(set(frame["rows"]) == {"target", "draft"} for frame in viewer.frames)

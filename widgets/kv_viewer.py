@@ -58,7 +58,9 @@ class KVCacheViewer(ipywidgets.VBox):
     prompt, as ``TreeViewer`` does; the prompt is used again for a later run that matches it. The target keeps the
     last committed token and the accepted path's entries (``{0} ∪ {1 + i for i in record.path}`` of those the step
     wrote, so a token tree's kept nodes need not be the first ones). A drafter without a KV cache of its own
-    (``draft_cache`` all zeros, as Medusa's heads) gets no draft row.
+    (``draft_cache`` all zeros, as Medusa's heads) gets no draft row, and neither does one whose cache does not
+    hold one slot per committed token (no ``draft_cache``: EAGLE's slots hold (feature, next token) pairs, and it
+    rolls its drafts back inside ``propose``).
 
     Kernel-side state: ``frames`` (list of dicts ``step``, ``phase`` in ``verify | commit``, ``rows``: model name →
     list of slots ``{"position", "token_id", "text", "kind"}``), ``frame`` (the index shown; ``show(i)`` moves it),

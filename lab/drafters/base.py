@@ -93,7 +93,8 @@ class Drafter(Protocol):
     # drafter sets ``needs_hidden_states = True``) after verification, before ``update``. A drafter with
     # ``needs_hidden_states`` is reset with ``reset(prompt_ids, hidden=...)``: the target's hidden states
     # ``[len(prompt_ids) - 1, D]`` for every prompt token but the last (the prefill). ``kv_length()`` returns the
-    # drafter's own KV-cache length (recorded for the KV-cache viewer, lesson 07).
+    # drafter's own KV-cache length when its slot i holds committed token i, as a draft model's does (recorded for
+    # the KV-cache viewer, lesson 07); a drafter whose cache holds something else leaves it out.
 
 
 def draft_token(logits: torch.Tensor, request: DraftRequest) -> tuple:

@@ -427,6 +427,10 @@ class EagleDrafter:
         self._observed = None
         self._last = []
 
-    def kv_length(self) -> int:
-        """Positions in the draft layer's KV cache (0 before ``reset``)."""
+    def cached_pairs(self) -> int:
+        """Positions in the draft layer's KV cache (0 before ``reset``): the true (feature, next token) pairs.
+
+        Deliberately not ``kv_length()``, which :func:`lab.decode.generate` records for the KV-cache viewer as one
+        slot per committed token: slot i here holds the pair (f_i, x_{i+1}), and the drafted pairs are rolled back
+        inside ``propose``, so a viewer row would label every slot one token early and never show the drafts."""
         return 0 if self._cache is None else cache_length(self._cache)
