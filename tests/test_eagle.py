@@ -233,19 +233,25 @@ def test_chain_probs_are_the_draft_models_distribution_at_the_right_positions(pa
             feature = model(feature[None], [token], cache, position_ids=[length + s])[-1]
 
 
+def _chain_and_tree(pair, prompt, tree, depth):
+    """The greedy chain of ``depth`` tokens, the tree drafter after proposing ``tree``, and its nodes by path."""
+    feats = _prompt_features(pair, prompt)
+    chain = EagleDrafter.from_pretrained(pair, n_draft=depth)
+    chain.reset(prompt, hidden=feats)
+    expected = chain.propose(DraftRequest(prompt, depth)).tokens
+    drafter = EagleDrafter.from_pretrained(pair, tree=tree)
+    drafter.reset(prompt, hidden=feats)
+    draft = drafter.propose(DraftRequest(prompt, depth))
+    paths = check_choices(tree)
+    return expected, drafter, {p: draft.tokens[paths.index(p)] for p in paths}
+
+
 def test_tree_first_choice_path_equals_the_greedy_chain(pair, prompts):
     # every tree level must be fed the feature its parent predicted, as the chain does
     tree = [(0,), (1,), (0, 0), (0, 1), (0, 0, 0)]
-    paths = check_choices(tree)
     for prompt in prompts:
-        feats = _prompt_features(pair, prompt)
-        chain = EagleDrafter.from_pretrained(pair, n_draft=3)
-        chain.reset(prompt, hidden=feats)
-        expected = chain.propose(DraftRequest(prompt, 3)).tokens
-        drafter = EagleDrafter.from_pretrained(pair, tree=tree)
-        drafter.reset(prompt, hidden=feats)
-        draft = drafter.propose(DraftRequest(prompt, 3))
-        assert [draft.tokens[paths.index(p)] for p in [(0,), (0, 0), (0, 0, 0)]] == expected
+        expected, _, node = _chain_and_tree(pair, prompt, tree, 3)
+        assert [node[(0,)], node[(0, 0)], node[(0, 0, 0)]] == expected
 
 
 def test_first_sampled_token_matches_target_distribution(pair, prompts):
@@ -266,16 +272,8 @@ def test_tree_siblings_are_the_parents_top_ranks_in_order(pair, prompts):
     parent of that level): the first level is the root feature's top 3 in rank order, and a level with two parents
     gives each its own ranks."""
     tree = [(0,), (1,), (2,), (0, 0), (0, 1), (1, 0)]
-    paths = check_choices(tree)
     for prompt in prompts:
-        feats = _prompt_features(pair, prompt)
-        chain = EagleDrafter.from_pretrained(pair, n_draft=2)
-        chain.reset(prompt, hidden=feats)
-        expected = chain.propose(DraftRequest(prompt, 2)).tokens
-        drafter = EagleDrafter.from_pretrained(pair, tree=tree)
-        drafter.reset(prompt, hidden=feats)
-        draft = drafter.propose(DraftRequest(prompt, 2))
-        node = {p: draft.tokens[paths.index(p)] for p in paths}
+        expected, drafter, node = _chain_and_tree(pair, prompt, tree, 2)
         with torch.inference_mode():
             top3 = torch.topk(drafter.model.logits(drafter._root), 3).indices.tolist()
         assert [node[(0,)], node[(1,)], node[(2,)]] == top3
