@@ -120,8 +120,8 @@ class RaceDashboard(w.VBox):
 
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
     Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
-    integer >= 0) and for an ``n_draft`` given with Lookahead or Medusa, here and in :meth:`race`, and ``TypeError`` for a ``record_probs`` that is not a bool; the
-    button shows such errors instead.
+    integer >= 0) and for an ``n_draft`` given with Lookahead or Medusa, here and in :meth:`race`, and
+    ``TypeError`` for a ``record_probs`` that is not a bool; the button shows such errors instead.
     """
 
     def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int | None = None,

@@ -7,7 +7,6 @@ Formulas: :mod:`lab.metrics` (Leviathan et al. 2023, equation 1 and Theorem 3.8)
 """
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
 
 import ipywidgets as w
