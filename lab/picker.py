@@ -204,7 +204,9 @@ def _bf16_gb(params: float) -> float:
 # 128256; its config.json). A draft of 1B parameters is seed lesson 000's example ("Llama 3 1B").
 _HIDDEN, _KV_DIM, _MLP, _VOCAB = 4096, 1024, 14336, 128256
 _LAYER_PARAMS = 2 * _HIDDEN * _HIDDEN + 2 * _HIDDEN * _KV_DIM + 3 * _HIDDEN * _MLP  # q, o; k, v; gate, up, down
-_EAGLE_PARAMS = _LAYER_PARAMS + 2 * _HIDDEN * _HIDDEN  # one decoder layer + the 2h → h input projection
+# An EAGLE-1/2 head: one decoder layer + the 2h → h input projection, the target's LM head shared. An EAGLE-3 head
+# is larger (its own output layer over a reduced draft vocabulary and a 3h → h fusion of three target layers).
+_EAGLE_PARAMS = _LAYER_PARAMS + 2 * _HIDDEN * _HIDDEN
 MEDUSA_HEADS = 4
 """Medusa heads assumed: the four of seed lesson 002's Medusa diagram (heads 0–3 for t+1 … t+4; seed lesson 000
 draws the same four but makes head_0 the target's own LM head, leaving three added heads). Here all four are added
@@ -224,7 +226,8 @@ MEMORY_NEEDED_GB = {
     "lookahead": 0.0,
 }
 """Accelerator memory (GB) each method needs beyond the target and its KV cache, computed for a Llama 3 8B target
-in bfloat16 (see the arithmetic above). Draft-free methods need none."""
+in bfloat16 (see the arithmetic above; the EAGLE figure is an EAGLE-1/2 head, an EAGLE-3 head needs more). Draft-free
+methods need none."""
 
 MEMORY_PARAMS = {"draft_model": _DRAFT_PARAMS, "eagle": _EAGLE_PARAMS, "medusa": _MEDUSA_PARAMS}
 """The parameter counts behind :data:`MEMORY_NEEDED_GB` (for the lesson to show the arithmetic)."""
@@ -263,7 +266,9 @@ VLLM_METRICS = {
 """Our ``stats`` keys as PromQL over the counters vLLM exports when speculating (``vllm/v1/spec_decode/metrics.py``:
 ``vllm:spec_decode_num_drafts``, ``…_num_draft_tokens``, ``…_num_accepted_tokens``,
 ``…_num_accepted_tokens_per_pos`` with a ``position`` label; Prometheus adds ``_total`` to counters). vLLM's log
-line calls the second one "mean acceptance length"."""
+line calls the second one "mean acceptance length". vLLM counts only steps that carried a draft, so for prompt
+lookup, where a step without a match is a target call with no draft, these read above our ``stats``, which count
+every target call; they agree when every step drafts."""
 
 _NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}  # seed 002 looks back 4; vLLM's docs example min 2
 _LOOKAHEAD = {"window": 4, "ngram": 3}  # LookaheadDrafter's defaults, the settings lesson 09 uses
@@ -996,7 +1001,8 @@ def stats_from_vllm_counters(num_drafts: int, num_draft_tokens: int, num_accepte
 
     - ``acceptance_rate`` = accepted / drafted tokens;
     - ``tokens_per_target_call`` = 1 + accepted / drafts (each step adds one token of the target's own, resampled
-      or bonus: vLLM's "mean acceptance length");
+      or bonus: vLLM's "mean acceptance length"); over the steps that drafted, which is every target call for a
+      draft model or EAGLE but not for prompt lookup (a step without a match has no draft);
     - ``per_position_acceptance[i]`` = accepted at position i / drafts (equal to ours when every step drafts N).
 
     Args:

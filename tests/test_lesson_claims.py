@@ -75,11 +75,11 @@ def arena():
 
 def test_lesson_12_prose_greedy_speedups(arena):
     text, cell = prose("12_drafter_arena"), arena["cell"]
-    lookup, model, eagle = quoted(text, r"lookup trails the draft model and EAGLE in this run \(([\d.]+)× against "
-                                        r"([\d.]+)× and ([\d.]+)×\)")
+    lookup, model, eagle = quoted(text, r"Prompt lookup is level with the draft model in this run and behind EAGLE "
+                                        r"\(([\d.]+)× against ([\d.]+)× and ([\d.]+)×\)")
     assert (lookup, model, eagle) == tuple(cell[("prose", "0", d)]["measured ×"]
                                            for d in ("prompt lookup", "draft model", "EAGLE"))
-    assert float(lookup) < min(float(model), float(eagle))
+    assert abs(float(lookup) - float(model)) <= 0.03 and float(lookup) < float(eagle)
     learned = sorted((cell[("prose", "0", d)]["α"] for d in ("draft model", "EAGLE", "Medusa")), key=float)
     others = [r["α"] for r in arena["rows"] if r["task"] == "prose" and r["T"] == "0" and r["α"]]
     assert sorted(others, key=float)[-3:] == learned, "learned drafters have the highest α"
@@ -167,12 +167,14 @@ def test_lesson_12_efficiency_factors(arena):
     for d in ("Medusa", "lookahead", "prompt lookup"):
         others = [float(v) for k, v in by_drafter[d].items() if k.startswith("× ") and k != "× target call"]
         assert float(by_drafter[d]["× target call"]) < min(others), d
-    low, high = quoted(text, r"For the chain drafters it is the largest of three losses in this run "
+    low, high = quoted(text, r"For the draft model and EAGLE it is the largest of three losses in this run "
                              r"\(× ([\d.]+)–([\d.]+)\)")
     chain_calls = [float(by_drafter[d]["× target call"]) for d in ("draft model", "EAGLE")]
     assert (float(low), float(high)) == (min(chain_calls), max(chain_calls))
     low, high = quoted(text, r"next\s+to acceptance and the prefill of these short outputs "
-                             r"\(each × ([\d.]+)–([\d.]+) here, for the draft model and EAGLE\)")
+                             r"\(each × ([\d.]+)–([\d.]+) here\)")
+    model_call, = quoted(text, r"the draft model's factor of ([\d.]+) puts a call over 5 tokens")
+    assert model_call == by_drafter["draft model"]["× target call"]
     shared = [float(by_drafter[d][f]) for d in ("draft model", "EAGLE") for f in ("× acceptance", "× prefill")]
     assert (float(low), float(high)) == (min(shared), max(shared))
     assert max(chain_calls) < min(shared)                                  # the largest of the three losses
@@ -205,7 +207,7 @@ def lesson_13():
 def test_lesson_13_short_outputs(lesson_13):
     text, out = lesson_13["text"], lesson_13["out"]
     (setup,) = quoted(out, r"set-up ([\d.]+) ms; per token")
-    assert "its set-up, a millisecond or so (measured below" in text and float(setup) < 2
+    assert "its set-up, under a millisecond (measured below" in text and float(setup) < 1
     assert abs(float(quoted(text, r"repays its set-up \(about ([\d.]+) ms\)")[0]) - float(setup)) <= 0.05
     crossover, at15, at128, prefill = quoted(out, r"speculation first won at (\d+) new tokens; at 15 it was ([\d.]+)x, "
                                                   r"at 128 ([\d.]+)x \(prefill (\d+) ms")
@@ -302,9 +304,13 @@ def test_lesson_10_medusa_against_its_chain_and_the_draft_model():
 
 def test_lesson_11_eagle_chain_against_medusa():
     text, out = prose("11_eagle_feature_drafts"), printed("11_eagle_feature_drafts")
-    says(text, "EAGLE's chain already matches or beats it")
-    rows = {m[0].strip(): float(m[2]) for m in re.findall(r"^(.+?)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+, ", out, re.M)}
-    assert rows["EAGLE, chain N=4"] >= rows["Medusa, tree (14 nodes)"], rows
+    rows = {m[0].strip(): m[2] for m in re.findall(r"^(.+?)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+, ", out, re.M)}
+    chain4, medusa, chain3 = quoted(text, r"EAGLE's N = 4 chain edges past it in tokens per call \(([\d.]+) against "
+                                          r"([\d.]+) here\), though it is one level deeper; at Medusa's depth \(N = 3\) "
+                                          r"the chain gets ([\d.]+)")
+    assert (chain4, medusa, chain3) == (rows["EAGLE, chain N=4"], rows["Medusa, tree (14 nodes)"],
+                                        rows["EAGLE, chain N=3"])
+    assert float(chain4) > float(medusa) > float(chain3), rows
 
 
 def _workload_tables(out):
