@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
+import numbers
 import random
 
 import torch
@@ -54,20 +55,29 @@ def _as_ints(value):
     return out
 
 
+def _same_whole(answer, expected) -> bool:
+    """``_same_int`` for a count or position the lesson uses as an index or in ``range()``: the answer must be an
+    integer type (int, NumPy or 0-d integer tensor), so 12.0 is wrong even though it equals 12."""
+    whole = isinstance(answer, numbers.Integral) or (isinstance(answer, torch.Tensor) and answer.numel() == 1
+                                                      and not answer.is_floating_point())
+    return whole and _same_int(answer, expected)
+
+
 def _same_ints(a, b) -> bool:
     a, b = _as_ints(a), _as_ints(b)
     return a is not None and a == b
 
 
-def _want_token_list(name: str, fn, case, example: str) -> None:
-    """Refuse, with a hint, an answer on ``case`` that holds the right kind of ids in the wrong container: a tensor
-    (the lesson would collect 0-d tensors) or a one-shot iterator (a generator or map, used up once read). None and
-    errors are left to :func:`lab.check._compare`, which names the case."""
+def _want_token_list(name: str, fn, case, example: str, why: str = "the lesson adds it to a list of ids and prints it",
+                     what: str = "int token ids", tuples: bool = True) -> None:
+    """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
+    (the lesson would collect 0-d tensors), a one-shot iterator (a generator or map, used up once read) and, with
+    ``tuples=False``, a tuple. ``why`` says what the lesson does with the list. None and errors are left to
+    :func:`lab.check._compare`, which names the case."""
     outcome = _run(fn, _fresh(case))
     value = outcome[1] if outcome[0] == "ok" else None
-    if isinstance(value, torch.Tensor) or isinstance(value, collections.abc.Iterator):
-        raise _Fail(f"{name} returned a {type(value).__name__}; return a list of int token ids (e.g. {example}): "
-                    "the lesson adds it to a list of ids and prints it.")
+    if isinstance(value, (torch.Tensor, collections.abc.Iterator)) or (not tuples and isinstance(value, tuple)):
+        raise _Fail(f"{name} returned a {type(value).__name__}; return a list of {what} (e.g. {example}): {why}.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -115,8 +125,14 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     probe = drafts[0]
     rebuilt = None  # (rejected_at, peak) of the first cache that never held the drafts
     for rejected_at in range(1, len(drafts) + 1):
+        given_prefix, given_drafts = list(prefix), list(drafts)
         with _cache_peaks(model) as peaks:
-            cache = fn(model, list(prefix), list(drafts), rejected_at)
+            cache = fn(model, given_prefix, given_drafts, rejected_at)
+        for name, given, original in (("prefix_ids", given_prefix, prefix), ("draft_ids", given_drafts, drafts)):
+            if given != original:  # the lesson's own lists would grow (or shrink) under the next cells
+                raise _Fail(f"rejected_at={rejected_at}: your function changed {name} in place (it now holds "
+                            f"{len(given)} ids, not {len(original)}).\n  Hint: build a new list, e.g. prefix_ids + "
+                            "draft_ids, instead of += or append on an argument: the caller still needs it as it was.")
         if cache is None or not hasattr(cache, "get_seq_length"):
             raise _Fail(f"rejected_at={rejected_at}: return the cache itself (a transformers DynamicCache), got "
                         f"{type(cache).__name__}")
@@ -170,8 +186,8 @@ def next_position(fn):
         (lambda p, k: p + k + 2, "one too far: the new last token is the target's token, num_accepted + 1 "
                                  "positions after the old last token."),
     ]
-    count = _compare("next_position", fn, cases, _ref_next_position, faults, _same_int,
-                     "return position + num_accepted + 1.")
+    count = _compare("next_position", fn, cases, _ref_next_position, faults, _same_whole,
+                     "return position + num_accepted + 1 (an int: positions index the cache and range()).")
     return f"{count} cases right: positions advance by the number of committed tokens"
 
 
@@ -193,8 +209,8 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
         (lambda h, k, n: h, "the rejected drafts that were fed must leave the draft's cache."),
         (lambda h, k, n: h - (n - 1), "keep the accepted drafts: only the rejected ones go."),
     ]
-    count = _compare("draft_keep_length", fn, cases, _ref_draft_keep, faults, _same_int,
-                     "return held - max(0, n_draft - 1 - num_accepted).")
+    count = _compare("draft_keep_length", fn, cases, _ref_draft_keep, faults, _same_whole,
+                     "return held - max(0, n_draft - 1 - num_accepted), an int (the cache is cut to that length).")
     if target is None:
         return f"{count} cases right"
     prompt = [int(t) for t in prompt_ids]
@@ -267,7 +283,7 @@ def _string_lookup(context, max_ngram, n_draft):
 
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
-                    include_gram=False, negative_slice=False, smallest=1, below_max=False):
+                    include_gram=False, negative_slice=False, smallest=1, below_max=False, skip_start=False):
     def lookup(context, max_ngram, n_draft):
         tokens, length = list(context), len(context)
         top = max_ngram - 1 if below_max else max_ngram
@@ -282,7 +298,7 @@ def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=Fa
             last_start = length - n_eff if self_match else length - n_eff - 1
             if non_overlap:
                 last_start = min(last_start, length - 2 * n_eff)
-            starts = range(0, last_start + 1) if oldest else range(last_start, -1, -1)
+            starts = range(0, last_start + 1) if oldest else range(last_start, 0 if skip_start else -1, -1)
             for i in starts:
                 if tokens[i:i + n_eff] == suffix:
                     begin = i if include_gram else i + n_eff
@@ -311,6 +327,9 @@ def ngram_lookup(fn):
         (_lookup_variant(non_overlap=True), "an earlier occurrence may overlap the suffix (in [7, 7, 7] the bigram "
                                             "[7, 7] also starts at index 0): allow every start i < len - n."),
         (_lookup_variant(include_gram=True), "propose what FOLLOWED the match, not the matched n-gram itself."),
+        (_lookup_variant(skip_start=True), "scan down to and including start 0: a backwards range needs -1 as its "
+                                           "stop, range(len(context) - n - 1, -1, -1); with 0 the occurrence at the "
+                                           "very start of the context is never checked."),
         (_lookup_variant(negative_slice=True), "an n-gram longer than len(context) - 1 has no earlier occurrence: "
                                                "skip those sizes instead of indexing past the start."),
         (_string_lookup, "compare token ids, not their digits: joined into one string, [1, 23] and [12, 3] both "
@@ -423,6 +442,8 @@ def count_converged(fn):
         (vs_previous, "compare each window with the FIXED POINT (the last window), not with the window before it."),
         (newly, "return the converged prefix of every window (a running total), not the increase."),
     ]
+    _want_token_list("count_converged", fn, tuple(cases[0]), "[converged_prefix(w, final) for w in iterations]",
+                     "the lesson compares each count with the next (counts[1:])", "counts")
     count = _compare("count_converged", fn, [tuple(c) for c in cases], _ref_count_converged, faults, _same_ints,
                      "for each window, count positions from the left while window[i] == iterations[-1][i].")
     return f"{count} trajectories counted right"

@@ -11,7 +11,7 @@ import torch
 import inspect
 
 from lab.check import _checker, _compare, _Fail, _outcome, _same_float, _same_tensor  # one harness for all lessons
-from lab.check_decoding import _same_ints
+from lab.check_decoding import _same_ints, _want_token_list
 from lab.trees import depths, tree_attention_mask
 from lab.trees import position_ids as _ref_position_ids
 from lab.verify import verify_tree_greedy
@@ -125,8 +125,9 @@ def _flat_positions(parents, prefix_len):
 
 @_checker
 def tree_positions(fn):
-    """Check ``fn(parents, prefix_len) -> list[int] | LongTensor``: node positions ``prefix_len + depth - 1``
-    with depth 1 for the first level (``lab.trees.position_ids``)."""
+    """Check ``fn(parents, prefix_len) -> list[int]``: node positions ``prefix_len + depth - 1`` with depth 1 for
+    the first level (``lab.trees.position_ids``). A tensor, tuple or iterator is refused: the lesson prepends the
+    last token's position to the list."""
     faults = [
         (_flat_positions, "a node's position is where its token would sit in a plain sequence: prefix_len + its "
                           "DEPTH - 1, not its index in the flattened tree (siblings share a position)."),
@@ -137,6 +138,9 @@ def tree_positions(fn):
                                                      "committed token: at prefix_len, not prefix_len + 1. Position "
                                                      "= prefix_len + depth - 1."),
     ]
+    _want_token_list("tree_positions", fn, _TREES[0], "[prefix_len + d - 1 for d in depths]",
+                     "the lesson prepends the last committed token's position, [prefix_len - 1] + positions",
+                     "int positions", tuples=False)
     count = _compare("tree_positions", fn, _TREES, lambda p, n: _ref_position_ids(p, n).tolist(), faults,
                      _same_ints, "position = prefix_len + depth - 1, with depth 1 for nodes whose parent is -1 and "
                                  "the parent's depth + 1 otherwise.")
@@ -246,6 +250,9 @@ def _path_cases():
     chain = [5, 6, 7]
     cases.append(([5, 6, 8, 1], chain, [-1, 0, 1]))
     cases.append(([5, 6, 7, 1], chain, [-1, 0, 1]))
+    # deeper than Medusa's 3 heads: a walk capped at 3 levels stops short
+    cases.append(([5, 6, 7, 8, 9, 2], [5, 6, 7, 8, 9], [-1, 0, 1, 2, 3]))
+    cases.append(([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 6, 7, 8], [-1, -1, 0, 0, 2, 4]))
     cases.append(([3], [], []))
     return cases
 
@@ -291,6 +298,8 @@ def accepted_path(fn):
                                      "slot, row parent + 1), not with the child's own row (which predicts the token "
                                      "after it)."),
     ]
+    _want_token_list("accepted_path", fn, _path_cases()[0], "[1, 4, 6]",
+                     "the lesson tests `if path` and indexes it", "node indices")
     count = _compare("accepted_path", fn, _path_cases(),
                      lambda a, t, p: verify_tree_greedy(a, t, p).path, faults, _same_ints,
                      "start at the top (node -1, row 0); among the current node's children find the one whose token "
@@ -384,6 +393,9 @@ def tokens_per_call(fn, target, prompts):
     def ignores_eos(t, make, ps, m, eos_id=None):
         return _ref_tokens_per_call(t, make, ps, m, None)
 
+    def last_prompt_only(t, make, ps, m, eos_id=None):  # totals assigned (=) in the loop instead of added (+=)
+        return _ref_tokens_per_call(t, make, ps[-1:], m, eos_id)
+
     faults = [
         (floor_division, "divide with / (a float), not // (which rounds down to a whole number)."),
         (with_draft_calls, "count target calls only (stats['target_calls']): the draft's forward passes are "
@@ -399,6 +411,8 @@ def tokens_per_call(fn, target, prompts):
                        "for every method and is not a decoding step."),
         (acceptance, "that is the acceptance rate (accepted / drafted); tokens per target call counts every emitted "
                      "token, including the one the target adds at each step."),
+        (last_prompt_only, "add up over ALL prompts (tokens += ..., calls += ...): assigning the totals inside the "
+                           "loop keeps only the last prompt's run."),
     ]
     count = _compare("tokens_per_call", fn, cases, _ref_tokens_per_call, faults, _same_float,
                      "run generate once per prompt with a fresh drafter (passing max_new_tokens and "

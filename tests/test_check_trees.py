@@ -14,7 +14,10 @@ def stub(*args):
 
 def test_tree_positions(capsys):
     assert check.tree_positions(lambda p, n: (depths(p) + n).tolist())
-    assert check.tree_positions(lambda p, n: depths(p) + n)  # a tensor is fine too
+    # a tensor or tuple has the right numbers, but the lesson prepends a position: [prefix_len - 1] + positions
+    for container in (lambda v: v, lambda v: tuple(v.tolist()), lambda v: iter(v.tolist())):
+        assert not check.tree_positions(lambda p, n, container=container: container(depths(p) + n))
+        assert "return a list of int positions" in capsys.readouterr().out
     assert not check.tree_positions(lambda p, n: [n + i for i in range(len(p))])
     assert "DEPTH - 1" in capsys.readouterr().out
     assert not check.tree_positions(lambda p, n: (depths(p) + n + 1).tolist())

@@ -305,3 +305,86 @@ def test_token_list_checkers_refuse_tensors_and_one_shot_iterators(wrap, capsys)
         rejects(checker, lambda *a, right=right: wrap(right(*a)), capsys, "return a list of int token ids")
     # a tuple of ints is still a right answer
     assert check_decoding.emitted_tokens(lambda *a: tuple(emitted_tokens(*a))), capsys.readouterr().out
+
+
+# --- lessons 07-11: wrong answers the checkers used to accept (session 12 review) ---------------------------------
+def test_rollback_checker_reports_a_prefix_changed_in_place(capsys, target):
+    """`prefix_ids += draft_ids` passed the checker (it handed over copies) and then broke the lesson's next cell,
+    whose own prefix had grown."""
+    from lab.kv import rollback
+    from lab.models import forward, new_cache
+
+    def grows_the_prefix(model, prefix_ids, draft_ids, rejected_at):
+        cache = new_cache()
+        prefix_ids += draft_ids
+        forward(model, prefix_ids, cache)
+        return rollback(cache, len(prefix_ids) - len(draft_ids) + rejected_at - 1)
+
+    capsys.readouterr()
+    assert not check_decoding.rollback_after_rejection(grows_the_prefix, target, list(range(3, 13)), [20, 21, 22])
+    out = capsys.readouterr().out
+    assert "changed prefix_ids in place" in out and "prefix_ids + draft_ids" in out
+
+
+def test_positions_and_kept_lengths_must_be_whole_ints(capsys):
+    import numpy as np
+
+    rejects(check_decoding.next_position, lambda p, k: float(p + k + 1), capsys, "an int")
+    rejects(check_decoding.draft_keep_length, lambda h, k, n: h - max(0.0, n - 1.0 - k), capsys, "an int")
+    assert check_decoding.next_position(lambda p, k: np.int64(p + k + 1))
+    assert check_decoding.next_position(lambda p, k: torch.tensor(p + k + 1))
+
+
+def test_count_converged_refuses_a_one_shot_iterator(capsys):
+    from lab.drafters.lookahead import converged_prefix
+
+    rejects(check_decoding.count_converged, lambda its: (converged_prefix(w, its[-1]) for w in its), capsys,
+            "returned a generator", "counts[1:]")
+    rejects(check_decoding.count_converged, lambda its: map(lambda w: converged_prefix(w, its[-1]), its), capsys,
+            "returned a map")
+    assert check_decoding.count_converged(lambda its: tuple(converged_prefix(w, its[-1]) for w in its))
+
+
+def test_accepted_path_refuses_a_tensor_and_a_walk_capped_at_three_levels(capsys):
+    from lab.verify import verify_tree_greedy
+
+    rejects(check_trees.accepted_path, lambda a, t, p: torch.tensor(verify_tree_greedy(a, t, p).path), capsys,
+            "returned a Tensor", "if path")
+
+    def three_levels(argmax, tokens, parents):  # "Medusa has 3 heads"
+        node, path = -1, []
+        for _ in range(3):
+            match = next((c for c, parent in enumerate(parents) if parent == node and tokens[c] == argmax[node + 1]),
+                         None)
+            if match is None:
+                break
+            path.append(match)
+            node = match
+        return path
+
+    rejects(check_trees.accepted_path, three_levels, capsys)
+
+
+def test_ngram_lookup_and_tokens_per_call_name_the_mistake_they_fit(capsys, target):
+    from lab.check_trees import _ref_tokens_per_call
+
+    def skips_start(context, max_ngram, n_draft):
+        for n in range(min(max_ngram, len(context) - 1), 0, -1):
+            for i in range(len(context) - n - 1, 0, -1):   # never checks i = 0
+                if context[i:i + n] == context[-n:]:
+                    return list(context[i + n:i + n + n_draft])
+        return []
+
+    rejects(check_decoding.ngram_lookup, skips_start, capsys, "including start 0")
+
+    def last_prompt(t, make, ps, m, eos_token_id=None):
+        from lab.decode import generate
+        for p in ps:  # = instead of +=: only the last prompt's run is left
+            g = generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id)
+            tokens, calls = len(g.tokens), g.stats["target_calls"]
+        return tokens / calls
+
+    capsys.readouterr()
+    assert not check_trees.tokens_per_call(last_prompt, target, [list(range(1, 30)), list(range(30, 60))])
+    assert "add up over ALL prompts" in capsys.readouterr().out
+    assert check_trees.tokens_per_call(_ref_tokens_per_call, target, [list(range(1, 30)), list(range(30, 60))])
