@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
-import numbers
 import random
 
 import torch
@@ -21,7 +20,7 @@ from lab.check import (  # one checker harness for all lessons
     _Fail,
     _fresh,
     _run,
-    _same_int,
+    _same_whole,
 )
 from lab.drafters.lookahead import converged_prefix, jacobi_update
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
@@ -53,14 +52,6 @@ def _as_ints(value):
             return None
         out.append(int(item))
     return out
-
-
-def _same_whole(answer, expected) -> bool:
-    """``_same_int`` for a count or position the lesson uses as an index or in ``range()``: the answer must be an
-    integer type (int, NumPy or 0-d integer tensor), so 12.0 is wrong even though it equals 12."""
-    whole = isinstance(answer, numbers.Integral) or (isinstance(answer, torch.Tensor) and answer.numel() == 1
-                                                      and not answer.is_floating_point())
-    return whole and _same_int(answer, expected)
 
 
 def _same_ints(a, b) -> bool:

@@ -200,6 +200,18 @@ def stats_from_vllm_counters(fn) -> str:
     ``acceptance_rate``, ``tokens_per_target_call`` and ``per_position_acceptance``, equal to what
     :func:`lab.metrics.summarize_steps` reports for the same steps."""
     cases = _cases()
+    _, first, _ = cases[0]
+    given = list(first["accepted_per_position"])
+    try:  # the lesson passes its own counters dict (to_stats(**counters)) and prints it afterwards
+        fn(first["num_drafts"], first["num_draft_tokens"], first["num_accepted_tokens"], given)
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - reported with its case below
+        pass
+    if given != list(first["accepted_per_position"]):
+        raise _Fail(f"your function changed accepted_per_position in place (now {_show(given)}); build a new list, "
+                    "e.g. [count / num_drafts for count in accepted_per_position]: the caller's counters must stay "
+                    "counts.")
     outcomes = [_outcome(fn, counters) for _, counters, _ in cases]
     for got in outcomes:  # before anything reads it: a one-shot iterator would be used up by the comparison
         per_position = (got[1].get("per_position_acceptance", []) if got[0] == "ok" and isinstance(got[1], dict)

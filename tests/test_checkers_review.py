@@ -388,3 +388,48 @@ def test_ngram_lookup_and_tokens_per_call_name_the_mistake_they_fit(capsys, targ
     assert not check_trees.tokens_per_call(last_prompt, target, [list(range(1, 30)), list(range(30, 60))])
     assert "add up over ALL prompts" in capsys.readouterr().out
     assert check_trees.tokens_per_call(_ref_tokens_per_call, target, [list(range(1, 30)), list(range(30, 60))])
+
+
+# --- lessons 04, 06, 14: wrong answers the checkers used to accept (session 12 review) ----------------------------
+def test_best_n_draft_must_be_an_int(capsys):
+    import numpy as np
+
+    from lab.metrics import optimal_n_draft
+
+    rejects(check.best_n_draft, lambda a, c, m: float(optimal_n_draft(a, c, m)), capsys, "return N as an int")
+    rejects(check.best_n_draft, lambda a, c, m: np.arange(1.0, m + 1)[optimal_n_draft(a, c, m) - 1], capsys,
+            "np.arange")   # cell 16 formats N with :2d
+    assert check.best_n_draft(lambda a, c, m: np.int64(optimal_n_draft(a, c, m)))
+
+
+def test_speculation_metrics_counts_a_step_without_drafts_as_a_target_call(capsys):
+    def only_drafting_steps(steps, cost_ratio):
+        ref = check._ref_speculation_metrics(steps, cost_ratio)
+        calls = sum(1 for s in steps if s.drafted)
+        emitted = sum(len(s.emitted) for s in steps)
+        return {**ref, "tokens_per_target_call": emitted / calls}
+
+    rejects(check.speculation_metrics, only_drafting_steps, capsys, "tokens_per_target_call")
+
+
+def test_speculative_step_is_checked_beyond_three_drafts(capsys):
+    from lab.toy import speculative_step
+
+    def capped(prefix, target_model, draft_model, n_draft, rng):  # a loop capped at the checks' old largest N
+        return speculative_step(prefix, target_model, draft_model, min(n_draft, 3), rng)
+
+    rejects(check.speculative_step, capped, capsys, "every draft is accepted")
+    assert check.speculative_step(speculative_step)
+
+
+def test_stats_from_vllm_counters_reports_counters_changed_in_place(capsys):
+    def divides_in_place(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        if num_drafts == 0:
+            return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+        for i in range(len(accepted_per_position)):
+            accepted_per_position[i] /= num_drafts
+        return {"acceptance_rate": num_accepted_tokens / num_draft_tokens,
+                "tokens_per_target_call": 1 + num_accepted_tokens / num_drafts,
+                "per_position_acceptance": accepted_per_position}
+
+    rejects(check_picker.stats_from_vllm_counters, divides_in_place, capsys, "changed accepted_per_position in place")
