@@ -21,12 +21,12 @@ import math
 import statistics
 import time
 from fractions import Fraction
-from numbers import Integral, Real
+from numbers import Real
 
 import torch
 
 from lab.metrics import expected_tokens_per_call
-from lab.sampling import plain_number
+from lab.validation import check_int, plain_number
 
 __all__ = [
     "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
@@ -55,10 +55,9 @@ H100_SXM = {"peak_flops": 989e12, "bandwidth": 3.35e12}
 
 # --- argument checks --------------------------------------------------------------------------------------------
 def _positive_int(name, given, minimum=1) -> int:
-    value = plain_number(given)  # one-element tensors count as their value, as in lab.metrics
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {given!r}")
-    return int(value)
+    """``given`` as an int >= ``minimum`` (``lab.validation.check_int``); a one-element tensor counts as its value,
+    as in lab.metrics."""
+    return check_int(name, plain_number(given), minimum)
 
 
 def _number(name, given, *, positive=False) -> float:

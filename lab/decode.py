@@ -21,10 +21,11 @@ from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length, keep_positions
 from lab.metrics import summarize_steps
 from lab.models import context_limit, forward, new_cache, vocab_size
-from lab.sampling import check_int, check_sampling_args, check_token_ids, probs_from_logits
+from lab.sampling import probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
-from lab.verify import _tree_sampled, _tree_typical, verify_tree_greedy
+from lab.validation import check_int, check_sampling_args, check_token_ids
+from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
 __all__ = ["generate", "autoregressive"]
 
@@ -61,7 +62,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
              acceptance: str = "exact") -> Generation:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` with ``target``, speculatively if ``drafter``.
 
-    - ``target``: a transformers causal LM in eval mode. ``prompt_ids``: list[int] or LongTensor ``[L]``/``[1, L]``.
+    - ``target``: a transformers causal LM in eval mode. ``prompt_ids``: list[int], or a LongTensor or NumPy integer
+      array ``[L]``/``[1, L]``.
     - ``drafter``: any :class:`lab.drafters.Drafter` (None = autoregressive decoding).
     - ``temperature`` 0 is greedy (output identical, token for token, to greedy autoregressive decoding);
       otherwise tokens are sampled from the target's distribution after temperature / top-k / top-p, exactly
@@ -100,7 +102,87 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     non-integer ids, ids outside the vocabulary or unusable ``probs`` (wrong shape; NaN, inf or negative entries;
     rows not summing to 1; probability 0 for its own token) gets a ``TypeError`` / ``ValueError`` naming its class.
     """
-    # Every argument is checked here, once per call; the loop below checks only each step's Draft (O(n)).
+    settings = _checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p,
+                                 eos_token_id, seed, on_step, record_probs, acceptance)
+    start = time.perf_counter()
+    cache, prompt_hidden = _prefill(target, settings)
+    observe = kv_length = None
+    if drafter is not None:
+        if settings.hidden:
+            drafter.reset(settings.prompt, hidden=prompt_hidden)
+        else:
+            drafter.reset(settings.prompt)
+        observe = getattr(drafter, "observe", None)      # optional: wants the step's target output
+        kv_length = getattr(drafter, "kv_length", None)  # optional: its own KV-cache length (for the KV viewer)
+    prefill_ms = (time.perf_counter() - start) * 1000
+
+    committed, new, steps = list(settings.prompt), [], []
+    last = settings.prompt[-1]
+    while len(new) < settings.max_new_tokens:
+        remaining = settings.max_new_tokens - len(new)
+        t0 = time.perf_counter()
+        draft_kv = [kv_length()] if kv_length is not None else None
+        if drafter is None:
+            draft = Draft()
+        else:
+            draft = drafter.propose(DraftRequest(committed, remaining - 1, settings.temperature, settings.top_k,
+                                                 settings.top_p, settings.generator))
+        if draft_kv is not None:
+            draft_kv.append(kv_length())
+        t1 = time.perf_counter()
+        base = cache_length(cache)
+        draft, parents = _checked_draft(draft, drafter, settings, base)
+        all_logits, all_hidden = _target_forward(target, cache, last, draft, base, settings.hidden)
+        t_forward = time.perf_counter()
+        result, target_probs = _verify_block(all_logits[: len(draft.tokens) + 1], draft, parents, settings)
+        # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
+        keep_positions(cache, base, [0] + [1 + i for i in result.path])
+        if observe is not None:
+            observe(TargetOutput(all_logits, all_hidden, [0] + [1 + i for i in result.path]))
+        if drafter is not None:
+            drafter.update(result.num_accepted, result.next_token)
+            if draft_kv is not None:
+                draft_kv.append(kv_length())
+        t2 = time.perf_counter()
+        record = _step_record(len(steps), len(new), remaining, draft, parents, result, target_probs, settings,
+                              times=(t0, t1, t_forward, t2), fed=all_logits.size(0), base=base, draft_kv=draft_kv)
+        steps.append(record)
+        committed += record.emitted
+        new += record.emitted
+        last = result.next_token
+        if on_step is not None:
+            on_step(record)
+        if record.truncated or record.emitted[-1] == settings.eos_token_id:  # cut short, or ended by EOS
+            break
+
+    wall_ms = (time.perf_counter() - start) * 1000
+    stats = summarize_steps(steps, len(new), wall_ms)
+    stats["prefill_ms"] = prefill_ms
+    return Generation(tokens=new, steps=steps, stats=stats)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """:func:`generate`'s arguments after :func:`_checked_settings`: plain Python values the loop reads."""
+
+    prompt: list            # the prompt's ids, plain ints
+    max_new_tokens: int
+    temperature: float      # 0 = greedy
+    top_k: int | None
+    top_p: float | None
+    eos_token_id: int | None
+    generator: torch.Generator  # private to this call: the drafter's and the verifier's draws
+    vocab: int              # the target's logit width
+    limit: int | None       # the target's context (None: unbounded)
+    hidden: bool            # the drafter reads the target's hidden states (Medusa, EAGLE)
+    record_probs: bool
+    typical: bool           # Medusa's typical acceptance applies (asked for, and sampling)
+
+
+def _checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p, eos_token_id, seed,
+                      on_step, record_probs, acceptance) -> _Settings:
+    """Every argument of :func:`generate` checked, once per call (the loop checks only each step's Draft, O(n)),
+    and its private generator seeded. Raises what :func:`generate` documents."""
     if not callable(getattr(target, "get_output_embeddings", None)):
         raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
@@ -110,7 +192,7 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     if acceptance == "typical" and (drafter is None or temperature == 0):
         warnings.warn("acceptance='typical' applies only when sampling (temperature > 0) with a drafter; this call "
                       "is " + ("greedy" if temperature == 0 else "autoregressive") + ", so it changes nothing",
-                      UserWarning, stacklevel=2)
+                      UserWarning, stacklevel=3)  # generate's caller
     if drafter is not None:
         _check_drafter(drafter)
     seed = _check_seed(seed)
@@ -146,114 +228,97 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
                              f"of hidden size {built_for}, but this target's is {target.config.hidden_size}: build "
                              "it from the target you decode with (e.g. MedusaDrafter.from_pretrained(pair) with "
                              "generate(pair.target, ...))")
-    greedy = temperature == 0
     generator = torch.Generator()
     if seed is None:
         generator.seed()  # a fresh nondeterministic seed for this private generator; torch's global RNG is untouched
     else:
         generator.manual_seed(seed)
+    return _Settings(prompt=prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                     eos_token_id=eos_token_id, generator=generator, vocab=vocab, limit=limit,
+                     hidden=bool(getattr(drafter, "needs_hidden_states", False)), record_probs=bool(record_probs),
+                     typical=acceptance == "typical" and temperature != 0)
 
-    start = time.perf_counter()
+
+def _prefill(target, settings: _Settings) -> tuple:
+    """A new KV cache holding every prompt token but the last (which the first step feeds), and the target's
+    hidden states ``[len(prompt) - 1, D]`` over them when the drafter reads them (else None)."""
     cache = new_cache()
-    hidden = bool(getattr(drafter, "needs_hidden_states", False))  # Medusa heads, EAGLE read the target's features
-    prompt_hidden = torch.zeros(0, target.config.hidden_size, device=target.device) if hidden else None
-    if len(prompt) > 1:  # the cache holds every committed token but the last, which each step feeds first
-        out = forward(target, prompt[:-1], cache, logits_to_keep=1, output_hidden_states=hidden)
-        if hidden:
+    prompt_hidden = torch.zeros(0, target.config.hidden_size, device=target.device) if settings.hidden else None
+    if len(settings.prompt) > 1:
+        out = forward(target, settings.prompt[:-1], cache, logits_to_keep=1, output_hidden_states=settings.hidden)
+        if settings.hidden:
             prompt_hidden = out[1]
-    observe = kv_length = None
+    return cache, prompt_hidden
+
+
+def _checked_draft(draft, drafter, settings: _Settings, base: int) -> tuple:
+    """``(draft, parents)``: the drafter's proposal checked (:func:`_check_draft`; a tree's parents too), cut to the
+    positions left in the target's context after the ``base`` cached ones and the last committed token
+    (:func:`_fit_context`), and its parents array (a chain's ``[-1, 0, 1, ...]`` when it is not a tree)."""
     if drafter is not None:
-        if hidden:
-            drafter.reset(prompt, hidden=prompt_hidden)
-        else:
-            drafter.reset(prompt)
-        observe = getattr(drafter, "observe", None)      # optional: wants the step's target output
-        kv_length = getattr(drafter, "kv_length", None)  # optional: its own KV-cache length (for the KV viewer)
-    prefill_ms = (time.perf_counter() - start) * 1000
+        draft = _check_draft(draft, drafter, settings.vocab)
+    tree = draft.parents is not None
+    if tree:
+        draft = dataclasses.replace(draft, parents=_check_tree(draft))
+    if settings.limit is not None:
+        draft = _fit_context(draft, settings.limit - 1 - base)
+    return draft, (list(draft.parents) if tree else chain_parents(len(draft.tokens)))
 
-    committed, new, steps = list(prompt), [], []
-    last = prompt[-1]
-    while len(new) < max_new_tokens:
-        remaining = max_new_tokens - len(new)
-        t0 = time.perf_counter()
-        draft_kv = [kv_length()] if kv_length is not None else None
-        if drafter is None:
-            draft = Draft()
-        else:
-            draft = drafter.propose(DraftRequest(committed, remaining - 1, temperature, top_k, top_p, generator))
-        if draft_kv is not None:
-            draft_kv.append(kv_length())
-        t1 = time.perf_counter()
-        if drafter is not None:
-            draft = _check_draft(draft, drafter, vocab)
 
-        base = cache_length(cache)
-        tree = draft.parents is not None
-        if tree:
-            draft = dataclasses.replace(draft, parents=_check_tree(draft))
-        if limit is not None:
-            draft = _fit_context(draft, limit - 1 - base)
-        n = len(draft.tokens)
-        parents = list(draft.parents) if tree else chain_parents(n)
-        if draft.extra_tokens or tree:  # Lookahead's Jacobi window, or a token tree: a masked, positioned block
-            out = forward(target, [last] + draft.tokens + draft.extra_tokens, cache, output_hidden_states=hidden,
-                          **_branch_layout(base, n, draft))
-        else:  # [n+1, V]: one target call verifies all drafts
-            out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden)
-        all_logits, all_hidden = out if hidden else (out, None)
-        if all_logits.is_cuda:  # time the forward itself, not just its launch (verification syncs right after)
-            torch.cuda.synchronize(all_logits.device)
-        t_forward = time.perf_counter()
-        fed = all_logits.size(0)
-        logits = all_logits[: n + 1]
-        if greedy:
-            result = verify_tree_greedy(logits.argmax(-1).tolist(), draft.tokens, parents)
-            target_probs = torch.softmax(logits, -1).cpu() if record_probs else None
-        else:
-            target_probs = probs_from_logits(logits, temperature, top_k, top_p).cpu()
-            # the verifiers without their row scan: these rows are valid by construction, the draft's checked above
-            if acceptance == "typical":
-                result = _tree_typical(target_probs, draft.tokens, parents, generator)
-            else:
-                result = _tree_sampled(target_probs, draft.tokens, parents, draft.probs, generator)
-        # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
-        keep_positions(cache, base, [0] + [1 + i for i in result.path])
-        if observe is not None:
-            observe(TargetOutput(all_logits, all_hidden, [0] + [1 + i for i in result.path]))
-        if drafter is not None:
-            drafter.update(result.num_accepted, result.next_token)
-            if draft_kv is not None:
-                draft_kv.append(kv_length())
-        t2 = time.perf_counter()
+def _target_forward(target, cache, last: int, draft: Draft, base: int, hidden: bool) -> tuple:
+    """One target forward over ``[last] + draft.tokens (+ draft.extra_tokens)`` appended to ``cache`` (``base``
+    positions): ``(logits [rows, V] float32, hidden [rows, D] or None)``, one row per fed token. A chain is
+    causal; a tree or Lookahead's window gets its mask and positions from :func:`_branch_layout`."""
+    if draft.extra_tokens or draft.parents is not None:  # Lookahead's Jacobi window, or a token tree
+        out = forward(target, [last] + draft.tokens + draft.extra_tokens, cache, output_hidden_states=hidden,
+                      **_branch_layout(base, len(draft.tokens), draft))
+    else:  # [n+1, V]: one target call verifies all drafts
+        out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden)
+    all_logits, all_hidden = out if hidden else (out, None)
+    if all_logits.is_cuda:  # time the forward itself, not just its launch (verification syncs right after)
+        torch.cuda.synchronize(all_logits.device)
+    return all_logits, all_hidden
 
-        block = [draft.tokens[i] for i in result.path] + [result.next_token]
-        cut = min(len(block), remaining)
-        if eos_token_id is not None and eos_token_id in block[:cut]:
-            cut = block.index(eos_token_id) + 1
-        emitted = block[:cut]
-        record = StepRecord(
-            index=len(steps), position=len(new), drafted=list(draft.tokens), num_accepted=result.num_accepted,
-            emitted=emitted, last_kind=result.kind, truncated=cut < len(block),
-            draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, target_ms=(t_forward - t1) * 1000,
-            draft_calls=draft.calls,
-            target_probs=target_probs if record_probs else None,
-            draft_probs=(draft.probs if record_probs else None),
-            target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
-            parents=list(parents) if tree else None, path=list(result.path),
-            acceptance="typical" if acceptance == "typical" and not greedy else "exact")
-        steps.append(record)
-        committed += emitted
-        new += emitted
-        last = result.next_token
-        if on_step is not None:
-            on_step(record)
-        if cut < len(block) or (eos_token_id is not None and emitted[-1] == eos_token_id):
-            break
 
-    wall_ms = (time.perf_counter() - start) * 1000
-    stats = summarize_steps(steps, len(new), wall_ms)
-    stats["prefill_ms"] = prefill_ms
-    return Generation(tokens=new, steps=steps, stats=stats)
+def _verify_block(logits: torch.Tensor, draft: Draft, parents: list, settings: _Settings) -> tuple:
+    """Verify one block: ``(VerifyResult, target_probs)`` from the target's ``logits [n+1, V]`` over the drafts.
+
+    Greedy (T = 0): the longest path matching the target's argmax (:func:`lab.verify.verify_tree_greedy`);
+    ``target_probs`` is the untempered softmax when ``record_probs``, else None. Sampling: rejection sampling
+    (exact) or Medusa's typical acceptance over the processed distributions ``[n+1, V]`` float32 (CPU), drawn
+    with the call's generator. A chain is the tree ``[-1, 0, 1, ...]``, so one verifier serves both."""
+    if settings.temperature == 0:
+        result = verify_tree_greedy(logits.argmax(-1).tolist(), draft.tokens, parents)
+        return result, (torch.softmax(logits, -1).cpu() if settings.record_probs else None)
+    target_probs = probs_from_logits(logits, settings.temperature, settings.top_k, settings.top_p).cpu()
+    # the verifiers without their row scan: these rows are valid by construction, the draft's checked already
+    if settings.typical:
+        return verify_tree_typical_unchecked(target_probs, draft.tokens, parents, settings.generator), target_probs
+    result = verify_tree_sampled_unchecked(target_probs, draft.tokens, parents, draft.probs, settings.generator)
+    return result, target_probs
+
+
+def _step_record(index: int, position: int, remaining: int, draft: Draft, parents: list, result, target_probs,
+                 settings: _Settings, *, times: tuple, fed: int, base: int, draft_kv) -> StepRecord:
+    """The :class:`~lab.trace.StepRecord` of one step: what it emitted (the accepted drafts + the target's token,
+    cut after EOS or at the ``remaining`` tokens), its timings from ``times = (t0, t1, t_forward, t2)`` (seconds:
+    before drafting, after drafting, after the target's forward, after verification and rollback) and its cache
+    bookkeeping (``fed`` positions processed, ``base`` cached before, the drafter's ``draft_kv`` lengths)."""
+    t0, t1, t_forward, t2 = times
+    block = [draft.tokens[i] for i in result.path] + [result.next_token]
+    cut = min(len(block), remaining)
+    if settings.eos_token_id is not None and settings.eos_token_id in block[:cut]:
+        cut = block.index(settings.eos_token_id) + 1
+    return StepRecord(
+        index=index, position=position, drafted=list(draft.tokens), num_accepted=result.num_accepted,
+        emitted=block[:cut], last_kind=result.kind, truncated=cut < len(block),
+        draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, target_ms=(t_forward - t1) * 1000,
+        draft_calls=draft.calls,
+        target_probs=target_probs if settings.record_probs else None,
+        draft_probs=(draft.probs if settings.record_probs else None),
+        target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
+        parents=list(parents) if draft.parents is not None else None, path=list(result.path),
+        acceptance="typical" if settings.typical else "exact")
 
 
 def _check_draft(draft, drafter, vocab: int) -> Draft:

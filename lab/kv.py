@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from lab.sampling import check_int, check_token_ids
-from lab.sampling import is_integer as _is_int  # Python/NumPy ints and integer 0-d tensors, never bools
+from lab.validation import check_int, check_token_ids, is_integer  # is_integer: never bools
 
 __all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position",
            "draft_keep_length", "emitted_tokens"]
@@ -36,7 +35,7 @@ def rollback(cache, length: int):
     every decoding step, so the checks are kept cheap.
     """
     current = cache_length(cache)
-    if type(length) is not int and _is_int(length):
+    if type(length) is not int and is_integer(length):
         length = int(length)
     if type(length) is not int or not 0 <= length <= current:
         raise ValueError(f"length must be an integer in [0, {current}] (the cache holds {current} positions), "
@@ -67,10 +66,10 @@ def keep_positions(cache, start: int, keep) -> object:
     keep = keep.tolist() if isinstance(keep, torch.Tensor) and keep.dim() == 1 and not keep.is_floating_point() \
         and keep.dtype != torch.bool else list(keep)
     if not all(type(k) is int for k in keep):  # fast path: plain ints
-        if not all(_is_int(k) for k in keep):
+        if not all(is_integer(k) for k in keep):
             raise ValueError(f"keep must hold integer offsets, got {keep}")
         keep = [int(k) for k in keep]
-    if type(start) is not int and _is_int(start):
+    if type(start) is not int and is_integer(start):
         start = int(start)
     if type(start) is not int or not 0 <= start <= current:
         raise ValueError(f"start must be an integer in [0, {current}], got {start!r}")
@@ -190,7 +189,7 @@ class ScratchKVCache:
 
         ``count`` may be a Python or NumPy integer or an integer 0-d tensor. Raises ``ValueError`` for anything
         else or a count outside ``[0, scratch_length]``."""
-        if type(count) is not int and _is_int(count):
+        if type(count) is not int and is_integer(count):
             count = int(count)
         if type(count) is not int or not 0 <= count <= self.scratch_length:
             raise ValueError(f"count must be an integer in [0, {self.scratch_length}] (the scratch entries "

@@ -14,7 +14,7 @@ Definitions used everywhere in the course (engines use the same names for differ
   for a tree, position i (0-based) is depth i + 1 of the accepted path (the first level is depth 1).
 
 The formulas take α, N and c as Python or NumPy numbers or one-element tensors (taken as their value,
-:func:`lab.sampling.plain_number`), so an acceptance rate computed with torch can be passed as it is.
+:func:`lab.validation.plain_number`), so an acceptance rate computed with torch can be passed as it is.
 
 Sources: Leviathan et al. 2023, section 3 (equation 1 and Theorem 3.8); seed lesson 000 (rule of thumb).
 """
@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 import torch
 
-from lab.sampling import check_probs, plain_number
+from lab.validation import check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",

@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from lab.sampling import check_token_ids
-from lab.train import PAIR_DIR
+from lab.assets import PAIR_DIR
+from lab.validation import check_token_ids
 
 __all__ = ["ModelPair", "PRESETS", "load_pair", "pick_device", "forward", "new_cache", "ModelNotAvailableError",
-           "held_out_prompts", "cache_kwarg"]
+           "cache_kwarg"]
 
 # name -> (target id, draft id); each pair shares one tokenizer (same family).
 PRESETS: dict[str, tuple[str, str]] = {
@@ -71,13 +71,6 @@ class ModelPair:
         return self.tokenizer.eos_token_id
 
 
-def held_out_prompts() -> list[str]:
-    """Passages from the bundled pair's held-out split (never trained on), for demos, lessons and the bench."""
-    import json
-
-    return json.loads((PAIR_DIR / "prompts.json").read_text(encoding="utf-8"))
-
-
 def _available_devices() -> list[str]:
     found = ["cpu"]
     if torch.cuda.is_available():
@@ -92,8 +85,9 @@ def pick_device(device=None) -> torch.device:
     """``device`` if given (a ``torch.device`` or a string such as ``"cpu"``, ``"cuda"``, ``"cuda:1"``), else CUDA
     when available, else CPU.
 
-    Raises ``ValueError`` naming the devices this machine has when ``device`` is not a device name or names one
-    that is not available here (CUDA on a CPU-only machine, a GPU index past the last one, MPS off Apple)."""
+    Raises ``ValueError`` naming the devices this machine has when ``device`` is not a device name, names one
+    that is not available here (CUDA on a CPU-only machine, a GPU index past the last one, MPS off Apple) or is
+    ``"meta"`` (shapes without data: a model there has no weights)."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     available = _available_devices()
@@ -106,8 +100,11 @@ def pick_device(device=None) -> torch.device:
         ok = torch.cuda.is_available() and (chosen.index is None or chosen.index < torch.cuda.device_count())
     elif chosen.type == "mps":
         ok = "mps" in available
+    elif chosen.type == "meta":  # shapes without data: the weights would be dropped and nothing could run
+        raise ValueError(f"device must be one that holds data ({', '.join(available)}), got 'meta': tensors there "
+                         "have a shape only, so models loaded there would have no weights and could not run")
     else:
-        ok = chosen.type in ("cpu", "meta")
+        ok = chosen.type == "cpu"
     if not ok:
         raise ValueError(f"device {str(chosen)!r} is not available on this machine; available: "
                          f"{', '.join(available)}")
@@ -162,7 +159,8 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
             raise ModelNotAvailableError(
                 f"preset {name!r} needs {ident}, which is not in the local Hugging Face cache, and the hub cannot be "
                 f"reached from here. On a machine with network run `hf download {ident}` (or load the preset once "
-                "online), then copy the cache (HF_HOME) here; or use the bundled offline pair: load_pair('shakespeare')."
+                "online), then copy the cache (HF_HOME) here; or use the bundled offline pair: "
+                "load_pair('shakespeare')."
             ) from first
     return cls.from_pretrained(ident, **kwargs)
 
@@ -173,8 +171,8 @@ def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
     ``name``: one of :data:`PRESETS` (``"shakespeare"`` is bundled and works offline). ``device``: defaults to
     :func:`pick_device`. ``dtype``: defaults to float32 (exact parity checks need it; pass torch.bfloat16 on a
     GPU for the larger hub pairs; a string such as ``"bfloat16"`` works too). Raises ``ValueError`` for a name
-    that is not one of the preset strings (listing the presets), a device this machine does not have (listing
-    those it has), a ``dtype`` that is not a torch floating dtype, and if the two models' vocabularies differ;
+    that is not one of the preset strings (listing the presets), a device this machine does not have or ``"meta"``
+    (listing those it has), a ``dtype`` that is not a torch floating dtype, and if the two models' vocabularies differ;
     :class:`ModelNotAvailableError` when a model is missing and the hub is unreachable.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -12,110 +12,17 @@ from __future__ import annotations
 
 import math
 import random
-from numbers import Integral, Real
 
 import torch
 
-__all__ = ["probs_from_logits", "check_sampling_args", "plain_number", "sample", "residual_distribution",
-           "accept_or_reject", "check_probs", "check_int", "is_integer", "check_token_ids", "categorical", "uniform"]
+from lab.validation import check_number, check_probs, check_sampling_args
+
+__all__ = ["probs_from_logits", "sample", "residual_distribution", "residual_unchecked", "accept_or_reject",
+           "categorical", "uniform", "probability_list", "invert_cdf"]
 
 # probs_from_logits divides by the temperature in float32 unless that could overflow (see there).
 _MIN_PLAIN_TEMPERATURE = 1e-30
 _MAX_SCALED_LOGIT = 1e38  # float32 overflows to inf just above 3.4e38
-
-
-def check_int(name: str, value, minimum: int) -> int:
-    """Return ``value`` as a Python int after checking it is an integer ``>= minimum``.
-
-    Any ``numbers.Integral`` counts (``int``, ``numpy.int64``, ...); ``bool`` does not, since ``True`` passed
-    as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the allowed range.
-    """
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def is_integer(value) -> bool:
-    """True for a Python or NumPy integer and for an integer 0-d tensor; False for bools (bool tensors too), floats
-    and everything else. The one integer test for token ids and tree indices in ``lab``."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, Integral):
-        return True
-    return (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()
-            and not value.is_complex() and value.dtype != torch.bool)
-
-
-def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bool = False, hint: str = "") -> list:
-    """``ids`` as a list of Python ints after checking they are token ids: a list (or other iterable) of integers
-    (Python, NumPy, integer 0-d tensors) or an integer tensor ``[L]`` / ``[1, L]``.
-
-    Raises ``TypeError`` naming ``name`` for text, a non-iterable, a float/bool tensor or an item that is not an
-    integer (bools included), and ``ValueError`` for a tensor of another shape, an empty sequence (unless
-    ``allow_empty``) and, when ``vocab`` is given, ids outside ``[0, vocab)``. ``hint`` is appended to the type
-    errors (e.g. "; encode text first: pair.encode(text)"). The result is always a new list; a list of plain ints
-    is checked in one pass, cheap enough for once per decoding step."""
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{name} must be token ids, got text ({ids[:30]!r}){hint}")
-    if isinstance(ids, torch.Tensor):
-        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-            raise TypeError(f"{name} must be integer token ids (a LongTensor), got dtype {ids.dtype}")
-        if ids.dim() == 2 and ids.size(0) == 1:
-            ids = ids[0]
-        if ids.dim() != 1:
-            raise ValueError(f"{name} must be a list of ids or a tensor [L] or [1, L], got shape {tuple(ids.shape)}")
-        ids = ids.tolist()
-    else:  # a fresh list: callers may append to it
-        try:
-            ids = list(ids)
-        except TypeError:
-            raise TypeError(f"{name} must be a list of token ids or a LongTensor, got {type(ids).__name__}"
-                            f"{hint}") from None
-    if not all(type(t) is int for t in ids):  # the fast path: a list of plain ints needs no conversion
-        wrong = next((t for t in ids if not is_integer(t)), None)
-        if wrong is not None:
-            raise TypeError(f"{name} must hold integer token ids, got {type(wrong).__name__} {wrong!r}{hint}")
-        ids = [int(t) for t in ids]
-    if not ids and not allow_empty:
-        raise ValueError(f"{name} must hold at least one token id")
-    if vocab is not None and ids and not 0 <= min(ids) <= max(ids) < vocab:
-        raise ValueError(f"{name} must be token ids in [0, {vocab}), got {[t for t in ids if not 0 <= t < vocab][:5]}")
-    return ids
-
-
-def plain_number(value):
-    """``value`` as a Python number when it is a one-element real tensor or a 0-d NumPy array (``.item()``), so a
-    value computed with torch, such as an acceptance rate ``torch.minimum(t, d).sum()``, passes the number checks;
-    anything else is returned unchanged for those checks to judge (bool and complex tensors too)."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
-            return value.item()
-        return value
-    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "item"):
-        item = value.item()
-        return item if isinstance(item, Real) and not isinstance(item, bool) else value
-    return value
-
-
-def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> tuple:
-    """Check the sampling settings; returns ``(temperature, top_k, top_p)`` as Python numbers (a one-element tensor
-    is taken as its value, :func:`plain_number`).
-
-    Raises ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
-    infinite or NaN, top_k is not an integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in
-    (0, 1] (bool is not a number here)."""
-    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p}  # messages show what was passed
-    temperature, top_k, top_p = plain_number(temperature), plain_number(top_k), plain_number(top_p)
-    # bool is a Real, but True as a temperature or top_p is almost always a mistake
-    if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
-            or temperature < 0 or math.isinf(temperature)):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {given['temperature']!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {given['top_k']!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)
-                              or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {given['top_p']!r}")
-    return temperature, top_k, top_p
 
 
 def _raise_too_large(original: torch.Tensor):
@@ -224,68 +131,51 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Return ``probs`` as a tensor of ``dtype`` (float32 by default) after checking it is a distribution over
-    its last axis.
-
-    Raises ``ValueError`` naming ``name`` for a scalar or an empty last axis, NaN or infinite entries, negative
-    entries, or sums further than ``atol`` from 1; ``TypeError`` for something that is not numbers.
-    """
-    try:
-        probs = torch.as_tensor(probs, dtype=dtype)
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise TypeError(f"{name} must be a tensor or sequence of probabilities, got {type(probs).__name__} "
-                        f"({error})") from None
-    if probs.dim() == 0:
-        raise ValueError(f"{name} must have a vocabulary axis, got a scalar")
-    if probs.size(-1) == 0:
-        raise ValueError(f"{name} must have at least one entry on its vocabulary axis, got shape {tuple(probs.shape)}")
-    if torch.isnan(probs).any():
-        raise ValueError(f"{name} contains NaN")
-    if (probs < 0).any():
-        raise ValueError(f"{name} has negative entries; probabilities must be >= 0")
-    sums = probs.sum(-1)
-    if not bool(((sums - 1).abs() <= atol).all()):  # also catches +inf entries (an inf or NaN sum)
-        got = (f"a sum of {float(sums):.4g}" if sums.numel() == 1
-               else f"sums from {float(sums.min()):.4g} to {float(sums.max()):.4g}")
-        raise ValueError(f"{name} must sum to 1 over the last axis (got {got}); pass probabilities, not logits or "
-                         "counts")
-    return probs
-
-
 def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
     """The distribution to resample from after a rejection: ``max(0, target - draft)`` normalised.
 
-    Shapes: both ``[..., V]`` (same V); returns float32 ``[..., V]``. Where the positive part has zero mass
+    Shapes: both ``[..., V]`` (same V); returns ``[..., V]``. Where the positive part has zero mass
     (target == draft), a rejection cannot happen, and the function returns ``target_probs`` so callers never
     divide by zero (DESIGN oracle 4). Tokens with target probability 0 get residual probability 0.
+
+    Dtype: the subtraction is done in the inputs' precision, which the result keeps: float64 when either input is
+    a float64 tensor or NumPy array, else float32 (lists, float16 / bfloat16 tensors). Computing a float64
+    difference in float32 would round a gap of 1e-9 to 0 and return the target instead of the residual.
 
     Raises ``ValueError`` if the shapes differ (mismatched vocabularies) or either input is not a distribution,
     ``TypeError`` if either is not numbers.
     Source: Leviathan et al. 2023, Algorithm 1 and Appendix A.1; Chen et al. 2023, Algorithm 2.
     """
-    target_probs = check_probs("target_probs", target_probs)
-    draft_probs = check_probs("draft_probs", draft_probs)
+    dtype = torch.float64 if torch.float64 in (_input_dtype(target_probs), _input_dtype(draft_probs)) \
+        else torch.float32
+    target_probs = check_probs("target_probs", target_probs, dtype=dtype)
+    draft_probs = check_probs("draft_probs", draft_probs, dtype=dtype)
     if target_probs.shape != draft_probs.shape:
         raise ValueError(f"target_probs {tuple(target_probs.shape)} and draft_probs {tuple(draft_probs.shape)} "
                          "must have the same shape (same vocabulary)")
-    return _residual(target_probs, draft_probs)
+    return residual_unchecked(target_probs, draft_probs)
 
 
-def _residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
-    # Unchecked core shared with the decode loop, whose inputs come from probs_from_logits.
+def _input_dtype(values):
+    """The float dtype a tensor or NumPy array holds (its ``dtype``), None for anything else (lists)."""
+    dtype = getattr(values, "dtype", None)
+    if isinstance(values, torch.Tensor):
+        return dtype
+    return torch.float64 if str(dtype) == "float64" else None
+
+
+def residual_unchecked(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """:func:`residual_distribution` without its checks, for inputs known to be distributions of one shape and
+    dtype (the verifiers' rows come from :func:`probs_from_logits`).
+
+    ``target_probs``, ``draft_probs``: float tensors ``[..., V]`` of the same shape and dtype, on one device.
+    Returns ``norm(max(0, target - draft))`` ``[..., V]`` in that dtype, or ``target_probs`` itself in the rows
+    where nothing is left. Raises nothing of its own: torch's errors for mismatched shapes or devices."""
     positive = (target_probs - draft_probs).clamp_min(0)
     mass = positive.sum(-1, keepdim=True)
-    return torch.where(mass > 0, positive / mass.clamp_min(torch.finfo(torch.float32).tiny), target_probs)
-
-
-def _number(name: str, value, allowed: str) -> float:
-    """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name``."""
-    if isinstance(value, Real) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
-        return float(value)
-    raise TypeError(f"{name} must be a number in {allowed}, got {type(value).__name__} {value!r}")
+    # the smallest normal float32 (float64 for float64 rows) only guards a division that torch.where discards
+    tiny = torch.finfo(torch.float64 if positive.dtype == torch.float64 else torch.float32).tiny
+    return torch.where(mass > 0, positive / mass.clamp_min(tiny), target_probs)
 
 
 def accept_or_reject(target_prob: float, draft_prob: float, u: float) -> bool:
@@ -300,9 +190,9 @@ def accept_or_reject(target_prob: float, draft_prob: float, u: float) -> bool:
     longer tensor), ``ValueError`` if a probability is outside [0, 1] or NaN, or ``u`` is outside [0, 1).
     Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000, step 2.
     """
-    target = _number("target_prob", target_prob, "[0, 1]")
-    draft = _number("draft_prob", draft_prob, "[0, 1]")
-    u = _number("u", u, "[0, 1)")
+    target = check_number("target_prob", target_prob, "[0, 1]")
+    draft = check_number("draft_prob", draft_prob, "[0, 1]")
+    u = check_number("u", u, "[0, 1)")
     for name, value in (("target_prob", target), ("draft_prob", draft)):
         if not 0 <= value <= 1:  # also rejects NaN
             raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
@@ -324,14 +214,18 @@ def uniform(rng) -> float:
     raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
 
 
-def _probability_list(name, probs, atol: float = 1e-3) -> list[float]:
-    """``probs`` (a sequence or 1-D tensor) as a list of floats after checking it is a distribution.
+def probability_list(name, probs, atol: float = 1e-3) -> list[float]:
+    """``probs`` (a sequence of V numbers or a 1-D tensor ``[V]``) as a list of V Python floats after checking it is
+    a distribution: entries >= 0 summing to 1 within ``atol``. A list of floats is returned as it is (not copied).
 
-    Pure Python, one pass: meant for toy vocabularies. Raises ``TypeError``/``ValueError`` naming ``name`` (a
-    string, or a function returning one, called only to build an error message)."""
+    Pure Python, one pass: meant for toy vocabularies (:mod:`lab.toy`). Raises ``ValueError`` naming ``name`` for a
+    tensor that is not 1-D, an empty sequence, NaN or negative entries or a sum further than ``atol`` from 1
+    (infinite entries included); ``TypeError`` for text or items that are not numbers. ``name``: a string, or a
+    function returning one, called only to build an error message (so a caller can name a model and its context
+    without formatting them on every call)."""
     if callable(name):
         try:
-            return _probability_list("", probs, atol)
+            return probability_list("", probs, atol)
         except (TypeError, ValueError) as error:
             raise type(error)(f"{name()}{error}") from None
     if isinstance(probs, torch.Tensor):
@@ -361,7 +255,12 @@ def _probability_list(name, probs, atol: float = 1e-3) -> list[float]:
                      "logits or counts")
 
 
-def _invert_cdf(values: list[float], u: float) -> int:
+def invert_cdf(values: list[float], u: float) -> int:
+    """The index ``i`` whose cumulative mass first exceeds ``u``: the draw of inverse-CDF sampling.
+
+    ``values``: V probabilities (a list of floats, already checked, e.g. by :func:`probability_list`); ``u``: a
+    uniform draw in [0, 1) (:func:`uniform`). Tokens with probability 0 are never returned; when rounding leaves
+    ``u`` above the summed mass, the last token with mass is. Unchecked: returns 0 for an all-zero list."""
     total = 0.0
     last = 0
     for i, p in enumerate(values):
@@ -380,5 +279,5 @@ def categorical(probs, rng) -> int:
     Raises ``ValueError`` when ``probs`` is not a distribution (NaN, a negative entry, or a sum further than
     1e-3 from 1), ``TypeError`` for a non-numeric ``probs`` or another kind of ``rng``.
     """
-    values = _probability_list("probs", probs)
-    return _invert_cdf(values, uniform(rng))
+    values = probability_list("probs", probs)
+    return invert_cdf(values, uniform(rng))

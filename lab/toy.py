@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 import torch
 
 from lab.metrics import kl_divergence, total_variation  # noqa: F401  (re-exported for the lessons)
-from lab.sampling import (_invert_cdf, _probability_list, accept_or_reject, categorical, check_int, check_probs,
-                          check_token_ids, residual_distribution, uniform)
+from lab.sampling import accept_or_reject, categorical, invert_cdf, probability_list, residual_distribution, uniform
+from lab.validation import check_int, check_probs, check_token_ids
 
 ToyModel = Callable[[list], Sequence[float]]
 
@@ -97,7 +97,7 @@ def _model_output(name: str, model: ToyModel, context: list) -> list[float]:
         shown = context if len(context) <= 8 else ["..."] + context[-8:]
         return f"{name}({shown})"
 
-    return _probability_list(label, model(context))
+    return probability_list(label, model(context))
 
 
 def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: ToyModel, n_draft: int,
@@ -131,7 +131,7 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     drafts, draft_dists = [], []
     for _ in range(n_draft):
         dist = _model_output("draft_model", draft_model, context + drafts)
-        token = _invert_cdf(dist, uniform(rng))
+        token = invert_cdf(dist, uniform(rng))
         drafts.append(token)
         draft_dists.append(dist)
     out = list(context)
@@ -145,5 +145,5 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
         residual = residual_distribution(torch.tensor(target_dist), torch.tensor(draft_dists[i]))
         out.append(categorical(residual.tolist(), rng))
         return out
-    out.append(_invert_cdf(_model_output("target_model", target_model, out), uniform(rng)))  # the bonus token
+    out.append(invert_cdf(_model_output("target_model", target_model, out), uniform(rng)))  # the bonus token
     return out

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from lab.sampling import is_integer as _is_int  # the one integer test of lab
+from lab.validation import is_integer  # the one integer test of lab
 
 __all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "paths", "children", "ancestors",
            "chain_parents", "check_choices", "choices_parents"]
@@ -43,7 +43,7 @@ def check_parents(parents) -> list[int]:
         raise TypeError(f"parents must be a list, tuple or 1-D tensor of ints (-1 or an earlier node index), got "
                         f"{type(parents).__name__}")
     parents = list(parents)
-    if not all(_is_int(p) for p in parents):
+    if not all(is_integer(p) for p in parents):
         raise ValueError(f"parents must hold integers (-1 or an earlier node index), got {parents!r}")
     out = [int(p) for p in parents]
     bad = [(i, p) for i, p in enumerate(out) if not -1 <= p < i]
@@ -55,9 +55,10 @@ def check_parents(parents) -> list[int]:
 
 
 def _int_at_least(name: str, value, low: int, what: str = "") -> int:
-    """``int(value)`` if ``value`` is an integer (:func:`_is_int`) ``>= low``; else ``ValueError`` naming ``name``."""
+    """``int(value)`` if ``value`` is an integer (:func:`lab.validation.is_integer`: 0-d integer tensors too)
+    ``>= low``; else ``ValueError`` naming ``name``."""
     if type(value) is not int:  # fast path for plain ints
-        if not _is_int(value):
+        if not is_integer(value):
             raise ValueError(f"{name} must be an integer >= {low}{what}, got {value!r}")
         value = int(value)
     if value < low:
@@ -77,7 +78,7 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
     """
     if choices is None or len(choices) == 0:
         raise ValueError(f"{name}{'' if name == 'tree' else ' (the tree)'} must hold at least one path, e.g. [(0,)]")
-    if all(_is_int(entry) for entry in choices):
+    if all(is_integer(entry) for entry in choices):
         raise ValueError(f"{name} must be paths of ranks, e.g. [(0,), (0, 0), (1,)] (the best token, the best after "
                          f"it, the second best), got the flat list {list(choices)!r}; a parents array is the "
                          "verifiers' format (lab.trees.choices_parents turns paths into one)")
@@ -87,7 +88,7 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
             path = tuple(path)
         except TypeError:
             raise ValueError(f"{name}: every path must be a tuple of ranks, e.g. (0, 1), got {path!r}") from None
-        if not path or not all(_is_int(r) and r >= 0 for r in path):
+        if not path or not all(is_integer(r) and r >= 0 for r in path):
             raise ValueError(f"{name}: every path must be a non-empty tuple of integer ranks >= 0, got {path!r}")
         if max_rank is not None and max(path) >= max_rank:
             raise ValueError(f"{name}: path {path} uses rank {max(path)}, but ranks must be < {max_rank} "
@@ -151,7 +152,7 @@ def ancestors(parents, node: int) -> list[int]:
     node index in ``[0, len(parents))`` (-1, the last committed token, has no ancestors among the nodes);
     ``TypeError`` when ``parents`` is not iterable."""
     parents = check_parents(parents)
-    if not _is_int(node) or not 0 <= int(node) < len(parents):
+    if not is_integer(node) or not 0 <= int(node) < len(parents):
         raise ValueError(f"node must be an integer node index in [0, {len(parents)}), got {node!r}")
     node = int(node)
     chain = []
@@ -184,7 +185,7 @@ def children(parents, node: int = -1) -> list[int]:
 
     Raises ``ValueError`` for a bad parents array or a ``node`` that is not -1 or a node index."""
     parents = check_parents(parents)
-    if not _is_int(node) or not -1 <= int(node) < len(parents):
+    if not is_integer(node) or not -1 <= int(node) < len(parents):
         raise ValueError(f"node must be -1 (the top level) or an integer node index in [0, {len(parents)}), "
                          f"got {node!r}")
     node = int(node)

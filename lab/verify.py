@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lab.sampling import _residual, check_probs
-from lab.trees import _is_int, chain_parents, check_parents
+from lab.sampling import residual_unchecked
+from lab.trees import chain_parents, check_parents
+from lab.validation import check_probs, is_integer
 
 __all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
-           "verify_tree_typical", "typical_threshold"]
+           "verify_tree_typical", "typical_threshold", "reject_child", "verify_tree_sampled_unchecked",
+           "verify_tree_typical_unchecked"]
 
 
 @dataclass
@@ -88,7 +90,7 @@ def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
     vocab = target_probs.size(1)
     tokens = list(tokens)
     if not all(type(t) is int for t in tokens):  # fast path: plain ints
-        wrong = next((t for t in tokens if not _is_int(t)), None)
+        wrong = next((t for t in tokens if not is_integer(t)), None)
         if wrong is not None:
             raise ValueError(f"drafted tokens must be integer token ids, got {type(wrong).__name__} {wrong!r}")
         tokens = [int(t) for t in tokens]
@@ -184,25 +186,36 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
     """
     tokens = _prob_args(target_probs, tokens, generator, draft_probs)
     _check_rows(target_probs, tokens, draft_probs)
-    return _tree_sampled(target_probs, tokens, parents, draft_probs, generator)
+    return verify_tree_sampled_unchecked(target_probs, tokens, parents, draft_probs, generator)
 
 
-def _reject_child(residual: torch.Tensor, child: int, token: int, draft_probs) -> torch.Tensor:
+def reject_child(residual: torch.Tensor, child: int, token: int, draft_probs) -> torch.Tensor:
     """The distribution left after the target rejects node ``child`` (drafted ``token``): ``norm(max(0, residual -
-    q_child))``, float ``[V]``, with ``q_child = draft_probs[child]``, one-hot on ``token`` when ``draft_probs`` is
-    None. Unchecked (:func:`lab.sampling._residual`). Shared with the TokenStream widget's tree residual, so the
-    chart shows what :func:`_tree_sampled` draws from by construction."""
+    q_child))``, float ``[V]`` in ``residual``'s dtype, with ``q_child = draft_probs[child]`` (``draft_probs``:
+    float ``[n, V]``), one-hot on ``token`` when ``draft_probs`` is None.
+
+    ``residual``: float ``[V]``, the target's distribution at the parent node (or what earlier rejected siblings
+    left of it); ``child``: the node's index (a Python int in ``[0, n)``); ``token``: its drafted id in ``[0, V)``.
+    Unchecked, for speed (:func:`lab.sampling.residual_unchecked`): an index out of range raises torch's
+    ``IndexError``. Where nothing is left (``residual <= q_child`` everywhere) the result is ``residual``
+    unchanged. Shared with the TokenStream widget's tree residual, so the chart shows what
+    :func:`verify_tree_sampled_unchecked` draws from by construction."""
     if draft_probs is None:
         draft_row = torch.zeros_like(residual)
         draft_row[token] = 1.0
     else:
         draft_row = draft_probs[child]
-    return _residual(residual, draft_row)
+    return residual_unchecked(residual, draft_row)
 
 
-def _tree_sampled(target_probs, tokens, parents, draft_probs, generator) -> VerifyResult:
-    """:func:`verify_tree_sampled` for arguments already checked (``tokens`` plain ints; the decode loop checks its
-    drafts, and builds its rows with :func:`lab.sampling.probs_from_logits`)."""
+def verify_tree_sampled_unchecked(target_probs: torch.Tensor, tokens: list, parents, draft_probs: torch.Tensor | None,
+                                  generator: torch.Generator | None) -> VerifyResult:
+    """:func:`verify_tree_sampled` without its O(n·V) checks of the rows, for arguments already checked:
+    ``tokens`` plain Python ints in ``[0, V)``, ``target_probs`` float ``[n+1, V]`` whose rows are distributions
+    (e.g. from :func:`lab.sampling.probs_from_logits`), ``draft_probs`` float ``[n, V]`` (each row giving its own
+    token probability > 0) or None. :func:`lab.decode.generate` checks each step's draft and calls this. Same
+    result and the same random draws as :func:`verify_tree_sampled`. Still raises ``ValueError`` for a bad
+    parents array or ``target_probs`` without ``len(tokens) + 1`` rows; unchecked rows may give wrong results."""
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     node, path = -1, []
@@ -217,7 +230,7 @@ def _tree_sampled(target_probs, tokens, parents, draft_probs, generator) -> Veri
             if target_p > 0 and u * draft_p < target_p:  # u < min(1, target/draft), see accept_or_reject
                 accepted = c
                 break
-            residual = _reject_child(residual, c, token, draft_probs)
+            residual = reject_child(residual, c, token, draft_probs)
         if accepted is None:
             kind = "resampled" if kids.get(node) else "bonus"
             token = _draw(residual, generator, "target_probs (or its residual after draft_probs)")
@@ -257,11 +270,17 @@ def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, gener
     """
     tokens = _prob_args(target_probs, tokens, generator)
     _check_rows(target_probs, tokens)
-    return _tree_typical(target_probs, tokens, parents, generator, epsilon, delta)
+    return verify_tree_typical_unchecked(target_probs, tokens, parents, generator, epsilon, delta)
 
 
-def _tree_typical(target_probs, tokens, parents, generator, epsilon=0.09, delta=0.3) -> VerifyResult:
-    """:func:`verify_tree_typical` for arguments already checked (see :func:`_tree_sampled`)."""
+def verify_tree_typical_unchecked(target_probs: torch.Tensor, tokens: list, parents,
+                                  generator: torch.Generator | None, epsilon: float = 0.09,
+                                  delta: float = 0.3) -> VerifyResult:
+    """:func:`verify_tree_typical` without its checks of the rows and tokens, for arguments already checked (as
+    for :func:`verify_tree_sampled_unchecked`: plain int ``tokens`` in ``[0, V)``, ``target_probs`` float
+    ``[n+1, V]`` of distributions). Same result and random draws as :func:`verify_tree_typical`. Raises
+    ``ValueError`` for a bad parents array, a row count other than ``len(tokens) + 1`` or ``epsilon``/``delta``
+    out of range."""
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
     threshold = typical_threshold(target_probs, epsilon, delta)

@@ -55,9 +55,8 @@ then :; else  # no GPU, or lab does not import: every later step would fail or t
 fi
 step arena "$PY" -m lab arena --prompts 3 --max-new-tokens 64
 step bench "$PY" -m lab bench
-step oracles env LAB_TEST_DEVICE=cuda "$PY" -m pytest -q -x tests/test_engine.py tests/test_kv.py \
-    tests/test_drafters_lookup.py tests/test_trees.py tests/test_early_exit.py tests/test_pair.py \
-    tests/test_medusa.py tests/test_eagle.py
+step oracles env LAB_TEST_DEVICE=cuda "$PY" -m pytest -q -x tests/lab/test_decode.py tests/lab/test_kv.py \
+    tests/lab/test_trees.py tests/lab/test_models.py tests/lab/drafters
 step lessons "$PY" -m pytest -q --nbval-lax --nbval-current-env solutions/00_tour.ipynb \
     solutions/10_medusa_tree_attention.ipynb solutions/11_eagle_feature_drafts.ipynb
 exit $failed

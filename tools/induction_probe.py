@@ -2,8 +2,8 @@
 
 The committed target cannot copy: shown a random 40-token sequence twice, it predicts none of the second copy
 (probe accuracy 0.002, chance level), so prompt lookup gains little on copy tasks (lesson 08). This script trains a fresh model
-on the pair's corpus mixed with repeated passages (``lab.train.CopyBatches``) and prints, every 100 steps, the
-training loss, the probe accuracy (``lab.train.copy_probe_accuracy``: argmax on the second copy of 16 random
+on the pair's corpus mixed with repeated passages (``lab.training.CopyBatches``) and prints, every 100 steps, the
+training loss, the probe accuracy (``lab.training.copy_probe_accuracy``: argmax on the second copy of 16 random
 40-token sequences after 40 tokens of held-out text) and the held-out loss (nats/token over 16 windows).
 ``--init lab/assets/shakespeare/target`` starts from the committed target instead (``python -m lab train
 copy-target`` is the recipe built on that).
@@ -22,7 +22,7 @@ These runs used the probe of session 9 (the second copy's last 39 tokens, other 
 scores all 40, the first of which no copying can predict, so its numbers come out about 2.5 % lower.
 
 Usage: ``python tools/induction_probe.py [--hidden 256 --layers 2 --heads 4 --intermediate 768 --steps 2000
---lr 1e-3 --random 1.0 --passages 0.0 --threads 1]``. Needs the cached corpus ids (``lab.train.corpus_ids``).
+--lr 1e-3 --random 1.0 --passages 0.0 --threads 1]``. Needs the cached corpus ids (``lab.training.corpus_ids``).
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def main() -> None:
 
     from transformers import LlamaForCausalLM
 
-    from lab.train import CopyBatches, ModelShape, _lr, _optimizer, copy_probe_accuracy, corpus_ids, validation_loss
+    from lab.training import (CopyBatches, ModelShape, copy_probe_accuracy, corpus_ids, lr_at, make_optimizer,
+                              validation_loss)
 
     torch.set_num_threads(args.threads)
     train, val = corpus_ids()
@@ -68,11 +69,11 @@ def main() -> None:
         loss = validation_loss(model, val, seq, max_windows=16)  # leaves the model in train mode
         return accuracy, loss
 
-    opt = _optimizer(model, args.lr)
+    opt = make_optimizer(model, args.lr)
     start = time.time()
     for step in range(args.steps):
         for group in opt.param_groups:
-            group["lr"] = _lr(step, args.steps, args.lr, args.warmup)
+            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
         x = batches.next(batch)
         loss = F.cross_entropy(model(x[:, :-1]).logits.reshape(-1, vocab), x[:, 1:].reshape(-1))
         opt.zero_grad()

@@ -1,7 +1,7 @@
 """Generate lessons/ from solutions/ (the master copies).
 
 Every code cell region between a line ``### BEGIN SOLUTION`` and a line ``### END SOLUTION`` is replaced by a
-stub at the same indentation (``# YOUR CODE HERE`` + ``raise NotImplementedError``); the checks in ``lab.check``
+stub at the same indentation (``# YOUR CODE HERE`` + ``raise NotImplementedError``); the checks in ``lab.exercises``
 turn that into a "not solved yet" message, so a lesson still runs top to bottom. Every output is cleared: the
 learner runs the lesson and sees results from their own machine and their own code.
 

@@ -1,5 +1,5 @@
 """Execute solution notebooks in place (the committed outputs), then regenerate lessons/ and check that the
-prose still quotes the new outputs (tests/test_lesson_claims.py).
+prose still quotes the new outputs (tests/notebooks/test_lesson_claims.py).
 
 Widget state is not stored: plotly's FigureWidget state carries the whole plotly.js bundle (about 5 MB per
 figure), and the text/HTML fallbacks are what nbval compares anyway.
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     status = make_lessons.main([])
     # The prose quotes numbers from the committed run; say at once which sentences the new run has left behind.
     claims = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             str(ROOT / "tests" / "test_lesson_claims.py")], cwd=ROOT)
+                             str(ROOT / "tests" / "notebooks" / "test_lesson_claims.py")], cwd=ROOT)
     if claims.returncode:
         print("The lessons' prose no longer matches these outputs: update the sentences named above.")
     return status or claims.returncode

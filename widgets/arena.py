@@ -1,7 +1,7 @@
 """The drafter arena as figures: measured vs predicted speedup of every drafter, per task and temperature, and
 one drafter's predicted speedup walked down to its measured one, factor by factor.
 
-Used in lesson 12 with :func:`lab.bench.run_arena`'s result; plain plotly (a static ``go.Figure``, no widget state),
+Used in lesson 12 with :func:`lab.arena.run_arena`'s result; plain plotly (a static ``go.Figure``, no widget state),
 so it renders in any notebook viewer and in exported HTML.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from widgets._style import chart_labels
+from widgets.style import chart_labels
 
 __all__ = ["arena_figure", "efficiency_waterfall"]
 
@@ -23,7 +23,7 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     """Grouped bars of measured and predicted speedup (× autoregressive) per drafter, one panel per task
     (rows) and temperature (columns), with the autoregressive level 1× as a dashed line.
 
-    ``result`` is :func:`lab.bench.run_arena`'s return value (``rows`` with ``task``, ``temperature``, ``label``,
+    ``result`` is :func:`lab.arena.run_arena`'s return value (``rows`` with ``task``, ``temperature``, ``label``,
     ``measured_speedup``, ``predicted_speedup``, ``efficiency``); the autoregressive rows are left out (always 1).
     Hovering a bar shows the drafter's efficiency and tokens per target call. Labels and titles are HTML-escaped
     (plotly renders some tags); two rows of a panel with the same label get their N appended. Raises
@@ -31,7 +31,7 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     """
     rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
     if not rows:
-        raise ValueError("result holds no drafter rows: pass lab.bench.run_arena(...)'s return value")
+        raise ValueError("result holds no drafter rows: pass lab.arena.run_arena(...)'s return value")
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     temps = list(dict.fromkeys(r["temperature"] for r in rows))
     fig = make_subplots(rows=len(tasks), cols=len(temps), shared_yaxes=True, vertical_spacing=0.12,
@@ -66,16 +66,16 @@ FACTOR_LABELS = {"acceptance": "tokens per call", "drafting": "drafting time", "
 
 def efficiency_waterfall(row: dict, height: int = 340) -> go.Figure:
     """A waterfall from one arena row's predicted speedup to its measured one: each bar is what one factor of
-    ``row["efficiency_factors"]`` (see :func:`lab.bench.run_arena`) adds or takes away, in × autoregressive, in the
+    ``row["efficiency_factors"]`` (see :func:`lab.arena.run_arena`) adds or takes away, in × autoregressive, in the
     order the factors replace the prediction's assumptions by measurements; the last bar is the measured speedup.
 
-    ``row`` is one drafter row of :func:`lab.bench.run_arena` or :func:`lab.bench.compare_adaptive`. Raises
+    ``row`` is one drafter row of :func:`lab.arena.run_arena` or :func:`lab.arena.compare_adaptive`. Raises
     ``ValueError`` for a row without ``efficiency_factors`` or ``predicted_speedup``.
     """
     factors = row.get("efficiency_factors") if isinstance(row, dict) else None
     if not factors or row.get("predicted_speedup") is None:
-        raise ValueError("row must be one drafter row of lab.bench.run_arena(...) (with efficiency_factors)")
-    from lab.bench import EFFICIENCY_FACTORS
+        raise ValueError("row must be one drafter row of lab.arena.run_arena(...) (with efficiency_factors)")
+    from lab.arena import EFFICIENCY_FACTORS
 
     level = row["predicted_speedup"]
     x, y, text = ["predicted"], [level], [f"{level:.2f}×"]

@@ -15,8 +15,8 @@ import html
 import ipywidgets
 
 from lab.drafters.lookahead import JacobiRun, converged_prefix
-from widgets._style import ACCEPTED_COLOR, BONUS_COLOR, PROMPT_COLOR, slider_position, tint
-from widgets.token_stream import token_labels
+from widgets.style import ACCEPTED_COLOR, BONUS_COLOR, MUTED_CSS, PROMPT_COLOR, slider_position, tint
+from widgets.token_text import token_labels
 
 __all__ = ["JacobiViewer", "CELL_STATES"]
 
@@ -30,7 +30,6 @@ _STATE_CSS = {
 }
 _CELL_CSS = ("display: inline-block; min-width: 3.2em; padding: 1px 3px; margin: 1px; border-radius: 3px; "
              "font-family: monospace; font-size: 12px; text-align: center; white-space: pre;")
-_MUTED_CSS = "color: #777; font-size: 12px;"
 
 
 class JacobiViewer(ipywidgets.VBox):
@@ -38,7 +37,7 @@ class JacobiViewer(ipywidgets.VBox):
 
     ``JacobiViewer(run=None, tokenizer=None)``: ``run`` from :func:`lab.drafters.lookahead.jacobi_decode` (or set
     later with ``show_run``); ``tokenizer`` labels each cell with the text its token adds after the cells before it
-    in its row (:func:`widgets.token_stream.token_labels`; None shows ids).
+    in its row (:func:`widgets.token_text.token_labels`; None shows ids).
 
     Kernel-side state: ``grid`` (one list per iteration of cell dicts ``token_id``, ``text``, ``state`` in
     ``converged | correct | guess``, ``changed``), ``converged_counts`` (converged prefix per iteration),
@@ -57,7 +56,7 @@ class JacobiViewer(ipywidgets.VBox):
         legend = " ".join(f'<span style="{_CELL_CSS} {_STATE_CSS[s]}">{html.escape(_STATE_LABELS[s])}</span>'
                           for s in CELL_STATES)
         self._slider.observe(lambda change: self._render(), names="value")
-        super().__init__(children=[ipywidgets.HTML(f'<div style="{_MUTED_CSS}">{legend}</div>'), self._slider,
+        super().__init__(children=[ipywidgets.HTML(f'<div style="{MUTED_CSS}">{legend}</div>'), self._slider,
                                    self._view], **kwargs)
         if run is not None:
             self.show_run(run)
@@ -141,10 +140,10 @@ class JacobiViewer(ipywidgets.VBox):
                 title = f"iteration {t} · position {i} · id {cell['token_id']} · {_STATE_LABELS[cell['state']]}"
                 cells.append(f'<span title="{html.escape(title)}" style="{css}">{html.escape(cell["text"])}</span>')
             count = sum(c["state"] == "converged" for c in row)
-            rows.append(f'<div><span style="{_MUTED_CSS} display: inline-block; width: 5.5em;">iter {t}</span>'
-                        f'{"".join(cells)}<span style="{_MUTED_CSS} color: {BONUS_COLOR};"> {count} converged'
+            rows.append(f'<div><span style="{MUTED_CSS} display: inline-block; width: 5.5em;">iter {t}</span>'
+                        f'{"".join(cells)}<span style="{MUTED_CSS} color: {BONUS_COLOR};"> {count} converged'
                         f"</span></div>")
-        return (f'<div class="sdl-jacobi"><div style="{_MUTED_CSS}">{html.escape(self.summary)}</div>'
+        return (f'<div class="sdl-jacobi"><div style="{MUTED_CSS}">{html.escape(self.summary)}</div>'
                 + "".join(rows) + "</div>")
 
     def _repr_html_(self) -> str:

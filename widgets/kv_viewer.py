@@ -19,10 +19,10 @@ import html
 import ipywidgets
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int
 from lab.trace import StepRecord
-from widgets._style import ACCEPTED_COLOR, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
-from widgets.token_stream import check_tokenizer, prompt_token_ids, token_label_text, token_labels
+from lab.validation import check_int
+from widgets.style import ACCEPTED_COLOR, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
+from widgets.token_text import check_tokenizer, prompt_token_ids, token_label_text, token_labels
 
 __all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
 
@@ -38,14 +38,13 @@ _SLOT_CSS = {
 }
 _CELL_CSS = ("display: inline-block; min-width: 1.6em; padding: 1px 3px; margin: 1px; border-radius: 3px; "
              "font-family: monospace; font-size: 12px; text-align: center; white-space: pre;")
-_MUTED_CSS = "color: #777; font-size: 12px;"
 
 
 class KVCacheViewer(ipywidgets.VBox):
     """Live rows of KV-cache slots per model: committed / scratch (being verified) / kept / discarded.
 
     ``KVCacheViewer(tokenizer=None, prompt_ids=None, *, max_slots=40)``: ``tokenizer`` labels each slot with the
-    text its token adds after the tokens before it (:func:`widgets.token_stream.token_labels`; None shows ids);
+    text its token adds after the tokens before it (:func:`widgets.token_text.token_labels`; None shows ids);
     ``prompt_ids`` is the prompt the run starts from (needed to name the committed tokens; list of ints or an
     integer tensor ``[n]`` / ``[1, n]``, checked as ``TokenStream`` checks it); ``max_slots``: how many slots per
     row are drawn (the oldest committed ones are summarised as "… n earlier"). Feed it records with
@@ -84,7 +83,7 @@ class KVCacheViewer(ipywidgets.VBox):
         legend = " ".join(f'<span style="{_CELL_CSS} {_SLOT_CSS[k]}">{html.escape(_SLOT_LABELS[k])}</span>'
                           for k in SLOT_KINDS)
         self._slider.observe(lambda change: self._render(), names="value")
-        super().__init__(children=[ipywidgets.HTML(f'<div style="{_MUTED_CSS}">{legend}</div>'), self._slider,
+        super().__init__(children=[ipywidgets.HTML(f'<div style="{MUTED_CSS}">{legend}</div>'), self._slider,
                                    self._caption, self._view], **kwargs)
         self._render()
 
@@ -205,7 +204,7 @@ class KVCacheViewer(ipywidgets.VBox):
         for name, slots in self.rows.items():
             shown = slots[-self.max_slots:]
             hidden = len(slots) - len(shown)
-            cells = [f'<span style="{_MUTED_CSS}">… {hidden} earlier</span>'] if hidden else []
+            cells = [f'<span style="{MUTED_CSS}">… {hidden} earlier</span>'] if hidden else []
             for slot in shown:
                 title = f"position {slot['position']} · {_SLOT_LABELS[slot['kind']]}"
                 if slot["token_id"] is not None:
@@ -214,7 +213,7 @@ class KVCacheViewer(ipywidgets.VBox):
                              f'{html.escape(slot["text"])}</span>')
             rows.append(f'<div style="margin: 4px 0;"><b style="display: inline-block; width: 4em;">'
                         f'{html.escape(name)}</b>{"".join(cells)}</div>')
-        return (f'<div class="sdl-kv-viewer"><div style="{_MUTED_CSS}">{html.escape(self.summary)}</div>'
+        return (f'<div class="sdl-kv-viewer"><div style="{MUTED_CSS}">{html.escape(self.summary)}</div>'
                 + "".join(rows) + "</div>")
 
     def _repr_html_(self) -> str:
@@ -246,6 +245,6 @@ class KVCacheViewer(ipywidgets.VBox):
 
     def _render(self) -> None:
         count = len(self._frames)
-        self._caption.value = (f'<div style="{_MUTED_CSS}">frame {self.frame + 1 if count else 0} of {count} '
+        self._caption.value = (f'<div style="{MUTED_CSS}">frame {self.frame + 1 if count else 0} of {count} '
                                "(two per step: verify, then commit)</div>")
         self._view.value = self.html

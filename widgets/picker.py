@@ -23,7 +23,8 @@ import ipywidgets as w
 
 from lab.picker import (MAX_TEMPERATURE, METHOD_LABELS, METHODS, SAMPLING_WARN_TEMPERATURE, STRATEGY_TABLE, TASK_LABELS,
                         TASKS, WORKLOAD_TABLE, recommend)
-from widgets._style import ACCEPTED_COLOR, tint
+from lab.picker.workload import check_workload
+from widgets.style import ACCEPTED_COLOR, tint
 
 __all__ = ["StrategyPicker", "STRATEGY_SCENARIOS"]
 
@@ -225,8 +226,8 @@ class StrategyPicker(w.VBox):
     def _checked(*, task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
                  exclude, tensor_parallel_size) -> dict:
         """The workload as plain Python values (the widgets' traits reject NumPy scalars, numpy.bool_ above all),
-        in the constructor's argument order, after :func:`lab.picker.recommend`'s checks and the picker's own
-        (temperature <= 1.5, the slider's end; tensor_parallel_size in :data:`TP_CHOICES`). Raises
+        in the constructor's argument order, after :func:`lab.picker.recommend`'s checks (``check_workload``) and the
+        picker's own (temperature <= 1.5, the slider's end; tensor_parallel_size in :data:`TP_CHOICES`). Raises
         ``ValueError``."""
         if isinstance(exclude, str):
             exclude = (exclude,)
@@ -234,8 +235,8 @@ class StrategyPicker(w.VBox):
             exclude = tuple(exclude)  # once, so an iterator is not used up by the check
         except TypeError:
             pass  # recommend names the problem
-        recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                  exclude=exclude)
+        check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
+                       exclude)
         if temperature > 1.5:
             raise ValueError(f"temperature must be in [0, 1.5] here (the slider's range), got {temperature!r}")
         if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1

@@ -36,12 +36,13 @@ from numbers import Integral, Real
 import ipywidgets as w
 import numpy as np
 
-from lab.cli import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
+from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
 from lab.decode import generate
-from lab.sampling import check_int
+from lab.validation import check_int
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
-from widgets.token_stream import TokenStream, chain_view  # chain_view re-exported: it lived here before
+from widgets.token_stream import TokenStream
+from widgets.tree_steps import chain_view  # re-exported: it lived here before
 
 __all__ = ["FREE_TEXT", "RaceDashboard", "chain_view"]
 
@@ -110,8 +111,8 @@ class RaceDashboard(w.VBox):
     seed=0, record_probs=True)``
 
     - ``pair``: a :class:`lab.models.ModelPair`; None loads the bundled one (``load_pair("shakespeare")``).
-    - ``prompts``: the prompt choices (default :func:`lab.models.held_out_prompts`); "free text" is always offered.
-    - ``drafter``: one of :data:`lab.cli.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
+    - ``prompts``: the prompt choices (default :func:`lab.prompts.held_out_prompts`); "free text" is always offered.
+    - ``drafter``: one of :data:`lab.registry.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
       ``early-exit``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead and Medusa use their own
       window / tree: for them ``n_draft`` must be left out (None) and the N slider is disabled.
     - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2), ``seed`` (both sides sample with it).
@@ -144,7 +145,7 @@ class RaceDashboard(w.VBox):
 
             pair = load_pair("shakespeare")
         if prompts is None:
-            from lab.models import held_out_prompts
+            from lab.prompts import held_out_prompts
 
             prompts = held_out_prompts()
         self.pair = pair
@@ -388,7 +389,7 @@ class RaceDashboard(w.VBox):
     def _measured_alpha_and_c(self) -> dict:
         """The bundled pair's model-card α and c for the speedup explorer; the explorer's defaults otherwise."""
         try:
-            from lab.train import PAIR_DIR
+            from lab.assets import PAIR_DIR
 
             card = json.loads((PAIR_DIR / "measurements.json").read_text())
             return {"alpha": float(card["alpha_greedy"]), "cost_ratio": float(card["cost_ratio_c"])}

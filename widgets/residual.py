@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from widgets._style import chart_labels
-from widgets.token_stream import token_label_text
+from widgets.style import chart_labels
+from widgets.token_text import token_label_text
 
 __all__ = ["ResidualExplorer"]
 

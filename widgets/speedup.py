@@ -7,12 +7,13 @@ Formulas: :mod:`lab.metrics` (Leviathan et al. 2023, equation 1 and Theorem 3.8)
 """
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import ipywidgets as w
 import plotly.graph_objects as go
 
 from lab.metrics import expected_tokens_per_call, optimal_n_draft, predicted_speedup
+from lab.validation import check_int
 
 __all__ = ["SpeedupExplorer"]
 
@@ -39,14 +40,13 @@ class SpeedupExplorer(w.VBox):
 
     def __init__(self, alpha: float = 0.75, n_draft: int | None = None, cost_ratio: float = 0.1, max_n: int = 16,
                  horizon: float = 12.0):
-        if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
-            raise ValueError(f"max_n must be an integer >= 1, got {max_n!r}")
+        max_n = check_int("max_n", max_n, 1)
         if n_draft is None:  # a default that fits any max_n, so max_n=3 alone works
-            n_draft = min(5, int(max_n))
+            n_draft = min(5, max_n)
         if isinstance(horizon, bool) or not isinstance(horizon, Real) or not 0 < horizon <= _MAX_HORIZON:
             # the cap keeps the timeline drawable: each pass is a bar, resent on every slider move
             raise ValueError(f"horizon must be a number in (0, {_MAX_HORIZON}] target passes, got {horizon!r}")
-        self.max_n = int(max_n)
+        self.max_n = max_n
         self._check(alpha, n_draft, cost_ratio)
         self.horizon = float(horizon)
         style = {"description_width": "170px"}

@@ -12,263 +12,58 @@ Token text is only ever put in the page as text: the browser view sets ``textCon
 chart labels are escaped with :func:`html.escape`. Each token shows the text it adds to the decoded sequence
 (:class:`lab.detok.Detokenizer`), so a character whose bytes span several tokens shows once, on the token that
 completes it, instead of as U+FFFD on each.
+
+The pieces live apart: token text and labels in :mod:`widgets.token_text`, token-tree steps drawn as chains in
+:mod:`widgets.tree_steps`, what selecting a token shows in :mod:`widgets.token_details`, and the browser view's
+JavaScript and CSS in ``widgets/static/token_stream.js`` / ``.css`` (read here at import time). The helpers that
+lived in this module stay importable from it.
 """
 from __future__ import annotations
 
 import html
-import json
-from numbers import Integral
 
 import anywidget
 import ipywidgets
 import plotly.graph_objects as go
-import torch
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int, check_token_ids, residual_distribution
 from lab.trace import Generation, StepRecord
-from lab.verify import _reject_child
-from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS,
-                            PROMPT_COLOR, REJECTED_COLOR, RESAMPLED_COLOR, RESIDUAL_COLOR, TARGET_COLOR, chart_labels,
-                            tint)
+from lab.validation import check_int, is_integer
+from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
+                           TARGET_COLOR, chart_labels, css_rules, static_text, tint)
+from widgets.token_details import describe, step_details
+# Re-exported: these helpers lived in this module before it was split; code written for that still imports them.
+from widgets.token_text import (PARTIAL_LABEL, check_tokenizer, prompt_token_ids, token_display_text,
+                                token_label_text, token_labels, token_texts)
+from widgets.tree_steps import chain_view, tree_residual
 
-__all__ = [
-    "TokenStream", "chain_view", "tree_residual", "token_display_text", "token_label_text", "token_texts",
-    "token_labels", "PARTIAL_LABEL",
-    "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
-    "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS",
-]
+__all__ = ["TokenStream", "chain_view", "tree_residual", "token_display_text", "token_label_text", "token_texts",
+           "token_labels", "PARTIAL_LABEL", "check_tokenizer", "prompt_token_ids"]
 
-# Control characters other than newline and tab get their Unicode "control picture" (U+2400 + code), so a token
-# made of them is visible instead of silently empty or layout-breaking.
-_CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)}
-_CONTROL_PICTURES[127] = "\u2421"
-# Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
-# usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
-PARTIAL_LABEL = "\u25cc"
-
-
-def token_texts(tokenizer, ids, context=None, parents=None) -> list:
-    """The text each of ``ids`` (list of ints) adds after ``context`` (a :class:`lab.detok.Detokenizer` holding
-    the tokens before them; None: nothing before), without changing ``context``: a ``str``, or ``None`` for a
-    token holding only part of a character. ``parents``: a token tree's parents array (see
-    :meth:`lab.detok.Detokenizer.texts_after`); None for a chain. ``tokenizer`` None shows ids as ``⟨17⟩``.
-    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids``."""
-    if tokenizer is None:
-        return [f"\u27e8{int(token)}\u27e9" for token in ids]
-    context = Detokenizer(tokenizer) if context is None else context
-    return context.texts_after(ids, parents)
-
-
-def token_labels(tokenizer, ids, context=None, parents=None) -> list:
-    """Labels (:func:`token_label_text`, not yet HTML-escaped) of ``ids`` decoded after ``context``, as
-    :func:`token_texts` takes them; ``tokenizer`` None gives the ids as strings (``"17"``). For the viewers that
-    show one cell or node per token."""
-    if tokenizer is None:
-        return [str(int(token)) for token in ids]
-    return [token_label_text(text) for text in token_texts(tokenizer, ids, context, parents)]
-
-
-def token_display_text(text) -> str:
-    """How one token's text appears in the stream (not yet HTML-escaped).
-
-    Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line;
-    other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as ``∅``;
-    ``None`` (a token holding only part of a character, see :func:`token_texts`) shows as nothing.
-    """
-    if text is None:
-        return ""
-    if text == "":
-        return "\u2205"
-    return text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n")
-
-
-def token_label_text(text) -> str:
-    """One token's text as a chart label (not yet HTML-escaped): every whitespace character made visible.
-
-    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``; ``None`` (a token
-    holding only part of a character, see :func:`token_texts`) → :data:`PARTIAL_LABEL` ``"◌"``.
-    """
-    if text is None:
-        return PARTIAL_LABEL
-    if text == "":
-        return "\u2205"
-    return (text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
-            .replace("\t", "\u21e5"))
-
-
-def check_tokenizer(tokenizer):
-    """``tokenizer`` unchanged after checking it can decode: None, or anything with a callable ``decode``.
-
-    Raises ``TypeError`` naming ``tokenizer`` otherwise (e.g. token ids passed first by mistake)."""
-    if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):
-        raise TypeError(f"tokenizer must be None or have a decode(list[int]) -> str method (a transformers "
-                        f"tokenizer), got {type(tokenizer).__name__}; pass the prompt as prompt_ids=")
-    return tokenizer
-
-
-def prompt_token_ids(tokenizer, ids) -> list:
-    """Prompt ids as a fresh ``list[int]``: None (no prompt), a list of integers or an integer tensor ``[n]`` /
-    ``[1, n]``. Ids must lie in ``[0, len(tokenizer))`` when the tokenizer has a length.
-
-    Raises ``TypeError`` naming ``prompt_ids`` for text, floats or bools, ``ValueError`` for another tensor shape
-    or an id outside the vocabulary (:func:`lab.sampling.check_token_ids`, as :class:`lab.decode.generate` and
-    ``TreeViewer`` check them)."""
-    if ids is None:
-        return []
-    vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
-    return check_token_ids("prompt_ids", ids, vocab, allow_empty=True,
-                           hint="; encode text first: tokenizer.encode(text)")
-
-
-def chain_view(record: StepRecord) -> StepRecord:
-    """A token-tree step (Medusa, EAGLE with ``tree=``: ``record.parents`` set) as the chain ``TokenStream`` draws.
-
-    The chain is the accepted path, then — when the target rejected every child of the path's last node — that
-    node's first child as the one rejected draft, then the target's token. Probabilities are re-indexed so that row
-    j still belongs to generated position j (``target_probs`` ``[len(chain) + 1, V]``, ``draft_probs``
-    ``[len(chain), V]``). A chain record is returned unchanged. The result is for drawing only: its ``drafted``
-    leaves out the off-path nodes, so count acceptance on the original record (:func:`lab.metrics.summarize_steps`).
-    """
-    if record.parents is None:
-        return record
-    path = list(record.path)
-    last = path[-1] if path else -1
-    children = [i for i, parent in enumerate(record.parents) if parent == last]
-    nodes = path + (children[:1] if record.last_kind == "resampled" else [])
-    target_probs = draft_probs = None
-    if record.target_probs is not None:  # row 0: after the committed text; row 1 + i: after node i
-        target_probs = record.target_probs[[0] + [1 + i for i in nodes]]
-    if record.draft_probs is not None:
-        draft_probs = record.draft_probs[nodes]
-    return StepRecord(index=record.index, position=record.position, drafted=[record.drafted[i] for i in nodes],
-                      num_accepted=record.num_accepted, emitted=list(record.emitted), last_kind=record.last_kind,
-                      truncated=record.truncated, draft_ms=record.draft_ms, verify_ms=record.verify_ms,
-                      draft_calls=record.draft_calls, target_probs=target_probs, draft_probs=draft_probs,
-                      target_tokens=record.target_tokens, cache_before=record.cache_before,
-                      acceptance=record.acceptance)
-
-
-def tree_residual(record: StepRecord):
-    """The residual the target resampled from at the end of a token-tree step's accepted path, and how many
-    children of the path's last node it rejected first: ``(float32 tensor [V], count)``.
-
-    As :func:`lab.verify.verify_tree_sampled` does, it starts from the target's row after the path's last node and,
-    for each child in listed order, replaces it by the residual max(0, residual - q_child), normalised, where
-    ``q_child`` is ``draft_probs[child]`` (one-hot on the child's token when ``draft_probs`` is None). That is the
-    distribution sampled verification draws from; greedy verification takes the target's argmax and typical
-    acceptance (``acceptance="typical"``) draws from the target's row itself. Returns None unless the record is a
-    tree (``parents`` set) verified with exact acceptance whose target resampled and that carries ``target_probs``
-    of a shape it can read."""
-    if record.parents is None or record.last_kind != "resampled" or record.target_probs is None \
-            or record.acceptance == "typical":
-        return None
-    last = record.path[-1] if record.path else -1
-    children = [i for i, parent in enumerate(record.parents) if parent == last]
-    target_rows = torch.as_tensor(record.target_probs).detach().float().cpu()
-    if target_rows.dim() != 2 or target_rows.size(0) <= last + 1:
-        return None  # a record this widget cannot read: the chain's residual (or its note) is shown instead
-    residual = target_rows[last + 1]
-    draft_rows = None if record.draft_probs is None else torch.as_tensor(record.draft_probs).detach().float().cpu()
-    if draft_rows is not None and (draft_rows.dim() != 2 or draft_rows.shape[0] < len(record.drafted)
-                                   or draft_rows.shape[1] != residual.numel()):
-        return None
-    for child in children:
-        # lab.verify's own step, unchecked: rows a bf16 target recorded need not sum to 1 within 1e-3
-        residual = _reject_child(residual, child, int(record.drafted[child]), draft_rows)
-    return residual, len(children)
-
-
-# --- how each kind of token looks: one set of CSS declarations, used by the browser view and the static HTML ------
-_BASE_CSS = "border-radius: 3px; padding: 0 1px; margin-right: 1px;"
-_KIND_CSS = {
-    "prompt": f"color: {PROMPT_COLOR};",
-    "accepted": f"background: {tint(ACCEPTED_COLOR)}; border-bottom: 2px solid {ACCEPTED_COLOR};",
-    "rejected": (f"color: {REJECTED_COLOR}; text-decoration: line-through; "
-                 f"text-decoration-color: {REJECTED_COLOR}; text-decoration-thickness: 2px;"),
-    # Bold marks the target's own token, a cue that does not rely on colour.
-    "resampled": f"background: {tint(RESAMPLED_COLOR)}; border-bottom: 2px solid {RESAMPLED_COLOR}; "
-                 "font-weight: bold;",
-    "bonus": f"background: {tint(BONUS_COLOR)}; border-bottom: 2px solid {BONUS_COLOR}; font-weight: bold;",
-}
-_SELECTED_CSS = "outline: 2px solid currentColor; outline-offset: 1px;"
-_STREAM_CSS = "white-space: pre-wrap; line-height: 1.8; font-size: 14px; padding: 4px 0;"
-_MUTED_CSS = "color: #777; font-size: 12px;"
-
-_VIEW_CSS = "\n".join(
-    [f".sdl-stream {{ {_STREAM_CSS} }}",
-     f".sdl-tok:not(.sdl-prompt) {{ {_BASE_CSS} }}",
-     ".sdl-tok[data-pos] { cursor: pointer; }",
-     ".sdl-tok[data-pos]:hover { filter: brightness(0.9); }",
-     f".sdl-selected {{ {_SELECTED_CSS} }}"]
-    + [f".sdl-{kind} {{ {css} }}" for kind, css in _KIND_CSS.items()]
-)
-
-_VIEW_ESM = """
-const KIND_LABELS = %s;
-
-function render({ model, el }) {
-  const root = document.createElement("div");
-  root.className = "sdl-stream";
-  el.appendChild(root);
-
-  function draw() {
-    const selected = model.get("selected");
-    const spans = [];
-    for (const token of model.get("tokens")) {
-      const span = document.createElement("span");
-      span.className = "sdl-tok sdl-" + token.k;
-      span.textContent = token.s;  // token text is data: never parsed as HTML
-      let title = (KIND_LABELS[token.k] || token.k) + " \u00b7 id " + token.i;
-      if (token.n >= 0) title += " \u00b7 step " + token.n;
-      span.title = title;
-      if (token.p >= 0) {
-        span.dataset.pos = String(token.p);
-        span.tabIndex = 0;
-        span.setAttribute("role", "button");
-        if (token.p === selected && token.k !== "rejected") span.classList.add("sdl-selected");
-      }
-      spans.push(span);
-    }
-    root.replaceChildren(...spans);
-  }
-
-  function choose(event) {
-    const span = event.target.closest("[data-pos]");
-    if (!span || !root.contains(span)) return;
-    model.set("selected", Number(span.dataset.pos));
-    model.save_changes();
-  }
-  function onKey(event) {
-    if (event.key === "Enter" || event.key === " ") { event.preventDefault(); choose(event); }
-  }
-
-  root.addEventListener("click", choose);
-  root.addEventListener("keydown", onKey);
-  model.on("change:tokens", draw);
-  model.on("change:selected", draw);
-  draw();
-  return () => {
-    model.off("change:tokens", draw);
-    model.off("change:selected", draw);
-  };
-}
-
-export default { render };
-""" % json.dumps(KIND_LABELS)
+# --- how each kind of token looks: one stylesheet (widgets/static/token_stream.css), used by the browser view and,
+# as inline styles, by the static HTML; its var(--sdl-<kind>) colours come from the shared palette.
+_PALETTE = {name: value for kind, color in KIND_COLORS.items()
+            for name, value in ((kind, color), (f"{kind}-tint", tint(color)))}
+VIEW_CSS, _RULES = css_rules(static_text("token_stream.css"), _PALETTE)
+_STREAM_CSS = _RULES[".sdl-stream"]
+_BASE_CSS = _RULES[".sdl-tok:not(.sdl-prompt)"]  # every token but the prompt's, which reads as plain text
+_SELECTED_CSS = _RULES[".sdl-selected"]
+_KIND_CSS = {kind: _RULES[f".sdl-{kind}"] for kind in KIND_COLORS}
+VIEW_ESM = static_text("token_stream.js")
 
 
 class _TokenView(anywidget.AnyWidget):
-    """Browser half of :class:`TokenStream`: renders ``tokens`` and reports a click as ``selected``.
+    """Browser half of :class:`TokenStream` (``widgets/static/token_stream.js``): renders ``tokens`` and reports a
+    click as ``selected``.
 
     ``tokens`` holds compact dicts: ``s`` display text, ``k`` kind, ``p`` the generated position a click selects
-    (-1: not selectable), ``i`` token id, ``n`` step (-1 for the prompt). ``selected`` is a generated position, -1
-    for none.
+    (-1: not selectable), ``i`` token id, ``n`` step (-1 for the prompt), ``t`` the tooltip. ``selected`` is a
+    generated position, -1 for none.
     """
 
-    _esm = _VIEW_ESM
-    _css = _VIEW_CSS
+    _esm = VIEW_ESM
+    _css = VIEW_CSS
     tokens = traitlets.List().tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
 
@@ -277,7 +72,7 @@ def _legend_html() -> str:
     items = []
     for kind in ("accepted", "rejected", "resampled", "bonus", "prompt"):
         items.append(f'<span style="{_BASE_CSS} {_KIND_CSS[kind]}">{html.escape(KIND_LABELS[kind])}</span>')
-    return f'<div style="{_MUTED_CSS} line-height: 2;">' + " ".join(items) + "</div>"
+    return f'<div style="{MUTED_CSS} line-height: 2;">' + " ".join(items) + "</div>"
 
 
 class TokenStream(ipywidgets.VBox):
@@ -323,15 +118,14 @@ class TokenStream(ipywidgets.VBox):
 
     def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320,
                  show_speed: bool = True, **kwargs):
-        if isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1:
-            raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+        top_k = check_int("top_k", top_k, 1)
         chart_height = check_int("chart_height", chart_height, 10)  # plotly's smallest figure height
         if not isinstance(show_speed, bool):
             raise TypeError(f"show_speed must be True or False, got {type(show_speed).__name__} {show_speed!r}")
         self._tokenizer = check_tokenizer(tokenizer)
         prompt_ids = prompt_token_ids(tokenizer, prompt_ids)  # checked before any widget exists
         self._show_speed = show_speed
-        self._top_k = int(top_k)
+        self._top_k = top_k
         self._prompt_ids: list = []      # the prompt given (constructor or reset)
         self._shown_prompt: list = []    # the prompt the current run follows: _prompt_ids, or [] (see on_step)
         self._prompt_cache = None        # cache_before of the first run shown with _prompt_ids (None: none yet)
@@ -380,9 +174,9 @@ class TokenStream(ipywidgets.VBox):
         (``record.parents`` set) is shown as :func:`chain_view` draws it: its accepted path, then the first
         rejected child of the path's end; the resampled token's residual is the one sampled tree verification
         draws from after every child there was rejected (:func:`tree_residual`; greedy verification takes the
-        argmax and Medusa's typical acceptance the target's row instead). ``steps`` keeps the record itself. When the record
-        has ``target_probs`` (``generate(record_probs=True)``) the distributions at each emitted position are
-        summarised now (top tokens only), so the widget does not keep full-vocabulary tensors.
+        argmax and Medusa's typical acceptance the target's row instead). ``steps`` keeps the record itself. When
+        the record has ``target_probs`` (``generate(record_probs=True)``) the distributions at each emitted position
+        are summarised now (top tokens only), so the widget does not keep full-vocabulary tensors.
 
         Raises ``TypeError`` for a :class:`~lab.trace.Generation` (use :meth:`extend`) or a list of records;
         ``ValueError`` if ``num_accepted`` exceeds the drafts, ``emitted`` holds more than ``num_accepted + 1``
@@ -435,9 +229,9 @@ class TokenStream(ipywidgets.VBox):
                                               text=texts[num_accepted]))
 
         self._contexts.extend(contexts)
-        self._details.extend(self._summarise(shown, step, start, drafted, emitted, num_accepted, texts,
-                                             tree_residual(record),
-                                             None if record.parents is None else len(record.drafted)))
+        tree_nodes = None if record.parents is None else len(record.drafted)
+        self._details.extend(step_details(shown, step, start, drafted, emitted, num_accepted, texts, self._top_k,
+                                          tree_residual(record), tree_nodes))
         self._steps.append(record)
         self._generated.extend(new_tokens)
         self._generated_ids.extend(emitted)
@@ -469,14 +263,14 @@ class TokenStream(ipywidgets.VBox):
         Negative positions count from the end, as in a list. The chart's traces become ``target``, ``draft`` and
         ``residual`` over the union of each one's top-``top_k`` tokens (plus the emitted and drafted tokens);
         ``draft`` and ``residual`` are empty for a bonus token (the draft proposed nothing there). Raises
-        ``TypeError`` for a position that is not an integer (bools included) or None, ``IndexError`` for a position
-        that has not been generated.
+        ``TypeError`` for a position that is not an integer (:func:`lab.validation.is_integer`: bools are not) or
+        None, ``IndexError`` for a position that has not been generated.
         """
         if position is None:
             self._view.selected = -1
             return
         count = len(self._details)
-        if isinstance(position, bool) or not isinstance(position, Integral):
+        if not is_integer(position):
             raise TypeError(f"position must be an int or None, got {type(position).__name__}")
         position = int(position)
         if not -count <= position < count:
@@ -493,12 +287,13 @@ class TokenStream(ipywidgets.VBox):
         """What the chart shows for the selected position, or None.
 
         A dict with ``position``, ``step``, ``kind``, ``token_id``, ``text``, ``drafted_id`` (the draft's token at
-        this position, None for a bonus token), ``num_drafted`` (drafts in that step as drawn: a chain's drafts; for a token tree the
-        accepted path plus the first rejected child, :func:`chain_view`), ``truncated``, ``probs``
-        (None when the step was recorded without probabilities, else a dict of ``token_ids`` and lists ``target``,
-        ``draft``, ``residual`` aligned with them, the last two None where there was no draft, ``residual`` None
-        too under typical acceptance, which draws a replacement from the target's row; for a token tree's
-        resampled token ``residual`` is the one drawn from after every child of the path's end was rejected),
+        this position, None for a bonus token), ``num_drafted`` (drafts in that step as drawn: a chain's drafts;
+        for a token tree the accepted path plus the first rejected child, :func:`chain_view`), ``truncated``,
+        ``probs`` (None when the step was recorded without probabilities, else a dict of ``token_ids`` and lists
+        ``target``, ``draft``, ``residual`` aligned with them, the last two None where there was no draft,
+        ``residual`` None too under typical acceptance, which draws a replacement from the target's row; for a
+        token tree's resampled token ``residual`` is the one drawn from after every child of the path's end was
+        rejected),
         ``rejected_here`` (drafts the target rejected at this position: 1 for a chain's resampled token, the number
         of children there for a tree's, 0 otherwise) and ``note`` (why something is missing, or "").
         """
@@ -595,7 +390,7 @@ class TokenStream(ipywidgets.VBox):
                          f'{html.escape(token_display_text(token["_text"]))}</span>')
         return (f'<div class="sdl-token-stream">{_legend_html()}'
                 f'<div style="{_STREAM_CSS}">{"".join(spans)}</div>'
-                f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div></div>')
+                f'<div style="{MUTED_CSS}">{html.escape(self.stats_text)}</div></div>')
 
     def _repr_html_(self) -> str:
         # Static fallback for exporters that cannot run widgets (it is the state at display time).
@@ -694,94 +489,15 @@ class TokenStream(ipywidgets.VBox):
 
     def _payload(self) -> list:
         return [{"s": token_display_text(token["_text"]), "k": token["kind"], "p": token["_select"],
-                 "i": token["token_id"], "n": -1 if token["step"] is None else token["step"]}
+                 "i": token["token_id"], "n": -1 if token["step"] is None else token["step"],
+                 "t": self._title(token)}
                 for token in self._display_tokens()]
 
     def _refresh(self) -> None:
         self._view.tokens = self._payload()
-        self._stats_widget.value = f'<div style="{_MUTED_CSS}">{html.escape(self.stats_text)}</div>'
+        self._stats_widget.value = f'<div style="{MUTED_CSS}">{html.escape(self.stats_text)}</div>'
         if self.selected is not None:  # a new token can complete the selected one's character
             self._show(self.selected)
-
-    def _summarise(self, record, step, start, drafted, emitted, num_accepted, texts, tree=None,
-                   tree_nodes=None) -> list:
-        """One detail dict per emitted position of this step (``record`` as drawn, a chain), with the top of each
-        distribution (or a note); ``texts`` holds the emitted tokens' texts (None: part of a character); ``tree``
-        is :func:`tree_residual` of the original record (None for a chain), whose residual replaces the chain's at
-        the resampled position."""
-        details = []
-        target_rows, draft_rows, residual_rows, note = self._distributions(record, drafted, len(emitted))
-        for offset, token in enumerate(emitted):
-            kind = "accepted" if offset < num_accepted else record.last_kind
-            # How many drafts the target rejected at this position before choosing its own token: a chain's one,
-            # or every child of a tree path's end.
-            rejected_here = 0
-            if kind == "resampled":
-                rejected_here = 1 if tree is None else tree[1]
-            detail = {"position": start + offset, "step": step, "kind": kind, "token_id": token,
-                      "text": texts[offset] or "",
-                      "drafted_id": drafted[offset] if offset < len(drafted) else None,
-                      "num_drafted": len(drafted), "rejected_here": rejected_here, "_tree_nodes": tree_nodes,
-                      "truncated": bool(record.truncated), "probs": None, "note": note, "_text": texts[offset],
-                      "_acceptance": record.acceptance}
-            if target_rows is not None:
-                has_draft = offset < len(drafted)
-                residual = residual_rows[offset] if has_draft and residual_rows is not None else None
-                if kind == "resampled" and tree is not None and residual is not None:
-                    residual = tree[0]
-                detail["probs"] = self._top_tokens(
-                    target_rows[offset],
-                    draft_rows[offset] if has_draft and draft_rows is not None else None,
-                    residual, [token] + ([drafted[offset]] if has_draft else []))
-            details.append(detail)
-        return details
-
-    @staticmethod
-    def _distributions(record, drafted, num_emitted):
-        """(target rows, draft rows, residual rows, note): float32 ``[rows, V]`` tensors or Nones."""
-        if record.target_probs is None:
-            return None, None, None, "probabilities were not recorded: call generate(..., record_probs=True)"
-        target_rows = torch.as_tensor(record.target_probs).detach().float().cpu()
-        if target_rows.dim() != 2 or target_rows.size(0) < num_emitted:
-            return None, None, None, (f"target_probs has shape {tuple(target_rows.shape)}; expected "
-                                      f"[{len(drafted) + 1}, V]")
-        if not drafted:
-            return target_rows, None, None, ""
-        vocab = target_rows.size(-1)
-        if record.draft_probs is None:
-            # A deterministic drafter is verified as if its distribution were one-hot on the drafted token.
-            draft_rows = torch.nn.functional.one_hot(torch.tensor(drafted), vocab).float()
-            note = "deterministic drafter: its distribution is one-hot on the drafted token"
-        else:
-            draft_rows = torch.as_tensor(record.draft_probs).detach().float().cpu()
-            note = ""
-        if record.acceptance == "typical":  # the replacement comes from the target's row: no residual to show
-            return target_rows, draft_rows, None, note
-        rows = min(len(drafted), num_emitted)  # only positions that made it into the output get shown
-        if draft_rows.dim() != 2 or draft_rows.size(0) < rows or draft_rows.size(1) != vocab:
-            return target_rows, None, None, (f"draft_probs has shape {tuple(draft_rows.shape)}; expected "
-                                             f"[{len(drafted)}, {vocab}], so only the target is shown")
-        try:
-            residual_rows = residual_distribution(target_rows[:rows], draft_rows[:rows])
-        except ValueError as error:
-            return target_rows, draft_rows, None, f"residual not shown: {error}"
-        return target_rows, draft_rows, residual_rows, note
-
-    def _top_tokens(self, target, draft, residual, always) -> dict:
-        """Union of the top-k tokens (with non-zero probability) of each distribution, plus ``always``, ordered by
-        target probability, then draft probability."""
-        chosen = set(always)
-        for dist in (target, draft, residual):
-            if dist is None:
-                continue
-            values, ids = torch.topk(dist, min(self._top_k, dist.numel()))
-            chosen.update(int(token) for value, token in zip(values.tolist(), ids.tolist()) if value > 0)
-        order = sorted(chosen, key=lambda token: (-float(target[token]),
-                                                  -float(draft[token]) if draft is not None else 0.0, token))
-        return {"token_ids": order,
-                "target": [float(target[token]) for token in order],
-                "draft": None if draft is None else [float(draft[token]) for token in order],
-                "residual": None if residual is None else [float(residual[token]) for token in order]}
 
     def _on_view_selected(self, change) -> None:
         position = change["new"]
@@ -805,7 +521,7 @@ class TokenStream(ipywidgets.VBox):
             # as the stream shows it (see _display_tokens)
             detail["text"] = detail["_text"] = (detail["_text"] or "") + pending[1]
         self._selection = detail
-        self._detail_plain = self._describe(detail)
+        self._detail_plain = describe(detail, self._candidate_text)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
         probs = detail["probs"]
         label = html.escape(token_label_text(detail["_text"]), quote=False)  # plotly shows &quot; literally
@@ -835,60 +551,3 @@ class TokenStream(ipywidgets.VBox):
         appended so their bars stay apart."""
         return chart_labels([token_label_text(self._candidate_text(token, position)) for token in token_ids],
                             [f"#{token}" for token in token_ids])
-
-    @staticmethod
-    def _quoted(text) -> str:
-        return repr(text) if text is not None else f"{PARTIAL_LABEL} (part of a character)"
-
-    def _describe(self, detail) -> str:
-        """One or two plain-text sentences on what happened at the selected position, with its probabilities."""
-        token = self._quoted(detail["_text"])
-        probs = detail["probs"]
-
-        def prob_of(name, token_id):
-            if probs is None or probs[name] is None or token_id not in probs["token_ids"]:
-                return None
-            return probs[name][probs["token_ids"].index(token_id)]
-
-        def numbers(*names):
-            shown = [f"{name} {prob_of(name, detail['token_id']):.3f}" for name in names
-                     if prob_of(name, detail["token_id"]) is not None]
-            return f" ({', '.join(shown)})" if shown else ""
-
-        head = f"Position {detail['position']} (step {detail['step']}): "
-        if detail["kind"] == "accepted":
-            text = head + f"the draft proposed {token}{numbers('target', 'draft')} and the target accepted it."
-        elif detail["kind"] == "resampled":
-            drafted_id = detail["drafted_id"]
-            drafted = [f"{name} {prob_of(name, drafted_id):.3f}" for name in ("target", "draft")
-                       if prob_of(name, drafted_id) is not None]
-            drafted_numbers = f" ({', '.join(drafted)})" if drafted else ""
-            proposed = self._quoted(self._candidate_text(drafted_id, detail["position"]))
-            text = head + f"the draft proposed {proposed}{drafted_numbers}; the target rejected it "
-            if detail["_acceptance"] == "typical":
-                text += (f"and put {token}{numbers('target')} in its place, drawn from the target's own distribution "
-                         "(typical acceptance, Medusa's rule: not exact, so there is no residual).")
-            else:
-                text += (f"and put {token}{numbers('target', 'residual')} in its place. Sampling draws that token "
-                         "from the residual distribution, max(0, target \u2212 draft) rescaled to sum to 1; greedy "
-                         "decoding takes the target's argmax.")
-            siblings = detail["rejected_here"]
-            if siblings > 1:
-                text += (f" The tree offered {siblings} drafts here and the target rejected all {siblings} in turn "
-                         "(only the first is drawn struck through); the residual shown removes each of them in order.")
-        elif detail["_tree_nodes"] is not None:
-            text = (head + f"bonus token {token}{numbers('target')}: the accepted path ({detail['num_drafted']} of "
-                    f"the tree's {detail['_tree_nodes']} drafts) reached a node with no children, so the target's "
-                    "distribution after it, computed in the same call, gives one more token.")
-        elif detail["num_drafted"]:
-            text = (head + f"bonus token {token}{numbers('target')}: every draft of this step "
-                    f"({detail['num_drafted']}) was accepted, so the target's distribution after them, computed in "
-                    "the same call, gives one more token.")
-        else:
-            text = (head + f"bonus token {token}{numbers('target')}: the drafter proposed nothing this step, so the "
-                    "target call gave just its own token, as in ordinary decoding.")
-        if detail["truncated"]:
-            text += " This step was cut short by EOS or max_new_tokens."
-        if detail["note"]:
-            text += f" Note: {detail['note']}."
-        return text

@@ -18,7 +18,7 @@ Pass ``viewer.on_step`` (or the viewer itself) as ``on_step`` to :func:`lab.deco
 A chain (``record.parents is None``) is drawn as the degenerate tree (:func:`lab.trees.chain_parents`): a straight
 line whose mask is the ordinary causal mask. Token text is escaped with :func:`html.escape` before plotly sees it
 (plotly renders some HTML tags in text and hover labels). Each node shows the text it adds after the generated
-tokens before the step and its ancestors (:func:`widgets.token_stream.token_labels`), so a character split over
+tokens before the step and its ancestors (:func:`widgets.token_text.token_labels`), so a character split over
 tokens shows on the node that completes it.
 """
 from __future__ import annotations
@@ -30,12 +30,12 @@ import plotly.graph_objects as go
 import torch
 
 from lab.detok import Detokenizer
-from lab.sampling import check_int
 from lab.trace import StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
-from widgets._style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, PROMPT_COLOR, REJECTED_COLOR,
-                            RESAMPLED_COLOR, slider_position, tint)
-from widgets.token_stream import check_tokenizer, prompt_token_ids, token_label_text, token_labels
+from lab.validation import check_int
+from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR,
+                           RESAMPLED_COLOR, slider_position, tint)
+from widgets.token_text import check_tokenizer, prompt_token_ids, token_label_text, token_labels
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
 
@@ -46,7 +46,6 @@ _STATUS_LABELS = {"root": "last committed token", **{k: KIND_LABELS[k] for k in 
 # Mask cell values: 0 = masked, 1 = may attend (a row off the accepted path), 2 = may attend (a kept row).
 _MASK_COLORSCALE = [[0.0, "#FFFFFF"], [0.33, "#FFFFFF"], [0.33, tint(REJECTED_COLOR, 0.55)],
                     [0.67, tint(REJECTED_COLOR, 0.55)], [0.67, ACCEPTED_COLOR], [1.0, ACCEPTED_COLOR]]
-_MUTED_CSS = "color: #777; font-size: 12px;"
 _EMPTY_SUMMARY = "waiting for the first step: pass on_step=viewer.on_step to lab.decode.generate"
 
 
@@ -90,7 +89,7 @@ class TreeViewer(ipywidgets.VBox):
     Raises ``ValueError`` for ``max_steps`` < 1 and for a record whose parents array or path is malformed;
     ``TypeError`` for a ``tokenizer`` without ``decode`` (token ids passed first, say) and ``TypeError`` /
     ``ValueError`` for ``prompt_ids`` that are not token ids of the tokenizer's vocabulary
-    (:func:`widgets.token_stream.prompt_token_ids`).
+    (:func:`widgets.token_text.prompt_token_ids`).
     """
 
     def __init__(self, tokenizer=None, max_steps: int = 500, *, prompt_ids=None, **kwargs):
@@ -349,7 +348,7 @@ class TreeViewer(ipywidgets.VBox):
     def _render(self) -> None:
         self._view = self._build(self._slider.value) if self._records else None
         view = self._view
-        muted = f'<div style="{_MUTED_CSS}">'
+        muted = f'<div style="{MUTED_CSS}">'
         if view is None:
             self.summary_widget.value = muted + html.escape(_EMPTY_SUMMARY) + "</div>"
         else:

@@ -15,13 +15,9 @@ import torch
 from lab.drafters.base import Draft, DraftRequest, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import context_limit, forward, new_cache, vocab_size
-from lab.sampling import check_int
+from lab.validation import check_int
 
 __all__ = ["DraftModelDrafter", "next_n_draft"]
-
-
-def _check_count(name: str, value, low: int) -> int:
-    return check_int(name, value, low)  # any numbers.Integral (int, numpy.int64, ...) but bool
 
 
 def next_n_draft(n_draft: int, num_accepted: int, n_drafted: int, max_n_draft: int | None = None) -> int:
@@ -37,13 +33,13 @@ def next_n_draft(n_draft: int, num_accepted: int, n_drafted: int, max_n_draft: i
     Raises ``ValueError`` naming the argument for ``n_draft`` < 1, a negative ``n_drafted``, ``num_accepted``
     outside ``[0, n_drafted]`` or ``max_n_draft`` < 1.
     """
-    _check_count("n_draft", n_draft, 1)
-    _check_count("n_drafted", n_drafted, 0)
-    _check_count("num_accepted", num_accepted, 0)
+    check_int("n_draft", n_draft, 1)  # any numbers.Integral (int, numpy.int64, ...) but bool
+    check_int("n_drafted", n_drafted, 0)
+    check_int("num_accepted", num_accepted, 0)
     if num_accepted > n_drafted:
         raise ValueError(f"num_accepted ({num_accepted}) cannot exceed n_drafted ({n_drafted})")
     if max_n_draft is not None:
-        _check_count("max_n_draft", max_n_draft, 1)
+        check_int("max_n_draft", max_n_draft, 1)
     n = n_draft + 2 if num_accepted == n_drafted else max(1, n_draft - 1)
     return min(n, max_n_draft) if max_n_draft is not None else n
 

@@ -7,7 +7,7 @@ target took, the feature carries everything the target computed so far — and r
 target's own LM head. Drafting continues autoregressively on the draft's own predicted features; the target's
 true features replace them after every verification.
 
-Training lives in :func:`lab.train.train_eagle`, weights in
+Training lives in :func:`lab.training.eagle.train_eagle`, weights in
 ``lab/assets/shakespeare/eagle/`` (safetensors + config.json).
 """
 from __future__ import annotations
@@ -18,16 +18,16 @@ from typing import ClassVar
 
 import torch
 
+from lab.assets import EAGLE_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
-from lab.train import PAIR_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.trees import position_ids as tree_position_ids
-from lab.trees import _is_int, check_choices, choices_parents, tree_attention_mask
+from lab.trees import check_choices, choices_parents, tree_attention_mask
+from lab.validation import is_integer
 
 __all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
 
-EAGLE_DIR = PAIR_DIR / "eagle"
 
 # A small static tree over top-k ranks (the same notation as Medusa's "choices"): 2 first tokens, 2 + 1 second
 # tokens, a third on the most likely branch. 6 nodes, depth 3.
@@ -163,7 +163,7 @@ class EagleDraftModel(torch.nn.Module):
     # -- files ----------------------------------------------------------------------------------------------
     def save_pretrained(self, directory) -> Path:
         """Write ``model.safetensors`` (float16, trainable parts only) and ``config.json`` to ``directory``;
-        returns the directory. The config records the target's :func:`lab.train.target_weights_key`, so
+        returns the directory. The config records the target's :func:`lab.assets.target_weights_key`, so
         :meth:`from_pretrained` refuses the draft for another target."""
         from safetensors.torch import save_file
 
@@ -182,7 +182,7 @@ class EagleDraftModel(torch.nn.Module):
         and on its device, in eval mode. Raises ``FileNotFoundError`` (naming the path and the training command)
         when the files are missing, ``ValueError`` when they were made for a target of another width or
         vocabulary, or for another target than ``target`` (a re-trained one: its ``config.json`` records another
-        :func:`lab.train.target_weights_key`; retrain with ``python -m lab train eagle``). Configs without that
+        :func:`lab.assets.target_weights_key`; retrain with ``python -m lab train eagle``). Configs without that
         record load unchecked."""
         from safetensors.torch import load_file
 
@@ -248,7 +248,7 @@ class EagleDrafter:
         if not isinstance(draft_model, EagleDraftModel):
             raise TypeError(f"draft_model must be an EagleDraftModel (EagleDraftModel.from_pretrained(target)), got "
                             f"{type(draft_model).__name__}; a plain draft language model goes in DraftModelDrafter")
-        if n_draft is not None and (not _is_int(n_draft) or n_draft < 1):
+        if n_draft is not None and (not is_integer(n_draft) or n_draft < 1):
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
         layout = None if tree is None else _tree_layout(tree, vocab_size(target))
         if layout is None:

@@ -38,14 +38,13 @@ import torch
 from lab.drafters.base import Draft, DraftRequest
 from lab.kv import rollback
 from lab.models import forward, new_cache
-from lab.sampling import check_int, check_token_ids
-from lab.sampling import is_integer as _is_int
+from lab.validation import check_int, check_token_ids, is_integer
 
 __all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
 
 
 def _check_int(name: str, value, low: int) -> int:
-    if not _is_int(value) or value < low:
+    if not is_integer(value) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
 

@@ -10,7 +10,7 @@ residual block ``x + SiLU(W_k x + b_k)`` and its own output layer. No draft mode
 heads evaluation per step, then the target verifies a whole tree of candidate continuations in one forward.
 
 Weights are stored as float16 safetensors plus ``config.json`` in ``lab/assets/shakespeare/medusa/``; train them
-with ``python -m lab train medusa`` (:func:`lab.train.train_medusa`).
+with ``python -m lab train medusa`` (:func:`lab.training.medusa.train_medusa`).
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from lab.assets import MEDUSA_DIR
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair
-from lab.sampling import check_int
 from lab.trees import check_choices
+from lab.validation import check_int
 
 __all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MedusaDrafter", "MedusaHeads", "head_accuracy", "medusa_tree"]
 
-MEDUSA_DIR = Path(__file__).resolve().parent.parent / "assets" / "shakespeare" / "medusa"
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 
@@ -145,7 +145,7 @@ class MedusaHeads(torch.nn.Module):
     def save(self, directory, target=None) -> Path:
         """Write ``model.safetensors`` (float16, to keep the committed file small) and ``config.json`` into
         ``directory``; returns the weights path. With ``target`` (the model the heads were trained on) the config
-        records its :func:`lab.train.target_weights_key`, and :meth:`load` given another target refuses them."""
+        records its :func:`lab.assets.target_weights_key`, and :meth:`load` given another target refuses them."""
         from safetensors.torch import save_file
 
         directory = Path(directory)
@@ -155,7 +155,7 @@ class MedusaHeads(torch.nn.Module):
         config = {"architecture": "medusa-1", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
                   "num_heads": self.num_heads, "dtype": "float16"}
         if target is not None:
-            from lab.train import TARGET_KEY, target_weights_key
+            from lab.assets import TARGET_KEY, target_weights_key
 
             config[TARGET_KEY] = target_weights_key(target)
         (directory / CONFIG_FILE).write_text(json.dumps(config, indent=1))
@@ -165,7 +165,7 @@ class MedusaHeads(torch.nn.Module):
     def load(cls, directory, device=None, dtype=torch.float32, target=None) -> MedusaHeads:
         """Load heads written by :meth:`save` (safetensors only, never pickles) onto ``device`` / ``dtype``,
         in eval mode. Raises ``FileNotFoundError`` naming the missing file and how to make it; with ``target``,
-        ``ValueError`` when the config records another target (:func:`lab.train.check_target_key`: the heads were
+        ``ValueError`` when the config records another target (:func:`lab.assets.check_target_key`: the heads were
         trained for another target, retrain with ``python -m lab train medusa``). Configs without that record load
         unchecked."""
         from safetensors.torch import load_file
@@ -177,7 +177,7 @@ class MedusaHeads(torch.nn.Module):
                                         "`python -m lab train medusa` (or restore lab/assets from git)")
         config = json.loads((directory / CONFIG_FILE).read_text())
         if target is not None:
-            from lab.train import check_target_key
+            from lab.assets import check_target_key
 
             check_target_key(config, target, directory, "Medusa heads", "python -m lab train medusa")
         heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"])
@@ -285,7 +285,7 @@ class MedusaDrafter:
 def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) -> dict:
     """Teacher-forced accuracy of each head on held-out windows (corpus text, or the target's own text).
 
-    ``features``: :func:`lab.train.target_features` or :func:`lab.train.target_generations` output,
+    ``features``: :func:`lab.training.features.target_features` or :func:`lab.training.features.target_generations` output,
     ``{"ids": Long [B, T], "hidden": [B, T, D]}``. Head k at position t is right when the window's token
     ``ids[t + 1 + k]`` is its argmax (top-1) or among its 5 best (top-5); the target's own LM head (predicting
     ``ids[t + 1]``) is reported alongside for reference.

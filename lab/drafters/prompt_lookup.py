@@ -15,13 +15,13 @@ from __future__ import annotations
 import torch
 
 from lab.drafters.base import Draft, DraftRequest
-from lab.trees import _is_int
+from lab.validation import is_integer
 
 __all__ = ["ngram_lookup", "PromptLookupDrafter"]
 
 
 def _check_positive(name: str, value) -> int:
-    if not _is_int(value) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 
@@ -42,7 +42,7 @@ def _token_ids(context) -> list:
         raise ValueError(f"context must be a sequence of integer token ids, got {type(context).__name__}") from None
     if all(type(t) is int for t in tokens):  # the decode loop's case: plain ints, nothing to convert
         return tokens
-    bad = next((t for t in tokens if not _is_int(t)), None)
+    bad = next((t for t in tokens if not is_integer(t)), None)
     if bad is not None:
         raise ValueError(f"context must hold integer token ids, got {bad!r}")
     return [int(t) for t in tokens]

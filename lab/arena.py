@@ -1,0 +1,490 @@
+"""The drafter arena (lesson 12, ``python -m lab arena``): every drafter, same target, same prompts, several kinds
+of task, T = 0 and T = 1.
+
+:func:`run_arena` runs every drafter on the same target and prompts for several kinds of task (the prompt sets of
+:func:`lab.prompts.arena_prompts`) at T = 0 and T = 1, and sets the measured speedup beside the one Leviathan et
+al.'s formula predicts from the measured acceptance and cost ratio; :func:`format_reconciliation` splits the gap
+into :data:`EFFICIENCY_FACTORS`. Adaptive N: :func:`compare_adaptive` compares fixed draft lengths with
+transformers' adaptive one. Plot with ``widgets.arena.arena_figure``.
+"""
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import torch
+
+from lab.bench import synchronize, threads_label
+from lab.prompts import ARENA_TASKS, arena_prompts, context_problem
+from lab.registry import make_drafter
+from lab.validation import check_int, is_integer
+
+__all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
+           "ARENA_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS", "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS",
+           "DRAFTER_LABELS"]
+
+ARENA_DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
+"""The drafters :func:`run_arena` runs by default (names of :func:`lab.registry.make_drafter`)."""
+DEFAULT_TASKS = ("prose", "copy_edit", "structured")
+"""The tasks :func:`run_arena` runs by default (names of :data:`lab.prompts.ARENA_TASKS`)."""
+FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
+# The efficiency's factors, in the order the prediction's assumptions are replaced by measurements
+# (run_arena's docstring; lesson 12).
+EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
+DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
+                  "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
+                  "adaptive": "draft model, adaptive N"}
+
+
+def _run_one(pair, ids, drafter_factory, temperature, seed, max_new_tokens, repeats):
+    """``(generation, drafter)`` for one prompt: the fastest of ``repeats`` identical runs. ``drafter_factory`` None =
+    autoregressive; a fresh drafter per run, built outside the timing."""
+    from lab.decode import generate
+
+    best = None
+    for _ in range(repeats):
+        drafter = drafter_factory() if drafter_factory is not None else None
+        synchronize(pair.device)
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=max_new_tokens, temperature=temperature,
+                       seed=seed, eos_token_id=pair.eos_token_id)
+        synchronize(pair.device)
+        if best is None or gen.stats["wall_ms"] < best[0].stats["wall_ms"]:
+            best = (gen, drafter)
+    return best
+
+
+def _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, tick) -> dict:
+    """``{name: [(generation, drafter)] per prompt}`` for ``methods`` = {name: drafter factory or None}. Prompt by
+    prompt, every method in turn (prompt i with seed ``seed + i``), so a change in machine load between prompts hits
+    all methods alike."""
+    runs = {name: [] for name in methods}
+    for i, ids in enumerate(encoded):
+        for name, factory in methods.items():
+            runs[name].append(_run_one(pair, ids, factory, temperature, seed + i, max_new_tokens, repeats))
+            tick()
+    return runs
+
+
+def _pool(runs) -> dict:
+    """Pooled measurements of ``[(generation, drafter)]`` (sums over prompts, then ratios; times in ms)."""
+    from lab.metrics import alpha_from_steps, summarize_steps
+
+    runs = [gen for gen, _ in runs]
+    steps = [s for g in runs for s in g.steps]
+    tokens = sum(len(g.tokens) for g in runs)
+    wall = sum(g.stats["wall_ms"] for g in runs)
+    prefill = sum(g.stats["prefill_ms"] for g in runs)
+    stats = summarize_steps(steps, tokens, wall)
+    return {**stats, "steps": len(steps), "prefill_ms": prefill, "alpha": alpha_from_steps(steps),
+            "decode_ms": wall - prefill}
+
+
+def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
+    """One arena row from the pooled runs of a drafter (``pooled``) and of autoregressive decoding (``base``)."""
+    from lab.metrics import expected_tokens_per_call, predicted_speedup
+
+    ar_ms = (base["draft_ms"] + base["verify_ms"]) / base["steps"]  # one autoregressive step, prefill excluded
+    steps = pooled["steps"]
+    draft_per_call = pooled["draft_ms"] / pooled["draft_calls"] if pooled["draft_calls"] else None
+    c = draft_per_call / ar_ms if draft_per_call is not None else None
+    measured = pooled["tokens_per_second"] / base["tokens_per_second"]
+    decode = (pooled["new_tokens"] / pooled["decode_ms"]) / (base["new_tokens"] / base["decode_ms"])
+    row = {"drafter": kind, "label": DRAFTER_LABELS.get(kind, kind), "n_draft": n_draft,
+           "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"],
+           "draft_calls": pooled["draft_calls"], "acceptance_rate": pooled["acceptance_rate"],
+           "alpha": pooled["alpha"], "per_position_acceptance": pooled["per_position_acceptance"],
+           "tokens_per_target_call": pooled["tokens_per_target_call"],
+           "ar_ms_per_step": ar_ms, "draft_ms_per_call": draft_per_call, "cost_ratio": c,
+           "draft_ms_per_step": pooled["draft_ms"] / steps, "verify_ms_per_step": pooled["verify_ms"] / steps,
+           "step_draft_cost": pooled["draft_ms"] / steps / ar_ms,
+           "verify_cost": pooled["verify_ms"] / steps / ar_ms,
+           "prefill_ms": pooled["prefill_ms"], "tokens_per_second": pooled["tokens_per_second"],
+           "baseline_tokens_per_second": base["tokens_per_second"],
+           "same_as_autoregressive": same if temperature == 0 else None}
+    if kind in FORMULA_DRAFTERS and pooled["alpha"] is not None and c is not None and n_draft:
+        row["prediction"] = "alpha, N, c"
+        row["expected_tokens_per_call"] = expected_tokens_per_call(pooled["alpha"], n_draft)
+        predicted = predicted_speedup(pooled["alpha"], n_draft, c)
+        refined = row["expected_tokens_per_call"] / (n_draft * c + row["verify_cost"])
+    else:  # no draft forward per token (or a tree, or a varying N): measured tokens per call, measured draft time
+        row["prediction"] = "tokens/call, draft ms"
+        row["expected_tokens_per_call"] = None
+        predicted = pooled["tokens_per_target_call"] / (1 + row["step_draft_cost"])
+        refined = pooled["tokens_per_target_call"] / (row["step_draft_cost"] + row["verify_cost"])
+    row.update(predicted_speedup=predicted, predicted_with_verify_cost=refined, measured_speedup=measured,
+               decode_speedup=decode, efficiency=measured / predicted, decode_efficiency=decode / predicted)
+    # Where the prediction went: factors whose product is the efficiency (see run_arena's docstring).
+    if row["prediction"] == "alpha, N, c":
+        predicted_tokens, predicted_cost = row["expected_tokens_per_call"], 1 + n_draft * c
+    else:
+        predicted_tokens, predicted_cost = pooled["tokens_per_target_call"], 1 + row["step_draft_cost"]
+    d = row["step_draft_cost"]
+    extra_target = pooled["target_ms"] / steps / ar_ms - base["target_ms"] / base["steps"] / ar_ms
+    timed_share = (pooled["draft_ms"] + pooled["verify_ms"]) / pooled["decode_ms"]
+    base_timed_share = (base["draft_ms"] + base["verify_ms"]) / base["decode_ms"]
+    row["target_call_cost"] = pooled["target_ms"] / steps / (base["target_ms"] / base["steps"])
+    row["efficiency_factors"] = {
+        "acceptance": pooled["tokens_per_target_call"] / predicted_tokens,
+        "drafting": predicted_cost / (1 + d),
+        "target_call": (1 + d) / (1 + d + extra_target),
+        "verification": (1 + d + extra_target) / (d + row["verify_cost"]),
+        "loop": timed_share / base_timed_share / base["tokens_per_target_call"],
+        "prefill": measured / decode,
+    }
+    return row
+
+
+def _baseline_row(pooled, temperature) -> dict:
+    ar_ms = (pooled["draft_ms"] + pooled["verify_ms"]) / pooled["steps"]
+    return {"drafter": "autoregressive", "label": "autoregressive", "n_draft": None,
+            "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"], "draft_calls": 0,
+            "acceptance_rate": None, "alpha": None, "per_position_acceptance": [],
+            "tokens_per_target_call": pooled["tokens_per_target_call"], "ar_ms_per_step": ar_ms,
+            "draft_ms_per_call": None, "cost_ratio": None, "draft_ms_per_step": 0.0, "verify_ms_per_step": ar_ms,
+            "step_draft_cost": 0.0, "verify_cost": 1.0, "prefill_ms": pooled["prefill_ms"],
+            "tokens_per_second": pooled["tokens_per_second"], "baseline_tokens_per_second": pooled["tokens_per_second"],
+            "same_as_autoregressive": True if temperature == 0 else None, "prediction": "baseline",
+            "expected_tokens_per_call": 1.0, "predicted_speedup": 1.0, "predicted_with_verify_cost": 1.0,
+            "measured_speedup": 1.0, "decode_speedup": 1.0, "efficiency": 1.0,
+            "decode_efficiency": 1.0, "target_call_cost": 1.0,
+            "efficiency_factors": dict.fromkeys(EFFICIENCY_FACTORS, 1.0)}
+
+
+def _progress(total: int, progress: bool, desc: str):
+    import os
+
+    from tqdm.auto import tqdm
+
+    disabled = not progress or os.environ.get("TQDM_DISABLE", "") not in ("", "0", "false", "False")
+    return tqdm(total=total, desc=desc, disable=disabled, leave=False)
+
+
+def _check_temperature(name: str, value) -> None:
+    # any real number (NumPy floats too) but a bool; `not value >= 0` also rejects NaN
+    if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0 or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
+                      seed):
+    for name, value in (("max_new_tokens", max_new_tokens), ("prompts_per_task", prompts_per_task),
+                        ("n_draft", n_draft), ("repeats", repeats)):
+        check_int(name, value, 1)
+    check_int("seed", seed, 0)
+    if isinstance(tasks, str) or not tasks or any(t not in ARENA_TASKS for t in tasks):
+        raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
+    if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
+        raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
+    if isinstance(temperatures, (str, Real)) or not hasattr(temperatures, "__len__") or len(temperatures) == 0:
+        raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
+    for t in temperatures:  # a NumPy array works too (len, not truth: an array's truth value is ambiguous)
+        _check_temperature("temperatures", t)
+
+
+def run_arena(pair, tasks=DEFAULT_TASKS, temperatures=(0.0, 1.0), max_new_tokens: int = 64,
+              prompts_per_task: int = 3, n_draft: int = 4, seed: int = 0, progress: bool = True,
+              drafters=ARENA_DRAFTERS, repeats: int = 1) -> dict:
+    """Every drafter on the same target and prompts, per task and temperature, with predicted and measured speedup.
+
+    - ``tasks``: names from :data:`ARENA_TASKS` (see :func:`arena_prompts`); the first ``prompts_per_task``
+      prompts of each. ``temperatures``: 0 is greedy; T > 0 samples with seed ``seed + i`` for prompt i (the
+      same seeds for every drafter and the baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter`
+      ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit"), built with ``n_draft`` (Lookahead and
+      Medusa use their own window / tree). Every cell also runs the autoregressive baseline.
+    - Each run is one :func:`lab.decode.generate` call with a fresh drafter (built outside the timing). Within a
+      cell the runs go prompt by prompt, the baseline and every drafter in turn, so a change in machine load hits
+      all of them alike; ``repeats`` > 1 runs each prompt that many times and keeps the fastest (the outputs are
+      identical). Every method runs once on a short warm-up first.
+
+    Returns ``{"rows": [...], "settings": {...}}``, one row per (task, temperature, drafter), the
+    ``"autoregressive"`` row first in each cell. Measures are pooled over the cell's prompts (sums, then ratios):
+
+    - ``acceptance_rate`` = accepted / drafted tokens; ``per_position_acceptance`` (see :mod:`lab.metrics`);
+      ``tokens_per_target_call`` = new tokens / target calls of the decode loop (prefill not counted).
+    - ``alpha``: the per-token acceptance probability of Leviathan et al.'s model, estimated as accepted drafts /
+      drafts the target examined (accepted + one per step that stopped at a rejection): under the model each
+      examined draft is accepted with probability alpha, and drafts after the first rejection are never examined,
+      which is why the acceptance rate, accepted / drafted, comes out lower than alpha.
+    - ``ar_ms_per_step``: mean time of one autoregressive decode step in the same cell (the target forward over
+      one token and the choice of its token; draft_ms + verify_ms of the baseline's step records, in ms).
+    - ``cost_ratio`` c = ``draft_ms_per_call`` / ``ar_ms_per_step``, where ``draft_ms_per_call`` = the drafter's
+      total draft_ms / its draft forward passes (``StepRecord.draft_calls``); None when there are none (prompt
+      lookup, Lookahead). ``step_draft_cost`` = mean draft_ms per step / ``ar_ms_per_step`` (all drafting of a
+      step, in target steps); ``verify_cost`` = mean verify_ms per step / ``ar_ms_per_step`` (how much more the
+      target's call over [last] + drafts (+ tree or window tokens) costs than over one token: 1 in the model).
+    - ``predicted_speedup``: for the chain drafters with one draft forward per drafted token ("model", "eagle",
+      "early-exit"; ``prediction`` = "alpha, N, c"): :func:`lab.metrics.predicted_speedup` ``(alpha, N, c)`` =
+      (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et al. 2023, equation 1, and Theorem 3.8 in its section
+      "Walltime Improvement"). For prompt lookup, Lookahead and Medusa (no draft forward per token, a varying N, a
+      tree; ``prediction`` = "tokens/call, draft ms"): measured tokens per call / (1 + ``step_draft_cost``), the
+      same model with the measured tokens per call in place of the i.i.d. formula and the measured drafting time
+      in place of N c. Both assume a target call over many tokens costs what a one-token step costs.
+    - ``measured_speedup`` = the drafter's tokens/s / the baseline's tokens/s, each = new tokens / total wall
+      time of the ``generate`` calls (prefill included, as a user sees it); ``decode_speedup`` the same with
+      the prefill time (``prefill_ms``, which includes the drafter's own prefill) left out of both.
+    - ``predicted_with_verify_cost``: the same prediction with the measured ``verify_cost`` in place of 1 (expected
+      tokens per call / (N c + verify_cost), or tokens per call / (step_draft_cost + verify_cost)): what is left
+      between it and ``decode_speedup`` is the loop's own overhead.
+    - ``efficiency`` = ``measured_speedup / predicted_speedup``; ``decode_efficiency`` = ``decode_speedup /
+      predicted_speedup``. Below 1 when a multi-token target call costs more than a one-token one
+      (``verify_cost`` > 1), when the loop's own work (verification, KV rollback, Python) adds to each step, and
+      when the prefill, which speculation cannot shorten, dilutes the speedup.
+    - ``target_call_cost``: the speculative step's target forward (``StepRecord.target_ms``) over the
+      autoregressive step's, pooled: how much a call over [last] + drafts costs relative to one over one token.
+    - ``efficiency_factors``: the efficiency split into six factors whose product it is. Each replaces one
+      assumption of the prediction by its measurement, in turn, so each is 1 when its assumption holds and below 1
+      when time (or tokens) is lost there. In autoregressive steps (``ar_ms_per_step``), with d =
+      ``step_draft_cost``, Δ = the step's target forward minus the autoregressive step's target forward, and v =
+      ``verify_cost``:
+
+      - ``"acceptance"`` = measured tokens per call / predicted (the formula's ``expected_tokens_per_call``; 1 for
+        the drafters predicted from measured tokens per call). Below 1 when acceptances are not independent and
+        equally likely at every position, or when the last steps draft fewer than N because ``max_new_tokens`` is
+        near.
+      - ``"drafting"`` = (1 + N c) / (1 + d): the drafting time the formula counts vs the measured (1 for the
+        drafters predicted from measured drafting time).
+      - ``"target_call"`` = (1 + d) / (1 + d + Δ): the target forward over [last] + drafts (+ tree or window)
+        costs more than over one token (the formula assumes it costs the same).
+      - ``"verification"`` = (1 + d + Δ) / (d + v): the rest of the step beyond the forward (acceptance tests,
+        KV-cache rollback, the drafter's update) vs the autoregressive step's argmax and bookkeeping.
+      - ``"loop"`` = the share of the decode time inside drafting and verification (the step records'
+        ``draft_ms + verify_ms`` over the decode wall time) / the baseline's share: work between steps.
+      - ``"prefill"`` = ``measured_speedup / decode_speedup``: the prompt's forward (and the drafter's set-up),
+        which speculation cannot shorten.
+
+      The product of the first five is ``decode_efficiency``; with ``"prefill"`` it is ``efficiency`` (the
+      algebra is in lesson 12; a test checks the identity on real runs).
+    - ``same_as_autoregressive``: at T = 0, whether every prompt's tokens equal the baseline's (they must); None
+      at T > 0, where the output is only equal in distribution.
+    - also ``task``, ``temperature``, ``drafter``, ``label``, ``n_draft`` (None for Lookahead and Medusa),
+      ``new_tokens``, ``target_calls``, ``draft_calls``, ``draft_ms_per_step``, ``verify_ms_per_step``,
+      ``prefill_ms``, ``tokens_per_second``, ``baseline_tokens_per_second``, ``expected_tokens_per_call``.
+
+    ``settings`` records the pair, device, dtype, threads, arguments, the drafters' geometry and the 1-minute load
+    average before and after (``os.getloadavg``): timings on a busy machine are not comparable. Values are not
+    rounded (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
+    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature (negative,
+    infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an integer >= 0,
+    ``prompts_per_task`` larger than a task has prompts, or ``max_new_tokens`` that with the longest prompt exceeds
+    the target's context.
+    """
+    import os
+
+    _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
+                      seed)
+    temperatures = [float(t) for t in temperatures]  # plain floats in the rows (JSON), whatever was passed
+    prompts = {}
+    for task in tasks:
+        available = arena_prompts(pair, task)
+        if prompts_per_task > len(available):
+            raise ValueError(f"prompts_per_task must be at most {len(available)} (the {task!r} prompts), "
+                             f"got {prompts_per_task}")
+        prompts[task] = [pair.encode(p) for p in available[:prompts_per_task]]
+    problem = context_problem(pair, [ids for task in tasks for ids in prompts[task]], max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
+    load_before = os.getloadavg()[0]
+    factories = {kind: (lambda kind=kind: make_drafter(kind, pair, n_draft)) for kind in drafters}
+    warm = prompts[tasks[0]][0][:16]
+    for factory in (None, *factories.values()):  # first-call allocations, lazy imports, weight loading
+        for temperature in sorted(set(temperatures)):
+            _run_one(pair, warm, factory, float(temperature), seed, 8, 1)
+
+    rows = []
+    total = len(tasks) * len(temperatures) * (1 + len(drafters)) * prompts_per_task
+    with _progress(total, progress, "arena") as bar:
+        for task in tasks:
+            for temperature in temperatures:
+                temperature = float(temperature)
+                bar.set_postfix_str(f"{task}, T={temperature:g}")
+                runs = _measure_interleaved(pair, prompts[task], {"autoregressive": None, **factories}, temperature,
+                                            seed, max_new_tokens, repeats, bar.update)
+                base_runs = runs.pop("autoregressive")
+                base = _pool(base_runs)
+                cell = [{"task": task, "temperature": temperature, **_baseline_row(base, temperature)}]
+                for kind, kind_runs in runs.items():
+                    same = all(r.tokens == b.tokens for (r, _), (b, _) in zip(kind_runs, base_runs))
+                    n = n_draft if kind not in ("lookahead", "medusa") else None
+                    cell.append({"task": task, "temperature": temperature,
+                                 **_cell_row(kind, _pool(kind_runs), base, n, temperature, same)})
+                rows += cell
+    return {"rows": rows, "settings": _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
+                                                      n_draft, seed, repeats, drafters, load_before)}
+
+
+def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, seed, repeats, drafters,
+                    load_before) -> dict:
+    import os
+
+    geometry = []
+    if "lookahead" in drafters:
+        from lab.drafters import LookaheadDrafter
+
+        la = LookaheadDrafter()
+        geometry.append(f"lookahead W = {la.window}, n-gram {la.ngram}, pool {la.pool_size}")
+    if "medusa" in drafters:
+        from lab.drafters.medusa import DEFAULT_TREE
+
+        geometry.append(f"Medusa {len(DEFAULT_TREE)}-node tree")
+    if "ngram" in drafters:
+        geometry.append(f"prompt lookup n-grams <= 3, N = {n_draft}")
+    if "early-exit" in drafters:
+        layers = pair.target.config.num_hidden_layers
+        geometry.append(f"early exit {max(1, layers // 2)} of {layers} layers")
+    return {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
+            "threads": torch.get_num_threads(), "tasks": list(tasks), "temperatures": [float(t) for t in temperatures],
+            "max_new_tokens": max_new_tokens, "prompts_per_task": prompts_per_task, "n_draft": n_draft,
+            "seed": seed, "repeats": repeats, "drafters": list(drafters), "geometry": "; ".join(geometry),
+            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_arena(result: dict) -> str:
+    """The arena result as a Markdown table (one row per task, temperature and drafter) plus a settings line.
+
+    Columns: N, acceptance rate, α (Leviathan's per-token acceptance), tokens per target call, c (draft forward /
+    autoregressive step), predicted and measured speedup (× autoregressive), efficiency = measured / predicted,
+    and, at T = 0, whether the tokens equal the autoregressive ones."""
+    s = result["settings"]
+    load = s.get("load_average")
+    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), "
+             f"{s['prompts_per_task']} prompt{'' if s['prompts_per_task'] == 1 else 's'} per task × "
+             f"{s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
+             f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
+             + (f"; load average {load[0]} → {load[1]}" if load else ""), "",
+             "| task | T | drafter | N | acceptance rate | α | tokens per target call | c | predicted × | "
+             "measured × | efficiency | = AR |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['task']} | {row['temperature']:g} | {row['label']} | {_fmt(row['n_draft'])} | "
+            f"{_fmt(row['acceptance_rate'])} | {_fmt(row['alpha'])} | {_fmt(row['tokens_per_target_call'])} | "
+            f"{_fmt(row['cost_ratio'], 3)} | {_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
+            f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
+    lines += ["", "predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for draft model, EAGLE and early exit; tokens per "
+              "call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, prefill included."]
+    return "\n".join(lines)
+
+
+def format_reconciliation(result: dict) -> str:
+    """Where each drafter's predicted speedup went, as a Markdown table: predicted ×, the six
+    ``efficiency_factors`` (see :func:`run_arena`), measured × and efficiency, one line per drafter row of
+    ``result`` (:func:`run_arena` or :func:`compare_adaptive`; autoregressive rows are left out). Raises
+    ``ValueError`` if ``result`` has no drafter rows."""
+    rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
+    if not rows:
+        raise ValueError("result holds no drafter rows: pass run_arena(...) or compare_adaptive(...)'s return value")
+    lines = ["| task | T | drafter | N | predicted × | × acceptance | × drafting | × target call | × verification | "
+             "× loop | × prefill | measured × | efficiency |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        f = row["efficiency_factors"]
+        lines.append(f"| {row['task']} | {row['temperature']:g} | {row['label']} | {_fmt(row['n_draft'])} | "
+                     f"{_fmt(row['predicted_speedup'])} | " + " | ".join(_fmt(f[k]) for k in EFFICIENCY_FACTORS)
+                     + f" | {_fmt(row['measured_speedup'])} | {_fmt(row['efficiency'])} |")
+    lines += ["", "predicted × the six factors = measured. Each swaps one assumption of the prediction for its "
+              "measurement: tokens per call; drafting time; the target call over N + 1 tokens vs one; the "
+              "verification and rollback; the work between steps; the prefill (lesson 12)."]
+    return "\n".join(lines)
+
+
+def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), start_n: int = 4,
+                     max_n_draft: int = 16, max_new_tokens: int = 64, prompts: int = 3, temperature: float = 0.0,
+                     seed: int = 0, repeats: int = 1, progress: bool = True) -> dict:
+    """The draft model at every fixed N in ``n_values`` and with the adaptive N (transformers' "heuristic"
+    schedule, :func:`lab.drafters.draft_model.next_n_draft`, starting at ``start_n``, capped at ``max_n_draft``),
+    on the first ``prompts`` prompts of ``task`` at ``temperature``, against the autoregressive baseline.
+
+    Returns ``{"rows": [...], "settings": {...}, "best_fixed_n": int}``: one row per fixed N (``drafter`` =
+    "model") and one for the adaptive drafter (``drafter`` = "adaptive", ``n_draft`` None, ``mean_n_draft`` = the
+    mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
+    its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
+    speedup. Raises ``ValueError`` naming the argument for a count < 1 (``max_new_tokens``, ``prompts``, ``start_n``,
+    ``repeats``), an unknown ``task``, a negative or infinite ``temperature``, a bad ``seed``, bad ``n_values``, or
+    ``max_new_tokens`` that with the longest prompt exceeds the target's context.
+    """
+    import os
+
+    from lab.drafters import DraftModelDrafter
+
+    if task not in ARENA_TASKS:
+        raise ValueError(f"task must be one of {ARENA_TASKS}, got {task!r}")
+    for name, value in (("max_new_tokens", max_new_tokens), ("prompts", prompts), ("start_n", start_n),
+                        ("repeats", repeats)):
+        check_int(name, value, 1)
+    _check_temperature("temperature", temperature)
+    check_int("seed", seed, 0)
+    if isinstance(n_values, (str, Integral)) or not n_values or any(not is_integer(n) or n < 1 for n in n_values):
+        raise ValueError(f"n_values must be a non-empty sequence of integers >= 1, got {n_values!r}")
+    n_values = [int(n) for n in n_values]
+    start_n = int(start_n)
+    max_n_draft = check_int("max_n_draft", max_n_draft, start_n)
+    available = arena_prompts(pair, task)
+    if prompts > len(available):
+        raise ValueError(f"prompts must be at most {len(available)} (the {task!r} prompts), got {prompts}")
+    encoded = [pair.encode(p) for p in available[:prompts]]
+    problem = context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
+    temperature = float(temperature)
+    load_before = os.getloadavg()[0]
+    _run_one(pair, encoded[0][:16], None, temperature, seed, 8, 1)
+    _run_one(pair, encoded[0][:16], lambda: DraftModelDrafter(pair.draft, start_n), temperature, seed, 8, 1)
+    methods = {"autoregressive": None}
+    methods.update({n: (lambda n=n: DraftModelDrafter(pair.draft, n)) for n in n_values})
+    methods["adaptive"] = lambda: DraftModelDrafter(pair.draft, start_n, adaptive=True, max_n_draft=max_n_draft)
+    with _progress(len(methods) * prompts, progress, "adaptive N") as bar:
+        runs = _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, bar.update)
+    base_runs = runs.pop("autoregressive")
+    base = _pool(base_runs)
+    rows = [_baseline_row(base, temperature)]
+    for n, kind_runs in runs.items():
+        same = all(r.tokens == b.tokens for (r, _), (b, _) in zip(kind_runs, base_runs))
+        adaptive = n == "adaptive"
+        row = _cell_row("adaptive" if adaptive else "model", _pool(kind_runs), base, None if adaptive else n,
+                        temperature, same)
+        if adaptive:
+            used = [k for _, drafter in kind_runs for k in drafter.n_draft_history]
+            row["mean_n_draft"] = sum(used) / len(used) if used else None
+            row["n_draft_history"] = used
+        else:
+            row["mean_n_draft"] = float(n)
+        rows.append(row)
+    for row in rows:
+        row.update(task=task, temperature=temperature)
+    fixed = [r for r in rows if r["drafter"] == "model"]
+    best = max(fixed, key=lambda r: r["measured_speedup"])["n_draft"]
+    settings = {"pair": pair.name, "device": str(pair.device), "threads": torch.get_num_threads(), "task": task,
+                "prompts": prompts, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+                "repeats": repeats, "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values),
+                "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    return {"rows": rows, "settings": settings, "best_fixed_n": best}
+
+
+def format_adaptive(result: dict) -> str:
+    """:func:`compare_adaptive`'s result as a Markdown table plus a settings line."""
+    s = result["settings"]
+    lines = [f"draft model on {s['prompts']} {s['task']} prompt{'' if s['prompts'] == 1 else 's'} × "
+             f"{s['max_new_tokens']} new tokens, T = {s['temperature']:g}, {s['device']}, "
+             f"{threads_label(s['threads'])}; adaptive: start N = {s['start_n']}, "
+             f"+2 after a fully accepted step, −1 otherwise, at most {s['max_n_draft']}; "
+             f"load average {s['load_average'][0]} → {s['load_average'][1]}", "",
+             "| drafter | N (mean) | acceptance rate | tokens per target call | tokens/s | predicted × | measured × | "
+             "efficiency | = AR |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines.append(f"| {row['label']} | {_fmt(row.get('mean_n_draft'), 1)} | {_fmt(row['acceptance_rate'])} | "
+                     f"{_fmt(row['tokens_per_target_call'])} | {_fmt(row['tokens_per_second'], 0)} | "
+                     f"{_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
+                     f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
+    best = next(r for r in result["rows"] if r["drafter"] == "model" and r["n_draft"] == result["best_fixed_n"])
+    factors = ", ".join(f"{k.replace('_', ' ')} {best['efficiency_factors'][k]:.2f}" for k in EFFICIENCY_FACTORS)
+    lines += ["", f"best fixed N (measured): {result['best_fixed_n']}; its efficiency {best['efficiency']:.2f} "
+                  f"(decode only {best['decode_efficiency']:.2f}) = {factors}"]
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, red
+struck-through rejected, orange resampled, blue bonus) and print the stats; ``--json`` prints one JSON object
+{text, tokens, stats}."""
+from __future__ import annotations
+
+import json
+import sys
+
+from lab.cli.options import PAIRS, OptionError, pair_help, positive_int, seed, temperature
+from lab.registry import DRAFTERS, TRAINED_FOR_BUNDLED, own_draft_reason, try_drafter
+
+__all__ = ["ANSI", "add_parser", "run"]
+
+ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
+        "prompt": "\x1b[2m", "reset": "\x1b[0m"}
+"""The escape codes that colour each kind of token (and the prompt) on a terminal."""
+
+
+def add_parser(sub) -> None:
+    """Add the ``demo`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
+    p = sub.add_parser("demo", help="stream one speculative generation with coloured tokens",
+                       description="Stream one speculative generation with coloured tokens (green accepted, red "
+                                   "struck-through rejected, orange resampled, blue bonus), then print the stats.")
+    p.add_argument("--drafter", choices=DRAFTERS, default="model",
+                   help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft "
+                        "or an early exit from the target; medusa and eagle only with the bundled pair "
+                        "(default: %(default)s)")
+    p.add_argument("--prompt", default=None, help="text to continue (default: a held-out passage)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=80,
+                   help="tokens to generate, >= 1 (default: %(default)s)")
+    p.add_argument("--temperature", type=temperature, default=0.0,
+                   help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
+    p.add_argument("--n-draft", type=positive_int, default=None,
+                   help="draft tokens per step N, >= 1, for model, ngram, eagle and early-exit (default: 4); "
+                        "lookahead and medusa refuse it: their window / tree sets what they draft")
+    p.add_argument("--seed", type=seed, default=0,
+                   help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
+    p.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
+    p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                   help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
+
+
+def run(args) -> int:
+    """``python -m lab demo``: stream one speculative generation (``args`` from :func:`lab.cli.build_parser`);
+    returns the exit status.
+
+    Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
+    medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
+    ``--max-new-tokens`` when the prompt plus the new tokens exceed it, and ``--drafter`` for one the pair cannot
+    have (medusa or eagle with a hub pair, before it loads; early-exit on GPT-2) (all before generating);
+    :func:`lab.cli.main` prints either as one line."""
+    from lab.decode import generate
+    from lab.detok import Detokenizer
+    from lab.models import context_limit, load_pair
+    from lab.prompts import held_out_prompts
+
+    if args.n_draft is not None and own_draft_reason(args.drafter):
+        raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
+                                       f"{own_draft_reason(args.drafter)}; leave --n-draft out")
+    if args.drafter in TRAINED_FOR_BUNDLED and args.pair != "shakespeare":
+        what, has = ("Medusa heads", "them") if args.drafter == "medusa" else ("an EAGLE draft", "one")
+        raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
+                                       f"shakespeare pair has {has}; with --pair {args.pair} choose another drafter")
+    n_draft = 4 if args.n_draft is None else args.n_draft
+    pair = load_pair(args.pair)
+    prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
+    prompt_ids = pair.encode(prompt)
+    if not prompt_ids:
+        raise OptionError("--prompt", f"must contain at least one token, got {prompt!r}")
+    limit = context_limit(pair.target)
+    if limit is not None and len(prompt_ids) >= limit:
+        raise OptionError("--prompt", f"has {len(prompt_ids)} tokens; the target's context holds {limit} positions, "
+                                      f"so a prompt may have at most {limit - 1} (one position is left for a new "
+                                      "token)")
+    if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
+        raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
+                                              f"exceed the target's context of {limit} positions")
+    drafter, problem = try_drafter(args.drafter, pair, n_draft)  # before the prompt is printed: a bad option
+    if problem:
+        raise OptionError("--drafter", f"{args.drafter} does not work with --pair {args.pair}: {problem}")
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+
+    def paint(kind: str, text: str) -> str:
+        return f"{ANSI[kind]}{text}{ANSI['reset']}" if color else text
+
+    # Each token prints the text it adds to the prompt + accepted tokens, so a character split over tokens prints
+    # once, whole; rejected drafts are decoded after the accepted tokens they followed, without joining the text.
+    text = Detokenizer(pair, prompt_ids)
+
+    def show(record):
+        # A tree's nodes follow their ancestors from before this step; a chain's rejected drafts follow the accepted.
+        tree_texts = text.texts_after(record.drafted, record.parents) if record.parents and color else None
+        accepted = record.emitted[: record.num_accepted]
+        parts = [paint("accepted", text.push(t) or "") for t in accepted]
+        if len(record.emitted) > record.num_accepted:
+            if record.rejected and color:
+                if tree_texts is None:
+                    rejected = "".join(s or "" for s in text.texts_after(record.rejected))
+                else:  # the alternatives off the accepted path, one per node
+                    on_path = set(record.path)
+                    rejected = "|".join(s for i, s in enumerate(tree_texts) if i not in on_path and s)
+                parts.append(paint("rejected", rejected))
+            parts.append(paint(record.last_kind, text.push(record.emitted[-1]) or ""))
+        sys.stdout.write("".join(parts))
+        sys.stdout.flush()
+
+    if not args.json:
+        sys.stdout.write(paint("prompt", prompt))
+        if color:
+            sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
+                             f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
+    gen = generate(pair.target, prompt_ids, drafter=drafter,
+                   max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                   eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
+    stats = {k: v for k, v in gen.stats.items()}
+    if args.json:
+        print(json.dumps({"text": pair.decode(gen.tokens), "tokens": gen.tokens, "stats": stats}))
+        return 0
+    sys.stdout.write(text.flush())  # bytes of a character the run stopped in the middle of, as decode shows them
+    rate = stats["acceptance_rate"]
+    print("\n\n" + " · ".join([
+        f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
+        f"tokens per target call {stats['tokens_per_target_call']:.2f}",
+        f"{stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
+        f"{stats['new_tokens']} tokens",
+        f"{stats['tokens_per_second']:.0f} tokens/s",
+        f"device {pair.device}"]))
+    return 0

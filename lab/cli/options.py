@@ -1,0 +1,92 @@
+"""What the commands of ``python -m lab`` share: the ``--pair`` choices, the argparse types of their options (each
+names the allowed range in its message; argparse prefixes the flag) and :class:`OptionError`, for the bad options
+argparse cannot see.
+
+Imports nothing from ``lab`` and nothing heavy: a bad option must stop before torch is imported.
+"""
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["PAIRS", "pair_help", "OptionError", "add_run_options", "positive_int", "model_name", "finite_nonnegative",
+           "seed", "temperature", "gigabytes"]
+
+PAIRS = ("shakespeare", "gpt2", "smollm2", "qwen2.5")
+"""The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
+--pair without importing torch (tests/lab/cli/test_options.py keeps the two equal)."""
+
+pair_help = f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; only shakespeare is bundled)"
+"""The help text of every command's --pair."""
+
+
+class OptionError(Exception):
+    """A bad option argparse cannot check: a prompt with no tokens or a prompt plus ``--max-new-tokens`` longer
+    than the target's context (found once the pair is loaded), or a ``bench`` / ``arena`` ``--prompts`` above the
+    prompts bundled (found before it loads). :func:`lab.cli.main` prints ``python -m lab COMMAND: error: FLAG:
+    MESSAGE`` and returns 2, as argparse does for the options it can check itself."""
+
+    def __init__(self, flag: str, message: str):
+        super().__init__(f"{flag}: {message}")
+        self.flag = flag
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (argparse prefixes the flag to the message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def model_name(text: str) -> str:
+    """argparse type: a model name or path for the rendered command lines (not empty, no surrounding spaces)."""
+    if not text.strip() or text != text.strip():
+        raise argparse.ArgumentTypeError(f"must be a model name or path such as meta-llama/Llama-3.1-70B-Instruct, "
+                                         f"got {text!r}")
+    return text
+
+
+def finite_nonnegative(what: str, example: str):
+    """An argparse type for a finite number >= 0, described in its messages as ``what`` (e.g. "number of GB")."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {what} >= 0{example}, got {text!r}") from None
+        if not (value >= 0 and value != float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite {what} >= 0{example}, got {text!r}")
+        return value
+
+    return parse
+
+
+def seed(text: str) -> int:
+    """argparse type: a whole number that ``torch.Generator.manual_seed`` accepts."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not -2 ** 63 <= value < 2 ** 64:
+        raise argparse.ArgumentTypeError(f"must be a whole number from -2**63 to 2**64 - 1, got {text!r}")
+    return value
+
+
+temperature = finite_nonnegative("number", " (0 = greedy)")
+"""argparse type: a sampling temperature, a finite number >= 0."""
+gigabytes = finite_nonnegative("number of GB", "")
+"""argparse type: an amount of memory in GB, a finite number >= 0."""
+
+
+def add_run_options(parser, *, json_help: str, max_new_tokens: int, prompts: int, prompts_help: str,
+                    n_draft_help: str) -> None:
+    """Add the options ``bench`` and ``arena`` share to ``parser``: ``--json``, ``--max-new-tokens`` (default
+    ``max_new_tokens``), ``--prompts`` (default ``prompts``), ``--n-draft`` (default 4) and ``--pair``."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens,
+                        help="tokens to generate per prompt, >= 1 (default: %(default)s)")
+    parser.add_argument("--prompts", type=positive_int, default=prompts, help=prompts_help)
+    parser.add_argument("--n-draft", type=positive_int, default=4, help=n_draft_help)
+    parser.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)

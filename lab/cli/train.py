@@ -1,0 +1,51 @@
+"""``python -m lab train``: train the bundled pair, its draft, Medusa heads or EAGLE draft, measure the pair and write
+its model card, or fine-tune a copy-capable target (:mod:`lab.training`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.cli.options import positive_int
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    """Add the ``train`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
+    t = sub.add_parser("train", help="train the bundled pair, its draft, Medusa heads or EAGLE draft, or measure "
+                                     "the pair",
+                       description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
+                                   "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target"],
+                   help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
+                        "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target; "
+                        "copy-target: fine-tune the committed target to copy from its context (saved in the "
+                        "cache, not over the bundled pair)")
+    t.add_argument("--threads", type=positive_int, default=None,
+                   help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
+                        "choice)")
+
+
+def run(args) -> int:
+    """``python -m lab train WHAT``: run the training or measurement ``args.what`` names (``args`` from
+    :func:`lab.cli.build_parser`) with ``args.threads`` torch threads, and print the model card or training record
+    it wrote. Returns 0."""
+    from lab import training
+
+    if args.threads is not None:  # for `card` too, whose decode timings (cost per token, c) depend on it
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.what == "copy-target":
+        out = training.train_copy_target(threads=args.threads)
+        print((Path(out) / "training.json").read_text())
+        return 0
+    if args.what in ("medusa", "eagle"):
+        card = training.train_medusa(threads=args.threads) if args.what == "medusa" else \
+            training.train_eagle(threads=args.threads)
+        print(Path(card).read_text())
+        return 0
+    if args.what != "card":
+        training.train_pair(threads=args.threads, draft_only=args.what == "draft")
+    training.write_card()
+    print((training.PAIR_DIR / "README.md").read_text())
+    return 0

@@ -1,0 +1,584 @@
+"""The checker harness every lesson's exercise checkers share: run the learner's function, print ✓ or a specific
+hint, return a bool.
+
+A checker (a function decorated with :func:`checker`, one module per lesson in :mod:`lab.exercises`) takes the
+learner's function (plus, for some, a model or prompts), runs it on reference cases whose answers come from the
+``lab`` reference code, and, when an answer is wrong, compares the learner's answers with planted wrong versions
+(the mistakes people actually make) to print the hint that fits (:func:`compare`). A stub that raises
+``NotImplementedError`` prints "not solved yet" and returns ``False``; no checker ever raises, so a lesson runs
+top to bottom whatever state its exercises are in. Every call of the learner's function is time-limited
+(:func:`time_limited`), and runs on copies of the cases (:func:`fresh_args`), so that a function that edits its
+inputs in place is reported instead of corrupting later cases.
+
+Notation: ``target_probs`` is the verifier (big model) distribution, ``draft_probs`` the draft's; Leviathan et
+al. (2023) write p for the target and q for the draft, while Chen et al. (2023) and seed lesson 000 write q for the
+verifier and p for the draft.
+"""
+from __future__ import annotations
+
+import collections.abc
+import ctypes
+import dataclasses
+import functools
+import inspect
+import math
+import re
+import signal
+import threading
+import warnings
+from numbers import Integral
+
+import torch
+
+from lab import metrics as _metrics
+from lab.trace import StepRecord
+
+__all__ = [
+    "P_THRESHOLD", "CALL_TIME_LIMIT_S", "Fail", "NoReturn", "checker", "time_limited", "compare",
+    "fresh_args", "outcome_of", "run_case", "unchanged", "IN_PLACE_HINT",
+    "as_float", "as_bool", "as_ints", "same_float", "same_bool", "same_int", "same_whole", "same_ints",
+    "same_tensor", "same_tensor_type", "show_value", "show_brief", "show_outcome", "counts_pvalue",
+    "want_token_list", "float32_tensor",
+]
+
+# A check may be strict only where chance cannot trip a correct answer: the statistical checks below use
+# fixed seeds and reject only at p < 1e-4.
+P_THRESHOLD = 1e-4
+
+
+class Fail(Exception):
+    """A wrong answer: raised by a check body, caught by :func:`checker`, which prints the message (what went wrong
+    and what to try) after "✗ name:"."""
+
+
+# Seconds one call of the learner's function may take (every call a check makes) before the check gives up on it.
+# The slowest reference case (a short generation with the bundled pair) takes well under a second on a 2-core CPU;
+# only a loop with no way out comes near this. Lesson 13 uses a tighter limit for its counting exercise.
+CALL_TIME_LIMIT_S = 30.0
+
+
+class NoReturn(BaseException):
+    """The learner's function ran past the time limit (``args`` = (the call's arguments, the limit in s)). A
+    BaseException, so that neither the harness's ``except Exception`` nor one in the learner's own code records it
+    as an ordinary answer."""
+
+
+_LIMIT = threading.local()  # .active: a time-limited call is running on this thread
+
+
+def _limited(fn, args):
+    """``fn(*args)`` marked as a time-limited call on this thread, so that calls nested in it run directly."""
+    _LIMIT.active = True
+    try:
+        return fn(*args)
+    finally:
+        _LIMIT.active = False
+
+
+def _call_in_thread(fn, args, seconds):
+    # Fallback where SIGALRM is not available (Windows) or we are not on the main thread: run the call in a daemon
+    # thread and, if it is still running at the limit, raise NoReturn inside it (this stops a pure-Python loop).
+    result = {}
+
+    def run():
+        try:
+            result["value"] = _limited(fn, args)
+        except BaseException as error:  # noqa: BLE001 — handed back to the caller below
+            result["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True, name="checker time limit")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(NoReturn))
+        worker.join(0.5)
+        raise NoReturn(args, seconds)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _call_with_alarm(fn, args, seconds):
+    def on_alarm(signum, frame):
+        raise NoReturn(args, seconds)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return _limited(fn, args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:  # a separate block: an alarm arriving just before the timer is stopped must not skip this
+        signal.signal(signal.SIGALRM, previous)
+
+
+def time_limited(fn, seconds: float):
+    """``fn`` wrapped so that a call running longer than ``seconds`` raises ``NoReturn`` instead of hanging the
+    checker: SIGALRM on POSIX when called on the main thread with no other interval timer pending (a Jupyter kernel
+    runs cells there), else a watched daemon thread. A function that is already wrapped is wrapped again from the
+    original (the new limit replaces the old one; limits never nest), and a call made inside another limited call
+    runs directly (the outer limit bounds it; no second timer or thread). The wrapper keeps ``fn``'s name and
+    signature."""
+    fn = getattr(fn, "_lab_unlimited", fn)
+
+    def call(*args, **kwargs):
+        target = functools.partial(fn, **kwargs) if kwargs else fn
+        if getattr(_LIMIT, "active", False):
+            return target(*args)
+        usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+                  and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+        return (_call_with_alarm if usable else _call_in_thread)(target, args, seconds)
+
+    try:
+        call = functools.wraps(fn)(call)
+    except (AttributeError, TypeError):  # an odd callable: keep the plain wrapper
+        pass
+    call._lab_unlimited = fn
+    return call
+
+
+def checker(summary_fn):
+    """Wrap a check body ``summary_fn(fn, *args, **kwargs) -> str`` into a checker ``(fn, *args, **kwargs) -> bool``.
+
+    The checker prints "✓ name: <summary>" and returns True; or prints "✗ name: ..." (a :class:`Fail` message, a
+    call that ran past :data:`CALL_TIME_LIMIT_S`, an exception of the learner's code) or "not solved yet" (a stub
+    raising ``NotImplementedError``) and returns False. It never raises. The body gets ``fn`` wrapped by
+    :func:`time_limited`."""
+
+    @functools.wraps(summary_fn)
+    def run(fn, *args, **kwargs) -> bool:
+        name = summary_fn.__name__
+        # Messages show calls as the learner wrote them: `advance(9, 0)`, not the reference's `next_position(9, 0)`.
+        own = getattr(fn, "__name__", "")
+        call_name = own if own.isidentifier() else name
+        if not callable(fn):
+            print(f"✗ {name}: pass your function itself (got {type(fn).__name__}), e.g. check.{name}(my_function)")
+            return False
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                # Every call of the learner's function is time-limited, also those a check makes itself (statistical
+                # loops, type checks before compare): an endless loop is reported, never a hung kernel.
+                summary = summary_fn(time_limited(fn, CALL_TIME_LIMIT_S), *args, **kwargs)
+        except NotImplementedError:
+            print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
+            return False
+        except Fail as failure:
+            message = (str(failure) if call_name == name
+                       else re.sub(rf"(?<![\w.]){name}\(", f"{call_name}(", str(failure)))
+            print(f"✗ {name}: {message}")
+            return False
+        except NoReturn as stuck:
+            print(f"✗ {name}: {call_name}({', '.join(show_brief(a) for a in stuck.args[0])}) did not return within "
+                  f"{stuck.args[1]:g} s.\n  Hint: look for a loop with no way out (a `while` whose condition "
+                  "never turns false, or a counter that is never advanced).")
+            return False
+        except Exception as error:  # a bug in the learner's code that the case list did not anticipate
+            print(f"✗ {name}: your function raised {type(error).__name__}: {error}")
+            return False
+        print(f"✓ {name}: {summary}")
+        return True
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Comparing outcomes of the learner's function with the reference and with planted wrong versions.
+
+def _copy_arg(value):
+    # tensors cloned, lists, tuples and dicts rebuilt (recursively), step records copied; other objects (models,
+    # generators) shared
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy_arg(v) for v in value) if type(value) in (list, tuple) else value
+    if type(value) is dict:  # a config.json, counters
+        return {k: _copy_arg(v) for k, v in value.items()}
+    if isinstance(value, StepRecord):
+        return dataclasses.replace(value, **{f.name: _copy_arg(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
+    return value
+
+
+def fresh_args(args) -> tuple:
+    """``args`` with every tensor cloned and every list rebuilt: a function that edits its inputs in place
+    (``t.sub_(d)``, ``window[:] = ...``) must not corrupt the module-level cases, which every later call and every
+    later check reuses."""
+    return tuple(_copy_arg(a) for a in args)
+
+
+def _same_arg(before, after) -> bool:
+    """Whether an argument is as it was before the call (tensors by value, lists item by item)."""
+    if isinstance(before, torch.Tensor):
+        return isinstance(after, torch.Tensor) and unchanged(before, after)
+    if type(before) in (list, tuple):
+        return (type(after) is type(before) and len(after) == len(before)
+                and all(_same_arg(b, a) for b, a in zip(before, after)))
+    if type(before) is dict:
+        return (type(after) is dict and list(after) == list(before)
+                and all(_same_arg(before[k], after[k]) for k in before))
+    if isinstance(before, StepRecord):
+        return type(after) is type(before) and all(_same_arg(getattr(before, f.name), getattr(after, f.name, None))
+                                                   for f in dataclasses.fields(before))
+    if isinstance(before, (int, float, str)) or before is None:  # the items of a list (token ids, numbers)
+        return type(after) is type(before) and (after == before or after != after and before != before)  # NaN
+    return True  # shared objects: not copied, so there is nothing to compare
+
+
+def unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether ``after`` has ``before``'s shape, dtype and values (NaN equal to NaN): an argument not edited in
+    place."""
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.is_floating_point():
+        return bool(((before == after) | (before.isnan() & after.isnan())).all())
+    return bool(torch.equal(before, after))
+
+
+# The hints for an argument changed in place: a tensor (public: lesson 04 checks its drafts itself), a dict, step
+# records, a list.
+IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, `x[i] = ...`): the caller still "
+                 "needs them, and later cells read the same tensors again. Build new tensors instead, e.g. "
+                 "(target_probs - draft_probs).clamp_min(0).")
+_IN_PLACE_DICT_HINT = ("don't modify a dict you were given (`config.pop(...)`, `config.setdefault(...)`, `config[key] "
+                       "= ...`): the caller still needs it as it was. Read it with `config.get(key)` or "
+                       "`config[key]` and keep what you compute in variables of your own.")
+_IN_PLACE_RECORD_HINT = ("don't modify the step records you were given, or their list (`step.drafted = ...`, "
+                         "`step.num_accepted += ...`, `steps.sort(...)`, `steps.append(...)`): they are the run's "
+                         "history, and the lesson reads them again. Compute from them into variables of your own.")
+_IN_PLACE_LIST_HINT = ("don't modify your inputs in place (`window[:] = ...`, `ids += ...`, `.append`, `x[i] = "
+                       "...`): the caller still needs them, and later cells keep and compare them. Build a new list "
+                       "instead, e.g. `ids = prefix_ids + window`.")
+
+
+def _argument_name(fn, index: int) -> str:
+    """The name of ``fn``'s positional parameter number ``index`` (0-based), or "its argument number i"."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return f"its argument `{params[index].name}`" if index < len(params) else f"its argument number {index + 1}"
+
+
+def outcome_of(fn, args):
+    """("ok", value) or ("raise", exception type name, message) of ``fn`` on copies of ``args`` (tensors
+    cloned, see :func:`fresh_args`); NotImplementedError passes through."""
+    return run_case(fn, fresh_args(args))
+
+
+def run_case(fn, args):
+    """:func:`outcome_of` on ``args`` themselves, not copies (for a caller that made the copies and inspects them
+    afterwards)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. scipy's divide warnings inside planted faults
+            return ("ok", fn(*args))
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 — recorded, compared, and shown to the learner
+        return ("raise", type(error).__name__, str(error))
+
+
+def as_float(value):
+    """``value`` as a Python float when it is one number (a real, a NumPy scalar, a one-element tensor); None for
+    anything else (a string, a bool, a list, an array with dimensions)."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            return None
+        return float(value)
+    if isinstance(value, (bool, str, bytes)):  # float("45.0") parses, but a string is not a numeric answer
+        return None
+    if getattr(value, "ndim", 0) > 0:  # a NumPy array [1]: float() of it is refused by NumPy >= 2 only (1.26 warns)
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def same_float(a, b, rel=1e-6, abs_=1e-9) -> bool:
+    """Whether both are numbers (:func:`as_float`) within ``rel`` / ``abs_`` of each other; NaN equals NaN, an
+    infinity only itself."""
+    a, b = as_float(a), as_float(b)
+    if a is None or b is None:
+        return False
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def as_bool(value):
+    """``value`` as a Python bool when it is a Python or NumPy bool or a one-element bool tensor; None otherwise (1
+    and 0 are not answers to a yes/no question)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        return bool(value)
+    if type(value).__name__ in ("bool", "bool_"):  # Python or NumPy bool
+        return bool(value)
+    return None
+
+
+def same_bool(a, b) -> bool:
+    """Whether both are bools (:func:`as_bool`) and equal."""
+    a, b = as_bool(a), as_bool(b)
+    return a is not None and a == b
+
+
+def same_int(a, b) -> bool:
+    """Whether both are the same whole number, in any numeric type (12 and 12.0 agree); bools and strings never
+    do."""
+    if isinstance(a, (bool, str, bytes)) or isinstance(b, (bool, str, bytes)):
+        return False
+    try:
+        return int(a) == int(b) and float(a) == float(b)
+    except (TypeError, ValueError, OverflowError):  # inf or NaN from a learner is a wrong answer
+        return False
+
+
+def same_whole(answer, expected) -> bool:
+    """:func:`same_int` for a count, length or position the lesson formats with ``:d``, indexes with or passes to
+    ``range()``: the answer must be of an integer type (int, NumPy integer or a one-element integer tensor), so
+    12.0 is wrong although it equals 12."""
+    whole = isinstance(answer, Integral) or (isinstance(answer, torch.Tensor) and answer.numel() == 1
+                                                      and not answer.is_floating_point())
+    return whole and same_int(answer, expected)
+
+
+def same_tensor(a, b, atol=1e-5) -> bool:
+    """Whether ``a`` and ``b`` (tensors, on any device, or nested lists of numbers) have one shape and values within
+    ``atol`` (compared in float64 on the CPU; NaN equals NaN)."""
+    try:  # an answer on the GPU is compared with the CPU reference; to the CPU first (MPS has no float64)
+        a, b = (torch.as_tensor(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=torch.float64)
+                for x in (a, b))
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    if a.shape != b.shape:
+        return False
+    return bool(torch.allclose(a, b, atol=atol, rtol=0, equal_nan=True))
+
+
+def same_tensor_type(a, b, atol=1e-5) -> bool:
+    """:func:`same_tensor` that also wants a tensor wherever the reference gave one (for answers that later cells
+    call tensor methods on, such as lesson 03's residual)."""
+    if isinstance(b, torch.Tensor) and not isinstance(a, torch.Tensor):
+        return False
+    return same_tensor(a, b, atol)
+
+
+def _same_outcome(a, b, same, messages: bool = False) -> bool:
+    """Do two outcomes agree? Raises agree on the exception type (and, with ``messages``, on the message too:
+    used to match a learner's error to a planted fault, where the type alone says little)."""
+    if a[0] != b[0]:
+        return False
+    if a[0] == "raise":
+        return a[1] == b[1] and (not messages or a[2] == b[2])
+    return same(a[1], b[1])
+
+
+def show_value(value, exact: bool = False) -> str:
+    """A short text of ``value`` for messages: floats to 4 significant digits, or every digit with ``exact``."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0:
+            return f"tensor({show_value(value.item(), exact)})"
+        return "tensor(" + show_value(value.tolist(), exact) + ")"
+    if isinstance(value, float):
+        return repr(value) if exact else f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(show_value(v, exact) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {show_value(v, exact)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def show_brief(value) -> str:
+    """:func:`show_value` for an argument in a one-line message: a model, a function or a generator as ``<TypeName>`` (a
+    model's repr runs to dozens of lines), a long list as its first items and its length."""
+    if isinstance(value, (list, tuple)) and len(value) > 8:
+        inner = ", ".join(show_value(v) for v in value[:6])
+        return f"[{inner}, … ({len(value)} items)]" if isinstance(value, list) else f"({inner}, … ({len(value)} items))"
+    if isinstance(value, torch.Tensor) and value.numel() > 8:  # its values would not fit one line anyway
+        return f"<tensor {list(value.shape)} {str(value.dtype).removeprefix('torch.')}>"
+    if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict, torch.Tensor, torch.dtype)):
+        text = show_value(value)
+        return text if len(text) <= 200 else text[:199] + "…"
+    return f"<{type(value).__name__}>"
+
+
+def show_outcome(outcome, exact: bool = False) -> str:
+    """An outcome of :func:`outcome_of` as text for messages: "returned <value>" or "raised Type: message"."""
+    if outcome[0] == "raise":
+        return f"raised {outcome[1]}: {outcome[2]}"
+    return f"returned {show_value(outcome[1], exact)}"
+
+
+def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None) -> int:
+    """Run ``fn`` on every case; on a mismatch raise ``Fail`` with the hint of the planted fault that best
+    explains the learner's answers: among the faults that reproduce more than half of the learner's wrong answers,
+    the one agreeing on most cases (the hint then says how many it fits when that is not all of them);
+    ``generic_hint`` when none does.
+    A call of ``fn`` that runs past ``time_limit`` seconds (default ``CALL_TIME_LIMIT_S``) raises ``NoReturn``,
+    which ``checker`` reports."""
+    show_args = show_args or (lambda args: ", ".join(show_value(a) for a in args))
+    learner_fn, fn = fn, time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
+    expected = [outcome_of(reference, args) for args in cases]
+    got = []
+    for i, args in enumerate(cases):
+        copies = fresh_args(args)
+        got.append(run_case(fn, copies))
+        changed = [k for k, (a, c) in enumerate(zip(args, copies)) if not _same_arg(a, c)]
+        if changed:
+            arg = args[changed[0]]
+            hint = (IN_PLACE_HINT if isinstance(arg, torch.Tensor) else _IN_PLACE_DICT_HINT if isinstance(arg, dict)
+                    else _IN_PLACE_RECORD_HINT if isinstance(arg, list) and any(isinstance(a, StepRecord) for a in arg)
+                    else _IN_PLACE_LIST_HINT)
+            raise Fail(f"{name}({show_args(args)}) changed {_argument_name(learner_fn, changed[0])} in place."
+                       f"\n  Hint: {hint}")
+    failing = [i for i in range(len(cases)) if not _same_outcome(got[i], expected[i], same)]
+    if not failing:
+        return len(cases)
+    best_hint, best_score, best_case = None, (0, 0), failing[0]
+    for fault_fn, hint in faults:
+        fault = [outcome_of(fault_fn, args) for args in cases]
+        agree = [i for i in failing if _same_outcome(got[i], fault[i], same, messages=True)]
+        # Rank by agreement on the failing cases, then on all cases (a fault that also explains the passing
+        # cases is the better explanation).
+        score = (len(agree), sum(_same_outcome(g, f, same, messages=True) for g, f in zip(got, fault)))
+        # A fault that explains only a few of the wrong answers would point at the wrong mistake.
+        if 2 * len(agree) > len(failing) and score > best_score:
+            best_hint, best_score, best_case = hint, score, agree[0]
+    i = best_case
+    label = "Hint"
+    def is_none(outcome):
+        return outcome[0] == "ok" and outcome[1] is None
+
+    # None is a missing `return` unless it is an answer the exercise allows (the reference returns it somewhere)
+    # and the learner's function did return something else elsewhere.
+    if is_none(got[i]) and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected)):
+        best_hint = "your function returned None: did you forget a `return` statement?"
+    elif (got[i][0] == "ok" and isinstance(got[i][1], str) and expected[i][0] == "ok"
+          and as_float(expected[i][1]) is not None):  # a number was due
+        best_hint = ("your function returned a string; return the value itself (a number, not an f-string or "
+                     "str(...)): later cells compute with it.")
+    elif (got[i][0] == "ok" and expected[i][0] == "ok" and isinstance(expected[i][1], torch.Tensor)
+          and not isinstance(got[i][1], torch.Tensor) and same_tensor(got[i][1], expected[i][1])):
+        best_hint = ("the values are right, but return a torch.Tensor (not a list or array): the lesson's next "
+                     "cells call tensor methods on the answer.")
+    elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
+        best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
+                     "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
+    elif got[i][0] == "ok" and expected[i][0] == "ok" and _reshaped(got[i][1], expected[i][1]):
+        got_shape, want_shape = list(torch.as_tensor(got[i][1]).shape), list(expected[i][1].shape)
+        best_hint = (f"the values are right, but the shape is {got_shape}; return shape {want_shape}, "
+                     + ("without the extra dimension (no unsqueeze, [None] or reshape(1, -1) at the end)."
+                        if len(got_shape) > len(want_shape) else
+                        "keeping every dimension (no squeeze(), and keepdim=True in sums and maxima)."))
+    elif best_hint and best_score[0] < len(failing):
+        # Say so when the hint leaves some wrong answers unexplained: there may be a second mistake.
+        label = f"Hint (it fits {best_score[0]} of the {len(failing)} wrong answers)"
+    want, shown = expected[i], show_outcome(got[i])
+    want = show_value(want[1]) if want[0] == "ok" else show_outcome(want)
+    if want == shown.removeprefix("returned "):  # a near miss that 4 digits hide: show every digit
+        want, shown = show_value(expected[i][1], exact=True), show_outcome(got[i], exact=True)
+    message = (f"{name}({show_args(cases[i])}) {shown}; expected {want}."
+               f"\n  {label}: {best_hint or generic_hint}")
+    if len(failing) > 1:
+        message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
+    raise Fail(message)
+
+
+def _wrapped_scalar(got, expected, same) -> bool:
+    """Is ``got`` a one-element list, tuple or array holding the number ``expected`` (a scalar answer)?"""
+    if isinstance(expected, torch.Tensor) and expected.dim() > 0 or as_float(expected) is None:
+        return False
+    if isinstance(got, (list, tuple)) and len(got) == 1:
+        item = got[0]
+    elif type(got).__name__ == "ndarray" and getattr(got, "size", 0) == 1 and got.ndim > 0:
+        item = got.reshape(()).item()
+    else:
+        return False
+    return same(item, expected)
+
+
+def _reshaped(got, expected) -> bool:
+    """Are ``got``'s values those of the tensor ``expected`` in another shape (an extra dimension of 1)?"""
+    if not isinstance(expected, torch.Tensor) or expected.dim() == 0:
+        return False
+    try:
+        got = torch.as_tensor(got, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return (got.shape != expected.shape and got.numel() == expected.numel()
+            and [s for s in got.shape if s != 1] == [s for s in expected.shape if s != 1]
+            and same_tensor(got.reshape(expected.shape), expected))
+
+
+def counts_pvalue(counts, probs) -> float:
+    """Chi-square p-value of counts against probs; 0.0 (never NaN) when the test is undefined, 1.0 when there are
+    too few counts to test."""
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    probs = torch.as_tensor(probs, dtype=torch.float64)
+    keep = (probs > 0) | (counts > 0)  # a category nobody can emit and nobody emitted carries no information
+    if int(keep.sum()) < 2:
+        return 1.0 if bool((counts[keep] > 0).all()) and bool((probs[keep] > 0).all()) else 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            p = float(_metrics.chi_square(counts[keep], probs[keep]).pvalue)
+        except ValueError as error:
+            if "too few to test" in str(error):  # no evidence against the learner's code
+                return 1.0
+            raise
+    return 0.0 if math.isnan(p) else p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Token ids, and building cases.
+
+def as_ints(value):
+    """``value`` (a list, tuple, tensor or other iterable) as a list of Python ints; None if it is not iterable or
+    an item is not a whole number (bools included)."""
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    try:
+        items = list(value)
+    except TypeError:
+        return None
+    out = []
+    for item in items:
+        if isinstance(item, bool):
+            return None
+        try:
+            if int(item) != item:
+                return None
+        except (TypeError, ValueError):
+            return None
+        out.append(int(item))
+    return out
+
+
+def same_ints(a, b) -> bool:
+    """Whether both are the same sequence of whole numbers (:func:`as_ints`): [1, 2], (1, 2) and tensor([1, 2])
+    agree."""
+    a, b = as_ints(a), as_ints(b)
+    return a is not None and a == b
+
+
+def want_token_list(name: str, fn, case, example: str, why: str = "the lesson adds it to a list of ids and prints it",
+                    what: str = "int token ids", tuples: bool = True) -> None:
+    """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
+    (the lesson would collect 0-d tensors), a one-shot iterator (a generator or map, used up once read) and, with
+    ``tuples=False``, a tuple. ``why`` says what the lesson does with the list. None and errors are left to
+    :func:`compare`, which names the case."""
+    outcome = run_case(fn, fresh_args(case))
+    value = outcome[1] if outcome[0] == "ok" else None
+    if isinstance(value, (torch.Tensor, collections.abc.Iterator)) or (not tuples and isinstance(value, tuple)):
+        raise Fail(f"{name} returned a {type(value).__name__}; return a list of {what} (e.g. {example}): {why}.")
+
+
+def float32_tensor(values) -> torch.Tensor:
+    """``values`` (numbers or nested lists) as a float32 tensor: the probability vectors of the case tables."""
+    return torch.tensor(values, dtype=torch.float32)

@@ -1,0 +1,100 @@
+"""Exercise checkers for lesson 02 (the rejection step: acceptance probability, accept or reject).
+
+Each checker keeps the contract of :mod:`lab.exercises.harness`.
+"""
+from __future__ import annotations
+
+import math
+
+from lab import sampling as _sampling
+from lab.exercises.harness import as_bool, checker, compare, Fail, outcome_of, same_bool, same_float, show_value
+
+__all__ = ["accept_probability", "accept_or_reject", "reference_accept_probability"]
+
+
+def reference_accept_probability(target_prob, draft_prob):
+    """The answer to the acceptance-probability exercise: min(1, target_prob / draft_prob) as a float; 0 when
+    ``target_prob`` is 0, 1 when only ``draft_prob`` is."""
+    if target_prob <= 0:
+        return 0.0
+    if draft_prob <= 0:
+        return 1.0
+    return min(1.0, target_prob / draft_prob)
+
+
+_ACCEPT_PROB_CASES = [(0.6, 0.8), (0.8, 0.6), (0.3, 0.3), (0.0, 0.5), (0.2, 0.0), (0.0, 0.0), (0.05, 0.9), (1.0, 0.25),
+                      (0.375, 0.75)]
+
+
+@checker
+def accept_probability(fn):
+    """Check ``fn(target_prob, draft_prob) -> float``: the chance min(1, target/draft) of accepting a draft.
+
+    A draft probability of 0 must not divide by zero (accept if the target gives the token mass); a target
+    probability of 0 gives 0. Source: Leviathan et al. 2023, Algorithm 1. Returns True/False.
+    """
+    faults = [
+        (lambda t, d: t / d if d > 0 else math.inf,
+         "a probability can't exceed 1: cap the ratio with min(1, target/draft). When the target likes the token "
+         "more than the draft does, the draft token is always accepted."),
+        (lambda t, d: min(1.0, d / t),
+         "the ratio is upside down: accept with target/draft, so tokens the draft over-proposes get accepted less."),
+        (lambda t, d: min(1.0, t / d),
+         "draft_prob can be 0 (a deterministic or top-k draft); handle it before dividing: the token is then "
+         "accepted whenever target_prob > 0."),
+        (lambda t, d: min(1.0, t / d) if d > 0 else 0.0,
+         "when draft_prob is 0 the ratio is infinite, so the acceptance probability is 1 (if target_prob > 0)."),
+        (lambda t, d: min(1.0, t / d) if d > 0 else 1.0,
+         "a token the target gives probability 0 must never be accepted, even when draft_prob is 0."),
+    ]
+    n = compare("accept_probability", fn, _ACCEPT_PROB_CASES, reference_accept_probability, faults, same_float,
+                "return min(1, target_prob / draft_prob), with the two zero cases handled first.")
+    return f"correct on all {n} cases."
+
+
+# u values are exact binary fractions so that u == target/draft can be tested exactly.
+_ACCEPT_CASES = [
+    (0.375, 0.75, 0.49), (0.375, 0.75, 0.5), (0.375, 0.75, 0.8), (0.75, 0.375, 0.99), (0.0, 0.5, 0.0),
+    (0.25, 0.0, 0.3), (0.5, 0.5, 0.999), (0.1, 0.9, 0.05), (0.1, 0.9, 0.2), (0.6, 0.8, 0.7), (0.0, 0.0, 0.25),
+    (1.0, 0.5, 0.0),
+]
+
+
+@checker
+def accept_or_reject(fn):
+    """Check ``fn(target_prob, draft_prob, u) -> bool``: accept iff ``u < min(1, target_prob / draft_prob)``.
+
+    Planted faults it tells apart: ``<=`` instead of ``<`` (accepts impossible tokens when u == 0), the ratio
+    inverted, division by a zero draft probability, the comparison reversed. Reference:
+    :func:`lab.sampling.accept_or_reject`. Returns True/False.
+    """
+    def ratio(t, d):
+        return min(1.0, t / d)
+
+    faults = [
+        (lambda t, d, u: u <= ratio(t, d) if d > 0 else True,
+         "use a strict `<`: with `<=`, u == 0 accepts a token whose target probability is 0, and u equal to the "
+         "ratio accepts with probability slightly above min(1, target/draft)."),
+        (lambda t, d, u: u < (min(1.0, d / t) if t > 0 else 1.0),
+         "the ratio is upside down: it is target_prob / draft_prob."),
+        (lambda t, d, u: u < ratio(t, d),
+         "draft_prob can be 0; compare u * draft_prob < target_prob (no division), or treat the ratio as infinite."),
+        (lambda t, d, u: u > ratio(t, d) if d > 0 else False,
+         "the comparison is reversed: accept when u is BELOW the acceptance probability."),
+        (lambda t, d, u: u < ratio(t, d) if d > 0 else False,
+         "a zero draft probability makes the ratio infinite: accept (if the target gives the token mass)."),
+        (lambda t, d, u: u < t,
+         "compare u with the RATIO target_prob / draft_prob (capped at 1), not with target_prob alone: a token the "
+         "draft proposes often must be thinned by its draft probability."),
+        (lambda t, d, u: True if d == 0 else u < ratio(t, d),
+         "a token the target gives probability 0 must never be accepted, even when draft_prob is 0 too: check "
+         "target_prob first (or compare u * draft_prob < target_prob, which handles both)."),
+    ]
+    for args in _ACCEPT_CASES:
+        out = outcome_of(fn, args)
+        if out[0] == "ok" and as_bool(out[1]) is None:
+            raise Fail(f"accept_or_reject{args} returned {show_value(out[1])} ({type(out[1]).__name__}); return True "
+                       "or False (a comparison such as `u < ...` gives a bool).")
+    n = compare("accept_or_reject", fn, _ACCEPT_CASES, _sampling.accept_or_reject, faults, same_bool,
+                "accept iff u < min(1, target_prob / draft_prob); handle draft_prob == 0 and target_prob == 0.")
+    return f"correct on all {n} cases, including u == ratio, u == 0 and a zero draft probability."

@@ -1,0 +1,148 @@
+"""Exercise checkers for lesson 03 (the residual distribution, and two bugs to fix in it).
+
+Each checker keeps the contract of :mod:`lab.exercises.harness`.
+"""
+from __future__ import annotations
+
+import torch
+
+from lab import sampling as _sampling
+from lab.exercises.harness import checker, compare, same_tensor, same_tensor_type
+from lab.exercises.harness import float32_tensor as _t
+
+__all__ = ["residual_distribution", "residual_after_rejection", "residual_without_softmax", "residual_zero_mass",
+           "reference_residual_distribution"]
+
+
+_RESIDUAL_CASES = [
+    (_t([0.5, 0.3, 0.2, 0.0]), _t([0.2, 0.5, 0.2, 0.1])),
+    (_t([0.1, 0.2, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1])),
+    (_t([0.25, 0.25, 0.25, 0.25]), _t([0.7, 0.1, 0.1, 0.1])),
+    (_t([0.6, 0.4]), _t([1.0, 0.0])),
+    (_t([0.0, 1.0, 0.0]), _t([0.5, 0.25, 0.25])),
+    (_t([0.2, 0.3, 0.5]), _t([0.2, 0.3, 0.5])),
+    (_t([0.125, 0.375, 0.5, 0.0, 0.0]), _t([0.125, 0.125, 0.25, 0.25, 0.25])),
+]
+_RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
+# One row with target == draft next to one without: a zero-mass guard must work row by row.
+_RESIDUAL_MIXED_BATCH = (_t([[0.2, 0.3, 0.5], [0.5, 0.3, 0.2]]), _t([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]]))
+
+
+def reference_residual_distribution(target_probs, draft_probs):
+    """The answer to the residual exercises: :func:`lab.sampling.residual_distribution` (``[..., V]`` in, ``[..., V]``
+    out)."""
+    return _sampling.residual_distribution(target_probs, draft_probs)
+
+
+def _residual_faults():
+    def pos(t, d):
+        return (t - d).clamp_min(0)
+
+    return [  # on a tie the earlier fault's hint is given: the whole-batch guard before the missing guard
+        (lambda t, d: t if float(pos(t, d).sum()) == 0 else pos(t, d) / pos(t, d).sum(-1, keepdim=True),
+         "guard each row, not the whole batch: a batch can hold a row where target == draft (zero residual mass) "
+         "next to rows where it differs; use torch.where(mass > 0, positive / mass, target_probs) with mass = "
+         "positive.sum(-1, keepdim=True)."),
+        (lambda t, d: torch.softmax(pos(t, d), -1),
+         "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
+         "probability), some probability. Divide the positive part by its sum instead."),
+        (lambda t, d: pos(t, d) / pos(t, d).sum(-1, keepdim=True),
+         "when target == draft the positive part is all zeros and 0/0 = NaN. Return target_probs in that case "
+         "(a rejection can't happen there, but batched code computes the residual anyway)."),
+        (lambda t, d: (t - d) / (t - d).sum(-1, keepdim=True),
+         "clamp negative differences to 0 before normalising: max(0, target - draft)."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
+                                  (t - d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-30), t),
+         "clamp negative differences to 0 before normalising: the numerator is max(0, target - draft) too, not "
+         "target - draft (a probability can't be negative)."),
+        (lambda t, d: pos(d, t) / pos(d, t).sum(-1, keepdim=True),
+         "the subtraction is the wrong way round: the residual is max(0, target - draft), the mass the target "
+         "has and the draft under-proposes."),
+        (lambda t, d: pos(t, d),
+         "normalise: divide max(0, target - draft) by its sum so the residual sums to 1."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0, pos(t, d) / pos(t, d).sum(-1, keepdim=True)
+                                  .clamp_min(1e-30), torch.zeros_like(t)),
+         "with zero residual mass return target_probs, not zeros: zeros are not a distribution."),
+        (lambda t, d: torch.where(pos(t, d).sum() > 0, pos(t, d) / pos(t, d).sum().clamp_min(1e-30), t),
+         "normalise each row over the vocabulary (the last axis): use .sum(-1, keepdim=True), not .sum()."),
+        (lambda t, d: (t + 0 * d) / t.sum(-1, keepdim=True),
+         "resampling from the target itself counts the accepted mass twice: subtract the draft first."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
+                                  pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-30),
+                                  torch.full_like(t, 1 / t.shape[-1])),
+         "with zero residual mass return target_probs, not a uniform distribution: target == draft there, and the "
+         "target's own distribution is the one to keep."),
+    ]
+
+
+def _residual_body(name, fn):
+    faults = _residual_faults()
+    hint = "residual = max(0, target - draft) / its sum over the vocabulary; target_probs where that sum is 0."
+    n = compare(name, fn, _RESIDUAL_CASES, reference_residual_distribution, faults, same_tensor_type, hint)
+    n += compare(name, fn, [_RESIDUAL_BATCH, _RESIDUAL_MIXED_BATCH], reference_residual_distribution, faults,
+                 same_tensor_type, "a batch [rows, V] must give one residual per row (normalise over the last "
+                 "axis, and guard zero mass row by row).")
+    return f"correct on all {n} cases, including target == draft and a batch of rows."
+
+
+@checker
+def residual_distribution(fn):
+    """Check ``fn(target_probs [..., V], draft_probs [..., V]) -> [..., V]``: normalised max(0, target − draft).
+
+    Where the positive part has zero mass the answer is ``target_probs``. Reference:
+    :func:`lab.sampling.residual_distribution` (Leviathan et al. 2023, Algorithm 1). Returns True/False.
+    """
+    return _residual_body("residual_distribution", fn)
+
+
+@checker
+def residual_without_softmax(fn):
+    """Check the fix of the softmax bug in lesson 03 (same contract as :func:`residual_distribution`)."""
+    return _residual_body("residual_without_softmax", fn)
+
+
+@checker
+def residual_zero_mass(fn):
+    """Check the fix of the NaN-at-zero-mass bug in lesson 03 (same contract as :func:`residual_distribution`)."""
+    return _residual_body("residual_zero_mass", fn)
+
+
+_AFTER_REJECTION_CASES = [
+    (_t([0.5, 0.3, 0.2, 0.0]), _t([0.2, 0.5, 0.2, 0.1]), 1),
+    (_t([0.1, 0.2, 0.3, 0.4]), _t([0.4, 0.3, 0.2, 0.1]), 0),
+    (_t([0.6, 0.4]), _t([1.0, 0.0]), 0),
+    (_t([0.25, 0.25, 0.25, 0.25]), _t([0.7, 0.1, 0.1, 0.1]), 0),
+    (_t([0.125, 0.375, 0.5, 0.0, 0.0]), _t([0.125, 0.125, 0.25, 0.25, 0.25]), 3),
+]
+
+
+@checker
+def residual_after_rejection(fn):
+    """Check ``fn(target_probs [V], draft_probs [V], rejected_token) -> [V]``, the distribution to resample from.
+
+    The answer does not depend on which token was rejected: it is the residual over the whole vocabulary.
+    The planted faults include seed lesson 002's version, which uses only the two scalar probabilities of the
+    rejected token (0 / 0 = NaN, because a rejected token always has target < draft). Returns True/False.
+    """
+    def scalar(t, d, token):
+        adjusted = (t[token] - d[token]).clamp_min(0)
+        return adjusted / adjusted.sum()
+
+    def without_token(t, d, token):
+        rest = t.clone()
+        rest[token] = 0
+        return rest / rest.sum()
+
+    faults = [
+        (scalar, "the residual is a distribution over the whole vocabulary, not a number for the rejected token: "
+                 "compute max(0, target - draft) for every token, then normalise."),
+        (without_token, "removing the rejected token from the target and renormalising is not enough: every token "
+                        "loses the mass min(target, draft) that acceptance already gave it."),
+        (lambda t, d, token: t, "resample from the residual max(0, target - draft), not from the target."),
+        (lambda t, d, token: torch.softmax((t - d).clamp_min(0), -1),
+         "divide by the sum; softmax gives mass to tokens whose residual is 0."),
+    ]
+    n = compare("residual_after_rejection", fn, _AFTER_REJECTION_CASES,
+                lambda t, d, token: reference_residual_distribution(t, d), faults, same_tensor,
+                "return the residual over the vocabulary: max(0, target - draft) / its sum.")
+    return f"correct on all {n} cases: the rejected token's identity does not matter."

@@ -1,0 +1,187 @@
+"""Exercise checkers for lesson 07 (KV-cache rollback).
+
+Checkers that need a model take it as an argument (the lesson passes the bundled target), so they check
+on the same model the learner is using.
+
+Each checker keeps the contract of :mod:`lab.exercises.harness`.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from lab.exercises.harness import checker, compare, Fail, same_ints, same_whole, want_token_list
+from lab.kv import cache_length, rollback, two_cache_greedy
+from lab.kv import draft_keep_length as _ref_draft_keep
+from lab.kv import emitted_tokens as _ref_emitted
+from lab.kv import next_position as _ref_next_position
+from lab.models import forward, new_cache
+
+__all__ = ["rollback_after_rejection", "next_position", "draft_keep_length", "emitted_tokens",
+           "reference_rollback_after_rejection"]
+
+
+def reference_rollback_after_rejection(model, prefix_ids, draft_ids, rejected_at):
+    """The reference answer: prefill ``prefix_ids``, append ``draft_ids`` on the same cache, then cut the cache
+    back to the prefix and the ``rejected_at - 1`` accepted drafts (:func:`lab.kv.rollback`). Returns the cache."""
+    cache = new_cache()
+    forward(model, list(prefix_ids), cache)
+    forward(model, list(draft_ids), cache)
+    return rollback(cache, len(prefix_ids) + rejected_at - 1)
+
+
+@contextlib.contextmanager
+def _cache_peaks(model):
+    """While active, record for every cache object a forward of ``model`` ran on the most positions it held:
+    ``{id(cache): (cache, peak)}`` (the cache is kept so its id stays unique)."""
+    peaks: dict = {}
+
+    def hook(module, args, kwargs, output):
+        for value in list(args) + list(kwargs.values()):
+            if hasattr(value, "get_seq_length") and hasattr(value, "crop"):
+                before = peaks.get(id(value), (value, 0))[1]
+                peaks[id(value)] = (value, max(before, cache_length(value)))
+
+    handle = model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        yield peaks
+    finally:
+        handle.remove()
+
+
+@checker
+def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
+    """Check ``fn(model, prefix_ids, draft_ids, rejected_at) -> cache`` (seed lesson 000, Hard exercise).
+
+    For every ``rejected_at`` in 1..len(draft_ids) (1-based draft position of the first rejection), the returned
+    cache must hold exactly ``prefix_ids + draft_ids[:rejected_at - 1]``: its length is checked, the logits of
+    one more forward on it must equal a fresh forward over those tokens (atol 1e-4), and it must be the cache the
+    drafts were appended to, rolled back — a cache rebuilt from the accepted tokens gives the same logits but is
+    not a rollback (a forward hook on ``model`` records how many positions each cache held).
+    """
+    prefix, drafts = [int(t) for t in prefix_ids], [int(t) for t in draft_ids]
+    probe = drafts[0]
+    rebuilt = None  # (rejected_at, peak) of the first cache that never held the drafts
+    for rejected_at in range(1, len(drafts) + 1):
+        given_prefix, given_drafts = list(prefix), list(drafts)
+        with _cache_peaks(model) as peaks:
+            cache = fn(model, given_prefix, given_drafts, rejected_at)
+        for name, given, original in (("prefix_ids", given_prefix, prefix), ("draft_ids", given_drafts, drafts)):
+            if given != original:  # the lesson's own lists would grow (or shrink) under the next cells
+                raise Fail(f"rejected_at={rejected_at}: your function changed {name} in place (it now holds "
+                           f"{len(given)} ids, not {len(original)}).\n  Hint: build a new list, e.g. prefix_ids + "
+                           "draft_ids, instead of += or append on an argument: the caller still needs it as it was.")
+        if cache is None or not hasattr(cache, "get_seq_length"):
+            raise Fail(f"rejected_at={rejected_at}: return the cache itself (a transformers DynamicCache), got "
+                       f"{type(cache).__name__}")
+        want = len(prefix) + rejected_at - 1
+        have = cache_length(cache)
+        if have != want:
+            hints = {
+                len(prefix) + len(drafts): "nothing was rolled back: the rejected drafts are still in the cache.",
+                want + 1: ("one entry too many: draft position 3 rejected means drafts 1 and 2 were accepted, so "
+                           "the cache keeps len(prefix) + rejected_at - 1 entries — the rejected draft goes too."),
+                want - 1: "one entry too few: the drafts before the rejected one were accepted and must stay.",
+                len(prefix): "you rolled back to the prefix: the accepted drafts before the rejection stay.",
+            }
+            raise Fail(f"rejected_at={rejected_at}: the cache holds {have} positions, expected {want} "
+                       f"({len(prefix)} prefix + {rejected_at - 1} accepted drafts).\n  Hint: "
+                       + hints.get(have, "keep the first len(prefix) + rejected_at - 1 positions: "
+                                         "lab.kv.rollback(cache, length)."))
+        after = forward(model, [probe], cache)[-1]
+        fresh = forward(model, prefix + drafts[: rejected_at - 1] + [probe], new_cache())[-1]
+        if not torch.allclose(after, fresh, atol=1e-4, rtol=1e-4):
+            raise Fail(f"rejected_at={rejected_at}: the length is right but the next logits differ from a fresh "
+                       f"forward by {float((after - fresh).abs().max()):.3g}.\n  Hint: the cache must hold the "
+                       "prefix and the accepted drafts at their own positions: prefill the prefix, forward the "
+                       "drafts on the same cache, then cut the end off (never rebuild or reorder entries).")
+        peak = peaks.get(id(cache), (cache, 0))[1]
+        if peak < len(prefix) + len(drafts) and rebuilt is None:
+            rebuilt = (rejected_at, peak)
+    if rebuilt is not None:  # reported after the content checks, whose hints come first
+        rejected_at, peak = rebuilt
+        seen = ("no forward of the model ran on it: it is a copy of another cache" if peak == 0 else
+                f"a forward saw it hold at most {peak} of {len(prefix) + len(drafts)} positions: it was built "
+                "again from the accepted tokens")
+        raise Fail(f"rejected_at={rejected_at}: the cache holds the right tokens, but the cache you returned never "
+                   f"held the drafts ({seen}), so nothing was rolled back.\n  Hint: return the cache the drafts "
+                   "were appended to, with the rejected entries cut off its end (lab.kv.rollback(cache, length)). "
+                   "A decoding loop that rebuilds or copies its cache pays a prefill or a full copy after every "
+                   "rejection.")
+    return (f"for every rejection position 1..{len(drafts)} the cache held exactly prefix + accepted drafts, and "
+            "the next logits matched a fresh forward")
+
+
+@checker
+def next_position(fn):
+    """Check ``fn(position, num_accepted) -> int``: the new last committed token's position."""
+    cases = [(9, 0), (9, 2), (9, 4), (0, 1), (120, 3), (41, 7)]
+    faults = [
+        (lambda p, k: p + 1, "a step commits num_accepted drafts AND the target's own token: advance by "
+                             "num_accepted + 1, not by 1 (that is the bug: positions fall behind after every step "
+                             "that accepted a draft)."),
+        (lambda p, k: p + k, "do not forget the target's own token (resampled or bonus): it is committed too."),
+        (lambda p, k: p + k + 2, "one too far: the new last token is the target's token, num_accepted + 1 "
+                                 "positions after the old last token."),
+    ]
+    count = compare("next_position", fn, cases, _ref_next_position, faults, same_whole,
+                    "return position + num_accepted + 1 (an int: positions index the cache and range()).")
+    return f"{count} cases right: positions advance by the number of committed tokens"
+
+
+@checker
+def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
+    """Check ``fn(held, num_accepted, n_draft) -> int``: draft-cache entries kept after verification.
+
+    With ``target``, ``draft_model`` and ``prompt_ids`` it also runs :func:`lab.kv.two_cache_greedy` with the
+    learner's rule and checks the draft's next logits against a fresh forward over the committed tokens.
+    """
+    cases = [(13, 0, 4), (13, 1, 4), (13, 2, 4), (13, 3, 4), (13, 4, 4), (30, 0, 1), (30, 1, 1), (8, 5, 8),
+             (20, 0, 6), (20, 6, 6)]
+    faults = [
+        (lambda h, k, n: h - (n - k), "the draft never fed its LAST draft (its logits were not needed), so only "
+                                      "n_draft - 1 - num_accepted rejected drafts are in its cache: removing "
+                                      "n_draft - num_accepted also drops the last accepted token."),
+        (lambda h, k, n: h - (n - 1 - k), "after a full acceptance (num_accepted = n_draft) nothing is removed: "
+                                          "clamp the count of entries to drop at 0."),
+        (lambda h, k, n: h, "the rejected drafts that were fed must leave the draft's cache."),
+        (lambda h, k, n: h - (n - 1), "keep the accepted drafts: only the rejected ones go."),
+    ]
+    count = compare("draft_keep_length", fn, cases, _ref_draft_keep, faults, same_whole,
+                    "return held - max(0, n_draft - 1 - num_accepted), an int (the cache is cut to that length).")
+    if target is None:
+        return f"{count} cases right"
+    prompt = [int(t) for t in prompt_ids]
+    run = two_cache_greedy(target, draft_model, prompt, 40, 4, draft_keep=fn)
+    reference = two_cache_greedy(target, draft_model, prompt, 40, 4)
+    committed = prompt + run["emitted"]
+    pending = run["draft_pending"]
+    probe = forward(draft_model, pending, run["draft_cache"])[-1]
+    fresh = forward(draft_model, committed, new_cache())[-1]
+    if not torch.allclose(probe, fresh, atol=1e-4, rtol=1e-4):
+        raise Fail("in the loop, the draft's cache did not hold the committed tokens.")
+    rate = run["accepted"] / run["drafted"]
+    return (f"{count} cases right; in the loop the draft's cache matches a fresh forward and the acceptance rate is "
+            f"{rate:.2f} (reference {reference['accepted'] / reference['drafted']:.2f})")
+
+
+@checker
+def emitted_tokens(fn):
+    """Check ``fn(drafts, num_accepted, next_token) -> list``: the tokens one step adds to the output."""
+    cases = [([4, 5, 6, 7], 0, 9), ([4, 5, 6, 7], 2, 9), ([4, 5, 6, 7], 4, 9), ([1], 0, 2), ([1], 1, 2),
+             ([3, 3, 3], 1, 3)]
+    faults = [
+        (lambda d, k, t: list(d) + [t], "rejected drafts must not reach the output: keep drafts[:num_accepted] "
+                                        "only (the target never agreed to the rest)."),
+        (lambda d, k, t: list(d[:k]), "every step also emits the target's own token (resampled or bonus)."),
+        (lambda d, k, t: list(d[:k]) + ([t] if k < len(d) else []),
+         "after a full acceptance the target's token is the bonus token: emit it too (every step ends with "
+         "next_token, resampled or bonus)."),
+        (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
+        (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
+    ]
+    want_token_list("emitted_tokens", fn, cases[0], "list(drafts[:num_accepted]) + [next_token]")
+    count = compare("emitted_tokens", fn, cases, _ref_emitted, faults, same_ints,
+                    "return drafts[:num_accepted] + [next_token].")
+    return f"{count} cases right"

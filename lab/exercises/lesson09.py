@@ -1,0 +1,118 @@
+"""Exercise checkers for lesson 09 (Jacobi iteration and Lookahead decoding).
+
+Checkers that need a model take it as an argument (the lesson passes the bundled target).
+
+Each checker keeps the contract of :mod:`lab.exercises.harness`.
+"""
+from __future__ import annotations
+
+import random
+
+from lab.drafters.lookahead import converged_prefix, jacobi_update
+from lab.exercises.harness import checker, compare, Fail, fresh_args, run_case, same_ints, want_token_list
+from lab.models import forward, new_cache
+
+__all__ = ["jacobi_step", "count_converged", "reference_count_converged"]
+
+
+@checker
+def jacobi_step(fn, model, prefix_ids):
+    """Check ``fn(model, prefix_ids, window) -> list``: one Jacobi update (``lab.drafters.lookahead.jacobi_update``)
+    on random, partly right and fully right windows after ``prefix_ids``."""
+    prefix = [int(t) for t in prefix_ids]
+    vocab = model.get_output_embeddings().weight.shape[0]
+    rng = random.Random(0)
+    greedy = jacobi_update(model, prefix, [prefix[-1]] * 6)
+    for _ in range(7):  # iterate to the fixed point: the greedy continuation of 6 tokens
+        greedy = jacobi_update(model, prefix, greedy)
+    windows = [[rng.randrange(vocab) for _ in range(w)] for w in (1, 3, 6)]
+    windows += [greedy[:3] + [rng.randrange(vocab) for _ in range(3)], greedy, [rng.choice(prefix) for _ in range(5)]]
+    cases = [(model, prefix, window) for window in windows]
+
+    def shifted(m, p, w):
+        logits = forward(m, p + w, new_cache())
+        return logits[len(p):len(p) + len(w)].argmax(-1).tolist()
+
+    def window_only(m, p, w):
+        return forward(m, w, new_cache()).argmax(-1).tolist()
+
+    def sequential(m, p, w):
+        out = []
+        for _ in w:
+            out.append(int(forward(m, p + out, new_cache())[-1].argmax()))
+        return out
+
+    faults = [
+        (shifted, "row j of the logits predicts position j + 1: the guess for window position i comes from the row "
+                  "of the token BEFORE it, index len(prefix) - 1 + i."),
+        (window_only, "feed prefix + window: the guesses depend on the committed text."),
+        (sequential, "that is autoregressive decoding (one forward per token, each seeing the NEW guesses). Jacobi "
+                     "updates every position at once from the OLD guesses: one forward over prefix + window."),
+    ]
+    # The lesson's loop keeps every window and compares windows with ==: only a list does that right. None and
+    # exceptions are left to compare, which names the case (checker already time-limits fn).
+    first = run_case(fn, fresh_args(cases[0]))
+    if first[0] == "ok" and first[1] is not None and not isinstance(first[1], list):
+        why = ("a tuple never equals a list, so the lesson's `window == greedy` would stay False"
+               if isinstance(first[1], tuple) else f"a {type(first[1]).__name__} cannot be compared that way")
+        raise Fail(f"jacobi_step returned a {type(first[1]).__name__}; return a new list of int token ids (e.g. "
+                   f"logits[...].argmax(-1).tolist()): the lesson's loop compares windows with ==, and {why}.")
+    same = same_ints
+    count = compare("jacobi_step", fn, cases, jacobi_update, faults, same,
+                    "run the model once on prefix + window; new window = argmax of rows len(prefix) - 1 … "
+                    "len(prefix) + W - 2.",
+                    show_args=lambda case: f"model, prefix_ids ({len(case[1])} tokens), window={case[2]!r}")
+    return f"{count} windows updated exactly as one Jacobi iteration; the greedy continuation is a fixed point"
+
+
+def reference_count_converged(iterations):
+    """The answer to the exercise: for each window of ``iterations`` (lists of ids; the last is the fixed point)
+    the length of its converged prefix, a list of ints."""
+    final = iterations[-1]
+    return [converged_prefix(window, final) for window in iterations]
+
+
+@checker
+def count_converged(fn):
+    """Check ``fn(iterations) -> list[int]``: for each window in ``iterations`` (the last one is the fixed point),
+    how many leading positions already hold their final token (the converged prefix)."""
+    cases = [
+        ([[0, 5, 7], [4, 5, 6], [4, 5, 7], [4, 5, 7]],),
+        ([[1, 2, 3], [1, 2, 3]],),
+        ([[9, 9, 9, 9], [4, 9, 9, 9], [4, 6, 9, 2], [4, 6, 8, 2], [4, 6, 8, 2]],),
+        ([[3], [5], [5]],),
+        ([[7, 1, 1, 1, 1], [2, 1, 3, 1, 1], [2, 3, 3, 1, 1], [2, 3, 3, 3, 1], [2, 3, 3, 3, 1]],),
+        # the fixed point only once, at the end: the final window is iterations[-1], not iterations[-2]
+        ([[0, 0, 0], [1, 0, 0], [1, 2, 0], [1, 2, 3]],),
+    ]
+
+    def anywhere(iterations):
+        final = iterations[-1]
+        return [sum(a == b for a, b in zip(w, final)) for w in iterations]
+
+    def vs_previous(iterations):
+        out = [0]
+        for old, new in zip(iterations, iterations[1:]):
+            out.append(converged_prefix(new, old))
+        return out
+
+    def newly(iterations):
+        counts = reference_count_converged(iterations)
+        return [counts[0]] + [b - a for a, b in zip(counts, counts[1:])]
+
+    def second_last(iterations):
+        final = iterations[-2] if len(iterations) > 1 else iterations[-1]
+        return [converged_prefix(window, final) for window in iterations]
+
+    faults = [
+        (second_last, "the fixed point is the LAST window, iterations[-1]: a trajectory need not repeat it."),
+        (anywhere, "count only the leading run of final tokens: a later position can hold its final token by "
+                   "luck and still change, because the guesses before it are not final yet."),
+        (vs_previous, "compare each window with the FIXED POINT (the last window), not with the window before it."),
+        (newly, "return the converged prefix of every window (a running total), not the increase."),
+    ]
+    want_token_list("count_converged", fn, tuple(cases[0]), "[converged_prefix(w, final) for w in iterations]",
+                    "the lesson compares each count with the next (counts[1:])", "counts")
+    count = compare("count_converged", fn, [tuple(c) for c in cases], reference_count_converged, faults, same_ints,
+                    "for each window, count positions from the left while window[i] == iterations[-1][i].")
+    return f"{count} trajectories counted right"

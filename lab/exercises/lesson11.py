@@ -1,0 +1,119 @@
+"""Exercise checker for lesson 11 (EAGLE's training pairs).
+
+Each checker keeps the contract of :mod:`lab.exercises.harness`.
+"""
+from __future__ import annotations
+
+import torch
+
+from lab.exercises.harness import checker, compare, Fail, outcome_of, same_tensor
+
+__all__ = ["eagle_training_pairs", "reference_eagle_training_pairs"]
+
+
+def reference_eagle_training_pairs(hidden, ids):
+    """The answer to the exercise: EAGLE's ``(features_in, tokens_in, feature_targets, token_targets)`` for
+    ``hidden [L, D]`` and ``ids [L]``: ``hidden[:-2], ids[1:-1], hidden[1:-1], ids[2:]`` (L - 2 pairs). The lesson
+    uses it while the exercise is unsolved."""
+    return hidden[:-2], ids[1:-1], hidden[1:-1], ids[2:]
+
+
+_PAIR_PARTS = (
+    ("features_in", "hidden", "f_j, the feature at each input position j = 0 … L-3: hidden[:-2] (the last two "
+                              "features have no x_{j+2} to predict)"),
+    ("tokens_in", "ids", "x_{j+1}, the token AFTER each input feature: ids[1:-1]"),
+    ("feature_targets", "hidden", "f_{j+1}, the NEXT feature: hidden[1:-1]"),
+    ("token_targets", "ids", "x_{j+2}, the token the LM head of f_{j+1} predicts: ids[2:]"),
+)
+
+
+def _as_stacked(value):
+    """A tensor from a tensor, or from a list / tuple of tensors or numbers (a loop's output); None if neither."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        try:
+            return torch.stack([torch.as_tensor(v) for v in value]) if value else torch.empty(0)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    return None
+
+
+def _slice_name(value, source, name) -> str | None:
+    """``"name[a:b]"`` if ``value`` equals a contiguous slice of ``source`` (None otherwise)."""
+    length = source.shape[0]
+    for a in range(length + 1):
+        for b in range(a, length + 1):
+            if same_tensor(value, source[a:b], atol=1e-6):
+                start = "" if a == 0 else str(a)
+                stop = "" if b == length else str(b - length)
+                return f"{name}[{start}:{stop}]"
+    return None
+
+
+@checker
+def eagle_training_pairs(fn):
+    """Check ``fn(hidden [L, D], ids [L]) -> (features_in, tokens_in, feature_targets, token_targets)``: EAGLE's
+    inputs (f_j, x_{j+1}) and targets (f_{j+1}, x_{j+2}) for j = 0 … L - 3. Slices or loops are both fine (a list
+    of rows is stacked); a failure names the parts that are wrong and, when a part is another slice of its
+    source, which slice it is."""
+    gen = torch.Generator().manual_seed(0)
+    cases = []
+    for length, dim in ((6, 4), (3, 2), (9, 5)):
+        cases.append((torch.randn(length, dim, generator=gen), torch.randint(0, 50, (length,), generator=gen)))
+    faults = [
+        (lambda h, x: (h[:-2], x[:-2], h[1:-1], x[1:-1]),
+         "pair the feature f_j with the NEXT token x_{j+1}: the feature cannot know which token was sampled after "
+         "it, the token tells the draft (EAGLE's one-step-ahead input)."),
+        (lambda h, x: (h[:-1], x[1:], h[1:], x[1:]),
+         "the token target is x_{j+2}, the token AFTER the predicted feature f_{j+1} (the LM head of f_{j+1} "
+         "predicts x_{j+2}); that leaves L - 2 pairs."),
+        (lambda h, x: (h[:-2], x[1:-1], h[:-2], x[2:]),
+         "the feature target is the NEXT feature f_{j+1}, not the input f_j."),
+    ]
+
+    def same(a, b):
+        return (isinstance(a, (tuple, list)) and len(a) == 4
+                and all(same_tensor(_as_stacked(u), v, atol=1e-6) for u, v in zip(a, b)))
+
+    for hidden, ids in cases:  # name the wrong parts instead of printing four tensors
+        outcome = outcome_of(fn, (hidden, ids))
+        if outcome[0] != "ok":
+            continue  # compare below reports the exception
+        got, want = outcome[1], reference_eagle_training_pairs(hidden, ids)
+        call = f"eagle_training_pairs(hidden [{hidden.shape[0]}, {hidden.shape[1]}], ids={ids.tolist()})"
+        if got is None:
+            raise Fail(f"{call} returned None.\n  Hint: did you forget a `return` statement?")
+        if not isinstance(got, (tuple, list)) or len(got) != 4:
+            raise Fail(f"{call} returned {type(got).__name__}"
+                       + (f" of {len(got)} items" if isinstance(got, (tuple, list)) else "")
+                       + "; return four things: (features_in, tokens_in, feature_targets, token_targets).")
+        wrong = [k for k in range(4) if not same_tensor(_as_stacked(got[k]), want[k], atol=1e-6)]
+        if not wrong:
+            continue
+        lines = []
+        for k in wrong:
+            part, source_name, meaning = _PAIR_PARTS[k]
+            value = _as_stacked(got[k])
+            source = hidden if source_name == "hidden" else ids
+            found = None if value is None else _slice_name(value, source, source_name)
+            if found is None and value is not None:
+                other = ids if source_name == "hidden" else hidden
+                found = _slice_name(value, other, "ids" if source_name == "hidden" else "hidden")
+            what = found or (f"a {type(got[k]).__name__}" if value is None else f"a tensor of shape "
+                                                                               f"{tuple(value.shape)}")
+            lines.append(f"{part} is {what}; expected {meaning}")
+        fault_hint = next((hint for fault, hint in faults
+                           if all(same_tensor(_as_stacked(u), v, atol=1e-6)
+                                  for u, v in zip(got, fault(hidden, ids)))), None)
+        message = f"{call}: {len(wrong)} of the four parts {'is' if len(wrong) == 1 else 'are'} wrong.\n  " + \
+            "\n  ".join(lines)
+        if fault_hint:
+            message += f"\n  Hint: {fault_hint}"
+        raise Fail(message)
+
+    count = compare("eagle_training_pairs", fn, cases, reference_eagle_training_pairs, faults, same,
+                    "for j = 0 … L-3: inputs (hidden[j], ids[j+1]), targets (hidden[j+1], ids[j+2]) — slices or a "
+                    "loop, either works.",
+                    show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
+    return f"{count} windows paired as EAGLE trains: feature + next token in, next feature and the token after out"

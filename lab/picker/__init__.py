@@ -1,0 +1,93 @@
+"""Choosing a speculative-decoding method for a workload, and the engine settings that serve it (lesson 14).
+
+``recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound=True,
+memory_headroom_gb=None, *, exclude=())`` returns a :class:`Recommendation`: a method, the draft length N, the
+draft temperature, the reasons, the expected speedup range with its source, and the same choice rendered for vLLM
+(``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``), for transformers
+(``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the assistant's generation config) and for this
+course's own loop (``lab_drafter()``). ``python -m lab pick`` prints it; ``--markdown FILE`` writes
+:meth:`Recommendation.to_markdown`, a one-page decision guide.
+
+Method identifiers (``Recommendation.method``), stable lowercase strings:
+
+- ``"draft_model"``: vanilla speculative decoding with a separate small draft model of the target's family
+  (Leviathan et al. 2023);
+- ``"medusa"``: Medusa heads trained on top of the target (Cai et al. 2024);
+- ``"eagle"``: an EAGLE draft head that reads the target's hidden states (Li et al. 2024, 2025);
+- ``"lookahead"``: Lookahead decoding, Jacobi iteration plus an n-gram pool, no draft at all (Fu et al. 2024);
+- ``"ngram"``: prompt lookup, proposing what followed the last few tokens earlier in the context;
+- ``"none"``: do not speculate.
+
+Where the numbers come from. The expected speedups are the seed lessons' tables, reproduced in
+:data:`STRATEGY_TABLE` (seed lesson 000, "Picking a draft": one range per method) and :data:`WORKLOAD_TABLE` (seed
+lesson 002, production settings: method, k and speedup per workload); the throughput case uses seed 002's EAGLE-3
+result (k = 1, the best k, cut cost by 20–54 %). The seed names no load for that result; applying it to
+throughput-bound serving is this course's inference (lesson 13: at large batch sizes the shortest draft keeps its
+gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the batch-size schedule that goes with
+it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's measurements on prose
+(:data:`ARENA_PROSE_SPEEDUPS`). The memory each method needs is computed from parameter counts in
+:data:`MEMORY_NEEDED_GB`. The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py``
+(``SpeculativeConfig``) in vLLM's main branch as read in November 2026 (commit 002e77c1; docs
+``features/speculative_decoding``); the transformers keys are ``GenerationConfig`` fields of transformers 5.24. The
+Prometheus counters vLLM exports are listed in :data:`VLLM_METRICS`, from ``vllm/v1/spec_decode/metrics.py``.
+
+The rules, in order (each one adds a sentence to ``reasons``):
+
+1. Temperature above :data:`MAX_TEMPERATURE` → ``"none"`` (seed 000 lists high-temperature sampling among the
+   cases not to speculate; whether α actually falls depends on the pair: large, confident pairs usually lose α when
+   sampling, while lesson 13 measured no drop on the bundled pair, so measure yours).
+2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
+   ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute). Its
+   vLLM config carries lesson 13's batch-size schedule, which stops drafting from the batch where that roofline
+   model has N = 1 losing throughput (without it the gain would settle near 0.89×), so its range runs from 1× to
+   seed 002's 2.17×.
+3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
+   ``"ngram"``); a learned head (EAGLE, Medusa) replaces it when it is feasible and its range in the strategy
+   table is higher; when the default is not feasible, the best feasible fallback by the same ranges (prompt
+   lookup, which the seed tables rate only for code and structured output, is rated elsewhere by its measured
+   speedups on lesson 12's prose, :data:`ARENA_PROSE_SPEEDUPS`). Ties go to
+   the workload row's method, then to the cheaper method; prompt lookup goes before Lookahead whenever both are
+   feasible. Feasible = its prerequisite holds (a small same-family
+   model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
+4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
+   confident pairs usually accept less when sampling; measure yours, lesson 13); Medusa drafts one token per head, so
+   its N is the head count (:data:`MEDUSA_HEADS`, which vLLM's ``num_speculative_tokens`` must equal); Lookahead uses
+   the n-gram size of lesson 09's defaults; throughput uses N = 1.
+
+The picker's thresholds on acceptance are thresholds on α, the per-token acceptance probability of lesson 06's
+formula (≈ the acceptance of the first drafted position; estimate it with :func:`lab.metrics.alpha_from_steps`,
+lesson 12), not on the acceptance rate accepted ÷ drafted, which also falls as N grows. Seed lesson 000 gives its
+0.6 and 0.85+ for α (its "acceptance rate" is per drafted token). The 0.7 under "revisit" is seed lesson 002's
+">70 %" target, which that seed states for accepted ÷ drafted; the course applies it to α because α does not depend
+on N and because lesson 06's formula puts the chat row's 2× at α ≈ 0.71 (N = 4, c = 0.1). Holding α to 0.7 is the
+looser test: at N = 4 the formula turns α = 0.7 into an acceptance rate of about 0.44, and a 70 % acceptance rate
+needs α ≈ 0.86.
+
+The package, one concept per module: :mod:`~lab.picker.tables` (the seed tables, measured numbers, names and
+labels), :mod:`~lab.picker.memory` (what each method adds in memory), :mod:`~lab.picker.load` (the numbers of the
+throughput-bound case, from :mod:`lab.costs`), :mod:`~lab.picker.workload` (checking the inputs),
+:mod:`~lab.picker.rules` (the rules above as decisions, and :func:`recommend`), :mod:`~lab.picker.decision` (a
+decision as data), :mod:`~lab.picker.reasons` and :mod:`~lab.picker.revisit` (the decision in words),
+:mod:`~lab.picker.engines` (vLLM, transformers and this course's settings), :mod:`~lab.picker.recommendation`
+(:class:`Recommendation` and its text renderings), :mod:`~lab.picker.counters` (vLLM's counters as our stats) and
+:mod:`~lab.picker.command` (what ``python -m lab pick`` does after parsing its flags: :func:`report`). Importing
+the package does not import torch (the command line builds its parser from :data:`TASKS` and :data:`METHODS`).
+"""
+from __future__ import annotations
+
+from lab.picker.command import report
+from lab.picker.counters import VLLM_METRICS, stats_from_vllm_counters
+from lab.picker.engines import VLLM_METHODS, VLLM_SPECULATIVE_KEYS
+from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB, MEMORY_PARAMS
+from lab.picker.recommendation import Recommendation
+from lab.picker.rules import recommend
+from lab.picker.tables import (ARENA_PROSE_SPEEDUPS, MAX_TEMPERATURE, METHOD_LABELS, METHODS,
+                               SAMPLING_WARN_TEMPERATURE, SHORT_OUTPUT_MEASURED, STRATEGY_TABLE, TASK_LABELS, TASKS,
+                               WORKLOAD_TABLE, StrategyRow, WorkloadRow)
+
+__all__ = [
+    "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
+    "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
+    "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS", "ARENA_PROSE_SPEEDUPS", "SHORT_OUTPUT_MEASURED",
+    "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_METRICS", "stats_from_vllm_counters", "report",
+]

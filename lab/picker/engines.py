@@ -1,0 +1,229 @@
+"""Engine settings: a recommendation rendered for vLLM (``--speculative-config``, ``vllm serve``), for transformers
+(``generate`` arguments, the assistant's generation config, a runnable snippet) and for this course's own loop.
+
+:class:`EngineSettings` holds these renderings as methods; :class:`lab.picker.Recommendation` inherits them, so
+``rec.vllm_config()`` and ``rec.hf_kwargs()`` read the recommendation's ``method``, ``n_draft``,
+``draft_temperature``, ``temperature``, ``settings`` and ``workload``.
+
+The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py`` (``SpeculativeConfig``) in vLLM's
+main branch as read in November 2026 (commit 002e77c1; docs ``features/speculative_decoding``); the transformers
+keys are ``GenerationConfig`` fields of transformers 5.24.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from numbers import Integral
+
+from lab.picker.tables import LOOKAHEAD_SETTINGS, NGRAM_LOOKUP
+
+__all__ = ["VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "PLACEHOLDERS", "EngineSettings"]
+
+VLLM_SPECULATIVE_KEYS = frozenset({
+    "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
+    "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision",
+    "code_revision", "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
+    "use_local_argmax_reduction", "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min",
+    "parallel_drafting", "num_speculative_tokens_per_batch_size", "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
+    "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
+    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk",
+})
+"""User-settable fields of vLLM's ``SpeculativeConfig`` (``vllm/config/speculative.py``, main at commit 002e77c1,
+November 2026), i.e. the keys ``--speculative-config`` accepts. Left out: fields vLLM fills in itself
+(``target_model_config``, ``draft_model_config``, ``target_parallel_config``, ``draft_parallel_config``,
+``draft_load_config``) and ``tensor_parallel_size``, which exists only to warn that ``draft_tensor_parallel_size``
+was meant."""
+
+VLLM_METHODS = frozenset({"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle",
+                          "eagle3", "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark"})
+"""``SpeculativeMethod`` values in the same file (the model-specific ``*_mtp`` names omitted; ``"mtp"`` covers
+them)."""
+
+PLACEHOLDERS = {"draft_model": "<same-family draft model>", "eagle": "<EAGLE-3 head for the target>",
+                "medusa": "<Medusa heads for the target>"}
+"""What the settings name as the drafter's weights when none is given (method -> placeholder)."""
+
+
+class EngineSettings:
+    """The engine renderings of a recommendation (a mixin: :class:`lab.picker.Recommendation` supplies
+    ``method``, ``n_draft``, ``draft_temperature``, ``temperature``, ``settings`` and ``workload``)."""
+
+    # --- vLLM ----------------------------------------------------------------------------------------------
+    def vllm_config(self, draft_model: str | None = None, draft_tensor_parallel_size: int | None = None,
+                    tensor_parallel_size: int = 1) -> dict:
+        """The ``--speculative-config`` JSON object for vLLM (``{}`` for ``"none"``: serve without it).
+
+        Args:
+            draft_model: name or path of the draft model / EAGLE head / Medusa heads (a placeholder when None).
+            draft_tensor_parallel_size: GPUs the draft is sharded over; added to the object for the model-based
+                methods that take it (``draft_model``, ``eagle``). vLLM's ``SpeculativeConfig`` accepts only 1 or
+                the target's ``tensor_parallel_size``, and its draft-model proposer
+                (``vllm/v1/spec_decode/draft_model.py``) further requires the target's size for ``draft_model``.
+                None leaves it to vLLM (the target's size).
+            tensor_parallel_size: GPUs the target is sharded over (``--tensor-parallel-size``, default 1), used
+                only to check ``draft_tensor_parallel_size``.
+
+        Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (see
+        ``notes``). Medusa's ``num_speculative_tokens`` is :data:`MEDUSA_HEADS`, its head count. Keys: see
+        :data:`VLLM_SPECULATIVE_KEYS`.
+
+        Raises:
+            ValueError: ``tensor_parallel_size`` or ``draft_tensor_parallel_size`` not an integer >= 1, a draft size
+                other than 1 or ``tensor_parallel_size``, or (for ``draft_model``) other than
+                ``tensor_parallel_size``; the message names the argument and the allowed values.
+        """
+        tensor_parallel_size = _check_gpus("tensor_parallel_size", tensor_parallel_size)
+        if draft_tensor_parallel_size is not None:
+            draft_tensor_parallel_size = _check_gpus("draft_tensor_parallel_size", draft_tensor_parallel_size)
+            allowed = sorted({1, tensor_parallel_size})
+            if draft_tensor_parallel_size not in allowed:
+                raise ValueError(
+                    f"draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size "
+                    f"({tensor_parallel_size}), i.e. one of {allowed}; got {draft_tensor_parallel_size}")
+            if self.method == "draft_model" and draft_tensor_parallel_size != tensor_parallel_size:
+                raise ValueError(
+                    f"draft_tensor_parallel_size must equal tensor_parallel_size ({tensor_parallel_size}) for a "
+                    f"draft model: vLLM's draft-model proposer rejects any other size; got "
+                    f"{draft_tensor_parallel_size}")
+        if self.method == "none":
+            return {}
+        if self.method in ("ngram", "lookahead"):
+            return {"method": "ngram", "num_speculative_tokens": self.n_draft, **NGRAM_LOOKUP}
+        name = draft_model if draft_model is not None else PLACEHOLDERS[self.method]
+        config = {"method": {"draft_model": "draft_model", "eagle": "eagle3", "medusa": "medusa"}[self.method],
+                  "model": name, "num_speculative_tokens": self.n_draft}
+        if self.method in ("draft_model", "eagle") and self.draft_temperature:
+            # vLLM drafts greedily by default (verified as one-hot); sampling the draft needs its probabilities
+            config["draft_sample_method"] = "probabilistic"
+        if "num_speculative_tokens_per_batch_size" in self.settings:
+            config["num_speculative_tokens_per_batch_size"] = self.settings["num_speculative_tokens_per_batch_size"]
+        if draft_tensor_parallel_size is not None and self.method in ("draft_model", "eagle"):
+            config["draft_tensor_parallel_size"] = draft_tensor_parallel_size
+        return config
+
+    def vllm_json(self, **kwargs) -> str:
+        """:meth:`vllm_config` as the JSON text ``--speculative-config`` takes ("" for ``"none"``); same arguments
+        and errors."""
+        config = self.vllm_config(**kwargs)
+        return json.dumps(config) if config else ""
+
+    def vllm_command(self, target: str = "<target-model>", tensor_parallel_size: int = 1,
+                     draft_model: str | None = None, draft_tensor_parallel_size: int | None = None) -> str:
+        """A ``vllm serve`` command line for this recommendation, shell-quoted.
+
+        ``tensor_parallel_size`` shards the target over that many GPUs (``--tensor-parallel-size``);
+        ``draft_model`` and ``draft_tensor_parallel_size`` go into ``--speculative-config`` as in
+        :meth:`vllm_config`. Raises ``ValueError`` (naming the argument) for a size that is not an integer >= 1
+        and for a draft size vLLM rejects (anything but 1 or ``tensor_parallel_size``; for ``draft_model``,
+        anything but ``tensor_parallel_size``).
+        """
+        tensor_parallel_size = _check_gpus("tensor_parallel_size", tensor_parallel_size)
+        parts = ["vllm", "serve", shlex.quote(target)]
+        if tensor_parallel_size > 1:
+            parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
+        text = self.vllm_json(draft_model=draft_model, draft_tensor_parallel_size=draft_tensor_parallel_size,
+                              tensor_parallel_size=tensor_parallel_size)
+        if text:
+            parts += ["--speculative-config", shlex.quote(text)]
+        return " ".join(parts)
+
+    # --- transformers --------------------------------------------------------------------------------------
+    def _uses_assistant(self) -> bool:
+        if self.method == "draft_model":
+            return True
+        # transformers has no EAGLE or Medusa drafter: the nearest is an assistant model, if the workload has one
+        return self.method in ("eagle", "medusa") and bool(self.workload.get("has_small_same_family_model"))
+
+    def hf_kwargs(self, assistant_model=None) -> dict:
+        """Keyword arguments for transformers' ``model.generate`` (transformers 5.24).
+
+        ``assistant_model``: the loaded draft model to pass (a placeholder string when None). Sampling:
+        ``do_sample`` and, when T > 0, ``temperature``. Draft length: for prompt lookup ``prompt_lookup_num_tokens``
+        (with ``max_matching_ngram_size``); for an assistant model N is **not** a ``generate`` argument in this
+        release — transformers reads ``num_assistant_tokens`` (and ``assistant_confidence_threshold``) from the
+        assistant's own generation config, so set :meth:`hf_assistant_config` there. EAGLE, Medusa and Lookahead
+        have no transformers drafter; the nearest one is returned and ``notes`` says so.
+        """
+        kwargs = {"do_sample": self.temperature > 0}
+        if self.temperature > 0:
+            kwargs["temperature"] = self.temperature
+        if self.method == "none":
+            return kwargs
+        if self._uses_assistant():
+            kwargs["assistant_model"] = assistant_model if assistant_model is not None else \
+                PLACEHOLDERS["draft_model"]
+        else:
+            kwargs["prompt_lookup_num_tokens"] = self.n_draft
+            kwargs["max_matching_ngram_size"] = NGRAM_LOOKUP["prompt_lookup_max"]
+        return kwargs
+
+    def hf_assistant_config(self) -> dict:
+        """Attributes to set on ``assistant_model.generation_config`` (``{}`` without an assistant model).
+
+        - ``num_assistant_tokens`` = N with the ``"constant"`` schedule (transformers' ``"heuristic"`` schedule
+          instead grows N by 2 after a full acceptance and shrinks it by 1 after a rejection);
+        - ``assistant_confidence_threshold`` = 0.0, so that the assistant drafts all N tokens every step. An unset
+          threshold becomes 0.4 in transformers 5.24 (``GenerationConfig._get_default_generation_params``): the
+          assistant then stops drafting at the first token it gives less than that probability
+          (``ConfidenceCriteria`` in ``generation/stopping_criteria.py``), and with scikit-learn installed the
+          threshold is re-tuned as it runs (``AssistedCandidateGenerator.update_candidate_strategy``), so the
+          draft length varies from step to step. Only a value > 0 adds that stopping rule.
+        """
+        if self.method == "none" or not self._uses_assistant():
+            return {}
+        return {"num_assistant_tokens": self.n_draft, "num_assistant_tokens_schedule": "constant",
+                "assistant_confidence_threshold": 0.0}
+
+    def hf_snippet(self, target: str = "<target-model>") -> str:
+        """Python lines that run this recommendation with transformers (names are placeholders to fill)."""
+        lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+                 f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
+                 f"target = AutoModelForCausalLM.from_pretrained({target!r})"]
+        kwargs = self.hf_kwargs()
+        if "assistant_model" in kwargs:
+            lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({PLACEHOLDERS['draft_model']!r})")
+            for key, value in self.hf_assistant_config().items():
+                lines.append(f"assistant.generation_config.{key} = {value!r}")
+            kwargs["assistant_model"] = _Raw("assistant")
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        lines += ['inputs = tokenizer("…", return_tensors="pt")',
+                  f"out = target.generate(**inputs, max_new_tokens=256, {args})"]
+        return "\n".join(lines)
+
+    # --- this course -------------------------------------------------------------------------------------
+    def lab_drafter(self) -> str | None:
+        """The drafter expression for :func:`lab.decode.generate` in this course (None: autoregressive)."""
+        if self.method == "draft_model":
+            return f"DraftModelDrafter(pair.draft, n_draft={self.n_draft})"
+        if self.method == "ngram":
+            return f"PromptLookupDrafter(max_ngram={NGRAM_LOOKUP['prompt_lookup_max']}, n_draft={self.n_draft})"
+        if self.method == "lookahead":
+            return f"LookaheadDrafter(window={LOOKAHEAD_SETTINGS['window']}, ngram={LOOKAHEAD_SETTINGS['ngram']})"
+        if self.method == "medusa":
+            return "MedusaDrafter.from_pretrained(pair)"
+        if self.method == "eagle":
+            return f"EagleDrafter.from_pretrained(pair, n_draft={self.n_draft})"
+        return None
+
+
+class _Raw:
+    """A name printed as-is inside generated code (its repr is the bare name)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _check_gpus(name: str, value) -> int:
+    """``value`` as an int when it is an integer >= 1 (a GPU count); else ``ValueError`` naming ``name``.
+
+    The same test as ``lab.validation.check_int`` with the unit in the message; not that function, because
+    ``lab.validation`` imports torch and ``python -m lab pick`` would then pay torch's import (seconds) for an
+    integer check."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1 (GPUs), got {value!r}")
+    return int(value)
+

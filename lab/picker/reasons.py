@@ -1,0 +1,254 @@
+"""The picker's wording: a :class:`lab.picker.decision.Decision` as the sentences of a recommendation — its
+reasons (why, one sentence each, in the order the rules reached them), the source of its speedup range, and the
+engine notes (where vLLM or transformers cannot express the choice exactly).
+
+Nothing here decides: every branch reads a field of the decision or of the workload.
+"""
+from __future__ import annotations
+
+from lab.picker.decision import Decision
+from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, LOAD_SPEEDUP, load_break_even, \
+    saturated_gain
+from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
+from lab.picker.tables import (ARENA_PROSE_SPEEDUPS, LOOKAHEAD_SETTINGS, METHOD_LABELS, SAMPLING_WARN_TEMPERATURE,
+                               SEED_000, SEED_002, STRATEGY_BY_METHOD, WORKLOAD_BY_TASK, workload_row)
+
+__all__ = ["reasons_for", "source_for", "notes_for", "obstacle_text", "memory_reasons", "engine_notes"]
+
+_PROSE = ("chat", "long_text")  # the tasks where prompt lookup and Lookahead are rated by lesson 12's prose runs
+
+
+def reasons_for(decision: Decision, workload: dict) -> list:
+    """The reasons for ``decision`` on ``workload`` (the dict :func:`lab.picker.recommend` builds), one sentence
+    each, as a new list of str."""
+    if decision.rule == "temperature":
+        return [f"Sampling at T = {workload['temperature']:g} flattens the target's distribution beyond its own "
+                "(T = 1), and seed lesson 000 lists high-temperature sampling among the cases not to speculate. What "
+                "it does to α depends on the pair: large, confident pairs usually lose α when sampling, while "
+                "lesson 13 measured no drop on the bundled pair (α 0.70 at T = 0, 0.71 at T = 2). Measure α "
+                "at your temperature before turning speculation on (lesson 13)."]
+    if decision.rule == "load":
+        return _under_load(decision, workload)
+    return _latency_bound(decision, workload)
+
+
+def source_for(decision: Decision, workload: dict) -> str:
+    """Where ``decision``'s speedup range comes from, as one phrase (``Recommendation.source``)."""
+    if decision.rule == "temperature":
+        return f"{SEED_000}, \"When NOT to spec-decode\""
+    if decision.rule == "load":
+        if decision.method == "none":
+            return (f"{SEED_000}, \"When NOT to spec-decode\"; {SEED_002}, EAGLE-3 at k = 1 (applied under load by "
+                    "this course)")
+        return (f"{SEED_002}, EAGLE-3 at k = 1 (20–54 % cost cut, as 1 / (1 − cut): up to {LOAD_SPEEDUP[1]:g}×; "
+                "applied under load by this course); 1× where lesson 13's batch-size schedule turns drafting off "
+                f"({round(saturated_gain(), 2):g}× there without it)")
+    if decision.method == "none":
+        return "no feasible method"
+    return _basis_source(decision.method, workload["task"], decision.basis)
+
+
+def notes_for(decision: Decision, workload: dict) -> list:
+    """The engine notes for ``decision`` (none for ``"none"``), as a new list of str."""
+    if decision.method == "none":
+        return []
+    notes = engine_notes(decision.method, workload["has_small_same_family_model"])
+    if decision.rule == "load":
+        notes.append("vLLM varies N with the batch size through `num_speculative_tokens_per_batch_size`, "
+                     "(first batch size, last batch size, N) triples with N = 0 for no drafts; the config above "
+                     "carries lesson 13's schedule for N = 1 (lab.costs.draft_length_schedule). Recompute it "
+                     "with your α, c and accelerator.")
+    return notes
+
+
+def obstacle_text(method: str, obstacle: str, memory: float | None) -> str:
+    """Why ``method`` is not an option, as a clause: ``obstacle`` is one of
+    :data:`lab.picker.decision.OBSTACLES`; ``memory`` the workload's headroom (GB) for ``"memory"``."""
+    if obstacle == "excluded":
+        return f"{_a(method)} is ruled out (exclude)"
+    if obstacle == "no_small_model":
+        return "there is no small model of the target's family to draft with"
+    if obstacle == "no_training":
+        return f"{_a(method)} must be trained for the target, and training is not an option"
+    return (f"{_a(method)} needs about {MEMORY_NEEDED_GB.get(method, 0.0):g} GB beyond the target, more than the "
+            f"{memory:g} GB headroom")
+
+
+def memory_reasons(method: str, memory: float | None) -> list:
+    """What ``method`` needs in memory against the headroom ``memory`` (GB, None = not given): a list of at most
+    one sentence (none for ``"none"``)."""
+    need = MEMORY_NEEDED_GB.get(method, 0.0)
+    if need == 0:
+        if method in ("ngram", "lookahead"):
+            return ["It needs no extra parameters and no extra memory."]
+        return []
+    if memory is None:
+        return [f"Memory headroom not given: this assumes the extra ~{need:g} GB fits (computed for a Llama 3 "
+                "8B target in bfloat16); pass memory_headroom_gb to check."]
+    return [f"It needs ~{need:g} GB beyond the target, within the {memory:g} GB headroom."]
+
+
+def engine_notes(method: str, has_small: bool) -> list:
+    """Where the engines cannot serve ``method`` as recommended, and what they get instead (``has_small``: the
+    workload has a small same-family model, the nearest transformers drafter for EAGLE and Medusa)."""
+    notes = []
+    if method == "lookahead":
+        notes.append("vLLM has no Lookahead proposer (seed lesson 000 names TensorRT-LLM's LookaheadDecoder, "
+                     "which went with TensorRT-LLM's old backend, lesson 14): the vLLM config is the n-gram method, "
+                     "its nearest draft-free relative; transformers likewise gets prompt lookup. This course runs "
+                     "real Lookahead with LookaheadDrafter.")
+    if method == "eagle":
+        notes.append("vLLM's method is \"eagle3\" for an EAGLE-3 head and \"eagle\" for an EAGLE-1/2 head; match "
+                     "your checkpoint.")
+    if method in ("eagle", "medusa"):
+        nearest = "an assistant (draft) model" if has_small else "prompt lookup"
+        name = "EAGLE" if method == "eagle" else "Medusa"
+        notes.append(f"transformers' generate has no {name} drafter; the transformers settings use {nearest}, the "
+                     "nearest it ships.")
+    if method == "draft_model":
+        notes.append("transformers samples the assistant with the target's own logits processors, so the draft "
+                     "temperature follows the target's; in vLLM, draft_sample_method = \"probabilistic\" is what "
+                     "makes the draft sample rather than take its argmax.")
+    return notes
+
+
+# --- rule 2: throughput-bound ---------------------------------------------------------------------------------------
+def _under_load(decision: Decision, workload: dict) -> list:
+    reasons = ["At high batch sizes the accelerator is busy computing rather than waiting on memory, so "
+               "verifying N extra positions per sequence is no longer free, and every rejected draft is "
+               "compute taken from other requests. vLLM's guide aims speculation at medium-to-low request "
+               "rates and memory-bound workloads for this reason."]
+    if decision.method == "none":
+        why = obstacle_text("eagle", decision.obstacles["eagle"], workload["memory_headroom_gb"])
+        reasons.append("The one exception this course makes under load, an EAGLE head at N = 1 (seed lesson 002: "
+                       f"EAGLE-3 at k = 1 cut cost by 20–54 %), is not available: {why}.")
+        if workload["task"] == "copy_edit":
+            reasons.append("Outputs that mostly copy the input are the case to measure anyway: n-gram drafts cost "
+                           "nothing and are accepted in long runs.")
+        return reasons
+    high = LOAD_SPEEDUP[1]
+    saturated = round(saturated_gain(), 2)
+    reasons.append("A trained EAGLE head with N = 1 is the exception: seed lesson 002 reports that EAGLE-3 at "
+                   f"k = 1, the best k, cut cost by {LOAD_COST_CUT[0]:.0%}–{LOAD_COST_CUT[1]:.0%}, while a "
+                   "wrong k can raise it by 175 %. The seed does not say at what load; applying the result "
+                   "here is this course's inference (lesson 13: as the batch grows, the shortest draft keeps "
+                   "its gain longest). A cost cut f means 1 / (1 − f) the throughput.")
+    reasons.append(f"That gain does not hold at every load: lesson 13's roofline model (α {LOAD_ALPHA:g}, "
+                   f"c {LOAD_COST_RATIO:g}, an H100's ridge of {LOAD_RIDGE:g} FLOPs per byte) puts N = 1 "
+                   f"below autoregressive decoding from a batch of {load_break_even()} sequences, settling "
+                   f"at {saturated:.2f}× when the accelerator is saturated. The config below therefore "
+                   "carries that model's batch-size schedule, which stops drafting from that batch on: with "
+                   "it the model never falls below 1×, so the range runs from 1× (a saturated server, "
+                   f"drafting off) to the seed's {high:g}×.")
+    return reasons + memory_reasons("eagle", workload["memory_headroom_gb"])
+
+
+# --- rules 3 and 4: latency-bound -------------------------------------------------------------------------------
+def _latency_bound(decision: Decision, workload: dict) -> list:
+    task, temperature, memory = workload["task"], workload["temperature"], workload["memory_headroom_gb"]
+    row, default = workload_row(task), decision.default
+    if task == "copy_edit":
+        reasons = ["The output mostly repeats the input, so looking up what followed the last tokens earlier in "
+                   "the context drafts whole copied spans at no cost (lesson 08); the seed tables have no "
+                   "copy/edit row, so the structured-JSON n-gram row stands in for it."]
+    else:
+        reasons = [f"Seed lesson 002 recommends {_a(row.method)} for {row.workload.lower()} "
+                   f"(k {row.n_range[0]}–{row.n_range[1]}, {row.speedup[0]:g}–{row.speedup[1]:g}×)."]
+    if default in decision.obstacles:
+        reasons.append(f"It is not an option here: {obstacle_text(default, decision.obstacles[default], memory)}.")
+    if decision.method == "none":
+        reasons.append("No drafting method is feasible with these constraints.")
+        return reasons
+
+    method, (low, high) = decision.method, decision.speedup
+    if method != default:
+        if default in decision.candidates:
+            (default_low, default_high), _ = decision.candidates[default]
+            reasons.append(f"{_a(method, True)} is feasible and seed lesson 000 gives it {low:g}–{high:g}×, "
+                           f"above the {default_low:g}–{default_high:g}× of {_a(default)}.")
+        else:
+            reasons.append(f"The best feasible alternative is {_a(method)} ({low:g}–{high:g}×; source: "
+                           f"{source_for(decision, workload)}).")
+    if method == "ngram" and task in _PROSE:
+        if decision.lookup_over_lookahead:
+            reasons.append(
+                "Of the two draft-free methods the picker takes prompt lookup over Lookahead: lesson 12 measured it "
+                f"ahead on prose ({ARENA_PROSE_SPEEDUPS[('ngram', 0)]:g}× against "
+                f"{ARENA_PROSE_SPEEDUPS[('lookahead', 0)]:g}× greedy, {ARENA_PROSE_SPEEDUPS[('ngram', 1)]:g}× "
+                f"against {ARENA_PROSE_SPEEDUPS[('lookahead', 1)]:g}× at T = 1), and vLLM, which has no Lookahead, "
+                "serves prompt lookup in its place.")
+        reasons.append(
+            "The seed tables rate prompt lookup only for code and JSON, so its range here is lesson 12's measurement "
+            "on this course's CPU pair; prose repeats its context less than code does, so measure it on your "
+            "traffic.")
+    if method == "eagle" and "medusa" in decision.candidates:
+        reasons.append("EAGLE beats Medusa when both can be trained: its draft reads the target's features, and "
+                       "seed lesson 000 puts its α (per-token acceptance) at 0.85+, against about 0.6 for a vanilla "
+                       "draft and "
+                       "slightly less than a good vanilla draft for Medusa; pass exclude=('eagle',) if your engine "
+                       "lacks EAGLE for this target.")
+    if method in ("eagle", "medusa") and "draft_model" not in decision.obstacles:
+        reasons.append("The small same-family model remains the no-training option (vanilla draft).")
+    if method == "lookahead" and task in _PROSE:
+        reasons.append("Measure it against prompt lookup before you commit: on the bundled pair lesson 12 measured "
+                       f"Lookahead at {ARENA_PROSE_SPEEDUPS[('lookahead', 0)]:g}× on greedy prose and "
+                       f"{ARENA_PROSE_SPEEDUPS[('lookahead', 1)]:g}× at T = 1, below prompt lookup's "
+                       f"{ARENA_PROSE_SPEEDUPS[('ngram', 0)]:g}× and {ARENA_PROSE_SPEEDUPS[('ngram', 1)]:g}×: its "
+                       "target calls, which also carry the Jacobi window and the n-gram candidates, gave fewer "
+                       "tokens each and are not free on a CPU. The 1.3–1.6× range is the seed's, "
+                       "for accelerators where verifying a few more positions costs almost nothing; vLLM, which has "
+                       "no Lookahead, serves the config below as prompt lookup.")
+    reasons.append(_n_reason(method, decision.n_draft, row, temperature))
+    if temperature > SAMPLING_WARN_TEMPERATURE:
+        deterministic = method in ("ngram", "lookahead", "medusa")
+        reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) plan for the "
+                       "lower end of the range and measure α at this temperature"
+                       + (": a deterministic draft is accepted with exactly the target's probability of the drafted "
+                          "token, which sampling spreads over other tokens (lesson 12 measured prompt lookup and "
+                          "Lookahead losing most of their acceptance at T = 1)." if deterministic else
+                          ": large, confident pairs usually lose α when sampling, though a sampled draft can hold "
+                          "much of it (lesson 13: the draft model; lesson 12: EAGLE's α fell by only 0.05–0.11 at "
+                          "T = 1)."))
+    reasons += memory_reasons(method, memory)
+    if method in ("draft_model", "eagle") and temperature > 0:
+        reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
+                       "flattened alike and the draft stays close to the distribution it is verified against (their "
+                       "overlap is the acceptance probability, lesson 05); vLLM needs "
+                       "draft_sample_method = \"probabilistic\" for that, which the config below sets.")
+    return reasons
+
+
+def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
+    """Why N is what it is (rule 4)."""
+    if method == "lookahead":
+        return (f"Lookahead verifies n-grams of {LOOKAHEAD_SETTINGS['ngram']} tokens that start at the last committed "
+                f"token, so N = {n_draft}, with a Jacobi window of {LOOKAHEAD_SETTINGS['window']} (lesson 09's "
+                "defaults).")
+    if method == "medusa":
+        return (f"N = {n_draft}: Medusa drafts one token per head, so N is the number of heads "
+                f"({MEDUSA_HEADS} assumed here, as in seed lesson 002's diagram and in the memory figure); "
+                "vLLM's num_speculative_tokens must equal your checkpoint's head count.")
+    which = "top" if temperature == 0 else "bottom"
+    return (f"N = {n_draft}: the {which} of the workload's k range {row.n_range[0]}–{row.n_range[1]} "
+            + ("(greedy decoding, where a good pair's drafts are accepted most often, so longer drafts "
+               "pay)." if temperature == 0 else
+               "(sampling: large, confident pairs usually accept less than when greedy, so the shorter "
+               "end is the safer start; measure α at your temperature, lesson 13, and see lesson 06 for "
+               "the best N at that α)."))
+
+
+def _basis_source(method: str, task: str, basis: str) -> str:
+    """The source phrase of a latency-bound range: ``basis`` as in :class:`lab.picker.decision.Decision`."""
+    if basis == "workload_row":
+        row = workload_row(task)
+        note = "" if task in WORKLOAD_BY_TASK else " (nearest row: the seed has no copy/edit row)"
+        return f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
+    if basis == "arena":
+        return "lesson 12's arena: prompt lookup on prose at T = 1 and T = 0, bundled pair on a CPU"
+    return f"{SEED_000}, \"Picking a draft\" table, row \"{STRATEGY_BY_METHOD[method].strategy}\""
+
+
+def _a(method: str, capital: bool = False) -> str:
+    """The method's label with its article, for sentences ("a vanilla draft model", "an EAGLE draft head")."""
+    text = {"draft_model": "a vanilla draft model", "eagle": "an EAGLE draft head"}.get(method, METHOD_LABELS[method])
+    return text[0].upper() + text[1:] if capital else text

@@ -1,0 +1,173 @@
+"""The :class:`Recommendation`: a method, N, the draft temperature, the reasons, the expected speedup with its source,
+and its renderings: the engine settings (inherited from :class:`lab.picker.engines.EngineSettings`) and the
+plain-text summary, JSON-ready dict and Markdown decision guide defined here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from lab.picker.counters import VLLM_METRICS
+from lab.picker.engines import EngineSettings
+from lab.picker.tables import METHOD_LABELS, TASK_LABELS
+
+__all__ = ["Recommendation"]
+
+
+@dataclass
+class Recommendation(EngineSettings):
+    """A speculative-decoding choice for one workload, and how to run it.
+
+    Attributes:
+        method: one of :data:`METHODS` (``"draft_model" | "medusa" | "eagle" | "lookahead" | "ngram" | "none"``).
+        n_draft: draft tokens per step N (int; 0 for ``"none"``).
+        draft_temperature: temperature the draft samples at (float), 0.0 for a deterministic or greedy draft
+            (verified as one-hot), None for ``"none"``.
+        temperature: the target's sampling temperature (0 = greedy), as given.
+        reasons: why, one sentence each (list[str]).
+        expected_speedup: (low, high) wall-clock speedup over autoregressive decoding (for throughput-bound
+            serving, the gain in throughput); (1.0, 1.0) for ``"none"``.
+        source: where ``expected_speedup`` comes from (a seed table row, or the arithmetic on a cited result).
+        notes: how the engines express the choice, where they cannot express it exactly (list[str]).
+        revisit: conditions under which to run the picker again (list[str]).
+        workload: the inputs, as a dict.
+        settings: method-specific settings (prompt-lookup window sizes, Lookahead window and n-gram size; under
+            load, vLLM's ``num_speculative_tokens_per_batch_size`` schedule, which :meth:`vllm_config` passes on).
+    """
+
+    method: str
+    n_draft: int
+    draft_temperature: float | None
+    temperature: float
+    reasons: list = field(default_factory=list)
+    expected_speedup: tuple = (1.0, 1.0)
+    source: str = ""
+    notes: list = field(default_factory=list)
+    revisit: list = field(default_factory=list)
+    workload: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Human name of the method, e.g. "EAGLE draft head"."""
+        return METHOD_LABELS[self.method]
+
+    @property
+    def speculates(self) -> bool:
+        """False when the recommendation is plain decoding (method \"none\")."""
+        return self.method != "none"
+
+    # --- rendering -----------------------------------------------------------------------------------------
+    def speedup_text(self) -> str:
+        """The expected speedup range for display, e.g. \"1.5–2×\" (\"1×\" without speculation)."""
+        low, high = self.expected_speedup
+        return "1×" if not self.speculates else f"{low:g}–{high:g}×"
+
+    def draft_temperature_text(self) -> str:
+        """The draft temperature for display, with what it means."""
+        if self.draft_temperature is None:
+            return "n/a"
+        if self.draft_temperature == 0:
+            return "0 (deterministic or greedy draft, verified as one-hot)"
+        return f"{self.draft_temperature:g} (the draft samples at the target's temperature)"
+
+    def workload_text(self) -> str:
+        """The workload this recommendation answers, as one line."""
+        w = self.workload
+        memory = w.get("memory_headroom_gb")
+        parts = [f"task {w.get('task')}", f"temperature {w.get('temperature'):g}",
+                 "latency-bound" if w.get("latency_bound") else "throughput-bound (high batch)",
+                 f"same-family small model: {'yes' if w.get('has_small_same_family_model') else 'no'}",
+                 f"may train heads / fine-tune: {'yes' if w.get('can_finetune') else 'no'}",
+                 f"memory headroom: {'not given' if memory is None else f'{memory:g} GB'}"]
+        if w.get("exclude"):
+            parts.append("ruled out: " + ", ".join(w["exclude"]))
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict:
+        """Everything as JSON-ready data (the vLLM and transformers settings with placeholders)."""
+        return {"method": self.method, "label": self.label, "n_draft": self.n_draft,
+                "draft_temperature": self.draft_temperature, "temperature": self.temperature,
+                "expected_speedup": list(self.expected_speedup), "source": self.source,
+                "reasons": list(self.reasons), "notes": list(self.notes), "revisit": list(self.revisit),
+                "workload": dict(self.workload), "settings": dict(self.settings),
+                "vllm_config": self.vllm_config(), "hf_kwargs": self.hf_kwargs(),
+                "hf_assistant_config": self.hf_assistant_config(), "lab_drafter": self.lab_drafter()}
+
+    def summary(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
+        """Plain-text rendering (what ``python -m lab pick`` prints). Raises ``ValueError`` (naming the argument)
+        when ``tensor_parallel_size`` is not an integer >= 1, as :meth:`vllm_command` does."""
+        lines = [f"Workload: {self.workload_text()}",
+                 f"Method: {self.label} ({self.method})"]
+        if self.speculates:
+            lines.append(f"Draft tokens per step N: {self.n_draft} · draft temperature: "
+                         f"{self.draft_temperature_text()}")
+        lines.append(f"Expected speedup: {self.speedup_text()} — source: {self.source}")
+        lines.append("Why:")
+        lines += [f"  - {r}" for r in self.reasons]
+        lines.append("vLLM:")
+        lines.append("  " + self.vllm_command(target, tensor_parallel_size))
+        lines.append("transformers generate kwargs: " + _kwargs_text(self.hf_kwargs()))
+        if self.hf_assistant_config():
+            lines.append("  on assistant_model.generation_config: " + _kwargs_text(self.hf_assistant_config()))
+        if self.notes:
+            lines.append("Engine notes:")
+            lines += [f"  - {n}" for n in self.notes]
+        lines.append("Revisit when:")
+        lines += [f"  - {r}" for r in self.revisit]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_markdown(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
+        """A one-page decision guide for the workload, as Markdown. Raises ``ValueError`` (naming the argument)
+        when ``tensor_parallel_size`` is not an integer >= 1, as :meth:`vllm_command` does."""
+        w = self.workload
+        task = TASK_LABELS.get(w.get("task"), w.get("task"))
+        title = f"# Speculative decoding for {task} at T = {self.temperature:g}"
+        out = [title, "", f"**Workload.** {self.workload_text()}.", "",
+               f"## Decision: {self.label} (`{self.method}`)", "",
+               "| setting | value |", "|---|---|",
+               f"| method | {self.label} (`{self.method}`) |",
+               f"| draft tokens per step N | {self.n_draft if self.speculates else 'n/a'} |",
+               f"| draft temperature | {self.draft_temperature_text()} |",
+               f"| target temperature | {self.temperature:g} |",
+               f"| expected speedup | {self.speedup_text()} |",
+               f"| source of that range | {self.source} |"]
+        for key, value in self.settings.items():
+            out.append(f"| {key} | {value} |")
+        out += ["", "## Why", ""] + [f"- {r}" for r in self.reasons]
+        out += ["", "## Serve it with vLLM", ""]
+        if self.speculates:
+            out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
+                    "The same object goes to Python as `LLM(model=..., speculative_config=...)`:", "",
+                    "```json", json.dumps(self.vllm_config(), indent=2), "```"]
+        else:
+            out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
+                    "No `--speculative-config`: serve the target alone."]
+        out += ["", "## Run it with transformers", "", "```python", self.hf_snippet(target), "```"]
+        if self.lab_drafter():
+            out += ["", "## Try it in this course", "", "```python",
+                    "from lab.decode import generate",
+                    "from lab.models import load_pair",
+                    f"from lab.drafters import {self.lab_drafter().split('(')[0].split('.')[0]}",
+                    'pair = load_pair("shakespeare")  # the bundled pair',
+                    'prompt_ids = pair.encode("ROMEO.\\n")',
+                    f"drafter = {self.lab_drafter()}",
+                    "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=200, "
+                    f"temperature={self.temperature:g})",
+                    "print(run.stats['acceptance_rate'], run.stats['tokens_per_target_call'])", "```"]
+        if self.notes:
+            out += ["", "## Engine notes", ""] + [f"- {n}" for n in self.notes]
+        out += ["", "## Check it in production", "",
+                "vLLM exports these counters while it speculates; our `stats` keys are ratios of them:", "",
+                "| our stats key | PromQL over vLLM's counters |", "|---|---|"]
+        out += [f"| `{key}` | `{expr}` |" for key, expr in VLLM_METRICS.items()]
+        out += ["", "## When to revisit", ""] + [f"- {r}" for r in self.revisit]
+        return "\n".join(out) + "\n"
+
+
+def _kwargs_text(kwargs: dict) -> str:
+    """``generate`` keyword arguments as ``k=v, ...`` for the summary ("(none)" when empty)."""
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) if kwargs else "(none)"

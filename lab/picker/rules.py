@@ -1,0 +1,151 @@
+"""The picker's rules: which method, N and draft temperature for a workload (the rules in order: the docstring of
+:mod:`lab.picker`). Decisions only; :mod:`lab.picker.reasons` and :mod:`lab.picker.revisit` word them.
+
+:func:`recommend` checks the inputs, applies rule 1, 2 or 3–4 to get a :class:`lab.picker.decision.Decision`,
+and returns it as a :class:`lab.picker.Recommendation` with its reasons, source, engine notes and revisit list.
+"""
+from __future__ import annotations
+
+from lab.picker.decision import Decision
+from lab.picker.load import LOAD_SPEEDUP, load_schedule
+from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
+from lab.picker.reasons import notes_for, reasons_for, source_for
+from lab.picker.recommendation import Recommendation
+from lab.picker.revisit import revisit_for
+from lab.picker.tables import (ARENA_PROSE_SPEEDUPS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, NGRAM_LOOKUP, SETUP_ORDER,
+                               STRATEGY_BY_METHOD, workload_row)
+from lab.picker.workload import check_workload
+
+__all__ = ["recommend", "obstacle", "speedup_for", "draft_length", "choose_under_load", "choose_latency_bound"]
+
+_HEADS = ("eagle", "medusa")                        # learned heads: replace the default when their range is higher
+_FALLBACKS = ("draft_model", "lookahead", "ngram")  # tried only when the default is not feasible
+_DRAFTS_WITH_TEMPERATURE = ("draft_model", "eagle")  # sampled drafts; the others are deterministic or greedy
+
+
+def recommend(task: str, temperature: float, has_small_same_family_model: bool, can_finetune: bool,
+              latency_bound: bool = True, memory_headroom_gb: float | None = None, *,
+              exclude=()) -> Recommendation:
+    """Pick a speculative-decoding method, N and draft temperature for a workload (the rules: the docstring of
+    :mod:`lab.picker`).
+
+    Args:
+        task: one of ``"chat"``, ``"code"``, ``"structured"``, ``"long_text"``, ``"copy_edit"``.
+        temperature: the target's sampling temperature, >= 0 (0 = greedy).
+        has_small_same_family_model: a small model with the target's tokenizer exists (a vanilla draft).
+        can_finetune: you may train extra parameters for the target (EAGLE or Medusa heads) — True also when a
+            trained head for your target is published.
+        latency_bound: True for interactive, small-batch serving; False for throughput-bound, high-batch serving.
+        memory_headroom_gb: free accelerator memory (GB) beyond the target and its KV cache; None = not known
+            (assumed to fit).
+        exclude: methods you cannot use (e.g. ``("eagle",)`` when your engine has no EAGLE for your target's
+            architecture); any of :data:`METHODS` but ``"none"``.
+
+    Returns:
+        a :class:`Recommendation`.
+
+    Raises:
+        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool (``numpy.bool_``
+            counts; numbers, NumPy scalars included, are accepted for temperature and memory), negative or
+            non-finite memory, or an unknown method in ``exclude`` (the message names the argument and the
+            allowed values).
+    """
+    workload = check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
+                              memory_headroom_gb, exclude)
+    obstacles = {m: why for m in SETUP_ORDER if (why := obstacle(m, workload)) is not None}
+    if workload["temperature"] > MAX_TEMPERATURE:  # 1. too hot: do not speculate
+        decision = Decision("temperature", "none", obstacles=obstacles)
+    elif not workload["latency_bound"]:  # 2. throughput-bound: EAGLE at N = 1 if it can be had, else nothing
+        decision = choose_under_load(workload, obstacles)
+    else:  # 3. and 4. latency-bound: the workload row's method unless a learned head beats it; then N
+        decision = choose_latency_bound(workload, obstacles)
+
+    def lifts(**change) -> bool:  # would this one change to the workload make speculation pay?
+        return recommend(**{**workload, **change}).method != "none"
+
+    return Recommendation(decision.method, decision.n_draft, decision.draft_temperature, workload["temperature"],
+                          reasons_for(decision, workload), decision.speedup, source_for(decision, workload),
+                          notes_for(decision, workload), revisit_for(decision, workload, lifts), workload,
+                          decision.settings)
+
+
+def obstacle(method: str, workload: dict) -> str | None:
+    """The first constraint of ``workload`` that rules ``method`` (a drafting method) out, one of
+    :data:`lab.picker.decision.OBSTACLES`; None when it is feasible. Feasible = not in ``exclude``, its prerequisite
+    holds (a small same-family model; permission to train heads), and it fits ``memory_headroom_gb``."""
+    if method in workload["exclude"]:
+        return "excluded"
+    if method == "draft_model" and not workload["has_small_same_family_model"]:
+        return "no_small_model"
+    if method in _HEADS and not workload["can_finetune"]:
+        return "no_training"
+    memory = workload["memory_headroom_gb"]
+    if memory is not None and MEMORY_NEEDED_GB.get(method, 0.0) > memory:
+        return "memory"
+    return None
+
+
+def speedup_for(method: str, task: str) -> tuple:
+    """((low, high), basis) for ``method`` on ``task``: its workload row if that row recommends it (basis
+    ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's measured
+    prose speedups at T = 1 and T = 0 (``"arena"``); else the strategy table's range (``"strategy"``)."""
+    row = workload_row(task)
+    if row.method == method:
+        return row.speedup, "workload_row"
+    if method == "ngram":
+        return (ARENA_PROSE_SPEEDUPS[("ngram", 1)], ARENA_PROSE_SPEEDUPS[("ngram", 0)]), "arena"
+    return STRATEGY_BY_METHOD[method].speedup, "strategy"
+
+
+def draft_length(method: str, task: str, temperature: float) -> tuple:
+    """Rule 4: (N, settings) for a latency-bound ``method``. Lookahead: its n-gram size minus 1 with lesson 09's
+    window and n-gram size; Medusa: its head count (one token per head); otherwise the top of the workload row's
+    k range when greedy (T = 0), the bottom when sampling (the cautious end), with prompt lookup's n-gram sizes
+    for ``"ngram"``."""
+    if method == "lookahead":
+        return LOOKAHEAD_SETTINGS["ngram"] - 1, {"window": LOOKAHEAD_SETTINGS["window"],
+                                                 "ngram": LOOKAHEAD_SETTINGS["ngram"]}
+    if method == "medusa":
+        return MEDUSA_HEADS, {}
+    low, high = workload_row(task).n_range
+    return (high if temperature == 0 else low), (dict(NGRAM_LOOKUP) if method == "ngram" else {})
+
+
+def choose_under_load(workload: dict, obstacles: dict) -> Decision:
+    """Rule 2, throughput-bound serving: an EAGLE head at N = 1 with lesson 13's batch-size schedule when it is
+    feasible (drafting at the target's temperature), else ``"none"``."""
+    if "eagle" in obstacles:
+        return Decision("load", "none", obstacles=obstacles)
+    return Decision("load", "eagle", 1, workload["temperature"], (1.0, LOAD_SPEEDUP[1]), "load",
+                    {"num_speculative_tokens_per_batch_size": load_schedule()}, obstacles)
+
+
+def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
+    """Rules 3 and 4, latency-bound serving.
+
+    The default is the workload row's method (``"ngram"`` for copy/edit, which has no row). Candidates: the default
+    if feasible, the learned heads (not for copy/edit), and, only when the default is not feasible, the fallbacks.
+    Prompt lookup displaces Lookahead when both are feasible (their ranges come from different sources, our CPU
+    arena and the seed's table, so they are not ranked by number: prompt lookup is what the engines serve, and
+    lesson 12 measured it ahead). The highest mid-range wins; ties go to the default, then to the cheaper method
+    (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
+    task, temperature = workload["task"], workload["temperature"]
+    default = "ngram" if task == "copy_edit" else workload_row(task).method
+    considered = (default,) + (() if task == "copy_edit" else _HEADS) + (_FALLBACKS if default in obstacles else ())
+    candidates = {m: speedup_for(m, task) for m in considered if m not in obstacles}
+    if not candidates:
+        return Decision("latency", "none", obstacles=obstacles, default=default)
+    lookup_over_lookahead = "ngram" in candidates and "lookahead" in candidates
+    if lookup_over_lookahead:
+        del candidates["lookahead"]
+
+    def rank(method):
+        low, high = candidates[method][0]
+        return (-(low + high) / 2, method != default, SETUP_ORDER.index(method))
+
+    method = min(candidates, key=rank)
+    n_draft, settings = draft_length(method, task, temperature)
+    draft_temperature = temperature if method in _DRAFTS_WITH_TEMPERATURE else 0.0
+    speedup, basis = candidates[method]
+    return Decision("latency", method, n_draft, draft_temperature, speedup, basis, settings, obstacles, default,
+                    candidates, lookup_over_lookahead)

@@ -1,0 +1,118 @@
+"""The picker's data: the seed lessons' tables, the course's measured numbers, the method and task names and labels,
+and the fixed settings of the draft-free methods. Nothing here decides; :mod:`lab.picker.rules` reads these.
+
+Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table, :data:`WORKLOAD_TABLE` seed lesson
+002's production settings; :data:`ARENA_PROSE_SPEEDUPS` and :data:`SHORT_OUTPUT_MEASURED` are committed runs of
+lessons 12 and 13 (tests/notebooks/test_lesson_claims.py holds them to those runs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "SETUP_ORDER", "SEED_000", "SEED_002", "MAX_TEMPERATURE",
+    "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
+    "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_PROSE_SPEEDUPS",
+    "SHORT_OUTPUT_MEASURED", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS",
+]
+
+TASKS = ("chat", "code", "structured", "long_text", "copy_edit")
+METHODS = ("draft_model", "medusa", "eagle", "lookahead", "ngram", "none")
+METHOD_LABELS = {
+    "draft_model": "vanilla draft model",
+    "medusa": "Medusa heads",
+    "eagle": "EAGLE draft head",
+    "lookahead": "Lookahead decoding",
+    "ngram": "n-gram prompt lookup",
+    "none": "no speculation",
+}
+TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": "structured output (JSON)",
+               "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)"}
+
+SETUP_ORDER = ("ngram", "lookahead", "draft_model", "medusa", "eagle")
+"""The drafting methods, cheaper to set up first (nothing / a model you have / heads you must train). Breaks ties."""
+
+SEED_000 = "seed lesson 000"
+SEED_002 = "seed lesson 002"
+
+MAX_TEMPERATURE = 1.0
+"""Above this the picker returns ``"none"``: T = 1 samples the model's own distribution, higher flattens it
+further, and seed lesson 000 lists high-temperature sampling among the cases not to speculate. (The effect on α
+depends on the pair; lesson 13 measures it.)"""
+
+SAMPLING_WARN_TEMPERATURE = 0.7
+"""Seed lesson 002 samples at 0.7 in its production example, with the comment that a lower temperature means more
+accepted drafts; above it the picker tells you to plan for the lower end of the range and to measure α."""
+
+
+@dataclass(frozen=True)
+class StrategyRow:
+    """One row of seed lesson 000's "Picking a draft" table: a method, when to pick it, its speedup range."""
+
+    method: str
+    strategy: str
+    when: str
+    speedup: tuple
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    """One row of seed lesson 002's production-settings table: workload, method, k range, speedup range."""
+
+    task: str
+    workload: str
+    method: str
+    n_range: tuple
+    speedup: tuple
+
+
+STRATEGY_TABLE = (
+    StrategyRow("draft_model", "Vanilla draft (1B/3B Llama family)", "Quick start, nothing to train", (1.8, 2.3)),
+    StrategyRow("medusa", "Medusa heads", "Training heads on the target is allowed", (2.0, 3.0)),
+    StrategyRow("eagle", "EAGLE-2 / 3", "Production serving, fastest option", (3.0, 4.0)),
+    StrategyRow("lookahead", "Lookahead", "No draft model, nothing trained or added", (1.3, 1.6)),
+)
+"""Seed lesson 000, "Picking a draft" (strategy, when to pick, speedup); the "when to pick" column is in the
+course's own words."""
+
+WORKLOAD_TABLE = (
+    WorkloadRow("chat", "General chat", "draft_model", (4, 5), (2.0, 2.5)),
+    WorkloadRow("code", "Code generation", "ngram", (3, 5), (1.5, 2.0)),
+    WorkloadRow("structured", "Structured JSON", "ngram", (5, 7), (2.0, 3.0)),
+    WorkloadRow("long_text", "Long text", "draft_model", (3, 4), (1.8, 2.2)),
+)
+"""Seed lesson 002, production settings (workload, recommended method, k, expected speedup). It has no copy/edit
+row; the picker uses the structured-JSON row, the nearest n-gram workload, for copy/edit."""
+
+STRATEGY_BY_METHOD = {row.method: row for row in STRATEGY_TABLE}
+""":data:`STRATEGY_TABLE` by method."""
+
+WORKLOAD_BY_TASK = {row.task: row for row in WORKLOAD_TABLE}
+""":data:`WORKLOAD_TABLE` by task (no ``"copy_edit"``: see :data:`NEAREST_ROW`)."""
+
+NEAREST_ROW = {"copy_edit": "structured"}
+"""Tasks without a row of their own -> the task whose row stands in for them."""
+
+
+def workload_row(task: str) -> WorkloadRow:
+    """The workload row for ``task`` (one of :data:`TASKS`): its own, or the nearest (:data:`NEAREST_ROW`).
+    Raises ``KeyError`` for an unknown task (``recommend`` checks the task first)."""
+    return WORKLOAD_BY_TASK.get(task) or WORKLOAD_BY_TASK[NEAREST_ROW[task]]
+
+
+ARENA_PROSE_SPEEDUPS = {("ngram", 0): 1.37, ("ngram", 1): 1.02, ("lookahead", 0): 0.98, ("lookahead", 1): 0.76}
+"""Measured speedups (× autoregressive) of prompt lookup and Lookahead on lesson 12's prose prompts at T = 0 and
+T = 1, from the arena table committed with that lesson (bundled pair, CPU; tests/notebooks/test_lesson_claims.py
+holds these to it). The seed tables give prompt lookup no range for chat or long text; the picker uses these two
+instead."""
+
+SHORT_OUTPUT_MEASURED = {"first_win_tokens": 2, "speedup_at_15": 1.53}
+"""Lesson 13's committed run on the bundled pair: the fewest new tokens at which speculation (the draft model) was
+ahead, and its speedup at 15 new tokens, the output length seed lesson 000 warns about
+(tests/notebooks/test_lesson_claims.py holds these to that run)."""
+
+NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}
+"""Prompt lookup's n-gram sizes: seed lesson 002 looks back 4 tokens; the minimum 2 is vLLM's docs example."""
+
+LOOKAHEAD_SETTINGS = {"window": 4, "ngram": 3}
+"""Lookahead's Jacobi window and n-gram size: ``LookaheadDrafter``'s defaults, the settings lesson 09 uses."""

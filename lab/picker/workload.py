@@ -1,0 +1,63 @@
+"""The picker's inputs: checking them and turning them into the workload dict every part of the picker reads.
+
+The workload dict has exactly :func:`lab.picker.recommend`'s argument names as keys, so a rule can ask what a
+changed workload would give with ``recommend(**{**workload, **change})``.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import numpy as np
+
+from lab.picker.tables import METHODS, TASKS
+
+__all__ = ["check_bool", "check_workload"]
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` as a bool when it is a ``bool`` or a ``numpy.bool_``; else ``ValueError`` naming ``name``."""
+    # numpy.bool_ is no bool subclass; 1 or "yes" would silently mean True
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
+                   memory_headroom_gb, exclude) -> dict:
+    """:func:`lab.picker.recommend`'s arguments, checked, as the workload dict.
+
+    Returns ``{"task", "temperature" (float), "has_small_same_family_model", "can_finetune", "latency_bound"
+    (bools), "memory_headroom_gb" (float or None), "exclude" (list of methods in :data:`METHODS` order, each
+    once)}``. A single method name is accepted for ``exclude``.
+
+    Raises:
+        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool (``numpy.bool_``
+            counts), negative or non-finite memory, or an unknown method in ``exclude`` (the message names the
+            argument and the allowed values).
+    """
+    if not isinstance(task, str) or task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    flags = (check_bool("has_small_same_family_model", has_small_same_family_model),
+             check_bool("can_finetune", can_finetune), check_bool("latency_bound", latency_bound))
+    memory = memory_headroom_gb
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
+                               or not math.isfinite(memory) or memory < 0):
+        raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {memory!r}")
+    if isinstance(exclude, str):
+        exclude = (exclude,)
+    try:
+        exclude = tuple(exclude)
+    except TypeError:
+        raise ValueError(f"exclude must be a list of methods, got {exclude!r}") from None
+    allowed = [m for m in METHODS if m != "none"]
+    bad = [m for m in exclude if m not in allowed]
+    if bad:
+        raise ValueError(f"exclude may only name {', '.join(allowed)}; got {bad!r}")
+    return {"task": task, "temperature": float(temperature), "has_small_same_family_model": flags[0],
+            "can_finetune": flags[1], "latency_bound": flags[2],
+            "memory_headroom_gb": None if memory is None else float(memory),
+            "exclude": [m for m in allowed if m in exclude]}

@@ -1,0 +1,158 @@
+"""Prompt sets per task kind (layer 4): held-out prose, copy-heavy, edit and structured-record prompts, all built from
+the bundled pair's held-out passages, and the checks that a prompt set fits a pair.
+
+Lesson 08 (prompt lookup) and lesson 12 (the drafter arena) run their drafters on these; :mod:`lab.bench` times
+held-out and copy-heavy prompts, :mod:`lab.arena` one task per kind (:data:`ARENA_TASKS`, :func:`arena_prompts`).
+"""
+from __future__ import annotations
+
+import json
+
+from lab.assets import PAIR_DIR
+from lab.validation import check_int
+
+__all__ = ["held_out_prompts", "copy_heavy_prompts", "edit_prompts", "record_prompts", "arena_prompts", "EDITS",
+           "ARENA_TASKS", "check_prompts", "encode_prompts", "context_problem"]
+
+ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
+"""The task kinds :func:`arena_prompts` builds prompts for."""
+
+
+def held_out_prompts() -> list[str]:
+    """Passages from the bundled pair's held-out split (never trained on), for demos, lessons and the bench."""
+    return json.loads((PAIR_DIR / "prompts.json").read_text(encoding="utf-8"))
+
+
+def check_prompts(prompts, name: str = "prompts") -> list[str]:
+    """``prompts`` as a list after checking it is a non-empty sequence of strings (a bare string is a mistake:
+    iterating it would run every character as a prompt); errors name ``name``.
+
+    Raises ``TypeError`` for a string, a non-iterable or an item that is not a string, ``ValueError`` for an empty
+    sequence."""
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(f"{name} must be a list of strings, got one {type(prompts).__name__}: wrap it in a list, "
+                        f"[{prompts[:40]!r}]")
+    try:
+        prompts = list(prompts)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of strings, got {type(prompts).__name__}") from None
+    if not prompts:
+        raise ValueError(f"{name} must be a non-empty list of strings, got an empty one")
+    wrong = [p for p in prompts if not isinstance(p, str)]
+    if wrong:
+        raise TypeError(f"{name} must be a list of strings, got an item of type {type(wrong[0]).__name__}: "
+                        f"{wrong[0]!r}")
+    return prompts
+
+
+def context_problem(pair, encoded, max_new_tokens: int) -> str | None:
+    """Why the longest of the ``encoded`` prompts (lists of token ids) plus ``max_new_tokens`` does not fit the
+    target's context (a message for the caller to name its argument or flag in), or None if they fit."""
+    from lab.models import context_limit
+
+    limit = context_limit(pair.target)
+    longest = max(len(ids) for ids in encoded)
+    if limit is not None and longest + max_new_tokens > limit:
+        which = "prompt" if len(encoded) == 1 else "the longest prompt"
+        return (f"{which} ({longest} tokens) + {max_new_tokens} new tokens exceed the target's context of {limit} "
+                "positions")
+    return None
+
+
+def encode_prompts(pair, prompts) -> list[list[int]]:
+    """Every prompt of ``prompts`` (strings) encoded with ``pair``'s tokenizer; ``ValueError`` naming the index of
+    a prompt with no tokens."""
+    encoded = [pair.encode(p) for p in prompts]
+    empty = [i for i, ids in enumerate(encoded) if not ids]
+    if empty:
+        raise ValueError(f"prompts[{empty[0]}] is {prompts[empty[0]]!r}, which has no tokens; every prompt needs "
+                         "at least one")
+    return encoded
+
+
+def _passage(pair, text: str, max_tokens: int = 48) -> str:
+    """The first ``max_tokens`` tokens of ``text``, cut back to a whole line when one fits (as text)."""
+    head = pair.decode(pair.encode(text)[:max_tokens])
+    return head[: head.rindex("\n") + 1] if "\n" in head[:-1] else head
+
+
+def copy_heavy_prompts(pair, texts=None, repeats: int = 3, lead_tokens: int = 4) -> list[str]:
+    """Prompts whose continuation is a copy: a passage shown ``repeats`` times, then its first ``lead_tokens``.
+
+    ``texts`` default to the held-out prompts; each passage is their first ≤ 48 tokens cut to whole lines, the
+    format the target saw in its copy training (see the model card). Greedy decoding continues the passage, so
+    prompt lookup can propose long runs that the target accepts (lesson 08).
+
+    Raises ``ValueError`` naming the argument for ``repeats`` that is not an integer >= 1 or ``lead_tokens`` not an
+    integer >= 0, or an empty ``texts``; ``TypeError`` when ``texts`` is not a list of strings (e.g. one string)."""
+    repeats, lead_tokens = check_int("repeats", repeats, 1), check_int("lead_tokens", lead_tokens, 0)
+    prompts = []
+    for text in check_prompts(texts, "texts") if texts is not None else held_out_prompts():
+        passage = _passage(pair, text)
+        lead = pair.decode(pair.encode(passage)[:lead_tokens])
+        prompts.append((passage + "\n\n") * repeats + lead)
+    return prompts
+
+
+EDITS = (("my lord", "my liege"), (" you", " thee"), (" your", " thy"), (" the ", " this "), ("sir", "madam"),
+         (" and ", " & "))
+"""The word changes of :func:`edit_prompts`, (old, new), each applied once where it occurs."""
+
+
+def edit_prompts(pair, texts=None) -> list[str]:
+    """Edit tasks: a passage, then the same passage with small word changes (``EDITS``), then the edited version
+    once more from its start — the output should repeat the edited text, which the prompt already holds.
+
+    Raises ``TypeError`` when ``texts`` is not a list of strings (e.g. one string), ``ValueError`` when it is
+    empty."""
+    prompts = []
+    for text in check_prompts(texts, "texts") if texts is not None else held_out_prompts():
+        passage = _passage(pair, text)
+        edited = passage
+        for old, new in EDITS:
+            if old in edited:
+                edited = edited.replace(old, new, 1)
+        lead = pair.decode(pair.encode(edited)[:4])
+        prompts.append(passage + "\n\n" + edited + "\n\n" + edited + "\n\n" + lead)
+    return prompts
+
+
+def record_prompts(pair, texts=None, records: int = 4) -> list[str]:
+    """Structured records, one JSON-like line per speech: ``{"speaker": "KING", "words": 5, "line": "…"}``.
+
+    Built from the held-out passages (speaker lines in capitals followed by a speech); each prompt holds up to
+    ``records`` records and the opening of the next one, so the continuation is more of the same structure.
+    ``pair`` is not used (the records need no tokenizer): ``record_prompts(None)`` counts them before a pair loads.
+
+    Raises ``ValueError`` for ``records`` that is not an integer >= 2 (a prompt shows at least two records before
+    the one to continue) or an empty ``texts``, ``TypeError`` when
+    ``texts`` is not a list of strings (e.g. one string)."""
+    records = check_int("records", records, 2)
+    texts = check_prompts(texts, "texts") if texts is not None else held_out_prompts()
+    speeches = []
+    for text in texts:
+        lines = [line.strip() for line in text.split("\n")]
+        for i, line in enumerate(lines[:-1]):
+            if line and line.rstrip(".").isupper() and lines[i + 1] and not lines[i + 1].rstrip(".").isupper():
+                speech = lines[i + 1]
+                speeches.append({"speaker": line.rstrip("."), "words": len(speech.split()), "line": speech})
+    prompts = []
+    for start in range(0, max(1, len(speeches) - records), records):
+        chunk = speeches[start:start + records + 1]
+        if len(chunk) < 3:
+            break
+        body = "".join(json.dumps(record) + "\n" for record in chunk[:-1])
+        prompts.append(body + '{"speaker": "' + chunk[-1]["speaker"] + '", "words": ')
+    return prompts
+
+
+def arena_prompts(pair, task: str) -> list[str]:
+    """The prompts of one arena task: "prose" = :func:`held_out_prompts` (8), "copy_edit" = :func:`edit_prompts`
+    (8: rewrite a passage with small word changes), "structured" = :func:`record_prompts` (JSON-like records),
+    "copy" = :func:`copy_heavy_prompts` (8: a passage repeated three times). Raises ``ValueError`` naming
+    ``task`` for any other name."""
+    makers = {"prose": lambda: held_out_prompts(), "copy_edit": lambda: edit_prompts(pair),
+              "structured": lambda: record_prompts(pair), "copy": lambda: copy_heavy_prompts(pair)}
+    if task not in makers:
+        raise ValueError(f"task must be one of {ARENA_TASKS}, got {task!r}")
+    return makers[task]()

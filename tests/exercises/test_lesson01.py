@@ -1,0 +1,42 @@
+"""The exercise checkers of lesson 01 (the sequential bottleneck; lab.exercises.lesson01): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+from lab.exercises import lesson01 as check
+from tests.helpers import rejects
+
+
+def run(checker, fn, capsys):
+    """(returned bool, printed text)."""
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def test_step_latency(capsys):
+    ok, out = run(check.step_latency, lambda t, d, n: n * d + t, capsys)
+    assert ok and out.startswith("✓")
+    rejects(check.step_latency, lambda t, d, n: (n + 1) * d + t, capsys, "N passes, not N + 1")
+    rejects(check.step_latency, lambda t, d, n: n * d + (n + 1) * t, capsys, "ONE forward pass")
+    rejects(check.step_latency, lambda t, d, n: t, capsys, "not free")
+    rejects(check.step_latency, lambda t, d, n: d + t, capsys, "once per drafted token")
+
+
+def test_arithmetic_intensity(capsys):
+    ok, _ = run(check.arithmetic_intensity, lambda k, b: 2 * k / b, capsys)
+    assert ok
+    rejects(check.arithmetic_intensity, lambda k, b: k / b, capsys, "2 FLOPs")
+    rejects(check.arithmetic_intensity, lambda k, b: b / (2 * k), capsys, "FLOPs divided by bytes")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 / b, capsys, "FLOPs grow with k")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k * b, capsys, "don't multiply")
+
+
+def test_arithmetic_intensity_bits_instead_of_bytes(capsys):
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys, "counts bits")
+    ok, out = run(check.arithmetic_intensity, lambda k, b: 2 * k / (8 * b), capsys)
+    assert "FLOPs grow with k" not in out
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k * 8 / b, capsys, "no factor of 8")
+
+
+# every planted fault is caught with its own hint (this one was not exercised).
+def test_step_latency_n_of_each(capsys):
+    rejects(check.step_latency, lambda t, d, n: n * (d + t), capsys, "not N of each")

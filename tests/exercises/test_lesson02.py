@@ -1,0 +1,68 @@
+"""The exercise checkers of lesson 02 (the rejection step; lab.exercises.lesson02): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import math
+
+from lab import sampling
+from lab.exercises import lesson02 as check
+from tests.helpers import rejects
+
+
+def run(checker, fn, capsys):
+    """(returned bool, printed text)."""
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def reference_accept_probability(target_prob, draft_prob):
+    if target_prob <= 0:
+        return 0.0
+    return 1.0 if draft_prob <= 0 else min(1.0, target_prob / draft_prob)
+
+
+def test_accept_probability(capsys):
+    ok, _ = run(check.accept_probability, reference_accept_probability, capsys)
+    assert ok
+    rejects(check.accept_probability, lambda t, d: t / d if d else math.inf, capsys, "can't exceed 1")
+    rejects(check.accept_probability, lambda t, d: min(1.0, d / t), capsys, "upside down")
+    rejects(check.accept_probability, lambda t, d: min(1.0, t / d), capsys, "can be 0")
+    rejects(check.accept_probability, lambda t, d: min(1.0, t / d) if d else 1.0, capsys, "never be accepted")
+
+
+def test_accept_or_reject(capsys):
+    ok, out = run(check.accept_or_reject, sampling.accept_or_reject, capsys)
+    assert ok, out
+    ok, _ = run(check.accept_or_reject, lambda t, d, u: u * d < t, capsys)  # the division-free form
+    assert ok
+    rejects(check.accept_or_reject, lambda t, d, u: u <= min(1.0, t / d) if d else True, capsys, "strict `<`")
+    rejects(check.accept_or_reject, lambda t, d, u: u < (min(1.0, d / t) if t else 1.0), capsys, "upside down")
+    rejects(check.accept_or_reject, lambda t, d, u: u < min(1.0, t / d), capsys, "draft_prob can be 0")
+    rejects(check.accept_or_reject, lambda t, d, u: u > min(1.0, t / d) if d else False, capsys, "reversed")
+    rejects(check.accept_or_reject, lambda t, d, u: min(1.0, t / d) if d else 1.0, capsys, "True or False")
+
+
+def test_accept_or_reject_forgot_the_draft(capsys):
+    rejects(check.accept_or_reject, lambda t, d, u: u < t, capsys, "RATIO target_prob / draft_prob")
+    ok, out = run(check.accept_or_reject, lambda t, d, u: u < t, capsys)
+    assert "reversed" not in out
+
+
+def test_hints_for_a_zero_draft_guard_and_a_near_miss(capsys):
+    # accepting whenever draft_prob == 0 also accepts a token the target cannot emit
+    rejects(check.accept_or_reject, lambda t, d, u: True if d == 0 else u < min(1.0, t / d), capsys,
+            "target gives probability 0 must never be accepted")
+    # a 1e-6 offset that 4 significant digits hide: the message shows every digit
+    out = rejects(check.accept_probability, lambda t, d: 0.0 if t <= 0 else min(1.0, t / (d + 1e-6)), capsys)
+    assert "returned 0.7499990625" in out and "expected 0.7499999999" in out
+
+
+# u == ratio must be rejected by a strict `<`, even in a solution that handles target_prob == 0 first.
+def test_accept_or_reject_u_equal_to_the_ratio(capsys):
+    def le_with_zero_guard(t, d, u):
+        if t <= 0:
+            return False
+        return u <= min(1.0, t / d) if d > 0 else True
+
+    assert le_with_zero_guard(0.375, 0.75, 0.5) is True and sampling.accept_or_reject(0.375, 0.75, 0.5) is False
+    rejects(check.accept_or_reject, le_with_zero_guard, capsys, "strict `<`", "(0.375, 0.75, 0.5)")

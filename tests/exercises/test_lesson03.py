@@ -1,0 +1,96 @@
+"""The exercise checkers of lesson 03 (the residual distribution; lab.exercises.lesson03): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lab import sampling
+from lab.exercises import lesson03 as check
+from tests.helpers import rejects
+
+
+def run(checker, fn, capsys):
+    """(returned bool, printed text)."""
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def positive(t, d):
+    return (t - d).clamp_min(0)
+
+
+RESIDUAL_FAULTS = [
+    (lambda t, d: torch.softmax(positive(t, d), -1), "softmax"),
+    (lambda t, d: positive(t, d) / positive(t, d).sum(-1, keepdim=True), "NaN"),
+    (lambda t, d: (t - d) / (t - d).sum(-1, keepdim=True), "clamp"),
+    (lambda t, d: positive(d, t) / positive(d, t).sum(-1, keepdim=True), "wrong way round"),
+    (lambda t, d: positive(t, d), "normalise"),
+    (lambda t, d: torch.where(positive(t, d).sum() > 0, positive(t, d) / positive(t, d).sum().clamp_min(1e-30), t),
+     "last axis"),
+]
+
+
+@pytest.mark.parametrize("checker", [check.residual_distribution, check.residual_without_softmax,
+                                     check.residual_zero_mass], ids=lambda c: c.__name__)
+def test_residual_checkers(checker, capsys):
+    ok, out = run(checker, sampling.residual_distribution, capsys)
+    assert ok, out
+    for fault, word in RESIDUAL_FAULTS:
+        rejects(checker, fault, capsys, word)
+    # right values as a list: lesson 03's next cells call .tolist() on the answer
+    rejects(checker, lambda t, d: sampling.residual_distribution(t, d).tolist(), capsys, "torch.Tensor")
+
+
+def test_residual_after_rejection(capsys):
+    ok, _ = run(check.residual_after_rejection, lambda t, d, token: sampling.residual_distribution(t, d), capsys)
+    assert ok
+
+    def seed_002(t, d, token):  # the scalar version of seed lesson 002
+        adjusted = (t[token] - d[token]).clamp_min(0)
+        return adjusted / adjusted.sum()
+
+    def without_token(t, d, token):
+        rest = t.clone()
+        rest[token] = 0
+        return rest / rest.sum()
+
+    rejects(check.residual_after_rejection, seed_002, capsys, "whole vocabulary", "tensor(nan)")
+    rejects(check.residual_after_rejection, without_token, capsys, "not enough")
+    rejects(check.residual_after_rejection, lambda t, d, token: t, capsys, "not from the target")
+
+
+def test_residual_checker_catches_a_slightly_wrong_residual():
+    assert check.residual_distribution(sampling.residual_distribution)
+
+    def off(target_probs, draft_probs):  # 2% of the mass spread uniformly: still normalised, still wrong
+        return 0.98 * sampling.residual_distribution(target_probs, draft_probs) + 0.02 / target_probs.shape[-1]
+
+    assert not check.residual_distribution(off)
+
+
+def test_residual_zero_mass_guard_must_work_row_by_row(capsys):
+    """A guard on the whole batch (`if positive.sum() == 0`) passed: no batch case held a row with target == draft
+    next to one without; it gives NaN in that row. A uniform fallback got the softmax hint."""
+    def batch_guard(t, d):
+        positive = (t - d).clamp_min(0)
+        return t if positive.sum() == 0 else positive / positive.sum(-1, keepdim=True)
+
+    def uniform_fallback(t, d):
+        positive = (t - d).clamp_min(0)
+        mass = positive.sum(-1, keepdim=True)
+        return torch.where(mass > 0, positive / mass.clamp_min(1e-30), torch.full_like(t, 1 / t.shape[-1]))
+
+    for checker in (check.residual_distribution, check.residual_without_softmax, check.residual_zero_mass):
+        rejects(checker, batch_guard, capsys, "guard each row, not the whole batch")
+        rejects(checker, uniform_fallback, capsys, "not a uniform distribution")
+        ok, out = run(checker, sampling.residual_distribution, capsys)
+        assert ok, out
+
+
+def test_a_residual_that_forgot_the_clamp_in_the_numerator(capsys):
+    def unclamped(t, d):  # divides by the positive mass, but keeps the negative differences
+        mass = (t - d).clamp_min(0).sum(-1, keepdim=True)
+        return torch.where(mass > 0, (t - d) / mass.clamp_min(1e-30), t)
+
+    rejects(check.residual_distribution, unclamped, capsys, "clamp negative differences to 0")

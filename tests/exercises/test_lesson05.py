@@ -1,0 +1,33 @@
+"""The exercise checkers of lesson 05 (acceptance vs divergence; lab.exercises.lesson05): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import torch
+
+from lab import metrics
+from lab.exercises import lesson05 as check
+from tests.helpers import rejects
+
+
+def run(checker, fn, capsys):
+    """(returned bool, printed text)."""
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def test_expected_acceptance(capsys):
+    ok, _ = run(check.expected_acceptance, lambda t, d: float(torch.minimum(t, d).sum()), capsys)
+    assert ok
+    ok, _ = run(check.expected_acceptance, lambda t, d: 1 - metrics.total_variation(t, d), capsys)
+    assert ok
+    rejects(check.expected_acceptance, lambda t, d: float((t * d).sum()), capsys, "two independent samples")
+    rejects(check.expected_acceptance, lambda t, d: metrics.total_variation(t, d), capsys, "1 - TV")
+    rejects(check.expected_acceptance, lambda t, d: float(torch.maximum(t, d).sum()), capsys, "use min")
+    rejects(check.expected_acceptance, lambda t, d: 1 - metrics.kl_divergence(t, d), capsys, "1 - KL")
+
+
+def test_expected_acceptance_largest_difference(capsys):
+    fault = lambda t, d: float(1 - (t - d).abs().max())  # noqa: E731
+    rejects(check.expected_acceptance, fault, capsys, "largest single-token difference", "returned 0.75",
+                   "expected 0.5")
+    rejects(check.expected_acceptance, lambda t, d: float(1 - (t - d).abs().sum()), capsys, "HALF")

@@ -1,0 +1,168 @@
+"""The exercise checkers of lesson 07 (KV-cache rollback; lab.exercises.lesson07): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lab.exercises import lesson07 as check
+from lab.kv import draft_keep_length, emitted_tokens, next_position, rollback
+from lab.models import forward, new_cache
+from tests.helpers import rejects
+
+
+def run(capsys, checker, fn, *args):
+    ok = checker(fn, *args)
+    return ok, capsys.readouterr().out
+
+
+def reference_rollback(model, prefix_ids, draft_ids, rejected_at):
+    cache = new_cache()
+    forward(model, prefix_ids, cache)
+    forward(model, draft_ids, cache)
+    return rollback(cache, len(prefix_ids) + rejected_at - 1)
+
+
+def test_emitted_tokens_without_the_bonus_after_a_full_acceptance(capsys):
+    ok = check.emitted_tokens(lambda d, k, t: list(d[:k]) + ([t] if k < len(d) else []))
+    out = capsys.readouterr().out
+    assert not ok and "bonus token: emit it too" in out and "not kept" not in out
+
+
+# each planted fault is caught with its own hint.
+def test_next_position_one_too_far(capsys):
+    rejects(check.next_position, lambda p, k: p + k + 2, capsys, "one too far")
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda d, k, t: [t] + list(d[:k]), "accepted drafts come first"),
+    (lambda d, k, t: list(d[:k]), "also emits the target's own token"),
+    (lambda d, k, t: list(d[:k + 1]), "replaced by the target's token"),
+])
+def test_emitted_tokens_hints(fn, words, capsys):
+    rejects(check.emitted_tokens, fn, capsys, words)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda h, k, n: h, "must leave the draft's cache"),
+    (lambda h, k, n: h - (n - 1), "keep the accepted drafts"),
+])
+def test_draft_keep_length_hints(fn, words, capsys):
+    rejects(check.draft_keep_length, fn, capsys, words)
+
+
+def test_rollback_to_the_prefix_hint(target, capsys):
+    from lab.kv import rollback
+    from lab.models import forward, new_cache
+
+    def to_prefix(model, prefix, drafts, rejected_at):
+        cache = new_cache()
+        forward(model, prefix, cache)
+        forward(model, drafts, cache)
+        return rollback(cache, len(prefix))
+
+    capsys.readouterr()
+    assert check.rollback_after_rejection(to_prefix, target, list(range(3, 13)),
+                                          [20, 21, 22, 23, 24]) is False
+    out = capsys.readouterr().out
+    assert "rejected_at=2" in out and "you rolled back to the prefix" in out, out
+
+
+def test_rollback_checker_reports_a_prefix_changed_in_place(capsys, target):
+    """`prefix_ids += draft_ids` passed the checker (it handed over copies) and then broke the lesson's next cell,
+    whose own prefix had grown."""
+    from lab.kv import rollback
+    from lab.models import forward, new_cache
+
+    def grows_the_prefix(model, prefix_ids, draft_ids, rejected_at):
+        cache = new_cache()
+        prefix_ids += draft_ids
+        forward(model, prefix_ids, cache)
+        return rollback(cache, len(prefix_ids) - len(draft_ids) + rejected_at - 1)
+
+    capsys.readouterr()
+    assert not check.rollback_after_rejection(grows_the_prefix, target, list(range(3, 13)), [20, 21, 22])
+    out = capsys.readouterr().out
+    assert "changed prefix_ids in place" in out and "prefix_ids + draft_ids" in out
+
+
+def test_positions_and_kept_lengths_must_be_whole_ints(capsys):
+    rejects(check.next_position, lambda p, k: float(p + k + 1), capsys, "an int")
+    rejects(check.draft_keep_length, lambda h, k, n: h - max(0.0, n - 1.0 - k), capsys, "an int")
+    assert check.next_position(lambda p, k: np.int64(p + k + 1))
+    assert check.next_position(lambda p, k: torch.tensor(p + k + 1))
+
+
+def test_rollback_checker(capsys, target):
+    args = (target, list(range(3, 13)), [20, 21, 22, 23, 24])
+    ok, out = run(capsys, check.rollback_after_rejection, reference_rollback, *args)
+    assert ok and out.startswith("✓")
+
+    def keeps_rejected(model, prefix, drafts, rejected_at):
+        return reference_rollback(model, prefix, drafts, rejected_at + 1) if rejected_at < 5 else \
+            reference_rollback(model, prefix, drafts, rejected_at)
+
+    ok, out = run(capsys, check.rollback_after_rejection, keeps_rejected, *args)
+    assert not ok and "one entry too many" in out
+
+    def rebuilt(model, prefix, drafts, rejected_at):  # right length, wrong content: drafts at the wrong positions
+        cache = new_cache()
+        forward(model, prefix[: rejected_at - 1] + drafts[: rejected_at - 1] + prefix[rejected_at - 1:], cache)
+        return cache
+
+    ok, out = run(capsys, check.rollback_after_rejection, rebuilt, *args)
+    assert not ok and "next logits differ" in out
+
+    def rebuilt_right(model, prefix, drafts, rejected_at):  # right tokens, right logits, but never rolled back
+        cache = new_cache()
+        forward(model, prefix + drafts[: rejected_at - 1], cache)
+        return cache
+
+    ok, out = run(capsys, check.rollback_after_rejection, rebuilt_right, *args)
+    assert not ok and "never held the drafts" in out and "lab.kv.rollback" in out
+
+    def appended_then_rebuilt(model, prefix, drafts, rejected_at):  # forwards the drafts, then starts over
+        reference_rollback(model, prefix, drafts, len(drafts))
+        return rebuilt_right(model, prefix, drafts, rejected_at)
+
+    ok, out = run(capsys, check.rollback_after_rejection, appended_then_rebuilt, *args)
+    assert not ok and "never held the drafts" in out and "built again" in out
+
+    def copied(model, prefix, drafts, rejected_at):  # rolls back a deep copy: not "built again", and said so
+        import copy
+
+        cache = new_cache()
+        forward(model, prefix + drafts, cache)
+        return rollback(copy.deepcopy(cache), len(prefix) + rejected_at - 1)
+
+    ok, out = run(capsys, check.rollback_after_rejection, copied, *args)
+    assert not ok and "it is a copy of another cache" in out and "built again" not in out
+    ok, out = run(capsys, check.rollback_after_rejection, check.reference_rollback_after_rejection, *args)
+    assert ok
+    assert not target._forward_hooks  # the checker removed its hook
+    ok, out = run(capsys, check.rollback_after_rejection, lambda *a: None, *args)
+    assert not ok and "return the cache" in out
+
+
+@pytest.mark.parametrize("fault,phrase", [(lambda p, k: p + 1, "advance by num_accepted + 1"),
+                                          (lambda p, k: p + k, "target's own token")])
+def test_next_position_checker(capsys, fault, phrase):
+    assert run(capsys, check.next_position, next_position)[0]
+    ok, out = run(capsys, check.next_position, fault)
+    assert not ok and phrase in out
+
+
+def test_draft_keep_checker(capsys, target, noisy_draft):
+    ok, out = run(capsys, check.draft_keep_length, draft_keep_length, target, noisy_draft, [1, 2, 3, 4, 5])
+    assert ok and "matches a fresh forward" in out
+    ok, out = run(capsys, check.draft_keep_length, lambda h, k, n: h - (n - k))
+    assert not ok and "never fed its LAST draft" in out
+    ok, out = run(capsys, check.draft_keep_length, lambda h, k, n: h - (n - 1 - k))
+    assert not ok and "full acceptance" in out
+
+
+def test_emitted_tokens_checker(capsys):
+    assert run(capsys, check.emitted_tokens, emitted_tokens)[0]
+    ok, out = run(capsys, check.emitted_tokens, lambda d, k, t: list(d) + [t])
+    assert not ok and "rejected drafts must not reach the output" in out

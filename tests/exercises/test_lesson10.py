@@ -1,0 +1,238 @@
+"""The exercise checkers of lesson 10 (Medusa, token trees and tree attention; lab.exercises.lesson10): the reference
+passes, planted mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import torch
+
+from lab.exercises import lesson08
+from lab.exercises import lesson10 as check
+from lab.trees import depths, tree_attention_mask
+from lab.verify import verify_tree_greedy
+from tests.helpers import rejects
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_tree_mask_without_the_prefix_hint(capsys):
+    rejects(check.tree_mask, check._mask_variant("no_prefix"), capsys, "whole committed prefix")
+    rejects(check.tree_mask, check._mask_variant("no_self"), capsys, "attends to itself")
+
+
+def test_tree_mask_must_be_a_tensor(capsys):
+    from lab.trees import tree_attention_mask
+
+    # the right pattern as nested lists of bools is not a mask lab.models.forward can use
+    rejects(check.tree_mask, lambda p, n: tree_attention_mask(p, n).tolist(), capsys, "bool tensor")
+
+
+def test_tree_positions_without_prefix_len_hint(capsys):
+    from lab.trees import depths
+
+    rejects(check.tree_positions, lambda p, n: depths(p).tolist(), capsys, "add prefix_len")
+
+
+def test_tree_mask_shape_and_type_get_their_own_hints(capsys):
+    from lab.trees import tree_attention_mask
+
+    rejects(check.tree_mask, lambda p, n: tree_attention_mask(p, 0), capsys, "shape (4, 4); expected (4, 7)",
+            "prefix_len committed tokens first")
+    rejects(check.tree_mask, lambda p, n: tree_attention_mask(p, n).tolist(), capsys, "returned a list",
+            "torch.bool")
+
+
+def test_accepted_path_refuses_a_tensor_and_a_walk_capped_at_three_levels(capsys):
+    from lab.verify import verify_tree_greedy
+
+    rejects(check.accepted_path, lambda a, t, p: torch.tensor(verify_tree_greedy(a, t, p).path), capsys,
+            "returned a Tensor", "if path")
+
+    def three_levels(argmax, tokens, parents):  # "Medusa has 3 heads"
+        node, path = -1, []
+        for _ in range(3):
+            match = next((c for c, parent in enumerate(parents) if parent == node and tokens[c] == argmax[node + 1]),
+                         None)
+            if match is None:
+                break
+            path.append(match)
+            node = match
+        return path
+
+    rejects(check.accepted_path, three_levels, capsys)
+
+
+def test_ngram_lookup_and_tokens_per_call_name_the_mistake_they_fit(capsys, target):
+    from lab.exercises.lesson10 import reference_tokens_per_call
+
+    def skips_start(context, max_ngram, n_draft):
+        for n in range(min(max_ngram, len(context) - 1), 0, -1):
+            for i in range(len(context) - n - 1, 0, -1):   # never checks i = 0
+                if context[i:i + n] == context[-n:]:
+                    return list(context[i + n:i + n + n_draft])
+        return []
+
+    rejects(lesson08.ngram_lookup, skips_start, capsys, "including start 0")
+
+    def last_prompt(t, make, ps, m, eos_token_id=None):
+        from lab.decode import generate
+        for p in ps:  # = instead of +=: only the last prompt's run is left
+            g = generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id)
+            tokens, calls = len(g.tokens), g.stats["target_calls"]
+        return tokens / calls
+
+    capsys.readouterr()
+    assert not check.tokens_per_call(last_prompt, target, [list(range(1, 30)), list(range(30, 60))])
+    assert "add up over ALL prompts" in capsys.readouterr().out
+    assert check.tokens_per_call(reference_tokens_per_call, target, [list(range(1, 30)), list(range(30, 60))])
+
+
+def test_tree_positions(capsys):
+    assert check.tree_positions(lambda p, n: (depths(p) + n).tolist())
+    # a tensor or tuple has the right numbers, but the lesson prepends a position: [prefix_len - 1] + positions
+    for container in (lambda v: v, lambda v: tuple(v.tolist()), lambda v: iter(v.tolist())):
+        assert not check.tree_positions(lambda p, n, container=container: container(depths(p) + n))
+        assert "return a list of int positions" in capsys.readouterr().out
+    assert not check.tree_positions(lambda p, n: [n + i for i in range(len(p))])
+    assert "DEPTH - 1" in capsys.readouterr().out
+    assert not check.tree_positions(lambda p, n: (depths(p) + n + 1).tolist())
+    assert "depth 1" in capsys.readouterr().out
+    assert not check.tree_positions(lambda p, n: (depths(p) + n - 1).tolist())
+    assert "prefix_len - 1" in capsys.readouterr().out
+    assert not check.tree_positions(lambda p, n: depths(p).tolist())
+    assert not check.tree_positions(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_medusa_loss(capsys):
+    import torch.nn.functional as F
+
+    def loss(logits, tokens, decay=0.8, shift=1, weight=lambda k, d: d ** k, reduction="mean", average=False):
+        total = 0.0
+        for k in range(1, logits.size(2) + 1):
+            span = tokens.size(1) - shift - k
+            total = total + weight(k, decay) * F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
+                                                               tokens[:, shift + k:].reshape(-1), reduction=reduction)
+        return total / logits.size(2) if average else total
+
+    # a hand-computed value: one head, uniform logits over 4 tokens -> every cross-entropy is ln 4
+    uniform = torch.zeros(1, 3, 1, 4)
+    assert torch.isclose(check.reference_medusa_loss(uniform, torch.tensor([[0, 1, 2]]), 0.5),
+                         torch.tensor(0.5 * 1.3863), atol=1e-4)
+    assert check.medusa_loss(loss)
+    capsys.readouterr()
+    # the lesson calls .backward() on the result: a float or a detached tensor is refused with its own hint
+    assert not check.medusa_loss(lambda lo, t, decay=0.8: float(loss(lo, t, decay)))
+    assert "returned a float" in capsys.readouterr().out
+    assert not check.medusa_loss(lambda lo, t, decay=0.8: loss(lo, t, decay).detach())
+    assert "no gradient" in capsys.readouterr().out
+    for wrong, words in [(dict(shift=0), "t + 1 + k"), (dict(weight=lambda k, d: d ** (k - 1)), "decay ** k (k = 1"),
+                         (dict(weight=lambda k, d: 1.0), "less sure"), (dict(average=True), "do not divide"),
+                         (dict(reduction="sum"), "MEAN cross-entropy")]:
+        assert not check.medusa_loss(lambda lo, t, decay=0.8, wrong=wrong: loss(lo, t, decay, **wrong))
+        assert words in capsys.readouterr().out, wrong
+    assert not check.medusa_loss(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_tree_mask(capsys):
+    assert check.tree_mask(tree_attention_mask)
+    assert not check.tree_mask(check._mask_variant("causal"))
+    assert "siblings" in capsys.readouterr().out
+    assert not check.tree_mask(check._mask_variant("parent_only"))
+    assert "ALL its ancestors" in capsys.readouterr().out
+    assert not check.tree_mask(check._mask_variant("no_self"))
+    assert not check.tree_mask(lambda p, n: tree_attention_mask(p, n).float())  # must be a bool mask
+    assert "torch.bool" in capsys.readouterr().out
+    assert not check.tree_mask(lambda p, n: tree_attention_mask(p, n).int())
+    out = capsys.readouterr().out
+    assert "right pattern" in out and "torch.bool" in out and ".bool()" in out
+
+    def additive(p, n):
+        return torch.zeros(len(p), n + len(p)).masked_fill(~tree_attention_mask(p, n), float("-inf"))
+
+    assert not check.tree_mask(additive)
+    out = capsys.readouterr().out
+    assert "additive mask" in out and "torch.bool" in out
+    assert not check.tree_mask(lambda p, n: additive(p, n).clamp(min=-1e9))  # a large negative number instead
+    assert "additive mask" in capsys.readouterr().out
+
+
+def test_accepted_path(capsys):
+    assert check.accepted_path(lambda a, t, p: verify_tree_greedy(a, t, p).path)
+    for kind, word in (("first_child", "EVERY child"), ("row_is_node", "row i + 1"), ("one_level", "descending"),
+                       ("child_row", "PARENT's row"), ("any_branch", "CHILDREN are candidates")):
+        assert not check.accepted_path(check._path_variant(kind))
+        assert word in capsys.readouterr().out
+    assert not check.accepted_path(lambda a, t, p: None)
+    assert "did you forget a `return` statement?" in capsys.readouterr().out
+
+
+def test_accepted_path_refuses_a_walk_that_matches_nodes_on_another_branch(capsys):
+    """A walk taking the next node with the right token at the next depth, whatever its parent, used to pass: no
+    case had the same token on two branches (the default Medusa tree does)."""
+    def depth_scan(argmax, tokens, parents):
+        level, node, path = depths(parents).tolist(), -1, []  # 0-based levels
+        while True:
+            want = level[node] + 1 if node >= 0 else 0
+            match = next((c for c in range(len(tokens)) if level[c] == want and tokens[c] == argmax[node + 1]), None)
+            if match is None:
+                return path
+            path.append(match)
+            node = match
+
+    assert depths([-1, -1, 0, 1]).tolist() == [0, 0, 1, 1]
+    assert not check.accepted_path(depth_scan)
+    out = capsys.readouterr().out
+    assert "returned [1, 2]; expected [1, 3]" in out and "CHILDREN are candidates" in out
+
+
+def test_tokens_per_call(capsys, target):
+    from lab.exercises.lesson10 import reference_tokens_per_call
+
+    prompts = [list(range(1, 30)), list(range(30, 60))]
+    assert check.tokens_per_call(reference_tokens_per_call, target, prompts)
+
+    def mean_of_ratios(t, make, ps, m):
+        from lab.decode import generate
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m) for p in ps]
+        return sum(g.stats["tokens_per_target_call"] for g in runs) / len(runs)
+
+    assert not check.tokens_per_call(mean_of_ratios, target, prompts)
+    assert "no eos_token_id parameter" in capsys.readouterr().out  # the old four-argument signature
+
+    def mean_of_ratios_eos(t, make, ps, m, eos_token_id=None):
+        from lab.decode import generate
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+        return sum(g.stats["tokens_per_target_call"] for g in runs) / len(runs)
+
+    assert not check.tokens_per_call(mean_of_ratios_eos, target, prompts)
+    assert "pool before dividing" in capsys.readouterr().out
+    assert not check.tokens_per_call(lambda t, make, ps, m, eos_token_id=None:
+                                     reference_tokens_per_call(t, make, ps, m, eos_token_id) // 1, target, prompts)
+    assert "//" in capsys.readouterr().out
+
+    def runs_of(t, make, ps, m, eos_token_id):
+        from lab.decode import generate
+        return [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+
+    def with_draft_calls(t, make, ps, m, eos_token_id=None):
+        runs = runs_of(t, make, ps, m, eos_token_id)
+        return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + g.stats["draft_calls"] for g in runs)
+
+    assert not check.tokens_per_call(with_draft_calls, target, prompts)
+    out = capsys.readouterr().out
+    assert "target calls only" in out and "//" not in out
+
+    def requested(t, make, ps, m, eos_token_id=None):  # right on every run that does not stop early
+        runs = runs_of(t, make, ps, m, eos_token_id)
+        return m * len(ps) / sum(g.stats["target_calls"] for g in runs)
+
+    assert not check.tokens_per_call(requested, target, prompts)
+    out = capsys.readouterr().out
+    assert "actually produced" in out and "eos_token_id=" in out
+    assert not check.tokens_per_call(
+        lambda t, make, ps, m, eos_token_id=None: reference_tokens_per_call(t, make, ps, m), target, prompts)
+    assert "pass eos_token_id on to generate" in capsys.readouterr().out
+    assert not check.tokens_per_call(stub, target, prompts)
+    assert "not solved yet" in capsys.readouterr().out

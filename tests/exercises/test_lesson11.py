@@ -1,0 +1,51 @@
+"""The exercise checkers of lesson 11 (EAGLE's training pairs; lab.exercises.lesson11): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+from lab.exercises import lesson11 as check
+from tests.helpers import rejects
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+# a window of 3 tokens gives exactly one pair; a solution that squeezes its parts loses that dimension.
+def test_eagle_training_pairs_single_pair_window(capsys):
+    def squeezed(h, x):
+        return h[:-2].squeeze(), x[1:-1].squeeze(), h[1:-1].squeeze(), x[2:].squeeze()
+
+    out = rejects(check.eagle_training_pairs, squeezed, capsys, "hidden [3, 2]")
+    assert "features_in is" in out
+
+
+def test_eagle_training_pairs(capsys):
+    assert check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1], x[2:]))
+    assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[:-2], h[1:-1], x[1:-1]))
+    out = capsys.readouterr().out
+    assert "NEXT token" in out and "tokens_in is ids[:-2]" in out and "token_targets is ids[1:-1]" in out
+    assert "features_in" not in out and "slice, do not loop" not in out
+    assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[:-2], x[2:]))
+    out = capsys.readouterr().out
+    assert "NEXT feature" in out and "1 of the four parts is wrong" in out and "feature_targets is hidden[:-2]" in out
+    assert not check.eagle_training_pairs(stub)
+
+
+def test_eagle_training_pairs_accepts_loops_and_names_the_wrong_part(capsys):
+    def loop(h, x):
+        parts = ([], [], [], [])
+        for j in range(len(x) - 2):
+            for part, value in zip(parts, (h[j], x[j + 1], h[j + 1], x[j + 2])):
+                part.append(value)
+        return parts
+
+    assert check.eagle_training_pairs(loop)
+    capsys.readouterr()
+    assert not check.eagle_training_pairs(lambda h, x: (h[1:-1], x[1:-1], h[1:-1], x[2:]))
+    out = capsys.readouterr().out
+    assert "features_in is hidden[1:-1]" in out and "hidden[:-2]" in out
+    assert "tensor([" not in out  # names the slice instead of printing whole tensors
+    assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1], x[2:] + 1))
+    assert "token_targets is a tensor of shape" in capsys.readouterr().out
+    assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1]))
+    assert "return four things" in capsys.readouterr().out

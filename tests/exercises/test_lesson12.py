@@ -1,0 +1,155 @@
+"""The exercise checkers of lesson 12 (the drafter arena; lab.exercises.lesson12): the reference passes, planted
+mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lab.drafters.draft_model import next_n_draft
+from lab.exercises import lesson12 as check
+from lab.metrics import expected_tokens_per_call
+from tests.helpers import rejects
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+# a mean of per-step ratios gets the "pool first" hint.
+def test_cost_ratio_mean_of_ratios_hint(capsys):
+    def mean_of_ratios(steps, ar):
+        ratios = [s.draft_ms / s.draft_calls for s in steps if s.draft_calls]
+        return sum(ratios) / len(ratios) / ar
+
+    rejects(check.cost_ratio, mean_of_ratios, capsys, "pool first")
+
+
+# alpha**N instead of alpha**(N+1) gets the bonus-token hint.
+def test_efficiency_exponent_hint(capsys):
+    def short_exponent(m, b, a, n, c):
+        tokens = n + 1 if a == 1 else (1 - a ** n) / (1 - a)
+        return (m / b) / (tokens / (1 + n * c))
+
+    rejects(check.efficiency, short_exponent, capsys, "(the bonus token)")
+
+
+def test_next_n_draft_without_a_return(capsys):
+    rejects(check.next_n_draft, lambda n, a, d: None, capsys, "returned None", "`return`")
+
+
+def test_reference_values():
+    # 4 steps of a draft model: 8.0 ms over 16 forwards = 0.5 ms per forward, over a 4.6 ms autoregressive step.
+    assert abs(check.reference_cost_ratio(check._STEP_LISTS[0], 4.6) - 0.5 / 4.6) < 1e-12
+    # accepted 4 + 1 + 0 + 2 = 7; three steps stopped at a rejection: alpha = 7 / 10, the acceptance rate 7 / 16.
+    assert check.reference_alpha_from_steps(check._STEP_LISTS[0]) == 0.7
+    assert check.reference_alpha_from_steps([check._step(0, 0, 0.0, 5.0, calls=0)]) is None
+    assert abs(check.reference_efficiency(300.0, 200.0, 0.75, 4, 0.1)
+               - 1.5 / (expected_tokens_per_call(0.75, 4) / 1.4)) < 1e-12
+
+
+def test_cost_ratio(capsys):
+    assert check.cost_ratio(check.reference_cost_ratio)
+    assert "✓" in capsys.readouterr().out
+    wrong = {
+        "draft_calls), not by the number of steps":
+            lambda steps, ar: sum(s.draft_ms for s in steps) / len(steps) / ar,
+        "not drafted tokens": lambda steps, ar: sum(s.draft_ms for s in steps) / sum(len(s.drafted) for s in steps) / ar,
+        "AUTOREGRESSIVE": lambda steps, ar: (sum(s.draft_ms for s in steps) / sum(s.draft_calls for s in steps))
+        / (sum(s.verify_ms for s in steps) / len(steps)),
+        "not the other way round": lambda steps, ar: ar / (sum(s.draft_ms for s in steps)
+                                                           / sum(s.draft_calls for s in steps)),
+    }
+    for hint, fn in wrong.items():
+        assert not check.cost_ratio(fn)
+        assert hint in capsys.readouterr().out
+
+    def skips_idle_steps(steps, ar):  # correct too: a step with no draft forward adds no time and no call
+        busy = [s for s in steps if s.draft_calls]
+        return sum(s.draft_ms for s in busy) / sum(s.draft_calls for s in busy) / ar
+
+    assert check.cost_ratio(skips_idle_steps)
+    assert "✓" in capsys.readouterr().out
+    assert not check.cost_ratio(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_alpha_from_steps(capsys):
+    assert check.alpha_from_steps(check.reference_alpha_from_steps)
+
+    hints = ("never examined", "bonus", "examined nothing", "first position", "return None, not 0")
+    for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
+        assert not check.alpha_from_steps(fn)
+        assert hint in capsys.readouterr().out
+    assert not check.alpha_from_steps(lambda steps: 0.5)
+    assert not check.alpha_from_steps(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_alpha_from_steps_none_where_zero_is_due_is_not_called_a_missing_return(capsys):
+    """None is a legal answer here (nothing examined), so testing `accepted` instead of `examined` is a logic slip,
+    not a forgotten `return`; a function that returns None everywhere still gets that hint."""
+    def tests_accepted(steps):
+        accepted = sum(s.num_accepted for s in steps)
+        rejections = sum(1 for s in steps if s.drafted and s.num_accepted < s.depth)
+        return accepted / (accepted + rejections) if accepted else None
+
+    assert not check.alpha_from_steps(tests_accepted)
+    out = capsys.readouterr().out
+    assert "returned None; expected 0" in out and "forget a `return`" not in out
+    assert not check.alpha_from_steps(lambda steps: None)
+    assert "forget a `return`" in capsys.readouterr().out
+
+
+def test_efficiency(capsys):
+    from lab.metrics import predicted_speedup
+
+    assert check.efficiency(check.reference_efficiency)
+    wrong = {
+        "1 + N·c": lambda m, b, a, n, c: (m / b) / expected_tokens_per_call(a, n),
+        "not 1 + c": lambda m, b, a, n, c: (m / b) / (expected_tokens_per_call(a, n) / (1 + c)),
+        "above 1 when": lambda m, b, a, n, c: (b / m) / predicted_speedup(a, n, c),
+        "not predicted / measured": lambda m, b, a, n, c: predicted_speedup(a, n, c) / (m / b),
+    }
+    for hint, fn in wrong.items():
+        assert not check.efficiency(fn)
+        assert hint in capsys.readouterr().out
+    def written_out(m, b, a, n, c):  # right everywhere but at alpha = 1, where it divides 0 by 0
+        return (m / b) / ((1 - a ** (n + 1)) / (1 - a) / (1 + n * c))
+
+    assert not check.efficiency(written_out)
+    assert "Handle alpha == 1" in capsys.readouterr().out
+    assert not check.efficiency(lambda m, b, a, n, c: None)
+    assert "did you forget a `return` statement?" in capsys.readouterr().out
+    assert not check.efficiency(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_next_n_draft(capsys):
+    assert check.next_n_draft(lambda n, a, d: next_n_draft(n, a, d))
+    wrong = {
+        "n_drafted": lambda n, a, d: n + 2 if a == n else max(1, n - 1),
+        "below 1": lambda n, a, d: n + 2 if a == d else n - 1,
+        "by 2, not 1": lambda n, a, d: n + 1 if a == d else max(1, n - 1),
+        "EVERY draft": lambda n, a, d: n + 2 if a > 0 else max(1, n - 1),
+        "not reset to 1": lambda n, a, d: n + 2 if a == d else 1,
+    }
+    for hint, fn in wrong.items():
+        assert not check.next_n_draft(fn)
+        assert hint in capsys.readouterr().out
+    assert not check.next_n_draft(lambda n, a, d: str(n))
+    assert "return an int" in capsys.readouterr().out
+    # a NumPy integer is an int answer
+    assert check.next_n_draft(lambda n, a, d: np.int64(next_n_draft(n, a, d)))
+    assert capsys.readouterr().out.startswith("✓")
+    assert not check.next_n_draft(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_metrics_alpha_and_cost_ratio_are_the_lab_reference():
+    from lab.metrics import alpha_from_steps, cost_ratio_from_steps
+
+    assert check.reference_alpha_from_steps is alpha_from_steps and check.reference_cost_ratio is cost_ratio_from_steps
+    with pytest.raises(ValueError, match="draft_calls"):
+        cost_ratio_from_steps([check._step(0, 0, 0.0, 5.0, calls=0)], 4.6)
+    with pytest.raises(ValueError, match="ar_ms_per_step"):
+        cost_ratio_from_steps(check._STEP_LISTS[0], 0.0)

@@ -1,0 +1,166 @@
+"""The exercise checkers of lesson 14 (vLLM's counters to our stats; lab.exercises.lesson14): the reference passes,
+planted mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lab import picker
+from lab.exercises import lesson14 as check
+from tests.helpers import rejects
+
+
+def _picker_variant(**change):
+    from lab import picker
+
+    def fn(d, t, a, p):
+        out = picker.stats_from_vllm_counters(d, t, a, p)
+        for key, f in change.items():
+            out[key] = f(out[key], d, t, a, p)
+        return out
+    return fn
+
+
+def _vllm_stats(d, t, a, p, per_position=list, number=float):
+    if d == 0:
+        return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+    return {"acceptance_rate": number(a / t), "tokens_per_target_call": number(1 + a / d),
+            "per_position_acceptance": per_position([x / d for x in p])}
+
+
+# an acceptance rate 5 % off is wrong.
+def test_vllm_counter_stats_five_percent_off_are_rejected(capsys):
+    fn = _picker_variant(acceptance_rate=lambda v, *_: None if v is None else v * 1.05)
+    capsys.readouterr()
+    assert check.stats_from_vllm_counters(fn) is False
+    assert "acceptance_rate should be" in capsys.readouterr().out
+
+
+# per_position_acceptance must have one entry per position; dropping the zero positions is wrong.
+def test_vllm_counter_stats_per_position_list_must_keep_its_length(capsys):
+    fn = _picker_variant(per_position_acceptance=lambda v, *_: [x for x in v if x])
+    capsys.readouterr()
+    assert check.stats_from_vllm_counters(fn) is False
+    out = capsys.readouterr().out
+    assert "every draft is rejected" in out and "per_position_acceptance should be" in out, out
+
+
+@pytest.mark.parametrize("per_position, number", [
+    (lambda xs: torch.tensor(xs), float),                      # float32 tensor: values off by float32 rounding
+    (lambda xs: torch.tensor(xs, dtype=torch.float64), float),
+    (lambda xs: np.asarray(xs, dtype=np.float32), float),
+    (tuple, float),
+    (list, lambda x: torch.tensor(x)),                         # 0-d float32 tensors
+    (list, np.float32),
+], ids=["tensor32", "tensor64", "numpy32", "tuple", "tensor-scalars", "numpy32-scalars"])
+def test_stats_from_vllm_counters_accepts_float32_and_other_containers(per_position, number, capsys):
+    ok = check.stats_from_vllm_counters(lambda *c: _vllm_stats(*c, per_position=per_position, number=number))
+    out = capsys.readouterr().out
+    assert ok, out
+
+
+@pytest.mark.parametrize("per_position", [lambda xs: map(float, xs), lambda xs: (x for x in xs)], ids=["map", "gen"])
+def test_stats_from_vllm_counters_refuses_a_one_shot_iterator(per_position, capsys):
+    # lesson 14 indexes the list afterwards (theirs['per_position_acceptance'][0]): a map or generator fails there
+    rejects(check.stats_from_vllm_counters, lambda *c: _vllm_stats(*c, per_position=per_position), capsys,
+            "per_position_acceptance", "list")
+
+
+def test_stats_from_vllm_counters_still_rejects_a_value_a_little_off(capsys):
+    def off(d, t, a, p):
+        out = _vllm_stats(d, t, a, p)
+        if d:
+            out["acceptance_rate"] *= 1.0001
+        return out
+
+    rejects(check.stats_from_vllm_counters, off, capsys, "acceptance_rate should be")
+
+
+def test_stats_from_vllm_counters_with_none_per_position_is_not_called_an_iterator(capsys):
+    # None is a missing value, not a one-shot iterator: it reaches the comparison, which names the key
+    out = rejects(check.stats_from_vllm_counters, lambda *c: {**_vllm_stats(*c), "per_position_acceptance": None},
+                  capsys, "per_position_acceptance")
+    assert "read only once" not in out, out
+
+
+def test_stats_from_vllm_counters_reports_counters_changed_in_place(capsys):
+    def divides_in_place(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        if num_drafts == 0:
+            return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+        for i in range(len(accepted_per_position)):
+            accepted_per_position[i] /= num_drafts
+        return {"acceptance_rate": num_accepted_tokens / num_draft_tokens,
+                "tokens_per_target_call": 1 + num_accepted_tokens / num_drafts,
+                "per_position_acceptance": accepted_per_position}
+
+    rejects(check.stats_from_vllm_counters, divides_in_place, capsys, "changed accepted_per_position in place")
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def test_checker_passes_reference_and_rejects_planted_mistakes(capsys):
+    assert check.stats_from_vllm_counters(picker.stats_from_vllm_counters)
+    assert capsys.readouterr().out.startswith("✓")
+    hints = set()
+    for fault, hint in check._FAULTS:
+        assert not check.stats_from_vllm_counters(fault)
+        out = capsys.readouterr().out
+        assert out.startswith("✗") and hint in out
+        hints.add(hint)
+    assert len(hints) == len(check._FAULTS) >= 3
+
+    def forgets_bonus(d, t, a, p):
+        return {"acceptance_rate": a / t if t else None, "tokens_per_target_call": a / d if d else None,
+                "per_position_acceptance": [x / d for x in p] if d else []}
+
+    assert not check.stats_from_vllm_counters(forgets_bonus)
+    assert "one too small" in capsys.readouterr().out
+
+
+def test_checker_rejects_an_acceptance_rate_that_assumes_a_constant_n(capsys):
+    """Dividing by num_drafts × len(accepted_per_position) is right whenever every step drafts N tokens; only the
+    case whose draft length varies tells it apart."""
+    def constant_n(d, t, a, p):
+        if d == 0:
+            return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+        return {"acceptance_rate": a / (d * len(p)), "tokens_per_target_call": 1 + a / d,
+                "per_position_acceptance": [x / d for x in p]}
+
+    cases = check._cases()
+    varying = [c for c in cases if "varies" in c[0]]
+    assert len(varying) == 1
+    for label, counters, expected in cases:
+        got = constant_n(**{"d": counters["num_drafts"], "t": counters["num_draft_tokens"],
+                            "a": counters["num_accepted_tokens"], "p": counters["accepted_per_position"]})
+        same = not check._differences(got, expected)
+        assert same == (label != varying[0][0]), label
+    counters = varying[0][1]
+    assert counters["num_draft_tokens"] != counters["num_drafts"] * len(counters["accepted_per_position"])
+    assert not check.stats_from_vllm_counters(constant_n)
+    assert "num_draft_tokens" in capsys.readouterr().out
+
+
+def test_make_steps_and_counters_follow_vllm():
+    steps = check.make_steps([1, 0], [3, 1])
+    assert [len(s.drafted) for s in steps] == [3, 1] and [len(s.emitted) for s in steps] == [2, 1]
+    for bad in (([1], [0]), ([2], [1]), ([1, 1], [2]), ([1], 0)):
+        with pytest.raises(ValueError, match="n_draft|accepted"):
+            check.make_steps(*bad)
+    # vLLM counts a draft only when it holds tokens: a step that drafted nothing adds to no counter.
+    from lab.trace import StepRecord
+
+    empty = StepRecord(index=2, position=0, drafted=[], num_accepted=0, emitted=[0], last_kind="bonus")
+    assert check.counters_from_steps(steps + [empty]) == {
+        "num_drafts": 2, "num_draft_tokens": 4, "num_accepted_tokens": 1, "accepted_per_position": [1, 0, 0]}
+
+
+def test_checker_never_raises_and_reports_stubs(capsys):
+    assert not check.stats_from_vllm_counters(stub)
+    assert "not solved yet" in capsys.readouterr().out
+    for bad in (lambda *a: None, lambda *a: {"acceptance_rate": 0.5}, lambda *a: 1 / 0, 42,
+                lambda *a: {"acceptance_rate": "x", "tokens_per_target_call": [], "per_position_acceptance": 3}):
+        assert not check.stats_from_vllm_counters(bad)
+        assert capsys.readouterr().out.startswith("✗")

@@ -1,0 +1,212 @@
+"""``python -m lab demo`` (lab.cli.demo): errors that need the tokenizer (one line naming the flag, exit status 2,
+before any generation), drafters a pair cannot have, the coloured stream of a token tree, and every drafter on the
+bundled pair (subprocess runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import cli
+from lab.cli.demo import ANSI
+from lab.trace import Generation
+from tests.lab.cli.helpers import CharPair
+from tests.widgets.split_text import CONTINUATION, FFFD, PROMPT, chain_steps
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_demo_prompt_beyond_the_context_is_one_line_naming_the_flag(char_pair, capsys):
+    from lab.prompts import held_out_prompts
+
+    n = len(held_out_prompts()[0])  # one token per character
+    assert cli.main(["demo", "--max-new-tokens", "600"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stopped before printing the prompt
+    assert captured.err == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
+                            "exceed the target's context of 512 positions\n")
+    assert cli.main(["demo", "--prompt", "ab", "--max-new-tokens", "511"]) == 2  # 2 + 511 > 512
+    assert "prompt (2 tokens) + 511 new tokens" in capsys.readouterr().err
+
+
+def test_demo_prompt_that_alone_fills_the_context_names_the_prompt(char_pair, capsys):
+    assert cli.main(["demo", "--prompt", "a" * 512, "--max-new-tokens", "5"]) == 2
+    assert capsys.readouterr().err == ("python -m lab demo: error: --prompt: has 512 tokens; the target's context "
+                                       "holds 512 positions, so a prompt may have at most 511 (one position is left "
+                                       "for a new token)\n")
+    assert cli.main(["demo", "--prompt", "a" * 511, "--max-new-tokens", "2"]) == 2  # 511 fit; 511 + 2 do not
+    assert "--max-new-tokens: prompt (511 tokens) + 2 new tokens" in capsys.readouterr().err
+
+
+def test_encoding_a_long_prompt_prints_no_tokenizer_warning(pair, capfd):
+    capfd.readouterr()
+    ids = pair.encode("To be or not to be. " * 150)
+    assert len(ids) > pair.tokenizer.model_max_length  # past the length the tokenizer would warn about
+    captured = capfd.readouterr()
+    assert "sequence length" not in captured.err + captured.out, captured
+
+
+def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
+    assert cli.main(["demo", "--prompt", ""]) == 2
+    assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
+
+
+@pytest.mark.parametrize("drafter, why", [("lookahead", "its window W and n-gram size"), ("medusa", "its tree")])
+def test_demo_n_draft_for_a_drafter_that_takes_none_is_one_line(drafter, why, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    assert cli.main(["demo", "--drafter", drafter, "--n-draft", "6"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m lab demo: error: --n-draft: does not apply to --drafter {drafter}: {why}")
+    assert err.count("\n") == 1
+
+
+def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(monkeypatch, capsys):
+    """A token tree's rejected nodes print as alternatives (one per node off the accepted path that completes a
+    character, joined by "|"), each decoded after its ancestors: here "é" is split over a node and its child."""
+    from types import SimpleNamespace
+
+    import lab.decode
+    import lab.models
+    import lab.registry
+    from lab.trace import StepRecord
+
+    class BytePair(CharPair):  # one token per byte, as byte-level BPE can split a character
+        def encode(self, text):
+            return list(text.encode())
+
+        def decode(self, ids):
+            return bytes(ids).decode("utf-8", errors="replace")
+
+    # tree: A(0) -> 0xC3(1) -> 0xA9(2), and D(3) at the top. A accepted; the target then says "x".
+    drafted = [ord("A"), 0xC3, 0xA9, ord("D")]
+    record = StepRecord(index=0, position=0, drafted=drafted, num_accepted=1, emitted=[ord("A"), ord("x")],
+                        last_kind="resampled", parents=[-1, 0, 1, -1], path=[0])
+
+    def fake_generate(target, prompt_ids, on_step=None, **kwargs):
+        on_step(record)
+        return SimpleNamespace(tokens=record.emitted, stats={"acceptance_rate": 0.25, "tokens_per_target_call": 2.0,
+                                                              "target_calls": 1, "new_tokens": 2,
+                                                              "tokens_per_second": 1.0})
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: BytePair())
+    monkeypatch.setattr(lab.decode, "generate", fake_generate)
+    monkeypatch.setattr(lab.registry, "make_drafter", lambda *args, **kwargs: None)
+    assert cli.main(["demo", "--prompt", "p", "--color", "always", "--max-new-tokens", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"{ANSI['rejected']}é|D{ANSI['reset']}" in out, out       # off the path: é (two nodes), D
+    assert "\ufffd" not in out
+    assert f"{ANSI['accepted']}A{ANSI['reset']}" in out and f"{ANSI['resampled']}x" in out
+
+
+def test_cli_demo_prints_split_characters_whole(pair, monkeypatch, capsys):
+    import lab.decode
+    import lab.models
+
+    prompt_ids, generated = pair.encode(PROMPT), pair.encode(CONTINUATION)
+    records = chain_steps(pair.tokenizer, prompt_ids, generated, pair.encode("\u00f1"))
+
+    def replay(target, ids, on_step=None, **kwargs):
+        for record in records:
+            on_step(record)
+        stats = {"acceptance_rate": 0.5, "tokens_per_target_call": 2.0, "target_calls": len(records),
+                 "new_tokens": len(generated), "tokens_per_second": 1.0}
+        return Generation(tokens=list(generated), steps=records, stats=stats)
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    monkeypatch.setattr(lab.decode, "generate", replay)
+    assert cli.main(["demo", "--prompt", PROMPT, "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(PROMPT + CONTINUATION + "\n\n") and FFFD not in out
+    assert cli.main(["demo", "--prompt", PROMPT, "--color", "always"]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert FFFD not in out and "ROM\u00f1E\u00f1O" in out  # the struck-through "ñ" printed whole among the kept text
+
+
+# --- a hub pair has no Medusa heads, no EAGLE draft, and (GPT-2) no Llama layers for an early exit ------------------
+@pytest.mark.parametrize("drafter", ["medusa", "eagle"])
+def test_demo_with_a_hub_pair_refuses_trained_drafters_before_loading(drafter, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    assert cli.main(["demo", "--pair", "gpt2", "--drafter", drafter, "--max-new-tokens", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert captured.err.startswith(f"python -m lab demo: error: --drafter: {drafter} needs ")
+    assert "only the bundled shakespeare pair has" in captured.err
+
+
+def test_demo_early_exit_on_gpt2_is_one_line_naming_the_flag(hub_pair, capsys):
+    assert cli.main(["demo", "--pair", "gpt2", "--drafter", "early-exit", "--max-new-tokens", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("python -m lab demo: error: --drafter: early-exit does not work with --pair gpt2: ")
+    assert "Llama-style" in captured.err
+
+
+def test_demo_with_a_hub_pair_runs_the_drafters_it_has(hub_pair, capsys):
+    assert cli.main(["demo", "--pair", "gpt2", "--drafter", "model", "--max-new-tokens", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["tokens"]) == 3 and out["stats"]["new_tokens"] == 3
+
+
+# --- the bundled pair in a subprocess, as a user runs it -----------------------------------------------------------
+def _cli(*args):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", TQDM_DISABLE="1")
+    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "lookahead", "medusa", "eagle", "early-exit"])
+def test_demo_with_the_new_drafters(drafter):
+    prompt = "KING HENRY.\nOnce more unto the breach, dear friends, once more;\n\nKING HENRY.\nOnce more"
+    done = _cli("demo", "--drafter", drafter, "--json", "--max-new-tokens", "24", "--prompt", prompt)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["stats"]["new_tokens"] == len(out["tokens"]) == 24
+    if drafter in ("ngram", "lookahead"):  # no draft model: nothing but the target runs
+        assert out["stats"]["draft_calls"] == 0
+    else:
+        assert out["stats"]["draft_calls"] > 0
+    plain = _cli("demo", "--drafter", "model", "--json", "--max-new-tokens", "24", "--prompt", prompt)
+    assert json.loads(plain.stdout)["tokens"] == out["tokens"]  # greedy: every drafter gives the target's text
+
+
+def test_demo_json():
+    done = _cli("demo", "--json", "--max-new-tokens", "24", "--prompt", "KING HENRY.\nOnce more", "--n-draft", "3")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert set(out) == {"text", "tokens", "stats"}
+    assert len(out["tokens"]) == 24 or out["tokens"][-1] == 0
+    assert out["stats"]["new_tokens"] == len(out["tokens"])
+    assert 0 <= out["stats"]["acceptance_rate"] <= 1
+
+
+def test_demo_colours_and_sampling():
+    done = _cli("demo", "--color", "always", "--max-new-tokens", "30", "--temperature", "0.8", "--seed", "3")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[32m" in done.stdout and "acceptance rate" in done.stdout and "tokens per target call" in done.stdout
+
+
+def test_demo_rejects_bad_arguments():
+    for args in (["--n-draft", "0"], ["--temperature", "-1"], ["--max-new-tokens", "0"]):
+        done = _cli("demo", *args)
+        assert done.returncode == 2 and "must be" in done.stderr
+
+
+def test_cli_demo_beyond_the_context_is_one_line_and_exit_status_2(pair):
+    from lab.prompts import held_out_prompts
+
+    n = len(pair.encode(held_out_prompts()[0]))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-m", "lab", "demo", "--max-new-tokens", "600"], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=300, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
+                           "exceed the target's context of 512 positions\n")

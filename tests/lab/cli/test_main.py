@@ -1,0 +1,71 @@
+"""``python -m lab`` (lab.cli.main, build_parser and lab/__main__.py): the subcommands and their help, a bad --pair
+stopping before torch is imported, a model that cannot be loaded, and a closed pipe."""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lab import cli
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_unknown_pair_exits_before_torch_is_imported():
+    code = ("import sys\nfrom lab.cli import main\ntry:\n    main(['arena', '--pair', 'nosuch'])\n"
+            "except SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=60)
+    assert done.stdout.strip() == "exit 2 False", (done.stdout, done.stderr)
+    assert "argument --pair" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_model_not_available_is_one_line_and_exit_status_1(monkeypatch, capsys):
+    import lab.models
+
+    def unavailable(name="shakespeare", **kwargs):
+        raise lab.models.ModelNotAvailableError(f"preset {name!r} is not in the local cache (test)")
+
+    monkeypatch.setattr(lab.models, "load_pair", unavailable)
+    assert cli.main(["demo", "--pair", "gpt2", "--max-new-tokens", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == ("python -m lab demo: preset 'gpt2' is not in the local cache (test) On the command line: "
+                            "leave out --pair gpt2 to run the bundled pair.\n")
+
+
+def subparsers() -> dict:
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_subcommand_has_a_description_and_every_option_help_and_default():
+    commands = subparsers()
+    assert set(commands) == {"demo", "bench", "arena", "train", "pick"}
+    for name, sub in commands.items():
+        assert sub.description and len(sub.description) > 40, name
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            assert action.help and len(action.help) > 10, (name, flag)
+            shows_default = action.default not in (None, False) and not isinstance(
+                action, argparse.BooleanOptionalAction)
+            if shows_default:
+                assert "%(default)s" in action.help, (name, flag)
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`python -m lab demo | head -c 1`: the reader leaves while tokens are still streaming; no BrokenPipeError
+    traceback, exit status 1."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "demo", "--max-new-tokens", "200", "--color", "never"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert proc.stdout.read(1)
+    proc.stdout.close()  # the reader is gone; the demo is still writing
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+    assert proc.returncode == 1

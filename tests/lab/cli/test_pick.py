@@ -1,0 +1,129 @@
+"""``python -m lab pick`` (lab.cli.pick): end to end in a subprocess (the summary, the JSON, the guide), bad
+choices, and the errors argparse cannot see (--markdown, values that reach recommend), each one line naming the
+flag."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import cli
+from lab.cli import pick
+from lab.picker import recommend
+from tests.lab.cli.helpers import error_line, run_bad
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "lab", "pick", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd or ROOT, timeout=120)
+
+
+def test_cli_prints_the_recommendation_and_writes_the_guide(tmp_path):
+    guide = tmp_path / "guide.md"
+    result = run_cli("--task", "code", "--temperature", "0.2", "--no-small-model", "--markdown", str(guide))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Method: n-gram prompt lookup (ngram)" in out and "Draft tokens per step N: 3" in out
+    assert "1.5–2×" in out and "seed lesson 002" in out
+    line = next(text for text in out.splitlines() if text.strip().startswith("vllm serve"))
+    argv = shlex.split(line)
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
+        "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    assert "prompt_lookup_num_tokens=3" in out
+    text = guide.read_text(encoding="utf-8")
+    assert text == recommend("code", 0.2, False, False).to_markdown()
+    assert str(guide) in out
+
+
+def test_cli_options_and_errors(tmp_path):
+    result = run_cli("--task", "chat", "--temperature", "0.7", "--small-model", "--can-finetune", "--json",
+                     "--target", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["method"] == "eagle" and data["n_draft"] == 4 and data["vllm_config"]["method"] == "eagle3"
+    assert "--tensor-parallel-size 4" in data["vllm_command"]
+    result = run_cli("--task", "chat", "--small-model", "--can-finetune", "--exclude", "eagle", "--json")
+    assert json.loads(result.stdout)["method"] == "medusa"
+    result = run_cli("--task", "chat", "--throughput", "--small-model", "--json")
+    assert json.loads(result.stdout)["method"] == "none"
+    result = run_cli("--task", "chat", "--memory-gb", "-1")
+    assert result.returncode == 2 and "argument --memory-gb" in result.stderr
+    assert "memory_headroom_gb" not in result.stderr
+    result = run_cli("--task", "poetry")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+    result = run_cli("--task", "chat", "--temperature", "-1")
+    assert result.returncode == 2
+
+
+def test_bad_choices_list_the_allowed_values(capsys):
+    line = error_line(run_bad(["pick", "--task", "poetry"], capsys))
+    assert "argument --task: invalid choice: 'poetry'" in line and "'copy_edit'" in line
+    line = error_line(run_bad(["pick", "--task", "chat", "--exclude", "warp"], capsys))
+    assert "argument --exclude: invalid choice: 'warp'" in line and "'eagle'" in line
+
+
+def test_markdown_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
+    target = tmp_path / "nosuch" / "g.md"
+    assert cli.main(["pick", "--task", "chat", "--markdown", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stopped before printing the recommendation
+    assert captured.err == (f"python -m lab pick: --markdown: cannot write {target}: the folder {target.parent} "
+                            "does not exist\n")
+    assert not target.parent.exists()
+
+
+def test_markdown_with_an_empty_name_is_a_clear_error(capsys):
+    assert cli.main(["pick", "--task", "chat", "--markdown", ""]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ("python -m lab pick: --markdown: give a file name, e.g. guide.md "
+                                                   "(got an empty one)\n")
+
+
+def test_markdown_onto_a_folder_is_a_clear_error(tmp_path, capsys):
+    assert cli.main(["pick", "--task", "chat", "--markdown", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m lab pick: --markdown: {tmp_path} is a folder") and err.count("\n") == 1
+
+
+def test_markdown_write_failure_is_one_line_and_exit_status_1(tmp_path, monkeypatch, capsys):
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    target = tmp_path / "g.md"
+    assert cli.main(["pick", "--task", "code", "--markdown", str(target)]) == 1
+    captured = capsys.readouterr()
+    assert "Method: n-gram prompt lookup (ngram)" in captured.out
+    assert captured.err == f"python -m lab pick: --markdown: cannot write {target}: No space left on device\n"
+
+
+def test_pick_names_flags_in_errors_from_recommend(capsys):
+    """Values that reach recommend() (bypassing argparse's checks) still come back under the flag's name."""
+    args = argparse.Namespace(task="chat", temperature=0.0, small_model=True, can_finetune=False, throughput=False,
+                              memory_gb=-3.0, exclude=None, target="m", tensor_parallel_size=1, markdown=None,
+                              json=False)
+    assert pick.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m lab pick: --memory-gb must be") and "memory_headroom_gb" not in err
+    args.memory_gb, args.tensor_parallel_size = None, 0
+    assert pick.run(args) == 2
+    assert capsys.readouterr().err.startswith("python -m lab pick: --tensor-parallel-size must be an integer >= 1")
+
+
+def test_pick_refuses_an_empty_target_name(capsys):
+    from lab.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pick", "--task", "code", "--target", ""])
+    assert exit_info.value.code == 2
+    assert "argument --target: must be a model name or path" in capsys.readouterr().err

@@ -1,0 +1,147 @@
+"""DraftModelDrafter (lab.drafters.draft_model): a small model drafting on its own KV cache, rolled back to the
+committed prefix after every step, and its adaptive draft length (transformers' num_assistant_tokens_schedule=
+"heuristic": the rule :func:`lab.drafters.draft_model.next_n_draft`, scripted acceptances, greedy parity), on the
+tiny fixtures. The arena's fixed vs adaptive N comparison (lab.arena.compare_adaptive) is tested in
+tests/lab/test_arena.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lab.decode import generate
+from lab.drafters import DraftModelDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.draft_model import next_n_draft
+from lab.kv import cache_length
+from lab.models import forward, new_cache
+
+PROMPTS = [[3], [1, 2, 3, 4, 5], list(range(10, 40))]
+
+
+def test_draft_cache_matches_committed_sequence_after_each_step(target, noisy_draft):
+    """Oracle 3 for the drafter: its next logits equal a fresh forward over the committed tokens."""
+    drafter = DraftModelDrafter(noisy_draft, 4)
+    committed = []
+    gen = generate(target, PROMPTS[1], drafter=drafter, max_new_tokens=25,
+                   on_step=lambda r: committed.extend(r.emitted))
+    sequence = PROMPTS[1] + committed
+    # the drafter has fed every committed token but its pending ones; feeding those gives the next logits
+    pending = drafter._pending
+    assert sequence[-len(pending):] == pending
+    assert cache_length(drafter._cache) == len(sequence) - len(pending)
+    got = forward(noisy_draft, pending, drafter._cache)[-1]
+    fresh = forward(noisy_draft, sequence, new_cache())[-1]
+    torch.testing.assert_close(got, fresh, atol=1e-5, rtol=1e-5)
+    assert any(s.num_accepted < len(s.drafted) for s in gen.steps)  # a rollback happened
+
+
+def test_draft_model_adaptive_must_be_a_bool(draft):
+    with pytest.raises(TypeError, match="adaptive"):
+        DraftModelDrafter(draft, adaptive="no")
+    with pytest.raises(TypeError, match="adaptive"):
+        DraftModelDrafter(draft, adaptive=1)
+    drafter = DraftModelDrafter(draft, 2, adaptive=np.bool_(True), max_n_draft=np.int64(5))
+    assert drafter.adaptive is True and drafter.max_n_draft == 5
+    assert DraftModelDrafter(draft, adaptive=np.bool_(False)).adaptive is False
+
+
+# --- the adaptive draft length (transformers' num_assistant_tokens_schedule="heuristic") --------------------------
+
+def test_next_n_draft_rule():
+    assert next_n_draft(4, 4, 4) == 6            # all accepted: +2
+    assert next_n_draft(4, 3, 4) == 3            # a rejection: -1
+    assert next_n_draft(1, 0, 1) == 1            # never below 1
+    assert next_n_draft(6, 2, 2) == 8            # a truncated step whose drafts were all accepted still grows
+    assert next_n_draft(15, 4, 4, max_n_draft=16) == 16 and next_n_draft(16, 16, 16, max_n_draft=16) == 16
+    for args, name in (((0, 0, 0), "n_draft"), ((4, 5, 4), "num_accepted"), ((4, 0, -1), "n_drafted"),
+                       ((4, 1, 2, 0), "max_n_draft")):
+        with pytest.raises(ValueError, match=name):
+            next_n_draft(*args)
+
+
+def test_adaptive_follows_scripted_acceptances(draft):
+    drafter = DraftModelDrafter(draft, n_draft=2, adaptive=True, max_n_draft=7)
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6]
+    drafter.reset(prompt)
+    tokens = list(prompt)
+    # accepted per step as a share of what was drafted: "all" or a count
+    script = ["all", "all", 1, "all", "all", 0, 0, 0, 0, 0, 0, "all", 2]
+    expected_n = [2, 4, 6, 5, 7, 7, 6, 5, 4, 3, 2, 1, 3]
+    seen = []
+    for accept, n in zip(script, expected_n):
+        draft_out = drafter.propose(DraftRequest(tokens, max_tokens=100))
+        seen.append(len(draft_out.tokens))
+        assert drafter.n_draft == n
+        k = len(draft_out.tokens) if accept == "all" else accept
+        drafter.update(k, 7)
+        tokens += draft_out.tokens[:k] + [7]
+    assert seen == expected_n
+    assert drafter.n_draft_history == expected_n
+    assert drafter.n_draft == 2  # the last step accepted 2 of 3
+    # a step capped by max_new_tokens: 1 drafted of N = 2, and accepted -> N still grows, to 4
+    out = drafter.propose(DraftRequest(tokens, max_tokens=1))
+    assert len(out.tokens) == 1
+    drafter.update(1, 7)
+    assert drafter.n_draft == 4
+    drafter.reset(prompt)  # each generation starts from the initial N ("heuristic_transient")
+    assert drafter.n_draft == 2 and drafter.n_draft_history == []
+
+
+def test_fixed_n_never_changes(draft):
+    drafter = DraftModelDrafter(draft, n_draft=3)
+    drafter.reset([1, 2, 3])
+    for accepted in (3, 0, 3):
+        out = drafter.propose(DraftRequest([1, 2, 3], max_tokens=100))
+        assert len(out.tokens) == 3
+        drafter.update(accepted, 5)
+    assert drafter.n_draft == 3 and drafter.n_draft_history == [3, 3, 3]
+
+
+@pytest.mark.parametrize("which", ["draft", "noisy_draft"])
+def test_adaptive_greedy_parity(request, target, which):
+    model = request.getfixturevalue(which)  # a random draft (N shrinks) and a close one (N grows)
+    for seed, max_new in ((0, 1), (1, 17), (2, 40)):
+        prompt = torch.randint(0, 64, (6,), generator=torch.Generator().manual_seed(seed)).tolist()
+        plain = generate(target, prompt, max_new_tokens=max_new)
+        drafter = DraftModelDrafter(model, n_draft=2, adaptive=True, max_n_draft=8)
+        spec = generate(target, prompt, drafter=drafter, max_new_tokens=max_new)
+        assert spec.tokens == plain.tokens
+        assert [s.depth for s in spec.steps if s.drafted] == [
+            min(n, max_new - s.position - 1) for n, s in zip(drafter.n_draft_history,
+                                                              [s for s in spec.steps if s.drafted])]
+    eos = plain.tokens[5]
+    drafter = DraftModelDrafter(model, n_draft=1, adaptive=True)
+    spec = generate(target, prompt, drafter=drafter, max_new_tokens=40, eos_token_id=eos)
+    assert spec.tokens == generate(target, prompt, max_new_tokens=40, eos_token_id=eos).tokens
+
+
+def test_adaptive_grows_with_a_close_draft(target, noisy_draft, draft):
+    prompt = [5, 17, 33, 2, 8, 40]
+    close = DraftModelDrafter(noisy_draft, n_draft=2, adaptive=True, max_n_draft=12)
+    generate(target, prompt, drafter=close, max_new_tokens=60)
+    far = DraftModelDrafter(draft, n_draft=2, adaptive=True, max_n_draft=12)
+    generate(target, prompt, drafter=far, max_new_tokens=60)
+    assert max(close.n_draft_history) > 2      # long accepted runs let N grow
+    assert far.n_draft_history.count(1) > len(far.n_draft_history) // 2  # a random draft is pushed down to N = 1
+
+
+def test_adaptive_arguments(draft):
+    with pytest.raises(ValueError, match="adaptive=True"):
+        DraftModelDrafter(draft, n_draft=2, max_n_draft=8)
+    with pytest.raises(ValueError, match="max_n_draft"):
+        DraftModelDrafter(draft, n_draft=4, adaptive=True, max_n_draft=3)
+    with pytest.raises(ValueError, match="n_draft"):
+        DraftModelDrafter(draft, n_draft=0, adaptive=True)
+
+
+def test_draft_model_drafter_arguments(draft):
+    assert DraftModelDrafter(draft, n_draft=np.int64(2)).n_draft == 2
+    assert DraftModelDrafter(draft, 2, adaptive=True, max_n_draft=np.int64(5)).max_n_draft == 5
+    with pytest.raises(ValueError, match="n_draft must be an integer >= 1"):
+        DraftModelDrafter(draft, n_draft=True)
+    with pytest.raises(ValueError, match=r"max_n_draft must be an integer >= n_draft \(3\)"):
+        DraftModelDrafter(draft, 3, adaptive=True, max_n_draft=2)
+    with pytest.raises(TypeError, match="draft_model must be a transformers causal LM"):
+        DraftModelDrafter(DraftModelDrafter(draft, 2), 2)

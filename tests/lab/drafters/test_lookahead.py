@@ -1,0 +1,111 @@
+"""Lookahead decoding (lab.drafters.lookahead; lesson 09): Jacobi iteration, the n-gram pool, both branches in one
+target forward, and DESIGN's oracles on tiny random models (fast on a CPU)."""
+import numpy as np
+import pytest
+
+from lab.decode import autoregressive, generate
+from lab.drafters import LookaheadDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.lookahead import converged_prefix, jacobi_decode, jacobi_update
+from lab.models import forward, new_cache
+from tests.lab.drafters.lookup_cases import MAX_NEW, REPEATED
+
+
+@pytest.mark.parametrize("kwargs,word", [(dict(window=0), "window"), (dict(ngram=1), "ngram"),
+                                         (dict(pool_size=0), "pool_size")])
+def test_lookahead_bad_arguments(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        LookaheadDrafter(**kwargs)
+
+
+def test_lookahead_runs_both_branches_in_one_forward(sticky_target):
+    drafter = LookaheadDrafter(window=4, ngram=3)
+    gen = generate(sticky_target, REPEATED, drafter=drafter, max_new_tokens=MAX_NEW)
+    sources = [h["source"] for h in drafter.history]
+    assert sources[0] == "jacobi" and "pool" in sources  # first step: no pool yet → the window is the chain
+    for record, info in zip(gen.steps, drafter.history):
+        budget = MAX_NEW - record.position - 1  # request.max_tokens: window guesses past it are not sent
+        extra = min(len(info["window"]), budget) if info["source"] == "pool" else 0
+        assert record.target_tokens == 1 + len(record.drafted) + extra  # one forward holds both branches
+        assert record.drafted == info["chain"]
+    assert gen.stats["target_calls"] == len(gen.steps)
+    assert drafter.pool and all(len(c) == 2 for cands in drafter.pool.values() for c in cands)
+    assert all(len(cands) <= drafter.pool_size for cands in drafter.pool.values())
+
+
+def test_lookahead_verifies_the_most_recent_continuation_that_agrees_with_the_window():
+    drafter = LookaheadDrafter(window=2, ngram=3)
+    drafter.reset([1, 2, 3])
+    drafter.pool = {7: [(1, 2), (3, 4), (1, 5)]}  # oldest first
+    for window, expected in (([1, 9], [1, 5]), ([3, 9], [3, 4]), ([8, 9], [1, 5])):  # no agreement: most recent
+        drafter._step = {}
+        drafter.window_tokens = window
+        assert drafter.propose(DraftRequest([1, 2, 7], 5)).tokens == expected
+
+
+def test_lookahead_history_describes_each_step(target):
+    drafter = LookaheadDrafter(window=3, ngram=2)
+    gen = generate(target, [1, 2, 3, 4, 5], drafter=drafter, max_new_tokens=20)
+    assert len(drafter.history) == len(gen.steps)
+    for info, record in zip(drafter.history, gen.steps):
+        assert info["num_accepted"] == record.num_accepted
+        assert info["position"] == 4 + record.position
+        assert min(info["outputs"]) == info["position"] + 1
+
+
+def test_lookahead_seed_takes_numpy_integers_and_rejects_other_types():
+    prompt = [3, 9, 4, 17, 25, 8]
+    a, b = LookaheadDrafter(seed=np.int64(3)), LookaheadDrafter(seed=3)
+    a.reset(prompt)
+    b.reset(prompt)
+    assert a.seed == 3 and type(a.seed) is int
+    assert a.window_tokens == b.window_tokens  # the same random fill as the Python int
+    for bad in (1.5, True, [1], "3", -1):
+        with pytest.raises(ValueError, match="seed"):
+            LookaheadDrafter(seed=bad)
+
+
+# --- Jacobi iteration ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("window", [1, 3, 6])
+def test_jacobi_converges_to_greedy_within_window_iterations(target, window):
+    prompt = [1, 2, 3, 4, 5]
+    greedy = autoregressive(target, prompt, max_new_tokens=window).tokens
+    run = jacobi_decode(target, prompt, window=window)
+    assert run.converged and run.fixed_point == greedy
+    assert run.target_calls <= window + 1
+    counts = run.converged_counts
+    assert counts[-1] == window and counts == sorted(counts)
+    assert all(b >= min(a + 1, window) for a, b in zip(counts, counts[1:]))  # >= one more token per iteration
+
+
+def fresh(model, tokens):
+    return forward(model, tokens, new_cache())
+
+
+def test_jacobi_update_is_one_parallel_step(target):
+    prompt, window = [1, 2, 3, 4, 5], [7, 8, 9]
+    logits = fresh(target, prompt + window)
+    assert jacobi_update(target, prompt, window) == logits[4:7].argmax(-1).tolist()
+    greedy = autoregressive(target, prompt, max_new_tokens=3).tokens
+    assert jacobi_update(target, prompt, greedy) == greedy  # the greedy continuation is the fixed point
+    run = jacobi_decode(target, prompt, window=3, init=window)
+    assert run.iterations[1] == jacobi_update(target, prompt, window)
+    with pytest.raises(ValueError, match="init"):
+        jacobi_decode(target, prompt, window=3, init=[1])
+    with pytest.raises(ValueError, match="window"):
+        jacobi_decode(target, prompt, window=0)
+
+
+def test_converged_prefix():
+    assert converged_prefix([1, 2, 3, 4], [1, 2, 9, 4]) == 2
+    assert converged_prefix([0, 2], [1, 2]) == 0
+    assert converged_prefix([1, 2], [1, 2]) == 2
+
+
+def test_jacobi_decode_seed_takes_numpy_integers(target):
+    prompt = [5, 11, 2, 40, 7]
+    run = jacobi_decode(target, prompt, window=3, seed=np.int64(3))
+    assert run.iterations[0] == jacobi_decode(target, prompt, window=3, seed=3).iterations[0]
+    with pytest.raises(ValueError, match="seed"):
+        jacobi_decode(target, prompt, window=3, seed=1.5)

@@ -1,0 +1,111 @@
+"""The oracles both lookup drafters (prompt lookup, Lookahead) must pass: greedy parity token for token (several N
+and prompts, including prompts whose lookups hit), EOS at every position inside a block, exact ``max_new_tokens``, no
+state leaking between two generations with one drafter object, and the first sampled token distributed as the
+target's (both drafters are deterministic: verified as one-hot); then greedy parity on the bundled pair."""
+import pytest
+import torch
+
+from lab.decode import autoregressive, generate
+from lab.drafters import LookaheadDrafter, PromptLookupDrafter
+from lab.drafters.base import DraftRequest
+from lab.metrics import chi_square
+from lab.models import forward, new_cache
+from lab.prompts import held_out_prompts
+from lab.sampling import probs_from_logits
+from tests.lab.drafters.lookup_cases import DRAFTERS, MAX_NEW, PROMPTS, REPEATED
+
+
+@pytest.mark.parametrize("n_draft", [1, 2, 4, 7])
+@pytest.mark.parametrize("kind", ["ngram", "ngram1", "lookahead", "jacobi"])
+def test_greedy_parity(target, sticky_target, references, kind, n_draft):
+    """Oracle 1 on the random and the sticky target, every prompt."""
+    for name, model in (("random", target), ("sticky", sticky_target)):
+        for prompt in PROMPTS:
+            gen = generate(model, prompt, drafter=DRAFTERS[kind](n_draft), max_new_tokens=MAX_NEW)
+            assert gen.tokens == references[name][tuple(prompt)], (name, prompt)
+            stats = gen.stats
+            assert stats["new_tokens"] == MAX_NEW == sum(len(s.emitted) for s in gen.steps)
+            assert stats["target_calls"] == len(gen.steps) and stats["draft_calls"] == 0
+            for step in gen.steps:
+                assert step.emitted[: step.num_accepted] == step.drafted[: step.num_accepted]
+                assert step.target_tokens >= 1 + len(step.drafted)
+
+
+@pytest.mark.parametrize("kind", ["ngram", "ngram1", "lookahead", "jacobi"])
+def test_lookups_hit_on_repetitive_text(sticky_target, references, kind):
+    """On the sticky model's repetitive text every drafter saves target calls, and exactly."""
+    for prompt in (REPEATED, [1, 2, 3, 4, 5]):
+        gen = generate(sticky_target, prompt, drafter=DRAFTERS[kind](4), max_new_tokens=MAX_NEW)
+        assert gen.tokens == references["sticky"][tuple(prompt)]
+        assert gen.stats["tokens_per_target_call"] > 1.2, gen.stats
+        assert gen.stats["accepted_tokens"] > 0
+
+
+# On the path prompt, prompt lookup drafts the path itself: EOS lands at every index of a block (5 drafts + the bonus
+# token). Lookahead's drafts come from its own n-gram pool, so only some EOS positions fall after index 0.
+@pytest.mark.parametrize("kind, blocks", [("ngram", {0, 1, 2, 3, 4, 5}), ("lookahead", None)])
+def test_eos_lands_at_every_block_position(bigram_target, path_prompt, kind, blocks):
+    """EOS at each of the first 10 positions stops the output right after it."""
+    prompt, path = path_prompt
+    ref = autoregressive(bigram_target, prompt, max_new_tokens=MAX_NEW).tokens
+    assert ref[:10] == path
+    where = set()
+    for j in range(10):
+        eos = ref[j]
+        gen = generate(bigram_target, prompt, drafter=DRAFTERS[kind](5), max_new_tokens=MAX_NEW, eos_token_id=eos)
+        assert gen.tokens == ref[: j + 1]
+        last = gen.steps[-1]
+        assert last.emitted[-1] == eos and last.position + len(last.emitted) == j + 1
+        where.add(len(last.emitted) - 1)  # EOS's index inside the step's block
+    assert where == blocks if blocks is not None else max(where) > 0
+
+
+@pytest.mark.parametrize("kind", ["ngram", "lookahead"])
+def test_max_new_tokens_exact(bigram_target, path_prompt, kind):
+    prompt, _ = path_prompt
+    ref = autoregressive(bigram_target, prompt, max_new_tokens=14).tokens
+    for m in range(1, 14):
+        gen = generate(bigram_target, prompt, drafter=DRAFTERS[kind](5), max_new_tokens=m)
+        assert gen.tokens == ref[:m]
+        assert all(len(s.drafted) <= m - s.position - 1 for s in gen.steps)  # never drafts past the budget
+    assert generate(bigram_target, prompt, drafter=PromptLookupDrafter(3, 5), max_new_tokens=13).stats[
+        "target_calls"] < 13
+
+
+@pytest.mark.parametrize("kind", ["ngram", "lookahead"])
+def test_no_state_leaks_between_calls(target, sticky_target, references, kind):
+    for name, model in (("random", target), ("sticky", sticky_target)):
+        drafter = DRAFTERS[kind](4)
+        first = {}
+        for prompt in PROMPTS + PROMPTS[::-1]:
+            gen = generate(model, prompt, drafter=drafter, max_new_tokens=MAX_NEW)
+            assert gen.tokens == references[name][tuple(prompt)]
+            # the same drafter object gives the same steps as on its first use: nothing carried over
+            record = [(s.drafted, s.num_accepted) for s in gen.steps]
+            assert first.setdefault(tuple(prompt), record) == record
+
+
+@pytest.mark.parametrize("kind, kw", [("ngram", dict(temperature=1.0)), ("ngram", dict(temperature=0.8, top_k=6)),
+                                      ("lookahead", dict(temperature=1.0))])
+def test_first_sampled_token_follows_target_distribution(target, kind, kw):
+    """Oracle 2 with a deterministic drafter whose first proposal is a real 3-token draft."""
+    prompt = [1, 2, 3, 4, 5, 1, 2, 3]  # the lookup proposes [4, 5, 1] at the first step
+    target_probs = probs_from_logits(forward(target, prompt, new_cache())[-1], **kw).cpu()
+    drafter = DRAFTERS[kind](3)
+    drafter.reset(prompt)
+    assert len(drafter.propose(DraftRequest(prompt, 3, **kw)).tokens) == 3  # a real draft is verified
+    counts = torch.zeros(64)
+    for seed in range(1000):
+        counts[generate(target, prompt, drafter=drafter, max_new_tokens=4, seed=seed, **kw).tokens[0]] += 1
+    assert (counts[target_probs == 0] == 0).all()
+    assert chi_square(counts, target_probs).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("make", [lambda: PromptLookupDrafter(3, 5), lambda: PromptLookupDrafter(2, 2),
+                                  lambda: LookaheadDrafter(), lambda: LookaheadDrafter(window=6, ngram=4)])
+def test_greedy_parity_on_the_real_pair(pair, copy_ids, make):
+    prose = [pair.encode(text)[-48:] for text in held_out_prompts()[:2]]
+    for ids in prose + copy_ids:
+        ar = generate(pair.target, ids, max_new_tokens=40, eos_token_id=pair.eos_token_id)
+        assert generate(pair.target, ids, drafter=make(), max_new_tokens=40,
+                        eos_token_id=pair.eos_token_id).tokens == ar.tokens

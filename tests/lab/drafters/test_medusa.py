@@ -1,0 +1,275 @@
+"""Medusa heads and the Medusa drafter (lesson 10; Cai et al. 2024): tree builder, heads, weights, decoding oracles."""
+import pytest
+import torch
+
+from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.drafters.medusa import DEFAULT_TREE, MEDUSA_DIR, MedusaDrafter, MedusaHeads, head_accuracy, medusa_tree
+
+TOP = torch.arange(8) + torch.tensor([[10], [20], [30]])  # head d's rank-r candidate is token 10 * (d + 1) + r
+
+
+def _paths(tokens, parents):
+    """Rebuild each node's root-to-node token path from the tree layout."""
+    out = []
+    for i, tok in enumerate(tokens):
+        out.append((out[parents[i]] if parents[i] >= 0 else ()) + (tok,))
+    return out
+
+
+# --- the tree builder, on plain tensors ------------------------------------------------------------------------
+
+def test_default_tree_layout():
+    tokens, parents = medusa_tree(TOP, DEFAULT_TREE, max_depth=None)
+    assert len(tokens) == len(parents) == len(DEFAULT_TREE)
+    assert all(p < i for i, p in enumerate(parents))                         # topological: parents first
+    expected = {tuple(10 * (d + 1) + r for d, r in enumerate(path)) for path in DEFAULT_TREE}
+    assert set(_paths(tokens, parents)) == expected                          # (i, j) = head 1's i-th, head 2's j-th
+    assert [p for p, t in zip(parents, tokens) if t < 20] == [-1] * 8        # depth-1 nodes hang off the root
+
+
+@pytest.mark.parametrize("max_depth,count", [(0, 0), (1, 8), (2, 13), (3, 14), (7, 14)])
+def test_depth_cap(max_depth, count):
+    tokens, parents = medusa_tree(TOP, DEFAULT_TREE, max_depth=max_depth)
+    assert len(tokens) == count
+    assert max((len(p) for p in _paths(tokens, parents)), default=0) <= max_depth
+
+
+def test_chain_choice_set_gives_a_chain():
+    tokens, parents = medusa_tree(TOP, [(0,), (0, 0), (0, 0, 0)])
+    assert (tokens, parents) == ([10, 20, 30], [-1, 0, 1])
+    # given out of order, the builder still lists parents first
+    assert medusa_tree(TOP, [(0, 0), (0,)]) == ([10, 20], [-1, 0])
+
+
+BAD_CHOICES = [
+    [],                                           # no nodes
+    [(0, 1)],                                     # parent (0,) missing
+    [(0,), (0,)],                                 # duplicate
+    [(-1,)], [()], [(True,)],                     # not a rank path
+    [(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)],      # deeper than the 3 heads
+    [(0,), (0, 8)],                               # rank beyond the 8 candidates given
+]
+
+
+@pytest.mark.parametrize("choices", BAD_CHOICES)
+def test_bad_choices_raise(choices):
+    with pytest.raises(ValueError, match="choices"):
+        medusa_tree(TOP, choices)
+
+
+def test_medusa_tree_refuses_logits_instead_of_token_ids():
+    """Passing the heads' logits (or probabilities) instead of their top-k *indices* used to build a tree of token
+    id 0 everywhere (int() of each float), silently."""
+    torch.manual_seed(0)
+    logits = torch.randn(3, 8)
+    with pytest.raises(TypeError, match="head_topk_tokens"):
+        medusa_tree(logits, DEFAULT_TREE)
+    with pytest.raises(TypeError, match="head_topk_tokens"):
+        medusa_tree(logits.softmax(-1).tolist(), DEFAULT_TREE)
+    with pytest.raises(TypeError, match="head_topk_tokens"):
+        medusa_tree(torch.ones(3, 8, dtype=torch.bool), DEFAULT_TREE)
+    # the right input still works: the indices of each head's best tokens
+    top = logits.topk(8, dim=-1).indices
+    tokens, parents = medusa_tree(top, DEFAULT_TREE)
+    assert tokens[:8] == top[0].tolist() and parents[:8] == [-1] * 8
+    assert medusa_tree(top.tolist(), DEFAULT_TREE) == (tokens, parents)
+    # no candidates at all (an empty list is float32 to torch) is a missing rank, not "logits instead of ids"
+    with pytest.raises(ValueError, match="0 candidates"):
+        medusa_tree([[], [], []], DEFAULT_TREE)
+
+
+# --- the heads ----------------------------------------------------------------------------------------------------
+
+def test_heads_shapes_and_identity_init(pair):
+    heads = MedusaHeads.from_target(pair.target)
+    hidden = torch.randn(2, 5, heads.hidden_size)
+    logits = heads(hidden)
+    assert logits.shape == (2, 5, 3, pair.target.config.vocab_size)
+    with torch.no_grad():
+        reference = pair.target.get_output_embeddings()(hidden)
+    for k in range(3):  # at init every head is exactly the target's LM head
+        torch.testing.assert_close(logits[:, :, k], reference)
+    with pytest.raises(ValueError, match="num_heads"):
+        MedusaHeads(384, 2048, num_heads=0)
+    with pytest.raises(ValueError, match="hidden"):
+        heads(torch.randn(3, 7))
+
+
+def test_save_load_round_trip(tmp_path):
+    torch.manual_seed(0)
+    heads = MedusaHeads(16, 40, num_heads=2)
+    for p in heads.parameters():
+        torch.nn.init.normal_(p)
+    heads.save(tmp_path)
+    loaded = MedusaHeads.load(tmp_path)
+    assert (loaded.hidden_size, loaded.vocab_size, loaded.num_heads) == (16, 40, 2)
+    for (name, a), (_, b) in zip(heads.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a.half().float(), b), name                       # stored as float16, nothing else lost
+    with pytest.raises(FileNotFoundError, match="python -m lab train medusa"):
+        MedusaHeads.load(tmp_path / "missing")
+
+
+def test_committed_heads_beat_chance(pair):
+    # Offline and cheap: the bundled held-out prompts as windows (target_features would need the corpus).
+    from lab.prompts import held_out_prompts
+
+    windows = [pair.encode(text)[:48] for text in held_out_prompts()]
+    ids = torch.tensor([w for w in windows if len(w) == 48])
+    with torch.no_grad():
+        hidden = pair.target.model(input_ids=ids).last_hidden_state
+    heads = MedusaDrafter.from_pretrained(pair).heads
+    acc = head_accuracy(pair.target, heads, {"ids": ids, "hidden": hidden})
+    chance = 1 / pair.target.config.vocab_size
+    for top1, top5 in zip(acc["top1"], acc["top5"]):
+        assert 20 * chance < top1 <= top5
+    # training taught the heads their offsets: far better than the untrained copies of the LM head
+    init = head_accuracy(pair.target, MedusaHeads.from_target(pair.target), {"ids": ids, "hidden": hidden})
+    assert all(a > 2 * b for a, b in zip(acc["top1"], init["top1"]))
+
+
+def test_committed_heads_fit_the_targets_own_text(pair):
+    # Self-distilled (lab.training.features.target_generations): on the target's greedy continuations the heads are right far
+    # more often than on the corpus text the target was trained on.
+    from lab.decode import generate
+    from lab.prompts import held_out_prompts
+
+    prompts = [pair.encode(text)[:16] for text in held_out_prompts()]
+    own = torch.tensor([p + generate(pair.target, p, max_new_tokens=32).tokens for p in prompts if len(p) == 16])
+    corpus = torch.tensor([w for w in (pair.encode(text)[:48] for text in held_out_prompts()) if len(w) == 48])
+    heads = MedusaDrafter.from_pretrained(pair).heads
+    with torch.no_grad():
+        acc = {name: head_accuracy(pair.target, heads, {"ids": ids, "hidden": pair.target.model(ids).last_hidden_state})
+               for name, ids in (("own", own), ("corpus", corpus))}
+    assert all(o > 1.5 * c for o, c in zip(acc["own"]["top1"], acc["corpus"]["top1"])), acc
+
+
+def test_from_pretrained_errors(pair, tmp_path):
+    with pytest.raises(FileNotFoundError, match="python -m lab train medusa"):
+        MedusaDrafter.from_pretrained(pair, directory=tmp_path)
+    with pytest.raises(ValueError, match="tree: path .* deep"):
+        MedusaDrafter.from_pretrained(pair, tree=[(0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)])
+    with pytest.raises(ValueError, match=r"tree must be paths of ranks, e.g. \[\(0,\), .*parents array"):
+        MedusaDrafter.from_pretrained(pair, tree=[0, 1])  # a parents array, the verifiers' format
+    assert (MEDUSA_DIR / "model.safetensors").is_file()
+
+
+# --- the drafter's protocol ---------------------------------------------------------------------------------------
+
+def test_propose_respects_max_tokens_and_feature(pair):
+    drafter = MedusaDrafter.from_pretrained(pair)
+    assert drafter.needs_hidden_states and drafter.vocab_size == 2048 and "MedusaDrafter" in repr(drafter)
+    drafter.reset([5])                                                      # one-token prompt: no feature yet
+    assert drafter.propose(DraftRequest([5], 4)).tokens == []
+    feature = torch.randn(3, 384)
+    drafter.reset([1, 2, 3, 4], hidden=feature)
+    for max_tokens, count in ((0, 0), (-1, 0), (1, 8), (2, 13), (5, 14)):
+        draft = drafter.propose(DraftRequest([1, 2, 3, 4], max_tokens))
+        assert len(draft.tokens) == count
+        if count:
+            assert draft.calls == 1 and draft.probs is None and all(p < i for i, p in enumerate(draft.parents))
+    # observe keeps the row that produced the next token: the last row on the accepted path
+    rows = torch.randn(5, 384)
+    drafter.observe(TargetOutput(torch.zeros(5, 2048), rows, [0, 2]))
+    assert torch.equal(drafter._feature, rows[2])
+    assert isinstance(drafter.propose(DraftRequest([1], 3)), Draft)
+
+
+def test_medusa_drafter_names_wrong_heads_and_target(target):
+    heads = MedusaHeads.from_target(target)
+    with pytest.raises(TypeError, match="heads"):
+        MedusaDrafter(target, "heads")
+    with pytest.raises(TypeError, match="heads"):
+        MedusaDrafter(target, target)  # the model where the heads belong
+    with pytest.raises(TypeError, match="target"):
+        MedusaDrafter("target", heads)
+    assert MedusaDrafter(target, heads).vocab_size == 64
+
+
+# --- decoding oracles with the committed pair and heads ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def prompts(pair):
+    from lab.prompts import held_out_prompts
+
+    return [pair.encode(p)[-60:] for p in held_out_prompts()[:3]]
+
+
+def test_greedy_matches_autoregressive(pair, prompts):
+    from lab.decode import generate
+
+    drafter = MedusaDrafter.from_pretrained(pair)
+    for prompt in prompts:
+        ar = generate(pair.target, prompt, max_new_tokens=40)
+        spec = generate(pair.target, prompt, drafter=drafter, max_new_tokens=40)
+        assert spec.tokens == ar.tokens
+        assert spec.stats["target_calls"] < 40                             # the heads did get tokens accepted
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_max_new_tokens_exact(pair, prompts, n):
+    from lab.decode import generate
+
+    g = generate(pair.target, prompts[0], drafter=MedusaDrafter.from_pretrained(pair), max_new_tokens=n)
+    assert g.tokens == generate(pair.target, prompts[0], max_new_tokens=n).tokens
+    assert len(g.tokens) == n
+
+
+def test_eos_inside_a_block(pair, prompts):
+    from lab.decode import generate
+
+    drafter = MedusaDrafter.from_pretrained(pair)
+    for prompt in prompts:
+        g = generate(pair.target, prompt, drafter=drafter, max_new_tokens=40)
+        # a token emitted before the end of a multi-token block, and not earlier in the output
+        for step in g.steps:
+            for j, tok in enumerate(step.emitted[:-1]):
+                pos = step.position + j
+                if tok not in g.tokens[:pos]:
+                    ar = generate(pair.target, prompt, max_new_tokens=40, eos_token_id=tok)
+                    spec = generate(pair.target, prompt, drafter=drafter, max_new_tokens=40, eos_token_id=tok)
+                    assert spec.tokens == ar.tokens == g.tokens[:pos + 1]
+                    return
+    pytest.fail("no multi-token block with a fresh token: cannot place EOS inside a block")
+
+
+def test_no_state_leaks_between_runs(pair, prompts):
+    from lab.decode import generate
+
+    drafter = MedusaDrafter.from_pretrained(pair)
+    first = generate(pair.target, prompts[1], drafter=drafter, max_new_tokens=24)
+    generate(pair.target, prompts[2], drafter=drafter, max_new_tokens=24)
+    again = generate(pair.target, prompts[1], drafter=drafter, max_new_tokens=24)
+    assert again.tokens == first.tokens
+    assert [s.drafted for s in again.steps] == [s.drafted for s in first.steps]
+    one = generate(pair.target, prompts[1][-1:], drafter=drafter, max_new_tokens=6)  # a one-token prompt
+    assert one.tokens == generate(pair.target, prompts[1][-1:], max_new_tokens=6).tokens
+
+
+def test_sampling_runs_and_emits_valid_tokens(pair, prompts):
+    from lab.decode import generate
+
+    drafter = MedusaDrafter.from_pretrained(pair)
+    a = generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=30, temperature=1.0, seed=3)
+    b = generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=30, temperature=1.0, seed=3)
+    assert len(a.tokens) == 30 and a.tokens == b.tokens
+    assert all(0 <= t < drafter.vocab_size for t in a.tokens)
+    assert sum(len(s.emitted) for s in a.steps) == 30
+
+
+def test_first_sampled_token_matches_target_distribution(pair, prompts):
+    # the first step verifies the heads' first-level candidates as siblings (max_new_tokens=2 caps the tree at
+    # depth 1); whatever they propose, the first token must be distributed as the target's
+    from lab.decode import generate
+    from lab.metrics import chi_square
+    from lab.models import forward, new_cache
+    from lab.sampling import probs_from_logits
+
+    ids = prompts[0]
+    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
+    drafter = MedusaDrafter.from_pretrained(pair)
+    counts = torch.zeros_like(target_probs)
+    for seed in range(700):
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
+        assert len(gen.steps[0].drafted) > 1  # a real sibling set was verified
+        counts[gen.tokens[0]] += 1
+    assert chi_square(counts, target_probs).pvalue > 1e-3

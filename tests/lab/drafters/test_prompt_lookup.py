@@ -1,0 +1,98 @@
+"""Prompt lookup (lab.drafters.prompt_lookup): the n-gram lookup's cases and errors, the drafter's proposals, and
+DESIGN's oracles on tiny random models (fast on a CPU)."""
+import pytest
+import torch
+
+from lab.decode import generate
+from lab.drafters import PromptLookupDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.prompt_lookup import ngram_lookup
+from lab.metrics import chi_square
+from lab.models import forward, new_cache
+from lab.sampling import probs_from_logits
+from tests.lab.drafters.lookup_cases import REPEATED
+
+# --- the n-gram lookup ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("context,max_ngram,n_draft,expected", [
+    ([1, 2, 3, 9, 1, 2, 3], 3, 5, [9, 1, 2, 3]),          # trigram hit; continuation stops at the context's end
+    ([1, 2, 3, 9, 9, 1, 2, 3], 3, 2, [9, 9]),             # n_draft caps the proposal
+    ([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5, [6, 1, 2]),        # the most recent earlier match wins
+    ([1, 2, 7, 5, 2], 3, 5, [7, 5, 2]),                   # no trigram or bigram match: falls back to one token
+    ([7, 7, 7], 3, 5, [7]),                               # overlapping match: [7, 7] also starts at index 0
+    ([1, 2, 1, 2], 3, 5, [1, 2]),                         # match right before the suffix, overlapping it
+    ([1, 2, 3, 4], 3, 5, []),                             # no match at any size
+    ([5], 3, 5, []),                                      # a one-token context has nothing earlier
+    ([5, 5], 3, 5, [5]),                                  # n-gram sizes longer than the context are skipped
+    ([], 3, 5, []),
+    ([3, 1, 2, 3, 9, 1, 2, 3], 1, 5, [9, 1, 2, 3]),       # max_ngram = 1: the last token only
+])
+def test_ngram_lookup_cases(context, max_ngram, n_draft, expected):
+    assert ngram_lookup(context, max_ngram, n_draft) == expected
+
+
+def test_ngram_lookup_prefers_longer_ngrams_over_recent_shorter_ones():
+    # [2, 3] occurs at index 1 (followed by 4); the unigram [3] occurs more recently at index 5 (followed by 8).
+    assert ngram_lookup([1, 2, 3, 4, 0, 3, 8, 2, 3], max_ngram=2, n_draft=3) == [4, 0, 3]
+    assert ngram_lookup([1, 2, 3, 4, 0, 3, 8, 2, 3], max_ngram=1, n_draft=3) == [8, 2, 3]
+
+
+def test_ngram_lookup_takes_tensors_and_numpy_ids_and_returns_plain_ints():
+    import numpy as np
+
+    out = ngram_lookup(torch.tensor([1, 2, 1, 2]), 2, 3)
+    assert out == [1, 2] and all(type(t) is int for t in out)
+    out = ngram_lookup(np.array([12, 3, 9, 12, 3]), np.int64(2), 2)
+    assert out == [9, 12] and all(type(t) is int for t in out)
+    assert ngram_lookup([torch.tensor(4), 5, np.int64(4)], 1, 2) == [5, 4]
+    assert ngram_lookup([12, 3, 9, 1, 23], 2, 3) == []  # [1, 23] is not [12, 3], whatever their digits say
+
+
+@pytest.mark.parametrize("context", ["abab", b"abab", [1.0, 2.0, 1.0], [True, False, True], torch.tensor([[1, 2]]),
+                                     torch.tensor([1.0, 2.0]), [1, "2", 1], 7])
+def test_ngram_lookup_rejects_what_is_not_token_ids(context):
+    with pytest.raises(ValueError, match="context"):
+        ngram_lookup(context, 2, 3)
+
+
+@pytest.mark.parametrize("kwargs,word", [(dict(max_ngram=0), "max_ngram"), (dict(n_draft=0), "n_draft"),
+                                         (dict(max_ngram=2.5), "max_ngram"), (dict(n_draft=True), "n_draft")])
+def test_bad_arguments_name_the_argument(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        ngram_lookup([1, 2], **kwargs)
+    with pytest.raises(ValueError, match=word):
+        PromptLookupDrafter(**kwargs)
+
+
+def test_prompt_lookup_draft_is_deterministic_and_free():
+    drafter = PromptLookupDrafter(max_ngram=2, n_draft=3)
+    drafter.reset([1, 2, 3, 1, 2])
+    draft = drafter.propose(DraftRequest([1, 2, 3, 1, 2], max_tokens=10))
+    assert (draft.tokens, draft.probs, draft.calls) == ([3, 1, 2], None, 0)
+    assert drafter.propose(DraftRequest([1, 2, 3, 1, 2], max_tokens=2)).tokens == [3, 1]   # loop's budget
+    assert drafter.propose(DraftRequest([1, 2, 3, 1, 2], max_tokens=0)).tokens == []
+    assert drafter.propose(DraftRequest([1, 2, 3, 4], max_tokens=5)).tokens == []        # no match: plain step
+
+
+def test_prompt_lookup_copies_a_repeated_passage_from_the_first_step(sticky_target):
+    gen = generate(sticky_target, REPEATED, drafter=PromptLookupDrafter(3, 5), max_new_tokens=10)
+    assert gen.steps[0].drafted == [13, 2, 7, 11, 5]  # what followed the earlier occurrence of [11, 5, 9]
+
+
+# --- on the bundled Shakespeare pair --------------------------------------------------------------------------------
+
+def test_prompt_lookup_pays_off_on_copy_heavy_prompts(pair, copy_ids):
+    for ids in copy_ids:
+        gen = generate(pair.target, ids, drafter=PromptLookupDrafter(3, 5), max_new_tokens=40)
+        assert gen.stats["tokens_per_target_call"] > 1.5 and gen.stats["draft_calls"] == 0
+
+
+def test_first_sampled_token_matches_target_distribution(pair):
+    ids = pair.encode("KING.\nHow is that, my lord?\n\nKING.\nHow")  # the lookup proposes " is that, …"
+    assert len(PromptLookupDrafter(3, 3).propose(DraftRequest(ids, 3)).tokens) == 3  # a real draft is verified
+    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
+    counts = torch.zeros_like(target_probs)
+    drafter = PromptLookupDrafter(3, 3)
+    for seed in range(700):  # max_new_tokens=2: the first step verifies one drafted token, then the target's own
+        counts[generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed).tokens[0]] += 1
+    assert chi_square(counts, target_probs).pvalue > 1e-3

@@ -1,0 +1,18 @@
+"""lab.picker.reasons: the reasons' wording stays with what was measured."""
+from lab.picker import recommend
+from tests.lab.picker.helpers import all_recommendations
+
+
+def test_reasons_do_not_claim_that_sampling_always_lowers_acceptance():
+    """Lesson 13 measured α 0.70 → 0.71 for T = 0 → 2 on the bundled pair: the reasons say "usually", for large pairs,
+    and point to a measurement."""
+    for rec in all_recommendations():
+        text = " ".join(rec.reasons + rec.revisit)
+        assert "accepts less, so" not in text and "acceptance falls" not in text and "less likely to be" not in text
+    sampled = recommend("chat", 0.5, True, False)
+    n_reason = next(r for r in sampled.reasons if r.startswith("N = 4"))
+    assert "bottom" in n_reason and "large, confident pairs usually" in n_reason and "lesson 13" in n_reason
+    greedy = recommend("chat", 0.0, True, False)
+    assert any(r.startswith("N = 5: the top") for r in greedy.reasons)
+    lookup = recommend("code", 0.9, False, False)
+    assert any("deterministic draft" in r and "lesson 12" in r for r in lookup.reasons)

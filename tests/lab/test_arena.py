@@ -1,0 +1,309 @@
+"""The drafter arena (lab.arena: run_arena, compare_adaptive, format_arena, format_reconciliation, and the views of
+widgets.arena) on the bundled pair, and by hand: pooling, one arena row, its efficiency factors and the tables, on
+synthetic step records with round numbers, so every value is worked out in the comments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lab.arena import (ARENA_DRAFTERS, EFFICIENCY_FACTORS, _baseline_row, _cell_row, _pool, compare_adaptive,
+                       format_adaptive, format_arena, format_reconciliation, run_arena)
+from lab.decode import generate
+from lab.drafters import DraftModelDrafter
+from lab.metrics import expected_tokens_per_call, predicted_speedup
+from lab.trace import Generation, StepRecord
+
+FIELDS = ("task", "temperature", "drafter", "label", "n_draft", "new_tokens", "target_calls", "draft_calls",
+          "acceptance_rate", "alpha", "per_position_acceptance", "tokens_per_target_call", "ar_ms_per_step",
+          "draft_ms_per_call", "cost_ratio", "draft_ms_per_step", "verify_ms_per_step", "step_draft_cost",
+          "verify_cost", "prefill_ms", "tokens_per_second", "baseline_tokens_per_second", "same_as_autoregressive",
+          "prediction", "expected_tokens_per_call", "predicted_speedup", "predicted_with_verify_cost",
+          "measured_speedup", "decode_speedup", "efficiency", "decode_efficiency", "target_call_cost",
+          "efficiency_factors")
+TASKS = ("prose", "copy_edit", "structured")
+
+
+@pytest.fixture(scope="module")
+def arena(pair):
+    return run_arena(pair, tasks=TASKS, temperatures=(0.0, 1.0), max_new_tokens=8, prompts_per_task=1,
+                     progress=False)
+
+
+def test_arena_rows_have_every_field(arena):
+    rows = arena["rows"]
+    assert len(rows) == len(TASKS) * 2 * (1 + len(ARENA_DRAFTERS))
+    for row in rows:
+        assert set(FIELDS) <= set(row), set(FIELDS) - set(row)
+        assert row["new_tokens"] == 8  # max_new_tokens is exact (no EOS in these continuations)
+        assert 1 <= row["tokens_per_target_call"] <= 1 + 14  # at most a Medusa path + 1, never below one per call
+        assert row["tokens_per_target_call"] == row["new_tokens"] / row["target_calls"]
+    cells = {(r["task"], r["temperature"]) for r in rows}
+    assert cells == {(t, T) for t in TASKS for T in (0.0, 1.0)}
+    for task, temperature in cells:
+        cell = [r for r in rows if (r["task"], r["temperature"]) == (task, temperature)]
+        assert [r["drafter"] for r in cell] == ["autoregressive", *ARENA_DRAFTERS]
+        base = cell[0]
+        assert base["measured_speedup"] == base["predicted_speedup"] == base["efficiency"] == 1.0
+        assert all(r["baseline_tokens_per_second"] == base["tokens_per_second"] for r in cell)
+    assert arena["settings"]["prompts_per_task"] == 1 and len(arena["settings"]["load_average"]) == 2
+
+
+def test_greedy_rows_match_autoregressive(arena):
+    greedy = [r for r in arena["rows"] if r["temperature"] == 0]
+    assert len(greedy) == len(TASKS) * (1 + len(ARENA_DRAFTERS))
+    assert all(r["same_as_autoregressive"] is True for r in greedy)
+    assert all(r["same_as_autoregressive"] is None for r in arena["rows"] if r["temperature"] > 0)
+
+
+def test_predictions_and_efficiency(arena):
+    for row in arena["rows"]:
+        assert row["efficiency"] == row["measured_speedup"] / row["predicted_speedup"]
+        assert row["decode_efficiency"] == row["decode_speedup"] / row["predicted_speedup"]
+        assert row["measured_speedup"] == row["tokens_per_second"] / row["baseline_tokens_per_second"]
+        if row["drafter"] in ("model", "eagle", "early-exit"):
+            assert row["prediction"] == "alpha, N, c" and row["n_draft"] == 4
+            assert row["cost_ratio"] == row["draft_ms_per_call"] / row["ar_ms_per_step"] > 0
+            assert row["predicted_speedup"] == predicted_speedup(row["alpha"], 4, row["cost_ratio"])
+            assert row["expected_tokens_per_call"] == expected_tokens_per_call(row["alpha"], 4)
+            # drafts after the first rejection are never examined, so alpha >= accepted / drafted
+            assert row["alpha"] >= row["acceptance_rate"]
+        elif row["drafter"] in ("ngram", "lookahead", "medusa"):
+            assert row["prediction"] == "tokens/call, draft ms"
+            assert row["predicted_speedup"] == row["tokens_per_target_call"] / (1 + row["step_draft_cost"])
+    for row in arena["rows"]:
+        if row["drafter"] in ("ngram", "lookahead"):
+            assert row["cost_ratio"] is None and row["draft_calls"] == 0
+
+
+def test_efficiency_factors_multiply_to_the_efficiency(arena):
+    for row in arena["rows"]:
+        f = row["efficiency_factors"]
+        assert tuple(f) == EFFICIENCY_FACTORS
+        assert all(v > 0 for v in f.values())
+        assert math.isclose(math.prod(f.values()), row["efficiency"], rel_tol=1e-9)
+        assert math.isclose(math.prod(f.values()) / f["prefill"], row["decode_efficiency"], rel_tol=1e-9)
+        assert f["prefill"] == row["measured_speedup"] / row["decode_speedup"]
+        if row["drafter"] == "autoregressive":
+            assert set(f.values()) == {1.0} and row["target_call_cost"] == 1.0
+        elif row["prediction"] == "alpha, N, c":
+            assert f["acceptance"] == row["tokens_per_target_call"] / row["expected_tokens_per_call"]
+            assert f["drafting"] == (1 + 4 * row["cost_ratio"]) / (1 + row["step_draft_cost"])
+        else:  # predicted from the measured tokens per call and drafting time: nothing to lose there
+            assert f["acceptance"] == 1.0 and f["drafting"] == 1.0
+        if row["drafter"] != "autoregressive":
+            # step cost: predicted / measured, split three ways at the target's forward
+            assert math.isclose(f["drafting"] * f["target_call"] * f["verification"],
+                                (1 + (4 * row["cost_ratio"] if row["prediction"] == "alpha, N, c"
+                                      else row["step_draft_cost"])) / (row["step_draft_cost"] + row["verify_cost"]),
+                                rel_tol=1e-9)
+            assert row["target_call_cost"] > 0
+
+
+def test_target_ms_is_the_forward_inside_verify_ms(pair):
+    prompt = pair.encode("ROMEO:\nWhat light")
+    spec = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, 4), max_new_tokens=12)
+    assert spec.steps and all(0 < s.target_ms <= s.verify_ms for s in spec.steps)
+    assert spec.stats["target_ms"] == sum(s.target_ms for s in spec.steps)
+
+
+def test_format_arena_and_figure(arena):
+    from widgets.arena import arena_figure
+
+    table = format_arena(arena)
+    lines = table.splitlines()
+    assert lines[2].startswith("| task | T | drafter | N | acceptance rate | α |")
+    body = [line for line in lines if line.startswith("| prose") or line.startswith("| copy_edit")
+            or line.startswith("| structured")]
+    assert len(body) == len(arena["rows"])
+    assert "| prose | 0 | draft model | 4 |" in table
+    fig = arena_figure(arena)
+    assert len(fig.data) == 2 * len(TASKS) * 2  # measured + predicted bars per panel
+    assert [t.name for t in fig.data[:2]] == ["measured", "predicted"]
+    assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit"]
+    with pytest.raises(ValueError, match="no drafter rows"):
+        arena_figure({"rows": []})
+    table = format_reconciliation(arena)
+    assert table.splitlines()[0].startswith("| task | T | drafter | N | predicted × | × acceptance | × drafting |")
+    assert sum(line.startswith("| prose") for line in table.splitlines()) == 2 * len(ARENA_DRAFTERS)
+    with pytest.raises(ValueError, match="no drafter rows"):
+        format_reconciliation({"rows": arena["rows"][:1]})
+
+
+def test_efficiency_waterfall(arena):
+    from widgets.arena import efficiency_waterfall
+
+    row = next(r for r in arena["rows"] if r["drafter"] == "model")
+    fig = efficiency_waterfall(row)
+    bars = fig.data[0]
+    assert list(bars.measure) == ["absolute"] + ["relative"] * len(EFFICIENCY_FACTORS) + ["total"]
+    assert bars.y[0] == row["predicted_speedup"]
+    assert math.isclose(sum(bars.y), row["measured_speedup"], rel_tol=1e-9)  # the steps walk down to the measurement
+    assert "draft model" in fig.layout.title.text
+    with pytest.raises(ValueError, match="efficiency_factors"):
+        efficiency_waterfall({"drafter": "model"})
+
+
+def test_arena_rejects_bad_arguments(pair):
+    with pytest.raises(ValueError, match="tasks"):
+        run_arena(pair, tasks=("poetry",), progress=False)
+    with pytest.raises(ValueError, match="prompts_per_task"):
+        run_arena(pair, tasks=("structured",), prompts_per_task=50, progress=False)
+    with pytest.raises(ValueError, match="temperatures"):
+        run_arena(pair, temperatures=(-1.0,), progress=False)
+    with pytest.raises(ValueError, match="drafters"):
+        run_arena(pair, drafters=("oracle",), progress=False)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        run_arena(pair, max_new_tokens=0, progress=False)
+    with pytest.raises(ValueError, match="seed"):
+        run_arena(pair, seed="x", progress=False)
+    with pytest.raises(ValueError, match="temperatures"):
+        run_arena(pair, temperatures=0.0, progress=False)
+    # compare_adaptive names its own arguments
+    for kwargs, name in (({"start_n": 0}, "start_n"), ({"temperature": -1.0}, "temperature must"),
+                         ({"task": "poem"}, "task must"), ({"prompts": 0}, "prompts must"),
+                         ({"prompts": 99}, "prompts must be at most"), ({"seed": 1.5}, "seed"),
+                         ({"n_values": (0,)}, "n_values"), ({"n_values": 3}, "n_values"),
+                         ({"max_n_draft": 2}, "max_n_draft"), ({"max_n_draft": 4.0}, "max_n_draft")):
+        with pytest.raises(ValueError, match=name):
+            compare_adaptive(pair, progress=False, **kwargs)
+
+
+def test_compare_adaptive(pair):
+    # NumPy integers count as integers, as elsewhere in lab
+    result = compare_adaptive(pair, n_values=[np.int64(1), np.int64(3)], max_n_draft=np.int64(16), max_new_tokens=12,
+                              prompts=1, progress=False)
+    rows = result["rows"]
+    assert [r["drafter"] for r in rows] == ["autoregressive", "model", "model", "adaptive"]
+    assert [r["n_draft"] for r in rows] == [None, 1, 3, None]
+    assert all(r["same_as_autoregressive"] is True for r in rows)
+    adaptive = rows[-1]
+    history = adaptive["n_draft_history"]
+    assert history[0] == 4 and all(1 <= n <= 16 for n in history)
+    assert all(b in (a + 2, max(1, a - 1), 16) for a, b in zip(history, history[1:]))
+    assert adaptive["mean_n_draft"] == sum(history) / len(history)
+    assert result["best_fixed_n"] in (1, 3)
+    assert "draft model, adaptive N" in format_adaptive(result)
+    best = next(r for r in rows if r["n_draft"] == result["best_fixed_n"])
+    assert f"its efficiency {best['efficiency']:.2f}" in format_adaptive(result)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# By hand, on synthetic step records.
+
+
+def _ar_generation():
+    """8 autoregressive steps: verify 10 ms (target forward 8 ms) each; wall 100 ms of which prefill 10 ms."""
+    steps = [StepRecord(index=i, position=i, drafted=[], num_accepted=0, emitted=[1], last_kind="bonus",
+                        verify_ms=10.0, target_ms=8.0) for i in range(8)]
+    return Generation(tokens=[1] * 8, steps=steps, stats={"wall_ms": 100.0, "prefill_ms": 10.0})
+
+
+def _spec_generation():
+    """2 steps of N = 4 (4 then 2 accepted; 5 + 3 tokens), each draft 4 ms over 4 calls, verify 12 ms of which the
+    target's forward 10 ms; wall 40 ms of which prefill 10 ms."""
+    steps = [StepRecord(index=0, position=0, drafted=[5, 6, 7, 8], num_accepted=4, emitted=[5, 6, 7, 8, 9],
+                        last_kind="bonus", draft_ms=4.0, verify_ms=12.0, draft_calls=4, target_ms=10.0),
+             StepRecord(index=1, position=5, drafted=[5, 6, 7, 8], num_accepted=2, emitted=[5, 6, 3],
+                        last_kind="resampled", draft_ms=4.0, verify_ms=12.0, draft_calls=4, target_ms=10.0)]
+    return Generation(tokens=[0] * 8, steps=steps, stats={"wall_ms": 40.0, "prefill_ms": 10.0})
+
+
+@pytest.fixture()
+def rows():
+    base = _pool([(_ar_generation(), None), (_ar_generation(), None)])
+    pooled = _pool([(_spec_generation(), None), (_spec_generation(), None)])
+    return base, pooled, _cell_row("model", pooled, base, 4, 0.0, True)
+
+
+def test_pool_sums_then_divides(rows):
+    base, pooled, _ = rows
+    assert base["decode_ms"] == 180.0 and pooled["decode_ms"] == 60.0      # wall - prefill, summed over prompts
+    assert pooled["prefill_ms"] == 20.0 and pooled["steps"] == 4
+    assert pooled["acceptance_rate"] == 12 / 16
+    assert pooled["alpha"] == 12 / 14      # 12 accepted + 2 steps that stopped at a rejection; not 12 / 16
+
+
+def test_cell_row_values(rows):
+    _, _, row = rows
+    alpha = 12 / 14
+    e = expected_tokens_per_call(alpha, 4)
+    assert row["ar_ms_per_step"] == 10.0
+    assert row["cost_ratio"] == pytest.approx(0.1)                    # 1 ms per draft call / 10 ms AR step
+    assert row["step_draft_cost"] == pytest.approx(0.4) and row["verify_cost"] == pytest.approx(1.2)
+    assert row["measured_speedup"] == pytest.approx(2.5)              # 200 tokens/s over 80 tokens/s
+    assert row["decode_speedup"] == pytest.approx(3.0)                # (16 / 60 ms) / (16 / 180 ms): prefill out
+    assert row["predicted_speedup"] == pytest.approx(e / 1.4)         # 1 + N c = 1.4
+    assert row["predicted_with_verify_cost"] == pytest.approx(e / 1.6)  # N c + v = 0.4 + 1.2
+    assert row["target_call_cost"] == pytest.approx(1.25)             # 10 ms vs 8 ms per target forward
+
+
+def test_efficiency_factors_values(rows):
+    _, _, row = rows
+    e = expected_tokens_per_call(12 / 14, 4)
+    f = row["efficiency_factors"]
+    expected = {"acceptance": 4 / e, "drafting": 1.0,
+                "target_call": 1.4 / 1.6,      # (1 + d) / (1 + d + Δ), Δ = 10/10 - 8/10 = 0.2 AR steps
+                "verification": 1.0,           # (1 + d + Δ) / (d + v) = 1.6 / 1.6
+                "loop": (64 / 60) / (160 / 180),
+                "prefill": 2.5 / 3.0}
+    assert list(f) == list(EFFICIENCY_FACTORS)
+    for key, value in expected.items():
+        assert f[key] == pytest.approx(value), key
+    assert math.prod(f.values()) == pytest.approx(row["efficiency"])
+
+
+def _arena(rows, threads: int = 2, prompts: int = 2) -> dict:
+    """One prose cell (the baseline and the speculative row) as run_arena returns it."""
+    base, _, row = rows
+    cell = [{"task": "prose", "temperature": 0.0, **_baseline_row(base, 0.0)},
+            {"task": "prose", "temperature": 0.0, **row}]
+    settings = {"pair": "p", "device": "cpu", "dtype": "float32", "threads": threads, "prompts_per_task": prompts,
+                "max_new_tokens": 8, "n_draft": 4, "seed": 0, "repeats": 1, "geometry": "", "load_average": [0, 0]}
+    return {"rows": cell, "settings": settings}
+
+
+def test_format_tables_put_each_number_in_its_column(rows):
+    arena = _arena(rows)
+    cell = arena["rows"]
+    table = format_arena(arena)
+    # N | acceptance rate | α | tokens per target call | c
+    assert f"| prose | 0 | draft model | 4 | 0.75 | {12 / 14:.2f} | 4.00 | 0.100 |" in table, table
+    recon = format_reconciliation({"rows": cell})
+    line = next(x for x in recon.splitlines() if x.startswith("| prose"))
+    # × acceptance | × drafting | × target call | × verification | × loop | × prefill, then measured ×
+    e = expected_tokens_per_call(12 / 14, 4)
+    assert f"| {4 / e:.2f} | 1.00 | 0.88 | 1.00 | 1.20 | 0.83 | 2.50 |" in line, line
+
+
+def test_compare_adaptive_best_fixed_n_is_the_fastest(pair):
+    result = compare_adaptive(pair, n_values=[1, 3], max_new_tokens=12, prompts=1, progress=False)
+    fixed = {r["n_draft"]: r["measured_speedup"] for r in result["rows"] if r["drafter"] == "model"}
+    assert len(fixed) == 2 and fixed[1] != fixed[3]
+    assert result["best_fixed_n"] == max(fixed, key=fixed.get)
+
+
+def test_arena_heading_counts_one_prompt_and_one_thread(rows):
+    heading = format_arena(_arena(rows, threads=1, prompts=1)).splitlines()[0]
+    assert "(float32, 1 thread), 1 prompt per task ×" in heading, heading
+
+
+def test_arena_takes_numpy_temperatures_and_checks_the_context(pair):
+    from lab.arena import compare_adaptive, run_arena
+
+    kwargs = {"tasks": ("prose",), "max_new_tokens": 2, "prompts_per_task": 1, "drafters": ("ngram",),
+              "progress": False}
+    result = run_arena(pair, temperatures=(np.float32(0.0),), **kwargs)
+    assert result["settings"]["temperatures"] == [0.0]
+    assert [row["drafter"] for row in result["rows"]] == ["autoregressive", "ngram"]
+    assert all(type(row["temperature"]) is float for row in result["rows"])  # rows stay JSON-ready
+    assert run_arena(pair, temperatures=np.array([0.0]), **kwargs)["settings"]["temperatures"] == [0.0]
+    for bad in ((True,), (np.float64("nan"),), np.float32(0.0), np.array([])):
+        with pytest.raises(ValueError, match="temperatures must be"):
+            run_arena(pair, temperatures=bad, **kwargs)
+    with pytest.raises(ValueError, match=r"max_new_tokens: prompt \(\d+ tokens\) \+ 500 new tokens exceed"):
+        run_arena(pair, temperatures=(0.0,), **dict(kwargs, max_new_tokens=500))
+    with pytest.raises(ValueError, match=r"max_new_tokens: the longest prompt \(\d+ tokens\) \+ 500 new tokens"):
+        compare_adaptive(pair, n_values=(1,), max_new_tokens=500, prompts=2, progress=False)

@@ -1,0 +1,123 @@
+"""lab.bench: the timing table of lab vs transformers on the bundled pair (every method, the timed region holding
+the decoding only) and its heading."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from lab.bench import EXTRA_METHODS, format_table, run_bench
+from lab.prompts import copy_heavy_prompts, held_out_prompts
+
+
+def test_bench_runs_all_four_and_agrees(pair):
+    result = run_bench(pair, held_out_prompts()[:1], max_new_tokens=24, n_draft=3)
+    assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", "HF generate",
+                                                      "HF assisted"]
+    assert result["identical"], result["mismatched"]
+    assert "identical tokens: yes" in format_table(result)
+
+
+def test_bench_with_the_new_rows_agrees(pair):
+    result = run_bench(pair, copy_heavy_prompts(pair, held_out_prompts()[:1]), max_new_tokens=24, n_draft=4,
+                       extra=EXTRA_METHODS)
+    assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", "HF generate",
+                                                      "HF assisted", "lab prompt lookup", "HF prompt lookup",
+                                                      "lab lookahead", "lab Medusa", "lab EAGLE", "lab early exit"]
+    assert result["identical"], result["mismatched"]
+    rows = {r["method"]: r for r in result["rows"]}
+    assert rows["lab prompt lookup"]["tokens_per_target_call"] > 1 and "vs_hf_counterpart" in rows["lab prompt lookup"]
+    assert "all ten produced identical tokens: yes" in format_table(result, "copy-heavy")
+    with pytest.raises(ValueError, match="extra"):
+        run_bench(pair, held_out_prompts()[:1], extra=("nope",))
+
+
+def test_bench_builds_every_drafter_outside_the_timed_region(pair, monkeypatch):
+    """Medusa heads and the EAGLE draft are read from disk when their drafters are built (tens of ms, a sizeable
+    share of a 128-token run): the bench's tokens/s must not count that, as its header promises decoding time."""
+    import time as real_time
+
+    import lab.bench
+    import lab.drafters
+
+    events = []
+    fake_time = SimpleNamespace(perf_counter=lambda: (events.append("clock"), real_time.perf_counter())[1])
+    monkeypatch.setattr(lab.bench, "time", fake_time)
+
+    def logged(make):
+        def build(*args, **kwargs):
+            events.append("build")
+            return make(*args, **kwargs)
+        return build
+
+    monkeypatch.setattr(lab.bench, "make_drafter", logged(lab.bench.make_drafter))
+    for name in ("DraftModelDrafter", "PromptLookupDrafter", "LookaheadDrafter"):
+        monkeypatch.setattr(lab.drafters, name, logged(getattr(lab.drafters, name)))
+    result = lab.bench.run_bench(pair, ["ROMEO.\n"], max_new_tokens=2, extra=lab.bench.EXTRA_METHODS)
+    assert len(result["rows"]) == 10
+    clocks = [i for i, event in enumerate(events) if event == "clock"]
+    assert len(clocks) == 2 * 10  # one start and one stop per method and prompt
+    builds = [i for i, event in enumerate(events) if event == "build"]
+    assert len(builds) >= 2 * 7  # the seven lab drafters, for the warm-up and the prompt
+    for start, stop in zip(clocks[::2], clocks[1::2]):
+        inside = [i for i in builds if start < i < stop]
+        assert inside == [], f"a drafter was built while the clock ran (events {start}..{stop}: {events})"
+
+
+def test_bench_heading_counts_one_prompt_and_one_thread():
+    bench = {"rows": [], "identical": True, "mismatched": [],
+             "settings": {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 1, "prompts": 1,
+                          "max_new_tokens": 8, "n_draft": 4}}
+    assert "(float32, 1 thread), 1 copy-heavy prompt ×" in format_table(bench, "copy-heavy").splitlines()[0]
+
+
+# --- bench: arguments, and the shared pair is left as it was -------------------------------------------------------
+def test_run_bench_rejects_bad_prompts(pair):
+    from lab.bench import run_bench
+
+    with pytest.raises(TypeError, match=r"prompts must be a list of strings, got one str: wrap it in a list"):
+        run_bench(pair, "ROMEO.")
+    with pytest.raises(ValueError, match="prompts must be a non-empty list of strings"):
+        run_bench(pair, [])
+    with pytest.raises(TypeError, match="prompts must be a list of strings, got an item of type int"):
+        run_bench(pair, ["ROMEO.", 3])
+    with pytest.raises(ValueError, match=r"prompts\[1\] is '', which has no tokens"):
+        run_bench(pair, ["ROMEO.", ""])
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 1, got 0"):
+        run_bench(pair, ["ROMEO."], max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"max_new_tokens: prompt \(\d+ tokens\) \+ 600 new tokens exceed the "
+                                         r"target's context of 512 positions"):
+        run_bench(pair, ["ROMEO."], max_new_tokens=600)
+
+
+def test_run_bench_restores_the_drafts_generation_config(pair, monkeypatch):
+    import lab.decode
+    from lab.bench import run_bench
+
+    config = pair.draft.generation_config
+    before = (config.num_assistant_tokens, config.num_assistant_tokens_schedule, config.assistant_confidence_threshold)
+    config.num_assistant_tokens, config.num_assistant_tokens_schedule = 7, "heuristic"
+    config.assistant_confidence_threshold = 0.25
+    try:
+        result = run_bench(pair, ["ROMEO.\nBut soft"], max_new_tokens=2, n_draft=3)
+        assert result["identical"] and result["settings"]["n_draft"] == 3
+        assert (config.num_assistant_tokens, config.num_assistant_tokens_schedule,
+                config.assistant_confidence_threshold) == (7, "heuristic", 0.25)
+
+        seen = []
+
+        def failing(*args, **kwargs):  # what the config is during the run, then a failure mid-run
+            seen.append((config.num_assistant_tokens, config.num_assistant_tokens_schedule,
+                         config.assistant_confidence_threshold))
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(lab.decode, "generate", failing)
+        with pytest.raises(RuntimeError, match="boom"):
+            run_bench(pair, ["ROMEO."], max_new_tokens=2, n_draft=5)
+        assert seen == [(5, "constant", 0.0)]
+        assert (config.num_assistant_tokens, config.num_assistant_tokens_schedule,
+                config.assistant_confidence_threshold) == (7, "heuristic", 0.25)
+    finally:
+        config.num_assistant_tokens, config.num_assistant_tokens_schedule, \
+            config.assistant_confidence_threshold = before

@@ -1,0 +1,59 @@
+"""lab.detok: token text of characters whose UTF-8 bytes span several tokens. The Detokenizer holds a split character
+until the token that completes it, so the shown text equals ``tokenizer.decode``.
+"""
+import pytest
+
+from lab.detok import _MAX_OPEN, Detokenizer
+from tests.widgets.split_text import CONTINUATION, FFFD, PROMPT, ByteTokenizer
+
+
+def test_detokenizer_holds_a_split_character_until_the_token_that_completes_it():
+    text = Detokenizer(ByteTokenizer())
+    ids = list("a\u00e9\u2014".encode())  # a, é (2 bytes), — (3 bytes)
+    assert [text.push(token) for token in ids] == ["a", None, "\u00e9", None, None, "\u2014"]
+    assert text.text == "a\u00e9\u2014"
+    # Forks decode drafts after the current text without changing it; a tree's nodes follow their ancestors.
+    fork = text.fork()
+    assert fork.push(0xC3) is None and text.text == "a\u00e9\u2014"
+    assert text.texts_after([0xC3, 0xA9, 0xB1], parents=[-1, 0, 0]) == [None, "\u00e9", "\u00f1"]
+    assert text.texts_after([0xC3, 0xA9]) == [None, "\u00e9"] and text.text == "a\u00e9\u2014"
+    with pytest.raises(ValueError, match="parents"):
+        text.texts_after([1, 2], parents=[-1])
+    # Invalid bytes are held while the text ends in them and shown, as decode shows them, with the next character;
+    # flush() releases what a run ends on, so the text then equals decode.
+    bad = Detokenizer(ByteTokenizer(), [0x62])
+    assert [bad.push(0xFF) for _ in range(4)] == [None, None, None, None]
+    assert bad.push(0x63) == FFFD * 4 + "c" and bad.text == ByteTokenizer().decode([0x62] + [0xFF] * 4 + [0x63])
+    cut = Detokenizer(ByteTokenizer(), list("ab\u00e9".encode())[:-1])
+    assert cut.text == "ab" and cut.flush() == FFFD and cut.text == ByteTokenizer().decode(list(b"ab\xc3"))
+    assert cut.flush() == "" and cut.push(ord("x")) == "x"
+    # After this many tokens without a character boundary the window is released (U+FFFD for the open bytes),
+    # so a stream of bytes that never completes cannot make every push decode a longer window.
+    stuck = Detokenizer(ByteTokenizer())
+    assert [stuck.push(0xE4) for _ in range(_MAX_OPEN)][-1] == FFFD * _MAX_OPEN
+
+
+def test_detokenizer_with_characters_straddling_token_boundaries_one_after_another():
+    # "中文字符" as byte-level BPE might cut it: every token but the last ends inside a character, so the sequence
+    # never ends on a character boundary until the end; each token still shows the characters it completes.
+    text_bytes = "中文字符".encode()
+    cuts = [text_bytes[0:2], text_bytes[2:5], text_bytes[5:8], text_bytes[8:11], text_bytes[11:12]]
+
+    class Pieces:
+        def decode(self, ids):
+            return b"".join(cuts[i] for i in ids).decode("utf-8", errors="replace")
+
+    text = Detokenizer(Pieces())
+    assert [text.push(i) for i in range(5)] == [None, "中", "文", "字", "符"]
+    assert text.text == "中文字符" and FFFD not in text.text
+    fork = Detokenizer(Pieces(), [0, 1])
+    assert fork.texts_after([2, 3, 4]) == ["文", "字", "符"] and fork.text == "中"
+
+
+def test_detokenizer_on_the_bundled_tokenizer_matches_decode(pair):
+    ids = pair.encode(PROMPT + CONTINUATION)
+    assert any(FFFD in pair.tokenizer.decode([token]) for token in ids)  # one token at a time is broken
+    text = Detokenizer(pair.tokenizer)
+    pieces = [text.push(token) for token in ids]
+    assert None in pieces
+    assert "".join(piece or "" for piece in pieces) == text.text == pair.tokenizer.decode(ids) == PROMPT + CONTINUATION

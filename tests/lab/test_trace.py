@@ -1,0 +1,17 @@
+"""lab.trace: the StepRecord every view consumes."""
+import pytest
+
+from lab.trace import StepRecord
+
+
+def test_a_tree_record_without_its_path_is_refused():
+    # node 2 hangs under node 0: the accepted nodes [0, 2] are not the first two, so no default path can be right
+    with pytest.raises(ValueError, match="needs its path"):
+        StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 7, 9], last_kind="bonus",
+                   parents=[-1, -1, 0])
+    record = StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 7, 9],
+                        last_kind="bonus", parents=[-1, -1, 0], path=[0, 2])
+    assert record.rejected == [6]
+    chain = StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 6, 1],
+                       last_kind="resampled")
+    assert chain.path == [0, 1] and chain.rejected == [7]

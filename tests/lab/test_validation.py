@@ -1,0 +1,132 @@
+"""lab.validation: the argument checks every module shares (one copy each)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from lab import costs, metrics, toy
+from lab.sampling import accept_or_reject, probs_from_logits
+from lab.validation import check_int, check_sampling_args, check_token_ids
+
+
+def test_check_token_ids_is_the_one_token_id_check():
+    given = [3, 1, 2]
+    out = check_token_ids("ids", given, 4)
+    assert out == [3, 1, 2] and out is not given  # a fresh list: callers append to it
+    assert check_token_ids("ids", torch.tensor([[5, 6]])) == [5, 6]  # [1, L] is one sequence
+    assert check_token_ids("ids", np.array([7, 8])) == [7, 8] and type(check_token_ids("ids", (np.int64(2),))[0]) is int
+    assert check_token_ids("ids", [], allow_empty=True) == []
+    for bad, error, words in (("ab", TypeError, r"ids must be token ids, got text \('ab'\); see"),
+                              ([1, 2.0], TypeError, "ids must hold integer token ids, got float 2.0; see"),
+                              ([True], TypeError, "got bool True"),
+                              (5, TypeError, "ids must be a list of token ids or a LongTensor, got int; see"),
+                              (torch.tensor([1.0]), TypeError, "dtype torch.float32"),
+                              (torch.zeros(2, 2, dtype=torch.long), ValueError, r"shape \(2, 2\)"),
+                              ([], ValueError, "at least one token id"),
+                              ([0, 4, -1], ValueError, r"ids must be token ids in \[0, 4\), got \[4, -1\]")):
+        with pytest.raises(error, match=words):
+            check_token_ids("ids", bad, 4, hint="; see")
+
+
+def test_check_token_ids_reads_a_numpy_row_like_a_tensor_row():
+    """A NumPy [1, L] array is one sequence, as a tensor [1, L] is (it used to be read as one item, the row, and
+    refused with the whole row in the message)."""
+    for dtype in (np.int64, np.int32, np.uint16):
+        out = check_token_ids("prompt_ids", np.array([[5, 6, 7]], dtype=dtype), 8)
+        assert out == [5, 6, 7] and all(type(t) is int for t in out)
+    assert check_token_ids("ids", np.array([[1, 2]], dtype=object)) == [1, 2]  # items judged one by one
+    for bad, error, words in ((np.zeros((2, 3), dtype=np.int64), ValueError, r"\[L\] or \[1, L\], got shape \(2, 3\)"),
+                              (np.array(4), ValueError, r"got shape \(\)"),
+                              (np.array([[1.0, 2.0]]), TypeError, "NumPy array of dtype float64; see"),
+                              (np.array([True]), TypeError, "dtype bool"),
+                              (np.array([[0, 9]]), ValueError, r"in \[0, 8\), got \[9\]")):
+        with pytest.raises(error, match=words):
+            check_token_ids("ids", bad, 8, hint="; see")
+
+
+# --- bool is not a number; NumPy numbers are -----------------------------------------------------------------------
+@pytest.mark.parametrize("call, name", [
+    (lambda: probs_from_logits(torch.randn(5), temperature=True), "temperature"),
+    (lambda: probs_from_logits(torch.randn(5), top_p=True), "top_p"),
+    (lambda: check_sampling_args(temperature=False), "temperature"),
+    (lambda: metrics.expected_tokens_per_call(True, 3), "alpha"),
+    (lambda: metrics.predicted_speedup(0.5, 3, True), "cost_ratio"),
+    (lambda: metrics.optimal_n_draft(True, 0.1), "alpha"),
+    (lambda: toy.mixture_model(toy.fixed_model([1.0]), toy.fixed_model([1.0]), True), "weight"),
+    (lambda: costs.pass_time(True, 5), "tokens"),
+    (lambda: costs.pass_time(10, True), "ridge_tokens"),
+])
+def test_bool_is_rejected_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}\b.*got (True|False)"):
+        call()
+
+
+def test_numpy_numbers_are_accepted():
+    logits = torch.tensor([1.0, 2.0, 0.5])
+    assert torch.equal(probs_from_logits(logits, temperature=np.float32(0.5), top_p=np.float64(0.9)),
+                       probs_from_logits(logits, temperature=0.5, top_p=0.9))
+    assert metrics.expected_tokens_per_call(np.float32(0.5), np.int64(3)) == pytest.approx(1.875)
+    assert metrics.predicted_speedup(np.float64(0.5), 3, np.float32(0.25)) == pytest.approx(1.875 / 1.75)
+    assert toy.mixture_model(toy.fixed_model([1.0, 0.0]), toy.fixed_model([0.0, 1.0]), np.float32(0.25))([]) == \
+        pytest.approx([0.75, 0.25])
+    assert costs.pass_time(np.float64(40), np.int64(20)) == 2.0
+
+
+def test_integers_of_any_integral_type():
+    assert check_int("n", np.int64(3), 1) == 3 and type(check_int("n", np.int64(3), 1)) is int
+    for bad in (True, 2.0, "2", 0):
+        with pytest.raises(ValueError, match="n must be an integer >= 1"):
+            check_int("n", bad, 1)
+    logits = torch.tensor([[1.0, 3.0, 2.0, 0.0]])
+    assert torch.equal(probs_from_logits(logits, 1.0, top_k=np.int64(2)), probs_from_logits(logits, 1.0, top_k=2))
+    with pytest.raises(ValueError, match="top_k"):
+        probs_from_logits(logits, 1.0, top_k=True)
+    out = toy.speculative_step([0], toy.fixed_model([0.5, 0.5]), toy.fixed_model([0.5, 0.5]), np.int64(2),
+                               random.Random(0))
+    assert len(out) == 4
+
+
+def test_numpy_integers_in_constructors(pair):
+    from lab.drafters.early_exit import EarlyExitDrafter
+    from lab.drafters.medusa import MedusaHeads
+    from widgets.token_stream import TokenStream
+
+    assert EarlyExitDrafter(pair.target, num_layers=np.int64(2)).num_layers == 2
+    heads = MedusaHeads(num_heads=np.int64(2), hidden_size=np.int64(8), vocab_size=np.int64(16))
+    assert heads.num_heads == 2 and type(heads.num_heads) is int
+    assert TokenStream(top_k=np.int64(3))._top_k == 3
+    with pytest.raises(ValueError, match="num_layers"):
+        EarlyExitDrafter(pair.target, num_layers=np.float64(2.0))
+
+
+def test_probability_checks_refuse_complex_numbers():
+    with pytest.raises(TypeError, match="target_prob must be a number"):
+        accept_or_reject(torch.tensor(1 + 0j), 0.5, 0.1)
+
+
+def test_one_element_tensors_count_as_numbers():
+    """An acceptance rate computed with torch (lesson 05) is a 0-d tensor: the formulas take it as its value, and
+    the sampling settings take tensors too; a longer tensor or a bool tensor is still refused, naming the argument."""
+    from lab import costs
+
+    alpha = torch.minimum(torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.3, 0.3, 0.4])).sum()  # tensor(0.8)
+    assert metrics.expected_tokens_per_call(alpha, torch.tensor(4)) == pytest.approx(
+        metrics.expected_tokens_per_call(0.8, 4), rel=1e-6)
+    assert metrics.predicted_speedup(alpha, 4, np.array(0.1)) == pytest.approx(metrics.predicted_speedup(0.8, 4, 0.1),
+                                                                              rel=1e-6)
+    assert metrics.optimal_n_draft(alpha, torch.tensor(0.05)) == metrics.optimal_n_draft(0.8, 0.05)
+    gain = costs.speculative_throughput_gain
+    assert gain(torch.tensor(2), 4, alpha, 0.1, torch.tensor(300.0)) == pytest.approx(gain(2, 4, 0.8, 0.1, 300.0),
+                                                                                      rel=1e-6)
+    logits = torch.tensor([1.0, 2.0, 3.0, 0.5])
+    torch.testing.assert_close(probs_from_logits(logits, torch.tensor(0.5), torch.tensor(3), torch.tensor(0.75)),
+                               probs_from_logits(logits, 0.5, 3, 0.75))
+    for bad in (torch.tensor([0.8, 0.1]), torch.tensor(True)):
+        with pytest.raises(ValueError, match=r"alpha .* must be a number in \[0, 1\]"):
+            metrics.expected_tokens_per_call(bad, 4)
+    with pytest.raises(ValueError, match="temperature must be a finite number"):
+        probs_from_logits(logits, torch.tensor([0.5, 0.5]))

@@ -1,0 +1,48 @@
+"""Stand-ins for the training tests: a made-up corpus, fake target features, a re-trained target."""
+import copy
+import random
+
+import torch
+
+
+def _works(count: int = 3, lines: int = 200) -> list[tuple[str, str]]:
+    """A made-up corpus in fetch_corpus's form: ``count`` works of ``lines`` lines of words."""
+    rng = random.Random(0)
+    words = "thou art the king and I am not so sweet a rose by any other name shall smell".split()
+    return [(f"work{i}", "\n".join(" ".join(rng.choice(words) for _ in range(8)) for _ in range(lines)) + "\n")
+            for i in range(count)]
+
+
+WORKS = _works()
+
+
+def fake_features(target, sequences, *args, seq_len=12, **kwargs):
+    """Stands in for target_features / target_generations: random windows in their format, nothing computed."""
+    gen = torch.Generator().manual_seed(sequences)
+    return {"ids": torch.randint(0, 2048, (sequences, 12), generator=gen),
+            "hidden": torch.randn(sequences, 12, target.config.hidden_size, generator=gen).half()}
+
+
+def retrained(target):
+    """A CPU copy of ``target`` with one weight changed: what a re-trained or fine-tuned target looks like to the
+    fingerprints (the caller's target is left as it was)."""
+    other = copy.deepcopy(target).cpu()
+    with torch.no_grad():
+        other.model.norm.weight[0] += 1.0
+    return other
+
+
+RAN = []
+"""Calls of the planted payload (it must never run)."""
+
+
+def _payload_ran():
+    RAN.append(1)
+    return torch.zeros(3, dtype=torch.int16)
+
+
+class Planted:
+    """What a planted cache file holds: unpickling it calls :func:`_payload_ran` (it could call anything)."""
+
+    def __reduce__(self):
+        return _payload_ran, ()

@@ -1,0 +1,20 @@
+"""The arena figures (widgets/arena.py, lesson 12): labels reach plotly escaped and told apart."""
+from widgets.arena import arena_figure, efficiency_waterfall
+
+
+def _arena_row(label, n_draft, measured):
+    return {"drafter": "model", "task": "<prose>", "temperature": 0.0, "label": label, "n_draft": n_draft,
+            "measured_speedup": measured, "predicted_speedup": 1.5, "efficiency": 0.9,
+            "tokens_per_target_call": 2.0}
+
+
+def test_arena_figure_escapes_and_separates_labels():
+    rows = [_arena_row("draft model", 1, 1.1), _arena_row("draft model", 3, 1.3), _arena_row("<b>x</b>", None, 1.2)]
+    fig = arena_figure({"rows": rows})
+    assert list(fig.data[0].x) == ["draft model (N=1)", "draft model (N=3)", "&lt;b&gt;x&lt;/b&gt;"]
+    assert list(fig.data[0].y) == [1.1, 1.3, 1.2]
+    assert fig.layout.annotations[0].text == "&lt;prose&gt;, T = 0"
+    row = {**rows[2], "efficiency_factors": {name: 1.0 for name in
+                                             ("acceptance", "drafting", "target_call", "verification", "loop",
+                                              "prefill")}}
+    assert efficiency_waterfall(row).layout.title.text.startswith("&lt;b&gt;x&lt;/b&gt; (&lt;prose&gt;")

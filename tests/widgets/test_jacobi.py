@@ -1,0 +1,49 @@
+"""JacobiViewer (widgets/jacobi.py, lesson 09): kernel-side state after a real (tiny) Jacobi run and a hand-built
+one."""
+import pytest
+
+from lab.drafters.lookahead import JacobiRun, jacobi_decode
+from widgets.jacobi import JacobiViewer
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+class FakeTokenizer:
+    def decode(self, ids):
+        return "".join(SCRIPT if t == 0 else f"t{t}" for t in ids)
+
+
+def test_jacobi_viewer_on_a_real_run(target):
+    run = jacobi_decode(target, [1, 2, 3, 4, 5], window=5)
+    viewer = JacobiViewer(run)
+    assert viewer.iteration == len(run.iterations) - 1
+    assert viewer.converged_counts == run.converged_counts
+    assert sum(viewer.newly_converged) == 5 - run.converged_counts[0]
+    assert all(n >= 1 for n in viewer.newly_converged[: viewer.converged_counts.index(5)])
+    assert [c["token_id"] for c in viewer.grid[-1]] == run.fixed_point
+    assert all(c["state"] == "converged" for c in viewer.grid[-1])
+    assert "window W = 5" in viewer.summary and f"{run.target_calls} target calls" in viewer.summary
+    viewer.step_to(0)
+    assert viewer.html.count("iter ") == 1
+    viewer.step_to(-1)
+    assert viewer.iteration == len(run.iterations) - 1
+    for bad in (99, -99, 1.5, True):
+        with pytest.raises(ValueError, match="iteration"):
+            viewer.step_to(bad)
+    assert viewer.iteration == len(run.iterations) - 1   # a refused value leaves the viewer where it was
+
+
+def test_jacobi_viewer_states_by_hand():
+    run = JacobiRun(prompt=[1], iterations=[[0, 5, 7], [4, 5, 6], [4, 5, 7], [4, 5, 7]], fixed_point=[4, 5, 7],
+                    converged=True, converged_counts=[0, 2, 3, 3])
+    viewer = JacobiViewer(run, tokenizer=FakeTokenizer())
+    states = [[c["state"] for c in row] for row in viewer.grid]
+    assert states[0] == ["guess", "correct", "correct"]
+    assert states[1] == ["converged", "converged", "guess"]
+    assert [[c["changed"] for c in row] for row in viewer.grid][1] == [True, False, True]
+    assert viewer.newly_converged == [2, 1, 0]
+    page = viewer.html
+    assert "<script" not in page and "&lt;script&gt;" in page
+    with pytest.raises(TypeError):
+        viewer.show_run([1, 2])
+    assert JacobiViewer().summary.startswith("no Jacobi run yet")

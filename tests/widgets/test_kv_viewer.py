@@ -1,0 +1,209 @@
+"""KVCacheViewer (widgets/kv_viewer.py, lesson 07): kernel-side state after hand-built records and real runs (the
+tiny conftest models, the bundled pair with a draft model, Medusa and EAGLE), prompts it does not know, and token
+labels of characters split over several tokens."""
+import html
+
+import numpy as np
+import pytest
+import torch
+
+from lab.decode import generate
+from lab.drafters import DraftModelDrafter, LookaheadDrafter
+from lab.trace import StepRecord
+from tests.widgets.split_text import CONTINUATION, FFFD, PROMPT, chain_steps, unlabel
+from widgets.kv_viewer import KVCacheViewer
+from widgets.token_text import PARTIAL_LABEL, token_labels
+from widgets.tree_viewer import TreeViewer
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+class FakeTokenizer:
+    def decode(self, ids):
+        return "".join(SCRIPT if t == 0 else f"t{t}" for t in ids)
+
+
+def kinds(slots):
+    return [s["kind"] for s in slots]
+
+
+@pytest.fixture(scope="module")
+def medusa(pair):
+    from lab.registry import make_drafter
+
+    return make_drafter("medusa", pair, 4)
+
+
+def test_kv_viewer_frames_from_hand_built_records():
+    viewer = KVCacheViewer(FakeTokenizer(), prompt_ids=[1, 2, 3])
+    assert viewer.summary == "waiting for the first step" and viewer.rows == {}
+    # step 0: cache holds [1, 2]; feeds [3] + drafts [4, 5, 6]; 1 accepted → keeps 2 of 4 written
+    viewer(StepRecord(index=0, position=0, drafted=[4, 5, 6], num_accepted=1, emitted=[4, 9], last_kind="resampled",
+                      target_tokens=4, cache_before=2, draft_cache=(2, 5, 4)))
+    assert len(viewer.frames) == 2 and viewer.frame == 1
+    verify, commit = viewer.frames
+    assert kinds(verify["rows"]["target"]) == ["committed"] * 2 + ["scratch"] * 4
+    assert [s["token_id"] for s in verify["rows"]["target"]] == [1, 2, 3, 4, 5, 6]
+    assert kinds(commit["rows"]["target"]) == ["committed"] * 2 + ["kept"] * 2 + ["discarded"] * 2
+    # the draft fed [3, 4, 5] (pending + all drafts but the last) and kept [3, 4]
+    assert [s["token_id"] for s in verify["rows"]["draft"]] == [1, 2, 3, 4, 5]
+    assert kinds(commit["rows"]["draft"]) == ["committed"] * 2 + ["kept"] * 2 + ["discarded"]
+    assert viewer.summary == ("step 0, commit: the target kept 2 and discarded 2; the draft kept 2 and discarded 1 "
+                              "(1 of 3 drafts accepted)")
+    viewer.show(0)
+    assert viewer.summary.startswith("step 0, verify: the target wrote 4 entries to scratch after 2 committed")
+    # step 1 continues from the committed tokens [1, 2, 3, 4, 9]; a Lookahead-like step with 2 extra rows
+    viewer(StepRecord(index=1, position=2, drafted=[7], num_accepted=1, emitted=[7, 8], last_kind="bonus",
+                      target_tokens=4, cache_before=4))
+    assert viewer.frame == 3  # follows the live run
+    rows = viewer.frames[2]["rows"]
+    assert set(rows) == {"target"}
+    assert [s["token_id"] for s in rows["target"]] == [1, 2, 3, 4, 9, 7, None, None]
+    assert kinds(viewer.rows["target"])[-4:] == ["kept", "kept", "discarded", "discarded"]
+    assert "<script" not in viewer.html and "&lt;script&gt;" not in viewer.html  # token 0 never shown here
+    for bad in (4, -5):
+        with pytest.raises(ValueError, match=r"frame must be in \[-4, 3\]"):
+            viewer.show(bad)
+    for bad in (1.5, True, "2"):
+        with pytest.raises(ValueError, match="frame must be an integer"):
+            viewer.show(bad)
+    assert viewer.frame == 3  # a refused call leaves the view where it was
+    viewer.show(-1)
+    assert viewer.frame == 3
+    viewer.show(torch.tensor(1))
+    assert viewer.frame == 1
+    with pytest.raises(ValueError, match="no frames yet"):
+        KVCacheViewer().show(0)
+
+
+def test_kv_viewer_escapes_and_truncates():
+    viewer = KVCacheViewer(FakeTokenizer(), prompt_ids=[0] * 10, max_slots=6)
+    viewer(StepRecord(index=0, position=0, drafted=[0], num_accepted=0, emitted=[1], last_kind="resampled",
+                      target_tokens=2, cache_before=9))
+    page = viewer.html
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert "… 5 earlier" in page  # 11 target slots, 6 drawn
+    with pytest.raises(ValueError, match="cache_before"):
+        viewer(StepRecord(index=1, position=1, drafted=[], num_accepted=0, emitted=[1], last_kind="bonus"))
+    with pytest.raises(ValueError, match="max_slots"):
+        KVCacheViewer(max_slots=2)
+    assert KVCacheViewer(max_slots=np.int64(6)).max_slots == 6
+
+
+def test_kv_viewer_follows_a_real_run_and_restarts(target, noisy_draft):
+    prompt = [1, 2, 3, 4, 5]
+    viewer = KVCacheViewer(prompt_ids=prompt)
+    gen = generate(target, prompt, drafter=DraftModelDrafter(noisy_draft, 3), max_new_tokens=20, on_step=viewer)
+    assert len(viewer.frames) == 2 * len(gen.steps)
+    committed = list(prompt)
+    for k, record in enumerate(gen.steps):
+        commit = viewer.frames[2 * k + 1]["rows"]["target"]
+        assert [s["token_id"] for s in commit if s["kind"] == "committed"] == committed[:-1]
+        assert [s["token_id"] for s in commit if s["kind"] == "kept"] == [committed[-1]] + record.emitted[
+            : record.num_accepted]
+        committed += record.emitted
+    generate(target, prompt, drafter=LookaheadDrafter(), max_new_tokens=5, on_step=viewer)
+    assert viewer.frames[0]["step"] == 0 and len(viewer.frames) <= 10  # a new run replaced the old frames
+
+
+def test_kv_viewer_keeps_a_trees_accepted_path_and_draws_no_medusa_draft_row(pair, medusa):
+    ids = pair.encode("ROMEO.\n")
+    viewer = KVCacheViewer(pair.tokenizer, ids)
+    gen = generate(pair.target, ids, drafter=medusa, max_new_tokens=24, on_step=viewer)
+    assert any(list(r.path) != list(range(len(r.path))) for r in gen.steps)  # a path that skips listed nodes
+    committed = list(ids)
+    for k, record in enumerate(gen.steps):
+        viewer.show(2 * k + 1)
+        target = viewer.rows["target"]
+        kept = [s for s in target if s["kind"] == "kept"]
+        assert [s["token_id"] for s in kept] == [committed[-1]] + [record.drafted[i] for i in record.path]
+        assert [s["position"] for s in kept] == [record.cache_before] + [record.cache_before + 1 + i
+                                                                       for i in record.path]
+        assert set(viewer.rows) == {"target"}  # Medusa's heads have no cache: no empty draft row
+        assert "the draft" not in viewer.summary
+        committed += record.emitted
+
+
+def test_kv_viewer_without_prompt_and_reused_on_another_prompt_follows_cache_before(pair):
+    a, b = pair.encode("ROMEO.\n"), pair.encode("JULIET.\nO Romeo, wherefore")
+    blind = KVCacheViewer(pair.tokenizer)
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=blind)
+    for k, record in enumerate(gen.steps):
+        blind.show(2 * k)
+        slots = blind.rows["target"]
+        assert [s["position"] for s in slots] == list(range(len(slots)))
+        committed = [s for s in slots if s["kind"] == "committed"]
+        assert len(committed) == record.cache_before
+        assert slots[record.cache_before]["kind"] == "scratch"
+        # the prompt is unknown ("?"); the tokens generated before the step are named
+        known = [] if k == 0 else [None] + gen.tokens[:k - 1]  # the prompt's last token, then generated ones
+        assert [s["token_id"] for s in committed] == [None] * (len(a) - 1) + known
+        assert [s["text"] for s in committed[:len(a) - 1]] == ["?"] * (len(a) - 1)
+        assert slots[record.cache_before]["token_id"] == (None if k == 0 else gen.tokens[k - 1])
+    blind.show(0)
+    assert blind.summary == f"step 0, verify: the target wrote 1 entries to scratch after {len(a) - 1} committed ones"
+
+    reused = KVCacheViewer(pair.tokenizer, a)
+    generate(pair.target, a, max_new_tokens=3, on_step=reused)
+    generate(pair.target, b, max_new_tokens=3, on_step=reused)  # another prompt: the stored one does not fit
+    reused.show(0)
+    slots = reused.rows["target"]
+    assert len([s for s in slots if s["kind"] == "committed"]) == len(b) - 1
+    assert all(s["token_id"] is None for s in slots[:len(b)])  # unknown, not prompt a's tokens
+    generate(pair.target, a, max_new_tokens=3, on_step=reused)  # back on the stored prompt: it is used again
+    reused.show(0)
+    assert [s["token_id"] for s in reused.rows["target"]] == a
+
+    # joined mid-run: the prompt keeps its slots and the unseen tokens follow it, unknown
+    gen = generate(pair.target, a, max_new_tokens=6)
+    late = KVCacheViewer(pair.tokenizer, a).extend(gen.steps[2:])
+    late.show(0)
+    seen = len(gen.steps[0].emitted) + len(gen.steps[1].emitted)
+    assert [s["token_id"] for s in late.rows["target"]][:len(a) + seen] == a + [None] * seen  # was [None] * 2 + a
+    # then steps of another run without its first record: nothing held is known to belong to it
+    other = generate(pair.target, pair.encode("JULIET.\n"), max_new_tokens=6)  # a cache shorter than the one held
+    late.extend(other.steps[1:])
+    late.show(len(late.frames) - 2 * (len(other.steps) - 1))
+    record = other.steps[1]
+    committed = [s for s in late.rows["target"] if s["kind"] == "committed"]
+    assert record.cache_before < len(a) + len(gen.tokens) - 1  # so it cannot be a continuation
+    assert len(committed) == record.cache_before and all(s["token_id"] is None for s in committed)
+
+
+def test_kv_viewer_draws_no_draft_row_for_eagle(pair):
+    """EAGLE's cache slot i holds the pair (f_i, x_{i+1}) and its drafts are rolled back inside propose: a draft row
+    drawn as one slot per committed token labelled every slot one token early. It records no draft_cache now."""
+    from lab.drafters import DraftModelDrafter, EagleDrafter
+
+    prompt = pair.encode("ROMEO.\nBut soft")
+    eagle = generate(pair.target, prompt, drafter=EagleDrafter.from_pretrained(pair, n_draft=4), max_new_tokens=8)
+    assert all(step.draft_cache is None for step in eagle.steps)
+    viewer = KVCacheViewer(pair.tokenizer, prompt_ids=prompt).extend(eagle.steps)
+    assert all(set(frame["rows"]) == {"target"} for frame in viewer.frames)
+    model = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=8)
+    viewer = KVCacheViewer(pair.tokenizer, prompt_ids=prompt).extend(model.steps)
+    assert all(set(frame["rows"]) == {"target", "draft"} for frame in viewer.frames)
+
+
+def test_kv_and_tree_viewers_label_split_characters_in_context(pair):
+    prompt_ids, generated = pair.encode(PROMPT), pair.encode(CONTINUATION)
+    records = chain_steps(pair.tokenizer, prompt_ids, generated, pair.encode("\u00f1"))
+
+    kv = KVCacheViewer(pair.tokenizer, prompt_ids, max_slots=200).extend(records)
+    slots = kv.rows["target"]
+    committed = [unlabel(slot["text"]) for slot in slots if slot["kind"] == "committed"]
+    assert "".join(committed) == pair.tokenizer.decode(prompt_ids + generated[:len(committed) - len(prompt_ids)])
+    assert all(FFFD not in slot["text"] for frame in kv.frames for slot in frame["rows"]["target"])
+    assert FFFD not in kv.html
+
+    tree = TreeViewer(pair.tokenizer).extend(records)
+    labels = []
+    for index, record in enumerate(records):
+        tree.show(index)
+        assert FFFD not in "".join(tree.node_labels)
+        kept = [label for label, status in zip(tree.node_labels, tree.node_status) if status != "rejected"][1:]
+        labels += [html.unescape(label) for label in kept]
+    assert "".join(unlabel(label) for label in labels) == pair.tokenizer.decode(generated)
+    # Tree nodes follow their ancestors: "ñ" split over a node and its child shows on the child.
+    assert token_labels(pair.tokenizer, pair.encode("\u00f1") * 2, parents=[-1, 0, -1, 2]) == [
+        PARTIAL_LABEL, "\u00f1", PARTIAL_LABEL, "\u00f1"]

@@ -1,0 +1,85 @@
+"""widgets.picker.StrategyPicker: the seed tables drive lab.picker, the widget's state is recommend's, its inputs are
+checked before anything changes, and user text is escaped."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from lab import picker
+from lab.picker import recommend
+from widgets.picker import STRATEGY_SCENARIOS, StrategyPicker
+
+
+def test_widget_tables_drive_the_picker():
+    ui = StrategyPicker()
+    assert ui.recommendation.method == "draft_model" and ui.highlighted_workload == "chat"
+    for method in STRATEGY_SCENARIOS:
+        ui.strategy_buttons[method].click()
+        assert ui.recommendation.method == method and ui.highlighted_strategy == method
+    for row in picker.WORKLOAD_TABLE:
+        ui.set(has_small_same_family_model=True, can_finetune=False, exclude=())
+        ui.workload_buttons[row.task].click()
+        assert ui.workload["task"] == row.task and ui.recommendation.method == row.method
+        assert ui.recommendation.expected_speedup == row.speedup
+    ui.workload_buttons["copy_edit"].click()
+    assert ui.recommendation.method == "ngram" and ui.highlighted_strategy is None
+
+
+def test_widget_state_matches_recommend_and_renders_engine_settings():
+    ui = StrategyPicker(task="code", temperature=0.2, has_small_same_family_model=False)
+    expected = recommend("code", 0.2, False, False)
+    assert ui.recommendation.to_dict() == expected.to_dict()
+    assert ui.vllm_config == expected.vllm_config() and json.loads(ui.vllm_json) == expected.vllm_config()
+    assert ui.hf_kwargs == expected.hf_kwargs() and ui.hf_assistant_config == {}
+    assert "prompt_lookup_max" in ui.html and "prompt_lookup_num_tokens" in ui.html
+    ui.set(temperature=1.2)
+    assert ui.recommendation.method == "none" and ui.vllm_json == "" and "--speculative-config" not in ui.vllm_command
+    ui.strategy_buttons["eagle"].click()  # a strategy row brings the temperature back into range
+    assert ui.workload["temperature"] == picker.SAMPLING_WARN_TEMPERATURE and ui.recommendation.method == "eagle"
+    ui.set(tensor_parallel_size=4, latency_bound=False)
+    assert ui.recommendation.n_draft == 1 and "--tensor-parallel-size 4" in ui.vllm_command
+    ui.set(memory_headroom_gb=0.5)
+    assert ui.recommendation.method == "none"
+    with pytest.raises(ValueError, match="unknown workload inputs"):
+        ui.set(batch=8)
+    with pytest.raises(ValueError):
+        ui.select_workload("poetry")
+    with pytest.raises(ValueError):
+        StrategyPicker(temperature=-1)
+
+
+def test_widget_escapes_user_text():
+    ui = StrategyPicker(target="<script>alert(1)</script>", tensor_parallel_size=2)
+    assert "<script>" not in ui.html and "&lt;script&gt;" in ui.html
+
+
+def test_picker_set_checks_everything_first_and_takes_what_the_constructor_takes():
+    picker = StrategyPicker()
+    card, workload = picker.html, picker.workload
+    with pytest.raises(ValueError, match=r"temperature must be in \[0, 1.5\]"):
+        picker.set(task="code", temperature=2.0)
+    assert picker.workload == workload and picker.html == card  # nothing moved
+    with pytest.raises(ValueError, match="task must be one of chat, code"):
+        picker.set(task="foo")
+    with pytest.raises(ValueError, match="exclude may only name"):
+        picker.set(exclude=("foo",))
+    with pytest.raises(ValueError, match="tensor_parallel_size must be one of"):
+        picker.set(tensor_parallel_size=3)
+    assert picker.workload == workload
+    picker.set(task="code", memory_headroom_gb=3.0)  # 3.0 is not one of the dropdown's choices
+    fresh = StrategyPicker(task="code", memory_headroom_gb=3.0)
+    assert picker.workload == fresh.workload and picker.workload["memory_headroom_gb"] == 3.0
+    assert picker.recommendation.method == fresh.recommendation.method and picker.html == fresh.html
+    assert picker.highlighted_workload == "code"
+
+
+def test_strategy_picker_takes_numpy_scalars():
+    widget = StrategyPicker(temperature=np.float32(0.5), has_small_same_family_model=np.bool_(False),
+                            can_finetune=np.bool_(True), latency_bound=np.bool_(True),
+                            tensor_parallel_size=np.int64(2))
+    assert widget.small_model_box.value is False and widget.finetune_box.value is True
+    assert widget.tensor_parallel_size == 2 and math.isclose(widget.temperature_slider.value, 0.5)
+    assert widget.workload["has_small_same_family_model"] is False
+    with pytest.raises(ValueError, match="tensor_parallel_size"):
+        StrategyPicker(tensor_parallel_size=True)  # True == 1, but it is not a GPU count

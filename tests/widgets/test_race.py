@@ -1,0 +1,230 @@
+"""RaceDashboard (widgets/race.py, the instructor demo): kernel-side behaviour of short races on the bundled pair.
+
+The browser side (button, live streams, speedup shown under Voila) is checked by tests/browser/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from lab.assets import PAIR_DIR
+from lab.drafters import PromptLookupDrafter
+from widgets.race import FREE_TEXT, RaceDashboard
+
+TOKENS = 24  # short races keep this file at a few seconds on a 2-core CPU
+
+
+@pytest.fixture(scope="module")
+def dashboard(pair):
+    return RaceDashboard(pair, max_new_tokens=TOKENS)
+
+
+def test_greedy_race_identical_outputs_and_speedup_from_the_two_timings(dashboard, pair):
+    results = dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    ar, spec = results["autoregressive"], results["speculative"]
+    assert ar["tokens"] == spec["tokens"] and len(ar["tokens"]) == TOKENS  # greedy: same text, token for token
+    assert dashboard.identical is True
+    assert ar["text"] == pair.decode(ar["tokens"])
+    for side in (ar, spec):
+        assert side["seconds"] > 0
+        assert side["tokens_per_second"] == pytest.approx(len(side["tokens"]) / side["seconds"])
+    assert dashboard.speedup == pytest.approx(spec["tokens_per_second"] / ar["tokens_per_second"])
+    assert dashboard.speedup == pytest.approx(ar["seconds"] / spec["seconds"])  # same token count at T=0
+    assert f"{dashboard.speedup:.2f}\u00d7" in dashboard.summary.value
+    assert "identical token for token" in dashboard.summary.value
+    # the autoregressive side makes one target call per token, the speculative side fewer
+    assert ar["target_calls"] == TOKENS and spec["target_calls"] < TOKENS
+    # both streams show what was generated
+    assert dashboard.autoregressive_stream.generated_ids == ar["tokens"]
+    assert dashboard.speculative_stream.generated_ids == spec["tokens"]
+    ar_kinds = {t["kind"] for t in dashboard.autoregressive_stream.tokens if t["kind"] != "prompt"}
+    assert ar_kinds == {"bonus"}  # no drafts: every token is the target's own
+    assert "accepted" in {t["kind"] for t in dashboard.speculative_stream.tokens}
+    assert dashboard.status.value == "done" and dashboard.error is None
+
+
+def test_the_two_sides_take_turns(dashboard):
+    dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    turns = dashboard.turns
+    assert turns.count("autoregressive") == dashboard.results["autoregressive"]["steps"]
+    assert turns.count("speculative") == dashboard.results["speculative"]["steps"]
+    # interleaved, not one after the other: the speculative side moves before the autoregressive side finishes
+    last_ar = len(turns) - 1 - turns[::-1].index("autoregressive")
+    assert turns.index("speculative") < last_ar
+
+
+def test_drafter_choice_is_honoured(dashboard):
+    dashboard.race(drafter="ngram", n_draft=3, temperature=0.0)
+    assert dashboard.settings["drafter"] == "ngram" and dashboard.settings["n_draft"] == 3
+    assert isinstance(dashboard.drafter, PromptLookupDrafter) and dashboard.drafter.n_draft == 3
+    assert dashboard.drafter_choice.value == "ngram"
+    assert "speculative (ngram)" in dashboard._headers["speculative"].value
+    drafted = [len(record.drafted) for record in dashboard.speculative_stream.steps]
+    assert max(drafted) <= 3
+    assert dashboard.identical is True
+
+
+def test_tree_drafter_races_through_the_chain_view(dashboard):
+    dashboard.race(drafter="medusa", temperature=0.0)  # Medusa drafts token trees; the streams draw chains
+    assert dashboard.identical is True
+    assert dashboard.speculative_stream.generated_ids == dashboard.results["speculative"]["tokens"]
+
+
+def test_sampled_race_and_free_text(dashboard):
+    results = dashboard.race(prompt="ROMEO.\n", drafter="model", temperature=0.8)
+    assert dashboard.settings["prompt"] == "ROMEO.\n" and dashboard.prompt_choice.value == FREE_TEXT
+    assert len(results["autoregressive"]["tokens"]) == TOKENS == len(results["speculative"]["tokens"])
+    assert math.isfinite(dashboard.speedup) and dashboard.speedup > 0
+    assert "sampled" in dashboard.summary.value
+    dashboard.prompt_choice.value = 0  # back to a held-out prompt for the other tests
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"max_new_tokens": 0}, {"max_new_tokens": 10_000}, {"max_new_tokens": 2.5}, {"n_draft": 0}, {"n_draft": 17},
+    {"temperature": -0.1}, {"temperature": float("nan")}, {"temperature": 5.0}, {"drafter": "bogus"},
+    {"prompt": "   "}, {"prompt": "word " * 600},  # empty; longer than the target's context
+])
+def test_bad_input_is_rejected(dashboard, kwargs):
+    before = dashboard.results
+    with pytest.raises(ValueError):
+        dashboard.race(**kwargs)
+    assert dashboard.results is before  # nothing ran
+    assert not dashboard.race_button.disabled
+    dashboard.prompt_choice.value = 0
+
+
+def test_bad_constructor_arguments(pair):
+    with pytest.raises(ValueError):
+        RaceDashboard(pair, drafter="bogus")
+    with pytest.raises(ValueError):
+        RaceDashboard(pair, max_new_tokens=0)
+
+
+def test_button_shows_errors_instead_of_raising(dashboard):
+    dashboard.prompt_choice.value = FREE_TEXT
+    dashboard.free_text.value = ""
+    dashboard.race_button.click()  # what a press in the browser does
+    assert "empty" in dashboard.error and "empty" in dashboard.status.value
+    assert dashboard.free_text.layout.display is None  # the free-text box is shown for the free-text choice
+    dashboard.prompt_choice.value = 0
+    assert dashboard.free_text.layout.display == "none"
+
+
+def test_explorers_are_built_when_their_tab_opens(pair):
+    dashboard = RaceDashboard(pair)
+    assert dashboard.residual_explorer is None and dashboard.speedup_explorer is None
+    dashboard.tabs.selected_index = 1  # what clicking the "Explore" tab does
+    assert dashboard.residual_explorer in dashboard.tabs.children[1].children
+    assert dashboard.speedup_explorer.n_draft == dashboard.n_draft.value
+    assert dashboard.speedup_explorer.alpha == pytest.approx(json.loads(
+        (PAIR_DIR / "measurements.json").read_text())["alpha_greedy"], abs=0.01)
+    explorer = dashboard.residual_explorer
+    dashboard.tabs.selected_index = 0
+    dashboard.tabs.selected_index = 1
+    assert dashboard.residual_explorer is explorer  # built once
+
+
+def test_race_stream_stats_equal_the_summary_and_show_one_speed(pair):
+    dashboard = RaceDashboard(pair, max_new_tokens=24)
+    results = dashboard.race(drafter="medusa", temperature=0.0)
+    stream = dashboard.speculative_stream
+    assert stream.stats["acceptance_rate"] == pytest.approx(results["speculative"]["acceptance_rate"])
+    assert stream.stats["drafted"] == sum(len(r.drafted) for r in stream.steps)
+    # tokens/s appears once per side, in the header (own compute clock), not in the stream's stats line
+    for side in ("autoregressive", "speculative"):
+        assert "tokens/s" not in dashboard._streams[side].stats_text
+        assert "tokens/s" in dashboard._headers[side].value
+        assert "tokens/s" not in dashboard._streams[side].html
+
+
+def test_race_near_the_context_limit_warms_up_within_what_was_asked(pair):
+    """The warm-up used to ask for 4 new tokens whatever the race asked for: 510 + 2 tokens passed the dashboard's
+    check and then failed in the warm-up with an error about 4."""
+    limit = pair.target.config.max_position_embeddings
+    text = pair.tokenizer.decode(list(range(300, 300 + limit)))
+    ids = pair.encode(text)[: limit - 2]
+    prompt = pair.tokenizer.decode(ids)
+    assert len(pair.encode(prompt)) == limit - 2
+    dashboard = RaceDashboard(pair, prompts=[prompt], max_new_tokens=2)
+    results = dashboard.race(drafter="model", n_draft=2)
+    assert dashboard.error is None
+    assert all(len(result["tokens"]) == 2 for result in results.values())
+
+
+def test_race_dashboard_takes_numpy_scalars(pair):
+    dashboard = RaceDashboard(pair, prompts=["ROMEO."], n_draft=np.int64(3), max_new_tokens=np.int64(5),
+                              temperature=np.float32(0.5), seed=np.int64(1), record_probs=np.bool_(True))
+    assert dashboard.n_draft.value == 3 and dashboard.new_tokens.value == 5
+    assert math.isclose(dashboard.temperature.value, 0.5) and dashboard.seed == 1 and type(dashboard.seed) is int
+    assert dashboard.record_probs is True
+    for kwargs, word in (({"temperature": True}, "temperature"), ({"temperature": float("inf")}, "temperature"),
+                         ({"temperature": -0.5}, "temperature"), ({"seed": 1.5}, "seed"),
+                         ({"max_new_tokens": None}, "max_new_tokens"), ({"n_draft": 0}, "n_draft")):
+        with pytest.raises(ValueError, match=word):
+            RaceDashboard(pair, prompts=["ROMEO."], **kwargs)
+    with pytest.raises(TypeError, match="record_probs"):
+        RaceDashboard(pair, prompts=["ROMEO."], record_probs="no")
+
+
+@pytest.fixture(scope="module")
+def short_dashboard(pair):
+    """A 6-token race: enough for the N control and the summary."""
+    from widgets.race import RaceDashboard
+
+    return RaceDashboard(pair, max_new_tokens=6)
+
+
+def test_race_n_slider_is_disabled_for_drafters_that_set_their_own_draft(short_dashboard):
+    """Lookahead's window and Medusa's tree set what they draft (python -m lab demo refuses --n-draft for them): the
+    N slider must not look as if it did something."""
+    for kind, disabled in (("lookahead", True), ("medusa", True), ("model", False), ("ngram", False),
+                           ("eagle", False), ("early-exit", False), ("medusa", True), ("model", False)):
+        short_dashboard.drafter_choice.value = kind
+        assert short_dashboard.n_draft.disabled is disabled, kind
+
+
+def test_race_medusa_ignores_n_loads_its_heads_once_and_records_no_n(short_dashboard):
+    short_dashboard.race(drafter="medusa", temperature=0.0)
+    first = short_dashboard.drafter
+    assert short_dashboard.settings["n_draft"] is None
+    short_dashboard.n_draft.value = 9 if short_dashboard.n_draft.value != 9 else 3
+    short_dashboard.race(drafter="medusa")
+    assert short_dashboard.drafter is first  # the same heads, not a second copy read from disk for another N
+    assert short_dashboard.settings["n_draft"] is None and short_dashboard.identical is True
+    short_dashboard.race(drafter="model", n_draft=2)
+    assert short_dashboard.settings["n_draft"] == 2 and short_dashboard.drafter.n_draft == 2
+
+
+@pytest.mark.parametrize("kind", ["lookahead", "medusa"])
+def test_race_refuses_an_explicit_n_for_drafters_that_take_none(short_dashboard, kind):
+    with pytest.raises(ValueError, match=f"n_draft does not apply to drafter {kind!r}"):
+        short_dashboard.race(drafter=kind, n_draft=6)
+
+
+@pytest.mark.parametrize("kind", ["lookahead", "medusa"])
+def test_race_dashboard_refuses_an_explicit_n_for_drafters_that_take_none(pair, kind):
+    """The constructor follows race(): an N that would be silently ignored is an error, the default is not."""
+    from widgets.race import RaceDashboard
+
+    with pytest.raises(ValueError, match=f"n_draft does not apply to drafter {kind!r}"):
+        RaceDashboard(pair, drafter=kind, n_draft=8, max_new_tokens=6)
+    built = RaceDashboard(pair, drafter=kind, max_new_tokens=6)
+    assert built.n_draft.disabled is True and built.n_draft.value == 4
+    assert RaceDashboard(pair, drafter="model", n_draft=7, max_new_tokens=6).n_draft.value == 7
+
+
+def test_race_summary_at_t_above_0_does_not_claim_the_texts_differ_when_they_are_equal(short_dashboard):
+    short_dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    greedy = short_dashboard.summary.value
+    assert "identical token for token (greedy)" in greedy
+    settings = {**short_dashboard.settings, "temperature": 0.7}
+    short_dashboard.identical = True  # a short sampled race can give the same tokens on both sides
+    same = short_dashboard._summary_html(settings)
+    assert "differ" not in same and "the same tokens" in same
+    short_dashboard.identical = False
+    other = short_dashboard._summary_html(settings)
+    assert "the texts differ" in other

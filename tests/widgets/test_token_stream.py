@@ -1,0 +1,781 @@
+"""TokenStream (widgets/token_stream.py): feed it step records, hand-built or from real runs, and check what it would
+show.
+
+Under nbval widget cells pass vacuously, so these tests are where the widget's behaviour is asserted: the kinds and
+order of the shown tokens, HTML escaping, colours, the stats line, the probability chart (residuals computed by
+hand), token trees drawn as chains, characters split over several tokens, a widget reused for another run, its
+arguments, and the browser module (run under node with a minimal fake DOM, when node is installed). Real runs use
+the tiny conftest models or the bundled pair at a few dozen tokens.
+"""
+import html
+import json
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from lab.decode import generate
+from lab.trace import StepRecord
+from tests.widgets.split_text import CONTINUATION, FFFD, PROMPT, chain_steps
+from widgets.kv_viewer import KVCacheViewer
+from widgets.style import BONUS_COLOR, RESAMPLED_COLOR, tint
+from widgets.token_stream import VIEW_CSS, TokenStream
+from widgets.token_text import token_display_text, token_label_text
+
+SCRIPT = "<script>alert(1)</script>"
+VOCAB = {0: SCRIPT, 1: " the", 2: " cat", 3: " sat", 4: "\n", 5: " on", 6: " &", 7: " mat"}
+HTML_VOCAB = ["<b>x</b>", " the", " cat", " sat"]
+
+
+class FakeTokenizer:
+    """Just what the widget needs: ``decode(list[int]) -> str``."""
+
+    def decode(self, ids):
+        return "".join(VOCAB[token] for token in ids)
+
+
+class HtmlTokenizer:
+    def decode(self, ids):
+        return "".join(HTML_VOCAB[i] for i in ids)
+
+
+def step(index, drafted, num_accepted, emitted, last_kind, **fields):
+    return StepRecord(index=index, position=fields.pop("position", 0), drafted=drafted, num_accepted=num_accepted,
+                      emitted=emitted, last_kind=last_kind, **fields)
+
+
+def kinds_and_ids(stream):
+    return [(token["kind"], token["token_id"]) for token in stream.tokens]
+
+
+def shown_text(stream):
+    return "".join(t["text"] for t in stream.tokens if t["kind"] != "rejected")
+
+
+@pytest.fixture
+def three_steps():
+    """A rejection step, a full-acceptance step ending in a bonus token, and an empty-draft step."""
+    stream = TokenStream(FakeTokenizer(), prompt_ids=torch.tensor([[1, 2]]))
+    stream(step(0, [3, 5, 1], 1, [3, 6], "resampled", position=0, draft_ms=2.0, verify_ms=3.0, draft_calls=3))
+    stream.on_step(step(1, [2, 7], 2, [2, 7, 4], "bonus", position=2, draft_ms=1.5, verify_ms=3.5, draft_calls=2))
+    stream(step(2, [], 0, [5], "bonus", position=5, draft_ms=0.0, verify_ms=2.0, draft_calls=0))
+    return stream
+
+
+@pytest.fixture(scope="module")
+def medusa(pair):
+    from lab.registry import make_drafter
+
+    return make_drafter("medusa", pair, 4)
+
+
+# --- hand-built records -----------------------------------------------------------------------------------------------
+
+
+def test_kinds_and_order_of_shown_tokens(three_steps):
+    assert kinds_and_ids(three_steps) == [
+        ("prompt", 1), ("prompt", 2),
+        ("accepted", 3), ("rejected", 5), ("rejected", 1), ("resampled", 6),  # rejected drafts in place
+        ("accepted", 2), ("accepted", 7), ("bonus", 4),                        # full acceptance → bonus
+        ("bonus", 5),                                                          # no draft: the target's token
+    ]
+    generated = [token for token in three_steps.tokens if token["kind"] != "prompt"]
+    assert [token["position"] for token in generated] == [0, 1, 2, 1, 2, 3, 4, 5]
+    assert [token["step"] for token in generated] == [0, 0, 0, 0, 1, 1, 1, 2]
+    assert [token["text"] for token in three_steps.tokens[:3]] == [" the", " cat", " sat"]
+    assert three_steps.generated_ids == [3, 6, 2, 7, 4, 5]
+    assert len(three_steps.steps) == 3
+
+
+def test_browser_payload_matches_and_rejected_drafts_select_the_lost_position(three_steps):
+    payload = three_steps._view.tokens
+    assert [(item["k"], item["i"]) for item in payload] == kinds_and_ids(three_steps)
+    # Prompt tokens are not selectable; both rejected drafts of step 0 select position 1 (where ' on' lost).
+    assert [item["p"] for item in payload] == [-1, -1, 0, 1, 1, 1, 2, 3, 4, 5]
+    assert [item["n"] for item in payload] == [-1, -1, 0, 0, 0, 0, 1, 1, 1, 2]
+    assert payload[8]["s"] == "\u21b5\n"  # a newline token shows a visible mark, then breaks the line
+
+
+def test_stats_by_hand(three_steps):
+    stats = three_steps.stats
+    assert stats["steps"] == stats["target_calls"] == 3
+    assert (stats["drafted"], stats["accepted"], stats["rejected"], stats["emitted"]) == (5, 3, 2, 6)
+    assert stats["draft_calls"] == 5
+    assert stats["acceptance_rate"] == pytest.approx(3 / 5)
+    assert stats["tokens_per_target_call"] == pytest.approx(6 / 3)
+    assert (stats["draft_ms"], stats["verify_ms"]) == (3.5, 8.5)
+    assert stats["tokens_per_second"] == pytest.approx(6 / 0.012)  # 6 tokens in 12 ms of draft + verify time
+    assert three_steps.stats_text == ("3 steps \u00b7 acceptance rate 0.60 (3/5 drafts) \u00b7 2.00 tokens per "
+                                      "target call \u00b7 500 tokens/s (draft + verify time)")
+    assert three_steps.stats_text in three_steps._stats_widget.value
+
+
+def test_stats_before_any_step_and_without_drafts():
+    stream = TokenStream(FakeTokenizer())
+    assert stream.stats_text == "waiting for the first step"
+    assert stream.stats["acceptance_rate"] is None and stream.stats["tokens_per_second"] is None
+    stream(step(0, [], 0, [1], "bonus"))
+    assert stream.stats["acceptance_rate"] is None
+    assert stream.stats_text.startswith("1 step \u00b7 acceptance rate \u2013 (no drafts) \u00b7 1.00 tokens per")
+    assert "\u2013 tokens/s" in stream.stats_text  # no timing recorded
+
+
+def test_html_is_escaped():
+    stream = TokenStream(FakeTokenizer(), prompt_ids=[0, 1])
+    stream(step(0, [0], 0, [6], "resampled"))
+    page = stream.html
+    assert "<script" not in page.lower()
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2  # once in the prompt, once struck through
+    assert "&lt;/script&gt;" in page
+    assert " &amp;</span>" in page and " &</span>" not in page
+    assert stream._repr_html_() == page
+    assert "line-through" in page
+    # The browser view gets raw text and puts it in the page with textContent (see the node test below).
+    assert stream._view.tokens[0]["s"] == SCRIPT
+
+
+def test_display_and_label_text():
+    assert token_display_text("") == "\u2205"
+    assert token_display_text(" a\nb\r") == " a\u21b5\nb\u240d"
+    assert token_label_text(" the\n\t") == "\u2423the\u21b5\u21e5"
+    assert token_label_text("\x00") == "\u2400"
+    assert TokenStream(None, prompt_ids=[17]).tokens[0]["text"] == "\u27e817\u27e9"  # no tokenizer: ids
+
+
+def residual_step():
+    """V = 4. Position 0: ' the' accepted; position 1: draft ' cat' rejected, target resampled ' sat'."""
+    target_probs = torch.tensor([[0.1, 0.6, 0.2, 0.1],
+                                 [0.4, 0.1, 0.2, 0.3],
+                                 [0.25, 0.25, 0.25, 0.25]])
+    draft_probs = torch.tensor([[0.1, 0.5, 0.3, 0.1],
+                                [0.1, 0.1, 0.7, 0.1]])
+    return step(0, [1, 2], 1, [1, 3], "resampled", target_probs=target_probs, draft_probs=draft_probs)
+
+
+def bar(stream, name):
+    (trace,) = [trace for trace in stream.chart.data if trace.name == name]
+    return trace
+
+
+def test_selecting_the_resampled_token_plots_target_draft_and_residual():
+    stream = TokenStream(FakeTokenizer(), top_k=4)
+    stream(residual_step())
+    assert stream.selected is None and stream.selection is None
+    stream.select(1)
+    assert stream.selected == 1 and stream._view.selected == 1
+    # Residual at position 1: max(0, target - draft) = [0.3, 0, 0, 0.2], normalised by 0.5 → [0.6, 0, 0, 0.4].
+    # Bars are ordered by target probability: tokens 0 (0.4), 3 (0.3), 2 (0.2), 1 (0.1).
+    probs = stream.selection["probs"]
+    assert probs["token_ids"] == [0, 3, 2, 1]
+    assert probs["target"] == pytest.approx([0.4, 0.3, 0.2, 0.1])
+    assert probs["draft"] == pytest.approx([0.1, 0.1, 0.7, 0.1])
+    assert probs["residual"] == pytest.approx([0.6, 0.4, 0.0, 0.0], abs=1e-6)
+    labels = ("&lt;script&gt;alert(1)&lt;/script&gt;", "\u2423sat", "\u2423cat", "\u2423the")
+    for name, values in (("target", probs["target"]), ("draft", probs["draft"]), ("residual", probs["residual"])):
+        assert bar(stream, name).x == labels
+        assert bar(stream, name).y == pytest.approx(values, abs=1e-6)
+        assert bar(stream, name).visible is True
+    assert stream.selection["kind"] == "resampled" and stream.selection["drafted_id"] == 2
+    assert stream.detail_text.startswith("Position 1 (step 0): the draft proposed ' cat' (target 0.200, draft "
+                                         "0.700); the target rejected it and put ' sat' (target 0.300, residual "
+                                         "0.400) in its place.")
+    assert stream.chart.layout.title.text == "position 1: \u2423sat (resampled)"
+
+
+def test_selecting_an_accepted_token_and_selection_from_the_browser():
+    stream = TokenStream(FakeTokenizer(), top_k=4)
+    stream(residual_step())
+    stream._view.selected = 0  # what a click in the browser does
+    assert stream.selected == 0 and stream.selection["kind"] == "accepted"
+    probs = stream.selection["probs"]
+    assert probs["token_ids"] == [1, 2, 0, 3]  # target 0.6, 0.2, then the 0.1 tie broken by draft, then id
+    assert probs["residual"] == pytest.approx([1.0, 0.0, 0.0, 0.0])  # max(0, t - d) = [0, 0.1, 0, 0]
+    assert stream.detail_text == ("Position 0 (step 0): the draft proposed ' the' (target 0.600, draft 0.500) and "
+                                  "the target accepted it.")
+    stream.select(None)
+    assert stream.selected is None and stream.selection is None
+    assert all(trace.visible is False and len(trace.y) == 0 for trace in stream.chart.data)
+
+
+def test_bonus_token_shows_the_target_only():
+    target_probs = torch.tensor([[0.1, 0.6, 0.2, 0.1], [0.7, 0.1, 0.15, 0.05]])
+    stream = TokenStream(FakeTokenizer(), top_k=2)
+    stream(step(0, [1], 1, [1, 0], "bonus", target_probs=target_probs, draft_probs=torch.full((1, 4), 0.25)))
+    stream.select(-1)
+    assert stream.selected == 1 and stream.selection["kind"] == "bonus"
+    assert stream.selection["probs"]["token_ids"] == [0, 2]
+    assert bar(stream, "target").y == pytest.approx([0.7, 0.15])
+    assert bar(stream, "draft").visible is False and len(bar(stream, "draft").y) == 0
+    assert bar(stream, "residual").visible is False
+    assert stream.selection["probs"]["draft"] is None and stream.selection["drafted_id"] is None
+    assert "every draft of this step (1) was accepted" in stream.detail_text
+    assert "'<script>alert(1)</script>' (target 0.700)" in stream.detail_text  # plain text; escaped on display
+    assert "&lt;script&gt;" in stream._detail_widget.value and "<script" not in stream._detail_widget.value
+
+
+def test_deterministic_drafter_is_one_hot_and_top_k_union():
+    # V = 5, draft_probs None: the draft is one-hot on token 2. Residual = target without token 2, renormalised:
+    # [0.1, 0.2, 0, 0.05, 0.15] / 0.5 = [0.2, 0.4, 0, 0.1, 0.3].
+    target_probs = torch.tensor([[0.1, 0.2, 0.5, 0.05, 0.15], [0.2] * 5])
+    stream = TokenStream(FakeTokenizer(), top_k=1)
+    stream(step(0, [2], 0, [4], "resampled", target_probs=target_probs, draft_probs=None))
+    stream.select(0)
+    probs = stream.selection["probs"]
+    # top-1 of target (2), draft (2), residual (1), plus the emitted token 4 and the drafted token 2.
+    assert probs["token_ids"] == [2, 1, 4]
+    assert probs["target"] == pytest.approx([0.5, 0.2, 0.15])
+    assert probs["draft"] == pytest.approx([1.0, 0.0, 0.0])
+    assert probs["residual"] == pytest.approx([0.0, 0.4, 0.3])
+    assert "one-hot" in stream.selection["note"]
+
+
+def test_draft_probs_of_another_vocabulary_show_the_target_only():
+    target_probs = torch.tensor([[0.1, 0.6, 0.2, 0.1], [0.7, 0.1, 0.15, 0.05]])
+    stream = TokenStream(FakeTokenizer(), top_k=4)
+    stream(step(0, [1], 0, [0], "resampled", target_probs=target_probs, draft_probs=torch.full((1, 5), 0.2)))
+    stream.select(0)
+    assert stream.selection["probs"]["target"] == pytest.approx([0.6, 0.2, 0.1, 0.1])
+    assert stream.selection["probs"]["draft"] is None and stream.selection["probs"]["residual"] is None
+    assert "draft_probs has shape (1, 5)" in stream.detail_text
+
+
+def test_step_without_probabilities_explains_itself(three_steps):
+    three_steps.select(0)
+    assert three_steps.selection["probs"] is None
+    assert "record_probs=True" in three_steps.detail_text
+    assert all(trace.visible is False for trace in three_steps.chart.data)
+    with pytest.raises(IndexError):
+        three_steps.select(6)
+    with pytest.raises(TypeError):
+        three_steps.select("1")
+
+
+def test_truncated_inside_the_accepted_drafts():
+    # max_new_tokens cut the step after 2 of 3 accepted drafts: no rejected drafts, no target token shown.
+    stream = TokenStream(FakeTokenizer())
+    stream(step(0, [1, 2, 3], 3, [1, 2], "bonus", truncated=True))
+    assert kinds_and_ids(stream) == [("accepted", 1), ("accepted", 2)]
+    assert stream.stats["emitted"] == 2 and stream.stats["acceptance_rate"] == 1.0
+
+
+def test_truncated_at_the_target_token():
+    # The cut fell exactly on the target's token: the rejected drafts still show, but select nothing.
+    stream = TokenStream(FakeTokenizer(), top_k=4)
+    record = residual_step()
+    record.emitted, record.truncated = [1], True
+    stream(record)
+    assert kinds_and_ids(stream) == [("accepted", 1), ("rejected", 2)]
+    assert [item["p"] for item in stream._view.tokens] == [0, -1]
+    stream.select(0)
+    assert stream.selection["truncated"] is True
+    assert "cut short" in stream.detail_text
+    with pytest.raises(IndexError):
+        stream.select(1)
+
+
+def test_reset_and_a_new_run_clear_the_generated_tokens(three_steps):
+    three_steps.select(1)
+    three_steps.reset()
+    assert kinds_and_ids(three_steps) == [("prompt", 1), ("prompt", 2)]
+    assert three_steps.stats["steps"] == 0 and three_steps.generated_ids == []
+    assert three_steps.selected is None and three_steps.selection is None
+    assert all(len(trace.x) == 0 for trace in three_steps.chart.data)
+    assert [item["i"] for item in three_steps._view.tokens] == [1, 2]
+    three_steps.reset(prompt_ids=[7])
+    assert kinds_and_ids(three_steps) == [("prompt", 7)]
+    # A record with index 0 after earlier steps is a new run: the old tokens go, the prompt stays.
+    three_steps(step(0, [], 0, [3], "bonus"))
+    three_steps(step(0, [1], 1, [1, 2], "bonus"))
+    assert kinds_and_ids(three_steps) == [("prompt", 7), ("accepted", 1), ("bonus", 2)]
+    assert three_steps.stats["steps"] == 1
+
+
+def test_extend_replays_a_finished_run(three_steps):
+    replay = TokenStream(FakeTokenizer(), prompt_ids=[1, 2]).extend(three_steps.steps)
+    assert replay.tokens == three_steps.tokens and replay.stats == three_steps.stats
+
+
+@pytest.mark.parametrize("record, message", [
+    (step(0, [1], 2, [1, 2], "bonus"), "num_accepted"),
+    (step(0, [1, 2], 1, [1, 3, 4], "resampled"), "at most"),
+    (step(0, [1, 2], 1, [2, 3], "resampled"), "does not start with the accepted drafts"),
+    (step(0, [1, 2], 1, [1, 3], "bonus"), "'resampled'"),
+    (step(0, [1], 1, [1, 3], "resampled"), "'bonus'"),
+    (step(0, [], 0, [3], "extra"), "last_kind"),
+])
+def test_contradictory_records_are_rejected(record, message):
+    stream = TokenStream(FakeTokenizer())
+    with pytest.raises(ValueError, match=message):
+        stream(record)
+    assert stream.tokens == []
+
+
+def test_constructor_checks_top_k():
+    with pytest.raises(ValueError, match="top_k"):
+        TokenStream(FakeTokenizer(), top_k=0)
+
+
+# the chart title names the selected token: its text is escaped there too (plotly renders some tags).
+def test_chart_title_escapes_the_token_text():
+    stream = TokenStream(HtmlTokenizer())
+    stream(step(0, [1], 0, [0], "resampled"))
+    stream.select(0)
+    title = stream.chart.layout.title.text
+    assert title == "position 0: &lt;b&gt;x&lt;/b&gt; (resampled)", title
+
+
+# a resampled token wears the resampled (residual) colour, a bonus token the bonus (target) colour.
+def test_resampled_and_bonus_tokens_have_their_own_colours():
+    stream = TokenStream(HtmlTokenizer())
+    stream(step(0, [1], 0, [2], "resampled"))
+    stream(step(1, [3], 1, [3, 1], "bonus"))
+    spans = {kind: part for part in stream.html.split("<span")[1:]
+             for kind in ("resampled", "bonus") if part.startswith(f' class="sdl-{kind}"')}
+    assert f"background: {tint(RESAMPLED_COLOR)}" in spans["resampled"]
+    assert f"border-bottom: 2px solid {RESAMPLED_COLOR}" in spans["resampled"]
+    assert BONUS_COLOR not in spans["resampled"]
+    assert f"border-bottom: 2px solid {BONUS_COLOR}" in spans["bonus"] and RESAMPLED_COLOR not in spans["bonus"]
+    resampled_rule = next(line for line in VIEW_CSS.splitlines() if line.startswith(".sdl-resampled"))
+    assert RESAMPLED_COLOR in resampled_rule and BONUS_COLOR not in resampled_rule
+
+
+# tokens per target call counts what was emitted, also when EOS / max_new_tokens cut a step short.
+def test_stats_count_emitted_tokens_of_a_truncated_step():
+    stream = TokenStream(HtmlTokenizer())
+    stream(step(0, [1, 2, 3], 1, [1, 0], "resampled"))
+    stream(step(1, [1, 2, 3], 3, [1, 2], "bonus", truncated=True))   # 3 accepted, only 2 made it out
+    stats = stream.stats
+    assert stats["emitted"] == 4 and stats["accepted"] == 4 and stats["steps"] == 2
+    assert stats["tokens_per_target_call"] == 2.0                        # 4 emitted / 2 calls, not (4 + 2) / 2
+    assert "2.00 tokens per target call" in stream.stats_text
+
+
+# --- the browser module under node ------------------------------------------------------------------------------------
+
+
+# The browser module, run under node with just enough fake DOM: it must render every token with textContent (the
+# fake element throws if innerHTML is set), mark the selected token, and report a click as `selected`.
+NODE_HARNESS = r"""
+import { readFileSync } from "node:fs";
+class FakeElement {
+  constructor(tag) {
+    Object.assign(this, { tagName: tag, children: [], className: "", textContent: "", title: "", dataset: {},
+                          attributes: {}, listeners: {}, parent: null, tabIndex: -1 });
+    const self = this;
+    this.classList = { add(name) { self.className += " " + name; } };
+  }
+  set innerHTML(value) { throw new Error("innerHTML must not be used"); }
+  appendChild(child) { child.parent = this; this.children.push(child); return child; }
+  replaceChildren(...children) { this.children = []; children.forEach((child) => this.appendChild(child)); }
+  setAttribute(name, value) { this.attributes[name] = String(value); }
+  addEventListener(type, handler) { (this.listeners[type] ||= []).push(handler); }
+  closest(selector) {
+    for (let node = this; node; node = node.parent) if (node.dataset && "pos" in node.dataset) return node;
+    return null;
+  }
+  contains(other) { for (let node = other; node; node = node.parent) if (node === this) return true; return false; }
+}
+globalThis.document = { createElement: (tag) => new FakeElement(tag) };
+const input = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const state = { tokens: input.tokens, selected: input.selected };
+const handlers = {};
+let saves = 0;
+const model = {
+  get: (key) => state[key],
+  set: (key, value) => { state[key] = value; (handlers["change:" + key] || []).forEach((handler) => handler()); },
+  save_changes: () => { saves += 1; },
+  on: (event, handler) => { (handlers[event] ||= []).push(handler); },
+  off: (event, handler) => { handlers[event] = (handlers[event] || []).filter((other) => other !== handler); },
+};
+const module = await import("data:text/javascript;base64," + Buffer.from(input.esm).toString("base64"));
+const el = new FakeElement("div");
+const cleanup = module.default.render({ model, el });
+const root = el.children[0];
+const snapshot = () => root.children.map((span) => ({ text: span.textContent, cls: span.className,
+                                                      pos: span.dataset.pos ?? null, title: span.title }));
+const before = snapshot();
+const target = root.children.find((span) => span.dataset.pos === String(input.click));
+root.listeners.click.forEach((handler) => handler({ target }));
+const after = snapshot();
+if (typeof cleanup === "function") cleanup();
+console.log(JSON.stringify({ before, after, selected: state.selected, saves }));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_browser_module_renders_text_and_reports_clicks(tmp_path, three_steps):
+    stream = TokenStream(FakeTokenizer(), prompt_ids=[0])
+    stream.extend(three_steps.steps)
+    stream.select(2)
+    harness = tmp_path / "harness.mjs"
+    harness.write_text(NODE_HARNESS)
+    data = tmp_path / "input.json"
+    data.write_text(json.dumps({"esm": stream._view._esm, "tokens": stream._view.tokens,
+                                "selected": stream._view.selected, "click": 1}))
+    run = subprocess.run(["node", str(harness), str(data)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    before = result["before"]
+    assert [span["text"] for span in before] == [token_display_text(token["text"]) for token in stream.tokens]
+    assert before[0]["text"] == SCRIPT  # set as text, so the browser shows it literally
+    assert [span["cls"].split()[1] for span in before] == ["sdl-" + token["kind"] for token in stream.tokens]
+    assert [span["pos"] for span in before] == [None, "0", "1", "1", "1", "2", "3", "4", "5"]
+    assert before[5]["cls"].endswith("sdl-selected")  # position 2 is the accepted ' cat'
+    assert before[5]["title"] == "accepted draft \u00b7 id 2 \u00b7 step 1"
+    assert sum("sdl-selected" in span["cls"] for span in before) == 1
+    assert result["selected"] == 1 and result["saves"] == 1  # clicking the rejected ' on' selects position 1
+    assert [span["cls"].endswith("sdl-selected") for span in result["after"]] == [
+        False, False, False, False, True, False, False, False, False]
+
+
+# --- real runs --------------------------------------------------------------------------------------------------------
+
+
+def test_live_generation_with_a_real_draft_model(target, draft):
+    """A tiny random target/draft pair through the real engine: the widget shows exactly what was generated."""
+    decode = pytest.importorskip("lab.decode")
+    from lab.drafters import DraftModelDrafter
+
+    class IdTokenizer:
+        def decode(self, ids):
+            return "".join(f"<{token}>" for token in ids)
+
+    prompt = [1, 2, 3]
+    stream = TokenStream(IdTokenizer(), prompt_ids=prompt)
+    seen = []
+
+    def on_step(record):
+        stream(record)
+        seen.append(len(stream.generated_ids))
+
+    generation = decode.generate(target, prompt, drafter=DraftModelDrafter(draft, n_draft=3), max_new_tokens=20,
+                                 temperature=1.0, seed=0, record_probs=True, on_step=on_step)
+    assert stream.generated_ids == generation.tokens and len(generation.tokens) == 20
+    assert seen == sorted(seen) and len(seen) == len(generation.steps)  # it grew one step at a time
+    assert stream.stats["steps"] == generation.stats["target_calls"]
+    assert stream.stats["acceptance_rate"] == pytest.approx(generation.stats["acceptance_rate"])
+    assert stream.stats["tokens_per_target_call"] == pytest.approx(generation.stats["tokens_per_target_call"])
+    shown = [token for token in stream.tokens if token["kind"] in ("accepted", "resampled", "bonus")]
+    assert [token["token_id"] for token in shown] == generation.tokens
+    assert sum(token["kind"] == "rejected" for token in stream.tokens) == stream.stats["rejected"]
+    assert re.search(r"<\d", stream.html) is None  # token texts like '<17>' only appear escaped
+    assert all(f"&lt;{token}&gt;" in stream.html for token in prompt + generation.tokens)
+    stream.select(len(generation.tokens) - 1)
+    probs = stream.selection["probs"]
+    assert probs is not None and sum(probs["target"]) <= 1 + 1e-5
+    step_record = generation.steps[-1]
+    offset = len(step_record.emitted) - 1
+    token = generation.tokens[-1]
+    expected = float(step_record.target_probs[offset, token])
+    assert probs["target"][probs["token_ids"].index(token)] == pytest.approx(expected)
+
+
+# --- token trees (Medusa) drawn as chains, and the residual at a tree's resampled position ----------------------------
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_token_stream_shows_a_medusa_run_and_counts_its_whole_trees(pair, medusa, temperature):
+    ids = pair.encode("ROMEO.\n")
+    stream = TokenStream(pair.tokenizer, ids)
+    gen = generate(pair.target, ids, drafter=medusa, max_new_tokens=30, temperature=temperature, seed=1,
+                   record_probs=True, on_step=stream)  # raised "does not start with the accepted drafts" before
+    assert any(record.parents is not None and len(record.drafted) > record.depth for record in gen.steps)
+    assert stream.generated_ids == gen.tokens
+    assert all(a is b for a, b in zip(stream.steps, gen.steps)) and len(stream.steps) == len(gen.steps)
+    assert shown_text(stream) == pair.decode(ids + gen.tokens)
+    # Drawn as chains: per step, the path, at most one struck-through child, then the target's token.
+    for k, record in enumerate(gen.steps):
+        rejected = [t["token_id"] for t in stream.tokens if t["step"] == k and t["kind"] == "rejected"]
+        assert len(rejected) == (1 if record.last_kind == "resampled" and not record.truncated else 0)
+    # Stats count every drafted node, as Generation.stats does (the chain view would count only the path + 1).
+    stats = stream.stats
+    assert stats["drafted"] == gen.stats["drafted_tokens"] == sum(len(r.drafted) for r in gen.steps)
+    assert stats["accepted"] == gen.stats["accepted_tokens"]
+    assert stats["acceptance_rate"] == pytest.approx(gen.stats["acceptance_rate"])
+    assert stats["tokens_per_target_call"] == pytest.approx(gen.stats["tokens_per_target_call"])
+    assert f"acceptance rate {gen.stats['acceptance_rate']:.2f} " in stream.stats_text
+    # A tree's bonus token: the path reached a leaf; the text must not say every draft of the step was accepted.
+    position = 0
+    for record in gen.steps:
+        if record.last_kind == "bonus" and len(record.emitted) > record.num_accepted:
+            stream.select(position + record.num_accepted)
+            assert (f"the accepted path ({record.num_accepted} of the tree's {len(record.drafted)} drafts) reached "
+                    "a node with no children") in stream.detail_text
+            assert "every draft of this step" not in stream.detail_text
+            break
+        position += len(record.emitted)
+    else:
+        pytest.fail("no tree step ended in a bonus token")
+
+
+def test_tree_residual_removes_every_rejected_child_with_draft_probs():
+    # Root children: nodes 0 (token 0) and 1 (token 1); node 2 (token 3) hangs under node 0. Both root children
+    # were rejected and the target resampled token 2.
+    target = torch.tensor([[0.4, 0.3, 0.2, 0.1]] + [[0.25] * 4] * 3)
+    draft = torch.tensor([[0.7, 0.1, 0.1, 0.1], [0.1, 0.5, 0.2, 0.2], [0.1, 0.1, 0.1, 0.7]])
+    record = StepRecord(index=0, position=0, drafted=[0, 1, 3], num_accepted=0, emitted=[2], last_kind="resampled",
+                        parents=[-1, -1, 0], path=[], target_probs=target, draft_probs=draft)
+    stream = TokenStream(None).extend([record])
+    assert [(t["kind"], t["token_id"]) for t in stream.tokens] == [("rejected", 0), ("resampled", 2)]
+    stream.select(0)
+    probs = stream.selection["probs"]
+    residual = dict(zip(probs["token_ids"], probs["residual"]))
+    # By hand: max(0, t - q0) = [0, .2, .1, 0] -> [0, 2/3, 1/3, 0]; minus q1 -> [0, 1/6, 2/15, 0] -> [0, 5/9, 4/9, 0]
+    assert residual[2] == pytest.approx(4 / 9, abs=1e-6) and residual[1] == pytest.approx(5 / 9, abs=1e-6)
+    assert residual.get(0, 0.0) == 0.0 and residual.get(3, 0.0) == 0.0
+    assert dict(zip(probs["token_ids"], probs["draft"]))[0] == pytest.approx(0.7)  # the struck-through child's row
+    assert stream.selection["rejected_here"] == 2
+    assert "rejected all 2 in turn" in stream.detail_text and "residual 0.444)" in stream.detail_text
+
+
+def test_tree_residual_after_an_accepted_path_with_a_deterministic_drafter():
+    # Node 0 (token 1) accepted; its children nodes 2 (token 3) and 3 (token 4) both rejected; resampled token 0.
+    target = torch.tensor([[0.1, 0.5, 0.2, 0.1, 0.1], [0.1, 0.2, 0.3, 0.25, 0.15]] + [[0.2] * 5] * 3)
+    record = StepRecord(index=0, position=0, drafted=[1, 2, 3, 4], num_accepted=1, emitted=[1, 0],
+                        last_kind="resampled", parents=[-1, -1, 0, 0], path=[0], target_probs=target)
+    stream = TokenStream(None).extend([record])
+    stream.select(1)
+    probs = stream.selection["probs"]
+    residual = dict(zip(probs["token_ids"], probs["residual"]))
+    # One-hot drafts remove tokens 3 and 4 from row 1: [.1, .2, .3, 0, 0] / .6
+    assert residual[0] == pytest.approx(1 / 6, abs=1e-6) and residual[2] == pytest.approx(1 / 2, abs=1e-6)
+    assert residual.get(3, 0.0) == 0.0 and residual.get(4, 0.0) == 0.0
+    assert stream.selection["rejected_here"] == 2 and stream.selection["drafted_id"] == 3
+    stream.select(0)
+    assert stream.selection["rejected_here"] == 0 and "rejected all" not in stream.detail_text
+
+
+def test_tree_steps_recorded_in_bfloat16_are_drawn(pair, medusa):
+    ids = pair.encode("ROMEO.\n")
+    gen = generate(pair.target, ids, drafter=medusa, max_new_tokens=30, temperature=0.9, seed=2, record_probs=True)
+    steps = [StepRecord(**{**vars(r), "target_probs": r.target_probs.to(torch.bfloat16)}) for r in gen.steps]
+    assert any(r.last_kind == "resampled" for r in steps)
+    stream = TokenStream(pair.tokenizer, ids).extend(steps)  # raised "target_probs must sum to 1" before
+    assert stream.generated_ids == gen.tokens
+    resampled = [d for d in stream._details if d["kind"] == "resampled"]
+    assert resampled and all(d["probs"] is not None for d in resampled)
+
+
+def test_token_stream_under_typical_acceptance_shows_no_residual(pair):
+    """Typical acceptance replaces a rejected draft by a sample from the target's row: the stream must not chart
+    the residual (which often gives the emitted token probability 0) nor say it was drawn from it."""
+    from lab.drafters import DraftModelDrafter
+
+    prompt = pair.encode("ROMEO.\nBut soft")
+    runs = {}
+    for rule in ("typical", "exact"):
+        stream = TokenStream(pair.tokenizer, prompt_ids=prompt)
+        gen = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=40,
+                       temperature=1.0, seed=0, record_probs=True, on_step=stream, acceptance=rule)
+        assert {s.acceptance for s in gen.steps} == {rule}
+        runs[rule] = (stream, [d["position"] for d in stream._details if d["kind"] == "resampled"])
+    stream, positions = runs["typical"]
+    assert positions
+    for position in positions:
+        stream.select(position)
+        assert stream.selection["probs"]["residual"] is None
+        assert "target's own distribution (typical acceptance" in stream._detail_plain
+        assert "residual distribution" not in stream._detail_plain
+    stream, positions = runs["exact"]
+    stream.select(positions[0])
+    assert stream.selection["probs"]["residual"] is not None and "residual distribution" in stream._detail_plain
+    greedy = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=4)
+    assert {s.acceptance for s in greedy.steps} == {"exact"}
+
+
+# --- characters split over several tokens -----------------------------------------------------------------------------
+
+
+def test_token_stream_shows_an_unfinished_character_on_the_last_token(pair):
+    prompt = pair.encode("Caf")
+    first, second = pair.encode("\u00e9")  # "é" is two byte tokens
+    stream = TokenStream(pair.tokenizer, prompt)
+    stream(StepRecord(index=0, position=0, drafted=[first], num_accepted=1, emitted=[first], last_kind="bonus",
+                      truncated=True))
+    expected = pair.tokenizer.decode(prompt + [first])[len("Caf"):]
+    assert expected == FFFD
+    assert stream.tokens[-1]["text"] == FFFD and stream._view.tokens[-1]["s"] == FFFD
+    assert f">{FFFD}</span>" in stream.html
+    assert shown_text(stream) == pair.tokenizer.decode(prompt + [first])
+    stream.select(0)
+    assert stream.selection["text"] == FFFD
+    # A later token that completes the character carries it, as before; the partial token shows nothing again.
+    a = pair.encode("a")[0]
+    stream(StepRecord(index=1, position=1, drafted=[second, 7], num_accepted=1, emitted=[second, a],
+                      last_kind="resampled"))
+    assert [t["text"] for t in stream.tokens[len(prompt):]] == ["", "\u00e9", pair.tokenizer.decode([7]), "a"]
+    assert FFFD not in stream.html and stream.selection["text"] == ""  # the selected token was redrawn
+    assert shown_text(stream) == "Caf\u00e9a"
+
+
+class PieceTokenizer:
+    """Token id → bytes; decode joins the bytes and shows an incomplete UTF-8 end as U+FFFD, as byte-level BPE does."""
+
+    pieces = {0: b"C", 1: b"x\xc3", 2: b"\xa9", 3: b"a"}
+
+    def decode(self, ids):
+        return b"".join(self.pieces[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+    def __len__(self):
+        return len(self.pieces)
+
+
+def test_a_token_ending_inside_a_character_keeps_its_complete_characters():
+    stream = TokenStream(PieceTokenizer(), [0])
+    stream(StepRecord(index=0, position=0, drafted=[1], num_accepted=1, emitted=[1], last_kind="bonus"))
+    assert shown_text(stream) == PieceTokenizer().decode([0, 1]) == "Cx" + FFFD  # was "C" + FFFD: the x was lost
+    stream.select(0)
+    assert stream.selection["text"] == "x" + FFFD
+    stream(StepRecord(index=1, position=1, drafted=[2], num_accepted=1, emitted=[2], last_kind="bonus"))
+    assert shown_text(stream) == "Cx\u00e9"
+
+
+def test_token_stream_shows_the_decoded_text_of_split_characters(pair):
+    tokenizer = pair.tokenizer
+    prompt_ids, generated = pair.encode(PROMPT), pair.encode(CONTINUATION)
+    wrong = pair.encode("\u00f1")  # a rejected draft that is one character split over two tokens
+    assert len(wrong) == 2
+    records = chain_steps(pair.tokenizer, prompt_ids, generated, wrong)
+    stream = TokenStream(tokenizer, prompt_ids=prompt_ids)
+    stream.extend(records)
+
+    tokens = stream.tokens
+    # One span per token, in order, with its own kind; only the text changed.
+    shown_ids = [t["token_id"] for t in tokens if t["kind"] != "rejected"]
+    assert shown_ids == prompt_ids + generated and stream.generated_ids == generated
+    assert sum(t["kind"] == "rejected" for t in tokens) == sum(len(r.drafted) - r.num_accepted for r in records) > 4
+    prompt_text = "".join(t["text"] for t in tokens if t["kind"] == "prompt")
+    accepted_text = "".join(t["text"] for t in tokens if t["kind"] != "rejected")
+    assert prompt_text == tokenizer.decode(prompt_ids) == PROMPT
+    assert accepted_text == tokenizer.decode(prompt_ids + generated) == PROMPT + CONTINUATION
+    # A rejected draft shows what it would have added after the accepted tokens: nothing, then the character.
+    rejected = [t["text"] for t in tokens if t["kind"] == "rejected"]
+    assert rejected[:2] == ["", "\u00f1"]
+
+    page = stream.html
+    assert FFFD not in page and all(FFFD not in span["s"] for span in stream._view.tokens)
+    stream_div = re.search(r'<div style="white-space: pre-wrap;[^"]*">(.*?)</div>', page, re.S).group(1)
+    spans = re.findall(r"<span [^>]*>(.*?)</span>", stream_div, re.S)
+    assert len(spans) == len(tokens)
+    shown = [html.unescape(s).replace("\u21b5", "") for s, t in zip(spans, tokens) if t["kind"] != "rejected"]
+    assert "".join(shown) == PROMPT + CONTINUATION
+
+    # The detail line and the chart name a partial token's text without U+FFFD.
+    partial = next(t["position"] for t in tokens if t["position"] is not None and t["text"] == "")
+    stream.select(partial)
+    assert FFFD not in stream.detail_text and "part of a character" in stream.detail_text
+    assert FFFD not in stream.chart.layout.title.text
+
+
+def test_token_stream_rejected_draft_completes_the_accepted_partial_character(pair):
+    # "é" and "ñ" share their first byte: the draft proposed "é", the target kept the first byte and resampled "ñ".
+    e_acute, n_tilde = pair.encode("\u00e9"), pair.encode("\u00f1")
+    assert e_acute[0] == n_tilde[0]
+    stream = TokenStream(pair.tokenizer, prompt_ids=pair.encode("Se"))
+    stream(StepRecord(index=0, position=0, drafted=e_acute + pair.encode("or"), num_accepted=1,
+                      emitted=n_tilde, last_kind="resampled"))
+    assert [(t["kind"], t["text"]) for t in stream.tokens] == [
+        ("prompt", "S"), ("prompt", "e"), ("accepted", ""), ("rejected", "\u00e9"), ("rejected", "or"),
+        ("resampled", "\u00f1")]
+    assert FFFD not in stream.html and ">\u00e9</span>" in stream.html
+    assert "".join(t["text"] for t in stream.tokens if t["kind"] != "rejected") == "Se\u00f1"
+
+
+def test_token_stream_live_generation_from_a_non_ascii_prompt(pair):
+    from lab.decode import generate
+    from lab.drafters import DraftModelDrafter
+
+    prompt_ids = pair.encode("Caf\u00e9\n")
+    stream = TokenStream(pair.tokenizer, pair.encode("Caf\u00e9\n"))
+    gen = generate(pair.target, prompt_ids, drafter=DraftModelDrafter(pair.draft, n_draft=3), max_new_tokens=6,
+                   on_step=stream, record_probs=True)
+    text = "".join(t["text"] for t in stream.tokens if t["kind"] != "rejected")
+    assert text == pair.decode(prompt_ids + gen.tokens) and text.startswith("Caf\u00e9\n")
+    assert FFFD not in stream.html and FFFD not in "".join(t["text"] for t in stream.tokens)
+    stream.select(0)
+    assert FFFD not in "".join(stream.chart.data[0].x)
+
+
+# --- a widget reused for another run ----------------------------------------------------------------------------------
+
+
+def test_token_stream_reused_on_another_prompt_does_not_decode_after_the_old_one(pair):
+    a, b = pair.encode("ROMEO.\n"), pair.encode("JULIET.\nO Romeo, wherefore")
+    stream = TokenStream(pair.tokenizer, a)
+    generate(pair.target, a, max_new_tokens=3, on_step=stream)
+    gen = generate(pair.target, b, max_new_tokens=3, on_step=stream)
+    assert [t for t in stream.tokens if t["kind"] == "prompt"] == []
+    assert shown_text(stream) == pair.decode(gen.tokens)
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=stream)  # the stored prompt fits again
+    assert [t["token_id"] for t in stream.tokens if t["kind"] == "prompt"] == a
+    assert shown_text(stream) == pair.decode(a + gen.tokens)
+    stream.reset(b)
+    gen = generate(pair.target, b, max_new_tokens=3, on_step=stream)
+    assert shown_text(stream) == pair.decode(b + gen.tokens)
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=stream)  # shorter than the stored prompt b
+    assert [t for t in stream.tokens if t["kind"] == "prompt"] == []
+    assert shown_text(stream) == pair.decode(gen.tokens)
+
+
+def test_token_stream_prompt_may_be_the_tail_of_the_runs_prompt(pair):
+    # Lesson 08 shows the last 60 tokens of a long prompt: a cache longer than the stored prompt is no mismatch.
+    ids = pair.encode("JULIET.\nO Romeo, Romeo, wherefore art thou")
+    stream = TokenStream(pair.tokenizer, ids[-4:])
+    gen = generate(pair.target, ids, max_new_tokens=3, on_step=stream)
+    assert [t["token_id"] for t in stream.tokens if t["kind"] == "prompt"] == ids[-4:]
+    assert shown_text(stream) == pair.decode(ids[-4:] + gen.tokens)
+    gen = generate(pair.target, ids, max_new_tokens=3, on_step=stream)  # the same run again keeps it
+    assert [t["token_id"] for t in stream.tokens if t["kind"] == "prompt"] == ids[-4:]
+
+
+# --- arguments --------------------------------------------------------------------------------------------------------
+
+
+def test_token_stream_show_speed():
+    record = StepRecord(index=0, position=0, drafted=[1], num_accepted=1, emitted=[1, 2], last_kind="bonus",
+                        draft_ms=1.0, verify_ms=1.0)
+    assert TokenStream(None).extend([record]).stats_text.endswith("1000 tokens/s (draft + verify time)")
+    quiet = TokenStream(None, show_speed=False).extend([record])
+    assert quiet.stats_text == "1 step \u00b7 acceptance rate 1.00 (1/1 drafts) \u00b7 2.00 tokens per target call"
+    assert quiet.stats["tokens_per_second"] == pytest.approx(1000)
+    with pytest.raises(TypeError, match="show_speed"):
+        TokenStream(None, show_speed="no")
+
+
+def test_token_stream_and_kv_viewer_argument_errors(pair):
+    ids = pair.encode("ROMEO.\n")
+    with pytest.raises(TypeError, match="tokenizer must be None or have a decode"):
+        TokenStream(ids)  # the prompt passed where the tokenizer goes
+    with pytest.raises(TypeError, match="tokenizer must be None or have a decode"):
+        KVCacheViewer("gpt2")
+    for bad, error in (("ROMEO", TypeError), ([1.5, 2.7], TypeError), ([True], TypeError), ([-1], ValueError),
+                       ([len(pair.tokenizer)], ValueError), (torch.tensor([ids, ids]), ValueError)):
+        for make in (lambda: TokenStream(pair.tokenizer, bad), lambda: KVCacheViewer(pair.tokenizer, bad),
+                     lambda: TokenStream(pair.tokenizer).reset(bad)):
+            with pytest.raises(error, match="prompt_ids"):
+                make()
+    assert TokenStream(pair.tokenizer, [len(pair.tokenizer) - 1]).tokens[0]["token_id"] == len(pair.tokenizer) - 1
+
+    gen = generate(pair.target, ids, max_new_tokens=3)
+    stream = TokenStream(pair.tokenizer, ids)
+    with pytest.raises(TypeError, match="extend"):
+        stream(gen)
+    with pytest.raises(TypeError, match="extend"):
+        stream.on_step(gen.steps)
+    assert stream.extend(gen) is stream and stream.generated_ids == gen.tokens
+    assert stream.steps == gen.steps
+
+    tensor, plain = KVCacheViewer(pair.tokenizer, torch.tensor([ids])), KVCacheViewer(pair.tokenizer, ids)
+    tensor.extend(gen.steps)
+    plain.extend(gen.steps)
+    assert tensor.frames == plain.frames and tensor.rows["target"][0]["token_id"] == ids[0]
+
+
+def test_token_stream_chart_height():
+    assert TokenStream(chart_height=np.int64(300)).chart.layout.height == 300
+    for bad in ("big", -5, 5, True, 300.5):
+        with pytest.raises(ValueError, match="chart_height"):
+            TokenStream(chart_height=bad)

@@ -1,0 +1,98 @@
+"""How a token's text is shown in the widgets: decoded in context, whitespace and control characters made visible.
+
+A byte-level tokenizer splits some characters over several tokens, so a token decoded alone can be U+FFFD. The
+viewers instead show the text each token adds to the decoded sequence (:class:`lab.detok.Detokenizer`): a
+character whose bytes span several tokens shows once, on the token that completes it, and a token holding only
+part of a character shows as :data:`PARTIAL_LABEL` in labels and as nothing in running text. Also here: the
+argument checks every viewer applies to its ``tokenizer`` and ``prompt_ids``.
+
+Nothing here escapes HTML: callers escape (:func:`html.escape`) or set ``textContent``.
+"""
+from __future__ import annotations
+
+from lab.detok import Detokenizer
+from lab.validation import check_token_ids
+
+__all__ = ["PARTIAL_LABEL", "token_texts", "token_labels", "token_display_text", "token_label_text",
+           "check_tokenizer", "prompt_token_ids"]
+
+# Control characters other than newline and tab get their Unicode "control picture" (U+2400 + code), so a token
+# made of them is visible instead of silently empty or layout-breaking.
+_CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)}
+_CONTROL_PICTURES[127] = "\u2421"
+# Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
+# usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
+PARTIAL_LABEL = "\u25cc"
+
+
+def token_texts(tokenizer, ids, context=None, parents=None) -> list:
+    """The text each of ``ids`` (list of ints) adds after ``context`` (a :class:`lab.detok.Detokenizer` holding
+    the tokens before them; None: nothing before), without changing ``context``: a ``str``, or ``None`` for a
+    token holding only part of a character. ``parents``: a token tree's parents array (see
+    :meth:`lab.detok.Detokenizer.texts_after`); None for a chain. ``tokenizer`` None shows ids as ``⟨17⟩``.
+    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids``."""
+    if tokenizer is None:
+        return [f"\u27e8{int(token)}\u27e9" for token in ids]
+    context = Detokenizer(tokenizer) if context is None else context
+    return context.texts_after(ids, parents)
+
+
+def token_labels(tokenizer, ids, context=None, parents=None) -> list:
+    """Labels (:func:`token_label_text`, not yet HTML-escaped) of ``ids`` decoded after ``context``, as
+    :func:`token_texts` takes them; ``tokenizer`` None gives the ids as strings (``"17"``). For the viewers that
+    show one cell or node per token."""
+    if tokenizer is None:
+        return [str(int(token)) for token in ids]
+    return [token_label_text(text) for text in token_texts(tokenizer, ids, context, parents)]
+
+
+def token_display_text(text) -> str:
+    """How one token's text appears in the stream (not yet HTML-escaped).
+
+    Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line;
+    other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as ``∅``;
+    ``None`` (a token holding only part of a character, see :func:`token_texts`) shows as nothing.
+    """
+    if text is None:
+        return ""
+    if text == "":
+        return "\u2205"
+    return text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n")
+
+
+def token_label_text(text) -> str:
+    """One token's text as a chart label (not yet HTML-escaped): every whitespace character made visible.
+
+    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``; ``None`` (a token
+    holding only part of a character, see :func:`token_texts`) → :data:`PARTIAL_LABEL` ``"◌"``.
+    """
+    if text is None:
+        return PARTIAL_LABEL
+    if text == "":
+        return "\u2205"
+    return (text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
+            .replace("\t", "\u21e5"))
+
+
+def check_tokenizer(tokenizer):
+    """``tokenizer`` unchanged after checking it can decode: None, or anything with a callable ``decode``.
+
+    Raises ``TypeError`` naming ``tokenizer`` otherwise (e.g. token ids passed first by mistake)."""
+    if tokenizer is not None and not callable(getattr(tokenizer, "decode", None)):
+        raise TypeError(f"tokenizer must be None or have a decode(list[int]) -> str method (a transformers "
+                        f"tokenizer), got {type(tokenizer).__name__}; pass the prompt as prompt_ids=")
+    return tokenizer
+
+
+def prompt_token_ids(tokenizer, ids) -> list:
+    """Prompt ids as a fresh ``list[int]``: None (no prompt), a list of integers or an integer tensor ``[n]`` /
+    ``[1, n]``. Ids must lie in ``[0, len(tokenizer))`` when the tokenizer has a length.
+
+    Raises ``TypeError`` naming ``prompt_ids`` for text, floats or bools, ``ValueError`` for another tensor shape
+    or an id outside the vocabulary (:func:`lab.validation.check_token_ids`, as :class:`lab.decode.generate` and
+    ``TreeViewer`` check them)."""
+    if ids is None:
+        return []
+    vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
+    return check_token_ids("prompt_ids", ids, vocab, allow_empty=True,
+                           hint="; encode text first: tokenizer.encode(text)")
