@@ -21,12 +21,12 @@ Sources: Leviathan et al. 2023, section 3 (equation 1 and Theorem 3.8); seed les
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Real
 from types import SimpleNamespace
 
 import torch
 
-from lab.validation import check_probs, plain_number
+from lab.validation import check_int, check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
@@ -43,10 +43,7 @@ def _check_alpha(given) -> float:
 
 
 def _check_n(given) -> int:
-    n_draft = plain_number(given)
-    if isinstance(n_draft, bool) or not isinstance(n_draft, Integral) or n_draft < 1:
-        raise ValueError(f"n_draft must be an integer >= 1, got {given!r}")
-    return int(n_draft)
+    return check_int("n_draft", plain_number(given), 1, shown=given)
 
 
 def _check_cost(given) -> float:
@@ -97,10 +94,7 @@ def optimal_n_draft(alpha: float, cost_ratio: float, max_n: int = 16) -> int:
     Raises ``ValueError`` for alpha outside [0, 1], a negative or non-finite cost ratio (a bool is not a number
     for either), or ``max_n`` < 1."""
     alpha, cost_ratio = _check_alpha(alpha), _check_cost(cost_ratio)
-    given, max_n = max_n, plain_number(max_n)
-    if isinstance(max_n, bool) or not isinstance(max_n, Integral) or max_n < 1:
-        raise ValueError(f"max_n (the longest draft length to consider) must be an integer >= 1, got {given!r}")
-    max_n = int(max_n)
+    max_n = check_int("max_n (the longest draft length to consider)", plain_number(max_n), 1, shown=max_n)
     values: dict = {}
 
     def speedup(n: int) -> float:

@@ -15,14 +15,19 @@ __all__ = ["check_int", "is_integer", "check_token_ids", "plain_number", "check_
            "check_number"]
 
 
-def check_int(name: str, value, minimum: int) -> int:
-    """Return ``value`` as a Python int after checking it is an integer ``>= minimum``.
+def check_int(name: str, value, minimum: int, maximum: int | None = None, *, shown=None) -> int:
+    """Return ``value`` as a Python int after checking it is an integer ``>= minimum`` (and ``<= maximum`` when
+    given).
 
     Any ``numbers.Integral`` counts (``int``, ``numpy.int64``, ...); ``bool`` does not, since ``True`` passed
-    as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the allowed range.
+    as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the allowed range; the message
+    shows ``shown`` when given (what the caller was passed, e.g. a tensor before :func:`plain_number`), else
+    ``value``.
     """
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum
+            or (maximum is not None and value > maximum)):
+        allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {allowed}, got {value if shown is None else shown!r}")
     return int(value)
 
 

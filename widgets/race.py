@@ -31,7 +31,7 @@ import math
 import queue
 import threading
 import time
-from numbers import Integral, Real
+from numbers import Real
 
 import ipywidgets as w
 import numpy as np
@@ -348,9 +348,7 @@ class RaceDashboard(w.VBox):
         for name, value, high in (("n_draft", n_draft, _MAX_N), ("max_new_tokens", max_new_tokens, _MAX_TOKENS)):
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, Integral) or not 1 <= value <= high:
-                raise ValueError(f"{name} must be an integer in 1..{high}, got {value!r}")
-            checked[name] = int(value)
+            checked[name] = check_int(name, value, 1, high)
         if temperature is not None:
             if isinstance(temperature, bool) or not isinstance(temperature, Real) \
                     or not 0 <= temperature <= _MAX_TEMPERATURE:  # also rejects NaN

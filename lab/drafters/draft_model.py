@@ -7,7 +7,6 @@ checked on transformers 5.24).
 """
 from __future__ import annotations
 
-from numbers import Integral
 
 import numpy as np
 import torch
@@ -79,9 +78,7 @@ class DraftModelDrafter:
         if max_n_draft is not None:
             if not adaptive:
                 raise ValueError("max_n_draft only applies with adaptive=True")
-            if isinstance(max_n_draft, bool) or not isinstance(max_n_draft, Integral) or max_n_draft < n_draft:
-                raise ValueError(f"max_n_draft must be an integer >= n_draft ({n_draft}), got {max_n_draft!r}")
-            max_n_draft = int(max_n_draft)
+            max_n_draft = check_int("max_n_draft", max_n_draft, n_draft)  # never below n_draft
         self.model = draft_model
         self.n_draft = n_draft
         self.initial_n_draft = n_draft

@@ -12,11 +12,11 @@ that exits after its first layers predict well. We use the plain target, with ne
 from __future__ import annotations
 
 import copy
-from numbers import Integral
 
 import torch
 
 from lab.drafters.draft_model import DraftModelDrafter
+from lab.validation import check_int
 
 __all__ = ["EarlyExitDrafter", "truncated_model"]
 
@@ -40,10 +40,7 @@ def truncated_model(target, num_layers: int):
         raise ValueError(f"early exit needs a target with at least 2 layers (it drafts with the first num_layers "
                          f"of them and must leave at least one out); this model has {total} layer"
                          f"{'s' * (total != 1)} (got num_layers={num_layers!r}); use a deeper target, e.g. pair.target")
-    if isinstance(num_layers, bool) or not isinstance(num_layers, Integral) or not 1 <= num_layers < total:
-        raise ValueError(f"num_layers must be an integer in [1, {total - 1}] (the target has {total} layers), "
-                         f"got {num_layers!r}")
-    num_layers = int(num_layers)
+    num_layers = check_int(f"num_layers (the target has {total} layers)", num_layers, 1, total - 1)
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = num_layers
     if getattr(config, "layer_types", None):

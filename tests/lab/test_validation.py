@@ -130,3 +130,12 @@ def test_one_element_tensors_count_as_numbers():
             metrics.expected_tokens_per_call(bad, 4)
     with pytest.raises(ValueError, match="temperature must be a finite number"):
         probs_from_logits(logits, torch.tensor([0.5, 0.5]))
+
+
+def test_check_int_with_a_maximum_and_the_value_shown():
+    assert check_int("n", np.int64(5), 1, 5) == 5
+    for bad in (0, 6, 2.0, True):
+        with pytest.raises(ValueError, match=r"n must be an integer in \[1, 5\]"):
+            check_int("n", bad, 1, 5)
+    with pytest.raises(ValueError, match=r"n_draft must be an integer >= 1, got tensor\(0\)"):
+        check_int("n_draft", 0, 1, shown=torch.tensor(0))
