@@ -174,7 +174,8 @@ def test_a_planted_violation_is_reported(tmp_path, files, expected):
 
 
 def test_imports_that_go_down_are_clean(tmp_path):
-    files = {"lab/__init__.py": "", "lab/validation.py": "", "lab/sampling.py": "from lab.validation import check_int\n",
+    files = {"lab/__init__.py": "", "lab/validation.py": "",
+             "lab/sampling.py": "from lab.validation import check_int\n",
              "lab/decode.py": "from lab import sampling\nfrom lab.sampling import probs_from_logits\n",
              "widgets/__init__.py": "from lab.decode import generate\n"}
     assert problems(_plant(tmp_path, files)) == []

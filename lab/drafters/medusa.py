@@ -285,7 +285,8 @@ class MedusaDrafter:
 def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) -> dict:
     """Teacher-forced accuracy of each head on held-out windows (corpus text, or the target's own text).
 
-    ``features``: :func:`lab.training.features.target_features` or :func:`lab.training.features.target_generations` output,
+    ``features``: :func:`lab.training.features.target_features` or
+    :func:`lab.training.features.target_generations` output,
     ``{"ids": Long [B, T], "hidden": [B, T, D]}``. Head k at position t is right when the window's token
     ``ids[t + 1 + k]`` is its argmax (top-1) or among its 5 best (top-5); the target's own LM head (predicting
     ``ids[t + 1]``) is reported alongside for reference.

@@ -128,8 +128,8 @@ def test_committed_heads_beat_chance(pair):
 
 
 def test_committed_heads_fit_the_targets_own_text(pair):
-    # Self-distilled (lab.training.features.target_generations): on the target's greedy continuations the heads are right far
-    # more often than on the corpus text the target was trained on.
+    # Self-distilled (lab.training.features.target_generations): on the target's greedy continuations the heads are
+    # right far more often than on the corpus text the target was trained on.
     from lab.decode import generate
     from lab.prompts import held_out_prompts
 
