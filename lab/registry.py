@@ -2,7 +2,8 @@
 
 One place maps the names the command line (``--drafter``), the bench, the arena and the race widget use to the
 drafter classes of :mod:`lab.drafters`, and says which drafters a pair can have: Medusa heads and the EAGLE draft
-were trained for the bundled target only, and an early exit needs Llama layers (GPT-2 has none).
+were trained for the bundled target only, an early exit needs Llama layers (GPT-2 has none), and the draft-model
+drafter needs a draft model (``"smollm2-135m"`` has none yet).
 
 Importing this module is cheap (no torch): the drafter classes are imported when a drafter is built, so that
 ``python -m lab --help`` and the option checks stay fast.
@@ -20,12 +21,16 @@ def make_drafter(kind: str, pair, n_draft: int):
     """The drafter named ``kind`` (one of :data:`DRAFTERS`) for ``pair`` (a :class:`lab.models.ModelPair`), drafting
     ``n_draft`` tokens per step where the drafter takes an N (Lookahead and Medusa set their own).
 
-    Raises ``ValueError`` for an unknown kind; Medusa and EAGLE raise ``FileNotFoundError`` / ``ValueError`` when
-    their weights are missing or were trained for another target, and the early exit ``ValueError`` for a target
-    without Llama layers (see :func:`try_drafter`)."""
+    Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
+    (``pair.draft`` is None); Medusa and EAGLE raise ``FileNotFoundError`` / ``ValueError`` when their weights are
+    missing or were trained for another target, and the early exit ``ValueError`` for a target without Llama layers
+    (see :func:`try_drafter`)."""
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
     if kind == "model":
+        if pair.draft is None:
+            raise ValueError(f"the {pair.name!r} pair has no draft model yet; draft with ngram (prompt lookup), "
+                             "lookahead or early-exit, which need none")
         return DraftModelDrafter(pair.draft, n_draft=n_draft)
     if kind == "ngram":  # prompt lookup (lesson 08): no draft model
         return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
@@ -66,7 +71,8 @@ TRAINED_FOR_BUNDLED = ("medusa", "eagle")
 
 def try_drafter(kind: str, pair, n_draft: int = 4):
     """``(drafter, None)``, or ``(None, why)`` when :func:`make_drafter` cannot build ``kind`` for ``pair`` (its
-    error message): a hub pair has no Medusa heads or EAGLE draft, and GPT-2 has no Llama layers for an early exit.
+    error message): a hub pair or ``"smollm2-135m"`` has no Medusa heads or EAGLE draft, GPT-2 has no Llama layers
+    for an early exit, and ``"smollm2-135m"`` no draft model yet.
     For the bundled pair, which has every drafter, a missing or damaged asset raises: it is an error to see, not a
     drafter to leave out."""
     try:

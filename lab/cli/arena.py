@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.cli.options import OptionError, add_run_options, positive_int
+from lab.cli.options import OptionError, add_run_options, no_draft_problem, positive_int
 from lab.registry import drafter_problem
 
 __all__ = ["add_parser", "run"]
@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """``python -m lab arena``: the full arena table, then fixed vs adaptive N for the draft model (prose, T = 0).
     Exit status 1 if any greedy run differed from autoregressive decoding. Raises :class:`lab.cli.OptionError`
-    naming ``--prompts`` for more prompts than a task has (before the pair loads) and naming ``--max-new-tokens``
+    naming ``--pair`` for a pair without a draft model and ``--prompts`` for more prompts than a task has (both
+    before the pair loads) and naming ``--max-new-tokens``
     when a prompt plus the new tokens exceeds the target's context (before any run)."""
     from lab.arena import (
         ARENA_DRAFTERS,
@@ -46,6 +47,8 @@ def run(args) -> int:
 
     # Checked before the pair loads: every task is built from the held-out texts, one prompt per text except
     # the structured records, which need no tokenizer to count.
+    if no_draft_problem(args.pair, "arena"):
+        raise OptionError("--pair", no_draft_problem(args.pair, "arena"))
     most = min(len(held_out_prompts()), len(record_prompts(None)))
     if args.prompts > most:
         raise OptionError("--prompts", f"must be at most {most} (the structured prompts bundled), got {args.prompts}")

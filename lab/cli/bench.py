@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from lab.cli.options import OptionError, add_run_options
+from lab.cli.options import OptionError, add_run_options, no_draft_problem
 from lab.registry import drafter_problem
 
 __all__ = ["add_parser", "run"]
@@ -31,13 +31,16 @@ def run(args) -> int:
     :func:`lab.cli.build_parser` (``pair``, ``prompts``, ``max_new_tokens``, ``n_draft``, ``json``). Returns the
     exit status: 0, or 1 if a method's greedy tokens differed from lab autoregressive decoding.
 
-    Raises :class:`lab.cli.OptionError` naming ``--prompts`` for more prompts than are bundled (before the pair
-    loads) and naming ``--max-new-tokens`` when the longest prompt plus the new tokens exceeds
-    the target's context (before any timing); :func:`lab.cli.main` prints either as one line."""
+    Raises :class:`lab.cli.OptionError` naming ``--pair`` for a pair without a draft model and ``--prompts`` for more
+    prompts than are bundled (both before the pair loads) and naming ``--max-new-tokens`` when the longest prompt
+    plus the new tokens exceeds the target's context (before any timing); :func:`lab.cli.main` prints either as one
+    line."""
     from lab.bench import EXTRA_METHODS, format_table, run_bench
     from lab.models import load_pair
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
+    if no_draft_problem(args.pair, "bench"):  # before the pair loads
+        raise OptionError("--pair", no_draft_problem(args.pair, "bench"))
     prompts = held_out_prompts()
     if args.prompts > len(prompts):  # checked before the pair loads
         raise OptionError("--prompts", f"must be at most {len(prompts)} (the held-out prompts bundled), got "

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.cli.options import PAIRS, OptionError, pair_help, positive_int, seed, temperature
+from lab.cli.options import NO_DRAFT_PAIRS, PAIRS, OptionError, pair_help, positive_int, seed, temperature
 from lab.registry import DRAFTERS, TRAINED_FOR_BUNDLED, own_draft_reason, try_drafter
 
-__all__ = ["ANSI", "add_parser", "run"]
+__all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
+
+CHAT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
+"""The default --prompt for a pair with a chat template (the user's message)."""
 
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
         "prompt": "\x1b[2m", "reset": "\x1b[0m"}
@@ -25,7 +28,9 @@ def add_parser(sub) -> None:
                    help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft "
                         "or an early exit from the target; medusa and eagle only with the bundled pair "
                         "(default: %(default)s)")
-    p.add_argument("--prompt", default=None, help="text to continue (default: a held-out passage)")
+    p.add_argument("--prompt", default=None,
+                   help="text to continue; with a chat pair (smollm2-135m) the user's message, sent with the chat "
+                        "template (default: a held-out passage; a coding request for a chat pair)")
     p.add_argument("--max-new-tokens", type=positive_int, default=80,
                    help="tokens to generate, >= 1 (default: %(default)s)")
     p.add_argument("--temperature", type=temperature, default=0.0,
@@ -48,7 +53,8 @@ def run(args) -> int:
     Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
     medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
     ``--max-new-tokens`` when the prompt plus the new tokens exceed it, and ``--drafter`` for one the pair cannot
-    have (medusa or eagle with a hub pair, before it loads; early-exit on GPT-2) (all before generating);
+    have (medusa or eagle with a hub pair, model with a pair without a draft model, both before it loads;
+    early-exit on GPT-2) (all before generating);
     :func:`lab.cli.main` prints either as one line."""
     from lab.decode import generate
     from lab.detok import Detokenizer
@@ -62,10 +68,14 @@ def run(args) -> int:
         what, has = ("Medusa heads", "them") if args.drafter == "medusa" else ("an EAGLE draft", "one")
         raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
                                        f"shakespeare pair has {has}; with --pair {args.pair} choose another drafter")
+    if args.drafter == "model" and args.pair in NO_DRAFT_PAIRS:
+        raise OptionError("--drafter", f"model needs a draft model, and --pair {args.pair} has none yet; choose "
+                                       "ngram, lookahead or early-exit")
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair)
-    prompt = args.prompt if args.prompt is not None else held_out_prompts()[0]
-    prompt_ids = pair.encode(prompt)
+    chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
+    prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
+    prompt_ids = pair.encode_chat(prompt) if chat and prompt else pair.encode(prompt)
     if not prompt_ids:
         raise OptionError("--prompt", f"must contain at least one token, got {prompt!r}")
     limit = context_limit(pair.target)
@@ -106,7 +116,7 @@ def run(args) -> int:
         sys.stdout.flush()
 
     if not args.json:
-        sys.stdout.write(paint("prompt", prompt))
+        sys.stdout.write(paint("prompt", prompt + ("\n" if chat else "")))
         if color:
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
                              f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")

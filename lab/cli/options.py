@@ -8,14 +8,30 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["PAIRS", "pair_help", "OptionError", "add_run_options", "positive_int", "model_name", "finite_nonnegative",
-           "seed", "temperature", "gigabytes"]
+__all__ = ["PAIRS", "NO_DRAFT_PAIRS", "no_draft_problem", "pair_help", "OptionError", "add_run_options",
+           "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes"]
 
-PAIRS = ("shakespeare", "gpt2", "smollm2", "qwen2.5")
+PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
 --pair without importing torch (tests/lab/cli/test_options.py keeps the two equal)."""
 
-pair_help = f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; only shakespeare is bundled)"
+NO_DRAFT_PAIRS = ("smollm2-135m",)
+"""The --pair choices without a draft model yet (``lab.models.load_pair`` gives ``pair.draft`` None): ``demo`` runs
+them with the drafters that need none; ``bench`` and ``arena``, which time the draft model, refuse them before
+loading."""
+
+
+def no_draft_problem(pair: str, command: str) -> str | None:
+    """Why ``python -m lab COMMAND`` (``bench`` or ``arena``) cannot run ``--pair pair`` (one of
+    :data:`NO_DRAFT_PAIRS`), or None."""
+    if pair not in NO_DRAFT_PAIRS:
+        return None
+    return (f"{pair} has no draft model yet, and {command} times the draft model against the others; use "
+            f"`python -m lab demo --pair {pair} --drafter ngram` (or lookahead, early-exit)")
+
+
+pair_help = (f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; shakespeare and smollm2-135m "
+             "work offline)")
 """The help text of every command's --pair."""
 
 

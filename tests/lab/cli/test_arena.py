@@ -34,7 +34,8 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
     for part in ("--json print the arena and the adaptive comparison as JSON",
                  "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 1 (default: 64)",
                  "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, >= 1 (default: 4)",
-                 "--pair PAIR model pair preset, one of shakespeare, gpt2, smollm2, qwen2.5 (default: shakespeare",
+                 "--pair PAIR model pair preset, one of shakespeare, smollm2-135m, gpt2, smollm2, qwen2.5 (default: "
+                 "shakespeare; shakespeare and smollm2-135m work offline)",
                  "--prompts PROMPTS prompts per task, 1 to 4 with the bundled pair (default: 3)",
                  "--repeats REPEATS time each run this often and keep the fastest, >= 1 (default: 1)"):
         assert part in text, part

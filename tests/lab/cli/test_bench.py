@@ -1,6 +1,8 @@
-"""``python -m lab bench`` (lab.cli.bench): option errors before any timing, the drafters a hub pair lacks, and
-the help of --n-draft."""
+"""``python -m lab bench`` (lab.cli.bench): option errors before any timing, the drafters a hub pair lacks,
+the help of --n-draft, and the refusal of a pair without a draft model (bench and arena)."""
 from __future__ import annotations
+
+import pytest
 
 from lab import cli
 
@@ -27,3 +29,15 @@ def test_bench_n_draft_help_says_which_methods_it_sets():
                  if "--n-draft" in a.option_strings)
     for words in ("draft model", "EAGLE", "early exit", "prompt lookup", "Lookahead", "Medusa"):
         assert words in bench.help, words
+
+
+@pytest.mark.parametrize("command", ["bench", "arena"])
+def test_bench_and_arena_refuse_a_pair_without_a_draft_model_before_loading(command, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    assert cli.main([command, "--pair", "smollm2-135m"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"python -m lab {command}: error: --pair: smollm2-135m has no draft model yet, "
+                                   f"and {command} times the draft model")

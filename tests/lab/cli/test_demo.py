@@ -157,6 +157,29 @@ def test_demo_with_a_hub_pair_runs_the_drafters_it_has(hub_pair, capsys):
     assert len(out["tokens"]) == 3 and out["stats"]["new_tokens"] == 3
 
 
+def test_demo_refuses_the_draft_model_for_a_pair_without_one_before_loading(monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    assert cli.main(["demo", "--pair", "smollm2-135m", "--max-new-tokens", "2"]) == 2  # --drafter model: default
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("python -m lab demo: error: --drafter: model needs a draft model, and --pair "
+                                   "smollm2-135m has none yet; choose ngram, lookahead or early-exit")
+
+
+def test_demo_on_the_real_pair_sends_the_prompt_as_a_user_turn(smollm2_pair, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair if name == "smollm2-135m" else None)
+    request = "Repeat exactly: the quick brown fox jumps over the lazy dog."
+    assert cli.main(["demo", "--pair", "smollm2-135m", "--drafter", "ngram", "--prompt", request,
+                     "--max-new-tokens", "16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["text"].startswith("The quick brown fox jumps over the lazy dog.")  # an answer, not a continuation
+    assert out["stats"]["draft_calls"] == 0 and out["stats"]["target_calls"] < len(out["tokens"])
+
+
 # --- the bundled pair in a subprocess, as a user runs it -----------------------------------------------------------
 def _cli(*args):
     env = dict(os.environ, PYTHONWARNINGS="ignore", TQDM_DISABLE="1")
