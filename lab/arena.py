@@ -15,15 +15,15 @@ import torch
 
 from lab.bench import synchronize, threads_label
 from lab.prompts import ARENA_TASKS, arena_prompts, context_problem
-from lab.registry import make_drafter
+from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
            "ARENA_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS", "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS",
            "DRAFTER_LABELS"]
 
-ARENA_DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
-"""The drafters :func:`run_arena` runs by default (names of :func:`lab.registry.make_drafter`)."""
+ARENA_DRAFTERS = DRAFTERS
+"""The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
 DEFAULT_TASKS = ("prose", "copy_edit", "structured")
 """The tasks :func:`run_arena` runs by default (names of :data:`lab.prompts.ARENA_TASKS`)."""
 FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
@@ -174,6 +174,8 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
         raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
     if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
         raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
+    if "model" in drafters:
+        check_has_draft(pair, "the arena's \"model\" drafter (leave it out of drafters)")
     if isinstance(temperatures, (str, Real)) or not hasattr(temperatures, "__len__") or len(temperatures) == 0:
         raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
     for t in temperatures:  # a NumPy array works too (len, not truth: an array's truth value is ambiguous)
@@ -426,6 +428,7 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
     n_values = [int(n) for n in n_values]
     start_n = int(start_n)
     max_n_draft = check_int("max_n_draft", max_n_draft, start_n)
+    check_has_draft(pair, "compare_adaptive (it times the draft model)")
     available = arena_prompts(pair, task)
     if prompts > len(available):
         raise ValueError(f"prompts must be at most {len(available)} (the {task!r} prompts), got {prompts}")

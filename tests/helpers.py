@@ -1,7 +1,15 @@
 """Helpers shared by the tests (import them as ``from tests.helpers import ...``); fixtures live in conftest.py."""
+
+from __future__ import annotations
+
 import os
 
 import torch
+
+from lab import trees
+from lab.drafters import Draft
+from lab.models import forward, new_cache
+from lab.sampling import probs_from_logits
 
 # tools/gpu_check.sh sets LAB_TEST_DEVICE=cuda to run the engine's oracles on a GPU.
 DEVICE = os.environ.get("LAB_TEST_DEVICE", "cpu")
@@ -36,8 +44,6 @@ TOKENS = list(range(5, 25))  # a plain token sequence for cache and forward chec
 
 def fresh(model, tokens):
     """The model's logits ``[len(tokens), V]`` for ``tokens`` from an empty cache: the reference a cache must match."""
-    from lab.models import forward, new_cache
-
     return forward(model, tokens, new_cache())
 
 
@@ -66,3 +72,56 @@ def plant_wheel(monkeypatch, folder):
         return spec
 
     monkeypatch.setattr(lab.assets, "find_spec", find)
+
+
+def tree_forward(target, prefix, tokens, parents):
+    """The target's logits at every node of a tree after ``prefix``, in one forward (the last prefix token is
+    fed with the nodes, as the decode loop does)."""
+    cache = new_cache()
+    forward(target, prefix[:-1], cache)
+    mask = trees.tree_attention_mask([-1] + [p + 1 for p in parents], 0)
+    positions = [len(prefix) - 1] + trees.position_ids(parents, len(prefix)).tolist()
+    logits = forward(target, [prefix[-1]] + tokens, cache, attention_mask=mask, position_ids=positions)
+    return logits, cache
+
+
+class TopKTreeDrafter:
+    """A test drafter that drafts a tree from a model: ``width`` children per level under the first child of
+    the level above, ``depth`` levels. Greedy: the model's top-``width``; sampling: drawn without replacement
+    from its processed distribution (probs rows with earlier siblings removed), which must stay exact."""
+
+    def __init__(self, model, width=2, depth=3):
+        self.model, self.width, self.depth = model, width, depth
+
+    def reset(self, prompt_ids):
+        pass
+
+    def propose(self, request):
+        context = list(request.tokens)
+        tokens, parents, rows = [], [], []
+        spine = -1
+        for _ in range(min(self.depth, request.max_tokens)):
+            logits = forward(self.model, context, new_cache())[-1]
+            q = probs_from_logits(logits, request.temperature or 1.0, request.top_k, request.top_p).cpu()
+            if request.temperature == 0:
+                picks = logits.topk(self.width).indices.tolist()
+            else:
+                picks = []
+                for _ in range(self.width):
+                    if q.sum() <= 0:
+                        break
+                    rows.append(q.clone())
+                    picks.append(int(torch.multinomial(q, 1, generator=request.generator)))
+                    q[picks[-1]] = 0
+                    q = q / q.sum() if q.sum() > 0 else q
+            first = len(tokens)
+            for t in picks:
+                tokens.append(t)
+                parents.append(spine)
+            spine = first
+            context.append(picks[0])
+        probs = torch.stack(rows) if rows else None
+        return Draft(tokens, probs, calls=len(set(parents)), parents=parents)
+
+    def update(self, num_accepted, next_token):
+        pass

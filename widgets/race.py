@@ -42,9 +42,8 @@ from lab.validation import check_int
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
 from widgets.token_stream import TokenStream
-from widgets.tree_steps import chain_view  # re-exported: it lived here before
 
-__all__ = ["FREE_TEXT", "RaceDashboard", "chain_view"]
+__all__ = ["FREE_TEXT", "RaceDashboard"]
 
 FREE_TEXT = -1  # the prompt dropdown's value for "type your own prompt"
 _SIDES = ("autoregressive", "speculative")

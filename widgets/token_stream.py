@@ -33,13 +33,10 @@ from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
 from widgets.token_details import describe, step_details
-# Re-exported: these helpers lived in this module before it was split; code written for that still imports them.
-from widgets.token_text import (PARTIAL_LABEL, check_tokenizer, prompt_token_ids, token_display_text,
-                                token_label_text, token_labels, token_texts)
+from widgets.token_text import check_tokenizer, prompt_token_ids, token_display_text, token_label_text, token_texts
 from widgets.tree_steps import chain_view, tree_residual
 
-__all__ = ["TokenStream", "chain_view", "tree_residual", "token_display_text", "token_label_text", "token_texts",
-           "token_labels", "PARTIAL_LABEL", "check_tokenizer", "prompt_token_ids"]
+__all__ = ["TokenStream", "VIEW_CSS", "VIEW_ESM"]
 
 # --- how each kind of token looks: one stylesheet (widgets/static/token_stream.css), used by the browser view and,
 # as inline styles, by the static HTML; its var(--sdl-<kind>) colours come from the shared palette.

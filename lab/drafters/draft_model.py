@@ -78,7 +78,7 @@ class DraftModelDrafter:
         if max_n_draft is not None:
             if not adaptive:
                 raise ValueError("max_n_draft only applies with adaptive=True")
-            max_n_draft = check_int("max_n_draft", max_n_draft, n_draft)  # never below n_draft
+            max_n_draft = check_int("max_n_draft (at least n_draft)", max_n_draft, n_draft)
         self.model = draft_model
         self.n_draft = n_draft
         self.initial_n_draft = n_draft

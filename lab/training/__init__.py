@@ -34,8 +34,8 @@ from lab.training.cards import copy_accuracy, held_out_passages, measure_pair, w
 from lab.training.checkpoints import load_checkpoint, save_model
 from lab.training.copy_target import (CopyBatches, CopyRecipe, copy_probe_accuracy, measure_copy_target,
                                       train_copy_target)
-from lab.training.corpus import (CORPUS_SPEC, CORPUS_WORKS, cache_dir, corpus_ids, encode_texts, extract_archive,
-                                 fetch_corpus, random_windows, split_corpus)
+from lab.training.corpus import (CORPUS_SPEC, CORPUS_WORKS, corpus_ids, encode_texts, extract_archive, fetch_corpus,
+                                 random_windows, split_corpus)
 from lab.training.eagle import (draft_agreement, eagle_agreement, eagle_chain_predictions, eagle_loss, measure_eagle,
                                 train_eagle, write_eagle_card)
 from lab.training.features import check_windows, target_features, target_generations
@@ -46,7 +46,7 @@ from lab.training.pair import ModelShape, PairRecipe, train_pair
 from lab.training.tokenizer import EOS, train_tokenizer
 
 __all__ = ["PAIR_DIR",
-           "CORPUS_SPEC", "CORPUS_WORKS", "cache_dir", "extract_archive", "fetch_corpus", "split_corpus",
+           "CORPUS_SPEC", "CORPUS_WORKS", "extract_archive", "fetch_corpus", "split_corpus",
            "encode_texts", "corpus_ids", "random_windows",
            "EOS", "train_tokenizer",
            "bf16_autocast", "cpu_autocast", "precision_label", "lr_at", "make_optimizer", "Batches", "validation_loss",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from lab.assets import PAIR_DIR
+from lab.assets import PAIR_DIR, cache_dir
 from lab.training.cards import copy_accuracy
 from lab.training.checkpoints import load_checkpoint, save_model
-from lab.training.corpus import cache_dir, corpus_ids
+from lab.training.corpus import corpus_ids
 from lab.training.loop import Batches, train_model, validation_loss
 
 __all__ = ["CopyBatches", "copy_probe_accuracy", "CopyRecipe", "train_copy_target", "measure_copy_target"]

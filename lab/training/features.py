@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from lab.assets import PAIR_DIR, weights_key
-from lab.training.corpus import cache_dir, random_windows
+from lab.assets import PAIR_DIR, cache_dir, weights_key
+from lab.training.corpus import random_windows
 from lab.validation import check_int
 
 __all__ = ["check_windows", "target_features", "target_generations"]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from lab.assets import PAIR_DIR
+from lab.assets import PAIR_DIR, cache_dir
 from lab.training.checkpoints import load_checkpoint, save_model
-from lab.training.corpus import CORPUS_SPEC, cache_dir, encode_texts, fetch_corpus, split_corpus
+from lab.training.corpus import CORPUS_SPEC, encode_texts, fetch_corpus, split_corpus
 from lab.training.loop import Batches, bf16_autocast, train_model, validation_loss
 from lab.training.tokenizer import train_tokenizer
 

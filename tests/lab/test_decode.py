@@ -21,7 +21,7 @@ from lab.metrics import chi_square
 from lab.models import forward, new_cache
 from lab.prompts import held_out_prompts
 from lab.sampling import probs_from_logits
-from tests.helpers import SHORT_CONTEXT, tiny_llama
+from tests.helpers import SHORT_CONTEXT, TopKTreeDrafter, tiny_llama
 
 # --- oracles 1 and 2 with draft models, perfect, always wrong and real ----------------------------------------
 
@@ -223,47 +223,6 @@ def test_records_carry_cache_lengths(target, noisy_draft):
 
 
 # --- token trees and typical acceptance ----------------------------------------------------------------------
-
-class TopKTreeDrafter:
-    """A test drafter that drafts a tree from a model: ``width`` children per level under the first child of
-    the level above, ``depth`` levels. Greedy: the model's top-``width``; sampling: drawn without replacement
-    from its processed distribution (probs rows with earlier siblings removed), which must stay exact."""
-
-    def __init__(self, model, width=2, depth=3):
-        self.model, self.width, self.depth = model, width, depth
-
-    def reset(self, prompt_ids):
-        pass
-
-    def propose(self, request):
-        context = list(request.tokens)
-        tokens, parents, rows = [], [], []
-        spine = -1
-        for _ in range(min(self.depth, request.max_tokens)):
-            logits = forward(self.model, context, new_cache())[-1]
-            q = probs_from_logits(logits, request.temperature or 1.0, request.top_k, request.top_p).cpu()
-            if request.temperature == 0:
-                picks = logits.topk(self.width).indices.tolist()
-            else:
-                picks = []
-                for _ in range(self.width):
-                    if q.sum() <= 0:
-                        break
-                    rows.append(q.clone())
-                    picks.append(int(torch.multinomial(q, 1, generator=request.generator)))
-                    q[picks[-1]] = 0
-                    q = q / q.sum() if q.sum() > 0 else q
-            first = len(tokens)
-            for t in picks:
-                tokens.append(t)
-                parents.append(spine)
-            spine = first
-            context.append(picks[0])
-        probs = torch.stack(rows) if rows else None
-        return Draft(tokens, probs, calls=len(set(parents)), parents=parents)
-
-    def update(self, num_accepted, next_token):
-        pass
 
 
 @pytest.mark.parametrize("model", ["target", "noisy"])
@@ -484,11 +443,10 @@ def test_generate_cuts_drafts_that_run_past_the_context(short_target):
     assert [len(s.drafted) for s in gen.steps] == [5]  # cut to the 5 positions left in the context (27..31)
 
 
-def test_bundled_drafters_fill_the_context_exactly():
+def test_bundled_drafters_fill_the_context_exactly(pair):
     from lab.drafters import EagleDrafter, EarlyExitDrafter, LookaheadDrafter, MedusaDrafter, PromptLookupDrafter
     from lab.drafters.eagle import DEFAULT_TREE
 
-    pair = models.load_pair()
     target = pair.target
     text = pair.encode("\n".join(held_out_prompts()))
     limit = models.context_limit(target)

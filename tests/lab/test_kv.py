@@ -16,8 +16,7 @@ from lab import kv
 from lab.kv import ScratchKVCache, cache_length, keep_positions, rollback
 from lab.models import forward, new_cache
 from lab.prompts import held_out_prompts
-from tests.helpers import TOKENS, close, fresh
-from tests.lab.test_trees import tree_forward
+from tests.helpers import TOKENS, close, fresh, tree_forward
 
 # --- the scratch buffer --------------------------------------------------------------------------------------
 

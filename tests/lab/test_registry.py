@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from lab.registry import (DRAFTERS, OWN_DRAFT, TRAINED_FOR_BUNDLED, drafter_problem, make_drafter, own_draft_reason,
-                          try_drafter)
+from lab.registry import (
+    DRAFTERS,
+    OWN_DRAFT,
+    TRAINED_FOR_BUNDLED,
+    drafter_problem,
+    make_drafter,
+    own_draft_reason,
+    try_drafter,
+)
 from tests.lab.cli.helpers import gpt2_stand_in
 
 
@@ -13,7 +20,7 @@ def test_every_name_builds_a_drafter_for_the_bundled_pair(pair):
     for kind in DRAFTERS:
         drafter = make_drafter(kind, pair, 3)
         assert callable(drafter.propose) and callable(drafter.reset), kind
-        assert drafter_problem(kind, pair) is None
+        assert try_drafter(kind, pair, 3)[1] is None  # built, not only named
     assert make_drafter("model", pair, 3).n_draft == 3 and make_drafter("ngram", pair, 2).n_draft == 2
     with pytest.raises(ValueError, match="unknown drafter 'oracle'; choose from model, ngram"):
         make_drafter("oracle", pair, 3)
@@ -58,3 +65,22 @@ def test_the_real_pair_has_no_draft_model_but_the_drafters_that_need_none(smollm
         drafter, why = try_drafter(kind, pair, 2)
         assert why is None and drafter_problem(kind, pair) is None, kind
         assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=8).tokens == plain.tokens, kind
+
+
+def test_the_draft_model_runs_refuse_a_pair_without_a_draft_naming_it(pair):
+    """bench, the arena's "model" row and compare_adaptive need a draft model: a pair without one (smollm2-135m for
+    now) is a ValueError naming the pair before any run, from Python as from the command line."""
+    import dataclasses
+
+    from lab.arena import compare_adaptive, run_arena
+    from lab.bench import run_bench
+
+    no_draft = dataclasses.replace(pair, name="no-draft", draft=None)
+    for call in (lambda: run_bench(no_draft, ["To be"], max_new_tokens=2),
+                 lambda: compare_adaptive(no_draft, max_new_tokens=2, prompts=1, progress=False),
+                 lambda: run_arena(no_draft, tasks=("prose",), max_new_tokens=2, prompts_per_task=1, progress=False)):
+        with pytest.raises(ValueError, match=r"needs a draft model, and the 'no-draft' pair has none"):
+            call()
+    run = run_arena(no_draft, tasks=("prose",), temperatures=(0.0,), max_new_tokens=2, prompts_per_task=1,
+                    drafters=("ngram",), progress=False)  # the drafters that need no draft model still run
+    assert {row["drafter"] for row in run["rows"]} >= {"ngram"}

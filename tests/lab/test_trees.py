@@ -8,6 +8,7 @@ import torch
 
 from lab import trees
 from lab.models import forward, new_cache
+from tests.helpers import tree_forward
 
 PREFIX = [5, 9, 2, 7, 11]
 
@@ -45,17 +46,6 @@ def test_prefix_len_errors():
         trees.position_ids([-1], 0)
     with pytest.raises(ValueError, match="prefix_len"):
         trees.tree_attention_mask([-1], -1)
-
-
-def tree_forward(target, prefix, tokens, parents):
-    """The target's logits at every node of a tree after ``prefix``, in one forward (the last prefix token is
-    fed with the nodes, as the decode loop does)."""
-    cache = new_cache()
-    forward(target, prefix[:-1], cache)
-    mask = trees.tree_attention_mask([-1] + [p + 1 for p in parents], 0)
-    positions = [len(prefix) - 1] + trees.position_ids(parents, len(prefix)).tolist()
-    logits = forward(target, [prefix[-1]] + tokens, cache, attention_mask=mask, position_ids=positions)
-    return logits, cache
 
 
 def test_one_forward_equals_a_plain_forward_per_path(target):

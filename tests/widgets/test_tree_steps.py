@@ -2,7 +2,6 @@
 import torch
 
 from lab.trace import StepRecord
-from widgets import race
 from widgets.tree_steps import chain_view, tree_residual
 
 
@@ -25,7 +24,6 @@ def test_chain_view_of_a_token_tree():
     assert chain_view(bonus).drafted == [10, 12]
     plain = StepRecord(index=0, position=0, drafted=[1, 2], num_accepted=2, emitted=[1, 2, 3], last_kind="bonus")
     assert chain_view(plain) is plain
-    assert race.chain_view is chain_view  # still importable from the race, where it lived first
 
 
 def test_tree_residual_is_none_for_a_typical_tree_step():

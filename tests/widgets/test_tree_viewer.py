@@ -9,7 +9,7 @@ from lab import trees
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter
 from lab.trace import StepRecord
-from tests.lab.test_decode import TopKTreeDrafter
+from tests.helpers import TopKTreeDrafter
 from tests.widgets.split_text import ByteTokenizer
 from widgets import TreeViewer
 from widgets.token_text import PARTIAL_LABEL

@@ -141,7 +141,7 @@ def test_draft_model_drafter_arguments(draft):
     assert DraftModelDrafter(draft, 2, adaptive=True, max_n_draft=np.int64(5)).max_n_draft == 5
     with pytest.raises(ValueError, match="n_draft must be an integer >= 1"):
         DraftModelDrafter(draft, n_draft=True)
-    with pytest.raises(ValueError, match=r"max_n_draft must be an integer >= 3"):
+    with pytest.raises(ValueError, match=r"max_n_draft \(at least n_draft\) must be an integer >= 3"):
         DraftModelDrafter(draft, 3, adaptive=True, max_n_draft=2)
     with pytest.raises(TypeError, match="draft_model must be a transformers causal LM"):
         DraftModelDrafter(DraftModelDrafter(draft, 2), 2)
