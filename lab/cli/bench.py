@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from lab.cli.options import OptionError, add_run_options, no_draft_problem
+from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, positive_int
 from lab.registry import drafter_problem
 
 __all__ = ["add_parser", "run"]
@@ -13,14 +13,20 @@ def add_parser(sub) -> None:
     """Add the ``bench`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
     b = sub.add_parser("bench", help="lab vs transformers: autoregressive and speculative, side by side",
                        description="Time this course's decode loop against transformers' generate, autoregressive "
-                                   "and speculative, on held-out and copy-heavy prompts, and check that greedy "
-                                   "outputs are identical (exit status 1 if not).")
-    add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=128, prompts=5,
-                    prompts_help="how many held-out prompts, 1 to 8 (the bundled held-out prompts; default: "
-                                 "%(default)s)",
+                                   "and speculative, side by side, and check that greedy outputs agree. The real "
+                                   "pair (smollm2-135m) runs in its fast dtype on chat, code, structured and "
+                                   "copy/edit requests, then prints the target's K-token cost curve, the draft's "
+                                   "efficiency and the speed goals; the Shakespeare pair runs in float32 on "
+                                   "held-out and copy-heavy prompts. Exit status 1 if float32 outputs differ.")
+    add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=128, prompts=None,
+                    prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; default: 3 per "
+                                 "kind of request for a chat pair, 5 otherwise)",
                     n_draft_help="draft tokens per step N, >= 1, for the draft model (ours and transformers' "
-                                 "assistant), EAGLE and the early exit; prompt lookup drafts 5, Lookahead and Medusa "
-                                 "follow their window / tree (default: %(default)s)")
+                                 "assistant), EAGLE and the early exit; prompt lookup drafts --lookup-n-draft, "
+                                 "Lookahead and Medusa follow their window / tree (default: %(default)s)")
+    b.add_argument("--lookup-n-draft", type=positive_int, default=5,
+                   help="tokens prompt lookup drafts per step, ours and transformers' prompt_lookup_num_tokens, "
+                        ">= 1 (default: %(default)s)")
 
 
 def run(args) -> int:
@@ -39,8 +45,9 @@ def run(args) -> int:
     from lab.models import load_pair
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
-    if no_draft_problem(args.pair, "bench"):  # before the pair loads
-        raise OptionError("--pair", no_draft_problem(args.pair, "bench"))
+    if args.pair in CHAT_PAIRS:
+        return _run_chat(args, args.prompts or 3)
+    args.prompts = args.prompts or 5
     prompts = held_out_prompts()
     if args.prompts > len(prompts):  # checked before the pair loads
         raise OptionError("--prompts", f"must be at most {len(prompts)} (the held-out prompts bundled), got "
@@ -60,8 +67,10 @@ def run(args) -> int:
             skipped[method] = problem
     extra = tuple(method for method in EXTRA_METHODS if method not in skipped)
     results = {
-        "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=extra),
-        "copy-heavy": run_bench(pair, copy_heavy, args.max_new_tokens, args.n_draft, extra=extra),
+        "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=extra,
+                              lookup_n_draft=args.lookup_n_draft),
+        "copy-heavy": run_bench(pair, copy_heavy, args.max_new_tokens, args.n_draft, extra=extra,
+                                lookup_n_draft=args.lookup_n_draft),
     }
     if skipped:
         for result in results.values():
@@ -71,3 +80,87 @@ def run(args) -> int:
     else:
         print("\n\n".join(format_table(result, label) for label, result in results.items()))
     return 0 if all(result["identical"] for result in results.values()) else 1
+
+
+def _run_chat(args, count: int) -> int:
+    """``python -m lab bench`` on a chat pair (``"smollm2-135m"``), in the fast dtype (``dtype="auto"``): one table
+    per kind of request (:data:`lab.prompts.CHAT_TASKS`, the first ``count`` of each), then the target's
+    K-token cost curve, the draft model's cost ratio c, the draft model at each N of :data:`lab.bench.SWEEP_N` on the
+    chat requests with its efficiency (measured ÷ predicted speedup, the prediction from that N's measured α, c
+    and the cost of a target forward over N + 1 tokens), and the speed goals, met or not on this machine. Returns 1
+    when outputs differ in float32 (in bfloat16 the tables report agreement)."""
+    import torch
+
+    from lab.bench import (EXTRA_METHODS, cost_curve, format_table, goal_lines, predicted_speedup, run_bench,
+                           sweep_n_draft)
+    from lab.costs import time_forward
+    from lab.models import load_pair
+    from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts
+
+    if count > len(chat_prompts("chat")):
+        raise OptionError("--prompts", f"must be at most {len(chat_prompts('chat'))} (the held-out requests per "
+                                       f"kind), got {count}")
+    pair = load_pair(args.pair, dtype="auto")
+    n = args.n_draft
+    chosen = {kind: chat_prompts(kind)[:count] for kind in CHAT_TASKS}
+    problem = context_problem(pair, encode_prompts(pair, [p for ps in chosen.values() for p in ps]),
+                              args.max_new_tokens)
+    if problem:
+        raise OptionError("--max-new-tokens", problem)
+    skipped = {method: why for method, kind in (("lab Medusa", "medusa"), ("lab EAGLE", "eagle"),
+                                                ("lab early exit", "early-exit"))
+               if (why := drafter_problem(kind, pair, args.n_draft))}
+    extra = tuple(m for m in EXTRA_METHODS if m not in skipped and m != "lab lookahead")
+    results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, extra=extra, lookup_n_draft=args.lookup_n_draft)
+               for kind, prompts in chosen.items()}
+    curve = cost_curve(pair.target)  # after the tables, which warmed the target up
+    draft_ms = time_forward(pair.draft, context=128)
+    c = draft_ms / curve[1]
+    sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
+    for row in sweep:  # measured ÷ predicted, the prediction from this N's α, c and verification cost
+        verify = curve[row["n_draft"] + 1] / curve[1]
+        predicted = predicted_speedup(row["acceptance_rate"], row["n_draft"], c, verify)
+        row.update(verify_ratio=round(verify, 3), predicted=round(predicted, 3),
+                   efficiency=round(row["vs_lab_autoregressive"] / predicted, 3))
+    best_n = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
+    chat = {row["method"]: row for row in results["chat"]["rows"]}
+    edit = {row["method"]: row for row in results["copy_edit"]["rows"]}
+    trained = [m for m in ("lab speculative", "lab Medusa", "lab EAGLE") if m in chat]
+    best = max(trained, key=lambda m: chat[m]["vs_lab_autoregressive"])
+    best_speedup = max(chat[best]["vs_lab_autoregressive"], best_n["vs_lab_autoregressive"])
+    goals = [(f"best trained drafter ({best}, N = {n} or its best N) x autoregressive on chat requests",
+              best_speedup, 2.0),
+             ("prompt lookup x autoregressive on copy/edit requests",
+              edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
+             ("lab speculative x transformers assisted generation (same draft), chat",
+              chat["lab speculative"]["vs_hf_counterpart"], 1.2),
+             ("lab prompt lookup x transformers prompt lookup, copy/edit",
+              edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
+             (f"draft-model efficiency (measured / predicted speedup) at its best N = {best_n['n_draft']}, chat",
+              best_n["efficiency"], 0.9)]
+    summary = {"cost_curve_ms": curve, "draft_ms": round(draft_ms, 3), "cost_ratio_c": round(c, 4),
+               "n_sweep": sweep, "best_n": best_n["n_draft"],
+               "goals": [{"goal": t, "measured": v, "threshold": g, "met": v is not None and v >= g}
+                         for t, v, g in goals]}
+    if skipped:
+        for result in results.values():
+            result["settings"]["skipped"] = skipped
+    if args.json:
+        print(json.dumps({**results, "summary": summary}, indent=1))
+    else:
+        print("\n\n".join(format_table(result, f"{kind} request") for kind, result in results.items()))
+        base = curve[1]
+        print(f"\ntarget forward over K new tokens (KV cache of 128), relative to K = 1 ({base:.1f} ms): "
+              + ", ".join(f"K = {k}: {ms / base:.2f}" for k, ms in curve.items()))
+        print(f"draft model forward: {draft_ms:.2f} ms, c = {c:.3f}")
+        print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive):\n\n"
+              "| N | tokens/s | x lab AR | acceptance rate | tokens per target call | verify cost (K = N + 1) | "
+              "predicted | efficiency |\n|---|---|---|---|---|---|---|---|")
+        for row in sweep:
+            print(f"| {row['n_draft']} | {row['tokens_per_second']} | {row['vs_lab_autoregressive']:.2f} | "
+                  f"{row['acceptance_rate']} | {row['tokens_per_target_call']} | {row['verify_ratio']} | "
+                  f"{row['predicted']:.2f} | {row['efficiency']:.2f} |")
+        print("\ngoals (issue 21; ratios within this run):\n" + goal_lines(goals))
+    same = all(r["identical"] for r in results.values())
+    return 0 if same or pair.dtype != torch.float32 else 1
+

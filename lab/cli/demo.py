@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.cli.options import NO_DRAFT_PAIRS, PAIRS, OptionError, pair_help, positive_int, seed, temperature
+from lab.cli.options import CHAT_PAIRS, DEFAULT_PAIR, PAIRS, OptionError, pair_help, positive_int, seed, temperature
 from lab.registry import DRAFTERS, TRAINED_FOR_BUNDLED, own_draft_reason, try_drafter
 
 __all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
                         "lookahead and medusa refuse it: their window / tree sets what they draft")
     p.add_argument("--seed", type=seed, default=0,
                    help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
-    p.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
+    p.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
@@ -53,8 +53,8 @@ def run(args) -> int:
     Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
     medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
     ``--max-new-tokens`` when the prompt plus the new tokens exceed it, and ``--drafter`` for one the pair cannot
-    have (medusa or eagle with a hub pair, model with a pair without a draft model, both before it loads;
-    early-exit on GPT-2) (all before generating);
+    have (medusa or eagle with a pair other than shakespeare, before it loads; early-exit on GPT-2) (all before
+    generating);
     :func:`lab.cli.main` prints either as one line."""
     from lab.decode import generate
     from lab.detok import Detokenizer
@@ -68,11 +68,8 @@ def run(args) -> int:
         what, has = ("Medusa heads", "them") if args.drafter == "medusa" else ("an EAGLE draft", "one")
         raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
                                        f"shakespeare pair has {has}; with --pair {args.pair} choose another drafter")
-    if args.drafter == "model" and args.pair in NO_DRAFT_PAIRS:
-        raise OptionError("--drafter", f"model needs a draft model, and --pair {args.pair} has none yet; choose "
-                                       "ngram, lookahead or early-exit")
     n_draft = 4 if args.n_draft is None else args.n_draft
-    pair = load_pair(args.pair)
+    pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
     prompt_ids = pair.encode_chat(prompt) if chat and prompt else pair.encode(prompt)
@@ -98,11 +95,16 @@ def run(args) -> int:
     # once, whole; rejected drafts are decoded after the accepted tokens they followed, without joining the text.
     text = Detokenizer(pair, prompt_ids)
 
+    def push(token: int) -> str:
+        # a chat answer ends with <|im_end|>: the end of the turn, not text to show
+        piece = text.push(token) or ""
+        return "" if chat and token == pair.eos_token_id else piece
+
     def show(record):
         # A tree's nodes follow their ancestors from before this step; a chain's rejected drafts follow the accepted.
         tree_texts = text.texts_after(record.drafted, record.parents) if record.parents and color else None
         accepted = record.emitted[: record.num_accepted]
-        parts = [paint("accepted", text.push(t) or "") for t in accepted]
+        parts = [paint("accepted", push(t)) for t in accepted]
         if len(record.emitted) > record.num_accepted:
             if record.rejected and color:
                 if tree_texts is None:
@@ -111,7 +113,7 @@ def run(args) -> int:
                     on_path = set(record.path)
                     rejected = "|".join(s for i, s in enumerate(tree_texts) if i not in on_path and s)
                 parts.append(paint("rejected", rejected))
-            parts.append(paint(record.last_kind, text.push(record.emitted[-1]) or ""))
+            parts.append(paint(record.last_kind, push(record.emitted[-1])))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()
 
@@ -125,7 +127,8 @@ def run(args) -> int:
                    eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
     stats = {k: v for k, v in gen.stats.items()}
     if args.json:
-        print(json.dumps({"text": pair.decode(gen.tokens), "tokens": gen.tokens, "stats": stats}))
+        shown = gen.tokens[:-1] if chat and gen.tokens[-1:] == [pair.eos_token_id] else gen.tokens
+        print(json.dumps({"text": pair.decode(shown), "tokens": gen.tokens, "stats": stats}))
         return 0
     sys.stdout.write(text.flush())  # bytes of a character the run stopped in the middle of, as decode shows them
     rate = stats["acceptance_rate"]

@@ -8,27 +8,19 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["PAIRS", "NO_DRAFT_PAIRS", "no_draft_problem", "pair_help", "OptionError", "add_run_options",
+__all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "pair_help", "OptionError", "add_run_options",
            "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
 --pair without importing torch (tests/lab/cli/test_options.py keeps the two equal)."""
 
-NO_DRAFT_PAIRS = ("smollm2-135m",)
-"""The --pair choices without a draft model yet (``lab.models.load_pair`` gives ``pair.draft`` None): ``demo`` runs
-them with the drafters that need none; ``bench`` and ``arena``, which time the draft model, refuse them before
-loading."""
+DEFAULT_PAIR = "smollm2-135m"
+"""The --pair of every command when none is given: the real pair, as ``lab.models.load_pair()``'s default."""
 
-
-def no_draft_problem(pair: str, command: str) -> str | None:
-    """Why ``python -m lab COMMAND`` (``bench`` or ``arena``) cannot run ``--pair pair`` (one of
-    :data:`NO_DRAFT_PAIRS`), or None."""
-    if pair not in NO_DRAFT_PAIRS:
-        return None
-    return (f"{pair} has no draft model yet, and {command} times the draft model against the others; use "
-            f"`python -m lab demo --pair {pair} --drafter ngram` (or lookahead, early-exit)")
-
+CHAT_PAIRS = ("smollm2-135m",)
+"""The offline --pair choices whose target is instruction-tuned: ``bench`` and ``arena`` send them chat requests
+(:func:`lab.prompts.chat_prompts`) in the fast dtype."""
 
 pair_help = (f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; shakespeare and smollm2-135m "
              "work offline)")
@@ -105,4 +97,4 @@ def add_run_options(parser, *, json_help: str, max_new_tokens: int, prompts: int
                         help="tokens to generate per prompt, >= 1 (default: %(default)s)")
     parser.add_argument("--prompts", type=positive_int, default=prompts, help=prompts_help)
     parser.add_argument("--n-draft", type=positive_int, default=4, help=n_draft_help)
-    parser.add_argument("--pair", choices=PAIRS, default="shakespeare", metavar="PAIR", help=pair_help)
+    parser.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)

@@ -15,11 +15,14 @@ def add_parser(sub) -> None:
                                      "the pair",
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
-    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target"],
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target", "chat-data",
+                                    "chat-draft"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target; "
                         "copy-target: fine-tune the committed target to copy from its context (saved in the "
-                        "cache, not over the bundled pair)")
+                        "cache, not over the bundled pair); chat-data: the real pair's target answers the "
+                        "training prompts (cached, resumable); chat-draft: distil the real pair's draft model "
+                        "from that data")
     t.add_argument("--threads", type=positive_int, default=None,
                    help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
                         "choice)")
@@ -35,6 +38,8 @@ def run(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.what in ("chat-data", "chat-draft"):
+        return _train_chat(args.what)
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
         print((Path(out) / "training.json").read_text())
@@ -48,4 +53,26 @@ def run(args) -> int:
         training.train_pair(threads=args.threads, draft_only=args.what == "draft")
     training.write_card()
     print((training.PAIR_DIR / "README.md").read_text())
+    return 0
+
+
+def _train_chat(what: str) -> int:
+    """``train chat-data`` (bfloat16 where native: generation) or ``train chat-draft`` (float32 target, bf16 autocast
+    where native), both on the CPU, logging to stdout."""
+    import time
+
+    from lab.models import load_target
+    from lab.training.chat_data import build_chat_data
+    from lab.training.chat_draft import train_chat_draft
+
+    def log(message):
+        print(time.strftime("%H:%M:%S"), message, flush=True)
+
+    if what == "chat-data":
+        pair = load_target(device="cpu", dtype="auto")
+        print(build_chat_data(pair, log=log))
+    else:
+        pair = load_target(device="cpu")
+        out = train_chat_draft(pair, log=log)
+        print((Path(out) / "training.json").read_text())
     return 0

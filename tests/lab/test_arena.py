@@ -307,3 +307,91 @@ def test_arena_takes_numpy_temperatures_and_checks_the_context(pair):
         run_arena(pair, temperatures=(0.0,), **dict(kwargs, max_new_tokens=500))
     with pytest.raises(ValueError, match=r"max_new_tokens: the longest prompt \(\d+ tokens\) \+ 500 new tokens"):
         compare_adaptive(pair, n_values=(1,), max_new_tokens=500, prompts=2, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# On a chat pair: the real target "smollm2-135m", whose prompts are held-out requests sent as user turns.
+
+
+@pytest.fixture(scope="module")
+def chat_pair(smollm2_pair):
+    """The real pair's target without its draft model (the session fixture's models, shared; ``draft`` None): the
+    arena on a chat pair, and what it refuses without a draft."""
+    import dataclasses
+
+    return dataclasses.replace(smollm2_pair, draft=None)
+
+
+def test_arena_on_a_chat_pair_sends_each_prompt_as_a_user_turn(chat_pair, monkeypatch):
+    import lab.decode
+    from lab.prompts import chat_prompts, encode_prompts
+
+    calls = []
+    real = lab.decode.generate
+
+    def spy(target, ids, **kwargs):
+        calls.append((list(ids), kwargs["eos_token_id"]))
+        return real(target, ids, **kwargs)
+
+    monkeypatch.setattr(lab.decode, "generate", spy)
+    result = run_arena(chat_pair, drafters=("ngram",), temperatures=(0.0,), max_new_tokens=8, prompts_per_task=1,
+                       tasks=("copy_edit",), progress=False)
+    rows = result["rows"]
+    assert [(r["task"], r["drafter"]) for r in rows] == [("copy_edit", "autoregressive"), ("copy_edit", "ngram")]
+    assert rows[1]["same_as_autoregressive"] is True  # greedy prompt lookup emits the target's own tokens
+    assert 1 <= rows[1]["new_tokens"] == rows[0]["new_tokens"] <= 8
+    # the request as one user turn of the chat template: <|im_start|> (id 1) system ... user ... assistant
+    ids = encode_prompts(chat_pair, chat_prompts("copy_edit")[:1])[0]
+    assert ids[0] == 1 and chat_pair.decode(ids).endswith("<|im_start|>assistant\n")
+    assert chat_prompts("copy_edit")[0] in chat_pair.decode(ids)
+    # warm-up on the first 16 tokens (baseline, then prompt lookup), then the prompt itself, every run ending at
+    # the end of the assistant's turn (<|im_end|>, id 2)
+    assert calls == [(ids[:16], 2), (ids[:16], 2), (ids, 2), (ids, 2)]
+    assert result["settings"]["prompt_format"] == "chat" and result["settings"]["tasks"] == ["copy_edit"]
+    assert "pair smollm2-135m (prompts as chat user turns) on cpu" in format_arena(result)
+
+
+def test_arena_defaults_to_the_pair_s_tasks(chat_pair, pair):
+    from lab.arena import DEFAULT_TASKS, default_tasks
+    from lab.prompts import CHAT_TASKS
+
+    assert default_tasks(chat_pair) == CHAT_TASKS == ("chat", "code", "structured", "copy_edit")
+    assert default_tasks(pair) == DEFAULT_TASKS == ("prose", "copy_edit", "structured")
+    result = run_arena(chat_pair, drafters=("ngram",), temperatures=(0.0,), max_new_tokens=1, prompts_per_task=1,
+                       progress=False)
+    assert result["settings"]["tasks"] == list(CHAT_TASKS)
+    assert [(r["task"], r["drafter"]) for r in result["rows"]] == [
+        (task, drafter) for task in CHAT_TASKS for drafter in ("autoregressive", "ngram")]
+    assert all(r["new_tokens"] == 1 and r["same_as_autoregressive"] is True for r in result["rows"])
+
+
+def test_arena_on_a_chat_pair_names_the_tasks_it_has(chat_pair, pair):
+    kwargs = {"drafters": ("ngram",), "temperatures": (0.0,), "max_new_tokens": 1, "progress": False}
+    with pytest.raises(ValueError, match=r"tasks must be a non-empty sequence of names from \('chat', 'code', "
+                                         r"'structured', 'copy_edit'\) \(the tasks of the 'smollm2-135m' pair\), "
+                                         r"got \('prose',\)"):
+        run_arena(chat_pair, tasks=("prose",), **kwargs)
+    with pytest.raises(ValueError, match=r"from \('prose', 'copy_edit', 'structured', 'copy'\) \(the tasks of the "
+                                         r"'shakespeare' pair\), got \('chat',\)"):
+        run_arena(pair, tasks=("chat",), **kwargs)
+    with pytest.raises(ValueError, match=r"task must be one of \('chat', 'code', 'structured', 'copy_edit'\) \(the "
+                                         r"tasks of the 'smollm2-135m' pair\), got 'prose'"):
+        compare_adaptive(chat_pair, task="prose", progress=False)
+    with pytest.raises(ValueError, match="the 'smollm2-135m' pair has none"):  # chat_pair has no draft model
+        run_arena(chat_pair, **dict(kwargs, drafters=("model", "ngram")))
+    with pytest.raises(ValueError, match="compare_adaptive .* needs a draft model"):  # the default task is fine
+        compare_adaptive(chat_pair, progress=False)
+
+
+def test_compare_adaptive_on_a_chat_pair_runs_the_chat_requests(chat_pair):
+    import dataclasses
+
+    # the target as its own draft: a stand-in until the real draft is trained; greedy, it accepts every draft
+    pair = dataclasses.replace(chat_pair, draft=chat_pair.target)
+    result = compare_adaptive(pair, n_values=(1,), start_n=1, max_n_draft=2, max_new_tokens=3, prompts=1,
+                              progress=False)
+    assert result["settings"]["task"] == "chat" and result["settings"]["prompt_format"] == "chat"
+    assert [r["drafter"] for r in result["rows"]] == ["autoregressive", "model", "adaptive"]
+    assert all(r["task"] == "chat" and r["same_as_autoregressive"] is True for r in result["rows"])
+    assert result["rows"][1]["acceptance_rate"] == 1.0
+    assert "draft model on 1 chat prompt ×" in format_adaptive(result)

@@ -121,3 +121,62 @@ def test_run_bench_restores_the_drafts_generation_config(pair, monkeypatch):
     finally:
         config.num_assistant_tokens, config.num_assistant_tokens_schedule, \
             config.assistant_confidence_threshold = before
+
+
+# --- agreement in bfloat16, the cost curve, the prediction and the goal lines ------------------------------------
+def test_agreement_counts_identical_prompts_and_the_first_divergence():
+    from lab.bench import agreement_with
+
+    reference = [[1, 2, 3, 4], [5, 6, 7], [8, 9]]
+    assert agreement_with(reference, reference) == {"same": 3, "prompts": 3, "first_divergence": None}
+    outputs = [[1, 2, 9, 9], [5, 6, 7], [8]]  # parts at token 2; the third stops early, at token 1
+    assert agreement_with(reference, outputs) == {"same": 1, "prompts": 3, "first_divergence": 1}
+
+
+def test_a_bf16_table_reports_agreement_instead_of_identity():
+    bench = {"rows": [], "identical": False, "mismatched": ["lab speculative"],
+             "agreement": {"lab autoregressive": {"same": 2, "prompts": 2, "first_divergence": None},
+                           "lab speculative": {"same": 1, "prompts": 2, "first_divergence": 19}},
+             "settings": {"pair": "p", "device": "cpu", "dtype": "bfloat16", "threads": 2, "prompts": 2,
+                          "max_new_tokens": 8, "n_draft": 4, "load": [1.5, 1.75]}}
+    text = format_table(bench, "chat request")
+    assert "identical tokens: NO" not in text
+    assert "agreement with lab autoregressive in bfloat16" in text
+    assert "lab speculative 1/2 (first divergence at token 19)" in text
+    assert "load average 1.5 before, 1.75 after" in text.splitlines()[0]
+
+
+def test_predicted_speedup_uses_the_measured_verification_cost():
+    from lab.bench import predicted_speedup
+
+    # α = 0.5, N = 2: 1.75 tokens per call; cost 2 · 0.1 + 1.2 = 1.4 target forwards per step
+    assert predicted_speedup(0.5, 2, 0.1, 1.2) == pytest.approx(1.75 / 1.4)
+    assert predicted_speedup(1.0, 4, 0.0, 1.0) == pytest.approx(5.0)
+
+
+def test_goal_lines_say_met_missed_or_not_measured():
+    from lab.bench import goal_lines
+
+    text = goal_lines([("prompt lookup on copy/edit", 2.71, 2.5), ("draft efficiency", 0.85, 0.9),
+                       ("EAGLE", None, 2.0)]).splitlines()
+    assert text == ["- [x] prompt lookup on copy/edit: 2.71 (goal >= 2.5): met on this machine",
+                    "- [ ] draft efficiency: 0.85 (goal >= 0.9): NOT met on this machine",
+                    "- [ ] EAGLE: not measured in this run"]
+
+
+def test_cost_curve_times_one_forward_per_block_size(pair):
+    from lab.bench import cost_curve
+
+    curve = cost_curve(pair.target, tokens=(1, 5), context=16, repeats=2)
+    assert list(curve) == [1, 5] and all(ms > 0 for ms in curve.values())
+
+
+def test_bench_interleaves_methods_and_reports_the_load(pair, monkeypatch):
+    import lab.bench
+
+    order = []
+    real = lab.bench.time.perf_counter
+    monkeypatch.setattr(lab.bench.time, "perf_counter", lambda: order.append(1) or real())
+    result = run_bench(pair, held_out_prompts()[:2], max_new_tokens=4, n_draft=2)
+    assert len(result["settings"]["load"]) == 2
+    assert result["agreement"]["lab speculative"] == {"same": 2, "prompts": 2, "first_divergence": None}

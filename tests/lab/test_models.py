@@ -203,7 +203,7 @@ def test_load_pair_checks_name_device_and_dtype():
 
 
 def test_pair_decode_refuses_ids_outside_the_vocabulary():
-    pair = models.load_pair()
+    pair = models.load_pair("shakespeare")
     ids = pair.encode("ROMEO.")
     assert pair.decode(ids) == "ROMEO." == pair.decode(torch.tensor(ids)) == pair.decode(np.array(ids))
     with pytest.raises(ValueError, match=r"ids must be token ids in \[0, 2048\).*\[99999\]"):
@@ -226,7 +226,20 @@ def test_smollm2_pair_is_the_real_instruct_target(smollm2_pair):
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
             config.vocab_size) == (30, 576, 9, 3, 49152)
     assert config.tie_word_embeddings and getattr(config, "quantization_config", None) is None
-    assert pair.draft is None and pair.dtype is torch.float32 and pair.device == torch.device("cpu")
+    assert pair.dtype is torch.float32 and pair.device == torch.device("cpu")
+    # the committed draft: 2 layers of width 256 on the target's embedding projected to that width, tied head
+    draft = pair.draft.config
+    assert (draft.num_hidden_layers, draft.hidden_size, draft.vocab_size) == (2, 256, 49152)
+    assert next(pair.draft.parameters()).dtype is torch.float32 and draft.tie_word_embeddings
+    from safetensors import safe_open
+
+    from lab.assets import SMOLLM2_DIR
+
+    with safe_open(str(SMOLLM2_DIR / "draft" / "model.safetensors"), "pt") as f:
+        projection = f.get_tensor("embed_projection").float()
+        assert "model.embed_tokens.weight" not in f.keys()  # rebuilt from the target at load time
+    torch.testing.assert_close(pair.draft.get_input_embeddings().weight,
+                               pair.target.get_input_embeddings().weight @ projection)
     assert pair.eos_token_id == 2 and pair.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
     assert pair.tokenizer.convert_ids_to_tokens(1) == "<|im_start|>" and pair.has_chat_template
     assert len(pair.tokenizer) == 49152
@@ -257,7 +270,7 @@ def test_smollm2_loads_from_the_cache_without_the_wheel_or_the_network(smollm2_p
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("load_pair reached the network"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     again = load_pair("smollm2-135m", device="cpu")
-    assert again.draft is None
+    assert again.draft.config.hidden_size == 256
     torch.testing.assert_close(again.target.model.norm.weight, smollm2_pair.target.model.norm.weight, atol=0, rtol=0)
 
 

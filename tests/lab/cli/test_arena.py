@@ -35,7 +35,69 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
                  "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 1 (default: 64)",
                  "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, >= 1 (default: 4)",
                  "--pair PAIR model pair preset, one of shakespeare, smollm2-135m, gpt2, smollm2, qwen2.5 (default: "
-                 "shakespeare; shakespeare and smollm2-135m work offline)",
-                 "--prompts PROMPTS prompts per task, 1 to 4 with the bundled pair (default: 3)",
+                 "smollm2-135m; shakespeare and smollm2-135m work offline)",
+                 "--prompts PROMPTS prompts per task, 1 to 4 with shakespeare, 1 to 8 with smollm2-135m (default: 3)",
                  "--repeats REPEATS time each run this often and keep the fastest, >= 1 (default: 1)"):
         assert part in text, part
+    assert "chat, code, structured output and copy/edit requests (sent as user turns)" in text
+
+
+def test_arena_prompt_limits_of_the_bundled_pairs_are_the_real_ones():
+    from lab.cli.arena import _bundled_prompt_counts
+    from lab.prompts import CHAT_TASKS, chat_prompts
+
+    # the counts the help names, known before the pair loads: 1 to 4 with shakespeare, 1 to 8 with smollm2-135m
+    assert _bundled_prompt_counts("shakespeare") == {"prose": 8, "copy_edit": 8, "structured": 4}
+    assert _bundled_prompt_counts("smollm2-135m") == {task: 8 for task in CHAT_TASKS}
+    assert all(len(chat_prompts(task)) == 8 for task in CHAT_TASKS)
+    assert _bundled_prompt_counts("gpt2") is None  # a hub pair's tasks are known once it loads
+
+
+@pytest.fixture(scope="module")
+def chat_pair(smollm2_pair):
+    """The real pair's models under a hub preset's name ("smollm2"), the target as its own draft: a hub chat pair,
+    whose tasks are known only once it loads."""
+    import dataclasses
+
+    return dataclasses.replace(smollm2_pair, name="smollm2", draft=smollm2_pair.target)
+
+
+def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lacks(chat_pair, monkeypatch, capsys):
+    import json
+
+    import lab.arena
+    import lab.models
+    from lab.prompts import CHAT_TASKS
+
+    seen = {}
+    real_arena, real_adaptive = lab.arena.run_arena, lab.arena.compare_adaptive
+
+    def arena_spy(pair, **kwargs):
+        seen["arena"] = dict(kwargs)
+        kwargs.update(tasks=("chat",), drafters=("ngram",), temperatures=(0.0,), prompts_per_task=1)  # kept short
+        return real_arena(pair, **kwargs, progress=False)
+
+    def adaptive_spy(pair, **kwargs):
+        seen["adaptive"] = dict(kwargs)
+        kwargs.update(prompts=1, start_n=1)
+        return real_adaptive(pair, **kwargs, n_values=(1,), max_n_draft=1, progress=False)
+
+    monkeypatch.setattr(lab.arena, "run_arena", arena_spy)
+    monkeypatch.setattr(lab.arena, "compare_adaptive", adaptive_spy)
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: chat_pair if name == "smollm2" else None)
+    # 6 prompts per task: the chat requests have 8 (the Shakespeare tasks only 4)
+    assert cli.main(["arena", "--pair", "smollm2", "--prompts", "6", "--max-new-tokens", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert seen["arena"]["tasks"] == CHAT_TASKS and seen["arena"]["prompts_per_task"] == 6
+    assert seen["arena"]["drafters"] == ("model", "ngram", "lookahead", "early-exit")
+    assert seen["adaptive"]["task"] == "chat" and seen["adaptive"]["prompts"] == 6
+    assert "not run with pair smollm2: medusa (no Medusa heads for the 'smollm2' pair" in captured.err
+    assert "; eagle (the EAGLE draft" in captured.err
+    out = json.loads(captured.out)
+    assert out["arena"]["settings"]["prompt_format"] == out["adaptive"]["settings"]["prompt_format"] == "chat"
+    assert out["adaptive"]["settings"]["task"] == "chat"
+    assert all(r["same_as_autoregressive"] is True for r in out["arena"]["rows"] + out["adaptive"]["rows"])
+    # a hub pair's prompt count is checked once it loads, against its own tasks
+    assert cli.main(["arena", "--pair", "smollm2", "--prompts", "9"]) == 2
+    assert capsys.readouterr().err == ("python -m lab arena: error: --prompts: must be at most 8 (the chat prompts "
+                                       "bundled), got 9\n")

@@ -1,5 +1,5 @@
-"""``python -m lab bench`` (lab.cli.bench): option errors before any timing, the drafters a hub pair lacks,
-the help of --n-draft, and the refusal of a pair without a draft model (bench and arena)."""
+"""``python -m lab bench`` (lab.cli.bench): the drafters a hub pair lacks, the help of --n-draft, and the real pair's
+run: a table per kind of request, the cost curve, the efficiency and the goal lines."""
 from __future__ import annotations
 
 import pytest
@@ -31,13 +31,36 @@ def test_bench_n_draft_help_says_which_methods_it_sets():
         assert words in bench.help, words
 
 
-@pytest.mark.parametrize("command", ["bench", "arena"])
-def test_bench_and_arena_refuse_a_pair_without_a_draft_model_before_loading(command, monkeypatch, capsys):
-    import lab.models
+def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pair, monkeypatch, capsys):
+    """The real pair in its fast dtype: one table per kind of request, the K-token cost curve, the draft's c and
+    efficiency, and the five goal lines; in bfloat16 the tables report agreement instead of identity."""
+    import json
 
-    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
-    assert cli.main([command, "--pair", "smollm2-135m"]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
-    assert captured.err.startswith(f"python -m lab {command}: error: --pair: smollm2-135m has no draft model yet, "
-                                   f"and {command} times the draft model")
+    import lab.models
+    from lab.prompts import CHAT_TASKS
+
+    loads = []
+    real = lab.models.load_pair
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: loads.append((name, k)) or real(name, **k))
+    assert cli.main(["bench", "--prompts", "1", "--max-new-tokens", "6", "--json"]) == 0
+    assert loads == [("smollm2-135m", {"dtype": "auto"})]  # the default pair, in its fast dtype
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == [*CHAT_TASKS, "summary"]
+    for kind in CHAT_TASKS:
+        methods = [row["method"] for row in out[kind]["rows"]]
+        assert methods == ["lab autoregressive", "lab speculative", "HF generate", "HF assisted",
+                           "lab prompt lookup", "HF prompt lookup", "lab early exit"], kind
+        agreement = out[kind]["agreement"]["lab speculative"]
+        assert agreement["prompts"] == 1 and agreement["same"] in (0, 1)
+    summary = out["summary"]
+    assert [int(k) for k in summary["cost_curve_ms"]] == [1, 2, 3, 4, 5, 7, 9, 17]  # JSON keys are strings
+    assert 0 < summary["cost_ratio_c"] < 1 and summary["draft_ms"] > 0
+    sweep = summary["n_sweep"]
+    assert [row["n_draft"] for row in sweep] == [1, 2, 3, 4, 6, 8]
+    for row in sweep:  # efficiency = measured ÷ predicted, predicted from this N's α, c and verification cost
+        assert row["efficiency"] == pytest.approx(row["vs_lab_autoregressive"] / row["predicted"], abs=2e-3)
+    best = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
+    assert summary["best_n"] == best["n_draft"] and summary["goals"][-1]["measured"] == best["efficiency"]
+    assert [goal["threshold"] for goal in summary["goals"]] == [2.0, 2.5, 1.2, 1.0, 0.9]
+    assert all(goal["met"] == (goal["measured"] is not None and goal["measured"] >= goal["threshold"])
+               for goal in summary["goals"])

@@ -157,15 +157,15 @@ def test_demo_with_a_hub_pair_runs_the_drafters_it_has(hub_pair, capsys):
     assert len(out["tokens"]) == 3 and out["stats"]["new_tokens"] == 3
 
 
-def test_demo_refuses_the_draft_model_for_a_pair_without_one_before_loading(monkeypatch, capsys):
+def test_demo_runs_the_real_pair_with_its_draft_model_by_default(smollm2_pair, monkeypatch, capsys):
     import lab.models
 
-    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
-    assert cli.main(["demo", "--pair", "smollm2-135m", "--max-new-tokens", "2"]) == 2  # --drafter model: default
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
-    assert captured.err.startswith("python -m lab demo: error: --drafter: model needs a draft model, and --pair "
-                                   "smollm2-135m has none yet; choose ngram, lookahead or early-exit")
+    loads = []
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: loads.append((name, k)) or smollm2_pair)
+    assert cli.main(["demo", "--prompt", "Name three colours.", "--max-new-tokens", "12", "--json"]) == 0
+    assert loads == [("smollm2-135m", {"dtype": "auto"})]  # the default pair, in its fast dtype
+    out = json.loads(capsys.readouterr().out)
+    assert out["stats"]["draft_calls"] > 0 and out["stats"]["new_tokens"] == len(out["tokens"])
 
 
 def test_demo_on_the_real_pair_sends_the_prompt_as_a_user_turn(smollm2_pair, monkeypatch, capsys):
@@ -177,6 +177,7 @@ def test_demo_on_the_real_pair_sends_the_prompt_as_a_user_turn(smollm2_pair, mon
                      "--max-new-tokens", "16", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["text"].startswith("The quick brown fox jumps over the lazy dog.")  # an answer, not a continuation
+    assert out["tokens"][-1] == smollm2_pair.eos_token_id and "<|im_end|>" not in out["text"]  # the turn's end
     assert out["stats"]["draft_calls"] == 0 and out["stats"]["target_calls"] < len(out["tokens"])
 
 
@@ -189,7 +190,8 @@ def _cli(*args):
 @pytest.mark.parametrize("drafter", ["ngram", "lookahead", "medusa", "eagle", "early-exit"])
 def test_demo_with_the_new_drafters(drafter):
     prompt = "KING HENRY.\nOnce more unto the breach, dear friends, once more;\n\nKING HENRY.\nOnce more"
-    done = _cli("demo", "--drafter", drafter, "--json", "--max-new-tokens", "24", "--prompt", prompt)
+    done = _cli("demo", "--pair", "shakespeare", "--drafter", drafter, "--json", "--max-new-tokens", "24", "--prompt",
+                prompt)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["stats"]["new_tokens"] == len(out["tokens"]) == 24
@@ -197,7 +199,8 @@ def test_demo_with_the_new_drafters(drafter):
         assert out["stats"]["draft_calls"] == 0
     else:
         assert out["stats"]["draft_calls"] > 0
-    plain = _cli("demo", "--drafter", "model", "--json", "--max-new-tokens", "24", "--prompt", prompt)
+    plain = _cli("demo", "--pair", "shakespeare", "--drafter", "model", "--json", "--max-new-tokens", "24", "--prompt",
+                 prompt)
     assert json.loads(plain.stdout)["tokens"] == out["tokens"]  # greedy: every drafter gives the target's text
 
 
@@ -228,8 +231,8 @@ def test_cli_demo_beyond_the_context_is_one_line_and_exit_status_2(pair):
 
     n = len(pair.encode(held_out_prompts()[0]))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    done = subprocess.run([sys.executable, "-m", "lab", "demo", "--max-new-tokens", "600"], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=300, check=False)
+    done = subprocess.run([sys.executable, "-m", "lab", "demo", "--pair", "shakespeare", "--max-new-tokens", "600"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
                            "exceed the target's context of 512 positions\n")

@@ -79,7 +79,7 @@ def _arena_texts(pair):
 
 @pytest.mark.parametrize("command, texts", [("bench", _bench_texts), ("arena", _arena_texts)])
 def test_bench_and_arena_prompts_beyond_the_context_are_one_line(command, texts, char_pair, capsys):
-    assert cli.main([command, "--max-new-tokens", "500", "--prompts", "2"]) == 2
+    assert cli.main([command, "--pair", "shakespeare", "--max-new-tokens", "500", "--prompts", "2"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1, captured.err
     longest = max(len(text) for text in texts(CharPair()))
@@ -100,17 +100,25 @@ def _structured_count():
     return min(len(held_out_prompts()), len(record_prompts(None)))  # every arena task has at least this many
 
 
-@pytest.mark.parametrize("command, count, limit, message", [
-    ("bench", _held_out_count, 8, "must be at most 8 (the held-out prompts bundled), got 9"),
-    ("arena", _structured_count, 4, "must be at most 4 (the structured prompts bundled), got 5"),
+def _chat_count():
+    from lab.prompts import CHAT_TASKS, chat_prompts
+
+    return min(len(chat_prompts(task)) for task in CHAT_TASKS)
+
+
+@pytest.mark.parametrize("command, pair, count, limit, message", [
+    ("bench", "shakespeare", _held_out_count, 8, "must be at most 8 (the held-out prompts bundled), got 9"),
+    ("arena", "shakespeare", _structured_count, 4, "must be at most 4 (the structured prompts bundled), got 5"),
+    ("bench", "smollm2-135m", _chat_count, 8, "must be at most 8 (the held-out requests per kind), got 9"),
+    ("arena", "smollm2-135m", _chat_count, 8, "must be at most 8 (the chat prompts bundled), got 9"),
 ])
-def test_prompt_count_is_checked_before_the_pair_loads(command, count, limit, message, monkeypatch, capsys):
+def test_prompt_count_is_checked_before_the_pair_loads(command, pair, count, limit, message, monkeypatch, capsys):
     import lab.models
 
     def forbidden(*args, **kwargs):
         raise AssertionError(f"{command} loaded the pair before checking --prompts")
 
     monkeypatch.setattr(lab.models, "load_pair", forbidden)
-    assert cli.main([command, "--prompts", str(limit + 1)]) == 2
+    assert cli.main([command, "--pair", pair, "--prompts", str(limit + 1)]) == 2
     assert capsys.readouterr().err == f"python -m lab {command}: error: --prompts: {message}\n"
     assert count() == limit  # the limit is the real one

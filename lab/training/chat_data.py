@@ -1,0 +1,147 @@
+"""Distillation data for drafts of the real pair: the target's own answers to the training prompts
+(:func:`lab.training.chat_prompts.training_prompts`), with the target's top-k next-token log-probabilities at every
+answer position.
+
+``python -m lab train chat-data`` runs :func:`build_chat_data`. It writes numbered shards of safetensors into
+``<cache>/chat-data/<target key>/`` (never committed; the target key ties them to the target they came from) and
+skips the shards already there, so a killed run resumes where it stopped. Three shards in four are greedy answers
+(what the bench measures); the fourth samples at temperature 0.7 for variety.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from lab.assets import cache_dir
+from lab.training.chat_prompts import training_prompts
+from lab.validation import check_int
+
+__all__ = ["TOP_K", "chat_data_dir", "build_chat_data", "load_chat_data"]
+
+TOP_K = 8
+"""How many of the target's most likely next tokens each answer position keeps (ids and log-probabilities)."""
+
+
+def chat_data_dir(pair, seed: int | None = None) -> Path:
+    """Where :func:`build_chat_data` writes for ``pair``'s target: ``<cache>/chat-data/<pair name>``, and the
+    prompts of one ``seed`` in its ``seed-<seed>`` folder (more seeds, more data; :func:`load_chat_data` reads
+    them all)."""
+    folder = cache_dir() / "chat-data" / pair.name
+    return folder if seed is None else folder / f"seed-{seed}"
+
+
+def _shard_path(folder: Path, index: int) -> Path:
+    return folder / f"shard-{index:05d}.safetensors"
+
+
+@torch.no_grad()
+def _answer_batch(pair, batch: list[str], max_new_tokens: int, sample: bool, seed: int) -> dict:
+    """Generate the target's answers to ``batch`` (left-padded, one ``generate`` call) and keep, per sequence, the
+    prompt and answer ids and the top-k log-probabilities of every answer position."""
+    encoded = [pair.encode_chat(text) for text in batch]
+    width = max(map(len, encoded))
+    pad = pair.eos_token_id
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded], device=pair.device)
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=pair.device)
+    torch.manual_seed(seed)
+    out = pair.target.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=sample,
+                               temperature=0.7 if sample else None, top_p=None, top_k=None,
+                               eos_token_id=pair.eos_token_id, pad_token_id=pad, output_logits=True,
+                               return_dict_in_generate=True)
+    answers = out.sequences[:, width:]
+    logprobs = torch.stack(out.logits, 1).float().log_softmax(-1)  # [B, steps, V]
+    top = logprobs.topk(TOP_K, -1)
+    rows = {"ids": [], "answer_start": [], "topk_ids": [], "topk_logprobs": []}
+    for b, prompt in enumerate(encoded):
+        answer = answers[b].tolist()
+        length = answer.index(pair.eos_token_id) + 1 if pair.eos_token_id in answer else len(answer)
+        rows["ids"].append(torch.tensor(prompt + answer[:length], dtype=torch.int32))
+        rows["answer_start"].append(len(prompt))
+        rows["topk_ids"].append(top.indices[b, :length].int().cpu())
+        rows["topk_logprobs"].append(top.values[b, :length].half().cpu())
+    return rows
+
+
+def build_chat_data(pair, prompts: int = 1920, shard_size: int = 32, max_new_tokens: int = 160, seed: int = 0,
+                    log=print) -> Path:
+    """Write the target's answers to ``prompts`` training prompts into :func:`chat_data_dir`, ``shard_size`` prompts
+    per shard (one batched ``generate``), at most ``max_new_tokens`` answer tokens each, into
+    ``chat_data_dir(pair, seed)``. Shards already written are kept (resume); a folder built from another prompt
+    list raises ``ValueError``. Returns the folder. Prompts are sorted by length within each block of 16 shards so
+    that a batch pads little. Raises ``ValueError`` for counts below 1 and when ``pair`` has no chat template."""
+    from lab.prompts import chat_prompts
+
+    prompts, shard_size = check_int("prompts", prompts, 1), check_int("shard_size", shard_size, 1)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
+    if not pair.has_chat_template:
+        raise ValueError(f"pair: the {pair.name!r} pair has no chat template; chat data needs a chat pair such as "
+                         "'smollm2-135m'")
+    held_out = [text for kind in ("chat", "code", "structured", "copy_edit") for text in chat_prompts(kind)]
+    items = training_prompts(prompts, seed, exclude=held_out)
+    block = shard_size * 16
+    for start in range(0, len(items), block):
+        items[start:start + block] = sorted(items[start:start + block], key=lambda item: len(item[1]))
+    folder = chat_data_dir(pair, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    listed = folder / "prompts.json"
+    plan = {"shard_size": shard_size, "max_new_tokens": max_new_tokens, "prompts": [list(item) for item in items]}
+    if listed.exists() and json.loads(listed.read_text(encoding="utf-8")) != plan:
+        raise ValueError(f"{folder} holds answers built with other settings (prompts, shard_size, max_new_tokens "
+                         "or seed); build with another seed, or delete that folder to rebuild it")
+    listed.write_text(json.dumps(plan, indent=0, ensure_ascii=False), encoding="utf-8")
+    shards = (len(items) + shard_size - 1) // shard_size
+    for index in range(shards):
+        path = _shard_path(folder, index)
+        if path.exists():
+            continue
+        t0 = time.time()
+        chunk = items[index * shard_size:(index + 1) * shard_size]
+        rows = _answer_batch(pair, [text for _, text in chunk], max_new_tokens, sample=index % 4 == 3,
+                             seed=seed + index)
+        _save_shard(path, rows, [kind for kind, _ in chunk])
+        answer_tokens = sum(len(t) for t in rows["topk_ids"])
+        log(f"shard {index + 1}/{shards}: {answer_tokens} answer tokens in {time.time() - t0:.1f} s")
+    return folder
+
+
+def _save_shard(path: Path, rows: dict, kinds: list[str]) -> None:
+    """One shard: the sequences concatenated, with offsets; written beside and renamed, so no partial shard."""
+    from safetensors.torch import save_file
+
+    lengths = torch.tensor([len(ids) for ids in rows["ids"]])
+    tensors = {"ids": torch.cat(rows["ids"]), "offsets": torch.cat([torch.zeros(1, dtype=torch.long),
+                                                                    lengths.cumsum(0)]),
+               "answer_start": torch.tensor(rows["answer_start"]), "topk_ids": torch.cat(rows["topk_ids"]),
+               "topk_logprobs": torch.cat(rows["topk_logprobs"])}
+    partial = path.with_suffix(".partial")
+    save_file(tensors, str(partial), metadata={"kinds": json.dumps(kinds)})
+    partial.replace(path)
+
+
+def load_chat_data(folder: Path) -> list[dict]:
+    """Every sequence of the shards in ``folder`` and its ``seed-*`` folders: dicts with ``ids`` (int64 ``[T]``,
+    prompt then answer), ``answer_start`` (int), ``topk_ids`` (int64 ``[A, k]``) and ``topk_logprobs`` (float32
+    ``[A, k]``) for the A answer positions, and ``kind``. Raises ``FileNotFoundError`` when there is no shard."""
+    from safetensors import safe_open
+
+    paths = sorted(Path(folder).glob("**/shard-*.safetensors"))
+    if not paths:
+        raise FileNotFoundError(f"no chat-data shards in {folder}; build them with `python -m lab train chat-data`")
+    sequences = []
+    for path in paths:
+        with safe_open(str(path), "pt") as f:
+            kinds = json.loads(f.metadata()["kinds"])
+            t = {key: f.get_tensor(key) for key in f.keys()}
+        answer_offset = 0
+        for i, kind in enumerate(kinds):
+            ids = t["ids"][t["offsets"][i]:t["offsets"][i + 1]].long()
+            start = int(t["answer_start"][i])
+            count = len(ids) - start
+            sl = slice(answer_offset, answer_offset + count)
+            sequences.append({"ids": ids, "answer_start": start, "topk_ids": t["topk_ids"][sl].long(),
+                              "topk_logprobs": t["topk_logprobs"][sl].float(), "kind": kind})
+            answer_offset += count
+    return sequences
