@@ -3,13 +3,16 @@ generation (``generate(assistant_model=…)``), on the same pair, prompts and se
 lab prompt lookup (vs transformers' ``prompt_lookup_num_tokens``), lab Lookahead decoding (lessons 08–09), and the
 drafters that read the target itself: Medusa heads, the EAGLE draft and an early-exit draft (lessons 10–11).
 
-Greedy decoding, so every method must produce identical tokens; the table says whether they did. Each method runs
-once on a short warm-up, then once per prompt; tokens/s = new tokens / total wall time (prefill included; the
-drafter is built, and Medusa / EAGLE weights read, before the clock starts, as in the arena). For a
-fair comparison transformers' assistant drafts the same fixed N per step as ours (``num_assistant_tokens_schedule =
-"constant"``) instead of its adaptive default. ``python -m lab bench`` (:mod:`lab.cli.bench`) prints two tables:
-held-out prose prompts, and copy-heavy prompts (:func:`lab.prompts.copy_heavy_prompts`), where prompt lookup is
-meant to reach 2× autoregressive. Speed goals live here, never in timed tests.
+Greedy decoding: in float32 every method must produce identical tokens, and the table says whether they did; in
+bfloat16 it reports how far each agrees with lab autoregressive decoding (:func:`agreement_with`). Each method runs
+once on a short warm-up, then once per prompt, the methods interleaved prompt by prompt; tokens/s = new tokens /
+total wall time (prefill included; the drafter is built, and Medusa / EAGLE weights read, before the clock starts,
+as in the arena). For a fair comparison transformers' assistant drafts the same fixed N per step as ours
+(``num_assistant_tokens_schedule = "constant"``) instead of its adaptive default. Also here: the target's K-token
+cost curve (:func:`cost_curve`), the draft model at several N (:func:`sweep_n_draft`) and the speedup predicted
+with the measured verification cost (:func:`speedup_with_verify_cost`). ``python -m lab bench``
+(:mod:`lab.cli.bench`) prints the tables and the goal lines (:func:`goal_lines`): speed goals are benchmarks,
+never timed tests.
 
 The drafter arena, which runs every drafter on several kinds of task, is :mod:`lab.arena`.
 """
@@ -22,9 +25,9 @@ import torch
 
 from lab.prompts import check_prompts, context_problem, encode_prompts
 from lab.registry import check_has_draft, make_drafter
-from lab.validation import check_int
+from lab.validation import check_int, check_number
 
-__all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "predicted_speedup",
+__all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_lines", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS", "synchronize", "threads_label"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
@@ -279,23 +282,43 @@ SWEEP_N = (1, 2, 3, 4, 6, 8)
 """The draft lengths :func:`sweep_n_draft` tries (each has its verification cost in :data:`COST_CURVE_TOKENS`)."""
 
 
-def cost_curve(model, tokens=COST_CURVE_TOKENS, context: int = 128, repeats: int = 5) -> dict[int, float]:
+def cost_curve(model, tokens=COST_CURVE_TOKENS, context: int = 128, repeats: int = 5, rounds: int = 3
+               ) -> dict[int, float]:
     """The cost of one forward of ``model`` over K new tokens (each K of ``tokens``) on a KV cache of ``context``
-    tokens, in ms, by :func:`lab.costs.time_forward` (median of ``repeats``): ``{K: ms}``. Verifying N drafted
-    tokens costs one forward over N + 1, so ``curve[N + 1] / curve[1]`` is what speculation pays per target call
-    where autoregressive decoding pays 1. Raises ``ValueError`` as ``time_forward`` does."""
+    tokens, in ms: ``{K: ms}``. ``rounds`` rounds each time every K once with :func:`lab.costs.time_forward`
+    (median of ``repeats``), the order of the K rotating from round to round so that a change in load hits all;
+    the curve keeps each K's median over the rounds. Verifying N drafted tokens costs one forward over N + 1, so
+    ``curve[N + 1] / curve[1]`` is what speculation pays per target call where autoregressive decoding pays 1.
+    Raises ``ValueError`` as ``time_forward`` does, and for ``rounds`` < 1."""
+    import statistics
+
     from lab.costs import time_forward
 
-    return {k: round(time_forward(model, new_tokens=k, context=context, repeats=repeats), 3) for k in tokens}
+    tokens = list(tokens)
+    times: dict[int, list[float]] = {k: [] for k in tokens}
+    for r in range(check_int("rounds", rounds, 1)):
+        for k in tokens[r % len(tokens):] + tokens[:r % len(tokens)]:
+            times[k].append(time_forward(model, new_tokens=k, context=context, repeats=repeats))
+    return {k: round(statistics.median(ms), 3) for k, ms in times.items()}
 
 
-def predicted_speedup(alpha: float, n_draft: int, cost_ratio: float, verify_ratio: float) -> float:
+def speedup_with_verify_cost(alpha: float, n_draft: int, cost_ratio: float, verify_ratio: float) -> float:
     """The speedup over autoregressive decoding that chain drafting should give: expected tokens per target call
     ``(1 - α^(N+1)) / (1 - α)`` (Leviathan et al. 2023, eq. 1) over the cost of one step in target forwards,
     ``N · c + verify_ratio``, where ``c`` is a draft forward's cost ÷ a target forward's and ``verify_ratio`` the
-    cost of a target forward over N + 1 tokens ÷ over 1 (:func:`cost_curve`; Leviathan et al. assume 1)."""
-    from lab.metrics import expected_tokens_per_call
+    cost of a target forward over N + 1 tokens ÷ over 1 (:func:`cost_curve`). With ``verify_ratio`` = 1 it is
+    :func:`lab.metrics.predicted_speedup` (Theorem 3.8's assumption). ``alpha``: Leviathan's per-token acceptance
+    (:func:`lab.metrics.alpha_from_steps`), not accepted ÷ drafted, which counts drafts after a rejection that were
+    never examined. Raises ``ValueError`` as :func:`lab.metrics.predicted_speedup` does, and for a ``verify_ratio``
+    that is not a finite number > 0."""
+    import math
 
+    from lab.metrics import expected_tokens_per_call, predicted_speedup
+
+    verify_ratio = check_number("verify_ratio", verify_ratio, "(0, inf)")
+    if not (verify_ratio > 0 and math.isfinite(verify_ratio)):
+        raise ValueError(f"verify_ratio must be a finite number > 0, got {verify_ratio}")
+    predicted_speedup(alpha, n_draft, cost_ratio)  # its checks of alpha, n_draft and cost_ratio
     return expected_tokens_per_call(alpha, n_draft) / (n_draft * cost_ratio + verify_ratio)
 
 
@@ -315,12 +338,16 @@ def goal_lines(goals) -> str:
 
 def sweep_n_draft(pair, prompts: list[str], max_new_tokens: int = 128, n_values=SWEEP_N) -> list[dict]:
     """The draft model at each N of ``n_values`` against lab autoregressive decoding on ``prompts`` (encoded by
-    :func:`lab.prompts.encode_prompts`), greedy: prompt by prompt, autoregressive then every N in turn, so load
-    changes hit all alike. Returns one row per N: ``n_draft``, ``tokens_per_second``, ``vs_lab_autoregressive``,
-    ``acceptance_rate``, ``tokens_per_target_call``. The best N is the row with the highest speedup. Raises
-    ``ValueError`` as :func:`run_bench` does for prompts and counts, and for an N < 1."""
+    :func:`lab.prompts.encode_prompts`), greedy. Every method runs once on a short warm-up; then prompt by prompt,
+    autoregressive and every N in turn, the order rotating, so load changes hit all alike. Returns one row per N:
+    ``n_draft``, ``tokens_per_second``, ``vs_lab_autoregressive``, ``acceptance_rate`` (accepted ÷ drafted),
+    ``alpha`` (:func:`lab.metrics.alpha_from_steps`: accepted ÷ examined, what Leviathan's formula takes; None when
+    no draft was examined) and ``tokens_per_target_call``. The best N is the row with the highest speedup. Raises
+    ``TypeError`` / ``ValueError`` as :func:`run_bench` does for prompts and counts, ``ValueError`` for an N < 1 and
+    for a pair without a draft model."""
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter
+    from lab.metrics import alpha_from_steps
 
     prompts = check_prompts(prompts)
     check_has_draft(pair, "sweep_n_draft")
@@ -330,24 +357,35 @@ def sweep_n_draft(pair, prompts: list[str], max_new_tokens: int = 128, n_values=
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}")
-    totals = {n: [0, 0.0, 0, 0, 0] for n in [0, *n_values]}  # tokens, seconds, accepted, drafted, calls; 0 = AR
-    for ids in encoded:
-        for n in totals:
-            drafter = DraftModelDrafter(pair.draft, n) if n else None
+    methods = [0, *n_values]  # 0: autoregressive
+
+    def run(ids, n):
+        return generate(pair.target, ids, drafter=DraftModelDrafter(pair.draft, n) if n else None,
+                        max_new_tokens=max_new_tokens, eos_token_id=pair.eos_token_id)
+
+    for n in methods:
+        run(encoded[0][:16], n)  # warm-up: first-call allocations, lazy imports
+    tokens, seconds, calls = {n: 0 for n in methods}, {n: 0.0 for n in methods}, {n: 0 for n in methods}
+    steps: dict[int, list] = {n: [] for n in methods}
+    for i, ids in enumerate(encoded):
+        for n in methods[i % len(methods):] + methods[:i % len(methods)]:
             synchronize(pair.device)
             t0 = time.perf_counter()
-            gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=max_new_tokens,
-                           eos_token_id=pair.eos_token_id)
+            gen = run(ids, n)
             synchronize(pair.device)
-            total = totals[n]
-            total[0] += len(gen.tokens)
-            total[1] += time.perf_counter() - t0
-            total[2] += gen.stats["accepted_tokens"]
-            total[3] += gen.stats["drafted_tokens"]
-            total[4] += gen.stats["target_calls"]
-    base = totals[0][0] / totals[0][1]
-    return [{"n_draft": n, "tokens_per_second": round(tokens / seconds, 1),
-             "vs_lab_autoregressive": round(tokens / seconds / base, 3),
-             "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
-             "tokens_per_target_call": round(tokens / calls, 3)}
-            for n, (tokens, seconds, accepted, drafted, calls) in totals.items() if n]
+            seconds[n] += time.perf_counter() - t0
+            tokens[n] += len(gen.tokens)
+            steps[n] += gen.steps
+            calls[n] += gen.stats["target_calls"]
+    base = tokens[0] / seconds[0]
+    rows = []
+    for n in n_values:
+        accepted = sum(s.num_accepted for s in steps[n])
+        drafted = sum(len(s.drafted) for s in steps[n])
+        alpha = alpha_from_steps(steps[n])
+        rows.append({"n_draft": n, "tokens_per_second": round(tokens[n] / seconds[n], 1),
+                     "vs_lab_autoregressive": round(tokens[n] / seconds[n] / base, 3),
+                     "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
+                     "alpha": None if alpha is None else round(alpha, 4),
+                     "tokens_per_target_call": round(tokens[n] / calls[n], 3)})
+    return rows

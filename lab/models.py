@@ -375,19 +375,28 @@ def _load_wheel_pair(name: str, asset: WheelFile, device: torch.device, dtype: t
         raise ModelNotAvailableError(f"the converted model in {folder} cannot be read ({error}); delete that folder "
                                      f"(`rm -r {folder}`) and load the pair again to rebuild it") from error
     target = target.to(device).eval()
-    draft = load_projected_draft(Path(PRESETS[name][1]), target) if with_draft else None
+    draft = None
+    if with_draft:  # the draft's embedding from the float32 weights, whatever the target's dtype
+        from safetensors import safe_open
+
+        with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+            embedding = weights.get_tensor("model.embed_tokens.weight")
+        draft = load_projected_draft(Path(PRESETS[name][1]), target, embedding)
     return ModelPair(name, target, draft, tokenizer, device, dtype)
 
 
-def load_projected_draft(folder: Path, target):
+def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = None):
     """The draft model committed in ``folder`` for ``target``, as a plain ``LlamaForCausalLM`` in ``target``'s
     dtype, on its device, in eval mode.
 
     The folder holds ``config.json`` and ``model.safetensors`` with every tensor but the embedding, plus
-    ``embed_projection`` ``[D_target, D]``: the draft's (tied) embedding is the target's embedding times that
-    projection, computed here in float32 (:mod:`lab.training.chat_draft` trains it so). Raises
+    ``embed_projection`` ``[D_target, D]`` (float16): the draft's (tied) embedding is the target's embedding times
+    that projection, computed here in float32 and then cast (:mod:`lab.training.chat_draft` trains it so, with the
+    float32 target). ``embedding``: the target's input embedding ``[V, D_target]`` at full precision (default: the
+    target's own, in whatever dtype it was loaded; a bfloat16 target then gives a slightly different product).
+    Raises
     ``ModelNotAvailableError`` when a file is missing or a tensor is missing, extra or of the wrong shape, naming
-    the command that rebuilds it."""
+    the command that rebuilds it, and ``ValueError`` for an ``embedding`` of another shape than the target's."""
     from safetensors.torch import load_file
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -404,11 +413,15 @@ def load_projected_draft(folder: Path, target):
                                      f"(`git checkout -- {folder}`) or rebuild it: {rebuild}") from error
     projection = state.pop("embed_projection", None)
     table = target.get_input_embeddings().weight
+    source = table if embedding is None else embedding
     if projection is None or tuple(projection.shape) != (table.shape[1], config.hidden_size):
         raise ModelNotAvailableError(f"the draft model in {folder} has no embed_projection of shape "
                                      f"[{table.shape[1]}, {config.hidden_size}] for this target; rebuild it: {rebuild}")
     draft = LlamaForCausalLM(config)
-    state["model.embed_tokens.weight"] = table.detach().float().cpu() @ projection.float()
+    if tuple(source.shape) != tuple(table.shape):
+        raise ValueError(f"embedding must have the target's embedding shape {tuple(table.shape)}, got "
+                         f"{tuple(source.shape)}")
+    state["model.embed_tokens.weight"] = source.detach().float().cpu() @ projection.float()
     state["lm_head.weight"] = state["model.embed_tokens.weight"]
     try:
         draft.load_state_dict(state, strict=True)

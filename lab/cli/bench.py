@@ -91,7 +91,7 @@ def _run_chat(args, count: int) -> int:
     when outputs differ in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, cost_curve, format_table, goal_lines, predicted_speedup, run_bench,
+    from lab.bench import (EXTRA_METHODS, cost_curve, format_table, goal_lines, run_bench, speedup_with_verify_cost,
                            sweep_n_draft)
     from lab.costs import time_forward
     from lab.models import load_pair
@@ -119,17 +119,18 @@ def _run_chat(args, count: int) -> int:
     sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
     for row in sweep:  # measured ÷ predicted, the prediction from this N's α, c and verification cost
         verify = curve[row["n_draft"] + 1] / curve[1]
-        predicted = predicted_speedup(row["acceptance_rate"], row["n_draft"], c, verify)
-        row.update(verify_ratio=round(verify, 3), predicted=round(predicted, 3),
-                   efficiency=round(row["vs_lab_autoregressive"] / predicted, 3))
+        predicted = None if row["alpha"] is None else speedup_with_verify_cost(row["alpha"], row["n_draft"], c,
+                                                                                verify)
+        row.update(verify_ratio=round(verify, 3), predicted=None if predicted is None else round(predicted, 3),
+                   efficiency=None if predicted is None else round(row["vs_lab_autoregressive"] / predicted, 3))
     best_n = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
     chat = {row["method"]: row for row in results["chat"]["rows"]}
     edit = {row["method"]: row for row in results["copy_edit"]["rows"]}
-    trained = [m for m in ("lab speculative", "lab Medusa", "lab EAGLE") if m in chat]
-    best = max(trained, key=lambda m: chat[m]["vs_lab_autoregressive"])
-    best_speedup = max(chat[best]["vs_lab_autoregressive"], best_n["vs_lab_autoregressive"])
-    goals = [(f"best trained drafter ({best}, N = {n} or its best N) x autoregressive on chat requests",
-              best_speedup, 2.0),
+    trained = {f"{m}, N = {n}" if m == "lab speculative" else m: chat[m]["vs_lab_autoregressive"]
+               for m in ("lab speculative", "lab Medusa", "lab EAGLE") if m in chat}
+    trained[f"draft model at its best N = {best_n['n_draft']}"] = best_n["vs_lab_autoregressive"]
+    best = max(trained, key=trained.get)
+    goals = [(f"best trained drafter ({best}) x autoregressive on chat requests", trained[best], 2.0),
              ("prompt lookup x autoregressive on copy/edit requests",
               edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
              ("lab speculative x transformers assisted generation (same draft), chat",
@@ -154,12 +155,12 @@ def _run_chat(args, count: int) -> int:
               + ", ".join(f"K = {k}: {ms / base:.2f}" for k, ms in curve.items()))
         print(f"draft model forward: {draft_ms:.2f} ms, c = {c:.3f}")
         print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive):\n\n"
-              "| N | tokens/s | x lab AR | acceptance rate | tokens per target call | verify cost (K = N + 1) | "
-              "predicted | efficiency |\n|---|---|---|---|---|---|---|---|")
+              "| N | tokens/s | x lab AR | acceptance rate | α (accepted ÷ examined) | tokens per target call | "
+              "verify cost (K = N + 1) | predicted | efficiency |\n|---|---|---|---|---|---|---|---|---|")
         for row in sweep:
             print(f"| {row['n_draft']} | {row['tokens_per_second']} | {row['vs_lab_autoregressive']:.2f} | "
-                  f"{row['acceptance_rate']} | {row['tokens_per_target_call']} | {row['verify_ratio']} | "
-                  f"{row['predicted']:.2f} | {row['efficiency']:.2f} |")
+                  f"{row['acceptance_rate']} | {row['alpha']} | {row['tokens_per_target_call']} | "
+                  f"{row['verify_ratio']} | {row['predicted']} | {row['efficiency']} |")
         print("\ngoals (issue 21; ratios within this run):\n" + goal_lines(goals))
     same = all(r["identical"] for r in results.values())
     return 0 if same or pair.dtype != torch.float32 else 1

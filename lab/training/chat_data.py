@@ -3,8 +3,8 @@
 answer position.
 
 ``python -m lab train chat-data`` runs :func:`build_chat_data`. It writes numbered shards of safetensors into
-``<cache>/chat-data/<target key>/`` (never committed; the target key ties them to the target they came from) and
-skips the shards already there, so a killed run resumes where it stopped. Three shards in four are greedy answers
+``<cache>/chat-data/<pair name>/seed-<seed>/`` (never committed) and skips the shards already there, so a killed
+run resumes where it stopped. Three shards in four are greedy answers
 (what the bench measures); the fourth samples at temperature 0.7 for variety.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from lab.training.chat_data import chat_data_dir, load_chat_data
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer
 
 __all__ = ["ChatDraftRecipe", "ProjectedDraft", "draft_config", "soft_cross_entropy", "greedy_agreement",
-           "train_chat_draft"]
+           "held_out_agreement", "train_chat_draft"]
 
 
 @dataclass
@@ -162,6 +162,31 @@ def greedy_agreement(logits_fn, sequences: list[dict], max_len: int, pad_id: int
     return result
 
 
+@torch.no_grad()
+def held_out_agreement(pair, requests: list[str], max_new_tokens: int = 64) -> float:
+    """The share of answer tokens where ``pair.draft``'s argmax equals the token the target chose: the target answers
+    each of ``requests`` (chat-encoded, greedy, :func:`lab.decode.generate`, at most ``max_new_tokens``), then the
+    draft reads prompt and answer in one forward (teacher forcing). With greedy chain drafting this is the per-token
+    acceptance α on those requests. The card quotes it for the course's held-out requests
+    (:func:`lab.prompts.chat_prompts`), in float32. Raises ``ValueError`` for no requests or a pair without a draft
+    model."""
+    from lab.decode import generate
+
+    if not requests:
+        raise ValueError("requests must hold at least one request, got none")
+    if pair.draft is None:
+        raise ValueError(f"the {pair.name!r} pair has no draft model to measure")
+    hits = total = 0
+    for text in requests:
+        ids = pair.encode_chat(text)
+        answer = generate(pair.target, ids, max_new_tokens=max_new_tokens, eos_token_id=pair.eos_token_id).tokens
+        full = torch.tensor([ids + answer], device=pair.device)
+        guess = pair.draft(full).logits[0, len(ids) - 1:-1].argmax(-1).cpu()
+        hits += int((guess == torch.tensor(answer)).sum())
+        total += len(answer)
+    return hits / total
+
+
 def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path = SMOLLM2_DIR / "draft",
                      log=print) -> Path:
     """Distil the draft of ``pair`` (the real pair, float32 target on the CPU) from the chat data in
@@ -183,7 +208,10 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
     pad = pair.eos_token_id
     opt = make_optimizer(draft, recipe.lr)
     checkpoint = chat_data_dir(pair) / "draft-checkpoint"
-    history, order, first_step, minutes = _resume(checkpoint, draft, opt, recipe)
+    # what a checkpoint must match to be resumed: the recipe and the data (more seeds reshuffle the split)
+    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
+            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
+    history, order, first_step, minutes = _resume(checkpoint, draft, opt, plan)
     if first_step:
         log(f"chat draft: resuming at step {first_step} from {checkpoint}")
     t0 = time.time() - minutes * 60
@@ -212,7 +240,7 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
             history.append(entry)
             log(f"chat draft step {step}/{recipe.steps} {entry} ({(time.time() - t0) / 60:.1f} min)")
         if step % 100 == 99:
-            _save_checkpoint(checkpoint, draft, opt, recipe, step + 1, order, history, (time.time() - t0) / 60)
+            _save_checkpoint(checkpoint, draft, opt, plan, step + 1, order, history, (time.time() - t0) / 60)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {key: value.detach().to(torch.float16).contiguous() for key, value in draft.state_to_save().items()}
@@ -227,7 +255,7 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
     return out_dir
 
 
-def _save_checkpoint(folder: Path, draft, opt, recipe: ChatDraftRecipe, step: int, order: list[int], history: list,
+def _save_checkpoint(folder: Path, draft, opt, plan: dict, step: int, order: list[int], history: list,
                      minutes: float) -> None:
     """Weights (safetensors), optimizer state and progress, written beside ``folder`` and renamed into place."""
     from safetensors.torch import save_file
@@ -237,23 +265,23 @@ def _save_checkpoint(folder: Path, draft, opt, recipe: ChatDraftRecipe, step: in
     partial.mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, str(partial / "draft.safetensors"))
     torch.save(opt.state_dict(), partial / "optimizer.pt")
-    progress = {"recipe": asdict(recipe), "step": step, "order": order, "history": history, "minutes": minutes}
+    progress = {"plan": plan, "step": step, "order": order, "history": history, "minutes": minutes}
     (partial / "progress.json").write_text(json.dumps(progress))
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
 
 
-def _resume(folder: Path, draft, opt, recipe: ChatDraftRecipe) -> tuple[list, list[int], int, float]:
+def _resume(folder: Path, draft, opt, plan: dict) -> tuple[list, list[int], int, float]:
     """(history, order, next step, minutes so far) from the checkpoint in ``folder``, loaded into ``draft`` and
-    ``opt``; a fresh start when there is none or it was made with another recipe. The optimizer state loads with
-    ``weights_only=True``."""
+    ``opt``; a fresh start when there is none or it was made with another plan (recipe, or data: another count of
+    sequences or answer tokens). The weights load strictly, the optimizer state with ``weights_only=True``."""
     from safetensors.torch import load_file
 
     if not (folder / "progress.json").exists():
         return [], [], 0, 0.0
     progress = json.loads((folder / "progress.json").read_text())
-    if progress.get("recipe") != asdict(recipe):
+    if progress.get("plan") != plan:
         return [], [], 0, 0.0
-    draft.load_state_dict(load_file(str(folder / "draft.safetensors")), strict=False)
+    draft.load_state_dict(load_file(str(folder / "draft.safetensors")), strict=True)
     opt.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
     return progress["history"], progress["order"], progress["step"], progress["minutes"]

@@ -147,11 +147,19 @@ def test_a_bf16_table_reports_agreement_instead_of_identity():
 
 
 def test_predicted_speedup_uses_the_measured_verification_cost():
-    from lab.bench import predicted_speedup
+    from lab.bench import speedup_with_verify_cost
+    from lab.metrics import predicted_speedup
 
     # α = 0.5, N = 2: 1.75 tokens per call; cost 2 · 0.1 + 1.2 = 1.4 target forwards per step
-    assert predicted_speedup(0.5, 2, 0.1, 1.2) == pytest.approx(1.75 / 1.4)
-    assert predicted_speedup(1.0, 4, 0.0, 1.0) == pytest.approx(5.0)
+    assert speedup_with_verify_cost(0.5, 2, 0.1, 1.2) == pytest.approx(1.75 / 1.4)
+    assert speedup_with_verify_cost(0.7, 3, 0.05, 1.0) == pytest.approx(predicted_speedup(0.7, 3, 0.05))
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="verify_ratio must be a finite number > 0"):
+            speedup_with_verify_cost(0.5, 2, 0.1, bad)
+    with pytest.raises(TypeError, match="verify_ratio"):
+        speedup_with_verify_cost(0.5, 2, 0.1, "1.2")
+    with pytest.raises(ValueError):
+        speedup_with_verify_cost(None, 2, 0.1, 1.2)
 
 
 def test_goal_lines_say_met_missed_or_not_measured():
@@ -171,12 +179,45 @@ def test_cost_curve_times_one_forward_per_block_size(pair):
     assert list(curve) == [1, 5] and all(ms > 0 for ms in curve.values())
 
 
-def test_bench_interleaves_methods_and_reports_the_load(pair, monkeypatch):
-    import lab.bench
+def _record_runs(pair, monkeypatch):
+    """Patch lab's and transformers' generate to record which method ran: "AR", "spec" or "HF" / "HF assisted"."""
+    import lab.decode
 
     order = []
-    real = lab.bench.time.perf_counter
-    monkeypatch.setattr(lab.bench.time, "perf_counter", lambda: order.append(1) or real())
+    lab_generate, hf_generate = lab.decode.generate, pair.target.generate  # the target's alone, not the assistant's
+
+    def ours(target, ids, drafter=None, **kw):
+        order.append("AR" if drafter is None else f"spec {drafter.n_draft}")
+        return lab_generate(target, ids, drafter=drafter, **kw)
+
+    def theirs(*a, assistant_model=None, **kw):
+        order.append("HF" if assistant_model is None else "HF assisted")
+        return hf_generate(*a, assistant_model=assistant_model, **kw)
+
+    monkeypatch.setattr(lab.decode, "generate", ours)
+    monkeypatch.setattr(pair.target, "generate", theirs)
+    return order
+
+
+def test_bench_interleaves_methods_and_reports_the_load(pair, monkeypatch):
+    order = _record_runs(pair, monkeypatch)
     result = run_bench(pair, held_out_prompts()[:2], max_new_tokens=4, n_draft=2)
     assert len(result["settings"]["load"]) == 2
     assert result["agreement"]["lab speculative"] == {"same": 2, "prompts": 2, "first_divergence": None}
+    methods = ["AR", "spec 2", "HF", "HF assisted"]
+    # a warm-up each, then prompt by prompt every method, the order rotating by one per prompt
+    assert order == methods + methods + methods[1:] + methods[:1]
+
+
+def test_the_n_sweep_warms_up_rotates_and_measures_alpha(pair, monkeypatch):
+    from lab.bench import sweep_n_draft
+
+    order = _record_runs(pair, monkeypatch)
+    rows = sweep_n_draft(pair, held_out_prompts()[:2], max_new_tokens=12, n_values=(1, 3))
+    assert order == ["AR", "spec 1", "spec 3"] * 2 + ["spec 1", "spec 3", "AR"]
+    assert [row["n_draft"] for row in rows] == [1, 3]
+    for row in rows:
+        assert 0 <= row["acceptance_rate"] <= row["alpha"] <= 1 and row["tokens_per_target_call"] >= 1
+    assert rows[0]["alpha"] == rows[0]["acceptance_rate"]  # at N = 1 every draft is examined
+    with pytest.raises(ValueError, match="n_values"):
+        sweep_n_draft(pair, held_out_prompts()[:1], n_values=(0,))

@@ -57,7 +57,13 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
     assert 0 < summary["cost_ratio_c"] < 1 and summary["draft_ms"] > 0
     sweep = summary["n_sweep"]
     assert [row["n_draft"] for row in sweep] == [1, 2, 3, 4, 6, 8]
-    for row in sweep:  # efficiency = measured ÷ predicted, predicted from this N's α, c and verification cost
+    curve, c = {int(k): ms for k, ms in summary["cost_curve_ms"].items()}, summary["cost_ratio_c"]
+    for row in (row for row in sweep if row["alpha"] is not None):
+        n, alpha = row["n_draft"], row["alpha"]
+        assert alpha >= row["acceptance_rate"]  # accepted ÷ examined >= accepted ÷ drafted
+        # predicted from this N's α (not accepted ÷ drafted), c and the cost of a target forward over N + 1 tokens
+        expected = (1 - alpha ** (n + 1)) / (1 - alpha) if alpha < 1 else n + 1.0
+        assert row["predicted"] == pytest.approx(expected / (n * c + curve[n + 1] / curve[1]), rel=5e-3)
         assert row["efficiency"] == pytest.approx(row["vs_lab_autoregressive"] / row["predicted"], abs=2e-3)
     best = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
     assert summary["best_n"] == best["n_draft"] and summary["goals"][-1]["measured"] == best["efficiency"]
