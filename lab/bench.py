@@ -28,7 +28,8 @@ from lab.registry import check_has_draft, make_drafter
 from lab.validation import check_int, check_number
 
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
-           "goal_lines", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS", "synchronize", "threads_label"]
+           "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
+           "synchronize", "threads_label"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
@@ -322,18 +323,63 @@ def speedup_with_verify_cost(alpha: float, n_draft: int, cost_ratio: float, veri
     return expected_tokens_per_call(alpha, n_draft) / (n_draft * cost_ratio + verify_ratio)
 
 
+def goal_met(measured, threshold: float, at_most: bool = False) -> bool:
+    """Whether ``measured`` meets a goal: ``>= threshold``, or ``<= threshold`` for an upper bound (``at_most``, a
+    cost); never when it was not measured (None)."""
+    if measured is None:
+        return False
+    return measured <= threshold if at_most else measured >= threshold
+
+
 def goal_lines(goals) -> str:
-    """The goals as Markdown lines, ``goals`` = ``[(text, measured, threshold), …]`` (measured None: not run):
-    met, missed or not run, each with the number measured here."""
+    """The goals as Markdown lines, ``goals`` = ``[(text, measured, threshold), …]``, a goal that is an upper bound
+    with a fourth item ``"<="`` (measured None: not run): met, missed or not run, each with the number measured
+    here."""
     lines = []
-    for text, measured, threshold in goals:
+    for text, measured, threshold, *bound in goals:
+        at_most = bound == ["<="]
         if measured is None:
             lines.append(f"- [ ] {text}: not measured in this run")
         else:
-            mark = "x" if measured >= threshold else " "
-            verdict = "met" if measured >= threshold else "NOT met"
-            lines.append(f"- [{mark}] {text}: {measured:.2f} (goal >= {threshold}): {verdict} on this machine")
+            met = goal_met(measured, threshold, at_most)
+            mark, verdict = ("x", "met") if met else (" ", "NOT met")
+            lines.append(f"- [{mark}] {text}: {measured:.2f} (goal {'<=' if at_most else '>='} {threshold}): "
+                         f"{verdict} on this machine")
     return "\n".join(lines)
+
+
+@torch.no_grad()
+def eagle_step_ms(model, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
+    """Median wall time (ms) of one EAGLE drafting step (:class:`lab.drafters.eagle.EagleDraftModel`): one
+    (feature, token) pair through the draft layer on a KV cache of ``context`` pairs, then its logits over the whole
+    vocabulary (the draft vocabulary's rows, or the target's LM head), as :class:`lab.drafters.eagle.EagleDrafter`
+    runs it per drafted token. Random features and tokens (fixed ``seed``); one untimed warm-up. Divided by a target
+    forward it is the draft's cost ratio c. Raises ``ValueError`` for ``repeats`` < 1 or a negative ``context``."""
+    import statistics
+
+    from lab.kv import rollback
+    from lab.models import new_cache
+
+    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
+    param = next(model.parameters())
+    generator = torch.Generator().manual_seed(seed)
+    features = torch.randn(context + 1, model.config["feature_size"], generator=generator).to(param.device,
+                                                                                              param.dtype)
+    tokens = torch.randint(model.config["vocab_size"], (context + 1,), generator=generator).tolist()
+    cache = new_cache()
+    if context:
+        model(features[:context], tokens[:context], cache, position_ids=torch.arange(1, context + 1))
+    times = []
+    for i in range(repeats + 1):
+        rollback(cache, context)
+        synchronize(param.device)
+        start = time.perf_counter()
+        predicted = model(features[context:], tokens[context:], cache, position_ids=[context + 1])
+        model.logits(predicted[-1]).argmax()
+        synchronize(param.device)
+        if i:
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
 
 
 def sweep_n_draft(pair, prompts: list[str], max_new_tokens: int = 128, n_values=SWEEP_N) -> list[dict]:

@@ -1,16 +1,16 @@
 """The drafter registry: drafter names -> drafters (layer 4).
 
 One place maps the names the command line (``--drafter``), the bench, the arena and the race widget use to the
-drafter classes of :mod:`lab.drafters`, and says which drafters a pair can have: Medusa heads and the EAGLE draft
-were trained for the bundled target only, an early exit needs Llama layers (GPT-2 has none), and the draft-model
-drafter needs a draft model (``"smollm2-135m"`` has none yet).
+drafter classes of :mod:`lab.drafters`, and says which drafters a pair can have: Medusa heads and EAGLE drafts
+were trained for some pairs only (:data:`TRAINED_FOR`), an early exit needs Llama layers (GPT-2 has none), and the
+draft-model drafter needs a draft model.
 
 Importing this module is cheap (no torch): the drafter classes are imported when a drafter is built, so that
 ``python -m lab --help`` and the option checks stay fast.
 """
 from __future__ import annotations
 
-__all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR_BUNDLED", "check_has_draft", "make_drafter", "own_draft_reason",
+__all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft", "make_drafter", "own_draft_reason",
            "try_drafter", "drafter_problem"]
 
 DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
@@ -65,13 +65,14 @@ def own_draft_reason(kind: str) -> str | None:
         " what it drafts"
 
 
-TRAINED_FOR_BUNDLED = ("medusa", "eagle")
-"""Drafters whose weights were trained for the bundled target only (lab/assets/shakespeare/medusa, .../eagle)."""
+TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m")}
+"""Drafters whose weights are trained for one target, and the pairs that have them committed
+(``lab/assets/<pair>/medusa``, ``.../eagle``)."""
 
 
 def check_has_draft(pair, what: str) -> None:
     """Raise ``ValueError`` naming ``what`` and the pair when ``pair`` has no draft model (``pair.draft`` is None, as
-    for ``"smollm2-135m"`` until one is trained): the draft model's runs need one."""
+    for a target loaded alone): the draft model's runs need one."""
     if getattr(pair, "draft", None) is None:
         raise ValueError(f"{what} needs a draft model, and the {pair.name!r} pair has none (pair.draft is None); "
                          "use a pair with a draft, e.g. load_pair('shakespeare')")
@@ -79,8 +80,8 @@ def check_has_draft(pair, what: str) -> None:
 
 def try_drafter(kind: str, pair, n_draft: int = 4):
     """``(drafter, None)``, or ``(None, why)`` when :func:`make_drafter` cannot build ``kind`` for ``pair`` (its
-    error message): a hub pair or ``"smollm2-135m"`` has no Medusa heads or EAGLE draft, GPT-2 has no Llama layers
-    for an early exit, and ``"smollm2-135m"`` no draft model yet.
+    error message): a pair not in :data:`TRAINED_FOR` has no Medusa heads or EAGLE draft, and GPT-2 has no Llama
+    layers for an early exit.
     For the bundled pair, which has every drafter, a missing or damaged asset raises: it is an error to see, not a
     drafter to leave out."""
     try:

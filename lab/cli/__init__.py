@@ -12,8 +12,8 @@ writes its model card (:mod:`lab.cli.train`). ``pick`` recommends a drafting met
 Bad options stop before any model is loaded, with one error line naming the flag and the allowed values (exit status
 2); the checks that need the tokenizer (``--prompt`` must have a token; prompt + ``--max-new-tokens`` must fit the
 target's context; ``--drafter`` must work with ``--pair``: GPT-2 has no Llama layers for an early exit) stop right
-after the pair loads, before any generation, in the same form (``medusa`` and ``eagle``, trained for the bundled
-target only, are refused with a hub pair before it loads). ``bench`` and
+after the pair loads, before any generation, in the same form (``medusa`` and ``eagle``, trained for some pairs only,
+are refused with another pair before it loads). ``bench`` and
 ``arena`` leave out, and name, the drafters a hub pair cannot have. A model that cannot be loaded gives one error line
 and exit status 1.
 
@@ -60,8 +60,8 @@ def main(argv=None) -> int:
     try:
         return command.run(args)
     except ModelNotAvailableError as error:
-        # the loader's advice is written for Python; on the command line the bundled pair is the default
-        advice = (f" On the command line: leave out --pair {args.pair} to run the bundled pair."
+        # the loader's advice is written for Python; the Shakespeare pair ships in the repository and always loads
+        advice = (" On the command line: --pair shakespeare runs the pair that ships in the repository."
                   if args.pair != "shakespeare" else "")
         print(f"python -m lab {args.command}: {error}{advice}", file=sys.stderr)
         return 1

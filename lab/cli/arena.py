@@ -84,7 +84,7 @@ def run(args) -> int:
         raise OptionError("--max-new-tokens", problem)
     skipped = {kind: drafter_problem(kind, pair, args.n_draft) for kind in ARENA_DRAFTERS}
     skipped = {kind: why for kind, why in skipped.items() if why}
-    if skipped:  # smollm2-135m or a hub pair: no Medusa heads, no EAGLE draft (GPT-2: no early exit either)
+    if skipped:  # a hub pair: no Medusa heads, no EAGLE draft (GPT-2: no early exit either)
         print(f"python -m lab arena: not run with pair {args.pair}: "
               + "; ".join(f"{kind} ({why})" for kind, why in skipped.items()), file=sys.stderr)
     arena = run_arena(pair, tasks=tasks, max_new_tokens=args.max_new_tokens, prompts_per_task=args.prompts,

@@ -91,8 +91,8 @@ def _run_chat(args, count: int) -> int:
     when outputs differ in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, cost_curve, format_table, goal_lines, run_bench, speedup_with_verify_cost,
-                           sweep_n_draft)
+    from lab.bench import (EXTRA_METHODS, cost_curve, eagle_step_ms, format_table, goal_lines, goal_met, run_bench,
+                           speedup_with_verify_cost, sweep_n_draft)
     from lab.costs import time_forward
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts
@@ -116,6 +116,12 @@ def _run_chat(args, count: int) -> int:
     curve = cost_curve(pair.target)  # after the tables, which warmed the target up
     draft_ms = time_forward(pair.draft, context=128)
     c = draft_ms / curve[1]
+    eagle_ms = None
+    if "lab EAGLE" not in skipped:
+        from lab.drafters.eagle import EagleDrafter
+
+        eagle_ms = eagle_step_ms(EagleDrafter.from_pretrained(pair).model, context=128)
+    c_eagle = None if eagle_ms is None else eagle_ms / curve[1]
     sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
     for row in sweep:  # measured ÷ predicted, the prediction from this N's α, c and verification cost
         verify = curve[row["n_draft"] + 1] / curve[1]
@@ -130,6 +136,8 @@ def _run_chat(args, count: int) -> int:
                for m in ("lab speculative", "lab Medusa", "lab EAGLE") if m in chat}
     trained[f"draft model at its best N = {best_n['n_draft']}"] = best_n["vs_lab_autoregressive"]
     best = max(trained, key=trained.get)
+    eagle_gain = (round(chat["lab EAGLE"]["acceptance_rate"] - chat["lab speculative"]["acceptance_rate"], 3)
+                  if "lab EAGLE" in chat else None)
     goals = [(f"best trained drafter ({best}) x autoregressive on chat requests", trained[best], 2.0),
              ("prompt lookup x autoregressive on copy/edit requests",
               edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
@@ -138,11 +146,16 @@ def _run_chat(args, count: int) -> int:
              ("lab prompt lookup x transformers prompt lookup, copy/edit",
               edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
              (f"draft-model efficiency (measured / predicted speedup) at its best N = {best_n['n_draft']}, chat",
-              best_n["efficiency"], 0.9)]
+              best_n["efficiency"], 0.9),
+             ("draft model cost ratio c (its forward / the target's, KV cache of 128)", c, 0.1, "<="),
+             (f"EAGLE acceptance rate minus the draft model's, chat, N = {n}", eagle_gain, 0.10),
+             ("EAGLE cost ratio c (one drafting step / a target forward)", c_eagle, 0.1, "<=")]
     summary = {"cost_curve_ms": curve, "draft_ms": round(draft_ms, 3), "cost_ratio_c": round(c, 4),
+               "eagle_step_ms": None if eagle_ms is None else round(eagle_ms, 3),
+               "eagle_cost_ratio_c": None if c_eagle is None else round(c_eagle, 4),
                "n_sweep": sweep, "best_n": best_n["n_draft"],
-               "goals": [{"goal": t, "measured": v, "threshold": g, "met": v is not None and v >= g}
-                         for t, v, g in goals]}
+               "goals": [{"goal": t, "measured": v, "threshold": g, "at_most": bound == ["<="],
+                          "met": goal_met(v, g, bound == ["<="])} for t, v, g, *bound in goals]}
     if skipped:
         for result in results.values():
             result["settings"]["skipped"] = skipped
@@ -153,7 +166,8 @@ def _run_chat(args, count: int) -> int:
         base = curve[1]
         print(f"\ntarget forward over K new tokens (KV cache of 128), relative to K = 1 ({base:.1f} ms): "
               + ", ".join(f"K = {k}: {ms / base:.2f}" for k, ms in curve.items()))
-        print(f"draft model forward: {draft_ms:.2f} ms, c = {c:.3f}")
+        print(f"draft model forward: {draft_ms:.2f} ms, c = {c:.3f}"
+              + ("" if eagle_ms is None else f"; EAGLE drafting step: {eagle_ms:.2f} ms, c = {c_eagle:.3f}"))
         print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive):\n\n"
               "| N | tokens/s | x lab AR | acceptance rate | α (accepted ÷ examined) | tokens per target call | "
               "verify cost (K = N + 1) | predicted | efficiency |\n|---|---|---|---|---|---|---|---|---|")

@@ -7,7 +7,7 @@ import json
 import sys
 
 from lab.cli.options import CHAT_PAIRS, DEFAULT_PAIR, PAIRS, OptionError, pair_help, positive_int, seed, temperature
-from lab.registry import DRAFTERS, TRAINED_FOR_BUNDLED, own_draft_reason, try_drafter
+from lab.registry import DRAFTERS, TRAINED_FOR, own_draft_reason, try_drafter
 
 __all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
 
@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
                                    "struck-through rejected, orange resampled, blue bonus), then print the stats.")
     p.add_argument("--drafter", choices=DRAFTERS, default="model",
                    help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft "
-                        "or an early exit from the target; medusa and eagle only with the bundled pair "
+                        "or an early exit from the target; medusa and eagle with --pair shakespeare or "
+                        "smollm2-135m "
                         "(default: %(default)s)")
     p.add_argument("--prompt", default=None,
                    help="text to continue; with a chat pair (smollm2-135m) the user's message, sent with the chat "
@@ -64,10 +65,12 @@ def run(args) -> int:
     if args.n_draft is not None and own_draft_reason(args.drafter):
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
                                        f"{own_draft_reason(args.drafter)}; leave --n-draft out")
-    if args.drafter in TRAINED_FOR_BUNDLED and args.pair != "shakespeare":
-        what, has = ("Medusa heads", "them") if args.drafter == "medusa" else ("an EAGLE draft", "one")
-        raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the bundled "
-                                       f"shakespeare pair has {has}; with --pair {args.pair} choose another drafter")
+    if args.drafter in TRAINED_FOR and args.pair not in TRAINED_FOR[args.drafter]:
+        what = "Medusa heads" if args.drafter == "medusa" else "an EAGLE draft"
+        have = " and ".join(TRAINED_FOR[args.drafter])
+        raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the {have} "
+                                       f"pair{'s have' if len(TRAINED_FOR[args.drafter]) > 1 else ' has'} one; with "
+                                       f"--pair {args.pair} choose another drafter")
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn

@@ -18,15 +18,19 @@ from typing import ClassVar
 
 import torch
 
-from lab.assets import EAGLE_DIR, TARGET_KEY, check_target_key, target_weights_key
+from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
+from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
 from lab.trees import position_ids as tree_position_ids
 from lab.trees import check_choices, choices_parents, tree_attention_mask
 from lab.validation import is_integer
 
-__all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
+__all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EAGLE_DIRS", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
+
+EAGLE_DIRS = {"shakespeare": EAGLE_DIR, "smollm2-135m": SMOLLM2_DIR / "eagle"}
+"""The committed EAGLE drafts, by pair name (``python -m lab train eagle`` / ``train chat-eagle``)."""
 
 
 # A small static tree over top-k ranks (the same notation as Medusa's "choices"): 2 first tokens, 2 + 1 second
@@ -62,14 +66,17 @@ class EagleDraftModel(torch.nn.Module):
     the target. The target's input embedding and LM head are *shared* with the target (not copies, not registered
     as submodules, never trained or saved).
 
-    Arguments: ``target`` (a transformers causal LM with tied or untied embeddings) and the architecture
-    ``config`` dict (keys ``width``, ``heads``, ``kv_heads``, ``intermediate``; defaults below). Raises
-    ``ValueError`` if ``width`` is not divisible by ``heads`` or ``heads`` by ``kv_heads``.
+    Arguments: ``target`` (a transformers causal LM with tied or untied embeddings), the architecture
+    ``config`` dict (keys ``width``, ``heads``, ``kv_heads``, ``intermediate``; defaults below) and
+    ``draft_vocab``: None (the draft scores the whole vocabulary) or LongTensor ``[V_d]`` of target ids, a reduced
+    draft vocabulary (:mod:`lab.drafters.draft_vocab`: FR-Spec, EAGLE-3's d2t): the head is then the target's
+    LM-head rows of those ids and every other token gets probability 0. Raises ``ValueError`` if ``width`` is not
+    divisible by ``heads`` or ``heads`` by ``kv_heads``, or for a malformed ``draft_vocab``.
     """
 
     DEFAULTS: ClassVar[dict] = {"width": 160, "heads": 5, "kv_heads": 5, "intermediate": 384}
 
-    def __init__(self, target, config: dict | None = None):
+    def __init__(self, target, config: dict | None = None, draft_vocab=None):
         super().__init__()
         from transformers import LlamaConfig, LlamaModel
 
@@ -98,16 +105,40 @@ class EagleDraftModel(torch.nn.Module):
         self.layer.embed_tokens.weight.requires_grad_(False)  # unused: the fused input replaces it
         self.up = torch.nn.Linear(width, feature)
         self._cache_kwarg = cache_kwarg(type(self.layer))
+        self.config["draft_vocab_size"] = None
+        if draft_vocab is not None:
+            ids = check_draft_vocab(draft_vocab, self.config["vocab_size"])
+            self.config["draft_vocab_size"] = int(ids.numel())
+            self.register_buffer("draft_vocab", ids)  # saved with the weights: the d2t table
+            head = target.get_output_embeddings()
+            # the target's LM-head rows of the draft vocabulary: derived, frozen, never saved
+            self.register_buffer("head_rows", head.weight.detach()[ids].float().clone(), persistent=False)
+            bias = getattr(head, "bias", None)
+            self.register_buffer("head_bias", None if bias is None else bias.detach()[ids].float().clone(),
+                                 persistent=False)
 
     # -- the shared target parts ----------------------------------------------------------------------------
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """The target's input embedding of ``tokens`` (LongTensor ``[...]``) -> ``[..., D]``."""
         return self.target.get_input_embeddings()(tokens)
 
+    def head_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """The draft's head on features ``[..., D]`` -> logits float32 ``[..., V_d]`` over the draft vocabulary
+        (``[..., V]``, the target's LM head, without one). Training scores these."""
+        if self.config["draft_vocab_size"] is None:
+            head = self.target.get_output_embeddings()
+            return head(features.to(head.weight.dtype)).float()
+        return torch.nn.functional.linear(features.to(self.head_rows.dtype), self.head_rows, self.head_bias).float()
+
     def logits(self, features: torch.Tensor) -> torch.Tensor:
-        """The target's LM head applied to features ``[..., D]`` -> logits ``[..., V]`` float32."""
-        head = self.target.get_output_embeddings()
-        return head(features.to(head.weight.dtype)).float()
+        """Logits ``[..., V]`` float32 over the target's whole vocabulary for features ``[..., D]``: the target's LM
+        head, or with a draft vocabulary its rows' logits in place and ``-inf`` (probability 0) elsewhere."""
+        reduced = self.head_logits(features)
+        if self.config["draft_vocab_size"] is None:
+            return reduced
+        full = reduced.new_full((*reduced.shape[:-1], self.config["vocab_size"]), float("-inf"))
+        full[..., self.draft_vocab] = reduced
+        return full
 
     # -- the draft ----------------------------------------------------------------------------------------
     def forward(self, features: torch.Tensor, tokens: torch.Tensor, cache=None, position_ids=None,
@@ -169,8 +200,8 @@ class EagleDraftModel(torch.nn.Module):
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in self.state_dict().items()
-                 if not k.startswith("layer.embed_tokens")}
+        state = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype).contiguous()
+                 for k, v in self.state_dict().items() if not k.startswith("layer.embed_tokens")}
         save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
         config = {"model_type": "lab-eagle", **self.config, TARGET_KEY: target_weights_key(self.target)}
         (directory / "config.json").write_text(json.dumps(config, indent=1))
@@ -190,15 +221,23 @@ class EagleDraftModel(torch.nn.Module):
         weights, config_path = directory / "model.safetensors", directory / "config.json"
         if not weights.is_file() or not config_path.is_file():
             raise FileNotFoundError(f"no EAGLE draft weights at {directory} (model.safetensors + config.json); "
-                                    "train them with `python -m lab train eagle`")
+                                    "train them with `python -m lab train eagle` (Shakespeare) or `train chat-eagle` "
+                                    "(smollm2-135m)")
         config = json.loads(config_path.read_text())
-        model = cls(target, {k: config[k] for k in cls.DEFAULTS if k in config})
-        for key in ("feature_size", "vocab_size"):
-            if config.get(key) != model.config[key]:
-                raise ValueError(f"the EAGLE draft in {directory} was trained for {key} {config.get(key)}, this "
-                                 f"target has {model.config[key]}")
-        check_target_key(config, target, directory, "an EAGLE draft", "python -m lab train eagle")
         state = load_file(str(weights))
+        draft_vocab = state.pop("draft_vocab", None)
+        if (draft_vocab is None) != (config.get("draft_vocab_size") is None):
+            raise ValueError(f"{directory}: config.json and model.safetensors disagree on the draft vocabulary")
+        # before building: a draft vocabulary of another target's ids would fail with a less helpful message
+        for key, mine in (("feature_size", int(target.config.hidden_size)), ("vocab_size", vocab_size(target))):
+            if config.get(key) != mine:
+                raise ValueError(f"the EAGLE draft in {directory} was trained for {key} {config.get(key)}, this "
+                                 f"target has {mine}")
+        model = cls(target, {k: config[k] for k in cls.DEFAULTS if k in config}, draft_vocab=draft_vocab)
+        check_target_key(config, target, directory, "an EAGLE draft",
+                         "python -m lab train eagle (or train chat-eagle for smollm2-135m)")
+        if draft_vocab is not None:
+            state["draft_vocab"] = draft_vocab
         missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not k.startswith("layer.embed_tokens")]
         if missing or unexpected:
@@ -281,15 +320,21 @@ class EagleDrafter:
         self._observed = None
 
     @classmethod
-    def from_pretrained(cls, pair, n_draft: int | None = None, tree=None, directory=EAGLE_DIR) -> EagleDrafter:
+    def from_pretrained(cls, pair, n_draft: int | None = None, tree=None, directory=None) -> EagleDrafter:
         """An EAGLE drafter for ``pair.target`` (a :class:`lab.models.ModelPair`) with the weights in
-        ``directory`` (the bundled ones by default): a chain of ``n_draft`` tokens (default 4), or the token tree
+        ``directory`` (default: the pair's committed draft, :data:`EAGLE_DIRS`; a pair without one raises
+        ``FileNotFoundError``): a chain of ``n_draft`` tokens (default 4), or the token tree
         ``tree`` (then ``n_draft`` must be omitted or equal the tree's depth). Raises ``FileNotFoundError`` naming
         the path and ``python -m lab train eagle`` when they are missing, ``ValueError`` naming the folder when the
         weights were trained for another target than ``pair.target`` (:meth:`EagleDraftModel.from_pretrained`) and
         as the constructor does,
         ``TypeError`` when ``pair`` is not a ``ModelPair`` (a name or ``pair.target``, say)."""
         check_pair(pair, "EagleDrafter.from_pretrained")
+        if directory is None:
+            if pair.name not in EAGLE_DIRS:
+                raise FileNotFoundError(f"no EAGLE draft for the {pair.name!r} pair: committed ones exist for "
+                                        f"{', '.join(map(repr, EAGLE_DIRS))}; pass directory= for one of your own")
+            directory = EAGLE_DIRS[pair.name]
         return cls(pair.target, EagleDraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)
 
     def __repr__(self) -> str:

@@ -20,12 +20,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lab.assets import MEDUSA_DIR
+from lab.assets import MEDUSA_DIR, SMOLLM2_DIR
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair
+from lab.drafters.draft_vocab import check_draft_vocab
 from lab.trees import check_choices
 from lab.validation import check_int
 
-__all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MedusaDrafter", "MedusaHeads", "head_accuracy", "medusa_tree"]
+__all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MEDUSA_DIRS", "MedusaDrafter", "MedusaHeads", "head_accuracy",
+           "medusa_tree"]
+
+MEDUSA_DIRS = {"shakespeare": MEDUSA_DIR, "smollm2-135m": SMOLLM2_DIR / "medusa"}
+"""The committed Medusa heads, by pair name (``python -m lab train medusa`` / ``train chat-medusa``)."""
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -105,39 +110,73 @@ class _ResBlock(torch.nn.Module):
 
 
 class MedusaHeads(torch.nn.Module):
-    """``num_heads`` Medusa-1 heads over a ``hidden_size`` feature and a ``vocab_size`` vocabulary.
+    """``num_heads`` Medusa-1 heads over a ``hidden_size`` feature and a ``vocab_size`` vocabulary (the target's).
 
     Head k = ``Linear(D, V, bias=False)(x + SiLU(Linear(D, D)(x)))`` (Cai et al. 2024, §2.1.1). With the block's
     Linear at zero and the output layer copied from the target's LM head (:meth:`from_target`), every head starts
     as exactly the target's next-token predictor; training moves head k to the token k positions further on.
 
-    Raises ``ValueError`` for ``num_heads`` < 1 or a non-positive size.
+    ``draft_vocab`` (LongTensor ``[V_d]`` of target ids, :mod:`lab.drafters.draft_vocab`) gives each head an output
+    layer over those tokens only (``Linear(D, V_d)``): with a 49k-token vocabulary, three full output layers would
+    hold most of the size of the target's own layers. Head outputs are then indices into ``draft_vocab``;
+    :meth:`to_target` maps them to target ids. Raises ``ValueError`` for ``num_heads`` < 1, a non-positive size or
+    a malformed ``draft_vocab``.
     """
 
-    def __init__(self, hidden_size: int, vocab_size: int, num_heads: int = 3):
+    def __init__(self, hidden_size: int, vocab_size: int, num_heads: int = 3, draft_vocab=None):
         super().__init__()
         num_heads, hidden_size, vocab_size = (check_int(name, value, 1) for name, value in (
             ("num_heads", num_heads), ("hidden_size", hidden_size), ("vocab_size", vocab_size)))
         self.hidden_size, self.vocab_size, self.num_heads = hidden_size, vocab_size, num_heads
+        self.draft_vocab_size = None
+        if draft_vocab is not None:
+            ids = check_draft_vocab(draft_vocab, vocab_size)
+            self.draft_vocab_size = int(ids.numel())
+            self.register_buffer("draft_vocab", ids)  # saved with the weights: head index -> target id
+        out = self.draft_vocab_size or vocab_size
         self.blocks = torch.nn.ModuleList(_ResBlock(hidden_size) for _ in range(num_heads))
-        self.lm_heads = torch.nn.ModuleList(torch.nn.Linear(hidden_size, vocab_size, bias=False)
+        self.lm_heads = torch.nn.ModuleList(torch.nn.Linear(hidden_size, out, bias=False)
                                             for _ in range(num_heads))
 
+    @property
+    def output_size(self) -> int:
+        """How many tokens each head scores: ``V_d`` with a draft vocabulary, else ``vocab_size``."""
+        return self.draft_vocab_size or self.vocab_size
+
+    def to_target(self, indices: torch.Tensor) -> torch.Tensor:
+        """Head output indices (LongTensor, any shape) -> target token ids (the identity without a draft
+        vocabulary)."""
+        if self.draft_vocab_size is None:
+            return indices
+        return self.draft_vocab.to(indices.device)[indices]
+
+    def from_target_ids(self, ids: torch.Tensor, missing: int = -100) -> torch.Tensor:
+        """Target token ids (LongTensor, any shape) -> head output indices, ``missing`` for a token outside the
+        draft vocabulary (the identity without one); for training labels and accuracy."""
+        if self.draft_vocab_size is None:
+            return ids
+        table = torch.full((self.vocab_size,), missing, dtype=torch.long, device=ids.device)
+        table[self.draft_vocab.to(ids.device)] = torch.arange(self.draft_vocab_size, device=ids.device)
+        return torch.where(ids >= 0, table[ids.clamp_min(0)], ids)
+
     @classmethod
-    def from_target(cls, target, num_heads: int = 3) -> MedusaHeads:
-        """Fresh heads for a transformers causal LM: identity blocks, output layers copied from its LM head
-        (a copy, not tied: the target stays frozen), on the target's device and dtype."""
+    def from_target(cls, target, num_heads: int = 3, draft_vocab=None) -> MedusaHeads:
+        """Fresh heads for a transformers causal LM: identity blocks, output layers copied from its LM head (its
+        rows of ``draft_vocab`` when one is given; a copy, not tied: the target stays frozen), on the target's
+        device and dtype."""
         weight = target.get_output_embeddings().weight
-        heads = cls(weight.shape[1], weight.shape[0], num_heads)
+        heads = cls(weight.shape[1], weight.shape[0], num_heads, draft_vocab)
+        rows = weight if draft_vocab is None else weight[heads.draft_vocab.to(weight.device)]
         with torch.no_grad():
             for head in heads.lm_heads:
-                head.weight.copy_(weight.detach().float())
+                head.weight.copy_(rows.detach().float())
         return heads.to(device=weight.device, dtype=weight.dtype)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``hidden [..., D]`` -> logits ``[..., num_heads, V]``: head k (at index k-1) applied to the feature f_t
-        of token x_t predicts x_{t+1+k}, k positions after the next token x_{t+1} (which the target's own head
-        predicts). Raises ``ValueError`` if the last dimension is not ``hidden_size``."""
+        """``hidden [..., D]`` -> logits ``[..., num_heads, V]`` (``V_d`` with a draft vocabulary): head k (at index
+        k-1) applied to the feature f_t of token x_t predicts x_{t+1+k}, k positions after the next token x_{t+1}
+        (which the target's own head predicts). Raises ``ValueError`` if the last dimension is not
+        ``hidden_size``."""
         if hidden.size(-1) != self.hidden_size:
             raise ValueError(f"hidden must end in hidden_size={self.hidden_size}, got shape {tuple(hidden.shape)}")
         return torch.stack([head(block(hidden)) for block, head in zip(self.blocks, self.lm_heads)], dim=-2)
@@ -150,10 +189,11 @@ class MedusaHeads(torch.nn.Module):
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in self.state_dict().items()}
+        state = {k: v.detach().to("cpu", torch.float16 if v.is_floating_point() else v.dtype).contiguous()
+                 for k, v in self.state_dict().items()}
         save_file(state, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
         config = {"architecture": "medusa-1", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
-                  "num_heads": self.num_heads, "dtype": "float16"}
+                  "num_heads": self.num_heads, "draft_vocab_size": self.draft_vocab_size, "dtype": "float16"}
         if target is not None:
             from lab.assets import TARGET_KEY, target_weights_key
 
@@ -179,9 +219,11 @@ class MedusaHeads(torch.nn.Module):
         if target is not None:
             from lab.assets import check_target_key
 
-            check_target_key(config, target, directory, "Medusa heads", "python -m lab train medusa")
-        heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"])
-        heads.load_state_dict(load_file(str(directory / WEIGHTS_FILE)))
+            check_target_key(config, target, directory, "Medusa heads",
+                             "python -m lab train medusa (or train chat-medusa for smollm2-135m)")
+        state = load_file(str(directory / WEIGHTS_FILE))
+        heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"], state.get("draft_vocab"))
+        heads.load_state_dict(state)
         return heads.to(device=device, dtype=dtype).eval().requires_grad_(False)  # inference weights
 
 
@@ -217,7 +259,7 @@ class MedusaDrafter:
         if (heads.hidden_size, heads.vocab_size) != (out.shape[1], out.shape[0]):
             raise ValueError(f"heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the target "
                              f"(hidden {out.shape[1]}, vocab {out.shape[0]})")
-        self.tree = _check_choices(tree, heads.num_heads, heads.vocab_size, name="tree")
+        self.tree = _check_choices(tree, heads.num_heads, heads.output_size, name="tree")
         self.vocab_size = heads.vocab_size
         self.depth = max(len(p) for p in self.tree)
         # Candidates to take from every head's top-k: one more than the largest rank anywhere in the tree.
@@ -226,20 +268,20 @@ class MedusaDrafter:
 
     @classmethod
     def from_pretrained(cls, pair, tree=DEFAULT_TREE, directory=None) -> MedusaDrafter:
-        """The committed heads of the bundled pair (``pair`` = :class:`lab.models.ModelPair`), loaded onto the
-        target's device and dtype. ``directory`` overrides where to look (default :data:`MEDUSA_DIR`).
+        """The committed heads of ``pair`` (a :class:`lab.models.ModelPair`), loaded onto the target's device and
+        dtype. ``directory`` overrides where to look (default: the pair's folder in :data:`MEDUSA_DIRS`).
 
         Raises ``FileNotFoundError`` naming the missing path (train with ``python -m lab train medusa``); for a
-        hub preset without a ``directory`` too, as heads exist only for the bundled target. ``ValueError`` naming
+        pair without committed heads and no ``directory`` too. ``ValueError`` naming
         the folder when its heads were trained for another target than ``pair.target`` (a re-trained one: retrain
         them with ``python -m lab train medusa``), and as the constructor does. ``TypeError`` when ``pair`` is not
         a ``ModelPair`` (a name or a model, say)."""
         check_pair(pair, "MedusaDrafter.from_pretrained")
         if directory is None:
-            if pair.name != "shakespeare":
-                raise FileNotFoundError(f"no Medusa heads for the {pair.name!r} pair: only the bundled 'shakespeare' "
-                                        f"target has them ({MEDUSA_DIR}); pass directory= for heads of your own")
-            directory = MEDUSA_DIR
+            if pair.name not in MEDUSA_DIRS:
+                raise FileNotFoundError(f"no Medusa heads for the {pair.name!r} pair: committed ones exist for "
+                                        f"{', '.join(map(repr, MEDUSA_DIRS))}; pass directory= for heads of your own")
+            directory = MEDUSA_DIRS[pair.name]
         weight = pair.target.get_output_embeddings().weight
         heads = MedusaHeads.load(directory, device=weight.device, dtype=weight.dtype, target=pair.target)
         return cls(pair.target, heads, tree)
@@ -257,7 +299,7 @@ class MedusaDrafter:
             return Draft()
         param = self.heads.lm_heads[0].weight
         logits = self.heads(self._feature.to(param.device, param.dtype))       # [num_heads, V]
-        top = logits.topk(self._top_k, dim=-1).indices.cpu()                    # [num_heads, k], best first
+        top = self.heads.to_target(logits.topk(self._top_k, dim=-1).indices).cpu()  # [num_heads, k], best first
         tokens, parents = medusa_tree(top, self.tree, max_depth=request.max_tokens)
         return Draft(tokens, None, calls=1, parents=parents)
 
@@ -292,7 +334,8 @@ def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) ->
     ``ids[t + 1]``) is reported alongside for reference.
 
     Returns ``{"top1": [head 1, ...], "top5": [...], "target_top1": float, "target_top5": float,
-    "positions": [scored positions per head]}``. Raises ``ValueError`` for mismatched ids/hidden shapes.
+    "positions": [scored positions per head]}``. Raises ``ValueError`` for mismatched ids/hidden shapes. Heads with
+    a draft vocabulary are scored in target ids (a token outside it is always a miss).
     """
     ids, hidden = features["ids"], features["hidden"]
     if ids.shape != hidden.shape[:2]:
@@ -306,12 +349,13 @@ def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) ->
     for i in range(0, len(ids), batch):
         h = hidden[i:i + batch].to(param.device, param.dtype)
         x = ids[i:i + batch].to(param.device)
-        logits = torch.cat([lm_head(h.to(lm_head.weight.dtype)).to(param.dtype).unsqueeze(-2), heads(h)], dim=-2)
+        own = lm_head(h.to(lm_head.weight.dtype)).topk(5, dim=-1).indices.unsqueeze(-2)   # [B, T, 1, 5]
+        tops = torch.cat([own, heads.to_target(heads(h).topk(5, dim=-1).indices)], dim=-2)  # [B, T, 1 + n, 5]
         for k in range(n + 1):
             span = x.size(1) - 1 - k          # positions t with a token at t + 1 + k
             if span <= 0:
                 continue
-            top5 = logits[:, :span, k].topk(5, dim=-1).indices
+            top5 = tops[:, :span, k]
             gold = x[:, 1 + k:].unsqueeze(-1)
             hits1[k] += (top5[..., :1] == gold).sum().item()
             hits5[k] += (top5 == gold).any(-1).sum().item()

@@ -1,10 +1,12 @@
-"""Distillation data for drafts of the real pair: the target's own answers to the training prompts
-(:func:`lab.training.chat_prompts.training_prompts`), with the target's top-k next-token log-probabilities at every
-answer position.
+"""Distillation data for drafts of the real pair: the target's own answers to training requests, with the
+target's top-k next-token log-probabilities at every answer position. Two sources of requests: the templated
+prompts of :func:`lab.training.chat_prompts.training_prompts` (``source="templates"``) and requests the target
+writes itself (:func:`lab.training.self_requests.self_requests`, ``source="self"``).
 
-``python -m lab train chat-data`` runs :func:`build_chat_data`. It writes numbered shards of safetensors into
-``<cache>/chat-data/<pair name>/seed-<seed>/`` (never committed) and skips the shards already there, so a killed
-run resumes where it stopped. Three shards in four are greedy answers
+``python -m lab train chat-data`` runs :func:`build_chat_data` for both. It writes numbered shards of safetensors
+into ``<cache>/chat-data/<pair name>/<folder>/`` (never committed; the folder is ``seed-<seed>`` for the templates,
+``self-<seed>`` for the self-written requests) and skips the shards already there, so a killed run resumes where it
+stopped. Three shards in four are greedy answers
 (what the bench measures); the fourth samples at temperature 0.7 for variety.
 """
 from __future__ import annotations
@@ -19,18 +21,25 @@ from lab.assets import cache_dir
 from lab.training.chat_prompts import training_prompts
 from lab.validation import check_int
 
-__all__ = ["TOP_K", "chat_data_dir", "build_chat_data", "load_chat_data"]
+__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data"]
 
 TOP_K = 8
 """How many of the target's most likely next tokens each answer position keeps (ids and log-probabilities)."""
 
 
-def chat_data_dir(pair, seed: int | None = None) -> Path:
+SOURCES = {"templates": "seed", "self": "self"}
+"""The sources of requests :func:`build_chat_data` knows, and the prefix of their folders."""
+
+
+def chat_data_dir(pair, seed: int | None = None, source: str = "templates") -> Path:
     """Where :func:`build_chat_data` writes for ``pair``'s target: ``<cache>/chat-data/<pair name>``, and the
-    prompts of one ``seed`` in its ``seed-<seed>`` folder (more seeds, more data; :func:`load_chat_data` reads
-    them all)."""
+    requests of one ``seed`` and ``source`` in its ``seed-<seed>`` (templates) or ``self-<seed>`` (self-written)
+    folder (more seeds, more data; :func:`load_chat_data` reads them all). Raises ``ValueError`` for a source not
+    in :data:`SOURCES`."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {sorted(SOURCES)}, got {source!r}")
     folder = cache_dir() / "chat-data" / pair.name
-    return folder if seed is None else folder / f"seed-{seed}"
+    return folder if seed is None else folder / f"{SOURCES[source]}-{seed}"
 
 
 def _shard_path(folder: Path, index: int) -> Path:
@@ -66,12 +75,16 @@ def _answer_batch(pair, batch: list[str], max_new_tokens: int, sample: bool, see
 
 
 def build_chat_data(pair, prompts: int = 1920, shard_size: int = 32, max_new_tokens: int = 160, seed: int = 0,
-                    log=print) -> Path:
-    """Write the target's answers to ``prompts`` training prompts into :func:`chat_data_dir`, ``shard_size`` prompts
-    per shard (one batched ``generate``), at most ``max_new_tokens`` answer tokens each, into
-    ``chat_data_dir(pair, seed)``. Shards already written are kept (resume); a folder built from another prompt
-    list raises ``ValueError``. Returns the folder. Prompts are sorted by length within each block of 16 shards so
-    that a batch pads little. Raises ``ValueError`` for counts below 1 and when ``pair`` has no chat template."""
+                    source: str = "templates", log=print) -> Path:
+    """Write the target's answers to ``prompts`` training requests, ``shard_size`` per shard (one batched
+    ``generate``), at most ``max_new_tokens`` answer tokens each, into ``chat_data_dir(pair, seed, source)``.
+
+    ``source="templates"``: :func:`lab.training.chat_prompts.training_prompts` (kinds chat, code, structured,
+    copy_edit). ``source="self"``: requests the target writes itself (:func:`lab.training.self_requests
+    .self_requests`, kind ``"self"``), sampled once and kept in the folder's ``requests.json``. Shards already written
+    are kept (resume); a folder built from another request list or other settings raises ``ValueError``. Returns
+    the folder. Requests are sorted by length within each block of 16 shards so that a batch pads little. Raises
+    ``ValueError`` for counts below 1, an unknown source, and when ``pair`` has no chat template."""
     from lab.prompts import chat_prompts
 
     prompts, shard_size = check_int("prompts", prompts, 1), check_int("shard_size", shard_size, 1)
@@ -79,12 +92,15 @@ def build_chat_data(pair, prompts: int = 1920, shard_size: int = 32, max_new_tok
     if not pair.has_chat_template:
         raise ValueError(f"pair: the {pair.name!r} pair has no chat template; chat data needs a chat pair such as "
                          "'smollm2-135m'")
+    folder = chat_data_dir(pair, seed, source)
     held_out = [text for kind in ("chat", "code", "structured", "copy_edit") for text in chat_prompts(kind)]
-    items = training_prompts(prompts, seed, exclude=held_out)
+    if source == "templates":
+        items = training_prompts(prompts, seed, exclude=held_out)
+    else:
+        items = [("self", text) for text in _self_written(pair, folder, prompts, seed, held_out, log)]
     block = shard_size * 16
     for start in range(0, len(items), block):
         items[start:start + block] = sorted(items[start:start + block], key=lambda item: len(item[1]))
-    folder = chat_data_dir(pair, seed)
     folder.mkdir(parents=True, exist_ok=True)
     listed = folder / "prompts.json"
     plan = {"shard_size": shard_size, "max_new_tokens": max_new_tokens, "prompts": [list(item) for item in items]}
@@ -107,6 +123,24 @@ def build_chat_data(pair, prompts: int = 1920, shard_size: int = 32, max_new_tok
     return folder
 
 
+def _self_written(pair, folder: Path, count: int, seed: int, held_out: list[str], log) -> list[str]:
+    """The self-written requests of ``folder``: sampled once (bf16 sampling differs across machines, so the list is
+    kept, not re-derived) and read back from ``requests.json`` when resuming."""
+    from lab.training.self_requests import self_requests
+
+    saved = folder / "requests.json"
+    if saved.exists():
+        requests = json.loads(saved.read_text(encoding="utf-8"))
+        if len(requests) != count:  # never resample over them: bf16 sampling would not give them back
+            raise ValueError(f"{folder} holds {len(requests)} self-written requests, not {count}; build with "
+                             "another seed, or delete that folder to rebuild it")
+        return requests
+    requests = self_requests(pair, count, seed=seed, exclude=held_out, log=log)
+    folder.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(requests, indent=0, ensure_ascii=False), encoding="utf-8")
+    return requests
+
+
 def _save_shard(path: Path, rows: dict, kinds: list[str]) -> None:
     """One shard: the sequences concatenated, with offsets; written beside and renamed, so no partial shard."""
     from safetensors.torch import save_file
@@ -122,9 +156,10 @@ def _save_shard(path: Path, rows: dict, kinds: list[str]) -> None:
 
 
 def load_chat_data(folder: Path) -> list[dict]:
-    """Every sequence of the shards in ``folder`` and its ``seed-*`` folders: dicts with ``ids`` (int64 ``[T]``,
-    prompt then answer), ``answer_start`` (int), ``topk_ids`` (int64 ``[A, k]``) and ``topk_logprobs`` (float32
-    ``[A, k]``) for the A answer positions, and ``kind``. Raises ``FileNotFoundError`` when there is no shard."""
+    """Every sequence of the shards in ``folder`` and its ``seed-*`` and ``self-*`` folders: dicts with ``ids``
+    (int64 ``[T]``, prompt then answer), ``answer_start`` (int), ``topk_ids`` (int64 ``[A, k]``) and
+    ``topk_logprobs`` (float32 ``[A, k]``) for the A answer positions, and ``kind``. Raises ``FileNotFoundError``
+    when there is no shard."""
     from safetensors import safe_open
 
     paths = sorted(Path(folder).glob("**/shard-*.safetensors"))

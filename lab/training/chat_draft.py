@@ -23,7 +23,8 @@ import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR
 from lab.training.chat_data import chat_data_dir, load_chat_data
-from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer
+from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatDraftRecipe", "ProjectedDraft", "draft_config", "soft_cross_entropy", "greedy_agreement",
            "held_out_agreement", "train_chat_draft"]
@@ -38,7 +39,7 @@ class ChatDraftRecipe:
     layers: int = 2
     heads: int = 4
     intermediate: int = 768
-    steps: int = 900
+    steps: int = 1000
     batch: int = 16
     max_len: int = 384  # tokens per training sequence (prompt and answer; longer ones keep their end)
     lr: float = 2e-3
@@ -211,16 +212,15 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
     # what a checkpoint must match to be resumed: the recipe and the data (more seeds reshuffle the split)
     plan = {"recipe": asdict(recipe), "sequences": len(sequences),
             "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = _resume(checkpoint, draft, opt, plan)
+    history, order, first_step, minutes = resume_training_state(checkpoint, draft, opt, plan)
     if first_step:
         log(f"chat draft: resuming at step {first_step} from {checkpoint}")
     t0 = time.time() - minutes * 60
     answer_tokens = sum(len(s["topk_ids"]) for s in train)
     log(f"chat draft: {len(train)} training sequences ({answer_tokens} answer tokens), {len(held)} held out")
     for step in range(first_step, recipe.steps):
-        if len(order) < recipe.batch:
-            order += random.Random(recipe.seed + step).sample(range(len(train)), len(train))
-        chunk, order = [train[i] for i in order[:recipe.batch]], order[recipe.batch:]
+        picked, order = take_batch(order, recipe.batch, len(train), recipe.seed + step)
+        chunk = [train[i] for i in picked]
         for group in opt.param_groups:
             group["lr"] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
         inputs, rows, cols, top_ids, top_lp = _batch(chunk, recipe.max_len, pad)
@@ -240,7 +240,7 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
             history.append(entry)
             log(f"chat draft step {step}/{recipe.steps} {entry} ({(time.time() - t0) / 60:.1f} min)")
         if step % 100 == 99:
-            _save_checkpoint(checkpoint, draft, opt, plan, step + 1, order, history, (time.time() - t0) / 60)
+            save_training_state(checkpoint, draft, opt, plan, step + 1, order, history, (time.time() - t0) / 60)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {key: value.detach().to(torch.float16).contiguous() for key, value in draft.state_to_save().items()}
@@ -253,35 +253,3 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(checkpoint, ignore_errors=True)
     return out_dir
-
-
-def _save_checkpoint(folder: Path, draft, opt, plan: dict, step: int, order: list[int], history: list,
-                     minutes: float) -> None:
-    """Weights (safetensors), optimizer state and progress, written beside ``folder`` and renamed into place."""
-    from safetensors.torch import save_file
-
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    save_file({k: v.contiguous() for k, v in draft.state_dict().items()}, str(partial / "draft.safetensors"))
-    torch.save(opt.state_dict(), partial / "optimizer.pt")
-    progress = {"plan": plan, "step": step, "order": order, "history": history, "minutes": minutes}
-    (partial / "progress.json").write_text(json.dumps(progress))
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
-
-
-def _resume(folder: Path, draft, opt, plan: dict) -> tuple[list, list[int], int, float]:
-    """(history, order, next step, minutes so far) from the checkpoint in ``folder``, loaded into ``draft`` and
-    ``opt``; a fresh start when there is none or it was made with another plan (recipe, or data: another count of
-    sequences or answer tokens). The weights load strictly, the optimizer state with ``weights_only=True``."""
-    from safetensors.torch import load_file
-
-    if not (folder / "progress.json").exists():
-        return [], [], 0, 0.0
-    progress = json.loads((folder / "progress.json").read_text())
-    if progress.get("plan") != plan:
-        return [], [], 0, 0.0
-    draft.load_state_dict(load_file(str(folder / "draft.safetensors")), strict=True)
-    opt.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-    return progress["history"], progress["order"], progress["step"], progress["minutes"]

@@ -52,26 +52,35 @@ def eagle_chain_predictions(model, inputs: torch.Tensor, tokens: torch.Tensor, d
 
 
 def eagle_loss(model, features: torch.Tensor, ids: torch.Tensor, cls_weight: float, noise: float,
-               gen: torch.Generator, depth: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               gen: torch.Generator, depth: int = 1,
+               weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """EAGLE's training loss on a batch of target features ``[B, T, D]`` (float32) and their tokens ``[B, T]``.
 
     Row j feeds (f_j + noise, x_{j+1}) at position j + 1 and predicts f_{j+1}. Loss = SmoothL1(f̂_{j+1}, f_{j+1})
-    + ``cls_weight`` · cross-entropy of LM-head(f̂_{j+1}) against the target's own distribution LM-head(f_{j+1})
-    (distillation over all V tokens). ``noise``: half-width of EAGLE's uniform feature noise, as a fraction of the
-    features' RMS, so the draft learns to live with its own errors. ``depth`` > 1 scores drafting steps
-    2..depth too (:func:`eagle_chain_predictions`). Returns ``(loss, regression, classification)``, averaged over
-    all rows of all passes.
+    + ``cls_weight`` · cross-entropy of head(f̂_{j+1}) against the target's own distribution head(f_{j+1})
+    (distillation over the draft's head: all V tokens, or the draft vocabulary renormalised, as EAGLE-3 trains its
+    reduced head). ``noise``: half-width of EAGLE's uniform feature noise, as a fraction of the features' RMS, so
+    the draft learns to live with its own errors. ``depth`` > 1 scores drafting steps 2..depth too
+    (:func:`eagle_chain_predictions`). ``weights``: optional float ``[B, T - 1]`` per row (0 leaves out padding or
+    rows whose next token is not worth drafting). Returns ``(loss, regression, classification)``, averaged over
+    all rows of all passes (weighted).
     """
     inputs, wanted = features[:, :-1], features[:, 1:]
-    scale = features.pow(2).mean().sqrt()
+    # the noise scale from real rows only: padding rows are zeros
+    scale = (inputs if weights is None else inputs[weights > 0]).pow(2).mean().sqrt()
     inputs = inputs + (torch.rand(inputs.shape, generator=gen) * 2 - 1) * noise * scale
     with torch.no_grad():
-        target_probs = model.logits(wanted).softmax(-1)
+        target_probs = model.head_logits(wanted).softmax(-1)
     with cpu_autocast():
         predicted = eagle_chain_predictions(model, inputs, ids[:, 1:], depth)
-        logits = model.logits(predicted)
-    regression = F.smooth_l1_loss(predicted.float(), wanted.repeat(1, depth, 1))
-    classification = -(target_probs.repeat(1, depth, 1) * logits.float().log_softmax(-1)).sum(-1).mean()
+        logits = model.head_logits(predicted)
+    if weights is None:
+        weights = torch.ones(wanted.shape[:2])
+    w = weights.float().repeat(1, depth)
+    total = w.sum().clamp_min(1e-9)
+    regression = (F.smooth_l1_loss(predicted.float(), wanted.repeat(1, depth, 1), reduction="none").mean(-1)
+                  * w).sum() / total
+    classification = (-(target_probs.repeat(1, depth, 1) * logits.float().log_softmax(-1)).sum(-1) * w).sum() / total
     return regression + cls_weight * classification, regression, classification
 
 
@@ -87,7 +96,9 @@ def eagle_agreement(model, features: dict) -> float:
     for i in range(0, ids.size(0), 16):
         h, x = hidden[i:i + 16], ids[i:i + 16]
         pred = model(h[:, :-1], x[:, 1:], position_ids=torch.arange(1, x.size(1)).expand(x.size(0), -1))
-        hits += (model.logits(pred).argmax(-1) == model.logits(h[:, 1:]).argmax(-1)).sum().item()
+        head = model.target.get_output_embeddings()  # the target's own choice, over its whole vocabulary
+        theirs = head(h[:, 1:].to(head.weight.dtype)).argmax(-1)
+        hits += (model.logits(pred).argmax(-1) == theirs).sum().item()
         count += pred.shape[0] * pred.shape[1]
     model.train(was_training)
     return hits / count

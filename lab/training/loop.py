@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-__all__ = ["bf16_autocast", "cpu_autocast", "precision_label", "lr_at", "make_optimizer", "Batches",
+__all__ = ["bf16_autocast", "cpu_autocast", "precision_label", "lr_at", "make_optimizer", "take_batch", "Batches",
            "validation_loss", "train_model"]
 
 
@@ -45,6 +45,17 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
         return peak * (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def take_batch(order: list[int], size: int, population: int, seed: int) -> tuple[list[int], list[int]]:
+    """The next ``size`` indices of a shuffled pass over ``range(population)``: ``(batch, what remains)``. When
+    ``order`` (the rest of the current pass) holds fewer than ``size``, a new pass shuffled with ``seed`` is
+    appended first, so every index is seen once per pass and a resumed run continues the same order."""
+    import random
+
+    if len(order) < size:
+        order = order + random.Random(seed).sample(range(population), population)
+    return order[:size], order[size:]
 
 
 def make_optimizer(model, lr):

@@ -21,18 +21,26 @@ from lab.validation import check_int
 __all__ = ["medusa_loss", "train_medusa"]
 
 
-def medusa_loss(heads, hidden: torch.Tensor, ids: torch.Tensor, decay: float) -> torch.Tensor:
+def medusa_loss(heads, hidden: torch.Tensor, ids: torch.Tensor, decay: float,
+                labels: torch.Tensor | None = None) -> torch.Tensor:
     """Medusa-1's joint loss sum_k decay^k CE(head_k(h_t), x_{t+1+k}) over a batch of windows.
 
-    ``hidden`` float ``[B, T, D]``, ``ids`` Long ``[B, T]`` (``hidden[b, t]`` is the feature at ``ids[b, t]``)."""
+    ``hidden`` float ``[B, T, D]``, ``ids`` Long ``[B, T]`` (``hidden[b, t]`` is the feature at ``ids[b, t]``).
+    ``labels``: optional Long ``[B, T]``, the tokens to score (``ids`` by default), -100 where a position is not
+    scored (prompt, padding). Heads with a draft vocabulary score its indices; a token outside it is not scored."""
+    labels = ids if labels is None else labels
+    targets = heads.from_target_ids(labels)
     with cpu_autocast(hidden.device.type == "cpu"):
         logits = heads(hidden)                                   # [B, T, K, V]
     logits = logits.float()
-    loss = logits.new_zeros(())
+    loss = logits.sum() * 0.0  # zero, with a graph: a batch with nothing scored still back-propagates
     for k in range(1, heads.num_heads + 1):
         span = ids.size(1) - 1 - k                               # positions with a token at t + 1 + k
-        loss = loss + decay ** k * F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
-                                                   ids[:, 1 + k:].reshape(-1))
+        wanted = targets[:, 1 + k:].reshape(-1)
+        if span <= 0 or not (wanted != -100).any():
+            continue
+        loss = loss + decay ** k * F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)), wanted,
+                                                   ignore_index=-100)
     return loss
 
 

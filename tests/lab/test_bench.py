@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from lab.bench import EXTRA_METHODS, format_table, run_bench
 from lab.prompts import copy_heavy_prompts, held_out_prompts
@@ -166,10 +167,40 @@ def test_goal_lines_say_met_missed_or_not_measured():
     from lab.bench import goal_lines
 
     text = goal_lines([("prompt lookup on copy/edit", 2.71, 2.5), ("draft efficiency", 0.85, 0.9),
-                       ("EAGLE", None, 2.0)]).splitlines()
-    assert text == ["- [x] prompt lookup on copy/edit: 2.71 (goal >= 2.5): met on this machine",
-                    "- [ ] draft efficiency: 0.85 (goal >= 0.9): NOT met on this machine",
-                    "- [ ] EAGLE: not measured in this run"]
+                       ("EAGLE", None, 2.0), ("cost ratio c", 0.08, 0.1, "<="), ("EAGLE c", 0.12, 0.1, "<=")])
+    assert text.splitlines() == ["- [x] prompt lookup on copy/edit: 2.71 (goal >= 2.5): met on this machine",
+                                 "- [ ] draft efficiency: 0.85 (goal >= 0.9): NOT met on this machine",
+                                 "- [ ] EAGLE: not measured in this run",
+                                 "- [x] cost ratio c: 0.08 (goal <= 0.1): met on this machine",
+                                 "- [ ] EAGLE c: 0.12 (goal <= 0.1): NOT met on this machine"]
+
+
+def test_goal_met_takes_lower_and_upper_bounds():
+    from lab.bench import goal_met
+
+    assert goal_met(2.5, 2.5) and not goal_met(2.49, 2.5) and not goal_met(None, 2.5)
+    assert goal_met(0.1, 0.1, at_most=True) and not goal_met(0.11, 0.1, at_most=True)
+
+
+def test_eagle_step_time_is_one_pair_on_a_cache(pair, monkeypatch):
+    """One timed step feeds one pair at the position after the cached ones and reads its logits."""
+    from lab.bench import eagle_step_ms
+    from lab.drafters.eagle import EagleDraftModel
+
+    model = EagleDraftModel.from_pretrained(pair.target)
+    seen = []
+    original = EagleDraftModel.forward
+
+    def spy(self, features, tokens, cache=None, position_ids=None, attention_mask=None):
+        seen.append((tuple(features.shape), torch.as_tensor(position_ids).flatten().tolist()[:1],
+                     0 if cache is None else cache.get_seq_length()))
+        return original(self, features, tokens, cache, position_ids, attention_mask)
+
+    monkeypatch.setattr(EagleDraftModel, "forward", spy)
+    ms = eagle_step_ms(model, context=8, repeats=2)
+    assert ms > 0
+    assert seen[0] == ((8, 384), [1], 0)                    # the context, once
+    assert seen[1:] == [((1, 384), [9], 8)] * 3              # warm-up + 2 timed steps, each on a cache of 8
 
 
 def test_cost_curve_times_one_forward_per_block_size(pair):

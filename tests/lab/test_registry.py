@@ -7,7 +7,7 @@ import pytest
 from lab.registry import (
     DRAFTERS,
     OWN_DRAFT,
-    TRAINED_FOR_BUNDLED,
+    TRAINED_FOR,
     drafter_problem,
     make_drafter,
     own_draft_reason,
@@ -27,7 +27,7 @@ def test_every_name_builds_a_drafter_for_the_bundled_pair(pair):
 
 
 def test_own_draft_reason_names_what_sets_the_draft():
-    assert set(OWN_DRAFT) <= set(DRAFTERS) and set(TRAINED_FOR_BUNDLED) <= set(DRAFTERS)
+    assert set(OWN_DRAFT) <= set(DRAFTERS) and set(TRAINED_FOR) <= set(DRAFTERS)
     assert own_draft_reason("lookahead") == "its window W and n-gram size set what it drafts"
     assert own_draft_reason("medusa") == "its tree of candidates sets what it drafts"
     assert all(own_draft_reason(kind) is None for kind in DRAFTERS if kind not in OWN_DRAFT)
@@ -45,26 +45,24 @@ def test_a_hub_pair_lacks_the_trained_drafters_and_the_early_exit(pair):
     assert "Llama-style" in drafter_problem("early-exit", hub)
 
 
-def test_the_real_pair_has_every_drafter_but_medusa_and_eagle(smollm2_pair):
-    """"smollm2-135m": its draft model, prompt lookup, Lookahead and the early exit build and run (greedy output
-    equal to autoregressive decoding: the float32 oracles are in test_real_pair_oracles.py); Medusa and EAGLE are
-    left out with a reason (trained for the bundled target)."""
+def test_the_real_pair_has_every_drafter(smollm2_pair):
+    """"smollm2-135m": its draft model, prompt lookup, Lookahead, the early exit, its Medusa heads and its EAGLE
+    draft build and run, greedy output equal to autoregressive decoding (the float32 oracles are in
+    test_real_pair_oracles.py)."""
     from lab.decode import generate
 
     pair = smollm2_pair
-    assert "no Medusa heads for the 'smollm2-135m' pair" in drafter_problem("medusa", pair)
-    assert "feature_size 384, this target has 576" in drafter_problem("eagle", pair)
     prompt = pair.encode_chat("Write a haiku about the sea.")
     plain = generate(pair.target, prompt, max_new_tokens=8)
-    for kind in ("model", "ngram", "lookahead", "early-exit"):
+    for kind in DRAFTERS:
         drafter, why = try_drafter(kind, pair, 2)
         assert why is None and drafter_problem(kind, pair) is None, kind
         assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=8).tokens == plain.tokens, kind
 
 
 def test_the_draft_model_runs_refuse_a_pair_without_a_draft_naming_it(pair):
-    """bench, the arena's "model" row and compare_adaptive need a draft model: a pair without one (smollm2-135m for
-    now) is a ValueError naming the pair before any run, from Python as from the command line."""
+    """bench, the arena's "model" row and compare_adaptive need a draft model: a pair without one (a target loaded
+    alone) is a ValueError naming the pair before any run, from Python as from the command line."""
     import dataclasses
 
     from lab.arena import compare_adaptive, run_arena

@@ -92,7 +92,7 @@ def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lack
     assert seen["arena"]["drafters"] == ("model", "ngram", "lookahead", "early-exit")
     assert seen["adaptive"]["task"] == "chat" and seen["adaptive"]["prompts"] == 6
     assert "not run with pair smollm2: medusa (no Medusa heads for the 'smollm2' pair" in captured.err
-    assert "; eagle (the EAGLE draft" in captured.err
+    assert "; eagle (no EAGLE draft for the 'smollm2' pair" in captured.err
     out = json.loads(captured.out)
     assert out["arena"]["settings"]["prompt_format"] == out["adaptive"]["settings"]["prompt_format"] == "chat"
     assert out["adaptive"]["settings"]["task"] == "chat"

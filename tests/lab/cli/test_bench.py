@@ -32,8 +32,9 @@ def test_bench_n_draft_help_says_which_methods_it_sets():
 
 
 def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pair, monkeypatch, capsys):
-    """The real pair in its fast dtype: one table per kind of request, the K-token cost curve, the draft's c and
-    efficiency, and the five goal lines; in bfloat16 the tables report agreement instead of identity."""
+    """The real pair in its fast dtype: one table per kind of request (its Medusa heads and EAGLE draft among the
+    methods), the K-token cost curve, the draft model's and EAGLE's c, the draft's efficiency, and the eight goal
+    lines; in bfloat16 the tables report agreement instead of identity."""
     import json
 
     import lab.models
@@ -49,7 +50,7 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
     for kind in CHAT_TASKS:
         methods = [row["method"] for row in out[kind]["rows"]]
         assert methods == ["lab autoregressive", "lab speculative", "HF generate", "HF assisted",
-                           "lab prompt lookup", "HF prompt lookup", "lab early exit"], kind
+                           "lab prompt lookup", "HF prompt lookup", "lab Medusa", "lab EAGLE", "lab early exit"], kind
         agreement = out[kind]["agreement"]["lab speculative"]
         assert agreement["prompts"] == 1 and agreement["same"] in (0, 1)
     summary = out["summary"]
@@ -66,7 +67,16 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
         assert row["predicted"] == pytest.approx(expected / (n * c + curve[n + 1] / curve[1]), rel=5e-3)
         assert row["efficiency"] == pytest.approx(row["vs_lab_autoregressive"] / row["predicted"], abs=2e-3)
     best = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
-    assert summary["best_n"] == best["n_draft"] and summary["goals"][-1]["measured"] == best["efficiency"]
-    assert [goal["threshold"] for goal in summary["goals"]] == [2.0, 2.5, 1.2, 1.0, 0.9]
-    assert all(goal["met"] == (goal["measured"] is not None and goal["measured"] >= goal["threshold"])
-               for goal in summary["goals"])
+    goals = summary["goals"]
+    assert summary["best_n"] == best["n_draft"] and goals[4]["measured"] == best["efficiency"]
+    assert [goal["threshold"] for goal in goals] == [2.0, 2.5, 1.2, 1.0, 0.9, 0.1, 0.10, 0.1]
+    assert [goal["at_most"] for goal in goals] == [False] * 5 + [True, False, True]
+    assert goals[5]["measured"] == pytest.approx(c, abs=1e-4)
+    assert goals[7]["measured"] == pytest.approx(summary["eagle_cost_ratio_c"], abs=1e-4)
+    chat = {row["method"]: row for row in out["chat"]["rows"]}
+    assert goals[6]["measured"] == pytest.approx(chat["lab EAGLE"]["acceptance_rate"]
+                                                 - chat["lab speculative"]["acceptance_rate"], abs=1e-3)
+    assert all(goal["met"] == (goal["measured"] is not None and (goal["measured"] <= goal["threshold"]
+                                                                 if goal["at_most"] else
+                                                                 goal["measured"] >= goal["threshold"]))
+               for goal in goals)

@@ -140,7 +140,7 @@ def test_demo_with_a_hub_pair_refuses_trained_drafters_before_loading(drafter, m
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and "Traceback" not in captured.err
     assert captured.err.startswith(f"python -m lab demo: error: --drafter: {drafter} needs ")
-    assert "only the bundled shakespeare pair has" in captured.err
+    assert "only the shakespeare" in captured.err
 
 
 def test_demo_early_exit_on_gpt2_is_one_line_naming_the_flag(hub_pair, capsys):

@@ -33,7 +33,7 @@ def test_model_not_available_is_one_line_and_exit_status_1(monkeypatch, capsys):
     assert cli.main(["demo", "--pair", "gpt2", "--max-new-tokens", "1"]) == 1
     captured = capsys.readouterr()
     assert captured.err == ("python -m lab demo: preset 'gpt2' is not in the local cache (test) On the command line: "
-                            "leave out --pair gpt2 to run the bundled pair.\n")
+                            "--pair shakespeare runs the pair that ships in the repository.\n")
 
 
 def subparsers() -> dict:

@@ -46,3 +46,28 @@ class Planted:
 
     def __reduce__(self):
         return _payload_ran, ()
+
+
+def chat_sequence(length: int, answer_start: int, kind: str = "chat") -> dict:
+    """A chat-data sequence (:func:`lab.training.chat_data.load_chat_data`'s form) with ids 10, 11, ... and its
+    answer from ``answer_start`` on."""
+    import torch
+
+    return {"ids": torch.arange(10, 10 + length), "answer_start": answer_start, "kind": kind,
+            "topk_ids": torch.zeros(length - answer_start, 8, dtype=torch.long)}
+
+
+def answered_sequences(pair) -> list[dict]:
+    """Ten short chat requests answered greedily by ``pair``'s target (at most 6 tokens), as chat-data sequences."""
+    import torch
+
+    from lab.decode import generate
+
+    sequences = []
+    for text in ["Say hello.", "Name a fruit.", "Count to three.", "Say yes.", "Name a colour.", "Say no.",
+                 "Name a dog.", "Say hi.", "Name a city.", "Say bye."]:
+        prompt = pair.encode_chat(text)
+        answer = generate(pair.target, prompt, max_new_tokens=6, eos_token_id=pair.eos_token_id).tokens
+        sequences.append({"ids": torch.tensor(prompt + answer), "answer_start": len(prompt), "kind": "chat",
+                          "topk_ids": torch.zeros(len(answer), 8, dtype=torch.long)})
+    return sequences

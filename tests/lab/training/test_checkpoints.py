@@ -25,3 +25,27 @@ def test_a_pickled_checkpoint_is_never_read(tmp_path):
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
     with pytest.raises(OSError, match="model.safetensors"):
         load_checkpoint(tmp_path)
+
+
+def test_a_training_state_resumes_only_the_same_plan(tmp_path):
+    from lab.training.checkpoints import resume_training_state, save_training_state
+    from lab.training.loop import make_optimizer
+
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    opt = make_optimizer(model, 1e-3)
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()  # an optimizer with state to save
+    plan = {"recipe": {"steps": 9}, "sequences": 40, "answer_tokens": 900}
+    save_training_state(tmp_path / "ckpt", model, opt, plan, 5, [3, 1, 2], [{"step": 0}], 1.5)
+    assert not (tmp_path / "ckpt.partial").exists()
+    torch.manual_seed(3)
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    fresh_opt = make_optimizer(fresh, 1e-3)
+    assert resume_training_state(tmp_path / "ckpt", fresh, fresh_opt, plan) == ([{"step": 0}], [3, 1, 2], 5, 1.5)
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=0, rtol=0, msg=name)
+    assert fresh_opt.state_dict()["state"].keys() == opt.state_dict()["state"].keys()
+    more_data = dict(plan, sequences=80)  # another seed's shards reshuffle the split: start afresh
+    assert resume_training_state(tmp_path / "ckpt", fresh, fresh_opt, more_data) == ([], [], 0, 0.0)
+    assert resume_training_state(tmp_path / "missing", fresh, fresh_opt, plan) == ([], [], 0, 0.0)

@@ -66,3 +66,16 @@ def test_learning_rate_warms_up_then_decays_to_a_tenth():
     assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
     assert rates[10] == pytest.approx(1.0) and all(a >= b for a, b in zip(rates[10:], rates[11:]))
     assert rates[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_take_batch_sees_every_index_once_per_pass_and_refills_with_a_new_shuffle():
+    from lab.training.loop import take_batch
+
+    order, seen = [], []
+    for step in range(5):  # 5 batches of 4 over 10 indices: two whole passes
+        batch, order = take_batch(order, 4, 10, seed=step)
+        assert len(batch) == 4
+        seen += batch
+    assert sorted(seen[:10]) == list(range(10)) and sorted(seen[10:20]) == list(range(10))
+    assert take_batch([7, 8, 9], 2, 10, seed=0) == ([7, 8], [9])  # enough left: no refill
+    assert take_batch([7], 2, 10, seed=3)[0][0] == 7                # the rest of a pass comes first
