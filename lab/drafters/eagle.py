@@ -234,8 +234,9 @@ class EagleDraftModel(torch.nn.Module):
                 raise ValueError(f"the EAGLE draft in {directory} was trained for {key} {config.get(key)}, this "
                                  f"target has {mine}")
         model = cls(target, {k: config[k] for k in cls.DEFAULTS if k in config}, draft_vocab=draft_vocab)
+        # a draft with a draft vocabulary is the real pair's (train chat-eagle), one without the Shakespeare pair's
         check_target_key(config, target, directory, "an EAGLE draft",
-                         "python -m lab train eagle (or train chat-eagle for smollm2-135m)")
+                         "python -m lab train " + ("eagle" if draft_vocab is None else "chat-eagle"))
         if draft_vocab is not None:
             state["draft_vocab"] = draft_vocab
         missing, unexpected = model.load_state_dict(state, strict=False)

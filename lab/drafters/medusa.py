@@ -219,8 +219,9 @@ class MedusaHeads(torch.nn.Module):
         if target is not None:
             from lab.assets import check_target_key
 
-            check_target_key(config, target, directory, "Medusa heads",
-                             "python -m lab train medusa (or train chat-medusa for smollm2-135m)")
+            # heads with a draft vocabulary are the real pair's (train chat-medusa), without one the Shakespeare pair's
+            check_target_key(config, target, directory, "Medusa heads", "python -m lab train "
+                             + ("medusa" if config.get("draft_vocab_size") is None else "chat-medusa"))
         state = load_file(str(directory / WEIGHTS_FILE))
         heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"], state.get("draft_vocab"))
         heads.load_state_dict(state)
