@@ -20,7 +20,8 @@ from numbers import Integral, Real
 
 import torch
 
-from lab.bench import synchronize, threads_label
+from lab.bench import run_fastest, run_interleaved, threads_label
+from lab.load_meter import LoadMeter
 from lab.prompts import ARENA_TASKS, CHAT_TASKS, arena_prompts, context_problem, encode_prompts, pair_tasks
 from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, is_integer
@@ -50,35 +51,6 @@ def default_tasks(pair) -> tuple[str, ...]:
     :data:`DEFAULT_TASKS` ("prose", "copy_edit", "structured"). The first is :func:`compare_adaptive`'s default
     task: "chat" or "prose"."""
     return CHAT_TASKS if pair.has_chat_template else DEFAULT_TASKS
-
-
-def _run_one(pair, ids, drafter_factory, temperature, seed, max_new_tokens, repeats):
-    """``(generation, drafter)`` for one prompt: the fastest of ``repeats`` identical runs. ``drafter_factory`` None =
-    autoregressive; a fresh drafter per run, built outside the timing."""
-    from lab.decode import generate
-
-    best = None
-    for _ in range(repeats):
-        drafter = drafter_factory() if drafter_factory is not None else None
-        synchronize(pair.device)
-        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=max_new_tokens, temperature=temperature,
-                       seed=seed, eos_token_id=pair.eos_token_id)
-        synchronize(pair.device)
-        if best is None or gen.stats["wall_ms"] < best[0].stats["wall_ms"]:
-            best = (gen, drafter)
-    return best
-
-
-def _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, tick) -> dict:
-    """``{name: [(generation, drafter)] per prompt}`` for ``methods`` = {name: drafter factory or None}. Prompt by
-    prompt, every method in turn (prompt i with seed ``seed + i``), so a change in machine load between prompts hits
-    all methods alike."""
-    runs = {name: [] for name in methods}
-    for i, ids in enumerate(encoded):
-        for name, factory in methods.items():
-            runs[name].append(_run_one(pair, ids, factory, temperature, seed + i, max_new_tokens, repeats))
-            tick()
-    return runs
 
 
 def _pool(runs) -> dict:
@@ -285,16 +257,15 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       ``prefill_ms``, ``tokens_per_second``, ``baseline_tokens_per_second``, ``expected_tokens_per_call``.
 
     ``settings`` records the pair, device, dtype, threads, ``prompt_format`` ("chat" or "text"), the arguments,
-    the drafters' geometry and the 1-minute load average before and after (``os.getloadavg``): timings on a busy
-    machine are not comparable. Values are not rounded (:func:`format_arena` rounds). tqdm shows progress unless
-    ``progress=False`` or ``TQDM_DISABLE`` is set.
+    the drafters' geometry and the machine's load over the timed runs (:class:`lab.load_meter.LoadMeter`:
+    ``load_average`` before and after, ``other_cores`` busy with other processes, ``busy``, ``load_note``; the
+    formatted table warns when busy): timings on a busy machine are not comparable. Values are not rounded
+    (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
     Raises ``ValueError`` naming the argument for an unknown task (naming the pair's tasks) or drafter, a bad
     temperature (negative, infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an
     integer >= 0, ``prompts_per_task`` larger than a task has prompts, or ``max_new_tokens`` that with the longest
     prompt exceeds the target's context.
     """
-    import os
-
     tasks = default_tasks(pair) if tasks is None else tasks
     _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
                       seed)
@@ -309,22 +280,21 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
     problem = context_problem(pair, [ids for task in tasks for ids in prompts[task]], max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
-    load_before = os.getloadavg()[0]
     factories = {kind: (lambda kind=kind: make_drafter(kind, pair, n_draft)) for kind in drafters}
     warm = prompts[tasks[0]][0][:16]
     for factory in (None, *factories.values()):  # first-call allocations, lazy imports, weight loading
         for temperature in sorted(set(temperatures)):
-            _run_one(pair, warm, factory, float(temperature), seed, 8, 1)
+            run_fastest(pair, warm, factory, float(temperature), seed, 8, 1)
 
     rows = []
     total = len(tasks) * len(temperatures) * (1 + len(drafters)) * prompts_per_task
-    with _progress(total, progress, "arena") as bar:
+    with _progress(total, progress, "arena") as bar, LoadMeter() as meter:
         for task in tasks:
             for temperature in temperatures:
                 temperature = float(temperature)
                 bar.set_postfix_str(f"{task}, T={temperature:g}")
-                runs = _measure_interleaved(pair, prompts[task], {"autoregressive": None, **factories}, temperature,
-                                            seed, max_new_tokens, repeats, bar.update)
+                runs = run_interleaved(pair, prompts[task], {"autoregressive": None, **factories}, temperature,
+                                       seed, max_new_tokens, repeats, bar.update)
                 base_runs = runs.pop("autoregressive")
                 base = _pool(base_runs)
                 cell = [{"task": task, "temperature": temperature, **_baseline_row(base, temperature)}]
@@ -335,13 +305,18 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
                                  **_cell_row(kind, _pool(kind_runs), base, n, temperature, same)})
                 rows += cell
     return {"rows": rows, "settings": _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
-                                                      n_draft, seed, repeats, drafters, load_before)}
+                                                      n_draft, seed, repeats, drafters, meter)}
+
+
+def _load_settings(meter) -> dict:
+    """The settings' record of the machine's load over the timed runs (:class:`lab.load_meter.LoadMeter`)."""
+    summary = meter.summary()
+    return {"load_average": summary["load_average"], "other_cores": summary["other_cores"], "busy": meter.busy,
+            "load_note": meter.note()}
 
 
 def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, seed, repeats, drafters,
-                    load_before) -> dict:
-    import os
-
+                    meter) -> dict:
     geometry = []
     if "lookahead" in drafters:
         from lab.drafters import LookaheadDrafter
@@ -362,7 +337,7 @@ def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
             "temperatures": [float(t) for t in temperatures],
             "max_new_tokens": max_new_tokens, "prompts_per_task": prompts_per_task, "n_draft": n_draft,
             "seed": seed, "repeats": repeats, "drafters": list(drafters), "geometry": "; ".join(geometry),
-            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+            **_load_settings(meter)}
 
 
 def _prompt_format(pair) -> str:
@@ -405,7 +380,12 @@ def format_arena(result: dict) -> str:
             f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
     lines += ["", "predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for draft model, EAGLE and early exit; tokens per "
               "call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, prefill included."]
-    return "\n".join(lines)
+    return "\n".join(lines + _busy_lines(s))
+
+
+def _busy_lines(settings) -> list[str]:
+    """The load note's warning, as lines to append to a table, when the machine was busy during the timing."""
+    return ["", settings["load_note"]] if settings.get("busy") else []
 
 
 def format_reconciliation(result: dict) -> str:
@@ -447,8 +427,6 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     ``temperature``, a bad ``seed``, bad ``n_values``, or ``max_new_tokens`` that with the longest prompt exceeds
     the target's context.
     """
-    import os
-
     from lab.drafters import DraftModelDrafter
 
     task = default_tasks(pair)[0] if task is None else task
@@ -474,14 +452,13 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     if problem:
         raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
     temperature = float(temperature)
-    load_before = os.getloadavg()[0]
-    _run_one(pair, encoded[0][:16], None, temperature, seed, 8, 1)
-    _run_one(pair, encoded[0][:16], lambda: DraftModelDrafter(pair.draft, start_n), temperature, seed, 8, 1)
+    run_fastest(pair, encoded[0][:16], None, temperature, seed, 8, 1)
+    run_fastest(pair, encoded[0][:16], lambda: DraftModelDrafter(pair.draft, start_n), temperature, seed, 8, 1)
     methods = {"autoregressive": None}
     methods.update({n: (lambda n=n: DraftModelDrafter(pair.draft, n)) for n in n_values})
     methods["adaptive"] = lambda: DraftModelDrafter(pair.draft, start_n, adaptive=True, max_n_draft=max_n_draft)
-    with _progress(len(methods) * prompts, progress, "adaptive N") as bar:
-        runs = _measure_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, bar.update)
+    with _progress(len(methods) * prompts, progress, "adaptive N") as bar, LoadMeter() as meter:
+        runs = run_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats, bar.update)
     base_runs = runs.pop("autoregressive")
     base = _pool(base_runs)
     rows = [_baseline_row(base, temperature)]
@@ -504,8 +481,7 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     settings = {"pair": pair.name, "device": str(pair.device), "threads": torch.get_num_threads(),
                 "prompt_format": _prompt_format(pair), "task": task, "prompts": prompts,
                 "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
-                "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values),
-                "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+                "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values), **_load_settings(meter)}
     return {"rows": rows, "settings": settings, "best_fixed_n": best}
 
 
@@ -528,4 +504,4 @@ def format_adaptive(result: dict) -> str:
     factors = ", ".join(f"{k.replace('_', ' ')} {best['efficiency_factors'][k]:.2f}" for k in EFFICIENCY_FACTORS)
     lines += ["", f"best fixed N (measured): {result['best_fixed_n']}; its efficiency {best['efficiency']:.2f} "
                   f"(decode only {best['decode_efficiency']:.2f}) = {factors}"]
-    return "\n".join(lines)
+    return "\n".join(lines + _busy_lines(s))

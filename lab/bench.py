@@ -18,18 +18,18 @@ The drafter arena, which runs every drafter on several kinds of task, is :mod:`l
 """
 from __future__ import annotations
 
-import os
 import time
 
 import torch
 
+from lab.load_meter import LoadMeter
 from lab.prompts import check_prompts, context_problem, encode_prompts
 from lab.registry import check_has_draft, make_drafter
-from lab.validation import check_int, check_number
+from lab.validation import check_int, check_number, check_sampling_args
 
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
-           "synchronize", "threads_label"]
+           "synchronize", "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
@@ -46,6 +46,122 @@ def synchronize(device) -> None:
 def threads_label(count: int) -> str:
     """``"1 thread"`` or ``"N threads"``, for the tables' settings lines."""
     return f"{count} thread" + ("" if count == 1 else "s")
+
+
+def _rotated(names: list, i: int) -> list:
+    """``names`` started at index ``i`` (mod its length): over the prompts, no method always runs first."""
+    k = i % len(names)
+    return names[k:] + names[:k]
+
+
+def run_fastest(pair, ids, drafter_factory, temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 64,
+                repeats: int = 1):
+    """``(generation, drafter)``: the fastest (by ``stats["wall_ms"]``) of ``repeats`` identical runs of
+    :func:`lab.decode.generate` on one prompt's token ids, stopping at ``pair.eos_token_id``. ``drafter_factory``:
+    a callable returning a fresh drafter, built before each run's clock starts, or None for autoregressive
+    decoding (the drafter is then None)."""
+    from lab.decode import generate
+
+    best = None
+    for _ in range(repeats):
+        drafter = drafter_factory() if drafter_factory is not None else None
+        synchronize(pair.device)
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=max_new_tokens, temperature=temperature,
+                       seed=seed, eos_token_id=pair.eos_token_id)
+        synchronize(pair.device)
+        if best is None or gen.stats["wall_ms"] < best[0].stats["wall_ms"]:
+            best = (gen, drafter)
+    return best
+
+
+def run_interleaved(pair, encoded, methods: dict, temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 64,
+                    repeats: int = 1, tick=None) -> dict:
+    """``{name: [(generation, drafter)] per prompt}`` for ``methods`` = {name: drafter factory or None}, on the
+    prompts ``encoded`` (lists of token ids). Prompt by prompt, every method in turn (:func:`run_fastest`; prompt i
+    with seed ``seed + i``), the order rotating from one prompt to the next: a change of load between prompts hits
+    every method alike, and no method always runs first. ``tick()`` is called after each method's turn."""
+    runs = {name: [] for name in methods}
+    for i, ids in enumerate(encoded):
+        for name in _rotated(list(methods), i):
+            runs[name].append(run_fastest(pair, ids, methods[name], temperature, seed + i, max_new_tokens, repeats))
+            if tick is not None:
+                tick()
+    return runs
+
+
+def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temperature: float = 0.0,
+                 seed: int = 0, repeats: int = 1) -> dict:
+    """Time decoding methods on the same prompts, interleaved, with the machine's load measured: what lessons use
+    to compare speeds on the learner's own machine.
+
+    ``prompts``: strings, encoded by :func:`lab.prompts.encode_prompts` (a user turn for a chat pair).
+    ``methods``: {name: drafter factory (a callable returning a fresh drafter) or None (autoregressive)}; the first
+    is the baseline of the ``speedup`` column. Each method first runs once on a short warm-up (first-call
+    allocations), then :func:`run_interleaved` runs them prompt by prompt, the fastest of ``repeats`` per prompt,
+    inside a :class:`lab.load_meter.LoadMeter`.
+
+    Returns ``{"rows": [...], "generations": {name: [Generation per prompt]}, "load": LoadMeter.summary(),
+    "note": LoadMeter.note(), "settings": {...}}``; each row: ``method``, ``new_tokens``, ``seconds`` (wall,
+    prefill included), ``tokens_per_second``, ``speedup`` (tokens/s ÷ the first method's), and for drafters
+    ``acceptance_rate``, ``alpha`` (:func:`lab.metrics.alpha_from_steps`), ``tokens_per_target_call``,
+    ``target_calls``. Raises ``ValueError`` naming the argument for empty or non-callable ``methods``, bad
+    ``max_new_tokens`` / ``repeats`` / ``temperature``, prompts that do not fit the target's context; ``TypeError``
+    for ``prompts`` that is not a list of strings."""
+    from lab.metrics import alpha_from_steps
+
+    prompts = check_prompts(prompts)
+    if not isinstance(methods, dict) or not methods:
+        raise ValueError("methods must be a non-empty dict {name: drafter factory or None}, got "
+                         f"{type(methods).__name__ if not isinstance(methods, dict) else 'an empty dict'}")
+    wrong = [name for name, factory in methods.items() if factory is not None and not callable(factory)]
+    if wrong:
+        raise ValueError(f"methods[{wrong[0]!r}] must be a callable returning a fresh drafter, or None for "
+                         f"autoregressive decoding, got {type(methods[wrong[0]]).__name__}")
+    max_new_tokens, repeats = check_int("max_new_tokens", max_new_tokens, 1), check_int("repeats", repeats, 1)
+    temperature = check_sampling_args(temperature)[0]
+    encoded = encode_prompts(pair, prompts)
+    problem = context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}; shorten the prompts or lower max_new_tokens")
+    for factory in methods.values():
+        run_fastest(pair, encoded[0][:16], factory, temperature, seed, 8, 1)  # warm-up
+    with LoadMeter() as meter:
+        runs = run_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats)
+    rows = []
+    for name, method_runs in runs.items():
+        gens = [gen for gen, _ in method_runs]
+        tokens, seconds = sum(len(g.tokens) for g in gens), sum(g.stats["wall_ms"] for g in gens) / 1000
+        row = {"method": name, "new_tokens": tokens, "seconds": round(seconds, 3),
+               "tokens_per_second": round(tokens / seconds, 2)}
+        if methods[name] is not None:
+            drafted = sum(g.stats["drafted_tokens"] for g in gens)
+            calls = sum(g.stats["target_calls"] for g in gens)
+            row.update(acceptance_rate=round(sum(g.stats["accepted_tokens"] for g in gens) / drafted, 3)
+                       if drafted else 0.0, alpha=round(alpha_from_steps([s for g in gens for s in g.steps]), 3),
+                       tokens_per_target_call=round(tokens / calls, 3), target_calls=calls)
+        rows.append(row)
+    for row in rows:
+        row["speedup"] = round(row["tokens_per_second"] / rows[0]["tokens_per_second"], 2)
+    settings = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
+                "threads": torch.get_num_threads(), "prompts": len(prompts), "max_new_tokens": max_new_tokens,
+                "temperature": temperature, "seed": seed, "repeats": repeats}
+    return {"rows": rows, "generations": {name: [g for g, _ in r] for name, r in runs.items()},
+            "load": meter.summary(), "note": meter.note(), "settings": settings}
+
+
+def format_timing(result: dict) -> str:
+    """:func:`time_methods`' result as a Markdown table, a settings line and the load note."""
+    s = result["settings"]
+    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} "
+             f"prompt{'' if s['prompts'] == 1 else 's'} × up to {s['max_new_tokens']} new tokens, "
+             f"T = {s['temperature']:g}, methods interleaved prompt by prompt, fastest of {s['repeats']}", "",
+             "| method | tokens/s | speedup | acceptance rate | α | tokens per target call |",
+             "|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        extra = (f"{row['acceptance_rate']:.2f} | {row['alpha']:.2f} | {row['tokens_per_target_call']:.2f}"
+                 if "alpha" in row else " | | ")
+        lines.append(f"| {row['method']} | {row['tokens_per_second']:.1f} | {row['speedup']:.2f}× | {extra} |")
+    return "\n".join(lines + ["", result["note"]])
 
 
 def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int = 4, extra=(),
@@ -155,24 +271,22 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
     totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0} for name in methods}
     outputs = {name: [] for name in methods}
-    load_before = _load_average()
-    for i, ids in enumerate(encoded):  # prompt by prompt, every method in turn: load changes hit all alike
-        names = list(methods)
-        names = names[i % len(names):] + names[:i % len(names)]  # and no method always runs first
-        for name in names:
-            run = methods[name]()  # a fresh drafter per prompt, built before the clock starts
-            synchronize(pair.device)
-            t0 = time.perf_counter()
-            out = run(ids)
-            synchronize(pair.device)
-            total = totals[name]
-            total["seconds"] += time.perf_counter() - t0
-            total["tokens"] += len(out["tokens"])
-            outputs[name].append(out["tokens"])
-            if "stats" in out:
-                total["accepted"] += out["stats"]["accepted_tokens"]
-                total["drafted"] += out["stats"]["drafted_tokens"]
-                total["calls"] += out["stats"]["target_calls"]
+    with LoadMeter() as meter:
+        for i, ids in enumerate(encoded):  # prompt by prompt, every method in turn: load changes hit all alike
+            for name in _rotated(list(methods), i):
+                run = methods[name]()  # a fresh drafter per prompt, built before the clock starts
+                synchronize(pair.device)
+                t0 = time.perf_counter()
+                out = run(ids)
+                synchronize(pair.device)
+                total = totals[name]
+                total["seconds"] += time.perf_counter() - t0
+                total["tokens"] += len(out["tokens"])
+                outputs[name].append(out["tokens"])
+                if "stats" in out:
+                    total["accepted"] += out["stats"]["accepted_tokens"]
+                    total["drafted"] += out["stats"]["drafted_tokens"]
+                    total["calls"] += out["stats"]["target_calls"]
     results = {}
     for name, total in totals.items():
         row = {"method": name, "tokens": total["tokens"], "seconds": round(total["seconds"], 3),
@@ -198,7 +312,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     mismatched = [name for name, outs in outputs.items() if outs != reference]
     settings = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
                 "prompts": len(prompts), "max_new_tokens": max_new_tokens, "n_draft": n_draft, "greedy": True,
-                "threads": torch.get_num_threads(), "load": [load_before, _load_average()]}
+                "threads": torch.get_num_threads(), "load": list(meter.load_average), "other_cores": meter.summary()[
+                    "other_cores"], "busy": meter.busy, "load_note": meter.note()}
     if extra:
         lookup, lookahead = PromptLookupDrafter(n_draft=lookup_tokens), LookaheadDrafter()
         settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted; "
@@ -229,14 +344,6 @@ def agreement_with(reference: list[list[int]], outputs: list[list[int]]) -> dict
         index = next((i for i, (a, b) in enumerate(zip(ref, out)) if a != b), min(len(ref), len(out)))
         first = index if first is None else min(first, index)
     return {"same": same, "prompts": len(reference), "first_divergence": first}
-
-
-def _load_average() -> float | None:
-    """The machine's 1-minute load average (None where the OS has none), reported beside the timings."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
 
 
 def format_table(result: dict, label: str = "held-out") -> str:
@@ -271,6 +378,8 @@ def format_table(result: dict, label: str = "held-out") -> str:
         lines += ["", f"agreement with lab autoregressive in {s['dtype']}, prompts with identical tokens "
                   "(matmuls of other shapes round near-ties differently, so bf16 outputs may part): "
                   + "; ".join(parts)]
+    if s.get("busy"):
+        lines += ["", s["load_note"]]
     if s.get("skipped"):  # python -m lab bench on a hub pair
         lines.append(f"not run with pair {s['pair']}: "
                      + "; ".join(f"{method} ({why})" for method, why in s["skipped"].items()))

@@ -252,3 +252,56 @@ def test_the_n_sweep_warms_up_rotates_and_measures_alpha(pair, monkeypatch):
     assert rows[0]["alpha"] == rows[0]["acceptance_rate"]  # at N = 1 every draft is examined
     with pytest.raises(ValueError, match="n_values"):
         sweep_n_draft(pair, held_out_prompts()[:1], n_values=(0,))
+
+
+def test_time_methods_interleaves_and_pools(pair):
+    from lab.bench import format_timing, time_methods
+    from lab.drafters import DraftModelDrafter
+
+    prompts = held_out_prompts()[:2]
+    result = time_methods(pair, prompts, {"autoregressive": None,
+                                          "draft model": lambda: DraftModelDrafter(pair.draft, n_draft=3)},
+                          max_new_tokens=12)
+    gens = result["generations"]
+    assert [g.tokens for g in gens["autoregressive"]] == [g.tokens for g in gens["draft model"]]  # greedy, float32
+    base, spec = result["rows"]
+    assert base["speedup"] == 1.0 and "alpha" not in base
+    assert base["new_tokens"] == sum(len(g.tokens) for g in gens["autoregressive"])
+    assert base["tokens_per_second"] == pytest.approx(base["new_tokens"] / base["seconds"], rel=1e-2)
+    calls = sum(g.stats["target_calls"] for g in gens["draft model"])
+    assert spec["target_calls"] == calls and spec["tokens_per_target_call"] == round(spec["new_tokens"] / calls, 3)
+    assert spec["speedup"] == round(spec["tokens_per_second"] / base["tokens_per_second"], 2)
+    assert 0 <= spec["acceptance_rate"] <= spec["alpha"] <= 1
+    text = format_timing(result)
+    assert "| draft model |" in text and result["note"] in text and "interleaved" in text
+    assert set(result["load"]) == {"seconds", "cores", "other_cores", "load_average", "busy"}
+
+
+def test_run_interleaved_rotates_the_order(pair):
+    from lab.bench import run_interleaved
+    from lab.drafters import PromptLookupDrafter
+
+    order = []
+
+    def factory(name):
+        return lambda: order.append(name) or PromptLookupDrafter()
+
+    encoded = [pair.encode(p) for p in held_out_prompts()[:3]]
+    run_interleaved(pair, encoded, {n: factory(n) for n in "abc"}, max_new_tokens=2)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+
+
+def test_time_methods_rejects_bad_arguments(pair):
+    from lab.bench import time_methods
+
+    prompts = held_out_prompts()[:1]
+    with pytest.raises(ValueError, match="methods must be a non-empty dict"):
+        time_methods(pair, prompts, {})
+    with pytest.raises(ValueError, match=r"methods\['x'\] must be a callable"):
+        time_methods(pair, prompts, {"x": 3})
+    with pytest.raises(TypeError, match="prompts must be a list of strings"):
+        time_methods(pair, prompts[0], {"ar": None})
+    with pytest.raises(ValueError, match="temperature"):
+        time_methods(pair, prompts, {"ar": None}, temperature=-1)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        time_methods(pair, prompts, {"ar": None}, max_new_tokens=0)

@@ -1,0 +1,103 @@
+"""How busy the machine was while something was timed (layer 1): the CPU time other processes used during the
+block, beside the 1-minute load average, so that a timing taken on a busy machine says so.
+
+A speed measured while another program competes for the cores is too low, and by different amounts for methods
+run at different moments. The 1-minute load average alone cannot tell: it counts the timing's own threads too,
+and lags by a minute. :class:`LoadMeter` reads the kernel's count of busy CPU time (``/proc/stat`` on Linux) at
+the start and end of the block and subtracts this process's own CPU time (``time.process_time``, every thread):
+what is left is the work of other processes, in cores.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+__all__ = ["LoadMeter", "BUSY_SHARE"]
+
+BUSY_SHARE = 0.25
+"""Other processes kept more than this share of the cores busy, on average over the block: the timing is flagged
+(on 2 cores, half a core of other work)."""
+
+
+def _busy_cpu_seconds() -> float | None:
+    """Seconds of CPU time every core has spent not idle since boot (user, nice, system, irq, softirq, steal from
+    ``/proc/stat``), or None where the file does not exist (macOS, Windows)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # Windows has no load average
+        return None
+
+
+class LoadMeter:
+    """A context manager that measures how much CPU other processes used while its block ran.
+
+    ``with LoadMeter() as meter: ...`` then read:
+
+    - ``seconds``: wall time of the block;
+    - ``other_cores``: average number of cores other processes kept busy (float, >= 0), or None where the kernel's
+      counters cannot be read (outside Linux);
+    - ``load_average``: the 1-minute load average ``(before, after)`` (either may be None);
+    - ``cores``: ``os.cpu_count()``;
+    - ``busy``: True when ``other_cores`` exceeded :data:`BUSY_SHARE` of the cores (None when unknown);
+    - :meth:`summary` (a dict for JSON) and :meth:`note` (one sentence, with a warning when busy).
+
+    The kernel counts CPU time in ticks of 10 ms, so blocks under a second read roughly. A GPU run spends little CPU
+    time of its own; other processes competing for the CPU still slow its Python side, and are reported alike.
+    """
+
+    def __init__(self):
+        self.cores = os.cpu_count() or 1
+        self.seconds = None
+        self.other_cores = None
+        self.load_average = (None, None)
+        self.busy = None
+        self._start = None
+
+    def __enter__(self) -> "LoadMeter":
+        self._start = (time.perf_counter(), time.process_time(), _busy_cpu_seconds(), _load_average())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall0, own0, busy0, load0 = self._start
+        busy1 = _busy_cpu_seconds()
+        own = time.process_time() - own0
+        self.seconds = time.perf_counter() - wall0
+        self.load_average = (load0, _load_average())
+        if busy0 is not None and busy1 is not None and self.seconds > 0:
+            # other = everything busy minus our own threads; tick rounding can make it slightly negative
+            self.other_cores = max(0.0, (busy1 - busy0 - own) / self.seconds)
+            self.busy = self.other_cores > BUSY_SHARE * self.cores
+
+    def summary(self) -> dict:
+        """``{"seconds", "cores", "other_cores", "load_average", "busy"}`` (rounded; None where unknown)."""
+        other = None if self.other_cores is None else round(self.other_cores, 2)
+        seconds = None if self.seconds is None else round(self.seconds, 2)
+        return {"seconds": seconds, "cores": self.cores, "other_cores": other,
+                "load_average": list(self.load_average), "busy": self.busy}
+
+    def note(self) -> str:
+        """One sentence for a timing's output: the other processes' share, the load average, and a warning to rerun
+        when the machine was busy. Raises ``RuntimeError`` before the block has ended."""
+        if self.seconds is None:
+            raise RuntimeError("LoadMeter.note() needs the measured block to have ended (use it after the with block)")
+        before, after = self.load_average
+        load = "" if before is None else f"; 1-minute load average {before} before, {after} after"
+        if self.other_cores is None:
+            return f"other processes' CPU use could not be read on this system{load}"
+        text = (f"other processes kept {self.other_cores:.2f} of {self.cores} cores busy during the timing{load}")
+        if self.busy:
+            text += (". WARNING: the machine was busy, so these speeds are low and uneven; close other programs "
+                     "and run the cell again")
+        return text

@@ -1,0 +1,70 @@
+"""lab.load_meter: the CPU time other processes used during a timed block, from the kernel's busy count minus this
+process's own CPU time, and the warning a busy machine gets."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+import lab.load_meter as load_meter
+from lab.load_meter import BUSY_SHARE, LoadMeter
+
+
+def _fake_clocks(monkeypatch, busy, wall=(0.0, 2.0), own=(0.0, 1.0), cores=2):
+    """Make the meter read fixed counters: kernel busy seconds ``busy``, wall and own CPU time as given."""
+    busy, wall, own = iter(busy), iter(wall), iter(own)
+    monkeypatch.setattr(load_meter, "_busy_cpu_seconds", lambda: next(busy))
+    monkeypatch.setattr(load_meter, "time", SimpleNamespace(perf_counter=lambda: next(wall),
+                                                            process_time=lambda: next(own)))
+    monkeypatch.setattr(load_meter.os, "cpu_count", lambda: cores)
+
+
+def test_other_processes_are_the_busy_time_minus_our_own(monkeypatch):
+    # 3 s of busy CPU over 2 s of wall time, 1 s of it ours: others kept 1 core busy on a 2-core machine
+    _fake_clocks(monkeypatch, busy=(100.0, 103.0))
+    with LoadMeter() as meter:
+        pass
+    assert meter.seconds == 2.0 and meter.other_cores == pytest.approx(1.0)
+    assert meter.busy is True and 1.0 > BUSY_SHARE * 2
+    assert "1.00 of 2 cores" in meter.note() and "WARNING" in meter.note()
+    assert meter.summary()["other_cores"] == 1.0 and meter.summary()["busy"] is True
+
+
+def test_a_quiet_machine_gets_no_warning(monkeypatch):
+    _fake_clocks(monkeypatch, busy=(100.0, 101.4))   # 0.4 s others over 2 s = 0.2 cores, under a quarter of 2
+    with LoadMeter() as meter:
+        pass
+    assert meter.other_cores == pytest.approx(0.2) and meter.busy is False
+    assert "WARNING" not in meter.note()
+
+
+def test_tick_rounding_never_gives_negative_load(monkeypatch):
+    _fake_clocks(monkeypatch, busy=(100.0, 100.9))   # counted less than our own 1 s: ticks of 10 ms
+    with LoadMeter() as meter:
+        pass
+    assert meter.other_cores == 0.0 and meter.busy is False
+
+
+def test_without_kernel_counters_the_load_is_unknown(monkeypatch):
+    _fake_clocks(monkeypatch, busy=(None, None))
+    with LoadMeter() as meter:
+        pass
+    assert meter.other_cores is None and meter.busy is None
+    assert "could not be read" in meter.note()
+
+
+def test_note_needs_the_block_to_have_ended():
+    with pytest.raises(RuntimeError, match="after the with block"):
+        LoadMeter().note()
+
+
+@pytest.mark.skipif(load_meter._busy_cpu_seconds() is None, reason="no /proc/stat on this system")
+def test_real_counters_read_a_plausible_load():
+    with LoadMeter() as meter:
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:   # our own busy loop must not count as other processes' load
+            pass
+    assert 0.0 <= meter.other_cores < meter.cores
+    assert meter.seconds >= 0.3 and len(meter.load_average) == 2
