@@ -3,14 +3,17 @@
 ``demo/app.ipynb`` shows one under Voila (``make demo-app``); it works in any notebook too::
 
     from widgets.race import RaceDashboard
-    RaceDashboard()          # loads the bundled pair; or RaceDashboard(pair)
+    RaceDashboard()          # the real pair, smollm2-135m; or RaceDashboard(load_pair("shakespeare"))
 
-Tab "Race": pick a prompt (held-out passages or free text), a drafter (``python -m lab demo``'s choices), the
-draft length N, the number of new tokens and the temperature, then press **Race**. Both generations fill their own
+Tab "Race": pick a prompt (held-out requests of each task kind for a chat pair, held-out passages for the Shakespeare
+pair, or free text), a drafter (``python -m lab demo``'s choices), the draft length N, the number of new tokens and
+the temperature, then press **Race**. A chat pair gets each prompt as a user turn (its chat template) and stops at
+the end of the answer (``pair.eos_token_id``). Both generations fill their own
 :class:`~widgets.token_stream.TokenStream` at the same time, and at the end the dashboard shows each side's tokens/s
 and the speedup. Tab "Explore": :class:`~widgets.residual.ResidualExplorer` and
-:class:`~widgets.speedup.SpeedupExplorer` (starting from the bundled pair's measured α and cost ratio), built when the
-tab is first opened (or by :meth:`RaceDashboard.build_explorers`).
+:class:`~widgets.speedup.SpeedupExplorer` (starting from the Shakespeare pair's measured α and cost ratio when it is
+the pair raced, else from the explorer's defaults), built when the tab is first opened (or by
+:meth:`RaceDashboard.build_explorers`).
 
 How the two run "at the same time" without slowing each other down: each generation runs in its own thread, but
 only one of them computes at any moment. The kernel's main thread hands the turn, one target call at a time, to
@@ -19,9 +22,9 @@ advance as they would on two identical machines started together, each side's ti
 (no waiting, no widget updates, no contention for the two CPU cores of a laptop), and every widget update happens on
 the main thread. Before the race each side does a short untimed warm-up.
 
-Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text, seconds, tokens_per_second,
-target_calls, ...), ``speedup``, ``identical``, ``error``, ``settings``, ``drafter``, ``turns`` and the two streams
-``autoregressive_stream`` / ``speculative_stream``.
+Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text (a chat answer without its
+closing ``<|im_end|>``), seconds, tokens_per_second, target_calls, ...), ``speedup``, ``identical``, ``error``,
+``settings``, ``drafter``, ``turns`` and the two streams ``autoregressive_stream`` / ``speculative_stream``.
 """
 from __future__ import annotations
 
@@ -36,14 +39,15 @@ from numbers import Real
 import ipywidgets as w
 import numpy as np
 
-from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
+from lab.cli.options import CHAT_TEMPERATURE
 from lab.decode import generate
+from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
 from lab.validation import check_int
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
 from widgets.token_stream import TokenStream
 
-__all__ = ["FREE_TEXT", "RaceDashboard"]
+__all__ = ["FREE_TEXT", "CHAT_PROMPTS_PER_TASK", "RaceDashboard", "default_prompts"]
 
 FREE_TEXT = -1  # the prompt dropdown's value for "type your own prompt"
 _SIDES = ("autoregressive", "speculative")
@@ -51,6 +55,10 @@ _MAX_N = 16
 _MAX_TOKENS = 400
 _MAX_TEMPERATURE = 2.0
 _DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
+CHAT_PROMPTS_PER_TASK = 2
+"""How many held-out requests of each task kind a chat pair's dashboard offers (:func:`default_prompts`)."""
+# Code first: the draft model's best task on the real pair (1.5x in its card), so the first race shows a speedup.
+_CHAT_TASK_ORDER = ("code", "structured", "copy_edit", "chat")
 
 
 class _Abort(Exception):
@@ -60,6 +68,27 @@ class _Abort(Exception):
 def _prompt_label(text: str, width: int = 60) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "\u2026"
+
+
+def default_prompts(pair) -> list:
+    """The dashboard's prompt choices for ``pair`` (a :class:`lab.models.ModelPair`), as ``(label, text)`` pairs.
+
+    A pair with a chat template gets :data:`CHAT_PROMPTS_PER_TASK` held-out requests of each task kind
+    (:func:`lab.prompts.arena_prompts`), code requests first, labelled ``"code · Write a Python function…"``; a
+    plain-text pair (Shakespeare) gets the held-out passages (:func:`lab.prompts.held_out_prompts`), labelled by
+    their opening words."""
+    from lab.prompts import arena_prompts, held_out_prompts, pair_tasks
+
+    if not pair.has_chat_template:
+        return [(_prompt_label(text), text) for text in held_out_prompts()]
+    tasks = pair_tasks(pair)
+    ordered = [task for task in _CHAT_TASK_ORDER if task in tasks] + [t for t in tasks if t not in _CHAT_TASK_ORDER]
+    choices = []
+    for task in ordered:
+        label = task.replace("_", "/")  # "copy_edit" reads "copy/edit", as in the pair's card
+        for text in arena_prompts(pair, task)[:CHAT_PROMPTS_PER_TASK]:
+            choices.append((f"{label} \u00b7 {_prompt_label(text, 52)}", text))
+    return choices
 
 
 class _Side:
@@ -106,15 +135,21 @@ class _Side:
 class RaceDashboard(w.VBox):
     """Autoregressive vs speculative decoding on one prompt, two live token streams, tokens/s and the speedup.
 
-    ``RaceDashboard(pair=None, *, prompts=None, drafter="model", n_draft=None, max_new_tokens=60, temperature=0.0,
+    ``RaceDashboard(pair=None, *, prompts=None, drafter="model", n_draft=None, max_new_tokens=60, temperature=None,
     seed=0, record_probs=True)``
 
-    - ``pair``: a :class:`lab.models.ModelPair`; None loads the bundled one (``load_pair("shakespeare")``).
-    - ``prompts``: the prompt choices (default :func:`lab.prompts.held_out_prompts`); "free text" is always offered.
+    - ``pair``: a :class:`lab.models.ModelPair`; None loads the real pair in its fast dtype
+      (``load_pair("smollm2-135m", dtype="auto")``, a few seconds once converted). The Shakespeare pair works too.
+    - ``prompts``: the prompt choices, a list of str (default :func:`default_prompts`: two held-out requests of each
+      task kind for a chat pair, the held-out passages for a plain-text pair); "free text" is always offered. With
+      a chat template (``pair.has_chat_template``) every prompt, free text included, is sent as one user turn
+      (:func:`lab.prompts.encode_prompts`) and both sides stop at the end of the answer (``pair.eos_token_id``).
     - ``drafter``: one of :data:`lab.registry.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
       ``early-exit``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead and Medusa use their own
       window / tree: for them ``n_draft`` must be left out (None) and the N slider is disabled.
-    - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2), ``seed`` (both sides sample with it).
+    - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2; None = :data:`CHAT_TEMPERATURE` 0.8 for a
+      pair with a chat template, whose greedy answers loop on open requests, 0 for a plain-text pair), ``seed``
+      (both sides sample with it).
     - ``record_probs``: keep each step's distributions so clicking a token charts them (both sides pay the same
       small cost).
 
@@ -125,30 +160,38 @@ class RaceDashboard(w.VBox):
     """
 
     def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int | None = None,
-                 max_new_tokens: int = 60, temperature: float = 0.0, seed: int = 0, record_probs: bool = True):
+                 max_new_tokens: int = 60, temperature: float | None = None, seed: int = 0,
+                 record_probs: bool = True):
         if n_draft is not None and drafter in DRAFTERS and own_draft_reason(drafter):
             raise ValueError(f"n_draft does not apply to drafter {drafter!r}: {own_draft_reason(drafter)}; "
                              "leave n_draft out")
         settings = {"drafter": drafter, "n_draft": 4 if n_draft is None else n_draft,
-                    "max_new_tokens": max_new_tokens, "temperature": temperature}
+                    "max_new_tokens": max_new_tokens}
         missing = [name for name, value in settings.items() if value is None]
         if missing:  # _check skips None (race() uses that for "keep the control's value")
             raise ValueError(f"{', '.join(missing)} must not be None")
-        checked = self._check(**settings)
-        n_draft, max_new_tokens, temperature = (checked[k] for k in ("n_draft", "max_new_tokens", "temperature"))
+        checked = self._check(**settings, temperature=temperature)  # all checked before a pair loads
+        n_draft, max_new_tokens = checked["n_draft"], checked["max_new_tokens"]
         seed = check_int("seed", seed, 0)
+        if isinstance(prompts, (str, bytes)):  # iterating it would offer every character as a prompt
+            raise TypeError(f"prompts must be a list of strings, got one {type(prompts).__name__}: wrap it in a "
+                            f"list, [{prompts[:40]!r}]")
         if not isinstance(record_probs, (bool, np.bool_)):
             raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
         if pair is None:
             from lab.models import load_pair
 
-            pair = load_pair("shakespeare")
+            pair = load_pair("smollm2-135m", dtype="auto")
+        if temperature is None:
+            temperature = CHAT_TEMPERATURE if pair.has_chat_template else 0.0
+        else:
+            temperature = checked["temperature"]
         if prompts is None:
-            from lab.prompts import held_out_prompts
-
-            prompts = held_out_prompts()
+            choices = default_prompts(pair)
+        else:  # an empty list leaves free text alone
+            choices = [(_prompt_label(str(text)), str(text)) for text in prompts]
         self.pair = pair
-        self.prompts = [str(p) for p in prompts]
+        self.prompts = [text for _label, text in choices]
         self.seed = seed
         self.record_probs = bool(record_probs)
         self.results: dict = {}
@@ -163,9 +206,10 @@ class RaceDashboard(w.VBox):
         # --- controls --------------------------------------------------------------------------------------------
         wide = {"description_width": "110px"}
         self.prompt_choice = w.Dropdown(
-            options=[(_prompt_label(p), i) for i, p in enumerate(self.prompts)] + [("free text\u2026", FREE_TEXT)],
+            options=[(label, i) for i, (label, _text) in enumerate(choices)] + [("free text\u2026", FREE_TEXT)],
             value=0 if self.prompts else FREE_TEXT, description="prompt", style=wide, layout=w.Layout(width="560px"))
-        self.free_text = w.Textarea(placeholder="type a prompt, e.g. ROMEO.\\n", description="free text",
+        example = "Name three rivers in Africa." if pair.has_chat_template else "ROMEO.\\n"
+        self.free_text = w.Textarea(placeholder=f"type a prompt, e.g. {example}", description="free text",
                                     style=wide, layout=w.Layout(width="560px", height="70px"))
         self.drafter_choice = w.Dropdown(options=list(DRAFTERS), value=drafter, description="drafter", style=wide)
         self.n_draft = w.IntSlider(value=n_draft, min=1, max=_MAX_N, description="draft length N", style=wide)
@@ -321,7 +365,7 @@ class RaceDashboard(w.VBox):
             seconds = side.clock
             stats = gen.stats
             results[name] = {
-                "tokens": list(gen.tokens), "text": self.pair.decode(gen.tokens), "seconds": seconds,
+                "tokens": list(gen.tokens), "text": self._answer_text(gen.tokens), "seconds": seconds,
                 "tokens_per_second": len(gen.tokens) / seconds if seconds > 0 else math.inf,
                 "target_calls": stats["target_calls"], "acceptance_rate": stats.get("acceptance_rate"),
                 "tokens_per_target_call": stats["tokens_per_target_call"], "steps": len(gen.steps),
@@ -333,6 +377,13 @@ class RaceDashboard(w.VBox):
         self._set_headers(sides)
         self.summary.value = self._summary_html(settings)
         self.status.value = "done"
+
+    def _answer_text(self, tokens) -> str:
+        """The text of ``tokens``; a chat pair's answer without the ``<|im_end|>`` that ends it (its end of turn,
+        not text)."""
+        if self.pair.has_chat_template and tokens[-1:] == [self.pair.eos_token_id]:
+            tokens = tokens[:-1]
+        return self.pair.decode(tokens)
 
     # --- settings -----------------------------------------------------------------------------------------------------
     @staticmethod
@@ -363,7 +414,9 @@ class RaceDashboard(w.VBox):
                 raise ValueError("the free-text prompt is empty: type a prompt or choose one from the list")
         else:
             prompt = self.prompts[self.prompt_choice.value]
-        prompt_ids = list(self.pair.encode(prompt))
+        # A chat pair answers the prompt as a user turn (its chat template); a plain-text pair continues it.
+        encode = self.pair.encode_chat if self.pair.has_chat_template else self.pair.encode
+        prompt_ids = list(encode(prompt))
         if not prompt_ids:
             raise ValueError("the prompt encodes to no tokens")
         drafter = self.drafter_choice.value
@@ -384,7 +437,11 @@ class RaceDashboard(w.VBox):
         return self._drafters[key]
 
     def _measured_alpha_and_c(self) -> dict:
-        """The bundled pair's model-card α and c for the speedup explorer; the explorer's defaults otherwise."""
+        """The Shakespeare pair's model-card α and c for the speedup explorer when it is the pair raced; the
+        explorer's defaults otherwise (the real pair's card gives α per task kind in prose, no one pair of
+        numbers)."""
+        if self.pair.name != "shakespeare":
+            return {}
         try:
             from lab.assets import PAIR_DIR
 
@@ -399,11 +456,12 @@ class RaceDashboard(w.VBox):
         if self.residual_explorer is not None:
             return
         self.residual_explorer = ResidualExplorer()
-        self.speedup_explorer = SpeedupExplorer(**self._measured_alpha_and_c(), n_draft=int(self.n_draft.value))
+        measured = self._measured_alpha_and_c()
+        self.speedup_explorer = SpeedupExplorer(**measured, n_draft=int(self.n_draft.value))
+        start = " (starts from the Shakespeare pair's measured \u03b1 and c)" if measured else ""
         self._explore_tab.children = [
             w.HTML("<h4>Acceptance and the residual</h4>"), self.residual_explorer,
-            w.HTML("<h4>Predicted speedup (starts from the bundled pair's measured \u03b1 and c)</h4>"),
-            self.speedup_explorer]
+            w.HTML(f"<h4>Predicted speedup{start}</h4>"), self.speedup_explorer]
 
     def _on_tab(self, change) -> None:
         if change["new"] == 1:

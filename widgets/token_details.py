@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from lab.sampling import residual_distribution
-from widgets.token_text import PARTIAL_LABEL
+from widgets.token_text import PARTIAL_LABEL, has_special_token, special_token_text
 
 __all__ = ["step_details", "step_distributions", "top_tokens", "quoted", "describe"]
 
@@ -110,8 +110,13 @@ def top_tokens(target, draft, residual, always, top_k: int) -> dict:
 
 
 def quoted(text) -> str:
-    """A token's text quoted for a sentence (``repr``), or a note for a token holding only part of a character."""
-    return repr(text) if text is not None else f"{PARTIAL_LABEL} (part of a character)"
+    """A token's text quoted for a sentence (``repr``), or a note for a token holding only part of a character; a
+    special token shows as the stream shows it, naming the token: ``"'⟨end⟩' (special token '<|im_end|>')"``."""
+    if text is None:
+        return f"{PARTIAL_LABEL} (part of a character)"
+    if has_special_token(text):
+        return f"{special_token_text(text)!r} (special token {text!r})"
+    return repr(text)
 
 
 def describe(detail: dict, candidate_text) -> str:

@@ -33,7 +33,8 @@ from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
 from widgets.token_details import describe, step_details
-from widgets.token_text import check_tokenizer, prompt_token_ids, token_display_text, token_label_text, token_texts
+from widgets.token_text import (check_tokenizer, has_special_token, prompt_token_ids, token_display_text,
+                                 token_label_text, token_texts)
 from widgets.tree_steps import chain_view, tree_residual
 
 __all__ = ["TokenStream", "VIEW_CSS", "VIEW_ESM"]
@@ -47,6 +48,7 @@ _STREAM_CSS = _RULES[".sdl-stream"]
 _BASE_CSS = _RULES[".sdl-tok:not(.sdl-prompt)"]  # every token but the prompt's, which reads as plain text
 _SELECTED_CSS = _RULES[".sdl-selected"]
 _KIND_CSS = {kind: _RULES[f".sdl-{kind}"] for kind in KIND_COLORS}
+_SPECIAL_CSS = _RULES[".sdl-special"]  # a special token's badge (<|im_end|> shown as ⟨end⟩)
 VIEW_ESM = static_text("token_stream.js")
 
 
@@ -55,8 +57,8 @@ class _TokenView(anywidget.AnyWidget):
     click as ``selected``.
 
     ``tokens`` holds compact dicts: ``s`` display text, ``k`` kind, ``p`` the generated position a click selects
-    (-1: not selectable), ``i`` token id, ``n`` step (-1 for the prompt), ``t`` the tooltip. ``selected`` is a
-    generated position, -1 for none.
+    (-1: not selectable), ``i`` token id, ``n`` step (-1 for the prompt), ``t`` the tooltip, ``x`` True for a
+    special token (drawn as a badge). ``selected`` is a generated position, -1 for none.
     """
 
     _esm = VIEW_ESM
@@ -82,7 +84,10 @@ class TokenStream(ipywidgets.VBox):
       ``tokenizer.decode`` of them. A token holding only part of a character shows nothing; the token completing it
       shows the character; while the generated text ends inside a character, its last token shows what
       ``tokenizer.decode`` shows there (U+FFFD), so a run cut inside a character still shows it. A rejected draft
-      shows what it would have added after the accepted tokens before it. ``None`` shows ids as ``⟨17⟩``.
+      shows what it would have added after the accepted tokens before it. A special token (a chat template's
+      ``<|im_start|>``, the answer's closing ``<|im_end|>``) shows as a small badge, ``⟨start⟩`` / ``⟨end⟩``
+      (:func:`widgets.token_text.special_token_text`), its literal text in the tooltip. ``None`` shows ids as
+      ``⟨17⟩``.
     - ``prompt_ids``: the prompt, or its last tokens, shown muted before the generated tokens (list of ints, or an
       integer tensor ``[n]`` / ``[1, n]``; ids below ``len(tokenizer)`` when it has a length); may be omitted.
     - ``top_k``: how many most likely tokens of each distribution the chart shows (their union is plotted).
@@ -382,8 +387,12 @@ class TokenStream(ipywidgets.VBox):
                 css = _BASE_CSS + " " + css
             if selected is not None and token["position"] == selected and token["kind"] in GENERATED_KINDS:
                 css += " " + _SELECTED_CSS
+            classes = f"sdl-{token['kind']}"
+            if has_special_token(token["_text"]):
+                css += " " + _SPECIAL_CSS
+                classes += " sdl-special"
             title = self._title(token)
-            spans.append(f'<span class="sdl-{token["kind"]}" title="{html.escape(title)}" style="{css}">'
+            spans.append(f'<span class="{classes}" title="{html.escape(title)}" style="{css}">'
                          f'{html.escape(token_display_text(token["_text"]))}</span>')
         return (f'<div class="sdl-token-stream">{_legend_html()}'
                 f'<div style="{_STREAM_CSS}">{"".join(spans)}</div>'
@@ -433,6 +442,8 @@ class TokenStream(ipywidgets.VBox):
         title = f"{KIND_LABELS[token['kind']]} \u00b7 id {token['token_id']}"
         if token["step"] is not None:
             title += f" \u00b7 step {token['step']}"
+        if has_special_token(token["_text"]):  # the badge shows a short name; the tooltip the token itself
+            title += f" \u00b7 {token['_text']}"
         return title
 
     def _set_prompt(self, prompt_ids: list) -> None:
@@ -487,7 +498,7 @@ class TokenStream(ipywidgets.VBox):
     def _payload(self) -> list:
         return [{"s": token_display_text(token["_text"]), "k": token["kind"], "p": token["_select"],
                  "i": token["token_id"], "n": -1 if token["step"] is None else token["step"],
-                 "t": self._title(token)}
+                 "t": self._title(token), "x": has_special_token(token["_text"])}
                 for token in self._display_tokens()]
 
     def _refresh(self) -> None:

@@ -3,18 +3,22 @@
 A byte-level tokenizer splits some characters over several tokens, so a token decoded alone can be U+FFFD. The
 viewers instead show the text each token adds to the decoded sequence (:class:`lab.detok.Detokenizer`): a
 character whose bytes span several tokens shows once, on the token that completes it, and a token holding only
-part of a character shows as :data:`PARTIAL_LABEL` in labels and as nothing in running text. Also here: the
-argument checks every viewer applies to its ``tokenizer`` and ``prompt_ids``.
+part of a character shows as :data:`PARTIAL_LABEL` in labels and as nothing in running text. A special token
+written ``<|name|>`` (a chat template's ``<|im_start|>`` / ``<|im_end|>``, GPT-2's ``<|endoftext|>``) shows as a
+short label, ``⟨start⟩``, ``⟨end⟩`` (:func:`special_token_text`), in the running text and in labels alike. Also
+here: the argument checks every viewer applies to its ``tokenizer`` and ``prompt_ids``.
 
 Nothing here escapes HTML: callers escape (:func:`html.escape`) or set ``textContent``.
 """
 from __future__ import annotations
 
+import re
+
 from lab.detok import Detokenizer
 from lab.validation import check_token_ids
 
-__all__ = ["PARTIAL_LABEL", "token_texts", "token_labels", "token_display_text", "token_label_text",
-           "check_tokenizer", "prompt_token_ids"]
+__all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels", "token_display_text",
+           "token_label_text", "special_token_text", "has_special_token", "check_tokenizer", "prompt_token_ids"]
 
 # Control characters other than newline and tab get their Unicode "control picture" (U+2400 + code), so a token
 # made of them is visible instead of silently empty or layout-breaking.
@@ -23,6 +27,15 @@ _CONTROL_PICTURES[127] = "\u2421"
 # Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
 # usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
 PARTIAL_LABEL = "\u25cc"
+
+# A special token decodes to its literal text, "<|im_start|>", which reads like markup in running text. Chat
+# templates and end-of-text markers write theirs <|name|> (ChatML's <|im_start|>, <|im_end|>; GPT-2's and
+# SmolLM2's <|endoftext|>), so the text alone tells them apart and no tokenizer is needed where a token is drawn;
+# rarer ones without bars (SmolLM2's <filename>) show literally, escaped like any text.
+_SPECIAL_TOKEN = re.compile(r"<\|([A-Za-z0-9_.:-]{1,40})\|>")
+SPECIAL_TOKEN_LABELS = {"im_start": "start", "im_end": "end", "endoftext": "end of text"}
+"""Short names of the common special tokens (``<|name|>`` → ``⟨label⟩``); any other ``<|name|>`` shows as
+``⟨name⟩``."""
 
 
 def token_texts(tokenizer, ids, context=None, parents=None) -> list:
@@ -57,21 +70,40 @@ def token_display_text(text) -> str:
         return ""
     if text == "":
         return "\u2205"
-    return text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n")
+    return special_token_text(text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n"))
 
 
 def token_label_text(text) -> str:
     """One token's text as a chart label (not yet HTML-escaped): every whitespace character made visible.
 
-    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``; ``None`` (a token
-    holding only part of a character, see :func:`token_texts`) → :data:`PARTIAL_LABEL` ``"◌"``.
+    ``" the"`` → ``"␣the"``, ``"\\n"`` → ``"↵"``, ``"\\t"`` → ``"⇥"``, ``""`` → ``"∅"``, ``"<|im_end|>"`` →
+    ``"⟨end⟩"`` (:func:`special_token_text`); ``None`` (a token holding only part of a character, see
+    :func:`token_texts`) → :data:`PARTIAL_LABEL` ``"◌"``.
     """
     if text is None:
         return PARTIAL_LABEL
     if text == "":
         return "\u2205"
-    return (text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
-            .replace("\t", "\u21e5"))
+    # Whitespace first: a special token's name holds none, and a label's own spaces ("end of text") stay spaces.
+    return special_token_text(text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
+                              .replace("\t", "\u21e5"))
+
+
+def special_token_text(text: str) -> str:
+    """``text`` (a str) with every special token ``<|name|>`` in it replaced by a short label in angle brackets:
+    ``"<|im_start|>"`` → ``"⟨start⟩"``, ``"<|im_end|>"`` → ``"⟨end⟩"``, ``"<|endoftext|>"`` → ``"⟨end of text⟩"``
+    (:data:`SPECIAL_TOKEN_LABELS`), any other ``<|name|>`` → ``"⟨name⟩"``; the rest of ``text`` is unchanged. Not
+    yet HTML-escaped (the label holds no HTML-special character, the rest may). Raises ``TypeError`` for a
+    ``text`` that is not a str."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return _SPECIAL_TOKEN.sub(lambda m: f"\u27e8{SPECIAL_TOKEN_LABELS.get(m.group(1), m.group(1))}\u27e9", text)
+
+
+def has_special_token(text) -> bool:
+    """Whether ``text`` (a token's text as :func:`token_texts` gives it; None: part of a character) holds a special
+    token ``<|name|>``, which the viewers show as a label (:func:`special_token_text`) and may style apart."""
+    return isinstance(text, str) and _SPECIAL_TOKEN.search(text) is not None
 
 
 def check_tokenizer(tokenizer):

@@ -1,15 +1,20 @@
 """``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, red
 struck-through rejected, orange resampled, blue bonus) and print the stats; ``--json`` prints one JSON object
-{text, tokens, stats}."""
+{text, tokens, stats}.
+
+Without ``--temperature`` a pair with a chat template (the default, smollm2-135m) samples at
+:data:`lab.cli.options.CHAT_TEMPERATURE` (0.8), as its greedy answers loop on open requests; a plain-text pair (the
+Shakespeare pair) decodes greedily (0)."""
 from __future__ import annotations
 
 import json
 import sys
 
-from lab.cli.options import CHAT_PAIRS, DEFAULT_PAIR, PAIRS, OptionError, pair_help, positive_int, seed, temperature
+from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, pair_help, positive_int,
+                             seed, temperature)
 from lab.registry import DRAFTERS, TRAINED_FOR, own_draft_reason, try_drafter
 
-__all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
+__all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run", "demo_temperature"]
 
 CHAT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 """The default --prompt for a pair with a chat template (the user's message)."""
@@ -34,8 +39,10 @@ def add_parser(sub) -> None:
                         "template (default: a held-out passage; a coding request for a chat pair)")
     p.add_argument("--max-new-tokens", type=positive_int, default=80,
                    help="tokens to generate, >= 1 (default: %(default)s)")
-    p.add_argument("--temperature", type=temperature, default=0.0,
-                   help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
+    p.add_argument("--temperature", type=temperature, default=None,
+                   help=f"target sampling temperature, >= 0; 0 = greedy (default: {CHAT_TEMPERATURE:g} for a pair "
+                        "with a chat template such as smollm2-135m, whose greedy answers loop on open requests; 0 "
+                        "for a plain-text pair such as shakespeare)"),
     p.add_argument("--n-draft", type=positive_int, default=None,
                    help="draft tokens per step N, >= 1, for model, ngram, eagle and early-exit (default: 4); "
                         "lookahead and medusa refuse it: their window / tree sets what they draft")
@@ -45,6 +52,15 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
+
+
+def demo_temperature(given, chat: bool) -> float:
+    """The temperature a demo samples at: ``given`` (a float, from ``--temperature``) when not None, else
+    :data:`CHAT_TEMPERATURE` for a chat pair (``chat`` True: one with a chat template) and 0.0 (greedy) for a
+    plain-text pair."""
+    if given is not None:
+        return float(given)
+    return CHAT_TEMPERATURE if chat else 0.0
 
 
 def run(args) -> int:
@@ -74,6 +90,7 @@ def run(args) -> int:
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
+    temperature_used = demo_temperature(args.temperature, chat)
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
     prompt_ids = pair.encode_chat(prompt) if chat and prompt else pair.encode(prompt)
     if not prompt_ids:
@@ -126,7 +143,7 @@ def run(args) -> int:
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
                              f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
     gen = generate(pair.target, prompt_ids, drafter=drafter,
-                   max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                   max_new_tokens=args.max_new_tokens, temperature=temperature_used, seed=args.seed,
                    eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
     stats = {k: v for k, v in gen.stats.items()}
     if args.json:
@@ -141,5 +158,6 @@ def run(args) -> int:
         f"{stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
         f"{stats['new_tokens']} tokens",
         f"{stats['tokens_per_second']:.0f} tokens/s",
+        f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))
     return 0

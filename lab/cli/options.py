@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "pair_help", "OptionError", "add_run_options",
+__all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "pair_help", "OptionError", "add_run_options",
            "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
@@ -21,6 +21,11 @@ DEFAULT_PAIR = "smollm2-135m"
 CHAT_PAIRS = ("smollm2-135m",)
 """The offline --pair choices whose target is instruction-tuned: ``bench`` and ``arena`` send them chat requests
 (:func:`lab.prompts.chat_prompts`) in the fast dtype."""
+
+CHAT_TEMPERATURE = 0.8
+"""The sampling temperature of a demo on a chat pair when none is given (``python -m lab demo``,
+``widgets.race.RaceDashboard``): greedy decoding of the real pair loops on open requests, repeating a sentence,
+while T ≈ 0.7–0.8 reads naturally. A plain-text pair (shakespeare) stays greedy (0) by default."""
 
 pair_help = (f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; shakespeare and smollm2-135m "
              "work offline)")

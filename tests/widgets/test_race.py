@@ -1,4 +1,5 @@
-"""RaceDashboard (widgets/race.py, the instructor demo): kernel-side behaviour of short races on the bundled pair.
+"""RaceDashboard (widgets/race.py, the instructor demo): kernel-side behaviour of short races on the Shakespeare pair,
+and on the real pair (its default): chat requests as user turns, sampling by default, the answer's end.
 
 The browser side (button, live streams, speedup shown under Voila) is checked by tests/browser/test_browser.py.
 """
@@ -12,8 +13,10 @@ import numpy as np
 import pytest
 
 from lab.assets import PAIR_DIR
+from lab.cli.options import CHAT_TEMPERATURE
 from lab.drafters import PromptLookupDrafter
-from widgets.race import FREE_TEXT, RaceDashboard
+from lab.prompts import chat_prompts, held_out_prompts
+from widgets.race import CHAT_PROMPTS_PER_TASK, FREE_TEXT, RaceDashboard
 
 TOKENS = 24  # short races keep this file at a few seconds on a 2-core CPU
 
@@ -228,3 +231,52 @@ def test_race_summary_at_t_above_0_does_not_claim_the_texts_differ_when_they_are
     short_dashboard.identical = False
     other = short_dashboard._summary_html(settings)
     assert "the texts differ" in other
+
+
+def test_a_plain_text_pair_races_greedily_by_default_and_prompts_must_be_a_list(pair):
+    dashboard = RaceDashboard(pair, max_new_tokens=6)
+    assert dashboard.temperature.value == 0.0  # the Shakespeare pair does not loop: greedy stays its default
+    assert dashboard.prompts == held_out_prompts() and dashboard.prompt_choice.value == 0
+    assert dashboard._read_settings()["prompt_ids"] == pair.encode(held_out_prompts()[0])  # plain text, no template
+    with pytest.raises(TypeError, match="prompts must be a list of strings"):
+        RaceDashboard(pair, prompts="ROMEO.")
+
+
+# --- the real pair, the default -------------------------------------------------------------------------------------
+def test_default_dashboard_races_the_real_pair_on_chat_requests_sampling(smollm2_pair, monkeypatch):
+    import lab.models
+
+    loads = []
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: loads.append((name, kwargs)) or smollm2_pair)
+    dashboard = RaceDashboard(max_new_tokens=6)
+    assert loads == [("smollm2-135m", {"dtype": "auto"})]  # the real pair, in its fast dtype
+    assert CHAT_TEMPERATURE == 0.8 and dashboard.temperature.value == pytest.approx(0.8)  # greedy loops on chat
+    expected = [(task, text) for task in ("code", "structured", "copy_edit", "chat")
+                for text in chat_prompts(task)[:CHAT_PROMPTS_PER_TASK]]
+    assert dashboard.prompts == [text for _task, text in expected]
+    labels = [label for label, value in dashboard.prompt_choice.options if value != FREE_TEXT]
+    assert [label.split(" \u00b7 ")[0] for label in labels] == [task.replace("_", "/") for task, _ in expected]
+    assert labels[0].startswith("code \u00b7 Write a Python function") and "\n" not in "".join(labels)
+    settings = dashboard._read_settings()  # a user turn with the chat template, not plain text
+    assert settings["prompt_ids"] == smollm2_pair.encode_chat(dashboard.prompts[0])
+    assert settings["temperature"] == pytest.approx(0.8)
+    dashboard.prompt_choice.value = FREE_TEXT
+    dashboard.free_text.value = "Name a colour."
+    assert dashboard._read_settings()["prompt_ids"] == smollm2_pair.encode_chat("Name a colour.")
+    assert RaceDashboard(smollm2_pair, temperature=0.0).temperature.value == 0.0  # an explicit 0 is kept
+
+
+def test_real_pair_race_stops_at_the_end_of_the_answer_and_shows_it_readably(smollm2_pair):
+    dashboard = RaceDashboard(smollm2_pair, max_new_tokens=8)
+    results = dashboard.race(prompt="Reply with one word: yes or no. Is water wet?", drafter="model",
+                             temperature=0.0)  # float32 greedy: "No." and the end of the turn, on both sides
+    assert dashboard.identical is True and dashboard.error is None
+    for side, stream in (("autoregressive", dashboard.autoregressive_stream),
+                         ("speculative", dashboard.speculative_stream)):
+        tokens = results[side]["tokens"]
+        assert tokens[-1] == smollm2_pair.eos_token_id and len(tokens) < 8, (side, tokens)
+        assert results[side]["text"] == smollm2_pair.decode(tokens[:-1]) and "<|" not in results[side]["text"]
+        page = stream.html
+        assert "\u27e8end\u27e9</span>" in page and "<|" not in page  # the closing <|im_end|> as a badge
+    dashboard.build_explorers()  # no measured α and c for this pair: the heading does not claim them
+    assert "measured" not in dashboard._explore_tab.children[2].value

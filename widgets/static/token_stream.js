@@ -1,7 +1,7 @@
 // Browser half of TokenStream (widgets/token_stream.py), an anywidget module.
 // The model holds `tokens`, compact dicts: s display text, k kind, p the generated position a click selects
-// (-1: not selectable), i token id, n step (-1 for the prompt), t tooltip; and `selected`, a generated position
-// (-1 for none). Token text is data: it is only ever set with textContent, never parsed as HTML.
+// (-1: not selectable), i token id, n step (-1 for the prompt), t tooltip, x true for a special token (drawn as a
+// badge); and `selected`, a generated position (-1 for none). Token text is data: it is only ever set with textContent, never parsed as HTML.
 
 function render({ model, el }) {
   const root = document.createElement("div");
@@ -16,6 +16,7 @@ function render({ model, el }) {
       span.className = "sdl-tok sdl-" + token.k;
       span.textContent = token.s;  // token text is data: never parsed as HTML
       span.title = token.t;
+      if (token.x) span.classList.add("sdl-special");
       if (token.p >= 0) {
         span.dataset.pos = String(token.p);
         span.tabIndex = 0;

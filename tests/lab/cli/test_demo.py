@@ -174,11 +174,55 @@ def test_demo_on_the_real_pair_sends_the_prompt_as_a_user_turn(smollm2_pair, mon
     monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair if name == "smollm2-135m" else None)
     request = "Repeat exactly: the quick brown fox jumps over the lazy dog."
     assert cli.main(["demo", "--pair", "smollm2-135m", "--drafter", "ngram", "--prompt", request,
-                     "--max-new-tokens", "16", "--json"]) == 0
+                     "--max-new-tokens", "16", "--temperature", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["text"].startswith("The quick brown fox jumps over the lazy dog.")  # an answer, not a continuation
     assert out["tokens"][-1] == smollm2_pair.eos_token_id and "<|im_end|>" not in out["text"]  # the turn's end
     assert out["stats"]["draft_calls"] == 0 and out["stats"]["target_calls"] < len(out["tokens"])
+
+
+def _temperature_used(argv, loaded, monkeypatch, capsys) -> float:
+    """The temperature ``python -m lab demo`` passes to generate for ``argv``, with ``loaded`` as the pair."""
+    import lab.decode
+    import lab.models
+
+    used, real = [], lab.decode.generate
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: loaded)
+    monkeypatch.setattr(lab.decode, "generate", lambda *a, **k: used.append(k["temperature"]) or real(*a, **k))
+    assert cli.main(["demo", *argv, "--max-new-tokens", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stats"]["new_tokens"] >= 1
+    assert len(used) == 1
+    return used[0]
+
+
+def test_demo_samples_a_chat_pair_by_default_and_keeps_the_shakespeare_pair_greedy(smollm2_pair, pair, monkeypatch,
+                                                                                     capsys):
+    """Greedy answers of the real pair loop on open requests, so its demo samples at 0.8 unless told otherwise."""
+    from lab.cli.demo import demo_temperature
+    from lab.cli.options import CHAT_TEMPERATURE
+
+    assert CHAT_TEMPERATURE == 0.8
+    assert cli.build_parser().parse_args(["demo"]).temperature is None  # "not given", resolved once the pair loads
+    assert (demo_temperature(None, True), demo_temperature(None, False), demo_temperature(0.0, True),
+            demo_temperature(1.5, False)) == (0.8, 0.0, 0.0, 1.5)
+    assert _temperature_used([], smollm2_pair, monkeypatch, capsys) == 0.8
+    assert _temperature_used(["--temperature", "0"], smollm2_pair, monkeypatch, capsys) == 0.0
+    assert _temperature_used(["--pair", "shakespeare", "--prompt", "ROMEO."], pair, monkeypatch, capsys) == 0.0
+    assert _temperature_used(["--pair", "shakespeare", "--prompt", "ROMEO.", "--temperature", "0.5"], pair,
+                             monkeypatch, capsys) == 0.5
+
+
+def test_demo_help_and_stats_line_name_the_temperature(smollm2_pair, monkeypatch, capsys):
+    import lab.models
+
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 0.8 for a pair with a chat template such as smollm2-135m" in help_text
+    assert "0 for a plain-text pair such as shakespeare)" in help_text
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: smollm2_pair)
+    assert cli.main(["demo", "--max-new-tokens", "2", "--seed", "5", "--color", "never"]) == 0
+    assert "temperature 0.8, seed 5" in capsys.readouterr().out
 
 
 # --- the bundled pair in a subprocess, as a user runs it -----------------------------------------------------------
@@ -209,7 +253,7 @@ def test_demo_json():
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert set(out) == {"text", "tokens", "stats"}
-    assert len(out["tokens"]) == 24 or out["tokens"][-1] == 0
+    assert len(out["tokens"]) == 24 or out["tokens"][-1] == 2  # the real pair's answer ends with <|im_end|> = 2
     assert out["stats"]["new_tokens"] == len(out["tokens"])
     assert 0 <= out["stats"]["acceptance_rate"] <= 1
 
