@@ -83,3 +83,25 @@ def test_committed_notebooks_are_small_and_carry_no_widget_state():
         assert "widgets" not in nb["metadata"], f"{path.name}: run tools/run_notebooks.py (strips widget state)"
         assert path.stat().st_size < 2_000_000, f"{path.name} is {path.stat().st_size} bytes"
         assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_lessons_pass_skips_only_lessons_whose_code_is_their_solutions(capsys):
+    """``make notebooks`` runs under nbval a second time only the lessons ``--with-exercises`` lists: every lesson
+    left out must have exactly its solution's code (so running it again would test nothing new), and every lesson
+    listed must differ from it."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import make_lessons
+
+    assert make_lessons.main(["--with-exercises"]) == 0
+    listed = set(capsys.readouterr().out.split())
+    assert listed and all(p.startswith("lessons/") for p in listed)
+
+    def code(path):
+        return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+    for path in sorted((ROOT / "lessons").glob("*.ipynb")):
+        same = code(path) == code(ROOT / "solutions" / path.name)
+        assert (f"lessons/{path.name}" not in listed) == same, path.name
+    assert "lessons/00_tour.ipynb" not in listed

@@ -5,7 +5,9 @@ stub at the same indentation (``# YOUR CODE HERE`` + ``raise NotImplementedError
 turn that into a "not solved yet" message, so a lesson still runs top to bottom. Every output is cleared: the
 learner runs the lesson and sees results from their own machine and their own code.
 
-Usage: ``python tools/make_lessons.py`` (write) or ``python tools/make_lessons.py --check`` (exit 1 on drift).
+Usage: ``python tools/make_lessons.py`` (write) or ``python tools/make_lessons.py --check`` (exit 1 on drift);
+``--with-exercises`` prints the lessons that hold an exercise stub, one path per line: ``make notebooks`` runs only
+those under nbval a second time, since a lesson without one has the same code as its solution, which already ran.
 """
 from __future__ import annotations
 
@@ -54,6 +56,12 @@ def lesson_from_solution(nb: dict) -> dict:
     return nb
 
 
+def has_exercise(nb: dict) -> bool:
+    """Whether any code cell of a solution notebook holds a ``### BEGIN SOLUTION`` region."""
+    return any(strip_solutions("".join(c["source"]) if isinstance(c["source"], list) else c["source"])[1]
+               for c in nb["cells"] if c["cell_type"] == "code")
+
+
 def render(nb: dict) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
@@ -61,9 +69,16 @@ def render(nb: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if lessons/ differ from the generated ones")
+    parser.add_argument("--with-exercises", action="store_true",
+                        help="print the lessons/ paths whose solution holds an exercise, and write nothing")
     args = parser.parse_args(argv)
     drift = []
     solutions = sorted((ROOT / "solutions").glob("*.ipynb"))
+    if args.with_exercises:
+        for path in solutions:
+            if has_exercise(json.loads(path.read_text(encoding="utf-8"))):
+                print(f"lessons/{path.name}")
+        return 0
     expected = {p.name for p in solutions}
     for path in solutions:
         text = render(lesson_from_solution(json.loads(path.read_text(encoding="utf-8"))))
