@@ -39,7 +39,7 @@ from numbers import Real
 import ipywidgets as w
 import numpy as np
 
-from lab.cli.options import CHAT_TEMPERATURE
+from lab.cli.options import demo_temperature
 from lab.decode import generate
 from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
 from lab.validation import check_int
@@ -147,8 +147,9 @@ class RaceDashboard(w.VBox):
     - ``drafter``: one of :data:`lab.registry.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
       ``early-exit``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead and Medusa use their own
       window / tree: for them ``n_draft`` must be left out (None) and the N slider is disabled.
-    - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2; None = :data:`CHAT_TEMPERATURE` 0.8 for a
-      pair with a chat template, whose greedy answers loop on open requests, 0 for a plain-text pair), ``seed``
+    - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2; None =
+      :func:`lab.cli.options.demo_temperature`: 0.8 for a pair with a chat template, whose greedy answers loop on
+      open requests, 0 for a plain-text pair), ``seed``
       (both sides sample with it).
     - ``record_probs``: keep each step's distributions so clicking a token charts them (both sides pay the same
       small cost).
@@ -182,10 +183,8 @@ class RaceDashboard(w.VBox):
             from lab.models import load_pair
 
             pair = load_pair("smollm2-135m", dtype="auto")
-        if temperature is None:
-            temperature = CHAT_TEMPERATURE if pair.has_chat_template else 0.0
-        else:
-            temperature = checked["temperature"]
+        temperature = demo_temperature(None if temperature is None else checked["temperature"],
+                                       pair.has_chat_template)
         if prompts is None:
             choices = default_prompts(pair)
         else:  # an empty list leaves free text alone

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, pair_help, positive_int,
-                             seed, temperature)
+from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
+                             pair_help, positive_int, seed, temperature)
 from lab.registry import DRAFTERS, TRAINED_FOR, own_draft_reason, try_drafter
 
-__all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run", "demo_temperature"]
+__all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
 
 CHAT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 """The default --prompt for a pair with a chat template (the user's message)."""
@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("--temperature", type=temperature, default=None,
                    help=f"target sampling temperature, >= 0; 0 = greedy (default: {CHAT_TEMPERATURE:g} for a pair "
                         "with a chat template such as smollm2-135m, whose greedy answers loop on open requests; 0 "
-                        "for a plain-text pair such as shakespeare)"),
+                        "for a plain-text pair such as shakespeare)")
     p.add_argument("--n-draft", type=positive_int, default=None,
                    help="draft tokens per step N, >= 1, for model, ngram, eagle and early-exit (default: 4); "
                         "lookahead and medusa refuse it: their window / tree sets what they draft")
@@ -52,15 +52,6 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
-
-
-def demo_temperature(given, chat: bool) -> float:
-    """The temperature a demo samples at: ``given`` (a float, from ``--temperature``) when not None, else
-    :data:`CHAT_TEMPERATURE` for a chat pair (``chat`` True: one with a chat template) and 0.0 (greedy) for a
-    plain-text pair."""
-    if given is not None:
-        return float(given)
-    return CHAT_TEMPERATURE if chat else 0.0
 
 
 def run(args) -> int:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "pair_help", "OptionError", "add_run_options",
-           "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes"]
+__all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "demo_temperature", "pair_help", "OptionError",
+           "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
@@ -26,6 +26,16 @@ CHAT_TEMPERATURE = 0.8
 """The sampling temperature of a demo on a chat pair when none is given (``python -m lab demo``,
 ``widgets.race.RaceDashboard``): greedy decoding of the real pair loops on open requests, repeating a sentence,
 while T ≈ 0.7–0.8 reads naturally. A plain-text pair (shakespeare) stays greedy (0) by default."""
+
+
+def demo_temperature(given, chat: bool) -> float:
+    """The temperature a demo samples at (``python -m lab demo``, ``widgets.race.RaceDashboard``): ``given`` (a
+    number, already checked) when not None, else :data:`CHAT_TEMPERATURE` for a chat pair (``chat`` True: one with a
+    chat template) and 0.0 (greedy) for a plain-text pair."""
+    if given is not None:
+        return float(given)
+    return CHAT_TEMPERATURE if chat else 0.0
+
 
 pair_help = (f"model pair preset, one of {', '.join(PAIRS)} (default: %(default)s; shakespeare and smollm2-135m "
              "work offline)")

@@ -198,7 +198,7 @@ def _temperature_used(argv, loaded, monkeypatch, capsys) -> float:
 def test_demo_samples_a_chat_pair_by_default_and_keeps_the_shakespeare_pair_greedy(smollm2_pair, pair, monkeypatch,
                                                                                      capsys):
     """Greedy answers of the real pair loop on open requests, so its demo samples at 0.8 unless told otherwise."""
-    from lab.cli.demo import demo_temperature
+    from lab.cli.options import demo_temperature
     from lab.cli.options import CHAT_TEMPERATURE
 
     assert CHAT_TEMPERATURE == 0.8
