@@ -16,19 +16,22 @@ stops at the pair's end-of-text token (``pair.eos_token_id``; for a chat pair, t
 """
 from __future__ import annotations
 
+import json
 from numbers import Integral, Real
 
 import torch
 
+from lab.assets import PAIR_DIR
 from lab.bench import run_fastest, run_interleaved, threads_label
 from lab.load_meter import LoadMeter
+from lab.models import processor_name
 from lab.prompts import ARENA_TASKS, CHAT_TASKS, arena_prompts, context_problem, encode_prompts, pair_tasks
 from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
            "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS", "FORMULA_DRAFTERS",
-           "EFFICIENCY_FACTORS", "DRAFTER_LABELS"]
+           "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena"]
 
 ARENA_DRAFTERS = DRAFTERS
 """The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
@@ -332,8 +335,9 @@ def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
     if "early-exit" in drafters:
         layers = pair.target.config.num_hidden_layers
         geometry.append(f"early exit {max(1, layers // 2)} of {layers} layers")
-    return {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
-            "threads": torch.get_num_threads(), "prompt_format": _prompt_format(pair), "tasks": list(tasks),
+    return {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
+            "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+            "prompt_format": _prompt_format(pair), "tasks": list(tasks),
             "temperatures": [float(t) for t in temperatures],
             "max_new_tokens": max_new_tokens, "prompts_per_task": prompts_per_task, "n_draft": n_draft,
             "seed": seed, "repeats": repeats, "drafters": list(drafters), "geometry": "; ".join(geometry),
@@ -364,7 +368,8 @@ def format_arena(result: dict) -> str:
     s = result["settings"]
     load = s.get("load_average")
     chat = " (prompts as chat user turns)" if s.get("prompt_format") == "chat" else ""
-    lines = [f"pair {s['pair']}{chat} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), "
+    where = s['device'] + (f": {s['processor']}" if s.get("processor") else "")
+    lines = [f"pair {s['pair']}{chat} on {where} ({s['dtype']}, {threads_label(s['threads'])}), "
              f"{s['prompts_per_task']} prompt{'' if s['prompts_per_task'] == 1 else 's'} per task × "
              f"{s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
              f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
@@ -478,7 +483,8 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
         row.update(task=task, temperature=temperature)
     fixed = [r for r in rows if r["drafter"] == "model"]
     best = max(fixed, key=lambda r: r["measured_speedup"])["n_draft"]
-    settings = {"pair": pair.name, "device": str(pair.device), "threads": torch.get_num_threads(),
+    settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
+                "threads": torch.get_num_threads(),
                 "prompt_format": _prompt_format(pair), "task": task, "prompts": prompts,
                 "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed, "repeats": repeats,
                 "start_n": start_n, "max_n_draft": max_n_draft, "n_values": list(n_values), **_load_settings(meter)}
@@ -505,3 +511,25 @@ def format_adaptive(result: dict) -> str:
     lines += ["", f"best fixed N (measured): {result['best_fixed_n']}; its efficiency {best['efficiency']:.2f} "
                   f"(decode only {best['decode_efficiency']:.2f}) = {factors}"]
     return "\n".join(lines + _busy_lines(s))
+
+
+COMMITTED_ARENA_FILE = "arena.json"
+"""The file, in a pair's asset folder (``lab/assets/<pair>/``), that holds the arena run committed with it."""
+
+
+def committed_arena(pair_name: str) -> dict | None:
+    """The arena run committed for the bundled pair ``pair_name`` (``lab/assets/<pair>/arena.json``), which lessons
+    and the picker quote as "the committed run": ``{"arena": run_arena(...), "adaptive": compare_adaptive(...),
+    "command": str, "date": str}``, as written by ``python -m lab arena --json`` (its settings name the machine:
+    ``processor``, ``dtype``, ``threads``, load). None for a pair without one (hub pairs, and ``"shakespeare"``,
+    whose arena is run in lesson 12 itself). Raises ``ValueError`` naming the file when it is not that JSON."""
+    path = PAIR_DIR.parent / str(pair_name) / COMMITTED_ARENA_FILE
+    if not path.is_file():
+        return None
+    try:
+        run = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(run, dict) or not {"arena", "adaptive"} <= set(run):
+        raise ValueError(f"{path}: expected the JSON of `python -m lab arena --json` (keys 'arena' and 'adaptive')")
+    return run

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import platform
 import socket
 import sys
 import tempfile
@@ -182,20 +183,38 @@ def pick_device(device=None) -> torch.device:
     return chosen
 
 
+def _cpuinfo() -> str:
+    """The text of /proc/cpuinfo; empty where there is none (macOS, Windows)."""
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 @functools.lru_cache(maxsize=1)
 def _cpu_flags() -> frozenset:
     """The CPU's feature flags as Linux reports them (x86 "flags", aarch64 "Features" in /proc/cpuinfo); empty
     where there is no /proc/cpuinfo (macOS, Windows)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return frozenset()
     flags = set()
-    for line in text.splitlines():
+    for line in _cpuinfo().splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
             flags.update(value.split())
     return frozenset(flags)
+
+
+def processor_name(device=None) -> str:
+    """What runs ``device`` (a ``torch.device`` or name; None = :func:`pick_device`'s choice), for the record of a
+    timed run: the GPU's name on CUDA, else the CPU's model name from /proc/cpuinfo ("model name" on x86), else
+    ``platform.processor()``, else "unknown"."""
+    device = pick_device(None) if device is None else torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    for line in _cpuinfo().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return value.strip()
+    return platform.processor() or "unknown"
 
 
 CPU_BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})  # x86 AMX / AVX-512 BF16, aarch64 BF16

@@ -24,8 +24,8 @@ lesson 002, production settings: method, k and speedup per workload); the throug
 result (k = 1, the best k, cut cost by 20–54 %). The seed names no load for that result; applying it to
 throughput-bound serving is this course's inference (lesson 13: at large batch sizes the shortest draft keeps its
 gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the batch-size schedule that goes with
-it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's measurements on prose
-(:data:`ARENA_PROSE_SPEEDUPS`). The memory each method needs is computed from parameter counts in
+it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's committed
+measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The memory each method needs is computed from parameter counts in
 :data:`MEMORY_NEEDED_GB`. The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py``
 (``SpeculativeConfig``) in vLLM's main branch as read in November 2026 (commit 002e77c1; docs
 ``features/speculative_decoding``); the transformers keys are ``GenerationConfig`` fields of transformers 5.24. The
@@ -45,7 +45,7 @@ The rules, in order (each one adds a sentence to ``reasons``):
    ``"ngram"``); a learned head (EAGLE, Medusa) replaces it when it is feasible and its range in the strategy
    table is higher; when the default is not feasible, the best feasible fallback by the same ranges (prompt
    lookup, which the seed tables rate only for code and structured output, is rated elsewhere by its measured
-   speedups on lesson 12's prose, :data:`ARENA_PROSE_SPEEDUPS`). Ties go to
+   speedups on lesson 12's chat requests, :data:`ARENA_CHAT_SPEEDUPS`). Ties go to
    the workload row's method, then to the cheaper method; prompt lookup goes before Lookahead whenever both are
    feasible. Feasible = its prerequisite holds (a small same-family
    model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
@@ -81,13 +81,13 @@ from lab.picker.engines import VLLM_METHODS, VLLM_SPECULATIVE_KEYS
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB, MEMORY_PARAMS
 from lab.picker.recommendation import Recommendation
 from lab.picker.rules import recommend
-from lab.picker.tables import (ARENA_PROSE_SPEEDUPS, MAX_TEMPERATURE, METHOD_LABELS, METHODS,
+from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, MAX_TEMPERATURE, METHOD_LABELS, METHODS,
                                SAMPLING_WARN_TEMPERATURE, SHORT_OUTPUT_MEASURED, STRATEGY_TABLE, TASK_LABELS, TASKS,
                                WORKLOAD_TABLE, StrategyRow, WorkloadRow)
 
 __all__ = [
     "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
-    "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS", "ARENA_PROSE_SPEEDUPS", "SHORT_OUTPUT_MEASURED",
+    "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS", "ARENA_CHAT_SPEEDUPS", "SHORT_OUTPUT_MEASURED",
     "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_METRICS", "stats_from_vllm_counters", "report",
 ]

@@ -29,7 +29,7 @@ class Decision:
             ``"none"``).
         speedup: (low, high) expected speedup; (1.0, 1.0) for ``"none"``.
         basis: where ``speedup`` comes from: ``"workload_row"`` (seed lesson 002's row for the task, or its nearest
-            row), ``"strategy"`` (seed lesson 000's row for the method), ``"arena"`` (lesson 12's measured prose
+            row), ``"strategy"`` (seed lesson 000's row for the method), ``"arena"`` (lesson 12's measured chat
             speedups), ``"load"`` (seed lesson 002's EAGLE-3 result under load), ``""`` for ``"none"``.
         settings: method-specific settings (prompt-lookup sizes, Lookahead window and n-gram size, the batch-size
             schedule under load).

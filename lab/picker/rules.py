@@ -12,7 +12,7 @@ from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.reasons import notes_for, reasons_for, source_for
 from lab.picker.recommendation import Recommendation
 from lab.picker.revisit import revisit_for
-from lab.picker.tables import (ARENA_PROSE_SPEEDUPS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, NGRAM_LOOKUP, SETUP_ORDER,
+from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, NGRAM_LOOKUP, SETUP_ORDER,
                                STRATEGY_BY_METHOD, workload_row)
 from lab.picker.workload import check_workload
 
@@ -88,12 +88,13 @@ def obstacle(method: str, workload: dict) -> str | None:
 def speedup_for(method: str, task: str) -> tuple:
     """((low, high), basis) for ``method`` on ``task``: its workload row if that row recommends it (basis
     ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's measured
-    prose speedups at T = 1 and T = 0 (``"arena"``); else the strategy table's range (``"strategy"``)."""
+    speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``); else the strategy table's range
+    (``"strategy"``)."""
     row = workload_row(task)
     if row.method == method:
         return row.speedup, "workload_row"
     if method == "ngram":
-        return (ARENA_PROSE_SPEEDUPS[("ngram", 1)], ARENA_PROSE_SPEEDUPS[("ngram", 0)]), "arena"
+        return tuple(sorted((ARENA_CHAT_SPEEDUPS[("ngram", 1)], ARENA_CHAT_SPEEDUPS[("ngram", 0)]))), "arena"
     return STRATEGY_BY_METHOD[method].speedup, "strategy"
 
 
@@ -127,8 +128,8 @@ def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     if feasible, the learned heads (not for copy/edit), and, only when the default is not feasible, the fallbacks.
     Prompt lookup displaces Lookahead when both are feasible (their ranges come from different sources, our CPU
     arena and the seed's table, so they are not ranked by number: prompt lookup is what the engines serve, and
-    lesson 12 measured it ahead). The highest mid-range wins; ties go to the default, then to the cheaper method
-    (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
+    lesson 12's committed run measured it level or ahead). The highest mid-range wins; ties go to the default, then
+    to the cheaper method (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
     task, temperature = workload["task"], workload["temperature"]
     default = "ngram" if task == "copy_edit" else workload_row(task).method
     considered = (default,) + (() if task == "copy_edit" else _HEADS) + (_FALLBACKS if default in obstacles else ())

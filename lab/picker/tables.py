@@ -2,7 +2,7 @@
 and the fixed settings of the draft-free methods. Nothing here decides; :mod:`lab.picker.rules` reads these.
 
 Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table, :data:`WORKLOAD_TABLE` seed lesson
-002's production settings; :data:`ARENA_PROSE_SPEEDUPS` and :data:`SHORT_OUTPUT_MEASURED` are committed runs of
+002's production settings; :data:`ARENA_CHAT_SPEEDUPS` and :data:`SHORT_OUTPUT_MEASURED` are committed runs of
 lessons 12 and 13 (tests/notebooks/test_lesson_claims.py holds them to those runs).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 __all__ = [
     "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "SETUP_ORDER", "SEED_000", "SEED_002", "MAX_TEMPERATURE",
     "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
-    "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_PROSE_SPEEDUPS",
+    "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
     "SHORT_OUTPUT_MEASURED", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS",
 ]
 
@@ -100,11 +100,11 @@ def workload_row(task: str) -> WorkloadRow:
     return WORKLOAD_BY_TASK.get(task) or WORKLOAD_BY_TASK[NEAREST_ROW[task]]
 
 
-ARENA_PROSE_SPEEDUPS = {("ngram", 0): 1.37, ("ngram", 1): 1.02, ("lookahead", 0): 0.98, ("lookahead", 1): 0.76}
-"""Measured speedups (× autoregressive) of prompt lookup and Lookahead on lesson 12's prose prompts at T = 0 and
-T = 1, from the arena table committed with that lesson (bundled pair, CPU; tests/notebooks/test_lesson_claims.py
-holds these to it). The seed tables give prompt lookup no range for chat or long text; the picker uses these two
-instead."""
+ARENA_CHAT_SPEEDUPS = {("ngram", 0): 0.99, ("ngram", 1): 1.15, ("lookahead", 0): 0.99, ("lookahead", 1): 1.11}
+"""Measured speedups (× autoregressive) of prompt lookup and Lookahead on chat requests at T = 0 and T = 1, from the
+real pair's committed arena run that lesson 12 reads (``lab/assets/smollm2-135m/arena.json``: bfloat16, 2-core CPU,
+2 requests × 48 tokens; tests/notebooks/test_lesson_claims.py holds these to it). The seed tables give prompt
+lookup no range for chat or long text; the picker uses these instead."""
 
 SHORT_OUTPUT_MEASURED = {"first_win_tokens": 2, "speedup_at_15": 1.53}
 """Lesson 13's committed run on the bundled pair: the fewest new tokens at which speculation (the draft model) was

@@ -395,3 +395,30 @@ def test_compare_adaptive_on_a_chat_pair_runs_the_chat_requests(chat_pair):
     assert all(r["task"] == "chat" and r["same_as_autoregressive"] is True for r in result["rows"])
     assert result["rows"][1]["acceptance_rate"] == 1.0
     assert "draft model on 1 chat prompt ×" in format_adaptive(result)
+
+
+def test_committed_arena_of_the_real_pair_names_its_machine():
+    from lab.arena import CHAT_TASKS, committed_arena
+
+    run = committed_arena("smollm2-135m")
+    settings = run["arena"]["settings"]
+    assert settings["pair"] == "smollm2-135m" and settings["processor"] and settings["dtype"] in ("bfloat16", "float32")
+    assert {row["task"] for row in run["arena"]["rows"]} == set(CHAT_TASKS)
+    assert run["adaptive"]["settings"]["pair"] == "smollm2-135m" and run["command"].startswith("python -m lab arena")
+    assert committed_arena("shakespeare") is None and committed_arena("gpt2") is None
+
+
+def test_committed_arena_rejects_a_file_that_is_not_an_arena(tmp_path, monkeypatch):
+    import lab.arena as arena_module
+
+    monkeypatch.setattr(arena_module, "PAIR_DIR", tmp_path / "shakespeare")
+    (tmp_path / "mine").mkdir()
+    path = tmp_path / "mine" / "arena.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="arena.json: not JSON"):
+        arena_module.committed_arena("mine")
+    path.write_text('{"rows": []}')
+    with pytest.raises(ValueError, match="keys 'arena' and 'adaptive'"):
+        arena_module.committed_arena("mine")
+    path.write_text('{"arena": {"rows": []}, "adaptive": {"rows": []}}')
+    assert arena_module.committed_arena("mine") == {"arena": {"rows": []}, "adaptive": {"rows": []}}

@@ -454,6 +454,19 @@ def test_auto_dtype_on_cuda_and_elsewhere(monkeypatch):
     assert isinstance(models._cpu_flags(), frozenset)
 
 
+def test_processor_name_reads_the_cpu_model_and_falls_back(monkeypatch):
+    intel = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8481C\nflags\t: fpu\n"
+    monkeypatch.setattr(models, "_cpuinfo", lambda: intel)
+    assert models.processor_name("cpu") == "Intel(R) Xeon(R) Platinum 8481C"
+    monkeypatch.setattr(models, "_cpuinfo", lambda: "Features\t: fp asimd bf16\n")  # aarch64: no model name
+    monkeypatch.setattr(models.platform, "processor", lambda: "aarch64")
+    assert models.processor_name("cpu") == "aarch64"
+    monkeypatch.setattr(models.platform, "processor", lambda: "")
+    assert models.processor_name(torch.device("cpu")) == "unknown"
+    monkeypatch.setattr(models.torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
+    assert models.processor_name("cuda:0") == "NVIDIA H200"
+
+
 def test_load_pair_dtype_auto_uses_auto_dtype(monkeypatch):
     monkeypatch.setattr(models, "auto_dtype", lambda device=None: torch.bfloat16)
     pair = load_pair("shakespeare", device="cpu", dtype="auto")

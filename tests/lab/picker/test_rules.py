@@ -15,7 +15,9 @@ def test_every_recommendation_is_well_formed():
         assert rec.reasons and all(isinstance(r, str) and r for r in rec.reasons)
         assert rec.source and rec.revisit
         low, high = rec.expected_speedup
-        assert 1.0 <= low <= high
+        # a measured range may start a hair below 1 (prompt lookup on chat: level with autoregressive decoding
+        # within the noise of lesson 12's committed run); a seed range never does
+        assert (0.95 if "lesson 12" in rec.source else 1.0) <= low <= high
         if rec.method == "none":
             assert rec.n_draft == 0 and rec.draft_temperature is None and rec.expected_speedup == (1.0, 1.0)
             assert rec.vllm_config() == {} and "--speculative-config" not in rec.vllm_command()
@@ -52,19 +54,19 @@ def test_learned_heads_fallbacks_and_ties():
     assert rec.method == "medusa" and rec.expected_speedup == (2.0, 3.0) and "seed lesson 000" in rec.source
     # Medusa ties with n-gram on structured output (2–3× each): the workload row's method wins the tie.
     assert recommend("structured", 0.0, False, True, exclude=("eagle",)).method == "ngram"
-    # nothing but the target: prompt lookup before Lookahead, rated by lesson 12's measured prose speedups
-    from lab.picker import ARENA_PROSE_SPEEDUPS as measured  # held to lesson 12's table by test_lesson_claims
+    # nothing but the target: prompt lookup before Lookahead, rated by lesson 12's measured chat speedups
+    from lab.picker import ARENA_CHAT_SPEEDUPS as measured  # held to lesson 12's table by test_lesson_claims
 
     rec = recommend("chat", 0.0, False, False)
     assert rec.method == "ngram" and "lesson 12" in rec.source
-    assert rec.expected_speedup == (measured[("ngram", 1)], measured[("ngram", 0)])
+    assert rec.expected_speedup == tuple(sorted((measured[("ngram", 1)], measured[("ngram", 0)])))
     assert rec.settings == {"prompt_lookup_max": 4, "prompt_lookup_min": 2}
     assert any(f"{measured[('ngram', 0)]:.2f}× against {measured[('lookahead', 0)]:.2f}× greedy" in r
                for r in rec.reasons)
     assert not any("seed lesson 000's ranges" in r for r in rec.reasons)  # the range is not the seed's
     rec = recommend("chat", 0.0, False, False, exclude=("ngram",))
     assert rec.method == "lookahead" and rec.n_draft == 2 and rec.settings == {"window": 4, "ngram": 3}
-    assert any(f"{measured[('lookahead', 0)]:.2f}× on greedy prose" in r for r in rec.reasons)
+    assert any(f"{measured[('lookahead', 0)]:.2f}× on greedy chat" in r for r in rec.reasons)
     assert recommend("chat", 0.0, False, False, exclude=("lookahead", "ngram")).method == "none"
     # Copy/edit: n-gram lookup, learned heads or not, with the structured row as its nearest source.
     rec = recommend("copy_edit", 0.0, True, True)
