@@ -7,8 +7,9 @@ target took, the feature carries everything the target computed so far — and r
 target's own LM head. Drafting continues autoregressively on the draft's own predicted features; the target's
 true features replace them after every verification.
 
-Training lives in :func:`lab.training.eagle.train_eagle`, weights in
-``lab/assets/shakespeare/eagle/`` (safetensors + config.json).
+Training lives in :mod:`lab.training.eagle` (``python -m lab train eagle``) and :mod:`lab.training.chat_eagle`
+(``train chat-eagle``, the real pair's, with a reduced draft vocabulary); the committed weights, per pair, are in
+:data:`EAGLE_DIRS` (``lab/assets/<pair>/eagle/``: safetensors + config.json).
 """
 from __future__ import annotations
 

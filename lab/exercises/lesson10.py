@@ -53,6 +53,13 @@ def _medusa_cases():
         logits = 2 * torch.randn(batch, length, heads, vocab, generator=gen)
         tokens = torch.randint(0, vocab, (batch, length), generator=gen)
         cases.append((logits, tokens, decay))
+    # The lesson trains on labels with -100 where nothing is to be learnt (the prompt, tokens outside the heads'
+    # draft vocabulary): F.cross_entropy skips them, and so must the loss.
+    logits = 2 * torch.randn(2, 7, 3, 6, generator=gen)
+    tokens = torch.randint(0, 6, (2, 7), generator=gen)
+    tokens[0, :3] = -100
+    tokens[1, 5] = -100
+    cases.append((logits, tokens, 0.8))
     return cases
 
 
