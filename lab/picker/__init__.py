@@ -25,8 +25,8 @@ result (k = 1, the best k, cut cost by 20–54 %). The seed names no load for th
 throughput-bound serving is this course's inference (lesson 13: at large batch sizes the shortest draft keeps its
 gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the batch-size schedule that goes with
 it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's committed
-measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The memory each method needs is computed from parameter counts in
-:data:`MEMORY_NEEDED_GB`. The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py``
+measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The memory each method needs is computed from
+parameter counts in :data:`MEMORY_NEEDED_GB`. The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py``
 (``SpeculativeConfig``) in vLLM's main branch as read in November 2026 (commit 002e77c1; docs
 ``features/speculative_decoding``); the transformers keys are ``GenerationConfig`` fields of transformers 5.24. The
 Prometheus counters vLLM exports are listed in :data:`VLLM_METRICS`, from ``vllm/v1/spec_decode/metrics.py``.
@@ -35,7 +35,8 @@ The rules, in order (each one adds a sentence to ``reasons``):
 
 1. Temperature above :data:`MAX_TEMPERATURE` → ``"none"`` (seed 000 lists high-temperature sampling among the
    cases not to speculate; whether α actually falls depends on the pair: large, confident pairs usually lose α when
-   sampling, while lesson 13 measured no drop on the bundled pair, so measure yours).
+   sampling, as lesson 13 measured on the real pair, while a pair unsure on most positions can even gain, so
+   measure yours).
 2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
    ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute). Its
    vLLM config carries lesson 13's batch-size schedule, which stops drafting from the batch where that roofline

@@ -24,8 +24,9 @@ def reasons_for(decision: Decision, workload: dict) -> list:
     if decision.rule == "temperature":
         return [f"Sampling at T = {workload['temperature']:g} flattens the target's distribution beyond its own "
                 "(T = 1), and seed lesson 000 lists high-temperature sampling among the cases not to speculate. What "
-                "it does to α depends on the pair: large, confident pairs usually lose α when sampling, while "
-                "lesson 13 measured no drop on the bundled pair (α 0.70 at T = 0, 0.71 at T = 2). Measure α "
+                "it does to α depends on the pair: large, confident pairs usually lose α when sampling, as the real "
+                "pair's draft model did in lesson 13 (α 0.55 at T = 0, 0.34 at T = 2), while a pair unsure on most "
+                "positions can even gain. Measure α "
                 "at your temperature before turning speculation on (lesson 13)."]
     if decision.rule == "load":
         return _under_load(decision, workload)

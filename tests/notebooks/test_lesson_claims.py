@@ -232,69 +232,47 @@ def lesson_13():
         m = re.match(r"(draft model|EAGLE)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", line)
         if m:
             name, T, rate, per_call, alpha, c, verify = m.groups()
-            temps[(name, float(T))] = {"rate": float(rate), "alpha": alpha, "verify": float(verify)}
-    assert len(temps) == 10, "lesson 13's temperature table changed shape"
+            temps[(name, float(T))] = {"rate": float(rate), "alpha": float(alpha), "verify": float(verify)}
+    assert len(temps) == 6, "lesson 13's temperature table changed shape"
     return {"text": prose("13_when_not_to_speculate"), "out": out, "temps": temps}
 
 
 def test_lesson_13_short_outputs(lesson_13):
     text, out = lesson_13["text"], lesson_13["out"]
-    (setup,) = quoted(out, r"set-up ([\d.]+) ms; per token")
-    assert "its set-up, under a millisecond (measured below" in text and float(setup) < 1
-    assert abs(float(quoted(text, r"repays its set-up \(about ([\d.]+) ms\)")[0]) - float(setup)) <= 0.05
-    crossover, at15, at128, prefill = quoted(out, r"speculation first won at (\d+) new tokens; at 15 it was ([\d.]+)x, "
-                                                  r"at 128 ([\d.]+)x \(prefill (\d+) ms")
-    level, ahead, q15, q128, q_prefill = quoted(text, r"level at (\d+) new token, ahead from (\d+), ([\d.]+)× at 15 "
-                                                      r"against ([\d.]+)× at 128 \(the shared (\d+) ms")
-    assert ahead == crossover and int(level) == int(crossover) - 1
-    assert (q15, q128, q_prefill) == (f"{float(at15):.1f}", f"{float(at128):.1f}", prefill)
-    ar, spec = quoted(out, r"per token: autoregressive ([\d.]+) ms, speculative ([\d.]+) ms")
-    (saving,) = quoted(text, r"at the measured saving of about ([\d.]+) ms per token")
-    assert abs(float(saving) - (float(ar) - float(spec))) <= 0.25
-    assert quoted(text, r"a 50 ms set-up needs about (\d+) tokens") == quoted(out, r"set-up of  50 ms would need "
-                                                                                   r"(\d+) tokens")
+    says(text, "it is small next to the target's prefill on both pairs of this course")
+    setup, prefill = quoted(out, r"set-up ([\d.]+) ms; per token: .* \(target prefill (\d+) ms\)")
+    assert float(setup) < float(prefill) / 4
+    # the list at the end quotes the sweep's table (the draft model's speedup at 15 new tokens)
+    (at15,) = quoted(out, r"first won at \d+ new tokens; at 15 it was ([\d.]+)x")
+    assert quoted(out, r"\n\s*15 \|\s+\d+\s+[\d.]+ \|\s+\d+\s+[\d.]+\s+([\d.]+)x") == (at15,)
 
 
 def test_picker_and_lesson_14_quote_lesson_13_on_short_outputs(lesson_13):
     from lab.picker import SHORT_OUTPUT_MEASURED
 
-    crossover, at15 = quoted(lesson_13["out"], r"speculation first won at (\d+) new tokens; at 15 it was ([\d.]+)x")
+    crossover, at15 = quoted(lesson_13["out"], r"speculation \(the draft model\) first won at (\d+) new tokens; "
+                                               r"at 15 it was ([\d.]+)x")
     assert SHORT_OUTPUT_MEASURED == {"first_win_tokens": int(crossover), "speedup_at_15": float(at15)}
-    assert quoted(prose("14_choosing_a_strategy"), r"lesson 13 found our pair already ahead at (\d+) tokens") == (
-        crossover,)
+    assert quoted(prose("14_choosing_a_strategy"), r"lesson 13 found the real pair's draft model ahead from (\d+) "
+                                                   r"tokens on") == (crossover,)
 
 
 def test_lesson_13_temperature(lesson_13):
     text, out, temps = lesson_13["text"], lesson_13["out"], lesson_13["temps"]
-    change, t_from, t_to = quoted(text, r"up to ([\d.]+) \(EAGLE, T = ([\d.]+) → ([\d.]+);")
-    grid = sorted({T for _, T in temps})
-    steps = {(name, a, b): abs(temps[(name, b)]["rate"] - temps[(name, a)]["rate"])
-             for name in ("draft model", "EAGLE") for a, b in zip(grid, grid[1:])}
-    biggest = max(steps, key=steps.get)
-    assert biggest == ("EAGLE", float(t_from), float(t_to)) and f"{steps[biggest]:.2f}" == change
-    assert all(temps[(name, 2.0)]["rate"] >= temps[(name, 0.0)]["rate"] for name in ("draft model", "EAGLE"))
-    low, high = quoted(text, r"the `verify` column, between about ([\d.]+) and ([\d.]+)")
-    verify = [v["verify"] for v in temps.values()]
-    assert abs(float(low) - min(verify)) <= 0.05 and abs(float(high) - max(verify)) <= 0.05
-    rate = {T: temps[("draft model", T)]["rate"] for T in grid}
-    says(text, "a dip at T = 1–1.5, back up at T = 2")
-    assert max(rate[1.0], rate[1.5]) < rate[0.0] < rate[2.0]
-    all0, all2 = quoted(text, r'the "all positions" curve: ([\d.]+) at T = 0, ([\d.]+) at T = 2\)')
-    assert (all0, all2) == quoted(out, r"all positions\s+T=0: ([\d.]+) .* T=2: ([\d.]+)")
-    total, confident = quoted(out, r"(\d+) positions; confident: (\d+)")
-    says(text, "Only about a third of our small pair's positions are confident")
-    assert 0.25 <= int(confident) / int(total) <= 0.42
-    at0, at15 = quoted(out, r"predicted speedup ([\d.]+)x at T = 0, [\d.]+x at T = 1, ([\d.]+)x at T = 1.5")
-    says(text, "would lose about a third of its predicted speedup between T = 0 and T = 1.5")
-    assert 0.25 <= 1 - float(at15) / float(at0) <= 0.42
+    # "A model answering requests ... lives on the falling curve": the committed run is the real pair's
+    says(text, "A model answering requests is confident on most of its answer's tokens")
+    says(text, "so it lives on the falling curve, where the seed is right")
+    assert "pair smollm2-135m" in out
+    share, trend = quoted(out, r"(\d+)% of this pair's answer positions are confident and \d+% unsure; over all of "
+                               r"them, acceptance (falls|rises)")
+    assert int(share) > 50 and trend == "falls"
+    # the closing list quotes the table's α
+    listed = quoted(out, r"draft model α ([\d.]+) at T = 0, ([\d.]+) at T = 1, ([\d.]+) at T = 2")
+    assert all(abs(float(q) - temps[("draft model", T)]["alpha"]) <= 0.006 for q, T in zip(listed, (0.0, 1.0, 2.0)))
 
 
 def test_lesson_13_summary_quotes_the_printed_list(lesson_13):
     text, out = lesson_13["text"], lesson_13["out"]
-    printed_alpha = quoted(out, r"draft model α ([\d.]+) at T = 0, [\d.]+ at T = 1, ([\d.]+) at T = 2")
-    assert quoted(text, r"draft model α ≈ ([\d.]+) at T = 0 and ([\d.]+) at T = 2\)") == printed_alpha
-    assert quoted(text, r"exact acceptance fell from ([\d.]+) at T = 0 to ([\d.]+) at T = 1.5") == quoted(
-        out, r"on confident positions α fell from ([\d.]+) \(T = 0\) to ([\d.]+) \(T = 1.5\)")
     gb, more_cache, seqs, seqs_none = quoted(out, r"costs (\d+) GB and (\d+)% more KV cache per token: (\d+) "
                                                   r"instead of (\d+) sequences")
     assert quoted(text, r"(\d+) GB and \+(\d+) % cache per token, about a third fewer") == (gb, more_cache)
@@ -302,14 +280,18 @@ def test_lesson_13_summary_quotes_the_printed_list(lesson_13):
     b5, b1 = quoted(out, r"predicts a loss from batch (\d+) \(α 0.75, N = 5\) or (\d+) \(N = 1\)")
     q5, q1 = quoted(text, r"N = 5 lose from a batch of about (\d+); N = 1 holds out to about (\d+)")
     assert abs(int(q5) - int(b5)) <= 5 and abs(int(q1) - int(b1)) <= 5
-    assert quoted(text, r"On this CPU the estimate fell below 1 at batch (\d+)\.") == quoted(
-        out, r"on this CPU the estimated gain fell below 1 at batch (\d+)\.")
 
 
 def test_lesson_14_quotes_lesson_13(lesson_13):
+    from lab.picker import recommend
+
     printed_alpha = quoted(lesson_13["out"], r"draft model α ([\d.]+) at T = 0, [\d.]+ at T = 1, ([\d.]+) at T = 2")
-    assert quoted(prose("14_choosing_a_strategy"), r"lesson 13 measured α ([\d.]+) at T = 0 and ([\d.]+) at "
-                                                   r"T = 2") == printed_alpha
+    lesson_14 = prose("14_choosing_a_strategy")
+    assert quoted(lesson_14, r"lesson 13 measured α ([\d.]+) at T = 0 and ([\d.]+) at T = 2") == printed_alpha
+    says(lesson_14, "sampling at T = 2 lowered the real pair's α")
+    assert float(printed_alpha[1]) < float(printed_alpha[0])
+    reason = " ".join(recommend("chat", 1.3, True, True).reasons)
+    assert "(α {} at T = 0, {} at T = 2)".format(*printed_alpha) in reason
 
 
 def test_lesson_10_medusa_against_its_chain_and_the_draft_model():

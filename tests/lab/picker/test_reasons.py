@@ -4,8 +4,8 @@ from tests.lab.picker.helpers import all_recommendations
 
 
 def test_reasons_do_not_claim_that_sampling_always_lowers_acceptance():
-    """Lesson 13 measured α 0.70 → 0.71 for T = 0 → 2 on the bundled pair: the reasons say "usually", for large pairs,
-    and point to a measurement."""
+    """Whether α falls with T depends on the pair (lesson 13 shows both directions; the real pair's fell): the reasons
+    say "usually", for large pairs, and point to a measurement."""
     for rec in all_recommendations():
         text = " ".join(rec.reasons + rec.revisit)
         assert "accepts less, so" not in text and "acceptance falls" not in text and "less likely to be" not in text
