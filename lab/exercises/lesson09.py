@@ -1,6 +1,7 @@
 """Exercise checkers for lesson 09 (Jacobi iteration and Lookahead decoding).
 
-Checkers that need a model take it as an argument (the lesson passes the bundled target).
+Checkers that need a model take it as an argument (the lesson passes its pair's target: SmolLM2-135M-Instruct for
+the real pair, the Shakespeare target for the toy pair).
 
 Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """

@@ -129,3 +129,20 @@ def test_jacobi_step_time_limit_covers_the_type_check(capsys, target, monkeypatc
 
     ok, out = run(capsys, check.jacobi_step, stuck, target, [1, 2, 3])
     assert not ok and "did not return within" in out
+
+
+def test_jacobi_step_checker_on_the_real_pair(capsys, smollm2_pair):
+    """The lesson runs the checker on SmolLM2-135M-Instruct (a 49,152-token vocabulary, chat-template prompts): the
+    reference passes and the off-by-one row is still named."""
+    from lab.prompts import arena_prompts, encode_prompts
+
+    prefix = encode_prompts(smollm2_pair, arena_prompts(smollm2_pair, "code")[:1])[0][-24:]
+    target = smollm2_pair.target
+    ok, out = run(capsys, check.jacobi_step, jacobi_update, target, prefix)
+    assert ok and "6 windows" in out
+
+    def shifted(model, p, w):
+        return forward(model, p + w, new_cache())[len(p):len(p) + len(w)].argmax(-1).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, shifted, target, prefix)
+    assert not ok and "row j of the logits predicts position j + 1" in out

@@ -403,3 +403,15 @@ def test_lesson_08_reading_of_its_workload_tables():
     # the edit request of the first cells: several tokens per target call
     calls = quoted(out, r"acceptance rate [\d.]+, tokens per target call ([\d.]+)")
     assert float(calls[0]) > 2
+
+
+def test_lesson_09_jacobi_on_the_code_request():
+    """Lesson 09: most Jacobi updates converge one position, and on the real pair's code request `python`, a newline
+    and `def` converge in one update (the converged prefix jumps from 1 to 4)."""
+    text, out = prose("09_lookahead_jacobi"), printed("09_lookahead_jacobi")
+    says(text, "Most updates converge exactly one position")
+    ones, updates = quoted(out, r"(\d+) of (\d+) updates converged exactly one")
+    assert 2 * int(ones) > int(updates)
+    says(text, "on the real pair's code request, `python`, a newline and `def` after the opening backticks")
+    assert "greedy text: '```python\\ndef" in out
+    assert quoted(out, r"code +converged prefix per update \[0, 1, (\d+),") == ("4",)
