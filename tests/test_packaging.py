@@ -105,3 +105,33 @@ def test_lessons_pass_skips_only_lessons_whose_code_is_their_solutions(capsys):
         same = code(path) == code(ROOT / "solutions" / path.name)
         assert (f"lessons/{path.name}" not in listed) == same, path.name
     assert "lessons/00_tour.ipynb" not in listed
+
+
+def test_lessons_pass_runs_the_lessons_on_the_shakespeare_pair(tmp_path, capsys):
+    """``make notebooks`` runs the lessons with exercises on the Shakespeare pair: each is its lessons/ notebook with
+    the one ``PAIR = "smollm2-135m"`` line naming "shakespeare" and nothing else changed; the Makefile asks for it."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import make_lessons
+
+    assert make_lessons.main(["--with-exercises", "--pair", "shakespeare", "--out", str(tmp_path)]) == 0
+    written = capsys.readouterr().out.split()
+    assert make_lessons.main(["--with-exercises"]) == 0
+    assert [Path(p).name for p in written] == [Path(p).name for p in capsys.readouterr().out.split()]
+    renamed = 0
+    for path in map(Path, written):
+        lesson = json.loads((ROOT / "lessons" / path.name).read_text())
+        variant = json.loads(path.read_text())
+        for before, after in zip(lesson["cells"], variant["cells"]):
+            before, after = "".join(before["source"]), "".join(after["source"])
+            if before != after:
+                assert before.replace('PAIR = "smollm2-135m"', 'PAIR = "shakespeare"') == after, path.name
+                renamed += 1
+    assert renamed >= 10   # every lesson that runs a model names its pair once
+    with pytest.raises(ValueError, match="more than one"):
+        make_lessons.with_pair({"cells": [{"cell_type": "code", "source": 'PAIR = "smollm2-135m"\n' * 2}]}, "x")
+    with pytest.raises(SystemExit):
+        make_lessons.main(["--pair", "shakespeare"])   # --pair needs --out and --with-exercises
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--with-exercises --pair shakespeare --out" in makefile

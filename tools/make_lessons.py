@@ -8,6 +8,10 @@ learner runs the lesson and sees results from their own machine and their own co
 Usage: ``python tools/make_lessons.py`` (write) or ``python tools/make_lessons.py --check`` (exit 1 on drift);
 ``--with-exercises`` prints the lessons that hold an exercise stub, one path per line: ``make notebooks`` runs only
 those under nbval a second time, since a lesson without one has the same code as its solution, which already ran.
+With ``--pair NAME --out DIR`` it writes those lessons to DIR instead, their one ``PAIR = "smollm2-135m"`` line set to
+NAME, and prints the new paths: ``make notebooks`` runs the lessons on the Shakespeare pair, which exercises the
+stubs and their fallbacks and the lessons' promise that ``PAIR = "shakespeare"`` works, at a third of the time of
+running the real pair's code again (the solutions pass ran it).
 """
 from __future__ import annotations
 
@@ -62,6 +66,21 @@ def has_exercise(nb: dict) -> bool:
                for c in nb["cells"] if c["cell_type"] == "code")
 
 
+PAIR_LINE = 'PAIR = "smollm2-135m"'
+
+
+def with_pair(nb: dict, pair: str) -> dict:
+    """``nb`` with its ``PAIR = "smollm2-135m"`` line (at most one, in a code cell) naming ``pair`` instead; a notebook
+    without one (no model, or the picker) is returned unchanged. Raises ValueError when the line appears twice."""
+    nb = copy.deepcopy(nb)
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code" and PAIR_LINE in "".join(c["source"])]
+    if len(cells) > 1 or any("".join(c["source"]).count(PAIR_LINE) > 1 for c in cells):
+        raise ValueError(f"more than one {PAIR_LINE!r} line: the pair must be named in one place")
+    for cell in cells:
+        cell["source"] = "".join(cell["source"]).replace(PAIR_LINE, f"PAIR = {pair!r}".replace("'", '"'))
+    return nb
+
+
 def render(nb: dict) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
@@ -71,12 +90,24 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if lessons/ differ from the generated ones")
     parser.add_argument("--with-exercises", action="store_true",
                         help="print the lessons/ paths whose solution holds an exercise, and write nothing")
+    parser.add_argument("--pair", help="with --with-exercises and --out: write those lessons with PAIR set to this")
+    parser.add_argument("--out", type=Path, help="with --pair: the folder to write them to (made if missing)")
     args = parser.parse_args(argv)
+    if (args.pair is None) != (args.out is None) or (args.pair and not args.with_exercises):
+        parser.error("--pair and --out go together, with --with-exercises")
     drift = []
     solutions = sorted((ROOT / "solutions").glob("*.ipynb"))
     if args.with_exercises:
         for path in solutions:
-            if has_exercise(json.loads(path.read_text(encoding="utf-8"))):
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            if not has_exercise(nb):
+                continue
+            if args.pair:
+                args.out.mkdir(parents=True, exist_ok=True)
+                target = args.out / path.name
+                target.write_text(render(with_pair(lesson_from_solution(nb), args.pair)), encoding="utf-8")
+                print(target)
+            else:
                 print(f"lessons/{path.name}")
         return 0
     expected = {p.name for p in solutions}
