@@ -61,7 +61,7 @@ lessons: $(STAMP)  ## regenerate lessons/ from solutions/
 
 # tests/browser is left out of this run by its conftest.py (collected only when named): see `make browser`.
 unit: $(STAMP)
-	$(NBVAL_ENV) $(BIN)/python -m pytest -q tests
+	$(NBVAL_ENV) $(BIN)/python -m pytest -q --durations=15 tests  # the slowest tests, for CI's time budget
 
 browser: chromium-present $(BROWSER_STAMP)  ## the widgets and the demo app in headless Chromium
 	CHROMIUM="$(CHROMIUM)" SPECLAB_BROWSER_REQUIRED=1 $(NBVAL_ENV) $(BIN)/python -m pytest -q tests/browser
