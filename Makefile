@@ -60,8 +60,9 @@ lessons: $(STAMP)  ## regenerate lessons/ from solutions/
 	$(BIN)/python tools/make_lessons.py
 
 # tests/browser is left out of this run by its conftest.py (collected only when named): see `make browser`.
+# --durations: the slowest tests, printed for CI's time budget (45 minutes for make test and make browser).
 unit: $(STAMP)
-	$(NBVAL_ENV) $(BIN)/python -m pytest -q --durations=15 tests  # the slowest tests, for CI's time budget
+	$(NBVAL_ENV) $(BIN)/python -m pytest -q --durations=15 tests
 
 browser: chromium-present $(BROWSER_STAMP)  ## the widgets and the demo app in headless Chromium
 	CHROMIUM="$(CHROMIUM)" SPECLAB_BROWSER_REQUIRED=1 $(NBVAL_ENV) $(BIN)/python -m pytest -q tests/browser
