@@ -1,0 +1,149 @@
+"""Suffix decoding (lab.drafters.suffix): the counted suffix trie, the pattern match, the frequency-scored speculation
+tree and its adaptive size, the cache of earlier outputs (shared, first in first out), and the oracles every drafter
+must pass: greedy parity token for token, EOS inside a block, exact max_new_tokens, the first sampled token
+distributed as the target's (a deterministic tree: verified as one-hot), then greedy parity on the real pair."""
+import pytest
+import torch
+
+from lab.decode import autoregressive, generate
+from lab.drafters import SuffixDecodingDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.suffix import SuffixCache, SuffixTree
+from lab.metrics import chi_square
+from lab.models import forward, new_cache
+from lab.sampling import probs_from_logits
+from tests.lab.drafters.lookup_cases import MAX_NEW, PROMPTS, REPEATED
+
+
+def test_tree_counts_every_substring_up_to_its_depth():
+    tree = SuffixTree(max_depth=3)
+    tree.add([1, 2, 1, 2, 3])
+    assert tree.count([1, 2]) == 2 and tree.count([2, 1]) == 1 and tree.count([1, 2, 3]) == 1
+    assert tree.count([1]) == 2 and tree.count([1, 2, 1, 2]) == 0  # longer than max_depth: not kept
+    grown = SuffixTree(max_depth=3)
+    grown.extend([1, 2])
+    grown.extend([1, 2, 3])  # incremental = whole
+    assert all(grown.count(p) == tree.count(p) for p in ([1], [2], [1, 2], [2, 1], [1, 2, 1], [2, 3], [1, 2, 3]))
+    tree.add([7, 1, 2])
+    tree.remove([1, 2, 1, 2, 3])
+    assert tree.count([1, 2]) == 1 and tree.count([2, 3]) == 0 and tree.count([7, 1, 2]) == 1
+    with pytest.raises(ValueError, match="never added"):
+        tree.remove([9, 9])
+    with pytest.raises(ValueError, match="max_depth"):
+        SuffixTree(max_depth=1)
+
+
+def test_match_takes_the_longest_suffix_with_a_continuation():
+    tree = SuffixTree(max_depth=8)
+    context = [4, 1, 2, 3, 9, 5, 2, 3]
+    tree.extend(context)
+    node, length = tree.match(context, longest=7)
+    assert length == 2 and list(node.children) == [9]  # [2, 3] was followed by 9; [5, 2, 3] never occurred before
+    assert tree.match([6, 6], longest=7) == (None, 0)
+
+
+def test_proposal_is_a_frequency_tree_sized_by_the_pattern():
+    context = [1, 2, 3, 9, 8, 1, 2, 3, 9, 7, 1, 2, 3, 4, 1, 2, 3]
+    drafter = SuffixDecodingDrafter(max_depth=8, max_spec_factor=2.0, min_token_prob=0.1)
+    drafter.reset(context)
+    draft = drafter.propose(DraftRequest(context, max_tokens=10))
+    # pattern [1, 2, 3] (3 tokens, followed 3 times before): 9 twice (2/3), 4 once (1/3); then 8 or 7 after 9 and
+    # 1 after 4 or 8 (1/3 each); at most 2 x 3 = 6 nodes, ties in the order they were found
+    assert (draft.tokens, draft.parents, draft.probs, draft.calls) == ([9, 4, 8, 7, 1, 1], [-1, -1, 0, 0, 1, 2],
+                                                                       None, 0)
+    assert drafter.history[-1] == {"source": "request", "pattern": 3, "nodes": 6}
+    assert len(drafter.propose(DraftRequest(context, max_tokens=1)).tokens) <= 2   # depth 1 only: 9 and 4
+    assert all(p == -1 for p in drafter.propose(DraftRequest(context, max_tokens=1)).parents)
+    strict = SuffixDecodingDrafter(max_depth=8, max_spec_factor=2.0, min_token_prob=0.5)
+    strict.reset(context)
+    assert strict.propose(DraftRequest(context, max_tokens=10)).tokens == [9]   # 4 (1/3) and 9's children (1/3)
+    short = SuffixDecodingDrafter(max_depth=8, max_spec_factor=1.0)
+    short.reset([5, 6, 5])
+    assert short.propose(DraftRequest([5, 6, 5], max_tokens=10)).tokens == [6]  # pattern of 1: one token at most
+    assert short.propose(DraftRequest([5, 6, 5], max_tokens=0)).tokens == []
+
+
+def test_bad_settings_name_the_argument():
+    for kwargs, word in ((dict(max_depth=1), "max_depth"), (dict(max_spec_factor=0), "max_spec_factor"),
+                         (dict(min_token_prob=1.5), "min_token_prob"), (dict(max_spec_tokens=0), "max_spec_tokens"),
+                         (dict(cache="x"), "cache")):
+        with pytest.raises(ValueError, match=word):
+            SuffixDecodingDrafter(**kwargs)
+    with pytest.raises(ValueError, match="max_cached_requests"):
+        SuffixCache(max_cached_requests=-1)
+
+
+def test_the_cache_carries_earlier_outputs_and_evicts_the_oldest(sticky_target):
+    prompt = [1, 2, 3, 4, 5]
+    cache = SuffixCache(max_depth=24, max_cached_requests=1)
+    first = SuffixDecodingDrafter(cache)
+    ref = generate(sticky_target, prompt, drafter=first, max_new_tokens=MAX_NEW)
+    first.finish()
+    assert len(cache) == 1 and cache.tree.count(ref.tokens[:5]) >= 1
+    again = SuffixDecodingDrafter(cache)
+    gen = generate(sticky_target, prompt, drafter=again, max_new_tokens=MAX_NEW)
+    assert gen.tokens == ref.tokens
+    assert "cache" in {h["source"] for h in again.history}           # the earlier output was drafted from
+    assert gen.stats["target_calls"] < ref.stats["target_calls"]
+    again.finish()
+    cache.add([60, 61, 62])
+    assert len(cache) == 1 and cache.tree.count([60, 61]) == 1 and cache.tree.count(ref.tokens[:5]) == 0
+    off = SuffixCache(max_cached_requests=0)
+    off.add([1, 2, 3])
+    assert len(off) == 0 and off.tree.count([1]) == 0
+
+
+@pytest.mark.parametrize("kwargs", [{}, dict(max_spec_factor=3.0, min_token_prob=0.0),
+                                    dict(max_depth=4, max_spec_tokens=2)])
+def test_greedy_parity(target, sticky_target, references, kwargs):
+    """Oracle 1 on the random and the sticky target, every prompt, one drafter reused (its cache grows)."""
+    for name, model in (("random", target), ("sticky", sticky_target)):
+        drafter = SuffixDecodingDrafter(**kwargs)
+        for prompt in PROMPTS + PROMPTS:
+            gen = generate(model, prompt, drafter=drafter, max_new_tokens=MAX_NEW)
+            assert gen.tokens == references[name][tuple(prompt)], (name, prompt)
+            assert gen.stats["new_tokens"] == MAX_NEW and gen.stats["draft_calls"] == 0
+    sticky = generate(sticky_target, REPEATED, drafter=SuffixDecodingDrafter(), max_new_tokens=MAX_NEW)
+    assert sticky.stats["tokens_per_target_call"] > 1.2 and any(s.parents for s in sticky.steps if s.drafted)
+
+
+def test_eos_inside_a_block_and_exact_max_new_tokens(bigram_target, path_prompt):
+    prompt, path = path_prompt
+    ref = autoregressive(bigram_target, prompt, max_new_tokens=14).tokens
+    assert ref[:10] == path
+    for j in range(10):
+        gen = generate(bigram_target, prompt, drafter=SuffixDecodingDrafter(), max_new_tokens=MAX_NEW,
+                       eos_token_id=ref[j])
+        assert gen.tokens == ref[: j + 1]
+    for m in range(1, 14):
+        gen = generate(bigram_target, prompt, drafter=SuffixDecodingDrafter(), max_new_tokens=m)
+        assert gen.tokens == ref[:m]
+        assert all(len(s.drafted) == 0 or s.position + 1 < m for s in gen.steps)
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.8, top_k=6)])
+def test_first_sampled_token_follows_target_distribution(target, kw):
+    """Oracle 2: the first step verifies a real tree (two children of the root), one-hot, at the target's settings."""
+    prompt = [1, 2, 3, 9, 1, 2, 3, 4, 1, 2, 3]
+    drafter = SuffixDecodingDrafter(min_token_prob=0.0)
+    drafter.reset(prompt)
+    first = drafter.propose(DraftRequest(prompt, 3, **kw))
+    assert sorted(first.tokens[:2]) == [4, 9] and first.parents[:2] == [-1, -1]
+    target_probs = probs_from_logits(forward(target, prompt, new_cache())[-1], **kw).cpu()
+    counts = torch.zeros(64)
+    for seed in range(1000):
+        counts[generate(target, prompt, drafter=SuffixDecodingDrafter(min_token_prob=0.0), max_new_tokens=3,
+                        seed=seed, **kw).tokens[0]] += 1
+    assert (counts[target_probs == 0] == 0).all()
+    assert chi_square(counts, target_probs).pvalue > 1e-3
+
+
+def test_greedy_parity_on_the_real_pair(smollm2_pair):
+    from lab.prompts import arena_prompts, encode_prompts
+
+    pair = smollm2_pair
+    drafter = SuffixDecodingDrafter()
+    for ids in encode_prompts(pair, arena_prompts(pair, "copy_edit")[:2] + arena_prompts(pair, "code")[:1]):
+        ar = generate(pair.target, ids, max_new_tokens=24, eos_token_id=pair.eos_token_id)
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=24, eos_token_id=pair.eos_token_id)
+        assert gen.tokens == ar.tokens
