@@ -83,12 +83,12 @@ class SuffixTree:
     def remove(self, tokens) -> None:
         """Count a sequence :meth:`add` counted in out again, dropping paths whose count reaches 0."""
         tokens = [int(t) for t in tokens]
+        if any(self._find(tokens[start:start + self.max_depth]) is None for start in range(len(tokens))):
+            raise ValueError("remove() got a sequence that was never added")  # checked first: nothing counted out
         for start in range(len(tokens)):
             node, path = self.root, []
             for token in tokens[start:start + self.max_depth]:
-                child = node.children.get(token)
-                if child is None:
-                    raise ValueError("remove() got a sequence that was never added")
+                child = node.children[token]
                 path.append((node, token, child))
                 node = child
             for parent, token, child in reversed(path):
@@ -127,11 +127,11 @@ class SuffixTree:
 
 
 def _speculate(node, budget: int, depth_room: int, min_prob: float) -> tuple:
-    """The speculation tree below ``node``: ``(tokens, parents, probs, score)`` with at most ``budget`` nodes of
+    """The speculation tree below ``node``: ``(tokens, parents, score)`` with at most ``budget`` nodes of
     depth at most ``depth_room``, best first by path probability (product of child frequencies, each child's count
     over its siblings' total), none below ``min_prob``; ``score`` = the sum of the nodes' path probabilities (the
     expected number of accepted tokens if the frequencies were the target's probabilities)."""
-    tokens, parents, probs = [], [], []
+    tokens, parents, score = [], [], 0.0
     heap, tie = [], 0
 
     def push(parent_node, parent_index, parent_prob, level):
@@ -150,10 +150,10 @@ def _speculate(node, budget: int, depth_room: int, min_prob: float) -> tuple:
         neg, _, token, child, parent_index, level = heapq.heappop(heap)
         tokens.append(token)
         parents.append(parent_index)
-        probs.append(-neg)
+        score += -neg
         if child.children:
             push(child, len(tokens) - 1, -neg, level + 1)
-    return tokens, parents, probs, sum(probs)
+    return tokens, parents, score
 
 
 class SuffixCache:
@@ -248,7 +248,7 @@ class SuffixDecodingDrafter:
                 for node, length in tree.matches(self._tokens, self.max_depth - 1):
                     budget = min(budget_cap, int(self.max_spec_factor * length))
                     room = min(self.max_depth - length, request.max_tokens)
-                    tokens, parents, _, score = _speculate(node, budget, room, self.min_token_prob)
+                    tokens, parents, score = _speculate(node, budget, room, self.min_token_prob)
                     if tokens and (best is None or score > best[0]):
                         best = (score, source, length, tokens, parents)
         if best is None:

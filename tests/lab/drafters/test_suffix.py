@@ -28,7 +28,8 @@ def test_tree_counts_every_substring_up_to_its_depth():
     tree.remove([1, 2, 1, 2, 3])
     assert tree.count([1, 2]) == 1 and tree.count([2, 3]) == 0 and tree.count([7, 1, 2]) == 1
     with pytest.raises(ValueError, match="never added"):
-        tree.remove([9, 9])
+        tree.remove([7, 1, 9])  # [7, 1] was added, [7, 1, 9] was not: nothing is counted out
+    assert tree.count([7, 1, 2]) == 1 and tree.count([1, 2]) == 1
     with pytest.raises(ValueError, match="max_depth"):
         SuffixTree(max_depth=1)
 
