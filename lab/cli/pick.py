@@ -1,5 +1,5 @@
-"""``python -m lab pick``: recommend a speculative-decoding method and its vLLM / transformers settings
-(:mod:`lab.picker`)."""
+"""``python -m lab pick``: recommend a speculative-decoding method and its settings for vLLM, SGLang, TensorRT-LLM,
+llama.cpp and transformers (:mod:`lab.picker`)."""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +13,11 @@ def add_parser(sub) -> None:
     """Add the ``pick`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
     from lab.picker import METHODS, TASKS  # stdlib only: cheap to import
 
-    k = sub.add_parser("pick", help="recommend a speculative-decoding method and its vLLM / transformers settings",
+    k = sub.add_parser("pick", help="recommend a speculative-decoding method and its engine settings",
                        description="Recommend a speculative-decoding method, draft length N and draft temperature "
                                    "for a workload (lesson 14), with the reasons, the expected speedup and its "
-                                   "source, and the settings for vLLM and transformers.")
+                                   "source, and the settings for vLLM, SGLang, TensorRT-LLM, llama.cpp and "
+                                   "transformers.")
     k.add_argument("--task", required=True, choices=TASKS, help="the workload: " + ", ".join(TASKS))
     k.add_argument("--temperature", type=temperature, default=0.0,
                    help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
@@ -31,7 +32,7 @@ def add_parser(sub) -> None:
                    help="a method you cannot use, one of " + ", ".join(m for m in METHODS if m != "none")
                         + " (repeatable)")
     k.add_argument("--target", type=model_name, default="<target-model>",
-                   help="target model name for the vllm command line (default: %(default)s)")
+                   help="target model name for the vllm and SGLang command lines (default: %(default)s)")
     k.add_argument("--tensor-parallel-size", type=positive_int, default=1,
                    help="GPUs the target is sharded over, >= 1 (default: %(default)s)")
     k.add_argument("--markdown", metavar="FILE", default=None, help="also write a one-page decision guide to FILE")

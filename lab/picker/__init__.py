@@ -2,11 +2,14 @@
 
 ``recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound=True,
 memory_headroom_gb=None, *, exclude=())`` returns a :class:`Recommendation`: a method, the draft length N, the
-draft temperature, the reasons, the expected speedup range with its source, and the same choice rendered for vLLM
-(``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``), for transformers
-(``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the assistant's generation config) and for this
-course's own loop (``lab_drafter()``). ``python -m lab pick`` prints it; ``--markdown FILE`` writes
-:meth:`Recommendation.to_markdown`, a one-page decision guide.
+draft temperature, the reasons, the expected speedup range with its source, and the same choice rendered for five
+engines: vLLM (``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``), SGLang
+(``sglang_args()``, server flags; ``sglang_command()``), TensorRT-LLM (``trtllm_config()``, its
+``speculative_config``; ``trtllm_yaml()``), llama.cpp (``llamacpp_args()``, ``llama-server`` flags;
+``llamacpp_command()``) and transformers (``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the
+assistant's generation config), and for this course's own loop (``lab_drafter()``). Where an engine has no drafter
+for the method, it gets the nearest one it has and ``engine_notes()`` says so. ``python -m lab pick`` prints it;
+``--markdown FILE`` writes :meth:`Recommendation.to_markdown`, a one-page decision guide.
 
 Method identifiers (``Recommendation.method``), stable lowercase strings:
 
@@ -26,9 +29,10 @@ throughput-bound serving is this course's inference (lesson 13: at large batch s
 gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the batch-size schedule that goes with
 it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's committed
 measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The memory each method needs is computed from
-parameter counts in :data:`MEMORY_NEEDED_GB`. The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py``
-(``SpeculativeConfig``) in vLLM's main branch as read in November 2026 (commit 002e77c1; docs
-``features/speculative_decoding``); the transformers keys are ``GenerationConfig`` fields of transformers 5.24. The
+parameter counts in :data:`MEMORY_NEEDED_GB`. Each engine's keys, flags and method names are those of its own
+code at a pinned release (vLLM 0.34.0, SGLang 0.5.23, TensorRT-LLM at commit 0004396, llama.cpp as vendored in
+llama-cpp-python 0.3.36, the installed transformers), and the tests check every rendered setting against the
+sets parsed from those files (``tests/data/engines/``). The
 Prometheus counters vLLM exports are listed in :data:`VLLM_METRICS`, from ``vllm/v1/spec_decode/metrics.py``.
 
 The rules, in order (each one adds a sentence to ``reasons``):
@@ -69,7 +73,10 @@ labels), :mod:`~lab.picker.memory` (what each method adds in memory), :mod:`~lab
 throughput-bound case, from :mod:`lab.costs`), :mod:`~lab.picker.workload` (checking the inputs),
 :mod:`~lab.picker.rules` (the rules above as decisions, and :func:`recommend`), :mod:`~lab.picker.decision` (a
 decision as data), :mod:`~lab.picker.reasons` and :mod:`~lab.picker.revisit` (the decision in words),
-:mod:`~lab.picker.engines` (vLLM, transformers and this course's settings), :mod:`~lab.picker.recommendation`
+:mod:`~lab.picker.engines` (vLLM, transformers and this course's settings, and the other engines' gathered),
+:mod:`~lab.picker.sglang`, :mod:`~lab.picker.trtllm` and :mod:`~lab.picker.llamacpp` (one engine each),
+:mod:`~lab.picker.substitutes` (the nearest method an engine runs instead), :mod:`~lab.picker.gpus` (checking GPU
+counts), :mod:`~lab.picker.recommendation`
 (:class:`Recommendation` and its text renderings), :mod:`~lab.picker.counters` (vLLM's counters as our stats) and
 :mod:`~lab.picker.command` (what ``python -m lab pick`` does after parsing its flags: :func:`report`). Importing
 the package does not import torch (the command line builds its parser from :data:`TASKS` and :data:`METHODS`).
@@ -78,17 +85,21 @@ from __future__ import annotations
 
 from lab.picker.command import report
 from lab.picker.counters import VLLM_METRICS, stats_from_vllm_counters
-from lab.picker.engines import VLLM_METHODS, VLLM_SPECULATIVE_KEYS
+from lab.picker.engines import VLLM_METHODS, VLLM_SPECULATIVE_KEYS, VLLM_SUFFIX_DEFAULTS
+from lab.picker.llamacpp import LLAMACPP_SPEC_TYPES
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB, MEMORY_PARAMS
 from lab.picker.recommendation import Recommendation
 from lab.picker.rules import recommend
+from lab.picker.sglang import SGLANG_ALGORITHMS
 from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, MAX_TEMPERATURE, METHOD_LABELS, METHODS,
                                SAMPLING_WARN_TEMPERATURE, SHORT_OUTPUT_MEASURED, STRATEGY_TABLE, TASK_LABELS, TASKS,
                                WORKLOAD_TABLE, StrategyRow, WorkloadRow)
+from lab.picker.trtllm import TRTLLM_DECODING_TYPES
 
 __all__ = [
     "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
     "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS", "ARENA_CHAT_SPEEDUPS", "SHORT_OUTPUT_MEASURED",
-    "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_METRICS", "stats_from_vllm_counters", "report",
+    "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_SUFFIX_DEFAULTS", "SGLANG_ALGORITHMS", "TRTLLM_DECODING_TYPES",
+    "LLAMACPP_SPEC_TYPES", "VLLM_METRICS", "stats_from_vllm_counters", "report",
 ]

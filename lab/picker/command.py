@@ -27,7 +27,8 @@ def flag_message(message: str) -> str:
 
 def report(args) -> int:
     """``python -m lab pick`` after argument parsing: print the recommendation to stdout (its summary, or with
-    ``args.json`` its JSON with the ``vllm serve`` command added); with ``args.markdown`` also write the decision
+    ``args.json`` its JSON with the ``vllm serve``, SGLang and ``llama-server`` commands and the TensorRT-LLM YAML
+    added); with ``args.markdown`` also write the decision
     guide there. Returns the exit status.
 
     ``args`` (an ``argparse.Namespace`` or any object with these attributes) carries task, temperature,
@@ -47,6 +48,7 @@ def report(args) -> int:
                         exclude=tuple(args.exclude or ()))
         tp = args.tensor_parallel_size
         command = rec.vllm_command(args.target, tp)
+        sglang = rec.sglang_command(args.target, tp)
     except ValueError as error:
         return fail(flag_message(str(error)), 2)
     path = None
@@ -61,6 +63,9 @@ def report(args) -> int:
     if args.json:
         data = rec.to_dict()
         data["vllm_command"] = command
+        data["sglang_command"] = sglang
+        data["trtllm_yaml"] = rec.trtllm_yaml()
+        data["llamacpp_command"] = rec.llamacpp_command()
         print(json.dumps(data, indent=1))
     else:
         print(rec.summary(args.target, tp))

@@ -1,53 +1,70 @@
 """Engine settings: a recommendation rendered for vLLM (``--speculative-config``, ``vllm serve``), for transformers
-(``generate`` arguments, the assistant's generation config, a runnable snippet) and for this course's own loop.
+(``generate`` arguments, the assistant's generation config, a runnable snippet) and for this course's own loop;
+:class:`EngineSettings` also gathers the SGLang (:mod:`lab.picker.sglang`), TensorRT-LLM (:mod:`lab.picker.trtllm`)
+and llama.cpp (:mod:`lab.picker.llamacpp`) renderings.
 
 :class:`EngineSettings` holds these renderings as methods; :class:`lab.picker.Recommendation` inherits them, so
-``rec.vllm_config()`` and ``rec.hf_kwargs()`` read the recommendation's ``method``, ``n_draft``,
-``draft_temperature``, ``temperature``, ``settings`` and ``workload``.
+``rec.vllm_config()``, ``rec.sglang_args()``, ``rec.trtllm_yaml()``, ``rec.llamacpp_args()`` and ``rec.hf_kwargs()``
+read the recommendation's ``method``, ``n_draft``, ``draft_temperature``, ``temperature``, ``settings`` and
+``workload``.
 
-The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py`` (``SpeculativeConfig``) in vLLM's
-main branch as read in November 2026 (commit 002e77c1; docs ``features/speculative_decoding``); the transformers
-keys are ``GenerationConfig`` fields of transformers 5.24.
+The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py`` (``SpeculativeConfig``) in the vLLM
+0.34.0 release (PyPI wheel, November 2026; pinned in ``tests/data/engines/vllm-0.34.0/``, where the tests read
+the real sets); the transformers keys are ``GenerationConfig`` fields of the installed transformers (5.24).
 """
 from __future__ import annotations
 
 import json
 import shlex
-from numbers import Integral
 
+from lab.picker.gpus import check_gpus
+from lab.picker.llamacpp import LlamaCppSettings
+from lab.picker.sglang import SGLangSettings
+from lab.picker.substitutes import PLACEHOLDERS, nearest_method
 from lab.picker.tables import LOOKAHEAD_SETTINGS, NGRAM_LOOKUP
+from lab.picker.trtllm import TrtllmSettings
 
-__all__ = ["VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "PLACEHOLDERS", "EngineSettings"]
+__all__ = ["VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_SUFFIX_DEFAULTS", "PLACEHOLDERS", "EngineSettings"]
 
 VLLM_SPECULATIVE_KEYS = frozenset({
     "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
-    "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision",
-    "code_revision", "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
-    "use_local_argmax_reduction", "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min",
-    "parallel_drafting", "num_speculative_tokens_per_batch_size", "suffix_decoding_max_tree_depth",
-    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
-    "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
-    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk",
+    "draft_decode_context_parallel_size", "quantization", "moe_backend", "attention_backend", "kv_cache_dtype",
+    "max_model_len", "revision", "code_revision", "index_share_for_mtp_iteration", "disable_eagle_block_drop",
+    "disable_lookahead_block_hashes", "draft_lm_head_quantization", "use_local_argmax_reduction",
+    "prompt_lookup_max", "prompt_lookup_min", "parallel_drafting", "num_speculative_tokens_per_batch_size",
+    "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_corpus_tokens",
+    "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob", "rejection_sample_method",
+    "synthetic_acceptance_rates", "synthetic_acceptance_length", "enable_adaptive_verification",
+    "draft_sample_method", "dspark_draft_topk", "xpress_topc", "speculator_options", "fly_window_size",
+    "fly_entropy_threshold", "fly_entropy_top_k",
 })
-"""User-settable fields of vLLM's ``SpeculativeConfig`` (``vllm/config/speculative.py``, main at commit 002e77c1,
-November 2026), i.e. the keys ``--speculative-config`` accepts. Left out: fields vLLM fills in itself
-(``target_model_config``, ``draft_model_config``, ``target_parallel_config``, ``draft_parallel_config``,
-``draft_load_config``) and ``tensor_parallel_size``, which exists only to warn that ``draft_tensor_parallel_size``
-was meant."""
+"""User-settable fields of vLLM 0.34.0's ``SpeculativeConfig`` (``vllm/config/speculative.py``), i.e. the keys
+``--speculative-config`` accepts, for display. Left out: ``tensor_parallel_size`` (kept by vLLM only to warn that
+``draft_tensor_parallel_size`` was meant) and ``draft_load_config`` (vLLM fills it from the target's). The tests
+check this set against the fields parsed from the pinned file."""
 
-VLLM_METHODS = frozenset({"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle",
-                          "eagle3", "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark"})
+VLLM_METHODS = frozenset({"ngram", "draft_model", "suffix", "eagle", "eagle3", "extract_hidden_states", "mtp",
+                          "dflash", "ngram_gpu", "dspark"})
 """``SpeculativeMethod`` values in the same file (the model-specific ``*_mtp`` names omitted; ``"mtp"`` covers
-them)."""
+them). vLLM 0.34.0 has no ``"medusa"``, ``"mlp_speculator"`` or ``"custom_class"`` any more."""
 
-PLACEHOLDERS = {"draft_model": "<same-family draft model>", "eagle": "<EAGLE-3 head for the target>",
-                "medusa": "<Medusa heads for the target>"}
-"""What the settings name as the drafter's weights when none is given (method -> placeholder)."""
+VLLM_SUFFIX_DEFAULTS = {"suffix_decoding_max_tree_depth": 24, "suffix_decoding_max_cached_requests": 10000,
+                        "suffix_decoding_corpus_tokens": 1 << 20}
+"""The suffix-decoding keys vLLM 0.34.0 still reads, at its defaults (its ``suffix_decoding_max_spec_factor`` and
+``suffix_decoding_min_token_prob`` are deprecated there and have no effect, so the config leaves them out)."""
 
-
-class EngineSettings:
+class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
     """The engine renderings of a recommendation (a mixin: :class:`lab.picker.Recommendation` supplies
     ``method``, ``n_draft``, ``draft_temperature``, ``temperature``, ``settings`` and ``workload``)."""
+
+    ENGINES = ("vllm", "sglang", "trtllm", "llamacpp", "transformers")
+    """The engines rendered, in the order the summary prints them."""
+
+    def engine_notes(self) -> list:
+        """Every engine's notes: the recommendation's own ``notes`` (vLLM and transformers, from the rules), then
+        vLLM's, transformers', SGLang's, TensorRT-LLM's and llama.cpp's substitutions, one sentence each."""
+        return [*self.notes, *self.vllm_notes(), *self.hf_notes(), *self.sglang_notes(), *self.trtllm_notes(),
+                *self.llamacpp_notes()]
 
     # --- vLLM ----------------------------------------------------------------------------------------------
     def vllm_config(self, draft_model: str | None = None, draft_tensor_parallel_size: int | None = None,
@@ -65,7 +82,9 @@ class EngineSettings:
                 only to check ``draft_tensor_parallel_size``.
 
         Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (see
-        ``notes``). Medusa's ``num_speculative_tokens`` is :data:`MEDUSA_HEADS`, its head count. Keys: see
+        ``notes``). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method (:meth:`vllm_method`,
+        :meth:`vllm_notes`). Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. A batch-size
+        schedule in ``settings`` is passed on as ``num_speculative_tokens_per_batch_size``. Keys: see
         :data:`VLLM_SPECULATIVE_KEYS`.
 
         Raises:
@@ -73,34 +92,60 @@ class EngineSettings:
                 other than 1 or ``tensor_parallel_size``, or (for ``draft_model``) other than
                 ``tensor_parallel_size``; the message names the argument and the allowed values.
         """
-        tensor_parallel_size = _check_gpus("tensor_parallel_size", tensor_parallel_size)
+        tensor_parallel_size = check_gpus("tensor_parallel_size", tensor_parallel_size)
         if draft_tensor_parallel_size is not None:
-            draft_tensor_parallel_size = _check_gpus("draft_tensor_parallel_size", draft_tensor_parallel_size)
+            draft_tensor_parallel_size = check_gpus("draft_tensor_parallel_size", draft_tensor_parallel_size)
             allowed = sorted({1, tensor_parallel_size})
             if draft_tensor_parallel_size not in allowed:
                 raise ValueError(
                     f"draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size "
                     f"({tensor_parallel_size}), i.e. one of {allowed}; got {draft_tensor_parallel_size}")
-            if self.method == "draft_model" and draft_tensor_parallel_size != tensor_parallel_size:
+            if self.vllm_method() == "draft_model" and draft_tensor_parallel_size != tensor_parallel_size:
                 raise ValueError(
                     f"draft_tensor_parallel_size must equal tensor_parallel_size ({tensor_parallel_size}) for a "
                     f"draft model: vLLM's draft-model proposer rejects any other size; got "
                     f"{draft_tensor_parallel_size}")
-        if self.method == "none":
+        method = self.vllm_method()
+        if method == "none":
             return {}
-        if self.method in ("ngram", "lookahead"):
-            return {"method": "ngram", "num_speculative_tokens": self.n_draft, **NGRAM_LOOKUP}
-        name = draft_model if draft_model is not None else PLACEHOLDERS[self.method]
-        config = {"method": {"draft_model": "draft_model", "eagle": "eagle3", "medusa": "medusa"}[self.method],
-                  "model": name, "num_speculative_tokens": self.n_draft}
-        if self.method in ("draft_model", "eagle") and self.draft_temperature:
+        schedule = self.settings.get("num_speculative_tokens_per_batch_size")
+        if method == "ngram":
+            config = {"method": "ngram", "num_speculative_tokens": self.n_draft, **NGRAM_LOOKUP}
+        elif method == "suffix":
+            config = {"method": "suffix", "num_speculative_tokens": self.n_draft, **VLLM_SUFFIX_DEFAULTS}
+        else:
+            name = draft_model if draft_model is not None else PLACEHOLDERS[method]
+            config = {"method": {"draft_model": "draft_model", "eagle": "eagle3"}[method], "model": name,
+                      "num_speculative_tokens": self.n_draft}
+        if schedule:
+            config["num_speculative_tokens_per_batch_size"] = schedule
+        if method not in ("draft_model", "eagle"):
+            return config
+        if self.draft_temperature:
             # vLLM drafts greedily by default (verified as one-hot); sampling the draft needs its probabilities
             config["draft_sample_method"] = "probabilistic"
-        if "num_speculative_tokens_per_batch_size" in self.settings:
-            config["num_speculative_tokens_per_batch_size"] = self.settings["num_speculative_tokens_per_batch_size"]
-        if draft_tensor_parallel_size is not None and self.method in ("draft_model", "eagle"):
+        if draft_tensor_parallel_size is not None:
             config["draft_tensor_parallel_size"] = draft_tensor_parallel_size
         return config
+
+    def vllm_method(self) -> str:
+        """The course method vLLM 0.34.0 runs for this recommendation (``"none"`` without speculation): the method
+        itself when vLLM has it, Lookahead -> ``"ngram"`` (no Lookahead proposer), Medusa ->
+        :func:`lab.picker.substitutes.nearest_method` (0.34.0 dropped its Medusa proposer)."""
+        if self.method in ("none", "ngram", "draft_model", "eagle", "suffix"):
+            return self.method
+        if self.method == "lookahead":
+            return "ngram"
+        return nearest_method(bool(self.workload.get("has_small_same_family_model")))
+
+    def vllm_notes(self) -> list:
+        """Where vLLM 0.34.0 cannot serve the recommendation as given beyond the rules' own notes (Lookahead's
+        is among those), one sentence each."""
+        if self.method != "medusa":
+            return []
+        nearest = "a draft model" if self.vllm_method() == "draft_model" else "n-gram prompt lookup"
+        return [f"vLLM 0.34.0 has no Medusa proposer (\"medusa\" left its SpeculativeMethod values); the vLLM config "
+                f"runs {nearest} instead. Serve Medusa heads with an older vLLM, or train an EAGLE-3 head."]
 
     def vllm_json(self, **kwargs) -> str:
         """:meth:`vllm_config` as the JSON text ``--speculative-config`` takes ("" for ``"none"``); same arguments
@@ -118,7 +163,7 @@ class EngineSettings:
         and for a draft size vLLM rejects (anything but 1 or ``tensor_parallel_size``; for ``draft_model``,
         anything but ``tensor_parallel_size``).
         """
-        tensor_parallel_size = _check_gpus("tensor_parallel_size", tensor_parallel_size)
+        tensor_parallel_size = check_gpus("tensor_parallel_size", tensor_parallel_size)
         parts = ["vllm", "serve", shlex.quote(target)]
         if tensor_parallel_size > 1:
             parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
@@ -133,7 +178,16 @@ class EngineSettings:
         if self.method == "draft_model":
             return True
         # transformers has no EAGLE or Medusa drafter: the nearest is an assistant model, if the workload has one
-        return self.method in ("eagle", "medusa") and bool(self.workload.get("has_small_same_family_model"))
+        return self.method in ("eagle", "medusa") and \
+            nearest_method(bool(self.workload.get("has_small_same_family_model"))) == "draft_model"
+
+    def hf_notes(self) -> list:
+        """Where transformers cannot serve the recommendation beyond the rules' own notes: suffix decoding (it
+        has prompt lookup, the nearest)."""
+        if self.method != "suffix":
+            return []
+        return ["transformers has no suffix-decoding drafter; its prompt lookup (prompt_lookup_num_tokens), which "
+                "matches only within the request, is the nearest."]
 
     def hf_kwargs(self, assistant_model=None) -> dict:
         """Keyword arguments for transformers' ``model.generate`` (transformers 5.24).
@@ -204,6 +258,8 @@ class EngineSettings:
             return "MedusaDrafter.from_pretrained(pair)"
         if self.method == "eagle":
             return f"EagleDrafter.from_pretrained(pair, n_draft={self.n_draft})"
+        if self.method == "suffix":
+            return "SuffixDecodingDrafter()"
         return None
 
 
@@ -215,15 +271,3 @@ class _Raw:
 
     def __repr__(self) -> str:
         return self.name
-
-
-def _check_gpus(name: str, value) -> int:
-    """``value`` as an int when it is an integer >= 1 (a GPU count); else ``ValueError`` naming ``name``.
-
-    The same test as ``lab.validation.check_int`` with the unit in the message; not that function, because
-    ``lab.validation`` imports torch and ``python -m lab pick`` would then pay torch's import (seconds) for an
-    integer check."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1 (GPUs), got {value!r}")
-    return int(value)
-

@@ -85,14 +85,18 @@ class Recommendation(EngineSettings):
         return " · ".join(parts)
 
     def to_dict(self) -> dict:
-        """Everything as JSON-ready data (the vLLM and transformers settings with placeholders)."""
+        """Everything as JSON-ready data (the five engines' settings with placeholders; ``engine_notes`` gathers
+        every engine's substitutions, ``notes`` only the rules' own). TensorRT-LLM's ``draft_len_schedule`` keeps
+        its int keys, which ``json.dumps`` writes as strings."""
         return {"method": self.method, "label": self.label, "n_draft": self.n_draft,
                 "draft_temperature": self.draft_temperature, "temperature": self.temperature,
                 "expected_speedup": list(self.expected_speedup), "source": self.source,
                 "reasons": list(self.reasons), "notes": list(self.notes), "revisit": list(self.revisit),
                 "workload": dict(self.workload), "settings": dict(self.settings),
-                "vllm_config": self.vllm_config(), "hf_kwargs": self.hf_kwargs(),
-                "hf_assistant_config": self.hf_assistant_config(), "lab_drafter": self.lab_drafter()}
+                "vllm_config": self.vllm_config(), "sglang_args": self.sglang_args(),
+                "trtllm_config": self.trtllm_config(), "llamacpp_args": self.llamacpp_args(),
+                "hf_kwargs": self.hf_kwargs(), "hf_assistant_config": self.hf_assistant_config(),
+                "lab_drafter": self.lab_drafter(), "engine_notes": self.engine_notes()}
 
     def summary(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
         """Plain-text rendering (what ``python -m lab pick`` prints). Raises ``ValueError`` (naming the argument)
@@ -107,12 +111,19 @@ class Recommendation(EngineSettings):
         lines += [f"  - {r}" for r in self.reasons]
         lines.append("vLLM:")
         lines.append("  " + self.vllm_command(target, tensor_parallel_size))
+        lines.append("SGLang:")
+        lines.append("  " + self.sglang_command(target, tensor_parallel_size))
+        lines.append("TensorRT-LLM (LLM API options YAML):")
+        lines += ["  " + line for line in (self.trtllm_yaml() or "(no speculative_config)").splitlines()]
+        lines.append("llama.cpp:")
+        lines.append("  " + self.llamacpp_command())
         lines.append("transformers generate kwargs: " + _kwargs_text(self.hf_kwargs()))
         if self.hf_assistant_config():
             lines.append("  on assistant_model.generation_config: " + _kwargs_text(self.hf_assistant_config()))
-        if self.notes:
+        notes = self.engine_notes()
+        if notes:
             lines.append("Engine notes:")
-            lines += [f"  - {n}" for n in self.notes]
+            lines += [f"  - {n}" for n in notes]
         lines.append("Revisit when:")
         lines += [f"  - {r}" for r in self.revisit]
         return "\n".join(lines)
@@ -146,6 +157,12 @@ class Recommendation(EngineSettings):
         else:
             out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
                     "No `--speculative-config`: serve the target alone."]
+        if self.speculates:
+            out += ["", "## Serve it with SGLang", "", "```bash", self.sglang_command(target, tensor_parallel_size),
+                    "```", "", "## Serve it with TensorRT-LLM", "",
+                    "The `speculative_config` section of the LLM API options (YAML):", "",
+                    "```yaml", self.trtllm_yaml(), "```", "", "## Serve it with llama.cpp", "",
+                    "```bash", self.llamacpp_command(), "```"]
         out += ["", "## Run it with transformers", "", "```python", self.hf_snippet(target), "```"]
         if self.lab_drafter():
             out += ["", "## Try it in this course", "", "```python",
@@ -158,8 +175,9 @@ class Recommendation(EngineSettings):
                     "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=200, "
                     f"temperature={self.temperature:g})",
                     "print(run.stats['acceptance_rate'], run.stats['tokens_per_target_call'])", "```"]
-        if self.notes:
-            out += ["", "## Engine notes", ""] + [f"- {n}" for n in self.notes]
+        notes = self.engine_notes()
+        if notes:
+            out += ["", "## Engine notes", ""] + [f"- {n}" for n in notes]
         out += ["", "## Check it in production", "",
                 "vLLM exports these counters while it speculates; our `stats` keys are ratios of them:", "",
                 "| our stats key | PromQL over vLLM's counters |", "|---|---|"]

@@ -1,30 +1,18 @@
-"""Helpers shared by the picker's tests: every workload the picker distinguishes, and vLLM's own names."""
+"""Helpers shared by the picker's tests: every workload the picker distinguishes, suffix-decoding recommendations,
+and vLLM's own names (parsed from the pinned source)."""
 from __future__ import annotations
 
 import functools
 import itertools
 
-from lab.picker import TASKS, recommend
+from lab.picker import TASKS, Recommendation, recommend
+from tests.lab.picker.engine_sources import vllm_source
 
-# Every user-settable field of vLLM's SpeculativeConfig, read from vllm/config/speculative.py on vLLM's main branch
-# at commit 002e77c1f0ef (November 2026; the docs' features/speculative_decoding pages agree on the common keys).
-# Internal fields vLLM fills in itself (target_model_config, draft_model_config, target_parallel_config,
-# draft_parallel_config, draft_load_config) and tensor_parallel_size (kept only to warn) are left out.
-VLLM_KEYS = {
-    "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size", "quantization",
-    "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision", "code_revision",
-    "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
-    "use_local_argmax_reduction", "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min",
-    "parallel_drafting", "num_speculative_tokens_per_batch_size", "suffix_decoding_max_tree_depth",
-    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
-    "rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length",
-    "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk",
-}
-# SpeculativeMethod in the same file (model-specific *_mtp names omitted).
-VLLM_METHOD_VALUES = {"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
-                      "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark"}
-# DraftSampleMethod in the same file.
-VLLM_DRAFT_SAMPLE_METHODS = {"greedy", "probabilistic"}
+# vLLM's own names, parsed from vllm/config/speculative.py of the pinned release (tests/data/engines/vllm-0.34.0),
+# not copied: the user-settable SpeculativeConfig fields, SpeculativeMethod's values, DraftSampleMethod's values.
+VLLM_KEYS = vllm_source().keys
+VLLM_METHOD_VALUES = vllm_source().methods
+VLLM_DRAFT_SAMPLE_METHODS = vllm_source().draft_sample_methods
 
 
 def all_workloads():
@@ -39,3 +27,16 @@ def all_workloads():
 def all_recommendations() -> tuple:
     """The recommendations for :func:`all_workloads`, computed once per test session (at first use)."""
     return tuple(all_workloads())
+
+
+def suffix_recommendations() -> tuple:
+    """Recommendations for suffix decoding (method ``"suffix"``), which the rules do not pick yet: greedy and
+    sampled, with and without a small model, and under load with a batch-size schedule."""
+    out = []
+    cases = ((0.0, False, None), (0.7, True, None), (0.0, False, [[1, 64, 4], [65, 512, 0]]))
+    for temperature, small, schedule in cases:
+        workload = {"task": "code", "temperature": temperature, "latency_bound": schedule is None,
+                    "has_small_same_family_model": small, "can_finetune": False, "memory_headroom_gb": None}
+        settings = {"num_speculative_tokens_per_batch_size": schedule} if schedule else {}
+        out.append(Recommendation("suffix", 4, 0.0, temperature, workload=workload, settings=settings))
+    return tuple(out)

@@ -20,7 +20,9 @@ def test_report_prints_the_summary_json_and_guide(tmp_path, capsys):
     assert report(pick_args(json=True, exclude=["draft_model"], markdown=str(guide))) == 0
     data = json.loads(capsys.readouterr().out)
     rec = recommend("chat", 0.0, True, False, exclude=("draft_model",))
-    assert data == {**rec.to_dict(), "vllm_command": rec.vllm_command()}
+    assert data == json.loads(json.dumps({**rec.to_dict(), "vllm_command": rec.vllm_command(),
+                                          "sglang_command": rec.sglang_command(), "trtllm_yaml": rec.trtllm_yaml(),
+                                          "llamacpp_command": rec.llamacpp_command()}))
     assert guide.read_text(encoding="utf-8") == rec.to_markdown()
 
 

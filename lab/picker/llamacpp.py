@@ -1,0 +1,88 @@
+"""A recommendation rendered as ``llama-server`` flags (llama.cpp).
+
+The flags are those of llama.cpp's argument table, ``common/arg.cpp`` (the ``add_opt(common_arg({...}))`` calls),
+and the ``--spec-type`` names those of ``common/speculative.cpp``, both as vendored in llama-cpp-python 0.3.36
+(PyPI sdist, ``vendor/llama.cpp``); the copies this course validates against live in
+``tests/data/engines/llama.cpp-from-llama-cpp-python-0.3.36/``. That table renamed the draft flags: ``--draft-max``
+/ ``--draft-min`` now stop the server with "the argument has been removed", and the draft model is
+``--spec-draft-model`` (``-md``); the usage follows llama.cpp's ``docs/speculative.md`` of the same tree.
+
+Per method: ``draft_model`` -> ``--spec-type draft-simple``, ``eagle`` -> ``draft-eagle3`` (an EAGLE-3 head
+converted to GGUF), ``ngram`` -> ``ngram-simple`` (the last matching n-gram's continuation), ``suffix`` ->
+``ngram-mod`` (a hash pool shared by all server slots); ``lookahead`` -> ``ngram-simple`` and ``medusa`` -> the
+nearest method (see :meth:`LlamaCppSettings.llamacpp_notes`). Drafter weights must be GGUF files.
+"""
+from __future__ import annotations
+
+import shlex
+
+from lab.picker.substitutes import PLACEHOLDERS, nearest_method
+from lab.picker.tables import NGRAM_LOOKUP
+
+__all__ = ["LLAMACPP_SPEC_TYPES", "LlamaCppSettings"]
+
+LLAMACPP_SPEC_TYPES = {"draft_model": "draft-simple", "eagle": "draft-eagle3", "ngram": "ngram-simple",
+                       "suffix": "ngram-mod"}
+"""The course's methods llama.cpp runs (suffix decoding: its nearest, ngram-mod) -> ``--spec-type``."""
+
+
+class LlamaCppSettings:
+    """llama.cpp renderings of a recommendation (a mixin: :class:`lab.picker.Recommendation` supplies ``method``,
+    ``n_draft``, ``settings`` and ``workload``)."""
+
+    def llamacpp_method(self) -> str:
+        """The course method llama.cpp runs (``"none"`` without speculation): the method itself when it has it
+        (suffix decoding: ``"suffix"`` rendered as ngram-mod), Lookahead -> ``"ngram"``, Medusa ->
+        :func:`lab.picker.substitutes.nearest_method`."""
+        if self.method in ("none", *LLAMACPP_SPEC_TYPES):
+            return self.method
+        if self.method == "lookahead":
+            return "ngram"
+        return nearest_method(bool(self.workload.get("has_small_same_family_model")))
+
+    def llamacpp_args(self, draft_model: str | None = None) -> list:
+        """The speculative-decoding flags for ``llama-server``, as a list of argv strings (``[]`` for ``"none"``).
+
+        Draft model / EAGLE-3: ``--spec-type``, ``--spec-draft-model`` (``draft_model``, a GGUF path; a placeholder
+        when None) and ``--spec-draft-n-max`` N. Prompt lookup: ``--spec-type ngram-simple``,
+        ``--spec-ngram-simple-size-n`` (the n-gram looked up, :data:`lab.picker.tables.NGRAM_LOOKUP`'s maximum)
+        and ``--spec-ngram-simple-size-m`` N (the m-gram drafted after it, which ``speculative.cpp`` passes as
+        ngram-simple's draft limit). Suffix decoding's nearest: ``--spec-type ngram-mod`` with
+        ``--spec-ngram-mod-n-min 1`` and ``--spec-ngram-mod-n-max`` N (its defaults, 48 and 64, are long drafts
+        for MoE models).
+        """
+        method = self.llamacpp_method()
+        if method == "none":
+            return []
+        n = str(self.n_draft)
+        args = ["--spec-type", LLAMACPP_SPEC_TYPES[method]]
+        if method in ("draft_model", "eagle"):
+            name = draft_model if draft_model is not None else PLACEHOLDERS[method]
+            return args + ["--spec-draft-model", name, "--spec-draft-n-max", n]
+        if method == "ngram":
+            return args + ["--spec-ngram-simple-size-n", str(NGRAM_LOOKUP["prompt_lookup_max"]),
+                           "--spec-ngram-simple-size-m", n]
+        return args + ["--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", n]
+
+    def llamacpp_command(self, target: str = "<target-model.gguf>", draft_model: str | None = None) -> str:
+        """A ``llama-server -m TARGET ...`` command line, shell-quoted (``target``: the target's GGUF file)."""
+        parts = ["llama-server", "-m", target] + self.llamacpp_args(draft_model)
+        return " ".join(shlex.quote(p) for p in parts)
+
+    def llamacpp_notes(self) -> list:
+        """Where llama.cpp cannot serve the recommendation as given, one sentence each."""
+        notes = []
+        if self.method == "medusa":
+            notes.append(f"llama.cpp has no Medusa drafter (--spec-type offers draft-simple, draft-eagle3, draft-mtp, "
+                         f"draft-dflash, draft-dspark and n-gram types); its flags run "
+                         f"{LLAMACPP_SPEC_TYPES[self.llamacpp_method()]} instead.")
+        if self.method == "lookahead":
+            notes.append("llama.cpp has no Lookahead decoding; ngram-simple (the continuation of the last matching "
+                         "n-gram) is the nearest draft-free type.")
+        if self.method == "suffix":
+            notes.append("llama.cpp has no suffix-tree drafter; ngram-mod is the nearest: one n-gram hash pool shared "
+                         "by all server slots, drafting one chain of variable length rather than a tree.")
+        if "num_speculative_tokens_per_batch_size" in self.settings:
+            notes.append("llama.cpp has no per-batch-size draft length: with many parallel slots, measure whether "
+                         "speculation still pays.")
+        return notes

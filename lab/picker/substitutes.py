@@ -1,0 +1,22 @@
+"""What the engine renderers share: the placeholder names for drafter weights, and the nearest method an engine
+can run when it has no drafter for the recommended one.
+
+Every engine module (:mod:`lab.picker.engines` for vLLM and transformers, :mod:`lab.picker.sglang`,
+:mod:`lab.picker.trtllm`, :mod:`lab.picker.llamacpp`) reads these, so that a method one engine lacks is replaced by
+the same rule everywhere: a learned head the engine cannot load falls back to a draft model when the workload has
+a small same-family model, else to n-gram prompt lookup (the draft-free method every engine ships).
+"""
+from __future__ import annotations
+
+__all__ = ["PLACEHOLDERS", "nearest_method"]
+
+PLACEHOLDERS = {"draft_model": "<same-family draft model>", "eagle": "<EAGLE-3 head for the target>",
+                "medusa": "<Medusa heads for the target>"}
+"""What the settings name as the drafter's weights when none is given (method -> placeholder)."""
+
+
+def nearest_method(has_small_model: bool) -> str:
+    """The method an engine without a drafter for a learned head runs instead: ``"draft_model"`` when the workload
+    has a small same-family model (``has_small_model``), else ``"ngram"`` (prompt lookup needs nothing). Used for
+    Medusa (and for EAGLE in transformers); the caller adds a note saying so."""
+    return "draft_model" if has_small_model else "ngram"

@@ -1,0 +1,196 @@
+"""Every engine setting the picker renders, checked against that engine's own code at a pinned release
+(tests/data/engines/): vLLM's SpeculativeConfig fields and methods, SGLang's server-argument fields and algorithms,
+TensorRT-LLM's decoding-config classes and decoding_type values, llama.cpp's argument table and --spec-type names,
+transformers' generate arguments. The parsers are tested first on spot values, so that a parser that finds nothing
+fails here rather than letting every check pass."""
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+import yaml
+
+from lab.picker import LLAMACPP_SPEC_TYPES, SGLANG_ALGORITHMS, TRTLLM_DECODING_TYPES, VLLM_SUFFIX_DEFAULTS, recommend
+from tests.lab.picker.engine_sources import (llamacpp_source, sglang_source, transformers_generate_keys,
+                                             trtllm_source, vllm_source)
+from tests.lab.picker.helpers import all_recommendations, suffix_recommendations
+
+
+def every_recommendation():
+    return all_recommendations() + suffix_recommendations()
+
+
+# --- the parsers find what the engines really define ------------------------------------------------------------------
+def test_vllm_parser_reads_the_pinned_release():
+    source = vllm_source()
+    assert {"num_speculative_tokens", "method", "model", "prompt_lookup_max", "draft_sample_method",
+            "num_speculative_tokens_per_batch_size", "suffix_decoding_max_tree_depth"} <= source.keys
+    assert not source.keys & {"target_model_config", "draft_model_config", "custom_method"}  # internal / init=False
+    # the issue's examples: these are gone from vLLM's config
+    assert not source.keys & {"disable_by_batch_size", "speculative_token_tree", "speculative_model"}
+    assert {"ngram", "draft_model", "suffix", "eagle", "eagle3", "mtp", "deepseek_mtp"} <= source.methods
+    assert "medusa" not in source.methods  # dropped in 0.34.0
+    assert source.draft_sample_methods == {"greedy", "probabilistic"}
+    assert source.defaults["suffix_decoding_max_tree_depth"] == 24
+
+
+def test_sglang_parser_reads_the_pinned_release():
+    source = sglang_source()
+    assert source.cli_name_rule == "'--' + name.replace('_', '-')"  # the rule the parser applies to field names
+    assert {"--speculative-algorithm", "--speculative-draft-model-path", "--speculative-draft-model",
+            "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+            "--speculative-ngram-max-bfs-breadth", "--model-path", "--tp-size",
+            "--tensor-parallel-size"} <= source.flags
+    assert "--speculative-boundary-reduction" not in source.flags  # declared no_cli
+    assert {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"} <= source.algorithms and "NONE" not in source.algorithms
+
+
+def test_trtllm_parser_reads_the_pinned_skeleton():
+    source = trtllm_source()
+    assert {"Draft_Target", "Eagle", "Eagle3", "NGram", "MTP", "SA", "AUTO"} <= set(source.fields)
+    assert not {"Medusa", "Lookahead"} & set(source.fields)
+    assert {"max_draft_len", "speculative_model", "draft_len_schedule"} <= source.fields["Eagle3"]
+    assert {"max_matching_ngram_size", "is_public_pool"} <= source.fields["NGram"]
+    assert "num_nextn_predict_layers" not in source.fields["MTP"]  # init=False
+
+
+def test_llamacpp_parser_reads_the_pinned_table():
+    source = llamacpp_source()
+    assert {"-m", "-md", "--spec-draft-model", "--model-draft", "--spec-type", "--spec-draft-n-max",
+            "--spec-draft-n-min", "--spec-ngram-simple-size-n", "--spec-ngram-mod-n-max"} <= source.flags
+    assert {"--draft-max", "--draft-min", "--draft"} <= source.removed and not source.removed & source.flags
+    assert {"draft-simple", "draft-eagle3", "ngram-simple", "ngram-mod", "none"} <= source.spec_types
+
+
+def test_transformers_keys_come_from_the_installed_package():
+    keys = transformers_generate_keys()
+    assert {"prompt_lookup_num_tokens", "assistant_model", "num_assistant_tokens", "do_sample"} <= keys
+
+
+# --- every rendered setting is one the engine defines -----------------------------------------------------------------
+def test_every_vllm_setting_is_a_vllm_field_and_method():
+    source = vllm_source()
+    for rec in every_recommendation():
+        for config in (rec.vllm_config(), rec.vllm_config(draft_model="org/d", draft_tensor_parallel_size=1)):
+            assert set(config) <= source.keys, set(config) - source.keys
+            if config:
+                assert config["method"] in source.methods
+                assert config.get("draft_sample_method", "greedy") in source.draft_sample_methods
+
+
+def test_vllm_suffix_config_uses_vllm_defaults():
+    defaults = vllm_source().defaults
+    assert VLLM_SUFFIX_DEFAULTS == {key: defaults[key] for key in VLLM_SUFFIX_DEFAULTS}
+    config = suffix_recommendations()[0].vllm_config()
+    assert config == {"method": "suffix", "num_speculative_tokens": 4, **VLLM_SUFFIX_DEFAULTS}
+
+
+def test_every_sglang_flag_and_algorithm_is_sglangs():
+    source = sglang_source()
+    assert {v.upper() for v in SGLANG_ALGORITHMS.values()} <= source.algorithms
+    for rec in every_recommendation():
+        argv = shlex.split(rec.sglang_command("org/model", tensor_parallel_size=2, draft_model="org/d"))
+        flags = [a for a in argv if a.startswith("--")]
+        assert set(flags) <= source.flags, set(flags) - source.flags
+        args = rec.sglang_args()
+        assert (args == []) == (rec.method == "none")
+        if args:
+            assert args[args.index("--speculative-algorithm") + 1] in source.algorithms
+            assert int(args[args.index("--speculative-num-draft-tokens") + 1]) == rec.n_draft + 1
+
+
+def test_every_trtllm_config_is_a_decoding_config_of_the_union():
+    source = trtllm_source()
+    assert set(TRTLLM_DECODING_TYPES.values()) <= set(source.fields)
+    for rec in every_recommendation():
+        config = rec.trtllm_config(draft_model="org/d")
+        if rec.method == "none":
+            assert config == {} and rec.trtllm_yaml() == ""
+            continue
+        fields = source.fields[config["decoding_type"]]
+        assert set(config) <= fields, set(config) - fields
+        assert config["max_draft_len"] == rec.n_draft
+        assert yaml.safe_load(rec.trtllm_yaml(draft_model="org/d")) == {"speculative_config": config}
+        schedule = config.get("draft_len_schedule")
+        if schedule:  # TensorRT-LLM requires the smallest batch size to map to max_draft_len
+            assert schedule[min(schedule)] == config["max_draft_len"]
+
+
+def test_every_llamacpp_flag_and_type_is_llamacpps():
+    source = llamacpp_source()
+    assert set(LLAMACPP_SPEC_TYPES.values()) <= source.spec_types
+    for rec in every_recommendation():
+        argv = shlex.split(rec.llamacpp_command("t.gguf", draft_model="d.gguf"))
+        assert argv[:3] == ["llama-server", "-m", "t.gguf"]
+        flags = [a for a in argv if a.startswith("-")]
+        assert set(flags) <= source.flags, set(flags) - source.flags
+        if "--spec-type" in argv:
+            assert argv[argv.index("--spec-type") + 1] in source.spec_types
+
+
+def test_every_transformers_argument_is_a_generate_argument():
+    keys = transformers_generate_keys()
+    for rec in every_recommendation():
+        assert set(rec.hf_kwargs()) <= keys and set(rec.hf_assistant_config()) <= keys
+
+
+# --- what each engine gets per method ---------------------------------------------------------------------------------
+def test_settings_per_method_and_engine():
+    draft = recommend("chat", 0.0, True, False)  # draft model, N = 5
+    assert draft.sglang_args("org/d") == ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
+                                          "org/d", "--speculative-num-steps", "5", "--speculative-eagle-topk", "1",
+                                          "--speculative-num-draft-tokens", "6"]
+    assert draft.trtllm_config("org/d") == {"decoding_type": "Draft_Target", "max_draft_len": 5,
+                                            "speculative_model": "org/d"}
+    assert draft.llamacpp_args("d.gguf") == ["--spec-type", "draft-simple", "--spec-draft-model", "d.gguf",
+                                             "--spec-draft-n-max", "5"]
+    lookup = recommend("code", 0.0, False, False)  # prompt lookup, N = 5
+    assert lookup.trtllm_config() == {"decoding_type": "NGram", "max_draft_len": 5, "max_matching_ngram_size": 4,
+                                      "is_public_pool": False}
+    assert lookup.llamacpp_args() == ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "4",
+                                      "--spec-ngram-simple-size-m", "5"]
+    load = recommend("chat", 0.0, False, True, latency_bound=False)  # EAGLE at N = 1 with the batch schedule
+    schedule = load.settings["num_speculative_tokens_per_batch_size"]
+    last_drafting = max(last for _first, last, n in schedule if n > 0)
+    assert load.trtllm_config()["draft_len_schedule"] == {last_drafting: 1}
+    assert any("SGLang has no per-batch-size" in n for n in load.engine_notes())
+
+
+@pytest.mark.parametrize("small, nearest", [(True, "draft_model"), (False, "ngram")])
+def test_medusa_gets_the_nearest_method_with_a_note_in_every_engine(small, nearest):
+    rec = recommend("chat", 0.0, small, True, exclude=("eagle",))
+    assert rec.method == "medusa"
+    assert rec.vllm_config()["method"] == nearest
+    assert rec.sglang_args()[1] == {"draft_model": "STANDALONE", "ngram": "NGRAM"}[nearest]
+    assert rec.trtllm_config()["decoding_type"] == {"draft_model": "Draft_Target", "ngram": "NGram"}[nearest]
+    assert rec.llamacpp_args()[1] == {"draft_model": "draft-simple", "ngram": "ngram-simple"}[nearest]
+    notes = " ".join(rec.engine_notes())
+    for engine in ("vLLM 0.34.0", "SGLang", "TensorRT-LLM", "llama.cpp", "transformers"):
+        assert f"{engine}" in notes and "Medusa" in notes
+
+
+def test_suffix_decoding_per_engine():
+    rec = suffix_recommendations()[0]
+    assert rec.sglang_args() == ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "5"]
+    assert rec.trtllm_config() == {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1,
+                                   "enable_global_pool": True}
+    assert rec.llamacpp_args() == ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-min", "1",
+                                   "--spec-ngram-mod-n-max", "4"]
+    assert rec.hf_kwargs()["prompt_lookup_num_tokens"] == 4
+    assert rec.lab_drafter() == "SuffixDecodingDrafter()"
+    notes = " ".join(rec.engine_notes())
+    assert "SGLang has no suffix" in notes and "SA (suffix automaton)" in notes and "ngram-mod" in notes
+
+
+def test_none_renders_nothing_for_any_engine():
+    rec = recommend("chat", 2.0, True, True)
+    assert rec.method == "none"
+    assert rec.sglang_args() == [] and rec.trtllm_config() == {} and rec.llamacpp_args() == []
+    assert shlex.split(rec.llamacpp_command("t.gguf")) == ["llama-server", "-m", "t.gguf"]
+
+
+def test_json_output_carries_every_engine():
+    data = json.loads(json.dumps(recommend("chat", 0.0, True, False).to_dict()))
+    assert data["sglang_args"][:2] == ["--speculative-algorithm", "STANDALONE"]
+    assert data["trtllm_config"]["decoding_type"] == "Draft_Target" and data["llamacpp_args"][1] == "draft-simple"
