@@ -27,7 +27,8 @@ from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int, check_sampling_args, check_token_ids
 from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
-__all__ = ["generate", "autoregressive"]
+__all__ = ["generate", "autoregressive", "DecodeSettings", "checked_settings", "checked_draft", "verify_block",
+           "step_record", "branch_layout"]
 
 
 def _prompt_list(prompt_ids, vocab: int) -> list[int]:
@@ -102,8 +103,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     non-integer ids, ids outside the vocabulary or unusable ``probs`` (wrong shape; NaN, inf or negative entries;
     rows not summing to 1; probability 0 for its own token) gets a ``TypeError`` / ``ValueError`` naming its class.
     """
-    settings = _checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p,
-                                 eos_token_id, seed, on_step, record_probs, acceptance)
+    settings = checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p,
+                                eos_token_id, seed, on_step, record_probs, acceptance)
     start = time.perf_counter()
     cache, prompt_hidden = _prefill(target, settings)
     observe = kv_length = None
@@ -131,10 +132,10 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             draft_kv.append(kv_length())
         t1 = time.perf_counter()
         base = cache_length(cache)
-        draft, parents = _checked_draft(draft, drafter, settings, base)
+        draft, parents = checked_draft(draft, drafter, settings, base)
         all_logits, all_hidden = _target_forward(target, cache, last, draft, base, settings.hidden)
         t_forward = time.perf_counter()
-        result, target_probs = _verify_block(all_logits[: len(draft.tokens) + 1], draft, parents, settings)
+        result, target_probs = verify_block(all_logits[: len(draft.tokens) + 1], draft, parents, settings)
         # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
         keep_positions(cache, base, [0] + [1 + i for i in result.path])
         if observe is not None:
@@ -144,8 +145,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             if draft_kv is not None:
                 draft_kv.append(kv_length())
         t2 = time.perf_counter()
-        record = _step_record(len(steps), len(new), remaining, draft, parents, result, target_probs, settings,
-                              times=(t0, t1, t_forward, t2), fed=all_logits.size(0), base=base, draft_kv=draft_kv)
+        record = step_record(len(steps), len(new), remaining, draft, parents, result, target_probs, settings,
+                             times=(t0, t1, t_forward, t2), fed=all_logits.size(0), base=base, draft_kv=draft_kv)
         steps.append(record)
         committed += record.emitted
         new += record.emitted
@@ -162,8 +163,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
 
 
 @dataclasses.dataclass(frozen=True)
-class _Settings:
-    """:func:`generate`'s arguments after :func:`_checked_settings`: plain Python values the loop reads."""
+class DecodeSettings:
+    """:func:`generate`'s arguments after :func:`checked_settings`: plain Python values the loop reads (one per
+    sequence; :func:`lab.batched.generate_batch` holds one per row)."""
 
     prompt: list            # the prompt's ids, plain ints
     max_new_tokens: int
@@ -179,10 +181,12 @@ class _Settings:
     typical: bool           # Medusa's typical acceptance applies (asked for, and sampling)
 
 
-def _checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p, eos_token_id, seed,
-                      on_step, record_probs, acceptance) -> _Settings:
+def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p, eos_token_id, seed,
+                     on_step, record_probs, acceptance) -> DecodeSettings:
     """Every argument of :func:`generate` checked, once per call (the loop checks only each step's Draft, O(n)),
-    and its private generator seeded. Raises what :func:`generate` documents."""
+    and its private generator seeded (``seed``; None: a fresh nondeterministic seed). Returns a
+    :class:`DecodeSettings`. Raises the ``TypeError`` / ``ValueError`` :func:`generate` documents. Also used per row
+    by :func:`lab.batched.generate_batch`, so both loops accept and reject the same arguments."""
     if not callable(getattr(target, "get_output_embeddings", None)):
         raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
@@ -233,13 +237,13 @@ def _checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, 
         generator.seed()  # a fresh nondeterministic seed for this private generator; torch's global RNG is untouched
     else:
         generator.manual_seed(seed)
-    return _Settings(prompt=prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                     eos_token_id=eos_token_id, generator=generator, vocab=vocab, limit=limit,
-                     hidden=bool(getattr(drafter, "needs_hidden_states", False)), record_probs=bool(record_probs),
-                     typical=acceptance == "typical" and temperature != 0)
+    return DecodeSettings(prompt=prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+                          top_p=top_p, eos_token_id=eos_token_id, generator=generator, vocab=vocab, limit=limit,
+                          hidden=bool(getattr(drafter, "needs_hidden_states", False)), record_probs=bool(record_probs),
+                          typical=acceptance == "typical" and temperature != 0)
 
 
-def _prefill(target, settings: _Settings) -> tuple:
+def _prefill(target, settings: DecodeSettings) -> tuple:
     """A new KV cache holding every prompt token but the last (which the first step feeds), and the target's
     hidden states ``[len(prompt) - 1, D]`` over them when the drafter reads them (else None)."""
     cache = new_cache()
@@ -251,10 +255,12 @@ def _prefill(target, settings: _Settings) -> tuple:
     return cache, prompt_hidden
 
 
-def _checked_draft(draft, drafter, settings: _Settings, base: int) -> tuple:
+def checked_draft(draft, drafter, settings: DecodeSettings, base: int) -> tuple:
     """``(draft, parents)``: the drafter's proposal checked (:func:`_check_draft`; a tree's parents too), cut to the
     positions left in the target's context after the ``base`` cached ones and the last committed token
-    (:func:`_fit_context`), and its parents array (a chain's ``[-1, 0, 1, ...]`` when it is not a tree)."""
+    (:func:`_fit_context`), and its parents array (a chain's ``[-1, 0, 1, ...]`` when it is not a tree).
+    ``drafter`` None (autoregressive) skips the checks. Raises the ``TypeError`` / ``ValueError`` of
+    :func:`_check_draft` and of a malformed tree (naming the drafter's class)."""
     if drafter is not None:
         draft = _check_draft(draft, drafter, settings.vocab)
     tree = draft.parents is not None
@@ -268,10 +274,10 @@ def _checked_draft(draft, drafter, settings: _Settings, base: int) -> tuple:
 def _target_forward(target, cache, last: int, draft: Draft, base: int, hidden: bool) -> tuple:
     """One target forward over ``[last] + draft.tokens (+ draft.extra_tokens)`` appended to ``cache`` (``base``
     positions): ``(logits [rows, V] float32, hidden [rows, D] or None)``, one row per fed token. A chain is
-    causal; a tree or Lookahead's window gets its mask and positions from :func:`_branch_layout`."""
+    causal; a tree or Lookahead's window gets its mask and positions from :func:`branch_layout`."""
     if draft.extra_tokens or draft.parents is not None:  # Lookahead's Jacobi window, or a token tree
         out = forward(target, [last] + draft.tokens + draft.extra_tokens, cache, output_hidden_states=hidden,
-                      **_branch_layout(base, len(draft.tokens), draft))
+                      **branch_layout(base, len(draft.tokens), draft))
     else:  # [n+1, V]: one target call verifies all drafts
         out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden)
     all_logits, all_hidden = out if hidden else (out, None)
@@ -280,7 +286,7 @@ def _target_forward(target, cache, last: int, draft: Draft, base: int, hidden: b
     return all_logits, all_hidden
 
 
-def _verify_block(logits: torch.Tensor, draft: Draft, parents: list, settings: _Settings) -> tuple:
+def verify_block(logits: torch.Tensor, draft: Draft, parents: list, settings: DecodeSettings) -> tuple:
     """Verify one block: ``(VerifyResult, target_probs)`` from the target's ``logits [n+1, V]`` over the drafts.
 
     Greedy (T = 0): the longest path matching the target's argmax (:func:`lab.verify.verify_tree_greedy`);
@@ -298,8 +304,8 @@ def _verify_block(logits: torch.Tensor, draft: Draft, parents: list, settings: _
     return result, target_probs
 
 
-def _step_record(index: int, position: int, remaining: int, draft: Draft, parents: list, result, target_probs,
-                 settings: _Settings, *, times: tuple, fed: int, base: int, draft_kv) -> StepRecord:
+def step_record(index: int, position: int, remaining: int, draft: Draft, parents: list, result, target_probs,
+                settings: DecodeSettings, *, times: tuple, fed: int, base: int, draft_kv) -> StepRecord:
     """The :class:`~lab.trace.StepRecord` of one step: what it emitted (the accepted drafts + the target's token,
     cut after EOS or at the ``remaining`` tokens), its timings from ``times = (t0, t1, t_forward, t2)`` (seconds:
     before drafting, after drafting, after the target's forward, after verification and rollback) and its cache
@@ -394,7 +400,7 @@ def _check_tree(draft: Draft) -> list[int]:
     return parents
 
 
-def _branch_layout(base: int, n: int, draft: Draft) -> dict:
+def branch_layout(base: int, n: int, draft: Draft) -> dict:
     """Attention mask ``[q, q]`` over the step's new tokens and their position ids, for ``[last] + drafts + extra``.
 
     ``[last] + drafts`` is causal at positions ``base .. base + n`` for a chain; for a tree (``draft.parents``)

@@ -1,0 +1,197 @@
+"""Oracles of batched speculative decoding (lab.batched): every row of a batch equals the one-sequence loop
+(lab.decode.generate) token for token in float32 greedy decoding, for every drafter, with rows of different prompt
+lengths and different acceptance running ragged; every row's first sampled token follows the target's
+distribution; EOS inside one row's block ends that row only; exact max_new_tokens; bad input named."""
+import pytest
+import torch
+
+from lab.batched import generate_batch, row_seeds
+from lab.decode import generate
+from lab.drafters import DraftModelDrafter, PromptLookupDrafter, SuffixDecodingDrafter
+from lab.metrics import chi_square
+from lab.models import forward, new_cache
+from lab.registry import DRAFTERS, make_drafter
+from lab.sampling import probs_from_logits
+from tests.helpers import tiny_llama
+
+SHAKESPEARE = ["ROMEO:\nWhat light through yonder window breaks", "To be",
+               "KING HENRY:\nNow are we well resolved; and by God's help and yours"]
+MAX_NEW = 14
+
+
+def ragged(batch) -> bool:
+    """Whether some step saw rows accept different numbers of drafts (so their committed lengths parted)."""
+    steps = [row.steps for row in batch.rows]
+    return any(len({s[i].num_accepted for s in steps if i < len(s)}) > 1 for i in range(max(map(len, steps))))
+
+
+@pytest.fixture(scope="module")
+def sticky_target():
+    """A tiny Llama whose greedy text soon repeats (attention and MLP scaled down, as in the lookup drafters'
+    fixtures), so prompt lookup hits while a wrong mask or position still changes its argmax."""
+    model = tiny_llama(5)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.mul_(0.05)
+            layer.mlp.down_proj.weight.mul_(0.05)
+    return model
+
+
+@pytest.fixture(scope="module")
+def shakespeare_ids(pair):
+    return [pair.encode(text) for text in SHAKESPEARE]
+
+
+@pytest.mark.parametrize("kind", DRAFTERS)
+def test_greedy_rows_equal_the_one_sequence_loop_for_every_drafter(pair, shakespeare_ids, kind):
+    """Oracle 1 per row, for every drafter of the registry on the Shakespeare pair: prompts of 3 lengths, N of 2,
+    3 and 4 (where the drafter takes one), so rows accept differently and run ragged."""
+    drafters = [make_drafter(kind, pair, 2 + r) for r in range(3)]
+    batch = generate_batch(pair.target, shakespeare_ids, drafters=drafters, max_new_tokens=MAX_NEW)
+    for r, ids in enumerate(shakespeare_ids):
+        ref = generate(pair.target, ids, drafter=make_drafter(kind, pair, 2 + r), max_new_tokens=MAX_NEW)
+        assert batch.rows[r].tokens == ref.tokens, (kind, r)
+        assert [s.num_accepted for s in batch.rows[r].steps] == [s.num_accepted for s in ref.steps], (kind, r)
+    assert ragged(batch), kind
+    assert batch.stats["target_calls"] == max(len(row.steps) for row in batch.rows)
+    assert batch.stats["new_tokens"] == 3 * MAX_NEW
+
+
+def test_suffix_decoding_trees_and_a_mixed_batch(pair, shakespeare_ids):
+    """SuffixDecodingDrafter's token trees, and one batch mixing a tree drafter, a chain drafter, Medusa (hidden
+    states), Lookahead (extra tokens) and an autoregressive row: every row equals its own one-sequence run."""
+    prompt = shakespeare_ids[0] + shakespeare_ids[0][:6]  # the request repeats itself: suffix and lookup match
+    prompts = [prompt, shakespeare_ids[1], shakespeare_ids[2], prompt, shakespeare_ids[0]]
+    kinds = ["suffix", "model", "medusa", "lookahead", None]
+
+    def build(kind):
+        if kind == "suffix":
+            return SuffixDecodingDrafter()
+        return None if kind is None else make_drafter(kind, pair, 3)
+
+    batch = generate_batch(pair.target, prompts, drafters=[build(k) for k in kinds], max_new_tokens=MAX_NEW)
+    for r, (ids, kind) in enumerate(zip(prompts, kinds)):
+        assert batch.rows[r].tokens == generate(pair.target, ids, drafter=build(kind), max_new_tokens=MAX_NEW).tokens
+    assert any(s.parents is not None for s in batch.rows[0].steps)  # the suffix row verified a tree
+    assert batch.rows[4].stats["drafted_tokens"] == 0
+    assert batch.stats["padded_slots"] > 0  # blocks of different widths shared forwards
+
+
+def test_batch_of_one_is_the_one_sequence_loop(target, noisy_draft):
+    prompt = [3, 9, 27, 1, 40]
+    one = generate_batch(target, [prompt], drafters=[DraftModelDrafter(noisy_draft, 3)], max_new_tokens=20)
+    ref = generate(target, prompt, drafter=DraftModelDrafter(noisy_draft, 3), max_new_tokens=20)
+    row = one.rows[0]
+    assert row.tokens == ref.tokens
+    assert [(s.drafted, s.num_accepted, s.emitted, s.last_kind) for s in row.steps] == \
+           [(s.drafted, s.num_accepted, s.emitted, s.last_kind) for s in ref.steps]
+    for key in ("new_tokens", "target_calls", "drafted_tokens", "accepted_tokens", "per_position_acceptance"):
+        assert row.stats[key] == ref.stats[key], key
+    assert one.stats["padded_slots"] == 0 and one.stats["target_calls"] == len(ref.steps)
+
+
+def test_ragged_rows_on_tiny_models_with_prompts_of_length_one(target, draft, noisy_draft, sticky_target):
+    """Prompts of length 1 (nothing to prefill) beside long ones, a perfect drafter (the target itself, every block
+    accepted), a poor one and a noisy one, on the random target and on the sticky one (whose lookups hit)."""
+    prompts = [[5], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [7, 7], [30, 31, 32, 33]]
+    for model in (target, sticky_target):
+        makers = [lambda: DraftModelDrafter(model, 4), lambda: DraftModelDrafter(draft, 2),
+                  lambda: DraftModelDrafter(noisy_draft, 5), lambda: PromptLookupDrafter(max_ngram=2, n_draft=3)]
+        batch = generate_batch(model, prompts, drafters=[m() for m in makers], max_new_tokens=30)
+        for r, ids in enumerate(prompts):
+            assert batch.rows[r].tokens == generate(model, ids, drafter=makers[r](), max_new_tokens=30).tokens, r
+        assert ragged(batch)
+        assert batch.rows[0].stats["acceptance_rate"] == 1.0  # the perfect drafter
+
+
+def test_eos_inside_one_rows_block_ends_that_row_only(target):
+    """The perfect drafter emits blocks of 5; EOS = row 0's 7th token, inside its second block, never produced by
+    row 1: row 0 stops there (the block cut after EOS), row 1 runs on to max_new_tokens, both as generate does."""
+    prompts = [[2, 4, 6, 8], [11, 3]]
+    refs = [generate(target, p, max_new_tokens=20).tokens for p in prompts]
+    eos = next(t for t in refs[0][5:9] if t not in refs[1] and t not in refs[0][:5])
+    cut = refs[0].index(eos) + 1
+    batch = generate_batch(target, prompts, drafters=[DraftModelDrafter(target, 4), DraftModelDrafter(target, 4)],
+                           max_new_tokens=20, eos_token_id=eos)
+    assert batch.rows[0].tokens == refs[0][:cut] and 5 < cut < 10
+    assert batch.rows[0].steps[-1].truncated  # EOS landed inside the block, not at its end
+    assert batch.rows[1].tokens == refs[1]
+    assert len(batch.rows[0].steps) == 2 < len(batch.rows[1].steps) == batch.stats["target_calls"]
+    # the finished row left the batch: later forwards fed one row only
+    assert batch.stats["fed_slots"] == 2 * 5 * 2 + 5 * (len(batch.rows[1].steps) - 2)
+
+
+@pytest.mark.parametrize("max_new", [1, 2, 7, 13])
+def test_exact_max_new_tokens(target, max_new):
+    prompts = [[1, 2, 3], [9], [4, 4, 4, 4, 4, 4]]
+    batch = generate_batch(target, prompts, drafters=[DraftModelDrafter(target, 4) for _ in prompts],
+                           max_new_tokens=max_new)
+    for r, p in enumerate(prompts):
+        assert batch.rows[r].tokens == generate(target, p, max_new_tokens=max_new).tokens
+        assert len(batch.rows[r].tokens) == max_new
+
+
+def test_sampled_rows_equal_generate_with_the_row_seed(target, noisy_draft):
+    """Row r draws with its own generator seeded seed + r, in generate's order: the same tokens as
+    generate(seed=seed + r), at T = 0.9 with top-k, for a sampling drafter and a deterministic one."""
+    prompts = [[1, 2, 3, 9, 1, 2, 3], [40, 41], [7]]
+    makers = [lambda: DraftModelDrafter(noisy_draft, 3), lambda: PromptLookupDrafter(max_ngram=2, n_draft=3), None]
+    kw = dict(max_new_tokens=25, temperature=0.9, top_k=20)
+    batch = generate_batch(target, prompts, drafters=[m() if m else None for m in makers], seed=11, **kw)
+    assert row_seeds(11, 3) == [11, 12, 13]
+    for r, p in enumerate(prompts):
+        ref = generate(target, p, drafter=makers[r]() if makers[r] else None, seed=11 + r, **kw)
+        assert batch.rows[r].tokens == ref.tokens, r
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_p=0.9)])
+def test_each_rows_first_sampled_token_follows_the_target(target, noisy_draft, kw):
+    """Oracle 2 per row: over 300 seeds, each row's first token (drafted and verified, or resampled) is distributed
+    as the target's processed distribution at its own prefix (chi-square), for a sampling draft, a deterministic
+    one (one-hot) and no drafter, in one batch."""
+    prompts = [[1, 2, 3, 9, 1, 2, 3, 4, 1, 2], [1, 2, 3], [50, 3, 17, 22]]
+    expected = [probs_from_logits(forward(target, p, new_cache())[-1], **kw).cpu() for p in prompts]
+    counts = torch.zeros(len(prompts), 64)
+    for s in range(300):
+        drafters = [PromptLookupDrafter(max_ngram=3, n_draft=3), DraftModelDrafter(noisy_draft, 2), None]
+        batch = generate_batch(target, prompts, drafters=drafters, max_new_tokens=3, seed=10 * s, **kw)
+        for r in range(len(prompts)):
+            counts[r, batch.rows[r].tokens[0]] += 1
+    assert batch.rows[0].steps[0].drafted  # the lookup row did draft (its prompt repeats)
+    for r in range(len(prompts)):
+        assert (counts[r][expected[r] == 0] == 0).all(), r
+        assert chi_square(counts[r], expected[r]).pvalue > 1e-3, r
+
+
+def test_bad_input_is_named(target, draft):
+    with pytest.raises(ValueError, match="prompts must be a non-empty list"):
+        generate_batch(target, [], max_new_tokens=3)
+    with pytest.raises(ValueError, match=r"drafters must hold one drafter .* 2 prompts, got 1"):
+        generate_batch(target, [[1], [2]], drafters=[DraftModelDrafter(draft, 2)], max_new_tokens=3)
+    shared = DraftModelDrafter(draft, 2)
+    with pytest.raises(ValueError, match=r"drafters\[0\] and drafters\[1\] are the same DraftModelDrafter"):
+        generate_batch(target, [[1], [2]], drafters=[shared, shared], max_new_tokens=3)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate_batch(target, [[1], [2]], max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"row 1 \(prompts\[1\]\): .*token ids in \[0, 64\)"):
+        generate_batch(target, [[1], [99]], max_new_tokens=2)
+    with pytest.raises(TypeError, match=r"row 0 \(prompts\[0\]\): .*encode text first"):
+        generate_batch(target, ["some text"], max_new_tokens=2)
+    with pytest.raises(ValueError, match="batch must be an integer >= 1"):
+        row_seeds(0, 0)
+
+
+def test_greedy_parity_on_the_real_pair(smollm2_pair):
+    """The real pair in float32: a chat request and a code request of different lengths, the draft model at N = 3
+    and prompt lookup, batched, each row equal to its one-sequence run."""
+    from lab.prompts import chat_prompts, encode_prompts
+
+    pair = smollm2_pair
+    prompts = encode_prompts(pair, chat_prompts("chat")[:1] + chat_prompts("code")[:1])
+    assert len(prompts[0]) != len(prompts[1])
+    makers = [lambda: DraftModelDrafter(pair.draft, 3), lambda: PromptLookupDrafter(n_draft=4)]
+    batch = generate_batch(pair.target, prompts, drafters=[m() for m in makers], max_new_tokens=16,
+                           eos_token_id=pair.eos_token_id)
+    for r, ids in enumerate(prompts):
+        ref = generate(pair.target, ids, drafter=makers[r](), max_new_tokens=16, eos_token_id=pair.eos_token_id)
+        assert batch.rows[r].tokens == ref.tokens, r
