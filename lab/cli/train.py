@@ -1,6 +1,6 @@
 """``python -m lab train``: train the bundled pair, its draft, Medusa heads or EAGLE draft, measure the pair and write
 its model card, or fine-tune a copy-capable target; for the real pair, build its chat data and train its draft
-model, EAGLE draft and Medusa heads (:mod:`lab.training`)."""
+model, EAGLE draft, Medusa heads and MTP heads (:mod:`lab.training`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,14 +17,15 @@ def add_parser(sub) -> None:
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target", "chat-data",
-                                    "chat-draft", "chat-eagle", "chat-medusa"],
+                                    "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target; "
                         "copy-target: fine-tune the committed target to copy from its context (saved in the "
                         "cache, not over the bundled pair); chat-data: the real pair's target answers the "
                         "training prompts and requests it writes itself (cached, resumable); chat-draft: distil "
                         "the real pair's draft model from that data; chat-eagle / chat-medusa: train the real "
-                        "pair's EAGLE draft / Medusa heads on it")
+                        "pair's EAGLE draft / Medusa heads on it; chat-mtp: its multi-token-prediction heads "
+                        "(DeepSeek-V3's form) on it")
     t.add_argument("--threads", type=positive_int, default=None,
                    help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
                         "choice)")
@@ -40,7 +41,7 @@ def run(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    if args.what in ("chat-data", "chat-draft", "chat-eagle", "chat-medusa"):
+    if args.what in ("chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"):
         return _train_chat(args.what)
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
@@ -60,8 +61,8 @@ def run(args) -> int:
 
 def _train_chat(what: str) -> int:
     """``train chat-data`` (bfloat16 where native: generation), ``train chat-draft`` (float32 target, bf16 autocast
-    where native) or ``train chat-eagle`` / ``chat-medusa`` (the target in its fast dtype, whose features the drafter
-    reads), all on the CPU, logging to stdout."""
+    where native) or ``train chat-eagle`` / ``chat-medusa`` / ``chat-mtp`` (the target in its fast dtype, whose
+    features the drafter reads), all on the CPU, logging to stdout."""
     import time
 
     from lab.models import load_target
@@ -69,6 +70,7 @@ def _train_chat(what: str) -> int:
     from lab.training.chat_draft import train_chat_draft
     from lab.training.chat_eagle import train_chat_eagle
     from lab.training.chat_medusa import train_chat_medusa
+    from lab.training.chat_mtp import train_chat_mtp
 
     def log(message):
         print(time.strftime("%H:%M:%S"), message, flush=True)
@@ -77,9 +79,10 @@ def _train_chat(what: str) -> int:
         pair = load_target(device="cpu", dtype="auto")
         for source in ("templates", "self"):
             print(build_chat_data(pair, source=source, log=log))
-    elif what in ("chat-eagle", "chat-medusa"):
+    elif what in ("chat-eagle", "chat-medusa", "chat-mtp"):
         pair = load_target(device="cpu", dtype="auto")
-        out = (train_chat_eagle if what == "chat-eagle" else train_chat_medusa)(pair, log=log)
+        trainer = {"chat-eagle": train_chat_eagle, "chat-medusa": train_chat_medusa, "chat-mtp": train_chat_mtp}[what]
+        out = trainer(pair, log=log)
         print((Path(out) / "training.json").read_text())
     else:
         pair = load_target(device="cpu")

@@ -26,6 +26,8 @@ One concept per module:
   reduced draft vocabulary (``train chat-eagle``)
 - :mod:`~lab.training.chat_medusa`: the real pair's Medusa heads over a reduced draft vocabulary
   (``train chat-medusa``)
+- :mod:`~lab.training.chat_mtp`: the real pair's multi-token-prediction heads, DeepSeek-V3's form
+  (``train chat-mtp``)
 
 Design notes:
 
@@ -46,6 +48,7 @@ from lab.training.chat_draft import ChatDraftRecipe, ProjectedDraft, greedy_agre
 from lab.training.chat_eagle import (ChatEagleRecipe, chat_eagle_agreement, chat_features, eagle_batch, feature_data,
                                      train_chat_eagle)
 from lab.training.chat_medusa import ChatMedusaRecipe, medusa_batch, train_chat_medusa
+from lab.training.chat_mtp import ChatMTPRecipe, mtp_agreement, mtp_loss, train_chat_mtp
 from lab.training.chat_prompts import TASK_KINDS, stdlib_functions, training_prompts
 from lab.training.checkpoints import load_checkpoint, resume_training_state, save_model, save_training_state
 from lab.training.copy_target import (CopyBatches, CopyRecipe, copy_probe_accuracy, measure_copy_target,
@@ -81,4 +84,5 @@ __all__ = ["PAIR_DIR",
            "ChatDraftRecipe", "ProjectedDraft", "greedy_agreement", "train_chat_draft",
            "ChatEagleRecipe", "chat_features", "eagle_batch", "chat_eagle_agreement", "feature_data",
            "train_chat_eagle",
-           "ChatMedusaRecipe", "medusa_batch", "train_chat_medusa"]
+           "ChatMedusaRecipe", "medusa_batch", "train_chat_medusa",
+           "ChatMTPRecipe", "mtp_loss", "mtp_agreement", "train_chat_mtp"]

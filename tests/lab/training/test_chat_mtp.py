@@ -1,0 +1,103 @@
+"""MTP heads in training (lab.training.chat_mtp): which token each depth is scored on, that training lowers the loss,
+and that a short run saves heads the drafter loads and that keep greedy parity (on the Shakespeare pair, with the
+target's own greedy continuations as the "answers")."""
+import json
+
+import pytest
+import torch
+
+from lab.decode import generate
+from lab.drafters.mtp import MTPDrafter, MTPHeads
+from lab.training.chat_medusa import medusa_batch
+from lab.training.chat_mtp import ChatMTPRecipe, mtp_agreement, mtp_loss, train_chat_mtp
+
+SMALL = {"depth": 2, "intermediate": 32}
+
+
+@pytest.fixture(scope="module")
+def data(pair):
+    """Six sequences: a held-out prompt's first 8 tokens, then the target's greedy continuation (the answer), with the
+    target's true hidden states."""
+    from lab.prompts import held_out_prompts
+
+    sequences, features = [], []
+    for i, text in enumerate(held_out_prompts()[:6]):
+        prompt = pair.encode(text)[:8]
+        answer = generate(pair.target, prompt, max_new_tokens=12).tokens
+        ids = torch.tensor(prompt + answer)
+        sequences.append({"ids": ids, "answer_start": len(prompt), "kind": ("chat", "code")[i % 2],
+                          "topk_ids": torch.zeros(len(answer), 8, dtype=torch.long)})
+        with torch.no_grad():
+            features.append(pair.target.model(input_ids=ids[None]).last_hidden_state[0])
+    vocab = torch.arange(pair.target.config.vocab_size)[:1024]
+    return sequences, (sequences[:2], features[:2]), (sequences[2:], features[2:]), vocab
+
+
+def test_depth_k_is_scored_on_the_token_k_plus_1_ahead(pair):
+    """mtp_loss against cross-entropy written out by hand: depth k's row i is scored on t_{i+k+1}, only inside the
+    answer and only for tokens of the draft vocabulary (ids 100..299 here, so the answer's 9 is not scored)."""
+    torch.manual_seed(0)
+    heads = MTPHeads(pair.target, SMALL, draft_vocab=torch.arange(100, 300))
+    hidden = torch.randn(1, 7, pair.target.config.hidden_size)
+    ids = torch.tensor([[5, 6, 7, 150, 160, 170, 9]])
+    labels = torch.tensor([[-100, -100, -100, 150, 160, 170, 9]])
+    loss, per_depth = mtp_loss(heads, hidden, ids, labels)
+    outs = heads(hidden, ids)
+    # depth 1 row i predicts ids[i + 2]: rows 1, 2, 3 (labels 150, 160, 170; 9 is outside the draft vocabulary)
+    expected = []
+    for k, h in enumerate(outs, start=1):
+        gold = labels[0, k + 1:]
+        logits = heads.head_logits(h[0, :gold.numel()]).float()
+        keep = (gold >= 100) & (gold < 300)
+        expected.append(torch.nn.functional.cross_entropy(logits[keep], gold[keep] - 100))
+    for mine, theirs in zip(per_depth, expected):
+        torch.testing.assert_close(mine.float(), theirs, atol=0.05, rtol=0.02)  # bf16 autocast where native
+    torch.testing.assert_close(loss.float(), torch.stack(expected).mean(), atol=0.05, rtol=0.02)
+
+
+def test_training_lowers_the_loss_and_saves_heads_the_drafter_loads(pair, data, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    _, (held, held_features), (train, train_features), vocab = data
+    heads = MTPHeads(pair.target, SMALL, draft_vocab=vocab)
+    torch.manual_seed(0)
+    hidden, ids, labels = medusa_batch(train, train_features, 384, 0)
+    before = mtp_loss(heads, hidden, ids, labels)[0].item()
+    recipe = ChatMTPRecipe(intermediate=32, draft_vocab=1024, steps=40, batch=4, lr=3e-3, warmup=2)
+    logs = []
+    out = train_chat_mtp(pair, recipe, out_dir=tmp_path / "mtp", log=logs.append, data=data)
+    info = json.loads((out / "training.json").read_text())
+    assert info["history"][0]["step"] == 0 and info["history"][-1]["step"] == 39
+    assert info["history"][-1]["loss"] < 0.8 * info["history"][0]["loss"]  # it learns the four training answers
+    assert before > 0
+    assert set(info["held_out_agreement"]) == {"depth_1", "depth_2"}
+    assert set(info["held_out_agreement"]["depth_1"]) == {"chat", "code", "all"}
+    assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "training.json"}
+    assert not (tmp_path / "chat-data" / pair.name / "mtp-checkpoint").exists()  # removed after a finished run
+    drafter = MTPDrafter.from_pretrained(pair, directory=out)
+    assert drafter.heads.config["draft_vocab_size"] == 1024 and drafter.n_draft == 2
+    # trained on the target's continuations: the trained heads get drafts accepted, and parity holds
+    prompt, answer = train[0]["ids"][:8].tolist(), train[0]["ids"][8:].tolist()
+    gen = generate(pair.target, prompt, drafter=drafter, max_new_tokens=12)
+    assert gen.tokens == answer
+    assert gen.stats["acceptance_rate"] > 0
+
+
+def test_depth_1_agreement_equals_the_drafters_first_token_at_every_answer_position(pair, data):
+    """The teacher-forced agreement (one batched forward) against the drafter's own first draft, prefix by prefix
+    (its caches and positions): the same hits, so the card's agreement is what drafting will see."""
+    from lab.drafters.base import DraftRequest
+
+    _, (held, held_features), _, vocab = data
+    torch.manual_seed(3)
+    heads = MTPHeads(pair.target, SMALL, draft_vocab=vocab).eval()
+    drafter = MTPDrafter(pair.target, heads, n_draft=1)
+    lm_head = pair.target.get_output_embeddings()
+    for sequence, hidden in zip(held, held_features):
+        ids = sequence["ids"].tolist()
+        hits = 0
+        for j in range(sequence["answer_start"], len(ids)):  # draft t_j after the prefix t_0 .. t_{j-1}
+            drafter.reset(ids[:j], hidden=hidden[:j - 1])
+            (token,) = drafter.propose(DraftRequest(ids[:j], 1)).tokens
+            hits += token == int(lm_head(hidden[j - 1]).argmax())
+        result = mtp_agreement(heads, [sequence], [hidden], 384, 0)
+        assert result["depth_1"]["all"] == round(hits / (len(ids) - sequence["answer_start"]), 4)
