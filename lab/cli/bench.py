@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, positive_int
-from lab.registry import drafter_problem
+from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
+from lab.registry import DRAFTERS, drafter_problem
 
 __all__ = ["add_parser", "run"]
 
@@ -17,7 +17,9 @@ def add_parser(sub) -> None:
                                    "pair (smollm2-135m) runs in its fast dtype on chat, code, structured and "
                                    "copy/edit requests, then prints the target's K-token cost curve, the draft's "
                                    "efficiency and the speed goals; the Shakespeare pair runs in float32 on "
-                                   "held-out and copy-heavy prompts. Exit status 1 if float32 outputs differ.")
+                                   "held-out and copy-heavy prompts. Exit status 1 if float32 outputs differ. With "
+                                   "--batch: goodput against batch size x N instead (batched speculative "
+                                   "decoding, lab.goodput).")
     add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=128, prompts=None,
                     prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; default: 3 per "
                                  "kind of request for a chat pair, 5 otherwise)",
@@ -27,6 +29,32 @@ def add_parser(sub) -> None:
     b.add_argument("--lookup-n-draft", type=positive_int, default=5,
                    help="tokens prompt lookup drafts per step, ours and transformers' prompt_lookup_num_tokens, "
                         ">= 1 (default: %(default)s)")
+    batch = b.add_argument_group("goodput against batch size (--batch)")
+    batch.add_argument("--batch", action="store_true",
+                       help="instead of the method tables, time batched speculative decoding (lab.goodput): "
+                            "goodput (committed tokens/s over the batch) for every batch size x N, the crossover "
+                            "batch size where no N > 0 beats N = 0 any more, and the best N per batch size as "
+                            "vLLM's num_speculative_tokens_per_batch_size; --max-new-tokens defaults to "
+                            f"{BATCH_MAX_NEW_TOKENS} here")
+    batch.add_argument("--batch-sizes", type=int_list(1), default="1,2,4,8,16", metavar="B,B,...",
+                       help="batch sizes to time, comma-separated, each >= 1 (default: %(default)s)")
+    batch.add_argument("--batch-n", type=int_list(0), default="0,2,4", metavar="N,N,...",
+                       help="draft lengths to time, comma-separated, each >= 0; 0 = autoregressive (default: "
+                            "%(default)s)")
+    batch.add_argument("--batch-drafter", choices=DRAFTERS, default="model",
+                       help="the drafter of every row, one instance per row (default: %(default)s, the draft model)")
+    batch.add_argument("--rounds", type=positive_int, default=1,
+                       help="interleaved rounds over every batch size x N, >= 1 (default: %(default)s)")
+    for action in b._actions:  # --max-new-tokens: 128 for the tables, BATCH_MAX_NEW_TOKENS with --batch
+        if action.dest == "max_new_tokens":
+            action.default = None
+            action.help = (f"tokens to generate per prompt, >= 1 (default: 128; {BATCH_MAX_NEW_TOKENS} per row "
+                           "with --batch)")
+
+
+BATCH_MAX_NEW_TOKENS = 32
+"""``--max-new-tokens`` of ``bench --batch`` when none is given: 16 rows x 32 tokens of the real pair take seconds
+per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
 
 
 def run(args) -> int:
@@ -45,6 +73,9 @@ def run(args) -> int:
     from lab.models import load_pair
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
+    if getattr(args, "batch", False):
+        return _run_batch(args)
+    args.max_new_tokens = args.max_new_tokens or 128
     if args.pair in CHAT_PAIRS:
         return _run_chat(args, args.prompts or 3)
     args.prompts = args.prompts or 5
@@ -179,3 +210,45 @@ def _run_chat(args, count: int) -> int:
     same = all(r["identical"] for r in results.values())
     return 0 if same or pair.dtype != torch.float32 else 1
 
+
+
+def _run_batch(args) -> int:
+    """``python -m lab bench --batch``: :func:`lab.goodput.measure_goodput` on the pair (a chat pair in its fast
+    dtype, on its held-out requests of every kind, interleaved: chat, code, structured, copy/edit, chat, ...; the
+    Shakespeare pair in float32 on its held-out passages), printed by :func:`lab.goodput.format_goodput` (or as
+    JSON with ``--json``). ``--prompts`` caps the distinct prompts (default: all; a batch larger than that repeats
+    them). Returns 0. Raises :class:`lab.cli.OptionError` naming ``--batch-drafter`` for a drafter the pair cannot
+    have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the target's context."""
+    from lab.goodput import format_goodput, measure_goodput
+    from lab.models import load_pair
+    from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts, held_out_prompts
+
+    chat = args.pair in CHAT_PAIRS
+    if chat:
+        per_kind = [chat_prompts(kind) for kind in CHAT_TASKS]
+        prompts = [kind[i] for i in range(max(map(len, per_kind))) for kind in per_kind if i < len(kind)]
+    else:
+        prompts = held_out_prompts()
+    if args.prompts is not None and args.prompts > len(prompts):
+        raise OptionError("--prompts", f"must be at most {len(prompts)} (the prompts bundled), got {args.prompts}")
+    prompts = prompts[: args.prompts or len(prompts)]
+    max_new_tokens = args.max_new_tokens or BATCH_MAX_NEW_TOKENS
+    pair = load_pair(args.pair, dtype="auto") if chat else load_pair(args.pair)
+    if any(args.batch_n):
+        problem = drafter_problem(args.batch_drafter, pair, max(args.batch_n))
+        if problem is None and args.batch_drafter == "model" and pair.draft is None:
+            problem = "the pair has no draft model"
+        if problem:
+            raise OptionError("--batch-drafter", problem)
+    encoded = encode_prompts(pair, prompts)
+    problem = context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise OptionError("--max-new-tokens", problem)
+    result = measure_goodput(pair, encoded, batch_sizes=args.batch_sizes, n_values=args.batch_n,
+                             drafter=args.batch_drafter, max_new_tokens=max_new_tokens, rounds=args.rounds)
+    if args.json:
+        result = {**result, "best": {str(b): n for b, n in result["best"].items()}}
+        print(json.dumps(result, indent=1))
+    else:
+        print(format_goodput(result))
+    return 0

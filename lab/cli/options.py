@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 
 __all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "demo_temperature", "pair_help", "OptionError",
-           "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes"]
+           "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes",
+           "int_list"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
@@ -62,6 +63,22 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return value
+
+
+def int_list(low: int):
+    """An argparse type for a comma-separated list of whole numbers >= ``low`` (``"1,2,4"``; spaces allowed),
+    returned as a sorted list without repeats; used by ``bench --batch`` for its batch sizes and N."""
+    def parse(text: str) -> list:
+        try:
+            values = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            values = []
+        if not values or min(values) < low:
+            raise argparse.ArgumentTypeError(f"must be comma-separated whole numbers >= {low}, e.g. "
+                                             f"{','.join(str(low + i) for i in range(3))}, got {text!r}")
+        return sorted(set(values))
+
+    return parse
 
 
 def model_name(text: str) -> str:

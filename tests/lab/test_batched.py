@@ -190,8 +190,8 @@ def test_greedy_parity_on_the_real_pair(smollm2_pair):
     prompts = encode_prompts(pair, chat_prompts("chat")[:1] + chat_prompts("code")[:1])
     assert len(prompts[0]) != len(prompts[1])
     makers = [lambda: DraftModelDrafter(pair.draft, 3), lambda: PromptLookupDrafter(n_draft=4)]
-    batch = generate_batch(pair.target, prompts, drafters=[m() for m in makers], max_new_tokens=16,
+    batch = generate_batch(pair.target, prompts, drafters=[m() for m in makers], max_new_tokens=10,
                            eos_token_id=pair.eos_token_id)
     for r, ids in enumerate(prompts):
-        ref = generate(pair.target, ids, drafter=makers[r](), max_new_tokens=16, eos_token_id=pair.eos_token_id)
+        ref = generate(pair.target, ids, drafter=makers[r](), max_new_tokens=10, eos_token_id=pair.eos_token_id)
         assert batch.rows[r].tokens == ref.tokens, r

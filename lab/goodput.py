@@ -1,0 +1,224 @@
+"""Goodput against batch size × N: where batched speculation stops paying, measured (layer 5).
+
+Goodput is committed tokens per second over the whole batch (Leviathan-style speedups are per sequence; a server
+is paid in tokens over all its requests). At batch 1 a decoding step is memory-bound and verifying N drafts costs
+little more than one token; as the batch grows the target's forward becomes compute-bound, each row's N + 1
+verified positions cost real work, and rejected drafts are work thrown away. vLLM's maintainers measured this on
+Qwen2.5-7B (A40): k = 4 gave +67 % at batch 1, and at batch 32 target-only decoding (868 tokens/s) beat every
+speculative setting (735 at best); vLLM now varies N with the batch size (``num_speculative_tokens_per_batch_size``).
+:func:`measure_goodput` times :func:`lab.batched.generate_batch` at every batch size × N, interleaved, with the
+machine's load recorded (:class:`lab.load_meter.LoadMeter`), and derives the crossover batch size and the
+per-batch-size N schedule in vLLM's format (:func:`lab.costs.draft_length_schedule` writes the modelled one).
+
+The drafters draft one row at a time (:mod:`lab.batched`), so a draft model's cost here grows with the batch,
+where an engine runs one batched draft forward per draft position: read a draft model's crossover as an early bound.
+``settings["draft_share"]`` gives the share of wall time spent drafting per cell, so a reader can see how much.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from lab.bench import synchronize
+from lab.load_meter import LoadMeter
+from lab.validation import check_int
+
+__all__ = ["BATCH_SIZES", "N_VALUES", "measure_goodput", "best_n_per_batch", "crossover_batch", "batch_schedule",
+           "format_goodput", "batch_prompts", "committed_goodput", "COMMITTED_GOODPUT_FILE"]
+
+COMMITTED_GOODPUT_FILE = "goodput.json"
+"""The file name of a pair's committed goodput run in ``lab/assets/<pair>/``."""
+
+BATCH_SIZES = (1, 2, 4, 8, 16)
+"""The batch sizes :func:`measure_goodput` times by default."""
+N_VALUES = (0, 2, 4)
+"""The draft lengths it times by default; 0 is autoregressive decoding (no drafter)."""
+
+
+def batch_prompts(encoded: list, batch: int) -> list:
+    """The ``batch`` prompts of one batch: the first ``batch`` of ``encoded`` (token-id lists), cycling through them
+    again when there are fewer. Raises ``ValueError`` for an empty ``encoded`` or ``batch`` < 1."""
+    batch = check_int("batch", batch, 1)
+    if not encoded:
+        raise ValueError("encoded must hold at least one prompt's token ids")
+    return [list(encoded[i % len(encoded)]) for i in range(batch)]
+
+
+def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES, drafter: str = "model",
+                    max_new_tokens: int = 32, rounds: int = 1, temperature: float = 0.0, seed: int = 0) -> dict:
+    """Goodput (committed tokens/s over the batch) of :func:`lab.batched.generate_batch` for every batch size B of
+    ``batch_sizes`` × every N of ``n_values`` (0 = autoregressive; otherwise ``drafter``, a name of
+    :data:`lab.registry.DRAFTERS`, built with N per row), on ``encoded`` (prompts' token ids; batch B takes
+    :func:`batch_prompts`), stopping rows at ``pair.eos_token_id``.
+
+    Timing: every (B, N) once on a short warm-up; then ``rounds`` rounds, each visiting the batch sizes in turn
+    and, within a batch size, every N in an order rotating from one batch size and round to the next, so that a
+    change of load hits every method alike; all inside a :class:`lab.load_meter.LoadMeter`. Goodput is a cell's
+    committed tokens ÷ its wall seconds summed over the rounds (prefill included; drafters are built before the
+    clock starts).
+
+    Returns ``{"rows": [...], "best": {B: best N}, "crossover": int or None, "schedule": [[first, last, N], ...],
+    "load": LoadMeter.summary(), "note": LoadMeter.note(), "settings": {...}}``. A row: ``batch``, ``n_draft``,
+    ``new_tokens``, ``seconds``, ``goodput`` (tokens/s), ``vs_autoregressive`` (÷ N = 0's goodput at the same B;
+    None without an N = 0), ``acceptance_rate``, ``tokens_per_target_call`` (committed tokens per row per forward),
+    ``target_calls``, ``draft_share`` (drafting's share of the wall time). ``crossover``: :func:`crossover_batch`;
+    ``schedule``: :func:`batch_schedule`. Raises ``ValueError`` naming the argument for an empty or non-integer
+    ``batch_sizes`` / ``n_values``, an unknown ``drafter``, ``max_new_tokens`` or ``rounds`` < 1, or prompts that
+    do not fit the target's context; the registry's errors for a drafter the pair cannot have."""
+    from lab.batched import generate_batch
+    from lab.models import processor_name
+    from lab.prompts import context_problem
+    from lab.registry import DRAFTERS, make_drafter
+
+    batch_sizes = sorted({check_int("batch_sizes", b, 1) for b in batch_sizes})
+    n_values = sorted({check_int("n_values", n, 0) for n in n_values})
+    if not batch_sizes or not n_values:
+        raise ValueError("batch_sizes and n_values must each name at least one value")
+    if drafter not in DRAFTERS:
+        raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
+    max_new_tokens, rounds = check_int("max_new_tokens", max_new_tokens, 1), check_int("rounds", rounds, 1)
+    problem = context_problem(pair, encoded, max_new_tokens)
+    if problem:
+        raise ValueError(f"max_new_tokens: {problem}")
+
+    def run(prompts, n, tokens):
+        drafters = None if n == 0 else [make_drafter(drafter, pair, n) for _ in prompts]
+        synchronize(pair.device)
+        start = time.perf_counter()
+        out = generate_batch(pair.target, prompts, drafters=drafters, max_new_tokens=tokens, temperature=temperature,
+                             seed=seed, eos_token_id=pair.eos_token_id)
+        synchronize(pair.device)
+        return out, time.perf_counter() - start
+
+    for n in n_values:  # warm-up: first-call allocations, lazy imports
+        run(batch_prompts(encoded, min(2, batch_sizes[-1])), n, 4)
+    cells = {(b, n): {"tokens": 0, "seconds": 0.0, "calls": 0, "row_steps": 0, "drafted": 0, "accepted": 0,
+                      "draft_ms": 0.0} for b in batch_sizes for n in n_values}
+    turn = 0
+    with LoadMeter() as meter:
+        for _ in range(rounds):
+            for b in batch_sizes:
+                prompts = batch_prompts(encoded, b)
+                k = turn % len(n_values)
+                for n in n_values[k:] + n_values[:k]:
+                    out, seconds = run(prompts, n, max_new_tokens)
+                    cell = cells[(b, n)]
+                    cell["tokens"] += out.stats["new_tokens"]
+                    cell["seconds"] += seconds
+                    cell["calls"] += out.stats["target_calls"]
+                    cell["row_steps"] += out.stats["row_steps"]
+                    cell["drafted"] += out.stats["drafted_tokens"]
+                    cell["accepted"] += out.stats["accepted_tokens"]
+                    cell["draft_ms"] += sum(s.draft_ms for row in out.rows for s in row.steps)
+                turn += 1
+    rows = []
+    for (b, n), cell in cells.items():
+        rows.append({"batch": b, "n_draft": n, "new_tokens": cell["tokens"], "seconds": round(cell["seconds"], 3),
+                     "goodput": round(cell["tokens"] / cell["seconds"], 2),
+                     "acceptance_rate": round(cell["accepted"] / cell["drafted"], 3) if cell["drafted"] else None,
+                     "tokens_per_target_call": round(cell["tokens"] / cell["row_steps"], 3),
+                     "target_calls": cell["calls"],
+                     "draft_share": round(cell["draft_ms"] / 1000 / cell["seconds"], 3)})
+    base = {row["batch"]: row["goodput"] for row in rows if row["n_draft"] == 0}
+    for row in rows:
+        row["vs_autoregressive"] = round(row["goodput"] / base[row["batch"]], 3) if row["batch"] in base else None
+    best = best_n_per_batch(rows)
+    settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
+                "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+                "drafter": drafter, "batch_sizes": batch_sizes, "n_values": n_values, "prompts": len(encoded),
+                "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature, "seed": seed}
+    return {"rows": rows, "best": best, "crossover": crossover_batch(best), "schedule": batch_schedule(best),
+            "load": meter.summary(), "note": meter.note(), "settings": settings}
+
+
+def best_n_per_batch(rows) -> dict:
+    """``{batch: the N with the highest goodput at that batch}`` from :func:`measure_goodput`'s rows (dicts with
+    ``batch``, ``n_draft``, ``goodput``); on a tie the smaller N wins (no speculation when it buys nothing)."""
+    best: dict = {}
+    for row in sorted(rows, key=lambda r: (r["batch"], r["n_draft"])):
+        b = row["batch"]
+        if b not in best or row["goodput"] > best[b][1]:
+            best[b] = (row["n_draft"], row["goodput"])
+    return {b: n for b, (n, _) in best.items()}
+
+
+def crossover_batch(best: dict) -> int | None:
+    """The smallest measured batch size whose best N is 0 (``best``: :func:`best_n_per_batch`): where no N > 0
+    beats autoregressive decoding any more. None when speculation won at every batch size measured (always so
+    when N = 0 was not measured)."""
+    return next((b for b in sorted(best) if best[b] == 0), None)
+
+
+def batch_schedule(best: dict, max_batch: int | None = None) -> list:
+    """The measured best N per batch size as vLLM's ``num_speculative_tokens_per_batch_size``: ranges
+    ``[[first_batch, last_batch, N], ...]`` (the format of :func:`lab.costs.draft_length_schedule`, N = 0 for no
+    speculation). A measured batch size B covers the batch sizes from B up to the next one measured; the last
+    covers up to ``max_batch`` (default: itself; past the last range vLLM keeps the last N). Neighbouring ranges
+    with the same N merge. Raises ``ValueError`` for an empty ``best`` or a ``max_batch`` below the largest B."""
+    if not best:
+        raise ValueError("best must map at least one batch size to its N")
+    sizes = sorted(best)
+    max_batch = sizes[-1] if max_batch is None else check_int("max_batch", max_batch, sizes[-1])
+    ranges: list = []
+    for i, b in enumerate(sizes):
+        last = sizes[i + 1] - 1 if i + 1 < len(sizes) else max_batch
+        if ranges and ranges[-1][2] == best[b]:
+            ranges[-1][1] = last
+        else:
+            ranges.append([b, last, best[b]])
+    return ranges
+
+
+def format_goodput(result: dict) -> str:
+    """:func:`measure_goodput`'s result as a settings line, a Markdown table (one row per batch size, goodput per
+    N and × autoregressive), the crossover, the schedule as vLLM's setting and the load note."""
+    s = result["settings"]
+    ns = s["n_values"]
+    head = " | ".join(f"N = {n} tokens/s" + ("" if n == 0 else " (× N = 0, acceptance rate)") for n in ns)
+    lines = [f"goodput (committed tokens/s over the batch), pair {s['pair']} on {s['device']} ({s['processor']}, "
+             f"{s['dtype']}, {s['threads']} threads), drafter {s['drafter']} drafting per row, {s['max_new_tokens']} "
+             f"new tokens per row, T = {s['temperature']:g}, {s['rounds']} round{'s' * (s['rounds'] != 1)}, "
+             "batch sizes and N interleaved", "",
+             f"| batch | {head} | best N |", "|---" * (len(ns) + 2) + "|"]
+    cells = {(row["batch"], row["n_draft"]): row for row in result["rows"]}
+    for b in s["batch_sizes"]:
+        parts = []
+        for n in ns:
+            row = cells[(b, n)]
+            text = f"{row['goodput']:.1f}"
+            if n and row["vs_autoregressive"] is not None:
+                rate = "-" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.2f}"
+                text += f" ({row['vs_autoregressive']:.2f}×, {rate})"
+            parts.append(text)
+        best = result["best"].get(b, result["best"].get(str(b)))  # JSON keys are strings
+        lines.append(f"| {b} | " + " | ".join(parts) + f" | {best} |")
+    crossover = result["crossover"]
+    lines += ["", "crossover batch size (smallest measured B where no N > 0 beats N = 0): "
+              + (str(crossover) if crossover is not None else f"none up to {s['batch_sizes'][-1]}"),
+              "N schedule, as vLLM's --speculative-config setting: "
+              + f'{{"num_speculative_tokens_per_batch_size": {result["schedule"]}}}', "", result["note"]]
+    return "\n".join(lines)
+
+
+def committed_goodput(pair_name: str) -> dict | None:
+    """The goodput run committed for the bundled pair ``pair_name`` (``lab/assets/<pair>/goodput.json``):
+    ``{"command": str, "date": str, "goodput": measure_goodput(...)}``, the last as printed by ``python -m lab bench
+    --batch --json`` (its ``best`` keys are strings there; its settings name the processor, dtype and threads, and
+    its ``load`` how busy the machine was). None for a pair without one. Raises ``ValueError`` naming the file when
+    it is not that JSON."""
+    import json
+
+    from lab.assets import PAIR_DIR
+
+    path = PAIR_DIR.parent / str(pair_name) / COMMITTED_GOODPUT_FILE
+    if not path.is_file():
+        return None
+    try:
+        run = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(run, dict) or not isinstance(run.get("goodput"), dict) or "rows" not in run["goodput"]:
+        raise ValueError(f"{path}: expected {{'command', 'date', 'goodput': the JSON of python -m lab bench --batch "
+                         "--json}")
+    return run

@@ -1,0 +1,79 @@
+"""``python -m lab bench --batch`` (lab.cli.bench, lab.goodput): the goodput table's structure on tiny sizes of the
+Shakespeare pair, the crossover and the vLLM schedule consistent with the printed table (never a speed value),
+the JSON form, and the options argparse rejects."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from lab import cli
+from lab.goodput import batch_schedule, best_n_per_batch, crossover_batch
+from tests.lab.cli.helpers import error_line, run_bad
+
+ARGS = ["bench", "--batch", "--pair", "shakespeare", "--batch-sizes", "1,3", "--batch-n", "0,2", "--max-new-tokens",
+        "3", "--prompts", "2", "--batch-drafter", "ngram"]
+
+
+@pytest.fixture
+def loaded(pair, monkeypatch):
+    """The command loads the session's Shakespeare pair instead of a second copy (seconds saved, same weights)."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: pair if name == "shakespeare" else None)
+    return pair
+
+
+def test_bench_batch_prints_the_table_the_crossover_and_the_schedule(loaded, capsys):
+    assert cli.main(ARGS) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("goodput (committed tokens/s over the batch), pair shakespeare on cpu")
+    assert "drafter ngram drafting per row, 3 new tokens per row" in lines[0]
+    header = next(i for i, line in enumerate(lines) if line.startswith("| batch |"))
+    assert lines[header] == "| batch | N = 0 tokens/s | N = 2 tokens/s (× N = 0, acceptance rate) | best N |"
+    table = {}
+    for line in lines[header + 2: header + 4]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        batch, ar, spec, best = int(cells[0]), float(cells[1]), cells[2], int(cells[3])
+        goodput, ratio = re.fullmatch(r"([\d.]+) \(([\d.]+)×, ([\d.]+|-)\)", spec).group(1, 2)
+        table[batch] = {0: ar, 2: float(goodput), "best": best, "ratio": float(ratio)}
+    assert sorted(table) == [1, 3]
+    for batch, row in table.items():  # the best N is the printed row's maximum (1-decimal rounding may tie)
+        assert row[row["best"]] >= max(row[0], row[2])
+        slack = 0.05 / row[0] * (1 + row[2] / row[0]) + 0.006  # goodputs printed to 0.1, the ratio to 0.01
+        assert abs(row["ratio"] - row[2] / row[0]) <= slack
+    best = {batch: row["best"] for batch, row in table.items()}
+    crossover = next(line for line in lines if line.startswith("crossover batch size"))
+    expected = crossover_batch(best)
+    assert crossover.endswith(str(expected) if expected is not None else "none up to 3")
+    schedule = next(line for line in lines if line.startswith("N schedule, as vLLM's --speculative-config"))
+    setting = json.loads(schedule.split("setting: ", 1)[1])
+    assert setting == {"num_speculative_tokens_per_batch_size": batch_schedule(best)}
+    assert setting["num_speculative_tokens_per_batch_size"][0][0] == 1  # ranges start at batch 1 and cover 1..3
+    assert setting["num_speculative_tokens_per_batch_size"][-1][1] == 3
+    assert "other processes kept" in lines[-1] or "could not be read" in lines[-1]
+
+
+def test_bench_batch_json(loaded, capsys):
+    args = ["bench", "--batch", "--pair", "shakespeare", "--batch-sizes", "2", "--batch-n", "0,1", "--max-new-tokens",
+            "3", "--prompts", "1", "--json"]
+    assert cli.main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"rows", "best", "crossover", "schedule", "load", "note", "settings"}
+    assert [(row["batch"], row["n_draft"]) for row in out["rows"]] == [(2, 0), (2, 1)]
+    assert out["settings"]["batch_sizes"] == [2] and out["settings"]["drafter"] == "model"
+    assert out["settings"]["prompts"] == 1  # the batch of 2 repeats the one prompt
+    assert out["rows"][0]["vs_autoregressive"] == 1.0 and out["rows"][0]["acceptance_rate"] is None
+    assert all(row["new_tokens"] == 2 * 3 for row in out["rows"])  # 2 rows x 3 tokens (no EOS this soon)
+    best = best_n_per_batch(out["rows"])
+    assert out["best"] == {"2": best[2]} and out["crossover"] == crossover_batch(best)
+
+
+@pytest.mark.parametrize("flag,value,words", [("--batch-sizes", "0,2", "whole numbers >= 1"),
+                                               ("--batch-n", "2,-1", "whole numbers >= 0"),
+                                               ("--batch-sizes", "two", "whole numbers >= 1")])
+def test_bad_batch_options_are_named(capsys, flag, value, words):
+    line = error_line(run_bad(["bench", "--batch", flag, value], capsys))
+    assert f"argument {flag}: must be comma-separated {words}" in line

@@ -1,0 +1,64 @@
+"""GoodputChart (widgets/goodput.py): the traces hold the result's goodput per N over the batch sizes, the ratio view
+divides by N = 0 at the same batch size, the crossover is marked, the readout carries vLLM's schedule, and bad
+input is named. A made-up result: the widget only draws numbers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab.goodput import batch_schedule, best_n_per_batch, crossover_batch
+from widgets.goodput import GoodputChart
+
+GOODPUT = {(1, 0): 10.0, (1, 2): 16.0, (1, 4): 18.0, (2, 0): 19.0, (2, 2): 24.0, (2, 4): 21.0,
+           (4, 0): 36.0, (4, 2): 33.0, (4, 4): 28.0}
+
+
+def result():
+    rows = [{"batch": b, "n_draft": n, "goodput": g, "vs_autoregressive": g / GOODPUT[(b, 0)]}
+            for (b, n), g in GOODPUT.items()]
+    best = best_n_per_batch(rows)
+    return {"rows": rows, "best": best, "crossover": crossover_batch(best), "schedule": batch_schedule(best),
+            "settings": {"pair": "fake", "dtype": "float32", "drafter": "model"}}
+
+
+def test_traces_hold_goodput_per_n_and_the_crossover_is_marked():
+    chart = GoodputChart(result())
+    assert chart.batches == [1, 2, 4] and chart.n_values == [0, 2, 4]
+    assert [t.name for t in chart.figure.data] == ["N = 0 (autoregressive)", "N = 2", "N = 4", "crossover"]
+    for trace, n in zip(chart.figure.data, [0, 2, 4]):
+        assert list(trace.x) == [1, 2, 4]
+        assert list(trace.y) == [GOODPUT[(b, n)] for b in (1, 2, 4)]
+    assert chart.figure.data[0].line.dash == "dash"
+    crossover = chart.figure.data[3]
+    assert list(crossover.x) == [4, 4] and crossover.y[1] > 36  # N = 0 wins from batch 4 on
+    assert "stops paying at batch size 4" in chart.readout.value
+    setting = chart.readout.value.split("<code>")[1].split("</code>")[0]
+    assert json.loads(setting) == {"num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 3, 2], [4, 4, 0]]}
+
+
+def test_ratio_view_divides_by_autoregressive_at_the_same_batch():
+    chart = GoodputChart(result(), view="× N = 0")
+    assert list(chart.figure.data[0].y) == [1.0, 1.0, 1.0]
+    assert list(chart.figure.data[1].y) == pytest.approx([1.6, 24 / 19, 33 / 36])
+    assert chart.figure.data[3].y[1] == pytest.approx(1.8 * 1.05)  # N = 4 at batch 1, the highest ratio
+    chart.toggle.value = "tokens/s"
+    assert list(chart.figure.data[1].y) == [16.0, 24.0, 33.0]
+    assert chart.series()[4] == [18.0, 21.0, 28.0]
+
+
+def test_no_crossover_and_bad_input():
+    data = result()
+    data["rows"] = [r for r in data["rows"] if r["batch"] < 4]
+    data["crossover"] = crossover_batch(best_n_per_batch(data["rows"]))
+    assert data["crossover"] is None
+    chart = GoodputChart(data)
+    assert "still paid at batch size 2" in chart.readout.value
+    assert list(chart.figure.data[-1].x) == []
+    with pytest.raises(ValueError, match="measure_goodput's dict"):
+        GoodputChart({"rows": []})
+    with pytest.raises(ValueError, match="view must be one of"):
+        chart.set_view("speedup")
+    no_base = {"rows": [r for r in data["rows"] if r["n_draft"] > 0]}
+    with pytest.raises(ValueError, match="needs N = 0"):
+        GoodputChart(no_base, view="× N = 0")
