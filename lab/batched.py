@@ -83,8 +83,8 @@ class BatchGeneration:
 def row_seeds(seed: int | None, batch: int) -> list:
     """The seed of each row's generator: ``seed + r`` for row r (None: every row fresh and nondeterministic).
     Row r of :func:`generate_batch` then draws as :func:`lab.decode.generate` with ``seed=seed + r`` does.
-    Raises ``ValueError`` for a ``batch`` < 1; :func:`generate_batch` checks the seeds themselves (a seed must
-    lie in ``[-2**63, 2**64)``)."""
+    Raises ``ValueError`` for a ``batch`` < 1 and ``TypeError`` for a ``seed`` that is not an integer;
+    :func:`generate_batch` checks the seeds themselves (a seed must lie in ``[-2**63, 2**64)``)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
     if seed is None:
