@@ -7,9 +7,11 @@ al.'s formula predicts from the measured acceptance and cost ratio; :func:`forma
 into :data:`EFFICIENCY_FACTORS`. Adaptive N: :func:`compare_adaptive` compares fixed draft lengths with
 transformers' adaptive one. Plot with ``widgets.arena.arena_figure``.
 
-The tasks depend on the pair (:func:`lab.prompts.pair_tasks`, :func:`default_tasks`). A chat pair (one with a chat
+The tasks depend on the pair (:func:`lab.prompts.arena_tasks`, :func:`default_tasks`). A chat pair (one with a chat
 template, such as the real pair ``"smollm2-135m"``) answers held-out requests, each encoded as one user turn
-(:func:`lab.prompts.encode_prompts`): chat, code, structured output and copy/edit (:data:`CHAT_TASKS`). A plain-text
+(:func:`lab.prompts.encode_prompts`): chat, code, structured output and copy/edit (:data:`CHAT_TASKS`); the real
+pair also answers the later requests of committed multi-turn and agent-loop conversations, which quote its earlier
+answers (:data:`CONVERSATION_TASKS`). A plain-text
 pair (the Shakespeare pair) continues text built from its held-out passages: prose, copy/edit (a passage rewritten
 with small word changes), structured records and copy (:data:`ARENA_TASKS`; the first three by default). Every run
 stops at the pair's end-of-text token (``pair.eos_token_id``; for a chat pair, the end of the assistant's turn).
@@ -25,13 +27,14 @@ from lab.assets import PAIR_DIR
 from lab.bench import run_fastest, run_interleaved, threads_label
 from lab.load_meter import LoadMeter
 from lab.models import processor_name
-from lab.prompts import ARENA_TASKS, CHAT_TASKS, arena_prompts, context_problem, encode_prompts, pair_tasks
-from lab.registry import DRAFTERS, check_has_draft, make_drafter
+from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, arena_tasks, context_problem, \
+    encode_prompts
+from lab.registry import DRAFTERS, OWN_DRAFT, check_has_draft, make_drafter
 from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
-           "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS", "FORMULA_DRAFTERS",
-           "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena"]
+           "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS",
+           "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena"]
 
 ARENA_DRAFTERS = DRAFTERS
 """The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
@@ -45,15 +48,17 @@ FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per dra
 EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
-                  "adaptive": "draft model, adaptive N"}
+                  "suffix": "suffix decoding", "adaptive": "draft model, adaptive N"}
 
 
 def default_tasks(pair) -> tuple[str, ...]:
-    """The tasks :func:`run_arena` runs when ``tasks`` is None: all of :data:`CHAT_TASKS` ("chat", "code",
-    "structured", "copy_edit") for a chat pair (``pair.has_chat_template``, such as ``"smollm2-135m"``), else
-    :data:`DEFAULT_TASKS` ("prose", "copy_edit", "structured"). The first is :func:`compare_adaptive`'s default
-    task: "chat" or "prose"."""
-    return CHAT_TASKS if pair.has_chat_template else DEFAULT_TASKS
+    """The tasks :func:`run_arena` runs when ``tasks`` is None: for a chat pair (``pair.has_chat_template``) every
+    one of :func:`lab.prompts.arena_tasks`: :data:`CHAT_TASKS` ("chat", "code", "structured", "copy_edit"), and for
+    the real pair ``"smollm2-135m"`` also :data:`CONVERSATION_TASKS` ("multi_turn", "agent": requests quoting
+    earlier answers of their conversation), so every method gets a row on every kind; else :data:`DEFAULT_TASKS`
+    ("prose", "copy_edit", "structured"). The first is :func:`compare_adaptive`'s default task: "chat" or
+    "prose"."""
+    return arena_tasks(pair) if pair.has_chat_template else DEFAULT_TASKS
 
 
 def _pool(runs) -> dict:
@@ -162,7 +167,7 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
                         ("n_draft", n_draft), ("repeats", repeats)):
         check_int(name, value, 1)
     check_int("seed", seed, 0)
-    allowed = pair_tasks(pair)
+    allowed = arena_tasks(pair)
     if isinstance(tasks, str) or not tasks or any(t not in allowed for t in tasks):
         raise ValueError(f"tasks must be a non-empty sequence of names from {allowed} (the tasks of the "
                          f"{pair.name!r} pair), got {tasks!r}")
@@ -181,13 +186,16 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
               drafters=ARENA_DRAFTERS, repeats: int = 1) -> dict:
     """Every drafter on the same target and prompts, per task and temperature, with predicted and measured speedup.
 
-    - ``tasks``: names from :func:`lab.prompts.pair_tasks` (:data:`CHAT_TASKS` for a chat pair, :data:`ARENA_TASKS`
-      otherwise; see :func:`arena_prompts`); None (the default) = :func:`default_tasks`. The first
-      ``prompts_per_task`` prompts of each, encoded by :func:`lab.prompts.encode_prompts` (one user turn of a chat
-      for a chat pair, plain text otherwise); every run stops at ``pair.eos_token_id``. ``temperatures``: 0 is
+    - ``tasks``: names from :func:`lab.prompts.arena_tasks` (:data:`CHAT_TASKS`, and :data:`CONVERSATION_TASKS` for
+      the real pair; :data:`ARENA_TASKS` for a plain-text pair; see :func:`arena_prompts`); None (the default) =
+      :func:`default_tasks`. The first ``prompts_per_task`` prompts of each, encoded by
+      :func:`lab.prompts.encode_prompts` (one user turn of a chat, or a conversation so far, for a chat pair; plain
+      text otherwise); every run stops at ``pair.eos_token_id``. ``temperatures``: 0 is
       greedy; T > 0 samples with seed ``seed + i`` for prompt i (the same seeds for every drafter and the
       baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter` ("model", "ngram", "lookahead", "medusa",
-      "eagle", "early-exit"), built with ``n_draft`` (Lookahead and Medusa use their own window / tree); leave out
+      "eagle", "early-exit", "suffix"), built with ``n_draft`` (Lookahead, Medusa and suffix decoding use their own
+      window / tree / match length, :data:`lab.registry.OWN_DRAFT`; suffix decoding's cache holds the earlier
+      answers its prompt quotes, see :func:`lab.registry.make_drafter`); leave out
       those :func:`lab.registry.drafter_problem` says the pair cannot have (a chat pair has no Medusa heads or EAGLE
       draft). Every cell also runs the autoregressive baseline.
     - Each run is one :func:`lab.decode.generate` call with a fresh drafter (built outside the timing). Within a
@@ -214,7 +222,8 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
     - ``predicted_speedup``: for the chain drafters with one draft forward per drafted token ("model", "eagle",
       "early-exit"; ``prediction`` = "alpha, N, c"): :func:`lab.metrics.predicted_speedup` ``(alpha, N, c)`` =
       (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et al. 2023, equation 1, and Theorem 3.8 in its section
-      "Walltime Improvement"). For prompt lookup, Lookahead and Medusa (no draft forward per token, a varying N, a
+      "Walltime Improvement"). For prompt lookup, Lookahead, Medusa and suffix decoding (no draft forward per
+      token, a varying N, a
       tree; ``prediction`` = "tokens/call, draft ms"): measured tokens per call / (1 + ``step_draft_cost``), the
       same model with the measured tokens per call in place of the i.i.d. formula and the measured drafting time
       in place of N c. Both assume a target call over many tokens costs what a one-token step costs.
@@ -255,7 +264,7 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       algebra is in lesson 12; a test checks the identity on real runs).
     - ``same_as_autoregressive``: at T = 0, whether every prompt's tokens equal the baseline's (they must); None
       at T > 0, where the output is only equal in distribution.
-    - also ``task``, ``temperature``, ``drafter``, ``label``, ``n_draft`` (None for Lookahead and Medusa),
+    - also ``task``, ``temperature``, ``drafter``, ``label``, ``n_draft`` (None for :data:`lab.registry.OWN_DRAFT`),
       ``new_tokens``, ``target_calls``, ``draft_calls``, ``draft_ms_per_step``, ``verify_ms_per_step``,
       ``prefill_ms``, ``tokens_per_second``, ``baseline_tokens_per_second``, ``expected_tokens_per_call``.
 
@@ -303,7 +312,7 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
                 cell = [{"task": task, "temperature": temperature, **_baseline_row(base, temperature)}]
                 for kind, kind_runs in runs.items():
                     same = all(r.tokens == b.tokens for (r, _), (b, _) in zip(kind_runs, base_runs))
-                    n = n_draft if kind not in ("lookahead", "medusa") else None
+                    n = n_draft if kind not in OWN_DRAFT else None
                     cell.append({"task": task, "temperature": temperature,
                                  **_cell_row(kind, _pool(kind_runs), base, n, temperature, same)})
                 rows += cell
@@ -335,6 +344,12 @@ def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
     if "early-exit" in drafters:
         layers = pair.target.config.num_hidden_layers
         geometry.append(f"early exit {max(1, layers // 2)} of {layers} layers")
+    if "suffix" in drafters:
+        from lab.drafters import SuffixDecodingDrafter
+
+        sd = SuffixDecodingDrafter()
+        geometry.append(f"suffix decoding depth {sd.max_depth}, spec factor {sd.max_spec_factor:g}, min prob "
+                        f"{sd.min_token_prob:g}, cache of the conversation's earlier answers")
     return {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
             "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
             "prompt_format": _prompt_format(pair), "tasks": list(tasks),
@@ -420,7 +435,7 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     """The draft model at every fixed N in ``n_values`` and with the adaptive N (transformers' "heuristic"
     schedule, :func:`lab.drafters.draft_model.next_n_draft`, starting at ``start_n``, capped at ``max_n_draft``),
     on the first ``prompts`` prompts of ``task`` at ``temperature``, against the autoregressive baseline.
-    ``task``: one of :func:`lab.prompts.pair_tasks`; None (the default) = the first of :func:`default_tasks`,
+    ``task``: one of :func:`lab.prompts.arena_tasks`; None (the default) = the first of :func:`default_tasks`,
     "chat" for a chat pair and "prose" otherwise. The prompts are encoded as in :func:`run_arena`.
 
     Returns ``{"rows": [...], "settings": {...}, "best_fixed_n": int}``: one row per fixed N (``drafter`` =
@@ -435,7 +450,7 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     from lab.drafters import DraftModelDrafter
 
     task = default_tasks(pair)[0] if task is None else task
-    allowed = pair_tasks(pair)
+    allowed = arena_tasks(pair)
     if task not in allowed:
         raise ValueError(f"task must be one of {allowed} (the tasks of the {pair.name!r} pair), got {task!r}")
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts", prompts), ("start_n", start_n),

@@ -12,8 +12,9 @@ from lab.assets import PAIR_DIR, SMOLLM2_DIR
 from lab.validation import check_int
 
 __all__ = ["held_out_prompts", "copy_heavy_prompts", "edit_prompts", "record_prompts", "arena_prompts", "EDITS",
-           "ARENA_TASKS", "CHAT_TASKS", "chat_prompts", "pair_tasks", "check_prompts", "encode_prompts",
-           "context_problem"]
+           "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "chat_prompts", "pair_tasks", "arena_tasks",
+           "check_prompts", "encode_prompts", "context_problem", "transcripts", "conversation_requests",
+           "assistant_turns"]
 
 ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
 """The task kinds :func:`arena_prompts` builds prompts for."""
@@ -21,6 +22,58 @@ ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
 
 CHAT_TASKS = ("chat", "code", "structured", "copy_edit")
 """The task kinds of the real pair's held-out requests (:func:`chat_prompts`)."""
+
+
+CONVERSATION_TASKS = ("multi_turn", "agent")
+"""The conversation task kinds of the real pair (:func:`conversation_requests`): requests that quote the target's
+earlier answers in the same conversation, the workload suffix decoding was built for."""
+
+
+def transcripts() -> dict:
+    """The committed multi-turn and agent-loop transcripts of the real pair (``lab/assets/smollm2-135m/
+    transcripts.json``, built by :mod:`lab.training.transcripts`; the target's own greedy float32 answers):
+    ``{"transcripts": [{"kind", "name", "messages", "answer_tokens"}], "provenance": {...}}``."""
+    return json.loads((SMOLLM2_DIR / "transcripts.json").read_text(encoding="utf-8"))
+
+
+def conversation_requests(task: str) -> list[list[dict]]:
+    """The requests of one conversation kind (:data:`CONVERSATION_TASKS`: ``"multi_turn"`` edits of a function, a
+    paragraph or a JSON record; ``"agent"`` loops of similar tool calls), as chat messages to encode with
+    :meth:`lab.models.ModelPair.encode_chat`: each transcript cut just after its 2nd, 3rd, ... user turn, so every
+    request quotes at least one earlier assistant answer of its conversation. Ordered turn by turn (every
+    conversation's 2nd turn, then every 3rd, ...), so the first few requests come from different conversations.
+    Raises ``ValueError`` for another ``task``."""
+    if task not in CONVERSATION_TASKS:
+        raise ValueError(f"task must be one of {CONVERSATION_TASKS}, got {task!r}")
+    cuts = []
+    for transcript in transcripts()["transcripts"]:
+        if transcript["kind"] != task:
+            continue
+        messages = transcript["messages"]
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        cuts.append([messages[: i + 1] for i in users[1:]])
+    return [conversation[turn] for turn in range(max(map(len, cuts))) for conversation in cuts
+            if turn < len(conversation)]
+
+
+def assistant_turns(pair, prompt_ids) -> list[list[int]]:
+    """The assistant answers an encoded chat prompt (``prompt_ids``, from
+    :meth:`lab.models.ModelPair.encode_chat`) quotes, as token lists each ending with the end-of-turn token
+    (``pair.eos_token_id``), in order: what an engine that generated them holds in its suffix cache. The open
+    assistant turn at the end (the one to generate) is not one. [] for a pair without a chat template."""
+    if not pair.has_chat_template or pair.eos_token_id is None:
+        return []
+    eos = pair.eos_token_id
+    probe = pair.encode_chat("x")
+    header = probe[len(probe) - probe[::-1].index(eos):]  # what follows an end of turn up to the answer's start
+    ids = [int(t) for t in prompt_ids]
+    found = []
+    for start in range(len(ids) - len(header) + 1):
+        if ids[start:start + len(header)] == header:
+            begin = start + len(header)
+            if eos in ids[begin:]:
+                found.append(ids[begin: ids.index(eos, begin) + 1])
+    return found
 
 
 def chat_prompts(task: str) -> list[str]:
@@ -75,9 +128,11 @@ def context_problem(pair, encoded, max_new_tokens: int) -> str | None:
 
 
 def encode_prompts(pair, prompts) -> list[list[int]]:
-    """Every prompt of ``prompts`` (strings) encoded for ``pair``: as one user turn of a chat
-    (:meth:`lab.models.ModelPair.encode_chat`) when the pair has a chat template, so that an instruction-tuned
-    target answers it, else as plain text. ``ValueError`` naming the index of a prompt with no tokens."""
+    """Every prompt of ``prompts`` (strings, or for a chat pair also lists of ``{"role", "content"}`` messages)
+    encoded for ``pair``: a string as one user turn of a chat (:meth:`lab.models.ModelPair.encode_chat`) when the
+    pair has a chat template, so that an instruction-tuned target answers it, else as plain text; a message list as
+    that conversation, ending with the assistant's prefix. ``ValueError`` naming the index of a prompt with no
+    tokens."""
     encode = pair.encode_chat if pair.has_chat_template else pair.encode
     encoded = [encode(p) for p in prompts]
     empty = [i for i, ids in enumerate(encoded) if not ids]
@@ -170,16 +225,25 @@ def pair_tasks(pair) -> tuple[str, ...]:
     return CHAT_TASKS if pair.has_chat_template else ARENA_TASKS
 
 
-def arena_prompts(pair, task: str) -> list[str]:
+def arena_tasks(pair) -> tuple[str, ...]:
+    """Every task kind :func:`arena_prompts` has for ``pair``: :func:`pair_tasks`, plus :data:`CONVERSATION_TASKS`
+    for the real pair (``"smollm2-135m"``, whose transcripts are committed). The lessons loop over
+    :func:`pair_tasks` (one-turn requests); the arena runs these."""
+    return pair_tasks(pair) + (CONVERSATION_TASKS if pair.has_chat_template and pair.name == "smollm2-135m" else ())
+
+
+def arena_prompts(pair, task: str) -> list:
     """The prompts of one arena task. For a chat pair (:func:`pair_tasks`): the held-out requests of
-    :func:`chat_prompts`. Otherwise "prose" = :func:`held_out_prompts` (8), "copy_edit" = :func:`edit_prompts` (8:
-    rewrite a passage with small word changes), "structured" = :func:`record_prompts` (JSON-like records), "copy" =
-    :func:`copy_heavy_prompts` (8: a passage repeated three times). Raises ``ValueError`` naming ``task`` for a
-    name not in :func:`pair_tasks`."""
+    :func:`chat_prompts` (strings, one user turn each), and for the real pair also the conversation requests of
+    :func:`conversation_requests` (lists of chat messages); :func:`encode_prompts` encodes both. Otherwise "prose"
+    = :func:`held_out_prompts` (8), "copy_edit" = :func:`edit_prompts` (8: rewrite a passage with small word
+    changes), "structured" = :func:`record_prompts` (JSON-like records), "copy" = :func:`copy_heavy_prompts` (8: a
+    passage repeated three times). Raises ``ValueError`` naming ``task`` for a name not in :func:`arena_tasks`."""
     if pair.has_chat_template:
-        if task not in CHAT_TASKS:
-            raise ValueError(f"task must be one of {CHAT_TASKS} for the chat pair {pair.name!r}, got {task!r}")
-        return chat_prompts(task)
+        allowed = arena_tasks(pair)
+        if task not in allowed:
+            raise ValueError(f"task must be one of {allowed} for the chat pair {pair.name!r}, got {task!r}")
+        return conversation_requests(task) if task in CONVERSATION_TASKS else chat_prompts(task)
     makers = {"prose": lambda: held_out_prompts(), "copy_edit": lambda: edit_prompts(pair),
               "structured": lambda: record_prompts(pair), "copy": lambda: copy_heavy_prompts(pair)}
     if task not in makers:

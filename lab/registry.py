@@ -13,18 +13,28 @@ from __future__ import annotations
 __all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft", "make_drafter", "own_draft_reason",
            "try_drafter", "drafter_problem"]
 
-DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit")
+DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix")
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
 
 
 def make_drafter(kind: str, pair, n_draft: int):
     """The drafter named ``kind`` (one of :data:`DRAFTERS`) for ``pair`` (a :class:`lab.models.ModelPair`), drafting
-    ``n_draft`` tokens per step where the drafter takes an N (Lookahead and Medusa set their own).
+    ``n_draft`` tokens per step where the drafter takes an N (:data:`OWN_DRAFT`: Lookahead, Medusa and suffix
+    decoding set their own).
 
     Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
     (``pair.draft`` is None); Medusa and EAGLE raise ``FileNotFoundError`` / ``ValueError`` when their weights are
     missing or were trained for another target, and the early exit ``ValueError`` for a target without Llama layers
-    (see :func:`try_drafter`)."""
+    (see :func:`try_drafter`).
+
+    ``"suffix"`` (suffix decoding, lesson 08; vLLM's defaults, its own match length sets its draft, so ``n_draft``
+    is not used) is a fresh drafter with an empty cache each call: the prompts of one bench or arena run are
+    independent requests, and a cache carried from one to the next would let a request speculate from another's
+    answer, which no server that received them independently could. What a request's *own* conversation produced
+    earlier is in its prompt: for a chat pair the drafter counts the assistant turns the prompt quotes
+    (:func:`lab.prompts.assistant_turns`) into its cache at reset, as the engine that generated them (vLLM's global
+    suffix cache) would hold them. To carry outputs across a conversation yourself, reuse one
+    :class:`lab.drafters.SuffixDecodingDrafter` or share a :class:`lab.drafters.suffix.SuffixCache`."""
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
     if kind == "model":
@@ -49,10 +59,16 @@ def make_drafter(kind: str, pair, n_draft: int):
 
         return EarlyExitDrafter(pair.target, num_layers=max(1, pair.target.config.num_hidden_layers // 2),
                                 n_draft=n_draft)
+    if kind == "suffix":  # suffix decoding (lesson 08): suffix tries over this request and earlier outputs
+        from lab.drafters.suffix import SuffixDecodingDrafter
+        from lab.prompts import assistant_turns
+
+        quoted = (lambda ids: assistant_turns(pair, ids)) if getattr(pair, "has_chat_template", False) else None
+        return SuffixDecodingDrafter(prompt_outputs=quoted)
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
 
 
-OWN_DRAFT = ("lookahead", "medusa")
+OWN_DRAFT = ("lookahead", "medusa", "suffix")
 """Drafters whose own geometry (Lookahead's window, Medusa's tree) sets what they draft: N does not apply."""
 
 
@@ -61,8 +77,8 @@ def own_draft_reason(kind: str) -> str | None:
     None."""
     if kind not in OWN_DRAFT:
         return None
-    return ("its window W and n-gram size set" if kind == "lookahead" else "its tree of candidates sets") + \
-        " what it drafts"
+    return {"lookahead": "its window W and n-gram size set", "medusa": "its tree of candidates sets",
+            "suffix": "the length of its longest match sets"}[kind] + " what it drafts"
 
 
 TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m")}

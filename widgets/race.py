@@ -145,8 +145,10 @@ class RaceDashboard(w.VBox):
       a chat template (``pair.has_chat_template``) every prompt, free text included, is sent as one user turn
       (:func:`lab.prompts.encode_prompts`) and both sides stop at the end of the answer (``pair.eos_token_id``).
     - ``drafter``: one of :data:`lab.registry.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
-      ``early-exit``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead and Medusa use their own
-      window / tree: for them ``n_draft`` must be left out (None) and the N slider is disabled.
+      ``early-exit``, ``suffix``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead, Medusa and suffix
+      decoding set their own draft (:data:`lab.registry.OWN_DRAFT`): for them ``n_draft`` must be left out (None)
+      and the N slider is disabled. The dashboard keeps one drafter per kind, like a server: suffix decoding's
+      cache of earlier outputs carries over from one race to the next (race a request twice to see it).
     - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2; None =
       :func:`lab.cli.options.demo_temperature`: 0.8 for a pair with a chat template, whose greedy answers loop on
       open requests, 0 for a plain-text pair), ``seed``
@@ -156,7 +158,7 @@ class RaceDashboard(w.VBox):
 
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
     Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
-    integer >= 0) and for an ``n_draft`` given with Lookahead or Medusa, here and in :meth:`race`, and
+    integer >= 0) and for an ``n_draft`` given with Lookahead, Medusa or suffix decoding, here and in :meth:`race`, and
     ``TypeError`` for a ``record_probs`` that is not a bool; the button shows such errors instead.
     """
 
@@ -430,7 +432,7 @@ class RaceDashboard(w.VBox):
         return settings
 
     def _drafter(self, kind: str, n_draft: int | None):
-        key = (kind, n_draft)  # n_draft is None for Lookahead and Medusa: one drafter (one copy of the heads)
+        key = (kind, n_draft)  # n_draft is None for OWN_DRAFT kinds: one drafter (one copy of the heads, one cache)
         if key not in self._drafters:
             self._drafters[key] = make_drafter(kind, self.pair, 4 if n_draft is None else n_draft)
         return self._drafters[key]

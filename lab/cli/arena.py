@@ -17,7 +17,9 @@ def add_parser(sub) -> None:
                        description="The drafter arena (lesson 12): every drafter on the same target and prompts, "
                                    "for several kinds of task at T = 0 and T = 1: chat, code, structured output "
                                    "and copy/edit requests (sent as user turns) with a chat pair such as "
-                                   "smollm2-135m; prose, copy/edit and structured records with shakespeare. Prints "
+                                   "smollm2-135m, which also answers the later requests of multi-turn and "
+                                   "agent-loop conversations; prose, copy/edit and structured records with "
+                                   "shakespeare. Prints "
                                    "the speedup lesson 06's formula predicts beside the measured one, where the "
                                    "difference went, and fixed vs adaptive N for the draft model. Drafters the "
                                    "pair cannot have are left out and named. Exit status 1 if a greedy run "
@@ -33,14 +35,17 @@ def add_parser(sub) -> None:
 
 def _bundled_prompt_counts(pair_name: str) -> dict[str, int] | None:
     """``{task: prompts}`` of the arena's default tasks for a bundled pair, counted without loading it (its
-    tokenizer): the chat requests for a pair of :data:`lab.cli.options.CHAT_PAIRS` (``"smollm2-135m"``); for
+    tokenizer): the chat requests and the conversation requests for a pair of :data:`lab.cli.options.CHAT_PAIRS`
+    (``"smollm2-135m"``); for
     ``"shakespeare"`` one prompt per held-out text, but the structured records, which need no tokenizer to count.
     None for a hub pair: its tasks depend on whether its tokenizer has a chat template, known once it loads."""
     from lab.arena import DEFAULT_TASKS
-    from lab.prompts import CHAT_TASKS, chat_prompts, held_out_prompts, record_prompts
+    from lab.prompts import CHAT_TASKS, CONVERSATION_TASKS, chat_prompts, conversation_requests, held_out_prompts, \
+        record_prompts
 
-    if pair_name in CHAT_PAIRS:  # a chat pair: lab.arena.default_tasks is every chat task
-        return {task: len(chat_prompts(task)) for task in CHAT_TASKS}
+    if pair_name in CHAT_PAIRS:  # a chat pair: lab.arena.default_tasks is every chat task and conversation kind
+        return {**{task: len(chat_prompts(task)) for task in CHAT_TASKS},
+                **{task: len(conversation_requests(task)) for task in CONVERSATION_TASKS}}
     if pair_name == "shakespeare":
         return {task: len(record_prompts(None)) if task == "structured" else len(held_out_prompts())
                 for task in DEFAULT_TASKS}
@@ -57,7 +62,8 @@ def _check_prompt_count(counts: dict[str, int], wanted: int) -> None:
 
 def run(args) -> int:
     """``python -m lab arena``: the full arena table on the pair's default tasks (:func:`lab.arena.default_tasks`:
-    chat requests for a chat pair, Shakespeare prose, copy/edit and records otherwise), then fixed vs adaptive N for
+    chat requests for a chat pair, with smollm2-135m also the multi-turn and agent conversation requests;
+    Shakespeare prose, copy/edit and records otherwise), then fixed vs adaptive N for
     the draft model (on the first of those tasks, T = 0). A chat pair runs in its fast dtype (``dtype="auto"``).
     Drafters the pair cannot have (:func:`lab.registry.drafter_problem`) are left out and named on stderr. Exit
     status 1 if any greedy run differed from autoregressive decoding in float32. Raises

@@ -16,7 +16,9 @@ Sources: Oliaro et al., "SuffixDecoding: Extreme Speculative Decoding for Emergi
 adaptive speculation length) — up to 5.3× on agentic SQL workloads there. Settings and defaults as vLLM's
 ``SpeculativeConfig`` (``method="suffix"``, via Arctic Inference): ``suffix_decoding_max_tree_depth`` 24,
 ``suffix_decoding_max_cached_requests`` 10000, ``suffix_decoding_max_spec_factor`` 1.0,
-``suffix_decoding_min_token_prob`` 0.1.
+``suffix_decoding_min_token_prob`` 0.1. (vLLM 0.34.0's GPU suffix speculator drafts ``num_speculative_tokens`` every
+step and keeps the last two only as deprecated keys with no effect, ``tests/data/engines/vllm-0.34.0/vllm/config/
+speculative.py``; this module keeps the paper's adaptive rule.)
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from numbers import Real
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.validation import is_integer
 
-__all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter"]
+__all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree"]
 
 
 class _Node:
@@ -126,11 +128,14 @@ class SuffixTree:
         return found[0] if found else (None, 0)
 
 
-def _speculate(node, budget: int, depth_room: int, min_prob: float) -> tuple:
-    """The speculation tree below ``node``: ``(tokens, parents, score)`` with at most ``budget`` nodes of
-    depth at most ``depth_room``, best first by path probability (product of child frequencies, each child's count
-    over its siblings' total), none below ``min_prob``; ``score`` = the sum of the nodes' path probabilities (the
-    expected number of accepted tokens if the frequencies were the target's probabilities)."""
+def speculation_tree(node, budget: int, depth_room: int, min_prob: float) -> tuple:
+    """The speculation tree below ``node`` (a trie node: ``.children`` maps token -> node, ``.count`` how often its
+    path occurred): ``(tokens, parents, score)`` with at most ``budget`` nodes of depth at most ``depth_room``,
+    best first by path probability (product of child frequencies, each child's count over its siblings' total),
+    none below ``min_prob``, ties in the order the children were found; ``parents[i]`` = the index of node i's
+    parent in ``tokens``, -1 for a child of ``node``. ``score`` = the sum of the nodes' path probabilities (the
+    expected number of accepted tokens if the frequencies were the target's probabilities). Oliaro et al. 2024,
+    §3 (greedy expansion by empirical probability); lesson 08's exercise."""
     tokens, parents, score = [], [], 0.0
     heap, tie = [], 0
 
@@ -166,9 +171,13 @@ class SuffixCache:
         self.tree = SuffixTree(max_depth)
         self.max_cached_requests = _check_int("max_cached_requests", max_cached_requests, 0)
         self._outputs: deque = deque()
+        self._held: dict = {}  # output (a tuple) -> how many copies the cache holds
 
     def __len__(self) -> int:
         return len(self._outputs)
+
+    def __contains__(self, output) -> bool:
+        return self._held.get(tuple(int(t) for t in output), 0) > 0
 
     def add(self, output) -> None:
         """Remember one finished request's generated tokens (the prompt is not cached: it is the user's)."""
@@ -177,8 +186,19 @@ class SuffixCache:
             return
         self.tree.add(output)
         self._outputs.append(output)
+        self._held[tuple(output)] = self._held.get(tuple(output), 0) + 1
         while len(self._outputs) > self.max_cached_requests:
-            self.tree.remove(self._outputs.popleft())
+            oldest = self._outputs.popleft()
+            self.tree.remove(oldest)
+            self._held[tuple(oldest)] -= 1
+
+    def add_once(self, output) -> bool:
+        """:meth:`add` ``output`` unless an identical output is cached already (a conversation's earlier answer,
+        quoted again by each later request); True if it was added."""
+        if not len(output) or output in self:
+            return False
+        self.add(output)
+        return output in self
 
 
 class SuffixDecodingDrafter:
@@ -193,6 +213,11 @@ class SuffixDecodingDrafter:
       ``suffix_decoding_max_tree_depth``). ``max_spec_factor`` (> 0): at most this × the pattern's length nodes per
       step. ``min_token_prob`` (0 to 1): nodes whose path probability is lower are not drafted.
       ``max_spec_tokens`` (≥ 1): a cap on the nodes per step whatever the pattern (default ``max_depth``).
+    - ``prompt_outputs``: None, or a callable ``prompt_ids -> [token list, ...]`` naming the earlier outputs a
+      prompt quotes (a conversation's earlier assistant turns, :func:`lab.prompts.assistant_turns`): :meth:`reset`
+      counts each into the cache once (:meth:`SuffixCache.add_once`), as the server that generated them would
+      have cached them, so a drafter built fresh for one request of a conversation sees what a long-running one
+      would.
 
     Each proposal is a token tree (``Draft.parents``; a chain when only one continuation was ever seen), with no
     draft probabilities (deterministic: verified as one-hot) and no draft forward pass. ``history`` records, per
@@ -200,7 +225,7 @@ class SuffixDecodingDrafter:
     Raises ``ValueError`` naming the argument for an out-of-range setting."""
 
     def __init__(self, cache: SuffixCache | None = None, max_depth: int = 24, max_spec_factor: float = 1.0,
-                 min_token_prob: float = 0.1, max_spec_tokens: int | None = None):
+                 min_token_prob: float = 0.1, max_spec_tokens: int | None = None, prompt_outputs=None):
         self.max_depth = _check_int("max_depth", max_depth, 2)
         if not isinstance(max_spec_factor, Real) or isinstance(max_spec_factor, bool) or not max_spec_factor > 0:
             raise ValueError(f"max_spec_factor must be a number > 0, got {max_spec_factor!r}")
@@ -213,6 +238,10 @@ class SuffixDecodingDrafter:
         if cache is not None and not isinstance(cache, SuffixCache):
             raise ValueError(f"cache must be a SuffixCache or None, got {type(cache).__name__}")
         self.cache = SuffixCache(self.max_depth) if cache is None else cache
+        if prompt_outputs is not None and not callable(prompt_outputs):
+            raise ValueError(f"prompt_outputs must be None or a callable prompt_ids -> token lists, got "
+                             f"{type(prompt_outputs).__name__}")
+        self.prompt_outputs = prompt_outputs
         self._request = SuffixTree(self.max_depth)
         self._prompt_length = None
         self._tokens: list = []
@@ -222,9 +251,13 @@ class SuffixDecodingDrafter:
 
     def reset(self, prompt_ids) -> None:
         """Start a generation after ``prompt_ids``: the last generation's output goes into the cache, and the
-        per-request trie starts over with the prompt."""
+        per-request trie starts over with the prompt (and the outputs it quotes, given ``prompt_outputs``, join the
+        cache)."""
         self.finish()
         self._tokens = [int(t) for t in prompt_ids]
+        if self.prompt_outputs is not None:
+            for output in self.prompt_outputs(self._tokens):
+                self.cache.add_once(output)
         self._prompt_length = len(self._tokens)
         self._request = SuffixTree(self.max_depth)
         self._request.extend(self._tokens)
@@ -248,7 +281,7 @@ class SuffixDecodingDrafter:
                 for node, length in tree.matches(self._tokens, self.max_depth - 1):
                     budget = min(budget_cap, int(self.max_spec_factor * length))
                     room = min(self.max_depth - length, request.max_tokens)
-                    tokens, parents, score = _speculate(node, budget, room, self.min_token_prob)
+                    tokens, parents, score = speculation_tree(node, budget, room, self.min_token_prob)
                     if tokens and (best is None or score > best[0]):
                         best = (score, source, length, tokens, parents)
         if best is None:

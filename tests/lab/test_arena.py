@@ -70,12 +70,15 @@ def test_predictions_and_efficiency(arena):
             assert row["expected_tokens_per_call"] == expected_tokens_per_call(row["alpha"], 4)
             # drafts after the first rejection are never examined, so alpha >= accepted / drafted
             assert row["alpha"] >= row["acceptance_rate"]
-        elif row["drafter"] in ("ngram", "lookahead", "medusa"):
+        elif row["drafter"] in ("ngram", "lookahead", "medusa", "suffix"):
             assert row["prediction"] == "tokens/call, draft ms"
             assert row["predicted_speedup"] == row["tokens_per_target_call"] / (1 + row["step_draft_cost"])
     for row in arena["rows"]:
-        if row["drafter"] in ("ngram", "lookahead"):
+        if row["drafter"] in ("ngram", "lookahead", "suffix"):  # no draft forward pass
             assert row["cost_ratio"] is None and row["draft_calls"] == 0
+        if row["drafter"] in ("lookahead", "medusa", "suffix"):  # their own geometry sets the draft
+            assert row["n_draft"] is None
+    assert "suffix decoding depth 24, spec factor 1" in arena["settings"]["geometry"]
 
 
 def test_efficiency_factors_multiply_to_the_efficiency(arena):
@@ -122,7 +125,8 @@ def test_format_arena_and_figure(arena):
     fig = arena_figure(arena)
     assert len(fig.data) == 2 * len(TASKS) * 2  # measured + predicted bars per panel
     assert [t.name for t in fig.data[:2]] == ["measured", "predicted"]
-    assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit"]
+    assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit",
+                                   "suffix decoding"]
     with pytest.raises(ValueError, match="no drafter rows"):
         arena_figure({"rows": []})
     table = format_reconciliation(arena)
@@ -353,29 +357,32 @@ def test_arena_on_a_chat_pair_sends_each_prompt_as_a_user_turn(chat_pair, monkey
 
 def test_arena_defaults_to_the_pair_s_tasks(chat_pair, pair):
     from lab.arena import DEFAULT_TASKS, default_tasks
-    from lab.prompts import CHAT_TASKS
+    from lab.prompts import CHAT_TASKS, CONVERSATION_TASKS
 
-    assert default_tasks(chat_pair) == CHAT_TASKS == ("chat", "code", "structured", "copy_edit")
+    # every kind has a row per method: the one-turn requests, then the real pair's conversations
+    assert default_tasks(chat_pair) == CHAT_TASKS + CONVERSATION_TASKS == ("chat", "code", "structured",
+                                                                            "copy_edit", "multi_turn", "agent")
     assert default_tasks(pair) == DEFAULT_TASKS == ("prose", "copy_edit", "structured")
     result = run_arena(chat_pair, drafters=("ngram",), temperatures=(0.0,), max_new_tokens=1, prompts_per_task=1,
                        progress=False)
-    assert result["settings"]["tasks"] == list(CHAT_TASKS)
+    assert result["settings"]["tasks"] == list(CHAT_TASKS + CONVERSATION_TASKS)
     assert [(r["task"], r["drafter"]) for r in result["rows"]] == [
-        (task, drafter) for task in CHAT_TASKS for drafter in ("autoregressive", "ngram")]
+        (task, drafter) for task in CHAT_TASKS + CONVERSATION_TASKS for drafter in ("autoregressive", "ngram")]
     assert all(r["new_tokens"] == 1 and r["same_as_autoregressive"] is True for r in result["rows"])
 
 
 def test_arena_on_a_chat_pair_names_the_tasks_it_has(chat_pair, pair):
     kwargs = {"drafters": ("ngram",), "temperatures": (0.0,), "max_new_tokens": 1, "progress": False}
     with pytest.raises(ValueError, match=r"tasks must be a non-empty sequence of names from \('chat', 'code', "
-                                         r"'structured', 'copy_edit'\) \(the tasks of the 'smollm2-135m' pair\), "
-                                         r"got \('prose',\)"):
+                                         r"'structured', 'copy_edit', 'multi_turn', 'agent'\) \(the tasks of the "
+                                         r"'smollm2-135m' pair\), got \('prose',\)"):
         run_arena(chat_pair, tasks=("prose",), **kwargs)
     with pytest.raises(ValueError, match=r"from \('prose', 'copy_edit', 'structured', 'copy'\) \(the tasks of the "
                                          r"'shakespeare' pair\), got \('chat',\)"):
         run_arena(pair, tasks=("chat",), **kwargs)
-    with pytest.raises(ValueError, match=r"task must be one of \('chat', 'code', 'structured', 'copy_edit'\) \(the "
-                                         r"tasks of the 'smollm2-135m' pair\), got 'prose'"):
+    with pytest.raises(ValueError, match=r"task must be one of \('chat', 'code', 'structured', 'copy_edit', "
+                                         r"'multi_turn', 'agent'\) \(the tasks of the 'smollm2-135m' pair\), got "
+                                         r"'prose'"):
         compare_adaptive(chat_pair, task="prose", progress=False)
     with pytest.raises(ValueError, match="the 'smollm2-135m' pair has none"):  # chat_pair has no draft model
         run_arena(chat_pair, **dict(kwargs, drafters=("model", "ngram")))
@@ -422,3 +429,24 @@ def test_committed_arena_rejects_a_file_that_is_not_an_arena(tmp_path, monkeypat
         arena_module.committed_arena("mine")
     path.write_text('{"arena": {"rows": []}, "adaptive": {"rows": []}}')
     assert arena_module.committed_arena("mine") == {"arena": {"rows": []}, "adaptive": {"rows": []}}
+
+
+def test_suffix_decoding_on_a_conversation_reads_the_answers_it_quotes(chat_pair):
+    """The arena's suffix row on the real pair's multi-turn requests: greedy output equal to autoregressive decoding
+    in float32, its own geometry (no N), and a fresh drafter per run whose cache holds the answers the request
+    quotes (what the server that wrote them would have cached) and nothing else."""
+    from lab.prompts import assistant_turns, conversation_requests, encode_prompts
+    from lab.registry import make_drafter
+
+    result = run_arena(chat_pair, tasks=("multi_turn",), drafters=("ngram", "suffix"), temperatures=(0.0,),
+                       max_new_tokens=12, prompts_per_task=1, progress=False)
+    rows = {r["drafter"]: r for r in result["rows"]}
+    assert rows["suffix"]["label"] == "suffix decoding" and rows["suffix"]["n_draft"] is None
+    assert rows["suffix"]["same_as_autoregressive"] is True and rows["suffix"]["draft_calls"] == 0
+    assert rows["suffix"]["new_tokens"] == rows["autoregressive"]["new_tokens"]
+    ids = encode_prompts(chat_pair, conversation_requests("multi_turn")[:1])[0]
+    drafter = make_drafter("suffix", chat_pair, 4)
+    drafter.reset(ids)
+    quoted = assistant_turns(chat_pair, ids)
+    assert len(quoted) == len(drafter.cache) == 1 and all(answer in drafter.cache for answer in quoted)
+    assert len(make_drafter("suffix", chat_pair, 4).cache) == 0  # nothing carried over from another request

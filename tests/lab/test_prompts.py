@@ -52,3 +52,60 @@ def test_prompt_builders_check_their_counts(pair):
     two = copy_heavy_prompts(pair, ["ROMEO.\nBut soft, what light\n"], repeats=np.int64(2))
     assert len(two) == 1 and two[0].count("ROMEO.\nBut soft, what light\n\n\n") == 2
     assert len(record_prompts(pair, records=np.int64(2))) > len(record_prompts(pair, records=4)) > 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The real pair's conversations: multi-turn edits and agent loops (lab/assets/smollm2-135m/transcripts.json).
+
+
+def test_transcripts_are_the_target_s_conversations_with_provenance():
+    from lab.prompts import CONVERSATION_TASKS, transcripts
+    from lab.training.transcripts import CONVERSATIONS
+
+    data = transcripts()
+    assert data["provenance"]["decoding"].startswith("greedy, float32")
+    assert [(t["kind"], t["name"]) for t in data["transcripts"]] == [(c["kind"], c["name"]) for c in CONVERSATIONS]
+    for transcript, conversation in zip(data["transcripts"], CONVERSATIONS):
+        assert transcript["kind"] in CONVERSATION_TASKS
+        roles = [m["role"] for m in transcript["messages"]]
+        users = [m["content"] for m in transcript["messages"] if m["role"] == "user"]
+        assert users == conversation["turns"]  # the builder's turns, verbatim
+        # user and assistant alternate, every user turn answered, a system message first for an agent
+        assert roles == ["system"] * ("system" in conversation) + ["user", "assistant"] * len(users)
+        assert len(transcript["answer_tokens"]) == len(users) and all(0 < n <= 80 for n in
+                                                                       transcript["answer_tokens"])
+
+
+def test_conversation_requests_quote_earlier_answers_turn_by_turn():
+    from lab.prompts import conversation_requests, transcripts
+
+    for kind in ("multi_turn", "agent"):
+        requests = conversation_requests(kind)
+        firsts = [t["messages"][int(t["messages"][0]["role"] == "system")]["content"]
+                  for t in transcripts()["transcripts"] if t["kind"] == kind]
+        assert len(firsts) == 4 and len(requests) == 12  # 4 conversations x their 2nd, 3rd and 4th user turns
+        for i, request in enumerate(requests):
+            assert request[-1]["role"] == "user"
+            assert sum(m["role"] == "assistant" for m in request) == 1 + i // 4  # 2nd turn quotes 1 answer, ...
+            assert request[int(request[0]["role"] == "system")]["content"] == firsts[i % 4]  # round robin
+    with pytest.raises(ValueError, match=r"task must be one of \('multi_turn', 'agent'\), got 'chat'"):
+        conversation_requests("chat")
+
+
+def test_assistant_turns_finds_the_quoted_answers(smollm2_pair, pair):
+    from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, arena_tasks, assistant_turns
+
+    chat = smollm2_pair
+    messages = [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi there."},
+                {"role": "user", "content": "Again, louder."}, {"role": "assistant", "content": "HI THERE!"},
+                {"role": "user", "content": "Once more."}]
+    ids = chat.encode_chat(messages)
+    found = assistant_turns(chat, ids)
+    # each answer with its end of turn (<|im_end|>, id 2); the open assistant turn at the end is not one
+    assert [chat.decode(t) for t in found] == ["Hi there.<|im_end|>", "HI THERE!<|im_end|>"]
+    assert assistant_turns(chat, chat.encode_chat("Say hi.")) == []
+    assert assistant_turns(pair, pair.encode("ROMEO.\nBut soft")) == []  # no chat template: nothing to find
+    assert arena_tasks(chat) == CHAT_TASKS + CONVERSATION_TASKS and arena_tasks(pair) == ARENA_TASKS
+    request = arena_prompts(chat, "agent")[0]
+    assert isinstance(request, list) and request[0]["role"] == "system" and "Tool result" in request[0]["content"]
+

@@ -22,6 +22,9 @@ def test_every_name_builds_a_drafter_for_the_bundled_pair(pair):
         assert callable(drafter.propose) and callable(drafter.reset), kind
         assert try_drafter(kind, pair, 3)[1] is None  # built, not only named
     assert make_drafter("model", pair, 3).n_draft == 3 and make_drafter("ngram", pair, 2).n_draft == 2
+    suffix = make_drafter("suffix", pair, 3)  # vLLM's defaults whatever N; a plain-text pair quotes no answers
+    assert (suffix.max_depth, suffix.max_spec_factor, suffix.min_token_prob) == (24, 1.0, 0.1)
+    assert suffix.prompt_outputs is None and len(suffix.cache) == 0
     with pytest.raises(ValueError, match="unknown drafter 'oracle'; choose from model, ngram"):
         make_drafter("oracle", pair, 3)
 
@@ -30,12 +33,14 @@ def test_own_draft_reason_names_what_sets_the_draft():
     assert set(OWN_DRAFT) <= set(DRAFTERS) and set(TRAINED_FOR) <= set(DRAFTERS)
     assert own_draft_reason("lookahead") == "its window W and n-gram size set what it drafts"
     assert own_draft_reason("medusa") == "its tree of candidates sets what it drafts"
+    assert own_draft_reason("suffix") == "the length of its longest match sets what it drafts"
+    assert DRAFTERS == ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix")
     assert all(own_draft_reason(kind) is None for kind in DRAFTERS if kind not in OWN_DRAFT)
 
 
 def test_a_hub_pair_lacks_the_trained_drafters_and_the_early_exit(pair):
     hub = gpt2_stand_in(pair)
-    for kind in ("model", "ngram", "lookahead"):
+    for kind in ("model", "ngram", "lookahead", "suffix"):
         drafter, why = try_drafter(kind, hub)
         assert drafter is not None and why is None, kind
     for kind in ("medusa", "eagle", "early-exit"):
@@ -77,3 +82,25 @@ def test_the_draft_model_runs_refuse_a_pair_without_a_draft_naming_it(pair):
     run = run_arena(no_draft, tasks=("prose",), temperatures=(0.0,), max_new_tokens=2, prompts_per_task=1,
                     drafters=("ngram",), progress=False)  # the drafters that need no draft model still run
     assert {row["drafter"] for row in run["rows"]} >= {"ngram"}
+
+
+def test_suffix_drafters_are_fresh_per_call_and_read_the_answers_a_request_quotes(smollm2_pair):
+    """make_drafter("suffix") documents its cache: empty for every call (independent requests share nothing), but
+    for a chat pair the conversation's earlier answers that the prompt quotes join it at reset, once each, and a
+    drafter reused across the conversation keeps what it generated."""
+    from lab.decode import generate
+
+    pair = smollm2_pair
+    first = [{"role": "user", "content": "Write one sentence about cats."}]
+    drafter = make_drafter("suffix", pair, 4)
+    answer = generate(pair.target, pair.encode_chat(first), drafter=drafter, max_new_tokens=12,
+                      eos_token_id=pair.eos_token_id).tokens
+    second = first + [{"role": "assistant", "content": pair.decode(answer[:-1] if answer[-1] == 2 else answer)},
+                      {"role": "user", "content": "Repeat it."}]
+    drafter.reset(pair.encode_chat(second))  # the first answer: generated here, and quoted by the prompt
+    assert len(drafter.cache) >= 1 and answer in drafter.cache
+    fresh = make_drafter("suffix", pair, 4)
+    assert len(fresh.cache) == 0
+    fresh.reset(pair.encode_chat(second))
+    fresh.reset(pair.encode_chat(second))  # quoted again: counted once
+    assert len(fresh.cache) == 1

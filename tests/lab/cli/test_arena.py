@@ -48,7 +48,8 @@ def test_arena_prompt_limits_of_the_bundled_pairs_are_the_real_ones():
 
     # the counts the help names, known before the pair loads: 1 to 4 with shakespeare, 1 to 8 with smollm2-135m
     assert _bundled_prompt_counts("shakespeare") == {"prose": 8, "copy_edit": 8, "structured": 4}
-    assert _bundled_prompt_counts("smollm2-135m") == {task: 8 for task in CHAT_TASKS}
+    assert _bundled_prompt_counts("smollm2-135m") == {**{task: 8 for task in CHAT_TASKS}, "multi_turn": 12,
+                                                      "agent": 12}  # 4 conversations x 3 later requests
     assert all(len(chat_prompts(task)) == 8 for task in CHAT_TASKS)
     assert _bundled_prompt_counts("gpt2") is None  # a hub pair's tasks are known once it loads
 
@@ -89,7 +90,7 @@ def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lack
     assert cli.main(["arena", "--pair", "smollm2", "--prompts", "6", "--max-new-tokens", "2", "--json"]) == 0
     captured = capsys.readouterr()
     assert seen["arena"]["tasks"] == CHAT_TASKS and seen["arena"]["prompts_per_task"] == 6
-    assert seen["arena"]["drafters"] == ("model", "ngram", "lookahead", "early-exit")
+    assert seen["arena"]["drafters"] == ("model", "ngram", "lookahead", "early-exit", "suffix")
     assert seen["adaptive"]["task"] == "chat" and seen["adaptive"]["prompts"] == 6
     assert "not run with pair smollm2: medusa (no Medusa heads for the 'smollm2' pair" in captured.err
     assert "; eagle (no EAGLE draft for the 'smollm2' pair" in captured.err

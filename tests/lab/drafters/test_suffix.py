@@ -94,6 +94,25 @@ def test_the_cache_carries_earlier_outputs_and_evicts_the_oldest(sticky_target):
     assert len(off) == 0 and off.tree.count([1]) == 0
 
 
+def test_outputs_a_prompt_quotes_join_the_cache_once():
+    """prompt_outputs: the earlier answers a request quotes are counted into the cache at reset, once each (the
+    next request of the conversation quotes them again), also across drafters sharing one cache."""
+    cache = SuffixCache(max_depth=8)
+    quoted = {(1, 7, 8, 9, 2): [[7, 8, 9, 2]], (1, 7, 8, 9, 2, 5, 6, 2): [[7, 8, 9, 2], [5, 6, 2]]}
+
+    def outputs(ids):
+        return quoted.get(tuple(ids), [])
+
+    first = SuffixDecodingDrafter(cache, max_depth=8, prompt_outputs=outputs)
+    first.reset([1, 7, 8, 9, 2])
+    assert len(cache) == 1 and [7, 8, 9, 2] in cache and cache.tree.count([8, 9]) == 1
+    SuffixDecodingDrafter(cache, max_depth=8, prompt_outputs=outputs).reset([1, 7, 8, 9, 2, 5, 6, 2])
+    assert len(cache) == 2 and cache.tree.count([8, 9]) == 1 and [5, 6, 2] in cache
+    assert cache.add_once([5, 6, 2]) is False and cache.add_once([]) is False and cache.add_once([4]) is True
+    with pytest.raises(ValueError, match="prompt_outputs must be None or a callable"):
+        SuffixDecodingDrafter(prompt_outputs=[[1, 2]])
+
+
 @pytest.mark.parametrize("kwargs", [{}, dict(max_spec_factor=3.0, min_token_prob=0.0),
                                     dict(max_depth=4, max_spec_tokens=2)])
 def test_greedy_parity(target, sticky_target, references, kwargs):
@@ -148,3 +167,39 @@ def test_greedy_parity_on_the_real_pair(smollm2_pair):
         ar = generate(pair.target, ids, max_new_tokens=24, eos_token_id=pair.eos_token_id)
         gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=24, eos_token_id=pair.eos_token_id)
         assert gen.tokens == ar.tokens
+
+
+def test_the_cache_lets_suffix_draft_a_repeated_tool_call_that_prompt_lookup_cannot_see(smollm2_pair):
+    """The mechanism behind suffix decoding's agent-loop numbers, on the committed "files" agent transcript (the
+    target answers each tool result with the same JSON tool call): with the other answers of that agent in the
+    cache, 12 tokens into the first answer the suffix drafter proposes its next 12 tokens, all of them the
+    target's own, from a 12-token match in the cache. Prompt lookup finds nothing in the request (system prompt
+    and task) that continues the answer, and suffix decoding without the cache does no better."""
+    from lab.drafters import PromptLookupDrafter
+    from lab.prompts import assistant_turns, transcripts
+
+    pair = smollm2_pair
+    messages = next(t for t in transcripts()["transcripts"] if t["name"] == "files")["messages"]
+    answers = assistant_turns(pair, pair.encode_chat(messages))
+    request = pair.encode_chat(messages[:2])  # the system prompt and the task
+    context, truth = request + answers[0][:12], answers[0][12:]
+
+    def accepted(draft):  # the longest path of the draft (a chain or a tree) that greedy verification keeps
+        depth = {}
+        for i, (token, parent) in enumerate(zip(draft.tokens, draft.parents or range(-1, len(draft.tokens) - 1))):
+            level = 0 if parent == -1 else depth[parent] + 1 if parent in depth else None
+            if level is not None and level < len(truth) and truth[level] == token:
+                depth[i] = level
+        return max(depth.values(), default=-1) + 1
+
+    cache = SuffixCache()
+    for answer in answers[1:]:
+        cache.add(answer)
+    drafters = {"lookup": PromptLookupDrafter(max_ngram=3, n_draft=5), "suffix": SuffixDecodingDrafter(cache),
+                "suffix, no cache": SuffixDecodingDrafter()}
+    got = {}
+    for name, drafter in drafters.items():
+        drafter.reset(request)
+        got[name] = accepted(drafter.propose(DraftRequest(context, max_tokens=48)))
+    assert got == {"lookup": 0, "suffix": 12, "suffix, no cache": 0}
+    assert drafters["suffix"].history[-1] == {"source": "cache", "pattern": 12, "nodes": 12}
