@@ -1,4 +1,5 @@
-"""Exercise checker for lesson 08 (prompt lookup: the n-gram search).
+"""Exercise checkers for lesson 08 (prompt lookup: the n-gram search; suffix decoding: the frequency-scored
+speculation tree).
 
 Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
@@ -7,9 +8,10 @@ from __future__ import annotations
 import random
 
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
+from lab.drafters.suffix import speculation_tree
 from lab.exercises.harness import checker, compare, same_ints, want_token_list
 
-__all__ = ["ngram_lookup"]
+__all__ = ["ngram_lookup", "grow_tree"]
 
 
 def _lookup_cases():
@@ -104,3 +106,117 @@ def ngram_lookup(fn):
                     "recent back, and return up to n_draft tokens after the first hit; [] if none.")
     return (f"{count} cases right, including the edge cases (self-match, overlap, short contexts, no match, "
             "multi-digit ids)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exercise 2: suffix decoding's speculation tree, grown best first by frequency.
+
+def _as_nodes(children):
+    """``{token: (count, grandchildren)}`` as trie nodes (``.children``, ``.count``) for the reference."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(count=0, children={token: SimpleNamespace(count=count, children=_as_nodes(sub).children)
+                                              for token, (count, sub) in children.items()})
+
+
+def _ref_grow_tree(children, budget, min_prob):
+    tokens, parents, _ = speculation_tree(_as_nodes(children), budget, budget, min_prob)
+    return tokens, parents
+
+
+def _grow_cases():
+    leaf = {}
+    return [
+        # one continuation seen 3 times: a chain
+        ({5: (3, {6: (3, {7: (3, leaf)})})}, 5, 0.1),
+        # 9 followed twice, 4 once; 9 then 8 or 7: best first by path probability 2/3, 1/3, 1/3, 1/3
+        ({9: (2, {8: (1, {1: (1, leaf)}), 7: (1, leaf)}), 4: (1, {1: (1, leaf)})}, 6, 0.1),
+        # budget cuts the tree
+        ({9: (2, {8: (1, {1: (1, leaf)}), 7: (1, leaf)}), 4: (1, {1: (1, leaf)})}, 2, 0.1),
+        # a deep likely path beats a shallow unlikely sibling: 0.9, 0.9, 0.9 before 0.1
+        ({1: (9, {2: (9, {3: (9, leaf)})}), 5: (1, leaf)}, 3, 0.05),
+        # min_prob: 5 (0.1) and 3 under 1 (0.9 x 0.1 = 0.09) fall below 0.1 ... 5 is exactly 0.1: kept
+        ({1: (9, {2: (8, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.1),
+        ({1: (9, {2: (8, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.5),
+        # exactly at min_prob: kept (1/2 >= 0.5)
+        ({1: (1, leaf), 2: (1, leaf)}, 4, 0.5),
+        # the child share is over the siblings' total, not over the parent's count (a path may end at its parent)
+        ({1: (4, {2: (1, leaf), 3: (1, leaf)})}, 4, 0.3),
+        # nothing seen: no tree
+        ({}, 4, 0.1),
+        # ties in the order found: 7 before 3 (equal counts)
+        ({7: (2, {1: (2, leaf)}), 3: (2, {1: (2, leaf)})}, 4, 0.1),
+        # a wider tree: the second level's best nodes interleave with the first level's
+        ({10: (6, {11: (5, {12: (5, leaf)}), 13: (1, leaf)}), 20: (3, {21: (3, leaf)}), 30: (1, leaf)}, 7, 0.05),
+        ({10: (6, {11: (5, {12: (5, leaf)}), 13: (1, leaf)}), 20: (3, {21: (3, leaf)}), 30: (1, leaf)}, 4, 0.2),
+    ]
+
+
+def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=False, no_cap=False,
+                  parent_tokens=False, chain=False, parent_count=False):
+    """Planted mistakes in growing the tree (each flag one), around a correct heap-based expansion."""
+    import heapq
+    import itertools
+
+    def grow(children, budget, min_prob):
+        tokens, parents, heap, found = [], [], [], itertools.count()
+
+        def push(kids, index, prob, depth, own_count):
+            total = own_count if parent_count and own_count else sum(count for count, _ in kids.values())
+            for token, (count, sub) in kids.items():
+                p = count / total if local_prob else prob * count / total
+                if no_min or (p > min_prob if strict_min else p >= min_prob):
+                    order = (depth if level_order else 0, -p, next(found))
+                    heapq.heappush(heap, (order, token, sub, index, p, count, depth))
+
+        push(children, -1, 1.0, 1, None)
+        while heap and (no_cap or len(tokens) < budget):
+            _, token, sub, index, p, count, depth = heapq.heappop(heap)
+            tokens.append(token)
+            parents.append(tokens[index] if parent_tokens and index >= 0 else index)
+            if chain:
+                heap.clear()  # the siblings are dropped: a chain down the best child
+            if sub:
+                push(sub, len(tokens) - 1, p, depth + 1, count)
+        return tokens, parents
+    return grow
+
+
+def _same_tree(a, b) -> bool:
+    try:
+        (tokens_a, parents_a), (tokens_b, parents_b) = a, b
+    except (TypeError, ValueError):
+        return False
+    return same_ints(list(tokens_a), list(tokens_b)) and same_ints(list(parents_a), list(parents_b))
+
+
+@checker
+def grow_tree(fn):
+    """Check ``fn(children, budget, min_prob) -> (tokens, parents)``: suffix decoding's speculation tree below a
+    matched pattern (``children`` = ``{token: (count, its children)}``), grown best first by path probability
+    (:func:`lab.drafters.suffix.speculation_tree`)."""
+    faults = [
+        (_grow_variant(level_order=True), "grow best first, not level by level: always take the most probable node "
+                                          "left, whatever its depth (a heap keyed by -probability), so a likely "
+                                          "deep node comes before an unlikely shallow one."),
+        (_grow_variant(local_prob=True), "a node's probability is its PATH probability: its parent's probability "
+                                         "times its share of its siblings' counts, not its share alone."),
+        (_grow_variant(parent_count=True), "divide a child's count by the total of it and its siblings' counts, not "
+                                           "by the parent's own count (a path can end at the parent, so the "
+                                           "children's counts may add up to less)."),
+        (_grow_variant(no_min=True), "leave out nodes whose path probability is below min_prob (they would "
+                                     "rarely be accepted and cost a slot of the tree)."),
+        (_grow_variant(strict_min=True), "a node exactly at min_prob is kept: compare with >=, not >."),
+        (_grow_variant(no_cap=True), "stop once the tree holds budget nodes."),
+        (_grow_variant(parent_tokens=True), "parents[i] is the INDEX in tokens of node i's parent (-1 for a child "
+                                            "of the matched pattern), not the parent's token id."),
+        (_grow_variant(chain=True), "it is a tree: when you take a node, its siblings stay candidates (keep them in "
+                                    "the heap), so the tree can branch where the history did."),
+    ]
+    cases = _grow_cases()
+    count = compare("grow_tree", fn, cases, _ref_grow_tree, faults, _same_tree,
+                    "start a heap with the pattern's children (probability = count / the siblings' total); pop the "
+                    "most probable, append its token and parent index, push its children with probability = "
+                    "its probability x their share; skip those below min_prob; stop at budget nodes. Ties: first "
+                    "found first.")
+    return f"{count} trees right, including budget cuts, min_prob at its edge, ties and an empty match"

@@ -50,3 +50,45 @@ def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
 
     ok, out = run(capsys, check.ngram_lookup, learner_string_solution)
     assert not ok and "[12, 3, 9, 1, 23]" in out
+
+
+@pytest.mark.parametrize("variant,phrase", [
+    (dict(level_order=True), "best first, not level by level"), (dict(local_prob=True), "PATH probability"),
+    (dict(parent_count=True), "not by the parent's own count"), (dict(no_min=True), "below min_prob"),
+    (dict(strict_min=True), "compare with >=, not >"), (dict(no_cap=True), "budget nodes"),
+    (dict(parent_tokens=True), "INDEX in tokens"), (dict(chain=True), "siblings stay candidates"),
+])
+def test_grow_tree_checker(capsys, variant, phrase):
+    ok, out = run(capsys, check.grow_tree, check._ref_grow_tree)
+    assert ok and "12 trees right" in out
+    assert run(capsys, check.grow_tree, check._grow_variant())[0]  # the planted family's base is right
+    ok, out = run(capsys, check.grow_tree, check._grow_variant(**variant))
+    assert not ok and phrase in out, out
+
+
+def test_grow_tree_reference_values_and_a_stub(capsys):
+    """The checker's reference on worked cases (the values the lesson's text walks through), the drafter's own
+    tree on a real trie, and a stub that prints "not solved yet"."""
+    from lab.drafters.suffix import SuffixTree
+
+    cases = check._grow_cases()
+    # 9 (2/3) first, then 4, 8 and 7 (1/3 each, in the order found), then the 1s under 8 and 4 (1/3 each)
+    assert check._ref_grow_tree(*cases[1]) == ([9, 4, 8, 7, 1, 1], [-1, -1, 0, 0, 1, 2])
+    assert check._ref_grow_tree(*cases[3]) == ([1, 2, 3], [-1, 0, 1])  # 0.9, 0.9, 0.9 before 5's 0.1
+    assert check._ref_grow_tree(*cases[6]) == ([1, 2], [-1, -1])  # 1/2 each, exactly min_prob: kept
+    assert check._ref_grow_tree(*cases[8]) == ([], [])
+    tree = SuffixTree(max_depth=8)
+    tree.add([1, 2, 3, 9, 8, 1, 2, 3, 9, 7, 1, 2, 3, 4])
+    node, length = tree.match([1, 2, 3], longest=3)
+    assert length == 3
+
+    def as_counts(n):
+        return {token: (child.count, as_counts(child)) for token, child in n.children.items()}
+
+    assert check._ref_grow_tree(as_counts(node), 4, 0.1) == ([9, 4, 8, 7], [-1, -1, 0, 0])
+
+    def stub(children, budget, min_prob):
+        raise NotImplementedError
+
+    ok, out = run(capsys, check.grow_tree, stub)
+    assert not ok and "not solved yet" in out

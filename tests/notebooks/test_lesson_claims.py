@@ -415,3 +415,19 @@ def test_lesson_09_jacobi_on_the_code_request():
     says(text, "on the real pair's code request, `python`, a newline and `def` after the opening backticks")
     assert "greedy text: '```python\\ndef" in out
     assert quoted(out, r"code +converged prefix per update \[0, 1, (\d+),") == ("4",)
+
+
+def test_lesson_08_suffix_decoding_section():
+    """Lesson 08's suffix-decoding section: the worked tree its prose walks through is the one the run printed, and
+    the comparison with prompt lookup on a conversation printed both drafters' numbers, their ratio from them, and
+    equal tokens."""
+    text, out = prose("08_prompt_lookup"), printed("08_prompt_lookup")
+    says(text, "the tree gets at most 3 nodes: `9` (seen 2 times in 3), then `4` and `8` (1 in 3 each; `4` was found "
+               "first)")
+    assert "tree: tokens [9, 4, 8], parents [-1, -1, 0]" in out
+    per_call = dict(re.findall(r"^(prompt lookup|suffix decoding) *: ([\d.]+) tokens per target call", out, re.M))
+    assert set(per_call) == {"prompt lookup", "suffix decoding"}, per_call
+    ratio, = quoted(out, r"suffix decoding made ([\d.]+)x as many tokens per target call as prompt lookup")
+    assert abs(float(ratio) - float(per_call["suffix decoding"]) / float(per_call["prompt lookup"])) < 0.01
+    assert "both drafters produced the same tokens: True" in out
+    says(text, "prompt lookup proposes at most 5 tokens a step however long the match")
