@@ -24,8 +24,8 @@ from lab.bench import synchronize
 from lab.load_meter import LoadMeter
 from lab.validation import check_int
 
-__all__ = ["BATCH_SIZES", "N_VALUES", "measure_goodput", "best_n_per_batch", "crossover_batch", "batch_schedule",
-           "format_goodput", "batch_prompts", "committed_goodput", "COMMITTED_GOODPUT_FILE"]
+__all__ = ["BATCH_SIZES", "N_VALUES", "batch_chunks", "measure_goodput", "best_n_per_batch", "crossover_batch",
+           "batch_schedule", "format_goodput", "batch_prompts", "committed_goodput", "COMMITTED_GOODPUT_FILE"]
 
 COMMITTED_GOODPUT_FILE = "goodput.json"
 """The file name of a pair's committed goodput run in ``lab/assets/<pair>/``."""
@@ -45,12 +45,24 @@ def batch_prompts(encoded: list, batch: int) -> list:
     return [list(encoded[i % len(encoded)]) for i in range(batch)]
 
 
+def batch_chunks(encoded: list, batch: int, requests: int) -> list:
+    """The same ``requests`` requests (:func:`batch_prompts` of ``encoded``) cut into batches of ``batch`` (the last
+    one shorter when ``batch`` does not divide ``requests``), so that every batch size decodes the same work.
+    Raises ``ValueError`` naming ``batch`` or ``requests`` when either is below 1."""
+    batch, requests = check_int("batch", batch, 1), check_int("requests", requests, 1)
+    prompts = batch_prompts(encoded, requests)
+    return [prompts[i:i + batch] for i in range(0, requests, batch)]
+
+
 def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES, drafter: str = "model",
-                    max_new_tokens: int = 32, rounds: int = 1, temperature: float = 0.0, seed: int = 0) -> dict:
+                    max_new_tokens: int = 32, rounds: int = 1, temperature: float = 0.0, seed: int = 0,
+                    requests: int | None = None) -> dict:
     """Goodput (committed tokens/s over the batch) of :func:`lab.batched.generate_batch` for every batch size B of
     ``batch_sizes`` × every N of ``n_values`` (0 = autoregressive; otherwise ``drafter``, a name of
-    :data:`lab.registry.DRAFTERS`, built with N per row), on ``encoded`` (prompts' token ids; batch B takes
-    :func:`batch_prompts`), stopping rows at ``pair.eos_token_id``.
+    :data:`lab.registry.DRAFTERS`, built with N per row), on ``encoded`` (prompts' token ids), stopping rows at
+    ``pair.eos_token_id``. Every batch size decodes the same ``requests`` requests (default: the largest batch
+    size; :func:`batch_chunks`): B = 1 one at a time, B = 4 four at a time, and so on, so that a change in goodput
+    comes from the batch size and not from which prompts a batch happened to hold.
 
     Timing: every (B, N) once on a short warm-up; then ``rounds`` rounds, each visiting the batch sizes in turn
     and, within a batch size, every N in an order rotating from one batch size and round to the next, so that a
@@ -78,6 +90,7 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     if drafter not in DRAFTERS:
         raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
     max_new_tokens, rounds = check_int("max_new_tokens", max_new_tokens, 1), check_int("rounds", rounds, 1)
+    requests = batch_sizes[-1] if requests is None else check_int("requests", requests, 1)
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}")
@@ -99,18 +112,18 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     with LoadMeter() as meter:
         for _ in range(rounds):
             for b in batch_sizes:
-                prompts = batch_prompts(encoded, b)
                 k = turn % len(n_values)
                 for n in n_values[k:] + n_values[:k]:
-                    out, seconds = run(prompts, n, max_new_tokens)
                     cell = cells[(b, n)]
-                    cell["tokens"] += out.stats["new_tokens"]
-                    cell["seconds"] += seconds
-                    cell["calls"] += out.stats["target_calls"]
-                    cell["row_steps"] += out.stats["row_steps"]
-                    cell["drafted"] += out.stats["drafted_tokens"]
-                    cell["accepted"] += out.stats["accepted_tokens"]
-                    cell["draft_ms"] += sum(s.draft_ms for row in out.rows for s in row.steps)
+                    for prompts in batch_chunks(encoded, b, requests):
+                        out, seconds = run(prompts, n, max_new_tokens)
+                        cell["tokens"] += out.stats["new_tokens"]
+                        cell["seconds"] += seconds
+                        cell["calls"] += out.stats["target_calls"]
+                        cell["row_steps"] += out.stats["row_steps"]
+                        cell["drafted"] += out.stats["drafted_tokens"]
+                        cell["accepted"] += out.stats["accepted_tokens"]
+                        cell["draft_ms"] += sum(s.draft_ms for row in out.rows for s in row.steps)
                 turn += 1
     rows = []
     for (b, n), cell in cells.items():
@@ -127,7 +140,8 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
                 "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
                 "drafter": drafter, "batch_sizes": batch_sizes, "n_values": n_values, "prompts": len(encoded),
-                "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature, "seed": seed}
+                "requests": requests, "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature,
+                "seed": seed}
     return {"rows": rows, "best": best, "crossover": crossover_batch(best), "schedule": batch_schedule(best),
             "load": meter.summary(), "note": meter.note(), "settings": settings}
 
@@ -177,9 +191,11 @@ def format_goodput(result: dict) -> str:
     ns = s["n_values"]
     head = " | ".join(f"N = {n} tokens/s" + ("" if n == 0 else " (× N = 0, acceptance rate)") for n in ns)
     lines = [f"goodput (committed tokens/s over the batch), pair {s['pair']} on {s['device']} ({s['processor']}, "
-             f"{s['dtype']}, {s['threads']} threads), drafter {s['drafter']} drafting per row, {s['max_new_tokens']} "
-             f"new tokens per row, T = {s['temperature']:g}, {s['rounds']} round{'s' * (s['rounds'] != 1)}, "
-             "batch sizes and N interleaved", "",
+             f"{s['dtype']}, {s['threads']} threads), drafter {s['drafter']} drafting per row, "
+             + (f"the same {s['requests']} requests at every batch size" if s.get("requests") else "")
+             + (f" ({s['task']})" if s.get("task") else "")
+             + f", {s['max_new_tokens']} new tokens per row, T = {s['temperature']:g}, {s['rounds']} "
+             f"round{'s' * (s['rounds'] != 1)}, batch sizes and N interleaved", "",
              f"| batch | {head} | best N |", "|---" * (len(ns) + 2) + "|"]
     cells = {(row["batch"], row["n_draft"]): row for row in result["rows"]}
     for b in s["batch_sizes"]:

@@ -30,6 +30,7 @@ DATA = ROOT / "tests" / "data" / "engines"
 PACKAGES = {
     "vllm-0.34.0": (["vllm==0.34.0", "--only-binary", ":all:"], {
         "vllm/config/speculative.py": "vllm/config/speculative.py",
+        "vllm/v1/spec_decode/metrics.py": "vllm/v1/spec_decode/metrics.py",
         "vllm-0.34.0.dist-info/licenses/LICENSE": "LICENSE"}),
     "sglang-0.5.23": (["sglang==0.5.23", "--only-binary", ":all:", "--python-version", "3.11", "--platform",
                        "manylinux_2_34_x86_64"], {

@@ -41,8 +41,13 @@ def add_parser(sub) -> None:
     batch.add_argument("--batch-n", type=int_list(0), default="0,2,4", metavar="N,N,...",
                        help="draft lengths to time, comma-separated, each >= 0; 0 = autoregressive (default: "
                             "%(default)s)")
-    batch.add_argument("--batch-drafter", choices=DRAFTERS, default="model",
-                       help="the drafter of every row, one instance per row (default: %(default)s, the draft model)")
+    batch.add_argument("--batch-drafter", choices=DRAFTERS, default="ngram",
+                       help="the drafter of every row, one instance per row (default: %(default)s, prompt lookup, "
+                            "whose drafting costs next to nothing, so the goodput measures verification; a draft "
+                            "model drafts row by row here, so its cost grows with the batch)")
+    batch.add_argument("--batch-task", choices=("all", *BATCH_TASKS), default="all",
+                       help="the chat pair's requests of one kind, or all four kinds interleaved (default: "
+                            "%(default)s); the Shakespeare pair always takes its held-out passages")
     batch.add_argument("--rounds", type=positive_int, default=1,
                        help="interleaved rounds over every batch size x N, >= 1 (default: %(default)s)")
     for action in b._actions:  # --max-new-tokens: 128 for the tables, BATCH_MAX_NEW_TOKENS with --batch
@@ -53,6 +58,7 @@ def add_parser(sub) -> None:
 
 
 BATCH_MAX_NEW_TOKENS = 32
+BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS, kept here so --help imports no torch
 """``--max-new-tokens`` of ``bench --batch`` when none is given: 16 rows x 32 tokens of the real pair take seconds
 per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
 
@@ -214,8 +220,8 @@ def _run_chat(args, count: int) -> int:
 
 def _run_batch(args) -> int:
     """``python -m lab bench --batch``: :func:`lab.goodput.measure_goodput` on the pair (a chat pair in its fast
-    dtype, on its held-out requests of every kind, interleaved: chat, code, structured, copy/edit, chat, ...; the
-    Shakespeare pair in float32 on its held-out passages), printed by :func:`lab.goodput.format_goodput` (or as
+    dtype, on its held-out requests of the ``--batch-task`` kind, or of every kind interleaved: chat, code,
+    structured, copy/edit, chat, ...; the Shakespeare pair in float32 on its held-out passages), printed by :func:`lab.goodput.format_goodput` (or as
     JSON with ``--json``). ``--prompts`` caps the distinct prompts (default: all; a batch larger than that repeats
     them). Returns 0. Raises :class:`lab.cli.OptionError` naming ``--batch-drafter`` for a drafter the pair cannot
     have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the target's context."""
@@ -225,7 +231,8 @@ def _run_batch(args) -> int:
 
     chat = args.pair in CHAT_PAIRS
     if chat:
-        per_kind = [chat_prompts(kind) for kind in CHAT_TASKS]
+        kinds = CHAT_TASKS if args.batch_task == "all" else (args.batch_task,)
+        per_kind = [chat_prompts(kind) for kind in kinds]
         prompts = [kind[i] for i in range(max(map(len, per_kind))) for kind in per_kind if i < len(kind)]
     else:
         prompts = held_out_prompts()
@@ -246,6 +253,7 @@ def _run_batch(args) -> int:
         raise OptionError("--max-new-tokens", problem)
     result = measure_goodput(pair, encoded, batch_sizes=args.batch_sizes, n_values=args.batch_n,
                              drafter=args.batch_drafter, max_new_tokens=max_new_tokens, rounds=args.rounds)
+    result["settings"]["task"] = args.batch_task if chat else "held-out passages"
     if args.json:
         result = {**result, "best": {str(b): n for b, n in result["best"].items()}}
         print(json.dumps(result, indent=1))

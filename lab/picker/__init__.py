@@ -56,7 +56,7 @@ The rules, in order (each one adds a sentence to ``reasons``):
    model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
 4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
    confident pairs usually accept less when sampling; measure yours, lesson 13); Medusa drafts one token per head, so
-   its N is the head count (:data:`MEDUSA_HEADS`, which vLLM's ``num_speculative_tokens`` must equal); Lookahead uses
+   its N is the head count (:data:`MEDUSA_HEADS`; vLLM releases before 0.34.0 required it); Lookahead uses
    the n-gram size of lesson 09's defaults; throughput uses N = 1.
 
 The picker's thresholds on acceptance are thresholds on α, the per-token acceptance probability of lesson 06's

@@ -74,10 +74,10 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         Args:
             draft_model: name or path of the draft model / EAGLE head / Medusa heads (a placeholder when None).
             draft_tensor_parallel_size: GPUs the draft is sharded over; added to the object for the model-based
-                methods that take it (``draft_model``, ``eagle``). vLLM's ``SpeculativeConfig`` accepts only 1 or
-                the target's ``tensor_parallel_size``, and its draft-model proposer
-                (``vllm/v1/spec_decode/draft_model.py``) further requires the target's size for ``draft_model``.
-                None leaves it to vLLM (the target's size).
+                methods that take it (``draft_model``, ``eagle``). vLLM 0.34.0 accepts only 1 or the target's
+                ``tensor_parallel_size``, for every model-based method (``SpeculativeConfig._verify_and_get_draft_tp``
+                in ``vllm/config/speculative.py``; earlier releases' draft-model proposer required the target's
+                size). None leaves it to vLLM (the target's size).
             tensor_parallel_size: GPUs the target is sharded over (``--tensor-parallel-size``, default 1), used
                 only to check ``draft_tensor_parallel_size``.
 
@@ -88,9 +88,9 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         :data:`VLLM_SPECULATIVE_KEYS`.
 
         Raises:
-            ValueError: ``tensor_parallel_size`` or ``draft_tensor_parallel_size`` not an integer >= 1, a draft size
-                other than 1 or ``tensor_parallel_size``, or (for ``draft_model``) other than
-                ``tensor_parallel_size``; the message names the argument and the allowed values.
+            ValueError: ``tensor_parallel_size`` or ``draft_tensor_parallel_size`` not an integer >= 1, or a draft
+                size other than 1 or ``tensor_parallel_size``; the message names the argument and the allowed
+                values.
         """
         tensor_parallel_size = check_gpus("tensor_parallel_size", tensor_parallel_size)
         if draft_tensor_parallel_size is not None:
@@ -100,11 +100,6 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
                 raise ValueError(
                     f"draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size "
                     f"({tensor_parallel_size}), i.e. one of {allowed}; got {draft_tensor_parallel_size}")
-            if self.vllm_method() == "draft_model" and draft_tensor_parallel_size != tensor_parallel_size:
-                raise ValueError(
-                    f"draft_tensor_parallel_size must equal tensor_parallel_size ({tensor_parallel_size}) for a "
-                    f"draft model: vLLM's draft-model proposer rejects any other size; got "
-                    f"{draft_tensor_parallel_size}")
         method = self.vllm_method()
         if method == "none":
             return {}

@@ -26,8 +26,8 @@ MEDUSA_HEADS = 4
 """Medusa heads assumed: the four of seed lesson 002's Medusa diagram (heads 0–3 for t+1 … t+4; seed lesson 000
 draws the same four but makes head_0 the target's own LM head, leaving three added heads). Here all four are added
 heads (head k predicts token t + 1 + k, as in lesson 10). Medusa drafts one token per head, so this is also Medusa's
-N; vLLM requires ``num_speculative_tokens`` to equal the checkpoint's head count (its Medusa proposer returns one
-draft token per head), so use your checkpoint's count if it differs."""
+N; vLLM's Medusa proposer, before 0.34.0 dropped it, required ``num_speculative_tokens`` to equal the checkpoint's
+head count (one draft token per head), so use your checkpoint's count if it differs."""
 _MEDUSA_PARAMS = MEDUSA_HEADS * (_HIDDEN * _HIDDEN + _HIDDEN * _VOCAB)  # a residual block + a vocabulary layer each
 _DRAFT_PARAMS = 1.0e9
 

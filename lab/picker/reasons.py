@@ -229,7 +229,9 @@ def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
     if method == "medusa":
         return (f"N = {n_draft}: Medusa drafts one token per head, so N is the number of heads "
                 f"({MEDUSA_HEADS} assumed here, as in seed lesson 002's diagram and in the memory figure); "
-                "vLLM's num_speculative_tokens must equal your checkpoint's head count.")
+                "an engine that loads Medusa heads drafts exactly one token per head, so set N to your "
+                "checkpoint's head count (none of the engines pinned here loads them any more: see the engine "
+                "notes).")
     which = "top" if temperature == 0 else "bottom"
     return (f"N = {n_draft}: the {which} of the workload's k range {row.n_range[0]}–{row.n_range[1]} "
             + ("(greedy decoding, where a good pair's drafts are accepted most often, so longer drafts "

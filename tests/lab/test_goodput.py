@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.goodput import (batch_prompts, batch_schedule, best_n_per_batch, committed_goodput, crossover_batch,
+from lab.goodput import (batch_chunks, batch_prompts, batch_schedule, best_n_per_batch, committed_goodput, crossover_batch,
                          measure_goodput)
 
 
@@ -24,6 +24,13 @@ def test_batch_prompts_cycle_and_checks(pair):
     assert batch_prompts([[1], [2, 3]], 5) == [[1], [2, 3], [1], [2, 3], [1]]
     with pytest.raises(ValueError, match="batch"):
         batch_prompts([[1]], 0)
+    # every batch size decodes the same requests: B = 3 over 4 requests is a batch of 3 and a batch of 1
+    assert batch_chunks([[1], [2, 3]], 3, 4) == [[[1], [2, 3], [1]], [[2, 3]]]
+    assert batch_chunks([[1], [2, 3]], 1, 2) == [[[1]], [[2, 3]]]
+    for b in (1, 2, 3, 4, 5):
+        assert sum(batch_chunks([[1], [2], [3]], b, 4), []) == batch_prompts([[1], [2], [3]], 4)
+    with pytest.raises(ValueError, match="requests"):
+        batch_chunks([[1]], 2, 0)
     with pytest.raises(ValueError, match="drafter must be one of"):
         measure_goodput(pair, [[1, 2]], drafter="oracle")
     with pytest.raises(ValueError, match="n_values"):

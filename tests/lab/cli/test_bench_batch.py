@@ -30,7 +30,8 @@ def test_bench_batch_prints_the_table_the_crossover_and_the_schedule(loaded, cap
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("goodput (committed tokens/s over the batch), pair shakespeare on cpu")
-    assert "drafter ngram drafting per row, 3 new tokens per row" in lines[0]
+    assert ("drafter ngram drafting per row, the same 3 requests at every batch size (held-out passages), 3 new "
+            "tokens per row") in lines[0]
     header = next(i for i, line in enumerate(lines) if line.startswith("| batch |"))
     assert lines[header] == "| batch | N = 0 tokens/s | N = 2 tokens/s (× N = 0, acceptance rate) | best N |"
     table = {}
@@ -63,7 +64,8 @@ def test_bench_batch_json(loaded, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"rows", "best", "crossover", "schedule", "load", "note", "settings"}
     assert [(row["batch"], row["n_draft"]) for row in out["rows"]] == [(2, 0), (2, 1)]
-    assert out["settings"]["batch_sizes"] == [2] and out["settings"]["drafter"] == "model"
+    assert out["settings"]["batch_sizes"] == [2] and out["settings"]["drafter"] == "ngram"
+    assert out["settings"]["requests"] == 2 and out["settings"]["task"] == "held-out passages"
     assert out["settings"]["prompts"] == 1  # the batch of 2 repeats the one prompt
     assert out["rows"][0]["vs_autoregressive"] == 1.0 and out["rows"][0]["acceptance_rate"] is None
     assert all(row["new_tokens"] == 2 * 3 for row in out["rows"])  # 2 rows x 3 tokens (no EOS this soon)
@@ -77,3 +79,37 @@ def test_bench_batch_json(loaded, capsys):
 def test_bad_batch_options_are_named(capsys, flag, value, words):
     line = error_line(run_bad(["bench", "--batch", flag, value], capsys))
     assert f"argument {flag}: must be comma-separated {words}" in line
+
+
+def test_bench_batch_task_takes_one_kind_of_request(monkeypatch, capsys):
+    """--batch-task picks the chat pair's requests of one kind (never loading a model here: measure_goodput is
+    replaced by a recorder), and its choices are lab.prompts' chat task kinds."""
+    import lab.goodput
+    import lab.models
+    from lab.cli.bench import BATCH_TASKS
+    from lab.prompts import CHAT_TASKS, chat_prompts
+
+    assert BATCH_TASKS == CHAT_TASKS
+    seen = {}
+
+    class FakePair:
+        draft, name = object(), "smollm2-135m"
+
+        def encode_chat(self, text):
+            return [len(text) % 7 + 1, 2, 3]
+
+    def record(pair, encoded, **kwargs):
+        seen["encoded"] = encoded
+        return {"rows": [], "best": {}, "crossover": None, "schedule": [], "load": {}, "note": "",
+                "settings": {}}
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: FakePair())
+    monkeypatch.setattr(lab.goodput, "measure_goodput", record)
+    monkeypatch.setattr("lab.cli.bench.context_problem", lambda *args: None, raising=False)
+    monkeypatch.setattr("lab.prompts.context_problem", lambda *args: None)
+    monkeypatch.setattr("lab.prompts.encode_prompts", lambda pair, prompts: [list(p) for p in prompts])
+    assert cli.main(["bench", "--batch", "--batch-task", "copy_edit", "--json", "--batch-n", "0"]) == 0
+    assert seen["encoded"] == [list(p) for p in chat_prompts("copy_edit")]
+    assert json.loads(capsys.readouterr().out)["settings"]["task"] == "copy_edit"
+    line = error_line(run_bad(["bench", "--batch", "--batch-task", "poems"], capsys))
+    assert "argument --batch-task: invalid choice: 'poems'" in line

@@ -5,14 +5,17 @@ transformers' generate arguments. The parsers are tested first on spot values, s
 fails here rather than letting every check pass."""
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shlex
 
 import pytest
 import yaml
 
-from lab.picker import LLAMACPP_SPEC_TYPES, SGLANG_ALGORITHMS, TRTLLM_DECODING_TYPES, VLLM_SUFFIX_DEFAULTS, recommend
-from tests.lab.picker.engine_sources import (llamacpp_source, sglang_source, transformers_generate_keys,
+from lab.picker import (LLAMACPP_SPEC_TYPES, SGLANG_ALGORITHMS, TRTLLM_DECODING_TYPES, VLLM_METRICS,
+                        VLLM_SUFFIX_DEFAULTS, recommend)
+from tests.lab.picker.engine_sources import (VLLM_FILE, llamacpp_source, sglang_source, transformers_generate_keys,
                                              trtllm_source, vllm_source)
 from tests.lab.picker.helpers import all_recommendations, suffix_recommendations
 
@@ -77,6 +80,59 @@ def test_every_vllm_setting_is_a_vllm_field_and_method():
             if config:
                 assert config["method"] in source.methods
                 assert config.get("draft_sample_method", "greedy") in source.draft_sample_methods
+
+
+def test_vllm_draft_tensor_parallel_rule_is_the_pinned_releases():
+    """The picker accepts a draft tensor-parallel size exactly when vLLM's _verify_and_get_draft_tp does: 1 or the
+    target's size, for every model-based method (the function's `not in (1, target size)` test, read from the
+    source)."""
+    tree = ast.parse(VLLM_FILE.read_text(encoding="utf-8"))
+    verify = next(node for node in ast.walk(tree)
+                  if isinstance(node, ast.FunctionDef) and node.name == "_verify_and_get_draft_tp")
+    tests = [node for node in ast.walk(verify) if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.NotIn)]
+    assert len(tests) == 1
+    allowed = [ast.unparse(element) for element in tests[0].comparators[0].elts]
+    assert allowed == ["1", "target_parallel_config.tensor_parallel_size"]
+    for args in (("chat", 0.0, True, False), ("chat", 0.0, False, True)):  # a draft model, an EAGLE head
+        rec = recommend(*args)
+        for target_tp in (1, 2, 4):
+            for draft_tp in range(1, 6):
+                if draft_tp in (1, target_tp):
+                    config = rec.vllm_config(draft_model="org/d", draft_tensor_parallel_size=draft_tp,
+                                             tensor_parallel_size=target_tp)
+                    assert config["draft_tensor_parallel_size"] == draft_tp
+                else:
+                    with pytest.raises(ValueError, match="draft_tensor_parallel_size"):
+                        rec.vllm_config(draft_tensor_parallel_size=draft_tp, tensor_parallel_size=target_tp)
+
+
+def _squash(promql: str) -> str:
+    """PromQL without spaces or brackets, our 5-minute window written as vLLM's docstring writes it."""
+    return re.sub(r"[\s()]", "", promql.replace("[5m]", "[$interval]"))
+
+
+def test_vllm_metrics_name_vllms_own_counters_and_formulas():
+    """Every counter VLLM_METRICS reads is one vLLM's Prometheus logger creates (metrics.py, plus the _total
+    Prometheus appends), and our acceptance-rate and tokens-per-target-call formulas are the ones its docstring
+    gives for the acceptance rate and the mean acceptance length."""
+    metrics = VLLM_FILE.parents[1] / "v1" / "spec_decode" / "metrics.py"
+    tree = ast.parse(metrics.read_text(encoding="utf-8"))
+    prom = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "SpecDecodingProm")
+    created = {node.value for node in ast.walk(prom)
+               if isinstance(node, ast.Constant) and isinstance(node.value, str)
+               and node.value.startswith("vllm:spec_decode_")}
+    assert created == {"vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                       "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos"}
+    read = {name.removesuffix("_total") for expression in VLLM_METRICS.values()
+            for name in re.findall(r"vllm:[a-z_]+", expression)}
+    assert read == created
+    doc = " ".join(ast.get_docstring(prom).split())
+    assert _squash(VLLM_METRICS["acceptance_rate"]) in _squash(doc)
+    assert _squash(VLLM_METRICS["tokens_per_target_call"]) in _squash(doc)
+    # the per-position counter counts, per draft, the positions before the first rejection (observe_draft)
+    stats = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "observe_draft")
+    assert "for i in range(num_accepted_tokens): self.num_accepted_tokens_per_pos[i] += 1" in " ".join(
+        ast.unparse(stats).split())
 
 
 def test_vllm_suffix_config_uses_vllm_defaults():
