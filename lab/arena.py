@@ -48,7 +48,7 @@ FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per dra
 EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
-                  "suffix": "suffix decoding", "adaptive": "draft model, adaptive N"}
+                  "suffix": "suffix decoding", "mtp": "MTP heads", "adaptive": "draft model, adaptive N"}
 
 
 def default_tasks(pair) -> tuple[str, ...]:
@@ -193,8 +193,8 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       text otherwise); every run stops at ``pair.eos_token_id``. ``temperatures``: 0 is
       greedy; T > 0 samples with seed ``seed + i`` for prompt i (the same seeds for every drafter and the
       baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter` ("model", "ngram", "lookahead", "medusa",
-      "eagle", "early-exit", "suffix"), built with ``n_draft`` (Lookahead, Medusa and suffix decoding use their own
-      window / tree / match length, :data:`lab.registry.OWN_DRAFT`; suffix decoding's cache holds the earlier
+      "eagle", "early-exit", "suffix", "mtp"), built with ``n_draft`` (Lookahead, Medusa, suffix decoding and the
+      MTP heads use their own window / tree / match length / depth, :data:`lab.registry.OWN_DRAFT`; suffix decoding's cache holds the earlier
       answers its prompt quotes, see :func:`lab.registry.make_drafter`); leave out
       those :func:`lab.registry.drafter_problem` says the pair cannot have (a chat pair has no Medusa heads or EAGLE
       draft). Every cell also runs the autoregressive baseline.
@@ -350,6 +350,10 @@ def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
         sd = SuffixDecodingDrafter()
         geometry.append(f"suffix decoding depth {sd.max_depth}, spec factor {sd.max_spec_factor:g}, min prob "
                         f"{sd.min_token_prob:g}, cache of the conversation's earlier answers")
+    if "mtp" in drafters:
+        from lab.drafters.mtp import MTPDrafter
+
+        geometry.append(f"MTP heads: a chain of {MTPDrafter.from_pretrained(pair).heads.depth}, one per module")
     return {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
             "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
             "prompt_format": _prompt_format(pair), "tasks": list(tasks),

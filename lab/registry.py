@@ -13,17 +13,17 @@ from __future__ import annotations
 __all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft", "make_drafter", "own_draft_reason",
            "try_drafter", "drafter_problem"]
 
-DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix")
+DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp")
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
 
 
 def make_drafter(kind: str, pair, n_draft: int):
     """The drafter named ``kind`` (one of :data:`DRAFTERS`) for ``pair`` (a :class:`lab.models.ModelPair`), drafting
-    ``n_draft`` tokens per step where the drafter takes an N (:data:`OWN_DRAFT`: Lookahead, Medusa and suffix
-    decoding set their own).
+    ``n_draft`` tokens per step where the drafter takes an N (:data:`OWN_DRAFT`: Lookahead, Medusa, suffix decoding
+    and the MTP heads set their own).
 
     Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
-    (``pair.draft`` is None); Medusa and EAGLE raise ``FileNotFoundError`` / ``ValueError`` when their weights are
+    (``pair.draft`` is None); Medusa, EAGLE and MTP raise ``FileNotFoundError`` / ``ValueError`` when their weights are
     missing or were trained for another target, and the early exit ``ValueError`` for a target without Llama layers
     (see :func:`try_drafter`).
 
@@ -65,11 +65,16 @@ def make_drafter(kind: str, pair, n_draft: int):
 
         quoted = (lambda ids: assistant_turns(pair, ids)) if getattr(pair, "has_chat_template", False) else None
         return SuffixDecodingDrafter(prompt_outputs=quoted)
+    if kind == "mtp":  # DeepSeek-V3-style multi-token-prediction heads: a chain of one token per module (D)
+        from lab.drafters.mtp import MTPDrafter
+
+        return MTPDrafter.from_pretrained(pair)
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
 
 
-OWN_DRAFT = ("lookahead", "medusa", "suffix")
-"""Drafters whose own geometry (Lookahead's window, Medusa's tree) sets what they draft: N does not apply."""
+OWN_DRAFT = ("lookahead", "medusa", "suffix", "mtp")
+"""Drafters whose own geometry (Lookahead's window, Medusa's tree, the MTP heads' depth) sets what they draft: N
+does not apply."""
 
 
 def own_draft_reason(kind: str) -> str | None:
@@ -78,12 +83,14 @@ def own_draft_reason(kind: str) -> str | None:
     if kind not in OWN_DRAFT:
         return None
     return {"lookahead": "its window W and n-gram size set", "medusa": "its tree of candidates sets",
-            "suffix": "the length of its longest match sets"}[kind] + " what it drafts"
+            "suffix": "the length of its longest match sets",
+            "mtp": "its number of modules (one token each) sets"}[kind] + " what it drafts"
 
 
-TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m")}
+TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m"),
+               "mtp": ("shakespeare", "smollm2-135m")}
 """Drafters whose weights are trained for one target, and the pairs that have them committed
-(``lab/assets/<pair>/medusa``, ``.../eagle``)."""
+(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``)."""
 
 
 def check_has_draft(pair, what: str) -> None:

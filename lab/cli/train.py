@@ -16,10 +16,11 @@ def add_parser(sub) -> None:
                                      "the pair",
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
-    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "copy-target", "chat-data",
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "mtp", "copy-target", "chat-data",
                                     "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
-                        "medusa / eagle: train the Medusa heads / EAGLE draft on the committed target; "
+                        "medusa / eagle / mtp: train the Medusa heads / EAGLE draft / multi-token-prediction heads "
+                        "on the committed target; "
                         "copy-target: fine-tune the committed target to copy from its context (saved in the "
                         "cache, not over the bundled pair); chat-data: the real pair's target answers the "
                         "training prompts and requests it writes itself (cached, resumable); chat-draft: distil "
@@ -45,6 +46,12 @@ def run(args) -> int:
         return _train_chat(args.what)
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
+        print((Path(out) / "training.json").read_text())
+        return 0
+    if args.what == "mtp":
+        from lab.training.mtp import train_mtp
+
+        out = train_mtp(threads=args.threads)
         print((Path(out) / "training.json").read_text())
         return 0
     if args.what in ("medusa", "eagle"):

@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.assets import SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
+from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
@@ -48,8 +48,8 @@ from lab.validation import is_integer
 
 __all__ = ["MTP_DIRS", "MTPDrafter", "MTPHeads"]
 
-MTP_DIRS = {"smollm2-135m": SMOLLM2_DIR / "mtp"}
-"""The committed MTP heads, by pair name (``python -m lab train chat-mtp``)."""
+MTP_DIRS = {"shakespeare": PAIR_DIR / "mtp", "smollm2-135m": SMOLLM2_DIR / "mtp"}
+"""The committed MTP heads, by pair name (``python -m lab train mtp`` / ``chat-mtp``)."""
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"

@@ -70,13 +70,13 @@ def test_predictions_and_efficiency(arena):
             assert row["expected_tokens_per_call"] == expected_tokens_per_call(row["alpha"], 4)
             # drafts after the first rejection are never examined, so alpha >= accepted / drafted
             assert row["alpha"] >= row["acceptance_rate"]
-        elif row["drafter"] in ("ngram", "lookahead", "medusa", "suffix"):
+        elif row["drafter"] in ("ngram", "lookahead", "medusa", "suffix", "mtp"):
             assert row["prediction"] == "tokens/call, draft ms"
             assert row["predicted_speedup"] == row["tokens_per_target_call"] / (1 + row["step_draft_cost"])
     for row in arena["rows"]:
         if row["drafter"] in ("ngram", "lookahead", "suffix"):  # no draft forward pass
             assert row["cost_ratio"] is None and row["draft_calls"] == 0
-        if row["drafter"] in ("lookahead", "medusa", "suffix"):  # their own geometry sets the draft
+        if row["drafter"] in ("lookahead", "medusa", "suffix", "mtp"):  # their own geometry sets the draft
             assert row["n_draft"] is None
     assert "suffix decoding depth 24, spec factor 1" in arena["settings"]["geometry"]
 
@@ -126,7 +126,7 @@ def test_format_arena_and_figure(arena):
     assert len(fig.data) == 2 * len(TASKS) * 2  # measured + predicted bars per panel
     assert [t.name for t in fig.data[:2]] == ["measured", "predicted"]
     assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit",
-                                   "suffix decoding"]
+                                   "suffix decoding", "MTP heads"]
     with pytest.raises(ValueError, match="no drafter rows"):
         arena_figure({"rows": []})
     table = format_reconciliation(arena)

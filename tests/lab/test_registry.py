@@ -22,6 +22,8 @@ def test_every_name_builds_a_drafter_for_the_bundled_pair(pair):
         assert callable(drafter.propose) and callable(drafter.reset), kind
         assert try_drafter(kind, pair, 3)[1] is None  # built, not only named
     assert make_drafter("model", pair, 3).n_draft == 3 and make_drafter("ngram", pair, 2).n_draft == 2
+    mtp = make_drafter("mtp", pair, 3)  # the committed heads' D modules set the draft, whatever N
+    assert mtp.n_draft == mtp.heads.depth == 2
     suffix = make_drafter("suffix", pair, 3)  # vLLM's defaults whatever N; a plain-text pair quotes no answers
     assert (suffix.max_depth, suffix.max_spec_factor, suffix.min_token_prob) == (24, 1.0, 0.1)
     assert suffix.prompt_outputs is None and len(suffix.cache) == 0
@@ -34,7 +36,8 @@ def test_own_draft_reason_names_what_sets_the_draft():
     assert own_draft_reason("lookahead") == "its window W and n-gram size set what it drafts"
     assert own_draft_reason("medusa") == "its tree of candidates sets what it drafts"
     assert own_draft_reason("suffix") == "the length of its longest match sets what it drafts"
-    assert DRAFTERS == ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix")
+    assert own_draft_reason("mtp") == "its number of modules (one token each) sets what it drafts"
+    assert DRAFTERS == ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp")
     assert all(own_draft_reason(kind) is None for kind in DRAFTERS if kind not in OWN_DRAFT)
 
 
@@ -43,7 +46,7 @@ def test_a_hub_pair_lacks_the_trained_drafters_and_the_early_exit(pair):
     for kind in ("model", "ngram", "lookahead", "suffix"):
         drafter, why = try_drafter(kind, hub)
         assert drafter is not None and why is None, kind
-    for kind in ("medusa", "eagle", "early-exit"):
+    for kind in ("medusa", "eagle", "mtp", "early-exit"):
         drafter, why = try_drafter(kind, hub)
         assert drafter is None and why, kind
         assert drafter_problem(kind, hub) == why
@@ -51,8 +54,8 @@ def test_a_hub_pair_lacks_the_trained_drafters_and_the_early_exit(pair):
 
 
 def test_the_real_pair_has_every_drafter(smollm2_pair):
-    """"smollm2-135m": its draft model, prompt lookup, Lookahead, the early exit, its Medusa heads and its EAGLE
-    draft build and run, greedy output equal to autoregressive decoding (the float32 oracles are in
+    """"smollm2-135m": its draft model, prompt lookup, Lookahead, the early exit, suffix decoding, its Medusa heads,
+    its EAGLE draft and its MTP heads build and run, greedy output equal to autoregressive decoding (the float32 oracles are in
     test_real_pair_oracles.py)."""
     from lab.decode import generate
 
