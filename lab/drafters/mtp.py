@@ -135,7 +135,7 @@ class MTPHeads(torch.nn.Module):
 
     def parameter_count(self) -> int:
         """Parameters the modules train and save (the unused 1-row embedding tables of the blocks left out)."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+        return sum(p.numel() for name, p in self.named_parameters() if ".block.embed_tokens." not in name)
 
     # -- the shared target parts ----------------------------------------------------------------------------
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -259,7 +259,7 @@ class MTPHeads(torch.nn.Module):
             if not (directory / name).is_file():
                 raise FileNotFoundError(f"no MTP heads at {directory}: {name} is missing (model.safetensors + "
                                         "config.json); train them with `python -m lab train chat-mtp` (smollm2-135m) "
-                                        "or restore lab/assets from git")
+                                        "or `python -m lab train mtp` (shakespeare), or restore lab/assets from git")
         config = json.loads((directory / CONFIG_FILE).read_text())
         for key, mine in (("width", int(target.config.hidden_size)), ("vocab_size", vocab_size(target))):
             if config.get(key) != mine:

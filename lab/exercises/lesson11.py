@@ -1,4 +1,4 @@
-"""Exercise checker for lesson 11 (EAGLE's training pairs).
+"""Exercise checkers for lesson 11 (EAGLE's training pairs; what each MTP module reads and predicts).
 
 Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
@@ -8,7 +8,7 @@ import torch
 
 from lab.exercises.harness import checker, compare, Fail, outcome_of, same_tensor
 
-__all__ = ["eagle_training_pairs", "reference_eagle_training_pairs"]
+__all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs"]
 
 
 def reference_eagle_training_pairs(hidden, ids):
@@ -117,3 +117,46 @@ def eagle_training_pairs(fn):
                     "loop, either works.",
                     show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
     return f"{count} windows paired as EAGLE trains: feature + next token in, next feature and the token after out"
+
+
+def reference_mtp_depth_pairs(ids, depth):
+    """The answer to exercise 2: for MTP module ``depth`` = k on a window ``ids [T]``, ``(tokens_in, token_targets)``
+    = ``(ids[k:-1], ids[k + 1:])``: row i reads t_{i+k} (with h^{k-1}_i) and its head predicts t_{i+k+1}, for the
+    T - k - 1 rows that have a target (DeepSeek-V3 technical report, §2.2; ``lab.drafters.mtp.MTPHeads.forward``
+    builds the same rows)."""
+    return ids[depth:-1], ids[depth + 1:]
+
+
+@checker
+def mtp_depth_pairs(fn):
+    """Check ``fn(ids [T], depth) -> (tokens_in, token_targets)``: what MTP module k = ``depth`` reads and predicts at
+    each row of a teacher-forced window. Planted mistakes: depth ignored (every module reads t_{i+1}), the token
+    read one place early, the target equal to the token read, and Medusa's blind view (no token read beyond
+    t_{i+1})."""
+    gen = torch.Generator().manual_seed(11)
+    cases = [(torch.randint(0, 50, (length,), generator=gen), depth)
+             for length, depth in ((6, 1), (6, 2), (9, 3), (4, 2), (5, 3), (8, 2))]
+    faults = [
+        (lambda x, k: (x[1:-1], x[2:]),
+         "every depth is not the same: module k at row i reads t_{i+k}, k tokens after the row's own, and predicts "
+         "t_{i+k+1}; only module 1 reads t_{i+1}."),
+        (lambda x, k: (x[k - 1:-2], x[k + 1:]),
+         "module k reads the token just before the one it predicts, t_{i+k}, not t_{i+k-1}: both slices start one "
+         "apart (ids[k:-1] and ids[k+1:])."),
+        (lambda x, k: (x[k:-1], x[k:-1]),
+         "the target is the NEXT token after the one read: row i reads t_{i+k} and predicts t_{i+k+1}."),
+        (lambda x, k: (x[1:len(x) - k], x[k + 1:]),
+         "that is Medusa's view, where head k knows only the row's next token; an MTP module also reads the true "
+         "token t_{i+k} right before its target, as the chain of modules feeds each one the previous depth's token."),
+    ]
+
+    def same(a, b):
+        return isinstance(a, (tuple, list)) and len(a) == 2 and all(
+            same_tensor(torch.as_tensor(u) if not isinstance(u, torch.Tensor) else u, v, atol=0)
+            for u, v in zip(a, b))
+
+    count = compare("mtp_depth_pairs", fn, cases, reference_mtp_depth_pairs, faults, same,
+                    "for k = depth, row i reads ids[i + k] and predicts ids[i + k + 1], for i = 0 … T - k - 2: "
+                    "two slices of ids.",
+                    show_args=lambda c: f"ids={c[0].tolist()}, depth={c[1]}")
+    return f"{count} windows: module k reads t(i+k) and predicts t(i+k+1), as MTPHeads.forward trains it"

@@ -49,3 +49,44 @@ def test_eagle_training_pairs_accepts_loops_and_names_the_wrong_part(capsys):
     assert "token_targets is a tensor of shape" in capsys.readouterr().out
     assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1]))
     assert "return four things" in capsys.readouterr().out
+
+
+def test_mtp_depth_pairs(capsys):
+    assert check.mtp_depth_pairs(check.reference_mtp_depth_pairs)
+    assert check.mtp_depth_pairs(lambda x, k: ([x[i + k] for i in range(len(x) - k - 1)],  # a loop works too
+                                               [x[i + k + 1] for i in range(len(x) - k - 1)]))
+    capsys.readouterr()
+    for wrong, words in [(lambda x, k: (x[1:-1], x[2:]), "every depth is not the same"),
+                         (lambda x, k: (x[k - 1:-2], x[k + 1:]), "not t_{i+k-1}"),
+                         (lambda x, k: (x[k:-1], x[k:-1]), "the NEXT token after the one read"),
+                         (lambda x, k: (x[1:len(x) - k], x[k + 1:]), "Medusa's view")]:
+        assert not check.mtp_depth_pairs(wrong)
+        out = capsys.readouterr().out
+        assert words in out and "mtp_depth_pairs(ids=" in out, out
+    assert not check.mtp_depth_pairs(lambda x, k: (x[k:], x[k + 1:]))  # one row too many: the generic hint
+    assert "two slices of ids" in capsys.readouterr().out
+    assert not check.mtp_depth_pairs(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_mtp_depth_pairs_are_the_rows_mtp_heads_train(pair):
+    """The reference is what lab.training.chat_mtp.mtp_loss scores: module k's row i embeds ids[i + k] (the
+    module's input, checked by feeding it) and is labelled ids[i + k + 1]."""
+    import torch
+
+    from lab.drafters.mtp import MTPHeads
+
+    torch.manual_seed(0)
+    heads = MTPHeads(pair.target, {"depth": 3, "intermediate": 16}).eval()
+    ids = torch.randint(0, 2000, (9,))
+    hidden = torch.randn(1, 9, pair.target.config.hidden_size)
+    with torch.no_grad():
+        outs = heads(hidden, ids[None])
+        h = hidden[0]
+        for k in range(1, 4):
+            tokens_in, targets = check.reference_mtp_depth_pairs(ids, k)
+            rows = len(targets)
+            assert rows == len(tokens_in) == 9 - k - 1
+            alone = heads.step(k, h[:rows], tokens_in, position_ids=torch.arange(k, k + rows))
+            assert torch.allclose(alone, outs[k - 1][0, :rows], atol=1e-5)
+            h = outs[k - 1][0]

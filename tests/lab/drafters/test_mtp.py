@@ -70,6 +70,7 @@ def test_shapes_parameters_and_teacher_forcing(pair):
     # per module: proj 2D x D, attention (the target's 6 heads: q, k, v, o at D x D), MLP 3 x D x 64, 3 norms of D
     per_module = 2 * D * D + 4 * D * D + 3 * D * 64 + 3 * D + 2 * D  # + the block's two inner norms
     assert heads.parameter_count() == 2 * per_module
+    assert heads.requires_grad_(False).parameter_count() == 2 * per_module  # frozen heads (as loaded) count the same
     assert all(p is not q for p in heads.parameters() for q in pair.target.parameters())  # the head is shared
     hidden, ids = torch.randn(3, 9, D), torch.randint(0, V, (3, 9))
     with torch.no_grad():
@@ -139,13 +140,16 @@ def test_save_load_round_trip_and_file_errors(pair, tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m lab train chat-mtp") as err:
         MTPDrafter.from_pretrained(pair, directory=tmp_path / "missing")
     assert str(tmp_path / "missing") in str(err.value)
-    with pytest.raises(FileNotFoundError, match="no MTP heads for the 'shakespeare' pair"):
-        MTPDrafter.from_pretrained(pair)  # only the real pair has committed heads
+    import dataclasses
+
+    with pytest.raises(FileNotFoundError, match="no MTP heads for the 'other' pair"):
+        MTPDrafter.from_pretrained(dataclasses.replace(pair, name="other"))  # committed heads: the two bundled pairs
+    assert MTPDrafter.from_pretrained(pair).heads.config["width"] == 384  # the Shakespeare pair's own
     with pytest.raises(TypeError, match="ModelPair"):
         MTPDrafter.from_pretrained(pair.target)
     with pytest.raises(ValueError, match="another target"):
         MTPHeads.from_pretrained(retrained(pair.target), tmp_path / "mtp")
-    assert MTP_DIRS["smollm2-135m"].name == "mtp"
+    assert MTP_DIRS["smollm2-135m"].name == MTP_DIRS["shakespeare"].name == "mtp"
 
 
 def test_drafting_reads_what_training_scored(pair, prompts):
