@@ -39,6 +39,9 @@ MEMORY_NEEDED_GB = {
     "medusa": round(_bf16_gb(_MEDUSA_PARAMS), 2),
     "ngram": 0.0,
     "lookahead": 0.0,
+    # no weights; vLLM 0.34.0 keeps its corpus of earlier responses on the device, token ids and a hash index
+    # (suffix_decoding_corpus_tokens, 2**20 by default: a few MB), negligible beside the target's KV cache
+    "suffix": 0.0,
 }
 """Accelerator memory (GB) each method needs beyond the target and its KV cache, computed for a Llama 3 8B target
 in bfloat16 (see the arithmetic above; the EAGLE figure is an EAGLE-1/2 head, an EAGLE-3 head needs more). Draft-free

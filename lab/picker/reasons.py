@@ -10,8 +10,9 @@ from lab.picker.decision import Decision
 from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, LOAD_SPEEDUP, load_break_even, \
     saturated_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
-from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, LOOKAHEAD_SETTINGS, METHOD_LABELS, SAMPLING_WARN_TEMPERATURE,
-                               SEED_000, SEED_002, STRATEGY_BY_METHOD, WORKLOAD_BY_TASK, workload_row)
+from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL, LOOKAHEAD_SETTINGS,
+                               METHOD_LABELS, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002, STRATEGY_BY_METHOD,
+                               WORKLOAD_BY_TASK, workload_row)
 
 __all__ = ["reasons_for", "source_for", "notes_for", "obstacle_text", "memory_reasons", "engine_notes"]
 
@@ -82,6 +83,9 @@ def memory_reasons(method: str, memory: float | None) -> list:
     if need == 0:
         if method in ("ngram", "lookahead"):
             return ["It needs no extra parameters and no extra memory."]
+        if method == "suffix":
+            return ["It needs no extra parameters; its cache of earlier outputs takes memory in proportion to what "
+                    "it keeps (vLLM 0.34: up to suffix_decoding_corpus_tokens, 2^20 tokens by default)."]
         return []
     if memory is None:
         return [f"Memory headroom not given: this assumes the extra ~{need:g} GB fits (computed for a Llama 3 "
@@ -152,6 +156,12 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
         reasons = ["The output mostly repeats the input, so looking up what followed the last tokens earlier in "
                    "the context drafts whole copied spans at no cost (lesson 08); the seed tables have no "
                    "copy/edit row, so the structured-JSON n-gram row stands in for it."]
+    elif task == "agent":
+        reasons = ["Agent loops and multi-turn edits answer with what earlier requests answered (the same tool call "
+                   "with a new argument, the same function with one line changed), so suffix decoding, which drafts "
+                   "from a cache of earlier outputs as well as the prompt with a tree that grows with the match "
+                   "(Oliaro et al. 2024: up to 5.3× on agentic SQL), is the default; the seed tables have no such "
+                   "row, so its range is this course's measurement and the structured-JSON row's k range sets N."]
     else:
         reasons = [f"Seed lesson 002 recommends {_a(row.method)} for {row.workload.lower()} "
                    f"(k {row.n_range[0]}–{row.n_range[1]}, {row.speedup[0]:g}–{row.speedup[1]:g}×)."]
@@ -182,6 +192,12 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
             "The seed tables rate prompt lookup only for code and JSON, so its range here is lesson 12's measurement "
             "on this course's real pair on a CPU; an open question holds little for the answer to copy, so "
             "measure it on your traffic.")
+    if method == "suffix":
+        per_call = "; ".join(f"{kind.replace('_', '-')} {ours:.2f} against {lookup:.2f}"
+                             for kind, (ours, lookup) in ARENA_SUFFIX_PER_CALL.items())
+        reasons.append(f"Measured on the real pair's own conversations ({ARENA_RUN}), greedy tokens per target call "
+                       f"of suffix decoding against prompt lookup's (N = 4): {per_call}. Prompt lookup proposes a "
+                       "fixed N from the prompt alone; suffix decoding's draft grows with the match (lesson 08).")
     if method == "eagle" and "medusa" in decision.candidates:
         reasons.append("EAGLE beats Medusa when both can be trained: its draft reads the target's features, and "
                        "seed lesson 000 puts its α (per-token acceptance) at 0.85+, against about 0.6 for a vanilla "
@@ -201,7 +217,7 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                        "no Lookahead, serves the config below as prompt lookup.")
     reasons.append(_n_reason(method, decision.n_draft, row, temperature))
     if temperature > SAMPLING_WARN_TEMPERATURE:
-        deterministic = method in ("ngram", "lookahead", "medusa")
+        deterministic = method in ("ngram", "lookahead", "medusa", "suffix")
         reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) plan for the "
                        "lower end of the range and measure α at this temperature"
                        + (": a deterministic draft is accepted with exactly the target's probability of the drafted "
@@ -226,6 +242,12 @@ def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
         return (f"Lookahead verifies n-grams of {LOOKAHEAD_SETTINGS['ngram']} tokens that start at the last committed "
                 f"token, so N = {n_draft}, with a Jacobi window of {LOOKAHEAD_SETTINGS['window']} (lesson 09's "
                 "defaults).")
+    if method == "suffix":
+        return (f"N = {n_draft}: the {'top' if temperature == 0 else 'bottom'} of the structured-JSON row's k range "
+                f"{row.n_range[0]}–{row.n_range[1]}, the nearest n-gram workload. This course's drafter sizes a "
+                "tree by the match instead (at most the matched length, lesson 08); vLLM 0.34.0's GPU suffix "
+                "speculator drafts one chain of up to N tokens, continuing the longest suffix match in the request "
+                "and in earlier responses (vllm/v1/worker/gpu/spec_decode/suffix/speculator.py).")
     if method == "medusa":
         return (f"N = {n_draft}: Medusa drafts one token per head, so N is the number of heads "
                 f"({MEDUSA_HEADS} assumed here, as in seed lesson 002's diagram and in the memory figure); "
@@ -249,7 +271,8 @@ def _basis_source(method: str, task: str, basis: str) -> str:
         return f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
     if basis == "arena":
         return "lesson 12's committed arena: prompt lookup on chat requests at T = 1 and T = 0, real pair on a CPU"
-    return f"{SEED_000}, \"Picking a draft\" table, row \"{STRATEGY_BY_METHOD[method].strategy}\""
+    row = STRATEGY_BY_METHOD[method]
+    return f"{row.source}, row \"{row.strategy}\""
 
 
 def _a(method: str, capital: bool = False) -> str:

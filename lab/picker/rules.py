@@ -21,6 +21,7 @@ __all__ = ["recommend", "obstacle", "speedup_for", "draft_length", "choose_under
 _HEADS = ("eagle", "medusa")                        # learned heads: replace the default when their range is higher
 _FALLBACKS = ("draft_model", "lookahead", "ngram")  # tried only when the default is not feasible
 _DRAFTS_WITH_TEMPERATURE = ("draft_model", "eagle")  # sampled drafts; the others are deterministic or greedy
+_COPY_DEFAULTS = {"copy_edit": "ngram", "agent": "suffix"}  # tasks without a seed row: their answers repeat text
 
 
 def recommend(task: str, temperature: float, has_small_same_family_model: bool, can_finetune: bool,
@@ -30,7 +31,8 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
     :mod:`lab.picker`).
 
     Args:
-        task: one of ``"chat"``, ``"code"``, ``"structured"``, ``"long_text"``, ``"copy_edit"``.
+        task: one of ``"chat"``, ``"code"``, ``"structured"``, ``"long_text"``, ``"copy_edit"``, ``"agent"``
+            (agent loops and multi-turn edits: answers that repeat earlier answers).
         temperature: the target's sampling temperature, >= 0 (0 = greedy).
         has_small_same_family_model: a small model with the target's tokenizer exists (a vanilla draft).
         can_finetune: you may train extra parameters for the target (EAGLE or Medusa heads) — True also when a
@@ -89,7 +91,7 @@ def speedup_for(method: str, task: str) -> tuple:
     """((low, high), basis) for ``method`` on ``task``: its workload row if that row recommends it (basis
     ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's measured
     speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``); else the strategy table's range
-    (``"strategy"``)."""
+    (``"strategy"``; for suffix decoding that row is lesson 12's measurement on conversations, its ``source``)."""
     row = workload_row(task)
     if row.method == method:
         return row.speedup, "workload_row"
@@ -124,15 +126,17 @@ def choose_under_load(workload: dict, obstacles: dict) -> Decision:
 def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     """Rules 3 and 4, latency-bound serving.
 
-    The default is the workload row's method (``"ngram"`` for copy/edit, which has no row). Candidates: the default
-    if feasible, the learned heads (not for copy/edit), and, only when the default is not feasible, the fallbacks.
+    The default is the workload row's method (``"ngram"`` for copy/edit and ``"suffix"`` for agent loops and
+    multi-turn edits, which have no row). Candidates: the default if feasible, the learned heads (not for copy/edit
+    or agent loops, whose answers repeat text a head would have to guess), and, only when the default is not
+    feasible, the fallbacks.
     Prompt lookup displaces Lookahead when both are feasible (their ranges come from different sources, our CPU
     arena and the seed's table, so they are not ranked by number: prompt lookup is what the engines serve, and
     lesson 12's committed run measured it level or ahead). The highest mid-range wins; ties go to the default, then
     to the cheaper method (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
     task, temperature = workload["task"], workload["temperature"]
-    default = "ngram" if task == "copy_edit" else workload_row(task).method
-    considered = (default,) + (() if task == "copy_edit" else _HEADS) + (_FALLBACKS if default in obstacles else ())
+    default = _COPY_DEFAULTS.get(task) or workload_row(task).method
+    considered = (default,) + (() if task in _COPY_DEFAULTS else _HEADS) + (_FALLBACKS if default in obstacles else ())
     candidates = {m: speedup_for(m, task) for m in considered if m not in obstacles}
     if not candidates:
         return Decision("latency", "none", obstacles=obstacles, default=default)

@@ -1,8 +1,9 @@
 """The picker's data: the seed lessons' tables, the course's measured numbers, the method and task names and labels,
 and the fixed settings of the draft-free methods. Nothing here decides; :mod:`lab.picker.rules` reads these.
 
-Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table, :data:`WORKLOAD_TABLE` seed lesson
-002's production settings; :data:`ARENA_CHAT_SPEEDUPS` and :data:`SHORT_OUTPUT_MEASURED` are committed runs of
+Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table plus one measured row (suffix decoding,
+which the seeds do not know), :data:`WORKLOAD_TABLE` seed lesson 002's production settings;
+:data:`ARENA_CHAT_SPEEDUPS`, :data:`ARENA_SUFFIX_SPEEDUPS` and :data:`SHORT_OUTPUT_MEASURED` are committed runs of
 lessons 12 and 13 (tests/notebooks/test_lesson_claims.py holds them to those runs).
 """
 from __future__ import annotations
@@ -13,23 +14,26 @@ __all__ = [
     "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "SETUP_ORDER", "SEED_000", "SEED_002", "MAX_TEMPERATURE",
     "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
-    "SHORT_OUTPUT_MEASURED", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS",
+    "SHORT_OUTPUT_MEASURED", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
+    "ARENA_RUN",
 ]
 
-TASKS = ("chat", "code", "structured", "long_text", "copy_edit")
-METHODS = ("draft_model", "medusa", "eagle", "lookahead", "ngram", "none")
+TASKS = ("chat", "code", "structured", "long_text", "copy_edit", "agent")
+METHODS = ("draft_model", "medusa", "eagle", "lookahead", "ngram", "suffix", "none")
 METHOD_LABELS = {
     "draft_model": "vanilla draft model",
     "medusa": "Medusa heads",
     "eagle": "EAGLE draft head",
     "lookahead": "Lookahead decoding",
     "ngram": "n-gram prompt lookup",
+    "suffix": "suffix decoding",
     "none": "no speculation",
 }
 TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": "structured output (JSON)",
-               "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)"}
+               "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)",
+               "agent": "agent loops, multi-turn edits (output repeats earlier outputs)"}
 
-SETUP_ORDER = ("ngram", "lookahead", "draft_model", "medusa", "eagle")
+SETUP_ORDER = ("ngram", "suffix", "lookahead", "draft_model", "medusa", "eagle")
 """The drafting methods, cheaper to set up first (nothing / a model you have / heads you must train). Breaks ties."""
 
 SEED_000 = "seed lesson 000"
@@ -47,12 +51,14 @@ accepted drafts; above it the picker tells you to plan for the lower end of the 
 
 @dataclass(frozen=True)
 class StrategyRow:
-    """One row of seed lesson 000's "Picking a draft" table: a method, when to pick it, its speedup range."""
+    """One row of seed lesson 000's "Picking a draft" table: a method, when to pick it, its speedup range, and where
+    the range comes from (the seed, unless the row is this course's own measurement)."""
 
     method: str
     strategy: str
     when: str
     speedup: tuple
+    source: str = SEED_000 + ', "Picking a draft" table'
 
 
 @dataclass(frozen=True)
@@ -66,14 +72,31 @@ class WorkloadRow:
     speedup: tuple
 
 
+ARENA_RUN = "lesson 12's committed arena (real pair, bfloat16, 2-core CPU, 2 requests × 48 tokens per task)"
+"""The run the measured numbers below come from: ``lab/assets/smollm2-135m/arena.json``."""
+
+ARENA_SUFFIX_SPEEDUPS = {("multi_turn", 0): 1.82, ("multi_turn", 1): 2.17, ("agent", 0): 1.71, ("agent", 1): 1.04}
+"""Measured speedups (× autoregressive, prefill included) of suffix decoding on the real pair's multi-turn and
+agent-loop requests at T = 0 and T = 1, from :data:`ARENA_RUN` (tests/notebooks/test_lesson_claims.py holds these to
+it). Their range is suffix decoding's row in :data:`STRATEGY_TABLE`."""
+
+ARENA_SUFFIX_PER_CALL = {"multi_turn": (2.04, 1.96), "agent": (1.97, 2.03)}
+"""Tokens per target call of (suffix decoding, prompt lookup at N = 4) on the same requests at T = 0, from
+:data:`ARENA_RUN` (held to it by tests/notebooks/test_lesson_claims.py)."""
+
 STRATEGY_TABLE = (
     StrategyRow("draft_model", "Vanilla draft (1B/3B Llama family)", "Quick start, nothing to train", (1.8, 2.3)),
     StrategyRow("medusa", "Medusa heads", "Training heads on the target is allowed", (2.0, 3.0)),
     StrategyRow("eagle", "EAGLE-2 / 3", "Production serving, fastest option", (3.0, 4.0)),
     StrategyRow("lookahead", "Lookahead", "No draft model, nothing trained or added", (1.3, 1.6)),
+    StrategyRow("suffix", "Suffix decoding", "Agent loops and multi-turn edits: answers repeat earlier answers",
+                (min(ARENA_SUFFIX_SPEEDUPS.values()), max(ARENA_SUFFIX_SPEEDUPS.values())),
+                ARENA_RUN + ": suffix decoding on multi-turn and agent-loop requests at T = 0 and T = 1"),
 )
 """Seed lesson 000, "Picking a draft" (strategy, when to pick, speedup); the "when to pick" column is in the
-course's own words."""
+course's own words. The last row, suffix decoding (Oliaro et al. 2024, arXiv 2411.04975), is not the seed's: its
+range is this course's measurement (:data:`ARENA_SUFFIX_SPEEDUPS`); the paper reports up to 5.3× on agentic SQL on
+GPUs."""
 
 WORKLOAD_TABLE = (
     WorkloadRow("chat", "General chat", "draft_model", (4, 5), (2.0, 2.5)),
@@ -82,7 +105,7 @@ WORKLOAD_TABLE = (
     WorkloadRow("long_text", "Long text", "draft_model", (3, 4), (1.8, 2.2)),
 )
 """Seed lesson 002, production settings (workload, recommended method, k, expected speedup). It has no copy/edit
-row; the picker uses the structured-JSON row, the nearest n-gram workload, for copy/edit."""
+or agent row; the picker uses the structured-JSON row, the nearest n-gram workload, for both (its k range)."""
 
 STRATEGY_BY_METHOD = {row.method: row for row in STRATEGY_TABLE}
 """:data:`STRATEGY_TABLE` by method."""
@@ -90,7 +113,7 @@ STRATEGY_BY_METHOD = {row.method: row for row in STRATEGY_TABLE}
 WORKLOAD_BY_TASK = {row.task: row for row in WORKLOAD_TABLE}
 """:data:`WORKLOAD_TABLE` by task (no ``"copy_edit"``: see :data:`NEAREST_ROW`)."""
 
-NEAREST_ROW = {"copy_edit": "structured"}
+NEAREST_ROW = {"copy_edit": "structured", "agent": "structured"}
 """Tasks without a row of their own -> the task whose row stands in for them."""
 
 
@@ -100,13 +123,13 @@ def workload_row(task: str) -> WorkloadRow:
     return WORKLOAD_BY_TASK.get(task) or WORKLOAD_BY_TASK[NEAREST_ROW[task]]
 
 
-ARENA_CHAT_SPEEDUPS = {("ngram", 0): 0.99, ("ngram", 1): 1.15, ("lookahead", 0): 0.99, ("lookahead", 1): 1.11}
+ARENA_CHAT_SPEEDUPS = {("ngram", 0): 1.09, ("ngram", 1): 0.96, ("lookahead", 0): 0.92, ("lookahead", 1): 0.86}
 """Measured speedups (× autoregressive) of prompt lookup and Lookahead on chat requests at T = 0 and T = 1, from the
 real pair's committed arena run that lesson 12 reads (``lab/assets/smollm2-135m/arena.json``: bfloat16, 2-core CPU,
 2 requests × 48 tokens; tests/notebooks/test_lesson_claims.py holds these to it). The seed tables give prompt
 lookup no range for chat or long text; the picker uses these instead."""
 
-SHORT_OUTPUT_MEASURED = {"first_win_tokens": 2, "speedup_at_15": 1.05}
+SHORT_OUTPUT_MEASURED = {"first_win_tokens": 2, "speedup_at_15": 1.02}
 """Lesson 13's committed run on the real pair (one code request, greedy, N = 4, float32 on a 2-core CPU): the fewest
 new tokens from which speculation with the draft model stayed ahead, and its speedup at 15 new tokens, the output
 length seed lesson 000 warns about (tests/notebooks/test_lesson_claims.py holds these to that run)."""

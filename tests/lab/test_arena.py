@@ -405,12 +405,16 @@ def test_compare_adaptive_on_a_chat_pair_runs_the_chat_requests(chat_pair):
 
 
 def test_committed_arena_of_the_real_pair_names_its_machine():
-    from lab.arena import CHAT_TASKS, committed_arena
+    """The committed run (lab/assets/smollm2-135m/arena.json) names its machine and has one row per method on every
+    kind of task, conversations included, at both temperatures (issue 23's goal for the arena)."""
+    from lab.arena import ARENA_DRAFTERS, CHAT_TASKS, CONVERSATION_TASKS, committed_arena
 
     run = committed_arena("smollm2-135m")
     settings = run["arena"]["settings"]
     assert settings["pair"] == "smollm2-135m" and settings["processor"] and settings["dtype"] in ("bfloat16", "float32")
-    assert {row["task"] for row in run["arena"]["rows"]} == set(CHAT_TASKS)
+    assert {(r["task"], r["temperature"], r["drafter"]) for r in run["arena"]["rows"]} == {
+        (task, t, kind) for task in CHAT_TASKS + CONVERSATION_TASKS for t in (0.0, 1.0)
+        for kind in ("autoregressive", *ARENA_DRAFTERS)}
     assert run["adaptive"]["settings"]["pair"] == "smollm2-135m" and run["command"].startswith("python -m lab arena")
     assert committed_arena("shakespeare") is None and committed_arena("gpt2") is None
 

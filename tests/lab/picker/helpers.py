@@ -30,8 +30,8 @@ def all_recommendations() -> tuple:
 
 
 def suffix_recommendations() -> tuple:
-    """Recommendations for suffix decoding (method ``"suffix"``), which the rules do not pick yet: greedy and
-    sampled, with and without a small model, and under load with a batch-size schedule."""
+    """Recommendations for suffix decoding (method ``"suffix"``) beyond those the rules pick (agent loops): on code,
+    greedy and sampled, with and without a small model, and under load with a batch-size schedule."""
     out = []
     cases = ((0.0, False, None), (0.7, True, None), (0.0, False, [[1, 64, 4], [65, 512, 0]]))
     for temperature, small, schedule in cases:

@@ -146,3 +146,24 @@ def test_rules_decide_before_anything_is_worded():
     assert set(decision.candidates) == {"eagle", "ngram"} and decision.lookup_over_lookahead
     assert decision.speedup == (3.0, 4.0) and decision.basis == "strategy"
     assert check_workload("chat", 0, True, False, True, None, "eagle")["exclude"] == ["eagle"]
+
+
+def test_agent_loops_and_multi_turn_edits_get_suffix_decoding():
+    """Agent loops / multi-turn edits (task "agent"): suffix decoding by default, learned heads or not, N from the
+    structured-JSON row's k range (the nearest n-gram workload), its range the committed arena's measurement; with
+    suffix decoding excluded, prompt lookup (the nearest row's method)."""
+    from lab.picker.tables import ARENA_SUFFIX_SPEEDUPS
+
+    for small, finetune in ((False, False), (True, True)):
+        rec = recommend("agent", 0.0, small, finetune)
+        assert rec.method == "suffix" and rec.n_draft == 7 and rec.draft_temperature == 0.0
+        assert rec.expected_speedup == (min(ARENA_SUFFIX_SPEEDUPS.values()), max(ARENA_SUFFIX_SPEEDUPS.values()))
+        assert "lesson 12's committed arena" in rec.source and "Suffix decoding" in rec.source
+    assert recommend("agent", 0.5, False, False).n_draft == 5  # sampling: the bottom of the k range
+    fallback = recommend("agent", 0.0, False, False, exclude=("suffix",))
+    assert fallback.method == "ngram" and fallback.expected_speedup == (2.0, 3.0)
+    assert recommend("agent", 1.3, False, False).method == "none"  # too hot, as for every task
+    assert recommend("agent", 0.0, False, True, latency_bound=False).method == "eagle"  # under load: rule 2
+    for task in ("chat", "code", "structured", "long_text", "copy_edit"):  # suffix decoding is not picked elsewhere
+        assert all(recommend(task, t, s, f).method != "suffix" for t in (0.0, 0.7) for s in (False, True)
+                   for f in (False, True))
