@@ -194,7 +194,8 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       greedy; T > 0 samples with seed ``seed + i`` for prompt i (the same seeds for every drafter and the
       baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter` ("model", "ngram", "lookahead", "medusa",
       "eagle", "early-exit", "suffix", "mtp"), built with ``n_draft`` (Lookahead, Medusa, suffix decoding and the
-      MTP heads use their own window / tree / match length / depth, :data:`lab.registry.OWN_DRAFT`; suffix decoding's cache holds the earlier
+      MTP heads use their own window / tree / match length / depth, :data:`lab.registry.OWN_DRAFT`; suffix
+      decoding's cache holds the earlier
       answers its prompt quotes, see :func:`lab.registry.make_drafter`); leave out
       those :func:`lab.registry.drafter_problem` says the pair cannot have (a chat pair has no Medusa heads or EAGLE
       draft). Every cell also runs the autoregressive baseline.

@@ -58,7 +58,7 @@ def add_parser(sub) -> None:
 
 
 BATCH_MAX_NEW_TOKENS = 32
-BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS, kept here so --help imports no torch
+BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS: --help must not import torch
 """``--max-new-tokens`` of ``bench --batch`` when none is given: 16 rows x 32 tokens of the real pair take seconds
 per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
 
@@ -221,7 +221,8 @@ def _run_chat(args, count: int) -> int:
 def _run_batch(args) -> int:
     """``python -m lab bench --batch``: :func:`lab.goodput.measure_goodput` on the pair (a chat pair in its fast
     dtype, on its held-out requests of the ``--batch-task`` kind, or of every kind interleaved: chat, code,
-    structured, copy/edit, chat, ...; the Shakespeare pair in float32 on its held-out passages), printed by :func:`lab.goodput.format_goodput` (or as
+    structured, copy/edit, chat, ...; the Shakespeare pair in float32 on its held-out passages), printed by
+    :func:`lab.goodput.format_goodput` (or as
     JSON with ``--json``). ``--prompts`` caps the distinct prompts (default: all; a batch larger than that repeats
     them). Returns 0. Raises :class:`lab.cli.OptionError` naming ``--batch-drafter`` for a drafter the pair cannot
     have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the target's context."""

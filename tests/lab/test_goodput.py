@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.goodput import (batch_chunks, batch_prompts, batch_schedule, best_n_per_batch, committed_goodput, crossover_batch,
-                         measure_goodput)
+from lab.goodput import (batch_chunks, batch_prompts, batch_schedule, best_n_per_batch, committed_goodput,
+                         crossover_batch, measure_goodput)
 
 
 def test_schedule_and_crossover_from_a_table():

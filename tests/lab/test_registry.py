@@ -55,7 +55,8 @@ def test_a_hub_pair_lacks_the_trained_drafters_and_the_early_exit(pair):
 
 def test_the_real_pair_has_every_drafter(smollm2_pair):
     """"smollm2-135m": its draft model, prompt lookup, Lookahead, the early exit, suffix decoding, its Medusa heads,
-    its EAGLE draft and its MTP heads build and run, greedy output equal to autoregressive decoding (the float32 oracles are in
+    its EAGLE draft and its MTP heads build and run, greedy output equal to autoregressive decoding (the float32
+    oracles are in
     test_real_pair_oracles.py)."""
     from lab.decode import generate
 

@@ -121,8 +121,9 @@ def test_lesson_12_which_drafter_where(arena):
                                                                                           ["eagle", "medusa"])
     assert quoted(text, r"the draft model's α ([\d.]+) does not pay for\s+its cost here \(([\d.]+)×\)") == (
         _x(row("structured", "model")["alpha"]), _x(row("structured", "model")["measured_speedup"]))
-    best, model, alpha, lookup_alpha = quoted(text, r"the best are Medusa and EAGLE, level at ([\d.]+)×, the draft model "
-                                                    r"([\d.]+)×\. .*?rarely guesses \(α ([\d.]+)\).*?lookup's α ([\d.]+)\)")
+    best, model, alpha, lookup_alpha = quoted(
+        text, r"the best are Medusa and EAGLE, level at ([\d.]+)×, the draft model ([\d.]+)×\. .*?rarely guesses "
+              r"\(α ([\d.]+)\).*?lookup's α ([\d.]+)\)")
     chat = {k: row("chat", k) for k in kinds}
     assert set(sorted(chat, key=lambda k: chat[k]["measured_speedup"])[-2:]) == {"medusa", "eagle"}
     assert best == _x(chat["medusa"]["measured_speedup"]) == _x(chat["eagle"]["measured_speedup"])
@@ -173,8 +174,8 @@ def test_lesson_12_conversations_and_mtp(arena):
     """The bullets on the conversation kinds (suffix decoding against prompt lookup) and on the MTP heads."""
     text, cell = arena["text"], arena["cell"]
     row = lambda task, kind, T=0.0: cell[(task, T, kind)]  # noqa: E731
-    suffix_mt, lookup_mt = quoted(text, r"On multi-turn edits suffix decoding\s+is fastest at T = 0 \(([\d.]+)×, prompt "
-                                        r"lookup ([\d.]+)×\)")
+    suffix_mt, lookup_mt = quoted(
+        text, r"On multi-turn edits suffix decoding\s+is fastest at T = 0 \(([\d.]+)×, prompt lookup ([\d.]+)×\)")
     assert (suffix_mt, lookup_mt) == (_x(row("multi_turn", "suffix")["measured_speedup"]),
                                       _x(row("multi_turn", "ngram")["measured_speedup"]))
     fastest = max((k for (t, T, k) in cell if (t, T) == ("multi_turn", 0.0) and k != "autoregressive"),
@@ -185,8 +186,9 @@ def test_lesson_12_conversations_and_mtp(arena):
     assert abs(row("agent", "suffix")["measured_speedup"] - row("agent", "ngram")["measured_speedup"]) < 0.1
     assert quoted(text, r"they are close \(([\d.]+) against ([\d.]+) and ([\d.]+) against ([\d.]+) tokens\)") == tuple(
         _x(row(t, k)["tokens_per_target_call"]) for t in ("multi_turn", "agent") for k in ("suffix", "ngram"))
-    code, multi, alpha, eagle_alpha = quoted(text, r"\(([\d.]+)× on code, ([\d.]+)× on\s+multi-turn edits\), with a lower α "
-                                                   r"than EAGLE's everywhere \(([\d.]+) against ([\d.]+) on code\)")
+    code, multi, alpha, eagle_alpha = quoted(
+        text, r"\(([\d.]+)× on code, ([\d.]+)× on\s+multi-turn edits\), with a lower α than EAGLE's everywhere "
+              r"\(([\d.]+) against ([\d.]+) on code\)")
     assert (code, multi, alpha, eagle_alpha) == (_x(row("code", "mtp")["measured_speedup"]),
                                                  _x(row("multi_turn", "mtp")["measured_speedup"]),
                                                  _x(row("code", "mtp")["alpha"]), _x(row("code", "eagle")["alpha"]))
@@ -235,8 +237,9 @@ def test_lesson_12_efficiency_factors(arena):
     assert quoted(text, r"and so do\s+acceptance and the prefill \(× ([\d.]+)–([\d.]+)\)") == (_x(min(small)),
                                                                                               _x(max(small)))
     assert all(abs(factor(k, f) - 1) < 0.03 for k in code for f in ("verification", "loop"))
-    medusa, lookahead, low, high = quoted(text, r"× ([\d.]+) for Medusa's tree and ([\d.]+) for Lookahead's window, but "
-                                                r"([\d.]+)–([\d.]+) for EAGLE,\s+prompt lookup and the draft model")
+    medusa, lookahead, low, high = quoted(
+        text, r"× ([\d.]+) for Medusa's tree and ([\d.]+) for Lookahead's window, but ([\d.]+)–([\d.]+) for EAGLE,"
+              r"\s+prompt lookup and the draft model")
     chains = [factor(k, "target_call") for k in ("eagle", "ngram", "model")]
     assert (medusa, lookahead, low, high) == (_x(factor("medusa", "target_call")),
                                               _x(factor("lookahead", "target_call")), _x(min(chains)), _x(max(chains)))
@@ -254,8 +257,8 @@ def test_lesson_12_adaptive_in_the_committed_run(arena):
     text, adaptive = arena["text"], arena["run"]["adaptive"]
     fixed = [r for r in adaptive["rows"] if r["drafter"] == "model"]
     n4 = next(r for r in fixed if r["n_draft"] == 4)
-    formula, measured, below = quoted(text, r"the formula's best N (\d+), the measured best N (\d+), every N from (\d+) "
-                                            r"on below 1×")
+    formula, measured, below = quoted(
+        text, r"the formula's best N (\d+), the measured best N (\d+), every N from (\d+) on below 1×")
     assert (int(formula), int(measured)) == (optimal_n_draft(n4["alpha"], n4["cost_ratio"]), adaptive["best_fixed_n"])
     assert adaptive["settings"]["task"] == "chat"
     assert [r["n_draft"] for r in fixed if r["measured_speedup"] < 1] == [n for n in sorted(r["n_draft"] for r in fixed)

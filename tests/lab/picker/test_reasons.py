@@ -27,7 +27,8 @@ def test_suffix_decoding_s_reasons_quote_the_measurement():
     assert rec.reasons[0].startswith("Agent loops and multi-turn edits answer with what earlier requests answered")
     ours, lookup = ARENA_SUFFIX_PER_CALL["multi_turn"]
     assert f"multi-turn {ours:.2f} against {lookup:.2f}" in text
-    assert "cache of earlier outputs takes memory" in text and "vLLM 0.34.0's GPU suffix speculator drafts one chain of up to N" in text
+    assert "cache of earlier outputs takes memory" in text
+    assert "vLLM 0.34.0's GPU suffix speculator drafts one chain of up to N" in text
     assert any(r.startswith("N = 7: the top of the structured-JSON row's k range") for r in rec.reasons)
     sampled = recommend("agent", 0.9, False, False)
     assert any("deterministic draft" in r for r in sampled.reasons)

@@ -22,4 +22,5 @@ def test_suffix_decoding_s_row_is_the_course_s_measurement():
     assert row.source.startswith("lesson 12's committed arena") and "multi-turn and agent-loop" in row.source
     assert set(ARENA_SUFFIX_SPEEDUPS) == {(kind, t) for kind in ("multi_turn", "agent") for t in (0, 1)}
     assert "suffix" in picker.METHODS and picker.METHOD_LABELS["suffix"] == "suffix decoding"
-    assert "agent" in picker.TASKS and NEAREST_ROW["agent"] == "structured" and "earlier outputs" in TASK_LABELS["agent"]
+    assert "agent" in picker.TASKS and NEAREST_ROW["agent"] == "structured"
+    assert "earlier outputs" in TASK_LABELS["agent"]
