@@ -12,6 +12,9 @@ per-batch-size N schedule in vLLM's format (:func:`lab.costs.draft_length_schedu
 
 The drafters draft one row at a time (:mod:`lab.batched`), so a draft model's cost here grows with the batch,
 where an engine runs one batched draft forward per draft position: read a draft model's crossover as an early bound.
+:func:`lab.batched.generate_batch` has no continuous batching either: a batch steps until its slowest row is done,
+so rows that accepted more save no forwards, and the measured crossover comes early; engines that refill finished
+rows keep more of the per-row gain.
 ``settings["draft_share"]`` gives the share of wall time spent drafting per cell, so a reader can see how much.
 """
 from __future__ import annotations

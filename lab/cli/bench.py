@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
-from lab.registry import DRAFTERS, drafter_problem
+from lab.registry import DRAFTERS, OWN_DRAFT, drafter_problem, own_draft_reason
 
 __all__ = ["add_parser", "run"]
 
@@ -241,6 +241,13 @@ def _run_batch(args) -> int:
         raise OptionError("--prompts", f"must be at most {len(prompts)} (the prompts bundled), got {args.prompts}")
     prompts = prompts[: args.prompts or len(prompts)]
     max_new_tokens = args.max_new_tokens or BATCH_MAX_NEW_TOKENS
+    if 0 not in args.batch_n:
+        raise OptionError("--batch-n", "must include 0 (autoregressive decoding), the baseline every goodput is "
+                          f"compared with and the crossover is found against; got {','.join(map(str, args.batch_n))}")
+    if args.batch_drafter in OWN_DRAFT and len({n for n in args.batch_n if n}) > 1:
+        raise OptionError("--batch-n", f"{args.batch_drafter} sets its own draft "
+                          f"({own_draft_reason(args.batch_drafter)}), so give 0 and one N > 0; several N would time "
+                          "the same drafter twice")
     pair = load_pair(args.pair, dtype="auto") if chat else load_pair(args.pair)
     if any(args.batch_n):
         problem = drafter_problem(args.batch_drafter, pair, max(args.batch_n))

@@ -267,7 +267,8 @@ def _basis_source(method: str, task: str, basis: str) -> str:
     """The source phrase of a latency-bound range: ``basis`` as in :class:`lab.picker.decision.Decision`."""
     if basis == "workload_row":
         row = workload_row(task)
-        note = "" if task in WORKLOAD_BY_TASK else " (nearest row: the seed has no copy/edit row)"
+        note = "" if task in WORKLOAD_BY_TASK else (f" (nearest row: the seed has no "
+                                                    f"{'copy/edit' if task == 'copy_edit' else task} row)")
         return f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
     if basis == "arena":
         return "lesson 12's committed arena: prompt lookup on chat requests at T = 1 and T = 0, real pair on a CPU"

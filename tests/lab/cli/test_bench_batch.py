@@ -113,3 +113,14 @@ def test_bench_batch_task_takes_one_kind_of_request(monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out)["settings"]["task"] == "copy_edit"
     line = error_line(run_bad(["bench", "--batch", "--batch-task", "poems"], capsys))
     assert "argument --batch-task: invalid choice: 'poems'" in line
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--batch-n", "2,4"], "--batch-n: must include 0 (autoregressive decoding)"),
+    (["--batch-drafter", "medusa", "--batch-n", "0,2,4"], "--batch-n: medusa sets its own draft (its tree of"),
+])
+def test_bench_batch_refuses_a_table_without_a_baseline_or_with_ns_that_do_not_apply(loaded, capsys, args, words):
+    """Without N = 0 there is nothing to compare with; Medusa, Lookahead, suffix decoding and the MTP heads ignore N,
+    so several N would fill columns with the same drafter and pick the best N from noise."""
+    assert cli.main(["bench", "--batch", "--pair", "shakespeare", "--max-new-tokens", "2", *args]) == 2
+    assert words in capsys.readouterr().err
