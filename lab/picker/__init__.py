@@ -92,14 +92,14 @@ from lab.picker.recommendation import Recommendation
 from lab.picker.rules import recommend
 from lab.picker.sglang import SGLANG_ALGORITHMS
 from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, MAX_TEMPERATURE, METHOD_LABELS, METHODS,
-                               SAMPLING_WARN_TEMPERATURE, SHORT_OUTPUT_MEASURED, STRATEGY_TABLE, TASK_LABELS, TASKS,
+                               SAMPLING_WARN_TEMPERATURE, STRATEGY_TABLE, TASK_LABELS, TASKS,
                                WORKLOAD_TABLE, StrategyRow, WorkloadRow)
 from lab.picker.trtllm import TRTLLM_DECODING_TYPES
 
 __all__ = [
     "recommend", "Recommendation", "TASKS", "METHODS", "METHOD_LABELS", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "StrategyRow", "WorkloadRow", "TASK_LABELS", "MEMORY_NEEDED_GB", "MEMORY_PARAMS", "MAX_TEMPERATURE",
-    "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS", "ARENA_CHAT_SPEEDUPS", "SHORT_OUTPUT_MEASURED",
+    "SAMPLING_WARN_TEMPERATURE", "MEDUSA_HEADS", "ARENA_CHAT_SPEEDUPS",
     "VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_SUFFIX_DEFAULTS", "SGLANG_ALGORITHMS", "TRTLLM_DECODING_TYPES",
     "LLAMACPP_SPEC_TYPES", "VLLM_METRICS", "stats_from_vllm_counters", "report",
 ]

@@ -89,7 +89,7 @@ def memory_reasons(method: str, memory: float | None) -> list:
         return []
     if memory is None:
         return [f"Memory headroom not given: this assumes the extra ~{need:g} GB fits (computed for a Llama 3 "
-                "8B target in bfloat16); pass memory_headroom_gb to check."]
+                "8B target in bfloat16); give it (memory_headroom_gb, or --memory-gb on the command line) to check."]
     return [f"It needs ~{need:g} GB beyond the target, within the {memory:g} GB headroom."]
 
 

@@ -8,7 +8,7 @@ asking the rules again with that one change (the ``lifts`` callable :func:`lab.p
 from __future__ import annotations
 
 from lab.picker.decision import Decision
-from lab.picker.tables import MAX_TEMPERATURE, SAMPLING_WARN_TEMPERATURE, SHORT_OUTPUT_MEASURED
+from lab.picker.tables import MAX_TEMPERATURE, SAMPLING_WARN_TEMPERATURE
 
 __all__ = ["revisit_for", "revisit_none", "revisit_speculating"]
 
@@ -64,10 +64,8 @@ def revisit_speculating(method: str, latency_bound: bool) -> list:
              "with 0.7",
              "outputs are very short (seed lesson 000 names about 15 new tokens): prefill is not sped up and the "
              "drafter's set-up is paid once per request, so speculation pays only while that set-up divided by the "
-             "time saved per token is below the output length (lesson 13: on a code request to the real pair, in "
-             f"float32 on a 2-core CPU, the draft model was ahead from {SHORT_OUTPUT_MEASURED['first_win_tokens']} "
-             "new tokens on and gave "
-             f"{SHORT_OUTPUT_MEASURED['speedup_at_15']:g}× at 15)",
+             "time saved per token is below the output length (lesson 13 times, on your machine, from how many new "
+             "tokens the draft model stays ahead)",
              f"the sampling temperature goes above {SAMPLING_WARN_TEMPERATURE:g} (measure α again: large, confident "
              f"pairs usually lose some) or above {MAX_TEMPERATURE:g} (the picker turns speculation off)"]
     if latency_bound:

@@ -3,8 +3,8 @@ and the fixed settings of the draft-free methods. Nothing here decides; :mod:`la
 
 Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table plus one measured row (suffix decoding,
 which the seeds do not know), :data:`WORKLOAD_TABLE` seed lesson 002's production settings;
-:data:`ARENA_CHAT_SPEEDUPS`, :data:`ARENA_SUFFIX_SPEEDUPS` and :data:`SHORT_OUTPUT_MEASURED` are committed runs of
-lessons 12 and 13 (tests/notebooks/test_lesson_claims.py holds them to those runs).
+:data:`ARENA_CHAT_SPEEDUPS`, :data:`ARENA_SUFFIX_SPEEDUPS` and :data:`ARENA_SUFFIX_PER_CALL` come from the committed
+arena run that lesson 12 reads (tests/notebooks/test_lesson_claims.py holds them to it).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = [
     "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "SETUP_ORDER", "SEED_000", "SEED_002", "MAX_TEMPERATURE",
     "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
-    "SHORT_OUTPUT_MEASURED", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
+    "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
     "ARENA_RUN",
 ]
 
@@ -128,11 +128,6 @@ ARENA_CHAT_SPEEDUPS = {("ngram", 0): 1.09, ("ngram", 1): 0.96, ("lookahead", 0):
 real pair's committed arena run that lesson 12 reads (``lab/assets/smollm2-135m/arena.json``: bfloat16, 2-core CPU,
 2 requests × 48 tokens; tests/notebooks/test_lesson_claims.py holds these to it). The seed tables give prompt
 lookup no range for chat or long text; the picker uses these instead."""
-
-SHORT_OUTPUT_MEASURED = {"first_win_tokens": 2, "speedup_at_15": 1.02}
-"""Lesson 13's committed run on the real pair (one code request, greedy, N = 4, float32 on a 2-core CPU): the fewest
-new tokens from which speculation with the draft model stayed ahead, and its speedup at 15 new tokens, the output
-length seed lesson 000 warns about (tests/notebooks/test_lesson_claims.py holds these to that run)."""
 
 NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}
 """Prompt lookup's n-gram sizes: seed lesson 002 looks back 4 tokens; the minimum 2 is vLLM's docs example."""
