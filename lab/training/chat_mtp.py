@@ -70,23 +70,21 @@ def mtp_agreement(heads, sequences: list[dict], features: list[torch.Tensor], ma
     """Teacher-forced greedy agreement per depth: the share of answer positions where depth k's argmax for t_{i+k+1}
     (fed the true h^0 and the true tokens up to t_{i+k}) equals the target's own argmax there (its LM head on
     h^0_{i+k}). With greedy verification that is depth k's acceptance given that the drafts before it were accepted:
-    the per-position acceptance of a chain. Returns ``{"depth_1": {kind: share, ..., "all": share}, ...}``."""
-    head = heads.target.get_output_embeddings()
+    the per-position acceptance of a chain (:func:`lab.training.mtp.depth_predictions`). Returns ``{"depth_1":
+    {kind: share, ..., "all": share}, ...}``."""
+    from lab.training.mtp import depth_predictions
+
     hits: dict[int, dict[str, list[int]]] = {k: {} for k in range(1, heads.depth + 1)}
     was_training = heads.training
     heads.eval()
     for i in range(0, len(sequences), 8):
         chunk = sequences[i:i + 8]
         hidden, ids, labels = medusa_batch(chunk, features[i:i + 8], max_len, pad_id)
-        theirs = head(hidden.to(head.weight.dtype)).argmax(-1)   # [B, T]: the target's argmax for t_{j+1}
-        outs = heads(hidden.to(heads.layers[0].proj.weight.dtype), ids)
-        for k, h in enumerate(outs, start=1):
-            span = ids.size(1) - k - 1
-            mine = heads.to_target_ids(heads.head_logits(h[:, :span]).argmax(-1))
+        for k, (mine, theirs) in enumerate(depth_predictions(heads, hidden, ids), start=1):
             keep = labels[:, k + 1:] != -100
             for b, s in enumerate(chunk):
                 counts = hits[k].setdefault(s["kind"], [0, 0])
-                counts[0] += int((mine[b][keep[b]] == theirs[b, k:k + span][keep[b]]).sum())
+                counts[0] += int((mine[b][keep[b]] == theirs[b][keep[b]]).sum())
                 counts[1] += int(keep[b].sum())
     heads.train(was_training)
     result = {}

@@ -30,25 +30,34 @@ MTP_DIR = PAIR_DIR / "mtp"
 
 
 @torch.no_grad()
-def mtp_window_agreement(heads, features: dict, batch: int = 16) -> list:
-    """Teacher-forced greedy agreement per depth on corpus windows: for depth k, the share of positions i where the
-    module's argmax for t_{i+k+1} (fed the true h^0 and the true tokens up to t_{i+k}) equals the target's own
-    argmax there (its LM head on h^0_{i+k}): depth k's acceptance given that the drafts before it were accepted.
-    ``features``: :func:`lab.training.features.target_features`' ``{"ids" [S, T], "hidden" [S, T, d]}``. Returns
-    ``[share at depth 1, ..., depth D]`` (floats in [0, 1], rounded to 4 places)."""
+def depth_predictions(heads, hidden: torch.Tensor, ids: torch.Tensor) -> list:
+    """Teacher-forced greedy drafts of every depth on a batch, beside the target's own: for depth k = 1..D a pair
+    ``(mine, theirs)`` of target-id tensors ``[B, T - k - 1]`` (int64): the module's argmax for t_{i+k+1} (fed the
+    true h^0 and the true tokens up to t_{i+k}) and the target's argmax there (its LM head on h^0_{i+k}). Where
+    they agree, a greedy chain accepts depth k given that the drafts before it were accepted. ``hidden`` ``[B, T,
+    d]`` (the target's last-layer states, any float dtype), ``ids`` ``[B, T]``."""
     head = heads.target.get_output_embeddings()
-    dtype = heads.layers[0].proj.weight.dtype
+    theirs = head(hidden.to(head.weight.dtype)).argmax(-1)   # [B, T]: the target's argmax for t_{j+1}
+    pairs = []
+    for k, h in enumerate(heads(hidden.to(heads.layers[0].proj.weight.dtype), ids), start=1):
+        span = ids.size(1) - k - 1
+        pairs.append((heads.to_target_ids(heads.head_logits(h[:, :span]).argmax(-1)), theirs[:, k:k + span]))
+    return pairs
+
+
+def mtp_window_agreement(heads, features: dict, batch: int = 16) -> list:
+    """Teacher-forced greedy agreement per depth on corpus windows (:func:`depth_predictions`): depth k's
+    acceptance given that the drafts before it were accepted. ``features``:
+    :func:`lab.training.features.target_features`' ``{"ids" [S, T], "hidden" [S, T, d]}``. Returns
+    ``[share at depth 1, ..., depth D]`` (floats in [0, 1], rounded to 4 places)."""
     hits, counts = [0] * heads.depth, [0] * heads.depth
     was_training = heads.training
     heads.eval()
     for i in range(0, features["ids"].size(0), batch):
         ids, hidden = features["ids"][i:i + batch], features["hidden"][i:i + batch].float()
-        theirs = head(hidden.to(head.weight.dtype)).argmax(-1)   # [B, T]: the target's argmax for t_{j+1}
-        for k, h in enumerate(heads(hidden.to(dtype), ids), start=1):
-            span = ids.size(1) - k - 1
-            mine = heads.to_target_ids(heads.head_logits(h[:, :span]).argmax(-1))
-            hits[k - 1] += int((mine == theirs[:, k:k + span]).sum())
-            counts[k - 1] += mine.numel()
+        for k, (mine, theirs) in enumerate(depth_predictions(heads, hidden, ids)):
+            hits[k] += int((mine == theirs).sum())
+            counts[k] += mine.numel()
     heads.train(was_training)
     return [round(h / max(1, n), 4) for h, n in zip(hits, counts)]
 

@@ -19,8 +19,9 @@ SMALL = {"depth": 2, "intermediate": 32, "kv_heads": 2}
 def test_window_agreement_equals_the_drafters_own_drafts(pair):
     """Depth 1's agreement (one batched teacher-forced forward over the window) equals the share of prefixes after
     which the drafter's own first draft, through its caches and positions, is the target's argmax: the card's
-    number is what drafting sees. (Depth 2 in the drafter reads its own depth-1 draft, so only the range is
-    checked here; tests/lab/drafters/test_mtp.py checks drafting against teacher forcing.)"""
+    number is what drafting sees. Depth 2 in the drafter reads its own depth-1 draft: where the window's next token
+    is that draft, teacher forcing feeds depth 2 the same input, and its prediction is the drafter's second
+    draft."""
     torch.manual_seed(5)
     heads = MTPHeads(pair.target, SMALL).eval()
     ids = torch.tensor(pair.encode("Now is the winter of our discontent made glorious summer by this sun")[:14])
@@ -36,6 +37,15 @@ def test_window_agreement_equals_the_drafters_own_drafts(pair):
         hits += token == int(argmax[j])
     assert depth1 == round(hits / (len(ids) - 2), 4)
     assert 0.0 <= depth2 <= 1.0
+    two = MTPDrafter(pair.target, heads, n_draft=2)
+    for j in (3, 6, 9):
+        two.reset(ids[:j + 1].tolist(), hidden=hidden[:j])
+        first, second = two.propose(DraftRequest(ids[:j + 1].tolist(), 2)).tokens
+        window = torch.cat([ids[:j + 1], torch.tensor([first, 0])])  # t_{j+1} = the drafter's own first draft
+        with torch.no_grad():
+            states = pair.target.model(input_ids=window[None]).last_hidden_state
+            (_, _), (mine, _) = mtp.depth_predictions(heads, states, window[None])
+        assert int(mine[0, j - 1]) == second, j  # depth 2 at i = j - 1 predicts t_{j+2}
 
 
 def test_a_short_run_saves_heads_the_drafter_loads(pair, tmp_path, monkeypatch):
