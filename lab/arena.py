@@ -42,13 +42,15 @@ DEFAULT_TASKS = ("prose", "copy_edit", "structured")
 """The tasks :func:`run_arena` runs by default on a plain-text pair such as the Shakespeare pair (names of
 :data:`lab.prompts.ARENA_TASKS`); a chat pair runs every one of :data:`lab.prompts.CHAT_TASKS`
 (:func:`default_tasks`)."""
-FORMULA_DRAFTERS = ("model", "eagle", "early-exit")  # one draft forward per drafted token: Leviathan's model fits
+# one draft forward per drafted token: Leviathan's model fits
+FORMULA_DRAFTERS = ("model", "eagle", "early-exit", "eagle3")
 # The efficiency's factors, in the order the prediction's assumptions are replaced by measurements
 # (run_arena's docstring; lesson 12).
 EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
-                  "suffix": "suffix decoding", "mtp": "MTP heads", "adaptive": "draft model, adaptive N"}
+                  "suffix": "suffix decoding", "mtp": "MTP heads", "eagle3": "EAGLE-3",
+                  "adaptive": "draft model, adaptive N"}
 
 
 def default_tasks(pair) -> tuple[str, ...]:

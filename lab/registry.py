@@ -13,7 +13,7 @@ from __future__ import annotations
 __all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft", "make_drafter", "own_draft_reason",
            "try_drafter", "drafter_problem"]
 
-DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp")
+DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp", "eagle3")
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
 
 
@@ -69,6 +69,10 @@ def make_drafter(kind: str, pair, n_draft: int):
         from lab.drafters.mtp import MTPDrafter
 
         return MTPDrafter.from_pretrained(pair)
+    if kind == "eagle3":  # EAGLE-3: fused low/middle/high target layers, its own reduced head; chain of n_draft
+        from lab.drafters.eagle3 import Eagle3Drafter
+
+        return Eagle3Drafter.from_pretrained(pair, n_draft=n_draft)
     raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
 
 
@@ -88,7 +92,7 @@ def own_draft_reason(kind: str) -> str | None:
 
 
 TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m"),
-               "mtp": ("shakespeare", "smollm2-135m")}
+               "mtp": ("shakespeare", "smollm2-135m"), "eagle3": ("shakespeare",)}
 """Drafters whose weights are trained for one target, and the pairs that have them committed
 (``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``)."""
 

@@ -16,11 +16,12 @@ def add_parser(sub) -> None:
                                      "the pair",
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
-    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "mtp", "copy-target", "chat-data",
-                                    "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "eagle3", "mtp", "copy-target",
+                                    "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle / mtp: train the Medusa heads / EAGLE draft / multi-token-prediction heads "
-                        "on the committed target; "
+                        "on the committed target; eagle3: the EAGLE-3 draft (fused low/middle/high target "
+                        "layers, training-time test, reduced draft vocabulary); "
                         "copy-target: fine-tune the committed target to copy from its context (saved in the "
                         "cache, not over the bundled pair); chat-data: the real pair's target answers the "
                         "training prompts and requests it writes itself (cached, resumable); chat-draft: distil "
@@ -47,6 +48,11 @@ def run(args) -> int:
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
         print((Path(out) / "training.json").read_text())
+        return 0
+    if args.what == "eagle3":
+        from lab.training.eagle3 import train_eagle3, write_eagle3_card
+
+        print(Path(write_eagle3_card(train_eagle3(threads=args.threads))).read_text())
         return 0
     if args.what == "mtp":
         from lab.training.mtp import train_mtp

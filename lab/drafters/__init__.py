@@ -2,6 +2,7 @@
 from lab.drafters.base import Draft, DraftRequest, Drafter, TargetOutput
 from lab.drafters.draft_model import DraftModelDrafter
 from lab.drafters.eagle import EagleDrafter
+from lab.drafters.eagle3 import Eagle3Drafter
 from lab.drafters.early_exit import EarlyExitDrafter
 from lab.drafters.lookahead import LookaheadDrafter
 from lab.drafters.medusa import MedusaDrafter
@@ -11,4 +12,4 @@ from lab.drafters.suffix import SuffixDecodingDrafter
 
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "DraftModelDrafter", "PromptLookupDrafter",
            "LookaheadDrafter", "MedusaDrafter", "EarlyExitDrafter", "EagleDrafter", "SuffixDecodingDrafter",
-           "MTPDrafter"]
+           "MTPDrafter", "Eagle3Drafter"]

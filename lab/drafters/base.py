@@ -63,7 +63,9 @@ class TargetOutput:
     - ``logits``: float32 ``[rows, V]``, one row per fed token: row 0 is the last committed token, row 1 + i is
       draft node i (then any ``extra_tokens``).
     - ``hidden``: the target's last-layer hidden state after its final norm (the input of its LM head), float32
-      ``[rows, D]`` on the target's device, or None unless the drafter sets ``needs_hidden_states = True``.
+      ``[rows, D]`` on the target's device, or None unless the drafter sets ``needs_hidden_states = True``. A drafter
+      that declares ``hidden_layers`` (indices of :func:`lab.models.layer_states`; EAGLE-3 reads three) gets those
+      layers concatenated instead, ``[rows, len(hidden_layers) · D]``, here and in ``reset(..., hidden=...)``.
     - ``path``: the rows whose tokens are now committed, in order: ``[0] + [1 + i for each accepted node i]``. The
       last of them produced ``next_token``.
     """

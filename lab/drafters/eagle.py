@@ -23,12 +23,13 @@ from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, tar
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
-from lab.models import cache_kwarg, new_cache, vocab_size
+from lab.models import LAST_LAYER, cache_kwarg, new_cache, vocab_size
 from lab.trees import position_ids as tree_position_ids
 from lab.trees import check_choices, choices_parents, tree_attention_mask
 from lab.validation import is_integer
 
-__all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EAGLE_DIRS", "EagleDraftModel", "EagleDrafter", "trainable_parameters"]
+__all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EAGLE_DIRS", "EagleDraftModel", "EagleDrafter", "trainable_parameters",
+           "draft_layer_config", "draft_layer", "run_draft_layer", "full_vocab_logits"]
 
 EAGLE_DIRS = {"shakespeare": EAGLE_DIR, "smollm2-135m": SMOLLM2_DIR / "eagle"}
 """The committed EAGLE drafts, by pair name (``python -m lab train eagle`` / ``train chat-eagle``)."""
@@ -44,6 +45,78 @@ def trainable_parameters(model: torch.nn.Module) -> int:
     :class:`EagleDraftModel` that is the fusion, the decoder layer, its norm and the up-projection: the target's
     embedding and LM head are shared and frozen, not counted."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def draft_layer_config(target, cfg: dict) -> dict:
+    """The architecture ``cfg`` (``width``, ``heads``, ``kv_heads``, ``intermediate``) of a one-layer draft for
+    ``target``, checked and completed with what it takes from the target: ``feature_size`` (D), ``vocab_size``,
+    ``max_positions``, ``rope_theta``, ``rms_norm_eps``. Shared by the EAGLE and EAGLE-3 drafts. Raises
+    ``ValueError`` naming the key if ``width`` is not a positive multiple of ``heads`` or ``heads`` of
+    ``kv_heads``."""
+    width, heads, kv_heads = int(cfg["width"]), int(cfg["heads"]), int(cfg["kv_heads"])
+    if width < 1 or heads < 1 or width % heads:
+        raise ValueError(f"config['width'] ({width}) must be a positive multiple of config['heads'] ({heads})")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"config['heads'] ({heads}) must be a multiple of config['kv_heads'] ({kv_heads})")
+    tcfg = target.config
+    rope = getattr(tcfg, "rope_parameters", None) or {}
+    return {**cfg, "feature_size": int(tcfg.hidden_size), "vocab_size": vocab_size(target),
+            "max_positions": int(getattr(tcfg, "max_position_embeddings", 2048) or 2048),
+            "rope_theta": float(rope.get("rope_theta", getattr(tcfg, "rope_theta", 10000.0))),
+            "rms_norm_eps": float(getattr(tcfg, "rms_norm_eps", 1e-6))}
+
+
+def draft_layer(config: dict):
+    """One Llama decoder layer and its final RMS norm at width ``config["width"]`` (:func:`draft_layer_config`),
+    as a 1-layer ``transformers.LlamaModel`` fed ``inputs_embeds`` only (its 1-row embedding table is frozen and
+    unused), so KV caching, RoPE positions and 4-D masks work as in the target."""
+    from transformers import LlamaConfig, LlamaModel
+
+    layer_cfg = LlamaConfig(vocab_size=1, hidden_size=config["width"], intermediate_size=int(config["intermediate"]),
+                            num_hidden_layers=1, num_attention_heads=int(config["heads"]),
+                            num_key_value_heads=int(config["kv_heads"]),
+                            max_position_embeddings=config["max_positions"],
+                            rope_theta=config["rope_theta"], rms_norm_eps=config["rms_norm_eps"],
+                            pad_token_id=None, bos_token_id=None, eos_token_id=None, tie_word_embeddings=False)
+    layer = LlamaModel(layer_cfg)
+    layer.embed_tokens.weight.requires_grad_(False)  # unused: the fused input replaces it
+    return layer
+
+
+def run_draft_layer(layer, cache_kw: str, x: torch.Tensor, cache=None, position_ids=None,
+                    attention_mask=None) -> torch.Tensor:
+    """Run a :func:`draft_layer` on inputs ``x`` ``[B, n, width]``: its output ``[B, n, width]`` after the norm.
+
+    ``cache`` (a ``DynamicCache`` passed as ``cache_kw``, :func:`lab.models.cache_kwarg`) is appended to, None
+    for none; ``position_ids`` ``[B, n]`` / ``[n]`` (default: from the cache length on); ``attention_mask`` an
+    optional bool ``[n, n]`` over the new rows (cached positions all visible) or ``[n, past + n]`` (True = may
+    attend), default causal. Raises ``ValueError`` for a mask of another shape."""
+    kwargs = {"inputs_embeds": x, "use_cache": cache is not None}
+    if cache is not None:
+        kwargs[cache_kw] = cache
+    n = x.size(1)
+    if position_ids is not None:
+        kwargs["position_ids"] = torch.as_tensor(position_ids, dtype=torch.long, device=x.device).view(-1, n)
+    if attention_mask is not None:
+        past = cache_length(cache) if cache is not None else 0
+        allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=x.device)
+        if allow.shape == (n, n):
+            allow = torch.cat([torch.ones(n, past, dtype=torch.bool, device=x.device), allow], dim=1)
+        if allow.shape != (n, past + n):
+            raise ValueError(f"attention_mask must be bool [n, n] = [{n}, {n}] or [n, past + n] = "
+                             f"[{n}, {past + n}], got {tuple(allow.shape)}")
+        additive = torch.zeros(allow.shape, dtype=x.dtype, device=x.device)
+        additive.masked_fill_(~allow, torch.finfo(x.dtype).min)  # 0 = attend (eager and sdpa)
+        kwargs["attention_mask"] = additive[None, None].expand(x.size(0), 1, n, past + n)
+    return layer(**kwargs).last_hidden_state
+
+
+def full_vocab_logits(reduced: torch.Tensor, draft_vocab: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Logits ``[..., V_d]`` over a draft vocabulary (target ids ``draft_vocab`` ``[V_d]``) spread over the whole
+    vocabulary ``[..., vocab]``: ``-inf`` (probability 0) at every other id, so those tokens are never drafted."""
+    full = reduced.new_full((*reduced.shape[:-1], vocab), float("-inf"))
+    full[..., draft_vocab] = reduced
+    return full
 
 
 class EagleDraftModel(torch.nn.Module):
@@ -79,31 +152,12 @@ class EagleDraftModel(torch.nn.Module):
 
     def __init__(self, target, config: dict | None = None, draft_vocab=None):
         super().__init__()
-        from transformers import LlamaConfig, LlamaModel
-
-        cfg = dict(self.DEFAULTS, **(config or {}))
-        width, heads, kv_heads = int(cfg["width"]), int(cfg["heads"]), int(cfg["kv_heads"])
-        if width < 1 or heads < 1 or width % heads:
-            raise ValueError(f"config['width'] ({width}) must be a positive multiple of config['heads'] ({heads})")
-        if kv_heads < 1 or heads % kv_heads:
-            raise ValueError(f"config['heads'] ({heads}) must be a multiple of config['kv_heads'] ({kv_heads})")
-        tcfg = target.config
-        feature = int(tcfg.hidden_size)
-        rope = getattr(tcfg, "rope_parameters", None) or {}
-        self.config = {**cfg, "feature_size": feature, "vocab_size": vocab_size(target),
-                       "max_positions": int(getattr(tcfg, "max_position_embeddings", 2048) or 2048),
-                       "rope_theta": float(rope.get("rope_theta", getattr(tcfg, "rope_theta", 10000.0))),
-                       "rms_norm_eps": float(getattr(tcfg, "rms_norm_eps", 1e-6))}
+        self.config = draft_layer_config(target, dict(self.DEFAULTS, **(config or {})))
+        feature, width = self.config["feature_size"], self.config["width"]
         # Shared, frozen parts of the target: plain attributes, so they are neither parameters nor saved.
         object.__setattr__(self, "target", target)
         self.fusion = torch.nn.Linear(2 * feature, width)
-        layer_cfg = LlamaConfig(vocab_size=1, hidden_size=width, intermediate_size=int(cfg["intermediate"]),
-                                num_hidden_layers=1, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                                max_position_embeddings=self.config["max_positions"],
-                                rope_theta=self.config["rope_theta"], rms_norm_eps=self.config["rms_norm_eps"],
-                                pad_token_id=None, bos_token_id=None, eos_token_id=None, tie_word_embeddings=False)
-        self.layer = LlamaModel(layer_cfg)  # decoder layer + final norm; fed inputs_embeds only
-        self.layer.embed_tokens.weight.requires_grad_(False)  # unused: the fused input replaces it
+        self.layer = draft_layer(self.config)  # decoder layer + final norm; fed inputs_embeds only
         self.up = torch.nn.Linear(width, feature)
         self._cache_kwarg = cache_kwarg(type(self.layer))
         self.config["draft_vocab_size"] = None
@@ -137,9 +191,7 @@ class EagleDraftModel(torch.nn.Module):
         reduced = self.head_logits(features)
         if self.config["draft_vocab_size"] is None:
             return reduced
-        full = reduced.new_full((*reduced.shape[:-1], self.config["vocab_size"]), float("-inf"))
-        full[..., self.draft_vocab] = reduced
-        return full
+        return full_vocab_logits(reduced, self.draft_vocab, self.config["vocab_size"])
 
     # -- the draft ----------------------------------------------------------------------------------------
     def forward(self, features: torch.Tensor, tokens: torch.Tensor, cache=None, position_ids=None,
@@ -170,26 +222,7 @@ class EagleDraftModel(torch.nn.Module):
                              f"got width {features.size(-1)}")
         dtype = self.fusion.weight.dtype
         x = self.fusion(torch.cat([features.to(dtype), self.embed(tokens).to(dtype)], dim=-1))
-        kwargs = {"inputs_embeds": x, "use_cache": cache is not None}
-        if cache is not None:
-            kwargs[self._cache_kwarg] = cache
-        n = x.size(1)
-        if position_ids is not None:
-            positions = torch.as_tensor(position_ids, dtype=torch.long, device=x.device).view(-1, n)
-            kwargs["position_ids"] = positions
-        if attention_mask is not None:
-            past = cache_length(cache) if cache is not None else 0
-            allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=x.device)
-            if allow.shape == (n, n):
-                allow = torch.cat([torch.ones(n, past, dtype=torch.bool, device=x.device), allow], dim=1)
-            if allow.shape != (n, past + n):
-                raise ValueError(f"attention_mask must be bool [n, n] = [{n}, {n}] or [n, past + n] = "
-                                 f"[{n}, {past + n}], got {tuple(allow.shape)}")
-            additive = torch.zeros(allow.shape, dtype=dtype, device=x.device)
-            additive.masked_fill_(~allow, torch.finfo(dtype).min)  # 0 = attend (eager and sdpa)
-            kwargs["attention_mask"] = additive[None, None].expand(x.size(0), 1, n, past + n)
-        out = self.layer(**kwargs).last_hidden_state
-        pred = self.up(out)
+        pred = self.up(run_draft_layer(self.layer, self._cache_kwarg, x, cache, position_ids, attention_mask))
         return pred[0] if unbatched else pred
 
     # -- files ----------------------------------------------------------------------------------------------
@@ -282,12 +315,15 @@ class EagleDrafter:
     """
 
     needs_hidden_states = True
+    hidden_layers = LAST_LAYER  # the target layers it reads (lab.models.layer_states); EAGLE-3 reads three
+    model_class: ClassVar[type] = EagleDraftModel  # the draft it drives
 
     def __init__(self, target, draft_model: EagleDraftModel, n_draft: int | None = None, tree=None):
         if not callable(getattr(target, "get_output_embeddings", None)):
             raise TypeError(f"target must be a transformers causal LM (e.g. pair.target), got {type(target).__name__}")
-        if not isinstance(draft_model, EagleDraftModel):
-            raise TypeError(f"draft_model must be an EagleDraftModel (EagleDraftModel.from_pretrained(target)), got "
+        kind = self.model_class.__name__
+        if not isinstance(draft_model, self.model_class):
+            raise TypeError(f"draft_model must be an {kind} ({kind}.from_pretrained(target)), got "
                             f"{type(draft_model).__name__}; a plain draft language model goes in DraftModelDrafter")
         if n_draft is not None and (not is_integer(n_draft) or n_draft < 1):
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
@@ -353,16 +389,18 @@ class EagleDrafter:
         if not prompt:
             raise ValueError("prompt_ids must hold at least one token")
         rows = len(prompt) - 1
-        D = self.model.config["feature_size"]
+        D = len(self.hidden_layers) * self.model.config["feature_size"]
+        name = type(self).__name__
         if hidden is None:
             if rows:
-                raise ValueError("EagleDrafter needs the target's hidden states: reset(prompt_ids, hidden=[L-1, D])")
+                raise ValueError(f"{name} needs the target's hidden states: reset(prompt_ids, hidden=[L-1, {D}])")
             hidden = torch.zeros(0, D)
         if tuple(hidden.shape) != (rows, D):
-            raise ValueError(f"hidden must be [len(prompt_ids) - 1, D] = [{rows}, {D}], got {tuple(hidden.shape)}")
+            raise ValueError(f"hidden must be [len(prompt_ids) - 1, {len(self.hidden_layers)} · D] = [{rows}, {D}], "
+                             f"got {tuple(hidden.shape)}")
         self._cache = new_cache()
         self._true = 0
-        self._pending_feats = list(hidden.detach())
+        self._pending_feats = list(self._true_features(hidden))
         self._pending_tokens = prompt[1:]
         self._root = None
         self._last = []
@@ -454,8 +492,13 @@ class EagleDrafter:
         path = [int(r) for r in output.path]
         if not path or path[0] != 0 or any(r - 1 >= len(self._last) for r in path[1:]):
             raise ValueError(f"output.path must start at row 0 and name drafted rows, got {path}")
-        feats = output.hidden[path].detach().to(self.model.fusion.weight.dtype)
-        self._observed = (feats, [self._last[r - 1] for r in path[1:]])
+        self._observed = (self._true_features(output.hidden[path]), [self._last[r - 1] for r in path[1:]])
+
+    @torch.inference_mode()
+    def _true_features(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What a true pair feeds the draft for the target's hidden states ``hidden`` ``[rows, D]``: EAGLE feeds the
+        features as they are (in the draft's dtype); EAGLE-3 fuses its layers first."""
+        return hidden.detach().to(self.model.fusion.weight.dtype)
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Queue the new true pairs (f of each committed row, the token after it) and keep the cache at the true

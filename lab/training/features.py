@@ -13,6 +13,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lab.assets import PAIR_DIR, cache_dir, weights_key
+from lab.models import layer_states
 from lab.training.corpus import random_windows
 from lab.validation import check_int
 
@@ -30,18 +31,21 @@ def check_windows(target, split: str, seq_len: int) -> None:
 
 @torch.no_grad()
 def target_features(target, sequences: int, seq_len: int = 128, split: str = "train", seed: int = 0,
-                    pair_dir: Path = PAIR_DIR) -> dict:
+                    pair_dir: Path = PAIR_DIR, layers: tuple | None = None) -> dict:
     """Run the frozen ``target`` over ``sequences`` random corpus windows of ``seq_len`` tokens and return
     ``{"ids": LongTensor [sequences, seq_len], "hidden": float16 [sequences, seq_len, D]}``: ``hidden[b, t]`` is the
     target's last-layer hidden state after its final norm (the input of its LM head) at token ``ids[b, t]``.
 
     ``split`` is "train" or "val" (held out, for accuracy). Cached in :func:`lab.assets.cache_dir` per
     (split, sequences, seq_len, seed, :func:`lab.assets.weights_key` of the target). About 1 CPU-minute per 100k
-    tokens. Raises ``ValueError`` for an unknown split or a window longer than the target's context, and
+    tokens. ``layers`` (:func:`lab.models.layer_states` indices, e.g. EAGLE-3's low, middle and high layers)
+    returns those layers' hidden states concatenated instead, ``hidden`` ``[sequences, seq_len, len(layers) · D]``
+    (cached apart). Raises ``ValueError`` for an unknown split or a window longer than the target's context, and
     ``pickle.UnpicklingError`` for a cache file that holds more than tensors.
     """
     check_windows(target, split, seq_len)
-    path = cache_dir() / f"features_{split}_{sequences}x{seq_len}_seed{seed}_{weights_key(target)}.pt"
+    which = "" if layers is None else "_layers" + "-".join(str(int(i)) for i in layers)
+    path = cache_dir() / f"features_{split}_{sequences}x{seq_len}_seed{seed}{which}_{weights_key(target)}.pt"
     if path.exists():
         return torch.load(path, weights_only=True)
     windows = random_windows(split, sequences, seq_len, seed, pair_dir)
@@ -49,10 +53,15 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
     target.eval()
     hidden = []
     for i in tqdm(range(0, sequences, 16), desc=f"target features ({split})", mininterval=5):
-        out = target.model(input_ids=windows[i:i + 16].to(target.device))
-        hidden.append(out.last_hidden_state.to("cpu", torch.float16))
+        if layers is None:
+            out = target.model(input_ids=windows[i:i + 16].to(target.device))
+            hidden.append(out.last_hidden_state.to("cpu", torch.float16))
+        else:
+            out = target.model(input_ids=windows[i:i + 16].to(target.device), output_hidden_states=True)
+            hidden.append(layer_states(out.hidden_states, layers).to("cpu", torch.float16))
     target.train(was_training)
     result = {"ids": windows, "hidden": torch.cat(hidden)}
+    cache_dir().mkdir(parents=True, exist_ok=True)
     torch.save(result, path)
     return result
 
