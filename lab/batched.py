@@ -21,6 +21,13 @@ request's own cache blocks and, after a rejection, counts the rejected slots as 
 them. A row that finishes (EOS or ``max_new_tokens``) leaves the batch at once: it drafts nothing more and costs the
 next forwards nothing, as a finished request leaves an engine's running batch.
 
+**Continuous batching.** With ``max_rows`` below the number of prompts, at most ``max_rows`` rows run at once and
+the other prompts wait in order; whenever rows finish, the next waiting prompts take their places before the next
+step (Orca: Yu et al. 2022, §3 "iteration-level scheduling"; vLLM's scheduler does the same each step). A newcomer's
+prompt is prefilled in a forward of its own and its KV entries join the shared cache as new batch rows (zero-padded
+to the cache's length, or the cache padded to theirs: the masks hide padding either way). Without it a batch steps
+until its slowest row is done, and rows that accepted more drafts save no forwards, since nothing takes their place.
+
 **Drafting.** Each row has its own drafter instance, called through the ordinary protocol
 (:class:`lab.drafters.DraftRequest`, ``observe`` with the row's own :class:`~lab.drafters.base.TargetOutput`,
 ``update``), so every drafter works: chains, token trees (``parents``), Lookahead's extra tokens, Medusa and EAGLE
@@ -48,8 +55,9 @@ from lab.decode import DecodeSettings, branch_layout, checked_draft, checked_set
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length
 from lab.metrics import summarize_steps
-from lab.models import cache_kwarg, layer_states, new_cache
+from lab.models import cache_kwarg, new_cache
 from lab.trace import Generation
+from lab.validation import check_int
 
 __all__ = ["BatchGeneration", "generate_batch", "row_seeds"]
 
@@ -142,7 +150,7 @@ def _check_batch_args(prompts, drafters) -> tuple:
 
 def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, temperature: float = 0.0,
                    top_k: int | None = None, top_p: float | None = None, eos_token_id: int | None = None,
-                   seed: int | None = None, acceptance: str = "exact") -> BatchGeneration:
+                   seed: int | None = None, acceptance: str = "exact", max_rows: int | None = None) -> BatchGeneration:
     """Generate up to ``max_new_tokens`` tokens after each of ``prompts`` with ``target``, the rows batched into
     one target forward per step, speculatively for rows with a drafter.
 
@@ -154,6 +162,9 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
       for every row. ``seed``: row r's generator is seeded ``seed + r`` (:func:`row_seeds`).
     - Each row stops after ``eos_token_id`` (included) or exactly ``max_new_tokens`` tokens, and then leaves the
       batch.
+    - ``max_rows``: at most this many rows run at once (continuous batching: a waiting prompt joins as soon as a
+      row finishes; see the module docstring). None runs every prompt from the first step. A row's tokens do not
+      depend on it (greedy: token for token in float32), only the batch's speed does.
 
     One step: each running row's drafter proposes (per row, through the drafter protocol); one target forward over
     ``[rows, W]`` (float32 logits ``[rows, W, V]``) verifies every row's block with per-row position ids and a
@@ -163,12 +174,14 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
     :func:`lab.decode.generate` token for token in float32.
 
     Returns :class:`BatchGeneration`. Raises ``ValueError`` naming the argument for empty ``prompts``, a
-    ``drafters`` list whose length differs from the prompts', the same drafter object in two rows, and, per row,
+    ``drafters`` list whose length differs from the prompts', the same drafter object in two rows, a ``max_rows``
+    below 1, and, per row,
     everything :func:`lab.decode.generate` rejects (``max_new_tokens`` < 1, bad sampling arguments, ids outside
     the vocabulary, a prompt that with ``max_new_tokens`` exceeds the context, a seed out of range); ``TypeError``
     as :func:`lab.decode.generate` does (text instead of ids, a drafter class instead of an instance, ...).
     """
     prompts, drafters = _check_batch_args(prompts, drafters)
+    max_rows = len(prompts) if max_rows is None else check_int("max_rows", max_rows, 1)
     if seed is not None and not isinstance(seed, bool) and isinstance(seed, Integral):
         seed = int(seed)  # a NumPy integer works as in generate
     seeds = row_seeds(seed, len(prompts))
@@ -183,20 +196,28 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
         rows.append(_Row(r, settings, drafter, list(settings.prompt), len(settings.prompt) - 1))
 
     start = time.perf_counter()
+    waiting = list(rows)
+    running = waiting[:max_rows]  # the cache's batch dimension, in this order
+    del waiting[:max_rows]
     cache = new_cache()
-    prompt_hidden = _prefill(target, cache, rows)
-    for row in rows:
-        if row.drafter is None:
-            continue
-        if row.settings.hidden:
-            row.drafter.reset(row.settings.prompt, hidden=prompt_hidden[row.index])
-        else:
-            row.drafter.reset(row.settings.prompt)
+    _admit(target, cache, running)
     prefill_ms = (time.perf_counter() - start) * 1000
 
     calls = fed = padded = 0
-    running = list(rows)  # the cache's batch dimension, in this order
-    while running:
+    while running or waiting:
+        if waiting and len(running) < max_rows:  # continuous batching: the queue fills the rows that finished
+            t_admit = time.perf_counter()
+            newcomers = waiting[: max_rows - len(running)]
+            del waiting[: len(newcomers)]
+            if running:
+                joined = new_cache()
+                _admit(target, joined, newcomers)
+                _append_rows(cache, joined, len(newcomers))
+            else:
+                cache = new_cache()
+                _admit(target, cache, newcomers)
+            running += newcomers
+            prefill_ms += (time.perf_counter() - t_admit) * 1000
         slots, width, blocks = _draft_all(running, cache)
         hidden_wanted = any(row.settings.hidden for row in running)
         t_forward0 = time.perf_counter()
@@ -207,8 +228,7 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
         padded += sum(width - len(block["tokens"]) for block in blocks)
         kept = []
         for i, (row, block) in enumerate(zip(running, blocks)):
-            # as generate hands it over: only if read, its drafter's layers (lab.models.layer_states)
-            row_hidden = layer_states(hidden, row.settings.hidden_layers)[i] if row.settings.hidden else None
+            row_hidden = hidden[i] if row.settings.hidden else None  # as generate hands it over: only if read
             kept.append(_verify_row(row, block, logits[i], row_hidden, forward_s))
         survivors = [i for i, row in enumerate(running) if not row.done]
         _compact(cache, slots, [row.length for row in running], kept, survivors)
@@ -222,8 +242,44 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
         stats = summarize_steps(row.steps, len(row.new), wall_ms)
         stats["prefill_ms"] = prefill_ms
         generations.append(Generation(tokens=row.new, steps=row.steps, stats=stats))
-    return BatchGeneration(rows=generations, stats=_batch_stats(generations, calls, fed, padded, prefill_ms,
-                                                                wall_ms))
+    stats = _batch_stats(generations, calls, fed, padded, prefill_ms, wall_ms)
+    stats["max_rows"] = max_rows
+    return BatchGeneration(rows=generations, stats=stats)
+
+
+def _admit(target, cache, rows) -> None:
+    """Prefill ``rows`` into ``cache`` (empty; batch rows in the order of ``rows``) and reset their drafters, those
+    that read the target's hidden states with the prompt's."""
+    prompt_hidden = _prefill(target, cache, rows)
+    for row in rows:
+        if row.drafter is None:
+            continue
+        if row.settings.hidden:
+            row.drafter.reset(row.settings.prompt, hidden=prompt_hidden[row.index])
+        else:
+            row.drafter.reset(row.settings.prompt)
+
+
+@torch.inference_mode()
+def _append_rows(cache, joined, count: int) -> None:
+    """Append the ``count`` batch rows of the cache ``joined`` (freshly prefilled) after ``cache``'s rows, in place:
+    every layer's keys and values are zero-padded on the slot axis to the longer of the two and concatenated on the
+    batch axis. ``joined`` may be empty (its prompts were one token long): its rows are then all padding."""
+    slots = max(cache_length(cache), cache_length(joined))
+    for i, layer in enumerate(cache.layers):
+        for name in ("keys", "values"):
+            tensor = getattr(layer, name)
+            b, heads, length, dim = tensor.shape
+            extra = getattr(joined.layers[i], name) if i < len(joined.layers) else None
+            if extra is None or extra.dim() != 4:  # an empty cache, or a layer not yet written
+                extra = tensor.new_zeros(count, heads, 0, dim)
+            parts = []
+            for part in (tensor, extra):
+                pad = slots - part.shape[2]
+                if pad:
+                    part = torch.cat([part, part.new_zeros(part.shape[0], heads, pad, dim)], dim=2)
+                parts.append(part)
+            setattr(layer, name, torch.cat(parts, dim=0))
 
 
 def _batch_stats(generations, calls: int, fed: int, padded: int, prefill_ms: float, wall_ms: float) -> dict:
@@ -241,16 +297,14 @@ def _batch_stats(generations, calls: int, fed: int, padded: int, prefill_ms: flo
 
 def _prefill(target, cache, rows) -> dict:
     """Feed every prompt but its last token into ``cache``, right-padded (row r's at slots ``[0, len - 1)``):
-    ``{row index: hidden [len - 1, len(hidden_layers) · D] float32}`` for rows whose drafter reads the target's
-    hidden states."""
+    ``{row index: hidden [len - 1, D] float32}`` for rows whose drafter reads the target's hidden states."""
     hidden_wanted = any(row.settings.hidden for row in rows)
     width = max(row.length for row in rows)
     out = {}
     if width == 0:
         for row in rows:
             if row.settings.hidden:
-                size = len(row.settings.hidden_layers) * target.config.hidden_size
-                out[row.index] = torch.zeros(0, size, device=target.device)
+                out[row.index] = torch.zeros(0, target.config.hidden_size, device=target.device)
         return out
     blocks = []
     for row in rows:
@@ -260,7 +314,7 @@ def _prefill(target, cache, rows) -> dict:
     _, hidden = _batched_forward(target, cache, blocks, 0, width, hidden_wanted, logits_to_keep=1)
     for i, row in enumerate(rows):
         if row.settings.hidden:
-            out[row.index] = layer_states(hidden, row.settings.hidden_layers)[i, : row.length]
+            out[row.index] = hidden[i, : row.length]
     return out
 
 
@@ -301,9 +355,8 @@ def _draft_all(running, cache) -> tuple:
 @torch.inference_mode()
 def _batched_forward(target, cache, blocks, slots: int, width: int, hidden: bool, logits_to_keep: int = 0) -> tuple:
     """One target forward over every row's block, padded to ``width``, appended to ``cache`` at slots
-    ``[slots, slots + width)``: ``(logits [rows, width or logits_to_keep, V] float32, hidden states or None)``,
-    the hidden states as transformers returns them (a tuple of ``[rows, width, D]``, one per layer and the
-    embeddings; :func:`lab.models.layer_states` picks a drafter's).
+    ``[slots, slots + width)``: ``(logits [rows, width or logits_to_keep, V] float32, hidden [rows, width, D]
+    float32 or None)``.
 
     Row r's query i (i below its block's length q) may attend to the row's own committed slots ``[0, base)``
     (``blocks[r]["base"]``, 0 when absent, as in the prefill) and to the block slots its ``mask`` (bool ``[q, q]``)
@@ -334,7 +387,7 @@ def _batched_forward(target, cache, blocks, slots: int, width: int, hidden: bool
     logits = out.logits.float()
     if logits.is_cuda:  # time the forward itself, not its launch
         torch.cuda.synchronize(logits.device)
-    return logits, (out.hidden_states if hidden else None)
+    return logits, (out.hidden_states[-1].float() if hidden else None)
 
 
 def _verify_row(row: _Row, block: dict, logits: torch.Tensor, hidden, forward_s: float) -> list:

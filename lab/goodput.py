@@ -10,11 +10,15 @@ speculative setting (735 at best); vLLM now varies N with the batch size (``num_
 machine's load recorded (:class:`lab.load_meter.LoadMeter`), and derives the crossover batch size and the
 per-batch-size N schedule in vLLM's format (:func:`lab.costs.draft_length_schedule` writes the modelled one).
 
+Every batch size serves the same queue of requests with **continuous batching** (:func:`lab.batched.generate_batch`
+with ``max_rows`` = B): B requests run at once, and a finished one's place goes to the next waiting request before
+the next step, as an engine's scheduler does. Without it, a batch steps until its slowest row is done, rows that
+accepted more drafts save no forwards, and the measured crossover comes early (the committed run of 2026-12-03
+02:52, before continuous batching, showed that). The queue holds twice the largest batch size by default, so the
+largest batches refill too; its end still drains with fewer than B rows, alike for every N.
+
 The drafters draft one row at a time (:mod:`lab.batched`), so a draft model's cost here grows with the batch,
 where an engine runs one batched draft forward per draft position: read a draft model's crossover as an early bound.
-:func:`lab.batched.generate_batch` has no continuous batching either: a batch steps until its slowest row is done,
-so rows that accepted more save no forwards, and the measured crossover comes early; engines that refill finished
-rows keep more of the per-row gain.
 ``settings["draft_share"]`` gives the share of wall time spent drafting per cell, so a reader can see how much.
 """
 from __future__ import annotations
@@ -27,7 +31,7 @@ from lab.bench import synchronize
 from lab.load_meter import LoadMeter
 from lab.validation import check_int
 
-__all__ = ["BATCH_SIZES", "N_VALUES", "batch_chunks", "measure_goodput", "best_n_per_batch", "crossover_batch",
+__all__ = ["BATCH_SIZES", "N_VALUES", "measure_goodput", "best_n_per_batch", "crossover_batch",
            "batch_schedule", "format_goodput", "batch_prompts", "committed_goodput", "COMMITTED_GOODPUT_FILE"]
 
 COMMITTED_GOODPUT_FILE = "goodput.json"
@@ -48,30 +52,22 @@ def batch_prompts(encoded: list, batch: int) -> list:
     return [list(encoded[i % len(encoded)]) for i in range(batch)]
 
 
-def batch_chunks(encoded: list, batch: int, requests: int) -> list:
-    """The same ``requests`` requests (:func:`batch_prompts` of ``encoded``) cut into batches of ``batch`` (the last
-    one shorter when ``batch`` does not divide ``requests``), so that every batch size decodes the same work.
-    Raises ``ValueError`` naming ``batch`` or ``requests`` when either is below 1."""
-    batch, requests = check_int("batch", batch, 1), check_int("requests", requests, 1)
-    prompts = batch_prompts(encoded, requests)
-    return [prompts[i:i + batch] for i in range(0, requests, batch)]
-
-
 def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES, drafter: str = "model",
                     max_new_tokens: int = 32, rounds: int = 1, temperature: float = 0.0, seed: int = 0,
                     requests: int | None = None) -> dict:
     """Goodput (committed tokens/s over the batch) of :func:`lab.batched.generate_batch` for every batch size B of
     ``batch_sizes`` × every N of ``n_values`` (0 = autoregressive; otherwise ``drafter``, a name of
     :data:`lab.registry.DRAFTERS`, built with N per row), on ``encoded`` (prompts' token ids), stopping rows at
-    ``pair.eos_token_id``. Every batch size decodes the same ``requests`` requests (default: the largest batch
-    size; :func:`batch_chunks`): B = 1 one at a time, B = 4 four at a time, and so on, so that a change in goodput
-    comes from the batch size and not from which prompts a batch happened to hold.
+    ``pair.eos_token_id``. Every batch size serves the same queue of ``requests`` requests (default: twice the
+    largest batch size; :func:`batch_prompts` of ``encoded``) with continuous batching: at most B at once, a
+    waiting request taking a finished one's place (``max_rows`` of :func:`lab.batched.generate_batch`), so that a
+    change in goodput comes from the batch size and not from which prompts a batch happened to hold.
 
     Timing: every (B, N) once on a short warm-up; then ``rounds`` rounds, each visiting the batch sizes in turn
     and, within a batch size, every N in an order rotating from one batch size and round to the next, so that a
     change of load hits every method alike; all inside a :class:`lab.load_meter.LoadMeter`. Goodput is a cell's
-    committed tokens ÷ its wall seconds summed over the rounds (prefill included; drafters are built before the
-    clock starts).
+    committed tokens ÷ its wall seconds summed over the rounds (the whole queue: every prefill included; drafters
+    are built before the clock starts).
 
     Returns ``{"rows": [...], "best": {B: best N}, "crossover": int or None, "schedule": [[first, last, N], ...],
     "load": LoadMeter.summary(), "note": LoadMeter.note(), "settings": {...}}``. A row: ``batch``, ``n_draft``,
@@ -93,22 +89,23 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     if drafter not in DRAFTERS:
         raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
     max_new_tokens, rounds = check_int("max_new_tokens", max_new_tokens, 1), check_int("rounds", rounds, 1)
-    requests = batch_sizes[-1] if requests is None else check_int("requests", requests, 1)
+    requests = 2 * batch_sizes[-1] if requests is None else check_int("requests", requests, 1)
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}")
 
-    def run(prompts, n, tokens):
+    def run(prompts, n, tokens, rows):
         drafters = None if n == 0 else [make_drafter(drafter, pair, n) for _ in prompts]
         synchronize(pair.device)
         start = time.perf_counter()
         out = generate_batch(pair.target, prompts, drafters=drafters, max_new_tokens=tokens, temperature=temperature,
-                             seed=seed, eos_token_id=pair.eos_token_id)
+                             seed=seed, eos_token_id=pair.eos_token_id, max_rows=rows)
         synchronize(pair.device)
         return out, time.perf_counter() - start
 
     for n in n_values:  # warm-up: first-call allocations, lazy imports
-        run(batch_prompts(encoded, min(2, batch_sizes[-1])), n, 4)
+        run(batch_prompts(encoded, 3), n, 4, 2)
+    queue = batch_prompts(encoded, requests)
     cells = {(b, n): {"tokens": 0, "seconds": 0.0, "calls": 0, "row_steps": 0, "drafted": 0, "accepted": 0,
                       "draft_ms": 0.0} for b in batch_sizes for n in n_values}
     turn = 0
@@ -118,15 +115,14 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
                 k = turn % len(n_values)
                 for n in n_values[k:] + n_values[:k]:
                     cell = cells[(b, n)]
-                    for prompts in batch_chunks(encoded, b, requests):
-                        out, seconds = run(prompts, n, max_new_tokens)
-                        cell["tokens"] += out.stats["new_tokens"]
-                        cell["seconds"] += seconds
-                        cell["calls"] += out.stats["target_calls"]
-                        cell["row_steps"] += out.stats["row_steps"]
-                        cell["drafted"] += out.stats["drafted_tokens"]
-                        cell["accepted"] += out.stats["accepted_tokens"]
-                        cell["draft_ms"] += sum(s.draft_ms for row in out.rows for s in row.steps)
+                    out, seconds = run(queue, n, max_new_tokens, b)
+                    cell["tokens"] += out.stats["new_tokens"]
+                    cell["seconds"] += seconds
+                    cell["calls"] += out.stats["target_calls"]
+                    cell["row_steps"] += out.stats["row_steps"]
+                    cell["drafted"] += out.stats["drafted_tokens"]
+                    cell["accepted"] += out.stats["accepted_tokens"]
+                    cell["draft_ms"] += sum(s.draft_ms for row in out.rows for s in row.steps)
                 turn += 1
     rows = []
     for (b, n), cell in cells.items():
@@ -143,7 +139,7 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
                 "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
                 "drafter": drafter, "batch_sizes": batch_sizes, "n_values": n_values, "prompts": len(encoded),
-                "requests": requests, "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature,
+                "requests": requests, "scheduling": "continuous batching", "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature,
                 "seed": seed}
     return {"rows": rows, "best": best, "crossover": crossover_batch(best), "schedule": batch_schedule(best),
             "load": meter.summary(), "note": meter.note(), "settings": settings}
@@ -195,8 +191,10 @@ def format_goodput(result: dict) -> str:
     head = " | ".join(f"N = {n} tokens/s" + ("" if n == 0 else " (× N = 0, acceptance rate)") for n in ns)
     lines = [f"goodput (committed tokens/s over the batch), pair {s['pair']} on {s['device']} ({s['processor']}, "
              f"{s['dtype']}, {s['threads']} threads), drafter {s['drafter']} drafting per row, "
-             + (f"the same {s['requests']} requests at every batch size" if s.get("requests") else "")
+             + (f"the same {s['requests']} requests" if s.get("requests") else "")
              + (f" ({s['task']})" if s.get("task") else "")
+             + (" at every batch size" if s.get("requests") else "")
+             + (f" B, served with {s['scheduling']} (at most B at once)" if s.get("scheduling") else "")
              + f", {s['max_new_tokens']} new tokens per row, T = {s['temperature']:g}, {s['rounds']} "
              f"round{'s' * (s['rounds'] != 1)}, batch sizes and N interleaved", "",
              f"| batch | {head} | best N |", "|---" * (len(ns) + 2) + "|"]

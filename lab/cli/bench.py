@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
     batch.add_argument("--batch-task", choices=("all", *BATCH_TASKS), default="all",
                        help="the chat pair's requests of one kind, or all four kinds interleaved (default: "
                             "%(default)s); the Shakespeare pair always takes its held-out passages")
+    batch.add_argument("--batch-requests", type=positive_int, default=None, metavar="R",
+                       help="requests in the queue every batch size serves, >= 1; B of them run at once and a "
+                            "finished one's place goes to the next (continuous batching) (default: twice the "
+                            "largest batch size)")
     batch.add_argument("--rounds", type=positive_int, default=1,
                        help="interleaved rounds over every batch size x N, >= 1 (default: %(default)s)")
     for action in b._actions:  # --max-new-tokens: 128 for the tables, BATCH_MAX_NEW_TOKENS with --batch
@@ -59,7 +63,7 @@ def add_parser(sub) -> None:
 
 BATCH_MAX_NEW_TOKENS = 32
 BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS: --help must not import torch
-"""``--max-new-tokens`` of ``bench --batch`` when none is given: 16 rows x 32 tokens of the real pair take seconds
+"""``--max-new-tokens`` of ``bench --batch`` when none is given: 32 requests x 32 tokens of the real pair take seconds
 per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
 
 
@@ -223,9 +227,9 @@ def _run_batch(args) -> int:
     dtype, on its held-out requests of the ``--batch-task`` kind, or of every kind interleaved: chat, code,
     structured, copy/edit, chat, ...; the Shakespeare pair in float32 on its held-out passages), printed by
     :func:`lab.goodput.format_goodput` (or as
-    JSON with ``--json``). ``--prompts`` caps the distinct prompts (default: all; a batch larger than that repeats
-    them). Returns 0. Raises :class:`lab.cli.OptionError` naming ``--batch-drafter`` for a drafter the pair cannot
-    have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the target's context."""
+    JSON with ``--json``). ``--prompts`` caps the distinct prompts (default: all; a queue of ``--batch-requests``
+    larger than that repeats them). Returns 0. Raises :class:`lab.cli.OptionError` naming ``--batch-drafter`` for
+    a drafter the pair cannot have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the target's context."""
     from lab.goodput import format_goodput, measure_goodput
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts, held_out_prompts
@@ -260,7 +264,8 @@ def _run_batch(args) -> int:
     if problem:
         raise OptionError("--max-new-tokens", problem)
     result = measure_goodput(pair, encoded, batch_sizes=args.batch_sizes, n_values=args.batch_n,
-                             drafter=args.batch_drafter, max_new_tokens=max_new_tokens, rounds=args.rounds)
+                             drafter=args.batch_drafter, max_new_tokens=max_new_tokens, rounds=args.rounds,
+                             requests=args.batch_requests)
     result["settings"]["task"] = args.batch_task if chat else "held-out passages"
     if args.json:
         result = {**result, "best": {str(b): n for b, n in result["best"].items()}}

@@ -8,6 +8,7 @@ import torch
 from lab.batched import generate_batch, row_seeds
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter, PromptLookupDrafter, SuffixDecodingDrafter
+from lab.kv import cache_length
 from lab.metrics import chi_square
 from lab.models import forward, new_cache
 from lab.registry import DRAFTERS, make_drafter
@@ -163,7 +164,92 @@ def test_each_rows_first_sampled_token_follows_the_target(target, noisy_draft, k
         assert chi_square(counts[r], expected[r]).pvalue > 1e-3, r
 
 
+def forward_batch_sizes(model) -> tuple:
+    """``(sizes, handle)``: every later forward of ``model`` appends its batch size to ``sizes``."""
+    sizes: list = []
+    handle = model.register_forward_hook(lambda _m, _a, kwargs, _o: sizes.append(kwargs["input_ids"].shape[0]),
+                                         with_kwargs=True)
+    return sizes, handle
+
+
+def scheduled_calls(step_counts: list, max_rows: int) -> int:
+    """The verification forwards a continuous batch of ``max_rows`` slots needs for requests taking
+    ``step_counts`` steps each, admitted in order as soon as a slot is free."""
+    waiting, running, calls = list(step_counts), [], 0
+    while running or waiting:
+        while waiting and len(running) < max_rows:
+            running.append(waiting.pop(0))
+        calls += 1
+        running = [k - 1 for k in running if k > 1]
+    return calls
+
+
+@pytest.mark.parametrize("max_rows", [1, 2, 3])
+def test_continuous_batching_keeps_every_row_and_refills_finished_ones(target, draft, noisy_draft, sticky_target,
+                                                                       max_rows, monkeypatch):
+    """With max_rows below the number of prompts, waiting prompts join as rows finish: newcomers whose prompts
+    are longer than the shared cache, shorter than it and of length one (nothing to prefill), drafters that finish
+    early (EOS of row 0 ends it after a few steps) beside ones that run to the end. Every row equals its
+    one-sequence run token for token and step for step; no forward holds more than max_rows rows, and a finished
+    row's slot is refilled at once: the forwards are exactly those of an in-order scheduler with max_rows slots."""
+    import lab.batched
+
+    prompts = [[2, 4, 6, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17], list(range(20, 60)),
+               [30, 31, 32, 33], [5], [9, 1, 9, 1, 9, 1]]
+    makers = [lambda: DraftModelDrafter(sticky_target, 4), lambda: DraftModelDrafter(draft, 2),
+              lambda: DraftModelDrafter(noisy_draft, 5), lambda: PromptLookupDrafter(max_ngram=2, n_draft=3), None,
+              lambda: DraftModelDrafter(sticky_target, 3)]
+    eos = generate(sticky_target, prompts[0], max_new_tokens=8).tokens[5]
+    refs = [generate(sticky_target, p, drafter=m() if m else None, max_new_tokens=25, eos_token_id=eos)
+            for p, m in zip(prompts, makers)]
+    assert len(refs[0].tokens) <= 6 and max(len(r.tokens) for r in refs) == 25  # rows finish at different steps
+    joins = []  # (shared cache slots, newcomers' slots) at each join beside running rows
+    append_rows = lab.batched._append_rows
+    monkeypatch.setattr(lab.batched, "_append_rows", lambda cache, joined, count: (
+        joins.append((cache_length(cache), cache_length(joined))), append_rows(cache, joined, count))[1])
+    sizes, handle = forward_batch_sizes(sticky_target)
+    try:
+        batch = generate_batch(sticky_target, prompts, drafters=[m() if m else None for m in makers],
+                               max_new_tokens=25, eos_token_id=eos, max_rows=max_rows)
+    finally:
+        handle.remove()
+    for r, ref in enumerate(refs):
+        assert batch.rows[r].tokens == ref.tokens, r
+        assert [s.num_accepted for s in batch.rows[r].steps] == [s.num_accepted for s in ref.steps], r
+    assert max(sizes) == max_rows and batch.stats["max_rows"] == max_rows
+    assert batch.stats["target_calls"] == scheduled_calls([len(r.steps) for r in refs], max_rows)
+    assert batch.stats["new_tokens"] == sum(len(r.tokens) for r in refs)
+    kinds = {"longer" if new > old else "empty" if new == 0 else "shorter" for old, new in joins}
+    assert kinds == {1: set(), 2: {"longer", "shorter"}, 3: {"shorter", "empty"}}[max_rows], joins
+
+
+def test_continuous_batching_with_hidden_state_drafters(pair, shakespeare_ids):
+    """Newcomers whose drafters read the target's hidden states (Medusa, EAGLE) get their own prompt's hidden
+    states from the admission prefill: every row equals its one-sequence run at max_rows = 2."""
+    prompts = shakespeare_ids + [shakespeare_ids[1] + shakespeare_ids[0][:5]]
+    kinds = ["eagle", "medusa", "eagle", "model"]
+    batch = generate_batch(pair.target, prompts, drafters=[make_drafter(k, pair, 3) for k in kinds],
+                           max_new_tokens=MAX_NEW, max_rows=2)
+    for r, (ids, kind) in enumerate(zip(prompts, kinds)):
+        assert batch.rows[r].tokens == generate(pair.target, ids, drafter=make_drafter(kind, pair, 3),
+                                                max_new_tokens=MAX_NEW).tokens, (r, kind)
+
+
+def test_continuous_batching_samples_as_generate_does(target, noisy_draft):
+    """Row r keeps the generator seeded seed + r whenever it joins: sampled rows at max_rows = 2 equal
+    generate(seed=seed + r)."""
+    prompts = [[1, 2, 3, 9, 1, 2, 3], [40, 41], [7], [3, 3, 8]]
+    kw = dict(max_new_tokens=12, temperature=0.9, top_k=20)
+    batch = generate_batch(target, prompts, drafters=[DraftModelDrafter(noisy_draft, 3) for _ in prompts], seed=5,
+                           max_rows=2, **kw)
+    for r, p in enumerate(prompts):
+        assert batch.rows[r].tokens == generate(target, p, drafter=DraftModelDrafter(noisy_draft, 3), seed=5 + r,
+                                                **kw).tokens, r
+
+
 def test_bad_input_is_named(target, draft):
+    with pytest.raises(ValueError, match="max_rows must be an integer >= 1, got 0"):
+        generate_batch(target, [[1], [2]], max_new_tokens=3, max_rows=0)
     with pytest.raises(ValueError, match="prompts must be a non-empty list"):
         generate_batch(target, [], max_new_tokens=3)
     with pytest.raises(ValueError, match=r"drafters must hold one drafter .* 2 prompts, got 1"):

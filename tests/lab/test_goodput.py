@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.goodput import (batch_chunks, batch_prompts, batch_schedule, best_n_per_batch, committed_goodput,
+from lab.goodput import (batch_prompts, batch_schedule, best_n_per_batch, committed_goodput,
                          crossover_batch, measure_goodput)
 
 
@@ -24,13 +24,8 @@ def test_batch_prompts_cycle_and_checks(pair):
     assert batch_prompts([[1], [2, 3]], 5) == [[1], [2, 3], [1], [2, 3], [1]]
     with pytest.raises(ValueError, match="batch"):
         batch_prompts([[1]], 0)
-    # every batch size decodes the same requests: B = 3 over 4 requests is a batch of 3 and a batch of 1
-    assert batch_chunks([[1], [2, 3]], 3, 4) == [[[1], [2, 3], [1]], [[2, 3]]]
-    assert batch_chunks([[1], [2, 3]], 1, 2) == [[[1]], [[2, 3]]]
-    for b in (1, 2, 3, 4, 5):
-        assert sum(batch_chunks([[1], [2], [3]], b, 4), []) == batch_prompts([[1], [2], [3]], 4)
-    with pytest.raises(ValueError, match="requests"):
-        batch_chunks([[1]], 2, 0)
+    with pytest.raises(ValueError, match="requests must be an integer >= 1"):
+        measure_goodput(pair, [[1, 2]], requests=0)
     with pytest.raises(ValueError, match="drafter must be one of"):
         measure_goodput(pair, [[1, 2]], drafter="oracle")
     with pytest.raises(ValueError, match="n_values"):
@@ -56,3 +51,26 @@ def test_the_real_pairs_committed_run_is_consistent_with_itself():
     assert s["processor"] and s["dtype"] and s["threads"] >= 1 and "busy" in result["load"]
     assert run["command"].startswith("python -m lab bench --batch")
     assert committed_goodput("shakespeare") is None
+
+
+def test_the_pairs_card_quotes_the_committed_run():
+    """lab/assets/smollm2-135m/README.md's goodput section states the committed run's numbers: the N = 2 and N = 4
+    gains per batch size, the crossover, the schedule and the growth of autoregressive goodput."""
+    from lab.assets import PAIR_DIR
+
+    run = committed_goodput("smollm2-135m")
+    if run is None:
+        pytest.skip("no committed goodput run for the real pair")
+    result = run["goodput"]
+    card = " ".join((PAIR_DIR.parent / "smollm2-135m" / "README.md").read_text().split())
+    rows = {(r["batch"], r["n_draft"]): r for r in result["rows"]}
+    sizes = result["settings"]["batch_sizes"]
+    assert sizes == [1, 2, 4, 8, 16] and result["settings"]["scheduling"] == "continuous batching"
+    x = {n: [f"{rows[(b, n)]['vs_autoregressive']:.2f}×" for b in sizes] for n in (2, 4)}
+    assert (f"{x[2][0]} at batch 1 (N = 2), {x[2][1]} at 2, {x[2][2]} at 4, then a loss: {x[2][3]} at 8 and "
+            f"{x[2][4]} at 16 (N = 4: {', '.join(x[4])})") in card
+    assert f"The crossover is batch {result['crossover']} and the schedule `{result['schedule']}`" in card
+    first, last = rows[(1, 0)]["goodput"], rows[(16, 0)]["goodput"]
+    assert f"grows {last / first:.1f}-fold from batch 1 to 16 ({first:.1f} to {last:.1f} tokens/s)" in card
+    assert f"acceptance rate {rows[(1, 2)]['acceptance_rate']:.2f} at N = 2" in card
+    assert f"on {run['date'].split()[0]} ({run['date'].split()[1].replace('-', '–')} UTC)" in card

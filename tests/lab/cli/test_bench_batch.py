@@ -30,8 +30,8 @@ def test_bench_batch_prints_the_table_the_crossover_and_the_schedule(loaded, cap
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("goodput (committed tokens/s over the batch), pair shakespeare on cpu")
-    assert ("drafter ngram drafting per row, the same 3 requests at every batch size (held-out passages), 3 new "
-            "tokens per row") in lines[0]
+    assert ("drafter ngram drafting per row, the same 6 requests (held-out passages) at every batch size B, served "
+            "with continuous batching (at most B at once), 3 new tokens per row") in lines[0]
     header = next(i for i, line in enumerate(lines) if line.startswith("| batch |"))
     assert lines[header] == "| batch | N = 0 tokens/s | N = 2 tokens/s (× N = 0, acceptance rate) | best N |"
     table = {}
@@ -65,10 +65,17 @@ def test_bench_batch_json(loaded, capsys):
     assert set(out) == {"rows", "best", "crossover", "schedule", "load", "note", "settings"}
     assert [(row["batch"], row["n_draft"]) for row in out["rows"]] == [(2, 0), (2, 1)]
     assert out["settings"]["batch_sizes"] == [2] and out["settings"]["drafter"] == "ngram"
-    assert out["settings"]["requests"] == 2 and out["settings"]["task"] == "held-out passages"
-    assert out["settings"]["prompts"] == 1  # the batch of 2 repeats the one prompt
+    assert out["settings"]["requests"] == 4 and out["settings"]["task"] == "held-out passages"  # twice B
+    assert out["settings"]["scheduling"] == "continuous batching"
+    assert out["settings"]["prompts"] == 1  # the queue of 4 repeats the one prompt
     assert out["rows"][0]["vs_autoregressive"] == 1.0 and out["rows"][0]["acceptance_rate"] is None
-    assert all(row["new_tokens"] == 2 * 3 for row in out["rows"])  # 2 rows x 3 tokens (no EOS this soon)
+    assert all(row["new_tokens"] == 4 * 3 for row in out["rows"])  # 4 requests x 3 tokens (no EOS this soon)
+    # 2 rows at a time over 4 requests of 3 tokens: 3 forwards for the first two, 3 for the next two (N = 0)
+    assert out["rows"][0]["target_calls"] == 6
+    args[args.index("--max-new-tokens"):args.index("--max-new-tokens")] = ["--batch-requests", "3"]
+    assert cli.main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["requests"] == 3 and all(row["new_tokens"] == 3 * 3 for row in out["rows"])
     best = best_n_per_batch(out["rows"])
     assert out["best"] == {"2": best[2]} and out["crossover"] == crossover_batch(best)
 
