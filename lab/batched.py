@@ -55,7 +55,7 @@ from lab.decode import DecodeSettings, branch_layout, checked_draft, checked_set
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length
 from lab.metrics import summarize_steps
-from lab.models import cache_kwarg, new_cache
+from lab.models import cache_kwarg, layer_states, new_cache
 from lab.trace import Generation
 from lab.validation import check_int
 
@@ -228,7 +228,8 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
         padded += sum(width - len(block["tokens"]) for block in blocks)
         kept = []
         for i, (row, block) in enumerate(zip(running, blocks)):
-            row_hidden = hidden[i] if row.settings.hidden else None  # as generate hands it over: only if read
+            # as generate hands it over: only if read, its drafter's layers (lab.models.layer_states)
+            row_hidden = layer_states(hidden, row.settings.hidden_layers)[i] if row.settings.hidden else None
             kept.append(_verify_row(row, block, logits[i], row_hidden, forward_s))
         survivors = [i for i, row in enumerate(running) if not row.done]
         _compact(cache, slots, [row.length for row in running], kept, survivors)
@@ -297,14 +298,16 @@ def _batch_stats(generations, calls: int, fed: int, padded: int, prefill_ms: flo
 
 def _prefill(target, cache, rows) -> dict:
     """Feed every prompt but its last token into ``cache``, right-padded (row r's at slots ``[0, len - 1)``):
-    ``{row index: hidden [len - 1, D] float32}`` for rows whose drafter reads the target's hidden states."""
+    ``{row index: hidden [len - 1, len(hidden_layers) · D] float32}`` for rows whose drafter reads the target's
+    hidden states."""
     hidden_wanted = any(row.settings.hidden for row in rows)
     width = max(row.length for row in rows)
     out = {}
     if width == 0:
         for row in rows:
             if row.settings.hidden:
-                out[row.index] = torch.zeros(0, target.config.hidden_size, device=target.device)
+                size = len(row.settings.hidden_layers) * target.config.hidden_size
+                out[row.index] = torch.zeros(0, size, device=target.device)
         return out
     blocks = []
     for row in rows:
@@ -314,7 +317,7 @@ def _prefill(target, cache, rows) -> dict:
     _, hidden = _batched_forward(target, cache, blocks, 0, width, hidden_wanted, logits_to_keep=1)
     for i, row in enumerate(rows):
         if row.settings.hidden:
-            out[row.index] = hidden[i, : row.length]
+            out[row.index] = layer_states(hidden, row.settings.hidden_layers)[i, : row.length]
     return out
 
 
@@ -355,8 +358,9 @@ def _draft_all(running, cache) -> tuple:
 @torch.inference_mode()
 def _batched_forward(target, cache, blocks, slots: int, width: int, hidden: bool, logits_to_keep: int = 0) -> tuple:
     """One target forward over every row's block, padded to ``width``, appended to ``cache`` at slots
-    ``[slots, slots + width)``: ``(logits [rows, width or logits_to_keep, V] float32, hidden [rows, width, D]
-    float32 or None)``.
+    ``[slots, slots + width)``: ``(logits [rows, width or logits_to_keep, V] float32, hidden states or None)``,
+    the hidden states as transformers returns them (a tuple of ``[rows, width, D]``, one per layer and the
+    embeddings; :func:`lab.models.layer_states` picks a drafter's).
 
     Row r's query i (i below its block's length q) may attend to the row's own committed slots ``[0, base)``
     (``blocks[r]["base"]``, 0 when absent, as in the prefill) and to the block slots its ``mask`` (bool ``[q, q]``)
@@ -387,7 +391,7 @@ def _batched_forward(target, cache, blocks, slots: int, width: int, hidden: bool
     logits = out.logits.float()
     if logits.is_cuda:  # time the forward itself, not its launch
         torch.cuda.synchronize(logits.device)
-    return logits, (out.hidden_states[-1].float() if hidden else None)
+    return logits, (out.hidden_states if hidden else None)
 
 
 def _verify_row(row: _Row, block: dict, logits: torch.Tensor, hidden, forward_s: float) -> list:

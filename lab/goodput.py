@@ -139,7 +139,8 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
                 "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
                 "drafter": drafter, "batch_sizes": batch_sizes, "n_values": n_values, "prompts": len(encoded),
-                "requests": requests, "scheduling": "continuous batching", "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature,
+                "requests": requests, "scheduling": "continuous batching",
+                "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature,
                 "seed": seed}
     return {"rows": rows, "best": best, "crossover": crossover_batch(best), "schedule": batch_schedule(best),
             "load": meter.summary(), "note": meter.note(), "settings": settings}

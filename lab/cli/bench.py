@@ -229,7 +229,8 @@ def _run_batch(args) -> int:
     :func:`lab.goodput.format_goodput` (or as
     JSON with ``--json``). ``--prompts`` caps the distinct prompts (default: all; a queue of ``--batch-requests``
     larger than that repeats them). Returns 0. Raises :class:`lab.cli.OptionError` naming ``--batch-drafter`` for
-    a drafter the pair cannot have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the target's context."""
+    a drafter the pair cannot have, ``--prompts`` above the prompts bundled, ``--max-new-tokens`` past the
+    target's context."""
     from lab.goodput import format_goodput, measure_goodput
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts, held_out_prompts
