@@ -29,7 +29,7 @@ from lab.load_meter import LoadMeter
 from lab.models import processor_name
 from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, arena_tasks, context_problem, \
     encode_prompts
-from lab.registry import DRAFTERS, OWN_DRAFT, check_has_draft, make_drafter
+from lab.registry import DRAFTERS, OWN_DRAFT, check_has_draft, make_drafter, untrained_reason
 from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
@@ -49,7 +49,8 @@ FORMULA_DRAFTERS = ("model", "eagle", "early-exit", "eagle3")
 EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
                   "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
-                  "suffix": "suffix decoding", "mtp": "MTP heads", "eagle3": "EAGLE-3",
+                  "suffix": "suffix decoding", "mtp": "MTP heads", "parallel": "parallel draft (PARD)",
+                  "eagle3": "EAGLE-3",
                   "adaptive": "draft model, adaptive N"}
 
 
@@ -200,7 +201,9 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       decoding's cache holds the earlier
       answers its prompt quotes, see :func:`lab.registry.make_drafter`); leave out
       those :func:`lab.registry.drafter_problem` says the pair cannot have (a chat pair has no Medusa heads or EAGLE
-      draft). Every cell also runs the autoregressive baseline.
+      draft). A drafter whose weights were never trained for the pair (:func:`lab.registry.untrained_reason`: the real
+      pair has no parallel draft) gets no rows; ``settings["unavailable"]`` maps it to the reason and
+      :func:`format_arena` shows it. Every cell also runs the autoregressive baseline.
     - Each run is one :func:`lab.decode.generate` call with a fresh drafter (built outside the timing). Within a
       cell the runs go prompt by prompt, the baseline and every drafter in turn, so a change in machine load hits
       all of them alike; ``repeats`` > 1 runs each prompt that many times and keeps the fastest (the outputs are
@@ -284,6 +287,11 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
     tasks = default_tasks(pair) if tasks is None else tasks
     _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
                       seed)
+    unavailable = {kind: why for kind in drafters if (why := untrained_reason(kind, pair.name))}
+    if len(unavailable) == len(drafters):
+        raise ValueError(f"drafters: none of {tuple(drafters)} is available for the {pair.name!r} pair: "
+                         + "; ".join(f"{kind}: {why}" for kind, why in unavailable.items()))
+    drafters = tuple(kind for kind in drafters if kind not in unavailable)
     temperatures = [float(t) for t in temperatures]  # plain floats in the rows (JSON), whatever was passed
     prompts = {}
     for task in tasks:
@@ -319,8 +327,9 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
                     cell.append({"task": task, "temperature": temperature,
                                  **_cell_row(kind, _pool(kind_runs), base, n, temperature, same)})
                 rows += cell
-    return {"rows": rows, "settings": _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
-                                                      n_draft, seed, repeats, drafters, meter)}
+    settings = _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, seed, repeats,
+                               drafters, meter)
+    return {"rows": rows, "settings": {**settings, "unavailable": unavailable}}
 
 
 def _load_settings(meter) -> dict:
@@ -357,6 +366,8 @@ def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task,
         from lab.drafters.mtp import MTPDrafter
 
         geometry.append(f"MTP heads: a chain of {MTPDrafter.from_pretrained(pair).heads.depth}, one per module")
+    if "parallel" in drafters:
+        geometry.append(f"parallel draft: N = {n_draft} tokens from one draft forward (mask tokens)")
     return {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
             "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
             "prompt_format": _prompt_format(pair), "tasks": list(tasks),
@@ -407,6 +418,9 @@ def format_arena(result: dict) -> str:
             f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
     lines += ["", "predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for draft model, EAGLE and early exit; tokens per "
               "call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, prefill included."]
+    if s.get("unavailable"):
+        lines += ["", "not available for this pair: " + "; ".join(f"{DRAFTER_LABELS.get(kind, kind)} ({why})"
+                                                               for kind, why in s["unavailable"].items())]
     return "\n".join(lines + _busy_lines(s))
 
 

@@ -11,9 +11,9 @@ Importing this module is cheap (no torch): the drafter classes are imported when
 from __future__ import annotations
 
 __all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft", "make_drafter", "own_draft_reason",
-           "try_drafter", "drafter_problem"]
+           "try_drafter", "drafter_problem", "pair_has", "untrained_reason"]
 
-DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp", "eagle3")
+DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp", "parallel", "eagle3")
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
 
 
@@ -23,8 +23,9 @@ def make_drafter(kind: str, pair, n_draft: int):
     and the MTP heads set their own).
 
     Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
-    (``pair.draft`` is None); Medusa, EAGLE and MTP raise ``FileNotFoundError`` / ``ValueError`` when their weights are
-    missing or were trained for another target, and the early exit ``ValueError`` for a target without Llama layers
+    (``pair.draft`` is None); Medusa, EAGLE, MTP and the parallel draft (``"parallel"``, PARD: N tokens from one draft
+    forward) raise ``FileNotFoundError`` / ``ValueError`` when their weights are missing or were trained for another
+    target, and the early exit ``ValueError`` for a target without Llama layers
     (see :func:`try_drafter`).
 
     ``"suffix"`` (suffix decoding, lesson 08; vLLM's defaults, its own match length sets its draft, so ``n_draft``
@@ -69,6 +70,10 @@ def make_drafter(kind: str, pair, n_draft: int):
         from lab.drafters.mtp import MTPDrafter
 
         return MTPDrafter.from_pretrained(pair)
+    if kind == "parallel":  # PARD: a draft adapted to propose n_draft tokens in one forward (mask tokens)
+        from lab.drafters.parallel import ParallelDrafter
+
+        return ParallelDrafter.from_pretrained(pair, n_draft=n_draft)
     if kind == "eagle3":  # EAGLE-3: fused low/middle/high target layers, its own reduced head; chain of n_draft
         from lab.drafters.eagle3 import Eagle3Drafter
 
@@ -92,9 +97,28 @@ def own_draft_reason(kind: str) -> str | None:
 
 
 TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m"),
-               "mtp": ("shakespeare", "smollm2-135m"), "eagle3": ("shakespeare",)}
+               "mtp": ("shakespeare", "smollm2-135m"), "parallel": ("shakespeare",),
+               "eagle3": ("shakespeare",)}
 """Drafters whose weights are trained for one target, and the pairs that have them committed
-(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``)."""
+(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``). The real pair has no parallel draft
+yet: its training data must be rebuilt first."""
+
+
+def untrained_reason(kind: str, pair_name: str) -> str | None:
+    """Why drafter ``kind`` is unavailable for the pair named ``pair_name`` because its weights were never trained
+    for it (:data:`TRAINED_FOR`), or None (the kind needs no trained weights, or the pair has them). Cheap: builds
+    nothing and reads no file, so a missing or damaged asset of a trained pair still raises where it is built."""
+    trained = TRAINED_FOR.get(kind)
+    if trained is None or pair_name in trained:
+        return None
+    return (f"no {kind} weights are trained for the {pair_name!r} pair (committed for "
+            f"{', '.join(map(repr, trained))} only)")
+
+
+def pair_has(kind: str, pair_name: str) -> bool:
+    """Whether the pair named ``pair_name`` has drafter ``kind`` by :data:`TRAINED_FOR` (:func:`untrained_reason` is
+    None): the rows a committed arena of that pair must hold."""
+    return untrained_reason(kind, pair_name) is None
 
 
 def check_has_draft(pair, what: str) -> None:

@@ -16,12 +16,14 @@ def add_parser(sub) -> None:
                                      "the pair",
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
-    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "eagle3", "mtp", "copy-target",
-                                    "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
+    t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "eagle3", "mtp", "parallel",
+                                    "copy-target", "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle / mtp: train the Medusa heads / EAGLE draft / multi-token-prediction heads "
                         "on the committed target; eagle3: the EAGLE-3 draft (fused low/middle/high target "
                         "layers, training-time test, reduced draft vocabulary); "
+                        "parallel: adapt the committed draft into a parallel (PARD) draft "
+                        "that proposes a block of tokens in one forward; "
                         "copy-target: fine-tune the committed target to copy from its context (saved in the "
                         "cache, not over the bundled pair); chat-data: the real pair's target answers the "
                         "training prompts and requests it writes itself (cached, resumable); chat-draft: distil "
@@ -58,6 +60,12 @@ def run(args) -> int:
         from lab.training.mtp import train_mtp
 
         out = train_mtp(threads=args.threads)
+        print((Path(out) / "training.json").read_text())
+        return 0
+    if args.what == "parallel":
+        from lab.training.parallel import train_parallel
+
+        out = train_parallel(threads=args.threads)
         print((Path(out) / "training.json").read_text())
         return 0
     if args.what in ("medusa", "eagle"):

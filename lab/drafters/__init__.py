@@ -7,9 +7,10 @@ from lab.drafters.early_exit import EarlyExitDrafter
 from lab.drafters.lookahead import LookaheadDrafter
 from lab.drafters.medusa import MedusaDrafter
 from lab.drafters.mtp import MTPDrafter
+from lab.drafters.parallel import ParallelDrafter
 from lab.drafters.prompt_lookup import PromptLookupDrafter
 from lab.drafters.suffix import SuffixDecodingDrafter
 
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "DraftModelDrafter", "PromptLookupDrafter",
            "LookaheadDrafter", "MedusaDrafter", "EarlyExitDrafter", "EagleDrafter", "SuffixDecodingDrafter",
-           "MTPDrafter", "Eagle3Drafter"]
+           "MTPDrafter", "ParallelDrafter", "Eagle3Drafter"]

@@ -405,16 +405,19 @@ def test_compare_adaptive_on_a_chat_pair_runs_the_chat_requests(chat_pair):
 
 
 def test_committed_arena_of_the_real_pair_names_its_machine():
-    """The committed run (lab/assets/smollm2-135m/arena.json) names its machine and has one row per method on every
-    kind of task, conversations included, at both temperatures (issue 23's goal for the arena)."""
+    """The committed run (lab/assets/smollm2-135m/arena.json) names its machine and has one row per method the pair
+    has (lab.registry.pair_has: not the parallel draft, trained for the Shakespeare pair only) on every kind of task,
+    conversations included, at both temperatures (issue 23's goal for the arena)."""
     from lab.arena import ARENA_DRAFTERS, CHAT_TASKS, CONVERSATION_TASKS, committed_arena
+    from lab.registry import pair_has
 
     run = committed_arena("smollm2-135m")
     settings = run["arena"]["settings"]
     assert settings["pair"] == "smollm2-135m" and settings["processor"] and settings["dtype"] in ("bfloat16", "float32")
     assert {(r["task"], r["temperature"], r["drafter"]) for r in run["arena"]["rows"]} == {
         (task, t, kind) for task in CHAT_TASKS + CONVERSATION_TASKS for t in (0.0, 1.0)
-        for kind in ("autoregressive", *ARENA_DRAFTERS)}
+        for kind in ("autoregressive", *(k for k in ARENA_DRAFTERS if pair_has(k, "smollm2-135m")))}
+    assert not pair_has("parallel", "smollm2-135m") and pair_has("parallel", "shakespeare") and pair_has("model", "x")
     assert run["adaptive"]["settings"]["pair"] == "smollm2-135m" and run["command"].startswith("python -m lab arena")
     assert committed_arena("shakespeare") is None and committed_arena("gpt2") is None
 
@@ -454,3 +457,21 @@ def test_suffix_decoding_on_a_conversation_reads_the_answers_it_quotes(chat_pair
     quoted = assistant_turns(chat_pair, ids)
     assert len(quoted) == len(drafter.cache) == 1 and all(answer in drafter.cache for answer in quoted)
     assert len(make_drafter("suffix", chat_pair, 4).cache) == 0  # nothing carried over from another request
+
+
+def test_a_drafter_not_trained_for_the_pair_is_shown_unavailable(pair):
+    """A pair without parallel-draft weights (here the Shakespeare models under another name) runs the arena without
+    that drafter: no rows, the reason in the settings and under the table; asking for it alone is a ValueError."""
+    import dataclasses
+
+    other = dataclasses.replace(pair, name="my-pair")
+    result = run_arena(other, tasks=("prose",), temperatures=(0.0,), drafters=("model", "parallel"),
+                       max_new_tokens=4, prompts_per_task=1, progress=False)
+    assert [r["drafter"] for r in result["rows"]] == ["autoregressive", "model"]
+    why = result["settings"]["unavailable"]["parallel"]
+    assert why == "no parallel weights are trained for the 'my-pair' pair (committed for 'shakespeare' only)"
+    assert f"not available for this pair: parallel draft (PARD) ({why})" in format_arena(result)
+    assert result["settings"]["drafters"] == ["model"]
+    with pytest.raises(ValueError, match="drafters: none of"):
+        run_arena(other, tasks=("prose",), temperatures=(0.0,), drafters=("parallel",), max_new_tokens=4,
+                  prompts_per_task=1, progress=False)

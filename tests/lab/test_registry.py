@@ -22,6 +22,7 @@ def test_every_name_builds_a_drafter_for_the_bundled_pair(pair):
         assert callable(drafter.propose) and callable(drafter.reset), kind
         assert try_drafter(kind, pair, 3)[1] is None  # built, not only named
     assert make_drafter("model", pair, 3).n_draft == 3 and make_drafter("ngram", pair, 2).n_draft == 2
+    assert make_drafter("parallel", pair, 3).n_draft == 3  # one forward drafts all N
     mtp = make_drafter("mtp", pair, 3)  # the committed heads' D modules set the draft, whatever N
     assert mtp.n_draft == mtp.heads.depth == 2
     suffix = make_drafter("suffix", pair, 3)  # vLLM's defaults whatever N; a plain-text pair quotes no answers
@@ -37,7 +38,9 @@ def test_own_draft_reason_names_what_sets_the_draft():
     assert own_draft_reason("medusa") == "its tree of candidates sets what it drafts"
     assert own_draft_reason("suffix") == "the length of its longest match sets what it drafts"
     assert own_draft_reason("mtp") == "its number of modules (one token each) sets what it drafts"
-    assert DRAFTERS == ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp")
+    assert DRAFTERS[:9] == ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp",
+                            "parallel")
+    assert own_draft_reason("parallel") is None  # N tokens from one forward: N applies
     assert all(own_draft_reason(kind) is None for kind in DRAFTERS if kind not in OWN_DRAFT)
 
 
@@ -46,7 +49,7 @@ def test_a_hub_pair_lacks_the_trained_drafters_and_the_early_exit(pair):
     for kind in ("model", "ngram", "lookahead", "suffix"):
         drafter, why = try_drafter(kind, hub)
         assert drafter is not None and why is None, kind
-    for kind in ("medusa", "eagle", "mtp", "early-exit"):
+    for kind in ("medusa", "eagle", "mtp", "parallel", "early-exit"):
         drafter, why = try_drafter(kind, hub)
         assert drafter is None and why, kind
         assert drafter_problem(kind, hub) == why
@@ -57,13 +60,19 @@ def test_the_real_pair_has_every_drafter(smollm2_pair):
     """"smollm2-135m": its draft model, prompt lookup, Lookahead, the early exit, suffix decoding, its Medusa heads,
     its EAGLE draft and its MTP heads build and run, greedy output equal to autoregressive decoding (the float32
     oracles are in
-    test_real_pair_oracles.py)."""
+    test_real_pair_oracles.py). The parallel draft is trained for the Shakespeare pair only: unavailable, with the
+    reason."""
     from lab.decode import generate
+    from lab.registry import pair_has, untrained_reason
 
     pair = smollm2_pair
     prompt = pair.encode_chat("Write a haiku about the sea.")
     plain = generate(pair.target, prompt, max_new_tokens=8)
-    for kind in DRAFTERS:
+    drafter, why = try_drafter("parallel", pair, 2)
+    assert drafter is None and "no parallel draft for the 'smollm2-135m' pair" in why
+    assert untrained_reason("parallel", pair.name) == ("no parallel weights are trained for the 'smollm2-135m' pair "
+                                                       "(committed for 'shakespeare' only)")
+    for kind in (k for k in DRAFTERS if pair_has(k, pair.name)):
         drafter, why = try_drafter(kind, pair, 2)
         assert why is None and drafter_problem(kind, pair) is None, kind
         assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=8).tokens == plain.tokens, kind
