@@ -41,7 +41,7 @@ import numpy as np
 
 from lab.cli.options import demo_temperature
 from lab.decode import generate
-from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason
+from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
@@ -185,6 +185,8 @@ class RaceDashboard(w.VBox):
             from lab.models import load_pair
 
             pair = load_pair("smollm2-135m", dtype="auto")
+        if untrained_reason(drafter, pair.name):  # e.g. the parallel draft, trained for the Shakespeare pair only
+            raise ValueError(f"drafter {drafter!r} is not available here: {untrained_reason(drafter, pair.name)}")
         temperature = demo_temperature(None if temperature is None else checked["temperature"],
                                        pair.has_chat_template)
         if prompts is None:
@@ -212,7 +214,9 @@ class RaceDashboard(w.VBox):
         example = "Name three rivers in Africa." if pair.has_chat_template else "ROMEO.\\n"
         self.free_text = w.Textarea(placeholder=f"type a prompt, e.g. {example}", description="free text",
                                     style=wide, layout=w.Layout(width="560px", height="70px"))
-        self.drafter_choice = w.Dropdown(options=list(DRAFTERS), value=drafter, description="drafter", style=wide)
+        # only the drafters this pair has (lab.registry.pair_has: no weights trained for it, no entry)
+        self.drafter_choice = w.Dropdown(options=[k for k in DRAFTERS if pair_has(k, pair.name)], value=drafter,
+                                         description="drafter", style=wide)
         self.n_draft = w.IntSlider(value=n_draft, min=1, max=_MAX_N, description="draft length N", style=wide)
         self.new_tokens = w.BoundedIntText(value=max_new_tokens, min=1, max=_MAX_TOKENS, description="new tokens",
                                            style=wide, layout=w.Layout(width="220px"))

@@ -280,3 +280,18 @@ def test_real_pair_race_stops_at_the_end_of_the_answer_and_shows_it_readably(smo
         assert "\u27e8end\u27e9</span>" in page and "<|" not in page  # the closing <|im_end|> as a badge
     dashboard.build_explorers()  # no measured α and c for this pair: the heading does not claim them
     assert "measured" not in dashboard._explore_tab.children[2].value
+
+
+def test_race_offers_only_the_drafters_the_pair_has(pair):
+    """The drafter dropdown lists what the pair has: the parallel draft is trained for the Shakespeare pair only, so
+    a pair under another name neither offers it nor accepts it (the reason is named)."""
+    import dataclasses
+
+    from widgets.race import RaceDashboard
+
+    assert "parallel" in RaceDashboard(pair, max_new_tokens=4).drafter_choice.options
+    other = dataclasses.replace(pair, name="my-pair")
+    options = RaceDashboard(other, max_new_tokens=4).drafter_choice.options
+    assert "parallel" not in options and "model" in options and "ngram" in options
+    with pytest.raises(ValueError, match="no parallel weights are trained for the 'my-pair' pair"):
+        RaceDashboard(other, drafter="parallel", max_new_tokens=4)
