@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from lab.assets import PAIR_DIR, cache_dir
+from lab.assets import EAGLE_DIR, PAIR_DIR, cache_dir
 from lab.training.checkpoints import resume_training_state, save_training_state
 from lab.training.eagle import eagle_chain_predictions
 from lab.training.features import target_features
@@ -200,7 +200,6 @@ def measure_eagle3(eagle3_dir: Path = EAGLE3_DIR, depth: int = 3) -> dict:
     against the same target argmax. Returns ``{"eagle3": [...], "eagle": [...]}``."""
     from lab.drafters.eagle import EagleDraftModel
     from lab.drafters.eagle3 import Eagle3DraftModel
-    from lab.assets import EAGLE_DIR
     from lab.models import load_pair
 
     pair = load_pair("shakespeare", device="cpu")
@@ -260,6 +259,7 @@ def write_eagle3_card(eagle3_dir: Path = EAGLE3_DIR) -> Path:
                                                               "decoding": decoding,
                                                               "weights_bytes": size}, indent=1))
     recipe = info["recipe"]
+    eagle = json.loads((Path(EAGLE_DIR) / "training.json").read_text())
     gain = agreement["eagle3"][0] - agreement["eagle"][0]
     rows = ["| method | α (accepted / examined) | tokens per target call | tokens/s | speedup | cost c |",
             "|---|---|---|---|---|---|"]
@@ -298,10 +298,14 @@ def write_eagle3_card(eagle3_dir: Path = EAGLE3_DIR) -> Path:
         "on the same 64 windows.", "",
         "## Greedy decoding, 8 held-out prompts × up to 128 tokens, float32 (`lab.training.eagle3.measure_decoding`)",
         *rows, "",
-        f"Threads: {decoding['settings']['threads']}. {decoding['note']} Cost c = draft ms per draft forward over "
+        f"Threads: {decoding['settings']['threads']}. {decoding['note'].rstrip('. ')}. Cost c = draft ms per draft "
+        "forward over "
         "the autoregressive ms per target call, from the same runs. Timings on a shared 2-core CPU: compare "
         "rows of this table, not with other cards.", "",
         "## Limits",
+        f"Not trained as long as the EAGLE draft it is compared with: {info['tokens_seen']:,} tokens "
+        f"({recipe['steps']} steps) against {eagle['tokens_seen']:,} ({eagle['steps']} steps), so the comparison "
+        "is not at equal training. "
         "Trained briefly on CPU for one small target; the draft works only with that target (it reads its layers). "
         "No real-pair EAGLE-3 yet: its training data must be rebuilt first.", ""]
     (eagle3_dir / "README.md").write_text("\n".join(lines))
