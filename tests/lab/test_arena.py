@@ -126,7 +126,7 @@ def test_format_arena_and_figure(arena):
     assert len(fig.data) == 2 * len(TASKS) * 2  # measured + predicted bars per panel
     assert [t.name for t in fig.data[:2]] == ["measured", "predicted"]
     assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit",
-                                   "suffix decoding", "MTP heads"]
+                                   "suffix decoding", "MTP heads", "parallel draft (PARD)", "EAGLE-3"]
     with pytest.raises(ValueError, match="no drafter rows"):
         arena_figure({"rows": []})
     table = format_reconciliation(arena)
