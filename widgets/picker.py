@@ -3,10 +3,10 @@
 The workload table (seed lesson 002's production settings, plus our copy/edit row) and the strategy table (seed
 lesson 000's "Picking a draft") are rows of buttons: a workload row selects the task; a strategy row sets up the
 situation its "when to pick" column describes. Dropdowns and toggles change the rest of the workload (temperature,
-small same-family model, permission to train heads, latency- vs throughput-bound, memory headroom, methods ruled
-out, the target's tensor-parallel size). Every change reruns :func:`lab.picker.recommend` and shows the method, N,
-draft temperature, expected speedup with its source, the reasons, the vLLM ``--speculative-config`` JSON and command
-line, and the transformers ``generate`` arguments.
+small same-family model, permission to train heads, MTP modules in the target's checkpoint, latency- vs
+throughput-bound, memory headroom, methods ruled out, the target's tensor-parallel size). Every change reruns
+:func:`lab.picker.recommend` and shows the method, N, draft temperature, expected speedup with its source, the
+reasons, the vLLM ``--speculative-config`` JSON and command line, and the transformers ``generate`` arguments.
 
 Kernel-side state for tests and notebook cells: ``recommendation`` (the :class:`lab.picker.Recommendation`),
 ``workload`` (the inputs, a dict), ``vllm_config``, ``vllm_json``, ``vllm_command``, ``hf_kwargs``,
@@ -39,9 +39,13 @@ STRATEGY_SCENARIOS = {
     "eagle": {"task": "chat", "has_small_same_family_model": False, "can_finetune": True},
     # Lookahead's row also describes prompt lookup, which the picker prefers when both are open: exclude it
     "lookahead": {"task": "chat", "has_small_same_family_model": False, "can_finetune": False, "exclude": ("ngram",)},
+    # answers that repeat earlier answers: the agent task
+    "suffix": {"task": "agent", "has_small_same_family_model": False, "can_finetune": False},
+    # a target that ships MTP modules, with nothing else to draft with on chat
+    "mtp": {"task": "chat", "has_small_same_family_model": False, "can_finetune": False, "target_has_mtp": True},
 }
 """Workload inputs that make each strategy row's "when to pick" true. Rows also reset latency-bound, memory (not
-given) and ``exclude`` unless they name them."""
+given), ``exclude`` and the target's MTP modules (absent) unless they name them."""
 
 _MUTED = "color: #666; font-size: 12px;"
 
@@ -64,22 +68,24 @@ class StrategyPicker(w.VBox):
     """Pick a speculative-decoding strategy with the seed tables and see how to serve it.
 
     Args (the initial workload; see :func:`lab.picker.recommend`): ``task``, ``temperature`` (0–1.5 here),
-    ``has_small_same_family_model``, ``can_finetune``, ``latency_bound``, ``memory_headroom_gb`` (None or one of
-    :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``; ``target`` (name in the vLLM command)
-    and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as numbers and ``numpy.bool_`` as a
-    bool. Raises ``ValueError`` (naming the input and what it allows) for inputs ``recommend`` rejects, a
-    temperature above 1.5 or another ``tensor_parallel_size`` (True included); :meth:`set` checks the same way.
+    ``has_small_same_family_model``, ``can_finetune``, ``target_has_mtp``, ``latency_bound``,
+    ``memory_headroom_gb`` (None or one of :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``;
+    ``target`` (name in the vLLM command) and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as
+    numbers and ``numpy.bool_`` as a bool. Raises ``ValueError`` (naming the input and what it allows) for inputs
+    ``recommend`` rejects, a temperature above 1.5 or another ``tensor_parallel_size`` (True included); :meth:`set`
+    checks the same way.
     """
 
     def __init__(self, task: str = "chat", temperature: float = 0.0, has_small_same_family_model: bool = True,
                  can_finetune: bool = False, latency_bound: bool = True, memory_headroom_gb: float | None = None,
-                 exclude=(), target: str = "<target-model>", tensor_parallel_size: int = 1):
+                 exclude=(), target: str = "<target-model>", tensor_parallel_size: int = 1,
+                 target_has_mtp: bool = False):
         checked = self._checked(task=task, temperature=temperature,  # before any widget exists
                                 has_small_same_family_model=has_small_same_family_model, can_finetune=can_finetune,
                                 latency_bound=latency_bound, memory_headroom_gb=memory_headroom_gb, exclude=exclude,
-                                tensor_parallel_size=tensor_parallel_size)
+                                tensor_parallel_size=tensor_parallel_size, target_has_mtp=target_has_mtp)
         task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb, exclude, \
-            tensor_parallel_size = checked.values()
+            tensor_parallel_size, target_has_mtp = checked.values()
         self.target = target
         self._hold = True
         style = {"description_width": "190px"}
@@ -92,6 +98,8 @@ class StrategyPicker(w.VBox):
         self.small_model_box = w.Checkbox(value=has_small_same_family_model,
                                           description="a small same-family model exists", style=style)
         self.finetune_box = w.Checkbox(value=can_finetune, description="may train heads / fine-tune", style=style)
+        self.mtp_box = w.Checkbox(value=target_has_mtp, description="the target's checkpoint ships MTP modules",
+                                  style=style)
         self.regime_buttons = w.ToggleButtons(options=[("latency-bound", True), ("throughput / high batch", False)],
                                               value=latency_bound, description="serving", style=style)
         self.memory_dropdown = w.Dropdown(options=_memory_options(MEMORY_CHOICES, memory_headroom_gb),
@@ -110,14 +118,15 @@ class StrategyPicker(w.VBox):
             self.workload_buttons[key] = button
         self.strategy_buttons = {}
         for row in STRATEGY_TABLE:
-            text = f"{row.strategy} · {row.when} · {row.speedup[0]:g}–{row.speedup[1]:g}×"
+            low, high = row.speedup
+            text = f"{row.strategy} · {row.when} · " + (f"{low:g}×" if low == high else f"{low:g}–{high:g}×")
             button = w.Button(description=text, tooltip=METHOD_LABELS[row.method], layout=w.Layout(width="640px"))
             button.on_click(lambda _b, method=row.method: self.select_strategy(method))
             self.strategy_buttons[row.method] = button
         self.card = w.HTML()
 
         for control in (self.task_dropdown, self.temperature_slider, self.small_model_box, self.finetune_box,
-                        self.regime_buttons, self.memory_dropdown, self.exclude_select, self.tp_dropdown):
+                        self.mtp_box, self.regime_buttons, self.memory_dropdown, self.exclude_select, self.tp_dropdown):
             control.observe(lambda change: self._refresh(), names="value")
         heading = lambda text: w.HTML(f'<b>{html.escape(text)}</b>')  # noqa: E731
         super().__init__([
@@ -127,7 +136,7 @@ class StrategyPicker(w.VBox):
             w.VBox(list(self.strategy_buttons.values())),
             heading("Your workload"),
             w.VBox([self.task_dropdown, self.temperature_slider, self.small_model_box, self.finetune_box,
-                    self.regime_buttons, self.memory_dropdown, self.exclude_select, self.tp_dropdown]),
+                    self.mtp_box, self.regime_buttons, self.memory_dropdown, self.exclude_select, self.tp_dropdown]),
             self.card,
         ])
         self._hold = False
@@ -140,7 +149,8 @@ class StrategyPicker(w.VBox):
         return {"task": self.task_dropdown.value, "temperature": round(float(self.temperature_slider.value), 4),
                 "has_small_same_family_model": bool(self.small_model_box.value),
                 "can_finetune": bool(self.finetune_box.value), "latency_bound": bool(self.regime_buttons.value),
-                "memory_headroom_gb": self.memory_dropdown.value, "exclude": tuple(self.exclude_select.value)}
+                "memory_headroom_gb": self.memory_dropdown.value, "exclude": tuple(self.exclude_select.value),
+                "target_has_mtp": bool(self.mtp_box.value)}
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -180,14 +190,16 @@ class StrategyPicker(w.VBox):
     # --- driving it from Python (the same as clicking) -----------------------------------------------------------
     def set(self, **inputs) -> None:
         """Change workload inputs by name (``task``, ``temperature``, ``has_small_same_family_model``,
-        ``can_finetune``, ``latency_bound``, ``memory_headroom_gb``, ``exclude``, ``tensor_parallel_size``) and
-        refresh once. Every value is checked first, with the constructor's rules, so a bad one changes nothing; a
-        memory headroom that is not in the dropdown is added to it, as the constructor does. Raises ``ValueError``
-        for an unknown name or a value the constructor would reject (naming the input and what it allows)."""
+        ``can_finetune``, ``target_has_mtp``, ``latency_bound``, ``memory_headroom_gb``, ``exclude``,
+        ``tensor_parallel_size``) and refresh once. Every value is checked first, with the constructor's rules, so a
+        bad one changes nothing; a memory headroom that is not in the dropdown is added to it, as the constructor
+        does. Raises ``ValueError`` for an unknown name or a value the constructor would reject (naming the input and
+        what it allows)."""
         controls = {"task": self.task_dropdown, "temperature": self.temperature_slider,
                     "has_small_same_family_model": self.small_model_box, "can_finetune": self.finetune_box,
                     "latency_bound": self.regime_buttons, "memory_headroom_gb": self.memory_dropdown,
-                    "exclude": self.exclude_select, "tensor_parallel_size": self.tp_dropdown}
+                    "exclude": self.exclude_select, "tensor_parallel_size": self.tp_dropdown,
+                    "target_has_mtp": self.mtp_box}
         unknown = sorted(set(inputs) - set(controls))
         if unknown:
             raise ValueError(f"unknown workload inputs {unknown}; choose from {sorted(controls)}")
@@ -217,14 +229,15 @@ class StrategyPicker(w.VBox):
         ``ValueError`` for an unknown method."""
         if method not in STRATEGY_SCENARIOS:
             raise ValueError(f"method must be one of {', '.join(STRATEGY_SCENARIOS)}; got {method!r}")
-        scenario = {"latency_bound": True, "memory_headroom_gb": None, "exclude": (), **STRATEGY_SCENARIOS[method]}
+        scenario = {"latency_bound": True, "memory_headroom_gb": None, "exclude": (), "target_has_mtp": False,
+                    **STRATEGY_SCENARIOS[method]}
         if self.temperature_slider.value > MAX_TEMPERATURE:
             scenario["temperature"] = SAMPLING_WARN_TEMPERATURE
         self.set(**scenario)
 
     @staticmethod
     def _checked(*, task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                 exclude, tensor_parallel_size) -> dict:
+                 exclude, tensor_parallel_size, target_has_mtp) -> dict:
         """The workload as plain Python values (the widgets' traits reject NumPy scalars, numpy.bool_ above all),
         in the constructor's argument order, after :func:`lab.picker.recommend`'s checks (``check_workload``) and the
         picker's own (temperature <= 1.5, the slider's end; tensor_parallel_size in :data:`TP_CHOICES`). Raises
@@ -236,7 +249,7 @@ class StrategyPicker(w.VBox):
         except TypeError:
             pass  # recommend names the problem
         check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                       exclude)
+                       exclude, target_has_mtp)
         if temperature > 1.5:
             raise ValueError(f"temperature must be in [0, 1.5] here (the slider's range), got {temperature!r}")
         if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
@@ -245,7 +258,8 @@ class StrategyPicker(w.VBox):
                 "has_small_same_family_model": bool(has_small_same_family_model), "can_finetune": bool(can_finetune),
                 "latency_bound": bool(latency_bound),
                 "memory_headroom_gb": None if memory_headroom_gb is None else float(memory_headroom_gb),
-                "exclude": exclude, "tensor_parallel_size": int(tensor_parallel_size)}
+                "exclude": exclude, "tensor_parallel_size": int(tensor_parallel_size),
+                "target_has_mtp": bool(target_has_mtp)}
 
     # --- rendering ---------------------------------------------------------------------------------------------
     def _refresh(self) -> None:

@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     k.add_argument("--small-model", action=argparse.BooleanOptionalAction, default=False,
                    help="a small model of the target's family exists (vanilla draft) (default: no)")
     k.add_argument("--can-finetune", action="store_true", help="you may train EAGLE / Medusa heads for the target")
+    k.add_argument("--target-has-mtp", action="store_true",
+                   help="the target's checkpoint ships multi-token-prediction (MTP) modules (DeepSeek-V3/R1, "
+                        "Qwen3-Next, GLM-4.5, MiMo, ...), which draft with nothing to train or download")
     k.add_argument("--throughput", action="store_true", help="throughput-bound, high-batch serving")
     k.add_argument("--memory-gb", type=gigabytes, default=None,
                    help="free accelerator memory beyond the target and its KV cache, GB >= 0 (default: not known, "

@@ -1,10 +1,10 @@
 """Choosing a speculative-decoding method for a workload, and the engine settings that serve it (lesson 14).
 
 ``recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound=True,
-memory_headroom_gb=None, *, exclude=())`` returns a :class:`Recommendation`: a method, the draft length N, the
-draft temperature, the reasons, the expected speedup range with its source, and the same choice rendered for five
-engines: vLLM (``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``), SGLang
-(``sglang_args()``, server flags; ``sglang_command()``), TensorRT-LLM (``trtllm_config()``, its
+memory_headroom_gb=None, *, exclude=(), target_has_mtp=False)`` returns a :class:`Recommendation`: a method, the
+draft length N, the draft temperature, the reasons, the expected speedup range with its source, and the same choice
+rendered for five engines: vLLM (``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``),
+SGLang (``sglang_args()``, server flags; ``sglang_command()``), TensorRT-LLM (``trtllm_config()``, its
 ``speculative_config``; ``trtllm_yaml()``), llama.cpp (``llamacpp_args()``, ``llama-server`` flags;
 ``llamacpp_command()``) and transformers (``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the
 assistant's generation config), and for this course's own loop (``lab_drafter()``). Where an engine has no drafter
@@ -17,8 +17,12 @@ Method identifiers (``Recommendation.method``), stable lowercase strings:
   (Leviathan et al. 2023);
 - ``"medusa"``: Medusa heads trained on top of the target (Cai et al. 2024);
 - ``"eagle"``: an EAGLE draft head that reads the target's hidden states (Li et al. 2024, 2025);
+- ``"mtp"``: the multi-token-prediction modules some targets ship in their own checkpoint (DeepSeek-V3/R1, Qwen3-Next,
+  GLM-4.5, MiMo, ...), drafting from the target's hidden states with nothing trained or downloaded (DeepSeek-AI
+  2024, arXiv 2412.19437); only when ``target_has_mtp`` says the target has them;
 - ``"lookahead"``: Lookahead decoding, Jacobi iteration plus an n-gram pool, no draft at all (Fu et al. 2024);
 - ``"ngram"``: prompt lookup, proposing what followed the last few tokens earlier in the context;
+- ``"suffix"``: suffix decoding, drafting from a cache of earlier outputs as well as the prompt (Oliaro et al. 2024);
 - ``"none"``: do not speculate.
 
 Where the numbers come from. The expected speedups are the seed lessons' tables, reproduced in
@@ -28,7 +32,9 @@ result (k = 1, the best k, cut cost by 20–54 %). The seed names no load for th
 throughput-bound serving is this course's inference (lesson 13: at large batch sizes the shortest draft keeps its
 gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the batch-size schedule that goes with
 it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's committed
-measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The memory each method needs is computed from
+measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The target's MTP modules, which the seeds do not know,
+take the one number the DeepSeek-V3 report publishes for them (§5.4.3: the drafted token accepted 85–90 % of the time,
+1.8× the tokens per second, with one module drafting one token). The memory each method needs is computed from
 parameter counts in :data:`MEMORY_NEEDED_GB`. Each engine's keys, flags and method names are those of its own
 code at a pinned release (vLLM 0.34.0, SGLang 0.5.23, TensorRT-LLM at commit 0004396, llama.cpp as vendored in
 llama-cpp-python 0.3.36, the installed transformers), and the tests check every rendered setting against the
@@ -41,23 +47,28 @@ The rules, in order (each one adds a sentence to ``reasons``):
    cases not to speculate; whether α actually falls depends on the pair: large, confident pairs usually lose α when
    sampling, as lesson 13 measured on the real pair, while a pair unsure on most positions can even gain, so
    measure yours).
-2. Not latency-bound (throughput, high batch) → ``"eagle"`` with N = 1 if a head can be trained and fits, else
-   ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute). Its
+2. Not latency-bound (throughput, high batch) → the target's own ``"mtp"`` modules with N = 1 when it ships them
+   and they fit (nothing to train or load), else ``"eagle"`` with N = 1 if a head can be trained and fits, else
+   ``"none"`` (at high batch the accelerator is busy computing, and every rejected draft is wasted compute). The
    vLLM config carries lesson 13's batch-size schedule, which stops drafting from the batch where that roofline
-   model has N = 1 losing throughput (without it the gain would settle near 0.89×), so its range runs from 1× to
-   seed 002's 2.17×.
+   model has N = 1 losing throughput (without it the gain would settle near 0.89×), so the range runs from 1× to
+   the method's published gain (MTP: the DeepSeek-V3 report's 1.8×; EAGLE: seed 002's 2.17×).
 3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
-   ``"ngram"``); a learned head (EAGLE, Medusa) replaces it when it is feasible and its range in the strategy
-   table is higher; when the default is not feasible, the best feasible fallback by the same ranges (prompt
+   ``"ngram"``); a head drafting from the target's features (EAGLE, Medusa, the target's MTP modules) replaces it
+   when it is feasible and its range in the strategy table is higher (not for copy/edit or agent loops, whose
+   answers repeat text); when the default is not feasible, the best feasible fallback by the same ranges (prompt
    lookup, which the seed tables rate only for code and structured output, is rated elsewhere by its measured
    speedups on lesson 12's chat requests, :data:`ARENA_CHAT_SPEEDUPS`). Ties go to
    the workload row's method, then to the cheaper method; prompt lookup goes before Lookahead whenever both are
    feasible. Feasible = its prerequisite holds (a small same-family
-   model; permission to train heads), it fits ``memory_headroom_gb``, and it is not in ``exclude``.
+   model; permission to train heads; MTP modules in the target's checkpoint), it fits ``memory_headroom_gb``, and it
+   is not in ``exclude``.
 4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
    confident pairs usually accept less when sampling; measure yours, lesson 13); Medusa drafts one token per head, so
-   its N is the head count (:data:`MEDUSA_HEADS`; vLLM releases before 0.34.0 required it); Lookahead uses
-   the n-gram size of lesson 09's defaults; throughput uses N = 1.
+   its N is the head count (:data:`MEDUSA_HEADS`; vLLM releases before 0.34.0 required it); the target's MTP
+   modules draft N = 1, one token from one module as DeepSeek-V3 reports it (engines accept more and run the
+   module again, with falling acceptance); Lookahead uses the n-gram size of lesson 09's defaults; throughput uses
+   N = 1.
 
 The picker's thresholds on acceptance are thresholds on α, the per-token acceptance probability of lesson 06's
 formula (≈ the acceptance of the first drafted position; estimate it with :func:`lab.metrics.alpha_from_steps`,

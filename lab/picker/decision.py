@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["Decision", "OBSTACLES"]
 
-OBSTACLES = ("excluded", "no_small_model", "no_training", "memory")
+OBSTACLES = ("excluded", "no_small_model", "no_training", "no_mtp", "memory")
 """Why a method can be infeasible, in the order the rules test them: named in ``exclude``; a draft model with no
-small same-family model; a learned head (EAGLE, Medusa) without permission to train; more memory than the
-headroom."""
+small same-family model; a learned head (EAGLE, Medusa) without permission to train; MTP drafting for a target whose
+checkpoint ships no MTP modules; more memory than the headroom."""
 
 
 @dataclass(frozen=True)

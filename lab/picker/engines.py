@@ -74,7 +74,7 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         Args:
             draft_model: name or path of the draft model / EAGLE head / Medusa heads (a placeholder when None).
             draft_tensor_parallel_size: GPUs the draft is sharded over; added to the object for the model-based
-                methods that take it (``draft_model``, ``eagle``). vLLM 0.34.0 accepts only 1 or the target's
+                methods that take it (``draft_model``, ``eagle``, ``mtp``). vLLM 0.34.0 accepts only 1 or the target's
                 ``tensor_parallel_size``, for every model-based method (``SpeculativeConfig._verify_and_get_draft_tp``
                 in ``vllm/config/speculative.py``; earlier releases' draft-model proposer required the target's
                 size). None leaves it to vLLM (the target's size).
@@ -83,7 +83,9 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
 
         Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (see
         ``notes``). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method (:meth:`vllm_method`,
-        :meth:`vllm_notes`). Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. A batch-size
+        :meth:`vllm_notes`). Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. The target's MTP
+        modules are ``"mtp"`` with no ``model``: vLLM builds the draft from the target's own checkpoint
+        (``draft_model`` is ignored for them). A batch-size
         schedule in ``settings`` is passed on as ``num_speculative_tokens_per_batch_size``. Keys: see
         :data:`VLLM_SPECULATIVE_KEYS`.
 
@@ -108,13 +110,15 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
             config = {"method": "ngram", "num_speculative_tokens": self.n_draft, **NGRAM_LOOKUP}
         elif method == "suffix":
             config = {"method": "suffix", "num_speculative_tokens": self.n_draft, **VLLM_SUFFIX_DEFAULTS}
+        elif method == "mtp":
+            config = {"method": "mtp", "num_speculative_tokens": self.n_draft}
         else:
             name = draft_model if draft_model is not None else PLACEHOLDERS[method]
             config = {"method": {"draft_model": "draft_model", "eagle": "eagle3"}[method], "model": name,
                       "num_speculative_tokens": self.n_draft}
         if schedule:
             config["num_speculative_tokens_per_batch_size"] = schedule
-        if method not in ("draft_model", "eagle"):
+        if method not in ("draft_model", "eagle", "mtp"):
             return config
         if self.draft_temperature:
             # vLLM drafts greedily by default (verified as one-hot); sampling the draft needs its probabilities
@@ -127,7 +131,7 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         """The course method vLLM 0.34.0 runs for this recommendation (``"none"`` without speculation): the method
         itself when vLLM has it, Lookahead -> ``"ngram"`` (no Lookahead proposer), Medusa ->
         :func:`lab.picker.substitutes.nearest_method` (0.34.0 dropped its Medusa proposer)."""
-        if self.method in ("none", "ngram", "draft_model", "eagle", "suffix"):
+        if self.method in ("none", "ngram", "draft_model", "eagle", "suffix", "mtp"):
             return self.method
         if self.method == "lookahead":
             return "ngram"
@@ -178,7 +182,11 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
 
     def hf_notes(self) -> list:
         """Where transformers cannot serve the recommendation beyond the rules' own notes: suffix decoding (it
-        has prompt lookup, the nearest)."""
+        has prompt lookup, the nearest) and the MTP modules' draft length (not a ``generate`` argument)."""
+        if self.method == "mtp":
+            return ["transformers' use_mtp drafts one token per MTP module of the checkpoint (num_mtp_layers in the "
+                    "model's config; MTPCandidateGenerator in generation/candidate_generator.py), sampling them when "
+                    "do_sample is set; N is not a generate argument, and a model class without MTP layers raises."]
         if self.method != "suffix":
             return []
         return ["transformers has no suffix-decoding drafter; its prompt lookup (prompt_lookup_num_tokens), which "
@@ -191,7 +199,8 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         ``do_sample`` and, when T > 0, ``temperature``. Draft length: for prompt lookup ``prompt_lookup_num_tokens``
         (with ``max_matching_ngram_size``); for an assistant model N is **not** a ``generate`` argument in this
         release — transformers reads ``num_assistant_tokens`` (and ``assistant_confidence_threshold``) from the
-        assistant's own generation config, so set :meth:`hf_assistant_config` there. EAGLE, Medusa and Lookahead
+        assistant's own generation config, so set :meth:`hf_assistant_config` there. The target's MTP modules:
+        ``use_mtp=True`` (transformers drafts one token per module; :meth:`hf_notes`). EAGLE, Medusa and Lookahead
         have no transformers drafter; the nearest one is returned and ``notes`` says so.
         """
         kwargs = {"do_sample": self.temperature > 0}
@@ -202,6 +211,8 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         if self._uses_assistant():
             kwargs["assistant_model"] = assistant_model if assistant_model is not None else \
                 PLACEHOLDERS["draft_model"]
+        elif self.method == "mtp":
+            kwargs["use_mtp"] = True
         else:
             kwargs["prompt_lookup_num_tokens"] = self.n_draft
             kwargs["max_matching_ngram_size"] = NGRAM_LOOKUP["prompt_lookup_max"]
@@ -255,6 +266,8 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
             return f"EagleDrafter.from_pretrained(pair, n_draft={self.n_draft})"
         if self.method == "suffix":
             return "SuffixDecodingDrafter()"
+        if self.method == "mtp":  # the course trains its own MTP heads for its pairs (lab.drafters.mtp)
+            return f"MTPDrafter.from_pretrained(pair, n_draft={self.n_draft})"
         return None
 
 

@@ -9,8 +9,9 @@ and the ``--spec-type`` names those of ``common/speculative.cpp``, both as vendo
 
 Per method: ``draft_model`` -> ``--spec-type draft-simple``, ``eagle`` -> ``draft-eagle3`` (an EAGLE-3 head
 converted to GGUF), ``ngram`` -> ``ngram-simple`` (the last matching n-gram's continuation), ``suffix`` ->
-``ngram-mod`` (a hash pool shared by all server slots); ``lookahead`` -> ``ngram-simple`` and ``medusa`` -> the
-nearest method (see :meth:`LlamaCppSettings.llamacpp_notes`). Drafter weights must be GGUF files.
+``ngram-mod`` (a hash pool shared by all server slots), ``mtp`` -> ``draft-mtp`` (the MTP layers of the target's own
+GGUF); ``lookahead`` -> ``ngram-simple`` and ``medusa`` -> the nearest method (see
+:meth:`LlamaCppSettings.llamacpp_notes`). Drafter weights must be GGUF files.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from lab.picker.tables import NGRAM_LOOKUP
 __all__ = ["LLAMACPP_SPEC_TYPES", "LlamaCppSettings"]
 
 LLAMACPP_SPEC_TYPES = {"draft_model": "draft-simple", "eagle": "draft-eagle3", "ngram": "ngram-simple",
-                       "suffix": "ngram-mod"}
+                       "suffix": "ngram-mod", "mtp": "draft-mtp"}
 """The course's methods llama.cpp runs (suffix decoding: its nearest, ngram-mod) -> ``--spec-type``."""
 
 
@@ -49,13 +50,17 @@ class LlamaCppSettings:
         and ``--spec-ngram-simple-size-m`` N (the m-gram drafted after it, which ``speculative.cpp`` passes as
         ngram-simple's draft limit). Suffix decoding's nearest: ``--spec-type ngram-mod`` with
         ``--spec-ngram-mod-n-min 1`` and ``--spec-ngram-mod-n-max`` N (its defaults, 48 and 64, are long drafts
-        for MoE models).
+        for MoE models). MTP: ``--spec-type draft-mtp`` and ``--spec-draft-n-max`` N (its driver reads the draft
+        limits, ``common_speculative_impl_draft_mtp`` in ``speculative.cpp``); no draft model, the MTP layers come
+        with the target.
         """
         method = self.llamacpp_method()
         if method == "none":
             return []
         n = str(self.n_draft)
         args = ["--spec-type", LLAMACPP_SPEC_TYPES[method]]
+        if method == "mtp":
+            return args + ["--spec-draft-n-max", n]
         if method in ("draft_model", "eagle"):
             name = draft_model if draft_model is not None else PLACEHOLDERS[method]
             return args + ["--spec-draft-model", name, "--spec-draft-n-max", n]

@@ -29,12 +29,20 @@ heads (head k predicts token t + 1 + k, as in lesson 10). Medusa drafts one toke
 N; vLLM's Medusa proposer, before 0.34.0 dropped it, required ``num_speculative_tokens`` to equal the checkpoint's
 head count (one draft token per head), so use your checkpoint's count if it differs."""
 _MEDUSA_PARAMS = MEDUSA_HEADS * (_HIDDEN * _HIDDEN + _HIDDEN * _VOCAB)  # a residual block + a vocabulary layer each
+# One MTP module in DeepSeek-V3's form (§2.2 of its report): two RMSNorms, the 2h → h projection of [h; embedding] and
+# one decoder block, the embedding and output head shared with the target: the EAGLE-1/2 head's count (norms left out).
+_MTP_PARAMS = _LAYER_PARAMS + 2 * _HIDDEN * _HIDDEN
 _DRAFT_PARAMS = 1.0e9
 
 MEMORY_NEEDED_GB = {
     # weights, then as much again for the draft's own KV cache and activations (a rule of thumb: measure yours)
     "draft_model": round(2 * _bf16_gb(_DRAFT_PARAMS), 2),
     "eagle": round(2 * _bf16_gb(_EAGLE_PARAMS), 2),
+    # MTP modules ship in the target's checkpoint, so nothing is trained or downloaded, but they are not free on the
+    # accelerator: an engine loads them only when MTP is on (vLLM builds the draft from the target's checkpoint with
+    # the MTP architecture, and keeps a KV cache for it: `uses_draft_kv_cache` covers "mtp" in vLLM 0.34.0's
+    # vllm/config/speculative.py). One module and its cache, by the same rule of thumb as EAGLE's head.
+    "mtp": round(2 * _bf16_gb(_MTP_PARAMS), 2),
     # Medusa heads keep no KV cache, but each carries a vocabulary-sized output layer (Cai et al. 2024, eq. 1)
     "medusa": round(_bf16_gb(_MEDUSA_PARAMS), 2),
     "ngram": 0.0,
@@ -44,8 +52,9 @@ MEMORY_NEEDED_GB = {
     "suffix": 0.0,
 }
 """Accelerator memory (GB) each method needs beyond the target and its KV cache, computed for a Llama 3 8B target
-in bfloat16 (see the arithmetic above; the EAGLE figure is an EAGLE-1/2 head, an EAGLE-3 head needs more). Draft-free
-methods need none."""
+in bfloat16 (see the arithmetic above; the EAGLE figure is an EAGLE-1/2 head, an EAGLE-3 head needs more; the MTP
+figure is one module, which the target's checkpoint already holds but which sits on the accelerator only while MTP
+drafts). Draft-free methods need none."""
 
-MEMORY_PARAMS = {"draft_model": _DRAFT_PARAMS, "eagle": _EAGLE_PARAMS, "medusa": _MEDUSA_PARAMS}
+MEMORY_PARAMS = {"draft_model": _DRAFT_PARAMS, "eagle": _EAGLE_PARAMS, "medusa": _MEDUSA_PARAMS, "mtp": _MTP_PARAMS}
 """The parameter counts behind :data:`MEMORY_NEEDED_GB` (for the lesson to show the arithmetic)."""

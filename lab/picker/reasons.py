@@ -11,8 +11,8 @@ from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RID
     saturated_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL, LOOKAHEAD_SETTINGS,
-                               METHOD_LABELS, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002, STRATEGY_BY_METHOD,
-                               WORKLOAD_BY_TASK, workload_row)
+                               METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, SAMPLING_WARN_TEMPERATURE,
+                               SEED_000, SEED_002, STRATEGY_BY_METHOD, WORKLOAD_BY_TASK, workload_row)
 
 __all__ = ["reasons_for", "source_for", "notes_for", "obstacle_text", "memory_reasons", "engine_notes"]
 
@@ -39,6 +39,10 @@ def source_for(decision: Decision, workload: dict) -> str:
     if decision.rule == "temperature":
         return f"{SEED_000}, \"When NOT to spec-decode\""
     if decision.rule == "load":
+        if decision.method == "mtp":
+            return (f"{MTP_REPORT} (one MTP module drafting one token: {MTP_SPEEDUP:g}× tokens per second; applied "
+                    "under load by this course); 1× where lesson 13's batch-size schedule turns drafting off "
+                    f"({round(saturated_gain(), 2):g}× there without it, by that model's EAGLE-like numbers)")
         if decision.method == "none":
             return (f"{SEED_000}, \"When NOT to spec-decode\"; {SEED_002}, EAGLE-3 at k = 1 (applied under load by "
                     "this course)")
@@ -66,13 +70,17 @@ def notes_for(decision: Decision, workload: dict) -> list:
 def obstacle_text(method: str, obstacle: str, memory: float | None) -> str:
     """Why ``method`` is not an option, as a clause: ``obstacle`` is one of
     :data:`lab.picker.decision.OBSTACLES`; ``memory`` the workload's headroom (GB) for ``"memory"``."""
+    are = "are" if method == "mtp" else "is"  # "the target's MTP modules" is a plural
     if obstacle == "excluded":
-        return f"{_a(method)} is ruled out (exclude)"
+        return f"{_a(method)} {are} ruled out (exclude)"
     if obstacle == "no_small_model":
         return "there is no small model of the target's family to draft with"
     if obstacle == "no_training":
         return f"{_a(method)} must be trained for the target, and training is not an option"
-    return (f"{_a(method)} needs about {MEMORY_NEEDED_GB.get(method, 0.0):g} GB beyond the target, more than the "
+    if obstacle == "no_mtp":
+        return "the target's checkpoint ships no MTP modules (target_has_mtp, --target-has-mtp)"
+    need = "need" if method == "mtp" else "needs"
+    return (f"{_a(method)} {need} about {MEMORY_NEEDED_GB.get(method, 0.0):g} GB beyond the target, more than the "
             f"{memory:g} GB headroom")
 
 
@@ -87,10 +95,12 @@ def memory_reasons(method: str, memory: float | None) -> list:
             return ["It needs no extra parameters; its cache of earlier outputs takes memory in proportion to what "
                     "it keeps (vLLM 0.34: up to suffix_decoding_corpus_tokens, 2^20 tokens by default)."]
         return []
+    lead = ("The MTP modules come with the target's checkpoint but sit on the accelerator, with a KV cache of their "
+            "own, only while MTP drafts (one module: the size of an EAGLE-1/2 head). " if method == "mtp" else "")
     if memory is None:
-        return [f"Memory headroom not given: this assumes the extra ~{need:g} GB fits (computed for a Llama 3 "
+        return [f"{lead}Memory headroom not given: this assumes the extra ~{need:g} GB fits (computed for a Llama 3 "
                 "8B target in bfloat16); give it (memory_headroom_gb, or --memory-gb on the command line) to check."]
-    return [f"It needs ~{need:g} GB beyond the target, within the {memory:g} GB headroom."]
+    return [f"{lead}It needs ~{need:g} GB beyond the target, within the {memory:g} GB headroom."]
 
 
 def engine_notes(method: str, has_small: bool) -> list:
@@ -105,6 +115,12 @@ def engine_notes(method: str, has_small: bool) -> list:
     if method == "eagle":
         notes.append("vLLM's method is \"eagle3\" for an EAGLE-3 head and \"eagle\" for an EAGLE-1/2 head; match "
                      "your checkpoint.")
+    if method == "mtp":
+        notes.append("vLLM's method \"mtp\" reads the modules from the target's own checkpoint, so its config names "
+                     "no model (the model-specific names such as \"deepseek_mtp\" are deprecated aliases). Asked for "
+                     "more tokens than the checkpoint has modules, vLLM runs a module again for each further step "
+                     "(num_mtp_modules, use_multi_module_mtp in vllm/config/speculative.py): DeepSeek-V3's single "
+                     "module was trained for the next token but one only, so expect acceptance to fall beyond N = 1.")
     if method in ("eagle", "medusa"):
         nearest = "an assistant (draft) model" if has_small else "prompt lookup"
         name = "EAGLE" if method == "eagle" else "Medusa"
@@ -123,29 +139,49 @@ def _under_load(decision: Decision, workload: dict) -> list:
                "verifying N extra positions per sequence is no longer free, and every rejected draft is "
                "compute taken from other requests. vLLM's guide aims speculation at medium-to-low request "
                "rates and memory-bound workloads for this reason."]
+    memory = workload["memory_headroom_gb"]
+    if decision.method == "mtp":
+        low, high = MTP_ACCEPTANCE
+        reasons.append(f"The target's own MTP modules at N = 1 are the first exception: {MTP_REPORT} drafts one token "
+                       f"with its single module and reports it accepted {low * 100:.0f}–{high * 100:.0f} % of the "
+                       f"time, for {MTP_SPEEDUP:g}× the tokens per second. Nothing has to be trained or downloaded, "
+                       "and one drafted token wastes the least compute when it is rejected. The picker takes it "
+                       "before an EAGLE head at N = 1 (seed lesson 002: 20–54 % lower cost), the other exception, "
+                       "whose numbers come from another study and which needs a head trained for the target.")
+        reasons.append(_schedule_reason(f"the report's {MTP_SPEEDUP:g}×") + " MTP's α of 0.85–0.9 is above "
+                       "that model's 0.8, which moves the batch where drafting stops later: recompute the schedule "
+                       "with your own α.")
+        return reasons + memory_reasons("mtp", memory)
     if decision.method == "none":
-        why = obstacle_text("eagle", decision.obstacles["eagle"], workload["memory_headroom_gb"])
+        why = obstacle_text("eagle", decision.obstacles["eagle"], memory)
         reasons.append("The one exception this course makes under load, an EAGLE head at N = 1 (seed lesson 002: "
                        f"EAGLE-3 at k = 1 cut cost by 20–54 %), is not available: {why}.")
+        if decision.obstacles.get("mtp") not in (None, "no_mtp"):
+            reasons.append("Nor are the target's own MTP modules, the picker's first choice under load: "
+                           f"{obstacle_text('mtp', decision.obstacles['mtp'], memory)}.")
         if workload["task"] == "copy_edit":
             reasons.append("Outputs that mostly copy the input are the case to measure anyway: n-gram drafts cost "
                            "nothing and are accepted in long runs.")
         return reasons
-    high = LOAD_SPEEDUP[1]
-    saturated = round(saturated_gain(), 2)
     reasons.append("A trained EAGLE head with N = 1 is the exception: seed lesson 002 reports that EAGLE-3 at "
                    f"k = 1, the best k, cut cost by {LOAD_COST_CUT[0]:.0%}–{LOAD_COST_CUT[1]:.0%}, while a "
                    "wrong k can raise it by 175 %. The seed does not say at what load; applying the result "
                    "here is this course's inference (lesson 13: as the batch grows, the shortest draft keeps "
                    "its gain longest). A cost cut f means 1 / (1 − f) the throughput.")
-    reasons.append(f"That gain does not hold at every load: lesson 13's roofline model (α {LOAD_ALPHA:g}, "
-                   f"c {LOAD_COST_RATIO:g}, an H100's ridge of {LOAD_RIDGE:g} FLOPs per byte) puts N = 1 "
-                   f"below autoregressive decoding from a batch of {load_break_even()} sequences, settling "
-                   f"at {saturated:.2f}× when the accelerator is saturated. The config below therefore "
-                   "carries that model's batch-size schedule, which stops drafting from that batch on: with "
-                   "it the model never falls below 1×, so the range runs from 1× (a saturated server, "
-                   f"drafting off) to the seed's {high:g}×.")
-    return reasons + memory_reasons("eagle", workload["memory_headroom_gb"])
+    reasons.append(_schedule_reason(f"the seed's {LOAD_SPEEDUP[1]:g}×"))
+    return reasons + memory_reasons("eagle", memory)
+
+
+def _schedule_reason(top: str) -> str:
+    """Why the config under load carries lesson 13's batch-size schedule, and what that does to the range, whose top
+    is ``top`` (e.g. "the seed's 2.17×")."""
+    return (f"That gain does not hold at every load: lesson 13's roofline model (α {LOAD_ALPHA:g}, "
+            f"c {LOAD_COST_RATIO:g}, an H100's ridge of {LOAD_RIDGE:g} FLOPs per byte) puts N = 1 "
+            f"below autoregressive decoding from a batch of {load_break_even()} sequences, settling "
+            f"at {round(saturated_gain(), 2):.2f}× when the accelerator is saturated. The config below therefore "
+            "carries that model's batch-size schedule, which stops drafting from that batch on: with "
+            "it the model never falls below 1×, so the range runs from 1× (a saturated server, "
+            f"drafting off) to {top}.")
 
 
 # --- rules 3 and 4: latency-bound -------------------------------------------------------------------------------
@@ -172,7 +208,9 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
         return reasons
 
     method, (low, high) = decision.method, decision.speedup
-    if method != default:
+    if method == "mtp" and method != default:
+        reasons.append(_mtp_reason(decision, default))
+    elif method != default:
         if default in decision.candidates:
             (default_low, default_high), _ = decision.candidates[default]
             reasons.append(f"{_a(method, True)} is feasible and seed lesson 000 gives it {low:g}–{high:g}×, "
@@ -206,6 +244,10 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                        "lacks EAGLE for this target.")
     if method in ("eagle", "medusa") and "draft_model" not in decision.obstacles:
         reasons.append("The small same-family model remains the no-training option (vanilla draft).")
+    if method != "mtp" and "mtp" in decision.candidates:
+        (mtp_low, _), _ = decision.candidates["mtp"]
+        reasons.append(f"The target's own MTP modules were a candidate too ({mtp_low:g}× at N = 1, {MTP_REPORT}); "
+                       f"{_a(method)} ranks above them here.")
     if method == "lookahead" and task in _PROSE:
         reasons.append("Measure it against prompt lookup before you commit: on the real pair lesson 12's committed "
                        f"run measured Lookahead at {ARENA_CHAT_SPEEDUPS[('lookahead', 0)]:.2f}× on greedy chat and "
@@ -228,7 +270,7 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                           "much of it (lesson 12: on chat requests neither the draft model's α nor EAGLE's fell at "
                           "T = 1)."))
     reasons += memory_reasons(method, memory)
-    if method in ("draft_model", "eagle") and temperature > 0:
+    if method in ("draft_model", "eagle", "mtp") and temperature > 0:
         reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
                        "flattened alike and the draft stays close to the distribution it is verified against (their "
                        "overlap is the acceptance probability, lesson 05); vLLM needs "
@@ -236,8 +278,25 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
     return reasons
 
 
+def _mtp_reason(decision: Decision, default: str) -> str:
+    """Why the target's MTP modules replace the workload's ``default`` (latency-bound)."""
+    low, high = MTP_ACCEPTANCE
+    text = (f"The target's checkpoint ships MTP modules, which draft from its own hidden states with nothing trained "
+            f"or downloaded; {MTP_REPORT} accepts the token its module drafts {low * 100:.0f}–{high * 100:.0f} % of "
+            f"the time and measures {MTP_SPEEDUP:g}× the tokens per second")
+    if default in decision.candidates:
+        (default_low, default_high), _ = decision.candidates[default]
+        return text + f", above the {default_low:g}–{default_high:g}× of {_a(default)}."
+    return text + "."
+
+
 def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
     """Why N is what it is (rule 4)."""
+    if method == "mtp":
+        return (f"N = {n_draft}: one token from one module, the setting DeepSeek-V3 reports (its checkpoint ships "
+                "num_nextn_predict_layers = 1). vLLM accepts a larger N and runs the module again for each further "
+                "token, which it was not trained for, so the later drafts are accepted less often; raise N only after "
+                "per-position acceptance on your traffic says the second and later drafts still pay.")
     if method == "lookahead":
         return (f"Lookahead verifies n-grams of {LOOKAHEAD_SETTINGS['ngram']} tokens that start at the last committed "
                 f"token, so N = {n_draft}, with a Jacobi window of {LOOKAHEAD_SETTINGS['window']} (lesson 09's "

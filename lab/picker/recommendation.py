@@ -19,7 +19,8 @@ class Recommendation(EngineSettings):
     """A speculative-decoding choice for one workload, and how to run it.
 
     Attributes:
-        method: one of :data:`METHODS` (``"draft_model" | "medusa" | "eagle" | "lookahead" | "ngram" | "none"``).
+        method: one of :data:`METHODS` (``"draft_model" | "medusa" | "eagle" | "mtp" | "lookahead" | "ngram" |
+            "suffix" | "none"``).
         n_draft: draft tokens per step N (int; 0 for ``"none"``).
         draft_temperature: temperature the draft samples at (float), 0.0 for a deterministic or greedy draft
             (verified as one-hot), None for ``"none"``.
@@ -59,9 +60,12 @@ class Recommendation(EngineSettings):
 
     # --- rendering -----------------------------------------------------------------------------------------
     def speedup_text(self) -> str:
-        """The expected speedup range for display, e.g. \"1.5–2×\" (\"1×\" without speculation)."""
+        """The expected speedup range for display, e.g. \"1.5–2×\" (\"1×\" without speculation; one number when the
+        range is one published value, as MTP's \"1.8×\")."""
         low, high = self.expected_speedup
-        return "1×" if not self.speculates else f"{low:g}–{high:g}×"
+        if not self.speculates:
+            return "1×"
+        return f"{low:g}×" if low == high else f"{low:g}–{high:g}×"
 
     def draft_temperature_text(self) -> str:
         """The draft temperature for display, with what it means."""
@@ -79,6 +83,7 @@ class Recommendation(EngineSettings):
                  "latency-bound" if w.get("latency_bound") else "throughput-bound (high batch)",
                  f"same-family small model: {'yes' if w.get('has_small_same_family_model') else 'no'}",
                  f"may train heads / fine-tune: {'yes' if w.get('can_finetune') else 'no'}",
+                 f"target ships MTP modules: {'yes' if w.get('target_has_mtp') else 'no'}",
                  f"memory headroom: {'not given' if memory is None else f'{memory:g} GB'}"]
         if w.get("exclude"):
             parts.append("ruled out: " + ", ".join(w["exclude"]))

@@ -39,9 +39,13 @@ def revisit_none(workload: dict, cause: str, lifts) -> list:
     if not workload["has_small_same_family_model"] and lifts(has_small_same_family_model=True):
         items.append("a small model of the target's family (same tokenizer) becomes available: a draft model needs "
                      "no training")
+    if not workload["target_has_mtp"] and lifts(target_has_mtp=True):
+        items.append("you serve a target whose checkpoint ships MTP modules (DeepSeek-V3/R1, Qwen3-Next, GLM-4.5, "
+                     "MiMo, …): they draft with nothing to train or download" + (
+                         ", and at N = 1 they are the picker's first choice under load" if cause == "load" else ""))
     if not workload["can_finetune"] and lifts(can_finetune=True):
         items.append("training on the target becomes allowed (or a trained head for it appears): " + (
-            "an EAGLE head at N = 1 is the one method this course keeps under load" if cause == "load"
+            "an EAGLE head at N = 1 is one of the two methods this course keeps under load" if cause == "load"
             else "EAGLE or Medusa heads (lessons 10 and 11)"))
     if workload["memory_headroom_gb"] is not None and lifts(memory_headroom_gb=None):
         items.append("more accelerator memory frees up: a drafter needs room for its weights and KV cache")
@@ -73,9 +77,12 @@ def revisit_speculating(method: str, latency_bound: bool) -> list:
                      "that other requests could use")
     else:
         items.append("traffic drops to small batches or a latency target appears: speculation pays best there")
-    if method in ("ngram", "lookahead", "draft_model", "medusa"):
+    if method in ("ngram", "lookahead", "draft_model", "medusa", "mtp"):
         items.append("a trained EAGLE head for your target becomes available (seed lesson 000: 3–4×)")
-    if method in ("draft_model", "eagle", "medusa"):
+    if method == "mtp":
+        items.append("you raise N above the number of MTP modules in the checkpoint: the engine runs a module again "
+                     "for the extra tokens, so watch the per-position acceptance fall (vLLM's per-position counter)")
+    if method in ("draft_model", "eagle", "medusa", "mtp"):
         items.append("free accelerator memory shrinks: the draft or heads (and their KV cache) compete with the "
                      "target's KV cache, i.e. with batch size")
     return items

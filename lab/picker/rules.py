@@ -12,21 +12,24 @@ from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.reasons import notes_for, reasons_for, source_for
 from lab.picker.recommendation import Recommendation
 from lab.picker.revisit import revisit_for
-from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, NGRAM_LOOKUP, SETUP_ORDER,
-                               STRATEGY_BY_METHOD, workload_row)
+from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, MTP_N, MTP_SPEEDUP,
+                               NGRAM_LOOKUP, SETUP_ORDER, STRATEGY_BY_METHOD, workload_row)
 from lab.picker.workload import check_workload
 
-__all__ = ["recommend", "obstacle", "speedup_for", "draft_length", "choose_under_load", "choose_latency_bound"]
+__all__ = ["recommend", "decide", "obstacle", "speedup_for", "draft_length", "choose_under_load",
+           "choose_latency_bound"]
 
-_HEADS = ("eagle", "medusa")                        # learned heads: replace the default when their range is higher
-_FALLBACKS = ("draft_model", "lookahead", "ngram")  # tried only when the default is not feasible
-_DRAFTS_WITH_TEMPERATURE = ("draft_model", "eagle")  # sampled drafts; the others are deterministic or greedy
+_TRAINED = ("eagle", "medusa")                      # heads someone must train for the target
+_HEADS = ("eagle", "medusa", "mtp")                 # drafting on the target's features: replace the default when
+#                                                     their range is higher (the MTP modules ship with the target)
+_FALLBACKS = ("draft_model", "mtp", "lookahead", "ngram")  # tried only when the default is not feasible
+_DRAFTS_WITH_TEMPERATURE = ("draft_model", "eagle", "mtp")  # sampled drafts; the others are deterministic or greedy
 _COPY_DEFAULTS = {"copy_edit": "ngram", "agent": "suffix"}  # tasks without a seed row: their answers repeat text
 
 
 def recommend(task: str, temperature: float, has_small_same_family_model: bool, can_finetune: bool,
               latency_bound: bool = True, memory_headroom_gb: float | None = None, *,
-              exclude=()) -> Recommendation:
+              exclude=(), target_has_mtp: bool = False) -> Recommendation:
     """Pick a speculative-decoding method, N and draft temperature for a workload (the rules: the docstring of
     :mod:`lab.picker`).
 
@@ -42,6 +45,9 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
             (assumed to fit).
         exclude: methods you cannot use (e.g. ``("eagle",)`` when your engine has no EAGLE for your target's
             architecture); any of :data:`METHODS` but ``"none"``.
+        target_has_mtp: the target's own checkpoint ships multi-token-prediction modules (DeepSeek-V3/R1's
+            ``num_nextn_predict_layers`` = 1; Qwen3-Next, GLM-4.5, MiMo and others), which can draft with nothing
+            trained or downloaded (method ``"mtp"``).
 
     Returns:
         a :class:`Recommendation`.
@@ -53,17 +59,12 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
             allowed values).
     """
     workload = check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
-                              memory_headroom_gb, exclude)
-    obstacles = {m: why for m in SETUP_ORDER if (why := obstacle(m, workload)) is not None}
-    if workload["temperature"] > MAX_TEMPERATURE:  # 1. too hot: do not speculate
-        decision = Decision("temperature", "none", obstacles=obstacles)
-    elif not workload["latency_bound"]:  # 2. throughput-bound: EAGLE at N = 1 if it can be had, else nothing
-        decision = choose_under_load(workload, obstacles)
-    else:  # 3. and 4. latency-bound: the workload row's method unless a learned head beats it; then N
-        decision = choose_latency_bound(workload, obstacles)
+                              memory_headroom_gb, exclude, target_has_mtp)
+    decision = decide(workload)
 
     def lifts(**change) -> bool:  # would this one change to the workload make speculation pay?
-        return recommend(**{**workload, **change}).method != "none"
+        # the decision alone: building the whole recommendation would word its own revisit list, asking again
+        return decide(check_workload(**{**workload, **change})).method != "none"
 
     return Recommendation(decision.method, decision.n_draft, decision.draft_temperature, workload["temperature"],
                           reasons_for(decision, workload), decision.speedup, source_for(decision, workload),
@@ -71,16 +72,30 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
                           decision.settings)
 
 
+def decide(workload: dict) -> Decision:
+    """Rules 1–4 on a checked workload (the dict :func:`lab.picker.workload.check_workload` returns), as a
+    :class:`lab.picker.decision.Decision`, before anything is worded."""
+    obstacles = {m: why for m in SETUP_ORDER if (why := obstacle(m, workload)) is not None}
+    if workload["temperature"] > MAX_TEMPERATURE:  # 1. too hot: do not speculate
+        return Decision("temperature", "none", obstacles=obstacles)
+    if not workload["latency_bound"]:  # 2. throughput-bound: MTP or EAGLE at N = 1 if one can be had, else nothing
+        return choose_under_load(workload, obstacles)
+    return choose_latency_bound(workload, obstacles)  # 3. and 4. latency-bound: the row's method unless a head beats it
+
+
 def obstacle(method: str, workload: dict) -> str | None:
     """The first constraint of ``workload`` that rules ``method`` (a drafting method) out, one of
     :data:`lab.picker.decision.OBSTACLES`; None when it is feasible. Feasible = not in ``exclude``, its prerequisite
-    holds (a small same-family model; permission to train heads), and it fits ``memory_headroom_gb``."""
+    holds (a small same-family model; permission to train heads; MTP modules in the target's checkpoint), and it
+    fits ``memory_headroom_gb``."""
     if method in workload["exclude"]:
         return "excluded"
     if method == "draft_model" and not workload["has_small_same_family_model"]:
         return "no_small_model"
-    if method in _HEADS and not workload["can_finetune"]:
+    if method in _TRAINED and not workload["can_finetune"]:
         return "no_training"
+    if method == "mtp" and not workload["target_has_mtp"]:
+        return "no_mtp"
     memory = workload["memory_headroom_gb"]
     if memory is not None and MEMORY_NEEDED_GB.get(method, 0.0) > memory:
         return "memory"
@@ -91,7 +106,8 @@ def speedup_for(method: str, task: str) -> tuple:
     """((low, high), basis) for ``method`` on ``task``: its workload row if that row recommends it (basis
     ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's measured
     speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``); else the strategy table's range
-    (``"strategy"``; for suffix decoding that row is lesson 12's measurement on conversations, its ``source``)."""
+    (``"strategy"``; for suffix decoding that row is lesson 12's measurement on conversations, for MTP the
+    DeepSeek-V3 report's 1.8×, each row's ``source``)."""
     row = workload_row(task)
     if row.method == method:
         return row.speedup, "workload_row"
@@ -102,34 +118,44 @@ def speedup_for(method: str, task: str) -> tuple:
 
 def draft_length(method: str, task: str, temperature: float) -> tuple:
     """Rule 4: (N, settings) for a latency-bound ``method``. Lookahead: its n-gram size minus 1 with lesson 09's
-    window and n-gram size; Medusa: its head count (one token per head); otherwise the top of the workload row's
-    k range when greedy (T = 0), the bottom when sampling (the cautious end), with prompt lookup's n-gram sizes
-    for ``"ngram"``."""
+    window and n-gram size; Medusa: its head count (one token per head); MTP: :data:`lab.picker.tables.MTP_N` (one
+    module, one token, DeepSeek-V3's setting); otherwise the top of the workload row's k range when greedy (T = 0),
+    the bottom when sampling (the cautious end), with prompt lookup's n-gram sizes for ``"ngram"``."""
     if method == "lookahead":
         return LOOKAHEAD_SETTINGS["ngram"] - 1, {"window": LOOKAHEAD_SETTINGS["window"],
                                                  "ngram": LOOKAHEAD_SETTINGS["ngram"]}
     if method == "medusa":
         return MEDUSA_HEADS, {}
+    if method == "mtp":
+        return MTP_N, {}
     low, high = workload_row(task).n_range
     return (high if temperature == 0 else low), (dict(NGRAM_LOOKUP) if method == "ngram" else {})
 
 
 def choose_under_load(workload: dict, obstacles: dict) -> Decision:
-    """Rule 2, throughput-bound serving: an EAGLE head at N = 1 with lesson 13's batch-size schedule when it is
-    feasible (drafting at the target's temperature), else ``"none"``."""
+    """Rule 2, throughput-bound serving, N = 1 with lesson 13's batch-size schedule (drafting at the target's
+    temperature): the target's own MTP modules when it ships them (nothing to train or load, and DeepSeek-V3 serves
+    exactly this), else an EAGLE head when one is feasible, else ``"none"``. The range runs from 1× (drafting
+    switched off by the schedule) to the method's published gain at N = 1: MTP's 1.8×, seed lesson 002's 2.17× for
+    EAGLE-3. MTP goes first although EAGLE's top is higher: the two numbers come from different studies, and MTP
+    needs no head trained for the target and no weights beyond its checkpoint."""
+    schedule = {"num_speculative_tokens_per_batch_size": load_schedule()}
+    temperature = workload["temperature"]
+    if "mtp" not in obstacles:
+        return Decision("load", "mtp", MTP_N, temperature, (1.0, MTP_SPEEDUP), "load", schedule, obstacles)
     if "eagle" in obstacles:
         return Decision("load", "none", obstacles=obstacles)
-    return Decision("load", "eagle", 1, workload["temperature"], (1.0, LOAD_SPEEDUP[1]), "load",
-                    {"num_speculative_tokens_per_batch_size": load_schedule()}, obstacles)
+    return Decision("load", "eagle", 1, temperature, (1.0, LOAD_SPEEDUP[1]), "load", schedule, obstacles)
 
 
 def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     """Rules 3 and 4, latency-bound serving.
 
     The default is the workload row's method (``"ngram"`` for copy/edit and ``"suffix"`` for agent loops and
-    multi-turn edits, which have no row). Candidates: the default if feasible, the learned heads (not for copy/edit
-    or agent loops, whose answers repeat text a head would have to guess), and, only when the default is not
-    feasible, the fallbacks.
+    multi-turn edits, which have no row). Candidates: the default if feasible, the heads that draft from the
+    target's features (EAGLE, Medusa, the target's MTP modules; not for copy/edit or agent loops, whose answers
+    repeat text a head would have to guess), and, only when the default is not feasible, the fallbacks (a draft
+    model, MTP, Lookahead, prompt lookup).
     Prompt lookup displaces Lookahead when both are feasible (their ranges come from different sources, our CPU
     arena and the seed's table, so they are not ranked by number: prompt lookup is what the engines serve, and
     lesson 12's committed run measured it level or ahead). The highest mid-range wins; ties go to the default, then

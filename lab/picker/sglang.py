@@ -7,9 +7,10 @@ The flags and algorithm names are those of SGLang 0.5.23 (PyPI wheel, October 20
 (EAGLE, EAGLE3, STANDALONE, NGRAM, ...; ``NEXTN`` is an alias of EAGLE), matched case-insensitively. The copies
 this course validates against live in ``tests/data/engines/sglang-0.5.23/``.
 
-Per method: ``draft_model`` -> STANDALONE (a separate draft model), ``eagle`` -> EAGLE3, ``ngram`` -> NGRAM;
-SGLang has no Medusa, Lookahead or suffix-decoding drafter, so those get the nearest it has (see
-:meth:`SGLangSettings.sglang_notes`).
+Per method: ``draft_model`` -> STANDALONE (a separate draft model), ``eagle`` -> EAGLE3, ``ngram`` -> NGRAM,
+``mtp`` -> NEXTN (the target's own MTP modules; a reserved alias of EAGLE, ``_RESERVED_ALIASES`` in
+``sglang/srt/speculative/spec_registry.py``); SGLang has no Medusa, Lookahead or suffix-decoding drafter, so those
+get the nearest it has (see :meth:`SGLangSettings.sglang_notes`).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from lab.picker.substitutes import PLACEHOLDERS, nearest_method
 
 __all__ = ["SGLANG_ALGORITHMS", "SGLangSettings"]
 
-SGLANG_ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE3", "ngram": "NGRAM"}
+SGLANG_ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE3", "ngram": "NGRAM", "mtp": "NEXTN"}
 """The course's methods SGLang runs natively -> the ``--speculative-algorithm`` value."""
 
 
@@ -32,7 +33,7 @@ class SGLangSettings:
         """The course method SGLang actually runs for this recommendation (``"none"`` without speculation):
         the method itself when SGLang has it, else the nearest (Lookahead and suffix decoding -> ``"ngram"``,
         Medusa -> :func:`lab.picker.substitutes.nearest_method`)."""
-        if self.method in ("none", "draft_model", "eagle", "ngram"):
+        if self.method in ("none", *SGLANG_ALGORITHMS):
             return self.method
         if self.method in ("lookahead", "suffix"):
             return "ngram"
@@ -45,7 +46,10 @@ class SGLangSettings:
         drafts is ``--speculative-num-steps N --speculative-eagle-topk 1 --speculative-num-draft-tokens N+1``: SGLang
         counts the last verified token in ``--speculative-num-draft-tokens`` and, with top-k 1, forces it to
         ``num_steps + 1`` (``sglang/srt/arg_groups/speculative_hook.py``). NGRAM takes only
-        ``--speculative-num-draft-tokens`` (the size of its draft tree, same count); it derives the rest.
+        ``--speculative-num-draft-tokens`` (the size of its draft tree, same count); it derives the rest. NEXTN (the
+        target's MTP modules) takes the same chain flags and no draft path, as SGLang's docs run DeepSeek's MTP
+        (``--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2``): the modules are
+        read from the target's checkpoint, and ``draft_model`` is ignored.
         """
         method = self.sglang_method()
         if method == "none":
@@ -54,9 +58,12 @@ class SGLangSettings:
         args = ["--speculative-algorithm", SGLANG_ALGORITHMS[method]]
         if method == "ngram":
             return args + ["--speculative-num-draft-tokens", str(n + 1)]
+        chain = ["--speculative-num-steps", str(n), "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
+                 str(n + 1)]
+        if method == "mtp":
+            return args + chain
         name = draft_model if draft_model is not None else PLACEHOLDERS[method]
-        return args + ["--speculative-draft-model-path", name, "--speculative-num-steps", str(n),
-                       "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(n + 1)]
+        return args + ["--speculative-draft-model-path", name] + chain
 
     def sglang_command(self, target: str = "<target-model>", tensor_parallel_size: int = 1,
                        draft_model: str | None = None) -> str:
@@ -87,6 +94,10 @@ class SGLangSettings:
         if method == "ngram" and self.method == "ngram":
             notes.append("SGLang's NGRAM drafts a tree from an n-gram trie (breadth up to "
                          "--speculative-ngram-max-bfs-breadth) rather than prompt lookup's single continuation.")
+        if self.method == "mtp":
+            notes.append("SGLang's NEXTN is a reserved alias of its EAGLE algorithm that drafts with the target's own "
+                         "MTP (next-n) layers; if your model's MTP weights are published as a separate checkpoint, "
+                         "pass it with --speculative-draft-model-path.")
         if "num_speculative_tokens_per_batch_size" in self.settings:
             notes.append("SGLang has no per-batch-size draft length: stop speculating yourself past the batch size "
                          "where the schedule above reaches N = 0.")

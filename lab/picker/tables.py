@@ -2,7 +2,8 @@
 and the fixed settings of the draft-free methods. Nothing here decides; :mod:`lab.picker.rules` reads these.
 
 Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table plus one measured row (suffix decoding,
-which the seeds do not know), :data:`WORKLOAD_TABLE` seed lesson 002's production settings;
+which the seeds do not know) and one published row (a target's own MTP modules, from the DeepSeek-V3 report:
+:data:`MTP_REPORT`), :data:`WORKLOAD_TABLE` seed lesson 002's production settings;
 :data:`ARENA_CHAT_SPEEDUPS`, :data:`ARENA_SUFFIX_SPEEDUPS` and :data:`ARENA_SUFFIX_PER_CALL` come from the committed
 arena run that lesson 12 reads (tests/notebooks/test_lesson_claims.py holds them to it).
 """
@@ -15,15 +16,16 @@ __all__ = [
     "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
     "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
-    "ARENA_RUN",
+    "ARENA_RUN", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N",
 ]
 
 TASKS = ("chat", "code", "structured", "long_text", "copy_edit", "agent")
-METHODS = ("draft_model", "medusa", "eagle", "lookahead", "ngram", "suffix", "none")
+METHODS = ("draft_model", "medusa", "eagle", "mtp", "lookahead", "ngram", "suffix", "none")
 METHOD_LABELS = {
     "draft_model": "vanilla draft model",
     "medusa": "Medusa heads",
     "eagle": "EAGLE draft head",
+    "mtp": "the target's MTP modules",
     "lookahead": "Lookahead decoding",
     "ngram": "n-gram prompt lookup",
     "suffix": "suffix decoding",
@@ -33,8 +35,9 @@ TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": 
                "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)",
                "agent": "agent loops, multi-turn edits (output repeats earlier outputs)"}
 
-SETUP_ORDER = ("ngram", "suffix", "lookahead", "draft_model", "medusa", "eagle")
-"""The drafting methods, cheaper to set up first (nothing / a model you have / heads you must train). Breaks ties."""
+SETUP_ORDER = ("ngram", "suffix", "lookahead", "mtp", "draft_model", "medusa", "eagle")
+"""The drafting methods, cheaper to set up first (nothing / modules the target's checkpoint already holds / a model
+you have / heads you must train). Breaks ties."""
 
 SEED_000 = "seed lesson 000"
 SEED_002 = "seed lesson 002"
@@ -84,6 +87,20 @@ ARENA_SUFFIX_PER_CALL = {"multi_turn": (2.04, 1.96), "agent": (1.97, 2.03)}
 """Tokens per target call of (suffix decoding, prompt lookup at N = 4) on the same requests at T = 0, from
 :data:`ARENA_RUN` (held to it by tests/notebooks/test_lesson_claims.py)."""
 
+MTP_REPORT = "DeepSeek-V3 technical report (arXiv 2412.19437), §5.4.3"
+"""Where the MTP row's numbers come from: DeepSeek-V3 ships one multi-token-prediction module in its checkpoint
+(``num_nextn_predict_layers`` = 1) and, used as a draft of one token, reports its acceptance and speedup there."""
+
+MTP_ACCEPTANCE = (0.85, 0.90)
+""":data:`MTP_REPORT`: how often the second token, the one the MTP module drafts, is accepted (low, high)."""
+
+MTP_SPEEDUP = 1.8
+""":data:`MTP_REPORT`: tokens per second with the MTP module drafting, × decoding without it."""
+
+MTP_N = 1
+"""The MTP draft length the picker uses: one token, from one module, as in :data:`MTP_REPORT` (vLLM accepts a larger
+N and then runs the module again for each further token, which it was not trained for)."""
+
 STRATEGY_TABLE = (
     StrategyRow("draft_model", "Vanilla draft (1B/3B Llama family)", "Quick start, nothing to train", (1.8, 2.3)),
     StrategyRow("medusa", "Medusa heads", "Training heads on the target is allowed", (2.0, 3.0)),
@@ -92,11 +109,15 @@ STRATEGY_TABLE = (
     StrategyRow("suffix", "Suffix decoding", "Agent loops and multi-turn edits: answers repeat earlier answers",
                 (min(ARENA_SUFFIX_SPEEDUPS.values()), max(ARENA_SUFFIX_SPEEDUPS.values())),
                 ARENA_RUN + ": suffix decoding on multi-turn and agent-loop requests at T = 0 and T = 1"),
+    StrategyRow("mtp", "MTP modules of the target", "Target checkpoint ships MTP modules", (MTP_SPEEDUP, MTP_SPEEDUP),
+                MTP_REPORT + ": one module drafting one token, second token accepted 85–90 %, 1.8× tokens per "
+                "second"),
 )
 """Seed lesson 000, "Picking a draft" (strategy, when to pick, speedup); the "when to pick" column is in the
-course's own words. The last row, suffix decoding (Oliaro et al. 2024, arXiv 2411.04975), is not the seed's: its
+course's own words. The last two rows are not the seed's. Suffix decoding (Oliaro et al. 2024, arXiv 2411.04975): its
 range is this course's measurement (:data:`ARENA_SUFFIX_SPEEDUPS`); the paper reports up to 5.3× on agentic SQL on
-GPUs."""
+GPUs. A target's own MTP modules: the one published number, :data:`MTP_REPORT`'s 1.8× at N = 1, as low and high
+alike (no range is published; the course has not measured MTP on an accelerator)."""
 
 WORKLOAD_TABLE = (
     WorkloadRow("chat", "General chat", "draft_model", (4, 5), (2.0, 2.5)),

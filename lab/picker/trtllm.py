@@ -8,7 +8,8 @@ the union no longer holds ``MedusaDecodingConfig`` or ``LookaheadDecodingConfig`
 versions of the file); the course's skeleton of the file is in ``tests/data/engines/tensorrt-llm-0004396/``.
 
 Per method: ``draft_model`` -> Draft_Target, ``eagle`` -> Eagle3, ``ngram`` -> NGram (a per-request pool, as prompt
-lookup), ``suffix`` -> SA (TensorRT-LLM's suffix automaton, longest match, pool shared across requests);
+lookup), ``suffix`` -> SA (TensorRT-LLM's suffix automaton, longest match, pool shared across requests), ``mtp`` ->
+MTP (``MTPDecodingConfig``: the target's own modules);
 ``lookahead`` -> NGram and ``medusa`` -> the nearest method (see :meth:`TrtllmSettings.trtllm_notes`).
 """
 from __future__ import annotations
@@ -20,7 +21,8 @@ from lab.picker.tables import NGRAM_LOOKUP
 
 __all__ = ["TRTLLM_DECODING_TYPES", "TrtllmSettings", "yaml_text"]
 
-TRTLLM_DECODING_TYPES = {"draft_model": "Draft_Target", "eagle": "Eagle3", "ngram": "NGram", "suffix": "SA"}
+TRTLLM_DECODING_TYPES = {"draft_model": "Draft_Target", "eagle": "Eagle3", "ngram": "NGram", "suffix": "SA",
+                         "mtp": "MTP"}
 """The course's methods TensorRT-LLM runs natively (suffix decoding: its suffix automaton) -> ``decoding_type``."""
 
 
@@ -44,7 +46,9 @@ class TrtllmSettings:
         (``draft_model``, or a placeholder when None). NGram adds ``max_matching_ngram_size`` (the n-gram looked up,
         :data:`lab.picker.tables.NGRAM_LOOKUP`'s maximum) and ``is_public_pool: false`` (each request searches its
         own tokens, as prompt lookup does); SA adds ``max_matching_ngram_size: -1`` (longest match) and
-        ``enable_global_pool: true`` (matches across requests, as suffix decoding's cache). Under load the
+        ``enable_global_pool: true`` (matches across requests, as suffix decoding's cache). MTP takes nothing more:
+        its modules come from the target's checkpoint, and ``num_nextn_predict_layers`` is not the user's to set at
+        the pinned commit (``Field(init=False)``), so N goes in ``max_draft_len`` alone. Under load the
         recommendation's batch-size schedule becomes ``draft_len_schedule`` ({largest batch size: N}; batch sizes
         past the last key draft nothing).
         """
@@ -56,7 +60,7 @@ class TrtllmSettings:
             config["speculative_model"] = draft_model if draft_model is not None else PLACEHOLDERS[method]
         elif method == "ngram":
             config.update(max_matching_ngram_size=NGRAM_LOOKUP["prompt_lookup_max"], is_public_pool=False)
-        else:
+        elif method == "suffix":
             config.update(max_matching_ngram_size=-1, enable_global_pool=True)
         schedule = self.settings.get("num_speculative_tokens_per_batch_size")
         if schedule:

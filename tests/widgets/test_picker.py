@@ -18,7 +18,7 @@ def test_widget_tables_drive_the_picker():
         ui.strategy_buttons[method].click()
         assert ui.recommendation.method == method and ui.highlighted_strategy == method
     for row in picker.WORKLOAD_TABLE:
-        ui.set(has_small_same_family_model=True, can_finetune=False, exclude=())
+        ui.set(has_small_same_family_model=True, can_finetune=False, exclude=(), target_has_mtp=False)
         ui.workload_buttons[row.task].click()
         assert ui.workload["task"] == row.task and ui.recommendation.method == row.method
         assert ui.recommendation.expected_speedup == row.speedup
@@ -83,3 +83,27 @@ def test_strategy_picker_takes_numpy_scalars():
     assert widget.workload["has_small_same_family_model"] is False
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         StrategyPicker(tensor_parallel_size=True)  # True == 1, but it is not a GPU count
+
+
+def test_widget_mtp_checkbox_and_row():
+    """The checkbox is recommend's target_has_mtp; the MTP strategy row turns it on, the other rows turn it off."""
+    ui = StrategyPicker(task="chat", has_small_same_family_model=False, target_has_mtp=True)
+    assert ui.mtp_box.value is True and ui.workload["target_has_mtp"] is True
+    assert ui.recommendation.to_dict() == recommend("chat", 0.0, False, False, target_has_mtp=True).to_dict()
+    assert ui.recommendation.method == "mtp" and ui.highlighted_strategy == "mtp"
+    assert ui.vllm_config == {"method": "mtp", "num_speculative_tokens": 1} and "use_mtp=True" in ui.html
+    ui.mtp_box.value = False  # as a click on the checkbox
+    assert ui.recommendation.method == "ngram"
+    ui.strategy_buttons["mtp"].click()
+    assert ui.mtp_box.value is True and ui.recommendation.method == "mtp"
+    ui.strategy_buttons["lookahead"].click()
+    assert ui.mtp_box.value is False and ui.recommendation.method == "lookahead"
+    assert ui.strategy_buttons["mtp"].description.endswith("· 1.8×")
+    ui.set(target_has_mtp=True, latency_bound=False)
+    assert ui.recommendation.method == "mtp" and ui.recommendation.n_draft == 1
+    with pytest.raises(ValueError, match="target_has_mtp must be True or False"):
+        ui.set(target_has_mtp="yes")
+    assert ui.mtp_box.value is True  # nothing moved
+    with pytest.raises(ValueError, match="target_has_mtp"):
+        StrategyPicker(target_has_mtp=1)
+    assert StrategyPicker(target_has_mtp=np.bool_(True)).mtp_box.value is True

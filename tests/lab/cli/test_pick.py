@@ -56,6 +56,13 @@ def test_cli_options_and_errors(tmp_path):
     assert json.loads(result.stdout)["method"] == "medusa"
     result = run_cli("--task", "chat", "--throughput", "--small-model", "--json")
     assert json.loads(result.stdout)["method"] == "none"
+    result = run_cli("--task", "chat", "--no-small-model", "--target-has-mtp", "--throughput", "--json")
+    data = json.loads(result.stdout)
+    assert data["method"] == "mtp" and data["n_draft"] == 1 and data["workload"]["target_has_mtp"] is True
+    assert data["vllm_config"] == {"method": "mtp", "num_speculative_tokens": 1,
+                                   "num_speculative_tokens_per_batch_size": [[1, 262, 1], [263, 512, 0]]}
+    assert data["sglang_args"][:2] == ["--speculative-algorithm", "NEXTN"]
+    assert "--spec-type draft-mtp" in data["llamacpp_command"] and "decoding_type: MTP" in data["trtllm_yaml"]
     result = run_cli("--task", "chat", "--memory-gb", "-1")
     assert result.returncode == 2 and "argument --memory-gb" in result.stderr
     assert "memory_headroom_gb" not in result.stderr
@@ -127,3 +134,19 @@ def test_pick_refuses_an_empty_target_name(capsys):
         main(["pick", "--task", "code", "--target", ""])
     assert exit_info.value.code == 2
     assert "argument --target: must be a model name or path" in capsys.readouterr().err
+
+
+def test_target_has_mtp_flag(capsys):
+    """--target-has-mtp is recommend's target_has_mtp: code for a team with nothing but such a target gets the
+    target's MTP modules at N = 1 (1.8× against the code row's 1.5–2×); without the flag, prompt lookup."""
+    assert cli.main(["pick", "--task", "code", "--no-small-model", "--target-has-mtp"]) == 0
+    out = capsys.readouterr().out
+    assert "Method: the target's MTP modules (mtp)" in out and "Draft tokens per step N: 1" in out
+    assert "Expected speedup: 1.8× — source: DeepSeek-V3 technical report" in out
+    assert "--speculative-algorithm NEXTN --speculative-num-steps 1" in out and "use_mtp=True" in out
+    assert "target ships MTP modules: yes" in out
+    assert cli.main(["pick", "--task", "code", "--no-small-model"]) == 0
+    assert "Method: n-gram prompt lookup (ngram)" in capsys.readouterr().out
+    parser = cli.build_parser()
+    assert parser.parse_args(["pick", "--task", "chat"]).target_has_mtp is False
+    assert parser.parse_args(["pick", "--task", "chat", "--target-has-mtp"]).target_has_mtp is True

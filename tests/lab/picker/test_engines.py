@@ -31,11 +31,13 @@ def test_vllm_config_uses_only_current_keys_and_methods():
                 assert config.get("draft_sample_method", "greedy") in VLLM_DRAFT_SAMPLE_METHODS
                 if config["method"] == "ngram":
                     assert 1 <= config["prompt_lookup_min"] <= config["prompt_lookup_max"]
+                elif config["method"] == "mtp":  # the target's own checkpoint holds the modules
+                    assert "model" not in config
                 elif config["method"] != "suffix":  # suffix decoding needs no weights
                     assert config["model"]
     assert {"method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min",
             "draft_tensor_parallel_size", "draft_sample_method"} <= seen_keys
-    assert seen_methods == {"ngram", "draft_model", "eagle3", "suffix"}  # vLLM 0.34.0 has no Medusa: the nearest
+    assert seen_methods == {"ngram", "draft_model", "eagle3", "suffix", "mtp"}  # no Medusa in vLLM 0.34.0
     # None of the keys the seed lessons used (old vLLM) survive.
     assert not seen_keys & {"speculative_model", "ngram_prompt_lookup_max", "use_v2_block_manager",
                             "speculative_draft_tensor_parallel_size"}

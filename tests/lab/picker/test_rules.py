@@ -35,6 +35,8 @@ def test_feasibility_is_respected():
             assert w["has_small_same_family_model"]
         if rec.method in ("eagle", "medusa"):
             assert w["can_finetune"]
+        if rec.method == "mtp":
+            assert w["target_has_mtp"]
         if w["memory_headroom_gb"] is not None and rec.method != "none":
             assert picker.MEMORY_NEEDED_GB[rec.method] <= w["memory_headroom_gb"]
 
@@ -102,7 +104,7 @@ def test_draft_temperature():
     for rec in all_recommendations():
         if rec.method in ("ngram", "lookahead", "medusa"):
             assert rec.draft_temperature == 0.0
-        if rec.method in ("draft_model", "eagle"):  # sampled drafts, verified with their probabilities
+        if rec.method in ("draft_model", "eagle", "mtp"):  # sampled drafts, verified with their probabilities
             assert rec.draft_temperature == rec.temperature
             assert ("draft_sample_method" in rec.vllm_config()) == (rec.temperature > 0)
 
@@ -137,9 +139,9 @@ def test_rules_decide_before_anything_is_worded():
     from lab.picker.workload import check_workload
 
     workload = check_workload("chat", 0.0, False, True, True, 2.0, ("medusa",))
-    obstacles = {m: obstacle(m, workload) for m in ("draft_model", "medusa", "eagle", "ngram", "lookahead")}
-    assert obstacles == {"draft_model": "no_small_model", "medusa": "excluded", "eagle": None, "ngram": None,
-                         "lookahead": None}
+    obstacles = {m: obstacle(m, workload) for m in ("draft_model", "medusa", "eagle", "mtp", "ngram", "lookahead")}
+    assert obstacles == {"draft_model": "no_small_model", "medusa": "excluded", "eagle": None, "mtp": "no_mtp",
+                         "ngram": None, "lookahead": None}
     decision = choose_latency_bound(workload, {m: why for m, why in obstacles.items() if why})
     assert (decision.rule, decision.method, decision.default, decision.n_draft) == ("latency", "eagle", "draft_model",
                                                                                     5)

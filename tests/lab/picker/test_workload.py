@@ -22,6 +22,8 @@ from lab.picker import recommend
     ({"has_small_same_family_model": 1}, ["has_small_same_family_model", "True or False"]),
     ({"can_finetune": "yes"}, ["can_finetune"]),
     ({"latency_bound": None}, ["latency_bound"]),
+    ({"target_has_mtp": "yes"}, ["target_has_mtp", "True or False"]),
+    ({"target_has_mtp": 1}, ["target_has_mtp"]),
     ({"memory_headroom_gb": -1}, ["memory_headroom_gb", ">= 0"]),
     ({"memory_headroom_gb": math.nan}, ["memory_headroom_gb"]),
     ({"exclude": ("warp",)}, ["exclude", "draft_model", "ngram"]),
