@@ -27,7 +27,7 @@ from lab.training.chat_medusa import medusa_batch
 from lab.training.checkpoints import resume_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
-__all__ = ["ChatMTPRecipe", "mtp_loss", "mtp_agreement", "train_chat_mtp"]
+__all__ = ["ChatMTPRecipe", "mtp_loss", "depth_predictions", "mtp_agreement", "train_chat_mtp"]
 
 
 @dataclass
@@ -66,14 +66,27 @@ def mtp_loss(heads, hidden: torch.Tensor, ids: torch.Tensor, labels: torch.Tenso
 
 
 @torch.no_grad()
+def depth_predictions(heads, hidden: torch.Tensor, ids: torch.Tensor) -> list:
+    """Teacher-forced greedy drafts of every depth on a batch, beside the target's own: for depth k = 1..D a pair
+    ``(mine, theirs)`` of target-id tensors ``[B, T - k - 1]`` (int64): the module's argmax for t_{i+k+1} (fed the
+    true h^0 and the true tokens up to t_{i+k}) and the target's argmax there (its LM head on h^0_{i+k}). Where
+    they agree, a greedy chain accepts depth k given that the drafts before it were accepted. ``hidden`` ``[B, T,
+    d]`` (the target's last-layer states, any float dtype), ``ids`` ``[B, T]``."""
+    head = heads.target.get_output_embeddings()
+    theirs = head(hidden.to(head.weight.dtype)).argmax(-1)   # [B, T]: the target's argmax for t_{j+1}
+    pairs = []
+    for k, h in enumerate(heads(hidden.to(heads.layers[0].proj.weight.dtype), ids), start=1):
+        span = ids.size(1) - k - 1
+        pairs.append((heads.to_target_ids(heads.head_logits(h[:, :span]).argmax(-1)), theirs[:, k:k + span]))
+    return pairs
+
+
 def mtp_agreement(heads, sequences: list[dict], features: list[torch.Tensor], max_len: int, pad_id: int) -> dict:
     """Teacher-forced greedy agreement per depth: the share of answer positions where depth k's argmax for t_{i+k+1}
     (fed the true h^0 and the true tokens up to t_{i+k}) equals the target's own argmax there (its LM head on
     h^0_{i+k}). With greedy verification that is depth k's acceptance given that the drafts before it were accepted:
-    the per-position acceptance of a chain (:func:`lab.training.mtp.depth_predictions`). Returns ``{"depth_1":
+    the per-position acceptance of a chain (:func:`depth_predictions`). Returns ``{"depth_1":
     {kind: share, ..., "all": share}, ...}``."""
-    from lab.training.mtp import depth_predictions
-
     hits: dict[int, dict[str, list[int]]] = {k: {} for k in range(1, heads.depth + 1)}
     was_training = heads.training
     heads.eval()

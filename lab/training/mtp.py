@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lab.assets import PAIR_DIR
-from lab.training.chat_mtp import mtp_loss
+from lab.training.chat_mtp import depth_predictions, mtp_loss
 from lab.training.features import target_features
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer
 from lab.validation import check_int
@@ -30,24 +30,10 @@ MTP_DIR = PAIR_DIR / "mtp"
 
 
 @torch.no_grad()
-def depth_predictions(heads, hidden: torch.Tensor, ids: torch.Tensor) -> list:
-    """Teacher-forced greedy drafts of every depth on a batch, beside the target's own: for depth k = 1..D a pair
-    ``(mine, theirs)`` of target-id tensors ``[B, T - k - 1]`` (int64): the module's argmax for t_{i+k+1} (fed the
-    true h^0 and the true tokens up to t_{i+k}) and the target's argmax there (its LM head on h^0_{i+k}). Where
-    they agree, a greedy chain accepts depth k given that the drafts before it were accepted. ``hidden`` ``[B, T,
-    d]`` (the target's last-layer states, any float dtype), ``ids`` ``[B, T]``."""
-    head = heads.target.get_output_embeddings()
-    theirs = head(hidden.to(head.weight.dtype)).argmax(-1)   # [B, T]: the target's argmax for t_{j+1}
-    pairs = []
-    for k, h in enumerate(heads(hidden.to(heads.layers[0].proj.weight.dtype), ids), start=1):
-        span = ids.size(1) - k - 1
-        pairs.append((heads.to_target_ids(heads.head_logits(h[:, :span]).argmax(-1)), theirs[:, k:k + span]))
-    return pairs
-
-
 def mtp_window_agreement(heads, features: dict, batch: int = 16) -> list:
-    """Teacher-forced greedy agreement per depth on corpus windows (:func:`depth_predictions`): depth k's
-    acceptance given that the drafts before it were accepted. ``features``:
+    """Teacher-forced greedy agreement per depth on corpus windows
+    (:func:`lab.training.chat_mtp.depth_predictions`): depth k's acceptance given that the drafts before it were
+    accepted. ``features``:
     :func:`lab.training.features.target_features`' ``{"ids" [S, T], "hidden" [S, T, d]}``. Returns
     ``[share at depth 1, ..., depth D]`` (floats in [0, 1], rounded to 4 places)."""
     hits, counts = [0] * heads.depth, [0] * heads.depth

@@ -11,6 +11,7 @@ from lab.assets import TARGET_KEY, target_weights_key
 from lab.drafters.base import DraftRequest
 from lab.drafters.mtp import MTPDrafter, MTPHeads
 from lab.training import mtp
+from lab.training.chat_mtp import depth_predictions
 from tests.lab.training.fakes import fake_features
 
 SMALL = {"depth": 2, "intermediate": 32, "kv_heads": 2}
@@ -44,7 +45,7 @@ def test_window_agreement_equals_the_drafters_own_drafts(pair):
         window = torch.cat([ids[:j + 1], torch.tensor([first, 0])])  # t_{j+1} = the drafter's own first draft
         with torch.no_grad():
             states = pair.target.model(input_ids=window[None]).last_hidden_state
-            (_, _), (mine, _) = mtp.depth_predictions(heads, states, window[None])
+            (_, _), (mine, _) = depth_predictions(heads, states, window[None])
         assert int(mine[0, j - 1]) == second, j  # depth 2 at i = j - 1 predicts t_{j+2}
 
 
