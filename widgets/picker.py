@@ -3,7 +3,8 @@
 The workload table (seed lesson 002's production settings, plus our copy/edit row) and the strategy table (seed
 lesson 000's "Picking a draft") are rows of buttons: a workload row selects the task; a strategy row sets up the
 situation its "when to pick" column describes. Dropdowns and toggles change the rest of the workload (temperature,
-small same-family model, permission to train heads, MTP modules in the target's checkpoint, latency- vs
+small same-family model, permission to train heads, MTP modules in the target's checkpoint, a parallel (PARD)
+draft of the target's family, latency- vs
 throughput-bound, memory headroom, methods ruled out, the target's tensor-parallel size). Every change reruns
 :func:`lab.picker.recommend` and shows the method, N, draft temperature, expected speedup with its source, the
 reasons, the vLLM ``--speculative-config`` JSON and command line, and the transformers ``generate`` arguments.
@@ -43,9 +44,12 @@ STRATEGY_SCENARIOS = {
     "suffix": {"task": "agent", "has_small_same_family_model": False, "can_finetune": False},
     # a target that ships MTP modules, with nothing else to draft with on chat
     "mtp": {"task": "chat", "has_small_same_family_model": False, "can_finetune": False, "target_has_mtp": True},
+    # a PARD draft of the family (it is a small model of the family), no heads: chat, where a draft model would serve
+    "parallel": {"task": "chat", "has_small_same_family_model": True, "can_finetune": False,
+                 "has_parallel_draft": True},
 }
 """Workload inputs that make each strategy row's "when to pick" true. Rows also reset latency-bound, memory (not
-given), ``exclude`` and the target's MTP modules (absent) unless they name them."""
+given), ``exclude``, the target's MTP modules and a PARD draft (both absent) unless they name them."""
 
 _MUTED = "color: #666; font-size: 12px;"
 
@@ -68,7 +72,7 @@ class StrategyPicker(w.VBox):
     """Pick a speculative-decoding strategy with the seed tables and see how to serve it.
 
     Args (the initial workload; see :func:`lab.picker.recommend`): ``task``, ``temperature`` (0–1.5 here),
-    ``has_small_same_family_model``, ``can_finetune``, ``target_has_mtp``, ``latency_bound``,
+    ``has_small_same_family_model``, ``can_finetune``, ``target_has_mtp``, ``has_parallel_draft``, ``latency_bound``,
     ``memory_headroom_gb`` (None or one of :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``;
     ``target`` (name in the vLLM command) and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as
     numbers and ``numpy.bool_`` as a bool. Raises ``ValueError`` (naming the input and what it allows) for inputs
@@ -79,13 +83,14 @@ class StrategyPicker(w.VBox):
     def __init__(self, task: str = "chat", temperature: float = 0.0, has_small_same_family_model: bool = True,
                  can_finetune: bool = False, latency_bound: bool = True, memory_headroom_gb: float | None = None,
                  exclude=(), target: str = "<target-model>", tensor_parallel_size: int = 1,
-                 target_has_mtp: bool = False):
+                 target_has_mtp: bool = False, has_parallel_draft: bool = False):
         checked = self._checked(task=task, temperature=temperature,  # before any widget exists
                                 has_small_same_family_model=has_small_same_family_model, can_finetune=can_finetune,
                                 latency_bound=latency_bound, memory_headroom_gb=memory_headroom_gb, exclude=exclude,
-                                tensor_parallel_size=tensor_parallel_size, target_has_mtp=target_has_mtp)
+                                tensor_parallel_size=tensor_parallel_size, target_has_mtp=target_has_mtp,
+                                has_parallel_draft=has_parallel_draft)
         task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb, exclude, \
-            tensor_parallel_size, target_has_mtp = checked.values()
+            tensor_parallel_size, target_has_mtp, has_parallel_draft = checked.values()
         self.target = target
         self._hold = True
         style = {"description_width": "190px"}
@@ -100,6 +105,8 @@ class StrategyPicker(w.VBox):
         self.finetune_box = w.Checkbox(value=can_finetune, description="may train heads / fine-tune", style=style)
         self.mtp_box = w.Checkbox(value=target_has_mtp, description="the target's checkpoint ships MTP modules",
                                   style=style)
+        self.parallel_box = w.Checkbox(value=has_parallel_draft, description="a PARD draft of the family exists",
+                                       style=style)
         self.regime_buttons = w.ToggleButtons(options=[("latency-bound", True), ("throughput / high batch", False)],
                                               value=latency_bound, description="serving", style=style)
         self.memory_dropdown = w.Dropdown(options=_memory_options(MEMORY_CHOICES, memory_headroom_gb),
@@ -126,7 +133,8 @@ class StrategyPicker(w.VBox):
         self.card = w.HTML()
 
         for control in (self.task_dropdown, self.temperature_slider, self.small_model_box, self.finetune_box,
-                        self.mtp_box, self.regime_buttons, self.memory_dropdown, self.exclude_select, self.tp_dropdown):
+                        self.mtp_box, self.parallel_box, self.regime_buttons, self.memory_dropdown, self.exclude_select,
+                        self.tp_dropdown):
             control.observe(lambda change: self._refresh(), names="value")
         heading = lambda text: w.HTML(f'<b>{html.escape(text)}</b>')  # noqa: E731
         super().__init__([
@@ -136,7 +144,8 @@ class StrategyPicker(w.VBox):
             w.VBox(list(self.strategy_buttons.values())),
             heading("Your workload"),
             w.VBox([self.task_dropdown, self.temperature_slider, self.small_model_box, self.finetune_box,
-                    self.mtp_box, self.regime_buttons, self.memory_dropdown, self.exclude_select, self.tp_dropdown]),
+                    self.mtp_box, self.parallel_box, self.regime_buttons, self.memory_dropdown, self.exclude_select,
+                    self.tp_dropdown]),
             self.card,
         ])
         self._hold = False
@@ -150,7 +159,7 @@ class StrategyPicker(w.VBox):
                 "has_small_same_family_model": bool(self.small_model_box.value),
                 "can_finetune": bool(self.finetune_box.value), "latency_bound": bool(self.regime_buttons.value),
                 "memory_headroom_gb": self.memory_dropdown.value, "exclude": tuple(self.exclude_select.value),
-                "target_has_mtp": bool(self.mtp_box.value)}
+                "target_has_mtp": bool(self.mtp_box.value), "has_parallel_draft": bool(self.parallel_box.value)}
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -190,7 +199,8 @@ class StrategyPicker(w.VBox):
     # --- driving it from Python (the same as clicking) -----------------------------------------------------------
     def set(self, **inputs) -> None:
         """Change workload inputs by name (``task``, ``temperature``, ``has_small_same_family_model``,
-        ``can_finetune``, ``target_has_mtp``, ``latency_bound``, ``memory_headroom_gb``, ``exclude``,
+        ``can_finetune``, ``target_has_mtp``, ``has_parallel_draft``, ``latency_bound``, ``memory_headroom_gb``,
+        ``exclude``,
         ``tensor_parallel_size``) and refresh once. Every value is checked first, with the constructor's rules, so a
         bad one changes nothing; a memory headroom that is not in the dropdown is added to it, as the constructor
         does. Raises ``ValueError`` for an unknown name or a value the constructor would reject (naming the input and
@@ -199,7 +209,7 @@ class StrategyPicker(w.VBox):
                     "has_small_same_family_model": self.small_model_box, "can_finetune": self.finetune_box,
                     "latency_bound": self.regime_buttons, "memory_headroom_gb": self.memory_dropdown,
                     "exclude": self.exclude_select, "tensor_parallel_size": self.tp_dropdown,
-                    "target_has_mtp": self.mtp_box}
+                    "target_has_mtp": self.mtp_box, "has_parallel_draft": self.parallel_box}
         unknown = sorted(set(inputs) - set(controls))
         if unknown:
             raise ValueError(f"unknown workload inputs {unknown}; choose from {sorted(controls)}")
@@ -230,14 +240,14 @@ class StrategyPicker(w.VBox):
         if method not in STRATEGY_SCENARIOS:
             raise ValueError(f"method must be one of {', '.join(STRATEGY_SCENARIOS)}; got {method!r}")
         scenario = {"latency_bound": True, "memory_headroom_gb": None, "exclude": (), "target_has_mtp": False,
-                    **STRATEGY_SCENARIOS[method]}
+                    "has_parallel_draft": False, **STRATEGY_SCENARIOS[method]}
         if self.temperature_slider.value > MAX_TEMPERATURE:
             scenario["temperature"] = SAMPLING_WARN_TEMPERATURE
         self.set(**scenario)
 
     @staticmethod
     def _checked(*, task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                 exclude, tensor_parallel_size, target_has_mtp) -> dict:
+                 exclude, tensor_parallel_size, target_has_mtp, has_parallel_draft=False) -> dict:
         """The workload as plain Python values (the widgets' traits reject NumPy scalars, numpy.bool_ above all),
         in the constructor's argument order, after :func:`lab.picker.recommend`'s checks (``check_workload``) and the
         picker's own (temperature <= 1.5, the slider's end; tensor_parallel_size in :data:`TP_CHOICES`). Raises
@@ -249,7 +259,7 @@ class StrategyPicker(w.VBox):
         except TypeError:
             pass  # recommend names the problem
         check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                       exclude, target_has_mtp)
+                       exclude, target_has_mtp, has_parallel_draft)
         if temperature > 1.5:
             raise ValueError(f"temperature must be in [0, 1.5] here (the slider's range), got {temperature!r}")
         if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
@@ -259,7 +269,7 @@ class StrategyPicker(w.VBox):
                 "latency_bound": bool(latency_bound),
                 "memory_headroom_gb": None if memory_headroom_gb is None else float(memory_headroom_gb),
                 "exclude": exclude, "tensor_parallel_size": int(tensor_parallel_size),
-                "target_has_mtp": bool(target_has_mtp)}
+                "target_has_mtp": bool(target_has_mtp), "has_parallel_draft": bool(has_parallel_draft)}
 
     # --- rendering ---------------------------------------------------------------------------------------------
     def _refresh(self) -> None:

@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     k.add_argument("--target-has-mtp", action="store_true",
                    help="the target's checkpoint ships multi-token-prediction (MTP) modules (DeepSeek-V3/R1, "
                         "Qwen3-Next, GLM-4.5, MiMo, ...), which draft with nothing to train or download")
+    k.add_argument("--parallel-draft", dest="has_parallel_draft", action="store_true",
+                   help="a parallel (PARD) draft of the target's family exists, published (amd/PARD-*) or adapted "
+                        "from a small same-family model; it drafts N tokens in one forward")
     k.add_argument("--throughput", action="store_true", help="throughput-bound, high-batch serving")
     k.add_argument("--memory-gb", type=gigabytes, default=None,
                    help="free accelerator memory beyond the target and its KV cache, GB >= 0 (default: not known, "

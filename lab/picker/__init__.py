@@ -1,20 +1,22 @@
 """Choosing a speculative-decoding method for a workload, and the engine settings that serve it (lesson 14).
 
-``recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound=True,
-memory_headroom_gb=None, *, exclude=(), target_has_mtp=False)`` returns a :class:`Recommendation`: a method, the
-draft length N, the draft temperature, the reasons, the expected speedup range with its source, and the same choice
-rendered for five engines: vLLM (``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``),
-SGLang (``sglang_args()``, server flags; ``sglang_command()``), TensorRT-LLM (``trtllm_config()``, its
-``speculative_config``; ``trtllm_yaml()``), llama.cpp (``llamacpp_args()``, ``llama-server`` flags;
-``llamacpp_command()``) and transformers (``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the
-assistant's generation config), and for this course's own loop (``lab_drafter()``). Where an engine has no drafter
-for the method, it gets the nearest one it has and ``engine_notes()`` says so. ``python -m lab pick`` prints it;
-``--markdown FILE`` writes :meth:`Recommendation.to_markdown`, a one-page decision guide.
+``recommend(task, temperature, has_small_same_family_model, can_finetune, latency_bound=True, memory_headroom_gb=None,
+*, exclude=(), target_has_mtp=False, has_parallel_draft=False)`` returns a :class:`Recommendation`: a method, the draft
+length N, the draft temperature, the reasons, the expected speedup range with its source, and the same choice rendered
+for five engines: vLLM (``vllm_config()``, the ``--speculative-config`` JSON object; ``vllm_command()``), SGLang
+(``sglang_args()``, server flags; ``sglang_command()``), TensorRT-LLM (``trtllm_config()``, its ``speculative_config``;
+``trtllm_yaml()``), llama.cpp (``llamacpp_args()``, ``llama-server`` flags; ``llamacpp_command()``) and transformers
+(``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the assistant's generation config), and for this
+course's own loop (``lab_drafter()``). Where an engine has no drafter for the method, it gets the nearest one it has and
+``engine_notes()`` says so. ``python -m lab pick`` prints it; ``--markdown FILE`` writes
+:meth:`Recommendation.to_markdown`, a one-page decision guide.
 
 Method identifiers (``Recommendation.method``), stable lowercase strings:
 
 - ``"draft_model"``: vanilla speculative decoding with a separate small draft model of the target's family
   (Leviathan et al. 2023);
+- ``"parallel"``: a parallel (PARD) draft model, a small model of the target's family adapted to propose N tokens in
+  one forward from mask tokens (An et al. 2025, arXiv 2504.18583); only when ``has_parallel_draft`` says one exists;
 - ``"medusa"``: Medusa heads trained on top of the target (Cai et al. 2024);
 - ``"eagle"``: an EAGLE draft head that reads the target's hidden states (Li et al. 2024, 2025);
 - ``"mtp"``: the multi-token-prediction modules some targets ship in their own checkpoint (DeepSeek-V3/R1, Qwen3-Next,
@@ -34,7 +36,10 @@ gain longest), and lesson 13's roofline model (:mod:`lab.costs`) supplies the ba
 it. Prompt lookup on chat and long text, which the seed tables do not rate, takes lesson 12's committed
 measurements on chat requests (:data:`ARENA_CHAT_SPEEDUPS`). The target's MTP modules, which the seeds do not know,
 take the one number the DeepSeek-V3 report publishes for them (§5.4.3: the drafted token accepted 85–90 % of the time,
-1.8× the tokens per second, with one module drafting one token). The memory each method needs is computed from
+1.8× the tokens per second, with one module drafting one token). A parallel (PARD) draft takes the PARD authors'
+MT-Bench speedups in vLLM (:data:`lab.picker.tables.PARD_VLLM_TABLE`: 2.52–2.72× over three targets), beside this
+course's own measurement on the Shakespeare pair, where it was not faster than its autoregressive draft
+(:data:`lab.picker.tables.PARALLEL_MEASURED`). The memory each method needs is computed from
 parameter counts in :data:`MEMORY_NEEDED_GB`. Each engine's keys, flags and method names are those of its own
 code at a pinned release (vLLM 0.34.0, SGLang 0.5.23, TensorRT-LLM at commit 0004396, llama.cpp as vendored in
 llama-cpp-python 0.3.36, the installed transformers), and the tests check every rendered setting against the
@@ -56,12 +61,14 @@ The rules, in order (each one adds a sentence to ``reasons``):
 3. Latency-bound: the workload row's method is the default (copy/edit, which has no row, defaults to
    ``"ngram"``); a head drafting from the target's features (EAGLE, Medusa, the target's MTP modules) replaces it
    when it is feasible and its range in the strategy table is higher (not for copy/edit or agent loops, whose
-   answers repeat text); when the default is not feasible, the best feasible fallback by the same ranges (prompt
+   answers repeat text); a parallel (PARD) draft is ranked wherever a draft model is (as the default or a
+   fallback), since it is one; when the default is not feasible, the best feasible fallback by the same ranges (prompt
    lookup, which the seed tables rate only for code and structured output, is rated elsewhere by its measured
    speedups on lesson 12's chat requests, :data:`ARENA_CHAT_SPEEDUPS`). Ties go to
    the workload row's method, then to the cheaper method; prompt lookup goes before Lookahead whenever both are
    feasible. Feasible = its prerequisite holds (a small same-family
-   model; permission to train heads; MTP modules in the target's checkpoint), it fits ``memory_headroom_gb``, and it
+   model; permission to train heads; MTP modules in the target's checkpoint; a PARD draft of the target's family),
+   it fits ``memory_headroom_gb``, and it
    is not in ``exclude``.
 4. N: the top of the workload row's k range when greedy (T = 0), the bottom when sampling (the cautious end: large,
    confident pairs usually accept less when sampling; measure yours, lesson 13); Medusa drafts one token per head, so

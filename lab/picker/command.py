@@ -12,7 +12,8 @@ from lab.picker.rules import recommend
 __all__ = ["report", "FLAGS", "flag_message"]
 
 FLAGS = {"memory_headroom_gb": "--memory-gb", "tensor_parallel_size": "--tensor-parallel-size",
-         "temperature": "--temperature", "task": "--task", "exclude": "--exclude", "target_has_mtp": "--target-has-mtp"}
+         "temperature": "--temperature", "task": "--task", "exclude": "--exclude", "target_has_mtp": "--target-has-mtp",
+         "has_parallel_draft": "--parallel-draft"}
 """:func:`lab.picker.recommend`'s and :meth:`lab.picker.Recommendation.vllm_command`'s argument names -> the
 ``python -m lab pick`` flags that set them."""
 
@@ -33,8 +34,8 @@ def report(args) -> int:
 
     ``args`` (an ``argparse.Namespace`` or any object with these attributes) carries task, temperature,
     small_model, can_finetune, throughput, memory_gb, markdown, target, tensor_parallel_size, json, exclude and
-    target_has_mtp (the flags of ``python -m lab pick``, as ``lab.cli`` names them; a missing target_has_mtp counts
-    as False). A bad value prints one line naming the flag to
+    target_has_mtp and has_parallel_draft (the flags of ``python -m lab pick``, as ``lab.cli`` names them; a missing
+    target_has_mtp or has_parallel_draft counts as False). A bad value prints one line naming the flag to
     stderr and returns 2 (before anything is printed to stdout; a ``--markdown`` path whose folder does not exist
     counts as a bad value); a guide that cannot be written for another reason (permissions, a full disk) prints one
     line and returns 1.
@@ -47,7 +48,8 @@ def report(args) -> int:
         rec = recommend(args.task, args.temperature, bool(args.small_model), bool(args.can_finetune),
                         latency_bound=not args.throughput, memory_headroom_gb=args.memory_gb,
                         exclude=tuple(args.exclude or ()),
-                        target_has_mtp=bool(getattr(args, "target_has_mtp", False)))
+                        target_has_mtp=bool(getattr(args, "target_has_mtp", False)),
+                        has_parallel_draft=bool(getattr(args, "has_parallel_draft", False)))
         tp = args.tensor_parallel_size
         command = rec.vllm_command(args.target, tp)
         sglang = rec.sglang_command(args.target, tp)

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 __all__ = ["Decision", "OBSTACLES"]
 
-OBSTACLES = ("excluded", "no_small_model", "no_training", "no_mtp", "memory")
+OBSTACLES = ("excluded", "no_small_model", "no_training", "no_mtp", "no_parallel_draft", "memory")
 """Why a method can be infeasible, in the order the rules test them: named in ``exclude``; a draft model with no
 small same-family model; a learned head (EAGLE, Medusa) without permission to train; MTP drafting for a target whose
-checkpoint ships no MTP modules; more memory than the headroom."""
+checkpoint ships no MTP modules; a parallel (PARD) draft when none exists for the target's family; more memory than
+the headroom."""
 
 
 @dataclass(frozen=True)

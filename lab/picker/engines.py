@@ -85,7 +85,8 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         ``notes``). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method (:meth:`vllm_method`,
         :meth:`vllm_notes`). Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. The target's MTP
         modules are ``"mtp"`` with no ``model``: vLLM builds the draft from the target's own checkpoint
-        (``draft_model`` is ignored for them). A batch-size
+        (``draft_model`` is ignored for them). vLLM 0.34.0 has no parallel (PARD) drafting: a parallel draft gets the
+        draft-model config (:meth:`vllm_method`, :meth:`vllm_notes`). A batch-size
         schedule in ``settings`` is passed on as ``num_speculative_tokens_per_batch_size``. Keys: see
         :data:`VLLM_SPECULATIVE_KEYS`.
 
@@ -130,16 +131,25 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
     def vllm_method(self) -> str:
         """The course method vLLM 0.34.0 runs for this recommendation (``"none"`` without speculation): the method
         itself when vLLM has it, Lookahead -> ``"ngram"`` (no Lookahead proposer), Medusa ->
-        :func:`lab.picker.substitutes.nearest_method` (0.34.0 dropped its Medusa proposer)."""
+        :func:`lab.picker.substitutes.nearest_method` (0.34.0 dropped its Medusa proposer), a parallel (PARD) draft ->
+        ``"draft_model"`` (0.34.0's ``parallel_drafting`` serves DFlash and DSpark only)."""
         if self.method in ("none", "ngram", "draft_model", "eagle", "suffix", "mtp"):
             return self.method
         if self.method == "lookahead":
             return "ngram"
+        if self.method == "parallel":
+            return "draft_model"
         return nearest_method(bool(self.workload.get("has_small_same_family_model")))
 
     def vllm_notes(self) -> list:
         """Where vLLM 0.34.0 cannot serve the recommendation as given beyond the rules' own notes (Lookahead's
         is among those), one sentence each."""
+        if self.method == "parallel":
+            return ["vLLM 0.34.0 has no PARD drafter: its parallel_drafting key is deprecated, has no effect, and "
+                    "raises an error for any method but dflash and dspark (SpeculativeConfig in "
+                    "vllm/config/speculative.py), whose drafts read the target's hidden states, which a PARD draft "
+                    "does not. The vLLM config runs the PARD draft (or the draft it was adapted from) as an ordinary "
+                    "draft model instead, one forward per drafted token."]
         if self.method != "medusa":
             return []
         nearest = "a draft model" if self.vllm_method() == "draft_model" else "n-gram prompt lookup"
@@ -174,7 +184,7 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
 
     # --- transformers --------------------------------------------------------------------------------------
     def _uses_assistant(self) -> bool:
-        if self.method == "draft_model":
+        if self.method in ("draft_model", "parallel"):  # a PARD draft runs as an assistant, one token per forward
             return True
         # transformers has no EAGLE or Medusa drafter: the nearest is an assistant model, if the workload has one
         return self.method in ("eagle", "medusa") and \
@@ -182,7 +192,12 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
 
     def hf_notes(self) -> list:
         """Where transformers cannot serve the recommendation beyond the rules' own notes: suffix decoding (it
-        has prompt lookup, the nearest) and the MTP modules' draft length (not a ``generate`` argument)."""
+        has prompt lookup, the nearest), the MTP modules' draft length (not a ``generate`` argument) and a parallel
+        (PARD) draft (no parallel drafter: it runs as an assistant model)."""
+        if self.method == "parallel":
+            return ["transformers has no parallel drafter (its speculation_type accepts only \"dflash\", a draft that "
+                    "reads the target's hidden states); the settings pass the PARD draft as an assistant_model, which "
+                    "drafts one token per forward."]
         if self.method == "mtp":
             return ["transformers' use_mtp drafts one token per MTP module of the checkpoint (num_mtp_layers in the "
                     "model's config; MTPCandidateGenerator in generation/candidate_generator.py), sampling them when "
@@ -200,8 +215,9 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         (with ``max_matching_ngram_size``); for an assistant model N is **not** a ``generate`` argument in this
         release — transformers reads ``num_assistant_tokens`` (and ``assistant_confidence_threshold``) from the
         assistant's own generation config, so set :meth:`hf_assistant_config` there. The target's MTP modules:
-        ``use_mtp=True`` (transformers drafts one token per module; :meth:`hf_notes`). EAGLE, Medusa and Lookahead
-        have no transformers drafter; the nearest one is returned and ``notes`` says so.
+        ``use_mtp=True`` (transformers drafts one token per module; :meth:`hf_notes`). A parallel (PARD) draft is
+        passed as the assistant model (run autoregressively). EAGLE, Medusa and Lookahead have no transformers
+        drafter; the nearest one is returned and ``notes`` says so.
         """
         kwargs = {"do_sample": self.temperature > 0}
         if self.temperature > 0:
@@ -268,6 +284,8 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
             return "SuffixDecodingDrafter()"
         if self.method == "mtp":  # the course trains its own MTP heads for its pairs (lab.drafters.mtp)
             return f"MTPDrafter.from_pretrained(pair, n_draft={self.n_draft})"
+        if self.method == "parallel":  # the committed parallel draft (Shakespeare pair: lab.drafters.parallel)
+            return f"ParallelDrafter.from_pretrained(pair, n_draft={self.n_draft})"
         return None
 
 

@@ -10,7 +10,8 @@ and the ``--spec-type`` names those of ``common/speculative.cpp``, both as vendo
 Per method: ``draft_model`` -> ``--spec-type draft-simple``, ``eagle`` -> ``draft-eagle3`` (an EAGLE-3 head
 converted to GGUF), ``ngram`` -> ``ngram-simple`` (the last matching n-gram's continuation), ``suffix`` ->
 ``ngram-mod`` (a hash pool shared by all server slots), ``mtp`` -> ``draft-mtp`` (the MTP layers of the target's own
-GGUF); ``lookahead`` -> ``ngram-simple`` and ``medusa`` -> the nearest method (see
+GGUF); ``lookahead`` -> ``ngram-simple``, ``parallel`` -> ``draft-simple`` (no PARD type: the PARD draft runs as an
+ordinary draft model) and ``medusa`` -> the nearest method (see
 :meth:`LlamaCppSettings.llamacpp_notes`). Drafter weights must be GGUF files.
 """
 from __future__ import annotations
@@ -34,9 +35,11 @@ class LlamaCppSettings:
     def llamacpp_method(self) -> str:
         """The course method llama.cpp runs (``"none"`` without speculation): the method itself when it has it
         (suffix decoding: ``"suffix"`` rendered as ngram-mod), Lookahead -> ``"ngram"``, Medusa ->
-        :func:`lab.picker.substitutes.nearest_method`."""
+        :func:`lab.picker.substitutes.nearest_method`, a parallel (PARD) draft -> ``"draft_model"``."""
         if self.method in ("none", *LLAMACPP_SPEC_TYPES):
             return self.method
+        if self.method == "parallel":
+            return "draft_model"
         if self.method == "lookahead":
             return "ngram"
         return nearest_method(bool(self.workload.get("has_small_same_family_model")))
@@ -81,6 +84,11 @@ class LlamaCppSettings:
             notes.append(f"llama.cpp has no Medusa drafter (--spec-type offers draft-simple, draft-eagle3, draft-mtp, "
                          f"draft-dflash, draft-dspark and n-gram types); its flags run "
                          f"{LLAMACPP_SPEC_TYPES[self.llamacpp_method()]} instead.")
+        if self.method == "parallel":
+            notes.append("llama.cpp has no PARD drafter (its --spec-type values: draft-simple, draft-eagle3, "
+                         "draft-mtp, draft-dflash, draft-dspark and n-gram types; draft-dflash feeds mask tokens too "
+                         "but asserts a draft with target_layer_ids, common/speculative.cpp); its flags run the PARD "
+                         "draft, converted to GGUF, as draft-simple, one forward per drafted token.")
         if self.method == "lookahead":
             notes.append("llama.cpp has no Lookahead decoding; ngram-simple (the continuation of the last matching "
                          "n-gram) is the nearest draft-free type.")

@@ -37,6 +37,10 @@ _DRAFT_PARAMS = 1.0e9
 MEMORY_NEEDED_GB = {
     # weights, then as much again for the draft's own KV cache and activations (a rule of thumb: measure yours)
     "draft_model": round(2 * _bf16_gb(_DRAFT_PARAMS), 2),
+    # a PARD draft is a draft model with one more embedding row (the mask token): the same 1B and cache by the same
+    # rule; its KV cache holds the committed prefix only, the N - 1 mask positions being rolled back every step
+    # (PARD's pard_infer.py, remove_kv_num; lab.drafters.parallel)
+    "parallel": round(2 * _bf16_gb(_DRAFT_PARAMS), 2),
     "eagle": round(2 * _bf16_gb(_EAGLE_PARAMS), 2),
     # MTP modules ship in the target's checkpoint, so nothing is trained or downloaded, but they are not free on the
     # accelerator: an engine loads them only when MTP is on (vLLM builds the draft from the target's checkpoint with
@@ -56,5 +60,6 @@ in bfloat16 (see the arithmetic above; the EAGLE figure is an EAGLE-1/2 head, an
 figure is one module, which the target's checkpoint already holds but which sits on the accelerator only while MTP
 drafts). Draft-free methods need none."""
 
-MEMORY_PARAMS = {"draft_model": _DRAFT_PARAMS, "eagle": _EAGLE_PARAMS, "medusa": _MEDUSA_PARAMS, "mtp": _MTP_PARAMS}
+MEMORY_PARAMS = {"draft_model": _DRAFT_PARAMS, "parallel": _DRAFT_PARAMS, "eagle": _EAGLE_PARAMS,
+                 "medusa": _MEDUSA_PARAMS, "mtp": _MTP_PARAMS}
 """The parameter counts behind :data:`MEMORY_NEEDED_GB` (for the lesson to show the arithmetic)."""

@@ -11,8 +11,9 @@ from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RID
     saturated_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL, LOOKAHEAD_SETTINGS,
-                               METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, SAMPLING_WARN_TEMPERATURE,
-                               SEED_000, SEED_002, STRATEGY_BY_METHOD, WORKLOAD_BY_TASK, workload_row)
+                               METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, PARALLEL_MEASURED,
+                               PARD_VLLM_TABLE, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002, STRATEGY_BY_METHOD,
+                               WORKLOAD_BY_TASK, workload_row)
 
 __all__ = ["reasons_for", "source_for", "notes_for", "obstacle_text", "memory_reasons", "engine_notes"]
 
@@ -79,6 +80,9 @@ def obstacle_text(method: str, obstacle: str, memory: float | None) -> str:
         return f"{_a(method)} must be trained for the target, and training is not an option"
     if obstacle == "no_mtp":
         return "the target's checkpoint ships no MTP modules (target_has_mtp, --target-has-mtp)"
+    if obstacle == "no_parallel_draft":
+        return ("there is no parallel (PARD) draft of the target's family, published or adapted "
+                "(has_parallel_draft, --parallel-draft)")
     need = "need" if method == "mtp" else "needs"
     return (f"{_a(method)} {need} about {MEMORY_NEEDED_GB.get(method, 0.0):g} GB beyond the target, more than the "
             f"{memory:g} GB headroom")
@@ -151,7 +155,7 @@ def _under_load(decision: Decision, workload: dict) -> list:
         reasons.append(_schedule_reason(f"the report's {MTP_SPEEDUP:g}×") + " MTP's α of 0.85–0.9 is above "
                        "that model's 0.8, which moves the batch where drafting stops later: recompute the schedule "
                        "with your own α.")
-        return reasons + memory_reasons("mtp", memory)
+        return reasons + _parallel_under_load(workload) + memory_reasons("mtp", memory)
     if decision.method == "none":
         why = obstacle_text("eagle", decision.obstacles["eagle"], memory)
         reasons.append("The one exception this course makes under load, an EAGLE head at N = 1 (seed lesson 002: "
@@ -162,14 +166,22 @@ def _under_load(decision: Decision, workload: dict) -> list:
         if workload["task"] == "copy_edit":
             reasons.append("Outputs that mostly copy the input are the case to measure anyway: n-gram drafts cost "
                            "nothing and are accepted in long runs.")
-        return reasons
+        return reasons + _parallel_under_load(workload)
     reasons.append("A trained EAGLE head with N = 1 is the exception: seed lesson 002 reports that EAGLE-3 at "
                    f"k = 1, the best k, cut cost by {LOAD_COST_CUT[0]:.0%}–{LOAD_COST_CUT[1]:.0%}, while a "
                    "wrong k can raise it by 175 %. The seed does not say at what load; applying the result "
                    "here is this course's inference (lesson 13: as the batch grows, the shortest draft keeps "
                    "its gain longest). A cost cut f means 1 / (1 − f) the throughput.")
     reasons.append(_schedule_reason(f"the seed's {LOAD_SPEEDUP[1]:g}×"))
-    return reasons + memory_reasons("eagle", memory)
+    return reasons + _parallel_under_load(workload) + memory_reasons("eagle", memory)
+
+
+def _parallel_under_load(workload: dict) -> list:
+    """Why a parallel (PARD) draft the workload has is not used under load: at most one sentence."""
+    if not workload.get("has_parallel_draft") or "parallel" in workload["exclude"]:
+        return []
+    return ["The parallel (PARD) draft is not used under load: its one advantage is drafting N tokens in one forward "
+            "instead of N, and at the N = 1 that keeps rejected drafts cheap there is only one forward either way."]
 
 
 def _schedule_reason(top: str) -> str:
@@ -210,6 +222,8 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
     method, (low, high) = decision.method, decision.speedup
     if method == "mtp" and method != default:
         reasons.append(_mtp_reason(decision, default))
+    elif method == "parallel":
+        reasons += _parallel_reasons(decision, default)
     elif method != default:
         if default in decision.candidates:
             (default_low, default_high), _ = decision.candidates[default]
@@ -244,6 +258,10 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                        "lacks EAGLE for this target.")
     if method in ("eagle", "medusa") and "draft_model" not in decision.obstacles:
         reasons.append("The small same-family model remains the no-training option (vanilla draft).")
+    if method != "parallel" and "parallel" in decision.candidates:
+        (par_low, par_high), _ = decision.candidates["parallel"]
+        reasons.append(f"A parallel (PARD) draft was a candidate too ({par_low:g}–{par_high:g}× on MT-Bench in the "
+                       f"PARD authors' vLLM runs); {_a(method)} ranks above it here.")
     if method != "mtp" and "mtp" in decision.candidates:
         (mtp_low, _), _ = decision.candidates["mtp"]
         reasons.append(f"The target's own MTP modules were a candidate too ({mtp_low:g}× at N = 1, {MTP_REPORT}); "
@@ -270,12 +288,42 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                           "much of it (lesson 12: on chat requests neither the draft model's α nor EAGLE's fell at "
                           "T = 1)."))
     reasons += memory_reasons(method, memory)
-    if method in ("draft_model", "eagle", "mtp") and temperature > 0:
+    if method in ("draft_model", "parallel", "eagle", "mtp") and temperature > 0:
         reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
                        "flattened alike and the draft stays close to the distribution it is verified against (their "
                        "overlap is the acceptance probability, lesson 05); vLLM needs "
                        "draft_sample_method = \"probabilistic\" for that, which the config below sets.")
     return reasons
+
+
+def _parallel_reasons(decision: Decision, default: str) -> list:
+    """Why a parallel (PARD) draft is the pick (latency-bound), and this course's measurement that bounds it: two
+    sentences."""
+    low, high = decision.speedup
+    chat = {target: row["mt_bench"] for target, row in PARD_VLLM_TABLE.items()}
+    eagle = [e for _, e in chat.values()]
+    first = (f"A parallel (PARD) draft of the target's family exists: fed the last token and N − 1 mask tokens, it "
+             f"proposes all N drafts in one forward instead of N sequential ones (An et al. 2025), and its authors "
+             f"measure {low:g}–{high:g}× on MT-Bench chat in vLLM with 0.5–1.5 B drafts for 8–70 B targets "
+             f"(EAGLE-3 {min(eagle):g}–{max(eagle):g}× in the same runs)")
+    if default in decision.candidates and default != "parallel":
+        (default_low, default_high), _ = decision.candidates[default]
+        first += f", above the {default_low:g}–{default_high:g}× of {_a(default)}."
+    else:
+        first += "."
+    ours = [p for p, _ in PARALLEL_MEASURED["speedup"].values()]
+    ar = [a for _, a in PARALLEL_MEASURED["speedup"].values()]
+    cheap_par, cheap_ar = PARALLEL_MEASURED["draft_ms_per_step"][4]
+    second = (f"It pays when the draft's own forwards are a large part of each step (a draft that is not tiny next to "
+              f"the target, N of 3 or more, latency-bound serving); its acceptance drops faster with position than "
+              f"an autoregressive draft's, because position i cannot see the drafts before it. On this course's "
+              f"Shakespeare pair, a draft so small that a forward is mostly fixed cost, one forward cut drafting from "
+              f"{cheap_ar:.2f} to {cheap_par:.2f} ms per step at N = 4, yet the parallel draft reached "
+              f"{min(ours):.2f}–{max(ours):.2f}× at N = 2–4 against its autoregressive draft's "
+              f"{min(ar):.2f}–{max(ar):.2f}× (agreement "
+              + " / ".join(f"{a:.2f}" for a in PARALLEL_MEASURED["agreement"])
+              + " at positions 1–4): measure both drafts on your pair before you switch.")
+    return [first, second]
 
 
 def _mtp_reason(decision: Decision, default: str) -> str:
@@ -297,6 +345,12 @@ def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
                 "num_nextn_predict_layers = 1). vLLM accepts a larger N and runs the module again for each further "
                 "token, which it was not trained for, so the later drafts are accepted less often; raise N only after "
                 "per-position acceptance on your traffic says the second and later drafts still pay.")
+    if method == "parallel":
+        which = "top" if temperature == 0 else "bottom"
+        return (f"N = {n_draft}: the {which} of the workload's k range {row.n_range[0]}–{row.n_range[1]}, as for a "
+                "draft model; a PARD draft is trained for a block size (this course's: pard_block_size 4 in its "
+                "config.json) and positions beyond it are rarely accepted, while the one-forward saving grows with "
+                "N, so the PARD authors tune draft_k per model and task: check the per-position acceptance.")
     if method == "lookahead":
         return (f"Lookahead verifies n-grams of {LOOKAHEAD_SETTINGS['ngram']} tokens that start at the last committed "
                 f"token, so N = {n_draft}, with a Jacobi window of {LOOKAHEAD_SETTINGS['window']} (lesson 09's "
@@ -337,5 +391,6 @@ def _basis_source(method: str, task: str, basis: str) -> str:
 
 def _a(method: str, capital: bool = False) -> str:
     """The method's label with its article, for sentences ("a vanilla draft model", "an EAGLE draft head")."""
-    text = {"draft_model": "a vanilla draft model", "eagle": "an EAGLE draft head"}.get(method, METHOD_LABELS[method])
+    text = {"draft_model": "a vanilla draft model", "eagle": "an EAGLE draft head",
+            "parallel": "a parallel (PARD) draft model"}.get(method, METHOD_LABELS[method])
     return text[0].upper() + text[1:] if capital else text

@@ -19,8 +19,8 @@ class Recommendation(EngineSettings):
     """A speculative-decoding choice for one workload, and how to run it.
 
     Attributes:
-        method: one of :data:`METHODS` (``"draft_model" | "medusa" | "eagle" | "mtp" | "lookahead" | "ngram" |
-            "suffix" | "none"``).
+        method: one of :data:`METHODS` (``"draft_model" | "parallel" | "medusa" | "eagle" | "mtp" | "lookahead" |
+            "ngram" | "suffix" | "none"``).
         n_draft: draft tokens per step N (int; 0 for ``"none"``).
         draft_temperature: temperature the draft samples at (float), 0.0 for a deterministic or greedy draft
             (verified as one-hot), None for ``"none"``.
@@ -85,6 +85,8 @@ class Recommendation(EngineSettings):
                  f"may train heads / fine-tune: {'yes' if w.get('can_finetune') else 'no'}",
                  f"target ships MTP modules: {'yes' if w.get('target_has_mtp') else 'no'}",
                  f"memory headroom: {'not given' if memory is None else f'{memory:g} GB'}"]
+        if w.get("has_parallel_draft"):  # named only when there is one, so that other workloads read as before
+            parts.insert(6, "parallel (PARD) draft of the family: yes")
         if w.get("exclude"):
             parts.append("ruled out: " + ", ".join(w["exclude"]))
         return " · ".join(parts)

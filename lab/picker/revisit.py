@@ -43,6 +43,9 @@ def revisit_none(workload: dict, cause: str, lifts) -> list:
         items.append("you serve a target whose checkpoint ships MTP modules (DeepSeek-V3/R1, Qwen3-Next, GLM-4.5, "
                      "MiMo, …): they draft with nothing to train or download" + (
                          ", and at N = 1 they are the picker's first choice under load" if cause == "load" else ""))
+    if not workload.get("has_parallel_draft") and lifts(has_parallel_draft=True):
+        items.append("a parallel (PARD) draft of the target's family becomes available (published, or adapted from a "
+                     "small model of the family): it drafts N tokens in one forward")
     if not workload["can_finetune"] and lifts(can_finetune=True):
         items.append("training on the target becomes allowed (or a trained head for it appears): " + (
             "an EAGLE head at N = 1 is one of the two methods this course keeps under load" if cause == "load"
@@ -77,12 +80,16 @@ def revisit_speculating(method: str, latency_bound: bool) -> list:
                      "that other requests could use")
     else:
         items.append("traffic drops to small batches or a latency target appears: speculation pays best there")
-    if method in ("ngram", "lookahead", "draft_model", "medusa", "mtp"):
+    if method in ("ngram", "lookahead", "draft_model", "parallel", "medusa", "mtp"):
         items.append("a trained EAGLE head for your target becomes available (seed lesson 000: 3–4×)")
     if method == "mtp":
         items.append("you raise N above the number of MTP modules in the checkpoint: the engine runs a module again "
                      "for the extra tokens, so watch the per-position acceptance fall (vLLM's per-position counter)")
-    if method in ("draft_model", "eagle", "medusa", "mtp"):
+    if method == "parallel":
+        items.append("its acceptance from the second position on is well below the autoregressive draft's, or its "
+                     "forwards are a small part of the step (a tiny draft, a short N): compare tokens per second with "
+                     "the draft it was adapted from; this course's Shakespeare pair is such a case")
+    if method in ("draft_model", "parallel", "eagle", "medusa", "mtp"):
         items.append("free accelerator memory shrinks: the draft or heads (and their KV cache) compete with the "
                      "target's KV cache, i.e. with batch size")
     return items

@@ -23,13 +23,13 @@ _TRAINED = ("eagle", "medusa")                      # heads someone must train f
 _HEADS = ("eagle", "medusa", "mtp")                 # drafting on the target's features: replace the default when
 #                                                     their range is higher (the MTP modules ship with the target)
 _FALLBACKS = ("draft_model", "mtp", "lookahead", "ngram")  # tried only when the default is not feasible
-_DRAFTS_WITH_TEMPERATURE = ("draft_model", "eagle", "mtp")  # sampled drafts; the others are deterministic or greedy
+_DRAFTS_WITH_TEMPERATURE = ("draft_model", "parallel", "eagle", "mtp")  # sampled drafts; the rest: deterministic
 _COPY_DEFAULTS = {"copy_edit": "ngram", "agent": "suffix"}  # tasks without a seed row: their answers repeat text
 
 
 def recommend(task: str, temperature: float, has_small_same_family_model: bool, can_finetune: bool,
               latency_bound: bool = True, memory_headroom_gb: float | None = None, *,
-              exclude=(), target_has_mtp: bool = False) -> Recommendation:
+              exclude=(), target_has_mtp: bool = False, has_parallel_draft: bool = False) -> Recommendation:
     """Pick a speculative-decoding method, N and draft temperature for a workload (the rules: the docstring of
     :mod:`lab.picker`).
 
@@ -48,6 +48,10 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         target_has_mtp: the target's own checkpoint ships multi-token-prediction modules (DeepSeek-V3/R1's
             ``num_nextn_predict_layers`` = 1; Qwen3-Next, GLM-4.5, MiMo and others), which can draft with nothing
             trained or downloaded (method ``"mtp"``).
+        has_parallel_draft: a parallel (PARD) draft of the target's family exists: published (the PARD authors'
+            ``amd/PARD-*`` drafts for Llama 3, Qwen2.5/3 and DeepSeek-R1-Distill-Qwen) or adapted by you from a
+            small same-family model (PARD's recipe; this course's ``python -m lab train parallel``). It drafts N
+            tokens in one forward (method ``"parallel"``, latency-bound only).
 
     Returns:
         a :class:`Recommendation`.
@@ -59,7 +63,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
             allowed values).
     """
     workload = check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
-                              memory_headroom_gb, exclude, target_has_mtp)
+                              memory_headroom_gb, exclude, target_has_mtp, has_parallel_draft)
     decision = decide(workload)
 
     def lifts(**change) -> bool:  # would this one change to the workload make speculation pay?
@@ -87,7 +91,8 @@ def obstacle(method: str, workload: dict) -> str | None:
     """The first constraint of ``workload`` that rules ``method`` (a drafting method) out, one of
     :data:`lab.picker.decision.OBSTACLES`; None when it is feasible. Feasible = not in ``exclude``, its prerequisite
     holds (a small same-family model; permission to train heads; MTP modules in the target's checkpoint), and it
-    fits ``memory_headroom_gb``."""
+    fits ``memory_headroom_gb``. A parallel (PARD) draft needs ``has_parallel_draft``: training one is adapting a
+    draft model, not training heads on the target, so ``can_finetune`` alone does not provide it."""
     if method in workload["exclude"]:
         return "excluded"
     if method == "draft_model" and not workload["has_small_same_family_model"]:
@@ -96,6 +101,8 @@ def obstacle(method: str, workload: dict) -> str | None:
         return "no_training"
     if method == "mtp" and not workload["target_has_mtp"]:
         return "no_mtp"
+    if method == "parallel" and not workload.get("has_parallel_draft", False):
+        return "no_parallel_draft"
     memory = workload["memory_headroom_gb"]
     if memory is not None and MEMORY_NEEDED_GB.get(method, 0.0) > memory:
         return "memory"
@@ -138,7 +145,8 @@ def choose_under_load(workload: dict, obstacles: dict) -> Decision:
     exactly this), else an EAGLE head when one is feasible, else ``"none"``. The range runs from 1× (drafting
     switched off by the schedule) to the method's published gain at N = 1: MTP's 1.8×, seed lesson 002's 2.17× for
     EAGLE-3. MTP goes first although EAGLE's top is higher: the two numbers come from different studies, and MTP
-    needs no head trained for the target and no weights beyond its checkpoint."""
+    needs no head trained for the target and no weights beyond its checkpoint. A parallel (PARD) draft is never taken
+    here: at N = 1 it makes one forward per step, as an autoregressive draft does, so its one advantage is gone."""
     schedule = {"num_speculative_tokens_per_batch_size": load_schedule()}
     temperature = workload["temperature"]
     if "mtp" not in obstacles:
@@ -155,7 +163,9 @@ def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     multi-turn edits, which have no row). Candidates: the default if feasible, the heads that draft from the
     target's features (EAGLE, Medusa, the target's MTP modules; not for copy/edit or agent loops, whose answers
     repeat text a head would have to guess), and, only when the default is not feasible, the fallbacks (a draft
-    model, MTP, Lookahead, prompt lookup).
+    model, MTP, Lookahead, prompt lookup). A parallel (PARD) draft is considered wherever a draft model is (it is a
+    draft model that proposes its N tokens in one forward): with the draft model as the default or among the
+    fallbacks.
     Prompt lookup displaces Lookahead when both are feasible (their ranges come from different sources, our CPU
     arena and the seed's table, so they are not ranked by number: prompt lookup is what the engines serve, and
     lesson 12's committed run measured it level or ahead). The highest mid-range wins; ties go to the default, then
@@ -163,6 +173,8 @@ def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     task, temperature = workload["task"], workload["temperature"]
     default = _COPY_DEFAULTS.get(task) or workload_row(task).method
     considered = (default,) + (() if task in _COPY_DEFAULTS else _HEADS) + (_FALLBACKS if default in obstacles else ())
+    if "draft_model" in considered:
+        considered += ("parallel",)
     candidates = {m: speedup_for(m, task) for m in considered if m not in obstacles}
     if not candidates:
         return Decision("latency", "none", obstacles=obstacles, default=default)

@@ -9,8 +9,9 @@ this course validates against live in ``tests/data/engines/sglang-0.5.23/``.
 
 Per method: ``draft_model`` -> STANDALONE (a separate draft model), ``eagle`` -> EAGLE3, ``ngram`` -> NGRAM,
 ``mtp`` -> NEXTN (the target's own MTP modules; a reserved alias of EAGLE, ``_RESERVED_ALIASES`` in
-``sglang/srt/speculative/spec_registry.py``); SGLang has no Medusa, Lookahead or suffix-decoding drafter, so those
-get the nearest it has (see :meth:`SGLangSettings.sglang_notes`).
+``sglang/srt/speculative/spec_registry.py``); SGLang has no Medusa, Lookahead, suffix-decoding or parallel (PARD)
+drafter, so those get the nearest it has (a PARD draft: STANDALONE, run as an ordinary draft model; see
+:meth:`SGLangSettings.sglang_notes`).
 """
 from __future__ import annotations
 
@@ -32,9 +33,11 @@ class SGLangSettings:
     def sglang_method(self) -> str:
         """The course method SGLang actually runs for this recommendation (``"none"`` without speculation):
         the method itself when SGLang has it, else the nearest (Lookahead and suffix decoding -> ``"ngram"``,
-        Medusa -> :func:`lab.picker.substitutes.nearest_method`)."""
+        Medusa -> :func:`lab.picker.substitutes.nearest_method`, a parallel (PARD) draft -> ``"draft_model"``)."""
         if self.method in ("none", *SGLANG_ALGORITHMS):
             return self.method
+        if self.method == "parallel":
+            return "draft_model"
         if self.method in ("lookahead", "suffix"):
             return "ngram"
         return nearest_method(bool(self.workload.get("has_small_same_family_model")))
@@ -94,6 +97,11 @@ class SGLangSettings:
         if method == "ngram" and self.method == "ngram":
             notes.append("SGLang's NGRAM drafts a tree from an n-gram trie (breadth up to "
                          "--speculative-ngram-max-bfs-breadth) rather than prompt lookup's single continuation.")
+        if self.method == "parallel":
+            notes.append("SGLang 0.5.23 has no PARD drafter (its algorithms: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, "
+                         "DFLASH, DSPARK, UNO; DFLASH and DSPARK feed mask tokens too, but their drafts read the "
+                         "target's hidden states); its flags run the PARD draft as a STANDALONE draft model, one "
+                         "forward per drafted token.")
         if self.method == "mtp":
             notes.append("SGLang's NEXTN is a reserved alias of its EAGLE algorithm that drafts with the target's own "
                          "MTP (next-n) layers; if your model's MTP weights are published as a separate checkpoint, "

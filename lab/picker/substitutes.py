@@ -11,12 +11,14 @@ from __future__ import annotations
 __all__ = ["PLACEHOLDERS", "nearest_method"]
 
 PLACEHOLDERS = {"draft_model": "<same-family draft model>", "eagle": "<EAGLE-3 head for the target>",
-                "medusa": "<Medusa heads for the target>"}
+                "medusa": "<Medusa heads for the target>", "parallel": "<PARD draft for the target's family>"}
 """What the settings name as the drafter's weights when none is given (method -> placeholder)."""
 
 
 def nearest_method(has_small_model: bool) -> str:
     """The method an engine without a drafter for a learned head runs instead: ``"draft_model"`` when the workload
     has a small same-family model (``has_small_model``), else ``"ngram"`` (prompt lookup needs nothing). Used for
-    Medusa (and for EAGLE in transformers); the caller adds a note saying so."""
+    Medusa (and for EAGLE in transformers); the caller adds a note saying so. A parallel (PARD) draft needs no such
+    choice: it is itself a causal LM of the target's family, so an engine without parallel drafting runs it (or the
+    draft it was adapted from) as an ordinary draft model, ``"draft_model"``."""
     return "draft_model" if has_small_model else "ngram"

@@ -5,7 +5,10 @@ Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table plu
 which the seeds do not know) and one published row (a target's own MTP modules, from the DeepSeek-V3 report:
 :data:`MTP_REPORT`), :data:`WORKLOAD_TABLE` seed lesson 002's production settings;
 :data:`ARENA_CHAT_SPEEDUPS`, :data:`ARENA_SUFFIX_SPEEDUPS` and :data:`ARENA_SUFFIX_PER_CALL` come from the committed
-arena run that lesson 12 reads (tests/notebooks/test_lesson_claims.py holds them to it).
+arena run that lesson 12 reads (tests/notebooks/test_lesson_claims.py holds them to it). The parallel (PARD) row
+takes the PARD authors' vLLM numbers (:data:`PARD_REPORT`); :data:`PARALLEL_MEASURED` is this course's own
+measurement of a parallel draft against the autoregressive draft it was adapted from (the Shakespeare pair's card,
+tests/lab/picker/test_parallel.py holds it to ``lab/assets/shakespeare/parallel/``).
 """
 from __future__ import annotations
 
@@ -16,13 +19,15 @@ __all__ = [
     "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
     "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
-    "ARENA_RUN", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N",
+    "ARENA_RUN", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N", "PARD_REPORT", "PARD_VLLM_TABLE",
+    "PARD_CHAT_SPEEDUPS", "PARALLEL_MEASURED",
 ]
 
 TASKS = ("chat", "code", "structured", "long_text", "copy_edit", "agent")
-METHODS = ("draft_model", "medusa", "eagle", "mtp", "lookahead", "ngram", "suffix", "none")
+METHODS = ("draft_model", "parallel", "medusa", "eagle", "mtp", "lookahead", "ngram", "suffix", "none")
 METHOD_LABELS = {
     "draft_model": "vanilla draft model",
+    "parallel": "parallel (PARD) draft model",
     "medusa": "Medusa heads",
     "eagle": "EAGLE draft head",
     "mtp": "the target's MTP modules",
@@ -35,9 +40,9 @@ TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": 
                "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)",
                "agent": "agent loops, multi-turn edits (output repeats earlier outputs)"}
 
-SETUP_ORDER = ("ngram", "suffix", "lookahead", "mtp", "draft_model", "medusa", "eagle")
+SETUP_ORDER = ("ngram", "suffix", "lookahead", "mtp", "draft_model", "parallel", "medusa", "eagle")
 """The drafting methods, cheaper to set up first (nothing / modules the target's checkpoint already holds / a model
-you have / heads you must train). Breaks ties."""
+you have / a model adapted from it, once per target family / heads you must train for each target). Breaks ties."""
 
 SEED_000 = "seed lesson 000"
 SEED_002 = "seed lesson 002"
@@ -101,6 +106,42 @@ MTP_N = 1
 """The MTP draft length the picker uses: one token, from one module, as in :data:`MTP_REPORT` (vLLM accepts a larger
 N and then runs the module again for each further token, which it was not trained for)."""
 
+PARD_REPORT = ("An et al. 2025, PARD (arXiv 2504.18583); the authors' vLLM v1 table (vLLM 0.16.0, A100 / H20, "
+               "github.com/AMD-AGI/PARD README)")
+"""Where the parallel-draft row's numbers come from. The paper's abstract (v4) reports up to 3.67× on LLaMA3.1-8B in
+vLLM, 1.15× EAGLE-3's speed there; the authors' README re-measures with vLLM's V1 engine and gives the per-task
+table of :data:`PARD_VLLM_TABLE`. Their drafts are 0.5–1.5 B models (PARD-Qwen2.5-0.5B, PARD-Qwen3-0.6B,
+PARD-Llama-3.2-1B, PARD-DeepSeek-R1-Distill-Qwen-1.5B) for 8–70 B targets, each serving its whole family."""
+
+PARD_VLLM_TABLE = {
+    # target: {benchmark: (PARD speedup, EAGLE-3 speedup)} over autoregressive decoding, best draft_k per task
+    "Llama 3.1 8B": {"humaneval": (4.76, 3.13), "gsm8k": (4.00, 2.60), "mt_bench": (2.72, 2.42)},
+    "Llama 3.3 70B": {"humaneval": (5.38, 3.59), "gsm8k": (4.52, 2.94), "mt_bench": (2.70, 2.64)},
+    "Qwen3 8B": {"humaneval": (5.05, 2.10), "gsm8k": (4.40, 1.91), "mt_bench": (2.52, 1.66)},
+}
+""":data:`PARD_REPORT`'s table: speedup × autoregressive decoding of PARD and of EAGLE-3 per target and benchmark
+(HumanEval: code; GSM8K: maths; MT-Bench: multi-turn chat)."""
+
+PARD_CHAT_SPEEDUPS = tuple(sorted(row["mt_bench"][0] for row in PARD_VLLM_TABLE.values()))
+"""PARD's MT-Bench (chat) speedups from :data:`PARD_VLLM_TABLE`, lowest first (2.52, 2.70, 2.72): the parallel row's
+range is their lowest and highest. The picker offers a parallel draft where it would offer a draft model (general
+chat and long text, and as a fallback), so it rates it by the chat benchmark, not by the code benchmark's 4.8–5.4×."""
+
+PARALLEL_MEASURED = {
+    "pair": "shakespeare",
+    "draft": "1 layer, width 128, 475,648 parameters (lab/assets/shakespeare/parallel/)",
+    "draft_ms_per_step": {2: (1.40, 2.22), 3: (1.56, 3.45), 4: (1.30, 3.16)},
+    "tokens_per_target_call": {2: (1.85, 2.08), 3: (1.89, 2.31), 4: (1.90, 2.45)},
+    "speedup": {2: (1.11, 1.14), 3: (1.22, 1.46), 4: (1.18, 1.26)},
+    "agreement": (0.56, 0.24, 0.18, 0.16),
+}
+"""This course's parallel draft on the Shakespeare pair against the autoregressive draft it was adapted from (its
+card, ``lab/assets/shakespeare/parallel/README.md``; greedy, float32, one thread, 2-core CPU, 2026-12-03): per K =
+N, (parallel, autoregressive) draft milliseconds per step, tokens per target call and speedup over autoregressive
+decoding; and the parallel draft's held-out teacher-forced agreement with the target at positions 1–4. One forward
+for K tokens made drafting 1.6–2.4× cheaper, yet the draft is so small that its forwards were never the step's main
+cost, and its acceptance from position 2 on fell well below the autoregressive draft's: not faster on that pair."""
+
 STRATEGY_TABLE = (
     StrategyRow("draft_model", "Vanilla draft (1B/3B Llama family)", "Quick start, nothing to train", (1.8, 2.3)),
     StrategyRow("medusa", "Medusa heads", "Training heads on the target is allowed", (2.0, 3.0)),
@@ -112,12 +153,17 @@ STRATEGY_TABLE = (
     StrategyRow("mtp", "MTP modules of the target", "Target checkpoint ships MTP modules", (MTP_SPEEDUP, MTP_SPEEDUP),
                 MTP_REPORT + ": one module drafting one token, second token accepted 85–90 %, 1.8× tokens per "
                 "second"),
+    StrategyRow("parallel", "Parallel draft (PARD)", "A PARD draft of the family; its forwards cost real time",
+                (PARD_CHAT_SPEEDUPS[0], PARD_CHAT_SPEEDUPS[-1]),
+                PARD_REPORT + ": MT-Bench, three targets, 2.52–2.72× (EAGLE-3 1.66–2.64× in the same runs)"),
 )
 """Seed lesson 000, "Picking a draft" (strategy, when to pick, speedup); the "when to pick" column is in the
-course's own words. The last two rows are not the seed's. Suffix decoding (Oliaro et al. 2024, arXiv 2411.04975): its
+course's own words. The last three rows are not the seed's. Suffix decoding (Oliaro et al. 2024, arXiv 2411.04975): its
 range is this course's measurement (:data:`ARENA_SUFFIX_SPEEDUPS`); the paper reports up to 5.3× on agentic SQL on
 GPUs. A target's own MTP modules: the one published number, :data:`MTP_REPORT`'s 1.8× at N = 1, as low and high
-alike (no range is published; the course has not measured MTP on an accelerator)."""
+alike (no range is published; the course has not measured MTP on an accelerator). A parallel (PARD) draft: the
+authors' chat speedups (:data:`PARD_CHAT_SPEEDUPS`); the course's own parallel draft, far smaller than theirs, was not
+faster than its autoregressive draft (:data:`PARALLEL_MEASURED`)."""
 
 WORKLOAD_TABLE = (
     WorkloadRow("chat", "General chat", "draft_model", (4, 5), (2.0, 2.5)),

@@ -9,7 +9,8 @@ versions of the file); the course's skeleton of the file is in ``tests/data/engi
 
 Per method: ``draft_model`` -> Draft_Target, ``eagle`` -> Eagle3, ``ngram`` -> NGram (a per-request pool, as prompt
 lookup), ``suffix`` -> SA (TensorRT-LLM's suffix automaton, longest match, pool shared across requests), ``mtp`` ->
-MTP (``MTPDecodingConfig``: the target's own modules);
+MTP (``MTPDecodingConfig``: the target's own modules), ``parallel`` -> PARD (``PARDDecodingConfig``: a
+parallel draft model with a mask token);
 ``lookahead`` -> NGram and ``medusa`` -> the nearest method (see :meth:`TrtllmSettings.trtllm_notes`).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from lab.picker.tables import NGRAM_LOOKUP
 __all__ = ["TRTLLM_DECODING_TYPES", "TrtllmSettings", "yaml_text"]
 
 TRTLLM_DECODING_TYPES = {"draft_model": "Draft_Target", "eagle": "Eagle3", "ngram": "NGram", "suffix": "SA",
-                         "mtp": "MTP"}
+                         "mtp": "MTP", "parallel": "PARD"}
 """The course's methods TensorRT-LLM runs natively (suffix decoding: its suffix automaton) -> ``decoding_type``."""
 
 
@@ -42,8 +43,10 @@ class TrtllmSettings:
     def trtllm_config(self, draft_model: str | None = None) -> dict:
         """The ``speculative_config`` mapping for TensorRT-LLM's LLM API (``{}`` for ``"none"``).
 
-        Always ``decoding_type`` and ``max_draft_len`` = N. Draft_Target and Eagle3 add ``speculative_model``
-        (``draft_model``, or a placeholder when None). NGram adds ``max_matching_ngram_size`` (the n-gram looked up,
+        Always ``decoding_type`` and ``max_draft_len`` = N. Draft_Target, Eagle3 and PARD add ``speculative_model``
+        (``draft_model``, or a placeholder when None). PARD leaves ``mask_token_id`` unset, so TensorRT-LLM reads it
+        from the draft model's config ("typically vocab_size", the field's description in the full ``llm_args.py``;
+        the pinned skeleton keeps only its annotation). NGram adds ``max_matching_ngram_size`` (the n-gram looked up,
         :data:`lab.picker.tables.NGRAM_LOOKUP`'s maximum) and ``is_public_pool: false`` (each request searches its
         own tokens, as prompt lookup does); SA adds ``max_matching_ngram_size: -1`` (longest match) and
         ``enable_global_pool: true`` (matches across requests, as suffix decoding's cache). MTP takes nothing more:
@@ -56,7 +59,7 @@ class TrtllmSettings:
         if method == "none":
             return {}
         config = {"decoding_type": TRTLLM_DECODING_TYPES[method], "max_draft_len": self.n_draft}
-        if method in ("draft_model", "eagle"):
+        if method in ("draft_model", "eagle", "parallel"):
             config["speculative_model"] = draft_model if draft_model is not None else PLACEHOLDERS[method]
         elif method == "ngram":
             config.update(max_matching_ngram_size=NGRAM_LOOKUP["prompt_lookup_max"], is_public_pool=False)

@@ -24,12 +24,12 @@ def check_bool(name: str, value) -> bool:
 
 
 def check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
-                   memory_headroom_gb, exclude, target_has_mtp=False) -> dict:
+                   memory_headroom_gb, exclude, target_has_mtp=False, has_parallel_draft=False) -> dict:
     """:func:`lab.picker.recommend`'s arguments, checked, as the workload dict.
 
     Returns ``{"task", "temperature" (float), "has_small_same_family_model", "can_finetune", "target_has_mtp",
-    "latency_bound" (bools), "memory_headroom_gb" (float or None), "exclude" (list of methods in :data:`METHODS`
-    order, each once)}``. A single method name is accepted for ``exclude``.
+    "has_parallel_draft", "latency_bound" (bools), "memory_headroom_gb" (float or None), "exclude" (list of methods
+    in :data:`METHODS` order, each once)}``. A single method name is accepted for ``exclude``.
 
     Raises:
         ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool (``numpy.bool_``
@@ -43,7 +43,7 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
         raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
     flags = (check_bool("has_small_same_family_model", has_small_same_family_model),
              check_bool("can_finetune", can_finetune), check_bool("latency_bound", latency_bound),
-             check_bool("target_has_mtp", target_has_mtp))
+             check_bool("target_has_mtp", target_has_mtp), check_bool("has_parallel_draft", has_parallel_draft))
     memory = memory_headroom_gb
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
                                or not math.isfinite(memory) or memory < 0):
@@ -59,6 +59,7 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     if bad:
         raise ValueError(f"exclude may only name {', '.join(allowed)}; got {bad!r}")
     return {"task": task, "temperature": float(temperature), "has_small_same_family_model": flags[0],
-            "can_finetune": flags[1], "target_has_mtp": flags[3], "latency_bound": flags[2],
+            "can_finetune": flags[1], "target_has_mtp": flags[3], "has_parallel_draft": flags[4],
+            "latency_bound": flags[2],
             "memory_headroom_gb": None if memory is None else float(memory),
             "exclude": [m for m in allowed if m in exclude]}

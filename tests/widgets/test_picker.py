@@ -18,7 +18,8 @@ def test_widget_tables_drive_the_picker():
         ui.strategy_buttons[method].click()
         assert ui.recommendation.method == method and ui.highlighted_strategy == method
     for row in picker.WORKLOAD_TABLE:
-        ui.set(has_small_same_family_model=True, can_finetune=False, exclude=(), target_has_mtp=False)
+        ui.set(has_small_same_family_model=True, can_finetune=False, exclude=(), target_has_mtp=False,
+               has_parallel_draft=False)
         ui.workload_buttons[row.task].click()
         assert ui.workload["task"] == row.task and ui.recommendation.method == row.method
         assert ui.recommendation.expected_speedup == row.speedup
@@ -107,3 +108,23 @@ def test_widget_mtp_checkbox_and_row():
     with pytest.raises(ValueError, match="target_has_mtp"):
         StrategyPicker(target_has_mtp=1)
     assert StrategyPicker(target_has_mtp=np.bool_(True)).mtp_box.value is True
+
+
+def test_widget_parallel_checkbox_and_row():
+    """The checkbox is recommend's has_parallel_draft; the parallel row turns it on, the other rows turn it off."""
+    ui = StrategyPicker(task="chat", has_parallel_draft=True)
+    assert ui.parallel_box.value is True and ui.workload["has_parallel_draft"] is True
+    assert ui.recommendation.to_dict() == recommend("chat", 0.0, True, False, has_parallel_draft=True).to_dict()
+    assert ui.recommendation.method == "parallel" and ui.highlighted_strategy == "parallel"
+    assert ui.vllm_config["method"] == "draft_model"  # vLLM 0.34.0 has no PARD drafter
+    ui.parallel_box.value = False  # as a click on the checkbox
+    assert ui.recommendation.method == "draft_model"
+    ui.strategy_buttons["parallel"].click()
+    assert ui.parallel_box.value is True and ui.recommendation.method == "parallel"
+    ui.strategy_buttons["eagle"].click()
+    assert ui.parallel_box.value is False and ui.recommendation.method == "eagle"
+    assert ui.strategy_buttons["parallel"].description.endswith("· 2.52–2.72×")
+    with pytest.raises(ValueError, match="has_parallel_draft must be True or False"):
+        ui.set(has_parallel_draft="yes")
+    assert ui.parallel_box.value is False  # nothing moved
+    assert StrategyPicker(has_parallel_draft=np.bool_(True)).parallel_box.value is True

@@ -18,7 +18,9 @@ VLLM_DRAFT_SAMPLE_METHODS = vllm_source().draft_sample_methods
 def all_workloads():
     """Every combination of inputs the picker distinguishes, for a target without MTP modules; then, for a target
     with them, the combinations that move MTP (0.5 GB is below one module's need; excluding the draft-free methods
-    leaves it the only draft on chat without a small model or training)."""
+    leaves it the only draft on chat without a small model or training); then, with a parallel (PARD) draft of the
+    family, the combinations that move it (2 GB is below a draft model's need; excluding the draft-free methods makes it
+    a fallback on code, JSON, copy/edit and agent loops)."""
     for task, temperature, small, finetune, latency, memory, exclude in itertools.product(
             TASKS, (0.0, 0.5, 0.9, 1.3), (False, True), (False, True), (True, False), (None, 0.0, 2.0, 100.0),
             ((), ("eagle",), ("ngram", "lookahead"))):
@@ -27,6 +29,10 @@ def all_workloads():
             TASKS, (0.0, 0.9, 1.3), (False, True), (False, True), (True, False), (None, 0.5),
             ((), ("ngram", "lookahead"))):
         yield recommend(task, temperature, small, finetune, latency, memory, exclude=exclude, target_has_mtp=True)
+    for task, temperature, small, finetune, latency, memory, exclude in itertools.product(
+            TASKS, (0.0, 0.9), (False, True), (False, True), (True, False), (None, 2.0),
+            ((), ("ngram", "lookahead", "suffix"))):
+        yield recommend(task, temperature, small, finetune, latency, memory, exclude=exclude, has_parallel_draft=True)
 
 
 @functools.lru_cache(maxsize=None)

@@ -139,9 +139,10 @@ def test_rules_decide_before_anything_is_worded():
     from lab.picker.workload import check_workload
 
     workload = check_workload("chat", 0.0, False, True, True, 2.0, ("medusa",))
-    obstacles = {m: obstacle(m, workload) for m in ("draft_model", "medusa", "eagle", "mtp", "ngram", "lookahead")}
-    assert obstacles == {"draft_model": "no_small_model", "medusa": "excluded", "eagle": None, "mtp": "no_mtp",
-                         "ngram": None, "lookahead": None}
+    obstacles = {m: obstacle(m, workload) for m in ("draft_model", "parallel", "medusa", "eagle", "mtp", "ngram",
+                                                    "lookahead")}
+    assert obstacles == {"draft_model": "no_small_model", "parallel": "no_parallel_draft", "medusa": "excluded",
+                         "eagle": None, "mtp": "no_mtp", "ngram": None, "lookahead": None}
     decision = choose_latency_bound(workload, {m: why for m, why in obstacles.items() if why})
     assert (decision.rule, decision.method, decision.default, decision.n_draft) == ("latency", "eagle", "draft_model",
                                                                                     5)
