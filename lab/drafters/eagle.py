@@ -29,7 +29,7 @@ from lab.trees import check_choices, choices_parents, tree_attention_mask
 from lab.validation import is_integer
 
 __all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EAGLE_DIRS", "EagleDraftModel", "EagleDrafter", "trainable_parameters",
-           "draft_layer_config", "draft_layer", "run_draft_layer", "full_vocab_logits"]
+           "draft_layer_config", "draft_layer", "run_draft_layer", "full_vocab_logits", "check_step_inputs"]
 
 EAGLE_DIRS = {"shakespeare": EAGLE_DIR, "smollm2-135m": SMOLLM2_DIR / "eagle"}
 """The committed EAGLE drafts, by pair name (``python -m lab train eagle`` / ``train chat-eagle``)."""
@@ -109,6 +109,41 @@ def run_draft_layer(layer, cache_kw: str, x: torch.Tensor, cache=None, position_
         additive.masked_fill_(~allow, torch.finfo(x.dtype).min)  # 0 = attend (eager and sdpa)
         kwargs["attention_mask"] = additive[None, None].expand(x.size(0), 1, n, past + n)
     return layer(**kwargs).last_hidden_state
+
+
+def check_step_inputs(features: torch.Tensor, tokens, width: int, what: str, *, letter: str = "D",
+                      hint: str = "") -> tuple:
+    """The input checks of one draft step over (feature, next token) pairs, shared by
+    :meth:`EagleDraftModel.forward` and :meth:`lab.drafters.eagle3.Eagle3DraftModel.forward`.
+
+    Args:
+        features: ``[B, n, width]`` or unbatched ``[n, width]`` float features (any float dtype).
+        tokens: ``[B, n]`` or ``[n]`` token ids (anything ``torch.as_tensor`` takes), the token after each feature.
+        width: the feature width the draft expects.
+        what: what the features must be, with their width, for the error (e.g. "the target's hidden states, width
+            D = 576").
+        letter: the width's letter in the shape error (``"D"``: the target's width; ``"d"``: the draft's).
+        hint: text appended to the width error (e.g. what to call first).
+
+    Returns:
+        ``(features [B, n, width], tokens LongTensor [B, n] on the features' device, unbatched)``; ``unbatched`` is
+        True when a batch axis of 1 was added, for the caller to drop it from its output again.
+
+    Raises:
+        ValueError: ``features`` not 2-D / 3-D or ``tokens`` not of its leading shape ("features [B, n, D] and
+            tokens [B, n] must agree, got ..."), or a feature width other than ``width`` ("features must be
+            {what}, got width ...{hint}").
+    """
+    unbatched = features.dim() == 2
+    if unbatched:
+        features, tokens = features[None], torch.as_tensor(tokens)[None]
+    tokens = torch.as_tensor(tokens, dtype=torch.long, device=features.device)
+    if features.dim() != 3 or tokens.shape != features.shape[:2]:
+        raise ValueError(f"features [B, n, {letter}] and tokens [B, n] must agree, got {tuple(features.shape)} and "
+                         f"{tuple(tokens.shape)}")
+    if features.size(-1) != width:
+        raise ValueError(f"features must be {what}, got width {features.size(-1)}{hint}")
+    return features, tokens, unbatched
 
 
 def full_vocab_logits(reduced: torch.Tensor, draft_vocab: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -210,16 +245,9 @@ class EagleDraftModel(torch.nn.Module):
         Returns predicted f̂_{j+1}, ``[B, n, D]`` (``[n, D]`` for unbatched input) in the model's dtype. Raises
         ``ValueError`` for mismatched shapes.
         """
-        unbatched = features.dim() == 2
-        if unbatched:
-            features, tokens = features[None], torch.as_tensor(tokens)[None]
-        tokens = torch.as_tensor(tokens, dtype=torch.long, device=features.device)
-        if features.dim() != 3 or tokens.shape != features.shape[:2]:
-            raise ValueError(f"features [B, n, D] and tokens [B, n] must agree, got {tuple(features.shape)} and "
-                             f"{tuple(tokens.shape)}")
-        if features.size(-1) != self.config["feature_size"]:
-            raise ValueError(f"features must be the target's hidden states, width D = {self.config['feature_size']}, "
-                             f"got width {features.size(-1)}")
+        width = self.config["feature_size"]
+        features, tokens, unbatched = check_step_inputs(features, tokens, width,
+                                                        f"the target's hidden states, width D = {width}")
         dtype = self.fusion.weight.dtype
         x = self.fusion(torch.cat([features.to(dtype), self.embed(tokens).to(dtype)], dim=-1))
         pred = self.up(run_draft_layer(self.layer, self._cache_kwarg, x, cache, position_ids, attention_mask))

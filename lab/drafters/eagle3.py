@@ -42,8 +42,8 @@ import torch
 from lab.assets import PAIR_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.drafters.base import check_pair
 from lab.drafters.draft_vocab import check_draft_vocab
-from lab.drafters.eagle import (EagleDrafter, draft_layer, draft_layer_config, full_vocab_logits, run_draft_layer,
-                                trainable_parameters)
+from lab.drafters.eagle import (EagleDrafter, check_step_inputs, draft_layer, draft_layer_config, full_vocab_logits,
+                                run_draft_layer, trainable_parameters)
 from lab.models import cache_kwarg, vocab_size
 
 __all__ = ["EAGLE3_DIRS", "Eagle3DraftModel", "Eagle3Drafter", "default_layers"]
@@ -121,16 +121,10 @@ class Eagle3DraftModel(torch.nn.Module):
         x_{j+1} LongTensor ``[B, n]`` (or ``[n]``) -> a_{j+1} ``[B, n, d]`` (``[n, d]``) in the model's dtype.
         ``cache``, ``position_ids`` (the pair sits at the position of x_{j+1}) and ``attention_mask`` as in
         :meth:`lab.drafters.eagle.EagleDraftModel.forward`. Raises ``ValueError`` for mismatched shapes."""
-        unbatched = features.dim() == 2
-        if unbatched:
-            features, tokens = features[None], torch.as_tensor(tokens)[None]
-        tokens = torch.as_tensor(tokens, dtype=torch.long, device=features.device)
-        if features.dim() != 3 or tokens.shape != features.shape[:2]:
-            raise ValueError(f"features [B, n, d] and tokens [B, n] must agree, got {tuple(features.shape)} and "
-                             f"{tuple(tokens.shape)}")
-        if features.size(-1) != self.config["width"]:
-            raise ValueError(f"features must be fused target states or the draft's own outputs, width "
-                             f"{self.config['width']}, got width {features.size(-1)} (fuse() the target's first)")
+        width = self.config["width"]
+        features, tokens, unbatched = check_step_inputs(
+            features, tokens, width, f"fused target states or the draft's own outputs, width {width}", letter="d",
+            hint=" (fuse() the target's first)")
         dtype = self.fusion.weight.dtype
         embedded = self.target.get_input_embeddings()(tokens).to(dtype)
         x = self.fusion(torch.cat([embedded, features.to(dtype)], dim=-1))
