@@ -1,6 +1,6 @@
 """``python -m lab train``: train the bundled pair, its draft, Medusa heads or EAGLE draft, measure the pair and write
 its model card, or fine-tune a copy-capable target; for the real pair, build its chat data and train its draft
-model, EAGLE draft, Medusa heads and MTP heads (:mod:`lab.training`)."""
+model, EAGLE draft, Medusa heads, MTP heads and EAGLE-3 draft (:mod:`lab.training`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
                        description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "eagle3", "mtp", "parallel",
-                                    "copy-target", "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"],
+                                    "copy-target", "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp",
+                                    "chat-eagle3"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle / mtp: train the Medusa heads / EAGLE draft / multi-token-prediction heads "
                         "on the committed target; eagle3: the EAGLE-3 draft (fused low/middle/high target "
@@ -29,24 +30,33 @@ def add_parser(sub) -> None:
                         "training prompts and requests it writes itself (cached, resumable); chat-draft: distil "
                         "the real pair's draft model from that data; chat-eagle / chat-medusa: train the real "
                         "pair's EAGLE draft / Medusa heads on it; chat-mtp: its multi-token-prediction heads "
-                        "(DeepSeek-V3's form) on it")
+                        "(DeepSeek-V3's form) on it; chat-eagle3: its EAGLE-3 draft on it (layers 2, 15, 30, "
+                        "training-time test, saved in the cache unless --out says where; resumable)")
     t.add_argument("--threads", type=positive_int, default=None,
                    help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
                         "choice)")
+    t.add_argument("--out", type=Path, default=None,
+                   help="chat-eagle3 only: the folder to write the draft to (default: "
+                        "<cache>/drafts/smollm2-135m-eagle3)")
 
 
 def run(args) -> int:
     """``python -m lab train WHAT``: run the training or measurement ``args.what`` names (``args`` from
     :func:`lab.cli.build_parser`) with ``args.threads`` torch threads, and print the model card or training record
-    it wrote. Returns 0."""
+    it wrote. Returns 0, or 2 after one error line when ``--out`` is given for anything but ``chat-eagle3``."""
     from lab import training
 
     if args.threads is not None:  # for `card` too, whose decode timings (cost per token, c) depend on it
         import torch
 
         torch.set_num_threads(args.threads)
-    if args.what in ("chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp"):
-        return _train_chat(args.what)
+    if getattr(args, "out", None) is not None and args.what != "chat-eagle3":
+        import sys
+
+        print(f"python -m lab train: error: --out applies to chat-eagle3 only, not to {args.what}", file=sys.stderr)
+        return 2
+    if args.what in ("chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp", "chat-eagle3"):
+        return _train_chat(args.what, getattr(args, "out", None))
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
         print((Path(out) / "training.json").read_text())
@@ -80,16 +90,18 @@ def run(args) -> int:
     return 0
 
 
-def _train_chat(what: str) -> int:
+def _train_chat(what: str, out_dir: Path | None = None) -> int:
     """``train chat-data`` (bfloat16 where native: generation), ``train chat-draft`` (float32 target, bf16 autocast
-    where native) or ``train chat-eagle`` / ``chat-medusa`` / ``chat-mtp`` (the target in its fast dtype, whose
-    features the drafter reads), all on the CPU, logging to stdout."""
+    where native) or ``train chat-eagle`` / ``chat-medusa`` / ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
+    dtype, whose features the drafter reads; ``out_dir``: chat-eagle3's folder, None for its default), all on the
+    CPU, logging to stdout."""
     import time
 
     from lab.models import load_target
     from lab.training.chat_data import build_chat_data
     from lab.training.chat_draft import train_chat_draft
     from lab.training.chat_eagle import train_chat_eagle
+    from lab.training.chat_eagle3 import train_chat_eagle3
     from lab.training.chat_medusa import train_chat_medusa
     from lab.training.chat_mtp import train_chat_mtp
 
@@ -104,6 +116,10 @@ def _train_chat(what: str) -> int:
         pair = load_target(device="cpu", dtype="auto")
         trainer = {"chat-eagle": train_chat_eagle, "chat-medusa": train_chat_medusa, "chat-mtp": train_chat_mtp}[what]
         out = trainer(pair, log=log)
+    elif what == "chat-eagle3":
+        pair = load_target(device="cpu", dtype="auto")
+        out = train_chat_eagle3(pair, out_dir=out_dir, log=log)
+        print((Path(out) / "training.json").read_text())
         print((Path(out) / "training.json").read_text())
     else:
         pair = load_target(device="cpu")

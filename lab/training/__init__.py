@@ -28,6 +28,8 @@ One concept per module:
   (``train chat-medusa``)
 - :mod:`~lab.training.chat_mtp`: the real pair's multi-token-prediction heads, DeepSeek-V3's form
   (``train chat-mtp``)
+- :mod:`~lab.training.chat_eagle3`: the real pair's EAGLE-3 draft on that data, fused layers 2 / 15 / 30 and
+  training-time test, written to the cache (``train chat-eagle3``)
 
 Design notes:
 

@@ -29,7 +29,7 @@ from lab.training.eagle import eagle_loss
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatEagleRecipe", "chat_features", "eagle_batch", "chat_eagle_agreement", "feature_data",
-           "train_chat_eagle"]
+           "train_chat_eagle", "draft_vocab_coverage"]
 
 
 @dataclass
@@ -61,36 +61,71 @@ def _cut(sequence: dict, max_len: int) -> tuple[torch.Tensor, int]:
     return ids[cut:], max(0, sequence["answer_start"] - cut)
 
 
-@torch.no_grad()
-def chat_features(target, sequences: list[dict], max_len: int = 384, log=print) -> list[torch.Tensor]:
-    """The target's last hidden states (after its final norm) over each sequence cut to its last ``max_len``
-    tokens: float16 ``[T_i, D]`` per sequence, in order. Computed in the target's dtype, 16 sequences per forward
-    (right-padded; causal attention keeps padding out of real rows), and cached in ``<cache>/chat-data/`` per
-    (target weights, sequences, ``max_len``)."""
-    from safetensors.torch import load_file, save_file
-
-    cut = [_cut(s, max_len)[0] for s in sequences]
+def _cut_digest(cut: list[torch.Tensor]) -> str:
+    """12 hex digits naming the token ids of the cut sequences, in order: the data part of a feature cache's key."""
     digest = hashlib.sha256()
     for ids in cut:
         digest.update(ids.numpy().astype("int32").tobytes() + b"|")
-    path = cache_dir() / "chat-data" / f"features-{weights_key(target)}-{digest.hexdigest()[:12]}.safetensors"
+    return digest.hexdigest()[:12]
+
+
+def _target_states(target, cut: list[torch.Tensor], group: list[int], layers) -> list[torch.Tensor]:
+    """One right-padded forward of ``target`` over the sequences ``cut[i]`` for ``i`` in ``group``: per sequence its
+    last hidden state in float16 ``[T_i, D]`` (``layers`` None) or the hidden states of ``layers`` concatenated in
+    bfloat16 ``[T_i, k·D]`` (:func:`lab.models.layer_states`), on the CPU."""
+    from lab.models import layer_states
+
+    width = max(len(cut[i]) for i in group)
+    ids = torch.zeros(len(group), width, dtype=torch.long)
+    for row, i in enumerate(group):
+        ids[row, :len(cut[i])] = cut[i]
+    if layers is None:
+        hidden = target.model(input_ids=ids.to(target.device)).last_hidden_state.to("cpu", torch.float16)
+    else:
+        out = target.model(input_ids=ids.to(target.device), output_hidden_states=True)
+        hidden = layer_states(out.hidden_states, layers).to("cpu", torch.bfloat16)
+    return [hidden[row, :len(cut[i])].clone() for row, i in enumerate(group)]
+
+
+@torch.no_grad()
+def chat_features(target, sequences: list[dict], max_len: int = 384, log=print, layers=None) -> list[torch.Tensor]:
+    """The target's last hidden states (after its final norm) over each sequence cut to its last ``max_len``
+    tokens: float16 ``[T_i, D]`` per sequence, in order. Computed in the target's dtype, 16 sequences per forward
+    (right-padded; causal attention keeps padding out of real rows), and cached in ``<cache>/chat-data/`` per
+    (target weights, sequences, ``max_len``).
+
+    ``layers``: None gives the above (one file, the cache the EAGLE draft, the Medusa heads and the MTP heads
+    share). A sequence of :func:`lab.models.layer_states` indices (0 = embeddings, i = decoder layer i, the last
+    after the final norm; EAGLE-3's low, middle and high layers) gives those layers concatenated instead, bfloat16
+    ``[T_i, k·D]`` per sequence (bfloat16: exact for a bfloat16 target, and half of float32 for data that runs to
+    GB), cached in the folder ``features-<weights>-<sequences>-layers-<i>-<j>-<k>/`` in parts of 256 sequences, each
+    written as soon as it is computed, so a killed run resumes at the first missing part. Raises ``ValueError``
+    naming ``layers`` for an empty list or an index outside the target's hidden states."""
+    from safetensors.torch import load_file, save_file
+
+    cut = [_cut(s, max_len)[0] for s in sequences]
+    key = f"features-{weights_key(target)}-{_cut_digest(cut)}"
+    order = sorted(range(len(cut)), key=lambda i: len(cut[i]))  # similar lengths batch together
+    out: list[torch.Tensor | None] = [None] * len(cut)
+    if layers is not None:
+        states = int(target.config.num_hidden_layers) + 1
+        layers = tuple(int(i) for i in layers)
+        if not layers or any(not -states <= i < states for i in layers):
+            raise ValueError(f"layers must be indices into the target's {states} hidden states (0 = embeddings, -1 = "
+                             f"the last layer after the final norm), got {layers}")
+        return _layer_features(target, cut, order, layers, cache_dir() / "chat-data" / (
+            key + "-layers-" + "-".join(map(str, layers))), log)
+    path = cache_dir() / "chat-data" / f"{key}.safetensors"
     if path.exists():
         flat = load_file(str(path))
         return list(torch.split(flat["hidden"], flat["lengths"].tolist()))
-    order = sorted(range(len(cut)), key=lambda i: len(cut[i]))  # similar lengths batch together
-    out: list[torch.Tensor | None] = [None] * len(cut)
     was_training = target.training
     target.eval()
     t0 = time.time()
     for start in range(0, len(order), 16):
         group = order[start:start + 16]
-        width = max(len(cut[i]) for i in group)
-        ids = torch.zeros(len(group), width, dtype=torch.long)
-        for row, i in enumerate(group):
-            ids[row, :len(cut[i])] = cut[i]
-        hidden = target.model(input_ids=ids.to(target.device)).last_hidden_state.to("cpu", torch.float16)
-        for row, i in enumerate(group):
-            out[i] = hidden[row, :len(cut[i])].clone()
+        for i, hidden in zip(group, _target_states(target, cut, group, None)):
+            out[i] = hidden
         if start % 320 == 0:
             log(f"target features: {start + len(group)}/{len(cut)} sequences ({time.time() - t0:.0f} s)")
     target.train(was_training)
@@ -98,6 +133,39 @@ def chat_features(target, sequences: list[dict], max_len: int = 384, log=print) 
     partial = path.with_suffix(".partial")
     save_file({"hidden": torch.cat(out), "lengths": torch.tensor([len(h) for h in out])}, str(partial))
     partial.replace(path)
+    return out
+
+
+def _layer_features(target, cut: list[torch.Tensor], order: list[int], layers: tuple, folder: Path,
+                    log) -> list[torch.Tensor]:
+    """:func:`chat_features` with ``layers``: parts of 256 sequences (in ``order``) read from ``folder`` or computed
+    and written there (``part-<n>.safetensors``: ``hidden`` bfloat16 rows, ``lengths``, ``index`` into ``cut``)."""
+    from safetensors.torch import load_file, save_file
+
+    out: list[torch.Tensor | None] = [None] * len(cut)
+    was_training = target.training
+    target.eval()
+    t0 = time.time()
+    for part, start in enumerate(range(0, len(order), 256)):
+        path = folder / f"part-{part:05d}.safetensors"
+        if path.exists():
+            flat = load_file(str(path))
+            for i, hidden in zip(flat["index"].tolist(), torch.split(flat["hidden"], flat["lengths"].tolist())):
+                out[i] = hidden
+            continue
+        members = order[start:start + 256]
+        for g in range(0, len(members), 16):
+            group = members[g:g + 16]
+            for i, hidden in zip(group, _target_states(target, cut, group, layers)):
+                out[i] = hidden
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        save_file({"hidden": torch.cat([out[i] for i in members]), "index": torch.tensor(members),
+                   "lengths": torch.tensor([len(out[i]) for i in members])}, str(partial))
+        partial.replace(path)
+        log(f"target features of layers {list(layers)}: {start + len(members)}/{len(cut)} sequences "
+            f"({time.time() - t0:.0f} s)")
+    target.train(was_training)
     return out
 
 
@@ -153,17 +221,19 @@ def chat_eagle_agreement(model, sequences: list[dict], features: list[torch.Tens
     return result
 
 
-def feature_data(pair, seed: int, held_out_share: float, max_len: int, draft_vocab: int, log=print):
+def feature_data(pair, seed: int, held_out_share: float, max_len: int, draft_vocab: int, log=print, layers=None):
     """What the feature-reading drafts (EAGLE, Medusa) train on: ``(sequences, (held, held features), (train, train
     features), draft vocabulary)``. The chat data and :func:`chat_features` in load order (one cache for every
     draft), shuffled with ``seed``; ``held_out_share`` of the sequences (at least 8) held out; the draft vocabulary
     the ``draft_vocab`` most frequent answer tokens of the training split (what gets drafted), the end-of-turn
-    token first (:func:`lab.drafters.draft_vocab.frequent_tokens`)."""
+    token first (:func:`lab.drafters.draft_vocab.frequent_tokens`). ``layers``: which target layers the features
+    hold (:func:`chat_features`; None: the last one, what EAGLE, Medusa and MTP read); the split and the draft
+    vocabulary do not depend on it, so drafts reading other layers are held out on the same sequences."""
     from lab.drafters.draft_vocab import frequent_tokens
 
     target = pair.target
     sequences = load_chat_data(chat_data_dir(pair))
-    features = chat_features(target, sequences, max_len, log=log)
+    features = chat_features(target, sequences, max_len, log=log, layers=layers)
     shuffled = list(range(len(sequences)))
     random.Random(seed).shuffle(shuffled)
     sequences, features = [sequences[i] for i in shuffled], [features[i] for i in shuffled]
@@ -234,7 +304,7 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
     info = {"recipe": asdict(recipe), "data": {"sequences": len(sequences), "train_sequences": len(train),
             "answer_tokens": answer_tokens, "held_out_sequences": len(held)},
             "trainable_parameters": trainable_parameters(model),
-            "draft_vocab_coverage": _coverage(train, vocab),
+            "draft_vocab_coverage": draft_vocab_coverage(train, vocab),
             "held_out_agreement": chat_eagle_agreement(model, held, held_features, recipe.max_len, pad),
             "minutes": round((time.time() - t0) / 60, 1), "history": history, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
@@ -243,7 +313,8 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
     return out_dir
 
 
-def _coverage(sequences: list[dict], vocab: torch.Tensor) -> float:
-    """The share of answer tokens of ``sequences`` that the draft vocabulary holds."""
+def draft_vocab_coverage(sequences: list[dict], vocab: torch.Tensor) -> float:
+    """The share of answer tokens of ``sequences`` (chat-data dicts) that the draft vocabulary ``vocab`` (target ids)
+    holds, rounded to 4 digits; 0.0 when there is no answer token."""
     answers = torch.cat([s["ids"][s["answer_start"]:] for s in sequences])
     return round(torch.isin(answers, vocab).float().mean().item(), 4) if len(answers) else 0.0

@@ -1,0 +1,244 @@
+"""The EAGLE-3 draft of the real pair (``"smollm2-135m"``): fused low, middle and high target layers, its own head
+over a reduced draft vocabulary, trained with training-time test on the target's answers (Li et al. 2025, "EAGLE-3",
+arXiv 2503.01840, §3).
+
+``python -m lab train chat-eagle3`` runs :func:`train_chat_eagle3` on the data of ``python -m lab train chat-data``
+(:mod:`lab.training.chat_data`), split as the real pair's EAGLE draft splits it
+(:func:`lab.training.chat_eagle.feature_data`: the same seed, the same held-out sequences, the same 8,192-token
+draft vocabulary), so that it compares with an EAGLE draft trained on the same data; ``training.json`` also scores
+the committed EAGLE draft on the same held-out sequences. The draft is :class:`lab.drafters.eagle3.Eagle3DraftModel`;
+the loss is :func:`lab.training.eagle3.eagle3_loss` (cross-entropy against the target's distribution over the draft
+vocabulary, every step unrolled ``depth`` passes on the draft's own outputs) on the rows whose next token is an
+answer token (:func:`lab.training.chat_eagle.eagle_batch`).
+
+Decisions, with what was measured (SmolLM2-135M-Instruct in bfloat16, one torch thread, on the course's 2-core CPU
+while ``train chat-data`` generated on the other core; a batch of 8 chat sequences, 1,758 tokens, padded to 307):
+
+- **Layers**: :func:`lab.drafters.eagle3.default_layers` of 30 = (2, 15, 30), the last one after the final norm, so
+  it also gives the target's distribution that the loss and the agreement score against.
+- **Width 576** (the target's, as in EAGLE-3 and as the real pair's EAGLE draft): 9,918,720 trainable parameters
+  (fc 1,728 → 576, the fusion, one Llama layer with 9 / 3 heads and MLP 1,536, a head 576 → 8,192), 19.8 MB in
+  float16. One training step (3 passes, forward and backward, AdamW) took 19 s; at width 288 (4.0 M parameters) 11 s.
+  Half the width saves 40 % of the time and loses what EAGLE-3 keeps of the target's features, so the target's width
+  stays: the run is a background job, and nothing here needs the smaller draft. About 3.3 s of each step is the
+  target's LM head over all 49,152 ids inside ``eagle3_loss`` (0.6 s over the 8,192 draft ids alone). A 6-step probe
+  of this recipe on 96 sequences of the data then built ran at about 15 s a step, so 1,000 steps take about 4 hours
+  on one thread of that machine.
+- **Features cached, not recomputed**: the target's forward with hidden states over that batch took 11-12 s, as
+  long as half a training step; 1,000 steps of 8 read each sequence about three times, so recomputing would cost
+  about three times what caching costs once. The three layers are cached in bfloat16 (exact: the target runs in
+  bfloat16) as safetensors parts under ``<cache>/chat-data/`` (:func:`lab.training.chat_eagle.chat_features` with
+  ``layers``): 3,456 bytes a token, about 2.5 GB for 3,840 sequences of 190 tokens, held in memory while training;
+  computing them ran at 190-215 tokens/s (about an hour for that data).
+- **Steps, batch, length, learning rate, warm-up, seed, held-out share** mirror
+  :class:`lab.training.chat_eagle.ChatEagleRecipe`; every step runs the 3 passes (EAGLE's recipe adds them only in
+  its last 200 steps).
+
+Output (default ``<cache>/drafts/<pair>-eagle3``, not the committed assets, which are at their size budget):
+``config.json``, ``model.safetensors`` (float16, with the int64 ``d2t``) and ``training.json`` (recipe, data,
+trainable parameters, draft-vocabulary coverage, held-out teacher-forced agreement per drafting step overall and by
+kind, the committed EAGLE draft's agreement on the same held-out sequences, minutes, torch, threads).
+:meth:`lab.drafters.eagle3.Eagle3Drafter.from_pretrained` loads it with ``directory=``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from lab.assets import SMOLLM2_DIR, cache_dir
+from lab.training.chat_data import chat_data_dir
+from lab.training.chat_eagle import chat_eagle_agreement, draft_vocab_coverage, eagle_batch, feature_data
+from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.eagle import eagle_chain_predictions
+from lab.training.eagle3 import eagle3_loss, feature_layers
+from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
+from lab.validation import check_int
+
+__all__ = ["ChatEagle3Recipe", "chat_eagle3_agreement", "default_out_dir", "train_chat_eagle3"]
+
+
+@dataclass
+class ChatEagle3Recipe:
+    """Every setting of ``python -m lab train chat-eagle3`` (recorded in the draft's ``training.json``). The data
+    settings (``seed``, ``held_out_share``, ``max_len``, ``draft_vocab``) are the EAGLE draft's
+    (:class:`lab.training.chat_eagle.ChatEagleRecipe`), so both are scored on the same held-out sequences."""
+
+    seed: int = 2025
+    width: int = 576          # the target's width (see the module docstring)
+    heads: int = 9
+    kv_heads: int = 3
+    intermediate: int = 1536
+    hidden_layers: list | None = None  # lab.models.layer_states indices; None: default_layers(N), (2, 15, 30)
+    draft_vocab: int = 8192   # the most frequent answer tokens of the training sequences
+    depth: int = 3            # passes of training-time test, every step
+    steps: int = 1000
+    batch: int = 8
+    max_len: int = 384        # tokens per sequence (longer ones keep their end)
+    lr: float = 1e-3
+    warmup: int = 50
+    held_out_share: float = 0.03
+    checkpoint_every: int = 100
+
+
+def default_out_dir(pair) -> Path:
+    """Where ``train chat-eagle3`` writes by default: ``<cache>/drafts/<pair name>-eagle3`` (never committed)."""
+    return cache_dir() / "drafts" / f"{pair.name}-eagle3"
+
+
+@torch.no_grad()
+def chat_eagle3_agreement(model, sequences: list[dict], features: list[torch.Tensor], max_len: int, pad_id: int,
+                          depth: int = 3, last: int | None = None) -> dict:
+    """Teacher-forced greedy agreement of an EAGLE-3 draft per drafting step 1..``depth``, on answer rows, overall
+    and per kind: ``{"step_1": {kind: share, ..., "all": share}, ...}`` (shares rounded to 4 digits).
+
+    ``features[i]``: the cached layers of ``sequences[i]`` (:func:`lab.training.chat_eagle.chat_features` with the
+    draft's layers, then the last layer if they lack it), ``[T_i, m·D]``; ``last``: the last layer's index among the
+    ``m`` (default: the draft's last). Step 1 is :func:`lab.training.chat_eagle.chat_eagle_agreement`'s definition:
+    at row j the draft, fed the target's true features up to j and the tokens up to x_{j+1}, drafts x_{j+2}, and it
+    counts where that equals the target's own argmax (its LM head on the last layer at j + 1), on the rows whose
+    x_{j+2} is an answer token. Step k reads the true features up to row j - k + 1 and its own outputs after them
+    (training-time test, :func:`lab.training.eagle.eagle_chain_predictions`); rows j < k - 1 have no such chain and
+    are left out. With greedy verification, step k's share is its acceptance given that the steps before it were
+    accepted."""
+    D = int(model.config["feature_size"])
+    count = len(model.config["hidden_layers"])
+    last = count - 1 if last is None else last
+    head = model.target.get_output_embeddings()
+    hits: dict[int, dict[str, list[int]]] = {k: {} for k in range(1, depth + 1)}
+    was_training = model.training
+    model.eval()
+    for i in range(0, len(sequences), 8):
+        chunk = sequences[i:i + 8]
+        hidden, ids, weights = eagle_batch(chunk, features[i:i + 8], max_len, pad_id)
+        inputs, final = hidden[..., :count * D], hidden[..., last * D:(last + 1) * D]  # the draft's, the last
+        theirs = head(final[:, 1:].to(head.weight.dtype)).argmax(-1)
+        n = ids.size(1) - 1
+        predicted = eagle_chain_predictions(model, model.fuse(inputs[:, :-1]), ids[:, 1:], depth)
+        for k in range(1, depth + 1):
+            mine = model.draft_vocab[model.head_logits(predicted[:, (k - 1) * n:k * n]).argmax(-1)]
+            keep = weights > 0
+            keep[:, :k - 1] = False
+            for b, s in enumerate(chunk):
+                counts = hits[k].setdefault(s["kind"], [0, 0])
+                counts[0] += int((mine[b][keep[b]] == theirs[b][keep[b]]).sum())
+                counts[1] += int(keep[b].sum())
+    model.train(was_training)
+    result = {}
+    for k, by_kind in hits.items():
+        row = {kind: round(h / max(1, c), 4) for kind, (h, c) in sorted(by_kind.items())}
+        row["all"] = round(sum(h for h, _ in by_kind.values()) / max(1, sum(c for _, c in by_kind.values())), 4)
+        result[f"step_{k}"] = row
+    return result
+
+
+def _eagle_reference(pair, held: list[dict], held_last: list[torch.Tensor], max_len: int, log) -> dict:
+    """The committed EAGLE draft's held-out agreement on the same sequences (its card's definition), or why not."""
+    from lab.drafters.eagle import EagleDraftModel
+
+    try:
+        eagle = EagleDraftModel.from_pretrained(pair.target, SMOLLM2_DIR / "eagle").float()
+    except (FileNotFoundError, ValueError) as error:  # another target (a test's), or no committed draft
+        return {"skipped": str(error)[:200]}
+    agreement = chat_eagle_agreement(eagle, held, held_last, max_len, pair.eos_token_id)
+    log(f"chat EAGLE-3: the committed EAGLE draft on the same held-out sequences: {agreement}")
+    return {"agreement": agreement, "note": "the committed EAGLE draft (lab/assets/smollm2-135m/eagle) scored on "
+            "these held-out sequences; it was trained on the chat data as it was when it was built, which may "
+            "include some of them"}
+
+
+def train_chat_eagle3(pair, recipe: ChatEagle3Recipe | None = None, out_dir: Path | None = None,
+                      log=print) -> Path:
+    """Train the EAGLE-3 draft of ``pair`` (the real pair's target, in the dtype the drafter will read its layers in)
+    on the chat data (:func:`lab.training.chat_data.chat_data_dir`) and save it to ``out_dir`` (default
+    :func:`default_out_dir`): ``config.json``, ``model.safetensors`` (float16 weights and the int64 ``d2t``) and
+    ``training.json`` (the recipe with its layers resolved, data, trainable parameters, draft-vocabulary coverage of
+    the training answers, held-out teacher-forced agreement of the saved file per drafting step overall and by kind
+    (:func:`chat_eagle3_agreement`), the committed EAGLE draft's on the same sequences, history, minutes, torch,
+    threads). Returns ``out_dir``.
+
+    Every ``recipe.checkpoint_every`` steps a checkpoint goes to ``<chat data>/eagle3-checkpoint/``; a run that finds
+    one made with the same recipe and data resumes from it, and a finished run deletes it. Progress is logged every
+    25 steps with minutes so far and the projected total. Raises ``ValueError`` naming the setting for ``steps``,
+    ``batch``, ``depth``, ``draft_vocab``, ``max_len`` or ``checkpoint_every`` below 1 or ``held_out_share`` outside
+    [0, 1), as :func:`lab.training.chat_eagle.chat_features` does for bad ``hidden_layers``, and
+    ``FileNotFoundError`` when the chat data has not been built. Source: Li et al. 2025, "EAGLE-3", §3."""
+    from lab.drafters.eagle import trainable_parameters
+    from lab.drafters.eagle3 import Eagle3DraftModel, default_layers
+
+    recipe = recipe or ChatEagle3Recipe()
+    for name in ("steps", "batch", "depth", "draft_vocab", "max_len", "checkpoint_every"):
+        check_int(f"recipe.{name}", getattr(recipe, name), 1)
+    if not 0 <= recipe.held_out_share < 1:
+        raise ValueError(f"recipe.held_out_share must be in [0, 1), got {recipe.held_out_share}")
+    target = pair.target.requires_grad_(False)
+    N, D = int(target.config.num_hidden_layers), int(target.config.hidden_size)
+    layers = tuple(int(i) for i in (default_layers(N) if recipe.hidden_layers is None else recipe.hidden_layers))
+    recipe = replace(recipe, hidden_layers=list(layers))
+    stored, last = feature_layers(layers, N)
+    torch.manual_seed(recipe.seed)
+    sequences, (held, held_features), (train, train_features), vocab = feature_data(
+        pair, recipe.seed, recipe.held_out_share, recipe.max_len, recipe.draft_vocab, log, layers=stored)
+    config = {"width": recipe.width, "heads": recipe.heads, "kv_heads": recipe.kv_heads,
+              "intermediate": recipe.intermediate}
+    model = Eagle3DraftModel(target, config, draft_vocab=vocab, hidden_layers=layers).float().train()
+    pad = pair.eos_token_id
+    opt = make_optimizer(model, recipe.lr)
+    params = [p for p in model.parameters() if p.requires_grad]
+    checkpoint = chat_data_dir(pair) / "eagle3-checkpoint"
+    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
+            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
+    history, order, first_step, minutes = resume_training_state(checkpoint, model, opt, plan)
+    if first_step:
+        log(f"chat EAGLE-3: resuming at step {first_step} from {checkpoint}")
+    answer_tokens = sum(len(s["topk_ids"]) for s in train)
+    log(f"chat EAGLE-3: layers {layers}, {len(train)} training sequences ({answer_tokens} answer tokens), "
+        f"{len(held)} held out, {trainable_parameters(model):,} trainable parameters")
+    t0, t_run = time.time() - minutes * 60, time.time()
+    for step in range(first_step, recipe.steps):
+        picked, order = take_batch(order, recipe.batch, len(train), recipe.seed + step)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
+        hidden, ids, weights = eagle_batch([train[i] for i in picked], [train_features[i] for i in picked],
+                                           recipe.max_len, pad)
+        inputs, final = hidden[..., :len(layers) * D], hidden[..., last * D:(last + 1) * D]
+        loss, per_pass = eagle3_loss(model, inputs, final, ids, recipe.depth, weights)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if step % 25 == 0 or step == recipe.steps - 1:
+            entry = {"step": step, "loss": round(loss.item(), 4), "per_pass": [round(x.item(), 4) for x in per_pass]}
+            if step % 200 == 0 or step == recipe.steps - 1:
+                entry["agreement"] = chat_eagle3_agreement(model, held, held_features, recipe.max_len, pad,
+                                                           recipe.depth, last)
+            history.append(entry)
+            pace = (time.time() - t_run) / (step + 1 - first_step)  # seconds per step in this run
+            log(f"chat EAGLE-3 step {step}/{recipe.steps} {entry} ({(time.time() - t0) / 60:.1f} min, "
+                f"{pace:.1f} s/step, about {pace * (recipe.steps - step - 1) / 60:.0f} min to go)")
+        if (step + 1) % recipe.checkpoint_every == 0 and step + 1 < recipe.steps:
+            save_training_state(checkpoint, model, opt, plan, step + 1, order, history, (time.time() - t0) / 60)
+    train_minutes = (time.time() - t0) / 60
+    model.eval()
+    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(pair)
+    model.save_pretrained(out_dir)
+    saved = Eagle3DraftModel.from_pretrained(target, out_dir).float()  # measure the saved float16 file
+    held_last = [f[:, last * D:(last + 1) * D] for f in held_features]
+    info = {"recipe": asdict(recipe),
+            "data": {"sequences": len(sequences), "train_sequences": len(train), "answer_tokens": answer_tokens,
+                     "held_out_sequences": len(held)},
+            "trainable_parameters": trainable_parameters(model),
+            "draft_vocab_coverage": draft_vocab_coverage(train, vocab),
+            "held_out_agreement": chat_eagle3_agreement(saved, held, held_features, recipe.max_len, pad,
+                                                        recipe.depth, last),
+            "eagle_on_the_same_held_out": _eagle_reference(pair, held, held_last, recipe.max_len, log),
+            "minutes": round(train_minutes, 1),
+            "history": history, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "bf16_autocast": bf16_autocast()}
+    (out_dir / "training.json").write_text(json.dumps(info, indent=1))
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    return out_dir

@@ -1,0 +1,188 @@
+"""The real pair's EAGLE-3 recipe (lab.training.chat_eagle3) on a tiny random Llama target and made-up chat data:
+the cached layers are the target's, the per-step held-out agreement matches a hand count, a short run lowers the
+loss and saves a draft that loads and keeps greedy parity, a killed run resumes to the same weights, and the CLI
+passes --out."""
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import lab.training.chat_eagle as chat_eagle
+import lab.training.chat_eagle3 as module
+from lab.decode import generate
+from lab.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
+from lab.models import layer_states
+from tests.helpers import tiny_llama
+
+LAYERS = (1, 2, 4)  # default_layers(4)
+SMALL = dict(width=32, heads=2, kv_heads=1, intermediate=48)
+QUIET = dict(log=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A 4-layer random Llama (width 32, 64 ids) as a stand-in pair; id 2 ends an answer."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and leaves the other core alone
+    yield SimpleNamespace(name="tiny-chat", target=tiny_llama(7, layers=4).cpu(), eos_token_id=2)
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    """Sixteen chat-data sequences: a prompt of 5-9 random ids, an answer of 6-11, kinds chat and code."""
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for i in range(16):
+        prompt, answer = 5 + i % 5, 6 + i % 6
+        ids = torch.randint(3, 64, (prompt + answer,), generator=gen)
+        out.append({"ids": ids, "answer_start": prompt, "kind": ("chat", "code")[i % 2],
+                    "topk_ids": torch.zeros(answer, 8, dtype=torch.long)})
+    return out
+
+
+@pytest.fixture
+def chat_data(sequences, tmp_path, monkeypatch):
+    """The made-up sequences as the chat data, and the cache in tmp."""
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(chat_eagle, "load_chat_data", lambda folder: list(sequences))
+    return sequences
+
+
+def recipe(**changes):
+    return replace(module.ChatEagle3Recipe(**SMALL), draft_vocab=40, steps=30, batch=4, lr=1e-2, warmup=2,
+                   checkpoint_every=10, **changes)
+
+
+def test_layer_features_are_the_targets_and_cached_in_parts(pair, chat_data, tmp_path, monkeypatch):
+    seqs = chat_data[:5]
+    got = chat_eagle.chat_features(pair.target, seqs, max_len=8, layers=LAYERS, **QUIET)
+    for s, f in zip(seqs, got):
+        ids = s["ids"][-8:]
+        with torch.no_grad():
+            out = pair.target.model(input_ids=ids[None], output_hidden_states=True)
+        assert f.dtype == torch.bfloat16 and f.shape == (len(ids), 3 * 32)
+        torch.testing.assert_close(f.float(), layer_states(out.hidden_states, LAYERS)[0].bfloat16().float(),
+                                   atol=2e-2, rtol=1e-2)
+    (folder,) = (tmp_path / "cache" / "chat-data").glob("features-*-layers-1-2-4")
+    assert [p.name for p in folder.iterdir()] == ["part-00000.safetensors"]
+    monkeypatch.setattr(chat_eagle, "_target_states", lambda *a: pytest.fail("the cached part was recomputed"))
+    again = chat_eagle.chat_features(pair.target, seqs, max_len=8, layers=LAYERS, **QUIET)
+    assert all(torch.equal(a, b) for a, b in zip(got, again))
+    with pytest.raises(ValueError, match="layers must be indices"):
+        chat_eagle.chat_features(pair.target, seqs, layers=(1, 9), **QUIET)
+
+
+def test_agreement_per_step_matches_a_hand_count(pair, sequences):
+    """A draft whose head always says one token agrees where the target's argmax is that token: on answer rows,
+    from row k - 1 on at step k, per kind."""
+    feats = []
+    for s in sequences:
+        with torch.no_grad():
+            out = pair.target.model(input_ids=s["ids"][None], output_hidden_states=True)
+        feats.append(layer_states(out.hidden_states, LAYERS)[0].bfloat16())
+    head = pair.target.get_output_embeddings()
+    theirs = [head(f[1:, 2 * 32:].float()).argmax(-1) for f in feats]  # theirs[j]: the target's x_{j+2}
+    token = int(torch.cat(theirs).mode().values)
+    model = Eagle3DraftModel(pair.target, SMALL, draft_vocab=[token, (token + 1) % 64], hidden_layers=LAYERS)
+    with torch.no_grad():
+        model.head.weight.zero_()  # equal logits: argmax takes the first, `token`
+    got = module.chat_eagle3_agreement(model, sequences, feats, max_len=384, pad_id=2, depth=3)
+    for k in (1, 2, 3):
+        want = {}
+        for s, t in zip(sequences, theirs):
+            rows = range(max(k - 1, s["answer_start"] - 2), len(s["ids"]) - 2)  # x_{j+2} in the answer
+            counts = want.setdefault(s["kind"], [0, 0])
+            counts[0] += sum(int(t[j]) == token for j in rows)
+            counts[1] += len(rows)
+        total = [sum(c[0] for c in want.values()), sum(c[1] for c in want.values())]
+        assert 0 < total[0] < total[1]
+        assert got[f"step_{k}"] == {**{kind: round(h / n, 4) for kind, (h, n) in sorted(want.items())},
+                                    "all": round(total[0] / total[1], 4)}
+
+
+def test_a_short_run_learns_saves_a_draft_that_drafts_exactly_and_a_killed_run_resumes(pair, chat_data, tmp_path,
+                                                                                       monkeypatch):
+    out = module.train_chat_eagle3(pair, recipe(), out_dir=tmp_path / "straight", **QUIET)
+    info = json.loads((out / "training.json").read_text())
+    assert info["recipe"]["hidden_layers"] == list(LAYERS) and info["recipe"]["depth"] == 3
+    assert {k: info["data"][k] for k in ("sequences", "train_sequences", "held_out_sequences")} == {
+        "sequences": 16, "train_sequences": 8, "held_out_sequences": 8}  # at least 8 held out, as chat_eagle does
+    first, last = info["history"][0], info["history"][-1]
+    assert first["step"] == 0 and last["step"] == 29 and len(first["per_pass"]) == 3
+    assert last["loss"] < 0.9 * first["loss"], (first, last)
+    assert set(info["held_out_agreement"]) == {"step_1", "step_2", "step_3"}
+    assert set(info["held_out_agreement"]["step_1"]) == {"chat", "code", "all"}
+    assert "skipped" in info["eagle_on_the_same_held_out"]  # the committed EAGLE draft is for another target
+    assert 0 < info["draft_vocab_coverage"] <= 1 and info["trainable_parameters"] > 0
+    assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "training.json"}
+    checkpoint = tmp_path / "cache" / "chat-data" / "tiny-chat" / "eagle3-checkpoint"
+    assert not checkpoint.exists()  # a finished run deletes it
+
+    drafter = Eagle3Drafter.from_pretrained(pair, n_draft=3, directory=out)
+    assert drafter.hidden_layers == LAYERS and drafter.model.config["draft_vocab_size"] == 40
+    for prompt in ([5, 9, 13, 17], chat_data[0]["ids"][:7].tolist()):
+        want = generate(pair.target, prompt, max_new_tokens=12).tokens
+        assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=12).tokens == want
+
+    class Killed(Exception):
+        pass
+
+    real_save = module.save_training_state
+
+    def save_then_die(*args):
+        real_save(*args)
+        raise Killed
+
+    monkeypatch.setattr(module, "save_training_state", save_then_die)
+    with pytest.raises(Killed):  # killed right after its first checkpoint (before step 10)
+        module.train_chat_eagle3(pair, recipe(), out_dir=tmp_path / "resumed", **QUIET)
+    assert checkpoint.exists()
+    monkeypatch.setattr(module, "save_training_state", real_save)
+    said = []
+    resumed = module.train_chat_eagle3(pair, recipe(), out_dir=tmp_path / "resumed", log=said.append)
+    assert any("resuming at step 10" in line for line in said)
+    a = Eagle3DraftModel.from_pretrained(pair.target, out).state_dict()
+    b = Eagle3DraftModel.from_pretrained(pair.target, resumed).state_dict()
+    for name in a:
+        if not name.startswith("layer.embed_tokens"):  # unused, not saved: a fresh random table each load
+            torch.testing.assert_close(a[name], b[name], msg=name)
+
+
+@pytest.mark.parametrize("bad,message", [({"steps": 0}, "recipe.steps"), ({"depth": 0}, "recipe.depth"),
+                                         ({"held_out_share": 1.0}, "recipe.held_out_share")])
+def test_bad_settings_are_refused_before_any_work(pair, bad, message, monkeypatch):
+    monkeypatch.setattr(module, "feature_data", lambda *a, **k: pytest.fail("work started before the checks"))
+    with pytest.raises(ValueError, match=message):
+        module.train_chat_eagle3(pair, replace(module.ChatEagle3Recipe(), **bad), **QUIET)
+
+
+def test_the_default_recipe_is_the_eagle_drafts_data_and_the_paper_s_layers():
+    from lab.drafters.eagle3 import default_layers
+    from lab.training.chat_eagle import ChatEagleRecipe
+
+    mine, eagle = module.ChatEagle3Recipe(), ChatEagleRecipe()
+    for name in ("seed", "width", "draft_vocab", "steps", "batch", "max_len", "lr", "warmup", "held_out_share"):
+        assert getattr(mine, name) == getattr(eagle, name), name
+    assert mine.depth == 3 and mine.hidden_layers is None and default_layers(30) == (2, 15, 30)
+
+
+def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_elsewhere(tmp_path, monkeypatch, capsys):
+    import lab.models
+    from lab import cli
+
+    seen = []
+
+    def fake_train(pair, out_dir=None, log=print):
+        seen.append((pair, out_dir))
+        (tmp_path / "training.json").write_text("{}")
+        return tmp_path
+
+    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: ("pair", kwargs))
+    monkeypatch.setattr(module, "train_chat_eagle3", fake_train)
+    assert cli.main(["train", "chat-eagle3", "--out", str(tmp_path / "d")]) == 0
+    assert seen == [(("pair", {"device": "cpu", "dtype": "auto"}), tmp_path / "d")]
+    assert cli.main(["train", "chat-mtp", "--out", str(tmp_path)]) == 2
+    assert "--out applies to chat-eagle3 only" in capsys.readouterr().err
