@@ -1,11 +1,27 @@
-"""Fixtures of the lookup drafters' tests (prompt lookup, Lookahead): tiny Llamas whose greedy text repeats, so
-n-gram lookups hit, their greedy references, and copy-heavy prompts on the bundled pair."""
+"""Fixtures of the drafters' tests: for the lookup drafters (prompt lookup, Lookahead), tiny Llamas whose greedy
+text repeats, so n-gram lookups hit, their greedy references, and copy-heavy prompts on the bundled pair; for the
+learned drafters (EAGLE, EAGLE-3, MTP), held-out prompts of the bundled pair and the target's greedy continuations
+of them (their one_thread fixture is in tests/lab/conftest.py)."""
 import pytest
 import torch
 
-from lab.decode import autoregressive
+from lab.decode import autoregressive, generate
+from lab.prompts import held_out_prompts
 from tests.helpers import tiny_llama
 from tests.lab.drafters.lookup_cases import MAX_NEW, PROMPTS
+
+
+@pytest.fixture(scope="module")
+def prompts(pair):
+    """The first three held-out prompts of the bundled pair, encoded (a module may override this fixture)."""
+    return [pair.encode(text) for text in held_out_prompts()[:3]]
+
+
+@pytest.fixture(scope="module")
+def reference(request, pair, prompts):
+    """Greedy autoregressive continuations of ``prompts`` (the requesting module's, when it overrides them) by the
+    bundled target, ``NEW`` new tokens each, ``NEW`` being the requesting module's constant."""
+    return [generate(pair.target, p, max_new_tokens=request.module.NEW).tokens for p in prompts]
 
 
 @pytest.fixture(scope="session")

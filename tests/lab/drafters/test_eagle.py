@@ -17,24 +17,7 @@ from tests.helpers import tiny_llama
 NEW = 24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These tests ran on one CPU thread since they were written: keep it, and restore the count afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def prompts(pair):
-    return [pair.encode(text) for text in held_out_prompts()[:3]]
-
-
-@pytest.fixture(scope="module")
-def reference(pair, prompts):
-    """Greedy autoregressive continuations of the prompts."""
-    return [generate(pair.target, p, max_new_tokens=NEW).tokens for p in prompts]
+pytestmark = pytest.mark.usefixtures("one_thread")  # one CPU thread per module (tests/lab/conftest.py)
 
 
 def vanilla_parameters(pair) -> int:

@@ -10,29 +10,13 @@ from lab.drafters.eagle import EagleDraftModel
 from lab.drafters.eagle3 import EAGLE3_DIRS, Eagle3Drafter, Eagle3DraftModel, default_layers
 from lab.metrics import chi_square
 from lab.models import forward, layer_states, new_cache
-from lab.prompts import held_out_prompts
 from lab.registry import make_drafter
 from lab.sampling import probs_from_logits
 
 NEW = 24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def prompts(pair):
-    return [pair.encode(text) for text in held_out_prompts()[:3]]
-
-
-@pytest.fixture(scope="module")
-def reference(pair, prompts):
-    return [generate(pair.target, p, max_new_tokens=NEW).tokens for p in prompts]
+pytestmark = pytest.mark.usefixtures("one_thread")  # one CPU thread per module (tests/lab/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -19,23 +19,12 @@ NEW = 20
 SMALL = {"depth": 3, "intermediate": 48}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # one CPU thread per module (tests/lab/conftest.py)
 
 
 @pytest.fixture(scope="module")
 def prompts(pair):
     return [pair.encode(text)[:12] for text in held_out_prompts()[:3]]
-
-
-@pytest.fixture(scope="module")
-def reference(pair, prompts):
-    """Greedy autoregressive continuations of the prompts."""
-    return [generate(pair.target, p, max_new_tokens=NEW).tokens for p in prompts]
 
 
 @pytest.fixture(scope="module")

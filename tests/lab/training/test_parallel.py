@@ -17,12 +17,7 @@ from lab.training.parallel import ParallelRecipe, parallel_agreement, parallel_l
 from tests.helpers import tiny_llama
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # one CPU thread per module (tests/lab/conftest.py)
 
 
 def test_layout_rows_see_what_the_drafter_feeds():
