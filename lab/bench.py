@@ -24,16 +24,63 @@ import torch
 
 from lab.load_meter import LoadMeter
 from lab.prompts import check_prompts, context_problem, encode_prompts
-from lab.registry import check_has_draft, make_drafter
+from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, check_number, check_sampling_args
 
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
-           "synchronize", "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing"]
+           "synchronize", "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
+           "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
                  "lab early exit")
+BASELINE_METHODS = ("lab autoregressive", "HF generate")
+"""The rows every bench keeps, also when ``drafters`` narrows it: the two autoregressive baselines."""
+DRAFTER_METHODS = {
+    "model": ("lab speculative", "HF assisted"), "ngram": ("lab prompt lookup", "HF prompt lookup"),
+    "lookahead": ("lab lookahead",), "medusa": ("lab Medusa",), "eagle": ("lab EAGLE",),
+    "early-exit": ("lab early exit",), "suffix": ("lab suffix decoding",), "mtp": ("lab MTP",),
+    "parallel": ("lab parallel",), "eagle3": ("lab EAGLE-3",),
+}
+"""Each drafter of :data:`lab.registry.DRAFTERS` -> the bench rows that time it (with transformers' counterpart where
+it has one). The last four rows run only when ``drafters`` names them, so a plain bench times what it always did."""
+
+
+def bench_rows(extra=(), drafters=None) -> tuple:
+    """The methods a bench times, in table order: :data:`BASE_METHODS` plus ``extra`` (names of
+    :data:`EXTRA_METHODS`), or, when ``drafters`` is given (checked names, :func:`check_drafters`),
+    :data:`BASELINE_METHODS` plus those drafters' rows (:data:`DRAFTER_METHODS`)."""
+    if drafters is None:
+        wanted = set(BASE_METHODS) | set(extra)
+    else:
+        wanted = set(BASELINE_METHODS) | {row for name in drafters for row in DRAFTER_METHODS[name]}
+    order = BASE_METHODS[:1] + DRAFTER_METHODS["model"][:1] + BASE_METHODS[2:3] + DRAFTER_METHODS["model"][1:] + \
+        tuple(row for name in DRAFTERS if name != "model" for row in DRAFTER_METHODS[name])
+    return tuple(name for name in order if name in wanted)
+
+
+def check_drafters(names, what: str = "drafters") -> tuple:
+    """The drafter names ``names`` asks for, checked: a string (one name, or several comma-separated) or a list of
+    such strings (a repeated ``--drafter``); returns them as a tuple in the order first given, each once.
+
+    Raises ``ValueError`` naming ``what`` and listing :data:`lab.registry.DRAFTERS` for a name not among them (an
+    empty one included) or when nothing is named."""
+    items = [names] if isinstance(names, str) else list(names)
+    chosen = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{what} must be drafter names (str), got {type(item).__name__} {item!r}")
+        for name in item.split(","):
+            name = name.strip()
+            if name not in DRAFTERS:
+                raise ValueError(f"{what} must be one of {', '.join(DRAFTERS)} (comma-separated or repeated); "
+                                 f"got {name!r}")
+            if name not in chosen:
+                chosen.append(name)
+    if not chosen:
+        raise ValueError(f"{what} must name at least one of {', '.join(DRAFTERS)}")
+    return tuple(chosen)
 
 
 def synchronize(device) -> None:
@@ -165,8 +212,10 @@ def format_timing(result: dict) -> str:
 
 
 def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int = 4, extra=(),
-              lookup_n_draft: int = 5) -> dict:
-    """Time the four base methods (plus any of :data:`EXTRA_METHODS` named in ``extra``) on ``prompts``.
+              lookup_n_draft: int = 5, drafters=None) -> dict:
+    """Time the four base methods (plus any of :data:`EXTRA_METHODS` named in ``extra``) on ``prompts``; or, when
+    ``drafters`` names drafters (:func:`check_drafters`: registry names, e.g. ``("parallel",)`` or ``"model,eagle"``),
+    only :data:`BASELINE_METHODS` and those drafters' rows (:data:`DRAFTER_METHODS`), ``extra`` left empty.
 
     Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row: method, tokens
     (total new), seconds, tokens_per_second, and for lab drafters the acceptance rate and tokens per target call.
@@ -182,8 +231,9 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     back afterwards.
 
     Raises ``TypeError`` when ``prompts`` is not a list (or other sequence) of strings, e.g. a bare string;
-    ``ValueError`` for an empty list or a prompt with no tokens, an unknown method, ``max_new_tokens`` or
-    ``n_draft`` that is not an integer >= 1, or a prompt that with ``max_new_tokens`` exceeds the target's context.
+    ``ValueError`` for an empty list or a prompt with no tokens, an unknown method or drafter, both ``extra`` and
+    ``drafters``, ``max_new_tokens`` or ``n_draft`` that is not an integer >= 1, or a prompt that with
+    ``max_new_tokens`` exceeds the target's context.
     """
     prompts = check_prompts(prompts)
     check_has_draft(pair, "run_bench (transformers' assisted generation needs it)")
@@ -192,6 +242,10 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     unknown = [name for name in extra if name not in EXTRA_METHODS]
     if unknown:
         raise ValueError(f"extra must name methods from {EXTRA_METHODS}, got {unknown}")
+    if drafters is not None:
+        drafters = check_drafters(drafters)
+        if extra:
+            raise ValueError(f"give extra or drafters, not both; got extra={tuple(extra)}, drafters={drafters}")
     encoded = encode_prompts(pair, prompts)
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
@@ -203,7 +257,7 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     assistant_config.num_assistant_tokens_schedule = "constant"
     assistant_config.assistant_confidence_threshold = 0.0
     try:
-        return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft)
+        return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters)
     finally:  # the pair is shared (lessons, tests): leave its draft's config as it was
         for key, value in saved.items():
             if value is _MISSING:
@@ -216,7 +270,7 @@ _MISSING = object()
 _ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
 
-def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft) -> dict:
+def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters=None) -> dict:
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
@@ -265,8 +319,12 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         "lab Medusa": ours(lambda: make_drafter("medusa", pair, n_draft)),
         "lab EAGLE": ours(lambda: make_drafter("eagle", pair, n_draft)),
         "lab early exit": ours(lambda: make_drafter("early-exit", pair, n_draft)),
+        "lab suffix decoding": ours(lambda: make_drafter("suffix", pair, n_draft)),
+        "lab MTP": ours(lambda: make_drafter("mtp", pair, n_draft)),
+        "lab parallel": ours(lambda: make_drafter("parallel", pair, n_draft)),
+        "lab EAGLE-3": ours(lambda: make_drafter("eagle3", pair, n_draft)),
     }
-    methods = {name: fn for name, fn in methods.items() if name in BASE_METHODS or name in extra}
+    methods = {name: methods[name] for name in bench_rows(extra, drafters)}
     for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
     totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0} for name in methods}
@@ -301,8 +359,9 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         row["vs_lab_autoregressive"] = round(row["tokens_per_second"] / base, 2)
     results["lab autoregressive"]["vs_hf_counterpart"] = round(
         base / results["HF generate"]["tokens_per_second"], 2)
-    results["lab speculative"]["vs_hf_counterpart"] = round(
-        results["lab speculative"]["tokens_per_second"] / results["HF assisted"]["tokens_per_second"], 2)
+    if "lab speculative" in results and "HF assisted" in results:
+        results["lab speculative"]["vs_hf_counterpart"] = round(
+            results["lab speculative"]["tokens_per_second"] / results["HF assisted"]["tokens_per_second"], 2)
     if "lab prompt lookup" in results and "HF prompt lookup" in results:
         results["lab prompt lookup"]["vs_hf_counterpart"] = round(
             results["lab prompt lookup"]["tokens_per_second"] / results["HF prompt lookup"]["tokens_per_second"], 2)
@@ -314,6 +373,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                 "prompts": len(prompts), "max_new_tokens": max_new_tokens, "n_draft": n_draft, "greedy": True,
                 "threads": torch.get_num_threads(), "load": list(meter.load_average), "other_cores": meter.summary()[
                     "other_cores"], "busy": meter.busy, "load_note": meter.note()}
+    if drafters is not None:
+        settings["drafters"] = list(drafters)
     if extra:
         lookup, lookahead = PromptLookupDrafter(n_draft=lookup_tokens), LookaheadDrafter()
         settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted; "

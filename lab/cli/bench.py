@@ -1,12 +1,24 @@
 """``python -m lab bench``: lab vs transformers, autoregressive and speculative, side by side (:mod:`lab.bench`)."""
 from __future__ import annotations
 
+import argparse
 import json
 
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
 from lab.registry import DRAFTERS, OWN_DRAFT, drafter_problem, own_draft_reason
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "drafter_names"]
+
+
+def drafter_names(text: str) -> tuple:
+    """argparse type of ``--drafter``: one drafter name of :data:`lab.registry.DRAFTERS` or several comma-separated
+    (:func:`lab.bench.check_drafters`); an unknown or empty name is an error that lists the allowed ones."""
+    from lab.bench import check_drafters
+
+    try:
+        return check_drafters(text, "each name")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_parser(sub) -> None:
@@ -26,6 +38,11 @@ def add_parser(sub) -> None:
                     n_draft_help="draft tokens per step N, >= 1, for the draft model (ours and transformers' "
                                  "assistant), EAGLE and the early exit; prompt lookup drafts --lookup-n-draft, "
                                  "Lookahead and Medusa follow their window / tree (default: %(default)s)")
+    b.add_argument("--drafter", action="append", type=drafter_names, default=None, metavar="NAME[,NAME...]",
+                   help="time only these drafters beside lab autoregressive and HF generate, repeatable or "
+                        f"comma-separated, from {', '.join(DRAFTERS)} (model and ngram bring transformers' "
+                        "counterpart; suffix, mtp, parallel and eagle3 are timed only when named here); a chat pair "
+                        "then prints its tables without the cost curve, N sweep and goals (default: every method)")
     b.add_argument("--lookup-n-draft", type=positive_int, default=5,
                    help="tokens prompt lookup drafts per step, ours and transformers' prompt_lookup_num_tokens, "
                         ">= 1 (default: %(default)s)")
@@ -83,7 +100,11 @@ def run(args) -> int:
     from lab.models import load_pair
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
+    drafters = selected_drafters(args)
     if getattr(args, "batch", False):
+        if drafters:
+            raise OptionError("--drafter", "selects the drafters of the method tables; with --batch choose the "
+                                           "drafter with --batch-drafter")
         return _run_batch(args)
     args.max_new_tokens = args.max_new_tokens or 128
     if args.pair in CHAT_PAIRS:
@@ -103,15 +124,16 @@ def run(args) -> int:
     # and say so, rather than fail after the other methods were timed.
     skipped = {}
     for method, kind in (("lab Medusa", "medusa"), ("lab EAGLE", "eagle"), ("lab early exit", "early-exit")):
-        problem = drafter_problem(kind, pair, args.n_draft)
+        problem = None if drafters else drafter_problem(kind, pair, args.n_draft)
         if problem:
             skipped[method] = problem
-    extra = tuple(method for method in EXTRA_METHODS if method not in skipped)
+    extra = () if drafters else tuple(method for method in EXTRA_METHODS if method not in skipped)
+    check_drafters_for(pair, drafters, args.n_draft)
     results = {
         "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=extra,
-                              lookup_n_draft=args.lookup_n_draft),
+                              lookup_n_draft=args.lookup_n_draft, drafters=drafters),
         "copy-heavy": run_bench(pair, copy_heavy, args.max_new_tokens, args.n_draft, extra=extra,
-                                lookup_n_draft=args.lookup_n_draft),
+                                lookup_n_draft=args.lookup_n_draft, drafters=drafters),
     }
     if skipped:
         for result in results.values():
@@ -121,6 +143,28 @@ def run(args) -> int:
     else:
         print("\n\n".join(format_table(result, label) for label, result in results.items()))
     return 0 if all(result["identical"] for result in results.values()) else 1
+
+
+def selected_drafters(args) -> tuple | None:
+    """The drafters ``--drafter`` named (its values are tuples, one per flag given), flattened in order, each once;
+    None when the flag was not given (every method is timed)."""
+    given = getattr(args, "drafter", None)
+    if not given:
+        return None
+    out = []
+    for names in given:
+        out += [name for name in names if name not in out]
+    return tuple(out)
+
+
+def check_drafters_for(pair, drafters, n_draft: int) -> None:
+    """Raise :class:`lab.cli.OptionError` naming ``--drafter`` when a drafter asked for cannot run with ``pair``
+    (:func:`lab.registry.drafter_problem`: weights trained for another pair, none at all, no Llama layers); an
+    explicitly named drafter is an error to report, not a row to leave out. Nothing to check for None."""
+    for kind in drafters or ():
+        problem = drafter_problem(kind, pair, n_draft)
+        if problem:
+            raise OptionError("--drafter", f"{kind}: {problem}")
 
 
 def _run_chat(args, count: int) -> int:
@@ -148,6 +192,16 @@ def _run_chat(args, count: int) -> int:
                               args.max_new_tokens)
     if problem:
         raise OptionError("--max-new-tokens", problem)
+    drafters = selected_drafters(args)
+    if drafters:  # only the tables: the cost curve, N sweep and goals need the draft model's and EAGLE's rows
+        check_drafters_for(pair, drafters, n)
+        results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, lookup_n_draft=args.lookup_n_draft,
+                                   drafters=drafters) for kind, prompts in chosen.items()}
+        if args.json:
+            print(json.dumps(results, indent=1))
+        else:
+            print("\n\n".join(format_table(result, f"{kind} request") for kind, result in results.items()))
+        return 0 if all(r["identical"] for r in results.values()) or pair.dtype != torch.float32 else 1
     skipped = {method: why for method, kind in (("lab Medusa", "medusa"), ("lab EAGLE", "eagle"),
                                                 ("lab early exit", "early-exit"))
                if (why := drafter_problem(kind, pair, args.n_draft))}
