@@ -153,7 +153,7 @@ STRATEGY_TABLE = (
     StrategyRow("mtp", "MTP modules of the target", "Target checkpoint ships MTP modules", (MTP_SPEEDUP, MTP_SPEEDUP),
                 MTP_REPORT + ": one module drafting one token, second token accepted 85–90 %, 1.8× tokens per "
                 "second"),
-    StrategyRow("parallel", "Parallel draft (PARD)", "A PARD draft of the family; its forwards cost real time",
+    StrategyRow("parallel", "Parallel draft (PARD)", "A PARD draft; its forwards cost time",
                 (PARD_CHAT_SPEEDUPS[0], PARD_CHAT_SPEEDUPS[-1]),
                 PARD_REPORT + ": MT-Bench, three targets, 2.52–2.72× (EAGLE-3 1.66–2.64× in the same runs)"),
 )
