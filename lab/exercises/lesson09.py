@@ -1,7 +1,8 @@
-"""Exercise checkers for lesson 09 (Jacobi iteration and Lookahead decoding).
+"""Exercise checkers for lesson 09 (Jacobi iteration, Lookahead decoding, and parallel drafting).
 
 Checkers that need a model take it as an argument (the lesson passes its pair's target: SmolLM2-135M-Instruct for
-the real pair, the Shakespeare target for the toy pair).
+the real pair, the Shakespeare target for the toy pair). The parallel-drafting checker needs none: it checks which
+tokens a PARD-style draft is fed for one block and which true tokens its rows are scored on.
 
 Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
@@ -9,11 +10,15 @@ from __future__ import annotations
 
 import random
 
+import torch
+
 from lab.drafters.lookahead import converged_prefix, jacobi_update
-from lab.exercises.harness import checker, compare, Fail, fresh_args, run_case, same_ints, want_token_list
+from lab.exercises.harness import (as_ints, checker, compare, Fail, fresh_args, run_case, same_ints, show_brief,
+                                   want_token_list)
 from lab.models import forward, new_cache
 
-__all__ = ["jacobi_step", "count_converged", "reference_count_converged"]
+__all__ = ["jacobi_step", "count_converged", "reference_count_converged", "parallel_block",
+           "reference_parallel_block"]
 
 
 @checker
@@ -117,3 +122,72 @@ def count_converged(fn):
     count = compare("count_converged", fn, [tuple(c) for c in cases], reference_count_converged, faults, same_ints,
                     "for each window, count positions from the left while window[i] == iterations[-1][i].")
     return f"{count} trajectories counted right"
+
+
+def reference_parallel_block(ids, anchor, k, mask_id):
+    """The answer to the parallel-drafting exercise: one block of a parallel (PARD) draft anchored at ``ids[anchor]``,
+    ``(inputs, targets)`` as lists of ints.
+
+    ``inputs`` = ``ids[:anchor + 1] + [mask_id] * (k - 1)``: the text up to the anchor and K - 1 mask tokens, what
+    one draft forward is fed to propose K tokens (at inference, with ``anchor`` the newest committed token).
+    ``targets`` = ``ids[anchor + 1:anchor + 1 + k]``: the true tokens the last K rows of that forward must predict;
+    the row of ``ids[anchor]`` drafts token 1 and mask row i drafts token i + 1, none of them fed an earlier draft
+    (An et al. 2025, arXiv 2504.18583; :mod:`lab.drafters.parallel` feeds these inputs,
+    :func:`lab.training.parallel.parallel_layout` trains these rows, all blocks of a window at once)."""
+    anchor, k = int(anchor), int(k)
+    inputs = [int(t) for t in ids[:anchor + 1]] + [int(mask_id)] * (k - 1)
+    return inputs, [int(t) for t in ids[anchor + 1:anchor + 1 + k]]
+
+
+def _block_parts(value):
+    """``(inputs, targets)`` of an answer as two lists of ints (:func:`lab.exercises.harness.as_ints`), or None
+    when it is not a pair of token sequences."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        return None
+    parts = [as_ints(part) for part in value]
+    return None if None in parts else parts
+
+
+@checker
+def parallel_block(fn):
+    """Check ``fn(ids, anchor, k, mask_id) -> (inputs, targets)``: what a parallel (PARD) draft is fed to propose the
+    K = ``k`` tokens after ``ids[anchor]`` in one forward, and the true tokens its last K output rows are scored on
+    (:func:`reference_parallel_block`). Planted mistakes: the targets one place early (the anchor's own token), K
+    masks instead of K - 1, the true tokens fed where the masks go (an autoregressive draft's teacher forcing), and
+    every row scored on the next token."""
+    gen = torch.Generator().manual_seed(9)
+    cases = []
+    for length, anchor, k, mask_id in ((10, 3, 4, 2048), (8, 0, 3, 2048), (12, 6, 2, 50), (9, 4, 1, 2048),
+                                       (12, 2, 5, 99), (10, 5, 4, 2048)):
+        cases.append((torch.randint(0, 48, (length,), generator=gen).tolist(), anchor, k, mask_id))
+    faults = [
+        (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a:a + k]),
+         "the targets start one place early: ids[anchor] is fed, not guessed. Its row predicts the token AFTER it, "
+         "so token 1 of the block is ids[anchor + 1] (targets = ids[anchor + 1:anchor + 1 + k])."),
+        (lambda x, a, k, m: (x[:a + 1] + [m] * k, x[a + 1:a + 1 + k]),
+         "K - 1 masks, not K: the row of the last real token, ids[anchor], already drafts token 1, and mask i "
+         "drafts token i + 1, so K - 1 masks give K rows of guesses (a K-th mask would guess token K + 1)."),
+        (lambda x, a, k, m: (x[:a + k], x[a + 1:a + 1 + k]),
+         "that feeds the true tokens 2..K where the masks go: an autoregressive draft's teacher forcing. At "
+         "inference those tokens are what the draft is proposing, it does not have them; the masks stand in for "
+         "them and carry nothing, so no row depends on an earlier draft (inputs = ids[:anchor + 1] + [mask_id] * "
+         "(k - 1))."),
+        (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a + 1:a + 2] * k),
+         "mask row i is scored on the token i + 1 places after the anchor, not on the next token again: the K "
+         "targets are K different positions, ids[anchor + 1:anchor + 1 + k]."),
+    ]
+
+    def same(a, b):
+        got, want = _block_parts(a), _block_parts(b)
+        return got is not None and got == want
+
+    first = run_case(fn, fresh_args(cases[0]))
+    if first[0] == "ok" and first[1] is not None and _block_parts(first[1]) is None:
+        raise Fail(f"parallel_block returned {show_brief(first[1])}; return a pair (inputs, targets) of token-id "
+                   "lists, e.g. (ids[:anchor + 1] + [mask_id] * (k - 1), ids[...]): the lesson feeds inputs to the "
+                   "draft and compares its guesses with targets.")
+    count = compare("parallel_block", fn, cases, reference_parallel_block, faults, same,
+                    "inputs: the text up to and including ids[anchor], then k - 1 copies of mask_id; targets: the k "
+                    "true tokens after ids[anchor].")
+    return (f"{count} blocks right: one forward over the text and K - 1 masks, the last K rows scored on the K "
+            "tokens after the anchor, none fed an earlier draft")

@@ -146,3 +146,96 @@ def test_jacobi_step_checker_on_the_real_pair(capsys, smollm2_pair):
 
     ok, out = run(capsys, check.jacobi_step, shifted, target, prefix)
     assert not ok and "row j of the logits predicts position j + 1" in out
+
+
+# -- Exercise 3: one block of a parallel (PARD) draft -------------------------------------------------------------
+
+def test_parallel_block_reference_passes_and_a_stub_is_not_solved(capsys):
+    ok, out = run(capsys, check.parallel_block, check.reference_parallel_block)
+    assert ok is True and out.startswith("✓ parallel_block: 6 blocks right"), out
+
+    def stub(ids, anchor, k, mask_id):
+        raise NotImplementedError
+
+    ok, out = run(capsys, check.parallel_block, stub)
+    assert ok is False and "not solved yet" in out and "✗" not in out
+
+
+def test_reference_parallel_block_values():
+    ids = [7, 8, 9, 10, 11, 12]
+    assert check.reference_parallel_block(ids, 2, 3, 99) == ([7, 8, 9, 99, 99], [10, 11, 12])
+    assert check.reference_parallel_block(ids, 0, 1, 99) == ([7], [8])
+    # at inference the anchor is the newest token: K - 1 masks, no targets yet
+    assert check.reference_parallel_block(ids, 5, 4, 99) == ([7, 8, 9, 10, 11, 12, 99, 99, 99], [])
+
+
+def test_parallel_block_planted_mistakes_get_their_own_hints(capsys):
+    rejects(check.parallel_block, lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a:a + k]), capsys,
+            "one place early", "ids[anchor + 1]", "6 of 6 cases are wrong")
+    rejects(check.parallel_block, lambda x, a, k, m: (x[:a + 1] + [m] * k, x[a + 1:a + 1 + k]), capsys,
+            "K - 1 masks, not K")
+    rejects(check.parallel_block, lambda x, a, k, m: (x[:a + k], x[a + 1:a + 1 + k]), capsys,
+            "teacher forcing", "no row depends on an earlier draft")
+    rejects(check.parallel_block, lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a + 1:a + 2] * k), capsys,
+            "not on the next token again")
+
+
+def test_parallel_block_refuses_other_shapes_and_in_place_edits(capsys):
+    rejects(check.parallel_block, lambda x, a, k, m: x[:a + 1] + [m] * (k - 1), capsys,
+            "return a pair (inputs, targets)")
+    rejects(check.parallel_block, lambda x, a, k, m: None, capsys, "forget a `return`")
+
+    def grows(ids, anchor, k, mask_id):
+        ids += [mask_id] * (k - 1)  # edits the caller's list
+        return ids[:anchor + 1] + [mask_id] * (k - 1), ids[anchor + 1:anchor + 1 + k]
+
+    rejects(check.parallel_block, grows, capsys, "changed its argument `ids` in place")
+    # tuples and tensors hold the same ids: accepted
+    import torch
+
+    assert check.parallel_block(lambda x, a, k, m: tuple(torch.tensor(part) for part in
+                                                        check.reference_parallel_block(x, a, k, m)))
+
+
+def test_reference_parallel_block_is_what_the_training_layout_trains():
+    """Every row of lab.training.parallel.parallel_layout (no drop) is one block of the reference: the row of copy j
+    at position p is the (j + 1)-th row of the block anchored at p - j. It is fed that block's last input at that
+    block's last position, sees exactly the block's inputs, and learns the block's (j + 1)-th target."""
+    import torch
+
+    from lab.training.parallel import parallel_layout
+
+    mask, length, k = 2048, 9, 4
+    ids = torch.randint(0, 2048, (length,), generator=torch.Generator().manual_seed(3)).tolist()
+    layout = parallel_layout(length, k)
+    copies, positions, allow = layout["copy"].tolist(), layout["position"].tolist(), layout["allow"]
+    fed = [ids[p] if j == 0 else mask for j, p in zip(copies, positions)]
+    assert set(copies) == set(range(k))
+    for row, (j, p) in enumerate(zip(copies, positions)):
+        inputs, targets = check.reference_parallel_block(ids, p - j, j + 1, mask)
+        assert len(inputs) - 1 == p and inputs[-1] == fed[row]
+        seen = sorted((positions[b], fed[b]) for b in allow[row].nonzero().flatten().tolist())
+        assert seen == list(enumerate(inputs)), (row, j, p)
+        if p + 1 < length:  # the teacher at position p is the target's distribution for token p + 1
+            assert targets[j] == ids[p + 1]
+        else:
+            assert len(targets) == j
+
+
+def test_reference_parallel_block_is_what_the_drafter_feeds(pair):
+    """One forward over the reference's inputs gives, in its last K rows, the logits ParallelDrafter.block_logits
+    computes with its KV cache and the masks rolled back; and the cache then holds the committed tokens only."""
+    import torch
+
+    from lab.drafters import ParallelDrafter
+    from lab.prompts import encode_prompts, held_out_prompts
+
+    drafter = ParallelDrafter.from_pretrained(pair, n_draft=4)
+    ids = encode_prompts(pair, held_out_prompts()[:1])[0][:40]
+    for anchor, k in ((5, 4), (20, 2), (39, 3), (0, 1)):
+        inputs, _ = check.reference_parallel_block(ids, anchor, k, drafter.mask_token_id)
+        drafter.reset(ids[:anchor + 1])
+        cached = drafter.block_logits(k)
+        fresh = forward(drafter.model, inputs, new_cache())[-k:, :drafter.vocab_size]
+        assert torch.allclose(cached, fresh, atol=1e-4), (anchor, k)
+        assert drafter.kv_length() == anchor + 1
