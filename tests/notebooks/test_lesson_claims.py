@@ -515,6 +515,70 @@ def test_lesson_09_jacobi_on_the_code_request():
     assert quoted(out, r"code +converged prefix per update \[0, 1, (\d+),") == ("4",)
 
 
+def test_lesson_09_parallel_drafting_section():
+    """Lesson 09's parallel-drafting section: the sentences it prints are built from the numbers it printed, and its
+    prose quotes the Shakespeare pair's parallel-draft card (measurements.json, training.json) as the committed run."""
+    from lab.registry import pair_has
+
+    text, out = prose("09_lookahead_jacobi"), printed("09_lookahead_jacobi")
+    # why the Shakespeare pair: the real pair has no parallel draft
+    says(text, "The real pair has no parallel draft yet")
+    assert not pair_has("parallel", "smollm2-135m") and pair_has("parallel", "shakespeare")
+    assert "no parallel weights are trained for the 'smollm2-135m' pair" in out
+    # the learner's function drove a real proposal, and the teacher-forced agreement sentence reads its own numbers
+    assert re.search(r"drafts 4 tokens: \[[\d, ]+\] == ParallelDrafter's proposal: True", out)
+    agreement = [float(v) for v in quoted(out, r"at block position 1\.\.4: ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+)")]
+    first, word, most = quoted(out, r"position 1 agreed ([\d.]+); positions 2\.\.4, guessed without the tokens in "
+                                    r"between, (all less often|not all less often) \(([\d.]+) at most\)")
+    assert float(first) == agreement[0] and float(most) == max(agreement[1:])
+    assert (word == "all less often") == (max(agreement[1:]) < agreement[0])
+    # draft cost per proposal, and the sentence built from it
+    model_ms, par_ms = quoted(out, r"draft model ([\d.]+) ms \(4 forwards of one token\), parallel draft ([\d.]+) ms")
+    ratio, word, par_again, model_again = quoted(
+        out, r"proposal cost ([\d.]+)x (less|more) than the draft model's \(([\d.]+) ms against ([\d.]+) ms\)")
+    assert (par_again, model_again) == (par_ms, model_ms)
+    assert abs(float(ratio) - float(model_ms) / float(par_ms)) < 0.06 and (word == "less") == (model_ms > par_ms)
+    # the decoding table, and the sentences built from it
+    rows = {m[0]: {"per_call": m[1], "alpha": m[2:6], "speedup": m[6]} for m in re.findall(
+        r"^(draft model|parallel draft) +([\d.]+) +([\d.]+|nan), ([\d.]+|nan), ([\d.]+|nan), ([\d.]+|nan) +([\d.]+)x$",
+        out, re.M)}
+    assert set(rows) == {"draft model", "parallel draft"}, rows
+    model, par = rows["draft model"], rows["parallel draft"]
+    assert quoted(out, r"its α was ([\d.]+) at position 1 and ([\d.]+) at position 2, the draft model's ([\d.]+) and "
+                       r"([\d.]+);") == (*par["alpha"][:2], *model["alpha"][:2])
+    made, against, more, at, vs, faster = quoted(
+        out, r"it made ([\d.]+) tokens per target call against the draft model's ([\d.]+) \((more|fewer)\), and ran at "
+             r"([\d.]+)x autoregressive decoding against ([\d.]+)x \((faster|not faster) than the draft model\)")
+    assert (made, against, at, vs) == (par["per_call"], model["per_call"], par["speedup"], model["speedup"])
+    assert float(made) == float(against) or (more == "more") == (float(made) > float(against))
+    assert float(at) == float(vs) or (faster == "faster") == (float(at) > float(vs))
+    assert "both drafts' output == greedy autoregressive output: True" in out
+    # the committed run the prose quotes: the card's measurements
+    assets = SOLUTIONS.parent / "lab" / "assets" / "shakespeare" / "parallel"
+    card = json.loads((assets / "measurements.json").read_text())
+    cost, run = card["draft_step_ms"]["4"], card["greedy_decoding"]["4"]
+    says(text, f"a proposal {cost['ratio']:.1f}× cheaper ({cost['parallel']:.2f} ms against "
+               f"{cost['autoregressive']:.2f} ms)")
+    m, p = run["model"], run["parallel"]
+    says(text, "α at positions 1–4 of " + ", ".join(_x(a) for a in p["conditional_acceptance"])
+         + " against the draft model's " + ", ".join(_x(a) for a in m["conditional_acceptance"]))
+    says(text, f"so {_x(p['tokens_per_target_call'])} tokens per target call against {_x(m['tokens_per_target_call'])}"
+               f", and {_x(p['speedup'])}× autoregressive decoding against {_x(m['speedup'])}×: **not faster**")
+    assert p["speedup"] < m["speedup"]
+    says(text, "drafted 2.4× cheaper but was not faster than the draft model it came from")
+    step_m = m["tokens_per_target_call"] / m["tokens_per_second"] * 1000
+    step_p = p["tokens_per_target_call"] / p["tokens_per_second"] * 1000
+    says(text, f"A step of the draft model there took {step_m:.1f} ms ({_x(m['tokens_per_target_call'])} tokens at "
+               f"{m['tokens_per_second']} tokens/s) and a step of the parallel draft {step_p:.1f} ms "
+               f"({_x(p['tokens_per_target_call'])} tokens at {p['tokens_per_second']} tokens/s)")
+    says(text, f"cut the time per step by {round(100 * (1 - step_p / step_m))} %")
+    says(text, f"each step brought {round(100 * (1 - p['tokens_per_target_call'] / m['tokens_per_target_call']))} % "
+               "fewer tokens")
+    held_out = json.loads((assets / "training.json").read_text())["held_out_agreement"]
+    says(text, "64 held-out windows: " + ", ".join(_x(held_out[f"position_{i}"]) for i in range(1, 5))
+         + " at positions 1–4")
+
+
 def test_lesson_08_suffix_decoding_section():
     """Lesson 08's suffix-decoding section: the worked tree its prose walks through is the one the run printed, and
     the comparison with prompt lookup on a conversation printed both drafters' numbers, their ratio from them, and
