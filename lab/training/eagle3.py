@@ -58,7 +58,10 @@ def eagle3_loss(model, hidden: torch.Tensor, last: torch.Tensor, ids: torch.Tens
     depth = check_int("depth", depth, 1)
     head = model.target.get_output_embeddings()
     with torch.no_grad():
-        theirs = head(last[:, 1:].to(head.weight.dtype)).float()[..., model.draft_vocab].softmax(-1)
+        # only the draft vocabulary's rows of the LM head: the same logits, without scoring all V ids
+        rows = head.weight[model.draft_vocab]
+        bias = None if head.bias is None else head.bias[model.draft_vocab]
+        theirs = torch.nn.functional.linear(last[:, 1:].to(rows.dtype), rows, bias).float().softmax(-1)
     with cpu_autocast():
         g = model.fuse(hidden[:, :-1])
         predicted = eagle_chain_predictions(model, g, ids[:, 1:], depth)

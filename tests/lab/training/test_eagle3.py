@@ -142,3 +142,19 @@ def test_bad_arguments_are_refused_before_any_work(bad, message, monkeypatch):
     monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("work started before the checks"))
     with pytest.raises(ValueError, match=message):
         eagle3.train_eagle3(**bad)
+
+
+def test_the_loss_scores_against_the_full_heads_distribution_renormalised_on_the_draft_vocabulary(pair):
+    """eagle3_loss reads only the draft vocabulary's rows of the target's LM head; its target distribution must be
+    the full head's softmax restricted to those ids and renormalised, so depth 1's loss equals a hand computation."""
+    torch.manual_seed(1)
+    ids, hidden, last = window(pair)
+    vocab = torch.arange(1, 2048, 3)
+    model = Eagle3DraftModel(pair.target, SMALL, draft_vocab=vocab, hidden_layers=LAYERS).eval()
+    with torch.no_grad():
+        loss, _ = eagle3.eagle3_loss(model, hidden[None], last[None], ids[None], depth=1)
+        full = pair.target.get_output_embeddings()(last[1:]).float()               # [T - 1, V]
+        theirs = full[:, vocab].softmax(-1)
+        drafted = model.head_logits(model(model.fuse(hidden[:-1])[None], ids[None, 1:]))[0].float()
+        hand = -(theirs * drafted.log_softmax(-1)).sum(-1).mean()
+    assert torch.isclose(loss, hand, rtol=1e-3), (loss, hand)
