@@ -1,4 +1,5 @@
-"""Exercise checkers for lesson 11 (EAGLE's training pairs; what each MTP module reads and predicts).
+"""Exercise checkers for lesson 11 (EAGLE's training pairs; what each MTP module reads and predicts; EAGLE-3's d2t
+map).
 
 Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
@@ -8,7 +9,8 @@ import torch
 
 from lab.exercises.harness import checker, compare, Fail, outcome_of, same_tensor
 
-__all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs"]
+__all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs",
+           "d2t_from_counts", "reference_d2t_from_counts"]
 
 
 def reference_eagle_training_pairs(hidden, ids):
@@ -160,3 +162,69 @@ def mtp_depth_pairs(fn):
                     "two slices of ids.",
                     show_args=lambda c: f"ids={c[0].tolist()}, depth={c[1]}")
     return f"{count} windows: module k reads t(i+k) and predicts t(i+k+1), as MTPHeads.forward trains it"
+
+
+def reference_d2t_from_counts(counts, size):
+    """The answer to exercise 3: EAGLE-3's ``d2t`` map for a draft vocabulary of the ``size`` most frequent tokens.
+
+    ``counts``: LongTensor ``[V]``, how often each target id occurs in the draft's training data. Picks the ``size``
+    ids with the highest counts (ties: the smaller id first), sorts them ascending and returns LongTensor ``[size]``
+    with ``d2t[i] = id_i - i``, so that draft id i is target id ``i + d2t[i]``. That is the layout of the official
+    checkpoints: the EAGLE repository's EAGLE-3 training data code (``eagle/traineagle3/cnets.py``) counts tokens,
+    keeps ``most_common(N)``, sorts them and stores the offsets; SpecForge does the same, and vLLM's and SGLang's
+    EAGLE-3 models add ``d2t`` to the draft's argmax to get the target id."""
+    counts = torch.as_tensor(counts)
+    order = torch.sort(-counts, stable=True).indices  # stable: equal counts keep id order
+    chosen = order[:size].sort().values
+    return chosen - torch.arange(size)
+
+
+def _top_ids(counts, size, smaller_first=True):
+    """The ``size`` most frequent ids of ``counts``, ascending; ties at the cut go to the smaller id (or the larger)."""
+    if smaller_first:
+        return torch.sort(-counts, stable=True).indices[:size].sort().values
+    flipped = torch.sort(-counts.flip(0), stable=True).indices[:size]
+    return (counts.numel() - 1 - flipped).sort().values
+
+
+@checker
+def d2t_from_counts(fn):
+    """Check ``fn(counts [V], size) -> d2t [size]`` (exercise 3): the ``size`` most frequent target ids (ties: the
+    smaller id), sorted ascending, stored as offsets ``d2t[i] = id_i - i``. Planted mistakes: the ids themselves,
+    the offsets with the sign flipped, the ids in frequency order, the least frequent ids, and ties broken towards
+    the larger id."""
+    gen = torch.Generator().manual_seed(3)
+    cases = [(torch.tensor([5, 0, 9, 2, 9, 1, 0, 7]), 3),     # 9 and 9 tie inside the cut, 7 is third
+             (torch.tensor([4, 4, 1, 4, 0, 2]), 2),           # three 4s tie across the cut: the two smaller ids
+             (torch.tensor([0, 3, 0, 3, 8, 0, 3, 1, 0]), 4),   # 8, then three 3s, nothing left for the rest
+             (torch.tensor([2, 7, 1]), 3),                     # the whole vocabulary: d2t is all zeros
+             (torch.tensor([1, 0, 0, 6]), 1),
+             (torch.randint(0, 40, (50,), generator=gen), 12),
+             (torch.randint(0, 5, (30,), generator=gen), 9)]   # many ties
+    faults = [
+        (lambda c, n: _top_ids(c, n),
+         "store offsets, not ids: d2t[i] = id_i - i, so that an engine turns draft id i back into target id "
+         "i + d2t[i] (subtract torch.arange(size) from the sorted ids)."),
+        (lambda c, n: torch.arange(n) - _top_ids(c, n),
+         "the sign is flipped: the target id is draft id + d2t, so d2t[i] = id_i - i (never negative once the ids "
+         "are sorted)."),
+        (lambda c, n: torch.sort(-c, stable=True).indices[:n] - torch.arange(n),
+         "sort the chosen ids ascending before taking offsets, as the official checkpoints do; frequency order maps "
+         "draft ids to the same set of tokens, but it is not the stored layout (d2t sorted never decreases)."),
+        (lambda c, n: torch.sort(c, stable=True).indices[:n].sort().values - torch.arange(n),
+         "keep the MOST frequent tokens: the draft can only propose tokens inside its vocabulary, so it should be "
+         "the ones the target writes most often (sort the counts descending)."),
+        (lambda c, n: _top_ids(c, n, smaller_first=False) - torch.arange(n),
+         "when counts tie at the cut, take the smaller id first (a stable sort on -counts keeps id order; "
+         "torch.topk does not promise an order among ties)."),
+    ]
+
+    def same(a, b):
+        got = a if isinstance(a, torch.Tensor) else torch.as_tensor(a) if isinstance(a, (list, tuple)) else None
+        return got is not None and same_tensor(got, b, atol=0)
+
+    count = compare("d2t_from_counts", fn, cases, reference_d2t_from_counts, faults, same,
+                    "take the size ids with the highest counts (ties: smaller id), sort them ascending, and return "
+                    "ids - torch.arange(size).",
+                    show_args=lambda c: f"counts={c[0].tolist()}, size={c[1]}")
+    return f"{count} vocabularies mapped: draft id i is target id i + d2t[i], the layout EAGLE-3 checkpoints ship"

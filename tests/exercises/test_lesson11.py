@@ -90,3 +90,48 @@ def test_mtp_depth_pairs_are_the_rows_mtp_heads_train(pair):
             alone = heads.step(k, h[:rows], tokens_in, position_ids=torch.arange(k, k + rows))
             assert torch.allclose(alone, outs[k - 1][0, :rows], atol=1e-5)
             h = outs[k - 1][0]
+
+
+def test_d2t_from_counts(capsys):
+    import collections
+
+    import torch
+
+    assert check.d2t_from_counts(check.reference_d2t_from_counts)
+
+    def with_counter(counts, size):  # the official script's way: Counter.most_common, then sort (a list works)
+        counter = collections.Counter({i: int(c) for i, c in enumerate(counts)})
+        ids = sorted(sorted(counter, key=lambda i: (-counter[i], i))[:size])
+        return [t - i for i, t in enumerate(ids)]
+
+    assert check.d2t_from_counts(with_counter)
+    top = lambda c, n: torch.sort(-c, stable=True).indices[:n]  # noqa: E731
+    for wrong, words in [(lambda c, n: top(c, n).sort().values, "store offsets, not ids"),
+                         (lambda c, n: torch.arange(n) - top(c, n).sort().values, "the sign is flipped"),
+                         (lambda c, n: top(c, n) - torch.arange(n), "sort the chosen ids ascending"),
+                         (lambda c, n: torch.sort(c, stable=True).indices[:n].sort().values - torch.arange(n),
+                          "MOST frequent")]:
+        rejects(check.d2t_from_counts, wrong, capsys, words, "d2t_from_counts(counts=")
+    rejects(check.d2t_from_counts, lambda c, n: top(c, n + 1).sort().values[1:] - torch.arange(n), capsys,
+            "ties: smaller id")  # an off-by-one with no planted twin gets the generic hint
+    assert not check.d2t_from_counts(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_d2t_from_counts_matches_the_course_drafts_vocabulary(pair):
+    """The reference picks the set lab.drafters.draft_vocab.frequent_tokens picks, and an Eagle3DraftModel built on
+    those ids, sorted, stores exactly the reference's d2t (the model maps draft id i to target id i + d2t[i])."""
+    import torch
+
+    from lab.drafters.draft_vocab import frequent_tokens
+    from lab.drafters.eagle3 import Eagle3DraftModel
+
+    V = pair.target.config.vocab_size
+    ids = torch.randint(0, V, (4000,), generator=torch.Generator().manual_seed(0)) % 300  # many ties
+    counts = torch.bincount(ids, minlength=V)
+    d2t = check.reference_d2t_from_counts(counts, 64)
+    chosen = torch.arange(64) + d2t
+    assert torch.equal(chosen, frequent_tokens([ids], 64, V).sort().values)
+    assert (d2t >= 0).all() and (d2t[1:] >= d2t[:-1]).all()
+    model = Eagle3DraftModel(pair.target, draft_vocab=chosen)
+    assert torch.equal(model.d2t, d2t) and torch.equal(model.draft_vocab, chosen)
