@@ -2,7 +2,8 @@
 
 Source: An et al. 2025, "PARD: Accelerating LLM Inference with Low-Cost PARallel Draft Model Adaptation"
 (arXiv 2504.18583; the authors' code, github.com/AMD-AGI/PARD, ``pard/pard_train.py`` and ``pard/pard_infer.py``,
-read for the layout below). Engines: vLLM's ``parallel_drafting`` and TensorRT-LLM's ``PARD`` decoding type.
+read for the layout below). Engines: TensorRT-LLM's ``PARD`` decoding type; vLLM 0.34.0's ``parallel_drafting`` key
+applies to its dflash and dspark methods only, so vLLM runs a PARD draft as an ordinary draft model.
 
 An autoregressive draft model proposes K tokens with K sequential forwards. A *parallel* draft is the same small
 model adapted to one extra input, the **mask token**: fed ``[t_L] + [mask] * (K - 1)`` after its KV cache of the
