@@ -157,8 +157,9 @@ def parallel_block(fn):
     every row scored on the next token."""
     gen = torch.Generator().manual_seed(9)
     cases = []
+    # the last two: the anchor at the end (no target yet, as at inference) and two tokens before it (targets cut)
     for length, anchor, k, mask_id in ((10, 3, 4, 2048), (8, 0, 3, 2048), (12, 6, 2, 50), (9, 4, 1, 2048),
-                                       (12, 2, 5, 99), (10, 5, 4, 2048)):
+                                       (12, 2, 5, 99), (10, 5, 4, 2048), (10, 9, 4, 2048), (10, 7, 4, 2048)):
         cases.append((torch.randint(0, 48, (length,), generator=gen).tolist(), anchor, k, mask_id))
     faults = [
         (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a:a + k]),
@@ -187,7 +188,7 @@ def parallel_block(fn):
                    "lists, e.g. (ids[:anchor + 1] + [mask_id] * (k - 1), ids[...]): the lesson feeds inputs to the "
                    "draft and compares its guesses with targets.")
     count = compare("parallel_block", fn, cases, reference_parallel_block, faults, same,
-                    "inputs: the text up to and including ids[anchor], then k - 1 copies of mask_id; targets: the k "
-                    "true tokens after ids[anchor].")
+                    "inputs: the text up to and including ids[anchor], then k - 1 copies of mask_id; targets: the "
+                    "true tokens after ids[anchor], at most k of them (fewer, or none, near the end of ids).")
     return (f"{count} blocks right: one forward over the text and K - 1 masks, the last K rows scored on the K "
             "tokens after the anchor, none fed an earlier draft")

@@ -172,7 +172,8 @@ def reference_d2t_from_counts(counts, size):
     with ``d2t[i] = id_i - i``, so that draft id i is target id ``i + d2t[i]``. That is the layout of the official
     checkpoints: the EAGLE repository's EAGLE-3 training data code (``eagle/traineagle3/cnets.py``) counts tokens,
     keeps ``most_common(N)``, sorts them and stores the offsets; SpecForge does the same, and vLLM's and SGLang's
-    EAGLE-3 models add ``d2t`` to the draft's argmax to get the target id."""
+    EAGLE-3 models add ``d2t`` to the draft's argmax to get the target id. (``Counter.most_common`` breaks ties by
+    first occurrence; the exercise takes the smaller id, so that every answer is unique.)"""
     counts = torch.as_tensor(counts)
     order = torch.sort(-counts, stable=True).indices  # stable: equal counts keep id order
     chosen = order[:size].sort().values
@@ -200,7 +201,9 @@ def d2t_from_counts(fn):
              (torch.tensor([2, 7, 1]), 3),                     # the whole vocabulary: d2t is all zeros
              (torch.tensor([1, 0, 0, 6]), 1),
              (torch.randint(0, 40, (50,), generator=gen), 12),
-             (torch.randint(0, 5, (30,), generator=gen), 9)]   # many ties
+             (torch.randint(0, 5, (30,), generator=gen), 9),   # many ties
+             (torch.tensor([0, 3, 0, 0, 5, 0]), 4),             # more places than ids that occur: zeros fill them
+             (torch.tensor([0, 0, 2, 0, 0, 0, 0, 1]), 5)]
     faults = [
         (lambda c, n: _top_ids(c, n),
          "store offsets, not ids: d2t[i] = id_i - i, so that an engine turns draft id i back into target id "
@@ -210,7 +213,7 @@ def d2t_from_counts(fn):
          "are sorted)."),
         (lambda c, n: torch.sort(-c, stable=True).indices[:n] - torch.arange(n),
          "sort the chosen ids ascending before taking offsets, as the official checkpoints do; frequency order maps "
-         "draft ids to the same set of tokens, but it is not the stored layout (d2t sorted never decreases)."),
+         "draft ids to the same set of tokens, but it is not their layout (sorted, d2t never decreases)."),
         (lambda c, n: torch.sort(c, stable=True).indices[:n].sort().values - torch.arange(n),
          "keep the MOST frequent tokens: the draft can only propose tokens inside its vocabulary, so it should be "
          "the ones the target writes most often (sort the counts descending)."),
@@ -219,12 +222,35 @@ def d2t_from_counts(fn):
          "torch.topk does not promise an order among ties)."),
     ]
 
+    def as_ids(value):  # a tensor, list or NumPy array of ints
+        try:
+            return value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+
     def same(a, b):
-        got = a if isinstance(a, torch.Tensor) else torch.as_tensor(a) if isinstance(a, (list, tuple)) else None
+        got = as_ids(a)
         return got is not None and same_tensor(got, b, atol=0)
 
+    for counts, size in cases:  # a tie broken the other way (torch.topk, an unstable sort): say so at once
+        outcome = outcome_of(fn, (counts.clone(), size))
+        got = as_ids(outcome[1]) if outcome[0] == "ok" else None
+        if got is None or got.shape != (size,) or same(got, reference_d2t_from_counts(counts, size)):
+            continue
+        chosen = torch.arange(size) + got.long()
+        want = torch.arange(size) + reference_d2t_from_counts(counts, size)
+        if set(chosen.tolist()) == set(want.tolist()):
+            continue  # the right ids in another order: compare's hints below say which
+        if ((chosen >= 0) & (chosen < counts.numel())).all() and chosen.unique().numel() == size and torch.equal(
+                counts[chosen].sort().values, counts[want].sort().values):
+            raise Fail(f"d2t_from_counts(counts={counts.tolist()}, size={size}) picks target ids {chosen.tolist()}, "
+                       f"expected {want.tolist()}: the same counts, other ids.\n  Hint: when counts tie at the cut, "
+                       "take the smaller id first (a stable sort on -counts keeps id order; torch.topk and an "
+                       "unstable sort do not promise an order among ties).")
+
     count = compare("d2t_from_counts", fn, cases, reference_d2t_from_counts, faults, same,
-                    "take the size ids with the highest counts (ties: smaller id), sort them ascending, and return "
-                    "ids - torch.arange(size).",
+                    "take the size ids with the highest counts (ties: smaller id; ids that never occur tie at 0 and "
+                    "fill the remaining places), sort them ascending, and return ids - torch.arange(size).",
                     show_args=lambda c: f"counts={c[0].tolist()}, size={c[1]}")
-    return f"{count} vocabularies mapped: draft id i is target id i + d2t[i], the layout EAGLE-3 checkpoints ship"
+    return (f"{count} vocabularies mapped: draft id i is target id i + d2t[i], the layout of the official EAGLE-3 "
+            "checkpoints")

@@ -152,7 +152,7 @@ def test_jacobi_step_checker_on_the_real_pair(capsys, smollm2_pair):
 
 def test_parallel_block_reference_passes_and_a_stub_is_not_solved(capsys):
     ok, out = run(capsys, check.parallel_block, check.reference_parallel_block)
-    assert ok is True and out.startswith("✓ parallel_block: 6 blocks right"), out
+    assert ok is True and out.startswith("✓ parallel_block: 8 blocks right"), out
 
     def stub(ids, anchor, k, mask_id):
         raise NotImplementedError
@@ -171,7 +171,7 @@ def test_reference_parallel_block_values():
 
 def test_parallel_block_planted_mistakes_get_their_own_hints(capsys):
     rejects(check.parallel_block, lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a:a + k]), capsys,
-            "one place early", "ids[anchor + 1]", "6 of 6 cases are wrong")
+            "one place early", "ids[anchor + 1]", "8 of 8 cases are wrong")
     rejects(check.parallel_block, lambda x, a, k, m: (x[:a + 1] + [m] * k, x[a + 1:a + 1 + k]), capsys,
             "K - 1 masks, not K")
     rejects(check.parallel_block, lambda x, a, k, m: (x[:a + k], x[a + 1:a + 1 + k]), capsys,
@@ -239,3 +239,20 @@ def test_reference_parallel_block_is_what_the_drafter_feeds(pair):
         fresh = forward(drafter.model, inputs, new_cache())[-k:, :drafter.vocab_size]
         assert torch.allclose(cached, fresh, atol=1e-4), (anchor, k)
         assert drafter.kv_length() == anchor + 1
+
+
+def test_parallel_block_covers_the_anchor_at_the_end(capsys):
+    """The lesson's first call puts the anchor on the last token (inference: no targets yet); an index loop that
+    assumes K tokens after the anchor, or one that pads the targets with masks, must fail here, not in the lesson."""
+    from lab.exercises import lesson09 as check09
+
+    def indexed(ids, anchor, k, mask_id):
+        return list(ids[:anchor + 1]) + [mask_id] * (k - 1), [ids[anchor + i] for i in range(1, k + 1)]
+
+    def padded(ids, anchor, k, mask_id):
+        return list(ids[:anchor + 1]) + [mask_id] * (k - 1), (list(ids[anchor + 1:anchor + 1 + k]) + [mask_id] * k)[:k]
+
+    for fn, words in ((indexed, "raised IndexError"), (padded, "[2048, 2048, 2048, 2048]")):
+        assert not check09.parallel_block(fn)
+        out = capsys.readouterr().out
+        assert words in out and "at most k of them" in out, out

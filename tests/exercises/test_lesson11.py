@@ -113,7 +113,7 @@ def test_d2t_from_counts(capsys):
                           "MOST frequent")]:
         rejects(check.d2t_from_counts, wrong, capsys, words, "d2t_from_counts(counts=")
     rejects(check.d2t_from_counts, lambda c, n: top(c, n + 1).sort().values[1:] - torch.arange(n), capsys,
-            "ties: smaller id")  # an off-by-one with no planted twin gets the generic hint
+            "the same counts, other ids")  # on the tie case this off-by-one keeps ids of equal counts: said so
     assert not check.d2t_from_counts(stub)
     assert "not solved yet" in capsys.readouterr().out
 
@@ -135,3 +135,23 @@ def test_d2t_from_counts_matches_the_course_drafts_vocabulary(pair):
     assert (d2t >= 0).all() and (d2t[1:] >= d2t[:-1]).all()
     model = Eagle3DraftModel(pair.target, draft_vocab=chosen)
     assert torch.equal(model.d2t, d2t) and torch.equal(model.draft_vocab, chosen)
+
+
+def test_d2t_from_counts_ties_unseen_ids_and_numpy(capsys):
+    """torch.topk breaks ties its own way: the checker names the tie rule; an answer that keeps only the ids that
+    occur fails on a vocabulary larger than them (as in the lesson, where 512 places outnumber the ids counted); a
+    NumPy answer with the right values passes."""
+    import numpy as np
+    import torch
+
+    rejects(check.d2t_from_counts, lambda c, n: torch.topk(c, n).indices.sort().values - torch.arange(n), capsys,
+            "the same counts, other ids", "take the smaller id first")
+
+    def seen_only(counts, size):
+        ids = torch.nonzero(counts).flatten()
+        chosen = ids[torch.sort(-counts[ids], stable=True).indices][:size].sort().values
+        return chosen - torch.arange(len(chosen))
+
+    rejects(check.d2t_from_counts, seen_only, capsys, "counts=[0, 3, 0, 0, 5, 0], size=4",
+            "ids that never occur tie at 0 and fill the remaining places")
+    assert check.d2t_from_counts(lambda c, n: np.sort(np.argsort(-c.numpy(), kind="stable")[:n]) - np.arange(n))
