@@ -575,7 +575,7 @@ def test_lesson_09_parallel_drafting_section():
     says(text, f"each step brought {round(100 * (1 - p['tokens_per_target_call'] / m['tokens_per_target_call']))} % "
                "fewer tokens")
     held_out = json.loads((assets / "training.json").read_text())["held_out_agreement"]
-    says(text, "64 held-out windows: " + ", ".join(_x(held_out[f"position_{i}"]) for i in range(1, 5))
+    says(text, "64 held-out corpus windows: " + ", ".join(_x(held_out[f"position_{i}"]) for i in range(1, 5))
          + " at positions 1–4")
 
 
@@ -596,8 +596,9 @@ def test_lesson_08_suffix_decoding_section():
 
 
 def test_lesson_11_eagle3_section():
-    """Lesson 11's EAGLE-3 section: its verdict sentence follows its own table, the cards' numbers it prints are the
-    committed ones, and the prose's facts (no real-pair EAGLE-3 yet, 1.2 M training tokens, a sixth of EAGLE's) hold."""
+    """Lesson 11's EAGLE-3 section: its verdict sentences follow its own table and the card, the cards' numbers it
+    prints are the committed ones, and the prose's facts (no real-pair EAGLE-3 yet, the vocabulary counted on 307,200
+    tokens, a sixth of EAGLE's training tokens) hold."""
     from lab.drafters.eagle3 import EAGLE3_DIRS
 
     text, out = prose("11_eagle_feature_drafts"), printed("11_eagle_feature_drafts")
@@ -611,8 +612,17 @@ def test_lesson_11_eagle3_section():
     seen1 = json.loads((assets / "eagle" / "training.json").read_text())["tokens_seen"]
     assert int(share) == round(100 * seen3 / seen1) and round(seen1 / seen3) == 6   # "a sixth of the tokens"
     says(text, "a sixth of the tokens EAGLE saw")
-    says(text, "The committed draft's 1,024 ids were counted on 1.2 M tokens of training text")
-    assert round(seen3 / 1e6, 1) == 1.2
+    recipe = json.loads((assets / "eagle3" / "training.json").read_text())["recipe"]
+    says(text, "The committed draft's 1,024 ids were counted on its 307,200 training tokens (1,200 windows of 256)")
+    says(text, "the committed vocabulary was counted on 307,200 tokens")
+    assert (recipe["sequences"], recipe["seq_len"], recipe["draft_vocab_size"]) == (1200, 256, 1024)
+    decoded = {row["method"]: row.get("tokens_per_target_call")
+               for row in json.loads((assets / "eagle3" / "measurements.json").read_text())["decoding"]["rows"]}
+    word, a, b = quoted(out, r"In the card's committed decoding run EAGLE-3 (earned more|earned fewer) tokens per "
+                             r"target call than EAGLE \(([\d.]+) against ([\d.]+)\)")
+    assert (a, b) == (f"{decoded['eagle3 N=3']:.2f}", f"{decoded['eagle N=3']:.2f}")
+    assert (word == "earned more") == (decoded["eagle3 N=3"] > decoded["eagle N=3"])
+    says(text, "a decoding run of 8 prompts × 128 tokens at N = 3")
     agreement = json.loads((assets / "eagle3" / "measurements.json").read_text())["teacher_forced_agreement"]
     assert ("teacher-forced agreement at steps 1-3 " + ", ".join(f"{v:.2f}" for v in agreement["eagle3"])) in out
     says(text, "The real pair has no EAGLE-3 draft yet")
@@ -634,7 +644,12 @@ def test_lesson_14_parallel_drafting():
     text, out = prose("14_choosing_a_strategy"), printed("14_choosing_a_strategy")
     row = next(r for r in picker.STRATEGY_TABLE if r.method == "parallel")
     assert row.speedup == (2.52, 2.72)
-    says(text, "Its authors measure 2.52–2.72× on MT-Bench chat in vLLM for three 8–70 B targets")
+    says(text, "Its authors measure 2.52–2.72× on MT-Bench chat for three 8–70 B targets, in vLLM 0.16.0")
+    reasons = " ".join(picker.recommend("chat", 0.0, False, False, has_parallel_draft=True).reasons)
+    from lab.picker.tables import PARD_REPORT
+
+    assert "vLLM 0.16.0" in PARD_REPORT and "EAGLE-3 1.66–2.64×" in reasons   # "the reasons print both"
+    assert "vLLM notes: vLLM 0.34.0 has no PARD drafter" in out
     says(text, "1.11–1.22× against its autoregressive draft's 1.14–1.46× at N = 2–4")
     assert "parallel (PARD) draft model, N = 5, 2.52–2.72×" in out
     assert "the same, under load → no speculation" in out and "EAGLE head trainable → EAGLE draft head" in out
