@@ -11,6 +11,8 @@ command line builds its parser from :data:`lab.picker.TASKS` before any model wo
 """
 from __future__ import annotations
 
+import functools
+
 __all__ = ["LOAD_COST_CUT", "LOAD_SPEEDUP", "LOAD_ALPHA", "LOAD_COST_RATIO", "LOAD_RIDGE", "saturated_gain",
            "load_break_even", "load_schedule"]
 
@@ -40,7 +42,14 @@ def load_break_even() -> int:
 
 
 def load_schedule() -> list:
-    """vLLM's ``num_speculative_tokens_per_batch_size`` for N = 1 under that model (0 past the break-even)."""
+    """vLLM's ``num_speculative_tokens_per_batch_size`` for N = 1 under that model (0 past the break-even): a fresh
+    list of ``[first_batch, last_batch, n_draft]`` ranges on every call."""
+    return [list(row) for row in _load_schedule()]
+
+
+@functools.lru_cache(maxsize=1)
+def _load_schedule() -> tuple:
+    # constant inputs, and the sweep costs about 30 ms: every recommendation under load asks for it
     from lab.costs import draft_length_schedule
 
-    return draft_length_schedule(LOAD_ALPHA, LOAD_COST_RATIO, LOAD_RIDGE, max_n=1)
+    return tuple(tuple(row) for row in draft_length_schedule(LOAD_ALPHA, LOAD_COST_RATIO, LOAD_RIDGE, max_n=1))
