@@ -30,7 +30,7 @@ from lab.validation import check_int, check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
-           "cost_ratio_from_steps"]
+           "cost_ratio_from_steps", "conditional_acceptance"]
 
 
 def _check_alpha(given) -> float:
@@ -270,6 +270,25 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
         "wall_ms": wall_ms,
         "tokens_per_second": new_tokens / (wall_ms / 1000) if wall_ms > 0 else None,
     }
+
+
+def conditional_acceptance(steps) -> list:
+    """Per draft position i (0-based), the share of steps that accepted position i among the steps that reached it
+    with every earlier draft accepted: steps with ``depth > i`` and ``num_accepted >= i``. This is the decay of
+    acceptance along a draft (MTP, Medusa and parallel drafts lose accuracy with distance; an autoregressive draft
+    holds up). It is not the ratio of consecutive :func:`summarize_steps` ``per_position_acceptance`` values: those
+    are taken over different steps (near the end of a generation the drafts are shorter), so their ratio can exceed 1.
+
+    ``steps``: an iterable of :class:`lab.trace.StepRecord` (or objects with ``depth`` and ``num_accepted``).
+    Returns a list of floats in [0, 1], one per position up to the deepest step, or None at a position no step
+    reached with its earlier drafts accepted."""
+    steps = list(steps)
+    longest = max((s.depth for s in steps), default=0)
+    out = []
+    for i in range(longest):
+        reached = [s for s in steps if s.depth > i and s.num_accepted >= i]
+        out.append(sum(s.num_accepted > i for s in reached) / len(reached) if reached else None)
+    return out
 
 
 def alpha_from_steps(steps) -> float | None:

@@ -340,11 +340,12 @@ def decode_comparison(pair, parallel_factory, prompts: int = 5, max_new_tokens: 
     draft and with the parallel draft (``parallel_factory(K)`` builds one), interleaved with autoregressive decoding
     (:func:`lab.bench.run_interleaved`), at each K. Per method: tokens per target call, per-position acceptance
     (:func:`lab.metrics.summarize_steps`: the share of steps whose first i drafts were all accepted) and the
-    conditional acceptance of position i given i - 1 accepted (their ratio), draft ms per step, tokens/s and the
-    speedup over autoregressive decoding, and whether every output equals the autoregressive one."""
+    conditional acceptance of position i given the earlier ones accepted (:func:`lab.metrics.conditional_acceptance`),
+    draft ms per step, tokens/s and the speedup over autoregressive decoding, and whether every output equals the
+    autoregressive one."""
     from lab.bench import run_interleaved
     from lab.drafters import DraftModelDrafter
-    from lab.metrics import summarize_steps
+    from lab.metrics import conditional_acceptance, summarize_steps
     from lab.prompts import held_out_prompts
 
     encoded = [pair.encode(text) for text in held_out_prompts()[:prompts]]
@@ -366,8 +367,8 @@ def decode_comparison(pair, parallel_factory, prompts: int = 5, max_new_tokens: 
             reach = stats["per_position_acceptance"]
             row[name] = {"tokens_per_target_call": round(stats["tokens_per_target_call"], 3),
                          "per_position_acceptance": [round(x, 4) for x in reach],
-                         "conditional_acceptance": [round(reach[0], 4)] + [
-                             round(b / a, 4) if a else None for a, b in zip(reach, reach[1:])],
+                         "conditional_acceptance": [None if x is None else round(x, 4)
+                                                    for x in conditional_acceptance(steps)],
                          "draft_ms_per_step": round(stats["draft_ms"] / len(steps), 4),
                          "tokens_per_second": round(tokens / wall * 1000, 1),
                          "speedup": round(tokens / wall * 1000 / base_tps, 3),

@@ -292,3 +292,21 @@ def test_number_messages_show_the_tensor_that_was_passed():
     assert metrics.optimal_n_draft(torch.tensor(0.8), torch.tensor(0.1), torch.tensor(8)) == \
         metrics.optimal_n_draft(0.8, 0.1, 8)
     assert metrics.optimal_n_draft(0.8, 0.1, np.array(8)) == metrics.optimal_n_draft(0.8, 0.1, 8)
+
+
+def test_conditional_acceptance_counts_only_steps_that_reached_the_position():
+    from types import SimpleNamespace
+
+    def step(depth, accepted):  # a chain of `depth` drafts
+        return SimpleNamespace(depth=depth, num_accepted=accepted, drafted=[0] * depth, draft_calls=0, draft_ms=0.0,
+                               verify_ms=0.0, target_ms=0.0)
+
+    # four K = 3 steps, then two short ones at the end of a generation (depth 1, both accepted)
+    steps = [step(3, 3), step(3, 1), step(3, 0), step(3, 2), step(1, 1), step(1, 1)]
+    # position 0: 5 of 6 accepted; position 1: 3 steps reached it (3, 1, 2 accepted), 2 passed it; position 2: 2
+    # reached it, 1 passed
+    assert metrics.conditional_acceptance(steps) == [5 / 6, 2 / 3, 1 / 2]
+    reach = metrics.summarize_steps(steps, 10, 1.0)["per_position_acceptance"]
+    assert reach == [5 / 6, 2 / 4, 1 / 4]  # over different steps: the old ratio 0.5 / (5/6) = 0.6 is not 2/3
+    assert metrics.conditional_acceptance([step(2, 0)]) == [0.0, None]  # nobody reached position 1
+    assert metrics.conditional_acceptance([]) == []
