@@ -21,7 +21,7 @@ from lab.assets import cache_dir
 from lab.training.chat_prompts import training_prompts
 from lab.validation import check_int
 
-__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data"]
+__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data", "resume_chat_run"]
 
 TOP_K = 8
 """How many of the target's most likely next tokens each answer position keeps (ids and log-probabilities)."""
@@ -180,3 +180,24 @@ def load_chat_data(folder: Path) -> list[dict]:
                               "topk_logprobs": t["topk_logprobs"][sl].float(), "kind": kind})
             answer_offset += count
     return sequences
+
+
+def resume_chat_run(pair, name: str, recipe, sequences: list[dict], model, opt, log=print) -> tuple:
+    """Where a real-pair recipe (``python -m lab train chat-<name>``) keeps its checkpoint, and what it resumes from
+    there: ``<chat data>/<name>-checkpoint/`` (:func:`chat_data_dir`), resumed only when it was made with the same
+    ``recipe`` (a dataclass) and the same data (how many ``sequences`` and answer tokens: more data reshuffles the
+    held-out split). Loads the checkpoint's state into ``model`` and ``opt``. Returns ``(checkpoint, plan, history,
+    order, first_step, minutes)``: the folder, the plan to save with each checkpoint, and
+    :func:`lab.training.checkpoints.resume_training_state`'s four values (an empty history, no order, step 0 and
+    0 minutes when nothing is resumed)."""
+    from dataclasses import asdict
+
+    from lab.training.checkpoints import resume_training_state
+
+    checkpoint = chat_data_dir(pair) / f"{name}-checkpoint"
+    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
+            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
+    history, order, first_step, minutes = resume_training_state(checkpoint, model, opt, plan)
+    if first_step:
+        log(f"chat {name}: resuming at step {first_step} from {checkpoint}")
+    return checkpoint, plan, history, order, first_step, minutes

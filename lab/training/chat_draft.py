@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR
-from lab.training.chat_data import chat_data_dir, load_chat_data
-from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run
+from lab.training.checkpoints import save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatDraftRecipe", "ProjectedDraft", "draft_config", "soft_cross_entropy", "greedy_agreement",
@@ -208,13 +208,8 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
     draft = ProjectedDraft(config, pair.target.get_input_embeddings().weight)
     pad = pair.eos_token_id
     opt = make_optimizer(draft, recipe.lr)
-    checkpoint = chat_data_dir(pair) / "draft-checkpoint"
-    # what a checkpoint must match to be resumed: the recipe and the data (more seeds reshuffle the split)
-    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
-            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = resume_training_state(checkpoint, draft, opt, plan)
-    if first_step:
-        log(f"chat draft: resuming at step {first_step} from {checkpoint}")
+    checkpoint, plan, history, order, first_step, minutes = resume_chat_run(pair, "draft", recipe, sequences,
+                                                                            draft, opt, log)
     t0 = time.time() - minutes * 60
     answer_tokens = sum(len(s["topk_ids"]) for s in train)
     log(f"chat draft: {len(train)} training sequences ({answer_tokens} answer tokens), {len(held)} held out")

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from lab.assets import SMOLLM2_DIR, cache_dir, weights_key
-from lab.training.chat_data import chat_data_dir, load_chat_data
-from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run
+from lab.training.checkpoints import save_training_state
 from lab.training.eagle import eagle_loss
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
 
@@ -265,12 +265,8 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
     pad = pair.eos_token_id
     opt = make_optimizer(model, recipe.lr)
     params = [p for p in model.parameters() if p.requires_grad]
-    checkpoint = chat_data_dir(pair) / "eagle-checkpoint"
-    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
-            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = resume_training_state(checkpoint, model, opt, plan)
-    if first_step:
-        log(f"chat EAGLE: resuming at step {first_step} from {checkpoint}")
+    checkpoint, plan, history, order, first_step, minutes = resume_chat_run(pair, "eagle", recipe, sequences,
+                                                                            model, opt, log)
     answer_tokens = sum(len(s["topk_ids"]) for s in train)
     log(f"chat EAGLE: {len(train)} training sequences ({answer_tokens} answer tokens), {len(held)} held out, "
         f"{trainable_parameters(model):,} trainable parameters")

@@ -51,9 +51,9 @@ from pathlib import Path
 import torch
 
 from lab.assets import SMOLLM2_DIR, cache_dir
-from lab.training.chat_data import chat_data_dir
+from lab.training.chat_data import resume_chat_run
 from lab.training.chat_eagle import chat_eagle_agreement, draft_vocab_coverage, eagle_batch, feature_data
-from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.checkpoints import save_training_state
 from lab.training.eagle import eagle_chain_predictions
 from lab.training.eagle3 import eagle3_loss, feature_layers
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
@@ -189,12 +189,8 @@ def train_chat_eagle3(pair, recipe: ChatEagle3Recipe | None = None, out_dir: Pat
     pad = pair.eos_token_id
     opt = make_optimizer(model, recipe.lr)
     params = [p for p in model.parameters() if p.requires_grad]
-    checkpoint = chat_data_dir(pair) / "eagle3-checkpoint"
-    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
-            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = resume_training_state(checkpoint, model, opt, plan)
-    if first_step:
-        log(f"chat EAGLE-3: resuming at step {first_step} from {checkpoint}")
+    checkpoint, plan, history, order, first_step, minutes = resume_chat_run(pair, "eagle3", recipe, sequences,
+                                                                            model, opt, log)
     answer_tokens = sum(len(s["topk_ids"]) for s in train)
     log(f"chat EAGLE-3: layers {layers}, {len(train)} training sequences ({answer_tokens} answer tokens), "
         f"{len(held)} held out, {trainable_parameters(model):,} trainable parameters")

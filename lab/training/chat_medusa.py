@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 from lab.assets import SMOLLM2_DIR
-from lab.training.chat_data import chat_data_dir
+from lab.training.chat_data import resume_chat_run
 from lab.training.chat_eagle import feature_data
-from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.checkpoints import save_training_state
 from lab.training.loop import bf16_autocast, lr_at, take_batch
 from lab.training.medusa import medusa_loss
 
@@ -108,12 +108,8 @@ def train_chat_medusa(pair, recipe: ChatMedusaRecipe | None = None, out_dir: Pat
     heads = MedusaHeads.from_target(target, recipe.num_heads, draft_vocab=vocab).float().train()
     opt = torch.optim.AdamW(heads.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=0.0)
     pad = pair.eos_token_id
-    checkpoint = chat_data_dir(pair) / "medusa-checkpoint"
-    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
-            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = resume_training_state(checkpoint, heads, opt, plan)
-    if first_step:
-        log(f"chat Medusa: resuming at step {first_step} from {checkpoint}")
+    checkpoint, plan, history, order, first_step, minutes = resume_chat_run(pair, "medusa", recipe, sequences,
+                                                                            heads, opt, log)
     before = _accuracy(heads, held, held_features, recipe.max_len, pad) if not first_step else None
     params = sum(p.numel() for p in heads.parameters())
     log(f"chat Medusa: {len(train)} training sequences, {len(held)} held out, {params:,} parameters")

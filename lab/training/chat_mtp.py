@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR
-from lab.training.chat_data import chat_data_dir
+from lab.training.chat_data import resume_chat_run
 from lab.training.chat_eagle import feature_data
 from lab.training.chat_medusa import medusa_batch
-from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.checkpoints import save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatMTPRecipe", "mtp_loss", "depth_predictions", "mtp_agreement", "train_chat_mtp"]
@@ -132,13 +132,9 @@ def train_chat_mtp(pair, recipe: ChatMTPRecipe | None = None, out_dir: Path = SM
     pad = pair.eos_token_id
     opt = make_optimizer(heads, recipe.lr)
     params = [p for p in heads.parameters() if p.requires_grad]
-    checkpoint = chat_data_dir(pair) / "mtp-checkpoint"
+    checkpoint, plan, history, order, first_step, minutes = resume_chat_run(pair, "mtp", recipe, sequences,
+                                                                            heads, opt, log)
     answer_tokens = sum(len(s["topk_ids"]) for s in train)
-    plan = {"recipe": asdict(recipe), "sequences": len(sequences),
-            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = resume_training_state(checkpoint, heads, opt, plan)
-    if first_step:
-        log(f"chat MTP: resuming at step {first_step} from {checkpoint}")
     log(f"chat MTP: {len(train)} training sequences ({answer_tokens} answer tokens), {len(held)} held out, "
         f"{heads.parameter_count():,} parameters in {recipe.depth} modules")
     t0 = time.time() - minutes * 60
