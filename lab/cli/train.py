@@ -7,7 +7,10 @@ from pathlib import Path
 
 from lab.cli.options import positive_int
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "OUT_RECIPES"]
+
+OUT_RECIPES = ("chat-draft", "chat-eagle", "chat-medusa", "chat-mtp", "chat-eagle3")
+"""The recipes ``--out`` applies to: the real pair's drafts."""
 
 
 def add_parser(sub) -> None:
@@ -36,26 +39,30 @@ def add_parser(sub) -> None:
                    help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
                         "choice)")
     t.add_argument("--out", type=Path, default=None,
-                   help="chat-eagle3 only: the folder to write the draft to (default: "
-                        "<cache>/drafts/smollm2-135m-eagle3)")
+                   help="chat-draft, chat-eagle, chat-medusa, chat-mtp and chat-eagle3 only: the folder to write the "
+                        "draft to (default: the committed one in lab/assets/smollm2-135m/, and for chat-eagle3 "
+                        "<cache>/drafts/smollm2-135m-eagle3); a retrain that should not replace the committed "
+                        "weights passes one")
 
 
 def run(args) -> int:
     """``python -m lab train WHAT``: run the training or measurement ``args.what`` names (``args`` from
     :func:`lab.cli.build_parser`) with ``args.threads`` torch threads, and print the model card or training record
-    it wrote. Returns 0, or 2 after one error line when ``--out`` is given for anything but ``chat-eagle3``."""
+    it wrote. Returns 0, or 2 after one error line when ``--out`` is given for anything but a real-pair draft
+    (:data:`OUT_RECIPES`)."""
     from lab import training
 
     if args.threads is not None:  # for `card` too, whose decode timings (cost per token, c) depend on it
         import torch
 
         torch.set_num_threads(args.threads)
-    if getattr(args, "out", None) is not None and args.what != "chat-eagle3":
+    if getattr(args, "out", None) is not None and args.what not in OUT_RECIPES:
         import sys
 
-        print(f"python -m lab train: error: --out applies to chat-eagle3 only, not to {args.what}", file=sys.stderr)
+        print(f"python -m lab train: error: --out applies to {', '.join(OUT_RECIPES)} only, not to {args.what}",
+              file=sys.stderr)
         return 2
-    if args.what in ("chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp", "chat-eagle3"):
+    if args.what == "chat-data" or args.what in OUT_RECIPES:
         return _train_chat(args.what, getattr(args, "out", None))
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
@@ -93,8 +100,8 @@ def run(args) -> int:
 def _train_chat(what: str, out_dir: Path | None = None) -> int:
     """``train chat-data`` (bfloat16 where native: generation), ``train chat-draft`` (float32 target, bf16 autocast
     where native) or ``train chat-eagle`` / ``chat-medusa`` / ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
-    dtype, whose features the drafter reads; ``out_dir``: chat-eagle3's folder, None for its default), all on the
-    CPU, logging to stdout."""
+    dtype, whose features the drafter reads), all on the CPU, logging to stdout and printing the draft's
+    ``training.json``. ``out_dir``: the folder to write the draft to, None for the recipe's default."""
     import time
 
     from lab.models import load_target
@@ -112,17 +119,11 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
         pair = load_target(device="cpu", dtype="auto")
         for source in ("templates", "self"):
             print(build_chat_data(pair, source=source, log=log))
-    elif what in ("chat-eagle", "chat-medusa", "chat-mtp"):
-        pair = load_target(device="cpu", dtype="auto")
-        trainer = {"chat-eagle": train_chat_eagle, "chat-medusa": train_chat_medusa, "chat-mtp": train_chat_mtp}[what]
-        out = trainer(pair, log=log)
-    elif what == "chat-eagle3":
-        pair = load_target(device="cpu", dtype="auto")
-        out = train_chat_eagle3(pair, out_dir=out_dir, log=log)
-        print((Path(out) / "training.json").read_text())
-        print((Path(out) / "training.json").read_text())
     else:
-        pair = load_target(device="cpu")
-        out = train_chat_draft(pair, log=log)
+        trainer = {"chat-draft": train_chat_draft, "chat-eagle": train_chat_eagle, "chat-medusa": train_chat_medusa,
+                   "chat-mtp": train_chat_mtp, "chat-eagle3": train_chat_eagle3}[what]
+        # the draft model distils from the float32 target; the feature drafts read features in the fast dtype
+        pair = load_target(device="cpu") if what == "chat-draft" else load_target(device="cpu", dtype="auto")
+        out = trainer(pair, log=log) if out_dir is None else trainer(pair, out_dir=out_dir, log=log)
         print((Path(out) / "training.json").read_text())
     return 0

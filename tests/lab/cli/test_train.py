@@ -1,4 +1,5 @@
-"""``python -m lab train`` (lab.cli.train): --threads reaches the card's measurements too."""
+"""``python -m lab train`` (lab.cli.train): --threads reaches the card's measurements too, and --out reaches every
+real-pair recipe."""
 from __future__ import annotations
 
 import pytest
@@ -32,3 +33,53 @@ def test_train_card_honours_threads(monkeypatch, tmp_path, capsys):
         torch.set_num_threads(before)
     assert seen == [want]
     assert capsys.readouterr().out == "card\n\n"
+
+
+def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_for_the_data(tmp_path, monkeypatch, capsys):
+    import lab.models
+    import lab.training.chat_eagle3
+    from lab import cli
+
+    seen = []
+
+    def fake_train(pair, out_dir=None, log=print):
+        seen.append((pair, out_dir))
+        (tmp_path / "training.json").write_text("{}")
+        return tmp_path
+
+    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: ("pair", kwargs))
+    monkeypatch.setattr(lab.training.chat_eagle3, "train_chat_eagle3", fake_train)
+    assert cli.main(["train", "chat-eagle3", "--out", str(tmp_path / "d")]) == 0
+    assert seen == [(("pair", {"device": "cpu", "dtype": "auto"}), tmp_path / "d")]
+    assert cli.main(["train", "chat-data", "--out", str(tmp_path)]) == 2
+    assert "--out applies to chat-draft, chat-eagle, chat-medusa, chat-mtp, chat-eagle3 only, not to chat-data" in (
+        capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("what, trainer_module, trainer_name, dtype", [
+    ("chat-draft", "lab.training.chat_draft", "train_chat_draft", None),
+    ("chat-eagle", "lab.training.chat_eagle", "train_chat_eagle", "auto"),
+    ("chat-medusa", "lab.training.chat_medusa", "train_chat_medusa", "auto"),
+    ("chat-mtp", "lab.training.chat_mtp", "train_chat_mtp", "auto")])
+def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, trainer_name, dtype, tmp_path, monkeypatch,
+                                                      capsys):
+    """--out sends a retrain elsewhere than the committed folder; without it the recipe keeps its default."""
+    import importlib
+
+    import lab.models
+    from lab import cli
+
+    seen = []
+
+    def fake_train(pair, out_dir="default", log=print):
+        seen.append((pair, out_dir))
+        (tmp_path / "training.json").write_text('{"recipe": "mine"}')
+        return tmp_path
+
+    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: kwargs)
+    monkeypatch.setattr(importlib.import_module(trainer_module), trainer_name, fake_train)
+    assert cli.main(["train", what, "--out", str(tmp_path / "elsewhere")]) == 0
+    assert cli.main(["train", what]) == 0
+    loaded = {"device": "cpu"} if dtype is None else {"device": "cpu", "dtype": dtype}
+    assert seen == [(loaded, tmp_path / "elsewhere"), (loaded, "default")]
+    assert capsys.readouterr().out.count('{"recipe": "mine"}') == 2  # training.json printed once per run

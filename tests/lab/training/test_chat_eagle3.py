@@ -1,7 +1,7 @@
 """The real pair's EAGLE-3 recipe (lab.training.chat_eagle3) on a tiny random Llama target and made-up chat data:
 the cached layers are the target's, the per-step held-out agreement matches a hand count, a short run lowers the
-loss and saves a draft that loads and keeps greedy parity, a killed run resumes to the same weights, and the CLI
-passes --out."""
+loss and saves a draft that loads and keeps greedy parity, and a killed run resumes to the same weights (the CLI's
+--out: tests/lab/cli/test_train.py)."""
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -167,22 +167,3 @@ def test_the_default_recipe_is_the_eagle_drafts_data_and_the_paper_s_layers():
     for name in ("seed", "width", "draft_vocab", "steps", "batch", "max_len", "lr", "warmup", "held_out_share"):
         assert getattr(mine, name) == getattr(eagle, name), name
     assert mine.depth == 3 and mine.hidden_layers is None and default_layers(30) == (2, 15, 30)
-
-
-def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_elsewhere(tmp_path, monkeypatch, capsys):
-    import lab.models
-    from lab import cli
-
-    seen = []
-
-    def fake_train(pair, out_dir=None, log=print):
-        seen.append((pair, out_dir))
-        (tmp_path / "training.json").write_text("{}")
-        return tmp_path
-
-    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: ("pair", kwargs))
-    monkeypatch.setattr(module, "train_chat_eagle3", fake_train)
-    assert cli.main(["train", "chat-eagle3", "--out", str(tmp_path / "d")]) == 0
-    assert seen == [(("pair", {"device": "cpu", "dtype": "auto"}), tmp_path / "d")]
-    assert cli.main(["train", "chat-mtp", "--out", str(tmp_path)]) == 2
-    assert "--out applies to chat-eagle3 only" in capsys.readouterr().err
