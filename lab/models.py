@@ -417,7 +417,9 @@ def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = 
     that projection, computed here in float32 and then cast (:mod:`lab.training.chat_draft` trains it so, with the
     float32 target). ``embedding``: the target's input embedding ``[V, D_target]`` at full precision (default: the
     target's own, in whatever dtype it was loaded; a bfloat16 target then gives a slightly different product).
-    Raises
+    A folder may also hold ``extra_embedding_rows`` ``[n, D]``: rows appended after ``E @ P`` for tokens the target
+    does not have (the parallel draft's mask token, :mod:`lab.drafters.parallel`); its config's ``vocab_size`` is
+    then V + n. Raises
     ``ModelNotAvailableError`` when a file is missing or a tensor is missing, extra or of the wrong shape, naming
     the command that rebuilds it, and ``ValueError`` for an ``embedding`` of another shape than the target's."""
     from safetensors.torch import load_file
@@ -445,6 +447,12 @@ def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = 
         raise ValueError(f"embedding must have the target's embedding shape {tuple(table.shape)}, got "
                          f"{tuple(source.shape)}")
     state["model.embed_tokens.weight"] = source.detach().float().cpu() @ projection.float()
+    extra = state.pop("extra_embedding_rows", None)
+    if extra is not None:
+        if extra.dim() != 2 or extra.shape[1] != config.hidden_size:
+            raise ModelNotAvailableError(f"the draft model in {folder} has extra_embedding_rows of shape "
+                                         f"{tuple(extra.shape)}, not [n, {config.hidden_size}]; rebuild it")
+        state["model.embed_tokens.weight"] = torch.cat([state["model.embed_tokens.weight"], extra.float()])
     state["lm_head.weight"] = state["model.embed_tokens.weight"]
     try:
         draft.load_state_dict(state, strict=True)

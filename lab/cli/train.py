@@ -1,6 +1,6 @@
 """``python -m lab train``: train the bundled pair, its draft, Medusa heads or EAGLE draft, measure the pair and write
 its model card, or fine-tune a copy-capable target; for the real pair, build its chat data and train its draft
-model, EAGLE draft, Medusa heads, MTP heads and EAGLE-3 draft (:mod:`lab.training`)."""
+model, EAGLE draft, Medusa heads, MTP heads, EAGLE-3 draft and parallel draft (:mod:`lab.training`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ from lab.cli.options import positive_int
 
 __all__ = ["add_parser", "run", "OUT_RECIPES"]
 
-OUT_RECIPES = ("chat-draft", "chat-eagle", "chat-medusa", "chat-mtp", "chat-eagle3")
+OUT_RECIPES = ("chat-draft", "chat-eagle", "chat-medusa", "chat-mtp", "chat-eagle3", "chat-parallel")
 """The recipes ``--out`` applies to: the real pair's drafts."""
 
 
@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
                                    "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "eagle3", "mtp", "parallel",
                                     "copy-target", "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp",
-                                    "chat-eagle3"],
+                                    "chat-eagle3", "chat-parallel"],
                    help="pair: tokenizer, target and draft; draft: re-distil the draft only; card: measure; "
                         "medusa / eagle / mtp: train the Medusa heads / EAGLE draft / multi-token-prediction heads "
                         "on the committed target; eagle3: the EAGLE-3 draft (fused low/middle/high target "
@@ -34,15 +34,17 @@ def add_parser(sub) -> None:
                         "the real pair's draft model from that data; chat-eagle / chat-medusa: train the real "
                         "pair's EAGLE draft / Medusa heads on it; chat-mtp: its multi-token-prediction heads "
                         "(DeepSeek-V3's form) on it; chat-eagle3: its EAGLE-3 draft on it (layers 2, 15, 30, "
-                        "training-time test, saved in the cache unless --out says where; resumable)")
+                        "training-time test, saved in the cache unless --out says where; resumable); "
+                        "chat-parallel: adapt the real pair's draft model into a parallel (PARD) draft on it "
+                        "(saved in the cache unless --out says where; resumable)")
     t.add_argument("--threads", type=positive_int, default=None,
                    help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
                         "choice)")
     t.add_argument("--out", type=Path, default=None,
-                   help="chat-draft, chat-eagle, chat-medusa, chat-mtp and chat-eagle3 only: the folder to write the "
-                        "draft to (default: the committed one in lab/assets/smollm2-135m/, and for chat-eagle3 "
-                        "<cache>/drafts/smollm2-135m-eagle3); a retrain that should not replace the committed "
-                        "weights passes one")
+                   help="chat-draft, chat-eagle, chat-medusa, chat-mtp, chat-eagle3 and chat-parallel only: the "
+                        "folder to write the draft to (default: the committed one in lab/assets/smollm2-135m/, and "
+                        "for chat-eagle3 and chat-parallel <cache>/drafts/smollm2-135m-eagle3 / -parallel); a "
+                        "retrain that should not replace the committed weights passes one")
 
 
 def run(args) -> int:
@@ -99,7 +101,8 @@ def run(args) -> int:
 
 def _train_chat(what: str, out_dir: Path | None = None) -> int:
     """``train chat-data`` (bfloat16 where native: generation), ``train chat-draft`` (float32 target, bf16 autocast
-    where native) or ``train chat-eagle`` / ``chat-medusa`` / ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
+    where native; ``chat-parallel`` too, which adapts that draft) or ``train chat-eagle`` / ``chat-medusa`` /
+    ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
     dtype, whose features the drafter reads), all on the CPU, logging to stdout and printing the draft's
     ``training.json``. ``out_dir``: the folder to write the draft to, None for the recipe's default."""
     import time
@@ -111,6 +114,7 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
     from lab.training.chat_eagle3 import train_chat_eagle3
     from lab.training.chat_medusa import train_chat_medusa
     from lab.training.chat_mtp import train_chat_mtp
+    from lab.training.chat_parallel import train_chat_parallel
 
     def log(message):
         print(time.strftime("%H:%M:%S"), message, flush=True)
@@ -121,9 +125,11 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
             print(build_chat_data(pair, source=source, log=log))
     else:
         trainer = {"chat-draft": train_chat_draft, "chat-eagle": train_chat_eagle, "chat-medusa": train_chat_medusa,
-                   "chat-mtp": train_chat_mtp, "chat-eagle3": train_chat_eagle3}[what]
+                   "chat-mtp": train_chat_mtp, "chat-eagle3": train_chat_eagle3,
+                   "chat-parallel": train_chat_parallel}[what]
         # the draft model distils from the float32 target; the feature drafts read features in the fast dtype
-        pair = load_target(device="cpu") if what == "chat-draft" else load_target(device="cpu", dtype="auto")
+        distilled = what in ("chat-draft", "chat-parallel")
+        pair = load_target(device="cpu") if distilled else load_target(device="cpu", dtype="auto")
         out = trainer(pair, log=log) if out_dir is None else trainer(pair, out_dir=out_dir, log=log)
         print((Path(out) / "training.json").read_text())
     return 0

@@ -24,7 +24,10 @@ course takes (2, N // 2, N): the high layer is the target's last, the input of i
 
 Departures, on purpose (small targets, CPU training): the draft works at a bottleneck width (160) like this
 course's EAGLE draft, and the state passed from one step to the next is the layer's output after its final norm
-(the vector the head reads) rather than the pre-norm state.
+(the vector the head reads) rather than the pre-norm state. With ``config["head"] = "target"`` (the real pair's
+draft, under its size budget) the head is the target's own frozen LM-head rows of the draft vocabulary, as this
+course's EAGLE draft uses them, instead of a trained head: the draft then works at the target's width and saves
+``d · V_d`` parameters (4.7 M at 576 × 8,192).
 
 The drafter (:class:`Eagle3Drafter`) is :class:`lab.drafters.eagle.EagleDrafter` with a different model and
 features: the draft's KV cache keeps the true pairs (g_j, x_{j+1}) only, and the drafted rows are rolled back
@@ -49,7 +52,7 @@ from lab.models import cache_kwarg, vocab_size
 __all__ = ["EAGLE3_DIRS", "Eagle3DraftModel", "Eagle3Drafter", "default_layers"]
 
 EAGLE3_DIRS = {"shakespeare": PAIR_DIR / "eagle3"}
-"""The committed EAGLE-3 drafts, by pair name (``python -m lab train eagle3``)."""
+"""The committed EAGLE-3 drafts, by pair name (``python -m lab train eagle3`` / ``train chat-eagle3``)."""
 
 
 def default_layers(num_layers: int) -> tuple:
@@ -69,18 +72,19 @@ class Eagle3DraftModel(torch.nn.Module):
     - ``forward(g, tokens)``: ``fusion`` (Linear ``D + d -> d``) on [embedding of x_{j+1}; g_j], one Llama decoder
       layer with its final norm (:func:`lab.drafters.eagle.draft_layer`, its own KV cache) -> a_{j+1} ``[..., d]``.
       At drafting steps ≥ 2, a from the step before is passed as g.
-    - ``head_logits(a)``: the draft's own head (Linear ``d -> V_d``, no bias) over the draft vocabulary;
-      ``logits(a)`` spreads them over the target's vocabulary with ``-inf`` elsewhere.
+    - ``head_logits(a)``: the draft's own head (Linear ``d -> V_d``, no bias) over the draft vocabulary, or with
+      ``config["head"] = "target"`` the target's frozen LM-head rows of those ids (derived, never saved; ``width``
+      must then be the target's); ``logits(a)`` spreads them over the target's vocabulary with ``-inf`` elsewhere.
 
     The target's input embedding is shared and frozen (a plain attribute: not a parameter, never saved).
     Arguments: ``target`` (a transformers causal LM), ``config`` (``width``, ``heads``, ``kv_heads``,
-    ``intermediate``; :attr:`DEFAULTS`), ``draft_vocab`` (LongTensor ``[V_d]`` of distinct target ids, most frequent
-    first; None = the whole vocabulary) and ``hidden_layers`` (the target layers read; default
-    :func:`default_layers`). Raises ``ValueError`` naming the argument for a malformed config, draft vocabulary or
-    layer list.
+    ``intermediate``, ``head`` "own" or "target"; :attr:`DEFAULTS`), ``draft_vocab`` (LongTensor ``[V_d]`` of
+    distinct target ids, most frequent first; None = the whole vocabulary) and ``hidden_layers`` (the target layers
+    read; default :func:`default_layers`). Raises ``ValueError`` naming the argument for a malformed config, draft vocabulary or
+    layer list, or a ``head`` other than "own" / "target" (or "target" at a width other than the target's).
     """
 
-    DEFAULTS: ClassVar[dict] = {"width": 160, "heads": 5, "kv_heads": 5, "intermediate": 384}
+    DEFAULTS: ClassVar[dict] = {"width": 160, "heads": 5, "kv_heads": 5, "intermediate": 384, "head": "own"}
 
     def __init__(self, target, config: dict | None = None, draft_vocab=None, hidden_layers=None):
         super().__init__()
@@ -97,7 +101,21 @@ class Eagle3DraftModel(torch.nn.Module):
         self.fc = torch.nn.Linear(len(layers) * D, width, bias=False)
         self.fusion = torch.nn.Linear(D + width, width)
         self.layer = draft_layer(self.config)
-        self.head = torch.nn.Linear(width, int(ids.numel()), bias=False)
+        if self.config["head"] not in ("own", "target"):
+            raise ValueError(f"config['head'] must be 'own' or 'target', got {self.config['head']!r}")
+        if self.config["head"] == "own":
+            self.head = torch.nn.Linear(width, int(ids.numel()), bias=False)
+        else:
+            if width != D:
+                raise ValueError(f"config['width'] must be the target's width ({D}) with config['head'] = 'target', "
+                                 f"got {width}")
+            self.head = None
+            lm_head = target.get_output_embeddings()
+            # the target's LM-head rows of the draft vocabulary: derived, frozen, never saved
+            self.register_buffer("head_rows", lm_head.weight.detach()[ids].float().clone(), persistent=False)
+            bias = getattr(lm_head, "bias", None)
+            self.register_buffer("head_bias", None if bias is None else bias.detach()[ids].float().clone(),
+                                 persistent=False)
         # EAGLE-3's d2t: target id = draft id + d2t[draft id]; saved with the weights
         self.register_buffer("d2t", ids - torch.arange(ids.numel()))
         self._cache_kwarg = cache_kwarg(type(self.layer))
@@ -132,7 +150,11 @@ class Eagle3DraftModel(torch.nn.Module):
         return out[0] if unbatched else out
 
     def head_logits(self, features: torch.Tensor) -> torch.Tensor:
-        """The draft's own head: ``[..., d]`` -> float32 logits ``[..., V_d]`` over the draft vocabulary."""
+        """The draft's head (its own, or the target's rows): ``[..., d]`` -> float32 logits ``[..., V_d]`` over the
+        draft vocabulary."""
+        if self.head is None:
+            return torch.nn.functional.linear(features.to(self.head_rows.dtype), self.head_rows,
+                                              self.head_bias).float()
         return self.head(features.to(self.head.weight.dtype)).float()
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:

@@ -119,11 +119,14 @@ class MedusaHeads(torch.nn.Module):
     ``draft_vocab`` (LongTensor ``[V_d]`` of target ids, :mod:`lab.drafters.draft_vocab`) gives each head an output
     layer over those tokens only (``Linear(D, V_d)``): with a 49k-token vocabulary, three full output layers would
     hold most of the size of the target's own layers. Head outputs are then indices into ``draft_vocab``;
-    :meth:`to_target` maps them to target ids. Raises ``ValueError`` for ``num_heads`` < 1, a non-positive size or
-    a malformed ``draft_vocab``.
+    :meth:`to_target` maps them to target ids. ``shared_head=True`` gives all heads one trainable output layer
+    (``lm_heads`` then holds one Linear) after their own residual blocks: vLLM's Medusa checkpoints can do the same
+    (``MedusaConfig.original_lm_head``, vllm/transformers_utils/configs/medusa.py). Raises ``ValueError`` for
+    ``num_heads`` < 1, a non-positive size or a malformed ``draft_vocab``.
     """
 
-    def __init__(self, hidden_size: int, vocab_size: int, num_heads: int = 3, draft_vocab=None):
+    def __init__(self, hidden_size: int, vocab_size: int, num_heads: int = 3, draft_vocab=None,
+                 shared_head: bool = False):
         super().__init__()
         num_heads, hidden_size, vocab_size = (check_int(name, value, 1) for name, value in (
             ("num_heads", num_heads), ("hidden_size", hidden_size), ("vocab_size", vocab_size)))
@@ -135,8 +138,9 @@ class MedusaHeads(torch.nn.Module):
             self.register_buffer("draft_vocab", ids)  # saved with the weights: head index -> target id
         out = self.draft_vocab_size or vocab_size
         self.blocks = torch.nn.ModuleList(_ResBlock(hidden_size) for _ in range(num_heads))
+        self.shared_head = bool(shared_head)
         self.lm_heads = torch.nn.ModuleList(torch.nn.Linear(hidden_size, out, bias=False)
-                                            for _ in range(num_heads))
+                                            for _ in range(1 if self.shared_head else num_heads))
 
     @property
     def output_size(self) -> int:
@@ -160,12 +164,12 @@ class MedusaHeads(torch.nn.Module):
         return torch.where(ids >= 0, table[ids.clamp_min(0)], ids)
 
     @classmethod
-    def from_target(cls, target, num_heads: int = 3, draft_vocab=None) -> MedusaHeads:
-        """Fresh heads for a transformers causal LM: identity blocks, output layers copied from its LM head (its
-        rows of ``draft_vocab`` when one is given; a copy, not tied: the target stays frozen), on the target's
-        device and dtype."""
+    def from_target(cls, target, num_heads: int = 3, draft_vocab=None, shared_head: bool = False) -> MedusaHeads:
+        """Fresh heads for a transformers causal LM: identity blocks, output layers (one with ``shared_head``)
+        copied from its LM head (its rows of ``draft_vocab`` when one is given; a copy, not tied: the target stays
+        frozen), on the target's device and dtype."""
         weight = target.get_output_embeddings().weight
-        heads = cls(weight.shape[1], weight.shape[0], num_heads, draft_vocab)
+        heads = cls(weight.shape[1], weight.shape[0], num_heads, draft_vocab, shared_head)
         rows = weight if draft_vocab is None else weight[heads.draft_vocab.to(weight.device)]
         with torch.no_grad():
             for head in heads.lm_heads:
@@ -179,7 +183,9 @@ class MedusaHeads(torch.nn.Module):
         ``hidden_size``."""
         if hidden.size(-1) != self.hidden_size:
             raise ValueError(f"hidden must end in hidden_size={self.hidden_size}, got shape {tuple(hidden.shape)}")
-        return torch.stack([head(block(hidden)) for block, head in zip(self.blocks, self.lm_heads)], dim=-2)
+        last = len(self.lm_heads) - 1  # 0 with a shared output layer
+        return torch.stack([self.lm_heads[min(k, last)](block(hidden)) for k, block in enumerate(self.blocks)],
+                           dim=-2)
 
     def save(self, directory, target=None) -> Path:
         """Write ``model.safetensors`` (float16, to keep the committed file small) and ``config.json`` into
@@ -193,7 +199,8 @@ class MedusaHeads(torch.nn.Module):
                  for k, v in self.state_dict().items()}
         save_file(state, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
         config = {"architecture": "medusa-1", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
-                  "num_heads": self.num_heads, "draft_vocab_size": self.draft_vocab_size, "dtype": "float16"}
+                  "num_heads": self.num_heads, "draft_vocab_size": self.draft_vocab_size,
+                  "shared_head": self.shared_head, "dtype": "float16"}
         if target is not None:
             from lab.assets import TARGET_KEY, target_weights_key
 
@@ -223,7 +230,8 @@ class MedusaHeads(torch.nn.Module):
             check_target_key(config, target, directory, "Medusa heads", "python -m lab train "
                              + ("medusa" if config.get("draft_vocab_size") is None else "chat-medusa"))
         state = load_file(str(directory / WEIGHTS_FILE))
-        heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"], state.get("draft_vocab"))
+        heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"], state.get("draft_vocab"),
+                    bool(config.get("shared_head", False)))
         heads.load_state_dict(state)
         return heads.to(device=device, dtype=dtype).eval().requires_grad_(False)  # inference weights
 

@@ -44,7 +44,8 @@ from lab.validation import check_int, is_integer
 __all__ = ["PARALLEL_DIRS", "MASK_KEY", "TARGET_VOCAB_KEY", "BLOCK_KEY", "ParallelDrafter", "add_mask_token"]
 
 PARALLEL_DIRS = {"shakespeare": PAIR_DIR / "parallel"}
-"""The committed parallel drafts, by pair name (``python -m lab train parallel``). The real pair has none yet."""
+"""The committed parallel drafts, by pair name (``python -m lab train parallel``; the real pair's, from ``train
+chat-parallel``, is not committed yet)."""
 
 MASK_KEY = "pard_mask_token_id"
 """The ``config.json`` entry holding the mask token's id."""
@@ -139,32 +140,42 @@ class ParallelDrafter:
         its device, drafting ``n_draft`` tokens per forward. Raises ``TypeError`` when ``pair`` is not a
         ``ModelPair``, ``FileNotFoundError`` for a pair without a committed parallel draft or missing files (naming
         ``python -m lab train parallel``), ``ValueError`` when the draft was trained for another target (its
-        vocabulary or :data:`lab.assets.TARGET_KEY`)."""
+        vocabulary or :data:`lab.assets.TARGET_KEY`). A folder whose weights hold ``embed_projection`` (the real
+        pair's, :mod:`lab.training.chat_parallel`) is loaded with :func:`lab.models.load_projected_draft`: its
+        embedding is the target's times that projection, plus the mask row."""
         import json
 
+        from safetensors import safe_open
         from transformers import AutoModelForCausalLM
+
+        from lab.models import load_projected_draft
 
         check_pair(pair, "ParallelDrafter.from_pretrained")
         if directory is None:
             if pair.name not in PARALLEL_DIRS:
                 raise FileNotFoundError(
                     f"no parallel draft for the {pair.name!r} pair: one is committed for "
-                    f"{', '.join(map(repr, PARALLEL_DIRS))} only (its training data must be rebuilt for this pair "
-                    "first); pass directory= for a draft of your own")
+                    f"{', '.join(map(repr, PARALLEL_DIRS))} only; pass directory= for a draft of your own")
             directory = PARALLEL_DIRS[pair.name]
         directory = Path(directory)
         for name in ("config.json", "model.safetensors"):
             if not (directory / name).is_file():
                 raise FileNotFoundError(f"no parallel draft at {directory}: {name} is missing; train it with "
-                                        "`python -m lab train parallel` or restore lab/assets from git")
+                                        "`python -m lab train parallel` (the real pair's: `train chat-parallel`) "
+                                        "or restore lab/assets from git")
         config = json.loads((directory / "config.json").read_text())
         if config.get(TARGET_VOCAB_KEY) != vocab_size(pair.target):
             raise ValueError(f"the parallel draft in {directory} drafts over {config.get(TARGET_VOCAB_KEY)} tokens, "
                              f"the {pair.name!r} target's vocabulary has {vocab_size(pair.target)}")
         check_target_key(config, pair.target, directory, "a parallel draft", "python -m lab train parallel")
         param = next(pair.target.parameters())
-        model = AutoModelForCausalLM.from_pretrained(directory, dtype=param.dtype, use_safetensors=True,
-                                                     local_files_only=True).to(param.device).eval()
+        with safe_open(str(directory / "model.safetensors"), "pt") as weights:
+            projected = "embed_projection" in weights.keys()
+        if projected:
+            model = load_projected_draft(directory, pair.target)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(directory, dtype=param.dtype, use_safetensors=True,
+                                                         local_files_only=True).to(param.device).eval()
         return cls(model, n_draft=n_draft)
 
     def __repr__(self) -> str:

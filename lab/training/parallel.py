@@ -43,7 +43,7 @@ from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer
 from lab.validation import check_int
 
 __all__ = ["PARALLEL_DIR", "ParallelRecipe", "parallel_layout", "parallel_loss", "parallel_agreement",
-           "train_parallel"]
+           "train_parallel", "held_out_requests", "draft_step_ms", "decode_comparison"]
 
 PARALLEL_DIR = PAIR_DIR / "parallel"
 """Where ``python -m lab train parallel`` writes the Shakespeare pair's parallel draft."""
@@ -305,18 +305,32 @@ def train_parallel(threads: int | None = None, recipe: ParallelRecipe | None = N
     return out_dir
 
 
+def held_out_requests(pair, count: int) -> list[list[int]]:
+    """``count`` held-out prompts of ``pair``, encoded (:func:`lab.prompts.encode_prompts`): for a chat pair its
+    held-out requests of every task kind in turn (chat, code, structured, copy/edit, then the second of each, ...),
+    else the Shakespeare pair's held-out passages. Raises ``IndexError`` when a kind has too few requests."""
+    from lab.prompts import arena_prompts, encode_prompts, held_out_prompts, pair_tasks
+
+    if pair.has_chat_template:
+        tasks = pair_tasks(pair)
+        texts = [arena_prompts(pair, tasks[i % len(tasks)])[i // len(tasks)] for i in range(count)]
+    else:
+        texts = held_out_prompts()[:count]
+    return encode_prompts(pair, texts)
+
+
 def draft_step_ms(pair, drafter_model, block_sizes=(2, 3, 4), context: int = 128, repeats: int = 40) -> dict:
     """The draft's cost per step in ms, parallel against autoregressive, at each K in ``block_sizes``: the median of
-    ``repeats`` timed ``propose`` calls after a prefill of ``context`` held-out tokens, one parallel proposal (one
+    ``repeats`` timed ``propose`` calls after a prefill of ``context`` held-out tokens (:func:`held_out_requests`
+    joined), one parallel proposal (one
     forward over 1 + K - 1 positions, then the masks' rollback) against one of the committed autoregressive draft
     (:class:`lab.drafters.DraftModelDrafter`: K forwards of one token), alternating which runs first. Returns
     ``{"K": {"parallel": ms, "autoregressive": ms, "ratio": autoregressive / parallel}}``."""
     import statistics
 
     from lab.drafters import DraftModelDrafter, DraftRequest, ParallelDrafter
-    from lab.prompts import held_out_prompts
 
-    ids = sum((pair.encode(text) for text in held_out_prompts()), [])[:context]
+    ids = sum(held_out_requests(pair, 8), [])[:context]
     out = {}
     for k in block_sizes:
         drafters = {"parallel": ParallelDrafter(drafter_model, k), "autoregressive": DraftModelDrafter(pair.draft, k)}
@@ -336,7 +350,8 @@ def draft_step_ms(pair, drafter_model, block_sizes=(2, 3, 4), context: int = 128
 
 def decode_comparison(pair, parallel_factory, prompts: int = 5, max_new_tokens: int = 128,
                       block_sizes=(2, 3, 4)) -> dict:
-    """Greedy decoding of ``prompts`` held-out passages (``max_new_tokens`` each) with the committed autoregressive
+    """Greedy decoding of ``prompts`` held-out prompts (:func:`held_out_requests`; ``max_new_tokens`` each, the pair's
+    EOS ending an answer) with the committed autoregressive
     draft and with the parallel draft (``parallel_factory(K)`` builds one), interleaved with autoregressive decoding
     (:func:`lab.bench.run_interleaved`), at each K. Per method: tokens per target call, per-position acceptance
     (:func:`lab.metrics.summarize_steps`: the share of steps whose first i drafts were all accepted) and the
@@ -346,9 +361,8 @@ def decode_comparison(pair, parallel_factory, prompts: int = 5, max_new_tokens: 
     from lab.bench import run_interleaved
     from lab.drafters import DraftModelDrafter
     from lab.metrics import conditional_acceptance, summarize_steps
-    from lab.prompts import held_out_prompts
 
-    encoded = [pair.encode(text) for text in held_out_prompts()[:prompts]]
+    encoded = held_out_requests(pair, prompts)
     out = {}
     for k in block_sizes:
         methods = {"autoregressive": None, "model": lambda k=k: DraftModelDrafter(pair.draft, k),

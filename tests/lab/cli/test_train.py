@@ -52,15 +52,16 @@ def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_for_the_data(tmp_pa
     assert cli.main(["train", "chat-eagle3", "--out", str(tmp_path / "d")]) == 0
     assert seen == [(("pair", {"device": "cpu", "dtype": "auto"}), tmp_path / "d")]
     assert cli.main(["train", "chat-data", "--out", str(tmp_path)]) == 2
-    assert "--out applies to chat-draft, chat-eagle, chat-medusa, chat-mtp, chat-eagle3 only, not to chat-data" in (
-        capsys.readouterr().err)
+    assert ("--out applies to chat-draft, chat-eagle, chat-medusa, chat-mtp, chat-eagle3, chat-parallel only, not to "
+            "chat-data") in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("what, trainer_module, trainer_name, dtype", [
     ("chat-draft", "lab.training.chat_draft", "train_chat_draft", None),
     ("chat-eagle", "lab.training.chat_eagle", "train_chat_eagle", "auto"),
     ("chat-medusa", "lab.training.chat_medusa", "train_chat_medusa", "auto"),
-    ("chat-mtp", "lab.training.chat_mtp", "train_chat_mtp", "auto")])
+    ("chat-mtp", "lab.training.chat_mtp", "train_chat_mtp", "auto"),
+    ("chat-parallel", "lab.training.chat_parallel", "train_chat_parallel", None)])
 def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, trainer_name, dtype, tmp_path, monkeypatch,
                                                       capsys):
     """--out sends a retrain elsewhere than the committed folder; without it the recipe keeps its default."""

@@ -164,6 +164,34 @@ def test_save_load_round_trip_and_registry(pair, model, tmp_path):
     assert "Eagle3Drafter(n_draft=2, layers=(2, 3, 6)" in repr(built)
 
 
+def test_the_targets_head_option_scores_with_the_targets_own_rows_and_saves_none(pair, prompts, tmp_path):
+    """config["head"] = "target": no trained head; the draft's logits are the target's LM head on the draft
+    vocabulary's rows, the file holds no head, and the draft still decodes exactly."""
+    torch.manual_seed(0)
+    vocab = torch.tensor([5, 17, 2, 300, 41, 1999])
+    config = {"width": 384, "heads": 6, "kv_heads": 6, "intermediate": 64, "head": "target"}
+    shared = Eagle3DraftModel(pair.target, config, draft_vocab=vocab)
+    assert shared.head is None and not any("head" in name for name, _ in shared.named_parameters())
+    a = torch.randn(3, 384)
+    with torch.no_grad():
+        expected = pair.target.get_output_embeddings()(a)[:, vocab]
+    torch.testing.assert_close(shared.head_logits(a), expected)
+    own = Eagle3DraftModel(pair.target, dict(config, head="own"), draft_vocab=vocab)
+    saved = torch.nn.utils.parameters_to_vector(own.parameters()).numel()
+    assert saved - torch.nn.utils.parameters_to_vector(shared.parameters()).numel() == 384 * len(vocab)
+    shared.save_pretrained(tmp_path / "shared")
+    again = Eagle3DraftModel.from_pretrained(pair.target, tmp_path / "shared")
+    assert again.config["head"] == "target" and again.head is None
+    torch.testing.assert_close(again.head_logits(a), expected)
+    drafter = Eagle3Drafter(pair.target, again, n_draft=3)
+    ar = generate(pair.target, prompts[0], max_new_tokens=12)
+    assert generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=12).tokens == ar.tokens
+    with pytest.raises(ValueError, match=r"config\['width'\] must be the target's width \(384\)"):
+        Eagle3DraftModel(pair.target, dict(config, width=192), draft_vocab=vocab)
+    with pytest.raises(ValueError, match=r"config\['head'\] must be 'own' or 'target'"):
+        Eagle3DraftModel(pair.target, dict(config, head="tied"), draft_vocab=vocab)
+
+
 def test_bad_arguments_are_named(pair, model, prompts, tmp_path):
     with pytest.raises(ValueError, match="hidden_layers"):
         Eagle3DraftModel(pair.target, hidden_layers=(2, 9))

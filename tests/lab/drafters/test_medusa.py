@@ -109,6 +109,31 @@ def test_save_load_round_trip(tmp_path):
         MedusaHeads.load(tmp_path / "missing")
 
 
+def test_shared_head_gives_every_head_one_output_layer_and_round_trips(pair, tmp_path):
+    """shared_head=True: one output layer after three residual blocks; at init every head is the target's LM head
+    on the draft vocabulary, training one block moves only its head, and the file keeps the layout."""
+    vocab = torch.tensor([7, 3, 900, 12])
+    heads = MedusaHeads.from_target(pair.target, 3, draft_vocab=vocab, shared_head=True).float()
+    assert len(heads.lm_heads) == 1 and heads.shared_head
+    own = MedusaHeads.from_target(pair.target, 3, draft_vocab=vocab).float()
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(own) - count(heads) == 2 * len(vocab) * heads.hidden_size
+    hidden = torch.randn(2, 5, heads.hidden_size)
+    with torch.no_grad():
+        reference = pair.target.get_output_embeddings()(hidden)[..., vocab]
+        for k in range(3):
+            torch.testing.assert_close(heads(hidden)[:, :, k], reference)
+        torch.nn.init.normal_(heads.blocks[1].linear.weight, std=0.1)
+        moved = heads(hidden)
+    torch.testing.assert_close(moved[:, :, 0], reference)
+    torch.testing.assert_close(moved[:, :, 2], reference)
+    assert not torch.allclose(moved[:, :, 1], reference)
+    heads.save(tmp_path)
+    loaded = MedusaHeads.load(tmp_path)
+    assert loaded.shared_head and len(loaded.lm_heads) == 1
+    torch.testing.assert_close(loaded(hidden.half().float()), heads.half().float()(hidden.half().float()))
+
+
 def test_committed_heads_beat_chance(pair):
     # Offline and cheap: the bundled held-out prompts as windows (target_features would need the corpus).
     from lab.prompts import held_out_prompts
