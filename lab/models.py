@@ -32,7 +32,8 @@ from lab.assets import (PAIR_DIR, SMOLLM2_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, Mode
                         cache_dir, check_converted, converted_dir, install_converted, verified_wheel_file)
 from lab.validation import check_token_ids
 
-__all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft", "pick_device",
+__all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft",
+           "full_precision_embedding", "pick_device",
            "auto_dtype",
            "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
            "hidden_layers_of"]
@@ -400,15 +401,28 @@ def _load_wheel_pair(name: str, asset: WheelFile, device: torch.device, dtype: t
     target = target.to(device).eval()
     draft = None
     if with_draft:  # the draft's embedding from the float32 weights, whatever the target's dtype
-        from safetensors import safe_open
-
-        with safe_open(str(folder / "model.safetensors"), "pt") as weights:
-            embedding = weights.get_tensor("model.embed_tokens.weight")
-        draft = load_projected_draft(Path(PRESETS[name][1]), target, embedding)
+        draft = load_projected_draft(Path(PRESETS[name][1]), target, full_precision_embedding(target))
     return ModelPair(name, target, draft, tokenizer, device, dtype)
 
 
-def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = None):
+def full_precision_embedding(target) -> torch.Tensor | None:
+    """The float32 input embedding ``[V, D]`` of a target loaded from its converted safetensors file (the file's
+    path is ``target.name_or_path``), read from that file whatever dtype the target was loaded in, so that a
+    projected draft (:func:`load_projected_draft`) gets the same ``E @ P`` it was trained with; None when the target
+    came from elsewhere (then its own embedding is used)."""
+    from safetensors import safe_open
+
+    path = Path(str(getattr(target, "name_or_path", "") or "")) / "model.safetensors"
+    if not path.is_file():
+        return None
+    with safe_open(str(path), "pt") as weights:
+        if "model.embed_tokens.weight" not in weights.keys():
+            return None
+        return weights.get_tensor("model.embed_tokens.weight")
+
+
+def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = None,
+                         rebuild: str = "python -m lab train chat-draft (after python -m lab train chat-data)"):
     """The draft model committed in ``folder`` for ``target``, as a plain ``LlamaForCausalLM`` in ``target``'s
     dtype, on its device, in eval mode.
 
@@ -419,14 +433,13 @@ def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = 
     target's own, in whatever dtype it was loaded; a bfloat16 target then gives a slightly different product).
     A folder may also hold ``extra_embedding_rows`` ``[n, D]``: rows appended after ``E @ P`` for tokens the target
     does not have (the parallel draft's mask token, :mod:`lab.drafters.parallel`); its config's ``vocab_size`` is
-    then V + n. Raises
+    then V + n. ``rebuild``: the command the errors name. Raises
     ``ModelNotAvailableError`` when a file is missing or a tensor is missing, extra or of the wrong shape, naming
     the command that rebuilds it, and ``ValueError`` for an ``embedding`` of another shape than the target's."""
     from safetensors.torch import load_file
     from transformers import LlamaConfig, LlamaForCausalLM
 
     folder = Path(folder)
-    rebuild = "python -m lab train chat-draft (after python -m lab train chat-data)"
     if not (folder / "config.json").is_file():
         raise ModelNotAvailableError(f"no draft model in {folder}; restore it from git (`git checkout -- {folder}`) "
                                      f"or rebuild it: {rebuild}")

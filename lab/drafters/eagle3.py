@@ -80,8 +80,9 @@ class Eagle3DraftModel(torch.nn.Module):
     Arguments: ``target`` (a transformers causal LM), ``config`` (``width``, ``heads``, ``kv_heads``,
     ``intermediate``, ``head`` "own" or "target"; :attr:`DEFAULTS`), ``draft_vocab`` (LongTensor ``[V_d]`` of
     distinct target ids, most frequent first; None = the whole vocabulary) and ``hidden_layers`` (the target layers
-    read; default :func:`default_layers`). Raises ``ValueError`` naming the argument for a malformed config, draft vocabulary or
-    layer list, or a ``head`` other than "own" / "target" (or "target" at a width other than the target's).
+    read; default :func:`default_layers`). Raises ``ValueError`` naming the argument for a malformed config, draft
+    vocabulary or layer list, or a ``head`` other than "own" / "target" (or "target" at a width other than the
+    target's).
     """
 
     DEFAULTS: ClassVar[dict] = {"width": 160, "heads": 5, "kv_heads": 5, "intermediate": 384, "head": "own"}

@@ -142,13 +142,14 @@ class ParallelDrafter:
         ``python -m lab train parallel``), ``ValueError`` when the draft was trained for another target (its
         vocabulary or :data:`lab.assets.TARGET_KEY`). A folder whose weights hold ``embed_projection`` (the real
         pair's, :mod:`lab.training.chat_parallel`) is loaded with :func:`lab.models.load_projected_draft`: its
-        embedding is the target's times that projection, plus the mask row."""
+        embedding is the target's (float32, :func:`lab.models.full_precision_embedding`) times that projection,
+        plus the mask row."""
         import json
 
         from safetensors import safe_open
         from transformers import AutoModelForCausalLM
 
-        from lab.models import load_projected_draft
+        from lab.models import full_precision_embedding, load_projected_draft
 
         check_pair(pair, "ParallelDrafter.from_pretrained")
         if directory is None:
@@ -172,7 +173,8 @@ class ParallelDrafter:
         with safe_open(str(directory / "model.safetensors"), "pt") as weights:
             projected = "embed_projection" in weights.keys()
         if projected:
-            model = load_projected_draft(directory, pair.target)
+            model = load_projected_draft(directory, pair.target, full_precision_embedding(pair.target),
+                                         rebuild="python -m lab train chat-parallel")
         else:
             model = AutoModelForCausalLM.from_pretrained(directory, dtype=param.dtype, use_safetensors=True,
                                                          local_files_only=True).to(param.device).eval()

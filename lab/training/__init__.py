@@ -30,6 +30,8 @@ One concept per module:
   (``train chat-mtp``)
 - :mod:`~lab.training.chat_eagle3`: the real pair's EAGLE-3 draft on that data, fused layers 2 / 15 / 30 and
   training-time test, written to the cache (``train chat-eagle3``)
+- :mod:`~lab.training.chat_parallel`: the real pair's draft model adapted into a parallel (PARD) draft on that
+  data, written to the cache (``train chat-parallel``)
 
 Design notes:
 

@@ -15,8 +15,9 @@ with PARD's conditional drop thinning the mask copies. What differs here:
   model): a row at position p, real or mask, learns the target's distribution of token p + 1 given the true text,
   and is scored only where token p + 1 is an answer token, with the draft model's loss
   (:func:`lab.training.chat_draft.soft_cross_entropy`: cross-entropy against the renormalised top-k).
-- **The split** is the draft model's (same seed, same share), so the held-out agreement at position 1 compares with
-  the autoregressive draft's on the same sequences.
+- **The split** takes the draft model's seed and share. The agreement before training (position 1: the
+  autoregressive draft's own) and after are measured on the same held-out sequences; if the chat data was rebuilt
+  after the draft model was trained, it may have trained on some of them.
 """
 from __future__ import annotations
 
@@ -199,17 +200,19 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
     agreement per block position before and after, history, minutes). Every ``recipe.checkpoint_every`` steps a
     checkpoint goes to ``<chat data>/parallel-checkpoint/`` and a run with the same recipe and data resumes from it.
     Raises ``ValueError`` naming the setting for ``block_size``, ``steps``, ``batch``, ``max_len`` or
-    ``checkpoint_every`` below 1 or ratios outside [0, 1], ``FileNotFoundError`` when the chat data or the draft
-    model is missing. Source: An et al. 2025, "PARD", §3."""
+    ``checkpoint_every`` below 1, ratios outside [0, 1] or ``held_out_share`` outside [0, 1), and
+    ``FileNotFoundError`` when the chat data or the draft model is missing. Source: An et al. 2025, "PARD", §3."""
     from safetensors.torch import save_file
 
     recipe = recipe or ChatParallelRecipe()
     for name in ("block_size", "steps", "batch", "max_len", "checkpoint_every"):
         check_int(f"recipe.{name}", getattr(recipe, name), 1)
-    for name in ("keep", "min_keep", "first_weight", "held_out_share"):
+    for name in ("keep", "min_keep", "first_weight"):
         value = getattr(recipe, name)
         if value is not None and not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"recipe.{name} must be in [0, 1], got {value!r}")
+    if not 0 <= recipe.held_out_share < 1:
+        raise ValueError(f"recipe.held_out_share must be in [0, 1), got {recipe.held_out_share}")
     torch.manual_seed(recipe.seed)
     sequences = load_chat_data(chat_data_dir(pair))
     random.Random(recipe.seed).shuffle(sequences)
@@ -233,20 +236,21 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
             group["lr"] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
         with cpu_autocast():
             logits = _logits(model, batch)
+        copies = [j for j in range(K) if bool((batch["copy"] == j).any())]  # a copy can lack scored rows
         per_copy = torch.stack([soft_cross_entropy(logits[batch["copy"] == j], batch["topk_ids"][batch["copy"] == j],
-                                                   batch["topk_logprobs"][batch["copy"] == j])
-                                for j in range(int(batch["copy"].max()) + 1)])
-        if recipe.first_weight is None or len(per_copy) == 1:
+                                                   batch["topk_logprobs"][batch["copy"] == j]) for j in copies])
+        masks = [i for i, j in enumerate(copies) if j > 0]
+        if recipe.first_weight is None or copies[0] != 0 or not masks:
             loss = per_copy.mean()
         else:
-            loss = recipe.first_weight * per_copy[0] + (1 - recipe.first_weight) * per_copy[1:].mean()
+            loss = recipe.first_weight * per_copy[0] + (1 - recipe.first_weight) * per_copy[masks].mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step % 25 == 0 or step == recipe.steps - 1:
             entry = {"step": step, "loss": round(loss.item(), 4),
-                     "per_position": [round(x, 4) for x in per_copy.tolist()]}
+                     "per_position": {j + 1: round(x, 4) for j, x in zip(copies, per_copy.tolist())}}
             if step % 100 == 0 or step == recipe.steps - 1:
                 entry["agreement"] = chat_parallel_agreement(model, held, recipe.max_len, pad, K)
             history.append(entry)

@@ -2,18 +2,25 @@
 right teacher, its position-1 agreement is the draft's ordinary one, and what it saves loads as a ParallelDrafter
 that proposes what the trained model computes."""
 import json
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
+import lab.training.chat_parallel as module
 from lab.assets import ModelNotAvailableError
+from lab.decode import generate
 from lab.drafters.parallel import BLOCK_KEY, MASK_KEY, TARGET_VOCAB_KEY, ParallelDrafter
-from lab.models import load_projected_draft
-from lab.training.chat_draft import ChatDraftRecipe, draft_config, greedy_agreement
+from lab.models import ModelPair, load_projected_draft
+from lab.training.chat_draft import ChatDraftRecipe, ProjectedDraft, draft_config, greedy_agreement
 from lab.training.chat_parallel import (ChatParallelRecipe, MaskedProjectedDraft, chat_parallel_agreement,
                                         parallel_batch)
+from tests.helpers import tiny_llama
+
+QUIET = lambda *_: None  # noqa: E731
 
 
 def _sequence(ids, start, kind="chat"):
@@ -92,11 +99,77 @@ def test_the_saved_draft_loads_as_a_parallel_drafter_that_proposes_what_was_trai
         load_projected_draft(tmp_path, target)
 
 
-def test_bad_recipes_are_named(smollm2_pair):
-    from lab.training.chat_parallel import train_chat_parallel
+@pytest.mark.parametrize("bad, message", [({"block_size": 0}, "recipe.block_size"),
+                                          ({"keep": 1.5}, r"recipe.keep must be in \[0, 1\]"),
+                                          ({"held_out_share": 1.0}, r"recipe.held_out_share must be in \[0, 1\)")])
+def test_bad_recipes_are_named_before_any_work(bad, message, monkeypatch):
+    monkeypatch.setattr(module, "load_chat_data", lambda folder: pytest.fail("work started before the checks"))
+    with pytest.raises(ValueError, match=message):
+        module.train_chat_parallel(SimpleNamespace(name="x"), replace(ChatParallelRecipe(), **bad), log=QUIET)
 
-    with pytest.raises(ValueError, match="recipe.block_size"):
-        train_chat_parallel(smollm2_pair, ChatParallelRecipe(block_size=0))
-    with pytest.raises(ValueError, match=r"recipe.keep must be in \[0, 1\]"):
-        train_chat_parallel(smollm2_pair, ChatParallelRecipe(keep=1.5))
-    assert json.dumps(ChatParallelRecipe().__dict__)  # recorded in training.json as it is
+
+@pytest.fixture
+def tiny_chat(tmp_path, monkeypatch):
+    """A tiny random Llama target (64 ids, id 2 ends an answer), a projected draft of it saved where the recipe starts
+    from, and sixteen made-up chat sequences whose teacher is a fixed distribution over 8 ids; the cache in tmp."""
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    target = tiny_llama(11, layers=1, hidden=24)
+    config = draft_config(target.config, ChatDraftRecipe(hidden=16, layers=1, heads=2, intermediate=24))
+    torch.manual_seed(1)
+    draft = ProjectedDraft(config, target.get_input_embeddings().weight)
+    save_file({k: v.contiguous() for k, v in draft.state_to_save().items()}, str(tmp_path / "model.safetensors"))
+    config.save_pretrained(tmp_path)
+    real_start = module.start_from_draft
+    monkeypatch.setattr(module, "start_from_draft", lambda pair: real_start(pair, tmp_path))
+    gen = torch.Generator().manual_seed(0)
+    sequences = []
+    for i in range(16):
+        prompt, answer = 5 + i % 4, 8 + i % 5
+        ids = torch.randint(3, 64, (prompt + answer,), generator=gen)
+        top = torch.stack([torch.cat([ids[prompt + j:prompt + j + 1], torch.arange(3, 10)]) for j in range(answer)])
+        sequences.append({"ids": ids, "answer_start": prompt, "kind": ("chat", "code")[i % 2], "topk_ids": top,
+                          "topk_logprobs": torch.log(torch.tensor([0.65] + [0.05] * 7)).expand(answer, 8)})
+    monkeypatch.setattr(module, "load_chat_data", lambda folder: list(sequences))
+    pair = ModelPair("tiny-chat", target, None, SimpleNamespace(eos_token_id=2), torch.device("cpu"), torch.float32)
+    return pair, sequences
+
+
+def test_a_short_run_learns_saves_a_drafter_that_drafts_exactly_and_a_killed_run_resumes(tiny_chat, tmp_path,
+                                                                                        monkeypatch):
+    pair, sequences = tiny_chat
+    recipe = ChatParallelRecipe(block_size=3, steps=30, batch=4, lr=1e-2, warmup=2, held_out_share=0.25,
+                                checkpoint_every=10)
+    out = module.train_chat_parallel(pair, recipe, out_dir=tmp_path / "straight", log=QUIET)
+    info = json.loads((out / "training.json").read_text())
+    assert info["data"] == {"sequences": 16, "train_sequences": 8, "held_out_sequences": 8}
+    first, last = info["history"][0], info["history"][-1]
+    assert (first["step"], last["step"]) == (0, 29) and last["loss"] < 0.8 * first["loss"], (first, last)
+    assert list(info["held_out_agreement"]) == ["position_1", "position_2", "position_3"]
+    config = json.loads((out / "config.json").read_text())
+    assert (config["vocab_size"], config[MASK_KEY], config[TARGET_VOCAB_KEY], config[BLOCK_KEY]) == (65, 64, 64, 3)
+    assert not (tmp_path / "cache" / "chat-data" / "tiny-chat" / "parallel-checkpoint").exists()
+
+    drafter = ParallelDrafter.from_pretrained(pair, n_draft=3, directory=out)
+    assert drafter.model.get_input_embeddings().weight.shape == (65, 16)
+    for prompt in ([5, 9, 13, 17], sequences[0]["ids"][:7].tolist()):
+        want = generate(pair.target, prompt, max_new_tokens=12).tokens
+        assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=12).tokens == want
+
+    class Killed(Exception):
+        pass
+
+    real_save = module.save_training_state
+
+    def save_then_die(*args):
+        real_save(*args)
+        raise Killed
+
+    monkeypatch.setattr(module, "save_training_state", save_then_die)
+    with pytest.raises(Killed):  # killed right after its first checkpoint
+        module.train_chat_parallel(pair, recipe, out_dir=tmp_path / "resumed", log=QUIET)
+    monkeypatch.setattr(module, "save_training_state", real_save)
+    said = []
+    resumed = module.train_chat_parallel(pair, recipe, out_dir=tmp_path / "resumed", log=said.append)
+    assert any("resuming at step 10" in line for line in said)
+    a, b = (load_file(str(folder / "model.safetensors")) for folder in (out, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
