@@ -26,8 +26,8 @@ from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_ru
 from lab.training.checkpoints import save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
-__all__ = ["ChatDraftRecipe", "ProjectedDraft", "draft_config", "soft_cross_entropy", "greedy_agreement",
-           "held_out_agreement", "train_chat_draft"]
+__all__ = ["ChatDraftRecipe", "ProjectedDraft", "draft_config", "soft_cross_entropy", "answer_rows",
+           "greedy_agreement", "held_out_agreement", "train_chat_draft"]
 
 
 @dataclass
@@ -112,9 +112,10 @@ def soft_cross_entropy(logits: torch.Tensor, topk_ids: torch.Tensor, topk_logpro
     return -(weights * logits.float().log_softmax(-1).gather(-1, topk_ids)).sum(-1).mean()
 
 
-def _rows(sequence: dict, max_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+def answer_rows(sequence: dict, max_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """A sequence cut to its last ``max_len + 1`` tokens: (inputs, top-k ids, top-k log-probs, first scored input
-    position). Input position i predicts token i + 1; answer token j sits at ``answer_start + j``."""
+    position). Input position i predicts token i + 1; answer token j sits at ``answer_start + j``. Shared with the
+    parallel draft's batches (:func:`lab.training.chat_parallel.parallel_batch`)."""
     ids, start = sequence["ids"], sequence["answer_start"]
     cut = max(0, len(ids) - (max_len + 1))
     ids = ids[cut:]
@@ -125,7 +126,7 @@ def _rows(sequence: dict, max_len: int) -> tuple[torch.Tensor, torch.Tensor, tor
 
 def _batch(sequences: list[dict], max_len: int, pad_id: int):
     """Right-padded inputs ``[B, T]`` and the scored positions' (row, column) with their top-k targets."""
-    parts = [_rows(s, max_len) for s in sequences]
+    parts = [answer_rows(s, max_len) for s in sequences]
     width = max(len(p[0]) for p in parts)
     inputs = torch.full((len(parts), width), pad_id, dtype=torch.long)
     rows, cols, ids, logprobs = [], [], [], []

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from lab.assets import SMOLLM2_DIR, TARGET_KEY, cache_dir, target_weights_key
 from lab.drafters.parallel import BLOCK_KEY, MASK_KEY, TARGET_VOCAB_KEY
 from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run
-from lab.training.chat_draft import ProjectedDraft, _rows, soft_cross_entropy
+from lab.training.chat_draft import ProjectedDraft, answer_rows, soft_cross_entropy
 from lab.training.checkpoints import save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 from lab.training.parallel import parallel_layout
@@ -131,13 +131,13 @@ def start_from_draft(pair, folder: Path = SMOLLM2_DIR / "draft") -> MaskedProjec
 def parallel_batch(sequences: list[dict], max_len: int, pad_id: int, layout_args: tuple, mask_id: int,
                    generator: torch.Generator | None = None) -> dict:
     """One training (or scoring) batch: the sequences right-padded (each cut as the draft model cuts it,
-    :func:`lab.training.chat_draft._rows`), laid out for blocks of K (``layout_args`` = ``(K, keep, min_keep)``,
+    :func:`lab.training.chat_draft.answer_rows`), laid out for blocks of K (``layout_args`` = ``(K, keep, min_keep)``,
     :func:`lab.training.parallel.parallel_layout` over the padded width, drawn with ``generator``).
 
     Returns ``{"ids" [B, R], "position_ids" [B, R], "attention_mask" float32 [B, 1, R, R] (additive), "rows",
     "cols" (the scored layout rows: where token p + 1 is an answer token), "copy" [N] (each scored row's copy:
     block position - 1), "topk_ids" [N, k], "topk_logprobs" [N, k]}``."""
-    parts = [_rows(s, max_len) for s in sequences]
+    parts = [answer_rows(s, max_len) for s in sequences]
     width = max(len(p[0]) for p in parts)
     inputs = torch.full((len(parts), width), pad_id, dtype=torch.long)
     teach = torch.full((len(parts), width), -1, dtype=torch.long)  # index into the stacked top-k rows
