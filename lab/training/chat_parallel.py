@@ -108,9 +108,11 @@ class MaskedProjectedDraft(ProjectedDraft):
 
 
 def start_from_draft(pair, folder: Path = SMOLLM2_DIR / "draft") -> MaskedProjectedDraft:
-    """The committed draft model of ``pair`` (``folder``: ``config.json`` and ``model.safetensors`` of
-    :func:`lab.training.chat_draft.train_chat_draft`) as a float32 :class:`MaskedProjectedDraft` whose mask row is
-    the mean of its ``E @ P`` rows. Raises ``FileNotFoundError`` naming the folder when the files are missing."""
+    """A projected draft saved in ``folder`` (``config.json`` and ``model.safetensors``) as a float32
+    :class:`MaskedProjectedDraft` of ``pair``'s target: by default the committed draft model
+    (:func:`lab.training.chat_draft.train_chat_draft`), whose mask row starts as the mean of its ``E @ P`` rows; a
+    parallel draft saved by :func:`train_chat_parallel` keeps its own mask row (``extra_embedding_rows``). Raises
+    ``FileNotFoundError`` naming the folder when the files are missing."""
     from safetensors.torch import load_file
     from transformers import LlamaConfig
 
@@ -119,12 +121,15 @@ def start_from_draft(pair, folder: Path = SMOLLM2_DIR / "draft") -> MaskedProjec
         raise FileNotFoundError(f"no draft model in {folder} to adapt; restore it from git or train it with "
                                 "`python -m lab train chat-draft`")
     config = LlamaConfig.from_pretrained(folder, local_files_only=True)
+    config.vocab_size = int(getattr(config, TARGET_VOCAB_KEY, config.vocab_size))  # a saved parallel draft: V + 1
     state = load_file(str(folder / "model.safetensors"))
     model = MaskedProjectedDraft(config, pair.target.get_input_embeddings().weight.float())
+    mask_row = state.pop("extra_embedding_rows", None)
     with torch.no_grad():
         model.projection.copy_(state.pop("embed_projection").float())
         model.body.load_state_dict({k.removeprefix("model."): v.float() for k, v in state.items()}, strict=True)
-        model.mask_row.copy_((model.target_embedding @ model.projection).mean(0))
+        start = (model.target_embedding @ model.projection).mean(0) if mask_row is None else mask_row[0].float()
+        model.mask_row.copy_(start)
     return model
 
 
@@ -272,7 +277,7 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
                        (TARGET_KEY, target_weights_key(pair.target))):
         setattr(config, key, value)
     config.save_pretrained(out_dir)
-    saved = start_from_saved(pair, out_dir)  # measure the saved float16 file
+    saved = start_from_draft(pair, out_dir).eval()  # measure the saved float16 file
     info = {"recipe": asdict(recipe),
             "start": "the committed draft model (lab/assets/smollm2-135m/draft) plus a mask row (the mean of its "
                      "E @ P rows)",
@@ -285,20 +290,3 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(checkpoint, ignore_errors=True)
     return out_dir
-
-
-def start_from_saved(pair, folder: Path) -> MaskedProjectedDraft:
-    """A parallel draft saved by :func:`train_chat_parallel` back as a float32 :class:`MaskedProjectedDraft` (to
-    score the float16 file)."""
-    from safetensors.torch import load_file
-    from transformers import LlamaConfig
-
-    config = LlamaConfig.from_pretrained(folder, local_files_only=True)
-    config.vocab_size = int(getattr(config, TARGET_VOCAB_KEY))
-    state = load_file(str(Path(folder) / "model.safetensors"))
-    model = MaskedProjectedDraft(config, pair.target.get_input_embeddings().weight.float())
-    with torch.no_grad():
-        model.projection.copy_(state.pop("embed_projection").float())
-        model.mask_row.copy_(state.pop("extra_embedding_rows")[0].float())
-        model.body.load_state_dict({k.removeprefix("model."): v.float() for k, v in state.items()}, strict=True)
-    return model.eval()

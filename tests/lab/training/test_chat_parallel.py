@@ -120,7 +120,7 @@ def tiny_chat(tmp_path, monkeypatch):
     save_file({k: v.contiguous() for k, v in draft.state_to_save().items()}, str(tmp_path / "model.safetensors"))
     config.save_pretrained(tmp_path)
     real_start = module.start_from_draft
-    monkeypatch.setattr(module, "start_from_draft", lambda pair: real_start(pair, tmp_path))
+    monkeypatch.setattr(module, "start_from_draft", lambda pair, folder=tmp_path: real_start(pair, folder))
     gen = torch.Generator().manual_seed(0)
     sequences = []
     for i in range(16):
