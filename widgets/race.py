@@ -256,6 +256,8 @@ class RaceDashboard(w.VBox):
         # The explorers are built when their tab is first opened. Each plotly FigureWidget ships plotly.js (~4.6 MB)
         # to the browser, and anywidget gives every new model 2 s to start before it stops taking updates
         # ("[anywidget] Failed to initialize model."); fewer figures at page load keep a slow machine within that.
+        # For the same reason each stream builds its chart on the first click (TokenStream.chart): the page loads
+        # with no figure at all.
         self.residual_explorer = self.speedup_explorer = None
         self._explore_tab = w.VBox([w.HTML("building the explorers\u2026")])
         self.tabs = w.Tab(children=[race_tab, self._explore_tab])

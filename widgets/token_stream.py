@@ -115,7 +115,7 @@ class TokenStream(ipywidgets.VBox):
     holding only part of a character), ``generated_ids``, ``steps``,
     ``stats`` / ``stats_text``, ``html`` (the escaped static rendering, also ``_repr_html_``), ``selected``
     (a generated position or None), ``selection`` (what the chart shows), ``detail_text`` and ``chart`` (a plotly
-    ``FigureWidget`` with bar traces ``target``, ``draft``, ``residual``).
+    ``FigureWidget`` with bar traces ``target``, ``draft``, ``residual``, built on first use).
     """
 
     def __init__(self, tokenizer=None, prompt_ids=None, *, top_k: int = 6, chart_height: int = 320,
@@ -146,19 +146,10 @@ class TokenStream(ipywidgets.VBox):
         self._legend = ipywidgets.HTML(_legend_html())
         self._stats_widget = ipywidgets.HTML()
         self._detail_widget = ipywidgets.HTML()
-        self.chart = go.FigureWidget(
-            data=[go.Bar(name=name, x=[], y=[], marker_color=color, visible=False)
-                  for name, color in (("target", TARGET_COLOR), ("draft", DRAFT_COLOR),
-                                      ("residual", RESIDUAL_COLOR))],
-            layout=go.Layout(barmode="group", height=chart_height, margin=dict(l=50, r=10, t=40, b=60),
-                             yaxis=dict(title=dict(text="probability"), rangemode="tozero"),
-                             xaxis=dict(type="category"),
-                             legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
-                             title=dict(text="select a generated token", font=dict(size=13))),
-        )
+        self._chart_height = chart_height
+        self._chart = None  # built on first use (see the chart property)
         self._view.observe(self._on_view_selected, names="selected")
-        super().__init__(children=[self._legend, self._stats_widget, self._view, self._detail_widget, self.chart],
-                         **kwargs)
+        super().__init__(children=[self._legend, self._stats_widget, self._view, self._detail_widget], **kwargs)
         self._set_prompt(prompt_ids)
         self._refresh()
 
@@ -283,6 +274,32 @@ class TokenStream(ipywidgets.VBox):
     def selected(self):
         """The selected generated position, or None."""
         return None if self._view.selected < 0 else self._view.selected
+
+    @property
+    def chart(self):
+        """The probability chart: a plotly ``FigureWidget`` with bar traces ``target``, ``draft``, ``residual``,
+        built and shown under the stream on first use (the first selection, or reading this attribute).
+
+        Built late because each FigureWidget ships plotly.js (~4.6 MB) to the browser and anywidget gives a new
+        model 2 s to start before it stops taking updates; two charts starting with the rest of a page on a slow
+        machine missed that (the Voila race's chart then never left its first title)."""
+        if self._chart is None:
+            self._build_chart()
+        return self._chart
+
+    def _build_chart(self) -> None:
+        self._chart = go.FigureWidget(
+            data=[go.Bar(name=name, x=[], y=[], marker_color=color, visible=False)
+                  for name, color in (("target", TARGET_COLOR), ("draft", DRAFT_COLOR),
+                                      ("residual", RESIDUAL_COLOR))],
+            layout=go.Layout(barmode="group", height=self._chart_height, margin=dict(l=50, r=10, t=40, b=60),
+                             yaxis=dict(title=dict(text="probability"), rangemode="tozero"),
+                             xaxis=dict(type="category"),
+                             legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
+                             title=dict(text="select a generated token", font=dict(size=13))),
+        )
+        self._draw_chart()  # the selection made before it existed
+        self.children = (*self.children, self._chart)
 
     @property
     def selection(self):
@@ -513,15 +530,12 @@ class TokenStream(ipywidgets.VBox):
 
     def _show(self, position) -> None:
         """Point the detail line and the chart at ``position`` (None: empty them)."""
-        target_bar, draft_bar, residual_bar = self.chart.data
         if position is None:
             self._selection = None
             self._detail_plain = ""
             self._detail_widget.value = ""
-            with self.chart.batch_update():
-                for bar in (target_bar, draft_bar, residual_bar):
-                    bar.x, bar.y, bar.visible = [], [], False
-                self.chart.layout.title.text = "select a generated token"
+            if self._chart is not None:
+                self._draw_chart()
             return
         detail = dict(self._details[position])
         pending = self._pending()
@@ -531,10 +545,25 @@ class TokenStream(ipywidgets.VBox):
         self._selection = detail
         self._detail_plain = describe(detail, self._candidate_text)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
-        probs = detail["probs"]
-        label = html.escape(token_label_text(detail["_text"]), quote=False)  # plotly shows &quot; literally
-        with self.chart.batch_update():
-            self.chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
+        if self._chart is None:
+            self._build_chart()  # draws this selection
+        else:
+            self._draw_chart()
+
+    def _draw_chart(self) -> None:
+        """Draw the current selection (or nothing) into the built chart."""
+        target_bar, draft_bar, residual_bar = self._chart.data
+        detail = self._selection
+        with self._chart.batch_update():
+            if detail is None:
+                for bar in (target_bar, draft_bar, residual_bar):
+                    bar.x, bar.y, bar.visible = [], [], False
+                self._chart.layout.title.text = "select a generated token"
+                return
+            position = detail["position"]
+            label = html.escape(token_label_text(detail["_text"]), quote=False)  # plotly shows &quot; literally
+            self._chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
+            probs = detail["probs"]
             if probs is None:
                 for bar in (target_bar, draft_bar, residual_bar):
                     bar.x, bar.y, bar.visible = [], [], False

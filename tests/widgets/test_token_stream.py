@@ -14,6 +14,7 @@ import shutil
 import subprocess
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -274,6 +275,27 @@ def test_truncated_at_the_target_token():
     assert "cut short" in stream.detail_text
     with pytest.raises(IndexError):
         stream.select(1)
+
+
+def test_the_chart_is_built_on_the_first_selection():
+    """No FigureWidget exists (none is sent to the browser) until a token is selected or `chart` is read: a page
+    whose charts all start at load can miss anywidget's 2 s start-up limit on a slow machine."""
+    stream = TokenStream(FakeTokenizer(), top_k=4)
+    stream(residual_step())
+    stream.select(None)
+    assert stream._chart is None and not any(isinstance(child, go.FigureWidget) for child in stream.children)
+    stream._view.selected = 1  # a click
+    assert stream.children[-1] is stream.chart  # built, shown last, drawn with the selection made
+    assert stream.chart.layout.title.text == "position 1: \u2423sat (resampled)"
+    assert bar(stream, "residual").y == pytest.approx([0.6, 0.4, 0.0, 0.0], abs=1e-6)
+    stream.reset()
+    assert stream.chart.layout.title.text == "select a generated token" and len(stream.children) == 5
+    later = TokenStream(FakeTokenizer(), top_k=4)
+    later(residual_step())
+    later.select(0)
+    figure = later.chart
+    later.select(1)  # the same figure is redrawn
+    assert later.chart is figure and figure.layout.title.text.startswith("position 1:")
 
 
 def test_reset_and_a_new_run_clear_the_generated_tokens(three_steps):
