@@ -1,6 +1,7 @@
 """The correctness oracles on the real pair ("smollm2-135m", float32), for every drafter it has: greedy parity token
 for token, the first emitted token distributed as the target's (chi-square, on the real target and drafter
-distributions), and logits after rollback equal to a fresh forward, for the target and for the draft model."""
+distributions), logits after rollback equal to a fresh forward, for the target and for the draft model, and the edge
+cases for every drafter."""
 import pytest
 import torch
 
@@ -82,3 +83,39 @@ def test_logits_after_rollback_equal_a_fresh_forward(smollm2_pair, chats, which)
     after = forward(model, [42], cache)
     fresh = forward(model, list(ids) + [42], new_cache())[-1:]
     torch.testing.assert_close(after, fresh, atol=1e-4, rtol=1e-4)
+
+
+def _inside_a_block(gen):
+    """The output position of the first accepted draft that is not its step's last emitted token and not seen
+    earlier in the output (as EOS it ends the answer inside a drafted block), or None."""
+    start = 0
+    for step in gen.steps:
+        for j, token in enumerate(step.emitted[:-1]):
+            if j < step.num_accepted and token not in gen.tokens[:start + j]:
+                return start + j
+        start += len(step.emitted)
+    return None
+
+
+@pytest.mark.parametrize("kind", DRAFTERS)
+def test_edge_cases_eos_inside_a_block_exact_length_and_a_one_token_prompt(smollm2_pair, chats, kind):
+    """EOS met inside a drafted block ends the answer there (the step is cut), max_new_tokens is met exactly, and a
+    one-token prompt decodes; each as autoregressive decoding does."""
+    pair = smollm2_pair
+    ids = chats[1]  # "Repeat exactly: ...": the drafters accept blocks here
+    ar = generate(pair.target, ids, max_new_tokens=12)
+    free = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=12)
+    where = _inside_a_block(free)
+    if kind == "early-exit":  # it never accepts two drafts in a step on this request: EOS on the target's token
+        assert where is None
+        where = 5
+    stop = free.tokens[where]
+    sp = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=12, eos_token_id=stop)
+    assert sp.tokens == ar.tokens[:where + 1], kind
+    assert sp.steps[-1].truncated == (kind != "early-exit"), kind
+    for length in (1, 7):
+        sp = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=length)
+        assert sp.tokens == ar.tokens[:length], (kind, length)
+    short = [pair.eos_token_id]  # a one-token prompt: <|im_end|>
+    assert (generate(pair.target, short, drafter=make_drafter(kind, pair, 4), max_new_tokens=6).tokens
+            == generate(pair.target, short, max_new_tokens=6).tokens), kind
