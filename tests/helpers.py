@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
 from lab import trees
@@ -72,6 +73,26 @@ def plant_wheel(monkeypatch, folder):
         return spec
 
     monkeypatch.setattr(lab.assets, "find_spec", find)
+
+
+class Killed(Exception):
+    """What :func:`kill_after_first_checkpoint` raises: a training run stopped right after a checkpoint."""
+
+
+def kill_after_first_checkpoint(monkeypatch, module, run) -> None:
+    """Call ``run()`` with ``module.save_training_state`` raising :class:`Killed` right after it has saved, as a run
+    killed after its first checkpoint (the test fails if ``run`` finishes instead), then put the real function back
+    so the next run of the recipe can resume."""
+    real_save = module.save_training_state
+
+    def save_then_die(*args, **kwargs):
+        real_save(*args, **kwargs)
+        raise Killed
+
+    monkeypatch.setattr(module, "save_training_state", save_then_die)
+    with pytest.raises(Killed):
+        run()
+    monkeypatch.setattr(module, "save_training_state", real_save)
 
 
 def tree_forward(target, prefix, tokens, parents):

@@ -14,7 +14,7 @@ import lab.training.chat_eagle3 as module
 from lab.decode import generate
 from lab.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
 from lab.models import layer_states
-from tests.helpers import tiny_llama
+from tests.helpers import kill_after_first_checkpoint, tiny_llama
 
 LAYERS = (1, 2, 4)  # default_layers(4)
 SMALL = dict(width=32, heads=2, kv_heads=1, intermediate=48)
@@ -127,20 +127,9 @@ def test_a_short_run_learns_saves_a_draft_that_drafts_exactly_and_a_killed_run_r
         want = generate(pair.target, prompt, max_new_tokens=12).tokens
         assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=12).tokens == want
 
-    class Killed(Exception):
-        pass
-
-    real_save = module.save_training_state
-
-    def save_then_die(*args):
-        real_save(*args)
-        raise Killed
-
-    monkeypatch.setattr(module, "save_training_state", save_then_die)
-    with pytest.raises(Killed):  # killed right after its first checkpoint (before step 10)
-        module.train_chat_eagle3(pair, recipe(), out_dir=tmp_path / "resumed", **QUIET)
+    kill_after_first_checkpoint(monkeypatch, module, lambda: module.train_chat_eagle3(  # before step 10
+        pair, recipe(), out_dir=tmp_path / "resumed", **QUIET))
     assert checkpoint.exists()
-    monkeypatch.setattr(module, "save_training_state", real_save)
     said = []
     resumed = module.train_chat_eagle3(pair, recipe(), out_dir=tmp_path / "resumed", log=said.append)
     assert any("resuming at step 10" in line for line in said)

@@ -18,7 +18,7 @@ from lab.models import ModelPair, load_projected_draft
 from lab.training.chat_draft import ChatDraftRecipe, ProjectedDraft, draft_config, greedy_agreement
 from lab.training.chat_parallel import (ChatParallelRecipe, MaskedProjectedDraft, chat_parallel_agreement,
                                         parallel_batch)
-from tests.helpers import tiny_llama
+from tests.helpers import kill_after_first_checkpoint, tiny_llama
 
 QUIET = lambda *_: None  # noqa: E731
 
@@ -155,19 +155,8 @@ def test_a_short_run_learns_saves_a_drafter_that_drafts_exactly_and_a_killed_run
         want = generate(pair.target, prompt, max_new_tokens=12).tokens
         assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=12).tokens == want
 
-    class Killed(Exception):
-        pass
-
-    real_save = module.save_training_state
-
-    def save_then_die(*args):
-        real_save(*args)
-        raise Killed
-
-    monkeypatch.setattr(module, "save_training_state", save_then_die)
-    with pytest.raises(Killed):  # killed right after its first checkpoint
-        module.train_chat_parallel(pair, recipe, out_dir=tmp_path / "resumed", log=QUIET)
-    monkeypatch.setattr(module, "save_training_state", real_save)
+    kill_after_first_checkpoint(monkeypatch, module, lambda: module.train_chat_parallel(  # at its first checkpoint
+        pair, recipe, out_dir=tmp_path / "resumed", log=QUIET))
     said = []
     resumed = module.train_chat_parallel(pair, recipe, out_dir=tmp_path / "resumed", log=said.append)
     assert any("resuming at step 10" in line for line in said)

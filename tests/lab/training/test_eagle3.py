@@ -13,6 +13,7 @@ from lab.drafters.base import DraftRequest
 from lab.drafters.eagle3 import Eagle3Drafter, Eagle3DraftModel
 from lab.models import layer_states
 from lab.training import eagle3
+from tests.helpers import kill_after_first_checkpoint
 
 LAYERS = (2, 3, 6)
 SMALL = {"width": 40, "heads": 2, "kv_heads": 1, "intermediate": 64}
@@ -111,19 +112,8 @@ def test_a_short_run_saves_a_draft_the_drafter_loads_and_a_killed_run_resumes(pa
     drafter = Eagle3Drafter(target, Eagle3DraftModel.from_pretrained(target, out), n_draft=2)
     assert drafter.model.config["draft_vocab_size"] == 300 and drafter.hidden_layers == LAYERS
 
-    class Killed(Exception):
-        pass
-
-    real_save = eagle3.save_training_state
-
-    def save_then_die(*args):
-        real_save(*args)
-        raise Killed
-
-    monkeypatch.setattr(eagle3, "save_training_state", save_then_die)
-    with pytest.raises(Killed):  # killed right after its first checkpoint (before step 2)
-        eagle3.train_eagle3(out_dir=tmp_path / "resumed", log=lambda *_: None, **kwargs)
-    monkeypatch.setattr(eagle3, "save_training_state", real_save)
+    kill_after_first_checkpoint(monkeypatch, eagle3, lambda: eagle3.train_eagle3(  # before step 2
+        out_dir=tmp_path / "resumed", log=lambda *_: None, **kwargs))
     said = []
     resumed = eagle3.train_eagle3(out_dir=tmp_path / "resumed", log=said.append, **kwargs)
     assert any("resuming at step 2" in line for line in said)
