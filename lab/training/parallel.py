@@ -43,7 +43,7 @@ from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer
 from lab.validation import check_int
 
 __all__ = ["PARALLEL_DIR", "ParallelRecipe", "parallel_layout", "parallel_loss", "parallel_agreement",
-           "train_parallel", "held_out_requests", "draft_step_ms", "decode_comparison"]
+           "train_parallel", "held_out_texts", "held_out_requests", "draft_step_ms", "decode_comparison"]
 
 PARALLEL_DIR = PAIR_DIR / "parallel"
 """Where ``python -m lab train parallel`` writes the Shakespeare pair's parallel draft."""
@@ -305,18 +305,24 @@ def train_parallel(threads: int | None = None, recipe: ParallelRecipe | None = N
     return out_dir
 
 
-def held_out_requests(pair, count: int) -> list[list[int]]:
-    """``count`` held-out prompts of ``pair``, encoded (:func:`lab.prompts.encode_prompts`): for a chat pair its
-    held-out requests of every task kind in turn (chat, code, structured, copy/edit, then the second of each, ...),
-    else the Shakespeare pair's held-out passages. Raises ``IndexError`` when a kind has too few requests."""
-    from lab.prompts import arena_prompts, encode_prompts, held_out_prompts, pair_tasks
+def held_out_texts(pair, count: int) -> list[str]:
+    """``count`` held-out prompts of ``pair`` as text: for a chat pair its held-out requests of every task kind in
+    turn (chat, code, structured, copy/edit, then the second of each, ...; :func:`lab.prompts.arena_prompts`), else
+    the Shakespeare pair's held-out passages. What the parallel draft's card measured on, and what lesson 09 times.
+    Raises ``IndexError`` when a kind has too few requests."""
+    from lab.prompts import arena_prompts, held_out_prompts, pair_tasks
 
     if pair.has_chat_template:
         tasks = pair_tasks(pair)
-        texts = [arena_prompts(pair, tasks[i % len(tasks)])[i // len(tasks)] for i in range(count)]
-    else:
-        texts = held_out_prompts()[:count]
-    return encode_prompts(pair, texts)
+        return [arena_prompts(pair, tasks[i % len(tasks)])[i // len(tasks)] for i in range(count)]
+    return held_out_prompts()[:count]
+
+
+def held_out_requests(pair, count: int) -> list[list[int]]:
+    """:func:`held_out_texts` encoded (:func:`lab.prompts.encode_prompts`: a user turn for a chat pair)."""
+    from lab.prompts import encode_prompts
+
+    return encode_prompts(pair, held_out_texts(pair, count))
 
 
 def draft_step_ms(pair, drafter_model, block_sizes=(2, 3, 4), context: int = 128, repeats: int = 40) -> dict:

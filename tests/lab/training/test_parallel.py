@@ -154,3 +154,16 @@ def test_bad_recipes_are_refused_before_any_work(bad, message, monkeypatch):
         parallel.train_parallel(recipe=ParallelRecipe(**bad))
     with pytest.raises(ValueError, match="checkpoint_every"):
         parallel.train_parallel(checkpoint_every=0)
+
+
+def test_held_out_texts_take_each_task_kind_in_turn(pair, smollm2_pair):
+    """The card's and lesson 09's prompts: the Shakespeare pair's held-out passages; for the chat pair its held-out
+    requests, one of each task kind in turn, then the second of each; held_out_requests encodes the same texts."""
+    from lab.prompts import arena_prompts, encode_prompts, pair_tasks
+
+    assert parallel.held_out_texts(pair, 3) == held_out_prompts()[:3]
+    tasks = pair_tasks(smollm2_pair)
+    texts = parallel.held_out_texts(smollm2_pair, len(tasks) + 1)
+    assert texts == [arena_prompts(smollm2_pair, task)[0] for task in tasks] + [arena_prompts(smollm2_pair,
+                                                                                              tasks[0])[1]]
+    assert parallel.held_out_requests(smollm2_pair, 2) == encode_prompts(smollm2_pair, texts[:2])
