@@ -298,7 +298,6 @@ class TokenStream(ipywidgets.VBox):
                              legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
                              title=dict(text="select a generated token", font=dict(size=13))),
         )
-        self._draw_chart()  # the selection made before it existed
         self.children = (*self.children, self._chart)
 
     @property
@@ -545,24 +544,22 @@ class TokenStream(ipywidgets.VBox):
         self._selection = detail
         self._detail_plain = describe(detail, self._candidate_text)
         self._detail_widget.value = f'<div style="font-size: 13px;">{html.escape(self._detail_plain)}</div>'
-        if self._chart is None:
-            self._build_chart()  # draws this selection
-        else:
-            self._draw_chart()
+        self._draw_chart()
 
     def _draw_chart(self) -> None:
-        """Draw the current selection (or nothing) into the built chart."""
-        target_bar, draft_bar, residual_bar = self._chart.data
+        """Draw the current selection (or nothing) into the chart, building it on the first selection."""
+        chart = self.chart
+        target_bar, draft_bar, residual_bar = chart.data
         detail = self._selection
-        with self._chart.batch_update():
+        with chart.batch_update():
             if detail is None:
                 for bar in (target_bar, draft_bar, residual_bar):
                     bar.x, bar.y, bar.visible = [], [], False
-                self._chart.layout.title.text = "select a generated token"
+                chart.layout.title.text = "select a generated token"
                 return
             position = detail["position"]
             label = html.escape(token_label_text(detail["_text"]), quote=False)  # plotly shows &quot; literally
-            self._chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
+            chart.layout.title.text = f"position {position}: {label} ({detail['kind']})"
             probs = detail["probs"]
             if probs is None:
                 for bar in (target_bar, draft_bar, residual_bar):
