@@ -288,7 +288,7 @@ class TokenStream(ipywidgets.VBox):
         return self._chart
 
     def _build_chart(self) -> None:
-        self._chart = go.FigureWidget(
+        figure = go.Figure(
             data=[go.Bar(name=name, x=[], y=[], marker_color=color, visible=False)
                   for name, color in (("target", TARGET_COLOR), ("draft", DRAFT_COLOR),
                                       ("residual", RESIDUAL_COLOR))],
@@ -298,6 +298,10 @@ class TokenStream(ipywidgets.VBox):
                              legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
                              title=dict(text="select a generated token", font=dict(size=13))),
         )
+        # Drawn before it becomes a widget, so the widget's first state already shows the selection: a chart whose
+        # model starts late in the browser still shows the click that created it.
+        self._draw_into(figure)
+        self._chart = go.FigureWidget(figure)
         self.children = (*self.children, self._chart)
 
     @property
@@ -547,8 +551,14 @@ class TokenStream(ipywidgets.VBox):
         self._draw_chart()
 
     def _draw_chart(self) -> None:
-        """Draw the current selection (or nothing) into the chart, building it on the first selection."""
-        chart = self.chart
+        """Show the current selection (or nothing) in the chart, building it on the first selection."""
+        if self._chart is None:
+            self._build_chart()  # drawn as it is built
+        else:
+            self._draw_into(self._chart)
+
+    def _draw_into(self, chart) -> None:
+        """Draw the current selection (or nothing) into ``chart`` (the chart or the figure it is built from)."""
         target_bar, draft_bar, residual_bar = chart.data
         detail = self._selection
         with chart.batch_update():

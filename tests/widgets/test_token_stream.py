@@ -298,6 +298,25 @@ def test_the_chart_is_built_on_the_first_selection():
     assert later.chart is figure and figure.layout.title.text.startswith("position 1:")
 
 
+def test_the_chart_widget_starts_with_the_selection_drawn(monkeypatch):
+    """The figure is drawn before it becomes a widget: the state the browser gets first already shows the click, so
+    a chart model that starts late still shows it."""
+    import widgets.token_stream as module
+
+    first = []
+    real = module.go.FigureWidget
+
+    def recording(figure):
+        first.append((figure.layout.title.text, figure.data[0].visible))
+        return real(figure)
+
+    monkeypatch.setattr(module.go, "FigureWidget", recording)
+    stream = TokenStream(FakeTokenizer(), top_k=4)
+    stream(residual_step())
+    stream.select(1)
+    assert first == [("position 1: \u2423sat (resampled)", True)]
+
+
 def test_reset_and_a_new_run_clear_the_generated_tokens(three_steps):
     three_steps.select(1)
     three_steps.reset()
