@@ -583,6 +583,14 @@ def test_lesson_09_parallel_drafting_section():
     assert ("agreement at block position 1..4 on held-out text: "
             + ", ".join(_x(held_out[f"position_{i}"]) for i in range(1, 5))) in out
     says(text, "Whether it beats the draft model it came from depends on drafting's share of a step")
+    # the prose's Shakespeare example, held to that pair's card: a step shortened by less than the tokens it lost
+    says(text, "as with the Shakespeare pair's 1-layer draft of width 128, cutting K draft forwards to one shortens a "
+               "step by less than the lost tokens cost")
+    toy = json.loads((PARALLEL_DIRS["shakespeare"] / "measurements.json").read_text())["greedy_decoding"]["4"]
+    toy_m, toy_p = toy["model"], toy["parallel"]
+    shorter = 1 - (toy_p["tokens_per_target_call"] / toy_p["tokens_per_second"]) / (
+        toy_m["tokens_per_target_call"] / toy_m["tokens_per_second"])
+    assert 0 < shorter < 1 - toy_p["tokens_per_target_call"] / toy_m["tokens_per_target_call"]
 
 
 def test_lesson_08_suffix_decoding_section():
