@@ -3,6 +3,7 @@ its model card, or fine-tune a copy-capable target; for the real pair, build its
 model, EAGLE draft, Medusa heads, MTP heads, EAGLE-3 draft and parallel draft (:mod:`lab.training`)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from lab.cli.options import positive_int
@@ -132,4 +133,11 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
         pair = load_target(device="cpu") if distilled else load_target(device="cpu", dtype="auto")
         out = trainer(pair, log=log) if out_dir is None else trainer(pair, out_dir=out_dir, log=log)
         print((Path(out) / "training.json").read_text())
+        if what == "chat-parallel":  # the card's timings, in the dtype the arena and bench serve the pair in
+            from lab.models import load_pair
+            from lab.training.parallel import write_parallel_measurements
+
+            log("measuring the parallel draft against the draft model (measurements.json)")
+            measured = write_parallel_measurements(load_pair("smollm2-135m", device="cpu", dtype="auto"), out)
+            print(json.dumps(measured, indent=1))
     return 0

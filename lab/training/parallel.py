@@ -43,7 +43,8 @@ from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer
 from lab.validation import check_int
 
 __all__ = ["PARALLEL_DIR", "ParallelRecipe", "parallel_layout", "parallel_loss", "parallel_agreement",
-           "train_parallel", "held_out_texts", "held_out_requests", "draft_step_ms", "decode_comparison"]
+           "train_parallel", "held_out_texts", "held_out_requests", "draft_step_ms", "decode_comparison",
+           "write_parallel_measurements"]
 
 PARALLEL_DIR = PAIR_DIR / "parallel"
 """Where ``python -m lab train parallel`` writes the Shakespeare pair's parallel draft."""
@@ -395,4 +396,31 @@ def decode_comparison(pair, parallel_factory, prompts: int = 5, max_new_tokens: 
                          "same_as_autoregressive": all(g.tokens == b.tokens for g, (b, _) in zip(gens, base))}
         row["autoregressive_tokens_per_second"] = round(base_tps, 1)
         out[str(k)] = row
+    return out
+
+
+def write_parallel_measurements(pair, directory, prompts: int = 5, max_new_tokens: int = 128,
+                                block_sizes=(2, 3, 4)) -> dict:
+    """Measure the parallel draft saved in ``directory`` against ``pair``'s autoregressive draft model and write
+    the card's ``measurements.json`` there (what lesson 09 prints): :func:`draft_step_ms` and
+    :func:`decode_comparison` (``prompts`` held-out prompts x ``max_new_tokens``, greedy) at each K in
+    ``block_sizes``, with the torch threads, dtype, device and date of the run. Returns what it wrote. Raises what
+    :meth:`lab.drafters.ParallelDrafter.from_pretrained` raises for a missing or foreign draft, and ``ValueError``
+    when ``pair`` has no draft model to compare with."""
+    from lab.drafters import ParallelDrafter
+
+    if pair.draft is None:
+        raise ValueError(f"pair: the {pair.name!r} pair was loaded without its draft model (load_pair, not "
+                         "load_target): the parallel draft is measured against it")
+    directory = Path(directory)
+    drafter = ParallelDrafter.from_pretrained(pair, directory=directory)
+    param = next(pair.target.parameters())
+    out = {"threads": torch.get_num_threads(), "dtype": str(param.dtype).removeprefix("torch."),
+           "device": str(param.device), "date": time.strftime("%Y-%m-%d"),
+           "prompts": prompts, "max_new_tokens": max_new_tokens,
+           "draft_step_ms": draft_step_ms(pair, drafter.model, block_sizes),
+           "greedy_decoding": decode_comparison(
+               pair, lambda k: ParallelDrafter(drafter.model, k), prompts, max_new_tokens,
+               block_sizes)}
+    (directory / "measurements.json").write_text(json.dumps(out, indent=1))
     return out

@@ -64,13 +64,15 @@ def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_for_the_data(tmp_pa
     ("chat-parallel", "lab.training.chat_parallel", "train_chat_parallel", None)])
 def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, trainer_name, dtype, tmp_path, monkeypatch,
                                                       capsys):
-    """--out sends a retrain elsewhere than the committed folder; without it the recipe keeps its default."""
+    """--out sends a retrain elsewhere than the committed folder; without it the recipe keeps its default. The
+    parallel draft is then measured against the draft model in the serving dtype (its card's measurements.json)."""
     import importlib
 
     import lab.models
+    import lab.training.parallel
     from lab import cli
 
-    seen = []
+    seen, measured = [], []
 
     def fake_train(pair, out_dir="default", log=print):
         seen.append((pair, out_dir))
@@ -78,9 +80,14 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
         return tmp_path
 
     monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: kwargs)
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: (name, kwargs))
+    monkeypatch.setattr(lab.training.parallel, "write_parallel_measurements",
+                        lambda pair, out: measured.append((pair, out)) or {"measured": out.name})
     monkeypatch.setattr(importlib.import_module(trainer_module), trainer_name, fake_train)
     assert cli.main(["train", what, "--out", str(tmp_path / "elsewhere")]) == 0
     assert cli.main(["train", what]) == 0
     loaded = {"device": "cpu"} if dtype is None else {"device": "cpu", "dtype": dtype}
     assert seen == [(loaded, tmp_path / "elsewhere"), (loaded, "default")]
     assert capsys.readouterr().out.count('{"recipe": "mine"}') == 2  # training.json printed once per run
+    serving = ("smollm2-135m", {"device": "cpu", "dtype": "auto"})
+    assert measured == ([(serving, tmp_path)] * 2 if what == "chat-parallel" else [])

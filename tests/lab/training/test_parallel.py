@@ -167,3 +167,30 @@ def test_held_out_texts_take_each_task_kind_in_turn(pair, smollm2_pair):
     assert texts == [arena_prompts(smollm2_pair, task)[0] for task in tasks] + [arena_prompts(smollm2_pair,
                                                                                               tasks[0])[1]]
     assert parallel.held_out_requests(smollm2_pair, 2) == encode_prompts(smollm2_pair, texts[:2])
+
+
+def test_measurements_time_the_saved_draft_against_the_draft_model(pair, tmp_path):
+    """write_parallel_measurements writes the card's measurements.json beside the weights: one draft step's ms for
+    both drafters at each K, and a greedy decode whose outputs equal autoregressive decoding (float32); a pair loaded
+    without its draft model is refused by name."""
+    import shutil
+
+    from lab.drafters.parallel import PARALLEL_DIRS
+
+    folder = tmp_path / "parallel"
+    shutil.copytree(PARALLEL_DIRS["shakespeare"], folder)
+    (folder / "measurements.json").unlink()
+    out = parallel.write_parallel_measurements(pair, folder, prompts=1, max_new_tokens=12, block_sizes=(2, 3))
+    assert json.loads((folder / "measurements.json").read_text()) == out
+    assert (out["dtype"], out["prompts"], out["max_new_tokens"]) == ("float32", 1, 12)
+    assert set(out["draft_step_ms"]) == set(out["greedy_decoding"]) == {"2", "3"}
+    for k in ("2", "3"):
+        step = out["draft_step_ms"][k]
+        assert step["parallel"] > 0 and step["autoregressive"] > 0
+        assert step["ratio"] == round(step["autoregressive"] / step["parallel"], 2)
+        for name in ("model", "parallel"):
+            run = out["greedy_decoding"][k][name]
+            assert run["same_as_autoregressive"] and 1 <= run["tokens_per_target_call"] <= int(k) + 1
+            assert len(run["per_position_acceptance"]) == int(k)
+    with pytest.raises(ValueError, match="without its draft model"):
+        parallel.write_parallel_measurements(dataclasses.replace(pair, draft=None), folder)
