@@ -97,11 +97,11 @@ def own_draft_reason(kind: str) -> str | None:
 
 
 TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m"),
-               "mtp": ("shakespeare", "smollm2-135m"), "parallel": ("shakespeare",),
-               "eagle3": ("shakespeare",)}
+               "mtp": ("shakespeare", "smollm2-135m"),
+               "parallel": ("shakespeare", "smollm2-135m"), "eagle3": ("shakespeare",)}
 """Drafters whose weights are trained for one target, and the pairs that have them committed
-(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``). The real pair has no parallel draft
-yet: its training data must be rebuilt first."""
+(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``, ``.../eagle3``). The real pair's
+EAGLE-3 draft (``python -m lab train chat-eagle3``) is not committed yet."""
 
 
 def untrained_reason(kind: str, pair_name: str) -> str | None:

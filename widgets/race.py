@@ -185,7 +185,7 @@ class RaceDashboard(w.VBox):
             from lab.models import load_pair
 
             pair = load_pair("smollm2-135m", dtype="auto")
-        if untrained_reason(drafter, pair.name):  # e.g. the parallel draft, trained for the Shakespeare pair only
+        if untrained_reason(drafter, pair.name):  # e.g. the EAGLE-3 draft, trained for the Shakespeare pair only
             raise ValueError(f"drafter {drafter!r} is not available here: {untrained_reason(drafter, pair.name)}")
         temperature = demo_temperature(None if temperature is None else checked["temperature"],
                                        pair.has_chat_template)

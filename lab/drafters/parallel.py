@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from lab.assets import PAIR_DIR, check_target_key
+from lab.assets import PAIR_DIR, SMOLLM2_DIR, check_target_key
 from lab.drafters.base import Draft, DraftRequest, check_pair, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import context_limit, forward, new_cache, vocab_size
@@ -43,9 +43,9 @@ from lab.validation import check_int, is_integer
 
 __all__ = ["PARALLEL_DIRS", "MASK_KEY", "TARGET_VOCAB_KEY", "BLOCK_KEY", "ParallelDrafter", "add_mask_token"]
 
-PARALLEL_DIRS = {"shakespeare": PAIR_DIR / "parallel"}
-"""The committed parallel drafts, by pair name (``python -m lab train parallel``; the real pair's, from ``train
-chat-parallel``, is not committed yet)."""
+PARALLEL_DIRS = {"shakespeare": PAIR_DIR / "parallel", "smollm2-135m": SMOLLM2_DIR / "parallel"}
+"""The committed parallel drafts, by pair name (``python -m lab train parallel``; the real pair's from ``python -m
+lab train chat-parallel --out lab/assets/smollm2-135m/parallel``)."""
 
 MASK_KEY = "pard_mask_token_id"
 """The ``config.json`` entry holding the mask token's id."""

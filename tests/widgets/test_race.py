@@ -283,7 +283,7 @@ def test_real_pair_race_stops_at_the_end_of_the_answer_and_shows_it_readably(smo
 
 
 def test_race_offers_only_the_drafters_the_pair_has(pair):
-    """The drafter dropdown lists what the pair has: the parallel draft is trained for the Shakespeare pair only, so
+    """The drafter dropdown lists what the pair has: the parallel draft is trained for the committed pairs only, so
     a pair under another name neither offers it nor accepts it (the reason is named)."""
     import dataclasses
 
