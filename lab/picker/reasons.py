@@ -10,14 +10,41 @@ from lab.picker.decision import Decision
 from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, LOAD_SPEEDUP, load_break_even, \
     saturated_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
-from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL, LOOKAHEAD_SETTINGS,
+from lab.picker.tables import (ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL,
+                               LOOKAHEAD_SETTINGS,
                                METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, PARALLEL_MEASURED,
+                               PARALLEL_MEASURED_REAL,
                                PARD_VLLM_TABLE, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002, STRATEGY_BY_METHOD,
                                WORKLOAD_BY_TASK, workload_row)
 
 __all__ = ["reasons_for", "source_for", "notes_for", "obstacle_text", "memory_reasons", "engine_notes"]
 
 _PROSE = ("chat", "long_text")  # the tasks where prompt lookup and Lookahead are rated by lesson 12's chat runs
+
+
+def _versus(ours: float, theirs: float) -> str:
+    """``"ahead of"``, ``"level with"`` or ``"behind"``: one measured speedup against another as printed (two
+    decimals). A gap under 0.1× is "level": in lesson 12's arena each drafter is timed once per cell, and gaps that
+    small move from run to run."""
+    gap = round(ours * 100) - round(theirs * 100)
+    return "level with" if abs(gap) < 10 else ("ahead of" if gap > 0 else "behind")
+
+
+def _lookup_on_chat() -> str:
+    """The sentence that rates prompt lookup on prose by lesson 12's chat cells, with a warning for each temperature
+    whose speedup exceeds the tokens per target call it was made with (impossible but for timing noise: every target
+    call costs at least one autoregressive step)."""
+    sentence = ("The seed tables rate prompt lookup only for code and JSON, so its range here is lesson 12's "
+                "measurement on this course's real pair on a CPU; an open question holds little for the answer to "
+                "copy, so measure it on your traffic.")
+    noisy = [t for t in (0, 1) if ARENA_CHAT_SPEEDUPS[("ngram", t)] > ARENA_CHAT_PER_CALL[("ngram", t)]]
+    for t in noisy:
+        when = "greedy" if t == 0 else f"at T = {t}"
+        sentence += (f" Its {ARENA_CHAT_SPEEDUPS[('ngram', t)]:.2f}× {when} came with "
+                     f"{ARENA_CHAT_PER_CALL[('ngram', t)]:.2f} tokens per target call, and a speedup cannot exceed "
+                     "the tokens per call when every call costs at least one autoregressive step: that number is "
+                     "timing noise (lesson 12 shows how to spot it), so plan for the lower end.")
+    return sentence
 
 
 def reasons_for(decision: Decision, workload: dict) -> list:
@@ -234,16 +261,13 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                            f"{source_for(decision, workload)}).")
     if method == "ngram" and task in _PROSE:
         if decision.lookup_over_lookahead:
+            ng0, ng1, la0, la1 = (ARENA_CHAT_SPEEDUPS[(kind, t)] for kind in ("ngram", "lookahead") for t in (0, 1))
             reasons.append(
                 "Of the two draft-free methods the picker takes prompt lookup over Lookahead: lesson 12's committed "
-                f"run on chat requests measured it level or ahead ({ARENA_CHAT_SPEEDUPS[('ngram', 0)]:.2f}× against "
-                f"{ARENA_CHAT_SPEEDUPS[('lookahead', 0)]:.2f}× greedy, {ARENA_CHAT_SPEEDUPS[('ngram', 1)]:.2f}× "
-                f"against {ARENA_CHAT_SPEEDUPS[('lookahead', 1)]:.2f}× at T = 1), it is far simpler, and vLLM, "
-                "which has no Lookahead, serves prompt lookup in its place.")
-        reasons.append(
-            "The seed tables rate prompt lookup only for code and JSON, so its range here is lesson 12's measurement "
-            "on this course's real pair on a CPU; an open question holds little for the answer to copy, so "
-            "measure it on your traffic.")
+                f"run on chat requests measured it {_versus(ng0, la0)} Lookahead greedy ({ng0:.2f}× against "
+                f"{la0:.2f}×) and {_versus(ng1, la1)} it at T = 1 ({ng1:.2f}× against {la1:.2f}×); it is far "
+                "simpler, and vLLM, which has no Lookahead, serves prompt lookup in its place.")
+        reasons.append(_lookup_on_chat())
     if method == "suffix":
         per_call = "; ".join(f"{kind.replace('_', '-')} {ours:.2f} against {lookup:.2f}"
                              for kind, (ours, lookup) in ARENA_SUFFIX_PER_CALL.items())
@@ -267,14 +291,19 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
         reasons.append(f"The target's own MTP modules were a candidate too ({mtp_low:g}× at N = 1, {MTP_REPORT}); "
                        f"{_a(method)} ranks above them here.")
     if method == "lookahead" and task in _PROSE:
+        la0, ng0 = ARENA_CHAT_SPEEDUPS[("lookahead", 0)], ARENA_CHAT_SPEEDUPS[("ngram", 0)]
+        la_calls, ng_calls = ARENA_CHAT_PER_CALL[("lookahead", 0)], ARENA_CHAT_PER_CALL[("ngram", 0)]
+        why = ""
+        if _versus(la0, ng0) == "behind" and la_calls >= ng_calls:
+            why = (f", though greedy it made at least as many tokens per target call ({la_calls:.2f} against "
+                   f"{ng_calls:.2f}): its target calls, which also carry the Jacobi window and the n-gram candidates, "
+                   "are not free on a CPU")
         reasons.append("Measure it against prompt lookup before you commit: on the real pair lesson 12's committed "
-                       f"run measured Lookahead at {ARENA_CHAT_SPEEDUPS[('lookahead', 0)]:.2f}× on greedy chat and "
+                       f"run measured Lookahead at {la0:.2f}× on greedy chat and "
                        f"{ARENA_CHAT_SPEEDUPS[('lookahead', 1)]:.2f}× at T = 1, against prompt lookup's "
-                       f"{ARENA_CHAT_SPEEDUPS[('ngram', 0)]:.2f}× and {ARENA_CHAT_SPEEDUPS[('ngram', 1)]:.2f}×: its "
-                       "target calls, which also carry the Jacobi window and the n-gram candidates, are not free on "
-                       "a CPU. The 1.3–1.6× range is the seed's, "
-                       "for accelerators where verifying a few more positions costs almost nothing; vLLM, which has "
-                       "no Lookahead, serves the config below as prompt lookup.")
+                       f"{ng0:.2f}× and {ARENA_CHAT_SPEEDUPS[('ngram', 1)]:.2f}×{why}. The 1.3–1.6× range is the "
+                       "seed's, for accelerators where verifying a few more positions costs almost nothing; vLLM, "
+                       "which has no Lookahead, serves the config below as prompt lookup.")
     reasons.append(_n_reason(method, decision.n_draft, row, temperature))
     if temperature > SAMPLING_WARN_TEMPERATURE:
         deterministic = method in ("ngram", "lookahead", "medusa", "suffix")
@@ -282,7 +311,7 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                        "lower end of the range and measure α at this temperature"
                        + (": a deterministic draft is accepted with exactly the target's probability of the drafted "
                           "token, which sampling spreads over other tokens (lesson 12 measured prompt lookup's α on "
-                          "copy/edit falling from 0.82 to 0.66 at T = 1, Medusa's on JSON from 0.56 to 0.20)."
+                          "copy/edit falling from 0.82 to 0.66 at T = 1, Medusa's on copy/edit from 0.62 to 0.40)."
                           if deterministic else
                           ": large, confident pairs usually lose α when sampling, though a sampled draft can hold "
                           "much of it (lesson 12: on chat requests neither the draft model's α nor EAGLE's fell at "
@@ -297,8 +326,8 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
 
 
 def _parallel_reasons(decision: Decision, default: str) -> list:
-    """Why a parallel (PARD) draft is the pick (latency-bound), and this course's measurement that bounds it: two
-    sentences."""
+    """Why a parallel (PARD) draft is the pick (latency-bound), and this course's measurements that bound it, on the
+    Shakespeare pair and on the real pair: three sentences."""
     low, high = decision.speedup
     chat = {target: row["mt_bench"] for target, row in PARD_VLLM_TABLE.items()}
     eagle = [e for _, e in chat.values()]
@@ -322,8 +351,15 @@ def _parallel_reasons(decision: Decision, default: str) -> list:
               f"{min(ours):.2f}–{max(ours):.2f}× at N = 2–4 against its autoregressive draft's "
               f"{min(ar):.2f}–{max(ar):.2f}× (agreement "
               + " / ".join(f"{a:.2f}" for a in PARALLEL_MEASURED["agreement"])
-              + " at positions 1–4): measure both drafts on your pair before you switch.")
-    return [first, second]
+              + " at positions 1–4).")
+    real_par = [p for p, _ in PARALLEL_MEASURED_REAL["speedup"].values()]
+    real_ar = [a for _, a in PARALLEL_MEASURED_REAL["speedup"].values()]
+    real_par_ms, real_ar_ms = PARALLEL_MEASURED_REAL["draft_ms_per_step"][4]
+    third = (f"On its real pair, whose draft spends most of a forward in a 49,152-token output layer, one forward cut "
+             f"drafting from {real_ar_ms:.1f} to {real_par_ms:.1f} ms per step at N = 4, and the parallel draft "
+             f"reached {min(real_par):.2f}–{max(real_par):.2f}× against {min(real_ar):.2f}–{max(real_ar):.2f}×: "
+             "measure both drafts on your pair before you switch.")
+    return [first, second, third]
 
 
 def _mtp_reason(decision: Decision, default: str) -> str:

@@ -168,8 +168,8 @@ def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     fallbacks.
     Prompt lookup displaces Lookahead when both are feasible (their ranges come from different sources, our CPU
     arena and the seed's table, so they are not ranked by number: prompt lookup is what the engines serve, and
-    lesson 12's committed run measured it level or ahead). The highest mid-range wins; ties go to the default, then
-    to the cheaper method (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
+    the reasons quote lesson 12's committed run of the two on chat requests). The highest mid-range wins; ties go
+    to the default, then to the cheaper method (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
     task, temperature = workload["task"], workload["temperature"]
     default = _COPY_DEFAULTS.get(task) or workload_row(task).method
     considered = (default,) + (() if task in _COPY_DEFAULTS else _HEADS) + (_FALLBACKS if default in obstacles else ())

@@ -12,13 +12,14 @@ import yaml
 
 from lab import cli, picker
 from lab.picker import recommend
-from lab.picker.tables import PARALLEL_MEASURED, PARD_CHAT_SPEEDUPS, PARD_VLLM_TABLE, STRATEGY_BY_METHOD
+from lab.picker.tables import PARALLEL_MEASURED, PARALLEL_MEASURED_REAL, PARD_CHAT_SPEEDUPS, PARD_VLLM_TABLE, STRATEGY_BY_METHOD
 from tests.lab.picker.engine_sources import (VLLM_FILE, llamacpp_source, sglang_source, transformers_generate_keys,
                                              trtllm_source, vllm_source)
 from tests.lab.picker.helpers import all_recommendations
 
 ROOT = Path(__file__).resolve().parents[3]
 CARD = ROOT / "lab" / "assets" / "shakespeare" / "parallel"
+REAL_CARD = ROOT / "lab" / "assets" / "smollm2-135m" / "parallel"
 
 
 def pard(task="chat", temperature=0.0, small=True, finetune=False, **kwargs):
@@ -43,22 +44,27 @@ def test_the_parallel_row_is_the_pard_authors_mt_bench_range():
     assert picker.MEMORY_NEEDED_GB["parallel"] == picker.MEMORY_NEEDED_GB["draft_model"] == 4.0
 
 
-def test_the_measured_numbers_are_the_shakespeare_cards():
-    measured = json.loads((CARD / "measurements.json").read_text(encoding="utf-8"))
-    training = json.loads((CARD / "training.json").read_text(encoding="utf-8"))
-    for k, (par, ar) in PARALLEL_MEASURED["draft_ms_per_step"].items():
+@pytest.mark.parametrize("table, card, faster", [(PARALLEL_MEASURED, CARD, False),
+                                                 (PARALLEL_MEASURED_REAL, REAL_CARD, True)])
+def test_the_measured_numbers_are_the_cards(table, card, faster):
+    """Each pair's table is its card's: not faster than its autoregressive draft on the Shakespeare pair, faster at
+    every N on the real pair."""
+    measured = json.loads((card / "measurements.json").read_text(encoding="utf-8"))
+    training = json.loads((card / "training.json").read_text(encoding="utf-8"))
+    assert table["pair"] == card.parent.name
+    for k, (par, ar) in table["draft_ms_per_step"].items():
         step = measured["draft_step_ms"][str(k)]
         assert (par, ar) == (round(step["parallel"], 2), round(step["autoregressive"], 2))
     for k in (2, 3, 4):
         run = measured["greedy_decoding"][str(k)]
         # to the card's two decimals (its 1.11 is 1.105 rounded half up)
-        assert PARALLEL_MEASURED["speedup"][k] == pytest.approx((run["parallel"]["speedup"], run["model"]["speedup"]),
-                                                                abs=0.0051)
-        assert PARALLEL_MEASURED["tokens_per_target_call"][k] == (round(run["parallel"]["tokens_per_target_call"], 2),
-                                                                   round(run["model"]["tokens_per_target_call"], 2))
-        assert run["parallel"]["speedup"] < run["model"]["speedup"]  # not faster than its AR draft on that pair
+        assert table["speedup"][k] == pytest.approx((run["parallel"]["speedup"], run["model"]["speedup"]),
+                                                    abs=0.0051)
+        assert table["tokens_per_target_call"][k] == (round(run["parallel"]["tokens_per_target_call"], 2),
+                                                       round(run["model"]["tokens_per_target_call"], 2))
+        assert (run["parallel"]["speedup"] > run["model"]["speedup"]) == faster
     agreement = training["held_out_agreement"]
-    assert PARALLEL_MEASURED["agreement"] == tuple(round(agreement[f"position_{i}"], 2) for i in range(1, 5))
+    assert table["agreement"] == tuple(round(agreement[f"position_{i}"], 2) for i in range(1, 5))
 
 
 # --- when it wins ---------------------------------------------------------------------------------------------------

@@ -32,3 +32,20 @@ def test_suffix_decoding_s_reasons_quote_the_measurement():
     assert any(r.startswith("N = 7: the top of the structured-JSON row's k range") for r in rec.reasons)
     sampled = recommend("agent", 0.9, False, False)
     assert any("deterministic draft" in r for r in sampled.reasons)
+
+
+def test_comparisons_follow_the_numbers():
+    """A comparison between two measured speedups is worded from the numbers as printed: under 0.1× apart is "level"
+    (lesson 12: one timing per cell moves by about that much), and a speedup above the tokens per target call it was
+    made with is called timing noise."""
+    from lab.picker.reasons import _lookup_on_chat, _versus
+    from lab.picker.tables import ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS
+
+    assert [_versus(a, b) for a, b in ((1.61, 1.37), (0.90, 0.88), (1.00, 1.09), (1.00, 1.10), (1.37, 1.61))] == [
+        "ahead of", "level with", "level with", "behind", "behind"]
+    sentence = _lookup_on_chat()
+    for t, when in ((0, "greedy"), (1, "at T = 1")):
+        noisy = ARENA_CHAT_SPEEDUPS[("ngram", t)] > ARENA_CHAT_PER_CALL[("ngram", t)]
+        assert (f"Its {ARENA_CHAT_SPEEDUPS[('ngram', t)]:.2f}× {when} came with "
+                f"{ARENA_CHAT_PER_CALL[('ngram', t)]:.2f} tokens per target call" in sentence) == noisy
+
