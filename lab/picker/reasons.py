@@ -24,8 +24,8 @@ _PROSE = ("chat", "long_text")  # the tasks where prompt lookup and Lookahead ar
 
 def _versus(ours: float, theirs: float) -> str:
     """``"ahead of"``, ``"level with"`` or ``"behind"``: one measured speedup against another as printed (two
-    decimals). A gap under 0.1× is "level": in lesson 12's arena each drafter is timed once per cell, and gaps that
-    small move from run to run."""
+    decimals). A gap under 0.1× is "level": in lesson 12's arena each drafter keeps the faster of two timings per cell,
+    and gaps that small move from run to run."""
     gap = round(ours * 100) - round(theirs * 100)
     return "level with" if abs(gap) < 10 else ("ahead of" if gap > 0 else "behind")
 

@@ -109,37 +109,55 @@ def test_lesson_12_reads_the_baseline_first(arena):
                  if r["drafter"] == "autoregressive"}
     assert quoted(text, r"one autoregressive step of the same target took from (\d+) ms to (\d+) ms depending on the "
                         r"cell") == _span(baselines.values(), 0)
+    says(text, "Every method was timed twice per cell and the faster timing kept")
+    assert arena["run"]["arena"]["settings"]["repeats"] == 2 and "--repeats 2" in arena["run"]["command"]
     slowest = max(baselines, key=baselines.get)
-    assert slowest == ("chat", 0.0)
-    assert quoted(text, r"The slowest was greedy chat's, ([\d.]+) ms") == (_x(baselines[slowest], 1),)
-    early = {(r["task"], r["temperature"]): r["measured_speedup"] for r in _rows(arena) if r["drafter"] == "early-exit"}
-    there = early.pop(slowest)
-    assert quoted(text, r"early exit's too \(([\d.]+)× there, ([\d.]+)–([\d.]+)× in every other cell\)") == (
-        _x(there),) + _span(early.values())
-    assert there > max(early.values())
-    chat = _rows(arena, "chat", 0.0)
-    assert all(r["efficiency"] > 1 for r in chat)
-    assert quoted(text, r"every efficiency in that cell is above 1 \(([\d.]+)–([\d.]+)\)") == _span(
-        r["efficiency"] for r in chat)
-    assert quoted(text, r"prices a call over several\s+tokens at ([\d.]+)–([\d.]+) of a one-token step") == _span(
-        r["target_call_cost"] for r in chat)
-    assert max(r["target_call_cost"] for r in chat) < 1
-    above = [r for r in chat if r["measured_speedup"] > r["tokens_per_target_call"]]
-    assert quoted(text, r"(\d+) of its (\d+) drafters measured a speedup above their tokens per target call "
-                        r"\(prompt lookup ([\d.]+)× on ([\d.]+) tokens\)") == (
-        str(len(above)), str(len(chat)), _x(cell[("chat", 0.0, "ngram")]["measured_speedup"]),
-        _x(cell[("chat", 0.0, "ngram")]["tokens_per_target_call"]))
-    # the same draft model, N and requests, timed again by the adaptive comparison
+    assert slowest == ("agent", 0.0)
+    rows = _rows(arena)
+    in_cell = lambda c: [r for r in rows if (r["task"], r["temperature"]) == c]  # noqa: E731
+    above = {c: [r for r in in_cell(c) if r["efficiency"] > 1] for c in baselines}
+    ms, count, total, top = quoted(text, r"The slowest was agent loops' at T = 0, ([\d.]+) ms, yet only (\d+) of its "
+                                         r"(\d+) efficiencies are above 1 \(up to ([\d.]+)\)")
+    assert (ms, count, total, top) == (_x(baselines[slowest], 1), str(len(above[slowest])),
+                                       str(len(in_cell(slowest))), _x(max(r["efficiency"] for r in above[slowest])))
+    # the two cells where the signs show most: the most efficiencies above 1, both among the four slowest baselines
+    flattered = (("agent", 1.0), ("copy_edit", 0.0))
+    most = max(len(v) for v in above.values())
+    assert sorted(c for c in baselines if len(above[c]) == most) == sorted(flattered)
+    assert set(flattered) <= set(sorted(baselines, key=baselines.get)[-4:])
+    assert quoted(text, r"show most in agent loops at T = 1 \(([\d.]+) ms\) and copy/edit at T = 0 \(([\d.]+) ms\)") == (
+        _x(baselines[flattered[0]], 1), _x(baselines[flattered[1]], 1))
+    flat = [r for c in flattered for r in above[c]]
+    cheap = [r for r in flat if r["target_call_cost"] < 1]
+    lowest = min(flat, key=lambda r: r["target_call_cost"])
+    assert quoted(text, r"(\d+) of the (\d+) drafters in each of those two cells \(up to ([\d.]+) and ([\d.]+)\), (\d+) of "
+                        r"those (\d+) because a target call over several tokens was timed at less than a one-token "
+                        r"step \(down to ([\d.]+), the MTP heads' on agent loops at T = 1\)") == (
+        str(most), str(len(in_cell(flattered[0]))), _x(max(r["efficiency"] for r in above[flattered[0]])),
+        _x(max(r["efficiency"] for r in above[flattered[1]])), str(len(cheap)), str(len(flat)),
+        _x(lowest["target_call_cost"]))
+    assert all(len(in_cell(c)) == int(total) for c in flattered)
+    assert (lowest["task"], lowest["temperature"], lowest["drafter"]) == ("agent", 1.0, "mtp")
+    beyond = {c: [r for r in in_cell(c) if r["measured_speedup"] > r["tokens_per_target_call"]] for c in flattered}
+    n, = set(len(v) for v in beyond.values())
+    suffix, lookup = cell[("agent", 1.0, "suffix")], cell[("copy_edit", 0.0, "ngram")]
+    assert suffix in beyond[flattered[0]] and lookup in beyond[flattered[1]]
+    assert quoted(text, r"a speedup above the tokens per target call: (\d+) drafters in each of those two cells \(suffix "
+                        r"decoding ([\d.]+)× on ([\d.]+) tokens on agent loops at T = 1, prompt lookup ([\d.]+)× on "
+                        r"([\d.]+) on copy/edit at T = 0\)") == (
+        str(n), _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]), _x(lookup["measured_speedup"]),
+        _x(lookup["tokens_per_target_call"]))
+    # the same draft model, N and requests, timed again by the adaptive comparison: close to this cell now
     again = next(r for r in arena["run"]["adaptive"]["rows"] if r["drafter"] == "model" and r["n_draft"] == 4)
     model = cell[("chat", 0.0, "model")]
     assert arena["run"]["adaptive"]["settings"]["task"] == "chat" and again["temperature"] == 0.0
     assert again["tokens_per_target_call"] == model["tokens_per_target_call"] and model["n_draft"] == 4
-    calls, again_x, again_ms, here_x = quoted(
-        text, r"with the same ([\d.]+) tokens\s+per target call: ([\d.]+)× against a ([\d.]+) ms baseline step, where "
-              r"this cell says ([\d.]+)×")
-    assert (calls, again_x, again_ms, here_x) == (_x(model["tokens_per_target_call"]), _x(again["measured_speedup"]),
-                                                  _x(again["ar_ms_per_step"], 1), _x(model["measured_speedup"]))
-    assert model["measured_speedup"] - again["measured_speedup"] > 0.5
+    assert quoted(text, r"with the same ([\d.]+) tokens per target call, and measured ([\d.]+)× against a ([\d.]+) ms "
+                        r"baseline step, where this cell says ([\d.]+)× against ([\d.]+) ms") == (
+        _x(model["tokens_per_target_call"]), _x(again["measured_speedup"]), _x(again["ar_ms_per_step"], 1),
+        _x(model["measured_speedup"]), _x(model["ar_ms_per_step"], 1))
+    assert abs(model["measured_speedup"] - again["measured_speedup"]) < 0.1
+    assert quoted(text, r"are above 1, (\d+) of them in those two cells") == (str(len(flat)),)
     rows = _rows(arena)
     assert quoted(text, r"Over the whole run (\d+) of the\s+(\d+) efficiencies are above 1") == (
         str(sum(r["efficiency"] > 1 for r in rows)), str(len(rows)))
@@ -180,20 +198,17 @@ def test_lesson_12_which_drafter_where(arena):
         _x(row("code", "ngram")["tokens_per_target_call"]),)
     baselines = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
                  if r["drafter"] == "autoregressive"}
-    assert min(baselines, key=baselines.get) == ("code", 0.0)
-    assert quoted(text, r"Code's baseline step was the run's fastest \(([\d.]+) ms\)") == (
-        _x(baselines[("code", 0.0)], 1),)
+    says(text, "The speedups roughly keep that order, with EAGLE ahead")
     eagle, model = row("code", "eagle"), row("code", "model")
-    assert quoted(text, r"EAGLE's target calls were timed at ([\d.]+) one-token steps against the draft model's "
-                        r"([\d.]+) over as many tokens") == (_x(eagle["target_call_cost"]),
-                                                             _x(model["target_call_cost"]))
-    assert eagle["n_draft"] == model["n_draft"]
-    assert quoted(text, r"EAGLE measured ([\d.]+)× on ([\d.]+) tokens per call, below prompt lookup's ([\d.]+)× "
-                        r"\(the draft model ([\d.]+)×, Medusa\s+([\d.]+)×\)") == (
-        _x(eagle["measured_speedup"]), _x(eagle["tokens_per_target_call"]),
-        _x(row("code", "ngram")["measured_speedup"]), _x(model["measured_speedup"]),
-        _x(row("code", "medusa")["measured_speedup"]))
-    assert row("code", "ngram")["measured_speedup"] - eagle["measured_speedup"] > 0.1
+    assert max(code, key=lambda r: r["measured_speedup"])["drafter"] == "eagle"
+    assert min(row("code", k)["measured_speedup"] for k in LEARNED) > row("code", "ngram")["measured_speedup"]
+    assert quoted(text, r"EAGLE measured the most, ([\d.]+)× on ([\d.]+) tokens per call, since its target calls were "
+                        r"timed at ([\d.]+) one-token steps against the draft model's ([\d.]+) over as many tokens "
+                        r"\(the draft model ([\d.]+)×, Medusa ([\d.]+)×\), and prompt lookup ([\d.]+)×") == (
+        _x(eagle["measured_speedup"]), _x(eagle["tokens_per_target_call"]), _x(eagle["target_call_cost"]),
+        _x(model["target_call_cost"]), _x(model["measured_speedup"]), _x(row("code", "medusa")["measured_speedup"]),
+        _x(row("code", "ngram")["measured_speedup"]))
+    assert eagle["n_draft"] == model["n_draft"] and eagle["target_call_cost"] < model["target_call_cost"]
     # structured output: EAGLE yields the most per call
     structured = _rows(arena, "structured", 0.0)
     assert max(structured, key=lambda r: r["tokens_per_target_call"])["drafter"] == "eagle"
@@ -204,10 +219,23 @@ def test_lesson_12_which_drafter_where(arena):
         _x(s("eagle")["alpha"]), _x(s("eagle")["tokens_per_target_call"]), _x(s("model")["tokens_per_target_call"]),
         _x(s("eagle")["measured_speedup"]), _x(s("model")["measured_speedup"]), _x(s("medusa")["measured_speedup"]))
     assert _x(s("model")["tokens_per_target_call"]) == _x(s("medusa")["tokens_per_target_call"])
-    # chat: the slow baseline's speedups, and the least tokens per call of any kind
+    fastest = sorted(structured, key=lambda r: r["measured_speedup"])[-2:]
+    assert [r["drafter"] for r in fastest] == ["mtp", "parallel"]
+    assert all(r["tokens_per_target_call"] < s("eagle")["tokens_per_target_call"] for r in fastest)
+    assert all(r["draft_ms_per_step"] < s("model")["draft_ms_per_step"] for r in fastest)   # "cheaper drafting"
+    assert quoted(text, r"The fastest here were the parallel draft \(([\d.]+)×\) and the MTP heads \(([\d.]+)×\)") == (
+        _x(s("parallel")["measured_speedup"]), _x(s("mtp")["measured_speedup"]))
+    # chat: small gains at T = 0, and the least tokens per call of any kind
     chat = _rows(arena, "chat", 0.0)
-    assert quoted(text, r"On \*\*chat\*\* every drafter but early exit measured ([\d.]+)–([\d.]+)×, which says more "
-                        r"about the slow baseline above") == _span(r["measured_speedup"] for r in chat if r["drafter"] != "early-exit")
+    says(text, "On **chat** the gains are small at T = 0")
+    speeds = [r for r in chat if r["drafter"] != "early-exit"]
+    assert quoted(text, r"every drafter but early exit measured ([\d.]+)–([\d.]+)×, and the top of that range, suffix "
+                        r"decoding's ([\d.]+)× on ([\d.]+) tokens per call") == _span(
+        r["measured_speedup"] for r in speeds) + (_x(row("chat", "suffix")["measured_speedup"]),
+                                                   _x(row("chat", "suffix")["tokens_per_target_call"]))
+    top_chat = max(speeds, key=lambda r: r["measured_speedup"])
+    assert top_chat["drafter"] == "suffix" and top_chat["measured_speedup"] > top_chat["tokens_per_target_call"]
+    assert max(r["measured_speedup"] for r in speeds) < 1.25
     best = max(chat, key=lambda r: r["tokens_per_target_call"])
     per_kind_best = {t: max(r["tokens_per_target_call"] for r in _rows(arena, t, 0.0)) for t in KINDS}
     assert min(per_kind_best, key=per_kind_best.get) == "chat"
@@ -218,8 +246,9 @@ def test_lesson_12_which_drafter_where(arena):
     assert model_eagle == _x(row("chat", "model")["tokens_per_target_call"]) == _x(
         row("chat", "eagle")["tokens_per_target_call"])
     assert (alpha, lookup_alpha) == (_x(row("chat", "model")["alpha"]), _x(row("chat", "ngram")["alpha"]))
-    assert quoted(text, r"At T = 1, where the baseline step took ([\d.]+) ms, the same\s+drafters measured "
-                        r"([\d.]+)–([\d.]+)×") == (_x(baselines[("chat", 1.0)], 1),) + _span(
+    assert min(baselines, key=baselines.get) == ("chat", 1.0)   # "the run's fastest"
+    assert quoted(text, r"At T = 1, where the baseline step took ([\d.]+) ms \(the run's fastest\), the same\s+drafters "
+                        r"measured ([\d.]+)–([\d.]+)×") == (_x(baselines[("chat", 1.0)], 1),) + _span(
         r["measured_speedup"] for r in _rows(arena, "chat", 1.0) if r["drafter"] != "early-exit")
 
 
@@ -295,12 +324,12 @@ def test_lesson_12_conversations_and_mtp(arena):
         _x(max(r["tokens_per_target_call"] for r in others)), _x(max(r["measured_speedup"] for r in others)))
     multi = sorted(_rows(arena, "multi_turn", 0.0), key=lambda r: r["measured_speedup"])
     assert max(multi, key=lambda r: r["tokens_per_target_call"])["drafter"] == "model"
-    assert multi[-1]["drafter"] == "ngram" and multi[-1]["measured_speedup"] - multi[-2]["measured_speedup"] > 0.1
-    assert quoted(text, r"On multi-turn edits the draft model yields the most per call \(([\d.]+)\), yet prompt "
-                        r"lookup, which drafts\s+for free, is the fastest \(([\d.]+)×; suffix decoding ([\d.]+)×, the draft "
+    assert multi[-1]["drafter"] == "suffix" and multi[-1]["measured_speedup"] - multi[-2]["measured_speedup"] > 0.1
+    assert quoted(text, r"On multi-turn edits the draft model yields the most per call \(([\d.]+)\), yet suffix "
+                        r"decoding, which drafts for free, is the fastest \(([\d.]+)×; prompt lookup ([\d.]+)×, the draft "
                         r"model ([\d.]+)×\)") == (
-        _x(row("multi_turn", "model")["tokens_per_target_call"]), _x(row("multi_turn", "ngram")["measured_speedup"]),
-        _x(row("multi_turn", "suffix")["measured_speedup"]), _x(row("multi_turn", "model")["measured_speedup"]))
+        _x(row("multi_turn", "model")["tokens_per_target_call"]), _x(row("multi_turn", "suffix")["measured_speedup"]),
+        _x(row("multi_turn", "ngram")["measured_speedup"]), _x(row("multi_turn", "model")["measured_speedup"]))
     close = quoted(text, r"methods are close \(([\d.]+) against ([\d.]+) and ([\d.]+) against ([\d.]+) tokens\)")
     assert close == tuple(_x(row(t, k)["tokens_per_target_call"]) for t in ("multi_turn", "agent")
                           for k in ("suffix", "ngram"))
@@ -343,24 +372,24 @@ def test_lesson_12_parallel_draft_against_its_draft_model(arena):
     assert all(3.5 < dm[t]["draft_calls"] / dm[t]["target_calls"] <= 4 for t in KINDS)
     assert all(0.25 < par[t]["draft_ms_per_step"] / dm[t]["draft_ms_per_step"] < 0.4 for t in KINDS)  # "a third"
     gap = {t: par[t]["measured_speedup"] - dm[t]["measured_speedup"] for t in KINDS}
-    assert [t for t in KINDS if abs(gap[t]) < 0.1] == ["chat", "code", "copy_edit"]
-    says(text, "within 0.1× of the draft model on chat, code and copy/edit")
-    assert gap["structured"] >= 0.1 and gap["multi_turn"] <= -0.1
-    assert quoted(text, r"ahead on structured output \(([\d.]+)× against ([\d.]+)×\), behind on multi-turn\s+edits "
-                        r"\(([\d.]+)× against ([\d.]+)×\), where it loses the most tokens per call \(([\d.]+) against "
-                        r"([\d.]+)\)") == (
+    ahead = ["chat", "structured", "copy_edit", "agent"]
+    assert [t for t in KINDS if gap[t] > 0.1] == ahead and [t for t in KINDS if abs(gap[t]) < 0.1] == ["code", "multi_turn"]
+    assert [t for t in KINDS if gap[t] < 0] == ["multi_turn"]   # "behind only on multi-turn edits"
+    says(text, "In speed the saving won on four kinds: ahead of the draft model by more than 0.1× on chat, structured "
+               "output, copy/edit and agent loops")
+    says(text, "within 0.1× of it on code and multi-turn edits, behind only on multi-turn edits")
+    assert quoted(text, r"\(([\d.]+)× against ([\d.]+)× on structured output; on agent loops, with the same tokens per "
+                        r"call and about a quarter of the drafting time, ([\d.]+)× against ([\d.]+)×\)") == (
         _x(par["structured"]["measured_speedup"]), _x(dm["structured"]["measured_speedup"]),
+        _x(par["agent"]["measured_speedup"]), _x(dm["agent"]["measured_speedup"]))
+    assert 0.2 < par["agent"]["draft_ms_per_step"] / dm["agent"]["draft_ms_per_step"] < 0.3   # "about a quarter"
+    assert quoted(text, r"behind only on multi-turn edits \(([\d.]+)× against ([\d.]+)×\), where it loses the most "
+                        r"tokens per call \(([\d.]+) against ([\d.]+)\)") == (
         _x(par["multi_turn"]["measured_speedup"]), _x(dm["multi_turn"]["measured_speedup"]),
         _x(par["multi_turn"]["tokens_per_target_call"]), _x(dm["multi_turn"]["tokens_per_target_call"]))
     lost = {t: dm[t]["tokens_per_target_call"] - par[t]["tokens_per_target_call"] for t in KINDS}
     assert max(lost, key=lost.get) == "multi_turn"
-    assert par["agent"]["draft_ms_per_step"] < dm["agent"]["draft_ms_per_step"] / 2   # "less than half"
-    ours, theirs, efficiency = quoted(text, r"it measured ([\d.]+)×\s+against ([\d.]+)×, and the draft model's "
-                                            r"efficiency of ([\d.]+) there")
-    assert (ours, theirs, efficiency) == (_x(par["agent"]["measured_speedup"]), _x(dm["agent"]["measured_speedup"]),
-                                          _x(dm["agent"]["efficiency"]))
-    assert par["agent"]["measured_speedup"] < dm["agent"]["measured_speedup"] and dm["agent"]["efficiency"] > 1
-
+    assert _x(par["agent"]["tokens_per_target_call"]) == _x(dm["agent"]["tokens_per_target_call"])
 
 def test_picker_quotes_the_arena_on_suffix_decoding(arena):
     """lab.picker's suffix-decoding row (agent loops, multi-turn edits) is the committed arena's measurement."""
@@ -388,11 +417,9 @@ def test_lesson_12_early_exit_and_medusa(arena):
     assert (c_low, c_high) == _span(costs, 1) and (steps_low, steps_high) == _span((4 * c for c in costs), 1)
     assert all(r["n_draft"] == 4 for r in early)
     assert quoted(text, r"it accepts almost nothing\s+\(α ≤ ([\d.]+)\)") == (_x(max(r["alpha"] for r in early)),)
-    chat = cell[("chat", 0.0, "early-exit")]
-    rest = [r for r in early if r is not chat]
-    assert quoted(text, r"Its efficiency is close to 1 in every cell but greedy chat's \(([\d.]+)–([\d.]+); ([\d.]+) "
-                        r"there\)") == _span(r["efficiency"] for r in rest) + (_x(chat["efficiency"]),)
-    assert all(0.9 <= r["efficiency"] <= 1.1 for r in rest) and chat["efficiency"] > 1.1
+    assert quoted(text, r"Its efficiency is close to 1 in every cell \(([\d.]+)–([\d.]+)\)") == _span(
+        r["efficiency"] for r in early)
+    assert all(0.9 <= r["efficiency"] <= 1.1 for r in early)
     # Medusa: the lowest efficiency of its cell in most cells, close to it in the rest
     cells = {(r["task"], r["temperature"]) for r in rows}
     lowest = {c: min(r["efficiency"] for r in rows if (r["task"], r["temperature"]) == c) for c in cells}
@@ -401,15 +428,29 @@ def test_lesson_12_early_exit_and_medusa(arena):
     count, total, low, high = quoted(text, r"its efficiency is the lowest of its cell in (\d+) of the (\d+) cells "
                                            r"\(([\d.]+)–([\d.]+) across all \d+\)")
     assert (count, total) == (str(len(at_lowest)), str(len(cells))) and (low, high) == _span(medusa.values())
-    says(text, "and within 0.05 of the lowest in the other two")
-    assert len(cells) - len(at_lowest) == 2 and all(medusa[c] - lowest[c] < 0.05 for c in cells)
-    says(text, "in every greedy cell its target call took longer than the draft model's")
-    assert all(cell[(t, 0.0, "medusa")]["target_call_cost"] > cell[(t, 0.0, "model")]["target_call_cost"]
-               for t in KINDS)
+    others = sorted(set(cells) - set(at_lowest))
+    assert others == [("agent", 0.0), ("copy_edit", 1.0)]
+    says(text, "within 0.05 of the lowest on agent loops at T = 0")
+    assert medusa[("agent", 0.0)] - lowest[("agent", 0.0)] < 0.05
+    copy1 = sorted((r for r in rows if (r["task"], r["temperature"]) == ("copy_edit", 1.0)), key=lambda r: r["efficiency"])
+    assert [r["drafter"] for r in copy1[:3]] == ["mtp", "model", "medusa"]
+    mtp = cell[("copy_edit", 1.0, "mtp")]
+    assert quoted(text, r"on copy/edit at T = 1 above only the draft model's ([\d.]+) and the MTP heads' ([\d.]+), an "
+                        r"outlier \(([\d.]+)× on ([\d.]+) tokens per call, a target call timed at ([\d.]+) one-token "
+                        r"steps\)") == (
+        _x(copy1[1]["efficiency"]), _x(mtp["efficiency"]), _x(mtp["measured_speedup"]),
+        _x(mtp["tokens_per_target_call"]), _x(mtp["target_call_cost"]))
+    assert mtp["target_call_cost"] == max(r["target_call_cost"] for r in rows)   # the run's one outlier call
+    longer = [t for t in KINDS if cell[(t, 0.0, "medusa")]["target_call_cost"] > cell[(t, 0.0, "model")]["target_call_cost"]]
+    assert quoted(text, r"in (\d+) of the (\d+) greedy cells its target call took longer than the draft model's "
+                        r"\(on copy/edit ([\d.]+) against ([\d.]+) one-token steps\)") == (
+        str(len(longer)), str(len(KINDS)), _x(cell[("copy_edit", 0.0, "medusa")]["target_call_cost"]),
+        _x(cell[("copy_edit", 0.0, "model")]["target_call_cost"]))
+    assert [t for t in KINDS if t not in longer] == ["copy_edit"]
 
 
 def test_lesson_12_efficiency_factors(arena):
-    text, cell = arena["text"], arena["cell"]
+    text = arena["text"]
     code = {r["drafter"]: r for r in _rows(arena, "code", 0.0)}
     factor = lambda k, f: code[k]["efficiency_factors"][f]  # noqa: E731
     says(text, "verification and the loop come within 2 % of 1 and acceptance within 1 % for every drafter")
@@ -417,23 +458,28 @@ def test_lesson_12_efficiency_factors(arena):
     assert all(abs(factor(k, "acceptance") - 1) < 0.01 for k in code)
     assert quoted(text, r"The prefill takes a little more\s+\(× ([\d.]+)–([\d.]+)\)") == _span(
         factor(k, "prefill") for k in code)
-    says(text, "for every drafter in that cell it is the largest loss")
-    assert all(factor(k, "target_call") == min(code[k]["efficiency_factors"].values()) for k in code)
-    assert quoted(text, r"× ([\d.]+)\s+for Medusa's tree and for EAGLE, ([\d.]+) for Lookahead's window, ([\d.]+) for "
-                        r"the draft model and ([\d.]+) for prompt lookup") == (
-        _x(factor("medusa", "target_call")), _x(factor("lookahead", "target_call")), _x(factor("model", "target_call")),
-        _x(factor("ngram", "target_call")))
-    assert _x(factor("medusa", "target_call")) == _x(factor("eagle", "target_call"))
+    says(text, "for every drafter in that cell but suffix decoding it is the largest loss")
+    largest = [k for k in code if factor(k, "target_call") == min(code[k]["efficiency_factors"].values())]
+    assert sorted(set(code) - set(largest)) == ["suffix"]
+    order = ("medusa", "lookahead", "ngram", "model", "eagle")
+    assert quoted(text, r"× ([\d.]+) for Medusa's tree, ([\d.]+) for Lookahead's window, ([\d.]+) for prompt lookup, "
+                        r"([\d.]+) for the draft model and ([\d.]+) for EAGLE") == tuple(
+        _x(factor(k, "target_call")) for k in order)
+    assert [factor(k, "target_call") for k in order] == sorted(factor(k, "target_call") for k in order)
     model_factor, cost, eagle_cost = quoted(
         text, r"The draft model's factor of ([\d.]+) puts its call over 5 tokens at ([\d.]+) times a one-token call; "
               r"EAGLE's call, over as\s+many tokens, came out at ([\d.]+)\.")
     assert (model_factor, cost, eagle_cost) == (_x(factor("model", "target_call")), _x(code["model"]["target_call_cost"]),
                                                 _x(code["eagle"]["target_call_cost"]))
-    baselines = [r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"] if r["drafter"] == "autoregressive"]
-    assert quoted(text, r"code's was the run's fastest \(([\d.]+) ms a step\)") == (_x(min(baselines), 1),)
-    assert cell[("code", 0.0, "autoregressive")]["ar_ms_per_step"] == min(baselines)
-    assert all(r["efficiency_factors"]["target_call"] > 1 for r in _rows(arena, "chat", 0.0))  # "pushed them all above 1"
-
+    baselines = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
+                 if r["drafter"] == "autoregressive"}
+    assert quoted(text, r"code's step \(([\d.]+) ms\) was close to the run's fastest \(([\d.]+) ms\)") == (
+        _x(baselines[("code", 0.0)], 1), _x(min(baselines.values()), 1))
+    assert baselines[("code", 0.0)] / min(baselines.values()) < 1.1
+    says(text, "as it is in copy/edit's at T = 0, where every target-call factor but Medusa's and the draft model's is "
+               "above 1")
+    below = [r["drafter"] for r in _rows(arena, "copy_edit", 0.0) if r["efficiency_factors"]["target_call"] <= 1]
+    assert sorted(below) == ["medusa", "model"]
 
 def test_lesson_12_adaptive_in_the_committed_run(arena):
     from lab.metrics import optimal_n_draft
@@ -482,7 +528,7 @@ def test_lesson_12_summary(arena):
     says(text, "a drafting step about a third as long as the draft model's")
     assert all(0.25 < row(t, "parallel")["draft_ms_per_step"] / row(t, "model")["draft_ms_per_step"] < 0.4
                for t in KINDS)
-    says(text, "in the committed run, greedy chat's baseline")
+    says(text, "in the committed run, agent loops at T = 1 and copy/edit at T = 0, even with the faster of two timings kept")
     says(text, "An efficiency above 1, or a speedup above the tokens per target call, is not a gain")
     assert any(r["efficiency"] > 1 for r in _rows(arena))
 

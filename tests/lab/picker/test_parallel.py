@@ -12,7 +12,8 @@ import yaml
 
 from lab import cli, picker
 from lab.picker import recommend
-from lab.picker.tables import PARALLEL_MEASURED, PARALLEL_MEASURED_REAL, PARD_CHAT_SPEEDUPS, PARD_VLLM_TABLE, STRATEGY_BY_METHOD
+from lab.picker.tables import (PARALLEL_MEASURED, PARALLEL_MEASURED_REAL, PARD_CHAT_SPEEDUPS, PARD_VLLM_TABLE,
+                               STRATEGY_BY_METHOD)
 from tests.lab.picker.engine_sources import (VLLM_FILE, llamacpp_source, sglang_source, transformers_generate_keys,
                                              trtllm_source, vllm_source)
 from tests.lab.picker.helpers import all_recommendations
