@@ -469,7 +469,8 @@ def test_a_drafter_not_trained_for_the_pair_is_shown_unavailable(pair):
                        max_new_tokens=4, prompts_per_task=1, progress=False)
     assert [r["drafter"] for r in result["rows"]] == ["autoregressive", "model"]
     why = result["settings"]["unavailable"]["parallel"]
-    assert why == "no parallel weights are trained for the 'my-pair' pair (committed for 'shakespeare' only)"
+    assert why == ("no parallel weights are trained for the 'my-pair' pair (committed for 'shakespeare', "
+                   "'smollm2-135m' only)")
     assert f"not available for this pair: parallel draft (PARD) ({why})" in format_arena(result)
     assert result["settings"]["drafters"] == ["model"]
     with pytest.raises(ValueError, match="drafters: none of"):
