@@ -325,6 +325,13 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
     return reasons
 
 
+def _parallel_card(table: dict) -> tuple:
+    """A parallel-draft table's speedups of the parallel draft and of its autoregressive draft (lists over N), and
+    their draft ms per step at N = 4."""
+    return ([p for p, _ in table["speedup"].values()], [a for _, a in table["speedup"].values()],
+            table["draft_ms_per_step"][4])
+
+
 def _parallel_reasons(decision: Decision, default: str) -> list:
     """Why a parallel (PARD) draft is the pick (latency-bound), and this course's measurements that bound it, on the
     Shakespeare pair and on the real pair: three sentences."""
@@ -340,9 +347,7 @@ def _parallel_reasons(decision: Decision, default: str) -> list:
         first += f", above the {default_low:g}–{default_high:g}× of {_a(default)}."
     else:
         first += "."
-    ours = [p for p, _ in PARALLEL_MEASURED["speedup"].values()]
-    ar = [a for _, a in PARALLEL_MEASURED["speedup"].values()]
-    cheap_par, cheap_ar = PARALLEL_MEASURED["draft_ms_per_step"][4]
+    ours, ar, (cheap_par, cheap_ar) = _parallel_card(PARALLEL_MEASURED)
     second = (f"It pays when the draft's own forwards are a large part of each step (a draft that is not tiny next to "
               f"the target, N of 3 or more, latency-bound serving); its acceptance drops faster with position than "
               f"an autoregressive draft's, because position i cannot see the drafts before it. On this course's "
@@ -352,9 +357,7 @@ def _parallel_reasons(decision: Decision, default: str) -> list:
               f"{min(ar):.2f}–{max(ar):.2f}× (agreement "
               + " / ".join(f"{a:.2f}" for a in PARALLEL_MEASURED["agreement"])
               + " at positions 1–4).")
-    real_par = [p for p, _ in PARALLEL_MEASURED_REAL["speedup"].values()]
-    real_ar = [a for _, a in PARALLEL_MEASURED_REAL["speedup"].values()]
-    real_par_ms, real_ar_ms = PARALLEL_MEASURED_REAL["draft_ms_per_step"][4]
+    real_par, real_ar, (real_par_ms, real_ar_ms) = _parallel_card(PARALLEL_MEASURED_REAL)
     third = (f"On its real pair, whose draft spends most of a forward in a 49,152-token output layer, one forward cut "
              f"drafting from {real_ar_ms:.1f} to {real_par_ms:.1f} ms per step at N = 4, and the parallel draft "
              f"reached {min(real_par):.2f}–{max(real_par):.2f}× against {min(real_ar):.2f}–{max(real_ar):.2f}×: "
