@@ -46,7 +46,7 @@ def _split(hidden: torch.Tensor, count: int, last: int, width: int) -> tuple[tor
 
 
 def eagle3_loss(model, hidden: torch.Tensor, last: torch.Tensor, ids: torch.Tensor, depth: int = 3,
-                weights: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
+                weights: torch.Tensor | None = None, decay: float = 1.0) -> tuple[torch.Tensor, list]:
     """EAGLE-3's loss on a batch: cross-entropy only, against the target's next-token distribution over the draft
     vocabulary (Li et al. 2025, §3.1: the feature-regression term of EAGLE is dropped).
 
@@ -54,8 +54,14 @@ def eagle3_loss(model, hidden: torch.Tensor, last: torch.Tensor, ids: torch.Tens
     distribution of x_{j+2} is softmax of its LM head on ``last[:, j + 1]``, restricted to the draft vocabulary and
     renormalised); ``ids`` ``[B, T]``. Row j feeds (g_j, x_{j+1}) at position j + 1; ``depth`` passes unroll the
     chain on the draft's own outputs (training-time test, §3.2), every pass aiming at the same x_{j+2}.
-    ``weights``: optional ``[B, T - 1]``. Returns ``(loss, [cross-entropy of each pass])`` (float tensors)."""
+    ``weights``: optional ``[B, T - 1]``. ``decay`` in (0, 1]: pass k (from 0) weighs ``decay**k`` and the loss is
+    the weighted mean of the passes; 1.0 is a plain mean, 0.8 is what the official training code uses
+    (SafeAILab/EAGLE, ``eagle/traineagle3/main.py``: ``ploss_weight = 0.8 ** i``), which favours the first drafting
+    step. Returns ``(loss, [cross-entropy of each pass])`` (float tensors). Raises ``ValueError`` for ``depth`` < 1
+    or ``decay`` outside (0, 1]."""
     depth = check_int("depth", depth, 1)
+    if not 0 < decay <= 1:
+        raise ValueError(f"decay must be in (0, 1], got {decay}")
     head = model.target.get_output_embeddings()
     with torch.no_grad():
         # only the draft vocabulary's rows of the LM head: the same logits, without scoring all V ids
@@ -72,7 +78,8 @@ def eagle3_loss(model, hidden: torch.Tensor, last: torch.Tensor, ids: torch.Tens
     for k in range(depth):
         ce = -(theirs * logits[:, k * n:(k + 1) * n].float().log_softmax(-1)).sum(-1)
         per_pass.append((ce * w).sum() / w.sum().clamp_min(1e-9))
-    return torch.stack(per_pass).mean(), per_pass
+    scale = torch.tensor([decay ** k for k in range(depth)])
+    return (torch.stack(per_pass) * scale).sum() / scale.sum(), per_pass
 
 
 @torch.no_grad()

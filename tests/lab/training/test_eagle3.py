@@ -58,6 +58,19 @@ def test_cross_entropy_falls_on_a_tiny_run_with_every_unrolled_step(pair):
     assert all(end < 0.7 * start for start, end in zip(losses[0], losses[-1])), (losses[0], losses[-1])
 
 
+def test_decay_weighs_each_pass_by_its_power(pair):
+    """decay=0.8 is the official training code's weighting: (l0 + 0.8·l1 + 0.64·l2) / 2.44; bad values are refused."""
+    torch.manual_seed(0)
+    ids, hidden, last = window(pair)
+    model = Eagle3DraftModel(pair.target, SMALL, draft_vocab=torch.arange(0, 2048, 2), hidden_layers=LAYERS)
+    loss, per_pass = eagle3.eagle3_loss(model, hidden[None], last[None], ids[None], depth=3, decay=0.8)
+    expected = (per_pass[0] + 0.8 * per_pass[1] + 0.64 * per_pass[2]) / 2.44
+    assert torch.isclose(loss, expected) and not torch.isclose(loss, torch.stack(per_pass).mean())
+    for bad in (0.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="decay"):
+            eagle3.eagle3_loss(model, hidden[None], last[None], ids[None], depth=3, decay=bad)
+
+
 def test_step_one_agreement_is_what_the_drafter_drafts(pair):
     """Step 1's teacher-forced agreement (one batched forward) equals the share of prefixes after which the
     drafter's own first draft, through its KV cache and positions, is the target's argmax."""
