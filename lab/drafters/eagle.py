@@ -179,7 +179,8 @@ class EagleDraftModel(torch.nn.Module):
     ``config`` dict (keys ``width``, ``heads``, ``kv_heads``, ``intermediate``; defaults below) and
     ``draft_vocab``: None (the draft scores the whole vocabulary) or LongTensor ``[V_d]`` of target ids, a reduced
     draft vocabulary (:mod:`lab.drafters.draft_vocab`: FR-Spec, EAGLE-3's d2t): the head is then the target's
-    LM-head rows of those ids and every other token gets probability 0. Raises ``ValueError`` if ``width`` is not
+    LM-head rows of those ids and every other token gets probability 0. The draft is built in float32 on the
+    target's device. Raises ``ValueError`` if ``width`` is not
     divisible by ``heads`` or ``heads`` by ``kv_heads``, or for a malformed ``draft_vocab``.
     """
 
@@ -206,6 +207,7 @@ class EagleDraftModel(torch.nn.Module):
             bias = getattr(head, "bias", None)
             self.register_buffer("head_bias", None if bias is None else bias.detach()[ids].float().clone(),
                                  persistent=False)
+        self.to(target.get_input_embeddings().weight.device)  # the target's: a split model fails at its first forward
 
     # -- the shared target parts ----------------------------------------------------------------------------
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:

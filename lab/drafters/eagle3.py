@@ -80,7 +80,8 @@ class Eagle3DraftModel(torch.nn.Module):
     Arguments: ``target`` (a transformers causal LM), ``config`` (``width``, ``heads``, ``kv_heads``,
     ``intermediate``, ``head`` "own" or "target"; :attr:`DEFAULTS`), ``draft_vocab`` (LongTensor ``[V_d]`` of
     distinct target ids, most frequent first; None = the whole vocabulary) and ``hidden_layers`` (the target layers
-    read; default :func:`default_layers`). Raises ``ValueError`` naming the argument for a malformed config, draft
+    read; default :func:`default_layers`). The draft is built in float32 on the target's device. Raises
+    ``ValueError`` naming the argument for a malformed config, draft
     vocabulary or layer list, or a ``head`` other than "own" / "target" (or "target" at a width other than the
     target's).
     """
@@ -120,6 +121,7 @@ class Eagle3DraftModel(torch.nn.Module):
         # EAGLE-3's d2t: target id = draft id + d2t[draft id]; saved with the weights
         self.register_buffer("d2t", ids - torch.arange(ids.numel()))
         self._cache_kwarg = cache_kwarg(type(self.layer))
+        self.to(target.get_input_embeddings().weight.device)  # the target's: a split model fails at its first forward
 
     @property
     def draft_vocab(self) -> torch.Tensor:

@@ -85,7 +85,8 @@ class MTPHeads(torch.nn.Module):
     saved), ``config`` (keys ``depth`` D, ``heads``, ``kv_heads``, ``intermediate``; ``heads`` / ``kv_heads`` None =
     the target's) and ``draft_vocab`` (None, or LongTensor ``[V_d]`` of target ids: the head is then the target's
     LM-head rows of those ids, every other token gets probability 0). The block of every module works at the
-    target's width d (as in the report: M_k projects 2d -> d). Raises ``ValueError`` for ``depth`` < 1, a
+    target's width d (as in the report: M_k projects 2d -> d). The modules are built in float32 on the target's
+    device. Raises ``ValueError`` for ``depth`` < 1, a
     non-positive ``intermediate``, a width not divisible by ``heads``, ``heads`` not divisible by ``kv_heads``, or a
     malformed ``draft_vocab``.
     """
@@ -127,6 +128,7 @@ class MTPHeads(torch.nn.Module):
             bias = getattr(head, "bias", None)
             self.register_buffer("head_bias", None if bias is None else bias.detach()[ids].float().clone(),
                                  persistent=False)
+        self.to(target.get_input_embeddings().weight.device)  # the target's: a split model fails at its first forward
 
     @property
     def depth(self) -> int:

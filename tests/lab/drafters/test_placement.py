@@ -1,0 +1,34 @@
+"""A feature draft is built on its target's device: every parameter and buffer, not only the LM-head rows it copies.
+The target here sits on the meta device, so a CPU run catches a draft left half on the CPU (as a CUDA run of
+tests/lab/test_decode.py did on an H200 before the constructors moved themselves)."""
+import copy
+
+import pytest
+import torch
+
+from lab.drafters.eagle import EagleDraftModel
+from lab.drafters.eagle3 import Eagle3DraftModel
+from lab.drafters.mtp import MTPHeads
+
+SMALL = {"width": 64, "heads": 4, "kv_heads": 2, "intermediate": 96}
+
+
+@pytest.fixture(scope="module")
+def meta_target(pair):
+    return copy.deepcopy(pair.target).to("meta")
+
+
+@pytest.mark.parametrize("build", [
+    lambda t: EagleDraftModel(t, SMALL),
+    lambda t: EagleDraftModel(t, SMALL, draft_vocab=torch.arange(0, 512, 2)),
+    lambda t: Eagle3DraftModel(t, SMALL),
+    lambda t: Eagle3DraftModel(t, dict(SMALL, width=int(t.config.hidden_size), head="target"),
+                               draft_vocab=torch.arange(0, 512, 2)),
+    lambda t: MTPHeads(t, {"depth": 2, "intermediate": 96}),
+    lambda t: MTPHeads(t, {"depth": 1, "intermediate": 96}, draft_vocab=torch.arange(0, 512, 2)),
+], ids=["eagle", "eagle-draft-vocab", "eagle3", "eagle3-target-head", "mtp", "mtp-draft-vocab"])
+def test_the_draft_is_built_on_the_targets_device(meta_target, build):
+    model = build(meta_target)
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    assert tensors and {name: t.device.type for name, t in tensors.items() if t.device.type != "meta"} == {}
+    assert all(t.dtype in (torch.float32, torch.long) for t in tensors.values())
