@@ -105,7 +105,9 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
     where native; ``chat-parallel`` too, which adapts that draft) or ``train chat-eagle`` / ``chat-medusa`` /
     ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
     dtype, whose features the drafter reads), all on the CPU, logging to stdout and printing the draft's
-    ``training.json``. ``out_dir``: the folder to write the draft to, None for the recipe's default."""
+    ``training.json``; ``chat-parallel`` then writes its card's measurements and ``chat-eagle3`` its card
+    (:func:`lab.training.chat_eagle3.write_chat_eagle3_card`), timed with the real pair in its serving dtype.
+    ``out_dir``: the folder to write the draft to, None for the recipe's default."""
     import time
 
     from lab.models import load_target
@@ -140,4 +142,10 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
             log("measuring the parallel draft against the draft model (measurements.json)")
             measured = write_parallel_measurements(load_pair("smollm2-135m", device="cpu", dtype="auto"), out)
             print(json.dumps(measured, indent=1))
+        if what == "chat-eagle3":  # the card: decoding against the EAGLE draft, in the serving dtype
+            from lab.models import load_pair
+            from lab.training.chat_eagle3 import write_chat_eagle3_card
+
+            log("timing the EAGLE-3 draft against the EAGLE draft (measurements.json, README.md)")
+            print(Path(write_chat_eagle3_card(load_pair("smollm2-135m", device="cpu", dtype="auto"), out)).read_text())
     return 0

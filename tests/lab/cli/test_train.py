@@ -35,22 +35,10 @@ def test_train_card_honours_threads(monkeypatch, tmp_path, capsys):
     assert capsys.readouterr().out == "card\n\n"
 
 
-def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_for_the_data(tmp_path, monkeypatch, capsys):
-    import lab.models
-    import lab.training.chat_eagle3
+def test_the_cli_refuses_out_for_the_chat_data(tmp_path, capsys):
+    """--out names where a draft goes; the chat data has one place, the cache."""
     from lab import cli
 
-    seen = []
-
-    def fake_train(pair, out_dir=None, log=print):
-        seen.append((pair, out_dir))
-        (tmp_path / "training.json").write_text("{}")
-        return tmp_path
-
-    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: ("pair", kwargs))
-    monkeypatch.setattr(lab.training.chat_eagle3, "train_chat_eagle3", fake_train)
-    assert cli.main(["train", "chat-eagle3", "--out", str(tmp_path / "d")]) == 0
-    assert seen == [(("pair", {"device": "cpu", "dtype": "auto"}), tmp_path / "d")]
     assert cli.main(["train", "chat-data", "--out", str(tmp_path)]) == 2
     assert ("--out applies to chat-draft, chat-eagle, chat-medusa, chat-mtp, chat-eagle3, chat-parallel only, not to "
             "chat-data") in capsys.readouterr().err
@@ -61,18 +49,21 @@ def test_the_cli_trains_chat_eagle3_into_out_and_refuses_out_for_the_data(tmp_pa
     ("chat-eagle", "lab.training.chat_eagle", "train_chat_eagle", "auto"),
     ("chat-medusa", "lab.training.chat_medusa", "train_chat_medusa", "auto"),
     ("chat-mtp", "lab.training.chat_mtp", "train_chat_mtp", "auto"),
+    ("chat-eagle3", "lab.training.chat_eagle3", "train_chat_eagle3", "auto"),
     ("chat-parallel", "lab.training.chat_parallel", "train_chat_parallel", None)])
 def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, trainer_name, dtype, tmp_path, monkeypatch,
                                                       capsys):
     """--out sends a retrain elsewhere than the committed folder; without it the recipe keeps its default. The
-    parallel draft is then measured against the draft model in the serving dtype (its card's measurements.json)."""
+    parallel draft is then measured against the draft model in the serving dtype (its card's measurements.json), and
+    the EAGLE-3 draft's card written the same way."""
     import importlib
 
     import lab.models
+    import lab.training.chat_eagle3
     import lab.training.parallel
     from lab import cli
 
-    seen, measured = [], []
+    seen, measured, carded = [], [], []
 
     def fake_train(pair, out_dir="default", log=print):
         seen.append((pair, out_dir))
@@ -83,6 +74,13 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
     monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: (name, kwargs))
     monkeypatch.setattr(lab.training.parallel, "write_parallel_measurements",
                         lambda pair, out: measured.append((pair, out)) or {"measured": out.name})
+
+    def fake_card(pair, out):
+        carded.append((pair, out))
+        (out / "README.md").write_text("# the card")
+        return out / "README.md"
+
+    monkeypatch.setattr(lab.training.chat_eagle3, "write_chat_eagle3_card", fake_card)
     monkeypatch.setattr(importlib.import_module(trainer_module), trainer_name, fake_train)
     assert cli.main(["train", what, "--out", str(tmp_path / "elsewhere")]) == 0
     assert cli.main(["train", what]) == 0
@@ -91,3 +89,4 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
     assert capsys.readouterr().out.count('{"recipe": "mine"}') == 2  # training.json printed once per run
     serving = ("smollm2-135m", {"device": "cpu", "dtype": "auto"})
     assert measured == ([(serving, tmp_path)] * 2 if what == "chat-parallel" else [])
+    assert carded == ([(serving, tmp_path)] * 2 if what == "chat-eagle3" else [])

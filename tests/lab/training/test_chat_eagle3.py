@@ -157,3 +157,52 @@ def test_the_default_recipe_is_the_eagle_drafts_data_and_the_paper_s_layers():
         assert getattr(mine, name) == getattr(eagle, name), name
     assert mine.depth == 3 and mine.hidden_layers is None and default_layers(30) == (2, 15, 30)
     assert (mine.head, mine.intermediate) == ("target", 1024)  # the size budget: the target's head, a smaller MLP
+
+
+@pytest.fixture(scope="module")
+def shakespeare():
+    """The Shakespeare pair (float32): it has committed EAGLE and EAGLE-3 drafts, so the card can time both fast."""
+    from lab.models import load_pair
+    from tests.helpers import DEVICE
+
+    return load_pair("shakespeare", device=DEVICE)
+
+
+def test_the_card_times_the_saved_draft_against_the_eagle_draft(shakespeare, tmp_path):
+    """write_chat_eagle3_card measures the draft in its folder against the pair's EAGLE draft (greedy, interleaved),
+    writes measurements.json, and its README's table and sentences are built from those numbers and training.json."""
+    import shutil
+
+    from lab.drafters.eagle3 import EAGLE3_DIRS
+
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(EAGLE3_DIRS["shakespeare"] / name, tmp_path / name)
+    recipe = dict(json.loads(json.dumps(vars(module.ChatEagle3Recipe()))), hidden_layers=[2, 3, 6])
+    training = {"recipe": recipe, "data": {"sequences": 40, "train_sequences": 38, "answer_tokens": 900,
+                                           "held_out_sequences": 2},
+                "trainable_parameters": 722560, "draft_vocab_coverage": 0.9, "minutes": 1.5, "threads": 1,
+                "bf16_autocast": True,
+                "held_out_agreement": {f"step_{k}": {"all": a} for k, a in zip((1, 2, 3), (0.512, 0.48, 0.45))},
+                "eagle_on_the_same_held_out": {"agreement": {"all": 0.5}}}
+    (tmp_path / "training.json").write_text(json.dumps(training))
+    card = module.write_chat_eagle3_card(shakespeare, tmp_path, prompts=2, max_new_tokens=12, n_values=(2,))
+    written = json.loads((tmp_path / "measurements.json").read_text())
+    rows = {r["method"]: r for r in written["decoding"]["rows"]}
+    assert list(rows) == ["autoregressive", "eagle N=2", "eagle3 N=2"]
+    for name in ("eagle N=2", "eagle3 N=2"):
+        row = rows[name]
+        assert row["same_as_autoregressive"] is True and 0 <= row["alpha"] <= 1 and row["cost_ratio"] > 0
+        assert len(row["conditional_acceptance"]) == 2 and row["tokens_per_target_call"] >= 1
+    assert written["weights_bytes"] == (tmp_path / "model.safetensors").stat().st_size
+    text = card.read_text()
+    assert f"| eagle3 N=2 | {rows['eagle3 N=2']['alpha']} |" in text
+    assert f"N = 2: {rows['eagle3 N=2']['alpha'] - rows['eagle N=2']['alpha']:+.3f} (issue 23's goal" in text
+    assert "step 1 / 2 / 3: 0.512 / 0.480 / 0.450" in text and "Step-1 difference: +0.012." in text
+    assert "pass k weighing 0.8^k" in text and "Every output equals autoregressive decoding's: True" in text
+
+
+def test_the_card_refuses_a_folder_without_a_draft(shakespeare, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        module.measure_chat_eagle3(shakespeare, tmp_path, prompts=1, max_new_tokens=4)
+    with pytest.raises(ValueError, match="prompts"):
+        module.measure_chat_eagle3(shakespeare, tmp_path, prompts=0)
