@@ -253,10 +253,12 @@ def measure_chat_eagle3(pair, directory, prompts: int = 8, max_new_tokens: int =
     requests (:func:`lab.training.parallel.held_out_texts`: every task kind in turn) of up to ``max_new_tokens``
     (:func:`lab.bench.time_methods`), in the pair's dtype and on its device. Each drafter row of ``rows`` adds the
     cost ratio c (:func:`lab.metrics.cost_ratio_from_steps`), the acceptance of each chain position given the
-    earlier ones accepted (:func:`lab.metrics.conditional_acceptance`) and whether every output equals the
-    autoregressive one. Writes nothing; returns ``{"rows", "settings", "load", "note", "date"}``. Raises what
-    :meth:`lab.drafters.eagle3.Eagle3Drafter.from_pretrained` and :meth:`lab.drafters.EagleDrafter.from_pretrained`
-    raise for a missing or foreign draft, and ``ValueError`` for ``prompts`` or ``max_new_tokens`` below 1."""
+    earlier ones accepted (:func:`lab.metrics.conditional_acceptance`) and ``identical_outputs``, how many of the
+    requests it answered exactly as autoregressive decoding did (all of them in float32; in bfloat16 a near-tie can
+    round the other way when the target scores a block instead of one token). Writes nothing; returns ``{"rows",
+    "settings", "load", "note", "date"}``. Raises what :meth:`lab.drafters.eagle3.Eagle3Drafter.from_pretrained` and
+    :meth:`lab.drafters.EagleDrafter.from_pretrained` raise for a missing or foreign draft, and ``ValueError`` for
+    ``prompts`` or ``max_new_tokens`` below 1."""
     from lab.bench import time_methods
     from lab.drafters.eagle import EagleDrafter
     from lab.drafters.eagle3 import Eagle3Drafter
@@ -278,7 +280,7 @@ def measure_chat_eagle3(pair, directory, prompts: int = 8, max_new_tokens: int =
         steps = [s for g in gens for s in g.steps]
         row["cost_ratio"] = round(cost_ratio_from_steps(steps, ar_ms), 3)
         row["conditional_acceptance"] = [None if a is None else round(a, 3) for a in conditional_acceptance(steps)]
-        row["same_as_autoregressive"] = all(g.tokens == b.tokens for g, b in zip(gens, base))
+        row["identical_outputs"] = sum(g.tokens == b.tokens for g, b in zip(gens, base))
     return {"rows": result["rows"], "settings": result["settings"], "load": result["load"], "note": result["note"],
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
@@ -324,7 +326,8 @@ def write_chat_eagle3_card(pair, directory, **measure) -> Path:
         f"({recipe['heads']} / {recipe['kv_heads']} heads, MLP {recipe['intermediate']:,}) and scores a reduced "
         f"draft vocabulary of {recipe['draft_vocab']:,} ids (`d2t`) {head}. "
         f"{info['trainable_parameters']:,} trainable parameters, {size / 1e6:.1f} MB (float16 safetensors).", "",
-        "## Training (`python -m lab train chat-eagle3 --threads 1`, `lab.training.chat_eagle3.train_chat_eagle3`)",
+        f"## Training (`python -m lab train chat-eagle3 --threads {info['threads']}`, "
+        "`lab.training.chat_eagle3.train_chat_eagle3`)",
         f"- Data: the chat data of `python -m lab train chat-data` ({info['data']['train_sequences']:,} training "
         f"sequences, {info['data']['answer_tokens']:,} answer tokens; {info['data']['held_out_sequences']} held out, "
         "the same split as the EAGLE draft's), with the target's layers cached once in bfloat16.",
@@ -334,7 +337,7 @@ def write_chat_eagle3_card(pair, directory, **measure) -> Path:
         f"- {recipe['steps']:,} steps of batch {recipe['batch']}, AdamW lr {recipe['lr']} with {recipe['warmup']} "
         f"warm-up steps and cosine decay; {info['minutes']} minutes on {info['threads']} CPU thread(s) (bf16 "
         f"autocast: {info['bf16_autocast']}).",
-        f"- Draft-vocabulary coverage of the training answers: {info['draft_vocab_coverage']}.", "",
+        f"- Draft-vocabulary coverage of the training answers: {info['draft_vocab_coverage']:.1%}.", "",
         "## Held-out teacher-forced agreement with the target's greedy token",
         f"- EAGLE-3, drafting step 1 / 2 / 3: {' / '.join(f'{a:.3f}' for a in steps)} (step k reads its own "
         "outputs for the k − 1 steps before it; `chat_eagle3_agreement`).",
@@ -345,9 +348,12 @@ def write_chat_eagle3_card(pair, directory, **measure) -> Path:
         f"{settings['dtype']} on {settings['device']} (`lab.training.chat_eagle3.measure_chat_eagle3`)",
         *table, "",
         f"EAGLE-3's α minus EAGLE's at N = {', '.join(m.split('=')[1] for m in rows if m.startswith('eagle3'))}: "
-        f"{', '.join(f'{g:+.3f}' for g in gaps)} (issue 23's goal: at least +0.05). Every output equals "
-        "autoregressive decoding's: "
-        f"{all(r.get('same_as_autoregressive', True) for r in decoding['rows'])}.",
+        f"{', '.join(f'{g:+.3f}' for g in gaps)} (issue 23's goal: at least +0.05).",
+        f"Requests answered exactly as autoregressive decoding answered them, of {settings['prompts']}: "
+        + ", ".join(f"{r['method']} {r['identical_outputs']}" for r in decoding["rows"][1:]) + "."
+        + ("" if settings["dtype"] == "float32" else f" In {settings['dtype']} a near-tie can round the other way "
+           "when the target scores a block of tokens instead of one, so an answer can part from the autoregressive "
+           "one; exactness is checked in float32 (tests/lab/test_real_pair_oracles.py)."),
         f"Run of {decoding['date']}, {settings['threads']} thread(s), methods interleaved prompt by prompt. "
         f"{note[:1].upper() + note[1:]}. Cost c = draft ms per draft forward over the autoregressive ms per target "
         "call, from the same runs. Compare rows of this table, not with other cards' timings.", "",
