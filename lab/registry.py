@@ -98,10 +98,10 @@ def own_draft_reason(kind: str) -> str | None:
 
 TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m"),
                "mtp": ("shakespeare", "smollm2-135m"),
-               "parallel": ("shakespeare", "smollm2-135m"), "eagle3": ("shakespeare",)}
+               "parallel": ("shakespeare", "smollm2-135m"), "eagle3": ("shakespeare", "smollm2-135m")}
 """Drafters whose weights are trained for one target, and the pairs that have them committed
-(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``, ``.../eagle3``). The real pair's
-EAGLE-3 draft (``python -m lab train chat-eagle3``) is not committed yet."""
+(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``, ``.../eagle3``). Both offline pairs
+have all five; a hub pair has none."""
 
 
 def untrained_reason(kind: str, pair_name: str) -> str | None:

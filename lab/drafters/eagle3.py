@@ -31,8 +31,9 @@ course's EAGLE draft uses them, instead of a trained head: the draft then works 
 
 The drafter (:class:`Eagle3Drafter`) is :class:`lab.drafters.eagle.EagleDrafter` with a different model and
 features: the draft's KV cache keeps the true pairs (g_j, x_{j+1}) only, and the drafted rows are rolled back
-before ``propose`` returns. Training: :mod:`lab.training.eagle3` (``python -m lab train eagle3``); committed weights
-per pair in :data:`EAGLE3_DIRS`.
+before ``propose`` returns. Training: :mod:`lab.training.eagle3` (``python -m lab train eagle3``) and
+:mod:`lab.training.chat_eagle3` (``train chat-eagle3``, the real pair); committed weights per pair in
+:data:`EAGLE3_DIRS`.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.assets import PAIR_DIR, TARGET_KEY, check_target_key, target_weights_key
+from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
 from lab.drafters.base import check_pair
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.drafters.eagle import (EagleDrafter, check_step_inputs, draft_layer, draft_layer_config, full_vocab_logits,
@@ -51,7 +52,7 @@ from lab.models import cache_kwarg, vocab_size
 
 __all__ = ["EAGLE3_DIRS", "Eagle3DraftModel", "Eagle3Drafter", "default_layers"]
 
-EAGLE3_DIRS = {"shakespeare": PAIR_DIR / "eagle3"}
+EAGLE3_DIRS = {"shakespeare": PAIR_DIR / "eagle3", "smollm2-135m": SMOLLM2_DIR / "eagle3"}
 """The committed EAGLE-3 drafts, by pair name (``python -m lab train eagle3`` / ``train chat-eagle3``)."""
 
 

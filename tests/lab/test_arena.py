@@ -406,7 +406,7 @@ def test_compare_adaptive_on_a_chat_pair_runs_the_chat_requests(chat_pair):
 
 def test_committed_arena_of_the_real_pair_names_its_machine():
     """The committed run (lab/assets/smollm2-135m/arena.json) names its machine and has one row per method the pair
-    has (lab.registry.pair_has: not the EAGLE-3 draft, trained for the Shakespeare pair only) on every kind of task,
+    has (lab.registry.pair_has: every drafter, the EAGLE-3 and parallel drafts included) on every kind of task,
     conversations included, at both temperatures (issue 23's goal for the arena)."""
     from lab.arena import ARENA_DRAFTERS, CHAT_TASKS, CONVERSATION_TASKS, committed_arena
     from lab.registry import pair_has
@@ -417,7 +417,7 @@ def test_committed_arena_of_the_real_pair_names_its_machine():
     assert {(r["task"], r["temperature"], r["drafter"]) for r in run["arena"]["rows"]} == {
         (task, t, kind) for task in CHAT_TASKS + CONVERSATION_TASKS for t in (0.0, 1.0)
         for kind in ("autoregressive", *(k for k in ARENA_DRAFTERS if pair_has(k, "smollm2-135m")))}
-    assert not pair_has("eagle3", "smollm2-135m") and pair_has("parallel", "smollm2-135m") and pair_has("model", "x")
+    assert pair_has("eagle3", "smollm2-135m") and pair_has("parallel", "smollm2-135m") and pair_has("model", "x")
     assert run["adaptive"]["settings"]["pair"] == "smollm2-135m" and run["command"].startswith("python -m lab arena")
     assert committed_arena("shakespeare") is None and committed_arena("gpt2") is None
 

@@ -9,12 +9,12 @@ from lab.decode import generate
 from lab.drafters import DraftRequest
 from lab.kv import rollback
 from lab.metrics import chi_square
-from lab.models import forward, new_cache
+from lab.models import forward, hidden_layers_of, new_cache
 from lab.registry import make_drafter
 from lab.sampling import probs_from_logits
 from lab.verify import verify_sampled
 
-DRAFTERS = ("model", "ngram", "lookahead", "early-exit", "eagle", "medusa", "suffix", "parallel")
+DRAFTERS = ("model", "ngram", "lookahead", "early-exit", "eagle", "medusa", "suffix", "parallel", "eagle3")
 REQUESTS = ("Write a Python function that returns the cube of a number.",
             "Repeat exactly: the quick brown fox jumps over the lazy dog.")
 
@@ -47,9 +47,9 @@ def test_first_emitted_token_follows_the_targets_distribution(smollm2_pair, chat
     ids = chats[0]
     target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
     drafter = make_drafter(kind, pair, 1)
-    if getattr(drafter, "needs_hidden_states", False):  # EAGLE reads the target's features of the prompt
+    if getattr(drafter, "needs_hidden_states", False):  # EAGLE (-3) reads the target's features of the prompt
         drafter.reset(ids, hidden=forward(pair.target, ids[:-1], new_cache(), logits_to_keep=1,
-                                          output_hidden_states=True)[1])
+                                          output_hidden_states=True, hidden_layers=hidden_layers_of(drafter))[1])
     else:
         drafter.reset(ids)
     generator = torch.Generator().manual_seed(0)
