@@ -909,6 +909,18 @@ def test_lesson_11_eagle3_section():
     assert f"both drafts trained {eagle_steps:,} and {train3['recipe']['steps']:,} steps" in out
     says(text, f"a decoding run of {card3['settings']['prompts']} held-out requests × up to "
                f"{card3['settings']['max_new_tokens']} tokens")
+    says(text, f"over {card3['settings']['prompts']} requests of up to {card3['settings']['max_new_tokens']} tokens")
+    says(text, f"over the {train3['data']['held_out_sequences']} held-out sequences")
+    says(text, "At this scale EAGLE-3 trails EAGLE")
+    assert (train3["held_out_agreement"]["step_1"]["all"] < train3["eagle_on_the_same_held_out"]["agreement"]["all"]
+            and e3["alpha"] < e1["alpha"])
+    eagle_recipe = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]
+    says(text, f"its MLP is narrower than the EAGLE draft's ({train3['recipe']['intermediate']:,} against "
+               f"{eagle_recipe['intermediate']:,})")
+    assert train3["recipe"]["intermediate"] < eagle_recipe["intermediate"] and train3["recipe"]["head"] == "target"
+    says(text, "in the card's run at N = 4 its α at positions 2, 3 and 4 is no lower than at position 1")
+    positions = decoded["eagle3 N=4"]["conditional_acceptance"]
+    assert min(positions[1:]) >= positions[0]
     small = SOLUTIONS.parent / "lab" / "assets" / "shakespeare"
     recipe = json.loads((small / "eagle3" / "training.json").read_text())["recipe"]
     says(text, "The small pair's draft counted its 1,024 ids on its 307,200 training tokens (1,200 windows of 256)")
