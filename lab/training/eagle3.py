@@ -317,6 +317,7 @@ def write_eagle3_card(eagle3_dir: Path = EAGLE3_DIR) -> Path:
         f"({recipe['steps']} steps) against {eagle['tokens_seen']:,} ({eagle['steps']} steps), so the comparison "
         "is not at equal training. "
         "Trained briefly on CPU for one small target; the draft works only with that target (it reads its layers). "
-        "No real-pair EAGLE-3 yet: its training data must be rebuilt first.", ""]
+        "The real pair's EAGLE-3 draft, trained on its chat data, has its own card: "
+        "`lab/assets/smollm2-135m/eagle3/README.md`.", ""]
     (eagle3_dir / "README.md").write_text("\n".join(lines))
     return eagle3_dir / "README.md"
