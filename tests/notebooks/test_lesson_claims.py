@@ -87,7 +87,7 @@ def test_lesson_12_shows_the_committed_run_and_names_its_machine(arena):
 
 
 KINDS = ("chat", "code", "structured", "copy_edit", "multi_turn", "agent")
-LEARNED = ("model", "eagle", "medusa")
+LEARNED = ("model", "eagle", "eagle3", "medusa")
 
 
 def _rows(arena, task=None, T=None, exclude=("autoregressive",)):
@@ -101,155 +101,159 @@ def _span(values, digits=2):
     return _x(min(values), digits), _x(max(values), digits)
 
 
+def _baselines(arena):
+    """Each cell's autoregressive ms per step, keyed by (task, T)."""
+    return {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
+            if r["drafter"] == "autoregressive"}
+
+
 def test_lesson_12_reads_the_baseline_first(arena):
     """The paragraph that teaches the reader to check each cell's autoregressive baseline before its speedups: the
-    baselines' spread, the slowest cell, and its two signs (efficiency above 1, speedup above tokens per call)."""
+    baselines' spread, the fastest and slowest cells, the two signs of a flattered cell (and how little of them this
+    run shows), and the same draft-model run timed again later by the same command."""
     text, cell = arena["text"], arena["cell"]
-    baselines = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
-                 if r["drafter"] == "autoregressive"}
+    baselines = _baselines(arena)
+    fastest, slowest = min(baselines, key=baselines.get), max(baselines, key=baselines.get)
+    assert (fastest, slowest) == (("chat", 0.0), ("agent", 0.0))
     assert quoted(text, r"one autoregressive step of the same target took from (\d+) ms to (\d+) ms depending on the "
-                        r"cell") == _span(baselines.values(), 0)
+                        r"cell \(`ar_ms_per_step`\), from ([\d.]+) ms on chat at T = 0 to ([\d.]+) ms on agent "
+                        r"loops at T = 0") == _span(baselines.values(), 0) + (_x(baselines[fastest], 1),
+                                                                              _x(baselines[slowest], 1))
     says(text, "Every method was timed twice per cell and the faster timing kept")
     assert arena["run"]["arena"]["settings"]["repeats"] == 2 and "--repeats 2" in arena["run"]["command"]
-    slowest = max(baselines, key=baselines.get)
-    assert slowest == ("agent", 0.0)
+    # the two signs of a flattered cell, and how little of them this run shows
     rows = _rows(arena)
-    in_cell = lambda c: [r for r in rows if (r["task"], r["temperature"]) == c]  # noqa: E731
-    above = {c: [r for r in in_cell(c) if r["efficiency"] > 1] for c in baselines}
-    ms, count, total, top = quoted(text, r"The slowest was agent loops' at T = 0, ([\d.]+) ms, yet only (\d+) of its "
-                                         r"(\d+) efficiencies are above 1 \(up to ([\d.]+)\)")
-    assert (ms, count, total, top) == (_x(baselines[slowest], 1), str(len(above[slowest])),
-                                       str(len(in_cell(slowest))), _x(max(r["efficiency"] for r in above[slowest])))
-    # the two cells where the signs show most: the most efficiencies above 1, both among the four slowest baselines
-    flattered = (("agent", 1.0), ("copy_edit", 0.0))
-    most = max(len(v) for v in above.values())
-    assert sorted(c for c in baselines if len(above[c]) == most) == sorted(flattered)
-    assert set(flattered) <= set(sorted(baselines, key=baselines.get)[-4:])
-    assert quoted(text, r"show most in agent loops at T = 1 \(([\d.]+) ms\) and copy/edit at T = 0 \(([\d.]+) ms\)") == (
-        _x(baselines[flattered[0]], 1), _x(baselines[flattered[1]], 1))
-    flat = [r for c in flattered for r in above[c]]
-    cheap = [r for r in flat if r["target_call_cost"] < 1]
-    lowest = min(flat, key=lambda r: r["target_call_cost"])
-    assert quoted(text, r"(\d+) of the (\d+) drafters in each of those two cells \(up to ([\d.]+) and ([\d.]+)\), (\d+) of "
-                        r"those (\d+) because a target call over several tokens was timed at less than a one-token "
-                        r"step \(down to ([\d.]+), the MTP heads' on agent loops at T = 1\)") == (
-        str(most), str(len(in_cell(flattered[0]))), _x(max(r["efficiency"] for r in above[flattered[0]])),
-        _x(max(r["efficiency"] for r in above[flattered[1]])), str(len(cheap)), str(len(flat)),
-        _x(lowest["target_call_cost"]))
-    assert all(len(in_cell(c)) == int(total) for c in flattered)
-    assert (lowest["task"], lowest["temperature"], lowest["drafter"]) == ("agent", 1.0, "mtp")
-    beyond = {c: [r for r in in_cell(c) if r["measured_speedup"] > r["tokens_per_target_call"]] for c in flattered}
-    n, = set(len(v) for v in beyond.values())
-    suffix, lookup = cell[("agent", 1.0, "suffix")], cell[("copy_edit", 0.0, "ngram")]
-    assert suffix in beyond[flattered[0]] and lookup in beyond[flattered[1]]
-    assert quoted(text, r"a speedup above the tokens per target call: (\d+) drafters in each of those two cells \(suffix "
-                        r"decoding ([\d.]+)× on ([\d.]+) tokens on agent loops at T = 1, prompt lookup ([\d.]+)× on "
-                        r"([\d.]+) on copy/edit at T = 0\)") == (
-        str(n), _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]), _x(lookup["measured_speedup"]),
-        _x(lookup["tokens_per_target_call"]))
-    # the same draft model, N and requests, timed again by the adaptive comparison: close to this cell now
+    says(text, "This run shows neither sign beyond a trace, not even in its slowest cell")
+    cheapest = min(rows, key=lambda r: r["target_call_cost"])
+    assert (cheapest["task"], cheapest["temperature"], cheapest["drafter"]) == ("chat", 0.0, "suffix")
+    assert cheapest["target_call_cost"] >= 1   # no call over several tokens timed below a one-token step
+    assert quoted(text, r"no target call over several tokens was timed below a one-token step \(the cheapest, suffix "
+                        r"decoding's on chat at T = 0, at ([\d.]+)\)") == (_x(cheapest["target_call_cost"]),)
+    says(text, "no speedup exceeds its tokens per target call")
+    assert all(r["measured_speedup"] <= r["tokens_per_target_call"] for r in rows)
+    above = [r for r in rows if r["efficiency"] > 1]
+    assert quoted(text, r"over the whole run (\d+) of the (\d+) efficiencies are above 1, all of them early exit's and "
+                        r"by at most ([\d.]+), in the fastest cell as in the slowest") == (
+        str(len(above)), str(len(rows)), _x(max(r["efficiency"] for r in above) - 1))
+    assert {r["drafter"] for r in above} == {"early-exit"}
+    assert all(cell[c + ("early-exit",)]["efficiency"] > 1 for c in (fastest, slowest))
+    # the same draft model, N and requests, timed again by the adaptive comparison later in the same command
     again = next(r for r in arena["run"]["adaptive"]["rows"] if r["drafter"] == "model" and r["n_draft"] == 4)
     model = cell[("chat", 0.0, "model")]
     assert arena["run"]["adaptive"]["settings"]["task"] == "chat" and again["temperature"] == 0.0
     assert again["tokens_per_target_call"] == model["tokens_per_target_call"] and model["n_draft"] == 4
+    gap = model["measured_speedup"] - again["measured_speedup"]
     assert quoted(text, r"with the same ([\d.]+) tokens per target call, and measured ([\d.]+)× against a ([\d.]+) ms "
-                        r"baseline step, where this cell says ([\d.]+)× against ([\d.]+) ms") == (
+                        r"baseline step, where the arena's greedy chat cell says ([\d.]+)× against ([\d.]+) ms: the "
+                        r"same drafter on the same requests, ([\d.]+)× apart, timed some minutes later by the same "
+                        r"command") == (
         _x(model["tokens_per_target_call"]), _x(again["measured_speedup"]), _x(again["ar_ms_per_step"], 1),
-        _x(model["measured_speedup"]), _x(model["ar_ms_per_step"], 1))
-    assert abs(model["measured_speedup"] - again["measured_speedup"]) < 0.1
-    assert quoted(text, r"are above 1, (\d+) of them in those two cells") == (str(len(flat)),)
-    rows = _rows(arena)
-    assert quoted(text, r"Over the whole run (\d+) of the\s+(\d+) efficiencies are above 1") == (
-        str(sum(r["efficiency"] > 1 for r in rows)), str(len(rows)))
+        _x(model["measured_speedup"]), _x(model["ar_ms_per_step"], 1), _x(abs(gap)))
+    assert abs(gap) > 0.1   # more than the 0.1× a speedup is good to at best: "narrows the noise without removing it"
 
 
 def test_lesson_12_which_drafter_where(arena):
     """The bullets on copy/edit, code, structured output and chat at T = 0."""
     text, cell = arena["text"], arena["cell"]
     row = lambda task, kind, T=0.0: cell[(task, T, kind)]  # noqa: E731
+    speed = lambda r: r["measured_speedup"]  # noqa: E731
     # copy/edit: the two copying methods lead in speed and in tokens per call; suffix decoding yields more per call
+    # but its longer proposals make its target calls dearer, and prompt lookup measured more
     lookup, suffix = row("copy_edit", "ngram"), row("copy_edit", "suffix")
-    alpha, per_call, speed = quoted(text, r"proposals are long runs the target accepts \(α ([\d.]+), ([\d.]+) tokens "
-                                          r"per target call, ([\d.]+)× at\s+T = 0\)")
-    assert (alpha, per_call, speed) == (_x(lookup["alpha"]), _x(lookup["tokens_per_target_call"]),
-                                        _x(lookup["measured_speedup"]))
+    alpha, per_call, speedup = quoted(text, r"proposals are long runs the target accepts \(α ([\d.]+), ([\d.]+) tokens "
+                                            r"per target call, ([\d.]+)× at T = 0\)")
+    assert (alpha, per_call, speedup) == (_x(lookup["alpha"]), _x(lookup["tokens_per_target_call"]),
+                                          _x(lookup["measured_speedup"]))
     copy = _rows(arena, "copy_edit", 0.0)
     for key in ("measured_speedup", "tokens_per_target_call"):
         assert {r["drafter"] for r in sorted(copy, key=lambda r: r[key])[-2:]} == {"ngram", "suffix"}, key
-    assert quoted(text, r"goes a little further\s+\(([\d.]+) tokens per target call, ([\d.]+)×\)") == (
-        _x(suffix["tokens_per_target_call"]), _x(suffix["measured_speedup"]))
-    assert suffix["tokens_per_target_call"] > lookup["tokens_per_target_call"]
+    assert quoted(text, r"yields more per call \(([\d.]+) tokens per target call\) but measured less \(([\d.]+)×\): "
+                        r"its target calls over those longer proposals were timed at ([\d.]+) one-token steps, prompt "
+                        r"lookup's at ([\d.]+)\.") == (
+        _x(suffix["tokens_per_target_call"]), _x(suffix["measured_speedup"]), _x(suffix["target_call_cost"]),
+        _x(lookup["target_call_cost"]))
+    assert suffix["tokens_per_target_call"] > lookup["tokens_per_target_call"] and speed(suffix) < speed(lookup)
+    assert suffix["target_call_cost"] > lookup["target_call_cost"]
+    assert len(suffix["per_position_acceptance"]) > lookup["n_draft"]   # "longer proposals"
     assert max(r["tokens_per_target_call"] for r in _rows(arena)) == suffix["tokens_per_target_call"]  # "pays most"
-    low, high, eagle, medusa, model = quoted(
-        text, r"The learned drafters yield ([\d.]+)–([\d.]+) tokens per call here \(EAGLE ([\d.]+)×,\s+Medusa "
-              r"([\d.]+)×, the draft model ([\d.]+)×\)")
+    low, high, *speeds = quoted(
+        text, r"The learned drafters yield ([\d.]+)–([\d.]+) tokens per call here \(EAGLE ([\d.]+)×, Medusa ([\d.]+)×, "
+              r"the draft model ([\d.]+)×, EAGLE-3 ([\d.]+)×\)")
     assert (low, high) == _span(row("copy_edit", k)["tokens_per_target_call"] for k in LEARNED)
-    assert (eagle, medusa, model) == tuple(_x(row("copy_edit", k)["measured_speedup"])
-                                           for k in ("eagle", "medusa", "model"))
-    # code: the learned drafters accept the most and yield the most per call; the stopwatch does not keep the order
+    listed = ("eagle", "medusa", "model", "eagle3")
+    assert tuple(speeds) == tuple(_x(speed(row("copy_edit", k))) for k in listed)
+    assert sorted(listed, key=lambda k: -speed(row("copy_edit", k))) == list(listed)
+    # code: the learned drafters accept the most and yield the most per call; the cost of drafting reorders the speeds
     code = _rows(arena, "code", 0.0)
     for key in ("alpha", "tokens_per_target_call"):
-        assert {r["drafter"] for r in sorted(code, key=lambda r: r[key])[-3:]} == set(LEARNED), key
-    assert quoted(text, r"accept the most \(α ([\d.]+)–([\d.]+) for the draft model, EAGLE and Medusa\)") == _span(
-        row("code", k)["alpha"] for k in LEARNED)
+        assert {r["drafter"] for r in sorted(code, key=lambda r: r[key])[-len(LEARNED):]} == set(LEARNED), key
+    assert quoted(text, r"accept the most \(α ([\d.]+)–([\d.]+) for the draft model, EAGLE, EAGLE-3 and Medusa\)") == (
+        _span(row("code", k)["alpha"] for k in LEARNED))
     assert quoted(text, r"the most tokens per target call \(([\d.]+)–([\d.]+)\); prompt lookup") == _span(
         row("code", k)["tokens_per_target_call"] for k in LEARNED)
-    assert quoted(text, r"function written from\s+scratch, yields ([\d.]+)\.") == (
+    assert quoted(text, r"function written from scratch, yields ([\d.]+)\.") == (
         _x(row("code", "ngram")["tokens_per_target_call"]),)
-    baselines = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
-                 if r["drafter"] == "autoregressive"}
-    says(text, "The speedups roughly keep that order, with EAGLE ahead")
-    eagle, model = row("code", "eagle"), row("code", "model")
-    assert max(code, key=lambda r: r["measured_speedup"])["drafter"] == "eagle"
-    assert min(row("code", k)["measured_speedup"] for k in LEARNED) > row("code", "ngram")["measured_speedup"]
-    assert quoted(text, r"EAGLE measured the most, ([\d.]+)× on ([\d.]+) tokens per call, since its target calls were "
-                        r"timed at ([\d.]+) one-token steps against the draft model's ([\d.]+) over as many tokens "
-                        r"\(the draft model ([\d.]+)×, Medusa ([\d.]+)×\), and prompt lookup ([\d.]+)×") == (
-        _x(eagle["measured_speedup"]), _x(eagle["tokens_per_target_call"]), _x(eagle["target_call_cost"]),
-        _x(model["target_call_cost"]), _x(model["measured_speedup"]), _x(row("code", "medusa")["measured_speedup"]),
-        _x(row("code", "ngram")["measured_speedup"]))
-    assert eagle["n_draft"] == model["n_draft"] and eagle["target_call_cost"] < model["target_call_cost"]
-    # structured output: EAGLE yields the most per call
+    assert quoted(text, r"In speed they all stay ahead of prompt lookup \(([\d.]+)×\)") == (
+        _x(speed(row("code", "ngram"))),)
+    assert min(speed(row("code", k)) for k in LEARNED) > speed(row("code", "ngram"))
+    ranked = [r["drafter"] for r in sorted(code, key=speed, reverse=True)]
+    assert ranked[:2] == ["eagle", "parallel"]
+    assert ranked.index("parallel") < min(ranked.index("medusa"), ranked.index("eagle3"))
+    eagle, model, par = row("code", "eagle"), row("code", "model"), row("code", "parallel")
+    assert quoted(text, r"EAGLE measured the most, ([\d.]+)× on ([\d.]+) tokens per call, against the draft model's "
+                        r"([\d.]+)× on ([\d.]+), since its drafting took ([\d.]+) ms a step against the draft model's "
+                        r"([\d.]+) ms; the parallel draft, on ([\d.]+) tokens with ([\d.]+) ms of drafting, came "
+                        r"second \(([\d.]+)×\), ahead of Medusa \(([\d.]+)×\) and EAGLE-3 \(([\d.]+)×\)") == (
+        _x(speed(eagle)), _x(eagle["tokens_per_target_call"]), _x(speed(model)), _x(model["tokens_per_target_call"]),
+        _x(eagle["draft_ms_per_step"], 1), _x(model["draft_ms_per_step"], 1), _x(par["tokens_per_target_call"]),
+        _x(par["draft_ms_per_step"], 1), _x(speed(par)), _x(speed(row("code", "medusa"))),
+        _x(speed(row("code", "eagle3"))))
+    assert eagle["tokens_per_target_call"] < model["tokens_per_target_call"] and speed(eagle) > speed(model)
+    assert eagle["draft_ms_per_step"] < model["draft_ms_per_step"] and eagle["n_draft"] == model["n_draft"]
+    assert par["tokens_per_target_call"] < min(row("code", k)["tokens_per_target_call"] for k in LEARNED)
+    # structured output: EAGLE yields the most per call and measured the most; two cheap drafters beat the draft model
     structured = _rows(arena, "structured", 0.0)
     assert max(structured, key=lambda r: r["tokens_per_target_call"])["drafter"] == "eagle"
+    assert max(structured, key=speed)["drafter"] == "eagle"
     s = lambda kind: row("structured", kind)  # noqa: E731
-    assert quoted(text, r"EAGLE yields the most tokens per target call \(α ([\d.]+), ([\d.]+) tokens; the draft model "
-                        r"and\s+Medusa ([\d.]+) each\) and measured ([\d.]+)×, the draft model and Medusa ([\d.]+)× "
-                        r"and ([\d.]+)×") == (
-        _x(s("eagle")["alpha"]), _x(s("eagle")["tokens_per_target_call"]), _x(s("model")["tokens_per_target_call"]),
-        _x(s("eagle")["measured_speedup"]), _x(s("model")["measured_speedup"]), _x(s("medusa")["measured_speedup"]))
+    assert quoted(text, r"EAGLE yields the most tokens per target call \(α ([\d.]+), ([\d.]+) tokens; EAGLE-3 "
+                        r"([\d.]+), the draft model and Medusa ([\d.]+) each\) and measured the most, ([\d.]+)× "
+                        r"\(EAGLE-3 ([\d.]+)×, Medusa ([\d.]+)×, the draft model ([\d.]+)×\)") == (
+        _x(s("eagle")["alpha"]), _x(s("eagle")["tokens_per_target_call"]), _x(s("eagle3")["tokens_per_target_call"]),
+        _x(s("model")["tokens_per_target_call"]), _x(speed(s("eagle"))), _x(speed(s("eagle3"))),
+        _x(speed(s("medusa"))), _x(speed(s("model"))))
     assert _x(s("model")["tokens_per_target_call"]) == _x(s("medusa")["tokens_per_target_call"])
-    fastest = sorted(structured, key=lambda r: r["measured_speedup"])[-2:]
-    assert [r["drafter"] for r in fastest] == ["mtp", "parallel"]
-    assert all(r["tokens_per_target_call"] < s("eagle")["tokens_per_target_call"] for r in fastest)
-    assert all(r["draft_ms_per_step"] < s("model")["draft_ms_per_step"] for r in fastest)   # "cheaper drafting"
-    assert quoted(text, r"The fastest here were the parallel draft \(([\d.]+)×\) and the MTP heads \(([\d.]+)×\)") == (
-        _x(s("parallel")["measured_speedup"]), _x(s("mtp")["measured_speedup"]))
+    assert speed(s("eagle3")) > speed(s("medusa")) > speed(s("model"))
+    assert quoted(text, r"The parallel draft \(([\d.]+)×\) and the MTP heads \(([\d.]+)×\) beat the draft model on "
+                        r"fewer tokens per call, with cheaper drafting") == (_x(speed(s("parallel"))),
+                                                                             _x(speed(s("mtp"))))
+    for kind in ("parallel", "mtp"):
+        assert speed(s(kind)) > speed(s("model")), kind
+        assert s(kind)["tokens_per_target_call"] < s("model")["tokens_per_target_call"], kind
+        assert s(kind)["draft_ms_per_step"] < s("model")["draft_ms_per_step"], kind
     # chat: small gains at T = 0, and the least tokens per call of any kind
     chat = _rows(arena, "chat", 0.0)
     says(text, "On **chat** the gains are small at T = 0")
     speeds = [r for r in chat if r["drafter"] != "early-exit"]
-    assert quoted(text, r"every drafter but early exit measured ([\d.]+)–([\d.]+)×, and the top of that range, suffix "
-                        r"decoding's ([\d.]+)× on ([\d.]+) tokens per call") == _span(
-        r["measured_speedup"] for r in speeds) + (_x(row("chat", "suffix")["measured_speedup"]),
-                                                   _x(row("chat", "suffix")["tokens_per_target_call"]))
-    top_chat = max(speeds, key=lambda r: r["measured_speedup"])
-    assert top_chat["drafter"] == "suffix" and top_chat["measured_speedup"] > top_chat["tokens_per_target_call"]
-    assert max(r["measured_speedup"] for r in speeds) < 1.25
-    best = max(chat, key=lambda r: r["tokens_per_target_call"])
+    assert quoted(text, r"every drafter but early exit measured ([\d.]+)–([\d.]+)×, EAGLE-3 the most\.") == _span(
+        speed(r) for r in speeds)
+    assert max(speeds, key=speed)["drafter"] == "eagle3" and max(speed(r) for r in speeds) < 1.25
     per_kind_best = {t: max(r["tokens_per_target_call"] for r in _rows(arena, t, 0.0)) for t in KINDS}
     assert min(per_kind_best, key=per_kind_best.get) == "chat"
     top, model_eagle, alpha, lookup_alpha = quoted(
-        text, r"at most ([\d.]+) tokens \(Medusa\), the draft model and\s+EAGLE ([\d.]+)\..*?rarely guesses "
+        text, r"at most ([\d.]+) tokens \(Medusa and EAGLE-3\), the draft model and EAGLE ([\d.]+)\..*?rarely guesses "
               r"\(α ([\d.]+)\).*?lookup's α ([\d.]+)\)")
-    assert best["drafter"] == "medusa" and top == _x(best["tokens_per_target_call"])
+    assert top == _x(per_kind_best["chat"])
+    assert {r["drafter"] for r in chat if r["tokens_per_target_call"] == per_kind_best["chat"]} == {"medusa", "eagle3"}
     assert model_eagle == _x(row("chat", "model")["tokens_per_target_call"]) == _x(
         row("chat", "eagle")["tokens_per_target_call"])
     assert (alpha, lookup_alpha) == (_x(row("chat", "model")["alpha"]), _x(row("chat", "ngram")["alpha"]))
-    assert min(baselines, key=baselines.get) == ("chat", 1.0)   # "the run's fastest"
-    assert quoted(text, r"At T = 1, where the baseline step took ([\d.]+) ms \(the run's fastest\), the same\s+drafters "
-                        r"measured ([\d.]+)–([\d.]+)×") == (_x(baselines[("chat", 1.0)], 1),) + _span(
-        r["measured_speedup"] for r in _rows(arena, "chat", 1.0) if r["drafter"] != "early-exit")
+    baselines = _baselines(arena)
+    assert sorted(baselines, key=baselines.get)[:2] == [("chat", 0.0), ("chat", 1.0)]   # "the run's two fastest"
+    assert quoted(text, r"At T = 1, where the baseline step took ([\d.]+) ms \(chat's two cells had the run's two "
+                        r"fastest\), the same drafters measured ([\d.]+)–([\d.]+)×") == (
+        _x(baselines[("chat", 1.0)], 1),) + _span(speed(r) for r in _rows(arena, "chat", 1.0)
+                                                 if r["drafter"] != "early-exit")
 
 
 def test_lesson_12_and_the_picker_on_temperature(arena):
@@ -322,13 +326,23 @@ def test_lesson_12_conversations_and_mtp(arena):
         _x(row("agent", "ngram")["tokens_per_target_call"]), _x(row("agent", "ngram")["measured_speedup"]),
         _x(row("agent", "suffix")["tokens_per_target_call"]), _x(row("agent", "suffix")["measured_speedup"]),
         _x(max(r["tokens_per_target_call"] for r in others)), _x(max(r["measured_speedup"] for r in others)))
-    multi = sorted(_rows(arena, "multi_turn", 0.0), key=lambda r: r["measured_speedup"])
-    assert max(multi, key=lambda r: r["tokens_per_target_call"])["drafter"] == "model"
-    assert multi[-1]["drafter"] == "suffix" and multi[-1]["measured_speedup"] - multi[-2]["measured_speedup"] > 0.1
-    assert quoted(text, r"On multi-turn edits the draft model yields the most per call \(([\d.]+)\), yet suffix "
-                        r"decoding, which drafts for free, is the fastest \(([\d.]+)×; prompt lookup ([\d.]+)×, the draft "
-                        r"model ([\d.]+)×\)") == (
-        _x(row("multi_turn", "model")["tokens_per_target_call"]), _x(row("multi_turn", "suffix")["measured_speedup"]),
+    # multi-turn edits: EAGLE-3 yields the most per call and measured the most; suffix decoding, drafting for free,
+    # comes within 0.05× of it on fewer tokens per call
+    multi = _rows(arena, "multi_turn", 0.0)
+    by_calls = sorted(multi, key=lambda r: r["tokens_per_target_call"])
+    by_speed = sorted(multi, key=lambda r: r["measured_speedup"])
+    assert [r["drafter"] for r in by_calls[-2:]] == ["model", "eagle3"]
+    assert [r["drafter"] for r in by_speed[-2:]] == ["suffix", "eagle3"]
+    e3, suffix = row("multi_turn", "eagle3"), row("multi_turn", "suffix")
+    assert e3["measured_speedup"] - suffix["measured_speedup"] < 0.05   # "within 0.05× of it"
+    assert suffix["tokens_per_target_call"] < e3["tokens_per_target_call"]
+    assert suffix["draft_ms_per_step"] < 0.01 * suffix["ar_ms_per_step"]   # "drafts for free"
+    assert quoted(text, r"On multi-turn edits EAGLE-3 yields the most per call \(([\d.]+), the draft model ([\d.]+)\) "
+                        r"and measured the most \(([\d.]+)×\), yet suffix decoding, which drafts for free, comes "
+                        r"within 0.05× of it on fewer tokens per call \(([\d.]+)× on ([\d.]+); prompt lookup "
+                        r"([\d.]+)×, the draft model ([\d.]+)×\)") == (
+        _x(e3["tokens_per_target_call"]), _x(row("multi_turn", "model")["tokens_per_target_call"]),
+        _x(e3["measured_speedup"]), _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]),
         _x(row("multi_turn", "ngram")["measured_speedup"]), _x(row("multi_turn", "model")["measured_speedup"]))
     close = quoted(text, r"methods are close \(([\d.]+) against ([\d.]+) and ([\d.]+) against ([\d.]+) tokens\)")
     assert close == tuple(_x(row(t, k)["tokens_per_target_call"]) for t in ("multi_turn", "agent")
@@ -345,6 +359,68 @@ def test_lesson_12_conversations_and_mtp(arena):
     assert (alpha, eagle_alpha) == (_x(row("code", "mtp")["alpha"]), _x(row("code", "eagle")["alpha"]))
     assert all(row(t, "mtp")["alpha"] < row(t, "eagle")["alpha"] for t in KINDS)
     assert max(r["tokens_per_target_call"] for r in _rows(arena) if r["drafter"] == "mtp") <= 3
+
+
+def test_lesson_12_eagle3_against_eagle(arena):
+    """The EAGLE-3 bullet: EAGLE-3 against EAGLE on the real pair, from its card (held-out agreement, training data) and
+    from the committed run (α, tokens per target call and speedup per kind at T = 0; α at T = 1)."""
+    from lab.drafters.eagle3 import EAGLE3_DIRS
+
+    text, cell = arena["text"], arena["cell"]
+    e = lambda task, T=0.0: cell[(task, T, "eagle")]  # noqa: E731
+    e3 = lambda task, T=0.0: cell[(task, T, "eagle3")]  # noqa: E731
+    card = EAGLE3_DIRS["smollm2-135m"]
+    training = json.loads((card / "training.json").read_text())
+    says(text, "**EAGLE-3** (lesson 11) reads fused low, middle and high target layers where EAGLE reads the last, and "
+               "was trained on the same chat data")
+    assert len(training["recipe"]["hidden_layers"]) == 3
+    assert "the same split as the EAGLE draft's" in (card / "README.md").read_text()
+    ours = training["held_out_agreement"]["step_1"]["all"]
+    eagles = training["eagle_on_the_same_held_out"]["agreement"]["all"]
+    assert quoted(text, r"its card puts it behind EAGLE on held-out agreement at the first drafting step \(([\d.]+) "
+                        r"against ([\d.]+)\)") == (_x(ours, 3), _x(eagles, 3))
+    assert ours < eagles
+    # T = 0: α higher on three kinds, lower on three; tokens per call follow α
+    says(text, "In the arena neither accepts more across the board.")
+    gain = {T: {t: e3(t, T)["alpha"] - e(t, T)["alpha"] for t in KINDS} for T in (0.0, 1.0)}
+    higher = [t for t in KINDS if gain[0.0][t] > 0]
+    assert higher == ["chat", "code", "multi_turn"] and all(gain[0.0][t] < 0 for t in KINDS if t not in higher)
+    says(text, "At T = 0 EAGLE-3's α is higher than EAGLE's on chat, code and multi-turn edits and lower on structured "
+               "output, copy/edit and agent loops")
+    assert quoted(text, r"\(from ([\d.]+) against ([\d.]+) on multi-turn edits, the only kind where it is ahead by "
+                        r"0.05 or more, to ([\d.]+) against ([\d.]+) on agent loops\)") == (
+        _x(e3("multi_turn")["alpha"]), _x(e("multi_turn")["alpha"]), _x(e3("agent")["alpha"]), _x(e("agent")["alpha"]))
+    assert [t for t in KINDS if gain[0.0][t] >= 0.05] == ["multi_turn"]
+    assert (max(gain[0.0], key=gain[0.0].get), min(gain[0.0], key=gain[0.0].get)) == ("multi_turn", "agent")
+    calls = lambda r: r["tokens_per_target_call"]  # noqa: E731
+    assert all((calls(e3(t)) > calls(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "follow its α"
+    assert quoted(text, r"its tokens per target call follow its α \(([\d.]+) against ([\d.]+) on multi-turn edits, "
+                        r"([\d.]+) against ([\d.]+) on agent loops\)") == (
+        _x(calls(e3("multi_turn"))), _x(calls(e("multi_turn"))), _x(calls(e3("agent"))), _x(calls(e("agent"))))
+    # speed: ahead of EAGLE on two kinds; on code more tokens per call but a slower target call
+    speed = lambda r: r["measured_speedup"]  # noqa: E731
+    assert [t for t in KINDS if speed(e3(t)) > speed(e(t))] == ["chat", "multi_turn"]
+    others = [t for t in KINDS if t != "code"]
+    assert quoted(text, r"It measured more than EAGLE only on chat \(([\d.]+)× against ([\d.]+)×\) and multi-turn "
+                        r"edits \(([\d.]+)× against ([\d.]+)×\); on code it yields more per call \(([\d.]+) against "
+                        r"([\d.]+)\) yet measured ([\d.]+)× against ([\d.]+)×, its target calls there timed at "
+                        r"([\d.]+) one-token steps, against ([\d.]+)–([\d.]+) on the other kinds") == (
+        _x(speed(e3("chat"))), _x(speed(e("chat"))), _x(speed(e3("multi_turn"))), _x(speed(e("multi_turn"))),
+        _x(calls(e3("code"))), _x(calls(e("code"))), _x(speed(e3("code"))), _x(speed(e("code"))),
+        _x(e3("code")["target_call_cost"])) + _span(e3(t)["target_call_cost"] for t in others)
+    assert calls(e3("code")) > calls(e("code")) and speed(e3("code")) < speed(e("code"))
+    assert e3("code")["target_call_cost"] > max(e3(t)["target_call_cost"] for t in others)
+    assert e3("code")["target_call_cost"] > e("code")["target_call_cost"]
+    assert e3("code")["n_draft"] == e("code")["n_draft"]   # over as many tokens
+    # T = 1: again three and three
+    up = [t for t in KINDS if gain[1.0][t] > 0]
+    assert len(up) == 3 and all(gain[1.0][t] < 0 for t in KINDS if t not in up)
+    assert quoted(text, r"At T = 1 its α is again higher on three kinds and lower on three, by up to ([\d.]+) either "
+                        r"way") == (_x(max(abs(v) for v in gain[1.0].values())),)
+    # the training it had: the same test (training-time test, several unrolled passes), little data
+    assert training["recipe"]["depth"] > 1
+    assert quoted(text, r"this draft had the same test but ([\d,]+) answers of a 135 M-parameter target") == (
+        f"{training['data']['train_sequences']:,}",)
 
 
 def test_lesson_12_parallel_draft_against_its_draft_model(arena):
@@ -372,24 +448,20 @@ def test_lesson_12_parallel_draft_against_its_draft_model(arena):
     assert all(3.5 < dm[t]["draft_calls"] / dm[t]["target_calls"] <= 4 for t in KINDS)
     assert all(0.25 < par[t]["draft_ms_per_step"] / dm[t]["draft_ms_per_step"] < 0.4 for t in KINDS)  # "a third"
     gap = {t: par[t]["measured_speedup"] - dm[t]["measured_speedup"] for t in KINDS}
-    ahead = ["chat", "structured", "copy_edit", "agent"]
-    assert [t for t in KINDS if gap[t] > 0.1] == ahead and [t for t in KINDS if abs(gap[t]) < 0.1] == ["code", "multi_turn"]
-    assert [t for t in KINDS if gap[t] < 0] == ["multi_turn"]   # "behind only on multi-turn edits"
-    says(text, "In speed the saving won on four kinds: ahead of the draft model by more than 0.1× on chat, structured "
-               "output, copy/edit and agent loops")
-    says(text, "within 0.1× of it on code and multi-turn edits, behind only on multi-turn edits")
+    assert [t for t in KINDS if gap[t] > 0] == ["chat", "code", "structured", "agent"]
+    assert [t for t in KINDS if gap[t] < 0] == ["copy_edit", "multi_turn"]
+    says(text, "In speed the saving won on four kinds: ahead of the draft model on chat, code, structured output and "
+               "agent loops")
     assert quoted(text, r"\(([\d.]+)× against ([\d.]+)× on structured output; on agent loops, with the same tokens per "
-                        r"call and about a quarter of the drafting time, ([\d.]+)× against ([\d.]+)×\)") == (
-        _x(par["structured"]["measured_speedup"]), _x(dm["structured"]["measured_speedup"]),
-        _x(par["agent"]["measured_speedup"]), _x(dm["agent"]["measured_speedup"]))
-    assert 0.2 < par["agent"]["draft_ms_per_step"] / dm["agent"]["draft_ms_per_step"] < 0.3   # "about a quarter"
-    assert quoted(text, r"behind only on multi-turn edits \(([\d.]+)× against ([\d.]+)×\), where it loses the most "
-                        r"tokens per call \(([\d.]+) against ([\d.]+)\)") == (
-        _x(par["multi_turn"]["measured_speedup"]), _x(dm["multi_turn"]["measured_speedup"]),
-        _x(par["multi_turn"]["tokens_per_target_call"]), _x(dm["multi_turn"]["tokens_per_target_call"]))
+                        r"call and about a third of the drafting time, ([\d.]+)× against ([\d.]+)×\), behind on "
+                        r"copy/edit \(([\d.]+)× against ([\d.]+)×\) and on multi-turn edits \(([\d.]+)× against "
+                        r"([\d.]+)×\), where it loses the most tokens per call \(([\d.]+) against ([\d.]+)\)") == tuple(
+        _x(r["measured_speedup"]) for t in ("structured", "agent", "copy_edit", "multi_turn") for r in (par[t], dm[t])
+    ) + (_x(par["multi_turn"]["tokens_per_target_call"]), _x(dm["multi_turn"]["tokens_per_target_call"]))
     lost = {t: dm[t]["tokens_per_target_call"] - par[t]["tokens_per_target_call"] for t in KINDS}
     assert max(lost, key=lost.get) == "multi_turn"
     assert _x(par["agent"]["tokens_per_target_call"]) == _x(dm["agent"]["tokens_per_target_call"])
+
 
 def test_picker_quotes_the_arena_on_suffix_decoding(arena):
     """lab.picker's suffix-decoding row (agent loops, multi-turn edits) is the committed arena's measurement."""
@@ -414,72 +486,71 @@ def test_lesson_12_early_exit_and_medusa(arena):
         text, r"make c\s+about ([\d.]+)–([\d.]+), so with N = 4 the drafting alone costs ([\d.]+)–([\d.]+) target "
               r"steps")
     costs = [r["cost_ratio"] for r in early]
-    assert (c_low, c_high) == _span(costs, 1) and (steps_low, steps_high) == _span((4 * c for c in costs), 1)
+    assert (c_low, c_high) == _span(costs) and (steps_low, steps_high) == _span((4 * c for c in costs), 1)
     assert all(r["n_draft"] == 4 for r in early)
     assert quoted(text, r"it accepts almost nothing\s+\(α ≤ ([\d.]+)\)") == (_x(max(r["alpha"] for r in early)),)
     assert quoted(text, r"Its efficiency is close to 1 in every cell \(([\d.]+)–([\d.]+)\)") == _span(
         r["efficiency"] for r in early)
     assert all(0.9 <= r["efficiency"] <= 1.1 for r in early)
-    # Medusa: the lowest efficiency of its cell in most cells, close to it in the rest
+    # Medusa: the lowest efficiency of its cell in all cells but one, where suffix decoding's is lower
     cells = {(r["task"], r["temperature"]) for r in rows}
-    lowest = {c: min(r["efficiency"] for r in rows if (r["task"], r["temperature"]) == c) for c in cells}
+    in_cell = lambda c: [r for r in rows if (r["task"], r["temperature"]) == c]  # noqa: E731
+    lowest = {c: min(in_cell(c), key=lambda r: r["efficiency"]) for c in cells}
     medusa = {c: cell[c + ("medusa",)]["efficiency"] for c in cells}
-    at_lowest = [c for c in cells if medusa[c] == lowest[c]]
+    at_lowest = [c for c in cells if lowest[c]["drafter"] == "medusa"]
     count, total, low, high = quoted(text, r"its efficiency is the lowest of its cell in (\d+) of the (\d+) cells "
                                            r"\(([\d.]+)–([\d.]+) across all \d+\)")
     assert (count, total) == (str(len(at_lowest)), str(len(cells))) and (low, high) == _span(medusa.values())
     others = sorted(set(cells) - set(at_lowest))
-    assert others == [("agent", 0.0), ("copy_edit", 1.0)]
-    says(text, "within 0.05 of the lowest on agent loops at T = 0")
-    assert medusa[("agent", 0.0)] - lowest[("agent", 0.0)] < 0.05
-    copy1 = sorted((r for r in rows if (r["task"], r["temperature"]) == ("copy_edit", 1.0)), key=lambda r: r["efficiency"])
-    assert [r["drafter"] for r in copy1[:3]] == ["mtp", "model", "medusa"]
-    mtp = cell[("copy_edit", 1.0, "mtp")]
-    assert quoted(text, r"on copy/edit at T = 1 above only the draft model's ([\d.]+) and the MTP heads' ([\d.]+), an "
-                        r"outlier \(([\d.]+)× on ([\d.]+) tokens per call, a target call timed at ([\d.]+) one-token "
-                        r"steps\)") == (
-        _x(copy1[1]["efficiency"]), _x(mtp["efficiency"]), _x(mtp["measured_speedup"]),
-        _x(mtp["tokens_per_target_call"]), _x(mtp["target_call_cost"]))
-    assert mtp["target_call_cost"] == max(r["target_call_cost"] for r in rows)   # the run's one outlier call
-    longer = [t for t in KINDS if cell[(t, 0.0, "medusa")]["target_call_cost"] > cell[(t, 0.0, "model")]["target_call_cost"]]
-    assert quoted(text, r"in (\d+) of the (\d+) greedy cells its target call took longer than the draft model's "
-                        r"\(on copy/edit ([\d.]+) against ([\d.]+) one-token steps\)") == (
-        str(len(longer)), str(len(KINDS)), _x(cell[("copy_edit", 0.0, "medusa")]["target_call_cost"]),
-        _x(cell[("copy_edit", 0.0, "model")]["target_call_cost"]))
-    assert [t for t in KINDS if t not in longer] == ["copy_edit"]
+    assert others == [("copy_edit", 0.0)] and lowest[others[0]]["drafter"] == "suffix"
+    assert quoted(text, r"in the twelfth, copy/edit at T = 0, only suffix decoding's is lower \(([\d.]+) against "
+                        r"([\d.]+)\)") == (_x(lowest[others[0]]["efficiency"]), _x(medusa[others[0]]))
+    assert sorted(in_cell(others[0]), key=lambda r: r["efficiency"])[1]["drafter"] == "medusa"   # "only"
+    assert len(cells) == 12
+    call = lambda t, kind: cell[(t, 0.0, kind)]["target_call_cost"]  # noqa: E731
+    assert all(call(t, "medusa") > call(t, "model") for t in KINDS)   # "in every greedy cell"
+    assert quoted(text, r"in every greedy cell its target call took longer than the draft model's \(([\d.]+)–([\d.]+) "
+                        r"against ([\d.]+)–([\d.]+) one-token steps\)") == _span(
+        cell[(t, 0.0, "medusa")]["target_call_cost"] for t in KINDS) + _span(
+        cell[(t, 0.0, "model")]["target_call_cost"] for t in KINDS)
+    dearest = max(rows, key=lambda r: r["target_call_cost"])
+    assert (dearest["task"], dearest["temperature"], dearest["drafter"]) == ("copy_edit", 1.0, "medusa")
+    assert quoted(text, r"the run's dearest call is Medusa's on copy/edit at T = 1 \(([\d.]+) one-token steps\)") == (
+        _x(dearest["target_call_cost"]),)
 
 
 def test_lesson_12_efficiency_factors(arena):
     text = arena["text"]
     code = {r["drafter"]: r for r in _rows(arena, "code", 0.0)}
     factor = lambda k, f: code[k]["efficiency_factors"][f]  # noqa: E731
-    says(text, "verification and the loop come within 2 % of 1 and acceptance within 1 % for every drafter")
+    says(text, "verification and the loop come within 2 % of 1 for every drafter, and acceptance within 1 % for every "
+               "drafter but EAGLE-3 (× 0.98)")
     assert all(abs(factor(k, f) - 1) < 0.02 for k in code for f in ("verification", "loop"))
-    assert all(abs(factor(k, "acceptance") - 1) < 0.01 for k in code)
+    assert [k for k in code if abs(factor(k, "acceptance") - 1) >= 0.01] == ["eagle3"]
+    assert _x(factor("eagle3", "acceptance")) == "0.98"
     assert quoted(text, r"The prefill takes a little more\s+\(× ([\d.]+)–([\d.]+)\)") == _span(
         factor(k, "prefill") for k in code)
-    says(text, "for every drafter in that cell but suffix decoding it is the largest loss")
-    largest = [k for k in code if factor(k, "target_call") == min(code[k]["efficiency_factors"].values())]
-    assert sorted(set(code) - set(largest)) == ["suffix"]
-    order = ("medusa", "lookahead", "ngram", "model", "eagle")
-    assert quoted(text, r"× ([\d.]+) for Medusa's tree, ([\d.]+) for Lookahead's window, ([\d.]+) for prompt lookup, "
-                        r"([\d.]+) for the draft model and ([\d.]+) for EAGLE") == tuple(
+    assert min(factor(k, "prefill") for k in code) < min(factor(k, "verification") for k in code)   # "a little more"
+    says(text, "for every drafter in that cell it is the largest loss")
+    assert all(factor(k, "target_call") == min(code[k]["efficiency_factors"].values()) for k in code)
+    order = ("medusa", "eagle3", "lookahead", "eagle", "model", "ngram")
+    assert quoted(text, r"× ([\d.]+) for Medusa's tree, ([\d.]+) for EAGLE-3, ([\d.]+) for Lookahead's window, "
+                        r"([\d.]+) for EAGLE, ([\d.]+) for the draft model and ([\d.]+) for prompt lookup") == tuple(
         _x(factor(k, "target_call")) for k in order)
     assert [factor(k, "target_call") for k in order] == sorted(factor(k, "target_call") for k in order)
-    model_factor, cost, eagle_cost = quoted(
-        text, r"The draft model's factor of ([\d.]+) puts its call over 5 tokens at ([\d.]+) times a one-token call; "
-              r"EAGLE's call, over as\s+many tokens, came out at ([\d.]+)\.")
-    assert (model_factor, cost, eagle_cost) == (_x(factor("model", "target_call")), _x(code["model"]["target_call_cost"]),
-                                                _x(code["eagle"]["target_call_cost"]))
-    baselines = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
-                 if r["drafter"] == "autoregressive"}
+    assert quoted(text, r"The draft model's factor of ([\d.]+) puts its call over 5 tokens at ([\d.]+) times a "
+                        r"one-token call; EAGLE's call, over as many tokens, came out at ([\d.]+), EAGLE-3's at "
+                        r"([\d.]+)\.") == (
+        _x(factor("model", "target_call")), _x(code["model"]["target_call_cost"]),
+        _x(code["eagle"]["target_call_cost"]), _x(code["eagle3"]["target_call_cost"]))
+    assert code["model"]["n_draft"] == code["eagle"]["n_draft"] == code["eagle3"]["n_draft"] == 4   # 5 tokens a call
+    baselines = _baselines(arena)
     assert quoted(text, r"code's step \(([\d.]+) ms\) was close to the run's fastest \(([\d.]+) ms\)") == (
         _x(baselines[("code", 0.0)], 1), _x(min(baselines.values()), 1))
     assert baselines[("code", 0.0)] / min(baselines.values()) < 1.1
-    says(text, "as it is in copy/edit's at T = 0, where every target-call factor but Medusa's and the draft model's is "
-               "above 1")
-    below = [r["drafter"] for r in _rows(arena, "copy_edit", 0.0) if r["efficiency_factors"]["target_call"] <= 1]
-    assert sorted(below) == ["medusa", "model"]
+    says(text, "no cell of this run has a target-call factor above 1, the mark a slow baseline leaves")
+    assert all(r["efficiency_factors"]["target_call"] <= 1 for r in _rows(arena))
+
 
 def test_lesson_12_adaptive_in_the_committed_run(arena):
     from lab.metrics import optimal_n_draft
@@ -487,21 +558,23 @@ def test_lesson_12_adaptive_in_the_committed_run(arena):
     text, adaptive = arena["text"], arena["run"]["adaptive"]
     fixed = [r for r in adaptive["rows"] if r["drafter"] == "model"]
     n4 = next(r for r in fixed if r["n_draft"] == 4)
-    formula, measured = quoted(text, r"the formula's best N (\d+), the measured best N (\d+), and every fixed N below 1×")
+    formula, measured = quoted(text, r"the two agreed: the formula's best N (\d+), the measured best N (\d+), and "
+                                     r"every fixed N below 1×")
     assert (int(formula), int(measured)) == (optimal_n_draft(n4["alpha"], n4["cost_ratio"]), adaptive["best_fixed_n"])
+    assert formula == measured
     assert adaptive["settings"]["task"] == "chat" and all(r["measured_speedup"] < 1 for r in fixed)
     arena_model = arena["cell"][("chat", 0.0, "model")]
-    assert quoted(text, r"with the same ([\d.]+) tokens per target call: ([\d.]+)× here, ([\d.]+)× there, the baseline\s+"
-                        r"step ([\d.]+) ms here and ([\d.]+) ms there") == (
+    assert quoted(text, r"with the same ([\d.]+) tokens per target call: ([\d.]+)× here, ([\d.]+)× there, the "
+                        r"baseline step ([\d.]+) ms here and ([\d.]+) ms there") == (
         _x(n4["tokens_per_target_call"]), _x(n4["measured_speedup"]), _x(arena_model["measured_speedup"]),
         _x(n4["ar_ms_per_step"], 1), _x(arena_model["ar_ms_per_step"], 1))
     assert n4["tokens_per_target_call"] == arena_model["tokens_per_target_call"]
-    mine, low, high = quoted(text, r"level with the best fixed N but not above it \(([\d.]+)× against "
-                                   r"([\d.]+)–([\d.]+)×\)")
+    gap, mine, low, high = quoted(text, r"it came between the fixed settings, ([\d.]+)× below the best fixed N "
+                                        r"\(([\d.]+)× against ([\d.]+)–([\d.]+)×\)")
     adaptive_x = next(r["measured_speedup"] for r in adaptive["rows"] if r["drafter"] == "adaptive")
     speeds = [r["measured_speedup"] for r in fixed]
-    assert (mine, low, high) == (_x(adaptive_x), _x(min(speeds)), _x(max(speeds)))
-    assert min(speeds) < adaptive_x < max(speeds) and max(speeds) - adaptive_x < 0.1
+    assert (gap, mine, low, high) == (_x(max(speeds) - adaptive_x), _x(adaptive_x), _x(min(speeds)), _x(max(speeds)))
+    assert min(speeds) < adaptive_x < max(speeds)
     says(text, "it did not beat the best fixed N in the committed run")
 
 
@@ -518,19 +591,33 @@ def test_lesson_12_summary(arena):
         top = sorted(_rows(arena, task, 0.0), key=lambda r: r["tokens_per_target_call"])[-2:]
         assert {r["drafter"] for r in top} == {"ngram", "suffix"}, task
     learned_kinds = ("code", "structured", "multi_turn")
-    assert quoted(text, r"the\s+learned drafters \(draft model, EAGLE, Medusa\) ([\d.]+)–([\d.]+) on code, structured "
-                        r"output and multi-turn edits") == _span(
+    assert quoted(text, r"the learned drafters \(draft model, EAGLE, EAGLE-3, Medusa\) ([\d.]+)–([\d.]+) on code, "
+                        r"structured output and multi-turn edits") == _span(
         row(t, k)["tokens_per_target_call"] for t in learned_kinds for k in LEARNED)
     best = {t: max(r["tokens_per_target_call"] for r in _rows(arena, t, 0.0)) for t in KINDS}
     assert quoted(text, r"open chat\s+questions give every drafter the least \(at most ([\d.]+)\)") == (
         _x(best["chat"]),)
     assert min(best, key=best.get) == "chat"
+    cells = sorted({(r["task"], r["temperature"]) for r in _rows(arena)})
+    gain = [cell[c + ("eagle3",)]["alpha"] - cell[c + ("eagle",)]["alpha"] for c in cells]
+    higher, total, lower = quoted(text, r"EAGLE-3, trained on the same data as EAGLE, does not beat it on this pair: "
+                                        r"its α is higher in (\d+) of the (\d+) cells and lower in the other (\d+)")
+    assert (higher, total, lower) == (str(sum(g > 0 for g in gain)), str(len(cells)), str(sum(g < 0 for g in gain)))
+    assert int(higher) + int(lower) == len(cells) and int(higher) <= int(lower)   # "does not beat it"
     says(text, "a drafting step about a third as long as the draft model's")
     assert all(0.25 < row(t, "parallel")["draft_ms_per_step"] / row(t, "model")["draft_ms_per_step"] < 0.4
                for t in KINDS)
-    says(text, "in the committed run, agent loops at T = 1 and copy/edit at T = 0, even with the faster of two timings kept")
     says(text, "An efficiency above 1, or a speedup above the tokens per target call, is not a gain")
-    assert any(r["efficiency"] > 1 for r in _rows(arena))
+    rows = _rows(arena)
+    above = [r for r in rows if r["efficiency"] > 1]
+    assert quoted(text, r"The committed run shows hardly any \(early exit's efficiencies reach ([\d.]+)\), yet timed "
+                        r"the draft model at the same N on the same chat requests at ([\d.]+)× in the arena and "
+                        r"([\d.]+)× in its adaptive comparison") == (
+        _x(max(r["efficiency"] for r in above)), _x(cell[("chat", 0.0, "model")]["measured_speedup"]),
+        _x(next(r for r in arena["run"]["adaptive"]["rows"] if r["drafter"] == "model" and r["n_draft"] == 4)[
+            "measured_speedup"]))
+    assert {r["drafter"] for r in above} == {"early-exit"}
+    assert not any(r["measured_speedup"] > r["tokens_per_target_call"] for r in rows)
 
 
 @pytest.fixture(scope="module")
@@ -891,7 +978,8 @@ def test_lesson_11_eagle3_section():
                              r"EAGLE \(([\d.]+) against ([\d.]+)\)")
     assert (float(a), float(b)) == (rows["EAGLE-3"], rows["EAGLE"])
     assert float(a) == float(b) or (word == "earns more") == (float(a) > float(b))
-    assert "EAGLE-3 wrote the same answers as EAGLE's chain, the target's greedy ones (both drafts are exact): True" in out
+    assert ("EAGLE-3 wrote the same answers as EAGLE's chain, the target's greedy ones (both drafts are exact): True"
+            in out)
     real = EAGLE3_DIRS["smollm2-135m"]
     train3 = json.loads((real / "training.json").read_text())
     card3 = json.loads((real / "measurements.json").read_text())["decoding"]
