@@ -195,14 +195,14 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       :func:`lab.prompts.encode_prompts` (one user turn of a chat, or a conversation so far, for a chat pair; plain
       text otherwise); every run stops at ``pair.eos_token_id``. ``temperatures``: 0 is
       greedy; T > 0 samples with seed ``seed + i`` for prompt i (the same seeds for every drafter and the
-      baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter` ("model", "ngram", "lookahead", "medusa",
-      "eagle", "early-exit", "suffix", "mtp"), built with ``n_draft`` (Lookahead, Medusa, suffix decoding and the
-      MTP heads use their own window / tree / match length / depth, :data:`lab.registry.OWN_DRAFT`; suffix
-      decoding's cache holds the earlier
-      answers its prompt quotes, see :func:`lab.registry.make_drafter`); leave out
-      those :func:`lab.registry.drafter_problem` says the pair cannot have (a chat pair has no Medusa heads or EAGLE
-      draft). A drafter whose weights were never trained for the pair (:func:`lab.registry.untrained_reason`: the real
-      pair has no parallel draft) gets no rows; ``settings["unavailable"]`` maps it to the reason and
+      baseline). ``drafters``: kinds of :func:`lab.registry.make_drafter` (:data:`lab.registry.DRAFTERS`: "model",
+      "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp", "parallel", "eagle3"), built with
+      ``n_draft`` (Lookahead, Medusa, suffix decoding and the MTP heads use their own window / tree / match length /
+      depth, :data:`lab.registry.OWN_DRAFT`; suffix decoding's cache holds the earlier answers its prompt quotes, see
+      :func:`lab.registry.make_drafter`); leave out
+      those :func:`lab.registry.drafter_problem` says the pair cannot have (a hub pair has no trained heads or
+      drafts). A drafter whose weights were never trained for the pair (:func:`lab.registry.untrained_reason`)
+      gets no rows; ``settings["unavailable"]`` maps it to the reason and
       :func:`format_arena` shows it. Every cell also runs the autoregressive baseline.
     - Each run is one :func:`lab.decode.generate` call with a fresh drafter (built outside the timing). Within a
       cell the runs go prompt by prompt, the baseline and every drafter in turn, so a change in machine load hits
@@ -225,14 +225,15 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       lookup, Lookahead). ``step_draft_cost`` = mean draft_ms per step / ``ar_ms_per_step`` (all drafting of a
       step, in target steps); ``verify_cost`` = mean verify_ms per step / ``ar_ms_per_step`` (how much more the
       target's call over [last] + drafts (+ tree or window tokens) costs than over one token: 1 in the model).
-    - ``predicted_speedup``: for the chain drafters with one draft forward per drafted token ("model", "eagle",
-      "early-exit"; ``prediction`` = "alpha, N, c"): :func:`lab.metrics.predicted_speedup` ``(alpha, N, c)`` =
-      (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et al. 2023, equation 1, and Theorem 3.8 in its section
-      "Walltime Improvement"). For prompt lookup, Lookahead, Medusa and suffix decoding (no draft forward per
-      token, a varying N, a
-      tree; ``prediction`` = "tokens/call, draft ms"): measured tokens per call / (1 + ``step_draft_cost``), the
-      same model with the measured tokens per call in place of the i.i.d. formula and the measured drafting time
-      in place of N c. Both assume a target call over many tokens costs what a one-token step costs.
+    - ``predicted_speedup``: for the chain drafters with one draft forward per drafted token
+      (:data:`FORMULA_DRAFTERS`: "model", "eagle", "early-exit", "eagle3"; ``prediction`` = "alpha, N, c"):
+      :func:`lab.metrics.predicted_speedup` ``(alpha, N, c)`` = (1 − α^(N+1)) / (1 − α) / (1 + N c) (Leviathan et
+      al. 2023, equation 1, and Theorem 3.8 in its section "Walltime Improvement"). For prompt lookup, Lookahead,
+      Medusa, suffix decoding, the MTP heads and the parallel draft (no draft forward per token, a varying N, a tree,
+      a chain of their own depth, N tokens from one forward; ``prediction`` = "tokens/call, draft ms"): measured
+      tokens per call / (1 + ``step_draft_cost``), the same model with the measured tokens per call in place of the
+      i.i.d. formula and the measured drafting time in place of N c. Both assume a target call over many tokens
+      costs what a one-token step costs.
     - ``measured_speedup`` = the drafter's tokens/s / the baseline's tokens/s, each = new tokens / total wall
       time of the ``generate`` calls (prefill included, as a user sees it); ``decode_speedup`` the same with
       the prefill time (``prefill_ms``, which includes the drafter's own prefill) left out of both.
@@ -416,8 +417,10 @@ def format_arena(result: dict) -> str:
             f"{_fmt(row['acceptance_rate'])} | {_fmt(row['alpha'])} | {_fmt(row['tokens_per_target_call'])} | "
             f"{_fmt(row['cost_ratio'], 3)} | {_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
             f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
-    lines += ["", "predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for draft model, EAGLE and early exit; tokens per "
-              "call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, prefill included."]
+    formula = [DRAFTER_LABELS[kind] for kind in FORMULA_DRAFTERS]
+    lines += ["", f"predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for {', '.join(formula[:-1])} and {formula[-1]}; "
+              "tokens per call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, "
+              "prefill included."]
     if s.get("unavailable"):
         lines += ["", "not available for this pair: " + "; ".join(f"{DRAFTER_LABELS.get(kind, kind)} ({why})"
                                                                for kind, why in s["unavailable"].items())]

@@ -43,17 +43,58 @@ from typing import ClassVar
 
 import torch
 
-from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
+from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
 from lab.drafters.base import check_pair
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.drafters.eagle import (EagleDrafter, check_step_inputs, draft_layer, draft_layer_config, full_vocab_logits,
                                 run_draft_layer, trainable_parameters)
 from lab.models import cache_kwarg, vocab_size
 
-__all__ = ["EAGLE3_DIRS", "Eagle3DraftModel", "Eagle3Drafter", "default_layers"]
+__all__ = ["EAGLE3_DIRS", "Eagle3DraftModel", "Eagle3Drafter", "default_layers", "eagle3_card"]
 
 EAGLE3_DIRS = {"shakespeare": PAIR_DIR / "eagle3", "smollm2-135m": SMOLLM2_DIR / "eagle3"}
 """The committed EAGLE-3 drafts, by pair name (``python -m lab train eagle3`` / ``train chat-eagle3``)."""
+
+
+def eagle3_card(pair_name: str) -> dict:
+    """The measurements committed with ``pair_name``'s EAGLE-3 draft (``training.json`` and ``measurements.json``
+    in :data:`EAGLE3_DIRS`), beside the committed EAGLE draft's, in one shape whichever recipe wrote them
+    (``python -m lab train eagle3`` for the Shakespeare pair, ``train chat-eagle3`` for the real pair):
+
+    - ``steps``, ``batch``: EAGLE-3's training steps and sequences per step; ``eagle_steps``: the EAGLE draft's;
+    - ``data``: what both were trained on; ``held_out``: what the agreement was scored on (both str);
+    - ``agreement``: EAGLE-3's held-out teacher-forced agreement with the target's greedy token at drafting steps
+      1, 2, 3 (floats); ``eagle_agreement``: the EAGLE draft's at step 1 on the same tokens;
+    - ``decoding``: the card's greedy decoding rows by method (``"eagle N=3"``, ``"eagle3 N=3"``, ...: ``alpha``,
+      ``tokens_per_target_call``, ``speedup``, ...); ``settings``: that run's settings (``prompts``,
+      ``max_new_tokens``, ``dtype``, ...).
+
+    Raises ``ValueError`` for a pair without a committed EAGLE-3 draft."""
+    from lab.drafters.eagle import EAGLE_DIRS
+
+    if pair_name not in EAGLE3_DIRS:
+        raise ValueError(f"pair_name must be one of {sorted(EAGLE3_DIRS)} (the pairs with a committed EAGLE-3 "
+                         f"draft), got {pair_name!r}")
+    directory = EAGLE3_DIRS[pair_name]
+    train = json.loads((directory / "training.json").read_text())
+    measured = json.loads((directory / "measurements.json").read_text())
+    eagle = json.loads((EAGLE_DIRS[pair_name] / "training.json").read_text())
+    per_step = train["held_out_agreement"]
+    if isinstance(per_step["step_1"], dict):  # the chat recipe scores each kind of request, and all of them
+        agreement = [per_step[f"step_{k}"]["all"] for k in (1, 2, 3)]
+        eagle_agreement = train["eagle_on_the_same_held_out"]["agreement"]["all"]
+        data = "the same chat data"
+        held_out = f"its {train['data']['held_out_sequences']} held-out sequences"
+    else:  # the Shakespeare recipe: both drafts scored on the same held-out corpus windows (measurements.json)
+        agreement = list(measured["teacher_forced_agreement"]["eagle3"])
+        eagle_agreement = measured["teacher_forced_agreement"]["eagle"][0]
+        data = "the same corpus"
+        held_out = "64 held-out windows of 256 tokens"
+    return {"steps": train["recipe"]["steps"], "batch": train["recipe"]["batch"],
+            "eagle_steps": eagle["recipe"]["steps"] if "recipe" in eagle else eagle["steps"],
+            "data": data, "held_out": held_out, "agreement": agreement, "eagle_agreement": eagle_agreement,
+            "decoding": {row["method"]: row for row in measured["decoding"]["rows"]},
+            "settings": measured["decoding"]["settings"]}
 
 
 def default_layers(num_layers: int) -> tuple:
@@ -185,21 +226,25 @@ class Eagle3DraftModel(torch.nn.Module):
     def from_pretrained(cls, target, directory) -> Eagle3DraftModel:
         """Load a draft saved by :meth:`save_pretrained` for ``target`` (safetensors only), in the target's dtype and
         on its device, in eval mode. Raises ``FileNotFoundError`` naming the folder and ``python -m lab train
-        eagle3`` when the files are missing, ``ValueError`` when they were made for another target (width,
-        vocabulary, or :func:`lab.assets.target_weights_key`) or do not match the architecture."""
+        eagle3`` when the files are missing, ``ValueError`` when the folder holds another kind of draft
+        (:func:`lab.assets.check_model_type`), when they were made for another target (width, vocabulary, or
+        :func:`lab.assets.target_weights_key`) or do not match the architecture."""
         from safetensors.torch import load_file
 
         directory = Path(directory)
         weights, config_path = directory / "model.safetensors", directory / "config.json"
         if not weights.is_file() or not config_path.is_file():
             raise FileNotFoundError(f"no EAGLE-3 draft weights at {directory} (model.safetensors + config.json); "
-                                    "train them with `python -m lab train eagle3`")
+                                    "train them with `python -m lab train eagle3` (shakespeare) or `python -m lab "
+                                    "train chat-eagle3` (smollm2-135m), or restore lab/assets from git")
         config = json.loads(config_path.read_text())
+        check_model_type(config, "lab-eagle3", directory)
         for key, mine in (("feature_size", int(target.config.hidden_size)), ("vocab_size", vocab_size(target))):
             if config.get(key) != mine:
                 raise ValueError(f"the EAGLE-3 draft in {directory} was trained for {key} {config.get(key)}, this "
                                  f"target has {mine}")
-        check_target_key(config, target, directory, "an EAGLE-3 draft", "python -m lab train eagle3")
+        check_target_key(config, target, directory, "an EAGLE-3 draft",
+                         "python -m lab train eagle3` or `python -m lab train chat-eagle3")  # shakespeare, smollm2
         state = load_file(str(weights))
         d2t = state.get("d2t")
         if d2t is None:

@@ -169,7 +169,8 @@ def test_lesson_12_which_drafter_where(arena):
         assert {r["drafter"] for r in sorted(copy, key=lambda r: r[key])[-2:]} == {"ngram", "suffix"}, key
     assert quoted(text, r"yields more per call \(([\d.]+) tokens per target call\) but measured less \(([\d.]+)×\): "
                         r"its target calls over those longer proposals were timed at ([\d.]+) one-token steps, prompt "
-                        r"lookup's at ([\d.]+)\.") == (
+                        r"lookup's at ([\d.]+) \(`row\[\"target_call_cost\"\]`: a call's time over an "
+                        r"autoregressive\s+step's") == (
         _x(suffix["tokens_per_target_call"]), _x(suffix["measured_speedup"]), _x(suffix["target_call_cost"]),
         _x(lookup["target_call_cost"]))
     assert suffix["tokens_per_target_call"] > lookup["tokens_per_target_call"] and speed(suffix) < speed(lookup)
@@ -177,7 +178,8 @@ def test_lesson_12_which_drafter_where(arena):
     assert len(suffix["per_position_acceptance"]) > lookup["n_draft"]   # "longer proposals"
     assert max(r["tokens_per_target_call"] for r in _rows(arena)) == suffix["tokens_per_target_call"]  # "pays most"
     low, high, *speeds = quoted(
-        text, r"The learned drafters yield ([\d.]+)–([\d.]+) tokens per call here \(EAGLE ([\d.]+)×, Medusa ([\d.]+)×, "
+        text, r"The learned drafters \(the draft model, EAGLE, EAGLE-3\s+and Medusa\) yield ([\d.]+)–([\d.]+) tokens "
+              r"per call here \(EAGLE ([\d.]+)×, Medusa ([\d.]+)×, "
               r"the draft model ([\d.]+)×, EAGLE-3 ([\d.]+)×\)")
     assert (low, high) == _span(row("copy_edit", k)["tokens_per_target_call"] for k in LEARNED)
     listed = ("eagle", "medusa", "model", "eagle3")
@@ -327,22 +329,22 @@ def test_lesson_12_conversations_and_mtp(arena):
         _x(row("agent", "suffix")["tokens_per_target_call"]), _x(row("agent", "suffix")["measured_speedup"]),
         _x(max(r["tokens_per_target_call"] for r in others)), _x(max(r["measured_speedup"] for r in others)))
     # multi-turn edits: EAGLE-3 yields the most per call and measured the most; suffix decoding, drafting for free,
-    # comes within 0.05× of it on fewer tokens per call
+    # comes within a few hundredths of it on fewer tokens per call
     multi = _rows(arena, "multi_turn", 0.0)
     by_calls = sorted(multi, key=lambda r: r["tokens_per_target_call"])
     by_speed = sorted(multi, key=lambda r: r["measured_speedup"])
     assert [r["drafter"] for r in by_calls[-2:]] == ["model", "eagle3"]
     assert [r["drafter"] for r in by_speed[-2:]] == ["suffix", "eagle3"]
     e3, suffix = row("multi_turn", "eagle3"), row("multi_turn", "suffix")
-    assert e3["measured_speedup"] - suffix["measured_speedup"] < 0.05   # "within 0.05× of it"
+    gap = e3["measured_speedup"] - suffix["measured_speedup"]
     assert suffix["tokens_per_target_call"] < e3["tokens_per_target_call"]
     assert suffix["draft_ms_per_step"] < 0.01 * suffix["ar_ms_per_step"]   # "drafts for free"
     assert quoted(text, r"On multi-turn edits EAGLE-3 yields the most per call \(([\d.]+), the draft model ([\d.]+)\) "
                         r"and measured the most \(([\d.]+)×\), yet suffix decoding, which drafts for free, comes "
-                        r"within 0.05× of it on fewer tokens per call \(([\d.]+)× on ([\d.]+); prompt lookup "
+                        r"within ([\d.]+)× of it on fewer tokens per call \(([\d.]+)× on ([\d.]+); prompt lookup "
                         r"([\d.]+)×, the draft model ([\d.]+)×\)") == (
         _x(e3["tokens_per_target_call"]), _x(row("multi_turn", "model")["tokens_per_target_call"]),
-        _x(e3["measured_speedup"]), _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]),
+        _x(e3["measured_speedup"]), _x(gap), _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]),
         _x(row("multi_turn", "ngram")["measured_speedup"]), _x(row("multi_turn", "model")["measured_speedup"]))
     close = quoted(text, r"methods are close \(([\d.]+) against ([\d.]+) and ([\d.]+) against ([\d.]+) tokens\)")
     assert close == tuple(_x(row(t, k)["tokens_per_target_call"]) for t in ("multi_turn", "agent")
@@ -994,21 +996,30 @@ def test_lesson_11_eagle3_section():
     steps = ", ".join(f"{train3['held_out_agreement'][f'step_{k}']['all']:.2f}" for k in (1, 2, 3))
     assert f"teacher-forced agreement at steps 1-3: EAGLE-3 {steps}; EAGLE at step 1 " in out
     eagle_steps = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]["steps"]
-    assert f"both drafts trained {eagle_steps:,} and {train3['recipe']['steps']:,} steps" in out
+    assert (f"EAGLE trained {eagle_steps:,} steps and EAGLE-3 {train3['recipe']['steps']:,} steps of "
+            f"{train3['recipe']['batch']} sequences on the same chat data; on its "
+            f"{train3['data']['held_out_sequences']} held-out sequences") in out
     says(text, f"a decoding run of {card3['settings']['prompts']} held-out requests × up to "
                f"{card3['settings']['max_new_tokens']} tokens")
     says(text, f"over {card3['settings']['prompts']} requests of up to {card3['settings']['max_new_tokens']} tokens")
     says(text, f"over the {train3['data']['held_out_sequences']} held-out sequences")
-    says(text, "At this scale EAGLE-3 trails EAGLE")
-    assert (train3["held_out_agreement"]["step_1"]["all"] < train3["eagle_on_the_same_held_out"]["agreement"]["all"]
-            and e3["alpha"] < e1["alpha"])
+    says(text, "At this scale EAGLE-3 does not beat EAGLE. In the card it agrees with the target less often at "
+               "drafting step 1, and in the card's decoding run its α is lower at N = 2 and 3 and level at N = 4")
+    assert train3["held_out_agreement"]["step_1"]["all"] < train3["eagle_on_the_same_held_out"]["agreement"]["all"]
+    for n in (2, 3):
+        assert decoded[f"eagle3 N={n}"]["alpha"] < decoded[f"eagle N={n}"]["alpha"], n
+    assert abs(decoded["eagle3 N=4"]["alpha"] - decoded["eagle N=4"]["alpha"]) < 0.01   # "level"
+    says(text, "lesson 12's arena finds it ahead on some kinds of request and behind on others")
+    from lab.arena import committed_arena
+
+    cells = {(r["task"], r["temperature"], r["drafter"]): r["alpha"]
+             for r in committed_arena("smollm2-135m")["arena"]["rows"]}
+    gaps = [cells[(task, T, "eagle3")] - cells[(task, T, "eagle")] for task, T, kind in cells if kind == "eagle3"]
+    assert min(gaps) < 0 < max(gaps)
     eagle_recipe = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]
     says(text, f"its MLP is narrower than the EAGLE draft's ({train3['recipe']['intermediate']:,} against "
                f"{eagle_recipe['intermediate']:,})")
     assert train3["recipe"]["intermediate"] < eagle_recipe["intermediate"] and train3["recipe"]["head"] == "target"
-    says(text, "in the card's run at N = 4 its α at positions 2, 3 and 4 is no lower than at position 1")
-    positions = decoded["eagle3 N=4"]["conditional_acceptance"]
-    assert min(positions[1:]) >= positions[0]
     small = SOLUTIONS.parent / "lab" / "assets" / "shakespeare"
     recipe = json.loads((small / "eagle3" / "training.json").read_text())["recipe"]
     says(text, "The small pair's draft counted its 1,024 ids on its 307,200 training tokens (1,200 windows of 256)")

@@ -210,3 +210,31 @@ def test_bad_arguments_are_named(pair, model, prompts, tmp_path):
         Eagle3DraftModel.from_pretrained(pair.target, tmp_path)
     with pytest.raises(TypeError, match="ModelPair"):
         Eagle3Drafter.from_pretrained(pair.target)
+
+
+def test_eagle3_card_reads_both_recipes_cards_into_one_shape():
+    """Lesson 11 quotes the committed EAGLE-3 card of whichever pair it runs on: the chat recipe's (agreement per
+    kind of request in training.json) and the Shakespeare recipe's (agreement in measurements.json) give the same
+    keys, holding the files' own numbers."""
+    import json
+
+    from lab.drafters.eagle import EAGLE_DIRS
+    from lab.drafters.eagle3 import EAGLE3_DIRS, eagle3_card
+
+    real, small = eagle3_card("smollm2-135m"), eagle3_card("shakespeare")
+    assert set(real) == set(small)
+    train = json.loads((EAGLE3_DIRS["smollm2-135m"] / "training.json").read_text())
+    assert real["agreement"] == [train["held_out_agreement"][f"step_{k}"]["all"] for k in (1, 2, 3)]
+    assert real["eagle_agreement"] == train["eagle_on_the_same_held_out"]["agreement"]["all"]
+    assert real["eagle_steps"] == json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"][
+        "steps"]
+    assert real["held_out"] == f"its {train['data']['held_out_sequences']} held-out sequences"
+    measured = json.loads((EAGLE3_DIRS["shakespeare"] / "measurements.json").read_text())
+    assert small["agreement"] == measured["teacher_forced_agreement"]["eagle3"]
+    assert small["eagle_agreement"] == measured["teacher_forced_agreement"]["eagle"][0]
+    assert small["eagle_steps"] == json.loads((EAGLE_DIRS["shakespeare"] / "training.json").read_text())["steps"]
+    for card in (real, small):
+        assert len(card["agreement"]) == 3 and all(0 < a < 1 for a in card["agreement"])
+        assert {"eagle N=3", "eagle3 N=3"} <= set(card["decoding"]) and card["settings"]["prompts"] == 8
+    with pytest.raises(ValueError, match="pair_name must be one of"):
+        eagle3_card("gpt2")
