@@ -31,7 +31,8 @@ import torch
 
 __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "SMOLLM2_DIR", "TOKENIZER_FILES", "TARGET_KEY", "tokenizer_key",
            "weights_key",
-           "target_weights_key", "check_target_key", "cache_dir", "ModelNotAvailableError", "WheelFile",
+           "target_weights_key", "check_target_key", "check_model_type", "DRAFT_LOADERS", "cache_dir",
+           "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
            "converted_dir", "install_converted", "check_converted"]
 
@@ -104,6 +105,24 @@ def check_target_key(config: dict, target, directory, what: str, command: str) -
         raise ValueError(f"{directory} holds {what} trained for another target; retrain with `{command}`, or pass "
                          f"the target the weights were trained for (config.json records {TARGET_KEY} {saved!r}, this "
                          f"target's is {actual!r})")
+
+
+DRAFT_LOADERS = {"lab-eagle": "EagleDrafter.from_pretrained (an EAGLE draft)",
+                 "lab-eagle3": "Eagle3Drafter.from_pretrained (an EAGLE-3 draft)",
+                 "lab-mtp": "MTPDrafter.from_pretrained (MTP heads)"}
+"""The ``model_type`` each trained draft records in its ``config.json``, and what loads it (for the error when a
+folder of one kind is handed to another's loader)."""
+
+
+def check_model_type(config: dict, expected: str, directory) -> None:
+    """Raise ``ValueError`` naming ``directory`` when ``config`` (its loaded ``config.json``) records a ``model_type``
+    other than ``expected`` (one of :data:`DRAFT_LOADERS`), saying what the folder holds and which loader reads it
+    (``EAGLE_DIRS`` and ``EAGLE3_DIRS`` sit side by side in lesson 11). A config without ``model_type`` passes."""
+    saved = config.get("model_type")
+    if saved is None or saved == expected:
+        return
+    holds = DRAFT_LOADERS.get(saved, f"a {saved!r} model")
+    raise ValueError(f"{directory} holds a {saved!r} draft, not a {expected!r} one: load it with {holds}")
 
 
 # --- the cache, and the real pair's file from its wheel -----------------------------------------------------------

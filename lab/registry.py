@@ -23,9 +23,9 @@ def make_drafter(kind: str, pair, n_draft: int):
     and the MTP heads set their own).
 
     Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
-    (``pair.draft`` is None); Medusa, EAGLE, MTP and the parallel draft (``"parallel"``, PARD: N tokens from one draft
-    forward) raise ``FileNotFoundError`` / ``ValueError`` when their weights are missing or were trained for another
-    target, and the early exit ``ValueError`` for a target without Llama layers
+    (``pair.draft`` is None); Medusa, EAGLE, MTP, the parallel draft (``"parallel"``, PARD: N tokens from one draft
+    forward) and EAGLE-3 (``"eagle3"``) raise ``FileNotFoundError`` / ``ValueError`` when their weights are missing or
+    were trained for another target, and the early exit ``ValueError`` for a target without Llama layers
     (see :func:`try_drafter`).
 
     ``"suffix"`` (suffix decoding, lesson 08; vLLM's defaults, its own match length sets its draft, so ``n_draft``
@@ -74,7 +74,7 @@ def make_drafter(kind: str, pair, n_draft: int):
         from lab.drafters.parallel import ParallelDrafter
 
         return ParallelDrafter.from_pretrained(pair, n_draft=n_draft)
-    if kind == "eagle3":  # EAGLE-3: fused low/middle/high target layers, its own reduced head; chain of n_draft
+    if kind == "eagle3":  # EAGLE-3: fused low/middle/high target layers, a reduced draft vocabulary (d2t); a chain
         from lab.drafters.eagle3 import Eagle3Drafter
 
         return Eagle3Drafter.from_pretrained(pair, n_draft=n_draft)

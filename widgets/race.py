@@ -145,10 +145,11 @@ class RaceDashboard(w.VBox):
       a chat template (``pair.has_chat_template``) every prompt, free text included, is sent as one user turn
       (:func:`lab.prompts.encode_prompts`) and both sides stop at the end of the answer (``pair.eos_token_id``).
     - ``drafter``: one of :data:`lab.registry.DRAFTERS` (``model``, ``ngram``, ``lookahead``, ``medusa``, ``eagle``,
-      ``early-exit``, ``suffix``); ``n_draft``: the draft length N (1..16; None = 4). Lookahead, Medusa and suffix
-      decoding set their own draft (:data:`lab.registry.OWN_DRAFT`): for them ``n_draft`` must be left out (None)
-      and the N slider is disabled. The dashboard keeps one drafter per kind, like a server: suffix decoding's
-      cache of earlier outputs carries over from one race to the next (race a request twice to see it).
+      ``early-exit``, ``suffix``, ``mtp``, ``parallel``, ``eagle3``); ``n_draft``: the draft length N (1..16; None =
+      4). Lookahead, Medusa, suffix decoding and the MTP heads set their own draft (:data:`lab.registry.OWN_DRAFT`):
+      for them ``n_draft`` must be left out (None) and the N slider is disabled. The dashboard keeps one drafter per
+      kind, like a server: suffix decoding's cache of earlier outputs carries over from one race to the next (race a
+      request twice to see it).
     - ``max_new_tokens`` (1..400), ``temperature`` (0 = greedy, up to 2; None =
       :func:`lab.cli.options.demo_temperature`: 0.8 for a pair with a chat template, whose greedy answers loop on
       open requests, 0 for a plain-text pair), ``seed``
@@ -185,7 +186,7 @@ class RaceDashboard(w.VBox):
             from lab.models import load_pair
 
             pair = load_pair("smollm2-135m", dtype="auto")
-        if untrained_reason(drafter, pair.name):  # e.g. the EAGLE-3 draft, trained for the Shakespeare pair only
+        if untrained_reason(drafter, pair.name):  # a trained draft on a hub pair, say
             raise ValueError(f"drafter {drafter!r} is not available here: {untrained_reason(drafter, pair.name)}")
         temperature = demo_temperature(None if temperature is None else checked["temperature"],
                                        pair.has_chat_template)

@@ -24,16 +24,21 @@ ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;3
 """The escape codes that colour each kind of token (and the prompt) on a terminal."""
 
 
+_TRAINED_DRAFTS = {"medusa": "Medusa heads", "eagle": "an EAGLE draft", "mtp": "MTP heads",
+                   "parallel": "a parallel draft", "eagle3": "an EAGLE-3 draft"}
+"""What each drafter of :data:`lab.registry.TRAINED_FOR` needs, for the refusal naming it."""
+
+
 def add_parser(sub) -> None:
     """Add the ``demo`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
     p = sub.add_parser("demo", help="stream one speculative generation with coloured tokens",
                        description="Stream one speculative generation with coloured tokens (green accepted, red "
                                    "struck-through rejected, orange resampled, blue bonus), then print the stats.")
     p.add_argument("--drafter", choices=DRAFTERS, default="model",
-                   help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft "
-                        "or an early exit from the target; medusa and eagle with --pair shakespeare or "
-                        "smollm2-135m "
-                        "(default: %(default)s)")
+                   help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft, "
+                        "an early exit from the target, suffix decoding, the MTP heads, the parallel draft or the "
+                        "EAGLE-3 draft; medusa, eagle, mtp, parallel and eagle3 are trained for --pair shakespeare "
+                        "and smollm2-135m only (default: %(default)s)")
     p.add_argument("--prompt", default=None,
                    help="text to continue; with a chat pair (smollm2-135m) the user's message, sent with the chat "
                         "template (default: a held-out passage; a coding request for a chat pair)")
@@ -44,8 +49,9 @@ def add_parser(sub) -> None:
                         "with a chat template such as smollm2-135m, whose greedy answers loop on open requests; 0 "
                         "for a plain-text pair such as shakespeare)")
     p.add_argument("--n-draft", type=positive_int, default=None,
-                   help="draft tokens per step N, >= 1, for model, ngram, eagle and early-exit (default: 4); "
-                        "lookahead and medusa refuse it: their window / tree sets what they draft")
+                   help="draft tokens per step N, >= 1, for model, ngram, eagle, early-exit, parallel and eagle3 "
+                        "(default: 4); lookahead, medusa, suffix and mtp refuse it: their window, tree, match length "
+                        "or number of modules sets what they draft")
     p.add_argument("--seed", type=seed, default=0,
                    help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
     p.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)
@@ -61,7 +67,8 @@ def run(args) -> int:
     Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
     medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
     ``--max-new-tokens`` when the prompt plus the new tokens exceed it, and ``--drafter`` for one the pair cannot
-    have (medusa or eagle with a pair other than shakespeare, before it loads; early-exit on GPT-2) (all before
+    have (medusa, eagle, mtp, parallel or eagle3 with a pair they were not trained for, before it loads; early-exit
+    on GPT-2) (all before
     generating);
     :func:`lab.cli.main` prints either as one line."""
     from lab.decode import generate
@@ -73,7 +80,7 @@ def run(args) -> int:
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
                                        f"{own_draft_reason(args.drafter)}; leave --n-draft out")
     if args.drafter in TRAINED_FOR and args.pair not in TRAINED_FOR[args.drafter]:
-        what = "Medusa heads" if args.drafter == "medusa" else "an EAGLE draft"
+        what = _TRAINED_DRAFTS[args.drafter]
         have = " and ".join(TRAINED_FOR[args.drafter])
         raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the {have} "
                                        f"pair{'s have' if len(TRAINED_FOR[args.drafter]) > 1 else ' has'} one; with "

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
+from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
@@ -275,7 +275,8 @@ class EagleDraftModel(torch.nn.Module):
     def from_pretrained(cls, target, directory=EAGLE_DIR) -> EagleDraftModel:
         """Load weights saved by :meth:`save_pretrained` for ``target`` (safetensors only), in the target's dtype
         and on its device, in eval mode. Raises ``FileNotFoundError`` (naming the path and the training command)
-        when the files are missing, ``ValueError`` when they were made for a target of another width or
+        when the files are missing, ``ValueError`` when the folder holds another kind of draft
+        (:func:`lab.assets.check_model_type`) or when they were made for a target of another width or
         vocabulary, or for another target than ``target`` (a re-trained one: its ``config.json`` records another
         :func:`lab.assets.target_weights_key`; retrain with ``python -m lab train eagle``). Configs without that
         record load unchecked."""
@@ -288,6 +289,7 @@ class EagleDraftModel(torch.nn.Module):
                                     "train them with `python -m lab train eagle` (Shakespeare) or `train chat-eagle` "
                                     "(smollm2-135m)")
         config = json.loads(config_path.read_text())
+        check_model_type(config, "lab-eagle", directory)
         state = load_file(str(weights))
         draft_vocab = state.pop("draft_vocab", None)
         if (draft_vocab is None) != (config.get("draft_vocab_size") is None):

@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_target_key, target_weights_key
+from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
@@ -252,7 +252,8 @@ class MTPHeads(torch.nn.Module):
     def from_pretrained(cls, target, directory) -> MTPHeads:
         """Load what :meth:`save_pretrained` wrote for ``target`` (safetensors only), in the target's dtype and on
         its device, eval mode. Raises ``FileNotFoundError`` naming the missing file and ``python -m lab train
-        chat-mtp``; ``ValueError`` when the files were made for a target of another width or vocabulary, for
+        chat-mtp``; ``ValueError`` when the folder holds another kind of draft (:func:`lab.assets.check_model_type`),
+        when the files were made for a target of another width or vocabulary, for
         another target (its :func:`lab.assets.target_weights_key`), or do not match the config."""
         from safetensors.torch import load_file
 
@@ -263,6 +264,7 @@ class MTPHeads(torch.nn.Module):
                                         "config.json); train them with `python -m lab train chat-mtp` (smollm2-135m) "
                                         "or `python -m lab train mtp` (shakespeare), or restore lab/assets from git")
         config = json.loads((directory / CONFIG_FILE).read_text())
+        check_model_type(config, "lab-mtp", directory)
         for key, mine in (("width", int(target.config.hidden_size)), ("vocab_size", vocab_size(target))):
             if config.get(key) != mine:
                 raise ValueError(f"the MTP heads in {directory} were trained for {key} {config.get(key)}, this target "

@@ -1,6 +1,7 @@
-"""The EAGLE-3 draft of the real pair (``"smollm2-135m"``): fused low, middle and high target layers, its own head
-over a reduced draft vocabulary, trained with training-time test on the target's answers (Li et al. 2025, "EAGLE-3",
-arXiv 2503.01840, §3).
+"""The EAGLE-3 draft of the real pair (``"smollm2-135m"``): fused low, middle and high target layers, scoring a reduced
+draft vocabulary (its d2t map) through the target's own LM-head rows for those ids (the paper trains a head of its
+own, too large for the course's weight budget), trained with training-time test on the target's answers (Li et al.
+2025, "EAGLE-3", arXiv 2503.01840, §3).
 
 ``python -m lab train chat-eagle3`` runs :func:`train_chat_eagle3` on the data of ``python -m lab train chat-data``
 (:mod:`lab.training.chat_data`), split as the real pair's EAGLE draft splits it

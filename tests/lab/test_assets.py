@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,25 @@ def test_eagle_refuses_a_draft_of_another_target(pair, other, tmp_path):
     (tmp_path / "eagle" / "config.json").write_text(json.dumps(config))
     assert EagleDraftModel.from_pretrained(pair.target, tmp_path / "eagle").config["width"] == 32
 
+
+@pytest.mark.parametrize("loader, folder, holds", [
+    ("eagle3", "eagle", "'lab-eagle' draft, not a 'lab-eagle3' one: load it with EagleDrafter.from_pretrained"),
+    ("eagle", "eagle3", "'lab-eagle3' draft, not a 'lab-eagle' one: load it with Eagle3Drafter.from_pretrained"),
+    ("eagle3", "mtp", "'lab-mtp' draft, not a 'lab-eagle3' one: load it with MTPDrafter.from_pretrained"),
+    ("mtp", "eagle3", "'lab-eagle3' draft, not a 'lab-mtp' one: load it with Eagle3Drafter.from_pretrained"),
+])
+def test_a_draft_folder_of_another_kind_is_named_before_anything_loads(pair, loader, folder, holds):
+    """Lesson 11 holds EAGLE_DIRS and EAGLE3_DIRS side by side: a folder handed to the wrong loader says what it
+    holds and which loader reads it, instead of failing later on a missing tensor or a width."""
+    from lab.drafters.eagle import EagleDraftModel
+    from lab.drafters.eagle3 import Eagle3DraftModel
+    from lab.drafters.mtp import MTPHeads
+
+    load = {"eagle": EagleDraftModel, "eagle3": Eagle3DraftModel, "mtp": MTPHeads}[loader].from_pretrained
+    directory = PAIR_DIR / folder
+    with pytest.raises(ValueError, match=re.escape(f"{directory} holds a {holds}")):
+        load(pair.target, directory)
+    assert load(pair.target, PAIR_DIR / loader) is not None   # the right folder still loads
 
 # --- the cache, remembered hashes, the real pair's file in its wheel, converted folders --------------------------
 
