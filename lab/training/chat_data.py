@@ -162,7 +162,9 @@ def load_chat_data(folder: Path) -> list[dict]:
     when there is no shard."""
     from safetensors import safe_open
 
-    paths = sorted(Path(folder).glob("**/shard-*.safetensors"))
+    # only the layout build_chat_data writes: a stray copy or an old run elsewhere under the folder must not train
+    paths = sorted({path for pattern in ("shard-*.safetensors", "seed-*/shard-*.safetensors",
+                                         "self-*/shard-*.safetensors") for path in Path(folder).glob(pattern)})
     if not paths:
         raise FileNotFoundError(f"no chat-data shards in {folder}; build them with `python -m lab train chat-data`")
     sequences = []

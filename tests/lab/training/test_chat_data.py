@@ -43,6 +43,18 @@ def test_a_second_build_resumes_and_other_settings_are_refused(smollm2_pair, tin
         build_chat_data(smollm2_pair, prompts=4, shard_size=2, max_new_tokens=5, log=lambda m: None)
 
 
+def test_only_the_seed_and_self_folders_are_read(tiny_data):
+    """A shard anywhere else under the data folder (a backup, an old run) is not training data."""
+    import shutil
+
+    folder, prompts = tiny_data
+    stray = folder.parent / "backup" / folder.name
+    stray.mkdir(parents=True)
+    shutil.copy(folder / "shard-00000.safetensors", stray / "shard-00000.safetensors")
+    assert len(load_chat_data(folder.parent)) == len(prompts)
+    assert len(load_chat_data(folder)) == len(prompts)   # a seed folder itself reads its own shards
+
+
 def test_no_shards_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="train chat-data"):
         load_chat_data(tmp_path)
