@@ -1,12 +1,12 @@
 """Does a fresh Llama learn induction (copying) from a training mix? The groundwork for a copy-capable target.
 
-The committed target cannot copy: shown a random 40-token sequence twice, it predicts none of the second copy
-(probe accuracy 0.002, chance level), so prompt lookup gains little on copy tasks (lesson 08). This script trains a fresh model
+The committed target cannot copy: shown a random 40-token sequence twice, it predicts none of the second copy (probe
+accuracy 0.002, chance level), so prompt lookup gains little on copy tasks (lesson 08). This script trains a fresh model
 on the pair's corpus mixed with repeated passages (``lab.training.CopyBatches``) and prints, every 100 steps, the
-training loss, the probe accuracy (``lab.training.copy_probe_accuracy``: argmax on the second copy of 16 random
-40-token sequences after 40 tokens of held-out text) and the held-out loss (nats/token over 16 windows).
-``--init lab/assets/shakespeare/target`` starts from the committed target instead (``python -m lab train
-copy-target`` is the recipe built on that).
+training loss, the probe accuracy (``lab.training.copy_probe_accuracy``: argmax on the second copy of 16 random 40-token
+sequences after 40 tokens of held-out text) and the held-out loss (nats/token over 16 windows). ``--init
+lab/assets/shakespeare/target`` starts from the committed target instead (``python -m lab train copy-target`` is the
+recipe built on that).
 
 A row of the mix is one of: random tokens repeated after natural-text gaps (``--random``), a corpus passage
 repeated the same way (``--passages``), or a plain corpus window (the rest). Passages are 8-64 tokens, gaps 0-48,

@@ -53,7 +53,8 @@ def test_cost_ratio(capsys):
     wrong = {
         "draft_calls), not by the number of steps":
             lambda steps, ar: sum(s.draft_ms for s in steps) / len(steps) / ar,
-        "not drafted tokens": lambda steps, ar: sum(s.draft_ms for s in steps) / sum(len(s.drafted) for s in steps) / ar,
+        "not drafted tokens":
+            lambda steps, ar: sum(s.draft_ms for s in steps) / sum(len(s.drafted) for s in steps) / ar,
         "AUTOREGRESSIVE": lambda steps, ar: (sum(s.draft_ms for s in steps) / sum(s.draft_calls for s in steps))
         / (sum(s.verify_ms for s in steps) / len(steps)),
         "not the other way round": lambda steps, ar: ar / (sum(s.draft_ms for s in steps)

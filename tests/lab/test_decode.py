@@ -454,7 +454,8 @@ def test_bundled_drafters_fill_the_context_exactly(pair):
         new = limit - len(prompt)
         ref = generate(target, prompt, max_new_tokens=new).tokens
         makers = {"model": lambda: DraftModelDrafter(pair.draft, 7), "ngram": lambda: PromptLookupDrafter(3, 7),
-                  "lookahead": lambda: LookaheadDrafter(), "wide lookahead": lambda: LookaheadDrafter(window=30, ngram=5),
+                  "lookahead": lambda: LookaheadDrafter(),
+                  "wide lookahead": lambda: LookaheadDrafter(window=30, ngram=5),
                   "medusa": lambda: MedusaDrafter.from_pretrained(pair),
                   "eagle": lambda: EagleDrafter.from_pretrained(pair, n_draft=7),
                   "eagle tree": lambda: EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE),
@@ -474,8 +475,10 @@ GOOD = torch.full((1, V), 1 / V)
     (lambda r: None, TypeError, "Scripted.propose must return a lab.drafters.Draft.*got NoneType"),
     (lambda r: Draft([99999]), ValueError,
      r"Draft.tokens \(from Scripted.propose\) must be token ids in \[0, 64\), got \[99999\]"),
-    (lambda r: Draft([-1]), ValueError, r"Draft.tokens \(from Scripted.propose\) must be token ids in \[0, 64\), got \[-1\]"),
-    (lambda r: Draft([1.5]), TypeError, r"Draft.tokens \(from Scripted.propose\) must hold integer token ids, got float 1.5"),
+    (lambda r: Draft([-1]), ValueError,
+     r"Draft.tokens \(from Scripted.propose\) must be token ids in \[0, 64\), got \[-1\]"),
+    (lambda r: Draft([1.5]), TypeError,
+     r"Draft.tokens \(from Scripted.propose\) must hold integer token ids, got float 1.5"),
     (lambda r: Draft([True]), TypeError, "must hold integer token ids, got bool"),
     (lambda r: Draft("ab"), TypeError, r"Draft.tokens \(from Scripted.propose\) must be token ids, got text"),
     (lambda r: Draft(torch.tensor([1.0])), TypeError, "Draft.tokens .* must be integer token ids .*torch.float32"),
