@@ -12,7 +12,7 @@ import sys
 
 from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
                              pair_help, positive_int, seed, temperature)
-from lab.registry import DRAFTERS, TRAINED_FOR, own_draft_reason, try_drafter
+from lab.registry import DRAFTERS, own_draft_reason, try_drafter, untrained_reason
 
 __all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
 
@@ -22,11 +22,6 @@ CHAT_PROMPT = "Write a Python function that checks whether a string is a palindr
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
         "prompt": "\x1b[2m", "reset": "\x1b[0m"}
 """The escape codes that colour each kind of token (and the prompt) on a terminal."""
-
-
-_TRAINED_DRAFTS = {"medusa": "Medusa heads", "eagle": "an EAGLE draft", "mtp": "MTP heads",
-                   "parallel": "a parallel draft", "eagle3": "an EAGLE-3 draft"}
-"""What each drafter of :data:`lab.registry.TRAINED_FOR` needs, for the refusal naming it."""
 
 
 def add_parser(sub) -> None:
@@ -79,11 +74,8 @@ def run(args) -> int:
     if args.n_draft is not None and own_draft_reason(args.drafter):
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
                                        f"{own_draft_reason(args.drafter)}; leave --n-draft out")
-    if args.drafter in TRAINED_FOR and args.pair not in TRAINED_FOR[args.drafter]:
-        what = _TRAINED_DRAFTS[args.drafter]
-        have = " and ".join(TRAINED_FOR[args.drafter])
-        raise OptionError("--drafter", f"{args.drafter} needs {what} trained for the target, and only the {have} "
-                                       f"pair{'s have' if len(TRAINED_FOR[args.drafter]) > 1 else ' has'} one; with "
+    if untrained_reason(args.drafter, args.pair):
+        raise OptionError("--drafter", f"{args.drafter}: {untrained_reason(args.drafter, args.pair)}; with "
                                        f"--pair {args.pair} choose another drafter")
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
