@@ -125,7 +125,8 @@ def build_chat_data(pair, prompts: int = 1920, shard_size: int = 32, max_new_tok
 
 def _self_written(pair, folder: Path, count: int, seed: int, held_out: list[str], log) -> list[str]:
     """The self-written requests of ``folder``: sampled once (bf16 sampling differs across machines, so the list is
-    kept, not re-derived) and read back from ``requests.json`` when resuming."""
+    kept, not re-derived) and read back from ``requests.json`` when resuming; a sampling run killed before it
+    finished resumes from ``requests-checkpoint.json``."""
     from lab.training.self_requests import self_requests
 
     saved = folder / "requests.json"
@@ -135,9 +136,11 @@ def _self_written(pair, folder: Path, count: int, seed: int, held_out: list[str]
             raise ValueError(f"{folder} holds {len(requests)} self-written requests, not {count}; build with "
                              "another seed, or delete that folder to rebuild it")
         return requests
-    requests = self_requests(pair, count, seed=seed, exclude=held_out, log=log)
+    progress = folder / "requests-checkpoint.json"  # a killed sampling run resumes from it
+    requests = self_requests(pair, count, seed=seed, exclude=held_out, log=log, checkpoint=progress)
     folder.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(requests, indent=0, ensure_ascii=False), encoding="utf-8")
+    progress.unlink(missing_ok=True)
     return requests
 
 

@@ -9,6 +9,10 @@ surprises on a learner's own questions. :func:`lab.training.chat_data.build_chat
 """
 from __future__ import annotations
 
+import base64
+import json
+from pathlib import Path
+
 import torch
 
 from lab.validation import check_int
@@ -27,15 +31,22 @@ def _user_prefix(pair) -> list[int]:
 
 @torch.no_grad()
 def self_requests(pair, count: int, seed: int = 0, batch: int = 64, max_new_tokens: int = 64, exclude=(),
-                  log=print) -> list[str]:
+                  log=print, checkpoint: Path | None = None) -> list[str]:
     """``count`` distinct user requests sampled from ``pair.target`` after the chat template's user prefix, at
     temperature 1 with top-p 0.95 (Magpie, Xu et al. 2024, §2.1).
 
     Kept: requests that end (the end-of-turn token) within ``max_new_tokens`` tokens, hold at least four words,
     are not already kept and are not in ``exclude`` (the held-out prompts). Sampling goes on in batches of
     ``batch`` until ``count`` are kept; ``seed`` fixes the samples (the global RNG is restored). Returns them in the
-    order found. Raises ``ValueError`` for counts below 1, when ``pair`` has no chat template, or when 50 batches
-    in a row keep nothing new (the model does not write requests)."""
+    order found.
+
+    ``checkpoint``: a JSON file (None: no checkpoint). After every batch the requests kept so far and the random
+    generator's state go there (written beside and renamed, so a kill never leaves half a file); a later call with
+    the same settings resumes from it and returns what an uninterrupted run on the same machine would have, and a
+    checkpoint made with other settings is ignored and overwritten. The caller deletes it when done.
+
+    Raises ``ValueError`` for counts below 1, when ``pair`` has no chat template, or when 50 batches in a row keep
+    nothing new (the model does not write requests)."""
     count, batch = check_int("count", count, 1), check_int("batch", batch, 1)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
     if not pair.has_chat_template:
@@ -44,8 +55,16 @@ def self_requests(pair, count: int, seed: int = 0, batch: int = 64, max_new_toke
     prefix = torch.tensor([_user_prefix(pair)] * batch, device=pair.device)
     end = pair.eos_token_id
     kept, seen, idle = [], set(exclude), 0
+    settings = {"count": count, "seed": seed, "batch": batch, "max_new_tokens": max_new_tokens,
+                "exclude": sorted(seen), "pair": pair.name, "device": str(pair.device)}
     with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
         torch.manual_seed(seed)
+        saved = _read_checkpoint(checkpoint, settings)
+        if saved is not None:
+            kept, idle = saved["kept"], saved["idle"]
+            seen.update(kept)
+            _set_rng_state(saved["rng"], pair.device)
+            log(f"self-written requests: resuming at {len(kept)}/{count} from {checkpoint}")
         while len(kept) < count:
             out = pair.target.generate(prefix, attention_mask=torch.ones_like(prefix), do_sample=True,
                                        temperature=1.0, top_p=0.95, top_k=None, max_new_tokens=max_new_tokens,
@@ -59,8 +78,43 @@ def self_requests(pair, count: int, seed: int = 0, batch: int = 64, max_new_toke
                     seen.add(text)
                     kept.append(text)
             idle = 0 if len(kept) > before else idle + 1
+            if checkpoint is not None:
+                _write_checkpoint(Path(checkpoint), {"settings": settings, "kept": kept, "idle": idle,
+                                                     "rng": _rng_state(pair.device)})
             if idle >= 50:
                 raise ValueError(f"pair: {pair.name!r} wrote no new request in 50 batches; it does not continue a "
                                  "bare user turn")
             log(f"self-written requests: {min(len(kept), count)}/{count}")
     return kept[:count]
+
+
+def _rng_state(device) -> dict:
+    """The generator states sampling on ``device`` reads (the CPU's, and the device's own on CUDA), as text."""
+    state = {"cpu": base64.b64encode(torch.random.get_rng_state().numpy().tobytes()).decode()}
+    if torch.device(device).type == "cuda":
+        state["cuda"] = base64.b64encode(torch.cuda.get_rng_state(device).numpy().tobytes()).decode()
+    return state
+
+
+def _set_rng_state(state: dict, device) -> None:
+    def tensor(text):
+        return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+    torch.random.set_rng_state(tensor(state["cpu"]))
+    if "cuda" in state:
+        torch.cuda.set_rng_state(tensor(state["cuda"]), device)
+
+
+def _read_checkpoint(path, settings: dict):
+    """The checkpoint at ``path`` if it was made with ``settings``, else None."""
+    if path is None or not Path(path).exists():
+        return None
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    return saved if saved.get("settings") == settings else None
+
+
+def _write_checkpoint(path: Path, state: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
+    partial.replace(path)
