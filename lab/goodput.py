@@ -187,18 +187,26 @@ def batch_schedule(best: dict, max_batch: int | None = None) -> list:
 def format_goodput(result: dict) -> str:
     """:func:`measure_goodput`'s result as a settings line, a Markdown table (one row per batch size, goodput per
     N and × autoregressive), the crossover, the schedule as vLLM's setting and the load note."""
+    from lab.registry import OWN_DRAFT
+
     s = result["settings"]
     ns = s["n_values"]
-    head = " | ".join(f"N = {n} tokens/s" + ("" if n == 0 else " (× N = 0, acceptance rate)") for n in ns)
+    own = s["drafter"] in OWN_DRAFT  # it sets its own draft: its column is the drafter, not an N
+
+    def column(n):
+        return "N = 0 tokens/s" if n == 0 else (f"{s['drafter']} tokens/s" if own else f"N = {n} tokens/s")
+
+    head = " | ".join(column(n) + ("" if n == 0 else " (× N = 0, acceptance rate)") for n in ns)
     lines = [f"goodput (committed tokens/s over the batch), pair {s['pair']} on {s['device']} ({s['processor']}, "
-             f"{s['dtype']}, {s['threads']} threads), drafter {s['drafter']} drafting per row, "
-             + (f"the same {s['requests']} requests" if s.get("requests") else "")
+             f"{s['dtype']}, {s['threads']} thread{'s' * (s['threads'] != 1)}), drafter {s['drafter']} drafting per "
+             "row, "
+             + (f"the same {s['requests']} request{'s' * (s['requests'] != 1)}" if s.get("requests") else "")
              + (f" ({s['task']})" if s.get("task") else "")
              + (" at every batch size" if s.get("requests") else "")
              + (f" B, served with {s['scheduling']} (at most B at once)" if s.get("scheduling") else "")
              + f", {s['max_new_tokens']} new tokens per row, T = {s['temperature']:g}, {s['rounds']} "
              f"round{'s' * (s['rounds'] != 1)}, batch sizes and N interleaved", "",
-             f"| batch | {head} | best N |", "|---" * (len(ns) + 2) + "|"]
+             f"| batch | {head} | {'best' if own else 'best N'} |", "|---" * (len(ns) + 2) + "|"]
     cells = {(row["batch"], row["n_draft"]): row for row in result["rows"]}
     for b in s["batch_sizes"]:
         parts = []
@@ -210,12 +218,14 @@ def format_goodput(result: dict) -> str:
                 text += f" ({row['vs_autoregressive']:.2f}×, {rate})"
             parts.append(text)
         best = result["best"].get(b, result["best"].get(str(b)))  # JSON keys are strings
-        lines.append(f"| {b} | " + " | ".join(parts) + f" | {best} |")
+        lines.append(f"| {b} | " + " | ".join(parts) + f" | {(s['drafter'] if best else 'N = 0') if own else best} |")
     crossover = result["crossover"]
-    lines += ["", "crossover batch size (smallest measured B where no N > 0 beats N = 0): "
+    beaten = f"{s['drafter']} does not beat N = 0" if own else "no N > 0 beats N = 0"
+    lines += ["", f"crossover batch size (smallest measured B where {beaten}): "
               + (str(crossover) if crossover is not None else f"none up to {s['batch_sizes'][-1]}"),
-              "N schedule, as vLLM's --speculative-config setting: "
-              + f'{{"num_speculative_tokens_per_batch_size": {result["schedule"]}}}', "", result["note"]]
+              (f"N schedule: none, {s['drafter']} sets its own draft" if own else
+               "N schedule, as vLLM's --speculative-config setting: "
+               + f'{{"num_speculative_tokens_per_batch_size": {result["schedule"]}}}'), "", result["note"]]
     return "\n".join(lines)
 
 

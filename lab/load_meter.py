@@ -18,8 +18,8 @@ BUSY_SHARE = 0.25
 """Other processes kept more than this share of the cores busy, on average over the block: the timing is flagged
 (on 2 cores, half a core of other work)."""
 
-BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and uneven; close other programs and run the "
-                "cell again")
+BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and uneven; close other programs and time "
+                "again")
 """The sentence :meth:`LoadMeter.note` ends with when the timing was flagged; tests look for it in committed outputs."""
 
 

@@ -258,13 +258,14 @@ def _check_dtype(dtype, device=None) -> torch.dtype:
     strings such as ``"bfloat16"`` name one."""
     if dtype is None:
         return torch.float32
+    given = dtype
     if isinstance(dtype, str):
         if dtype == "auto":
             return auto_dtype(device)
         dtype = getattr(torch, dtype.removeprefix("torch."), dtype)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError("dtype must be None (float32), 'auto' (the fast dtype here) or a torch floating dtype "
-                         f"(torch.float32, torch.bfloat16, torch.float16), got {dtype!r}")
+                         f"(torch.float32, torch.bfloat16, torch.float16, or its name), got {given!r}")
     return dtype
 
 

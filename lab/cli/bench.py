@@ -36,8 +36,9 @@ def add_parser(sub) -> None:
                     prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; default: 3 per "
                                  "kind of request for a chat pair, 5 otherwise)",
                     n_draft_help="draft tokens per step N, >= 1, for the draft model (ours and transformers' "
-                                 "assistant), EAGLE and the early exit; prompt lookup drafts --lookup-n-draft, "
-                                 "Lookahead and Medusa follow their window / tree (default: %(default)s)")
+                                 "assistant), EAGLE, EAGLE-3, the parallel draft and the early exit; prompt lookup "
+                                 "drafts --lookup-n-draft; Lookahead, Medusa, suffix decoding and the MTP heads set "
+                                 "their own draft (default: %(default)s)")
     b.add_argument("--drafter", action="append", type=drafter_names, default=None, metavar="NAME[,NAME...]",
                    help="time only these drafters beside lab autoregressive and HF generate, repeatable or "
                         f"comma-separated, from {', '.join(DRAFTERS)} (model and ngram bring transformers' "
@@ -53,24 +54,26 @@ def add_parser(sub) -> None:
                             "batch size where no N > 0 beats N = 0 any more, and the best N per batch size as "
                             "vLLM's num_speculative_tokens_per_batch_size; --max-new-tokens defaults to "
                             f"{BATCH_MAX_NEW_TOKENS} here")
-    batch.add_argument("--batch-sizes", type=int_list(1), default="1,2,4,8,16", metavar="B,B,...",
-                       help="batch sizes to time, comma-separated, each >= 1 (default: %(default)s)")
-    batch.add_argument("--batch-n", type=int_list(0), default="0,2,4", metavar="N,N,...",
+    batch.add_argument("--batch-sizes", type=int_list(1), default=None, metavar="B,B,...",
+                       help="batch sizes to time, comma-separated, each >= 1 (default: "
+                            f"{','.join(map(str, BATCH_DEFAULTS['batch_sizes']))})")
+    batch.add_argument("--batch-n", type=int_list(0), default=None, metavar="N,N,...",
                        help="draft lengths to time, comma-separated, each >= 0; 0 = autoregressive (default: "
-                            "%(default)s)")
-    batch.add_argument("--batch-drafter", choices=DRAFTERS, default="ngram",
-                       help="the drafter of every row, one instance per row (default: %(default)s, prompt lookup, "
+                            f"{','.join(map(str, BATCH_DEFAULTS['batch_n']))}; 0,1 for a drafter that sets its own "
+                            f"draft, {', '.join(OWN_DRAFT)})")
+    batch.add_argument("--batch-drafter", choices=DRAFTERS, default=None,
+                       help="the drafter of every row, one instance per row (default: ngram, prompt lookup, "
                             "whose drafting costs next to nothing, so the goodput measures verification; a draft "
                             "model drafts row by row here, so its cost grows with the batch)")
-    batch.add_argument("--batch-task", choices=("all", *BATCH_TASKS), default="all",
-                       help="the chat pair's requests of one kind, or all four kinds interleaved (default: "
-                            "%(default)s); the Shakespeare pair always takes its held-out passages")
+    batch.add_argument("--batch-task", choices=("all", *BATCH_TASKS), default=None,
+                       help="the chat pair's requests of one kind, or all four kinds interleaved (default: all); "
+                            "the Shakespeare pair always takes its held-out passages")
     batch.add_argument("--batch-requests", type=positive_int, default=None, metavar="R",
                        help="requests in the queue every batch size serves, >= 1; B of them run at once and a "
                             "finished one's place goes to the next (continuous batching) (default: twice the "
                             "largest batch size)")
-    batch.add_argument("--rounds", type=positive_int, default=1,
-                       help="interleaved rounds over every batch size x N, >= 1 (default: %(default)s)")
+    batch.add_argument("--rounds", type=positive_int, default=None,
+                       help="interleaved rounds over every batch size x N, >= 1 (default: 1)")
     for action in b._actions:  # --max-new-tokens: 128 for the tables, BATCH_MAX_NEW_TOKENS with --batch
         if action.dest == "max_new_tokens":
             action.default = None
@@ -79,6 +82,10 @@ def add_parser(sub) -> None:
 
 
 BATCH_MAX_NEW_TOKENS = 32
+BATCH_DEFAULTS = {"batch_sizes": (1, 2, 4, 8, 16), "batch_n": (0, 2, 4), "batch_drafter": "ngram",
+                  "batch_task": "all", "batch_requests": None, "rounds": 1}
+"""The ``--batch-*`` options' values when not given (None in the parsed arguments, so that giving one without
+``--batch`` is an error instead of silently doing nothing)."""
 BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS: --help must not import torch
 """``--max-new-tokens`` of ``bench --batch`` when none is given: 32 requests x 32 tokens of the real pair take seconds
 per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
@@ -101,6 +108,11 @@ def run(args) -> int:
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
     drafters = selected_drafters(args)
+    given = [name for name in BATCH_DEFAULTS if getattr(args, name, None) is not None]
+    if given and not getattr(args, "batch", False):
+        option = "--" + given[0].replace("_", "-")
+        raise OptionError(option, "applies only with --batch (goodput against batch size); add --batch, or leave "
+                                  f"{option} out for the method tables")
     if getattr(args, "batch", False):
         if drafters:
             raise OptionError("--drafter", "selects the drafters of the method tables; with --batch choose the "
@@ -289,6 +301,11 @@ def _run_batch(args) -> int:
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts, held_out_prompts
 
+    if getattr(args, "batch_n", None) is None and (args.batch_drafter or "") in OWN_DRAFT:
+        args.batch_n = (0, 1)  # N does not apply: one speculative column beside autoregressive decoding
+    for name, value in BATCH_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
     chat = args.pair in CHAT_PAIRS
     if chat:
         kinds = CHAT_TASKS if args.batch_task == "all" else (args.batch_task,)

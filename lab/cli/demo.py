@@ -146,7 +146,7 @@ def run(args) -> int:
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
         f"tokens per target call {stats['tokens_per_target_call']:.2f}",
         f"{stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
-        f"{stats['new_tokens']} tokens",
+        f"{stats['new_tokens']} token{'s' if stats['new_tokens'] != 1 else ''}",
         f"{stats['tokens_per_second']:.0f} tokens/s",
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))

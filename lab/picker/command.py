@@ -38,7 +38,7 @@ def report(args) -> int:
     target_has_mtp or has_parallel_draft counts as False). A bad value prints one line naming the flag to
     stderr and returns 2 (before anything is printed to stdout; a ``--markdown`` path whose folder does not exist
     counts as a bad value); a guide that cannot be written for another reason (permissions, a full disk) prints one
-    line and returns 1.
+    line to stderr and returns 1, also before anything is printed to stdout.
     """
     def fail(message: str, status: int) -> int:
         print(f"python -m lab pick: {message}", file=sys.stderr)
@@ -64,6 +64,11 @@ def report(args) -> int:
             return fail(f"--markdown: {path} is a folder; give a file name, e.g. {path / 'guide.md'}", 2)
         if not path.parent.is_dir():
             return fail(f"--markdown: cannot write {path}: the folder {path.parent} does not exist", 2)
+    if path is not None:  # written before anything is printed, so a failed write leaves stdout empty
+        try:
+            path.write_text(rec.to_markdown(args.target, tp), encoding="utf-8")
+        except OSError as error:
+            return fail(f"--markdown: cannot write {path}: {error.strerror or error}", 1)
     if args.json:
         data = rec.to_dict()
         data["vllm_command"] = command
@@ -73,11 +78,6 @@ def report(args) -> int:
         print(json.dumps(data, indent=1))
     else:
         print(rec.summary(args.target, tp))
-    if path is not None:
-        try:
-            path.write_text(rec.to_markdown(args.target, tp), encoding="utf-8")
-        except OSError as error:
-            return fail(f"--markdown: cannot write {path}: {error.strerror or error}", 1)
-        if not args.json:
-            print(f"\nDecision guide written to {path}")
+    if path is not None and not args.json:
+        print(f"\nDecision guide written to {path}")
     return 0

@@ -131,3 +131,30 @@ def test_bench_batch_refuses_a_table_without_a_baseline_or_with_ns_that_do_not_a
     so several N would fill columns with the same drafter and pick the best N from noise."""
     assert cli.main(["bench", "--batch", "--pair", "shakespeare", "--max-new-tokens", "2", *args]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_drafter_with_its_own_draft_gets_one_column_named_after_it(loaded, capsys):
+    """Without --batch-n, suffix decoding (which sets its own draft, so N does not apply) is timed once beside
+    N = 0, its column and best cell name it, and no N schedule is offered for vLLM."""
+    args = ["bench", "--batch", "--pair", "shakespeare", "--batch-sizes", "1,2", "--max-new-tokens", "3",
+            "--prompts", "2", "--batch-drafter", "suffix"]
+    assert cli.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| batch |"))
+    assert lines[header] == "| batch | N = 0 tokens/s | suffix tokens/s (× N = 0, acceptance rate) | best |"
+    bests = [line.strip("|").split("|")[-1].strip() for line in lines[header + 2: header + 4]]
+    assert len(bests) == 2 and set(bests) <= {"suffix", "N = 0"}
+    assert any(line.startswith("crossover batch size (smallest measured B where suffix does not beat N = 0): ")
+               for line in lines)
+    assert "N schedule: none, suffix sets its own draft" in lines
+    assert "1 threads" not in lines[0] and "1 requests" not in lines[0]
+
+
+@pytest.mark.parametrize("flag,value", [("--batch-sizes", "4"), ("--batch-n", "0,2"), ("--batch-drafter", "model"),
+                                        ("--batch-task", "code"), ("--batch-requests", "3"), ("--rounds", "2")])
+def test_a_batch_option_without_batch_is_refused_not_ignored(capsys, flag, value):
+    """Before: the option was dropped and the whole method-table bench ran instead (minutes of timing)."""
+    assert cli.main(["bench", flag, value]) == 2
+    assert capsys.readouterr().err == (f"python -m lab bench: error: {flag}: applies only with --batch (goodput "
+                                       f"against batch size); add --batch, or leave {flag} out for the method "
+                                       "tables\n")
