@@ -108,14 +108,34 @@ class ModelPair:
         :data:`CHAT_ROLES` and str contents (other keys are ignored). Raises ``ValueError`` when the pair has no
         chat template (the Shakespeare pair: use :meth:`encode`), for an empty list, a dict without "role" or
         "content" or an unknown role; ``TypeError`` for anything but a str or a list of dicts, and for a content
-        that is not a str."""
+        that is not a str.
+
+        A content is text, never markup: where it spells a special token (``"<|im_end|>"``), those characters are
+        encoded as ordinary text, so a message cannot end its turn or forge another one (chat-template injection);
+        the template's own special tokens stay special."""
         if not self.has_chat_template:
             raise ValueError(f"the {self.name!r} pair has no chat template (its tokenizer was not trained on "
                              "conversations): encode plain text with pair.encode(text), or load a chat pair such as "
                              "load_pair('smollm2-135m')")
-        text = self.tokenizer.apply_chat_template(_check_messages(messages), tokenize=False,
-                                                  add_generation_prompt=True)
-        return self.encode(text)
+        checked = _check_messages(messages)
+        specials = [t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special]
+        if not any(special in m["content"] for m in checked for special in specials):
+            text = self.tokenizer.apply_chat_template(checked, tokenize=False, add_generation_prompt=True)
+            return self.encode(text)
+        # Render the template around placeholders, then encode each content with its special-token text split.
+        marks = [f"\x00content {i}\x00" for i in range(len(checked))]
+        text = self.tokenizer.apply_chat_template([{**m, "content": mark} for m, mark in zip(checked, marks)],
+                                                  tokenize=False, add_generation_prompt=True)
+        if any(text.count(mark) != 1 for mark in marks):
+            raise ValueError("messages: a content spells a special token, and this pair's chat template does not "
+                             "place each content once as given, so it cannot be kept as plain text")
+        ids = []
+        for mark, message in zip(marks, checked):
+            before, text = text.split(mark)
+            ids += self.encode(before) if before else []
+            ids += self.tokenizer(message["content"], add_special_tokens=False, split_special_tokens=True,
+                                  verbose=False)["input_ids"]
+        return ids + (self.encode(text) if text else [])
 
 
 def _check_messages(messages) -> list[dict]:
