@@ -70,7 +70,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
       otherwise tokens are sampled from the target's distribution after temperature / top-k / top-p, exactly
       (the draft only changes speed).
     - Generation stops after ``eos_token_id`` (included) or exactly ``max_new_tokens`` tokens.
-    - ``seed`` makes sampling reproducible (a CPU ``torch.Generator``); ``on_step`` receives one
+    - ``seed`` makes sampling reproducible (a CPU ``torch.Generator``) for one drafter and its settings: another
+      drafter draws the random numbers at other points, so the same seed gives other text, from the same
+      distribution (speculation is exact in distribution, not sample for sample); ``on_step`` receives one
       :class:`~lab.trace.StepRecord` per target call as it happens; ``record_probs`` stores per-position target
       and draft distributions in the records.
     - A drafter may propose a token tree (``Draft.parents``): one target forward verifies every node with a tree
