@@ -130,8 +130,10 @@ def run(args) -> int:
     if not args.json:
         sys.stdout.write(paint("prompt", prompt + ("\n" if chat else "")))
         if color:
+            # greedy: the token that replaces a rejected draft is the target's argmax, nothing is sampled
+            replaced = "resampled" if temperature_used > 0 else "corrected (the target's argmax)"
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
-                             f"{ANSI['resampled']}resampled{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
+                             f"{ANSI['resampled']}{replaced}{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
     gen = generate(pair.target, prompt_ids, drafter=drafter,
                    max_new_tokens=args.max_new_tokens, temperature=temperature_used, seed=args.seed,
                    eos_token_id=pair.eos_token_id, on_step=None if args.json else show)

@@ -104,6 +104,7 @@ def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(monkeypatch, cap
     assert f"{ANSI['rejected']}é|D{ANSI['reset']}" in out, out       # off the path: é (two nodes), D
     assert "\ufffd" not in out
     assert f"{ANSI['accepted']}A{ANSI['reset']}" in out and f"{ANSI['resampled']}x" in out
+    assert f"{ANSI['resampled']}corrected (the target's argmax){ANSI['reset']}" in out  # greedy: nothing is sampled
 
 
 def test_cli_demo_prints_split_characters_whole(pair, monkeypatch, capsys):
@@ -263,6 +264,7 @@ def test_demo_colours_and_sampling():
     done = _cli("demo", "--color", "always", "--max-new-tokens", "30", "--temperature", "0.8", "--seed", "3")
     assert done.returncode == 0, done.stderr
     assert "\x1b[32m" in done.stdout and "acceptance rate" in done.stdout and "tokens per target call" in done.stdout
+    assert "\x1b[1;33mresampled\x1b[0m" in done.stdout  # the legend at T > 0
 
 
 def test_demo_rejects_bad_arguments():
