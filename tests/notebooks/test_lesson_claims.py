@@ -771,7 +771,8 @@ def test_lesson_10_medusa_against_its_chain_and_the_draft_model():
     card = json.loads((SOLUTIONS.parent / "lab" / "assets" / "smollm2-135m" / "medusa" / "training.json").read_text())
     assert config["shared_head"] and config["draft_vocab_size"] == 2048 and round(card["parameters"] / 1e6, 1) == 2.2
     says(text, "the 2,048 tokens that are most frequent in the target's answers")
-    says(text, "2.2 M trainable parameters instead of 8.1 M for three layers of their own over 4,096 tokens")
+    says(text, "2.2 M trainable parameters, where the previous heads (three output layers of their own, over a draft "
+               "vocabulary of 4,096 tokens) held 8.1 M")
     assert f"trainable parameters: {card['parameters']:,}" in out and "through one output layer the heads share" in out
 
 
