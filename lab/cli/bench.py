@@ -75,6 +75,9 @@ def add_parser(sub) -> None:
     batch.add_argument("--rounds", type=positive_int, default=None,
                        help="interleaved rounds over every batch size x N, >= 1 (default: 1)")
     for action in b._actions:  # --max-new-tokens: 128 for the tables, BATCH_MAX_NEW_TOKENS with --batch
+        if action.dest in TABLE_DEFAULTS:
+            action.default = None
+            action.help = action.help.replace("%(default)s", str(TABLE_DEFAULTS[action.dest]))
         if action.dest == "max_new_tokens":
             action.default = None
             action.help = (f"tokens to generate per prompt, >= 1 (default: 128; {BATCH_MAX_NEW_TOKENS} per row "
@@ -82,13 +85,16 @@ def add_parser(sub) -> None:
 
 
 BATCH_MAX_NEW_TOKENS = 32
+"""``--max-new-tokens`` of ``bench --batch`` when none is given: 32 requests x 32 tokens of the real pair take seconds
+per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
+BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS: --help must not import torch
 BATCH_DEFAULTS = {"batch_sizes": (1, 2, 4, 8, 16), "batch_n": (0, 2, 4), "batch_drafter": "ngram",
                   "batch_task": "all", "batch_requests": None, "rounds": 1}
 """The ``--batch-*`` options' values when not given (None in the parsed arguments, so that giving one without
 ``--batch`` is an error instead of silently doing nothing)."""
-BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS: --help must not import torch
-"""``--max-new-tokens`` of ``bench --batch`` when none is given: 32 requests x 32 tokens of the real pair take seconds
-per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
+TABLE_DEFAULTS = {"n_draft": 4, "lookup_n_draft": 5}
+"""``--n-draft`` and ``--lookup-n-draft`` when not given (None when parsed, so that giving one where it does not
+apply, with ``--batch`` or for drafters that set their own draft, is an error instead of doing nothing)."""
 
 
 def run(args) -> int:
@@ -113,11 +119,22 @@ def run(args) -> int:
         option = "--" + given[0].replace("_", "-")
         raise OptionError(option, "applies only with --batch (goodput against batch size); add --batch, or leave "
                                   f"{option} out for the method tables")
+    table_given = [name for name in TABLE_DEFAULTS if getattr(args, name, None) is not None]
     if getattr(args, "batch", False):
         if drafters:
             raise OptionError("--drafter", "selects the drafters of the method tables; with --batch choose the "
                                            "drafter with --batch-drafter")
+        if table_given:
+            raise OptionError("--" + table_given[0].replace("_", "-"), "applies to the method tables; with --batch "
+                                                                       "give the draft lengths with --batch-n")
         return _run_batch(args)
+    if "n_draft" in table_given and drafters and all(name in OWN_DRAFT or name == "ngram" for name in drafters):
+        raise OptionError("--n-draft", f"does not apply to {', '.join(drafters)}: prompt lookup drafts "
+                                       "--lookup-n-draft tokens, and Lookahead, Medusa, suffix decoding and the MTP "
+                                       "heads set their own draft; leave --n-draft out")
+    for name, value in TABLE_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
     args.max_new_tokens = args.max_new_tokens or 128
     if args.pair in CHAT_PAIRS:
         return _run_chat(args, args.prompts or 3)

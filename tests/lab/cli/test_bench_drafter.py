@@ -44,6 +44,26 @@ def test_drafter_with_batch_is_refused_before_anything_loads(capsys):
            "--batch-drafter" in err
 
 
+@pytest.mark.parametrize("argv,flag,words", [
+    (["--batch", "--n-draft", "2"], "--n-draft", "applies to the method tables; with --batch give the draft lengths "
+                                                 "with --batch-n"),
+    (["--batch", "--lookup-n-draft", "3"], "--lookup-n-draft", "applies to the method tables"),
+    (["--drafter", "medusa,suffix", "--n-draft", "2"], "--n-draft", "does not apply to medusa, suffix"),
+    (["--drafter", "ngram", "--n-draft", "2"], "--n-draft", "does not apply to ngram: prompt lookup drafts "
+                                                        "--lookup-n-draft tokens"),
+])
+def test_a_draft_length_that_would_be_ignored_is_refused(capsys, argv, flag, words):
+    """Before: the value was dropped without a word (the defaults 4 and 5 could not be told from a given value)."""
+    assert cli.main(["bench", *argv]) == 2
+    assert f"python -m lab bench: error: {flag}: {words}" in capsys.readouterr().err
+
+
+def test_draft_lengths_keep_their_defaults_when_not_given():
+    args = parse("--drafter", "model")
+    assert (args.n_draft, args.lookup_n_draft) == (None, None)  # resolved by run() to 4 and 5
+    assert parse("--drafter", "model,medusa", "--n-draft", "2").n_draft == 2  # applies to the draft model
+
+
 def test_run_bench_checks_drafters_before_any_model_runs():
     fake = SimpleNamespace(draft=object())  # never used: the checks come first
     with pytest.raises(ValueError, match="drafters must be one of model, ngram"):
