@@ -132,10 +132,9 @@ class ModelPair:
         ids = []
         for mark, message in zip(marks, checked):
             before, text = text.split(mark)
-            ids += self.encode(before) if before else []
-            ids += self.tokenizer(message["content"], add_special_tokens=False, split_special_tokens=True,
-                                  verbose=False)["input_ids"]
-        return ids + (self.encode(text) if text else [])
+            ids += self.encode(before) + self.tokenizer(message["content"], add_special_tokens=False,
+                                                        split_special_tokens=True, verbose=False)["input_ids"]
+        return ids + self.encode(text)
 
 
 def _check_messages(messages) -> list[dict]:

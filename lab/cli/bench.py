@@ -114,27 +114,23 @@ def run(args) -> int:
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
     drafters = selected_drafters(args)
-    given = [name for name in BATCH_DEFAULTS if getattr(args, name, None) is not None]
-    if given and not getattr(args, "batch", False):
-        option = "--" + given[0].replace("_", "-")
-        raise OptionError(option, "applies only with --batch (goodput against batch size); add --batch, or leave "
-                                  f"{option} out for the method tables")
-    table_given = [name for name in TABLE_DEFAULTS if getattr(args, name, None) is not None]
+    batch_given, table_given = _given(args, BATCH_DEFAULTS), _given(args, TABLE_DEFAULTS)
+    if batch_given and not getattr(args, "batch", False):
+        raise OptionError(batch_given[0], "applies only with --batch (goodput against batch size); add --batch, or "
+                                          f"leave {batch_given[0]} out for the method tables")
     if getattr(args, "batch", False):
         if drafters:
             raise OptionError("--drafter", "selects the drafters of the method tables; with --batch choose the "
                                            "drafter with --batch-drafter")
         if table_given:
-            raise OptionError("--" + table_given[0].replace("_", "-"), "applies to the method tables; with --batch "
-                                                                       "give the draft lengths with --batch-n")
+            raise OptionError(table_given[0], "applies to the method tables; with --batch give the draft lengths "
+                                              "with --batch-n")
         return _run_batch(args)
-    if "n_draft" in table_given and drafters and all(name in OWN_DRAFT or name == "ngram" for name in drafters):
+    if "--n-draft" in table_given and drafters and all(name in OWN_DRAFT or name == "ngram" for name in drafters):
         raise OptionError("--n-draft", f"does not apply to {', '.join(drafters)}: prompt lookup drafts "
                                        "--lookup-n-draft tokens, and Lookahead, Medusa, suffix decoding and the MTP "
                                        "heads set their own draft; leave --n-draft out")
-    for name, value in TABLE_DEFAULTS.items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
+    _fill_defaults(args, TABLE_DEFAULTS)
     args.max_new_tokens = args.max_new_tokens or 128
     if args.pair in CHAT_PAIRS:
         return _run_chat(args, args.prompts or 3)
@@ -172,6 +168,18 @@ def run(args) -> int:
     else:
         print("\n\n".join(format_table(result, label) for label, result in results.items()))
     return 0 if all(result["identical"] for result in results.values()) else 1
+
+
+def _given(args, defaults: dict) -> list[str]:
+    """The flags (``--batch-n``, ...) of the options in ``defaults`` that were given (not None in ``args``)."""
+    return ["--" + name.replace("_", "-") for name in defaults if getattr(args, name, None) is not None]
+
+
+def _fill_defaults(args, defaults: dict) -> None:
+    """Set each option of ``defaults`` that was not given to its default."""
+    for name, value in defaults.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
 
 
 def selected_drafters(args) -> tuple | None:
@@ -320,9 +328,7 @@ def _run_batch(args) -> int:
 
     if getattr(args, "batch_n", None) is None and (args.batch_drafter or "") in OWN_DRAFT:
         args.batch_n = (0, 1)  # N does not apply: one speculative column beside autoregressive decoding
-    for name, value in BATCH_DEFAULTS.items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
+    _fill_defaults(args, BATCH_DEFAULTS)
     chat = args.pair in CHAT_PAIRS
     if chat:
         kinds = CHAT_TASKS if args.batch_task == "all" else (args.batch_task,)

@@ -74,9 +74,9 @@ def run(args) -> int:
     if args.n_draft is not None and own_draft_reason(args.drafter):
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
                                        f"{own_draft_reason(args.drafter)}; leave --n-draft out")
-    if untrained_reason(args.drafter, args.pair):
-        raise OptionError("--drafter", f"{args.drafter}: {untrained_reason(args.drafter, args.pair)}; with "
-                                       f"--pair {args.pair} choose another drafter")
+    untrained = untrained_reason(args.drafter, args.pair)
+    if untrained:
+        raise OptionError("--drafter", f"{args.drafter}: {untrained}; with --pair {args.pair} choose another drafter")
     n_draft = 4 if args.n_draft is None else args.n_draft
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
