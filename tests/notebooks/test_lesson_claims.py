@@ -6,6 +6,7 @@ the same notebook's committed outputs, and fails (naming the sentence) when the 
 is brought back in line in the same commit that re-runs the notebook.
 """
 import json
+import math
 import re
 from pathlib import Path
 
@@ -154,7 +155,14 @@ def test_lesson_12_reads_the_baseline_first(arena):
 
 def test_lesson_12_which_drafter_where(arena):
     """The bullets on copy/edit, code, structured output and chat at T = 0."""
+    from safetensors import safe_open
+
     text, cell = arena["text"], arena["cell"]
+    # the chat bullet's draft size: the committed file's trained parameters (its embedding is the target's)
+    with safe_open(str(SOLUTIONS.parent / "lab" / "assets" / "smollm2-135m" / "draft" / "model.safetensors"),
+                   "pt") as f:
+        trained = sum(math.prod(f.get_slice(key).get_shape()) for key in f.keys())
+    says(text, f"a draft with {trained / 1e6:.2f} M trained parameters")
     row = lambda task, kind, T=0.0: cell[(task, T, kind)]  # noqa: E731
     speed = lambda r: r["measured_speedup"]  # noqa: E731
     # copy/edit: the two copying methods lead in speed and in tokens per call; suffix decoding yields more per call
@@ -318,6 +326,10 @@ def test_picker_quotes_lesson_12(arena):
 def test_lesson_12_conversations_and_mtp(arena):
     """The bullets on the conversation kinds (the copying methods against the rest) and on the MTP heads."""
     text, cell = arena["text"], arena["cell"]
+    mtp = json.loads((SOLUTIONS.parent / "lab" / "assets" / "smollm2-135m" / "mtp" / "training.json").read_text())
+    data = mtp["data"]
+    says(text, f"trained on {data['train_sequences']} answers ({data['sequences']} sequences, "
+               f"{data['held_out_sequences']} held out)")
     row = lambda task, kind, T=0.0: cell[(task, T, kind)]  # noqa: E731
     agent = _rows(arena, "agent", 0.0)
     others = [r for r in agent if r["drafter"] not in ("ngram", "suffix")]
@@ -578,6 +590,10 @@ def test_lesson_12_adaptive_in_the_committed_run(arena):
     assert (gap, mine, low, high) == (_x(max(speeds) - adaptive_x), _x(adaptive_x), _x(min(speeds)), _x(max(speeds)))
     assert min(speeds) < adaptive_x < max(speeds)
     says(text, "it did not beat the best fixed N in the committed run")
+    per_call = {r["n_draft"]: r["tokens_per_target_call"] for r in fixed}
+    peak = max(per_call, key=per_call.get)
+    says(text, f"in the committed run they peaked at N = {peak}, {per_call[peak]:.2f}, and were "
+               f"{min(per_call[6], per_call[8]):.2f}–{max(per_call[6], per_call[8]):.2f} at N = 6 and 8")
 
 
 def test_lesson_12_summary(arena):
