@@ -84,7 +84,7 @@ class WorkloadRow:
 ARENA_RUN = "lesson 12's committed arena (real pair, bfloat16, 2-core CPU, 2 requests × 48 tokens per task)"
 """The run the measured numbers below come from: ``lab/assets/smollm2-135m/arena.json``."""
 
-ARENA_SUFFIX_SPEEDUPS = {("multi_turn", 0): 1.74, ("multi_turn", 1): 1.45, ("agent", 0): 1.73, ("agent", 1): 1.00}
+ARENA_SUFFIX_SPEEDUPS = {("multi_turn", 0): 1.78, ("multi_turn", 1): 1.76, ("agent", 0): 1.88, ("agent", 1): 1.15}
 """Measured speedups (× autoregressive, prefill included) of suffix decoding on the real pair's multi-turn and
 agent-loop requests at T = 0 and T = 1, from :data:`ARENA_RUN` (tests/notebooks/test_lesson_claims.py holds these to
 it). Their range is suffix decoding's row in :data:`STRATEGY_TABLE`. Each is the faster of two timings against that
@@ -208,7 +208,7 @@ def workload_row(task: str) -> WorkloadRow:
     return WORKLOAD_BY_TASK.get(task) or WORKLOAD_BY_TASK[NEAREST_ROW[task]]
 
 
-ARENA_CHAT_SPEEDUPS = {("ngram", 0): 1.04, ("ngram", 1): 0.97, ("lookahead", 0): 0.97, ("lookahead", 1): 0.92}
+ARENA_CHAT_SPEEDUPS = {("ngram", 0): 1.02, ("ngram", 1): 0.94, ("lookahead", 0): 0.95, ("lookahead", 1): 0.89}
 """Measured speedups (× autoregressive) of prompt lookup and Lookahead on chat requests at T = 0 and T = 1, from the
 real pair's committed arena run that lesson 12 reads (``lab/assets/smollm2-135m/arena.json``: bfloat16, 2-core CPU,
 2 requests × 48 tokens; tests/notebooks/test_lesson_claims.py holds these to it). The seed tables give prompt

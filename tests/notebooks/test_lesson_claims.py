@@ -115,22 +115,21 @@ def test_lesson_12_reads_the_baseline_first(arena):
     text, cell = arena["text"], arena["cell"]
     baselines = _baselines(arena)
     fastest, slowest = min(baselines, key=baselines.get), max(baselines, key=baselines.get)
-    assert (fastest, slowest) == (("chat", 0.0), ("agent", 0.0))
+    assert (fastest, slowest) == (("chat", 0.0), ("agent", 1.0))
     assert quoted(text, r"one autoregressive step of the same target took from (\d+) ms to (\d+) ms depending on the "
                         r"cell \(`ar_ms_per_step`\), from ([\d.]+) ms on chat at T = 0 to ([\d.]+) ms on agent "
-                        r"loops at T = 0") == _span(baselines.values(), 0) + (_x(baselines[fastest], 1),
+                        r"loops at T = 1") == _span(baselines.values(), 0) + (_x(baselines[fastest], 1),
                                                                               _x(baselines[slowest], 1))
     says(text, "Every method was timed twice per cell and the faster timing kept")
     assert arena["run"]["arena"]["settings"]["repeats"] == 2 and "--repeats 2" in arena["run"]["command"]
     # the two signs of a flattered cell, and how little of them this run shows
     rows = _rows(arena)
-    says(text, "This run shows neither sign beyond a trace, not even in its slowest cell")
-    cheapest = min(rows, key=lambda r: r["target_call_cost"])
-    assert (cheapest["task"], cheapest["temperature"], cheapest["drafter"]) == ("chat", 0.0, "suffix")
-    assert cheapest["target_call_cost"] >= 1   # no call over several tokens timed below a one-token step
-    assert quoted(text, r"no target call over several tokens was timed below a one-token step \(the cheapest, suffix "
-                        r"decoding's on chat at T = 0, at ([\d.]+)\)") == (_x(cheapest["target_call_cost"]),)
-    says(text, "no speedup exceeds its tokens per target call")
+    says(text, "This run shows the first sign in traces only, and the second not at all")
+    below = [r for r in rows if r["target_call_cost"] < 1]
+    assert [(r["task"], r["temperature"], r["drafter"]) for r in below] == [("agent", 0.0, "suffix")]
+    assert quoted(text, r"one target call over several tokens was timed below a one-token step \(suffix decoding's on "
+                        r"agent loops at T = 0, at ([\d.]+)\)") == (_x(below[0]["target_call_cost"]),)
+    says(text, "and no speedup exceeds its tokens per target call")
     assert all(r["measured_speedup"] <= r["tokens_per_target_call"] for r in rows)
     above = [r for r in rows if r["efficiency"] > 1]
     assert quoted(text, r"over the whole run (\d+) of the (\d+) efficiencies are above 1, all of them early exit's and "
@@ -144,13 +143,13 @@ def test_lesson_12_reads_the_baseline_first(arena):
     assert arena["run"]["adaptive"]["settings"]["task"] == "chat" and again["temperature"] == 0.0
     assert again["tokens_per_target_call"] == model["tokens_per_target_call"] and model["n_draft"] == 4
     gap = model["measured_speedup"] - again["measured_speedup"]
-    assert quoted(text, r"with the same ([\d.]+) tokens per target call, and measured ([\d.]+)× against a ([\d.]+) ms "
-                        r"baseline step, where the arena's greedy chat cell says ([\d.]+)× against ([\d.]+) ms: the "
-                        r"same drafter on the same requests, ([\d.]+)× apart, timed some minutes later by the same "
-                        r"command") == (
-        _x(model["tokens_per_target_call"]), _x(again["measured_speedup"]), _x(again["ar_ms_per_step"], 1),
-        _x(model["measured_speedup"]), _x(model["ar_ms_per_step"], 1), _x(abs(gap)))
-    assert abs(gap) > 0.1   # more than the 0.1× a speedup is good to at best: "narrows the noise without removing it"
+    slower = again["ar_ms_per_step"] / model["ar_ms_per_step"] - 1
+    assert quoted(text, r"with the same ([\d.]+) tokens per target call\. Its baseline step took ([\d.]+) ms where the "
+                        r"arena's greedy chat cell took ([\d.]+) ms, (\d+) % slower, yet the two speedups agree within "
+                        r"([\d.]+)× \(([\d.]+)× against ([\d.]+)×\)") == (
+        _x(model["tokens_per_target_call"]), _x(again["ar_ms_per_step"], 1), _x(model["ar_ms_per_step"], 1),
+        f"{100 * slower:.0f}", _x(abs(gap)), _x(again["measured_speedup"]), _x(model["measured_speedup"]))
+    assert slower > 0.1 and abs(gap) < 0.05   # the baselines moved; the ratios, each over its own baseline, did not
 
 
 def test_lesson_12_which_drafter_where(arena):
@@ -175,22 +174,20 @@ def test_lesson_12_which_drafter_where(arena):
     copy = _rows(arena, "copy_edit", 0.0)
     for key in ("measured_speedup", "tokens_per_target_call"):
         assert {r["drafter"] for r in sorted(copy, key=lambda r: r[key])[-2:]} == {"ngram", "suffix"}, key
-    assert quoted(text, r"yields more per call \(([\d.]+) tokens per target call\) but measured less \(([\d.]+)×\): "
-                        r"its target calls over those longer proposals were timed at ([\d.]+) one-token steps, prompt "
-                        r"lookup's at ([\d.]+) \(`row\[\"target_call_cost\"\]`: a call's time over an "
-                        r"autoregressive\s+step's") == (
+    assert quoted(text, r"yields more per call \(([\d.]+) tokens per target call, the most of any cell\) and measured "
+                        r"more \(([\d.]+)×\): its target calls over those longer proposals were timed at ([\d.]+) "
+                        r"one-token steps, prompt lookup's at ([\d.]+) \(`row\[\"target_call_cost\"\]`") == (
         _x(suffix["tokens_per_target_call"]), _x(suffix["measured_speedup"]), _x(suffix["target_call_cost"]),
         _x(lookup["target_call_cost"]))
-    assert suffix["tokens_per_target_call"] > lookup["tokens_per_target_call"] and speed(suffix) < speed(lookup)
-    assert suffix["target_call_cost"] > lookup["target_call_cost"]
+    assert suffix["tokens_per_target_call"] > lookup["tokens_per_target_call"] and speed(suffix) > speed(lookup)
     assert len(suffix["per_position_acceptance"]) > lookup["n_draft"]   # "longer proposals"
     assert max(r["tokens_per_target_call"] for r in _rows(arena)) == suffix["tokens_per_target_call"]  # "pays most"
     low, high, *speeds = quoted(
         text, r"The learned drafters \(the draft model, EAGLE, EAGLE-3\s+and Medusa\) yield ([\d.]+)–([\d.]+) tokens "
-              r"per call here \(EAGLE ([\d.]+)×, Medusa ([\d.]+)×, "
-              r"the draft model ([\d.]+)×, EAGLE-3 ([\d.]+)×\)")
+              r"per call here \(EAGLE-3 ([\d.]+)×, EAGLE ([\d.]+)×, "
+              r"Medusa ([\d.]+)×,\s+the draft model ([\d.]+)×\)")
     assert (low, high) == _span(row("copy_edit", k)["tokens_per_target_call"] for k in LEARNED)
-    listed = ("eagle", "medusa", "model", "eagle3")
+    listed = ("eagle3", "eagle", "medusa", "model")
     assert tuple(speeds) == tuple(_x(speed(row("copy_edit", k))) for k in listed)
     assert sorted(listed, key=lambda k: -speed(row("copy_edit", k))) == list(listed)
     # code: the learned drafters accept the most and yield the most per call; the cost of drafting reorders the speeds
@@ -207,33 +204,35 @@ def test_lesson_12_which_drafter_where(arena):
         _x(speed(row("code", "ngram"))),)
     assert min(speed(row("code", k)) for k in LEARNED) > speed(row("code", "ngram"))
     ranked = [r["drafter"] for r in sorted(code, key=speed, reverse=True)]
-    assert ranked[:2] == ["eagle", "parallel"]
-    assert ranked.index("parallel") < min(ranked.index("medusa"), ranked.index("eagle3"))
-    eagle, model, par = row("code", "eagle"), row("code", "model"), row("code", "parallel")
-    assert quoted(text, r"EAGLE measured the most, ([\d.]+)× on ([\d.]+) tokens per call, against the draft model's "
-                        r"([\d.]+)× on ([\d.]+), since its drafting took ([\d.]+) ms a step against the draft model's "
-                        r"([\d.]+) ms; the parallel draft, on ([\d.]+) tokens with ([\d.]+) ms of drafting, came "
-                        r"second \(([\d.]+)×\), ahead of Medusa \(([\d.]+)×\) and EAGLE-3 \(([\d.]+)×\)") == (
-        _x(speed(eagle)), _x(eagle["tokens_per_target_call"]), _x(speed(model)), _x(model["tokens_per_target_call"]),
-        _x(eagle["draft_ms_per_step"], 1), _x(model["draft_ms_per_step"], 1), _x(par["tokens_per_target_call"]),
-        _x(par["draft_ms_per_step"], 1), _x(speed(par)), _x(speed(row("code", "medusa"))),
-        _x(speed(row("code", "eagle3"))))
-    assert eagle["tokens_per_target_call"] < model["tokens_per_target_call"] and speed(eagle) > speed(model)
-    assert eagle["draft_ms_per_step"] < model["draft_ms_per_step"] and eagle["n_draft"] == model["n_draft"]
+    assert ranked[:4] == ["eagle3", "eagle", "parallel", "medusa"]
+    eagle, e3, model, par = (row("code", k) for k in ("eagle", "eagle3", "model", "parallel"))
+    assert quoted(text, r"EAGLE-3 measured the most, ([\d.]+)× on ([\d.]+) tokens per call, and EAGLE ([\d.]+)× on "
+                        r"([\d.]+), against the draft model's\s+([\d.]+)× on ([\d.]+), since its drafting took "
+                        r"([\d.]+) ms a step against EAGLE's ([\d.]+) ms and EAGLE-3's ([\d.]+) ms; the parallel\s+"
+                        r"draft, on ([\d.]+) tokens with ([\d.]+) ms of drafting, came third \(([\d.]+)×\), level "
+                        r"with Medusa \(([\d.]+)×\)") == (
+        _x(speed(e3)), _x(e3["tokens_per_target_call"]), _x(speed(eagle)), _x(eagle["tokens_per_target_call"]),
+        _x(speed(model)), _x(model["tokens_per_target_call"]), _x(model["draft_ms_per_step"], 1),
+        _x(eagle["draft_ms_per_step"], 1), _x(e3["draft_ms_per_step"], 1), _x(par["tokens_per_target_call"]),
+        _x(par["draft_ms_per_step"], 1), _x(speed(par)), _x(speed(row("code", "medusa"))))
+    for fast in (eagle, e3):   # fewer tokens per call than the draft model's yet faster: cheaper drafting
+        assert fast["draft_ms_per_step"] < model["draft_ms_per_step"] and speed(fast) > speed(model)
+        assert fast["n_draft"] == model["n_draft"]
+    assert eagle["tokens_per_target_call"] < model["tokens_per_target_call"]
     assert par["tokens_per_target_call"] < min(row("code", k)["tokens_per_target_call"] for k in LEARNED)
     # structured output: EAGLE yields the most per call and measured the most; two cheap drafters beat the draft model
     structured = _rows(arena, "structured", 0.0)
-    assert max(structured, key=lambda r: r["tokens_per_target_call"])["drafter"] == "eagle"
-    assert max(structured, key=speed)["drafter"] == "eagle"
+    assert max(structured, key=lambda r: r["tokens_per_target_call"])["drafter"] == "eagle3"
+    assert max(structured, key=speed)["drafter"] == "eagle3"
     s = lambda kind: row("structured", kind)  # noqa: E731
-    assert quoted(text, r"EAGLE yields the most tokens per target call \(α ([\d.]+), ([\d.]+) tokens; EAGLE-3 "
+    assert quoted(text, r"EAGLE-3 yields the most tokens per target call \(α ([\d.]+), ([\d.]+) tokens; EAGLE "
                         r"([\d.]+), the draft model and Medusa ([\d.]+) each\) and measured the most, ([\d.]+)× "
-                        r"\(EAGLE-3 ([\d.]+)×, Medusa ([\d.]+)×, the draft model ([\d.]+)×\)") == (
-        _x(s("eagle")["alpha"]), _x(s("eagle")["tokens_per_target_call"]), _x(s("eagle3")["tokens_per_target_call"]),
-        _x(s("model")["tokens_per_target_call"]), _x(speed(s("eagle"))), _x(speed(s("eagle3"))),
+                        r"\(EAGLE ([\d.]+)×, Medusa ([\d.]+)×, the draft model ([\d.]+)×\)") == (
+        _x(s("eagle3")["alpha"]), _x(s("eagle3")["tokens_per_target_call"]), _x(s("eagle")["tokens_per_target_call"]),
+        _x(s("model")["tokens_per_target_call"]), _x(speed(s("eagle3"))), _x(speed(s("eagle"))),
         _x(speed(s("medusa"))), _x(speed(s("model"))))
     assert _x(s("model")["tokens_per_target_call"]) == _x(s("medusa")["tokens_per_target_call"])
-    assert speed(s("eagle3")) > speed(s("medusa")) > speed(s("model"))
+    assert speed(s("eagle")) > speed(s("medusa")) > speed(s("model"))
     assert quoted(text, r"The parallel draft \(([\d.]+)×\) and the MTP heads \(([\d.]+)×\) beat the draft model on "
                         r"fewer tokens per call, with cheaper drafting") == (_x(speed(s("parallel"))),
                                                                              _x(speed(s("mtp"))))
@@ -250,20 +249,22 @@ def test_lesson_12_which_drafter_where(arena):
     assert max(speeds, key=speed)["drafter"] == "eagle3" and max(speed(r) for r in speeds) < 1.25
     per_kind_best = {t: max(r["tokens_per_target_call"] for r in _rows(arena, t, 0.0)) for t in KINDS}
     assert min(per_kind_best, key=per_kind_best.get) == "chat"
-    top, model_eagle, alpha, lookup_alpha = quoted(
-        text, r"at most ([\d.]+) tokens \(Medusa and EAGLE-3\), the draft model and EAGLE ([\d.]+)\..*?rarely guesses "
-              r"\(α ([\d.]+)\).*?lookup's α ([\d.]+)\)")
-    assert top == _x(per_kind_best["chat"])
-    assert {r["drafter"] for r in chat if r["tokens_per_target_call"] == per_kind_best["chat"]} == {"medusa", "eagle3"}
+    top, second, model_eagle, alpha, lookup_alpha = quoted(
+        text, r"at most ([\d.]+) tokens \(Medusa; EAGLE-3 ([\d.]+)\), the draft model and EAGLE ([\d.]+)\..*?rarely "
+              r"guesses \(α ([\d.]+)\).*?lookup's α ([\d.]+)\)")
+    ranked = sorted(chat, key=lambda r: r["tokens_per_target_call"], reverse=True)
+    assert [r["drafter"] for r in ranked[:2]] == ["medusa", "eagle3"]
+    assert (top, second) == (_x(per_kind_best["chat"]), _x(ranked[1]["tokens_per_target_call"]))
     assert model_eagle == _x(row("chat", "model")["tokens_per_target_call"]) == _x(
         row("chat", "eagle")["tokens_per_target_call"])
     assert (alpha, lookup_alpha) == (_x(row("chat", "model")["alpha"]), _x(row("chat", "ngram")["alpha"]))
     baselines = _baselines(arena)
     assert sorted(baselines, key=baselines.get)[:2] == [("chat", 0.0), ("chat", 1.0)]   # "the run's two fastest"
     assert quoted(text, r"At T = 1, where the baseline step took ([\d.]+) ms \(chat's two cells had the run's two "
-                        r"fastest\), the same drafters measured ([\d.]+)–([\d.]+)×") == (
+                        r"fastest\), the same drafters measured ([\d.]+)–([\d.]+)×, EAGLE-3 again the most") == (
         _x(baselines[("chat", 1.0)], 1),) + _span(speed(r) for r in _rows(arena, "chat", 1.0)
                                                  if r["drafter"] != "early-exit")
+    assert max(_rows(arena, "chat", 1.0), key=speed)["drafter"] == "eagle3"
 
 
 def test_lesson_12_and_the_picker_on_temperature(arena):
@@ -340,24 +341,24 @@ def test_lesson_12_conversations_and_mtp(arena):
         _x(row("agent", "ngram")["tokens_per_target_call"]), _x(row("agent", "ngram")["measured_speedup"]),
         _x(row("agent", "suffix")["tokens_per_target_call"]), _x(row("agent", "suffix")["measured_speedup"]),
         _x(max(r["tokens_per_target_call"] for r in others)), _x(max(r["measured_speedup"] for r in others)))
-    # multi-turn edits: EAGLE-3 yields the most per call and measured the most; suffix decoding, drafting for free,
-    # comes within a few hundredths of it on fewer tokens per call
+    # multi-turn edits: the draft model and EAGLE-3 yield the most per call; suffix decoding, drafting for free,
+    # measured the most on fewer tokens per call
     multi = _rows(arena, "multi_turn", 0.0)
     by_calls = sorted(multi, key=lambda r: r["tokens_per_target_call"])
     by_speed = sorted(multi, key=lambda r: r["measured_speedup"])
-    assert [r["drafter"] for r in by_calls[-2:]] == ["model", "eagle3"]
-    assert [r["drafter"] for r in by_speed[-2:]] == ["suffix", "eagle3"]
+    assert [r["drafter"] for r in by_calls[-2:]] == ["eagle3", "model"]
+    assert [r["drafter"] for r in by_speed[-3:]] == ["eagle3", "ngram", "suffix"]
     e3, suffix = row("multi_turn", "eagle3"), row("multi_turn", "suffix")
-    gap = e3["measured_speedup"] - suffix["measured_speedup"]
     assert suffix["tokens_per_target_call"] < e3["tokens_per_target_call"]
     assert suffix["draft_ms_per_step"] < 0.01 * suffix["ar_ms_per_step"]   # "drafts for free"
-    assert quoted(text, r"On multi-turn edits EAGLE-3 yields the most per call \(([\d.]+), the draft model ([\d.]+)\) "
-                        r"and measured the most \(([\d.]+)×\), yet suffix decoding, which drafts for free, comes "
-                        r"within ([\d.]+)× of it on fewer tokens per call \(([\d.]+)× on ([\d.]+); prompt lookup "
-                        r"([\d.]+)×, the draft model ([\d.]+)×\)") == (
-        _x(e3["tokens_per_target_call"]), _x(row("multi_turn", "model")["tokens_per_target_call"]),
-        _x(e3["measured_speedup"]), _x(gap), _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]),
-        _x(row("multi_turn", "ngram")["measured_speedup"]), _x(row("multi_turn", "model")["measured_speedup"]))
+    assert quoted(text, r"On multi-turn edits the learned drafters yield the most per call \(the draft model ([\d.]+), "
+                        r"EAGLE-3 ([\d.]+)\),\s+but suffix decoding, which drafts for free, measured the most "
+                        r"\(([\d.]+)× on ([\d.]+) tokens per call; prompt lookup ([\d.]+)×,\s+EAGLE-3 ([\d.]+)×, the "
+                        r"draft model ([\d.]+)×\)") == (
+        _x(row("multi_turn", "model")["tokens_per_target_call"]), _x(e3["tokens_per_target_call"]),
+        _x(suffix["measured_speedup"]), _x(suffix["tokens_per_target_call"]),
+        _x(row("multi_turn", "ngram")["measured_speedup"]), _x(e3["measured_speedup"]),
+        _x(row("multi_turn", "model")["measured_speedup"]))
     close = quoted(text, r"methods are close \(([\d.]+) against ([\d.]+) and ([\d.]+) against ([\d.]+) tokens\)")
     assert close == tuple(_x(row(t, k)["tokens_per_target_call"]) for t in ("multi_turn", "agent")
                           for k in ("suffix", "ngram"))
@@ -391,46 +392,42 @@ def test_lesson_12_eagle3_against_eagle(arena):
     assert "the same split as the EAGLE draft's" in (card / "README.md").read_text()
     ours = training["held_out_agreement"]["step_1"]["all"]
     eagles = training["eagle_on_the_same_held_out"]["agreement"]["all"]
-    assert quoted(text, r"its card puts it behind EAGLE on held-out agreement at the first drafting step \(([\d.]+) "
-                        r"against ([\d.]+)\)") == (_x(ours, 3), _x(eagles, 3))
-    assert ours < eagles
-    # T = 0: α higher on three kinds, lower on three; tokens per call follow α
-    says(text, "In the arena neither accepts more across the board.")
+    eagle_steps = json.loads((card.parent / "eagle" / "training.json").read_text())["recipe"]["steps"]
+    assert quoted(text, r"for ([\d,]+) steps against EAGLE's ([\d,]+); its card puts it ahead of EAGLE on held-out "
+                        r"agreement at the first drafting step \(([\d.]+) against ([\d.]+)\)") == (
+        f"{training['recipe']['steps']:,}", f"{eagle_steps:,}", _x(ours, 3), _x(eagles, 3))
+    assert ours > eagles
+    # T = 0: α higher on five kinds (by 0.06-0.10 on four, 0.01 on chat), lower on agent loops
+    says(text, "In the arena it accepts more on five kinds of six.")
     gain = {T: {t: e3(t, T)["alpha"] - e(t, T)["alpha"] for t in KINDS} for T in (0.0, 1.0)}
-    higher = [t for t in KINDS if gain[0.0][t] > 0]
-    assert higher == ["chat", "code", "multi_turn"] and all(gain[0.0][t] < 0 for t in KINDS if t not in higher)
-    says(text, "At T = 0 EAGLE-3's α is higher than EAGLE's on chat, code and multi-turn edits and lower on structured "
-               "output, copy/edit and agent loops")
-    assert quoted(text, r"\(from ([\d.]+) against ([\d.]+) on multi-turn edits, the only kind where it is ahead by "
-                        r"0.05 or more, to ([\d.]+) against ([\d.]+) on agent loops\)") == (
-        _x(e3("multi_turn")["alpha"]), _x(e("multi_turn")["alpha"]), _x(e3("agent")["alpha"]), _x(e("agent")["alpha"]))
-    assert [t for t in KINDS if gain[0.0][t] >= 0.05] == ["multi_turn"]
-    assert (max(gain[0.0], key=gain[0.0].get), min(gain[0.0], key=gain[0.0].get)) == ("multi_turn", "agent")
+    four = ("code", "structured", "copy_edit", "multi_turn")
+    assert [t for t in KINDS if gain[0.0][t] < 0] == ["agent"]
+    assert quoted(text, r"At T = 0 its α\s+is higher than EAGLE's by ([\d.]+)–([\d.]+) on code, structured output, "
+                        r"copy/edit and multi-turn edits, by ([\d.]+) on chat, and\s+lower on agent loops \(([\d.]+) "
+                        r"against ([\d.]+)\); over the six kinds it is ahead by ([\d.]+) on average") == _span(
+        gain[0.0][t] for t in four) + (_x(gain[0.0]["chat"]), _x(e3("agent")["alpha"]), _x(e("agent")["alpha"]),
+                                       _x(sum(gain[0.0].values()) / len(KINDS)))
     calls = lambda r: r["tokens_per_target_call"]  # noqa: E731
-    assert all((calls(e3(t)) > calls(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "follow its α"
-    assert quoted(text, r"its tokens per target call follow its α \(([\d.]+) against ([\d.]+) on multi-turn edits, "
-                        r"([\d.]+) against ([\d.]+) on agent loops\)") == (
-        _x(calls(e3("multi_turn"))), _x(calls(e("multi_turn"))), _x(calls(e3("agent"))), _x(calls(e("agent"))))
-    # speed: ahead of EAGLE on two kinds; on code more tokens per call but a slower target call
     speed = lambda r: r["measured_speedup"]  # noqa: E731
-    assert [t for t in KINDS if speed(e3(t)) > speed(e(t))] == ["chat", "multi_turn"]
-    others = [t for t in KINDS if t != "code"]
-    assert quoted(text, r"It measured more than EAGLE only on chat \(([\d.]+)× against ([\d.]+)×\) and multi-turn "
-                        r"edits \(([\d.]+)× against ([\d.]+)×\); on code it yields more per call \(([\d.]+) against "
-                        r"([\d.]+)\) yet measured ([\d.]+)× against ([\d.]+)×, its target calls there timed at "
-                        r"([\d.]+) one-token steps, against ([\d.]+)–([\d.]+) on the other kinds") == (
-        _x(speed(e3("chat"))), _x(speed(e("chat"))), _x(speed(e3("multi_turn"))), _x(speed(e("multi_turn"))),
-        _x(calls(e3("code"))), _x(calls(e("code"))), _x(speed(e3("code"))), _x(speed(e("code"))),
-        _x(e3("code")["target_call_cost"])) + _span(e3(t)["target_call_cost"] for t in others)
-    assert calls(e3("code")) > calls(e("code")) and speed(e3("code")) < speed(e("code"))
-    assert e3("code")["target_call_cost"] > max(e3(t)["target_call_cost"] for t in others)
-    assert e3("code")["target_call_cost"] > e("code")["target_call_cost"]
-    assert e3("code")["n_draft"] == e("code")["n_draft"]   # over as many tokens
-    # T = 1: again three and three
-    up = [t for t in KINDS if gain[1.0][t] > 0]
-    assert len(up) == 3 and all(gain[1.0][t] < 0 for t in KINDS if t not in up)
-    assert quoted(text, r"At T = 1 its α is again higher on three kinds and lower on three, by up to ([\d.]+) either "
-                        r"way") == (_x(max(abs(v) for v in gain[1.0].values())),)
+    assert all((calls(e3(t)) > calls(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "follow its α"
+    assert all((speed(e3(t)) > speed(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "and so does its speed"
+    assert quoted(text, r"Its tokens per target\s+call follow its α \(([\d.]+) against ([\d.]+) on code, ([\d.]+) "
+                        r"against ([\d.]+) on agent loops\), and so does its speed: ahead of\s+EAGLE on the same five "
+                        r"kinds \(([\d.]+)× against ([\d.]+)× on code, ([\d.]+)× against ([\d.]+)× on multi-turn "
+                        r"edits\), behind on agent\s+loops \(([\d.]+)× against ([\d.]+)×\), where its target calls "
+                        r"were also timed dearer \(([\d.]+) one-token steps against EAGLE's\s+([\d.]+)\)") == (
+        _x(calls(e3("code"))), _x(calls(e("code"))), _x(calls(e3("agent"))), _x(calls(e("agent"))),
+        _x(speed(e3("code"))), _x(speed(e("code"))), _x(speed(e3("multi_turn"))), _x(speed(e("multi_turn"))),
+        _x(speed(e3("agent"))), _x(speed(e("agent"))), _x(e3("agent")["target_call_cost"]),
+        _x(e("agent")["target_call_cost"]))
+    assert e3("agent")["target_call_cost"] > e("agent")["target_call_cost"]
+    assert e3("agent")["n_draft"] == e("agent")["n_draft"]   # over as many tokens
+    # T = 1: higher on five kinds, lower on structured output
+    assert [t for t in KINDS if gain[1.0][t] < 0] == ["structured"]
+    assert max(gain[1.0], key=gain[1.0].get) == "multi_turn"
+    assert quoted(text, r"At T = 1 its α is higher on five kinds, by up to ([\d.]+) \(multi-turn edits\), and lower on "
+                        r"structured output, by\s+([\d.]+)\.") == (
+        _x(gain[1.0]["multi_turn"]), _x(-gain[1.0]["structured"]))
     # the training it had: the same test (training-time test, several unrolled passes), little data
     assert training["recipe"]["depth"] > 1
     assert quoted(text, r"this draft had the same test but ([\d,]+) answers of a 135 M-parameter target") == (
@@ -462,14 +459,15 @@ def test_lesson_12_parallel_draft_against_its_draft_model(arena):
     assert all(3.5 < dm[t]["draft_calls"] / dm[t]["target_calls"] <= 4 for t in KINDS)
     assert all(0.25 < par[t]["draft_ms_per_step"] / dm[t]["draft_ms_per_step"] < 0.4 for t in KINDS)  # "a third"
     gap = {t: par[t]["measured_speedup"] - dm[t]["measured_speedup"] for t in KINDS}
-    assert [t for t in KINDS if gap[t] > 0] == ["chat", "code", "structured", "agent"]
-    assert [t for t in KINDS if gap[t] < 0] == ["copy_edit", "multi_turn"]
+    assert [t for t in KINDS if gap[t] > 0.05] == ["chat", "code", "structured", "agent"]
+    assert abs(gap["copy_edit"]) < 0.05 and gap["multi_turn"] < -0.05   # "level on copy/edit", "behind"
     says(text, "In speed the saving won on four kinds: ahead of the draft model on chat, code, structured output and "
                "agent loops")
     assert quoted(text, r"\(([\d.]+)× against ([\d.]+)× on structured output; on agent loops, with the same tokens per "
-                        r"call and about a third of the drafting time, ([\d.]+)× against ([\d.]+)×\), behind on "
-                        r"copy/edit \(([\d.]+)× against ([\d.]+)×\) and on multi-turn edits \(([\d.]+)× against "
-                        r"([\d.]+)×\), where it loses the most tokens per call \(([\d.]+) against ([\d.]+)\)") == tuple(
+                        r"call and about a third of the drafting time, ([\d.]+)× against ([\d.]+)×\), level on "
+                        r"copy/edit \(([\d.]+)× against\s+([\d.]+)×\) and behind on multi-turn edits \(([\d.]+)× "
+                        r"against ([\d.]+)×\), where it loses the most tokens per call \(([\d.]+) against\s+"
+                        r"([\d.]+)\)") == tuple(
         _x(r["measured_speedup"]) for t in ("structured", "agent", "copy_edit", "multi_turn") for r in (par[t], dm[t])
     ) + (_x(par["multi_turn"]["tokens_per_target_call"]), _x(dm["multi_turn"]["tokens_per_target_call"]))
     lost = {t: dm[t]["tokens_per_target_call"] - par[t]["tokens_per_target_call"] for t in KINDS}
@@ -512,15 +510,10 @@ def test_lesson_12_early_exit_and_medusa(arena):
     lowest = {c: min(in_cell(c), key=lambda r: r["efficiency"]) for c in cells}
     medusa = {c: cell[c + ("medusa",)]["efficiency"] for c in cells}
     at_lowest = [c for c in cells if lowest[c]["drafter"] == "medusa"]
-    count, total, low, high = quoted(text, r"its efficiency is the lowest of its cell in (\d+) of the (\d+) cells "
-                                           r"\(([\d.]+)–([\d.]+) across all \d+\)")
-    assert (count, total) == (str(len(at_lowest)), str(len(cells))) and (low, high) == _span(medusa.values())
-    others = sorted(set(cells) - set(at_lowest))
-    assert others == [("copy_edit", 0.0)] and lowest[others[0]]["drafter"] == "suffix"
-    assert quoted(text, r"in the twelfth, copy/edit at T = 0, only suffix decoding's is lower \(([\d.]+) against "
-                        r"([\d.]+)\)") == (_x(lowest[others[0]]["efficiency"]), _x(medusa[others[0]]))
-    assert sorted(in_cell(others[0]), key=lambda r: r["efficiency"])[1]["drafter"] == "medusa"   # "only"
-    assert len(cells) == 12
+    total, low, high = quoted(text, r"its efficiency is the lowest of its cell in all (\d+) cells "
+                                    r"\(([\d.]+)–([\d.]+)\)")
+    assert sorted(at_lowest) == sorted(cells) and (low, high) == _span(medusa.values())
+    assert total == str(len(cells)) == "12"
     call = lambda t, kind: cell[(t, 0.0, kind)]["target_call_cost"]  # noqa: E731
     assert all(call(t, "medusa") > call(t, "model") for t in KINDS)   # "in every greedy cell"
     assert quoted(text, r"in every greedy cell its target call took longer than the draft model's \(([\d.]+)–([\d.]+) "
@@ -528,28 +521,28 @@ def test_lesson_12_early_exit_and_medusa(arena):
         cell[(t, 0.0, "medusa")]["target_call_cost"] for t in KINDS) + _span(
         cell[(t, 0.0, "model")]["target_call_cost"] for t in KINDS)
     dearest = max(rows, key=lambda r: r["target_call_cost"])
-    assert (dearest["task"], dearest["temperature"], dearest["drafter"]) == ("copy_edit", 1.0, "medusa")
-    assert quoted(text, r"the run's dearest call is Medusa's on copy/edit at T = 1 \(([\d.]+) one-token steps\)") == (
+    assert (dearest["task"], dearest["temperature"], dearest["drafter"]) == ("code", 0.0, "medusa")
+    assert quoted(text, r"the run's dearest call is Medusa's on code at T = 0 \(([\d.]+) one-token steps\)") == (
         _x(dearest["target_call_cost"]),)
 
 
 def test_lesson_12_efficiency_factors(arena):
-    text = arena["text"]
+    text, cell = arena["text"], arena["cell"]
     code = {r["drafter"]: r for r in _rows(arena, "code", 0.0)}
     factor = lambda k, f: code[k]["efficiency_factors"][f]  # noqa: E731
     says(text, "verification and the loop come within 2 % of 1 for every drafter, and acceptance within 1 % for every "
-               "drafter but EAGLE-3 (× 0.98)")
+               "drafter but EAGLE-3 (× 0.97)")
     assert all(abs(factor(k, f) - 1) < 0.02 for k in code for f in ("verification", "loop"))
     assert [k for k in code if abs(factor(k, "acceptance") - 1) >= 0.01] == ["eagle3"]
-    assert _x(factor("eagle3", "acceptance")) == "0.98"
+    assert _x(factor("eagle3", "acceptance")) == "0.97"
     assert quoted(text, r"The prefill takes a little more\s+\(× ([\d.]+)–([\d.]+)\)") == _span(
         factor(k, "prefill") for k in code)
     assert min(factor(k, "prefill") for k in code) < min(factor(k, "verification") for k in code)   # "a little more"
     says(text, "for every drafter in that cell it is the largest loss")
     assert all(factor(k, "target_call") == min(code[k]["efficiency_factors"].values()) for k in code)
-    order = ("medusa", "eagle3", "lookahead", "eagle", "model", "ngram")
-    assert quoted(text, r"× ([\d.]+) for Medusa's tree, ([\d.]+) for EAGLE-3, ([\d.]+) for Lookahead's window, "
-                        r"([\d.]+) for EAGLE, ([\d.]+) for the draft model and ([\d.]+) for prompt lookup") == tuple(
+    order = ("medusa", "lookahead", "ngram", "model", "eagle3", "eagle")
+    assert quoted(text, r"× ([\d.]+) for Medusa's tree, ([\d.]+) for Lookahead's window, ([\d.]+) for prompt lookup, "
+                        r"([\d.]+)\s+for the draft model, ([\d.]+) for EAGLE-3 and ([\d.]+) for EAGLE") == tuple(
         _x(factor(k, "target_call")) for k in order)
     assert [factor(k, "target_call") for k in order] == sorted(factor(k, "target_call") for k in order)
     assert quoted(text, r"The draft model's factor of ([\d.]+) puts its call over 5 tokens at ([\d.]+) times a "
@@ -562,8 +555,15 @@ def test_lesson_12_efficiency_factors(arena):
     assert quoted(text, r"code's step \(([\d.]+) ms\) was close to the run's fastest \(([\d.]+) ms\)") == (
         _x(baselines[("code", 0.0)], 1), _x(min(baselines.values()), 1))
     assert baselines[("code", 0.0)] / min(baselines.values()) < 1.1
-    says(text, "no cell of this run has a target-call factor above 1, the mark a slow baseline leaves")
-    assert all(r["efficiency_factors"]["target_call"] <= 1 for r in _rows(arena))
+    model_calls = {t: cell[(t, 0.0, "model")]["target_call_cost"] for t in KINDS}
+    assert quoted(text, r"yet the draft model's call cost more there than on any other kind at T = 0\s+"
+                        r"\(([\d.]+)–([\d.]+) one-token steps elsewhere\)") == _span(
+        v for t, v in model_calls.items() if t != "code")
+    assert max(model_calls, key=model_calls.get) == "code"
+    above = [r for r in _rows(arena) if r["efficiency_factors"]["target_call"] > 1]
+    assert [(r["task"], r["temperature"], r["drafter"]) for r in above] == [("agent", 0.0, "suffix")]
+    assert quoted(text, r"a target-call\s+factor above 1, appears in one row of the run: suffix decoding's on agent "
+                        r"loops at T = 0 \(× ([\d.]+)\)") == (_x(above[0]["efficiency_factors"]["target_call"]),)
 
 
 def test_lesson_12_adaptive_in_the_committed_run(arena):
@@ -572,11 +572,11 @@ def test_lesson_12_adaptive_in_the_committed_run(arena):
     text, adaptive = arena["text"], arena["run"]["adaptive"]
     fixed = [r for r in adaptive["rows"] if r["drafter"] == "model"]
     n4 = next(r for r in fixed if r["n_draft"] == 4)
-    formula, measured = quoted(text, r"the two agreed: the formula's best N (\d+), the measured best N (\d+), and "
-                                     r"every fixed N below 1×")
+    formula, measured, best = quoted(text, r"the two agreed: the formula's best N (\d+), the measured best N (\d+) "
+                                           r"\(([\d.]+)×\), and\s+every fixed N from 3 on below\s+1×")
     assert (int(formula), int(measured)) == (optimal_n_draft(n4["alpha"], n4["cost_ratio"]), adaptive["best_fixed_n"])
-    assert formula == measured
-    assert adaptive["settings"]["task"] == "chat" and all(r["measured_speedup"] < 1 for r in fixed)
+    assert formula == measured and best == _x(max(r["measured_speedup"] for r in fixed))
+    assert adaptive["settings"]["task"] == "chat" and all(r["measured_speedup"] < 1 for r in fixed if r["n_draft"] >= 3)
     arena_model = arena["cell"][("chat", 0.0, "model")]
     assert quoted(text, r"with the same ([\d.]+) tokens per target call: ([\d.]+)× here, ([\d.]+)× there, the "
                         r"baseline step ([\d.]+) ms here and ([\d.]+) ms there") == (
@@ -618,22 +618,22 @@ def test_lesson_12_summary(arena):
     assert min(best, key=best.get) == "chat"
     cells = sorted({(r["task"], r["temperature"]) for r in _rows(arena)})
     gain = [cell[c + ("eagle3",)]["alpha"] - cell[c + ("eagle",)]["alpha"] for c in cells]
-    higher, total, lower = quoted(text, r"EAGLE-3, trained on the same data as EAGLE, does not beat it on this pair: "
-                                        r"its α is higher in (\d+) of the (\d+) cells and lower in the other (\d+)")
+    higher, total, lower = quoted(text, r"EAGLE-3, trained on the same data as EAGLE for twice the\s+steps, beats it "
+                                        r"on most of this pair's cells: its α is higher in (\d+) of the (\d+) cells "
+                                        r"and lower in the other (\d+)")
     assert (higher, total, lower) == (str(sum(g > 0 for g in gain)), str(len(cells)), str(sum(g < 0 for g in gain)))
-    assert int(higher) + int(lower) == len(cells) and int(higher) <= int(lower)   # "does not beat it"
+    assert int(higher) + int(lower) == len(cells) and int(higher) > int(lower)   # "beats it on most"
     says(text, "a drafting step about a third as long as the draft model's")
     assert all(0.25 < row(t, "parallel")["draft_ms_per_step"] / row(t, "model")["draft_ms_per_step"] < 0.4
                for t in KINDS)
     says(text, "An efficiency above 1, or a speedup above the tokens per target call, is not a gain")
     rows = _rows(arena)
     above = [r for r in rows if r["efficiency"] > 1]
-    assert quoted(text, r"The committed run shows hardly any \(early exit's efficiencies reach ([\d.]+)\), yet timed "
-                        r"the draft model at the same N on the same chat requests at ([\d.]+)× in the arena and "
-                        r"([\d.]+)× in its adaptive comparison") == (
-        _x(max(r["efficiency"] for r in above)), _x(cell[("chat", 0.0, "model")]["measured_speedup"]),
-        _x(next(r for r in arena["run"]["adaptive"]["rows"] if r["drafter"] == "model" and r["n_draft"] == 4)[
-            "measured_speedup"]))
+    assert quoted(text, r"The committed run shows only traces \(early exit's efficiencies reach ([\d.]+)\), yet its "
+                        r"autoregressive step on the same chat requests took ([\d.]+) ms in the arena and ([\d.]+) ms "
+                        r"in its adaptive comparison") == (
+        _x(max(r["efficiency"] for r in above)), _x(cell[("chat", 0.0, "model")]["ar_ms_per_step"], 1),
+        _x(arena["run"]["adaptive"]["rows"][0]["ar_ms_per_step"], 1))
     assert {r["drafter"] for r in above} == {"early-exit"}
     assert not any(r["measured_speedup"] > r["tokens_per_target_call"] for r in rows)
 
@@ -1020,19 +1020,29 @@ def test_lesson_11_eagle3_section():
                f"{card3['settings']['max_new_tokens']} tokens")
     says(text, f"over {card3['settings']['prompts']} requests of up to {card3['settings']['max_new_tokens']} tokens")
     says(text, f"over the {train3['data']['held_out_sequences']} held-out sequences")
-    says(text, "At this scale EAGLE-3 does not beat EAGLE. In the card it agrees with the target less often at "
-               "drafting step 1, and in the card's decoding run its α is lower at N = 2 and 3 and level at N = 4")
-    assert train3["held_out_agreement"]["step_1"]["all"] < train3["eagle_on_the_same_held_out"]["agreement"]["all"]
-    for n in (2, 3):
-        assert decoded[f"eagle3 N={n}"]["alpha"] < decoded[f"eagle N={n}"]["alpha"], n
-    assert abs(decoded["eagle3 N=4"]["alpha"] - decoded["eagle N=4"]["alpha"]) < 0.01   # "level"
-    says(text, "lesson 12's arena finds it ahead on some kinds of request and behind on others")
+    says(text, "With twice EAGLE's training steps, EAGLE-3 pulls ahead of it at this scale, by a little. In the card "
+               "it agrees with the target more often at drafting step 1")
+    eagle_agreement = train3["eagle_on_the_same_held_out"]["agreement"]["all"]
+    assert train3["held_out_agreement"]["step_1"]["all"] > eagle_agreement
+    assert train3["recipe"]["steps"] == 2 * eagle_steps and train3["recipe"]["depth"] == 3   # "three passes"
+    curve = [(h["step"], h["agreement"]["step_1"]["all"]) for h in train3["history"] if "agreement" in h]
+    passed = next(i for i, (_, a) in enumerate(curve) if a > eagle_agreement)
+    assert all(a > eagle_agreement for _, a in curve[passed:]) and curve[-1][1] > curve[-2][1]   # "still rising"
+    assert quoted(text, r"its held-out agreement passed EAGLE's between steps ([\d,]+) and ([\d,]+) and was\s+still "
+                        r"rising at step ([\d,]+)\)") == (f"{curve[passed - 1][0]:,}", f"{curve[passed][0]:,}",
+                                                         f"{train3['recipe']['steps']:,}")
+    says(text, "in the card's decoding run its α is higher at N = 2, 3 and 4, the more so the longer the chain")
+    gaps = [decoded[f"eagle3 N={n}"]["alpha"] - decoded[f"eagle N={n}"]["alpha"] for n in (2, 3, 4)]
+    assert 0 < gaps[0] < gaps[1] < gaps[2]
+    says(text, "lesson 12's arena finds it ahead on most kinds of request and behind on agent loops")
     from lab.arena import committed_arena
 
     cells = {(r["task"], r["temperature"], r["drafter"]): r["alpha"]
              for r in committed_arena("smollm2-135m")["arena"]["rows"]}
-    gaps = [cells[(task, T, "eagle3")] - cells[(task, T, "eagle")] for task, T, kind in cells if kind == "eagle3"]
-    assert min(gaps) < 0 < max(gaps)
+    behind = [task for task, T, kind in cells if kind == "eagle3" and T == 0
+              and cells[(task, T, "eagle3")] < cells[(task, T, "eagle")]]
+    assert behind == ["agent"]
+    says(text, "EAGLE trained 1,000 steps and EAGLE-3 2,000 on the same few thousand answers")
     eagle_recipe = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]
     says(text, f"its MLP is narrower than the EAGLE draft's ({train3['recipe']['intermediate']:,} against "
                f"{eagle_recipe['intermediate']:,})")
