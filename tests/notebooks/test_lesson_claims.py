@@ -120,23 +120,38 @@ def test_lesson_12_reads_the_baseline_first(arena):
                         r"cell \(`ar_ms_per_step`\), from ([\d.]+) ms on chat at T = 0 to ([\d.]+) ms on agent "
                         r"loops at T = 1") == _span(baselines.values(), 0) + (_x(baselines[fastest], 1),
                                                                               _x(baselines[slowest], 1))
+    says(text, "a longer context makes a step dearer (chat's prompts are the shortest, the agent loops' the longest), "
+               "and every kind's step took longer at T = 1 than at T = 0")
+    prefill = {(r["task"], r["temperature"]): r["prefill_ms"] for r in arena["run"]["arena"]["rows"]
+               if r["drafter"] == "autoregressive"}
+    assert {min(prefill, key=prefill.get)[0], max(prefill, key=prefill.get)[0]} == {"chat", "agent"}
+    assert all(baselines[(t, 1.0)] > baselines[(t, 0.0)] for t in KINDS)
     says(text, "Every method was timed twice per cell and the faster timing kept")
     assert arena["run"]["arena"]["settings"]["repeats"] == 2 and "--repeats 2" in arena["run"]["command"]
     # the two signs of a flattered cell, and how little of them this run shows
     rows = _rows(arena)
-    says(text, "This run shows the first sign in traces only, and the second not at all")
+    says(text, "This run shows the first sign in one cell only, and the second not at all")
     below = [r for r in rows if r["target_call_cost"] < 1]
+    over = [r for r in rows if r["decode_efficiency"] > 1]
     assert [(r["task"], r["temperature"], r["drafter"]) for r in below] == [("agent", 0.0, "suffix")]
-    assert quoted(text, r"one target call over several tokens was timed below a one-token step \(suffix decoding's on "
-                        r"agent loops at T = 0, at ([\d.]+)\)") == (_x(below[0]["target_call_cost"]),)
-    says(text, "and no speedup exceeds its tokens per target call")
+    assert [(r["task"], r["temperature"], r["drafter"]) for r in over] == [("agent", 0.0, "suffix")]
+    suffix = below[0]
+    per_call = 1 + (suffix["tokens_per_target_call"] - 1) / suffix["acceptance_rate"]   # target tokens per call
+    assert quoted(text, r"suffix decoding's target calls on agent loops at T = 0 \(about (\d+)\s+tokens each\) "
+                        r"averaged ([\d.]+) of a one-token step, and its decode-only efficiency there is "
+                        r"([\d.]+);") == (
+        f"{per_call:.0f}", _x(suffix["target_call_cost"]), _x(suffix["decode_efficiency"]))
+    says(text, "no speedup exceeds its tokens per target call")
     assert all(r["measured_speedup"] <= r["tokens_per_target_call"] for r in rows)
     above = [r for r in rows if r["efficiency"] > 1]
-    assert quoted(text, r"over the whole run (\d+) of the (\d+) efficiencies are above 1, all of them early exit's and "
-                        r"by at most ([\d.]+), in the fastest cell as in the slowest") == (
-        str(len(above)), str(len(rows)), _x(max(r["efficiency"] for r in above) - 1))
-    assert {r["drafter"] for r in above} == {"early-exit"}
-    assert all(cell[c + ("early-exit",)]["efficiency"] > 1 for c in (fastest, slowest))
+    early = [r for r in rows if r["drafter"] == "early-exit"]
+    assert quoted(text, r"(\w+) other efficiencies are above 1, all of them early exit's and by at most ([\d.]+), but "
+                        r"not from\s+noise") == ("Six", _x(max(r["efficiency"] for r in above) - 1))
+    assert len(above) == 6 and {r["drafter"] for r in above} == {"early-exit"}
+    assert all(r["measured_speedup"] < 1 for r in early)   # a slowdown, which the shared prefill pulls towards 1x
+    assert quoted(text, r"its decode-only efficiencies are ([\d.]+)–([\d.]+);") == _span(
+        r["decode_efficiency"] for r in early)
+    assert all(r["efficiency_factors"]["prefill"] > 1 for r in above)
     # the same draft model, N and requests, timed again by the adaptive comparison later in the same command
     again = next(r for r in arena["run"]["adaptive"]["rows"] if r["drafter"] == "model" and r["n_draft"] == 4)
     model = cell[("chat", 0.0, "model")]
@@ -208,15 +223,18 @@ def test_lesson_12_which_drafter_where(arena):
     eagle, e3, model, par = (row("code", k) for k in ("eagle", "eagle3", "model", "parallel"))
     assert quoted(text, r"EAGLE-3 measured the most, ([\d.]+)× on ([\d.]+) tokens per call, and EAGLE ([\d.]+)× on "
                         r"([\d.]+), against the draft model's\s+([\d.]+)× on ([\d.]+), since its drafting took "
-                        r"([\d.]+) ms a step against EAGLE's ([\d.]+) ms and EAGLE-3's ([\d.]+) ms; the parallel\s+"
-                        r"draft, on ([\d.]+) tokens with ([\d.]+) ms of drafting, came third \(([\d.]+)×\), level "
-                        r"with Medusa \(([\d.]+)×\)") == (
+                        r"([\d.]+) ms a step against EAGLE's ([\d.]+) ms and EAGLE-3's ([\d.]+) ms, and its target\s+"
+                        r"calls were timed dearer \(([\d.]+) one-token steps against ([\d.]+) and ([\d.]+)\); the "
+                        r"parallel\s+draft, on ([\d.]+) tokens with ([\d.]+) ms of drafting, came third \(([\d.]+)×\), "
+                        r"level with Medusa \(([\d.]+)×\)") == (
         _x(speed(e3)), _x(e3["tokens_per_target_call"]), _x(speed(eagle)), _x(eagle["tokens_per_target_call"]),
         _x(speed(model)), _x(model["tokens_per_target_call"]), _x(model["draft_ms_per_step"], 1),
-        _x(eagle["draft_ms_per_step"], 1), _x(e3["draft_ms_per_step"], 1), _x(par["tokens_per_target_call"]),
+        _x(eagle["draft_ms_per_step"], 1), _x(e3["draft_ms_per_step"], 1), _x(model["target_call_cost"]),
+        _x(eagle["target_call_cost"]), _x(e3["target_call_cost"]), _x(par["tokens_per_target_call"]),
         _x(par["draft_ms_per_step"], 1), _x(speed(par)), _x(speed(row("code", "medusa"))))
-    for fast in (eagle, e3):   # fewer tokens per call than the draft model's yet faster: cheaper drafting
+    for fast in (eagle, e3):   # faster than the draft model: cheaper drafting and cheaper target calls
         assert fast["draft_ms_per_step"] < model["draft_ms_per_step"] and speed(fast) > speed(model)
+        assert fast["target_call_cost"] < model["target_call_cost"]
         assert fast["n_draft"] == model["n_draft"]
     assert eagle["tokens_per_target_call"] < model["tokens_per_target_call"]
     assert par["tokens_per_target_call"] < min(row("code", k)["tokens_per_target_call"] for k in LEARNED)
@@ -244,9 +262,11 @@ def test_lesson_12_which_drafter_where(arena):
     chat = _rows(arena, "chat", 0.0)
     says(text, "On **chat** the gains are small at T = 0")
     speeds = [r for r in chat if r["drafter"] != "early-exit"]
-    assert quoted(text, r"every drafter but early exit measured ([\d.]+)–([\d.]+)×, EAGLE-3 the most\.") == _span(
-        speed(r) for r in speeds)
-    assert max(speeds, key=speed)["drafter"] == "eagle3" and max(speed(r) for r in speeds) < 1.25
+    assert quoted(text, r"every drafter but early exit measured ([\d.]+)–([\d.]+)×, the top four \(EAGLE-3, Medusa, "
+                        r"EAGLE and the\s+parallel draft\) within ([\d.]+)× of one another\.") == _span(
+        speed(r) for r in speeds) + (_x(speed(sorted(speeds, key=speed)[-1]) - speed(sorted(speeds, key=speed)[-4])),)
+    assert [r["drafter"] for r in sorted(speeds, key=speed)[-4:]] == ["parallel", "eagle", "medusa", "eagle3"]
+    assert max(speed(r) for r in speeds) < 1.25
     per_kind_best = {t: max(r["tokens_per_target_call"] for r in _rows(arena, t, 0.0)) for t in KINDS}
     assert min(per_kind_best, key=per_kind_best.get) == "chat"
     top, second, model_eagle, alpha, lookup_alpha = quoted(
@@ -285,10 +305,15 @@ def test_lesson_12_and_the_picker_on_temperature(arena):
     sampled = {(t, k): drop(t, k) for t in KINDS for k in ("model", "eagle")}
     largest = max(sampled, key=sampled.get)
     assert largest == ("multi_turn", "model")
+    eagle_most = max(KINDS, key=lambda t: sampled[(t, "eagle")])
+    assert eagle_most == "agent"
     assert quoted(text, r"elsewhere it mostly drops too, by up to ([\d.]+) \(the draft model on multi-turn edits, from "
-                        r"([\d.]+) to\s+([\d.]+); EAGLE on copy/edit from ([\d.]+) to ([\d.]+)\)") == (
+                        r"([\d.]+) to\s+([\d.]+); EAGLE's most on agent loops, from ([\d.]+) to ([\d.]+)\)") == (
         _x(sampled[largest]), a("multi_turn", "model", 0.0), a("multi_turn", "model", 1.0),
-        a("copy_edit", "eagle", 0.0), a("copy_edit", "eagle", 1.0))
+        a("agent", "eagle", 0.0), a("agent", "eagle", 1.0))
+    assert quoted(text, r"where the draft model's α even rises \(([\d.]+) to ([\d.]+)\)") == (
+        a("agent", "model", 0.0), a("agent", "model", 1.0))
+    assert sampled[("agent", "model")] < 0
     elsewhere = [v for (t, _), v in sampled.items() if t != "chat"]
     assert sum(v > 0 for v in elsewhere) > len(elsewhere) / 2   # "mostly"
     says(text, "as far as Medusa's but half as far as prompt lookup's on agent loops")
@@ -410,18 +435,27 @@ def test_lesson_12_eagle3_against_eagle(arena):
     calls = lambda r: r["tokens_per_target_call"]  # noqa: E731
     speed = lambda r: r["measured_speedup"]  # noqa: E731
     assert all((calls(e3(t)) > calls(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "follow its α"
-    assert all((speed(e3(t)) > speed(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "and so does its speed"
+    assert all((speed(e3(t)) > speed(e(t))) == (gain[0.0][t] > 0) for t in KINDS)   # "and so, mostly, does its speed"
+    ahead = [t for t in KINDS if t not in ("chat", "agent")]
+    says(text, "ahead of EAGLE by")
+    assert quoted(text, r"ahead of EAGLE by ([\d.]+)–([\d.]+)× on code, structured output, copy/edit and multi-turn "
+                        r"edits") == _span(speed(e3(t)) - speed(e(t)) for t in ahead)
     assert quoted(text, r"Its tokens per target\s+call follow its α \(([\d.]+) against ([\d.]+) on code, ([\d.]+) "
-                        r"against ([\d.]+) on agent loops\), and so does its speed: ahead of\s+EAGLE on the same five "
-                        r"kinds \(([\d.]+)× against ([\d.]+)× on code, ([\d.]+)× against ([\d.]+)× on multi-turn "
-                        r"edits\), behind on agent\s+loops \(([\d.]+)× against ([\d.]+)×\), where its target calls "
-                        r"were also timed dearer \(([\d.]+) one-token steps against EAGLE's\s+([\d.]+)\)") == (
+                        r"against ([\d.]+) on agent loops\), and so, mostly, does its speed:\s+ahead of EAGLE by "
+                        r"[\d.]+–[\d.]+× on code, structured output, copy/edit and multi-turn edits \(([\d.]+)× "
+                        r"against ([\d.]+)× on\s+code, ([\d.]+)× against ([\d.]+)× on multi-turn edits\), level on "
+                        r"chat \(([\d.]+)× against ([\d.]+)×\), behind on agent loops \(([\d.]+)×\s+against "
+                        r"([\d.]+)×\)\.") == (
         _x(calls(e3("code"))), _x(calls(e("code"))), _x(calls(e3("agent"))), _x(calls(e("agent"))),
         _x(speed(e3("code"))), _x(speed(e("code"))), _x(speed(e3("multi_turn"))), _x(speed(e("multi_turn"))),
-        _x(speed(e3("agent"))), _x(speed(e("agent"))), _x(e3("agent")["target_call_cost"]),
-        _x(e("agent")["target_call_cost"]))
-    assert e3("agent")["target_call_cost"] > e("agent")["target_call_cost"]
-    assert e3("agent")["n_draft"] == e("agent")["n_draft"]   # over as many tokens
+        _x(speed(e3("chat"))), _x(speed(e("chat"))), _x(speed(e3("agent"))), _x(speed(e("agent"))))
+    assert abs(speed(e3("chat")) - speed(e("chat"))) < 0.05   # "level"
+    others = [t for t in KINDS if t != "agent"]
+    assert quoted(text, r"its target calls there were timed at ([\d.]+) one-token\s+steps against EAGLE's ([\d.]+), "
+                        r"over the same five tokens, where on the other kinds the two differ by at most ([\d.]+),") == (
+        _x(e3("agent")["target_call_cost"]), _x(e("agent")["target_call_cost"]),
+        _x(max(abs(e3(t)["target_call_cost"] - e(t)["target_call_cost"]) for t in others)))
+    assert e3("agent")["n_draft"] == e("agent")["n_draft"] == 4   # five tokens a call
     # T = 1: higher on five kinds, lower on structured output
     assert [t for t in KINDS if gain[1.0][t] < 0] == ["structured"]
     assert max(gain[1.0], key=gain[1.0].get) == "multi_turn"
@@ -623,18 +657,25 @@ def test_lesson_12_summary(arena):
                                         r"and lower in the other (\d+)")
     assert (higher, total, lower) == (str(sum(g > 0 for g in gain)), str(len(cells)), str(sum(g < 0 for g in gain)))
     assert int(higher) + int(lower) == len(cells) and int(higher) > int(lower)   # "beats it on most"
-    says(text, "a drafting step about a third as long as the draft model's")
+    says(text, "a drafting step about a third as long as the draft model's at T = 0")
     assert all(0.25 < row(t, "parallel")["draft_ms_per_step"] / row(t, "model")["draft_ms_per_step"] < 0.4
                for t in KINDS)
-    says(text, "An efficiency above 1, or a speedup above the tokens per target call, is not a gain")
+    says(text, "A decode-only efficiency above 1, or a speedup above the tokens per target call, is not a gain")
     rows = _rows(arena)
-    above = [r for r in rows if r["efficiency"] > 1]
-    assert quoted(text, r"The committed run shows only traces \(early exit's efficiencies reach ([\d.]+)\), yet its "
-                        r"autoregressive step on the same chat requests took ([\d.]+) ms in the arena and ([\d.]+) ms "
-                        r"in its adaptive comparison") == (
-        _x(max(r["efficiency"] for r in above)), _x(cell[("chat", 0.0, "model")]["ar_ms_per_step"], 1),
+    over = [r for r in rows if r["decode_efficiency"] > 1]
+    assert [(r["task"], r["temperature"], r["drafter"]) for r in over] == [("agent", 0.0, "suffix")]
+    assert quoted(text, r"The committed run\s+shows one, faintly \(suffix decoding on agent loops at T = 0, "
+                        r"decode-only efficiency ([\d.]+)\); its autoregressive step\s+on the same chat requests took "
+                        r"([\d.]+) ms in the arena and ([\d.]+) ms in its adaptive comparison") == (
+        _x(over[0]["decode_efficiency"]), _x(cell[("chat", 0.0, "model")]["ar_ms_per_step"], 1),
         _x(arena["run"]["adaptive"]["rows"][0]["ar_ms_per_step"], 1))
-    assert {r["drafter"] for r in above} == {"early-exit"}
+    largest_loss = {id(r): min(r["efficiency_factors"], key=r["efficiency_factors"].get) for r in rows}
+    not_target_call = [r for r in rows if largest_loss[id(r)] != "target_call"]
+    assert quoted(text, r"in (\d+) of the committed run's (\d+) rows \(the copying methods and the MTP heads on the "
+                        r"conversations' long\s+prompts\) the prefill takes more") == (
+        str(len(not_target_call)), str(len(rows)))
+    assert all(r["task"] in ("multi_turn", "agent") and r["drafter"] in ("ngram", "suffix", "mtp")
+               and min(r["efficiency_factors"], key=r["efficiency_factors"].get) == "prefill" for r in not_target_call)
     assert not any(r["measured_speedup"] > r["tokens_per_target_call"] for r in rows)
 
 
@@ -1034,7 +1075,8 @@ def test_lesson_11_eagle3_section():
     says(text, "in the card's decoding run its α is higher at N = 2, 3 and 4, the more so the longer the chain")
     gaps = [decoded[f"eagle3 N={n}"]["alpha"] - decoded[f"eagle N={n}"]["alpha"] for n in (2, 3, 4)]
     assert 0 < gaps[0] < gaps[1] < gaps[2]
-    says(text, "lesson 12's arena finds it ahead on most kinds of request and behind on agent loops")
+    says(text, "lesson 12's arena finds it ahead on most kinds of request and behind on agent loops at T = 0, and "
+               "its α higher in 10 of its 12 cells")
     from lab.arena import committed_arena
 
     cells = {(r["task"], r["temperature"], r["drafter"]): r["alpha"]
@@ -1042,6 +1084,8 @@ def test_lesson_11_eagle3_section():
     behind = [task for task, T, kind in cells if kind == "eagle3" and T == 0
               and cells[(task, T, "eagle3")] < cells[(task, T, "eagle")]]
     assert behind == ["agent"]
+    assert sum(cells[(task, T, "eagle3")] > cells[(task, T, "eagle")]
+               for task, T, kind in cells if kind == "eagle3") == 10
     says(text, "EAGLE trained 1,000 steps and EAGLE-3 2,000 on the same few thousand answers")
     eagle_recipe = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]
     says(text, f"its MLP is narrower than the EAGLE draft's ({train3['recipe']['intermediate']:,} against "
