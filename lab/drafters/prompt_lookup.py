@@ -8,7 +8,11 @@ sampling too).
 
 Sources: Saxena 2023, "Prompt Lookup Decoding" (transformers' ``prompt_lookup_num_tokens``); vLLM's n-gram
 speculation (``speculative_config={"method": "ngram", "prompt_lookup_max": ..., ...}``; seed lesson 002 quotes the
-older ``speculative_model="[ngram]"`` / ``ngram_prompt_lookup_max`` names); lesson 08.
+older ``speculative_model="[ngram]"`` / ``ngram_prompt_lookup_max`` names); lesson 08. One difference from all three:
+they continue the *earliest* occurrence of the matched n-gram (transformers' ``PromptLookupCandidateGenerator`` takes
+the first match left to right, vLLM's ``vllm/v1/spec_decode/ngram_proposer.py`` "the earliest position"), this
+course the most recent, the copy a long text is usually continuing (lesson 08). vLLM also matches only n-grams
+between ``prompt_lookup_min`` and ``prompt_lookup_max`` (both 5 by default), where this lookup falls back to 1.
 """
 from __future__ import annotations
 
