@@ -7,8 +7,9 @@ The course's :func:`lab.drafters.prompt_lookup.ngram_lookup` continues the most 
 matched n-gram; transformers' ``PromptLookupCandidateGenerator`` and vLLM's ``ngram_proposer.py`` the earliest. This
 prints, per kind of request, the tokens per target call of lab prompt lookup with each rule (``max_ngram`` 3, the
 bench's 5 drafted tokens) and of transformers' ``generate(prompt_lookup_num_tokens=5)`` (its own n-grams <= 2; target
-forwards counted with a hook; its prefill writes the first token, as the lab's first call does) and whether each run wrote the autoregressive tokens. Token
-counts only: no clock, so a busy machine does not change the result. The README's issue-21 goals quote it.
+forwards counted with a hook; its prefill writes the first token, as the lab's first call does), and whether each
+run wrote the autoregressive tokens. Token counts only: no clock, so a busy machine does not change the result. The
+README's issue-21 goals quote it.
 """
 from __future__ import annotations
 
