@@ -37,6 +37,36 @@ def test_ngram_lookup_prefers_longer_ngrams_over_recent_shorter_ones():
     assert ngram_lookup([1, 2, 3, 4, 0, 3, 8, 2, 3], max_ngram=1, n_draft=3) == [8, 2, 3]
 
 
+def test_the_engines_rule_is_the_earliest_occurrence_and_ours_the_most_recent():
+    """transformers' PromptLookupCandidateGenerator continues the earliest occurrence of the longest matching n-gram
+    (vLLM's ngram_proposer.py too); tools/lookup_match_rule.py's earliest_lookup must be exactly that rule, and
+    ngram_lookup differs from it only in which occurrence it continues."""
+    import random
+    import sys
+    from pathlib import Path
+
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
+    from lookup_match_rule import earliest_lookup
+
+    rng = random.Random(0)
+    differ = 0
+    for _ in range(300):
+        context = [rng.randrange(6) for _ in range(rng.randrange(2, 40))]
+        k = rng.randrange(1, 6)
+        hf = PromptLookupCandidateGenerator(num_output_tokens=k, max_matching_ngram_size=2, max_length=10_000)
+        ids, _ = hf.get_candidates(torch.tensor([context]))
+        theirs = ids[0, len(context):].tolist()
+        assert earliest_lookup(context, 2, k) == theirs, context
+        ours = ngram_lookup(context, 2, k)
+        assert len(ours) > 0 if theirs else ours == []   # the same n-gram sizes match; only the occurrence differs
+        differ += ours != theirs
+    assert differ > 30   # most recent and earliest do part on small random vocabularies
+    assert ngram_lookup([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5) == [6, 1, 2]
+    assert earliest_lookup([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5) == [8, 1, 2, 6, 1]
+
+
 def test_ngram_lookup_takes_tensors_and_numpy_ids_and_returns_plain_ints():
     import numpy as np
 
