@@ -21,7 +21,8 @@ from lab.decode import generate
 from lab.drafters import PromptLookupDrafter
 from lab.drafters.base import Draft
 from lab.models import load_pair
-from lab.prompts import arena_prompts, arena_tasks, encode_prompts
+from lab.cli.options import positive_int
+from lab.prompts import CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, encode_prompts
 
 
 def earliest_lookup(tokens: list, max_ngram: int, n_draft: int) -> list:
@@ -44,16 +45,34 @@ class EarliestLookupDrafter(PromptLookupDrafter):
         return Draft(earliest_lookup(request.tokens, self.max_ngram, n), None, calls=0) if n > 0 else Draft()
 
 
+KINDS = CHAT_TASKS + CONVERSATION_TASKS   # the real pair's arena kinds
+
+
+def kinds_option(text: str) -> tuple:
+    """argparse type: comma-separated kinds of :data:`KINDS`, or ``all``."""
+    if text == "all":
+        return KINDS
+    kinds = tuple(k.strip() for k in text.split(","))
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)} or 'all'")
+    return kinds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kinds", default="copy_edit", help="comma-separated kinds, or 'all' (default copy_edit)")
-    parser.add_argument("--prompts", type=int, default=3, help="requests per kind (default 3, as the bench)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--dtype", default="float32", help="float32 (default: greedy runs agree exactly) or bfloat16")
+    parser.add_argument("--kinds", type=kinds_option, default=("copy_edit",),
+                        help=f"comma-separated kinds of request ({', '.join(KINDS)}) or 'all' (default: copy_edit)")
+    parser.add_argument("--prompts", type=positive_int, default=3,
+                        help="requests per kind, >= 1 (default: 3, as the bench)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=128,
+                        help="new tokens per request, >= 1 (default: 128, as the bench)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="float32 (default: greedy runs agree with autoregressive decoding exactly) or bfloat16")
     parser.add_argument("--no-transformers", action="store_true", help="skip transformers' prompt lookup")
     args = parser.parse_args()
     pair = load_pair("smollm2-135m", dtype=args.dtype)
-    kinds = arena_tasks(pair) if args.kinds == "all" else tuple(args.kinds.split(","))
+    kinds = args.kinds
     target, eos, new = pair.target, pair.eos_token_id, args.max_new_tokens
     forwards = [0]
     target.register_forward_hook(lambda module, inputs, output: forwards.__setitem__(0, forwards[0] + 1))
@@ -73,7 +92,8 @@ def main() -> None:
                "earliest": lambda ids: lab_run(ids, EarliestLookupDrafter(3, 5))}
     if not args.no_transformers:
         methods["transformers"] = hf_run
-    print(f"{pair.name}, {args.dtype}, {args.prompts} requests x {new} tokens per kind; tokens per target call")
+    plural = "" if args.prompts == 1 else "s"
+    print(f"{pair.name}, {args.dtype}, {args.prompts} request{plural} x {new} tokens per kind; tokens per target call")
     for kind in kinds:
         encoded = encode_prompts(pair, arena_prompts(pair, kind))[:args.prompts]
         reference = [lab_run(ids, None)[0] for ids in encoded]

@@ -140,7 +140,7 @@ def mtp_depth_pairs(fn):
              for length, depth in ((6, 1), (6, 2), (9, 3), (4, 2), (5, 3), (8, 2))]
     faults = [
         (lambda x, k: (x[1:-1], x[2:]),
-         "every depth is not the same: module k at row i reads t_{i+k}, k tokens after the row's own, and predicts "
+         "the depth matters: module k at row i reads t_{i+k}, k tokens after the row's own, and predicts "
          "t_{i+k+1}; only module 1 reads t_{i+1}."),
         (lambda x, k: (x[k - 1:-2], x[k + 1:]),
          "module k reads the token just before the one it predicts, t_{i+k}, not t_{i+k-1}: both slices start one "

@@ -56,7 +56,7 @@ def test_mtp_depth_pairs(capsys):
     assert check.mtp_depth_pairs(lambda x, k: ([x[i + k] for i in range(len(x) - k - 1)],  # a loop works too
                                                [x[i + k + 1] for i in range(len(x) - k - 1)]))
     capsys.readouterr()
-    for wrong, words in [(lambda x, k: (x[1:-1], x[2:]), "every depth is not the same"),
+    for wrong, words in [(lambda x, k: (x[1:-1], x[2:]), "the depth matters"),
                          (lambda x, k: (x[k - 1:-2], x[k + 1:]), "not t_{i+k-1}"),
                          (lambda x, k: (x[k:-1], x[k:-1]), "the NEXT token after the one read"),
                          (lambda x, k: (x[1:len(x) - k], x[k + 1:]), "Medusa's view")]:

@@ -145,8 +145,11 @@ def test_lesson_12_reads_the_baseline_first(arena):
     assert all(r["measured_speedup"] <= r["tokens_per_target_call"] for r in rows)
     above = [r for r in rows if r["efficiency"] > 1]
     early = [r for r in rows if r["drafter"] == "early-exit"]
-    assert quoted(text, r"(\w+) other efficiencies are above 1, all of them early exit's and by at most ([\d.]+), but "
-                        r"not from\s+noise") == ("Six", _x(max(r["efficiency"] for r in above) - 1))
+    assert quoted(text, r"(\w+) other efficiencies are above 1 \(one only at ([\d.]+), which the table\s+shows as "
+                        r"([\d.]+)\), all of them early exit's and by at most ([\d.]+), but not from\s+noise") == (
+        "Six", f"{min(r['efficiency'] for r in above):.3f}", _x(min(r["efficiency"] for r in above)),
+        _x(max(r["efficiency"] for r in above) - 1))
+    assert sum(_x(r["efficiency"]) == "1.00" for r in above) == 1   # "one only at ..., shown as 1.00"
     assert len(above) == 6 and {r["drafter"] for r in above} == {"early-exit"}
     assert all(r["measured_speedup"] < 1 for r in early)   # a slowdown, which the shared prefill pulls towards 1x
     assert quoted(text, r"its decode-only efficiencies are ([\d.]+)–([\d.]+);") == _span(
@@ -867,7 +870,7 @@ def test_lesson_11_eagle_chain_against_medusa():
     assets = SOLUTIONS.parent / "lab" / "assets"
     card = json.loads((assets / "smollm2-135m" / "eagle" / "training.json").read_text())
     readme = " ".join((assets / "smollm2-135m" / "README.md").read_text().split())
-    says(text, "On the real pair's 115 held-out training-style sequences the two committed drafts agree with the "
+    says(text, "on the real pair's 115 held-out training-style sequences the two committed drafts agree with the "
                "target about equally often (its model card: 0.46 for EAGLE, 0.47 for the draft model, teacher-forced)")
     assert card["data"]["held_out_sequences"] == 115 and round(card["held_out_agreement"]["all"], 2) == 0.46
     assert "self-written 0.40, all 0.47" in readme and "self-written 0.44, all 0.46" in readme
