@@ -3,7 +3,8 @@
 Source: Leviathan et al. 2023 (the approximation model M_q) and Chen et al. 2023 (the draft model p); seed lesson
 000. The adaptive draft length (:func:`next_n_draft`) is transformers' ``num_assistant_tokens_schedule="heuristic"``
 (``transformers/generation/candidate_generator.py``, ``AssistedCandidateGenerator.update_candidate_strategy``,
-checked on transformers 5.24).
+checked on transformers 5.24); the confidence stop is transformers' ``assistant_confidence_threshold``
+(``generation/stopping_criteria.py``, ``ConfidenceCriteria``, checked on transformers 5.25).
 """
 from __future__ import annotations
 
@@ -62,13 +63,20 @@ class DraftModelDrafter:
     ``n_draft_history`` lists the N used at each step of the current generation. With ``adaptive=False`` (the
     default) N never changes. Greedy output is the target's either way: N only changes speed.
 
+    ``confidence`` (a float in (0, 1), default None: off) stops a step's drafting early, as transformers'
+    ``assistant_confidence_threshold`` does: after each drafted token, if the probability the draft gave it (the
+    draft's softmax at T = 0, the processed distribution it was sampled from otherwise) is below ``confidence``,
+    the step proposes what it has, that token included. N is then the most a step drafts (transformers' default is
+    N = 20 with ``confidence=0.4``). A shorter proposal changes only speed: verification is the same.
+
     ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool);
     ``adaptive`` must be a bool (``numpy.bool_`` too). Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` <
-    ``n_draft``, or ``max_n_draft`` without ``adaptive``; ``TypeError`` when ``draft_model`` is not a causal LM (a
+    ``n_draft``, ``max_n_draft`` without ``adaptive``, or a ``confidence`` outside (0, 1); ``TypeError`` when ``draft_model`` is not a causal LM (a
     drafter or a ``ModelPair``, say) or ``adaptive`` is not a bool (``"no"`` would be truthy).
     """
 
-    def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None):
+    def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None,
+                 confidence: float | None = None):
         if not callable(getattr(draft_model, "get_output_embeddings", None)):
             raise TypeError(f"draft_model must be a transformers causal LM (e.g. pair.draft), got "
                             f"{type(draft_model).__name__}")
@@ -79,6 +87,12 @@ class DraftModelDrafter:
             if not adaptive:
                 raise ValueError("max_n_draft only applies with adaptive=True")
             max_n_draft = check_int("max_n_draft (at least n_draft)", max_n_draft, n_draft)
+        if confidence is not None:
+            if isinstance(confidence, (bool, np.bool_)) or not isinstance(confidence, (int, float, np.floating)) \
+                    or not 0 < confidence < 1:
+                raise ValueError(f"confidence must be None or a probability in (0, 1), got {confidence!r}")
+            confidence = float(confidence)
+        self.confidence = confidence
         self.model = draft_model
         self.n_draft = n_draft
         self.initial_n_draft = n_draft
@@ -104,9 +118,9 @@ class DraftModelDrafter:
         self.n_draft_history = []
 
     def propose(self, request: DraftRequest) -> Draft:
-        """Run the draft model ``min(n_draft, request.max_tokens)`` times, one token per forward on its KV cache:
-        argmax at T = 0 (``probs`` None, verified as one-hot), else a sample with its float32 ``[n, V]`` rows.
-        Raises ``RuntimeError`` before :meth:`reset`."""
+        """Run the draft model ``min(n_draft, request.max_tokens)`` times (fewer when a token falls below
+        ``confidence``), one token per forward on its KV cache: argmax at T = 0 (``probs`` None, verified as
+        one-hot), else a sample with its float32 ``[n, V]`` rows. Raises ``RuntimeError`` before :meth:`reset`."""
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         n = min(self.n_draft, request.max_tokens)
@@ -125,7 +139,11 @@ class DraftModelDrafter:
                 rows.append(probs)
             self._last.append(token)
             feed = [token]
-        return Draft(list(self._last), None if greedy else torch.stack(rows), calls=n)
+            if self.confidence is not None:
+                p = torch.softmax(logits.float(), -1)[token] if probs is None else probs[token]
+                if p.item() < self.confidence:
+                    break
+        return Draft(list(self._last), None if greedy else torch.stack(rows), calls=len(self._last))
 
     def kv_length(self) -> int:
         """Positions in the draft's KV cache (0 before ``reset``)."""

@@ -145,3 +145,77 @@ def test_draft_model_drafter_arguments(draft):
         DraftModelDrafter(draft, 3, adaptive=True, max_n_draft=2)
     with pytest.raises(TypeError, match="draft_model must be a transformers causal LM"):
         DraftModelDrafter(DraftModelDrafter(draft, 2), 2)
+
+
+# --- the confidence stop (transformers' assistant_confidence_threshold) -----------------------------------------
+
+def _greedy_chain(model, prompt, n):
+    """The draft's own greedy chain of n tokens after ``prompt`` and the softmax probability of each, from fresh
+    forwards over the whole sequence (no cache): the reference the drafter's cached proposal must match."""
+    tokens, probs = [], []
+    for _ in range(n):
+        p = torch.softmax(forward(model, prompt + tokens, new_cache())[-1].float(), -1)
+        tokens.append(int(p.argmax()))
+        probs.append(float(p.max()))
+    return tokens, probs
+
+
+@pytest.mark.parametrize("threshold", [0.05, 0.2, 0.5, 0.9])
+def test_confidence_stops_after_the_first_unsure_token(draft, threshold):
+    """As transformers' ConfidenceCriteria: a token whose draft probability is below the threshold is proposed, and
+    drafting stops after it; a chain that stays sure runs to N."""
+    stopped = full = 0
+    for seed in range(12):
+        prompt = torch.randint(0, 64, (5,), generator=torch.Generator().manual_seed(seed)).tolist()
+        chain, probs = _greedy_chain(draft, prompt, 8)
+        unsure = next((i for i, p in enumerate(probs) if p < threshold), None)
+        want = chain if unsure is None else chain[:unsure + 1]
+        drafter = DraftModelDrafter(draft, n_draft=8, confidence=threshold)
+        drafter.reset(prompt)
+        got = drafter.propose(DraftRequest(prompt, 8))
+        assert got.tokens == want and got.calls == len(want), (seed, probs)
+        stopped += unsure is not None and unsure < 7
+        full += unsure is None
+    assert stopped > 0 if threshold >= 0.2 else True
+    assert full > 0 if threshold <= 0.05 else True
+
+
+def test_confidence_keeps_the_output_the_targets(target, noisy_draft):
+    """Greedy parity, and the draft cache still equals a fresh forward after steps of every length."""
+    lengths = set()
+    for seed, max_new in ((0, 1), (1, 17), (2, 40)):
+        prompt = torch.randint(0, 64, (6,), generator=torch.Generator().manual_seed(seed)).tolist()
+        drafter = DraftModelDrafter(noisy_draft, n_draft=6, confidence=0.25)
+        spec = generate(target, prompt, drafter=drafter, max_new_tokens=max_new)
+        assert spec.tokens == generate(target, prompt, max_new_tokens=max_new).tokens
+        lengths |= {len(s.drafted) for s in spec.steps if s.drafted}
+        sequence = prompt + spec.tokens
+        pending = drafter._pending
+        got = forward(noisy_draft, pending, drafter._cache)[-1]
+        torch.testing.assert_close(got, forward(noisy_draft, sequence, new_cache())[-1], atol=1e-5, rtol=1e-5)
+    assert len(lengths) > 2   # the stop cut some proposals short, others ran to N
+
+
+def test_confidence_sampled_first_token_matches_the_target(target, noisy_draft):
+    """At T = 1 the stop reads the sampled token's probability; a shorter proposal leaves sampling exact."""
+    from lab.metrics import chi_square
+    from lab.sampling import probs_from_logits
+
+    prompt = [5, 17, 33, 2, 8, 40]
+    target_probs = probs_from_logits(forward(target, prompt, new_cache())[-1], 1.0)
+    counts = torch.zeros_like(target_probs)
+    lengths = set()
+    for seed in range(600):
+        drafter = DraftModelDrafter(noisy_draft, n_draft=4, confidence=0.08)
+        run = generate(target, prompt, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
+        counts[run.tokens[0]] += 1
+        lengths.add(len(run.steps[0].drafted))
+    assert chi_square(counts, target_probs).pvalue > 1e-3
+    assert len(lengths) > 1
+
+
+def test_confidence_arguments(draft):
+    assert DraftModelDrafter(draft, 4, confidence=np.float32(0.4)).confidence == pytest.approx(0.4)
+    for bad in (0, 1, 1.5, -0.1, True, "0.4"):
+        with pytest.raises(ValueError, match=r"confidence must be None or a probability in \(0, 1\)"):
+            DraftModelDrafter(draft, 4, confidence=bad)
