@@ -8,9 +8,11 @@ bfloat16 it reports how far each agrees with lab autoregressive decoding (:func:
 once on a short warm-up, then once per prompt, the methods interleaved prompt by prompt; tokens/s = new tokens /
 total wall time (prefill included; the drafter is built, and Medusa / EAGLE weights read, before the clock starts,
 as in the arena). For a fair comparison transformers' assistant drafts the same fixed N per step as ours
-(``num_assistant_tokens_schedule = "constant"``) instead of its adaptive default. Also here: the target's K-token
-cost curve (:func:`cost_curve`), the draft model at several N (:func:`sweep_n_draft`) and the speedup predicted
-with the measured verification cost (:func:`speedup_with_verify_cost`). ``python -m lab bench``
+(``num_assistant_tokens_schedule = "constant"``, no confidence stop) instead of its default policy; with the draft
+model named (``drafters``), two more rows compare both loops under that default policy (:data:`SAME_POLICY`).
+Also here: the target's K-token cost curve (:func:`cost_curve`), the draft model at several N
+(:func:`sweep_n_draft`) and the speedup predicted with the measured verification cost
+(:func:`speedup_with_verify_cost`). ``python -m lab bench``
 (:mod:`lab.cli.bench`) prints the tables and the goal lines (:func:`goal_lines`): speed goals are benchmarks,
 never timed tests.
 
@@ -30,21 +32,32 @@ from lab.validation import check_int, check_number, check_sampling_args
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
            "synchronize", "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
-           "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows"]
+           "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
                  "lab early exit")
 BASELINE_METHODS = ("lab autoregressive", "HF generate")
 """The rows every bench keeps, also when ``drafters`` narrows it: the two autoregressive baselines."""
+HF_ASSISTED_POLICY = (20, 0.4)
+"""transformers' default drafting policy for assisted generation, (``num_assistant_tokens``,
+``assistant_confidence_threshold``): up to 20 draft tokens a step, stopping after one whose draft probability is
+below 0.4 (``generation/configuration_utils.py`` defaults, transformers 5.25; with scikit-learn installed transformers
+also retunes the threshold as it goes, which this course's environment does not)."""
+SAME_POLICY = ("lab speculative, HF's default policy", "HF assisted, its default policy")
+"""The two bench rows that draft with :data:`HF_ASSISTED_POLICY` instead of a fixed N: the draft model in the lab's
+loop (``DraftModelDrafter(draft, 20, confidence=0.4)``) and transformers' assisted generation left at its defaults.
+The first row's × HF counterpart is over the second; "lab speculative" and "HF assisted" both draft a fixed N."""
 DRAFTER_METHODS = {
-    "model": ("lab speculative", "HF assisted"), "ngram": ("lab prompt lookup", "HF prompt lookup"),
+    "model": ("lab speculative", "HF assisted") + SAME_POLICY, "ngram": ("lab prompt lookup", "HF prompt lookup"),
     "lookahead": ("lab lookahead",), "medusa": ("lab Medusa",), "eagle": ("lab EAGLE",),
     "early-exit": ("lab early exit",), "suffix": ("lab suffix decoding",), "mtp": ("lab MTP",),
     "parallel": ("lab parallel",), "eagle3": ("lab EAGLE-3",),
 }
 """Each drafter of :data:`lab.registry.DRAFTERS` -> the bench rows that time it (with transformers' counterpart where
-it has one). The last four rows run only when ``drafters`` names them, so a plain bench times what it always did."""
+it has one). The rows beyond :data:`BASE_METHODS` and :data:`EXTRA_METHODS` (the draft model with transformers'
+policy, suffix decoding, MTP, the parallel draft and EAGLE-3) run only when ``drafters`` names them, so a plain bench
+times what it always did."""
 
 
 def bench_rows(extra=(), drafters=None) -> tuple:
@@ -276,9 +289,18 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
 
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
 
-    def hf(ids, assistant=None, lookup=None):
+    def hf(ids, assistant=None, lookup=None, policy=None):
         from transformers.utils import logging as hf_logging
 
+        if policy is not None:  # transformers' own defaults for this call, then the bench's fixed N again
+            config = assistant.generation_config
+            fixed = tuple(getattr(config, key) for key in _ASSISTANT_KEYS)
+            config.num_assistant_tokens, config.assistant_confidence_threshold = policy
+            try:
+                return hf(ids, assistant, lookup)
+            finally:
+                for key, value in zip(_ASSISTANT_KEYS, fixed):
+                    setattr(config, key, value)
         x = torch.tensor([ids], device=pair.device)
         more = {"prompt_lookup_num_tokens": lookup} if lookup else {}
         # transformers' assisted generation calls the assistant's generate with a generation_config and explicit
@@ -311,6 +333,9 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     methods = {
         "lab autoregressive": ours(lambda: None),
         "lab speculative": ours(lambda: DraftModelDrafter(draft, n_draft)),
+        SAME_POLICY[0]: ours(lambda: DraftModelDrafter(draft, HF_ASSISTED_POLICY[0],
+                                                       confidence=HF_ASSISTED_POLICY[1])),
+        SAME_POLICY[1]: lambda: lambda ids: hf(ids, assistant=draft, policy=HF_ASSISTED_POLICY),
         "HF generate": lambda: hf,
         "HF assisted": lambda: lambda ids: hf(ids, assistant=draft),
         "lab prompt lookup": ours(lambda: PromptLookupDrafter(n_draft=lookup_tokens)),
@@ -359,9 +384,10 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         row["vs_lab_autoregressive"] = round(row["tokens_per_second"] / base, 2)
     results["lab autoregressive"]["vs_hf_counterpart"] = round(
         base / results["HF generate"]["tokens_per_second"], 2)
-    if "lab speculative" in results and "HF assisted" in results:
-        results["lab speculative"]["vs_hf_counterpart"] = round(
-            results["lab speculative"]["tokens_per_second"] / results["HF assisted"]["tokens_per_second"], 2)
+    for ours_name, theirs in (("lab speculative", "HF assisted"), SAME_POLICY):
+        if ours_name in results and theirs in results:
+            results[ours_name]["vs_hf_counterpart"] = round(
+                results[ours_name]["tokens_per_second"] / results[theirs]["tokens_per_second"], 2)
     if "lab prompt lookup" in results and "HF prompt lookup" in results:
         results["lab prompt lookup"]["vs_hf_counterpart"] = round(
             results["lab prompt lookup"]["tokens_per_second"] / results["HF prompt lookup"]["tokens_per_second"], 2)
@@ -375,6 +401,9 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                     "other_cores"], "busy": meter.busy, "load_note": meter.note()}
     if drafters is not None:
         settings["drafters"] = list(drafters)
+    if SAME_POLICY[0] in methods:
+        settings["extra"] = (f"HF's default policy: up to {HF_ASSISTED_POLICY[0]} drafts a step, stopping after one "
+                             f"below draft probability {HF_ASSISTED_POLICY[1]}")
     if extra:
         lookup, lookahead = PromptLookupDrafter(n_draft=lookup_tokens), LookaheadDrafter()
         settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted; "

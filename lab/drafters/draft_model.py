@@ -71,8 +71,9 @@ class DraftModelDrafter:
 
     ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool);
     ``adaptive`` must be a bool (``numpy.bool_`` too). Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` <
-    ``n_draft``, ``max_n_draft`` without ``adaptive``, or a ``confidence`` outside (0, 1); ``TypeError`` when ``draft_model`` is not a causal LM (a
-    drafter or a ``ModelPair``, say) or ``adaptive`` is not a bool (``"no"`` would be truthy).
+    ``n_draft``, ``max_n_draft`` without ``adaptive``, or a ``confidence`` outside (0, 1); ``TypeError`` when
+    ``draft_model`` is not a causal LM (a drafter or a ``ModelPair``, say) or ``adaptive`` is not a bool (``"no"``
+    would be truthy).
     """
 
     def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None,

@@ -20,6 +20,47 @@ def test_bench_runs_all_four_and_agrees(pair):
     assert "identical tokens: yes" in format_table(result)
 
 
+def test_the_same_policy_row_drafts_as_transformers_assisted_generation(pair):
+    """DraftModelDrafter with transformers' default policy (HF_ASSISTED_POLICY: up to 20 drafts, stop below draft
+    probability 0.4) writes transformers' assisted-generation tokens with exactly as many target forwards (float32,
+    greedy, the same draft); the bench times it beside HF assisted when asked for the draft model."""
+    from lab.bench import HF_ASSISTED_POLICY, SAME_POLICY
+    from lab.decode import generate
+    from lab.drafters import DraftModelDrafter
+
+    forwards = [0]
+    hook = pair.target.register_forward_hook(lambda module, inputs, output: forwards.__setitem__(0, forwards[0] + 1))
+    try:
+        lengths = set()
+        for text in held_out_prompts()[:3]:
+            ids = pair.encode(text)
+            forwards[0] = 0
+            x = torch.tensor([ids])
+            hf = pair.target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=40, do_sample=False,
+                                      assistant_model=pair.draft)[0, len(ids):].tolist()
+            hf_calls = forwards[0]
+            drafter = DraftModelDrafter(pair.draft, HF_ASSISTED_POLICY[0], confidence=HF_ASSISTED_POLICY[1])
+            ours = generate(pair.target, ids, drafter=drafter, max_new_tokens=40)
+            assert ours.tokens == hf
+            assert len(ours.steps) == hf_calls, text[:30]
+            lengths |= {len(s.drafted) for s in ours.steps}
+        assert len(lengths) > 2   # the stop, not N, ends most proposals
+    finally:
+        hook.remove()
+    result = run_bench(pair, held_out_prompts()[:1], max_new_tokens=24, drafters=("model",))
+    assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", "HF generate",
+                                                      "HF assisted", *SAME_POLICY]
+    assert result["identical"], result["mismatched"]
+    rows = {r["method"]: r for r in result["rows"]}
+    ours, theirs = (rows[name] for name in SAME_POLICY)
+    assert ours["vs_hf_counterpart"] == pytest.approx(ours["tokens_per_second"] / theirs["tokens_per_second"], abs=0.01)
+    assert rows["lab speculative"]["vs_hf_counterpart"] == pytest.approx(
+        rows["lab speculative"]["tokens_per_second"] / rows["HF assisted"]["tokens_per_second"], abs=0.01)
+    assert ours["tokens_per_target_call"] != rows["lab speculative"]["tokens_per_target_call"]   # another policy
+    assert "stopping after one below draft probability 0.4" in format_table(result)
+    assert pair.draft.generation_config.num_assistant_tokens is None   # the shared draft's config is restored
+
+
 def test_bench_with_the_new_rows_agrees(pair):
     result = run_bench(pair, copy_heavy_prompts(pair, held_out_prompts()[:1]), max_new_tokens=24, n_draft=4,
                        extra=EXTRA_METHODS)
