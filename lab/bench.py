@@ -21,6 +21,7 @@ The drafter arena, which runs every drafter on several kinds of task, is :mod:`l
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -264,23 +265,32 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     if problem:
         raise ValueError(f"max_new_tokens: {problem}; shorten the prompts or lower max_new_tokens")
 
-    assistant_config = pair.draft.generation_config
-    saved = {key: getattr(assistant_config, key, _MISSING) for key in _ASSISTANT_KEYS}
-    assistant_config.num_assistant_tokens = n_draft
-    assistant_config.num_assistant_tokens_schedule = "constant"
-    assistant_config.assistant_confidence_threshold = 0.0
-    try:
+    with _assistant_policy(pair.draft, n_draft, 0.0):  # the same fixed N as ours, no confidence stop
         return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters)
-    finally:  # the pair is shared (lessons, tests): leave its draft's config as it was
-        for key, value in saved.items():
-            if value is _MISSING:
-                delattr(assistant_config, key)
-            else:
-                setattr(assistant_config, key, value)
 
 
 _MISSING = object()
-_ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
+
+@contextmanager
+def _assistant_policy(assistant, n_draft: int, confidence: float):
+    """transformers' assisted generation drafts with ``assistant``'s generation config: for the block, a constant
+    ``n_draft`` per step stopping below draft probability ``confidence`` (0: never); then the config as it was (the
+    pair is shared by lessons and tests)."""
+    config = assistant.generation_config
+    policy = {"num_assistant_tokens": n_draft, "num_assistant_tokens_schedule": "constant",
+              "assistant_confidence_threshold": confidence}
+    saved = {key: getattr(config, key, _MISSING) for key in policy}
+    for key, value in policy.items():
+        setattr(config, key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is _MISSING:
+                delattr(config, key)
+            else:
+                setattr(config, key, value)
 
 
 def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters=None) -> dict:
@@ -289,18 +299,9 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
 
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
 
-    def hf(ids, assistant=None, lookup=None, policy=None):
+    def hf(ids, assistant=None, lookup=None):
         from transformers.utils import logging as hf_logging
 
-        if policy is not None:  # transformers' own defaults for this call, then the bench's fixed N again
-            config = assistant.generation_config
-            fixed = tuple(getattr(config, key) for key in _ASSISTANT_KEYS)
-            config.num_assistant_tokens, config.assistant_confidence_threshold = policy
-            try:
-                return hf(ids, assistant, lookup)
-            finally:
-                for key, value in zip(_ASSISTANT_KEYS, fixed):
-                    setattr(config, key, value)
         x = torch.tensor([ids], device=pair.device)
         more = {"prompt_lookup_num_tokens": lookup} if lookup else {}
         # transformers' assisted generation calls the assistant's generate with a generation_config and explicit
@@ -314,6 +315,10 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         finally:
             hf_logging.set_verbosity(verbosity)
         return {"tokens": out[0, len(ids):].tolist()}
+
+    def _hf_default_policy(ids):
+        with _assistant_policy(draft, *HF_ASSISTED_POLICY):  # then the bench's fixed N again
+            return hf(ids, assistant=draft)
 
     def ours(build):
         """A method whose set-up calls ``build()`` for a fresh drafter (reading Medusa / EAGLE weights from disk), so
@@ -335,7 +340,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         "lab speculative": ours(lambda: DraftModelDrafter(draft, n_draft)),
         SAME_POLICY[0]: ours(lambda: DraftModelDrafter(draft, HF_ASSISTED_POLICY[0],
                                                        confidence=HF_ASSISTED_POLICY[1])),
-        SAME_POLICY[1]: lambda: lambda ids: hf(ids, assistant=draft, policy=HF_ASSISTED_POLICY),
+        SAME_POLICY[1]: lambda: lambda ids: _hf_default_policy(ids),
         "HF generate": lambda: hf,
         "HF assisted": lambda: lambda ids: hf(ids, assistant=draft),
         "lab prompt lookup": ours(lambda: PromptLookupDrafter(n_draft=lookup_tokens)),

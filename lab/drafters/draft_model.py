@@ -8,6 +8,7 @@ checked on transformers 5.24); the confidence stop is transformers' ``assistant_
 """
 from __future__ import annotations
 
+from numbers import Real
 
 import numpy as np
 import torch
@@ -89,8 +90,7 @@ class DraftModelDrafter:
                 raise ValueError("max_n_draft only applies with adaptive=True")
             max_n_draft = check_int("max_n_draft (at least n_draft)", max_n_draft, n_draft)
         if confidence is not None:
-            if isinstance(confidence, (bool, np.bool_)) or not isinstance(confidence, (int, float, np.floating)) \
-                    or not 0 < confidence < 1:
+            if isinstance(confidence, bool) or not isinstance(confidence, Real) or not 0 < confidence < 1:
                 raise ValueError(f"confidence must be None or a probability in (0, 1), got {confidence!r}")
             confidence = float(confidence)
         self.confidence = confidence
