@@ -17,10 +17,16 @@ DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suf
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
 
 
-def make_drafter(kind: str, pair, n_draft: int):
+def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None):
     """The drafter named ``kind`` (one of :data:`DRAFTERS`) for ``pair`` (a :class:`lab.models.ModelPair`), drafting
     ``n_draft`` tokens per step where the drafter takes an N (:data:`OWN_DRAFT`: Lookahead, Medusa, suffix decoding
     and the MTP heads set their own).
+
+    ``confidence`` (a probability in (0, 1), ``"model"`` only; default None: off) is transformers' confidence stop
+    (``assistant_confidence_threshold``, :class:`lab.drafters.DraftModelDrafter`): a step stops drafting after a
+    token the draft gave a probability below it, so ``n_draft`` becomes the most a step drafts
+    (:data:`lab.bench.HF_ASSISTED_POLICY` is transformers' default, N = 20 with 0.4). Any other ``kind`` given a
+    ``confidence`` raises ``ValueError``; so does a value outside (0, 1).
 
     Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
     (``pair.draft`` is None); Medusa, EAGLE, MTP, the parallel draft (``"parallel"``, PARD: N tokens from one draft
@@ -38,11 +44,13 @@ def make_drafter(kind: str, pair, n_draft: int):
     :class:`lab.drafters.SuffixDecodingDrafter` or share a :class:`lab.drafters.suffix.SuffixCache`."""
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
+    if confidence is not None and kind != "model":
+        raise ValueError(f"confidence applies to the draft model (kind 'model') only, got kind {kind!r}")
     if kind == "model":
         if pair.draft is None:
             raise ValueError(f"the {pair.name!r} pair has no draft model yet; draft with ngram (prompt lookup), "
                              "lookahead or early-exit, which need none")
-        return DraftModelDrafter(pair.draft, n_draft=n_draft)
+        return DraftModelDrafter(pair.draft, n_draft=n_draft, confidence=confidence)
     if kind == "ngram":  # prompt lookup (lesson 08): no draft model
         return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
     if kind == "lookahead":  # Lookahead decoding (lesson 09): the target drafts for itself; n_draft is not used
@@ -129,14 +137,14 @@ def check_has_draft(pair, what: str) -> None:
                          "use a pair with a draft, e.g. load_pair('shakespeare')")
 
 
-def try_drafter(kind: str, pair, n_draft: int = 4):
+def try_drafter(kind: str, pair, n_draft: int = 4, confidence: float | None = None):
     """``(drafter, None)``, or ``(None, why)`` when :func:`make_drafter` cannot build ``kind`` for ``pair`` (its
-    error message): a pair not in :data:`TRAINED_FOR` has no Medusa heads or EAGLE draft, and GPT-2 has no Llama
-    layers for an early exit.
+    error message; ``confidence`` as there): a pair not in :data:`TRAINED_FOR` has no Medusa heads or EAGLE draft,
+    and GPT-2 has no Llama layers for an early exit.
     For the bundled pair, which has every drafter, a missing or damaged asset raises: it is an error to see, not a
     drafter to leave out."""
     try:
-        return make_drafter(kind, pair, n_draft), None
+        return make_drafter(kind, pair, n_draft, confidence), None
     except (FileNotFoundError, ValueError) as error:
         if pair.name == "shakespeare":
             raise

@@ -11,7 +11,7 @@ import json
 import sys
 
 from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
-                             pair_help, positive_int, seed, temperature)
+                             pair_help, positive_int, probability, seed, temperature)
 from lab.registry import DRAFTERS, own_draft_reason, try_drafter, untrained_reason
 
 __all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
@@ -47,6 +47,11 @@ def add_parser(sub) -> None:
                    help="draft tokens per step N, >= 1, for model, ngram, eagle, early-exit, parallel and eagle3 "
                         "(default: 4); lookahead, medusa, suffix and mtp refuse it: their window, tree, match length "
                         "or number of modules sets what they draft")
+    p.add_argument("--confidence", type=probability, default=None, metavar="P",
+                   help="--drafter model only: end a step's draft after a token the draft gave a probability below "
+                        "P, that token included (transformers' assistant_confidence_threshold; its default policy is "
+                        "P = 0.4 with up to 20 drafts a step); --n-draft is then the most a step drafts (default: "
+                        "20 with --confidence)")
     p.add_argument("--seed", type=seed, default=0,
                    help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
     p.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)
@@ -59,13 +64,14 @@ def run(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`lab.cli.build_parser`);
     returns the exit status.
 
-    Raises :class:`OptionError` naming ``--n-draft`` when it is given for a drafter that takes none (lookahead,
-    medusa), ``--prompt`` for a prompt that encodes to no tokens or that alone fills the target's context, and
-    ``--max-new-tokens`` when the prompt plus the new tokens exceed it, and ``--drafter`` for one the pair cannot
-    have (medusa, eagle, mtp, parallel or eagle3 with a pair they were not trained for, before it loads; early-exit
-    on GPT-2) (all before
-    generating);
+    Raises :class:`OptionError` (all before generating) naming ``--n-draft`` when it is given for a drafter that
+    takes none (lookahead, medusa, suffix, mtp), ``--confidence`` for a drafter other than model, ``--prompt`` for a
+    prompt that encodes to no tokens or that alone fills the target's context, ``--max-new-tokens`` when the prompt
+    plus the new tokens exceed it, and ``--drafter`` for one the pair cannot have (medusa, eagle, mtp, parallel or
+    eagle3 with a pair they were not trained for, before it loads; early-exit on GPT-2). On a chat pair an empty
+    ``--prompt`` is an empty user turn, sent with the chat template.
     :func:`lab.cli.main` prints either as one line."""
+    from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer
     from lab.models import context_limit, load_pair
@@ -74,15 +80,21 @@ def run(args) -> int:
     if args.n_draft is not None and own_draft_reason(args.drafter):
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
                                        f"{own_draft_reason(args.drafter)}; leave --n-draft out")
+    if args.confidence is not None and args.drafter != "model":
+        raise OptionError("--confidence", f"applies to --drafter model only (the draft model's confidence stop), not "
+                                          f"--drafter {args.drafter}; leave --confidence out")
     untrained = untrained_reason(args.drafter, args.pair)
     if untrained:
         raise OptionError("--drafter", f"{args.drafter}: {untrained}; with --pair {args.pair} choose another drafter")
-    n_draft = 4 if args.n_draft is None else args.n_draft
+    if args.n_draft is not None:
+        n_draft = args.n_draft
+    else:  # transformers' default policy caps a confident draft at 20 tokens (lab.bench.HF_ASSISTED_POLICY)
+        n_draft = 4 if args.confidence is None else HF_ASSISTED_POLICY[0]
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
     temperature_used = demo_temperature(args.temperature, chat)
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
-    prompt_ids = pair.encode_chat(prompt) if chat and prompt else pair.encode(prompt)
+    prompt_ids = pair.encode_chat(prompt) if chat else pair.encode(prompt)  # '' on a chat pair: an empty user turn
     if not prompt_ids:
         raise OptionError("--prompt", f"must contain at least one token, got {prompt!r}")
     limit = context_limit(pair.target)
@@ -93,7 +105,8 @@ def run(args) -> int:
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
                                               f"exceed the target's context of {limit} positions")
-    drafter, problem = try_drafter(args.drafter, pair, n_draft)  # before the prompt is printed: a bad option
+    # built before the prompt is printed: a drafter the pair cannot have is a bad option
+    drafter, problem = try_drafter(args.drafter, pair, n_draft, args.confidence)
     if problem:
         raise OptionError("--drafter", f"{args.drafter} does not work with --pair {args.pair}: {problem}")
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())

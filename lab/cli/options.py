@@ -10,7 +10,7 @@ import argparse
 
 __all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "demo_temperature", "pair_help", "OptionError",
            "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes",
-           "int_list"]
+           "int_list", "probability"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
@@ -79,6 +79,17 @@ def int_list(low: int):
         return sorted(set(values))
 
     return parse
+
+
+def probability(text: str) -> float:
+    """argparse type: a probability strictly between 0 and 1 (``demo --confidence``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), e.g. 0.4, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), e.g. 0.4, got {text!r}")
+    return value
 
 
 def model_name(text: str) -> str:

@@ -116,3 +116,18 @@ def test_suffix_drafters_are_fresh_per_call_and_read_the_answers_a_request_quote
     fresh.reset(pair.encode_chat(second))
     fresh.reset(pair.encode_chat(second))  # quoted again: counted once
     assert len(fresh.cache) == 1
+
+
+def test_make_drafter_confidence_is_the_draft_models_stop(smollm2_pair):
+    from lab.drafters import DraftModelDrafter
+
+    drafter = make_drafter("model", smollm2_pair, 20, confidence=0.4)
+    assert isinstance(drafter, DraftModelDrafter) and (drafter.n_draft, drafter.confidence) == (20, 0.4)
+    assert make_drafter("model", smollm2_pair, 4).confidence is None
+    with pytest.raises(ValueError, match="confidence applies to the draft model \\(kind 'model'\\) only, got kind "
+                                         "'eagle'"):
+        make_drafter("eagle", smollm2_pair, 4, confidence=0.4)
+    with pytest.raises(ValueError, match=r"confidence must be None or a probability in \(0, 1\), got 1.5"):
+        make_drafter("model", smollm2_pair, 4, confidence=1.5)
+    assert try_drafter("ngram", smollm2_pair, 4, confidence=0.4)[1] == ("confidence applies to the draft model "
+                                                                         "(kind 'model') only, got kind 'ngram'")

@@ -283,3 +283,42 @@ def test_cli_demo_beyond_the_context_is_one_line_and_exit_status_2(pair):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
                            "exceed the target's context of 512 positions\n")
+
+
+def test_demo_empty_prompt_on_a_chat_pair_is_an_empty_user_turn(smollm2_pair, monkeypatch, capsys):
+    import lab.decode
+    import lab.models
+
+    prompts, real = [], lab.decode.generate
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair)
+    monkeypatch.setattr(lab.decode, "generate", lambda target, ids, **k: prompts.append(ids) or real(target, ids, **k))
+    assert cli.main(["demo", "--prompt", "", "--drafter", "ngram", "--max-new-tokens", "3", "--temperature", "0",
+                     "--json"]) == 0
+    assert prompts == [smollm2_pair.encode_chat("")]  # the template around an empty user turn
+    assert len(json.loads(capsys.readouterr().out)["tokens"]) >= 1
+
+
+def test_demo_confidence_drafts_with_transformers_stop(smollm2_pair, monkeypatch, capsys):
+    import lab.decode
+    import lab.models
+    from lab.drafters import DraftModelDrafter
+
+    drafters, real = [], lab.decode.generate
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair)
+    monkeypatch.setattr(lab.decode, "generate",
+                        lambda target, ids, **k: drafters.append(k["drafter"]) or real(target, ids, **k))
+    assert cli.main(["demo", "--confidence", "0.4", "--max-new-tokens", "24", "--temperature", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (drafter,) = drafters
+    assert isinstance(drafter, DraftModelDrafter) and (drafter.n_draft, drafter.confidence) == (20, 0.4)
+    assert out["stats"]["draft_calls"] > 0 and out["stats"]["new_tokens"] == len(out["tokens"])
+    # unsure drafts end steps before the 20-token cap: far fewer drafted tokens than 20 per target call
+    assert out["stats"]["drafted_tokens"] < 10 * out["stats"]["target_calls"]
+    assert cli.main(["demo", "--confidence", "0.4", "--n-draft", "3", "--max-new-tokens", "2", "--json"]) == 0
+    assert drafters[-1].n_draft == 3  # --n-draft caps the step instead
+
+
+def test_demo_confidence_with_another_drafter_is_one_line_naming_the_flag(char_pair, capsys):
+    assert cli.main(["demo", "--drafter", "ngram", "--confidence", "0.4"]) == 2
+    assert capsys.readouterr().err == ("python -m lab demo: error: --confidence: applies to --drafter model only (the "
+                                       "draft model's confidence stop), not --drafter ngram; leave --confidence out\n")

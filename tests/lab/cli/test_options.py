@@ -45,6 +45,9 @@ def test_unknown_pair_is_one_line_naming_the_flag_and_the_presets(command, capsy
     (["demo", "--seed", "99999999999999999999999"], "--seed",
      "must be a whole number from -2**63 to 2**64 - 1, got '99999999999999999999999'"),
     (["demo", "--seed", "1.5"], "--seed", "must be a whole number, got '1.5'"),
+    (["demo", "--confidence", "1"], "--confidence", "must be a number in (0, 1), e.g. 0.4, got '1'"),
+    (["demo", "--confidence", "0"], "--confidence", "must be a number in (0, 1), e.g. 0.4, got '0'"),
+    (["demo", "--confidence", "high"], "--confidence", "must be a number in (0, 1), e.g. 0.4, got 'high'"),
 ])
 def test_bad_values_name_the_flag_and_the_allowed_range(argv, flag, expected, capsys, no_model_work):
     line = error_line(run_bad(argv, capsys))
