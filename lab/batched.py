@@ -55,7 +55,7 @@ from lab.decode import DecodeSettings, branch_layout, checked_draft, checked_set
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length
 from lab.metrics import summarize_steps
-from lab.models import cache_kwarg, layer_states, new_cache
+from lab.models import cache_kwarg, layer_states, new_cache, synchronize
 from lab.trace import Generation
 from lab.validation import check_int
 
@@ -201,6 +201,7 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
     del waiting[:max_rows]
     cache = new_cache()
     _admit(target, cache, running)
+    synchronize(target.device)  # the prefill, not its launch
     prefill_ms = (time.perf_counter() - start) * 1000
 
     calls = fed = padded = 0
@@ -217,6 +218,7 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
                 cache = new_cache()
                 _admit(target, cache, newcomers)
             running += newcomers
+            synchronize(target.device)
             prefill_ms += (time.perf_counter() - t_admit) * 1000
         slots, width, blocks = _draft_all(running, cache)
         hidden_wanted = any(row.settings.hidden for row in running)
@@ -389,8 +391,7 @@ def _batched_forward(target, cache, blocks, slots: int, width: int, hidden: bool
     out = target(input_ids=ids.to(device), attention_mask=additive[:, None].to(device),
                  position_ids=positions.to(device), **kwargs)
     logits = out.logits.float()
-    if logits.is_cuda:  # time the forward itself, not its launch
-        torch.cuda.synchronize(logits.device)
+    synchronize(logits.device)  # time the forward itself, not its launch
     return logits, (out.hidden_states if hidden else None)
 
 

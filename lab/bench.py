@@ -26,13 +26,14 @@ from contextlib import contextmanager
 import torch
 
 from lab.load_meter import LoadMeter
+from lab.models import synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
 from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, check_number, check_sampling_args
 
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
-           "synchronize", "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
+           "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
@@ -95,13 +96,6 @@ def check_drafters(names, what: str = "drafters") -> tuple:
     if not chosen:
         raise ValueError(f"{what} must name at least one of {', '.join(DRAFTERS)}")
     return tuple(chosen)
-
-
-def synchronize(device) -> None:
-    """Wait for the queued GPU work on ``device`` (a ``torch.device`` or its name) before reading a clock; nothing
-    to wait for on a CPU."""
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
 
 
 def threads_label(count: int) -> str:

@@ -26,6 +26,7 @@ from numbers import Real
 import torch
 
 from lab.metrics import expected_tokens_per_call
+from lab.models import synchronize
 from lab.validation import check_int, plain_number
 
 __all__ = [
@@ -367,11 +368,6 @@ def break_even_tokens(setup_ms: float, ar_ms_per_token: float, spec_ms_per_token
 
 
 # --- timing ----------------------------------------------------------------------------------------------------
-def _sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-
-
 @torch.inference_mode()
 def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, repeats: int = 5,
                  seed: int = 0) -> float:
@@ -401,10 +397,10 @@ def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, 
     times = []
     for i in range(repeats + 1):
         rollback(cache, context)
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         model(input_ids=ids[:, context:], use_cache=True, **{key: cache})
-        _sync(device)
+        synchronize(device)
         if i:  # the first pass warms up allocators and kernels
             times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times)

@@ -20,7 +20,7 @@ import torch
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length, keep_positions
 from lab.metrics import summarize_steps
-from lab.models import LAST_LAYER, context_limit, forward, hidden_layers_of, new_cache, vocab_size
+from lab.models import LAST_LAYER, context_limit, forward, hidden_layers_of, new_cache, synchronize, vocab_size
 from lab.sampling import probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
@@ -117,6 +117,7 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
             drafter.reset(settings.prompt)
         observe = getattr(drafter, "observe", None)      # optional: wants the step's target output
         kv_length = getattr(drafter, "kv_length", None)  # optional: its own KV-cache length (for the KV viewer)
+    synchronize(target.device)  # on CUDA the prefill is still queued here; step 0 would be charged for it
     prefill_ms = (time.perf_counter() - start) * 1000
 
     committed, new, steps = list(settings.prompt), [], []
@@ -296,8 +297,7 @@ def _target_forward(target, cache, last: int, draft: Draft, base: int, hidden: b
     else:  # [n+1, V]: one target call verifies all drafts
         out = forward(target, [last] + draft.tokens, cache, output_hidden_states=hidden, hidden_layers=hidden_layers)
     all_logits, all_hidden = out if hidden else (out, None)
-    if all_logits.is_cuda:  # time the forward itself, not just its launch (verification syncs right after)
-        torch.cuda.synchronize(all_logits.device)
+    synchronize(all_logits.device)  # time the forward itself, not just its launch (verification syncs right after)
     return all_logits, all_hidden
 
 
@@ -348,7 +348,8 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
     drafter's class: a ``propose`` that returns no :class:`Draft`, token ids that are not integers or lie outside
     ``[0, V)``, or ``probs`` that is not ``[n, V]``, holds NaN/inf/negative entries, has rows not summing to 1,
     or gives a drafted token probability 0 (rejection sampling would then accept that token always, silently
-    breaking exactness)."""
+    breaking exactness). ``probs`` come back as float32 on the CPU, where verification draws with the call's CPU
+    generator, whatever device and float dtype the drafter used."""
     who = type(drafter).__name__
     if not isinstance(draft, Draft):
         raise TypeError(f"{who}.propose must return a lab.drafters.Draft (e.g. Draft(tokens)), got "
@@ -362,6 +363,7 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
             raise ValueError(f"{who}.propose returned Draft.probs of {type(probs).__name__} "
                              f"{tuple(getattr(probs, 'shape', ()))}; it must be None or a float tensor [len(tokens), "
                              f"V] = [{n}, {vocab}], row i the distribution token i was drawn from")
+        probs = probs.detach().to("cpu", torch.float32)
         if n:
             own = probs[torch.arange(n), torch.tensor(tokens)]
             rows = probs.sum(-1, dtype=torch.float64)
@@ -376,7 +378,7 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
                     why = f"rows that do not sum to 1 (sums {[round(float(r), 4) for r in rows]})"
                 raise ValueError(f"{who}.propose returned Draft.probs with {why}; each row must be the distribution "
                                  "its token was drawn from (None for a deterministic drafter)")
-    return dataclasses.replace(draft, tokens=tokens, extra_tokens=extra)
+    return dataclasses.replace(draft, tokens=tokens, extra_tokens=extra, probs=probs)
 
 
 def _fit_context(draft: Draft, room: int) -> Draft:

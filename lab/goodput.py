@@ -27,8 +27,8 @@ import time
 
 import torch
 
-from lab.bench import synchronize
 from lab.load_meter import LoadMeter
+from lab.models import synchronize
 from lab.validation import check_int
 
 __all__ = ["BATCH_SIZES", "N_VALUES", "measure_goodput", "best_n_per_batch", "crossover_batch",

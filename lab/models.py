@@ -36,7 +36,7 @@ __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "lo
            "full_precision_embedding", "pick_device",
            "auto_dtype",
            "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
-           "hidden_layers_of"]
+           "hidden_layers_of", "synchronize"]
 
 LAST_LAYER = (-1,)
 """The hidden states a drafter reads unless it says otherwise (its ``hidden_layers``): the last layer's."""
@@ -205,6 +205,16 @@ def pick_device(device=None) -> torch.device:
         raise ValueError(f"device {str(chosen)!r} is not available on this machine; available: "
                          f"{', '.join(available)}")
     return chosen
+
+
+def synchronize(device) -> None:
+    """Wait until the work queued on ``device`` (a ``torch.device`` or its name: ``"cuda"``, ``"cuda:1"``, ``"cpu"``)
+    has run, before a clock is read. CUDA launches return before their kernels finish, so a reading without it
+    times the launch, not the work; on a CPU every op has finished when it returns, and there is nothing to wait
+    for."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _cpuinfo() -> str:

@@ -112,7 +112,7 @@ def run_draft_layer(layer, cache_kw: str, x: torch.Tensor, cache=None, position_
 
 
 def check_step_inputs(features: torch.Tensor, tokens, width: int, what: str, *, letter: str = "D",
-                      hint: str = "") -> tuple:
+                      hint: str = "", device=None) -> tuple:
     """The input checks of one draft step over (feature, next token) pairs, shared by
     :meth:`EagleDraftModel.forward` and :meth:`lab.drafters.eagle3.Eagle3DraftModel.forward`.
 
@@ -124,6 +124,8 @@ def check_step_inputs(features: torch.Tensor, tokens, width: int, what: str, *, 
             D = 576").
         letter: the width's letter in the shape error (``"D"``: the target's width; ``"d"``: the draft's).
         hint: text appended to the width error (e.g. what to call first).
+        device: where the draft's weights are (None: leave ``features`` where they are); ``features`` move there,
+            so that CPU inputs reach a draft on CUDA.
 
     Returns:
         ``(features [B, n, width], tokens LongTensor [B, n] on the features' device, unbatched)``; ``unbatched`` is
@@ -134,6 +136,8 @@ def check_step_inputs(features: torch.Tensor, tokens, width: int, what: str, *, 
             tokens [B, n] must agree, got ..."), or a feature width other than ``width`` ("features must be
             {what}, got width ...{hint}").
     """
+    if device is not None and isinstance(features, torch.Tensor):
+        features = features.to(device)
     unbatched = features.dim() == 2
     if unbatched:
         features, tokens = features[None], torch.as_tensor(tokens)[None]
@@ -249,7 +253,8 @@ class EagleDraftModel(torch.nn.Module):
         """
         width = self.config["feature_size"]
         features, tokens, unbatched = check_step_inputs(features, tokens, width,
-                                                        f"the target's hidden states, width D = {width}")
+                                                        f"the target's hidden states, width D = {width}",
+                                                        device=self.fusion.weight.device)
         dtype = self.fusion.weight.dtype
         x = self.fusion(torch.cat([features.to(dtype), self.embed(tokens).to(dtype)], dim=-1))
         pred = self.up(run_draft_layer(self.layer, self._cache_kwarg, x, cache, position_ids, attention_mask))

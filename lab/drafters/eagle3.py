@@ -161,7 +161,7 @@ class Eagle3DraftModel(torch.nn.Module):
             self.register_buffer("head_bias", None if bias is None else bias.detach()[ids].float().clone(),
                                  persistent=False)
         # EAGLE-3's d2t: target id = draft id + d2t[draft id]; saved with the weights
-        self.register_buffer("d2t", ids - torch.arange(ids.numel()))
+        self.register_buffer("d2t", ids - torch.arange(ids.numel(), device=ids.device))
         self._cache_kwarg = cache_kwarg(type(self.layer))
         self.to(target.get_input_embeddings().weight.device)  # the target's: a split model fails at its first forward
 
@@ -187,7 +187,7 @@ class Eagle3DraftModel(torch.nn.Module):
         width = self.config["width"]
         features, tokens, unbatched = check_step_inputs(
             features, tokens, width, f"fused target states or the draft's own outputs, width {width}", letter="d",
-            hint=" (fuse() the target's first)")
+            hint=" (fuse() the target's first)", device=self.fusion.weight.device)
         dtype = self.fusion.weight.dtype
         embedded = self.target.get_input_embeddings()(tokens).to(dtype)
         x = self.fusion(torch.cat([embedded, features.to(dtype)], dim=-1))

@@ -211,7 +211,8 @@ class MedusaHeads(torch.nn.Module):
     @classmethod
     def load(cls, directory, device=None, dtype=torch.float32, target=None) -> MedusaHeads:
         """Load heads written by :meth:`save` (safetensors only, never pickles) onto ``device`` / ``dtype``,
-        in eval mode. Raises ``FileNotFoundError`` naming the missing file and how to make it; with ``target``,
+        in eval mode; ``device`` None means ``target``'s device when a target is given (the heads read its hidden
+        states), else the CPU. Raises ``FileNotFoundError`` naming the missing file and how to make it; with ``target``,
         ``ValueError`` when the config records another target (:func:`lab.assets.check_target_key`: the heads were
         trained for another target, retrain with ``python -m lab train medusa``). Configs without that record load
         unchecked."""
@@ -233,6 +234,8 @@ class MedusaHeads(torch.nn.Module):
         heads = cls(config["hidden_size"], config["vocab_size"], config["num_heads"], state.get("draft_vocab"),
                     bool(config.get("shared_head", False)))
         heads.load_state_dict(state)
+        if device is None and target is not None:
+            device = target.get_output_embeddings().weight.device
         return heads.to(device=device, dtype=dtype).eval().requires_grad_(False)  # inference weights
 
 
@@ -358,7 +361,8 @@ def head_accuracy(target, heads: MedusaHeads, features: dict, batch: int = 8) ->
     for i in range(0, len(ids), batch):
         h = hidden[i:i + batch].to(param.device, param.dtype)
         x = ids[i:i + batch].to(param.device)
-        own = lm_head(h.to(lm_head.weight.dtype)).topk(5, dim=-1).indices.unsqueeze(-2)   # [B, T, 1, 5]
+        own = lm_head(h.to(lm_head.weight.device, lm_head.weight.dtype)).topk(5, dim=-1).indices  # [B, T, 5]
+        own = own.unsqueeze(-2).to(param.device)                                                  # [B, T, 1, 5]
         tops = torch.cat([own, heads.to_target(heads(h).topk(5, dim=-1).indices)], dim=-2)  # [B, T, 1 + n, 5]
         for k in range(n + 1):
             span = x.size(1) - 1 - k          # positions t with a token at t + 1 + k

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from lab.assets import PAIR_DIR, TARGET_KEY, cache_dir, target_weights_key
 from lab.drafters.parallel import MASK_KEY, TARGET_VOCAB_KEY, add_mask_token
+from lab.models import synchronize
 from lab.training.checkpoints import load_checkpoint, resume_training_state, save_model, save_training_state
 from lab.training.features import target_features
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
@@ -345,6 +346,7 @@ def draft_step_ms(pair, drafter_model, block_sizes=(2, 3, 4), context: int = 128
         for r in range(repeats + 3):  # 3 warm-up rounds
             for name in (list(drafters) if r % 2 else list(drafters)[::-1]):
                 drafters[name].reset(ids)
+                synchronize(pair.target.device)  # on CUDA the reset's prefill is still queued
                 t0 = time.perf_counter()
                 drafters[name].propose(DraftRequest(ids, k))
                 if r >= 3:

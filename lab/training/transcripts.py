@@ -132,10 +132,10 @@ def build_transcripts(pair, max_new_tokens: int = 80, conversations=CONVERSATION
 
 
 def main(out: Path = TRANSCRIPTS_FILE) -> None:
-    """Build the transcripts with the real pair in float32 and write them to ``out``."""
+    """Build the transcripts with the real pair in float32 on the CPU and write them to ``out``."""
     from lab.models import load_pair
 
-    result = build_transcripts(load_pair("smollm2-135m"))
+    result = build_transcripts(load_pair("smollm2-135m", device="cpu"))  # the CPU's float32, as every builder
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {out}")
 

@@ -166,6 +166,57 @@ def test_sampled_decoding_hands_the_draft_probabilities_to_verification(target):
         assert step.last_kind == ("bonus" if step.num_accepted == len(step.drafted) else "resampled")
 
 
+class Float64Drafter(DraftModelDrafter):
+    """Hands verification its sampling distributions in float64, as a drafter of the learner's own might."""
+
+    def propose(self, request):
+        from dataclasses import replace
+        draft = super().propose(request)
+        return draft if draft.probs is None else replace(draft, probs=draft.probs.double())
+
+
+def test_draft_probabilities_reach_verification_as_float32_on_the_cpu(target, noisy_draft):
+    gen = generate(target, [1, 2, 3, 4, 5], drafter=Float64Drafter(noisy_draft, 3), max_new_tokens=12,
+                   temperature=1.0, seed=0, record_probs=True)
+    same = generate(target, [1, 2, 3, 4, 5], drafter=DraftModelDrafter(noisy_draft, 3), max_new_tokens=12,
+                    temperature=1.0, seed=0)
+    drafted = [s for s in gen.steps if s.drafted]
+    assert drafted and all(s.draft_probs.dtype == torch.float32 and s.draft_probs.device.type == "cpu"
+                           for s in drafted)
+    assert gen.tokens == same.tokens  # the same draws: float64 rows verified as their float32 values
+
+
+def test_the_prefill_is_timed_to_its_end(target, noisy_draft, monkeypatch):
+    import lab.decode
+
+    events = []
+    monkeypatch.setattr(lab.decode, "synchronize", lambda device: events.append(("sync", torch.device(device))))
+
+    class Logged(DraftModelDrafter):
+        def reset(self, prompt_ids):
+            events.append(("reset",))
+            super().reset(prompt_ids)
+
+        def propose(self, request):
+            events.append(("propose",))
+            return super().propose(request)
+
+    generate(target, [1, 2, 3, 4, 5], drafter=Logged(noisy_draft, 2), max_new_tokens=3)
+    # the wait comes after the drafter's own prefill (reset) and before the first step's drafting
+    assert events[:3] == [("reset",), ("sync", target.device), ("propose",)]
+
+
+def test_synchronize_waits_on_the_device_named(monkeypatch):
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(device))
+    models.synchronize("cpu")
+    models.synchronize(torch.device("cpu"))
+    assert waited == []  # nothing is queued on a CPU
+    models.synchronize("cuda:1")
+    models.synchronize(torch.device("cuda", 0))
+    assert waited == [torch.device("cuda:1"), torch.device("cuda:0")]  # that GPU, not the current one
+
+
 # --- argument checks -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs,word", [

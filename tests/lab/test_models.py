@@ -153,7 +153,8 @@ def test_cache_kwarg_names_a_parameter_of_forward(target):
     # the name it gives is the one the installed transformers wants: passing it raises no deprecation warning
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
-        target(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True, **{cache_kwarg(type(target)): new_cache()})
+        target(input_ids=torch.tensor([[1, 2, 3]], device=target.device), use_cache=True,
+               **{cache_kwarg(type(target)): new_cache()})
 
 
 def test_forward_refuses_positions_past_the_context(short_target):

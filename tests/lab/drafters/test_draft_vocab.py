@@ -47,7 +47,7 @@ def reduced(pair):
 
 
 def test_logits_are_the_targets_rows_and_minus_infinity_elsewhere(pair, reduced):
-    features = torch.randn(3, pair.target.config.hidden_size)
+    features = torch.randn(3, pair.target.config.hidden_size, device=pair.device)
     with torch.no_grad():
         full = pair.target.get_output_embeddings()(features)
         mine = reduced.logits(features)
@@ -56,7 +56,7 @@ def test_logits_are_the_targets_rows_and_minus_infinity_elsewhere(pair, reduced)
     assert head.shape == (3, 512) and mine.shape == full.shape
     torch.testing.assert_close(head, full[:, vocab])
     torch.testing.assert_close(mine[:, vocab], full[:, vocab])
-    outside = torch.ones(full.size(-1), dtype=torch.bool)
+    outside = torch.ones(full.size(-1), dtype=torch.bool, device=full.device)
     outside[vocab] = False
     assert torch.isneginf(mine[:, outside]).all()
     assert (probs_from_logits(mine, 1.0)[:, outside] == 0).all()
@@ -170,8 +170,8 @@ def test_medusa_loss_skips_unscored_and_outside_tokens(pair, reduced_heads):
     heads, _ = reduced_heads
     ids = pair.encode(held_out_prompts()[0])[:12]
     with torch.no_grad():
-        hidden = pair.target.model(input_ids=torch.tensor([ids])).last_hidden_state
-    ids = torch.tensor([ids])
+        hidden = pair.target.model(input_ids=torch.tensor([ids], device=pair.device)).last_hidden_state.cpu()
+    ids = torch.tensor([ids])  # the heads here are on the CPU
     labels = ids.clone()
     labels[0, :6] = -100  # the "prompt"
     with torch.no_grad():

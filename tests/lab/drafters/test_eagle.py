@@ -131,7 +131,7 @@ def test_cache_holds_exactly_the_true_pairs(pair, prompts):
     drafter.propose(DraftRequest(committed, 4))  # feeds the pairs still pending, drafts, rolls back
     assert drafter.cached_pairs() == len(committed) - 1
     with torch.no_grad():
-        feats = pair.target.model(input_ids=torch.tensor([committed[:-1]])).last_hidden_state[0]
+        feats = pair.target.model(input_ids=torch.tensor([committed[:-1]], device=pair.device)).last_hidden_state[0]
         fresh = new_cache()
         predicted = drafter.model(feats, committed[1:], fresh, position_ids=torch.arange(1, len(committed)))
     torch.testing.assert_close(drafter._root, predicted[-1], atol=1e-4, rtol=1e-4)
@@ -191,7 +191,7 @@ def test_sampling_chain_completes(pair, prompts):
     # the proposal's probabilities: one processed distribution per token, each drawn token possible under it
     prompt = prompts[0][:10]
     with torch.no_grad():
-        hidden = pair.target.model(input_ids=torch.tensor([prompt[:-1]])).last_hidden_state[0]
+        hidden = pair.target.model(input_ids=torch.tensor([prompt[:-1]], device=pair.device)).last_hidden_state[0]
     drafter.reset(prompt, hidden=hidden)
     request = DraftRequest(prompt, 5, temperature=0.7, top_k=20, generator=torch.Generator().manual_seed(0))
     draft = drafter.propose(request)

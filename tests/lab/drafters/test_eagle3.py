@@ -27,7 +27,7 @@ def model(pair):
 def fresh_layers(pair, ids, layers):
     """The target's hidden states of ``layers`` over ``ids``, concatenated, from one plain forward."""
     with torch.no_grad():
-        out = pair.target(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        out = pair.target(input_ids=torch.tensor([ids], device=pair.device), output_hidden_states=True)
     return torch.cat([out.hidden_states[i][0] for i in layers], dim=-1)
 
 

@@ -141,7 +141,7 @@ def test_committed_heads_beat_chance(pair):
     windows = [pair.encode(text)[:48] for text in held_out_prompts()]
     ids = torch.tensor([w for w in windows if len(w) == 48])
     with torch.no_grad():
-        hidden = pair.target.model(input_ids=ids).last_hidden_state
+        hidden = pair.target.model(input_ids=ids.to(pair.device)).last_hidden_state
     heads = MedusaDrafter.from_pretrained(pair).heads
     acc = head_accuracy(pair.target, heads, {"ids": ids, "hidden": hidden})
     chance = 1 / pair.target.config.vocab_size
@@ -163,7 +163,8 @@ def test_committed_heads_fit_the_targets_own_text(pair):
     corpus = torch.tensor([w for w in (pair.encode(text)[:48] for text in held_out_prompts()) if len(w) == 48])
     heads = MedusaDrafter.from_pretrained(pair).heads
     with torch.no_grad():
-        acc = {name: head_accuracy(pair.target, heads, {"ids": ids, "hidden": pair.target.model(ids).last_hidden_state})
+        acc = {name: head_accuracy(pair.target, heads,
+                                   {"ids": ids, "hidden": pair.target.model(ids.to(pair.device)).last_hidden_state})
                for name, ids in (("own", own), ("corpus", corpus))}
     assert all(o > 1.5 * c for o, c in zip(acc["own"]["top1"], acc["corpus"]["top1"])), acc
 

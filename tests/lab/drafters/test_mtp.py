@@ -39,7 +39,7 @@ def heads(pair, prompts, reference, tmp_path_factory):
         sequences.append({"ids": ids, "answer_start": len(p), "kind": "chat",
                           "topk_ids": torch.zeros(len(ref), 8, dtype=torch.long)})
         with torch.no_grad():
-            features.append(pair.target.model(input_ids=ids[None]).last_hidden_state[0])
+            features.append(pair.target.model(input_ids=ids[None].to(pair.device)).last_hidden_state[0].cpu())
     data = (sequences, (sequences[2:], features[2:]), (sequences[:2], features[:2]), torch.arange(1024))
     recipe = ChatMTPRecipe(depth=3, intermediate=48, draft_vocab=1024, steps=60, batch=2, lr=3e-3, warmup=2)
     out = train_chat_mtp(pair, recipe, out_dir=tmp_path_factory.mktemp("mtp"), log=lambda m: None, data=data)
@@ -49,7 +49,7 @@ def heads(pair, prompts, reference, tmp_path_factory):
 def _hidden(pair, ids):
     """The target's h^0 (after its final norm) over ``ids``: ``[len(ids), D]``."""
     with torch.no_grad():
-        return pair.target.model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        return pair.target.model(input_ids=torch.tensor([ids], device=pair.device)).last_hidden_state[0]
 
 
 def test_shapes_parameters_and_teacher_forcing(pair):
