@@ -1,6 +1,7 @@
 """Side-by-side timing: lab autoregressive, lab speculative, transformers ``generate`` and transformers assisted
 generation (``generate(assistant_model=…)``), on the same pair, prompts and settings, in one run; optionally also
-lab prompt lookup (vs transformers' ``prompt_lookup_num_tokens``), lab Lookahead decoding (lessons 08–09), and the
+lab prompt lookup (vs transformers' ``prompt_lookup_num_tokens``; :data:`SAME_RULE` looks up as transformers does, so
+that row compares the loops alone), lab Lookahead decoding (lessons 08–09), and the
 drafters that read the target itself: Medusa heads, the EAGLE draft and an early-exit draft (lessons 10–11).
 
 Greedy decoding: in float32 every method must produce identical tokens, and the table says whether they did; in
@@ -34,10 +35,18 @@ from lab.validation import check_int, check_number, check_sampling_args
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
-           "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY"]
+           "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
+           "SAME_RULE", "HF_LOOKUP_RULE"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
-EXTRA_METHODS = ("lab prompt lookup", "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
+SAME_RULE = "lab prompt lookup, HF's rule"
+"""The bench row of prompt lookup with transformers' own lookup (:data:`HF_LOOKUP_RULE`), beside "HF prompt lookup":
+the same proposals, so the two rows compare the decode loops alone; "lab prompt lookup" keeps the course's rule."""
+HF_LOOKUP_RULE = (2, "earliest")
+"""transformers' prompt lookup as ``(max_ngram, match)`` of :class:`lab.drafters.PromptLookupDrafter`: n-grams of at
+most 2 tokens (``max_matching_ngram_size`` defaults to 2) and the earliest earlier occurrence
+(``PromptLookupCandidateGenerator`` in ``generation/candidate_generator.py``, transformers 5.25)."""
+EXTRA_METHODS = ("lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
                  "lab early exit")
 BASELINE_METHODS = ("lab autoregressive", "HF generate")
 """The rows every bench keeps, also when ``drafters`` narrows it: the two autoregressive baselines."""
@@ -51,7 +60,8 @@ SAME_POLICY = ("lab speculative, HF's default policy", "HF assisted, its default
 loop (``DraftModelDrafter(draft, 20, confidence=0.4)``) and transformers' assisted generation left at its defaults.
 The first row's × HF counterpart is over the second; "lab speculative" and "HF assisted" both draft a fixed N."""
 DRAFTER_METHODS = {
-    "model": ("lab speculative", "HF assisted") + SAME_POLICY, "ngram": ("lab prompt lookup", "HF prompt lookup"),
+    "model": ("lab speculative", "HF assisted") + SAME_POLICY,
+    "ngram": ("lab prompt lookup", SAME_RULE, "HF prompt lookup"),
     "lookahead": ("lab lookahead",), "medusa": ("lab Medusa",), "eagle": ("lab EAGLE",),
     "early-exit": ("lab early exit",), "suffix": ("lab suffix decoding",), "mtp": ("lab MTP",),
     "parallel": ("lab parallel",), "eagle3": ("lab EAGLE-3",),
@@ -228,9 +238,10 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row: method, tokens
     (total new), seconds, tokens_per_second, and for lab drafters the acceptance rate and tokens per target call.
     Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
-    speculative, HF prompt lookup for lab prompt lookup). ``n_draft`` is the draft model's N; prompt lookup drafts
-    ``lookup_n_draft`` tokens from n-grams of up to 3 (``PromptLookupDrafter(n_draft=lookup_n_draft)``, and
-    transformers' ``prompt_lookup_num_tokens=lookup_n_draft``); Lookahead uses ``LookaheadDrafter()``. Prompts are
+    speculative, HF prompt lookup for lab prompt lookup and :data:`SAME_RULE`). ``n_draft`` is the draft model's N;
+    prompt lookup drafts ``lookup_n_draft`` tokens from n-grams of up to 3
+    (``PromptLookupDrafter(n_draft=lookup_n_draft)``; :data:`SAME_RULE` with :data:`HF_LOOKUP_RULE`), and
+    transformers' ``prompt_lookup_num_tokens=lookup_n_draft``; Lookahead uses ``LookaheadDrafter()``. Prompts are
     encoded by :func:`lab.prompts.encode_prompts` (as chat requests for a chat pair). Methods run prompt by prompt,
     each in turn (the order rotating), so a change in load hits all alike; ``settings["load"]`` holds the 1-minute
     load average before and after. ``agreement`` gives, per method, :func:`agreement_with` lab autoregressive
@@ -338,6 +349,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         "HF generate": lambda: hf,
         "HF assisted": lambda: lambda ids: hf(ids, assistant=draft),
         "lab prompt lookup": ours(lambda: PromptLookupDrafter(n_draft=lookup_tokens)),
+        SAME_RULE: ours(lambda: PromptLookupDrafter(HF_LOOKUP_RULE[0], lookup_tokens, match=HF_LOOKUP_RULE[1])),
         "HF prompt lookup": lambda: lambda ids: hf(ids, lookup=lookup_tokens),
         "lab lookahead": ours(LookaheadDrafter),
         "lab Medusa": ours(lambda: make_drafter("medusa", pair, n_draft)),
@@ -387,9 +399,10 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         if ours_name in results and theirs in results:
             results[ours_name]["vs_hf_counterpart"] = round(
                 results[ours_name]["tokens_per_second"] / results[theirs]["tokens_per_second"], 2)
-    if "lab prompt lookup" in results and "HF prompt lookup" in results:
-        results["lab prompt lookup"]["vs_hf_counterpart"] = round(
-            results["lab prompt lookup"]["tokens_per_second"] / results["HF prompt lookup"]["tokens_per_second"], 2)
+    for ours_name in ("lab prompt lookup", SAME_RULE):
+        if ours_name in results and "HF prompt lookup" in results:
+            results[ours_name]["vs_hf_counterpart"] = round(
+                results[ours_name]["tokens_per_second"] / results["HF prompt lookup"]["tokens_per_second"], 2)
     reference = outputs["lab autoregressive"]
     agreement = {name: agreement_with(reference, outs) for name, outs in outputs.items()}
     identical = all(outs == reference for outs in outputs.values())
@@ -405,7 +418,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                              f"below draft probability {HF_ASSISTED_POLICY[1]}")
     if extra:
         lookup, lookahead = PromptLookupDrafter(n_draft=lookup_tokens), LookaheadDrafter()
-        settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted; "
+        settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted (HF's "
+                             f"rule: <= {HF_LOOKUP_RULE[0]}, the {HF_LOOKUP_RULE[1]} occurrence); "
                              f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
         if "lab Medusa" in extra:
             from lab.drafters.medusa import DEFAULT_TREE
@@ -451,7 +465,7 @@ def format_table(result: dict, label: str = "held-out") -> str:
                      f"{row.get('vs_hf_counterpart', '')} | {row.get('acceptance_rate', '')} | "
                      f"{row.get('tokens_per_target_call', '')} |")
     same = "yes" if result["identical"] else f"NO (differ: {', '.join(result['mismatched'])})"
-    count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}.get(
+    count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven"}.get(
         len(result["rows"]), str(len(result["rows"])))
     if s["dtype"] == "float32" or result["identical"]:
         lines += ["", f"all {count} produced identical tokens: {same}"]

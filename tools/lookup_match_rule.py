@@ -4,7 +4,8 @@
     python tools/lookup_match_rule.py --kinds all --prompts 8 --max-new-tokens 48 --dtype bfloat16   # arena kinds
 
 The course's :func:`lab.drafters.prompt_lookup.ngram_lookup` continues the most recent earlier occurrence of the
-matched n-gram; transformers' ``PromptLookupCandidateGenerator`` and vLLM's ``ngram_proposer.py`` the earliest. This
+matched n-gram; transformers' ``PromptLookupCandidateGenerator`` and vLLM's ``ngram_proposer.py`` the earliest
+(``match="earliest"``). This
 prints, per kind of request, the tokens per target call of lab prompt lookup with each rule (``max_ngram`` 3, the
 bench's 5 drafted tokens) and of transformers' ``generate(prompt_lookup_num_tokens=5)`` (its own n-grams <= 2; target
 forwards counted with a hook; its prefill writes the first token, as the lab's first call does), and whether each
@@ -19,30 +20,9 @@ import torch
 
 from lab.decode import generate
 from lab.drafters import PromptLookupDrafter
-from lab.drafters.base import Draft
 from lab.models import load_pair
 from lab.cli.options import positive_int
 from lab.prompts import CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, encode_prompts
-
-
-def earliest_lookup(tokens: list, max_ngram: int, n_draft: int) -> list:
-    """:func:`ngram_lookup` with transformers' and vLLM's rule: the earliest earlier occurrence of the longest
-    matching suffix n-gram (n from ``max_ngram`` down to 1)."""
-    length = len(tokens)
-    for n in range(min(max_ngram, length - 1), 0, -1):
-        suffix = tokens[length - n:]
-        for i in range(length - n):
-            if tokens[i:i + n] == suffix:
-                return tokens[i + n:i + n + n_draft]
-    return []
-
-
-class EarliestLookupDrafter(PromptLookupDrafter):
-    """:class:`PromptLookupDrafter` with :func:`earliest_lookup`."""
-
-    def propose(self, request):
-        n = min(self.n_draft, request.max_tokens)
-        return Draft(earliest_lookup(request.tokens, self.max_ngram, n), None, calls=0) if n > 0 else Draft()
 
 
 KINDS = CHAT_TASKS + CONVERSATION_TASKS   # the real pair's arena kinds
@@ -89,7 +69,7 @@ def main() -> None:
         return out[0, len(ids):].tolist(), forwards[0]   # the prefill writes the first token, as lab's first step
 
     methods = {"most recent (lab)": lambda ids: lab_run(ids, PromptLookupDrafter(3, 5)),
-               "earliest": lambda ids: lab_run(ids, EarliestLookupDrafter(3, 5))}
+               "earliest": lambda ids: lab_run(ids, PromptLookupDrafter(3, 5, match="earliest"))}
     if not args.no_transformers:
         methods["transformers"] = hf_run
     plural = "" if args.prompts == 1 else "s"

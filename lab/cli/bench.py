@@ -213,8 +213,8 @@ def _run_chat(args, count: int) -> int:
     when outputs differ in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, cost_curve, eagle_step_ms, format_table, goal_lines, goal_met, run_bench,
-                           speedup_with_verify_cost, sweep_n_draft)
+    from lab.bench import (EXTRA_METHODS, SAME_RULE, cost_curve, eagle_step_ms, format_table, goal_lines, goal_met,
+                           run_bench, speedup_with_verify_cost, sweep_n_draft)
     from lab.costs import time_forward
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts
@@ -277,6 +277,8 @@ def _run_chat(args, count: int) -> int:
               chat["lab speculative"]["vs_hf_counterpart"], 1.2),
              ("lab prompt lookup x transformers prompt lookup, copy/edit",
               edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
+             ("the same with transformers' lookup rule (n-grams <= 2, earliest occurrence), copy/edit",
+              edit.get(SAME_RULE, {}).get("vs_hf_counterpart"), 1.0),
              (f"draft-model efficiency (measured / predicted speedup) at its best N = {best_n['n_draft']}, chat",
               best_n["efficiency"], 0.9),
              ("draft model cost ratio c (its forward / the target's, KV cache of 128)", c, 0.1, "<="),

@@ -11,8 +11,9 @@ speculation (``speculative_config={"method": "ngram", "prompt_lookup_max": ..., 
 older ``speculative_model="[ngram]"`` / ``ngram_prompt_lookup_max`` names); lesson 08. One difference from all three:
 they continue the *earliest* occurrence of the matched n-gram (transformers' ``PromptLookupCandidateGenerator`` takes
 the first match left to right, vLLM's ``vllm/v1/spec_decode/ngram_proposer.py`` "the earliest position"), this
-course the most recent, the copy a long text is usually continuing (lesson 08). vLLM also matches only n-grams
-between ``prompt_lookup_min`` and ``prompt_lookup_max`` (both 5 by default), where this lookup falls back to 1.
+course by default the most recent, the copy a long text is usually continuing (lesson 08); ``match="earliest"`` takes
+the engines' rule. vLLM also matches only n-grams between ``prompt_lookup_min`` and ``prompt_lookup_max`` (both 5 by
+default), where this lookup falls back to 1.
 """
 from __future__ import annotations
 
@@ -21,13 +22,23 @@ import torch
 from lab.drafters.base import Draft, DraftRequest
 from lab.validation import is_integer
 
-__all__ = ["ngram_lookup", "PromptLookupDrafter"]
+__all__ = ["ngram_lookup", "PromptLookupDrafter", "MATCH_RULES"]
+
+MATCH_RULES = ("recent", "earliest")
+"""Which earlier occurrence of the matched n-gram a lookup continues: ``"recent"``, the most recent (this course's
+default), or ``"earliest"`` (transformers' ``PromptLookupCandidateGenerator`` and vLLM's n-gram proposer)."""
 
 
 def _check_positive(name: str, value) -> int:
     if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
+
+
+def _check_match(match) -> str:
+    if match not in MATCH_RULES:
+        raise ValueError(f"match must be one of {MATCH_RULES}, got {match!r}")
+    return match
 
 
 def _token_ids(context) -> list:
@@ -52,30 +63,35 @@ def _token_ids(context) -> list:
     return [int(t) for t in tokens]
 
 
-def ngram_lookup(context, max_ngram: int = 3, n_draft: int = 5) -> list:
-    """The continuation of the most recent earlier occurrence of the context's longest matching suffix n-gram.
+def ngram_lookup(context, max_ngram: int = 3, n_draft: int = 5, match: str = "recent") -> list:
+    """The continuation of the most recent earlier occurrence of the context's longest matching suffix n-gram (with
+    ``match="earliest"``: of the earliest, the engines' rule).
 
     ``context``: the token ids so far (prompt + generated): a list of ints (NumPy integers and integer 0-d tensors
     are accepted too) or a 1-d integer tensor. For n = ``max_ngram``, ``max_ngram`` − 1,
     …, 1: take the last n tokens of ``context`` and look for the same n tokens starting at an earlier index
     ``i`` (``i < len(context) − n``, so the suffix never matches itself), scanning from the most recent such
-    index backwards. The first hit returns ``context[i + n : i + n + n_draft]`` — between 1 and ``n_draft``
+    index backwards (``match="earliest"``: from index 0 forwards, as transformers and vLLM do). The first hit
+    returns ``context[i + n : i + n + n_draft]`` — between 1 and ``n_draft``
     tokens (fewer when the hit is close to the end of the context). Occurrences may overlap the suffix:
     in ``[7, 7, 7]`` the bigram ``[7, 7]`` also starts at index 0, so the proposal is ``[7]``. Sizes n longer than
     ``len(context) − 1`` are skipped (there is no earlier index left). No hit at any n → ``[]``.
 
     Returns list[int] (plain Python ints) of length 0..``n_draft``. Raises ``ValueError`` if ``max_ngram`` or
-    ``n_draft`` is not an integer >= 1, or ``context`` is not a sequence of integer token ids (a string is text,
-    not token ids).
+    ``n_draft`` is not an integer >= 1, ``match`` is not one of :data:`MATCH_RULES`, or ``context`` is not a sequence
+    of integer token ids (a string is text, not token ids).
     """
     max_ngram = _check_positive("max_ngram", max_ngram)
     n_draft = _check_positive("n_draft", n_draft)
+    earliest = _check_match(match) == "earliest"
     tokens = _token_ids(context)
     length = len(tokens)
     for n in range(min(max_ngram, length - 1), 0, -1):
         suffix = tokens[length - n:]
         first = suffix[0]
-        for i in range(length - n - 1, -1, -1):  # most recent start first; i = length - n is the suffix itself
+        # i = length - n is the suffix itself, never a match
+        starts = range(length - n) if earliest else range(length - n - 1, -1, -1)
+        for i in starts:
             if tokens[i] == first and tokens[i:i + n] == suffix:
                 return tokens[i + n:i + n + n_draft]
     return []
@@ -84,18 +100,21 @@ def ngram_lookup(context, max_ngram: int = 3, n_draft: int = 5) -> list:
 class PromptLookupDrafter:
     """Propose up to ``n_draft`` tokens copied from the prompt / earlier output (:func:`ngram_lookup`).
 
-    ``PromptLookupDrafter(max_ngram=3, n_draft=5)``: match the last ``max_ngram`` … 1 tokens. Each proposal costs
+    ``PromptLookupDrafter(max_ngram=3, n_draft=5)``: match the last ``max_ngram`` … 1 tokens and continue their most
+    recent earlier occurrence (``match="earliest"``: the earliest, the rule of transformers and vLLM; transformers'
+    own ``prompt_lookup_num_tokens=5`` is ``PromptLookupDrafter(2, 5, match="earliest")``). Each proposal costs
     no draft forward pass (``Draft.calls == 0``) and is deterministic (``Draft.probs is None``, verified as
     one-hot). When nothing matches, the proposal is empty and the step is a plain autoregressive step.
 
     The drafter keeps no state between steps (each proposal looks at ``request.tokens``, the committed sequence),
     so nothing can leak from one generation to the next. Raises ``ValueError`` for ``max_ngram`` or ``n_draft``
-    below 1.
+    below 1 or a ``match`` not in :data:`MATCH_RULES`.
     """
 
-    def __init__(self, max_ngram: int = 3, n_draft: int = 5):
+    def __init__(self, max_ngram: int = 3, n_draft: int = 5, match: str = "recent"):
         self.max_ngram = _check_positive("max_ngram", max_ngram)
         self.n_draft = _check_positive("n_draft", n_draft)
+        self.match = _check_match(match)
 
     def reset(self, prompt_ids) -> None:
         """Nothing to prepare: the lookup reads the committed tokens at each step."""
@@ -106,10 +125,10 @@ class PromptLookupDrafter:
         n = min(self.n_draft, request.max_tokens)
         if n <= 0:
             return Draft()
-        return Draft(ngram_lookup(request.tokens, self.max_ngram, n), None, calls=0)
+        return Draft(ngram_lookup(request.tokens, self.max_ngram, n, self.match), None, calls=0)
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Nothing to roll back."""
 
     def __repr__(self) -> str:
-        return f"PromptLookupDrafter(max_ngram={self.max_ngram}, n_draft={self.n_draft})"
+        return f"PromptLookupDrafter(max_ngram={self.max_ngram}, n_draft={self.n_draft}, match={self.match!r})"

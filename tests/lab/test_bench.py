@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lab.bench import EXTRA_METHODS, format_table, run_bench
+from lab.bench import EXTRA_METHODS, SAME_RULE, format_table, run_bench
 from lab.prompts import copy_heavy_prompts, held_out_prompts
 
 
@@ -65,12 +65,13 @@ def test_bench_with_the_new_rows_agrees(pair):
     result = run_bench(pair, copy_heavy_prompts(pair, held_out_prompts()[:1]), max_new_tokens=24, n_draft=4,
                        extra=EXTRA_METHODS)
     assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", "HF generate",
-                                                      "HF assisted", "lab prompt lookup", "HF prompt lookup",
-                                                      "lab lookahead", "lab Medusa", "lab EAGLE", "lab early exit"]
+                                                      "HF assisted", "lab prompt lookup", SAME_RULE,
+                                                      "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
+                                                      "lab early exit"]
     assert result["identical"], result["mismatched"]
     rows = {r["method"]: r for r in result["rows"]}
     assert rows["lab prompt lookup"]["tokens_per_target_call"] > 1 and "vs_hf_counterpart" in rows["lab prompt lookup"]
-    assert "all ten produced identical tokens: yes" in format_table(result, "copy-heavy")
+    assert "all eleven produced identical tokens: yes" in format_table(result, "copy-heavy")
     with pytest.raises(ValueError, match="extra"):
         run_bench(pair, held_out_prompts()[:1], extra=("nope",))
 
@@ -97,11 +98,11 @@ def test_bench_builds_every_drafter_outside_the_timed_region(pair, monkeypatch):
     for name in ("DraftModelDrafter", "PromptLookupDrafter", "LookaheadDrafter"):
         monkeypatch.setattr(lab.drafters, name, logged(getattr(lab.drafters, name)))
     result = lab.bench.run_bench(pair, ["ROMEO.\n"], max_new_tokens=2, extra=lab.bench.EXTRA_METHODS)
-    assert len(result["rows"]) == 10
+    assert len(result["rows"]) == 11
     clocks = [i for i, event in enumerate(events) if event == "clock"]
-    assert len(clocks) == 2 * 10  # one start and one stop per method and prompt
+    assert len(clocks) == 2 * 11  # one start and one stop per method and prompt
     builds = [i for i, event in enumerate(events) if event == "build"]
-    assert len(builds) >= 2 * 7  # the seven lab drafters, for the warm-up and the prompt
+    assert len(builds) >= 2 * 8  # the eight lab drafters, for the warm-up and the prompt
     for start, stop in zip(clocks[::2], clocks[1::2]):
         inside = [i for i in builds if start < i < stop]
         assert inside == [], f"a drafter was built while the clock ran (events {start}..{stop}: {events})"
@@ -346,3 +347,38 @@ def test_time_methods_rejects_bad_arguments(pair):
         time_methods(pair, prompts, {"ar": None}, temperature=-1)
     with pytest.raises(ValueError, match="max_new_tokens"):
         time_methods(pair, prompts, {"ar": None}, max_new_tokens=0)
+
+
+def test_the_same_rule_row_looks_up_as_transformers_prompt_lookup(pair):
+    """PromptLookupDrafter with transformers' lookup (HF_LOOKUP_RULE: n-grams <= 2, the earliest occurrence) writes
+    transformers' prompt-lookup tokens with exactly as many target forwards (float32, greedy); the bench times it
+    beside HF prompt lookup, so that pair of rows compares the two loops on the same proposals."""
+    from lab.bench import HF_LOOKUP_RULE
+    from lab.decode import generate
+    from lab.drafters import PromptLookupDrafter
+
+    forwards = [0]
+    hook = pair.target.register_forward_hook(lambda module, inputs, output: forwards.__setitem__(0, forwards[0] + 1))
+    try:
+        for text in copy_heavy_prompts(pair, held_out_prompts()[:2]):
+            ids = pair.encode(text)
+            forwards[0] = 0
+            x = torch.tensor([ids], device=pair.device)
+            hf = pair.target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=40, do_sample=False,
+                                      prompt_lookup_num_tokens=5)[0, len(ids):].tolist()
+            hf_calls = forwards[0]
+            ours = generate(pair.target, ids, drafter=PromptLookupDrafter(HF_LOOKUP_RULE[0], 5,
+                                                                          match=HF_LOOKUP_RULE[1]), max_new_tokens=40)
+            assert ours.tokens == hf
+            assert len(ours.steps) == hf_calls, text[:30]  # the prefill writes HF's first token, our first step ours
+            course = generate(pair.target, ids, drafter=PromptLookupDrafter(3, 5), max_new_tokens=40)
+            assert course.tokens == hf  # another rule, the same greedy text
+    finally:
+        hook.remove()
+    result = run_bench(pair, copy_heavy_prompts(pair, held_out_prompts()[:1]), max_new_tokens=24,
+                       drafters=("ngram",))
+    rows = {r["method"]: r for r in result["rows"]}
+    assert list(rows) == ["lab autoregressive", "HF generate", "lab prompt lookup", SAME_RULE, "HF prompt lookup"]
+    assert result["identical"], result["mismatched"]
+    assert rows[SAME_RULE]["vs_hf_counterpart"] == pytest.approx(
+        rows[SAME_RULE]["tokens_per_second"] / rows["HF prompt lookup"]["tokens_per_second"], abs=0.01)

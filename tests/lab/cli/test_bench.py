@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab import cli
+from lab.bench import SAME_RULE
 
 
 def test_bench_with_a_hub_pair_skips_the_drafters_it_lacks_and_says_so(hub_pair, capsys):
@@ -15,9 +16,9 @@ def test_bench_with_a_hub_pair_skips_the_drafters_it_lacks_and_says_so(hub_pair,
     methods = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
     methods = [m for m in methods if m not in ("method", "---")]
     expected = ["lab autoregressive", "lab speculative", "HF generate", "HF assisted", "lab prompt lookup",
-                "HF prompt lookup", "lab lookahead"]
+                SAME_RULE, "HF prompt lookup", "lab lookahead"]
     assert methods == expected * 2  # both tables
-    assert out.count("all seven produced identical tokens: yes") == 2
+    assert out.count("all eight produced identical tokens: yes") == 2
     assert out.count("not run with pair gpt2: lab Medusa (") == 2
     assert "lab EAGLE (" in out and "lab early exit (" in out
 
@@ -50,7 +51,8 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
     for kind in CHAT_TASKS:
         methods = [row["method"] for row in out[kind]["rows"]]
         assert methods == ["lab autoregressive", "lab speculative", "HF generate", "HF assisted",
-                           "lab prompt lookup", "HF prompt lookup", "lab Medusa", "lab EAGLE", "lab early exit"], kind
+                           "lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab Medusa", "lab EAGLE",
+                           "lab early exit"], kind
         agreement = out[kind]["agreement"]["lab speculative"]
         assert agreement["prompts"] == 1 and agreement["same"] in (0, 1)
     summary = out["summary"]
@@ -70,13 +72,15 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
         assert row["efficiency"] == pytest.approx(row["vs_lab_autoregressive"] / row["predicted"], rel=5e-3, abs=1e-3)
     best = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
     goals = summary["goals"]
-    assert summary["best_n"] == best["n_draft"] and goals[4]["measured"] == best["efficiency"]
-    assert [goal["threshold"] for goal in goals] == [2.0, 2.5, 1.2, 1.0, 0.9, 0.1, 0.10, 0.1]
-    assert [goal["at_most"] for goal in goals] == [False] * 5 + [True, False, True]
-    assert goals[5]["measured"] == pytest.approx(c, abs=1e-4)
-    assert goals[7]["measured"] == pytest.approx(summary["eagle_cost_ratio_c"], abs=1e-4)
+    assert summary["best_n"] == best["n_draft"] and goals[5]["measured"] == best["efficiency"]
+    assert [goal["threshold"] for goal in goals] == [2.0, 2.5, 1.2, 1.0, 1.0, 0.9, 0.1, 0.10, 0.1]
+    assert [goal["at_most"] for goal in goals] == [False] * 6 + [True, False, True]
+    copy_edit = {row["method"]: row for row in out["copy_edit"]["rows"]}
+    assert goals[4]["measured"] == copy_edit[SAME_RULE]["vs_hf_counterpart"] and "earliest" in goals[4]["goal"]
+    assert goals[6]["measured"] == pytest.approx(c, abs=1e-4)
+    assert goals[8]["measured"] == pytest.approx(summary["eagle_cost_ratio_c"], abs=1e-4)
     chat = {row["method"]: row for row in out["chat"]["rows"]}
-    assert goals[6]["measured"] == pytest.approx(chat["lab EAGLE"]["acceptance_rate"]
+    assert goals[7]["measured"] == pytest.approx(chat["lab EAGLE"]["acceptance_rate"]
                                                  - chat["lab speculative"]["acceptance_rate"], abs=1e-3)
     assert all(goal["met"] == (goal["measured"] is not None and (goal["measured"] <= goal["threshold"]
                                                                  if goal["at_most"] else

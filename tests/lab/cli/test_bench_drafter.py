@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from lab import cli
-from lab.bench import (BASELINE_METHODS, DRAFTER_METHODS, EXTRA_METHODS, SAME_POLICY, bench_rows, check_drafters,
-                       run_bench)
+from lab.bench import (BASELINE_METHODS, DRAFTER_METHODS, EXTRA_METHODS, SAME_POLICY, SAME_RULE, bench_rows,
+                       check_drafters, run_bench)
 from lab.cli.bench import selected_drafters
 from lab.registry import DRAFTERS
 from tests.lab.cli.helpers import error_line, run_bad
@@ -78,7 +78,7 @@ def test_run_bench_checks_drafters_before_any_model_runs():
 
 
 def test_a_drafter_bench_times_only_the_baselines_and_its_rows():
-    assert bench_rows(drafters=("ngram",)) == ("lab autoregressive", "HF generate", "lab prompt lookup",
+    assert bench_rows(drafters=("ngram",)) == ("lab autoregressive", "HF generate", "lab prompt lookup", SAME_RULE,
                                                "HF prompt lookup")
     assert bench_rows(drafters=("parallel", "model")) == ("lab autoregressive", "lab speculative", "HF generate",
                                                           "HF assisted", *SAME_POLICY, "lab parallel")

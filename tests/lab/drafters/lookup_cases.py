@@ -10,6 +10,7 @@ MAX_NEW = 40
 DRAFTERS = {
     "ngram": lambda n: PromptLookupDrafter(max_ngram=3, n_draft=n),
     "ngram1": lambda n: PromptLookupDrafter(max_ngram=1, n_draft=n),
+    "ngram-earliest": lambda n: PromptLookupDrafter(max_ngram=2, n_draft=n, match="earliest"),  # transformers' rule
     "lookahead": lambda n: LookaheadDrafter(window=n, ngram=3),
     "jacobi": lambda n: LookaheadDrafter(window=n, ngram=2, pool_size=1),
 }

@@ -39,17 +39,14 @@ def test_ngram_lookup_prefers_longer_ngrams_over_recent_shorter_ones():
 
 def test_the_engines_rule_is_the_earliest_occurrence_and_ours_the_most_recent():
     """transformers' PromptLookupCandidateGenerator continues the earliest occurrence of the longest matching n-gram
-    (vLLM's ngram_proposer.py too); tools/lookup_match_rule.py's earliest_lookup must be exactly that rule, and
-    ngram_lookup differs from it only in which occurrence it continues."""
+    (vLLM's ngram_proposer.py too); ngram_lookup(match="earliest") must be exactly that rule, and the default rule
+    differs from it only in which occurrence it continues."""
     import random
-    import sys
-    from pathlib import Path
+    from functools import partial
 
     from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
-    from lookup_match_rule import earliest_lookup
-
+    earliest_lookup = partial(ngram_lookup, match="earliest")
     rng = random.Random(0)
     differ = 0
     for _ in range(300):
@@ -65,6 +62,14 @@ def test_the_engines_rule_is_the_earliest_occurrence_and_ours_the_most_recent():
     assert differ > 30   # most recent and earliest do part on small random vocabularies
     assert ngram_lookup([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5) == [6, 1, 2]
     assert earliest_lookup([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5) == [8, 1, 2, 6, 1]
+    drafter = PromptLookupDrafter(2, 5, match="earliest")
+    assert drafter.propose(DraftRequest([4, 1, 2, 8, 1, 2, 6, 1, 2], 9)).tokens == [8, 1, 2, 6, 1]
+    assert repr(drafter) == "PromptLookupDrafter(max_ngram=2, n_draft=5, match='earliest')"
+    for bad in ("latest", None, "EARLIEST"):
+        with pytest.raises(ValueError, match=r"match must be one of \('recent', 'earliest'\), got"):
+            ngram_lookup([1, 2, 1], 2, 3, match=bad)
+        with pytest.raises(ValueError, match="match must be one of"):
+            PromptLookupDrafter(2, 3, match=bad)
 
 
 def test_ngram_lookup_takes_tensors_and_numpy_ids_and_returns_plain_ints():
