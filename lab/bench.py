@@ -41,7 +41,8 @@ __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CU
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 SAME_RULE = "lab prompt lookup, HF's rule"
 """The bench row of prompt lookup with transformers' own lookup (:data:`HF_LOOKUP_RULE`), beside "HF prompt lookup":
-the same proposals, so the two rows compare the decode loops alone; "lab prompt lookup" keeps the course's rule."""
+the same proposals (but for transformers' cut of a proposal at its first EOS), so the two rows compare the decode
+loops; "lab prompt lookup" keeps the course's rule."""
 HF_LOOKUP_RULE = (2, "earliest")
 """transformers' prompt lookup as ``(max_ngram, match)`` of :class:`lab.drafters.PromptLookupDrafter`: n-grams of at
 most 2 tokens (``max_matching_ngram_size`` defaults to 2) and the earliest earlier occurrence

@@ -349,7 +349,8 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
     ``[0, V)``, or ``probs`` that is not ``[n, V]``, holds NaN/inf/negative entries, has rows not summing to 1,
     or gives a drafted token probability 0 (rejection sampling would then accept that token always, silently
     breaking exactness). ``probs`` come back as float32 on the CPU, where verification draws with the call's CPU
-    generator, whatever device and float dtype the drafter used."""
+    generator, whatever device the drafter used; the checks run on the float32 values, so rows of a low-precision
+    dtype must still sum to 1 within 1e-3 (bfloat16 rows often do not: sample in float32)."""
     who = type(drafter).__name__
     if not isinstance(draft, Draft):
         raise TypeError(f"{who}.propose must return a lab.drafters.Draft (e.g. Draft(tokens)), got "

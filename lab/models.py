@@ -210,11 +210,13 @@ def pick_device(device=None) -> torch.device:
 def synchronize(device) -> None:
     """Wait until the work queued on ``device`` (a ``torch.device`` or its name: ``"cuda"``, ``"cuda:1"``, ``"cpu"``)
     has run, before a clock is read. CUDA launches return before their kernels finish, so a reading without it
-    times the launch, not the work; on a CPU every op has finished when it returns, and there is nothing to wait
-    for."""
+    times the launch, not the work (the same holds for Apple's "mps"); on a CPU every op has finished when it
+    returns, and there is nothing to wait for."""
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "mps":  # Apple GPUs queue work too
+        torch.mps.synchronize()
 
 
 def _cpuinfo() -> str:

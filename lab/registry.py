@@ -44,7 +44,7 @@ def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None)
     :class:`lab.drafters.SuffixDecodingDrafter` or share a :class:`lab.drafters.suffix.SuffixCache`."""
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
 
-    if confidence is not None and kind != "model":
+    if confidence is not None and kind != "model" and kind in DRAFTERS:  # an unknown kind gets its own error below
         raise ValueError(f"confidence applies to the draft model (kind 'model') only, got kind {kind!r}")
     if kind == "model":
         if pair.draft is None:

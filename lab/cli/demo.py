@@ -45,13 +45,13 @@ def add_parser(sub) -> None:
                         "for a plain-text pair such as shakespeare)")
     p.add_argument("--n-draft", type=positive_int, default=None,
                    help="draft tokens per step N, >= 1, for model, ngram, eagle, early-exit, parallel and eagle3 "
-                        "(default: 4); lookahead, medusa, suffix and mtp refuse it: their window, tree, match length "
-                        "or number of modules sets what they draft")
+                        "(default: 4, or 20 with --confidence); lookahead, medusa, suffix and mtp refuse it: their "
+                        "window, tree, match length or number of modules sets what they draft")
     p.add_argument("--confidence", type=probability, default=None, metavar="P",
                    help="--drafter model only: end a step's draft after a token the draft gave a probability below "
                         "P, that token included (transformers' assistant_confidence_threshold; its default policy is "
                         "P = 0.4 with up to 20 drafts a step); --n-draft is then the most a step drafts (default: "
-                        "20 with --confidence)")
+                        "off)")
     p.add_argument("--seed", type=seed, default=0,
                    help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
     p.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)

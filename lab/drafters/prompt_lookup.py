@@ -36,9 +36,9 @@ def _check_positive(name: str, value) -> int:
 
 
 def _check_match(match) -> str:
-    if match not in MATCH_RULES:
+    if not isinstance(match, str) or match not in MATCH_RULES:
         raise ValueError(f"match must be one of {MATCH_RULES}, got {match!r}")
-    return match
+    return str(match)  # a numpy.str_ too, kept as a plain str
 
 
 def _token_ids(context) -> list:
@@ -102,7 +102,9 @@ class PromptLookupDrafter:
 
     ``PromptLookupDrafter(max_ngram=3, n_draft=5)``: match the last ``max_ngram`` … 1 tokens and continue their most
     recent earlier occurrence (``match="earliest"``: the earliest, the rule of transformers and vLLM; transformers'
-    own ``prompt_lookup_num_tokens=5`` is ``PromptLookupDrafter(2, 5, match="earliest")``). Each proposal costs
+    own ``prompt_lookup_num_tokens=5`` looks up as ``PromptLookupDrafter(2, 5, match="earliest")``, and also cuts a
+    proposal at its first end-of-sequence token, which this drafter, knowing no EOS, leaves to verification). Each
+    proposal costs
     no draft forward pass (``Draft.calls == 0``) and is deterministic (``Draft.probs is None``, verified as
     one-hot). When nothing matches, the proposal is empty and the step is a plain autoregressive step.
 

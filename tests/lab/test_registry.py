@@ -131,3 +131,5 @@ def test_make_drafter_confidence_is_the_draft_models_stop(smollm2_pair):
         make_drafter("model", smollm2_pair, 4, confidence=1.5)
     assert try_drafter("ngram", smollm2_pair, 4, confidence=0.4)[1] == ("confidence applies to the draft model "
                                                                          "(kind 'model') only, got kind 'ngram'")
+    with pytest.raises(ValueError, match="unknown drafter 'nope'; choose from model, ngram"):
+        make_drafter("nope", smollm2_pair, 4, confidence=0.4)  # the kind is what is wrong

@@ -16,7 +16,7 @@ from tests.lab.drafters.lookup_cases import DRAFTERS, MAX_NEW, PROMPTS, REPEATED
 
 
 @pytest.mark.parametrize("n_draft", [1, 2, 4, 7])
-@pytest.mark.parametrize("kind", ["ngram", "ngram1", "lookahead", "jacobi"])
+@pytest.mark.parametrize("kind", ["ngram", "ngram1", "ngram-earliest", "lookahead", "jacobi"])
 def test_greedy_parity(target, sticky_target, references, kind, n_draft):
     """Oracle 1 on the random and the sticky target, every prompt."""
     for name, model in (("random", target), ("sticky", sticky_target)):
@@ -31,7 +31,7 @@ def test_greedy_parity(target, sticky_target, references, kind, n_draft):
                 assert step.target_tokens >= 1 + len(step.drafted)
 
 
-@pytest.mark.parametrize("kind", ["ngram", "ngram1", "lookahead", "jacobi"])
+@pytest.mark.parametrize("kind", ["ngram", "ngram1", "ngram-earliest", "lookahead", "jacobi"])
 def test_lookups_hit_on_repetitive_text(sticky_target, references, kind):
     """On the sticky model's repetitive text every drafter saves target calls, and exactly."""
     for prompt in (REPEATED, [1, 2, 3, 4, 5]):
@@ -43,7 +43,8 @@ def test_lookups_hit_on_repetitive_text(sticky_target, references, kind):
 
 # On the path prompt, prompt lookup drafts the path itself: EOS lands at every index of a block (5 drafts + the bonus
 # token). Lookahead's drafts come from its own n-gram pool, so only some EOS positions fall after index 0.
-@pytest.mark.parametrize("kind, blocks", [("ngram", {0, 1, 2, 3, 4, 5}), ("lookahead", None)])
+@pytest.mark.parametrize("kind, blocks", [("ngram", {0, 1, 2, 3, 4, 5}), ("ngram-earliest", {0, 1, 2, 3, 4, 5}),
+                                          ("lookahead", None)])
 def test_eos_lands_at_every_block_position(bigram_target, path_prompt, kind, blocks):
     """EOS at each of the first 10 positions stops the output right after it."""
     prompt, path = path_prompt
@@ -60,7 +61,7 @@ def test_eos_lands_at_every_block_position(bigram_target, path_prompt, kind, blo
     assert where == blocks if blocks is not None else max(where) > 0
 
 
-@pytest.mark.parametrize("kind", ["ngram", "lookahead"])
+@pytest.mark.parametrize("kind", ["ngram", "ngram-earliest", "lookahead"])
 def test_max_new_tokens_exact(bigram_target, path_prompt, kind):
     prompt, _ = path_prompt
     ref = autoregressive(bigram_target, prompt, max_new_tokens=14).tokens
@@ -72,7 +73,7 @@ def test_max_new_tokens_exact(bigram_target, path_prompt, kind):
         "target_calls"] < 13
 
 
-@pytest.mark.parametrize("kind", ["ngram", "lookahead"])
+@pytest.mark.parametrize("kind", ["ngram", "ngram-earliest", "lookahead"])
 def test_no_state_leaks_between_calls(target, sticky_target, references, kind):
     for name, model in (("random", target), ("sticky", sticky_target)):
         drafter = DRAFTERS[kind](4)
@@ -86,7 +87,7 @@ def test_no_state_leaks_between_calls(target, sticky_target, references, kind):
 
 
 @pytest.mark.parametrize("kind, kw", [("ngram", dict(temperature=1.0)), ("ngram", dict(temperature=0.8, top_k=6)),
-                                      ("lookahead", dict(temperature=1.0))])
+                                      ("ngram-earliest", dict(temperature=1.0)), ("lookahead", dict(temperature=1.0))])
 def test_first_sampled_token_follows_target_distribution(target, kind, kw):
     """Oracle 2 with a deterministic drafter whose first proposal is a real 3-token draft."""
     prompt = [1, 2, 3, 4, 5, 1, 2, 3]  # the lookup proposes [4, 5, 1] at the first step

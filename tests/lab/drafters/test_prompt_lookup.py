@@ -65,7 +65,10 @@ def test_the_engines_rule_is_the_earliest_occurrence_and_ours_the_most_recent():
     drafter = PromptLookupDrafter(2, 5, match="earliest")
     assert drafter.propose(DraftRequest([4, 1, 2, 8, 1, 2, 6, 1, 2], 9)).tokens == [8, 1, 2, 6, 1]
     assert repr(drafter) == "PromptLookupDrafter(max_ngram=2, n_draft=5, match='earliest')"
-    for bad in ("latest", None, "EARLIEST"):
+    import numpy as np
+
+    assert repr(PromptLookupDrafter(2, 5, match=np.str_("earliest"))).endswith("match='earliest')")  # a plain str
+    for bad in ("latest", None, "EARLIEST", np.array(["earliest", "recent"])):
         with pytest.raises(ValueError, match=r"match must be one of \('recent', 'earliest'\), got"):
             ngram_lookup([1, 2, 1], 2, 3, match=bad)
         with pytest.raises(ValueError, match="match must be one of"):
