@@ -31,8 +31,12 @@ def prompts(pair):
 def heads(pair, prompts, reference, tmp_path_factory):
     """Three modules fitted for 60 steps to the target's greedy continuations of the first two prompts and its
     features, saved and loaded back (float16 file): most of their drafts are accepted there, not all."""
+    from lab.models import load_pair
     from lab.training.chat_mtp import ChatMTPRecipe, train_chat_mtp
 
+    # training runs on the CPU (lab.training); on a GPU run the heads train beside a CPU copy of the target, and
+    # load onto the GPU's target below
+    trainer = pair if pair.device.type == "cpu" else load_pair("shakespeare", device="cpu")
     sequences, features = [], []
     for p, ref in zip(prompts, reference):
         ids = torch.tensor(p + ref)
@@ -42,7 +46,7 @@ def heads(pair, prompts, reference, tmp_path_factory):
             features.append(pair.target.model(input_ids=ids[None].to(pair.device)).last_hidden_state[0].cpu())
     data = (sequences, (sequences[2:], features[2:]), (sequences[:2], features[:2]), torch.arange(1024))
     recipe = ChatMTPRecipe(depth=3, intermediate=48, draft_vocab=1024, steps=60, batch=2, lr=3e-3, warmup=2)
-    out = train_chat_mtp(pair, recipe, out_dir=tmp_path_factory.mktemp("mtp"), log=lambda m: None, data=data)
+    out = train_chat_mtp(trainer, recipe, out_dir=tmp_path_factory.mktemp("mtp"), log=lambda m: None, data=data)
     return MTPHeads.from_pretrained(pair.target, out)
 
 
