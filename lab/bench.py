@@ -396,14 +396,12 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         row["vs_lab_autoregressive"] = round(row["tokens_per_second"] / base, 2)
     results["lab autoregressive"]["vs_hf_counterpart"] = round(
         base / results["HF generate"]["tokens_per_second"], 2)
-    for ours_name, theirs in (("lab speculative", "HF assisted"), SAME_POLICY):
+    counterparts = (("lab speculative", "HF assisted"), SAME_POLICY, ("lab prompt lookup", "HF prompt lookup"),
+                    (SAME_RULE, "HF prompt lookup"))
+    for ours_name, theirs in counterparts:
         if ours_name in results and theirs in results:
             results[ours_name]["vs_hf_counterpart"] = round(
                 results[ours_name]["tokens_per_second"] / results[theirs]["tokens_per_second"], 2)
-    for ours_name in ("lab prompt lookup", SAME_RULE):
-        if ours_name in results and "HF prompt lookup" in results:
-            results[ours_name]["vs_hf_counterpart"] = round(
-                results[ours_name]["tokens_per_second"] / results["HF prompt lookup"]["tokens_per_second"], 2)
     reference = outputs["lab autoregressive"]
     agreement = {name: agreement_with(reference, outs) for name, outs in outputs.items()}
     identical = all(outs == reference for outs in outputs.values())
