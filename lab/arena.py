@@ -74,8 +74,9 @@ def _pool(runs) -> dict:
     wall = sum(g.stats["wall_ms"] for g in runs)
     prefill = sum(g.stats["prefill_ms"] for g in runs)
     stats = summarize_steps(steps, tokens, wall)
-    return {**stats, "steps": len(steps), "prefill_ms": prefill, "alpha": alpha_from_steps(steps),
-            "decode_ms": wall - prefill}
+    # the decode steps and what they wrote: each generation's prefill record (its first token) left out
+    return {**stats, "steps": stats["target_calls"], "decoded_tokens": tokens - len(runs), "prefill_ms": prefill,
+            "alpha": alpha_from_steps(steps), "decode_ms": wall - prefill}
 
 
 def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
@@ -87,7 +88,7 @@ def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
     draft_per_call = pooled["draft_ms"] / pooled["draft_calls"] if pooled["draft_calls"] else None
     c = draft_per_call / ar_ms if draft_per_call is not None else None
     measured = pooled["tokens_per_second"] / base["tokens_per_second"]
-    decode = (pooled["new_tokens"] / pooled["decode_ms"]) / (base["new_tokens"] / base["decode_ms"])
+    decode = (pooled["decoded_tokens"] / pooled["decode_ms"]) / (base["decoded_tokens"] / base["decode_ms"])
     row = {"drafter": kind, "label": DRAFTER_LABELS.get(kind, kind), "n_draft": n_draft,
            "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"],
            "draft_calls": pooled["draft_calls"], "acceptance_rate": pooled["acceptance_rate"],
@@ -164,11 +165,20 @@ def _check_temperature(name: str, value) -> None:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+def _check_decodes(max_new_tokens) -> None:
+    """The arena measures decode steps: the first new token comes from the prefill, so it needs a second."""
+    if max_new_tokens < 2:
+        raise ValueError(f"max_new_tokens must be >= 2 in the arena: the first new token comes from the prefill, so "
+                         f"only a second one is written by a decode step, which the arena measures; got "
+                         f"{max_new_tokens}")
+
+
 def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
                       seed):
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts_per_task", prompts_per_task),
                         ("n_draft", n_draft), ("repeats", repeats)):
         check_int(name, value, 1)
+    _check_decodes(max_new_tokens)
     check_int("seed", seed, 0)
     allowed = arena_tasks(pair)
     if isinstance(tasks, str) or not tasks or any(t not in allowed for t in tasks):
@@ -282,8 +292,9 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
     (:func:`format_arena` rounds). tqdm shows progress unless ``progress=False`` or ``TQDM_DISABLE`` is set.
     Raises ``ValueError`` naming the argument for an unknown task (naming the pair's tasks) or drafter, a bad
     temperature (negative, infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an
-    integer >= 0, ``prompts_per_task`` larger than a task has prompts, or ``max_new_tokens`` that with the longest
-    prompt exceeds the target's context.
+    integer >= 0, ``prompts_per_task`` larger than a task has prompts, ``max_new_tokens`` < 2 (the first new token
+    comes from the prefill: no decode step to measure) or ``max_new_tokens`` that with the longest prompt exceeds
+    the target's context.
     """
     tasks = default_tasks(pair) if tasks is None else tasks
     _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,
@@ -466,8 +477,8 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     "model") and one for the adaptive drafter (``drafter`` = "adaptive", ``n_draft`` None, ``mean_n_draft`` = the
     mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
     its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
-    speedup. Raises ``ValueError`` naming the argument for a count < 1 (``max_new_tokens``, ``prompts``, ``start_n``,
-    ``repeats``), a ``task`` the pair has no prompts for (naming its tasks), a negative or infinite
+    speedup. Raises ``ValueError`` naming the argument for a count < 1 (``prompts``, ``start_n``, ``repeats``; for
+    ``max_new_tokens`` < 2, as :func:`run_arena`), a ``task`` the pair has no prompts for (naming its tasks), a negative or infinite
     ``temperature``, a bad ``seed``, bad ``n_values``, or ``max_new_tokens`` that with the longest prompt exceeds
     the target's context.
     """
@@ -480,6 +491,7 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     for name, value in (("max_new_tokens", max_new_tokens), ("prompts", prompts), ("start_n", start_n),
                         ("repeats", repeats)):
         check_int(name, value, 1)
+    _check_decodes(max_new_tokens)
     _check_temperature("temperature", temperature)
     check_int("seed", seed, 0)
     if isinstance(n_values, (str, Integral)) or not n_values or any(not is_integer(n) or n < 1 for n in n_values):

@@ -73,7 +73,8 @@ class BatchGeneration:
     - ``stats``: the batch's totals: ``batch`` (rows), ``new_tokens``, ``target_calls`` (batched target forwards,
       prefill excluded), ``row_steps`` (rows verified, summed over the forwards), ``drafted_tokens``,
       ``accepted_tokens``, ``acceptance_rate`` (accepted ÷ drafted; None when nothing was drafted),
-      ``tokens_per_target_call`` (new tokens ÷ row steps: the mean tokens a row commits per forward),
+      ``tokens_per_target_call`` (tokens the decode steps committed ÷ row steps: the mean tokens a row commits per
+      forward; the prefill's first token of each row is left out, as in :func:`lab.metrics.summarize_steps`),
       ``fed_slots`` (the positions the forwards processed, padding included) and ``padded_slots`` (of which
       padding), ``prefill_ms``, ``wall_ms`` and ``tokens_per_second``: the goodput, committed tokens per second
       over the whole batch (prefill included).
@@ -110,7 +111,7 @@ class _Row:
     settings: DecodeSettings
     drafter: object
     committed: list
-    length: int                      # cache slots holding its committed tokens (all but the last)
+    length: int = 0                  # cache slots holding its committed tokens (all but the last)
     new: list = dataclasses.field(default_factory=list)
     steps: list = dataclasses.field(default_factory=list)
     done: bool = False
@@ -193,33 +194,37 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
         except (ValueError, TypeError) as error:  # say which row: its prompt, or its drafter
             where = f"prompts[{r}]" + ("" if drafter is None else f", drafters[{r}]")
             raise type(error)(f"row {r} ({where}): {error}") from None
-        rows.append(_Row(r, settings, drafter, list(settings.prompt), len(settings.prompt) - 1))
+        rows.append(_Row(r, settings, drafter, list(settings.prompt)))
 
     start = time.perf_counter()
     waiting = list(rows)
     running = waiting[:max_rows]  # the cache's batch dimension, in this order
     del waiting[:max_rows]
     cache = new_cache()
-    _admit(target, cache, running)
+    running = _admit(target, cache, running)
     synchronize(target.device)  # the prefill, not its launch
     prefill_ms = (time.perf_counter() - start) * 1000
 
     calls = fed = padded = 0
     while running or waiting:
-        if waiting and len(running) < max_rows:  # continuous batching: the queue fills the rows that finished
+        # continuous batching: the queue fills the rows that finished (again if newcomers end in their prefill)
+        while waiting and len(running) < max_rows:
             t_admit = time.perf_counter()
             newcomers = waiting[: max_rows - len(running)]
             del waiting[: len(newcomers)]
             if running:
                 joined = new_cache()
-                _admit(target, joined, newcomers)
-                _append_rows(cache, joined, len(newcomers))
+                newcomers = _admit(target, joined, newcomers)
+                if newcomers:
+                    _append_rows(cache, joined, len(newcomers))
             else:
                 cache = new_cache()
-                _admit(target, cache, newcomers)
+                newcomers = _admit(target, cache, newcomers)
             running += newcomers
             synchronize(target.device)
             prefill_ms += (time.perf_counter() - t_admit) * 1000
+        if not running:  # every row ended in its prefill (EOS first, or max_new_tokens = 1)
+            break
         slots, width, blocks = _draft_all(running, cache)
         hidden_wanted = any(row.settings.hidden for row in running)
         t_forward0 = time.perf_counter()
@@ -250,17 +255,34 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
     return BatchGeneration(rows=generations, stats=stats)
 
 
-def _admit(target, cache, rows) -> None:
-    """Prefill ``rows`` into ``cache`` (empty; batch rows in the order of ``rows``) and reset their drafters, those
-    that read the target's hidden states with the prompt's."""
+def _admit(target, cache, rows) -> list:
+    """Prefill ``rows`` into ``cache`` (empty; batch rows in the order of ``rows``): each row's first new token
+    comes from its prompt's last position (its prefill record, as in :func:`lab.decode.generate`), then its
+    drafter is reset with the prompt and that token, with the prompt's hidden states if it reads them. Rows that
+    ended there (EOS, or ``max_new_tokens`` = 1) leave the cache at once; returns the rows still running, in
+    cache order."""
     prompt_hidden = _prefill(target, cache, rows)
     for row in rows:
         if row.drafter is None:
             continue
         if row.settings.hidden:
-            row.drafter.reset(row.settings.prompt, hidden=prompt_hidden[row.index])
+            row.drafter.reset(row.committed, hidden=prompt_hidden[row.index])
         else:
-            row.drafter.reset(row.settings.prompt)
+            row.drafter.reset(row.committed)
+    survivors = [i for i, row in enumerate(rows) if not row.done]
+    if len(survivors) < len(rows) and survivors:
+        _select_rows(cache, survivors, max(rows[i].length for i in survivors))
+    return [rows[i] for i in survivors]
+
+
+@torch.inference_mode()
+def _select_rows(cache, survivors: list, length: int) -> None:
+    """Keep only the ``survivors`` batch rows (indices) of ``cache``, cut to ``length`` slots; in place."""
+    select = torch.tensor(survivors)
+    for layer in cache.layers:
+        for name in ("keys", "values"):
+            tensor = getattr(layer, name)
+            setattr(layer, name, tensor.index_select(0, select.to(tensor.device))[:, :, :length])
 
 
 @torch.inference_mode()
@@ -287,39 +309,49 @@ def _append_rows(cache, joined, count: int) -> None:
 
 def _batch_stats(generations, calls: int, fed: int, padded: int, prefill_ms: float, wall_ms: float) -> dict:
     new = sum(len(g.tokens) for g in generations)
-    row_steps = sum(len(g.steps) for g in generations)
+    row_steps = sum(g.stats["target_calls"] for g in generations)  # decode steps: the prefill records left out
+    decoded = new - len(generations)  # each row's first token came from the prefill
     drafted = sum(g.stats["drafted_tokens"] for g in generations)
     accepted = sum(g.stats["accepted_tokens"] for g in generations)
     return {"batch": len(generations), "new_tokens": new, "target_calls": calls, "row_steps": row_steps,
             "drafted_tokens": drafted, "accepted_tokens": accepted,
             "acceptance_rate": accepted / drafted if drafted else None,
-            "tokens_per_target_call": new / row_steps if row_steps else None,
+            "tokens_per_target_call": decoded / row_steps if row_steps else None,
             "fed_slots": fed, "padded_slots": padded, "prefill_ms": prefill_ms, "wall_ms": wall_ms,
             "tokens_per_second": new / (wall_ms / 1000) if wall_ms > 0 else None}
 
 
 def _prefill(target, cache, rows) -> dict:
-    """Feed every prompt but its last token into ``cache``, right-padded (row r's at slots ``[0, len - 1)``):
-    ``{row index: hidden [len - 1, len(hidden_layers) · D] float32}`` for rows whose drafter reads the target's
-    hidden states."""
+    """The rows' prefill, one batched target forward: every prompt into ``cache``, right-padded (row r's at slots
+    ``[0, len)``), and each row's first new token drawn from the logits at its last prompt position, recorded as
+    its prefill :class:`~lab.trace.StepRecord` and committed (``row.done`` if that ends it). Returns
+    ``{row index: hidden [len, len(hidden_layers) · D] float32}`` for rows whose drafter reads the target's hidden
+    states."""
     hidden_wanted = any(row.settings.hidden for row in rows)
-    width = max(row.length for row in rows)
-    out = {}
-    if width == 0:
-        for row in rows:
-            if row.settings.hidden:
-                size = len(row.settings.hidden_layers) * target.config.hidden_size
-                out[row.index] = torch.zeros(0, size, device=target.device)
-        return out
+    width = max(len(row.settings.prompt) for row in rows)
     blocks = []
     for row in rows:
-        n = row.length
-        blocks.append({"tokens": row.settings.prompt[:-1], "positions": list(range(n)),
+        n = len(row.settings.prompt)
+        blocks.append({"tokens": row.settings.prompt, "positions": list(range(n)),
                        "mask": torch.ones(n, n, dtype=torch.bool).tril()})
-    _, hidden = _batched_forward(target, cache, blocks, 0, width, hidden_wanted, logits_to_keep=1)
+    # logits only at the rows' last prompt positions (a vocabulary-wide row for every padded slot would be waste)
+    last = sorted({len(row.settings.prompt) - 1 for row in rows})
+    logits, hidden = _batched_forward(target, cache, blocks, 0, width, hidden_wanted,
+                                      logits_to_keep=torch.tensor(last))
+    out = {}
     for i, row in enumerate(rows):
+        n = len(row.settings.prompt)
+        result, target_probs = verify_block(logits[i, last.index(n - 1)][None], Draft(), [], row.settings)
+        # its time is the batch's prefill_ms, as in generate
+        record = step_record(0, 0, row.settings.max_new_tokens, Draft(), [], result, target_probs, row.settings,
+                             times=(0.0,) * 4, fed=n, base=0, draft_kv=None, prefill=True)
+        row.steps.append(record)
+        row.committed += record.emitted
+        row.new += record.emitted
+        row.length = n
+        row.done = record.emitted[-1] == row.settings.eos_token_id or len(row.new) >= row.settings.max_new_tokens
         if row.settings.hidden:
-            out[row.index] = layer_states(hidden, row.settings.hidden_layers)[i, : row.length]
+            out[row.index] = layer_states(hidden, row.settings.hidden_layers)[i, :n]
     return out
 
 

@@ -84,6 +84,11 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
       al. 2024, §2.3.1: faster, **not** distributed as the target; used only when sampling, T > 0, with a drafter:
       otherwise it changes nothing and a ``UserWarning`` says so).
 
+    The prefill is the first target call: the whole prompt, whose last position gives the first new token (the
+    time to the first token is the prefill's); ``.steps[0]`` records it (``StepRecord.prefill``), and every later
+    record is a decode step feeding ``[last token] + drafts``; the drafter is reset with the prompt and that first
+    token.
+
     Returns :class:`~lab.trace.Generation` with ``.tokens`` (new ids), ``.steps`` and ``.stats`` (see
     :func:`lab.metrics.summarize_steps`; times in ms, ``tokens_per_second`` over the whole call, prefill
     included, whose time is ``stats["prefill_ms"]``).
@@ -108,21 +113,31 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     settings = checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, top_k, top_p,
                                 eos_token_id, seed, on_step, record_probs, acceptance)
     start = time.perf_counter()
-    cache, prompt_hidden = _prefill(target, settings)
+    # the prefill is the first target call: it reads the whole prompt and its last row gives the first new token,
+    # as in vLLM and EAGLE's reference code (transformers also verifies drafts made from the prompt in that call)
+    cache, prompt_logits, prompt_hidden = _prefill(target, settings)
+    result, target_probs = verify_block(prompt_logits, Draft(), [], settings)
+    # its time goes to stats["prefill_ms"] (with the drafter's reset), not to the record: sums over steps are decode
+    record = step_record(0, 0, settings.max_new_tokens, Draft(), [], result, target_probs, settings,
+                         times=(start,) * 4, fed=len(settings.prompt), base=0, draft_kv=None, prefill=True)
+    steps, new = [record], list(record.emitted)
+    committed = list(settings.prompt) + new
     observe = kv_length = None
     if drafter is not None:
         if settings.hidden:
-            drafter.reset(settings.prompt, hidden=prompt_hidden)
+            drafter.reset(committed, hidden=prompt_hidden)
         else:
-            drafter.reset(settings.prompt)
+            drafter.reset(committed)
         observe = getattr(drafter, "observe", None)      # optional: wants the step's target output
         kv_length = getattr(drafter, "kv_length", None)  # optional: its own KV-cache length (for the KV viewer)
-    synchronize(target.device)  # on CUDA the prefill is still queued here; step 0 would be charged for it
+    synchronize(target.device)
     prefill_ms = (time.perf_counter() - start) * 1000
+    if on_step is not None:
+        on_step(record)
 
-    committed, new, steps = list(settings.prompt), [], []
-    last = settings.prompt[-1]
-    while len(new) < settings.max_new_tokens:
+    last = new[-1]
+    ended = new[-1] == settings.eos_token_id
+    while len(new) < settings.max_new_tokens and not ended:
         remaining = settings.max_new_tokens - len(new)
         t0 = time.perf_counter()
         draft_kv = [kv_length()] if kv_length is not None else None
@@ -256,18 +271,17 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
 
 
 def _prefill(target, settings: DecodeSettings) -> tuple:
-    """A new KV cache holding every prompt token but the last (which the first step feeds), and the target's
-    hidden states ``[len(prompt) - 1, len(hidden_layers) · D]`` over them when the drafter reads them (else
-    None)."""
+    """The prefill, the generation's first target call: ``(cache, logits [1, V] float32, hidden)``, a new KV cache
+    holding every prompt token, the target's logits at the last prompt position (they give the first new token)
+    and its hidden states ``[len(prompt), len(hidden_layers) · D]`` when the drafter reads them (else None): the
+    drafter is then reset with the prompt and that first token, the hidden states covering all but its last token,
+    as after every step."""
     cache = new_cache()
-    width = len(settings.hidden_layers) * target.config.hidden_size
-    prompt_hidden = torch.zeros(0, width, device=target.device) if settings.hidden else None
-    if len(settings.prompt) > 1:
-        out = forward(target, settings.prompt[:-1], cache, logits_to_keep=1, output_hidden_states=settings.hidden,
-                      hidden_layers=settings.hidden_layers)
-        if settings.hidden:
-            prompt_hidden = out[1]
-    return cache, prompt_hidden
+    out = forward(target, settings.prompt, cache, logits_to_keep=1, output_hidden_states=settings.hidden,
+                  hidden_layers=settings.hidden_layers)
+    logits, hidden = out if settings.hidden else (out, None)
+    synchronize(logits.device)
+    return cache, logits[-1:], hidden
 
 
 def checked_draft(draft, drafter, settings: DecodeSettings, base: int) -> tuple:
@@ -320,11 +334,13 @@ def verify_block(logits: torch.Tensor, draft: Draft, parents: list, settings: De
 
 
 def step_record(index: int, position: int, remaining: int, draft: Draft, parents: list, result, target_probs,
-                settings: DecodeSettings, *, times: tuple, fed: int, base: int, draft_kv) -> StepRecord:
+                settings: DecodeSettings, *, times: tuple, fed: int, base: int, draft_kv,
+                prefill: bool = False) -> StepRecord:
     """The :class:`~lab.trace.StepRecord` of one step: what it emitted (the accepted drafts + the target's token,
     cut after EOS or at the ``remaining`` tokens), its timings from ``times = (t0, t1, t_forward, t2)`` (seconds:
     before drafting, after drafting, after the target's forward, after verification and rollback) and its cache
-    bookkeeping (``fed`` positions processed, ``base`` cached before, the drafter's ``draft_kv`` lengths)."""
+    bookkeeping (``fed`` positions processed, ``base`` cached before, the drafter's ``draft_kv`` lengths);
+    ``prefill`` marks the prefill's record (an empty draft over the whole prompt)."""
     t0, t1, t_forward, t2 = times
     block = [draft.tokens[i] for i in result.path] + [result.next_token]
     cut = min(len(block), remaining)
@@ -339,7 +355,7 @@ def step_record(index: int, position: int, remaining: int, draft: Draft, parents
         draft_probs=(draft.probs if settings.record_probs else None),
         target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
         parents=list(parents) if draft.parents is not None else None, path=list(result.path),
-        acceptance="typical" if settings.typical else "exact")
+        acceptance="typical" if settings.typical else "exact", prefill=prefill)
 
 
 def _check_draft(draft, drafter, vocab: int) -> Draft:

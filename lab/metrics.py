@@ -7,8 +7,8 @@ Definitions used everywhere in the course (engines use the same names for differ
   (:func:`alpha_from_steps`). A step stops examining at its first rejection, so the drafts after it count in the
   acceptance rate's denominator but not in α's: α is never below the acceptance rate, and above it whenever a
   step rejects before its last draft.
-- tokens per target call: new tokens / target forward passes in the decode loop (prefill not counted);
-  vLLM calls this the mean acceptance length.
+- tokens per target call: tokens the decode steps committed / decode steps (the prefill, its forward and the
+  first token it gives, not counted); vLLM calls this the mean acceptance length.
 - per-position acceptance: for draft position i (0-based), the share of steps that drafted at least i+1
   tokens in which the token at position i was accepted (so it includes the chance that an earlier one failed);
   for a tree, position i (0-based) is depth i + 1 of the accepted path (the first level is depth 1).
@@ -244,10 +244,14 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     ``steps``: the :class:`lab.trace.StepRecord` list of one generation; ``new_tokens``: the tokens it generated;
     ``wall_ms``: its wall time in ms. Returns counts (``new_tokens``, ``target_calls``, ``draft_calls``,
     ``drafted_tokens``, ``accepted_tokens``), ``acceptance_rate`` (None when nothing was drafted),
-    ``tokens_per_target_call`` (None without steps), ``per_position_acceptance`` (list of floats), the steps'
-    summed ``draft_ms``, ``verify_ms`` and ``target_ms`` with ``wall_ms`` (all ms), and ``tokens_per_second``
-    (tokens/s over ``wall_ms``; None when ``wall_ms`` <= 0). Lesson 14 compares these keys with vLLM's counters.
+    ``tokens_per_target_call`` (None without decode steps), ``per_position_acceptance`` (list of floats), the
+    steps' summed ``draft_ms``, ``verify_ms`` and ``target_ms`` with ``wall_ms`` (all ms), and
+    ``tokens_per_second`` (all ``new_tokens`` over ``wall_ms``; None when ``wall_ms`` <= 0). Every count but
+    ``new_tokens`` is over the decode steps: the prefill's record (``StepRecord.prefill``) is left out, as vLLM's
+    counters leave out the prefill, while its token is one of ``new_tokens``. Lesson 14 compares these keys with
+    vLLM's counters.
     """
+    steps = [s for s in steps if not getattr(s, "prefill", False)]  # the decode steps
     drafted = sum(len(s.drafted) for s in steps)
     accepted = sum(s.num_accepted for s in steps)
     longest = max((s.depth for s in steps), default=0)
@@ -255,6 +259,7 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     for i in range(longest):  # position i (0-based) is tree depth i + 1
         eligible = [s for s in steps if s.depth > i]
         per_position.append(sum(s.num_accepted > i for s in eligible) / len(eligible))
+    decoded = sum(len(s.emitted) for s in steps)
     return {
         "new_tokens": new_tokens,
         "target_calls": len(steps),
@@ -262,7 +267,7 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
         "drafted_tokens": drafted,
         "accepted_tokens": accepted,
         "acceptance_rate": accepted / drafted if drafted else None,
-        "tokens_per_target_call": new_tokens / len(steps) if steps else None,
+        "tokens_per_target_call": decoded / len(steps) if steps else None,
         "per_position_acceptance": per_position,
         "draft_ms": sum(s.draft_ms for s in steps),
         "verify_ms": sum(s.verify_ms for s in steps),

@@ -16,6 +16,13 @@ __all__ = ["StepRecord", "OnStep", "Generation"]
 class StepRecord:
     """One target call of the decode loop.
 
+    - The first record of a generation is the **prefill** (``prefill`` True): the target's forward over the whole
+      prompt, whose last position gives the first new token (drafted nothing, ``emitted`` that one token,
+      ``last_kind`` ``"bonus"``, ``target_tokens`` the prompt's length, ``cache_before`` 0; the cache keeps every
+      one of its entries). Its time is the generation's ``stats["prefill_ms"]`` (with the drafter's reset), not
+      its own ``*_ms`` fields, which are 0: a sum over the records is decode time. Every later record is a decode
+      step: ``[last token] + drafts`` through the target.
+
     - ``index``: 0-based step number; ``position``: new tokens committed before this step.
     - ``drafted``: the proposed token ids (empty for an autoregressive step or when the drafter had nothing).
     - ``num_accepted``: how many leading drafts the target accepted (for a tree: nodes on the accepted ``path``).
@@ -71,6 +78,7 @@ class StepRecord:
     path: list = field(default_factory=list)
     target_ms: float = 0.0
     acceptance: str = "exact"
+    prefill: bool = False
 
     def __post_init__(self):
         if not self.path and self.num_accepted:
@@ -104,8 +112,15 @@ OnStep = Callable[[StepRecord], None]
 
 @dataclass
 class Generation:
-    """Result of :func:`lab.decode.generate`: new token ids, one record per target call, and summary stats."""
+    """Result of :func:`lab.decode.generate`: new token ids, one record per target call (the prefill's first, see
+    :class:`StepRecord`), and summary stats."""
 
     tokens: list
     steps: list
     stats: dict
+
+    @property
+    def decode_steps(self) -> list:
+        """The decode steps' records: ``steps`` without the prefill's. Per-step averages (time per step, tokens
+        per target call) are taken over these, as :func:`lab.metrics.summarize_steps` does."""
+        return [s for s in self.steps if not s.prefill]

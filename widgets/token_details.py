@@ -26,8 +26,8 @@ def step_details(record, step, start, drafted, emitted, num_accepted, texts, top
 
     Keys: ``position``, ``step``, ``kind``, ``token_id``, ``text``, ``drafted_id``, ``num_drafted``,
     ``rejected_here``, ``truncated``, ``probs``, ``note``, and for :func:`describe` ``_text`` (the text, None for part
-    of a character), ``_tree_nodes`` and ``_acceptance`` (keys starting with ``_`` stay out of
-    ``TokenStream.selection``)."""
+    of a character), ``_tree_nodes``, ``_acceptance`` and ``_prefill`` (the record is the prefill; keys starting
+    with ``_`` stay out of ``TokenStream.selection``)."""
     details = []
     target_rows, draft_rows, residual_rows, note = step_distributions(record, drafted, len(emitted))
     for offset, token in enumerate(emitted):
@@ -42,7 +42,7 @@ def step_details(record, step, start, drafted, emitted, num_accepted, texts, top
                   "drafted_id": drafted[offset] if offset < len(drafted) else None,
                   "num_drafted": len(drafted), "rejected_here": rejected_here, "_tree_nodes": tree_nodes,
                   "truncated": bool(record.truncated), "probs": None, "note": note, "_text": texts[offset],
-                  "_acceptance": record.acceptance}
+                  "_acceptance": record.acceptance, "_prefill": bool(record.prefill)}
         if target_rows is not None:
             has_draft = offset < len(drafted)
             residual = residual_rows[offset] if has_draft and residual_rows is not None else None
@@ -157,6 +157,9 @@ def describe(detail: dict, candidate_text) -> str:
         if siblings > 1:
             text += (f" The tree offered {siblings} drafts here and the target rejected all {siblings} in turn "
                      "(only the first is drawn struck through); the residual shown removes each of them in order.")
+    elif detail.get("_prefill"):
+        text = (head + f"the first new token {token}{numbers('target')}, the target's own: the prefill, its forward "
+                "over the whole prompt, gives it from the prompt's last position, before anything is drafted.")
     elif detail["_tree_nodes"] is not None:
         text = (head + f"bonus token {token}{numbers('target')}: the accepted path ({detail['num_drafted']} of "
                 f"the tree's {detail['_tree_nodes']} drafts) reached a node with no children, so the target's "

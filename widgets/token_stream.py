@@ -2,8 +2,9 @@
 
 Pass the widget as ``on_step`` to :func:`lab.decode.generate`; every :class:`lab.trace.StepRecord` (one per target
 call) appends the step's tokens: accepted drafts, rejected drafts struck through where they were proposed, and the
-target's own token (resampled after a rejection, or the bonus token after a full acceptance). A stats line keeps the
-running acceptance rate, tokens per target call and tokens/s. Selecting a generated token (click it, or call
+target's own token (resampled after a rejection, or the bonus token after a full acceptance). The first record, the
+prefill over the prompt, adds the first new token as the target's own (bonus). A stats line keeps the running
+acceptance rate, tokens per target call and tokens/s. Selecting a generated token (click it, or call
 ``select(position)``) plots the target, draft and residual distributions at that position.
 
 Everything the view shows is also kept on the kernel side (``tokens``, ``stats``, ``stats_text``, ``html``,
@@ -33,8 +34,8 @@ from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
 from widgets.token_details import describe, step_details
-from widgets.token_text import (check_tokenizer, has_special_token, prompt_token_ids, token_display_text,
-                                 token_label_text, token_texts)
+from widgets.token_text import (check_tokenizer, has_special_token, prompt_token_ids, run_prompt_length,
+                                 token_display_text, token_label_text, token_texts)
 from widgets.tree_steps import chain_view, tree_residual
 
 __all__ = ["TokenStream", "VIEW_CSS", "VIEW_ESM"]
@@ -98,12 +99,15 @@ class TokenStream(ipywidgets.VBox):
     Calling the widget with a :class:`~lab.trace.StepRecord` (or ``on_step(record)``) appends that step and updates
     the browser at once; ``extend`` takes a list of records or a finished :class:`~lab.trace.Generation`. A token
     tree step (Medusa, EAGLE with ``tree=``) is drawn as its accepted path (:func:`chain_view`) while ``steps`` and
-    ``stats`` keep the whole tree. A record with ``index == 0`` starts a new run: earlier generated tokens are
-    cleared and the prompt is kept (so re-running a notebook cell with the same widget works). The stored prompt
-    belongs to the first run after it was set: a run is shown without it, rather than decoded after the wrong
-    text, when its first record's ``cache_before`` (the target's cache before the step: the prompt minus its last
-    token) is shorter than the stored prompt allows, or differs from that first run's (the widget reused for a run
-    on another prompt). The prompt returns for a later run on its own; ``reset(prompt_ids)`` replaces it.
+    ``stats`` keep the whole tree. A run's first record from :func:`lab.decode.generate` is its prefill
+    (``record.prefill``): the target's forward over the whole prompt, whose token, the first new one, shows as the
+    target's own (``bonus``) token of step 0. A record with ``index == 0`` starts a new run: earlier generated
+    tokens are cleared and the prompt is kept (so re-running a notebook cell with the same widget works). The
+    stored prompt belongs to the first run after it was set: a run is shown without it, rather than decoded after
+    the wrong text, when the prompt length its first record shows (:func:`widgets.token_text.run_prompt_length`:
+    a prefill's ``target_tokens``) is shorter than the stored prompt, or differs from that first run's (the widget
+    reused for a run on another prompt); a longer one is fine, as the stored prompt may be the run's last tokens.
+    The prompt returns for a later run on its own; ``reset(prompt_ids)`` replaces it.
 
     Raises ``TypeError`` for a ``tokenizer`` without a callable ``decode``, ``prompt_ids`` that are not integer
     token ids (text, floats, bools) and a ``show_speed`` that is not a bool; ``ValueError`` for
@@ -130,7 +134,7 @@ class TokenStream(ipywidgets.VBox):
         self._top_k = top_k
         self._prompt_ids: list = []      # the prompt given (constructor or reset)
         self._shown_prompt: list = []    # the prompt the current run follows: _prompt_ids, or [] (see on_step)
-        self._prompt_cache = None        # cache_before of the first run shown with _prompt_ids (None: none yet)
+        self._prompt_length = None       # prompt length of the first run shown with _prompt_ids (None: none yet)
         self._prompt_text = None         # Detokenizer after the prompt (None without a tokenizer)
         self._text = None                # Detokenizer after the prompt and the generated tokens
         self._contexts: list = []        # per generated position: the Detokenizer before it (for labels there)
@@ -187,13 +191,13 @@ class TokenStream(ipywidgets.VBox):
         if record.index == 0:
             if self._steps:
                 self._clear_generated()
-            # Before a run's first step the target's cache holds the prompt but its last token. The stored prompt
-            # may be the tail of the run's prompt (a lesson shows the last 60 tokens), so only a cache too short
-            # for it, or another length than the first run it was shown with, tells of a run on another prompt.
-            cache = None if record.cache_before is None else int(record.cache_before)
-            fits = cache is None or (len(self._prompt_ids) - 1 <= cache and self._prompt_cache in (None, cache))
-            if fits and self._prompt_cache is None:
-                self._prompt_cache = cache
+            # The stored prompt may be the tail of the run's prompt (a lesson shows the last 60 tokens), so only a
+            # run prompt too short for it, or another length than the first run it was shown with, tells of a run
+            # on another prompt.
+            length = run_prompt_length(record)
+            fits = length is None or (len(self._prompt_ids) <= length and self._prompt_length in (None, length))
+            if fits and self._prompt_length is None:
+                self._prompt_length = length
             prompt = self._prompt_ids if fits else []
             if prompt != self._shown_prompt:
                 self._show_prompt(prompt)
@@ -219,7 +223,7 @@ class TokenStream(ipywidgets.VBox):
                                               text=rejected[k]))
             if len(emitted) > num_accepted:
                 new_tokens.append(self._token(emitted[num_accepted], record.last_kind, step, start + num_accepted,
-                                              text=texts[num_accepted]))
+                                              text=texts[num_accepted], prefill=record.prefill))
 
         self._contexts.extend(contexts)
         tree_nodes = None if record.parents is None else len(record.drafted)
@@ -348,48 +352,59 @@ class TokenStream(ipywidgets.VBox):
     def stats(self) -> dict:
         """Running totals and rates.
 
-        Keys: ``steps`` (= ``target_calls``), ``draft_calls``, ``drafted``, ``accepted``, ``rejected``, ``emitted``,
-        ``acceptance_rate`` (accepted drafts / drafted tokens, every node of a token tree counted, as in
-        :func:`lab.metrics.summarize_steps`; None before any draft), ``tokens_per_target_call``
-        (emitted tokens / steps), ``draft_ms``, ``verify_ms``, ``tokens_per_second`` (emitted tokens / the summed
-        ``draft_ms + verify_ms``, i.e. model time, excluding this widget's own drawing; None while that is 0).
+        Keys: ``steps`` (= ``target_calls``: the decode steps, the prefill not counted, as in
+        :func:`lab.metrics.summarize_steps` and ``Generation.stats``), ``draft_calls``, ``drafted``, ``accepted``,
+        ``rejected``, ``emitted`` (every generated token, the prefill's included), ``acceptance_rate`` (accepted
+        drafts / drafted tokens, every node of a token tree counted, as in :func:`lab.metrics.summarize_steps`; None
+        before any draft), ``tokens_per_target_call`` (tokens the decode steps emitted / decode steps, as
+        ``Generation.stats`` has it; None before the first decode step), ``draft_ms``, ``verify_ms`` (summed over
+        the decode steps: the prefill's record carries no time, its time being the generation's ``prefill_ms``),
+        ``tokens_per_second`` (the decode steps' tokens / the summed ``draft_ms + verify_ms``, i.e. model time,
+        excluding this widget's own drawing; None while that is 0).
         """
-        steps = len(self._steps)
-        drafted = sum(len(record.drafted) for record in self._steps)
-        accepted = sum(int(record.num_accepted) for record in self._steps)
+        decode = [record for record in self._steps if not record.prefill]  # the prefill is no decode step
+        steps = len(decode)
+        drafted = sum(len(record.drafted) for record in decode)
+        accepted = sum(int(record.num_accepted) for record in decode)
         emitted = len(self._generated_ids)
-        draft_ms = float(sum(record.draft_ms for record in self._steps))
-        verify_ms = float(sum(record.verify_ms for record in self._steps))
+        decoded = sum(len(record.emitted) for record in decode)
+        draft_ms = float(sum(record.draft_ms for record in decode))
+        verify_ms = float(sum(record.verify_ms for record in decode))
         model_s = (draft_ms + verify_ms) / 1000
         return {
             "steps": steps,
             "target_calls": steps,
-            "draft_calls": int(sum(record.draft_calls for record in self._steps)),
+            "draft_calls": int(sum(record.draft_calls for record in decode)),
             "drafted": drafted,
             "accepted": accepted,
             "rejected": drafted - accepted,
             "emitted": emitted,
             "acceptance_rate": accepted / drafted if drafted else None,
-            "tokens_per_target_call": emitted / steps if steps else None,
+            "tokens_per_target_call": decoded / steps if steps else None,
             "draft_ms": draft_ms,
             "verify_ms": verify_ms,
-            "tokens_per_second": emitted / model_s if model_s > 0 else None,
+            "tokens_per_second": decoded / model_s if model_s > 0 else None,
         }
 
     @property
     def stats_text(self) -> str:
         """The stats line as shown, e.g. ``"4 steps · acceptance rate 0.62 (5/8 drafts) · 2.00 tokens per target
-        call · 400 tokens/s (draft + verify time)"`` (without the tokens/s part when ``show_speed`` is False)."""
+        call · 400 tokens/s (draft + verify time)"`` (without the tokens/s part when ``show_speed`` is False); a run
+        with its prefill reads ``"prefill + 4 steps · ..."`` (``"prefill · ..."`` before its first decode step, with
+        ``–`` tokens per target call)."""
         stats = self.stats
-        if not stats["steps"]:
+        if not self._steps:
             return "waiting for the first step"
         if stats["acceptance_rate"] is None:
             rate = "acceptance rate \u2013 (no drafts)"
         else:
             rate = f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} drafts)"
-        noun = "step" if stats["steps"] == 1 else "steps"
-        text = (f"{stats['steps']} {noun} \u00b7 {rate} \u00b7 {stats['tokens_per_target_call']:.2f} tokens per "
-                "target call")
+        count = f"{stats['steps']} {'step' if stats['steps'] == 1 else 'steps'}"
+        if any(record.prefill for record in self._steps):  # its token is shown but counts in no decode step
+            count = "prefill" + (f" + {count}" if stats["steps"] else "")
+        per_call = stats["tokens_per_target_call"]
+        per_call = "\u2013" if per_call is None else f"{per_call:.2f}"
+        text = f"{count} \u00b7 {rate} \u00b7 {per_call} tokens per target call"
         if not self._show_speed:
             return text
         speed = "\u2013" if stats["tokens_per_second"] is None else f"{stats['tokens_per_second']:.0f}"
@@ -449,19 +464,20 @@ class TokenStream(ipywidgets.VBox):
             return f"\u27e8{token_id}\u27e9"
         return self._text.push(token_id)
 
-    def _token(self, token_id: int, kind: str, step, position, select=None, text=None) -> dict:
+    def _token(self, token_id: int, kind: str, step, position, select=None, text=None, prefill=False) -> dict:
         # "_select" is the generated position a click on this token selects (-1: none); "_text" the text as
-        # token_texts gives it (None: part of a character). Keys starting with "_" stay out of `tokens`.
+        # token_texts gives it (None: part of a character); "_prefill" marks the prefill's token. Keys starting
+        # with "_" stay out of `tokens`.
         if select is None:
             select = -1 if position is None else position
         return {"text": text or "", "token_id": token_id, "kind": kind, "step": step, "position": position,
-                "_select": select, "_text": text}
+                "_select": select, "_text": text, "_prefill": bool(prefill)}
 
     @staticmethod
     def _title(token: dict) -> str:
         title = f"{KIND_LABELS[token['kind']]} \u00b7 id {token['token_id']}"
         if token["step"] is not None:
-            title += f" \u00b7 step {token['step']}"
+            title += f" \u00b7 step {token['step']}" + (" (prefill)" if token["_prefill"] else "")
         if has_special_token(token["_text"]):  # the badge shows a short name; the tooltip the token itself
             title += f" \u00b7 {token['_text']}"
         return title
@@ -469,7 +485,7 @@ class TokenStream(ipywidgets.VBox):
     def _set_prompt(self, prompt_ids: list) -> None:
         """Store ``prompt_ids`` (checked ids) as the prompt for the next run and show it."""
         self._prompt_ids = list(prompt_ids)
-        self._prompt_cache = None
+        self._prompt_length = None
         self._show_prompt(self._prompt_ids)
 
     def _show_prompt(self, ids: list) -> None:

@@ -6,7 +6,8 @@ character whose bytes span several tokens shows once, on the token that complete
 part of a character shows as :data:`PARTIAL_LABEL` in labels and as nothing in running text. A special token
 written ``<|name|>`` (a chat template's ``<|im_start|>`` / ``<|im_end|>``, GPT-2's ``<|endoftext|>``) shows as a
 short label, ``⟨start⟩``, ``⟨end⟩`` (:func:`special_token_text`), in the running text and in labels alike. Also
-here: the argument checks every viewer applies to its ``tokenizer`` and ``prompt_ids``.
+here: the argument checks every viewer applies to its ``tokenizer`` and ``prompt_ids``, and
+:func:`run_prompt_length`, the prompt length that a run's first step record shows.
 
 Nothing here escapes HTML: callers escape (:func:`html.escape`) or set ``textContent``.
 """
@@ -18,7 +19,8 @@ from lab.detok import Detokenizer
 from lab.validation import check_token_ids
 
 __all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels", "token_display_text",
-           "token_label_text", "special_token_text", "has_special_token", "check_tokenizer", "prompt_token_ids"]
+           "token_label_text", "special_token_text", "has_special_token", "check_tokenizer", "prompt_token_ids",
+           "run_prompt_length"]
 
 # Control characters other than newline and tab get their Unicode "control picture" (U+2400 + code), so a token
 # made of them is visible instead of silently empty or layout-breaking.
@@ -128,3 +130,16 @@ def prompt_token_ids(tokenizer, ids) -> list:
     vocab = len(tokenizer) if tokenizer is not None and hasattr(tokenizer, "__len__") else None
     return check_token_ids("prompt_ids", ids, vocab, allow_empty=True,
                            hint="; encode text first: tokenizer.encode(text)")
+
+
+def run_prompt_length(record):
+    """How many tokens the prompt of ``record``'s run had, read off a run's first :class:`lab.trace.StepRecord`
+    (``index == 0``), or None when the record does not tell.
+
+    The viewers compare it with their stored prompt to tell a run on that prompt from one on another. A prefill
+    record (``record.prefill``, the first record of :func:`lab.decode.generate`) processed the whole prompt:
+    its ``target_tokens``. A hand-built first record that is a decode step feeds the prompt's last token after
+    the rest was cached: its ``cache_before`` + 1."""
+    if record.prefill:
+        return int(record.target_tokens) if record.target_tokens else None
+    return None if record.cache_before is None else int(record.cache_before) + 1

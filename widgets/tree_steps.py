@@ -41,7 +41,7 @@ def chain_view(record: StepRecord) -> StepRecord:
                       truncated=record.truncated, draft_ms=record.draft_ms, verify_ms=record.verify_ms,
                       draft_calls=record.draft_calls, target_probs=target_probs, draft_probs=draft_probs,
                       target_tokens=record.target_tokens, cache_before=record.cache_before,
-                      acceptance=record.acceptance)
+                      acceptance=record.acceptance, prefill=record.prefill)
 
 
 def tree_residual(record: StepRecord):

@@ -16,7 +16,9 @@ Pass ``viewer.on_step`` (or the viewer itself) as ``on_step`` to :func:`lab.deco
 - above them, a one-line summary and a slider over the stored steps.
 
 A chain (``record.parents is None``) is drawn as the degenerate tree (:func:`lab.trees.chain_parents`): a straight
-line whose mask is the ordinary causal mask. Token text is escaped with :func:`html.escape` before plotly sees it
+line whose mask is the ordinary causal mask. A run's first record, the prefill (``record.prefill``: the target's
+forward over the whole prompt), drafted nothing: it is drawn as the prompt's last token (the root) and the first new
+token, the target's own, after it. Token text is escaped with :func:`html.escape` before plotly sees it
 (plotly renders some HTML tags in text and hover labels). Each node shows the text it adds after the generated
 tokens before the step and its ancestors (:func:`widgets.token_text.token_labels`), so a character split over
 tokens shows on the node that completes it.
@@ -35,7 +37,7 @@ from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int
 from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR,
                            RESAMPLED_COLOR, slider_position, tint)
-from widgets.token_text import check_tokenizer, prompt_token_ids, token_label_text, token_labels
+from widgets.token_text import check_tokenizer, prompt_token_ids, run_prompt_length, token_label_text, token_labels
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
 
@@ -59,10 +61,11 @@ class TreeViewer(ipywidgets.VBox):
       whitespace made visible (``␣``, ``↵``); a node holding part of a character shows ``◌``. None shows token ids.
     - ``max_steps``: how many step records are kept (the oldest are dropped), which bounds memory on long runs.
     - ``prompt_ids``: the prompt of the run (list of ints or a tensor ``[n]`` / ``[1, n]``; None: not known). With
-      it, the first step's root is the prompt's last token and its nodes are decoded after the prompt, as later
-      steps' nodes are decoded after the text before them (a character split over the prompt's end shows whole).
-      A first step whose ``cache_before`` shows another prompt length is decoded without it; ``clear(prompt_ids)``
-      sets the prompt for the next run.
+      it, the first record's root (the prefill's, or a hand-built first decode step's) is the prompt's last token
+      and its tokens are decoded after the prompt, as later steps' nodes are decoded after the text before them (a
+      character split over the prompt's end shows whole). A run whose first record shows another prompt length
+      (:func:`widgets.token_text.run_prompt_length`: a prefill's ``target_tokens``) is decoded without it;
+      ``clear(prompt_ids)`` sets the prompt for the next run.
 
     Feed it with ``viewer.on_step(record)`` / ``viewer(record)`` (e.g. ``generate(..., on_step=viewer.on_step)``)
     or ``extend(records)``; the newest step is shown as it arrives. A record with ``index == 0`` after earlier steps
@@ -155,8 +158,8 @@ class TreeViewer(ipywidgets.VBox):
         root = int(previous.emitted[-1]) if follows and previous.emitted else None
         if not follows:
             self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)
-            # A run's first step follows the prompt, unless the record's cache says it had another length.
-            if record.index == 0 and self._prompt and record.cache_before in (None, len(self._prompt) - 1):
+            # A run's first record follows the prompt, unless it says the prompt had another length.
+            if record.index == 0 and self._prompt and run_prompt_length(record) in (None, len(self._prompt)):
                 root = self._prompt[-1]
                 if self._context is not None:
                     for token in self._prompt[:-1]:
@@ -338,7 +341,11 @@ class TreeViewer(ipywidgets.VBox):
         shape = "chain" if record.parents is None else "tree"
         drafted = (f"{n} node{'s' if n != 1 else ''} drafted ({shape}), depth {record.depth}" if n
                    else "nothing drafted")
-        text = f"step {record.index}: {drafted}; {len(path)} accepted"
+        if record.prefill:  # no draft can come before the first new token
+            text = (f"step {record.index}: the prefill, the target's forward over the {record.target_tokens}-token "
+                    "prompt")
+        else:
+            text = f"step {record.index}: {drafted}; {len(path)} accepted"
         if next_token is not None:
             text += f", then the target's {status[-1]} token {next_text!r}"
         if record.truncated:
@@ -383,7 +390,8 @@ class TreeViewer(ipywidgets.VBox):
                     trace.hovertext = [view["hover"][k] for k in chosen]
                     trace.showlegend = bool(chosen)
                 self.tree_figure.layout.height = max(300, 28 * view["leaves"] + 120)
-                self.tree_figure.layout.title.text = html.escape(f"draft tree, step {view['record'].index}")
+                prefill = " (the prefill: nothing drafted)" if view["record"].prefill else ""
+                self.tree_figure.layout.title.text = html.escape(f"draft tree, step {view['record'].index}{prefill}")
         (heatmap,) = self.mask_figure.data
         with self.mask_figure.batch_update():
             if view is None:

@@ -156,11 +156,11 @@ def run(args) -> int:
         print(json.dumps({"text": pair.decode(shown), "tokens": gen.tokens, "stats": stats}))
         return 0
     sys.stdout.write(text.flush())  # bytes of a character the run stopped in the middle of, as decode shows them
-    rate = stats["acceptance_rate"]
+    rate, per_call = stats["acceptance_rate"], stats["tokens_per_target_call"]  # None: nothing drafted / no step
     print("\n\n" + " · ".join([
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
-        f"tokens per target call {stats['tokens_per_target_call']:.2f}",
-        f"{stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
+        f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
+        f"the prefill and {stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
         f"{stats['new_tokens']} token{'s' if stats['new_tokens'] != 1 else ''}",
         f"{stats['tokens_per_second']:.0f} tokens/s",
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),

@@ -80,8 +80,10 @@ class Drafter(Protocol):
     """``reset`` once per generation, then per step ``propose`` and, after verification, ``update``."""
 
     def reset(self, prompt_ids: list) -> None:
-        """Start a new generation after ``prompt_ids`` (list[int], the whole prompt): drop any state of the last
-        one, prefill a draft model's KV cache with every prompt token but the last."""
+        """Start a new generation from ``prompt_ids`` (list[int]): the committed tokens, which the decode loop
+        (:func:`lab.decode.generate`) gives after its prefill, i.e. the whole prompt and the first new token that
+        the prefill's last position gave. Drop any state of the last generation; a draft model prefills its KV
+        cache with every token but the last (the newest committed token, which the first proposal feeds)."""
 
     def propose(self, request: DraftRequest) -> Draft:
         """Draft at most ``request.max_tokens`` tokens after ``request.tokens`` (an empty Draft = a plain
@@ -94,7 +96,9 @@ class Drafter(Protocol):
     # Optional: ``observe(output: TargetOutput)`` receives the step's target logits (and hidden states, if the
     # drafter sets ``needs_hidden_states = True``) after verification, before ``update``. A drafter with
     # ``needs_hidden_states`` is reset with ``reset(prompt_ids, hidden=...)``: the target's hidden states
-    # ``[len(prompt_ids) - 1, D]`` for every prompt token but the last (the prefill). ``kv_length()`` returns the
+    # ``[len(prompt_ids) - 1, D]`` for every token of ``prompt_ids`` but the last, i.e. the prefill's, over the whole
+    # prompt (``prompt_ids`` ends with the first new token, which no target forward has fed yet: the first decode
+    # step feeds it, as every step feeds the newest committed token). ``kv_length()`` returns the
     # drafter's own KV-cache length when its slot i holds committed token i, as a draft model's does (recorded for
     # the KV-cache viewer, lesson 07); a drafter whose cache holds something else leaves it out.
 

@@ -108,7 +108,9 @@ class DraftModelDrafter:
         self._base = 0
 
     def reset(self, prompt_ids) -> None:
-        """Prefill the draft cache with all prompt tokens but the last (which the first proposal feeds)."""
+        """Prefill the draft cache with every token of ``prompt_ids`` but the last, which the first proposal feeds
+        (the decode loop resets with the prompt and the prefill's first new token: the draft reads the whole prompt
+        here)."""
         prompt_ids = list(prompt_ids)
         self._cache = new_cache()
         if len(prompt_ids) > 1:

@@ -419,9 +419,10 @@ class EagleDrafter:
 
     # -- protocol -------------------------------------------------------------------------------------------
     def reset(self, prompt_ids, hidden=None) -> None:
-        """Start a generation: ``hidden`` = the target's features ``[len(prompt_ids) - 1, D]`` for every prompt
-        token but the last. Pending true pairs become (hidden[j], prompt[j + 1]). Raises ``ValueError`` when
-        ``hidden`` is missing or of the wrong shape."""
+        """Start a generation: ``hidden`` = the target's features ``[len(prompt_ids) - 1, D]`` for every token of
+        ``prompt_ids`` but the last (the decode loop resets with the prompt and the prefill's first new token, and
+        hands over the prefill's features over the whole prompt). Pending true pairs become (hidden[j],
+        prompt_ids[j + 1]). Raises ``ValueError`` when ``hidden`` is missing or of the wrong shape."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise ValueError("prompt_ids must hold at least one token")

@@ -193,7 +193,8 @@ class LookaheadDrafter:
 
     # --- protocol -----------------------------------------------------------------------------------------------
     def reset(self, prompt_ids) -> None:
-        """Forget the pool and the trajectory; start the window from random prompt tokens."""
+        """Forget the pool and the trajectory; start the window from random tokens of ``prompt_ids`` (the prompt
+        and the prefill's first new token, from the decode loop)."""
         prompt = [int(t) for t in prompt_ids]
         self._rng = random.Random(self.seed)
         self._filler = prompt or [0]

@@ -300,7 +300,9 @@ class MedusaDrafter:
 
     def reset(self, prompt_ids, hidden: torch.Tensor | None = None) -> None:
         """Start a generation. ``hidden``: the target's hidden states ``[len(prompt_ids) - 1, D]`` (None or empty
-        for a one-token prompt); its last row is the feature that predicts the last prompt token."""
+        when ``prompt_ids`` holds one token); its last row is the feature that predicts the last token of
+        ``prompt_ids``. The decode loop resets with the prompt and the prefill's first new token, so that row is the
+        prompt's last position, the one whose logits gave the first new token."""
         self._feature = None if hidden is None or len(hidden) == 0 else hidden[-1].detach()
 
     @torch.inference_mode()

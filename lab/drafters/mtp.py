@@ -350,9 +350,10 @@ class MTPDrafter:
 
     # -- protocol -------------------------------------------------------------------------------------------
     def reset(self, prompt_ids, hidden=None) -> None:
-        """Start a generation: ``hidden`` = the target's h^0 ``[len(prompt_ids) - 1, d]`` for every prompt token but
-        the last (None allowed for a one-token prompt). Raises ``ValueError`` for an empty prompt or a missing or
-        misshapen ``hidden``."""
+        """Start a generation: ``hidden`` = the target's h^0 ``[len(prompt_ids) - 1, d]`` for every token of
+        ``prompt_ids`` but the last (None allowed when it holds one token). The decode loop resets with the prompt
+        and the prefill's first new token, and hands over the prefill's h^0 over the whole prompt. Raises
+        ``ValueError`` for an empty ``prompt_ids`` or a missing or misshapen ``hidden``."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise ValueError("prompt_ids must hold at least one token")

@@ -93,13 +93,14 @@ class ParallelDrafter:
     ``vocab_size`` is the target's vocabulary, the logits' columns from it on, the mask's included, are dropped).
 
     State: a KV cache of every committed token but ``pending`` (those committed since the last forward: after
-    ``reset`` the prompt's last token, after a step the accepted drafts and the target's token). :meth:`propose`
-    feeds ``pending`` and the masks, reads the last K rows of logits (float32 ``[K, vocab_size]``: the newest
-    committed token's row drafts token 1, mask row i drafts token i + 1) and rolls the masks' K - 1 cache entries
-    back, so the cache again holds exactly the committed tokens. At T = 0 each token is its row's argmax and
-    ``Draft.probs`` is None (one-hot verification); at T > 0 each is drawn from ``lab.sampling.probs_from_logits``
-    of its row with the request's settings and generator, the float32 ``[K, vocab_size]`` rows (CPU) returned for
-    rejection sampling. ``Draft.calls`` is 1: one forward per proposal.
+    ``reset`` the last token it received, in the decode loop the prefill's first new token; after a step the
+    accepted drafts and the target's token). :meth:`propose` feeds ``pending`` and the masks, reads the last K
+    rows of logits (float32 ``[K, vocab_size]``: the newest committed token's row drafts token 1, mask row i drafts
+    token i + 1) and rolls the masks' K - 1 cache entries back, so the cache again holds exactly the committed
+    tokens. At T = 0 each token is its row's argmax and ``Draft.probs`` is None (one-hot verification); at T > 0
+    each is drawn from ``lab.sampling.probs_from_logits`` of its row with the request's settings and generator, the
+    float32 ``[K, vocab_size]`` rows (CPU) returned for rejection sampling. ``Draft.calls`` is 1: one forward per
+    proposal.
 
     Raises ``TypeError`` when ``draft_model`` is not a causal LM, ``ValueError`` for ``n_draft`` < 1, a model without
     a mask token, or a mask id / vocabulary outside the model's vocabulary.
@@ -186,8 +187,9 @@ class ParallelDrafter:
 
     # -- protocol -------------------------------------------------------------------------------------------
     def reset(self, prompt_ids) -> None:
-        """Prefill the draft cache with every prompt token but the last, which the first proposal feeds. Raises
-        ``ValueError`` for an empty prompt."""
+        """Prefill the draft cache with every token of ``prompt_ids`` but the last, which the first proposal feeds
+        (the decode loop resets with the prompt and the prefill's first new token: the whole prompt is prefilled).
+        Raises ``ValueError`` for an empty ``prompt_ids``."""
         prompt_ids = [int(t) for t in prompt_ids]
         if not prompt_ids:
             raise ValueError("prompt_ids must hold at least one token")

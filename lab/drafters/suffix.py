@@ -206,9 +206,9 @@ class SuffixDecodingDrafter:
     one-trie, one-chain special case).
 
     - ``cache``: the :class:`SuffixCache` of earlier outputs to read and add to (None: a private one). A drafter
-      adds its request's output to the cache when the next generation starts (:meth:`reset`) or on
-      :meth:`finish`, so reuse one drafter across requests, or share a cache between drafters and call
-      :meth:`finish`.
+      adds its request's output (every new token, the prefill's first one included) to the cache when the next
+      generation starts (:meth:`reset`) or on :meth:`finish`, so reuse one drafter across requests, or share a
+      cache between drafters and call :meth:`finish`.
     - ``max_depth`` (≥ 2): the tries' depth, which bounds pattern length + speculation depth (vLLM's
       ``suffix_decoding_max_tree_depth``). ``max_spec_factor`` (> 0): at most this × the pattern's length nodes per
       step. ``min_token_prob`` (0 to 1): nodes whose path probability is lower are not drafted.
@@ -250,23 +250,31 @@ class SuffixDecodingDrafter:
         self.history: list = []
 
     def reset(self, prompt_ids) -> None:
-        """Start a generation after ``prompt_ids``: the last generation's output goes into the cache, and the
-        per-request trie starts over with the prompt (and the outputs it quotes, given ``prompt_outputs``, join the
-        cache)."""
+        """Start a generation from ``prompt_ids``, the committed tokens the decode loop resets drafters with: the
+        prompt and the first new token, which the prefill gave. The last generation's output goes into the cache,
+        the per-request trie starts over with these tokens (and the outputs they quote, given ``prompt_outputs``,
+        join the cache), and the new output starts at their last token: the first new token is part of the answer
+        the cache will hold, not of the prompt."""
         self.finish()
         self._tokens = [int(t) for t in prompt_ids]
         if self.prompt_outputs is not None:
             for output in self.prompt_outputs(self._tokens):
-                self.cache.add_once(output)
-        self._prompt_length = len(self._tokens)
+                if len(output) > 1:  # one token holds no continuation (see finish)
+                    self.cache.add_once(output)
+        self._prompt_length = max(len(self._tokens) - 1, 0)
         self._request = SuffixTree(self.max_depth)
         self._request.extend(self._tokens)
         self._last, self._path, self.history = None, [], []
 
     def finish(self) -> None:
-        """Add the current generation's output to the cache (once; :meth:`reset` calls it too)."""
+        """Add the current generation's output to the cache (once; :meth:`reset` calls it too): its tokens from the
+        last one :meth:`reset` received on. An output of one token (a generation that ended with the prefill's
+        token, or a reset with no step after it) is left out: a one-token sequence gives no pattern a continuation,
+        so it could change no proposal, and it would only take a place in the cache (and evict an older output)."""
         if self._prompt_length is not None:
-            self.cache.add(self._tokens[self._prompt_length:])
+            output = self._tokens[self._prompt_length:]
+            if len(output) > 1:
+                self.cache.add(output)
         self._prompt_length = None
 
     def propose(self, request: DraftRequest) -> Draft:

@@ -315,20 +315,22 @@ def accepted_path(fn):
 
 
 def reference_tokens_per_call(target, make_drafter, prompts, max_new_tokens, eos_token_id=None):
-    """The answer to the tokens-per-call exercise: new tokens over target calls, pooled over ``prompts`` (lists
-    of ids), each run with a fresh ``make_drafter()``. The lesson uses it while the exercise is unsolved."""
+    """The answer to the tokens-per-call exercise: the tokens the decode steps wrote (every new token but the
+    first, which the prefill gave) over the decode steps (``stats["target_calls"]``), pooled over ``prompts``
+    (lists of ids), each run with a fresh ``make_drafter()``. The lesson uses it while the exercise is unsolved."""
     from lab.decode import generate
 
     runs = [generate(target, p, drafter=make_drafter(), max_new_tokens=max_new_tokens, eos_token_id=eos_token_id)
             for p in prompts]
-    return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] for g in runs)
+    return sum(len(g.tokens) - 1 for g in runs) / sum(g.stats["target_calls"] for g in runs)
 
 
 @checker
 def tokens_per_call(fn, target, prompts):
-    """Check ``fn(target, make_drafter, prompts, max_new_tokens, eos_token_id=None) -> float``: new tokens over
-    target calls, pooled over all prompts (``lab.metrics``' "tokens per target call"), on ``target`` with drafters
-    that accept a lot on some prompts and draft nothing on others, and with a run that stops early at EOS."""
+    """Check ``fn(target, make_drafter, prompts, max_new_tokens, eos_token_id=None) -> float``: the decode steps'
+    tokens (all but each run's first) over its target calls, pooled over all prompts (``lab.metrics``' "tokens per
+    target call"), on ``target`` with drafters that accept a lot on some prompts and draft nothing on others, and
+    with a run that stops early at EOS."""
     from lab.decode import generate
     from lab.drafters import Draft, DraftModelDrafter, PromptLookupDrafter
 
@@ -383,6 +385,10 @@ def tokens_per_call(fn, target, prompts):
         runs = runs_of(t, make, ps, m, eos_id)
         return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + 1 for g in runs)
 
+    def with_first_token(t, make, ps, m, eos_id=None):
+        runs = runs_of(t, make, ps, m, eos_id)
+        return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] for g in runs)
+
     def with_draft_calls(t, make, ps, m, eos_id=None):
         runs = runs_of(t, make, ps, m, eos_id)
         return sum(len(g.tokens) for g in runs) / sum(g.stats["target_calls"] + g.stats["draft_calls"] for g in runs)
@@ -416,8 +422,10 @@ def tokens_per_call(fn, target, prompts):
                       "stop where the caller asks them to."),
         (mean_of_ratios, "pool before dividing: total new tokens over total target calls. A mean of per-prompt "
                          "ratios gives a short, lucky prompt as much weight as a long one."),
-        (with_prefill, "count the decode loop's target calls only (stats['target_calls']): the prefill is the same "
-                       "for every method and is not a decoding step."),
+        (with_prefill, "count the decode loop's target calls only (stats['target_calls']) and their tokens (all but "
+                       "the first): the prefill is the same for every method and is not a decoding step."),
+        (with_first_token, "leave out each run's first token (len(gen.tokens) - 1): the prefill wrote it, and "
+                           "stats['target_calls'] does not count the prefill."),
         (acceptance, "that is the acceptance rate (accepted / drafted); tokens per target call counts every emitted "
                      "token, including the one the target adds at each step."),
         (last_prompt_only, "add up over ALL prompts (tokens += ..., calls += ...): assigning the totals inside the "
@@ -425,7 +433,7 @@ def tokens_per_call(fn, target, prompts):
     ]
     count = compare("tokens_per_call", fn, cases, reference_tokens_per_call, faults, same_float,
                     "run generate once per prompt with a fresh drafter (passing max_new_tokens and "
-                    "eos_token_id); return sum of len(tokens) over sum of stats['target_calls'].",
+                    "eos_token_id); return sum of len(tokens) - 1 over sum of stats['target_calls'].",
                     show_args=lambda c: f"target, make_drafter, {len(c[2])} prompts, max_new_tokens={c[3]}, "
                                         f"eos_token_id={c[4]}")
     return f"{count} measurements pooled over prompts exactly as the course measures tokens per target call"

@@ -78,7 +78,7 @@ def test_ngram_lookup_and_tokens_per_call_name_the_mistake_they_fit(capsys, targ
         from lab.decode import generate
         for p in ps:  # = instead of +=: only the last prompt's run is left
             g = generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id)
-            tokens, calls = len(g.tokens), g.stats["target_calls"]
+            tokens, calls = len(g.tokens) - 1, g.stats["target_calls"]
         return tokens / calls
 
     capsys.readouterr()

@@ -39,7 +39,8 @@ def test_arena_rows_have_every_field(arena):
         assert set(FIELDS) <= set(row), set(FIELDS) - set(row)
         assert row["new_tokens"] == 8  # max_new_tokens is exact (no EOS in these continuations)
         assert 1 <= row["tokens_per_target_call"] <= 1 + 14  # at most a Medusa path + 1, never below one per call
-        assert row["tokens_per_target_call"] == row["new_tokens"] / row["target_calls"]
+        # one prompt per cell, whose first token came from the prefill
+        assert row["tokens_per_target_call"] == (row["new_tokens"] - 1) / row["target_calls"]
     cells = {(r["task"], r["temperature"]) for r in rows}
     assert cells == {(t, T) for t in TASKS for T in (0.0, 1.0)}
     for task, temperature in cells:
@@ -108,7 +109,7 @@ def test_efficiency_factors_multiply_to_the_efficiency(arena):
 def test_target_ms_is_the_forward_inside_verify_ms(pair):
     prompt = pair.encode("ROMEO:\nWhat light")
     spec = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, 4), max_new_tokens=12)
-    assert spec.steps and all(0 < s.target_ms <= s.verify_ms for s in spec.steps)
+    assert spec.decode_steps and all(0 < s.target_ms <= s.verify_ms for s in spec.decode_steps)
     assert spec.stats["target_ms"] == sum(s.target_ms for s in spec.steps)
 
 
@@ -363,16 +364,21 @@ def test_arena_defaults_to_the_pair_s_tasks(chat_pair, pair):
     assert default_tasks(chat_pair) == CHAT_TASKS + CONVERSATION_TASKS == ("chat", "code", "structured",
                                                                             "copy_edit", "multi_turn", "agent")
     assert default_tasks(pair) == DEFAULT_TASKS == ("prose", "copy_edit", "structured")
-    result = run_arena(chat_pair, drafters=("ngram",), temperatures=(0.0,), max_new_tokens=1, prompts_per_task=1,
+    result = run_arena(chat_pair, drafters=("ngram",), temperatures=(0.0,), max_new_tokens=2, prompts_per_task=1,
                        progress=False)
     assert result["settings"]["tasks"] == list(CHAT_TASKS + CONVERSATION_TASKS)
     assert [(r["task"], r["drafter"]) for r in result["rows"]] == [
         (task, drafter) for task in CHAT_TASKS + CONVERSATION_TASKS for drafter in ("autoregressive", "ngram")]
-    assert all(r["new_tokens"] == 1 and r["same_as_autoregressive"] is True for r in result["rows"])
+    assert all(r["new_tokens"] == 2 and r["same_as_autoregressive"] is True for r in result["rows"])
+    # one token would come from the prefill alone, with no decode step to measure
+    with pytest.raises(ValueError, match=r"max_new_tokens must be >= 2 in the arena: the first new token comes"):
+        run_arena(chat_pair, drafters=("ngram",), temperatures=(0.0,), max_new_tokens=1, progress=False)
+    with pytest.raises(ValueError, match=r"max_new_tokens must be >= 2 in the arena"):
+        compare_adaptive(chat_pair, max_new_tokens=1, progress=False)
 
 
 def test_arena_on_a_chat_pair_names_the_tasks_it_has(chat_pair, pair):
-    kwargs = {"drafters": ("ngram",), "temperatures": (0.0,), "max_new_tokens": 1, "progress": False}
+    kwargs = {"drafters": ("ngram",), "temperatures": (0.0,), "max_new_tokens": 2, "progress": False}
     with pytest.raises(ValueError, match=r"tasks must be a non-empty sequence of names from \('chat', 'code', "
                                          r"'structured', 'copy_edit', 'multi_turn', 'agent'\) \(the tasks of the "
                                          r"'smollm2-135m' pair\), got \('prose',\)"):

@@ -75,7 +75,8 @@ def test_greedy_parity(target, noisy_draft, reference, n_draft, kind):
         if kind == "wrong":
             assert stats["accepted_tokens"] == 0 and stats["tokens_per_target_call"] == 1.0
         assert sum(len(s.emitted) for s in gen.steps) == 40 == stats["new_tokens"]
-        assert stats["target_calls"] == len(gen.steps)
+        # the prefill's record comes first and is no decode step
+        assert [s.prefill for s in gen.steps] == [True] + [False] * stats["target_calls"]
 
 
 def test_noisy_draft_is_a_real_test_case(target, noisy_draft):
@@ -114,7 +115,10 @@ def test_on_step_sees_records_as_they_happen(target, noisy_draft):
     gen = generate(target, PROMPTS[1], drafter=DraftModelDrafter(noisy_draft, 4), max_new_tokens=30,
                    on_step=lambda r: seen.append((r.index, r.position, list(r.emitted))))
     assert seen == [(s.index, s.position, s.emitted) for s in gen.steps]
-    for s in gen.steps:
+    prefill = gen.steps[0]  # its time is stats["prefill_ms"], not its own
+    assert prefill.prefill and (prefill.draft_ms, prefill.verify_ms, prefill.target_ms) == (0, 0, 0)
+    assert gen.stats["prefill_ms"] > 0
+    for s in gen.decode_steps:
         assert s.emitted[: s.num_accepted] == s.drafted[: s.num_accepted]
         assert s.last_kind == ("bonus" if s.num_accepted == len(s.drafted) else "resampled")
         assert s.draft_calls == len(s.drafted) and s.draft_ms >= 0 and s.verify_ms > 0
@@ -202,8 +206,8 @@ def test_the_prefill_is_timed_to_its_end(target, noisy_draft, monkeypatch):
             return super().propose(request)
 
     generate(target, [1, 2, 3, 4, 5], drafter=Logged(noisy_draft, 2), max_new_tokens=3)
-    # the wait comes after the drafter's own prefill (reset) and before the first step's drafting
-    assert events[:3] == [("reset",), ("sync", target.device), ("propose",)]
+    # the target's prefill is waited for, then the drafter's own prefill (reset), before the first step drafts
+    assert events[:4] == [("sync", target.device), ("reset",), ("sync", target.device), ("propose",)]
 
 
 def test_synchronize_waits_on_the_device_named(monkeypatch):
@@ -256,8 +260,11 @@ def test_a_numpy_row_prompt_is_one_sequence(target):
 def test_records_carry_cache_lengths(target, noisy_draft):
     prompt = [1, 2, 3, 4, 5]
     gen = generate(target, prompt, drafter=DraftModelDrafter(noisy_draft, 4), max_new_tokens=30)
-    committed = len(prompt) - 1
-    for record in gen.steps:
+    prefill = gen.steps[0]  # the whole prompt, every entry kept; its last row gives the first token
+    assert prefill.prefill and (prefill.cache_before, prefill.target_tokens) == (0, len(prompt))
+    assert prefill.draft_cache is None and prefill.drafted == [] and len(prefill.emitted) == 1
+    committed = len(prompt)
+    for record in gen.steps[1:]:
         assert record.cache_before == committed  # the target cache holds every committed token but the last
         assert record.target_tokens == 1 + len(record.drafted)
         before, written, kept = record.draft_cache
@@ -269,8 +276,9 @@ def test_records_carry_cache_lengths(target, noisy_draft):
         committed += len(record.emitted)
     assert any(r.num_accepted < len(r.drafted) for r in gen.steps)
     plain = autoregressive(target, prompt, max_new_tokens=5)
-    assert [r.cache_before for r in plain.steps] == [4, 5, 6, 7, 8]
-    assert all(r.draft_cache is None and r.target_tokens == 1 for r in plain.steps)
+    assert [r.cache_before for r in plain.steps] == [0, 5, 6, 7, 8]
+    assert [r.target_tokens for r in plain.steps] == [5, 1, 1, 1, 1]
+    assert all(r.draft_cache is None for r in plain.steps)
 
 
 # --- token trees and typical acceptance ----------------------------------------------------------------------
@@ -283,7 +291,7 @@ def test_tree_decoding_greedy_parity(target, noisy_draft, model):
         ref = autoregressive(target, prompt, max_new_tokens=30).tokens
         gen = generate(target, prompt, drafter=TopKTreeDrafter(drafter_model), max_new_tokens=30)
         assert gen.tokens == ref
-        for s in gen.steps:
+        for s in gen.steps[1:]:  # after the prefill
             assert s.parents is not None and s.emitted[: s.num_accepted] == [s.drafted[i] for i in s.path]
         if model == "target":  # a perfect tree model: every step accepts the whole spine
             assert gen.stats["tokens_per_target_call"] > 3.0
@@ -446,7 +454,7 @@ class Scripted:
         self.make = make
 
     def reset(self, prompt_ids):
-        self.prompt_len = len(prompt_ids)
+        self.prompt_len = len(prompt_ids) - 1  # reset receives the prompt and the prefill's first token
 
     def propose(self, request):
         return self.make(request, len(request.tokens) - self.prompt_len)
@@ -491,7 +499,8 @@ def test_generate_cuts_drafts_that_run_past_the_context(short_target):
         for step in gen.steps:  # what reached the target fits: its last position is inside the context
             assert step.cache_before + step.depth < SHORT_CONTEXT
     gen = generate(short_target, prompt, drafter=Scripted(chain), max_new_tokens=len(ref))
-    assert [len(s.drafted) for s in gen.steps] == [5]  # cut to the 5 positions left in the context (27..31)
+    # the prefill fills 0..26 and gives the token at 27; the drafts are cut to the 4 positions left (28..31)
+    assert [len(s.drafted) for s in gen.steps] == [0, 4]
 
 
 def test_bundled_drafters_fill_the_context_exactly(pair):
@@ -556,7 +565,7 @@ def test_draft_ids_become_plain_ints(target):
     for wrap in (lambda ids: [np.int64(t) for t in ids], torch.tensor, np.array):
         gen = generate(target, [1, 2, 3], drafter=Scripted(lambda r, pos: Draft(wrap(ref[pos:pos + r.max_tokens]))),
                        max_new_tokens=9)
-        assert gen.tokens == ref and gen.stats["accepted_tokens"] == 8  # every draft accepted
+        assert gen.tokens == ref and gen.stats["accepted_tokens"] == 7  # every draft accepted (the prefill: one)
         assert {type(t) for t in gen.tokens} == {int}
         assert {type(t) for s in gen.steps for t in s.drafted} == {int}
 
@@ -569,8 +578,8 @@ def test_step_cut_at_eos_keeps_what_verification_decided(target):
     gen = generate(target, prompt, drafter=Scripted(lambda r, pos: Draft(ref[pos:pos + r.max_tokens][:5])),
                    max_new_tokens=10, eos_token_id=eos)
     assert gen.tokens == ref[:3]
-    last = gen.steps[-1]
-    assert (last.drafted, last.num_accepted, last.emitted) == (ref[:5], 5, ref[:3])
+    last = gen.steps[-1]  # ref[0] came from the prefill; the step drafted ref[1:6]
+    assert (last.drafted, last.num_accepted, last.emitted) == (ref[1:6], 5, ref[1:3])
     assert last.truncated and last.last_kind == "bonus"  # the target's token after 5 accepted drafts, then cut
     assert gen.stats["accepted_tokens"] == 5 and gen.stats["acceptance_rate"] == 1.0
     assert gen.stats["new_tokens"] == 3

@@ -299,7 +299,7 @@ def test_conditional_acceptance_counts_only_steps_that_reached_the_position():
 
     def step(depth, accepted):  # a chain of `depth` drafts
         return SimpleNamespace(depth=depth, num_accepted=accepted, drafted=[0] * depth, draft_calls=0, draft_ms=0.0,
-                               verify_ms=0.0, target_ms=0.0)
+                               verify_ms=0.0, target_ms=0.0, emitted=[0] * (accepted + 1))
 
     # four K = 3 steps, then two short ones at the end of a generation (depth 1, both accepted)
     steps = [step(3, 3), step(3, 1), step(3, 0), step(3, 2), step(1, 1), step(1, 1)]

@@ -90,20 +90,63 @@ def test_kv_viewer_escapes_and_truncates():
     assert KVCacheViewer(max_slots=np.int64(6)).max_slots == 6
 
 
+def test_kv_viewer_draws_the_prefill_as_the_prompt_kept():
+    viewer = KVCacheViewer(FakeTokenizer(), prompt_ids=[1, 2, 3])
+    # the prefill: the whole prompt through the target, all of it kept; its last position gave token 4
+    viewer(StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[4], last_kind="bonus",
+                      target_tokens=3, cache_before=0, prefill=True))
+    verify, commit = viewer.frames
+    assert [(s["position"], s["token_id"], s["text"], s["kind"]) for s in verify["rows"]["target"]] == [
+        (0, 1, "t1", "scratch"), (1, 2, "t2", "scratch"), (2, 3, "t3", "scratch")]
+    assert kinds(commit["rows"]["target"]) == ["kept"] * 3
+    assert viewer.summary == ("step 0 (prefill), commit: the target kept 3 and discarded 0 (the prompt; its last "
+                              "position gave the first new token)")
+    viewer.show(0)
+    assert viewer.summary == "step 0 (prefill), verify: the target wrote 3 entries to scratch after 0 committed ones"
+    # the first decode step feeds the prefill's token at position 3, after the 3 prompt entries
+    viewer(StepRecord(index=1, position=1, drafted=[5, 6], num_accepted=1, emitted=[5, 7], last_kind="resampled",
+                      target_tokens=3, cache_before=3, draft_cache=(3, 5, 5)))
+    target = viewer.rows["target"]
+    assert [(s["token_id"], s["text"], s["kind"]) for s in target] == [
+        (1, "t1", "committed"), (2, "t2", "committed"), (3, "t3", "committed"), (4, "t4", "kept"),
+        (5, "t5", "kept"), (6, "t6", "discarded")]
+    assert [s["position"] for s in target] == list(range(6))
+    # the draft model's cache held the prompt; it fed [4, 5] (the pending token, the first draft) and kept both
+    assert [(s["token_id"], s["kind"]) for s in viewer.rows["draft"]] == [
+        (1, "committed"), (2, "committed"), (3, "committed"), (4, "kept"), (5, "kept")]
+    # a prefill over 2 tokens is another prompt: drawn unknown, not as the stored prompt's first tokens
+    viewer(StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[4], last_kind="bonus",
+                      target_tokens=2, cache_before=0, prefill=True))
+    assert len(viewer.frames) == 2
+    assert [(s["token_id"], s["text"], s["kind"]) for s in viewer.rows["target"]] == [(None, "?", "kept")] * 2
+    viewer(StepRecord(index=1, position=1, drafted=[], num_accepted=0, emitted=[6], last_kind="bonus",
+                      target_tokens=1, cache_before=2))
+    assert [(s["token_id"], s["kind"]) for s in viewer.rows["target"]] == [
+        (None, "committed"), (None, "committed"), (4, "kept")]
+
+
 def test_kv_viewer_follows_a_real_run_and_restarts(target, noisy_draft):
     prompt = [1, 2, 3, 4, 5]
     viewer = KVCacheViewer(prompt_ids=prompt)
     gen = generate(target, prompt, drafter=DraftModelDrafter(noisy_draft, 3), max_new_tokens=20, on_step=viewer)
     assert len(viewer.frames) == 2 * len(gen.steps)
-    committed = list(prompt)
-    for k, record in enumerate(gen.steps):
+    # the prefill wrote the whole prompt and kept all of it; nothing was committed before it
+    assert gen.steps[0].prefill and gen.steps[0].target_tokens == len(prompt)
+    verify, commit = (viewer.frames[k]["rows"]["target"] for k in (0, 1))
+    assert [(s["token_id"], s["kind"]) for s in verify] == [(t, "scratch") for t in prompt]
+    assert [(s["token_id"], s["kind"]) for s in commit] == [(t, "kept") for t in prompt]
+    committed = prompt + gen.steps[0].emitted  # the first decode step feeds the prefill's token
+    for k, record in enumerate(gen.steps[1:], start=1):
+        assert not record.prefill and record.cache_before == len(committed) - 1
         commit = viewer.frames[2 * k + 1]["rows"]["target"]
         assert [s["token_id"] for s in commit if s["kind"] == "committed"] == committed[:-1]
         assert [s["token_id"] for s in commit if s["kind"] == "kept"] == [committed[-1]] + record.emitted[
             : record.num_accepted]
         committed += record.emitted
+    assert committed == prompt + gen.tokens
     generate(target, prompt, drafter=LookaheadDrafter(), max_new_tokens=5, on_step=viewer)
     assert viewer.frames[0]["step"] == 0 and len(viewer.frames) <= 10  # a new run replaced the old frames
+    assert [s["token_id"] for s in viewer.frames[0]["rows"]["target"]] == prompt  # starting with its prefill
 
 
 def test_kv_viewer_keeps_a_trees_accepted_path_and_draws_no_medusa_draft_row(pair, medusa):
@@ -111,45 +154,53 @@ def test_kv_viewer_keeps_a_trees_accepted_path_and_draws_no_medusa_draft_row(pai
     viewer = KVCacheViewer(pair.tokenizer, ids)
     gen = generate(pair.target, ids, drafter=medusa, max_new_tokens=24, on_step=viewer)
     assert any(list(r.path) != list(range(len(r.path))) for r in gen.steps)  # a path that skips listed nodes
-    committed = list(ids)
+    committed = []
     for k, record in enumerate(gen.steps):
         viewer.show(2 * k + 1)
         target = viewer.rows["target"]
         kept = [s for s in target if s["kind"] == "kept"]
-        assert [s["token_id"] for s in kept] == [committed[-1]] + [record.drafted[i] for i in record.path]
-        assert [s["position"] for s in kept] == [record.cache_before] + [record.cache_before + 1 + i
-                                                                       for i in record.path]
+        if k == 0:  # the prefill keeps every prompt entry
+            assert record.prefill and [(s["token_id"], s["position"]) for s in kept] == list(zip(ids, range(len(ids))))
+            committed = ids + record.emitted
+        else:
+            assert [s["token_id"] for s in kept] == [committed[-1]] + [record.drafted[i] for i in record.path]
+            assert [s["position"] for s in kept] == [record.cache_before] + [record.cache_before + 1 + i
+                                                                           for i in record.path]
+            committed += record.emitted
         assert set(viewer.rows) == {"target"}  # Medusa's heads have no cache: no empty draft row
         assert "the draft" not in viewer.summary
-        committed += record.emitted
 
 
 def test_kv_viewer_without_prompt_and_reused_on_another_prompt_follows_cache_before(pair):
     a, b = pair.encode("ROMEO.\n"), pair.encode("JULIET.\nO Romeo, wherefore")
     blind = KVCacheViewer(pair.tokenizer)
     gen = generate(pair.target, a, max_new_tokens=3, on_step=blind)
+    assert len(gen.steps) == 3 and gen.steps[0].prefill  # no drafter: the prefill, then one token per step
     for k, record in enumerate(gen.steps):
         blind.show(2 * k)
         slots = blind.rows["target"]
         assert [s["position"] for s in slots] == list(range(len(slots)))
         committed = [s for s in slots if s["kind"] == "committed"]
-        assert len(committed) == record.cache_before
-        assert slots[record.cache_before]["kind"] == "scratch"
+        scratch = [s for s in slots if s["kind"] == "scratch"]
+        assert len(committed) == record.cache_before == (0 if k == 0 else len(a) + k - 1)
         # the prompt is unknown ("?"); the tokens generated before the step are named
-        known = [] if k == 0 else [None] + gen.tokens[:k - 1]  # the prompt's last token, then generated ones
-        assert [s["token_id"] for s in committed] == [None] * (len(a) - 1) + known
-        assert [s["text"] for s in committed[:len(a) - 1]] == ["?"] * (len(a) - 1)
-        assert slots[record.cache_before]["token_id"] == (None if k == 0 else gen.tokens[k - 1])
+        assert [s["token_id"] for s in committed] == ([] if k == 0 else [None] * len(a) + gen.tokens[:k - 1])
+        assert [s["text"] for s in committed[:len(a)]] == ["?"] * len(committed[:len(a)])
+        # the prefill wrote the (unknown) prompt; a decode step the token before it
+        assert [s["token_id"] for s in scratch] == ([None] * len(a) if k == 0 else [gen.tokens[k - 1]])
     blind.show(0)
-    assert blind.summary == f"step 0, verify: the target wrote 1 entries to scratch after {len(a) - 1} committed ones"
+    assert blind.summary == (f"step 0 (prefill), verify: the target wrote {len(a)} entries to scratch after 0 "
+                             "committed ones")
 
     reused = KVCacheViewer(pair.tokenizer, a)
     generate(pair.target, a, max_new_tokens=3, on_step=reused)
     generate(pair.target, b, max_new_tokens=3, on_step=reused)  # another prompt: the stored one does not fit
     reused.show(0)
     slots = reused.rows["target"]
-    assert len([s for s in slots if s["kind"] == "committed"]) == len(b) - 1
-    assert all(s["token_id"] is None for s in slots[:len(b)])  # unknown, not prompt a's tokens
+    assert [(s["token_id"], s["text"], s["kind"]) for s in slots] == [(None, "?", "scratch")] * len(b)
+    reused.show(2)  # the first decode step: b's entries unknown, not prompt a's tokens
+    slots = reused.rows["target"]
+    assert [s["token_id"] for s in slots if s["kind"] == "committed"] == [None] * len(b)
     generate(pair.target, a, max_new_tokens=3, on_step=reused)  # back on the stored prompt: it is used again
     reused.show(0)
     assert [s["token_id"] for s in reused.rows["target"]] == a
@@ -182,7 +233,10 @@ def test_kv_viewer_draws_no_draft_row_for_eagle(pair):
     assert all(set(frame["rows"]) == {"target"} for frame in viewer.frames)
     model = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=4), max_new_tokens=8)
     viewer = KVCacheViewer(pair.tokenizer, prompt_ids=prompt).extend(model.steps)
-    assert all(set(frame["rows"]) == {"target", "draft"} for frame in viewer.frames)
+    # the prefill is the target's alone (the drafter is reset after it): its two frames have no draft row
+    assert model.steps[0].prefill and model.steps[0].draft_cache is None and len(viewer.frames) > 2
+    assert all(set(frame["rows"]) == {"target"} for frame in viewer.frames[:2])
+    assert all(set(frame["rows"]) == {"target", "draft"} for frame in viewer.frames[2:])
 
 
 def test_kv_and_tree_viewers_label_split_characters_in_context(pair):

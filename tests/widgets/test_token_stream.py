@@ -124,6 +124,52 @@ def test_stats_before_any_step_and_without_drafts():
     assert "\u2013 tokens/s" in stream.stats_text  # no timing recorded
 
 
+def prefill(first, prompt_length, **fields):
+    """A prefill record as lab.decode.generate makes it: the whole prompt through the target, its first token."""
+    return step(0, [], 0, [first], "bonus", target_tokens=prompt_length, cache_before=0, prefill=True, **fields)
+
+
+def test_the_prefill_shows_its_token_as_the_targets_own_and_is_no_decode_step():
+    stream = TokenStream(FakeTokenizer(), prompt_ids=[1, 2])
+    stream(prefill(3, 2))
+    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("bonus", 3)]
+    assert [t["text"] for t in stream.tokens] == [" the", " cat", " sat"]  # decoded after the prompt
+    assert stream._view.tokens[-1]["t"] == "bonus token \u00b7 id 3 \u00b7 step 0 (prefill)"
+    stats = stream.stats
+    assert (stats["steps"], stats["target_calls"], stats["emitted"], stats["drafted"]) == (0, 0, 1, 0)
+    assert stats["tokens_per_target_call"] is None and stats["tokens_per_second"] is None  # no decode time yet
+    assert stream.stats_text == ("prefill \u00b7 acceptance rate \u2013 (no drafts) \u00b7 \u2013 tokens per target "
+                                 "call \u00b7 \u2013 tokens/s (draft + verify time)")
+    stream.select(0)
+    assert stream.detail_text == ("Position 0 (step 0): the first new token ' sat', the target's own: the prefill, "
+                                  "its forward over the whole prompt, gives it from the prompt's last position, "
+                                  "before anything is drafted. Note: probabilities were not recorded: call "
+                                  "generate(..., record_probs=True).")
+    # the first decode step feeds that token (cache_before = the prompt's length) and drafts after it
+    stream(step(1, [5, 1], 1, [5, 7], "resampled", position=1, cache_before=2, target_tokens=3, draft_ms=2.0,
+                verify_ms=2.0, draft_calls=2))
+    assert kinds_and_ids(stream)[2:] == [("bonus", 3), ("accepted", 5), ("rejected", 1), ("resampled", 7)]
+    stats = stream.stats
+    assert (stats["steps"], stats["emitted"], stats["drafted"], stats["accepted"]) == (1, 3, 2, 1)
+    assert stats["tokens_per_target_call"] == 2.0  # the decode step's 2 tokens; the prefill's is not one of them
+    assert (stats["draft_ms"], stats["verify_ms"]) == (2.0, 2.0)  # the decode step's: the prefill's is prefill_ms
+    assert stream.stats_text.startswith("prefill + 1 step \u00b7 acceptance rate 0.50 (1/2 drafts) \u00b7 2.00 "
+                                        "tokens per target call \u00b7 500 tokens/s")
+
+
+def test_the_prefills_length_tells_which_prompt_a_run_had():
+    stream = TokenStream(FakeTokenizer(), prompt_ids=[1, 2])
+    stream(prefill(3, 5))  # the stored prompt is the last 2 of 5 tokens: shown
+    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("bonus", 3)]
+    stream(prefill(3, 6))  # another length than the first run shown with it: another prompt
+    assert kinds_and_ids(stream) == [("bonus", 3)]
+    stream(prefill(5, 5))  # back on the first run's prompt
+    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("bonus", 5)]
+    stream.reset()
+    stream(prefill(3, 1))  # shorter than the stored prompt: not this prompt
+    assert kinds_and_ids(stream) == [("bonus", 3)]
+
+
 def test_html_is_escaped():
     stream = TokenStream(FakeTokenizer(), prompt_ids=[0, 1])
     stream(step(0, [0], 0, [6], "resampled"))
@@ -496,7 +542,17 @@ def test_live_generation_with_a_real_draft_model(target, draft):
                                  temperature=1.0, seed=0, record_probs=True, on_step=on_step)
     assert stream.generated_ids == generation.tokens and len(generation.tokens) == 20
     assert seen == sorted(seen) and len(seen) == len(generation.steps)  # it grew one step at a time
-    assert stream.stats["steps"] == generation.stats["target_calls"]
+    # the prefill's record came first and added the first token as the target's own
+    assert generation.steps[0].prefill and seen[0] == 1
+    first = stream.tokens[len(prompt)]
+    assert (first["kind"], first["token_id"], first["step"], first["position"]) == (
+        "bonus", generation.tokens[0], 0, 0)
+    expected = f"bonus token \u00b7 id {generation.tokens[0]} \u00b7 step 0 (prefill)"
+    assert stream._view.tokens[len(prompt)]["t"] == expected
+    # the stats, like Generation.stats, count the decode steps: the prefill is no target call of the decode loop
+    assert stream.stats["steps"] == generation.stats["target_calls"] == len(generation.steps) - 1
+    assert stream.stats["emitted"] == 20
+    assert stream.stats_text.startswith(f"prefill + {len(generation.steps) - 1} steps \u00b7 acceptance rate ")
     assert stream.stats["acceptance_rate"] == pytest.approx(generation.stats["acceptance_rate"])
     assert stream.stats["tokens_per_target_call"] == pytest.approx(generation.stats["tokens_per_target_call"])
     shown = [token for token in stream.tokens if token["kind"] in ("accepted", "resampled", "bonus")]
@@ -538,9 +594,15 @@ def test_token_stream_shows_a_medusa_run_and_counts_its_whole_trees(pair, medusa
     assert stats["acceptance_rate"] == pytest.approx(gen.stats["acceptance_rate"])
     assert stats["tokens_per_target_call"] == pytest.approx(gen.stats["tokens_per_target_call"])
     assert f"acceptance rate {gen.stats['acceptance_rate']:.2f} " in stream.stats_text
+    # The prefill's token is the target's own, from the prompt's last position: no tree was drafted before it.
+    assert gen.steps[0].prefill and stream.tokens[len(ids)]["kind"] == "bonus"
+    stream.select(0)
+    assert stream.detail_text.startswith(f"Position 0 (step 0): the first new token "
+                                         f"{pair.decode(gen.tokens[:1])!r} (target ")
+    assert "the prefill, its forward over the whole prompt" in stream.detail_text
     # A tree's bonus token: the path reached a leaf; the text must not say every draft of the step was accepted.
-    position = 0
-    for record in gen.steps:
+    position = len(gen.steps[0].emitted)
+    for record in gen.steps[1:]:
         if record.last_kind == "bonus" and len(record.emitted) > record.num_accepted:
             stream.select(position + record.num_accepted)
             assert (f"the accepted path ({record.num_accepted} of the tree's {len(record.drafted)} drafts) reached "

@@ -55,23 +55,28 @@ def test_tree_steps_arrive_live_and_match_their_records(tree_run):
     assert len(seen) == len(gen.steps) == len(viewer.records) > 1
     assert all(a is b for a, b in zip(viewer.records, gen.steps))
     assert any(0 < len(r.path) < r.depth for r in gen.steps)  # some step rejected part of the tree
-    for k, (record, index, status, mask, ids) in enumerate(seen):
+    # the prefill drafted nothing: its first token hangs off the root, unknown here (the viewer has no prompt)
+    record, index, status, mask, ids = seen[0]
+    assert record.prefill and record.parents is None and index == 0
+    assert (status, ids, mask.tolist()) == (["root", "bonus"], [None, record.emitted[0]], [[True]])
+    for k, (record, index, status, mask, ids) in enumerate(seen[1:], start=1):
         assert index == k and record is gen.steps[k]  # the newest step is shown as it arrives
-        assert record.parents is not None
+        assert record.parents is not None and not record.prefill
         assert status == expected_status(record)
         accepted = [i for i, s in enumerate(status[1:1 + len(record.drafted)]) if s == "accepted"]
         assert accepted == sorted(record.path)
         assert mask.dtype == torch.bool and torch.equal(mask, expected_mask(record))
         assert ids[1:1 + len(record.drafted)] == record.drafted
-        if k:  # the root is the previous step's last token
-            assert ids[0] == gen.steps[k - 1].emitted[-1]
+        assert ids[0] == gen.steps[k - 1].emitted[-1]  # the root is the previous step's last token
     assert viewer.index == len(gen.steps) - 1
 
 
 def test_tree_figure_and_mask_heatmap(tree_run):
     viewer, gen, _ = tree_run
-    viewer.show(0)
-    record = gen.steps[0]
+    k = next(k for k, r in enumerate(gen.steps) if r.path)  # a decode step that accepted nodes
+    viewer.show(k)
+    record = gen.steps[k]
+    assert record.parents is not None
     n = len(record.drafted)
     nodes = {trace.name: trace for trace in viewer.tree_figure.data[3:]}
     assert len(nodes["accepted draft"].x) == len(record.path)
@@ -224,3 +229,28 @@ def test_tree_viewer_decodes_the_first_step_after_the_prompt():
     assert with_prompt.node_ids[0] == ord("v") and with_prompt.node_labels[:2] == ["v", "b"]
     with pytest.raises(TypeError, match="prompt_ids"):
         TreeViewer(ByteTokenizer(), prompt_ids="a\u00e9")
+
+
+def test_tree_viewer_draws_the_prefill_after_the_prompt():
+    # The prompt ends inside "é": the prefill's token completes it, and the next step's root is that token.
+    prompt = list("a\u00e9".encode())[:-1]
+    records = [StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[0xA9], last_kind="bonus",
+                          target_tokens=len(prompt), cache_before=0, prefill=True),
+               StepRecord(index=1, position=1, drafted=[0x62, 0x78], num_accepted=1, emitted=[0x62, 0x63],
+                          last_kind="resampled", target_tokens=3, cache_before=len(prompt))]
+    viewer = TreeViewer(ByteTokenizer(), prompt_ids=prompt).extend(records)
+    viewer.show(0)
+    assert viewer.node_ids == [0xC3, 0xA9] and viewer.node_status == ["root", "bonus"]
+    assert viewer.node_labels == [PARTIAL_LABEL, "\u00e9"] and viewer.mask.tolist() == [[True]]
+    assert viewer.summary == ("step 0: the prefill, the target's forward over the 2-token prompt, then the "
+                              "target's bonus token '\u00e9'")
+    assert viewer.tree_figure.layout.title.text == "draft tree, step 0 (the prefill: nothing drafted)"
+    viewer.show(1)
+    assert viewer.node_ids == [0xA9, 0x62, 0x78, 0x63] and viewer.node_labels == ["\u00e9", "b", "x", "c"]
+    assert viewer.node_status == ["root", "accepted", "rejected", "resampled"]
+    # A prefill over another prompt length is another prompt: its root is unknown, its token decoded alone.
+    other = TreeViewer(ByteTokenizer(), prompt_ids=prompt).extend(
+        [StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[0xA9], last_kind="bonus",
+                    target_tokens=5, cache_before=0, prefill=True)])
+    assert other.node_ids == [None, 0xA9] and other.node_labels[0] == "last"
+    assert other.node_labels[1] != "\u00e9"

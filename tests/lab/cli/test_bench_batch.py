@@ -70,8 +70,9 @@ def test_bench_batch_json(loaded, capsys):
     assert out["settings"]["prompts"] == 1  # the queue of 4 repeats the one prompt
     assert out["rows"][0]["vs_autoregressive"] == 1.0 and out["rows"][0]["acceptance_rate"] is None
     assert all(row["new_tokens"] == 4 * 3 for row in out["rows"])  # 4 requests x 3 tokens (no EOS this soon)
-    # 2 rows at a time over 4 requests of 3 tokens: 3 forwards for the first two, 3 for the next two (N = 0)
-    assert out["rows"][0]["target_calls"] == 6
+    # 2 rows at a time over 4 requests of 3 tokens, the first from each prefill: 2 decode forwards for the first
+    # two, 2 for the next two (N = 0)
+    assert out["rows"][0]["target_calls"] == 4
     args[args.index("--max-new-tokens"):args.index("--max-new-tokens")] = ["--batch-requests", "3"]
     assert cli.main(args) == 0
     out = json.loads(capsys.readouterr().out)

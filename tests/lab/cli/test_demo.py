@@ -57,6 +57,16 @@ def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
     assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
 
 
+def test_demo_of_one_token_reports_the_prefill_alone(pair, monkeypatch, capsys):
+    """One new token comes from the prefill: no decode step, so no tokens per target call (not a crash)."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens per target call n/a · the prefill and 0 target calls for 1 token ·" in out
+
+
 @pytest.mark.parametrize("drafter, why", [("lookahead", "its window W and n-gram size"), ("medusa", "its tree")])
 def test_demo_n_draft_for_a_drafter_that_takes_none_is_one_line(drafter, why, monkeypatch, capsys):
     import lab.models

@@ -196,22 +196,27 @@ def test_confidence_keeps_the_output_the_targets(target, noisy_draft):
     assert len(lengths) > 2   # the stop cut some proposals short, others ran to N
 
 
-def test_confidence_sampled_first_token_matches_the_target(target, noisy_draft):
-    """At T = 1 the stop reads the sampled token's probability; a shorter proposal leaves sampling exact."""
+def test_confidence_sampled_first_speculated_token_matches_the_target(target, noisy_draft):
+    """At T = 1 the stop reads the sampled token's probability; a shorter proposal leaves sampling exact. The first
+    token comes from the prefill; the second is the first decode step's (max_new_tokens = 4: up to two drafts).
+    After this prompt the target gives token 28 92 % of the time, and after it the draft's distribution is far
+    enough from the target's that a draft accepted blindly, or a rejection that resampled from the target instead
+    of the residual, fails the test."""
     from lab.metrics import chi_square
-    from lab.sampling import probs_from_logits
+    from tests.helpers import next_token_probs
 
-    prompt = [5, 17, 33, 2, 8, 40]
-    target_probs = probs_from_logits(forward(target, prompt, new_cache())[-1], 1.0)
-    counts = torch.zeros_like(target_probs)
+    prompt = [48, 35, 56, 27, 40, 52]
+    seconds, prefixes = torch.zeros(64), []
     lengths = set()
     for seed in range(600):
         drafter = DraftModelDrafter(noisy_draft, n_draft=4, confidence=0.08)
-        run = generate(target, prompt, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
-        counts[run.tokens[0]] += 1
-        lengths.add(len(run.steps[0].drafted))
-    assert chi_square(counts, target_probs).pvalue > 1e-3
-    assert len(lengths) > 1
+        run = generate(target, prompt, drafter=drafter, max_new_tokens=4, temperature=1.0, seed=seed)
+        assert run.steps[0].prefill and not run.steps[1].prefill
+        seconds[run.tokens[1]] += 1
+        prefixes.append(prompt + run.tokens[:1])
+        lengths.add(len(run.steps[1].drafted))
+    assert chi_square(seconds, next_token_probs(target, prefixes)).pvalue > 1e-3
+    assert lengths == {1, 2}  # the stop cut some proposals short, after the first drafted token
 
 
 def test_confidence_arguments(draft):

@@ -10,9 +10,8 @@ from lab.drafters.eagle import DEFAULT_TREE, EAGLE_DIR, EagleDraftModel, trainab
 from lab.metrics import chi_square
 from lab.models import forward, new_cache
 from lab.prompts import held_out_prompts
-from lab.sampling import probs_from_logits
 from lab.trees import check_choices
-from tests.helpers import tiny_llama
+from tests.helpers import next_token_probs, tiny_llama
 
 NEW = 24
 
@@ -252,18 +251,19 @@ def test_tree_first_choice_path_equals_the_greedy_chain(pair, prompts):
         assert [node[(0,)], node[(0, 0)], node[(0, 0, 0)]] == expected
 
 
-def test_first_sampled_token_matches_target_distribution(pair, prompts):
-    # sampled chain: the draft's own distribution is the proposal; tree: deterministic siblings (one-hot)
+def test_first_speculated_token_matches_target_distribution(pair, prompts):
+    # sampled chain: the draft's own distribution is the proposal; tree: deterministic siblings (one-hot). The first
+    # token comes from the prefill; the second is the first decode step's, verified against the draft
     ids = prompts[0][:16]  # a short prompt keeps the 2 x 600 generations quick
-    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
     for drafter in (EagleDrafter.from_pretrained(pair, n_draft=3),
                     EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE)):
-        counts = torch.zeros_like(target_probs)
+        counts, prefixes = torch.zeros(pair.target.config.vocab_size), []
         for seed in range(600):
-            gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
-            assert gen.steps[0].drafted  # a real draft was verified
-            counts[gen.tokens[0]] += 1
-        assert chi_square(counts, target_probs).pvalue > 1e-3
+            gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
+            assert gen.steps[0].prefill and gen.steps[1].drafted  # a real draft was verified
+            counts[gen.tokens[1]] += 1
+            prefixes.append(ids + gen.tokens[:1])
+        assert chi_square(counts, next_token_probs(pair.target, prefixes)).pvalue > 1e-3
 
 
 def test_tree_siblings_are_the_parents_top_ranks_in_order(pair, prompts):

@@ -22,13 +22,16 @@ def test_lookahead_runs_both_branches_in_one_forward(sticky_target):
     drafter = LookaheadDrafter(window=4, ngram=3)
     gen = generate(sticky_target, REPEATED, drafter=drafter, max_new_tokens=MAX_NEW)
     sources = [h["source"] for h in drafter.history]
-    assert sources[0] == "jacobi" and "pool" in sources  # first step: no pool yet → the window is the chain
-    for record, info in zip(gen.steps, drafter.history):
+    assert sources[0] == "jacobi" and "pool" in sources  # first decode step: no pool yet → the window is the chain
+    prefill, decode_steps = gen.steps[0], gen.steps[1:]
+    assert prefill.prefill and prefill.target_tokens == len(REPEATED) and not prefill.drafted  # the drafter's not in it
+    assert len(drafter.history) == len(decode_steps)
+    for record, info in zip(decode_steps, drafter.history):
         budget = MAX_NEW - record.position - 1  # request.max_tokens: window guesses past it are not sent
         extra = min(len(info["window"]), budget) if info["source"] == "pool" else 0
         assert record.target_tokens == 1 + len(record.drafted) + extra  # one forward holds both branches
         assert record.drafted == info["chain"]
-    assert gen.stats["target_calls"] == len(gen.steps)
+    assert gen.stats["target_calls"] == len(decode_steps)  # the prefill's forward is not counted
     assert drafter.pool and all(len(c) == 2 for cands in drafter.pool.values() for c in cands)
     assert all(len(cands) <= drafter.pool_size for cands in drafter.pool.values())
 
@@ -46,11 +49,12 @@ def test_lookahead_verifies_the_most_recent_continuation_that_agrees_with_the_wi
 def test_lookahead_history_describes_each_step(target):
     drafter = LookaheadDrafter(window=3, ngram=2)
     gen = generate(target, [1, 2, 3, 4, 5], drafter=drafter, max_new_tokens=20)
-    assert len(drafter.history) == len(gen.steps)
-    for info, record in zip(drafter.history, gen.steps):
+    assert gen.steps[0].prefill and len(drafter.history) == len(gen.steps) - 1  # one entry per decode step
+    for info, record in zip(drafter.history, gen.steps[1:]):
         assert info["num_accepted"] == record.num_accepted
-        assert info["position"] == 4 + record.position
+        assert info["position"] == 4 + record.position  # the last committed token's: len(prompt) - 1 + position
         assert min(info["outputs"]) == info["position"] + 1
+    assert drafter.history[0]["position"] == 5  # the first decode step feeds the prefill's token, at position 5
 
 
 def test_lookahead_seed_takes_numpy_integers_and_rejects_other_types():

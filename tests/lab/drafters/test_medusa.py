@@ -282,20 +282,21 @@ def test_sampling_runs_and_emits_valid_tokens(pair, prompts):
     assert sum(len(s.emitted) for s in a.steps) == 30
 
 
-def test_first_sampled_token_matches_target_distribution(pair, prompts):
-    # the first step verifies the heads' first-level candidates as siblings (max_new_tokens=2 caps the tree at
-    # depth 1); whatever they propose, the first token must be distributed as the target's
+def test_first_speculated_token_matches_target_distribution(pair, prompts):
+    # token 0 comes from the prefill; the first decode step verifies the heads' first-level candidates as siblings
+    # (max_new_tokens=3 caps its tree at depth 1); whatever they propose, token 1 must be distributed as the
+    # target's after the prompt and token 0
     from lab.decode import generate
     from lab.metrics import chi_square
-    from lab.models import forward, new_cache
-    from lab.sampling import probs_from_logits
+    from tests.helpers import next_token_probs
 
     ids = prompts[0]
-    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
     drafter = MedusaDrafter.from_pretrained(pair)
-    counts = torch.zeros_like(target_probs)
+    counts, prefixes = torch.zeros(pair.target.config.vocab_size), []
     for seed in range(700):
-        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
-        assert len(gen.steps[0].drafted) > 1  # a real sibling set was verified
-        counts[gen.tokens[0]] += 1
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
+        assert gen.steps[0].prefill and len(gen.steps[1].drafted) > 1  # a real sibling set was verified
+        assert set(gen.steps[1].parents) == {-1}
+        counts[gen.tokens[1]] += 1
+        prefixes.append(ids + gen.tokens[:1])
+    assert chi_square(counts, next_token_probs(pair.target, prefixes)).pvalue > 1e-3

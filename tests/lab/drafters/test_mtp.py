@@ -10,9 +10,9 @@ from lab.drafters import MTPDrafter
 from lab.drafters.base import DraftRequest
 from lab.drafters.mtp import MTP_DIRS, MTPHeads
 from lab.metrics import chi_square
-from lab.models import forward, new_cache
+from lab.models import new_cache
 from lab.prompts import held_out_prompts
-from lab.sampling import probs_from_logits
+from tests.helpers import next_token_probs
 from tests.lab.training.fakes import retrained
 
 NEW = 20
@@ -231,19 +231,20 @@ def test_max_new_tokens_exact_eos_inside_a_block_and_short_prompts(pair, heads, 
     assert [s.drafted for s in first.steps] == [s.drafted for s in second.steps]
 
 
-def test_first_sampled_token_matches_target_distribution(pair, heads, prompts):
+def test_first_speculated_token_matches_target_distribution(pair, heads, prompts):
+    """Token 0 comes from the prefill; token 1 is the first decode step's, verified against a sampled draft."""
     ids = prompts[0]
-    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
     drafter = MTPDrafter(pair.target, heads, n_draft=2)
-    counts = torch.zeros_like(target_probs)
+    counts, prefixes = torch.zeros(pair.target.config.vocab_size), []
     accepted = 0
     for seed in range(500):
-        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
-        assert gen.steps[0].drafted  # a sampled draft was verified
-        accepted += gen.steps[0].num_accepted > 0
-        counts[gen.tokens[0]] += 1
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
+        assert gen.steps[0].prefill and gen.steps[1].drafted  # a sampled draft was verified
+        accepted += gen.steps[1].num_accepted > 0
+        counts[gen.tokens[1]] += 1
+        prefixes.append(ids + gen.tokens[:1])
     assert 0 < accepted < 500  # both acceptance and the residual were exercised
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+    assert chi_square(counts, next_token_probs(pair.target, prefixes)).pvalue > 1e-3
 
 
 def test_real_pair_parity_with_the_committed_heads(smollm2_pair):

@@ -8,9 +8,7 @@ from lab.drafters import PromptLookupDrafter
 from lab.drafters.base import DraftRequest
 from lab.drafters.prompt_lookup import ngram_lookup
 from lab.metrics import chi_square
-from lab.models import forward, new_cache
-from lab.sampling import probs_from_logits
-from tests.lab.drafters.lookup_cases import REPEATED
+from tests.helpers import next_token_probs
 
 # --- the n-gram lookup ---------------------------------------------------------------------------------------
 
@@ -112,9 +110,14 @@ def test_prompt_lookup_draft_is_deterministic_and_free():
     assert drafter.propose(DraftRequest([1, 2, 3, 4], max_tokens=5)).tokens == []        # no match: plain step
 
 
-def test_prompt_lookup_copies_a_repeated_passage_from_the_first_step(sticky_target):
-    gen = generate(sticky_target, REPEATED, drafter=PromptLookupDrafter(3, 5), max_new_tokens=10)
-    assert gen.steps[0].drafted == [13, 2, 7, 11, 5]  # what followed the earlier occurrence of [11, 5, 9]
+def test_prompt_lookup_copies_a_repeated_passage_from_the_first_step(bigram_target, path_prompt):
+    prompt, path = path_prompt  # [39] + path + [39]: the target's greedy text after 39 is the path
+    gen = generate(bigram_target, prompt, drafter=PromptLookupDrafter(3, 5), max_new_tokens=10)
+    assert gen.steps[0].prefill and gen.tokens[0] == path[0]  # the prefill gives the path's first token
+    # the first decode step's context ends [39, path[0]], which began the prompt: it drafts what followed there,
+    # and the target, following the path again, accepts all of it
+    assert gen.steps[1].drafted == path[1:6] and gen.steps[1].num_accepted == 5
+    assert gen.tokens == path
 
 
 # --- on the bundled Shakespeare pair --------------------------------------------------------------------------------
@@ -125,12 +128,20 @@ def test_prompt_lookup_pays_off_on_copy_heavy_prompts(pair, copy_ids):
         assert gen.stats["tokens_per_target_call"] > 1.5 and gen.stats["draft_calls"] == 0
 
 
-def test_first_sampled_token_matches_target_distribution(pair):
-    ids = pair.encode("KING.\nHow is that, my lord?\n\nKING.\nHow")  # the lookup proposes " is that, …"
-    assert len(PromptLookupDrafter(3, 3).propose(DraftRequest(ids, 3)).tokens) == 3  # a real draft is verified
-    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
-    counts = torch.zeros_like(target_probs)
+def test_first_speculated_token_matches_target_distribution(pair):
+    """Token 0 comes from the prefill; after " lord" (most of its mass) the lookup proposes "?…" at the first decode
+    step, and token 1 must follow the target's distribution after the prompt and token 0. Only the generations whose
+    first decode step drafted count: the lookup is deterministic, so that choice depends on token 0 alone."""
+    ids = pair.encode("KING.\nHow is that, my lord?\n\nKING.\nHow is that, my")
+    lord = pair.encode(" lord")
+    assert len(lord) == 1 and PromptLookupDrafter(3, 3).propose(DraftRequest(ids + lord, 3)).tokens
+    counts, prefixes = torch.zeros(pair.target.config.vocab_size), []
     drafter = PromptLookupDrafter(3, 3)
-    for seed in range(700):  # max_new_tokens=2: the first step verifies one drafted token, then the target's own
-        counts[generate(pair.target, ids, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed).tokens[0]] += 1
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+    for seed in range(700):  # max_new_tokens=3: the first decode step verifies one drafted token
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
+        assert gen.steps[0].prefill
+        if gen.steps[1].drafted:  # a real draft was verified
+            counts[gen.tokens[1]] += 1
+            prefixes.append(ids + gen.tokens[:1])
+    assert len(prefixes) >= 450  # about 80 %: " lord" alone has 81 % of token 0's mass
+    assert chi_square(counts, next_token_probs(pair.target, prefixes)).pvalue > 1e-3

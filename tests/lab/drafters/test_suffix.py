@@ -1,17 +1,17 @@
 """Suffix decoding (lab.drafters.suffix): the counted suffix trie, the pattern match, the frequency-scored speculation
 tree and its adaptive size, the cache of earlier outputs (shared, first in first out), and the oracles every drafter
-must pass: greedy parity token for token, EOS inside a block, exact max_new_tokens, the first sampled token
+must pass: greedy parity token for token, EOS inside a block, exact max_new_tokens, the first speculated token
 distributed as the target's (a deterministic tree: verified as one-hot), then greedy parity on the real pair."""
 import pytest
 import torch
 
 from lab.decode import autoregressive, generate
 from lab.drafters import SuffixDecodingDrafter
-from lab.drafters.base import DraftRequest
+from lab.drafters.base import Draft, DraftRequest
 from lab.drafters.suffix import SuffixCache, SuffixTree
 from lab.metrics import chi_square
 from lab.models import forward, new_cache
-from lab.sampling import probs_from_logits
+from tests.helpers import next_token_probs
 from tests.lab.drafters.lookup_cases import MAX_NEW, PROMPTS, REPEATED
 
 
@@ -80,7 +80,8 @@ def test_the_cache_carries_earlier_outputs_and_evicts_the_oldest(sticky_target):
     first = SuffixDecodingDrafter(cache)
     ref = generate(sticky_target, prompt, drafter=first, max_new_tokens=MAX_NEW)
     first.finish()
-    assert len(cache) == 1 and cache.tree.count(ref.tokens[:5]) >= 1
+    # the whole answer, its first token (the prefill's, which reset received after the prompt) included
+    assert len(cache) == 1 and ref.tokens in cache and cache.tree.count(ref.tokens[:5]) >= 1
     again = SuffixDecodingDrafter(cache)
     gen = generate(sticky_target, prompt, drafter=again, max_new_tokens=MAX_NEW)
     assert gen.tokens == ref.tokens
@@ -142,20 +143,39 @@ def test_eos_inside_a_block_and_exact_max_new_tokens(bigram_target, path_prompt)
 
 
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.8, top_k=6)])
-def test_first_sampled_token_follows_target_distribution(target, kw):
-    """Oracle 2: the first step verifies a real tree (two children of the root), one-hot, at the target's settings."""
-    prompt = [1, 2, 3, 9, 1, 2, 3, 4, 1, 2, 3]
-    drafter = SuffixDecodingDrafter(min_token_prob=0.0)
-    drafter.reset(prompt)
-    first = drafter.propose(DraftRequest(prompt, 3, **kw))
-    assert sorted(first.tokens[:2]) == [4, 9] and first.parents[:2] == [-1, -1]
-    target_probs = probs_from_logits(forward(target, prompt, new_cache())[-1], **kw).cpu()
-    counts = torch.zeros(64)
-    for seed in range(1000):
-        counts[generate(target, prompt, drafter=SuffixDecodingDrafter(min_token_prob=0.0), max_new_tokens=3,
-                        seed=seed, **kw).tokens[0]] += 1
-    assert (counts[target_probs == 0] == 0).all()
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+def test_first_speculated_token_follows_target_distribution(target, kw):
+    """Oracle 2: token 0 comes from the prefill, sampled; whatever it is, the first decode step verifies a real tree
+    (two children of the root), one-hot, at the target's settings, and token 1 follows the target's distribution
+    after the prompt and token 0. The cache holds two earlier outputs starting with each token t, [t, a] and [t, b]
+    with a and b the target's two likeliest tokens after [5, t], so the pattern [t] has two continuations, seen
+    once each (the prompt's own trie offers one only when t is the prompt's token: a one-node chain, which wins the
+    tie). Likely drafts make the test strict: accepted blindly, or rejected into the target's distribution instead
+    of the residual, they would be over-represented."""
+    prompt = [5]
+    cache = SuffixCache()
+    likeliest = {}
+    for t in range(64):
+        likeliest[t] = forward(target, prompt + [t], new_cache())[-1].topk(2).indices.tolist()
+        for a in likeliest[t]:
+            cache.add([t, a])
+    first = SuffixDecodingDrafter(cache, max_spec_factor=2.0)
+    first.reset(prompt + [9])
+    assert first.propose(DraftRequest(prompt + [9], 2, **kw)) == Draft(likeliest[9], parents=[-1, -1])
+    counts, prefixes, trees = torch.zeros(64), [], 0
+    for seed in range(1000):  # max_new_tokens=4: the first decode step may draft 2 tokens (a pattern of 1 token
+        # gets 2 nodes with max_spec_factor 2), here the two siblings
+        gen = generate(target, prompt, drafter=SuffixDecodingDrafter(cache, max_spec_factor=2.0), max_new_tokens=4,
+                       seed=seed, **kw)
+        step = gen.steps[1]
+        assert gen.steps[0].prefill and step.drafted  # a real draft was verified
+        trees += step.parents == [-1, -1]
+        counts[gen.tokens[1]] += 1
+        prefixes.append(prompt + gen.tokens[:1])
+    assert len(cache) == 128  # nothing was added: each drafter's output would join it at its next reset only
+    assert trees >= 900
+    expected = next_token_probs(target, prefixes, **kw)
+    assert (counts[expected == 0] == 0).all()
+    assert chi_square(counts, expected).pvalue > 1e-3
 
 
 def test_greedy_parity_on_the_real_pair(smollm2_pair):
