@@ -478,9 +478,9 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     mean N it used per step), each with the fields of :func:`run_arena`'s rows (the adaptive row is predicted from
     its measured tokens per call, as its N varies). ``best_fixed_n`` is the fixed N with the highest measured
     speedup. Raises ``ValueError`` naming the argument for a count < 1 (``prompts``, ``start_n``, ``repeats``; for
-    ``max_new_tokens`` < 2, as :func:`run_arena`), a ``task`` the pair has no prompts for (naming its tasks), a negative or infinite
-    ``temperature``, a bad ``seed``, bad ``n_values``, or ``max_new_tokens`` that with the longest prompt exceeds
-    the target's context.
+    ``max_new_tokens`` < 2, as :func:`run_arena`), a ``task`` the pair has no prompts for (naming its tasks), a
+    negative or infinite ``temperature``, a bad ``seed``, bad ``n_values``, or ``max_new_tokens`` that with the
+    longest prompt exceeds the target's context.
     """
     from lab.drafters import DraftModelDrafter
 

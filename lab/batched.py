@@ -51,7 +51,8 @@ from numbers import Integral
 
 import torch
 
-from lab.decode import DecodeSettings, branch_layout, checked_draft, checked_settings, step_record, verify_block
+from lab.decode import (DecodeSettings, branch_layout, checked_draft, checked_settings, prefill_record, step_record,
+                        verify_block)
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.kv import cache_length
 from lab.metrics import summarize_steps
@@ -341,10 +342,7 @@ def _prefill(target, cache, rows) -> dict:
     out = {}
     for i, row in enumerate(rows):
         n = len(row.settings.prompt)
-        result, target_probs = verify_block(logits[i, last.index(n - 1)][None], Draft(), [], row.settings)
-        # its time is the batch's prefill_ms, as in generate
-        record = step_record(0, 0, row.settings.max_new_tokens, Draft(), [], result, target_probs, row.settings,
-                             times=(0.0,) * 4, fed=n, base=0, draft_kv=None, prefill=True)
+        record = prefill_record(logits[i, last.index(n - 1)][None], row.settings)  # its time: the batch's prefill_ms
         row.steps.append(record)
         row.committed += record.emitted
         row.new += record.emitted

@@ -28,7 +28,7 @@ from lab.validation import check_int, check_sampling_args, check_token_ids
 from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
 __all__ = ["generate", "autoregressive", "DecodeSettings", "checked_settings", "checked_draft", "verify_block",
-           "step_record", "branch_layout"]
+           "step_record", "prefill_record", "branch_layout"]
 
 
 def _prompt_list(prompt_ids, vocab: int) -> list[int]:
@@ -116,10 +116,7 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     # the prefill is the first target call: it reads the whole prompt and its last row gives the first new token,
     # as in vLLM and EAGLE's reference code (transformers also verifies drafts made from the prompt in that call)
     cache, prompt_logits, prompt_hidden = _prefill(target, settings)
-    result, target_probs = verify_block(prompt_logits, Draft(), [], settings)
-    # its time goes to stats["prefill_ms"] (with the drafter's reset), not to the record: sums over steps are decode
-    record = step_record(0, 0, settings.max_new_tokens, Draft(), [], result, target_probs, settings,
-                         times=(start,) * 4, fed=len(settings.prompt), base=0, draft_kv=None, prefill=True)
+    record = prefill_record(prompt_logits, settings)
     steps, new = [record], list(record.emitted)
     committed = list(settings.prompt) + new
     observe = kv_length = None
@@ -282,6 +279,17 @@ def _prefill(target, settings: DecodeSettings) -> tuple:
     logits, hidden = out if settings.hidden else (out, None)
     synchronize(logits.device)
     return cache, logits[-1:], hidden
+
+
+def prefill_record(logits: torch.Tensor, settings: DecodeSettings) -> StepRecord:
+    """The prefill's :class:`~lab.trace.StepRecord`: the first new token from the target's ``logits [1, V]``
+    (float32) at the prompt's last position, chosen as an autoregressive step's (argmax, or drawn with the call's
+    generator); no draft, ``target_tokens`` the prompt's length, ``cache_before`` 0. Its ``*_ms`` fields are 0: its
+    time is the generation's ``stats["prefill_ms"]``, so sums over steps are decode time. Also used per row by
+    :func:`lab.batched.generate_batch`."""
+    result, target_probs = verify_block(logits, Draft(), [], settings)
+    return step_record(0, 0, settings.max_new_tokens, Draft(), [], result, target_probs, settings,
+                       times=(0.0,) * 4, fed=len(settings.prompt), base=0, draft_kv=None, prefill=True)
 
 
 def checked_draft(draft, drafter, settings: DecodeSettings, base: int) -> tuple:
