@@ -15,7 +15,7 @@ LAYERS = {
     "lab.verify": 2, "lab.assets": 2, "lab.kv": 2, "lab.models": 2,
     "lab.drafters": 3, "lab.decode": 3, "lab.batched": 3,
     "lab.registry": 4, "lab.prompts": 4, "lab.costs": 4,
-    "lab.bench": 5, "lab.goodput": 5, "lab.arena": 5, "lab.picker": 5, "lab.training": 5,
+    "lab.bench": 5, "lab.goodput": 5, "lab.arena": 5, "lab.arena_reading": 5, "lab.picker": 5, "lab.training": 5,
     "lab.cli": 6, "lab.__main__": 6, "lab.exercises": 6, "widgets": 6,
 }
 # Only these may import the exercise checkers: nothing in lab does (the notebooks and tests do).

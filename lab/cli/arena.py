@@ -64,7 +64,8 @@ def run(args) -> int:
     """``python -m lab arena``: the full arena table on the pair's default tasks (:func:`lab.arena.default_tasks`:
     chat requests for a chat pair, with smollm2-135m also the multi-turn and agent conversation requests;
     Shakespeare prose, copy/edit and records otherwise), then fixed vs adaptive N for
-    the draft model (on the first of those tasks, T = 0). A chat pair runs in its fast dtype (``dtype="auto"``).
+    the draft model (on the first of those tasks, T = 0), then both read in words (:mod:`lab.arena_reading`). A chat
+    pair runs in its fast dtype (``dtype="auto"``).
     Drafters the pair cannot have (:func:`lab.registry.drafter_problem`) are left out and named on stderr. Exit
     status 1 if any greedy run differed from autoregressive decoding in float32. Raises
     :class:`lab.cli.OptionError` naming ``--prompts`` for more prompts than a task has (before the pair loads for
@@ -74,6 +75,7 @@ def run(args) -> int:
 
     from lab.arena import (ARENA_DRAFTERS, compare_adaptive, default_tasks, format_adaptive, format_arena,
                            format_reconciliation, run_arena)
+    from lab.arena_reading import read_adaptive, read_arena
     from lab.models import load_pair
     from lab.prompts import arena_prompts, context_problem, encode_prompts
 
@@ -102,7 +104,8 @@ def run(args) -> int:
         print(json.dumps({"arena": arena, "adaptive": adaptive}, indent=1))
     else:
         print(format_arena(arena) + "\n\nWhere the predicted speedup went\n\n" + format_reconciliation(arena)
-              + "\n\n" + format_adaptive(adaptive))
+              + "\n\n" + format_adaptive(adaptive) + "\n\nThe run, read (lab.arena_reading)\n\n"
+              + read_arena({"arena": arena, "adaptive": adaptive}) + "\n\n" + read_adaptive(adaptive))
     rows = arena["rows"] + adaptive["rows"]
     if pair.dtype != torch.float32:  # bfloat16 rounds near-ties differently per block shape: reported, not failed
         return 0

@@ -10,7 +10,7 @@ from lab.picker.decision import Decision
 from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, LOAD_SPEEDUP, load_break_even, \
     saturated_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
-from lab.picker.tables import (ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL,
+from lab.picker.tables import (ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL,
                                LOOKAHEAD_SETTINGS,
                                METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, PARALLEL_MEASURED,
                                PARALLEL_MEASURED_REAL,
@@ -45,6 +45,28 @@ def _lookup_on_chat() -> str:
                      "the tokens per call when every call costs at least one autoregressive step: that number is "
                      "timing noise (lesson 12 shows how to spot it), so plan for the lower end.")
     return sentence
+
+
+def _alpha_change(task: str, kind: str, first: bool = True) -> str:
+    """What the committed arena measured for drafter ``kind``'s α on ``task`` from T = 0 to T = 1, as a clause."""
+    before, after = ARENA_ALPHA[(task, 0, kind)], ARENA_ALPHA[(task, 1, kind)]
+    verb = "falling" if after < before else ("holding" if after == before else "rising")
+    name = {"ngram": "prompt lookup's", "medusa": "Medusa's"}[kind]
+    return (("lesson 12 measured " if first else "") + f"{name} α on {task.replace('_', '/')} {verb} from "
+            f"{before:.2f} to {after:.2f} at T = 1")
+
+
+def _sampled_drafts_on_chat() -> str:
+    """The committed arena's chat cells for the two sampled drafts (the draft model, EAGLE), T = 0 against T = 1."""
+    held = [kind for kind in ("model", "eagle") if ARENA_ALPHA[("chat", 1, kind)] >= ARENA_ALPHA[("chat", 0, kind)]]
+    names = {"model": "the draft model's", "eagle": "EAGLE's"}
+    detail = ", ".join(f"{names[k]} {ARENA_ALPHA[('chat', 0, k)]:.2f} → {ARENA_ALPHA[('chat', 1, k)]:.2f}"
+                       for k in ("model", "eagle"))
+    if len(held) == 2:
+        return f"lesson 12: on chat requests neither the draft model's α nor EAGLE's fell at T = 1, {detail}"
+    if held:
+        return f"lesson 12: on chat requests {names[held[0]]} α did not fall at T = 1, {detail}"
+    return f"lesson 12: on chat requests both fell at T = 1, {detail}"
 
 
 def reasons_for(decision: Decision, workload: dict) -> list:
@@ -310,12 +332,11 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
         reasons.append(f"At T = {temperature:g} (above seed lesson 002's {SAMPLING_WARN_TEMPERATURE:g}) plan for the "
                        "lower end of the range and measure α at this temperature"
                        + (": a deterministic draft is accepted with exactly the target's probability of the drafted "
-                          "token, which sampling spreads over other tokens (lesson 12 measured prompt lookup's α on "
-                          "copy/edit falling from 0.82 to 0.66 at T = 1, Medusa's on copy/edit from 0.62 to 0.40)."
+                          "token, which sampling spreads over other tokens (" + _alpha_change("copy_edit", "ngram")
+                          + ", " + _alpha_change("copy_edit", "medusa", first=False) + ")."
                           if deterministic else
                           ": large, confident pairs usually lose α when sampling, though a sampled draft can hold "
-                          "much of it (lesson 12: on chat requests neither the draft model's α nor EAGLE's fell at "
-                          "T = 1)."))
+                          "much of it (" + _sampled_drafts_on_chat() + ")."))
     reasons += memory_reasons(method, memory)
     if method in ("draft_model", "parallel", "eagle", "mtp") and temperature > 0:
         reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "

@@ -5,22 +5,25 @@ Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table plu
 which the seeds do not know) and one published row (a target's own MTP modules, from the DeepSeek-V3 report:
 :data:`MTP_REPORT`), :data:`WORKLOAD_TABLE` seed lesson 002's production settings;
 :data:`ARENA_CHAT_SPEEDUPS`, :data:`ARENA_CHAT_PER_CALL`, :data:`ARENA_SUFFIX_SPEEDUPS` and
-:data:`ARENA_SUFFIX_PER_CALL` come from the committed arena run that lesson 12 reads
-(tests/notebooks/test_lesson_claims.py holds them to it). The parallel (PARD) row takes the PARD authors' vLLM
+:data:`ARENA_SUFFIX_PER_CALL` are read from the committed arena run that lesson 12 reads (:data:`ARENA_FILE`, read
+once at import), so a re-run of the arena moves them with it. The parallel (PARD) row takes the PARD authors' vLLM
 numbers (:data:`PARD_REPORT`); :data:`PARALLEL_MEASURED` and :data:`PARALLEL_MEASURED_REAL` are this course's own
 measurements of a parallel draft against the autoregressive draft it was adapted from (the two pairs' cards;
 tests/lab/picker/test_parallel.py holds them to ``lab/assets/<pair>/parallel/``).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = [
     "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "SETUP_ORDER", "SEED_000", "SEED_002", "MAX_TEMPERATURE",
     "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
     "ARENA_CHAT_PER_CALL", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
-    "ARENA_RUN", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N", "PARD_REPORT", "PARD_VLLM_TABLE",
+    "ARENA_RUN", "ARENA_FILE", "ARENA_ALPHA", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N", "PARD_REPORT",
+    "PARD_VLLM_TABLE",
     "PARD_CHAT_SPEEDUPS", "PARALLEL_MEASURED", "PARALLEL_MEASURED_REAL",
 ]
 
@@ -81,18 +84,39 @@ class WorkloadRow:
     speedup: tuple
 
 
-ARENA_RUN = "lesson 12's committed arena (real pair, bfloat16, 2-core CPU, 2 requests × 48 tokens per task)"
-"""The run the measured numbers below come from: ``lab/assets/smollm2-135m/arena.json``."""
+ARENA_FILE = Path(__file__).resolve().parents[1] / "assets" / "smollm2-135m" / "arena.json"
+"""The real pair's committed arena run (what :func:`lab.arena.committed_arena` returns for ``"smollm2-135m"``; read
+here directly so that the picker imports nothing from the rest of ``lab``)."""
 
-ARENA_SUFFIX_SPEEDUPS = {("multi_turn", 0): 1.78, ("multi_turn", 1): 1.76, ("agent", 0): 1.88, ("agent", 1): 1.15}
+
+def _arena_rows() -> tuple[dict, dict]:
+    """The committed run's settings and its rows keyed by (task, T as int 0 or 1, drafter)."""
+    run = json.loads(ARENA_FILE.read_text())["arena"]
+    return run["settings"], {(r["task"], int(r["temperature"]), r["drafter"]): r for r in run["rows"]}
+
+
+_ARENA_SETTINGS, _ARENA = _arena_rows()
+
+ARENA_RUN = (f"lesson 12's committed arena (real pair, {_ARENA_SETTINGS['dtype']}, {_ARENA_SETTINGS['threads']}-core "
+             f"CPU, {_ARENA_SETTINGS['prompts_per_task']} requests × {_ARENA_SETTINGS['max_new_tokens']} tokens per "
+             "task)")
+"""How the reasons name the run the measured numbers below come from (:data:`ARENA_FILE`)."""
+
+ARENA_ALPHA = {key: round(row["alpha"], 2) for key, row in _ARENA.items() if row["alpha"] is not None}
+"""α (Leviathan's per-token acceptance, two decimals) of every drafter row of :data:`ARENA_FILE`, keyed by (task,
+T, drafter kind): the reasons quote what sampling did to it."""
+
+ARENA_SUFFIX_SPEEDUPS = {(task, t): round(_ARENA[(task, t, "suffix")]["measured_speedup"], 2)
+                         for task in ("multi_turn", "agent") for t in (0, 1)}
 """Measured speedups (× autoregressive, prefill included) of suffix decoding on the real pair's multi-turn and
-agent-loop requests at T = 0 and T = 1, from :data:`ARENA_RUN` (tests/notebooks/test_lesson_claims.py holds these to
-it). Their range is suffix decoding's row in :data:`STRATEGY_TABLE`. Each is the faster of two timings against that
-cell's own autoregressive run; the tokens per target call (:data:`ARENA_SUFFIX_PER_CALL`) are the steadier number."""
+agent-loop requests at T = 0 and T = 1, from :data:`ARENA_FILE` (two decimals). Their range is suffix decoding's
+row in :data:`STRATEGY_TABLE`. Each is the faster of two timings against that cell's own autoregressive run; the
+tokens per target call (:data:`ARENA_SUFFIX_PER_CALL`) are the steadier number."""
 
-ARENA_SUFFIX_PER_CALL = {"multi_turn": (2.04, 1.96), "agent": (1.97, 2.03)}
+ARENA_SUFFIX_PER_CALL = {task: tuple(round(_ARENA[(task, 0, kind)]["tokens_per_target_call"], 2)
+                                    for kind in ("suffix", "ngram")) for task in ("multi_turn", "agent")}
 """Tokens per target call of (suffix decoding, prompt lookup at N = 4) on the same requests at T = 0, from
-:data:`ARENA_RUN` (held to it by tests/notebooks/test_lesson_claims.py)."""
+:data:`ARENA_FILE`."""
 
 MTP_REPORT = "DeepSeek-V3 technical report (arXiv 2412.19437), §5.4.3"
 """Where the MTP row's numbers come from: DeepSeek-V3 ships one multi-token-prediction module in its checkpoint
@@ -208,16 +232,18 @@ def workload_row(task: str) -> WorkloadRow:
     return WORKLOAD_BY_TASK.get(task) or WORKLOAD_BY_TASK[NEAREST_ROW[task]]
 
 
-ARENA_CHAT_SPEEDUPS = {("ngram", 0): 1.02, ("ngram", 1): 0.94, ("lookahead", 0): 0.95, ("lookahead", 1): 0.89}
+ARENA_CHAT_SPEEDUPS = {(kind, t): round(_ARENA[("chat", t, kind)]["measured_speedup"], 2)
+                       for kind in ("ngram", "lookahead") for t in (0, 1)}
 """Measured speedups (× autoregressive) of prompt lookup and Lookahead on chat requests at T = 0 and T = 1, from the
 real pair's committed arena run that lesson 12 reads (``lab/assets/smollm2-135m/arena.json``: bfloat16, 2-core CPU,
-2 requests × 48 tokens; tests/notebooks/test_lesson_claims.py holds these to it). The seed tables give prompt
+two decimals). The seed tables give prompt
 lookup no range for chat or long text; the picker uses these instead. That run kept the faster of two timings of
 every method; where a speedup still exceeds the tokens per target call it was made with (:data:`ARENA_CHAT_PER_CALL`),
-which a speedup cannot honestly do (Lookahead at T = 0 in that run), the reasons say so."""
+which a speedup cannot honestly do, the reasons say so."""
 
-ARENA_CHAT_PER_CALL = {("ngram", 0): 1.08, ("ngram", 1): 1.03, ("lookahead", 0): 1.10, ("lookahead", 1): 1.05}
-"""Tokens per target call of the same runs as :data:`ARENA_CHAT_SPEEDUPS` (held to the same file by the same tests).
+ARENA_CHAT_PER_CALL = {(kind, t): round(_ARENA[("chat", t, kind)]["tokens_per_target_call"], 2)
+                       for kind in ("ngram", "lookahead") for t in (0, 1)}
+"""Tokens per target call of the same runs as :data:`ARENA_CHAT_SPEEDUPS` (two decimals).
 Every target call costs at least one autoregressive step, so a speedup above these is timing noise."""
 
 NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}

@@ -1,0 +1,179 @@
+"""lab.arena_reading: the arena read in words. Built on small hand-made runs whose orderings are known, so each test
+can flip one number and see the wording follow it."""
+import copy
+
+import pytest
+
+from lab.arena import committed_arena
+from lab.arena_reading import (LEVEL, TASK_LABELS, read_adaptive, read_arena, read_baselines, read_factors, read_kinds,
+                               read_methods, read_temperature)
+
+FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
+
+
+def _row(task, T, drafter, *, calls=1.0, speed=1.0, alpha=None, ar_ms=40.0, call_cost=1.0, draft_ms=0.0, n=4,
+         eff=1.0, decode_eff=None, c=None, factors=None):
+    f = dict.fromkeys(FACTORS, 1.0)
+    f.update(factors or {})
+    return {"task": task, "temperature": T, "drafter": drafter, "label": drafter, "n_draft": n, "alpha": alpha,
+            "tokens_per_target_call": calls, "measured_speedup": speed, "ar_ms_per_step": ar_ms,
+            "target_call_cost": call_cost, "draft_ms_per_step": draft_ms, "efficiency": eff,
+            "decode_efficiency": eff if decode_eff is None else decode_eff, "cost_ratio": c,
+            "efficiency_factors": f}
+
+
+def _run():
+    """Two kinds at T = 0 and 1: on code EAGLE yields the most per call and is fastest; on copy/edit prompt lookup
+    yields the most but the draft model is fastest."""
+    rows = []
+    for T in (0.0, 1.0):
+        hot = 0.1 if T else 0.0
+        rows += [_row("code", T, "autoregressive", ar_ms=38.0 + 2 * T, n=None),
+                 _row("code", T, "model", calls=2.0, speed=1.2, alpha=0.5 - hot, draft_ms=20.0, call_cost=1.3, c=0.1,
+                      eff=0.8, factors={"target_call": 0.8}),
+                 _row("code", T, "eagle", calls=2.4, speed=1.5, alpha=0.6 - hot, draft_ms=10.0, call_cost=1.2,
+                      c=0.05, eff=0.85, factors={"target_call": 0.85}),
+                 _row("code", T, "ngram", calls=1.1, speed=0.97, alpha=0.2 - 2 * hot, call_cost=1.1, eff=0.9,
+                      factors={"target_call": 0.9}),
+                 _row("copy_edit", T, "autoregressive", ar_ms=45.0 + 2 * T, n=None),
+                 _row("copy_edit", T, "model", calls=2.5, speed=1.9, alpha=0.6 - hot, draft_ms=20.0, call_cost=1.1,
+                      c=0.1, eff=0.9, factors={"target_call": 0.9}),
+                 _row("copy_edit", T, "eagle", calls=2.2, speed=1.8, alpha=0.55 - hot, draft_ms=10.0,
+                      call_cost=1.15, c=0.05, eff=0.9, factors={"target_call": 0.9}),
+                 _row("copy_edit", T, "ngram", calls=3.0, speed=1.7, alpha=0.8 - 3 * hot, call_cost=1.5, eff=0.7,
+                      factors={"target_call": 0.75, "prefill": 0.7})]
+    return {"rows": rows, "settings": {}}
+
+
+def test_kinds_name_the_leaders_and_explain_a_reordering():
+    text = read_kinds(_run())
+    code, copy_edit = text.splitlines()
+    assert code == ("- **code**: most tokens per target call: EAGLE 2.40, the draft model 2.00; fastest: EAGLE at "
+                    "1.50×, then the draft model at 1.20× (all: 0.97–1.50×). Prompt lookup's α: 0.20.")
+    assert copy_edit.startswith("- **copy/edit**: most tokens per target call: prompt lookup 3.00, the draft model "
+                                "2.50; fastest: the draft model at 1.90×")
+    # the fastest is not the one with the most tokens per call: the reading says what reordered them
+    assert ("The draft model made more of fewer tokens per call than prompt lookup (2.50 against 3.00): drafting "
+            "20.0 ms a step against 0.0 ms, target calls of 1.10 one-token steps against 1.50.") in copy_edit
+    run = _run()
+    for r in run["rows"]:
+        r["measured_speedup"] = min(r["measured_speedup"], 1.01)
+    assert read_kinds(run).count("No drafter was clearly faster than autoregressive decoding here.") == 2
+    assert read_kinds(run, temperature=0.5) == ""
+
+
+def test_baselines_report_the_spread_and_each_sign_of_a_flattered_cell():
+    run = _run()
+    text = read_baselines(run)
+    assert text.startswith("One autoregressive step took 38.0–47.0 ms depending on the cell (`ar_ms_per_step`): 38.0 "
+                           "ms on code at T = 0, 47.0 ms on copy/edit at T = 1.")
+    assert "No row shows a sign of a flattered cell" in text
+    row = next(r for r in run["rows"] if (r["task"], r["temperature"], r["drafter"]) == ("code", 0.0, "eagle"))
+    row.update(target_call_cost=0.96, decode_efficiency=1.04, measured_speedup=2.5)
+    text = read_baselines(run)
+    assert ("a target call over several tokens timed below a one-token step in EAGLE on code at T = 0 (0.96); a "
+            "decode-only efficiency above 1 in EAGLE on code at T = 0 (1.04); a speedup above the tokens per target "
+            "call in EAGLE on code at T = 0 (2.50× on 2.40).") in text
+    with pytest.raises(ValueError, match="autoregressive"):
+        read_baselines({"rows": [r for r in run["rows"] if r["drafter"] != "autoregressive"], "settings": {}})
+
+
+def test_baselines_separate_prefill_pulled_slowdowns_and_read_the_retimed_run():
+    run = _run()
+    slow = next(r for r in run["rows"] if (r["task"], r["temperature"], r["drafter"]) == ("code", 1.0, "ngram"))
+    slow.update(efficiency=1.02, decode_efficiency=0.98, measured_speedup=0.9)
+    adaptive = {"settings": {"task": "code"}, "rows": [
+        _row("code", 0.0, "model", calls=2.0, speed=1.18, ar_ms=44.0, n=4)]}
+    text = read_baselines(run, adaptive)
+    assert ("1 efficiency is above 1 only with the prefill counted (prompt lookup, at most 1.02; all of them "
+            "slowdowns, which the prefill both runs share pulls towards 1×).") in text
+    assert ("The adaptive comparison timed the draft model again at N = 4 on the same requests (code, T = 0), with "
+            "2.00 tokens per target call against 2.00: its baseline step took 44.0 ms against 40.0 ms (+10 %), its "
+            "speedup 1.18× against 1.20×.") in text
+
+
+def test_methods_choose_ahead_level_or_behind_from_the_numbers():
+    run = _run()
+    run["rows"] += [_row("code", 0.0, "eagle3", calls=2.6, speed=1.5 + LEVEL / 2, alpha=0.65, n=4),
+                    _row("copy_edit", 0.0, "eagle3", calls=2.1, speed=1.7, alpha=0.5, n=4)]
+    text = read_methods(run)
+    assert text.startswith("- **EAGLE-3 against EAGLE** (fused low, middle and high layers against the last layer). "
+                           "At T = 0 its α is higher on code (by 0.05); lower on copy/edit (by 0.05); +0.00 on "
+                           "average over 2 kinds.")
+    assert "Tokens per target call: more on 1 of 2 kinds (code 2.60 against 2.40; copy/edit 2.10 against 2.20)." in text
+    assert "Speed: level with EAGLE on code; behind EAGLE on copy/edit." in text
+    run["rows"][-2]["measured_speedup"] = 1.5 + 2 * LEVEL
+    assert "Speed: ahead of EAGLE on code; behind EAGLE on copy/edit." in read_methods(run)
+    assert read_methods(_run()) == ""   # no neighbours to compare
+
+
+def test_methods_read_early_exit_and_medusa():
+    run = _run()
+    run["rows"] += [_row("code", 0.0, "early-exit", speed=0.33, alpha=0.1, c=0.55, eff=1.01, n=4),
+                    _row("copy_edit", 0.0, "early-exit", speed=0.31, alpha=0.12, c=0.6, eff=0.98, n=4),
+                    _row("code", 0.0, "medusa", calls=2.0, speed=1.1, call_cost=1.45, eff=0.6),
+                    _row("copy_edit", 0.0, "medusa", calls=2.0, speed=1.1, call_cost=1.4, eff=0.95)]
+    text = read_methods(run)
+    assert ("- **Early exit**: 0.31–0.33× in every cell; c 0.55–0.60, so N = 4 drafts cost 2.2–2.4 autoregressive "
+            "steps of drafting alone, and α at most 0.12; efficiency 0.98–1.01.") in text
+    assert ("- **Medusa**: efficiency 0.60–0.95, the lowest of its cell in 1 of 2 cells; its tree's target call cost "
+            "1.40–1.45 one-token steps at T = 0, the draft model's chain 1.10–1.30.") in text
+
+
+def test_temperature_averages_alpha_per_drafter_and_names_the_largest_falls():
+    text = read_temperature(_run())
+    assert text == ("- **From T = 0 to T = 1**, α averaged over the 2 kinds: prompt lookup 0.50 → 0.25, the draft "
+                    "model 0.55 → 0.45, EAGLE 0.57 → 0.48. The largest single falls: prompt lookup on copy/edit "
+                    "(0.80 → 0.50), prompt lookup on code (0.20 → 0.00) and the draft model on copy/edit (0.60 → "
+                    "0.50).")
+    run = _run()
+    for r in run["rows"]:
+        if r["temperature"] == 1.0 and r["alpha"] is not None:
+            r["alpha"] += 0.5   # sampling helped everywhere: no fall to name
+    assert "The largest single falls" not in read_temperature(run)
+    assert "prompt lookup 0.50 → 0.75" in read_temperature(run)
+    only_cold = {"rows": [r for r in _run()["rows"] if r["temperature"] == 0.0], "settings": {}}
+    assert read_temperature(only_cold) == ""
+
+
+def test_factors_group_drafters_by_their_largest_loss():
+    text = read_factors(_run(), "copy_edit")
+    assert text.startswith("On copy/edit at T = 0, the largest loss is the prefill for prompt lookup (× 0.70); the "
+                           "target call for the draft model (× 0.90) and EAGLE (× 0.90).")
+    assert ("Over N + 1 = 5 tokens, the target call cost 1.10 one-token steps for the draft model and 1.15 for "
+            "EAGLE.") in text
+    assert ("Over the whole run, 2 of 12 rows lose most to something other than the target call: the prefill for "
+            "prompt lookup on copy/edit at T = 0 and prompt lookup on copy/edit at T = 1.") in text
+    with pytest.raises(ValueError, match="'chat'"):
+        read_factors(_run(), "chat")
+
+
+@pytest.mark.parametrize("adaptive_speed, where", [
+    (1.30, "1.30×, above every fixed N."), (1.21, f"1.21×, level with the best fixed N (within {LEVEL}×)."),
+    (1.10, "1.10×, between the fixed settings, 0.10× below the best."), (0.80, "0.80×, below every fixed N.")])
+def test_adaptive_places_the_rule_among_the_fixed_n(adaptive_speed, where):
+    adaptive = {"settings": {"task": "chat"}, "rows": [
+        _row("chat", 0.0, "model", n=1, calls=1.3, speed=1.2, alpha=0.3, c=0.06),
+        _row("chat", 0.0, "model", n=4, calls=1.5, speed=0.9, alpha=0.3, c=0.06),
+        _row("chat", 0.0, "adaptive", n=4, calls=1.4, speed=adaptive_speed)]}
+    text = read_adaptive(adaptive)
+    assert text.startswith("Tokens per target call by N: 1: 1.30, 4: 1.50; speedup 0.90–1.20×, best at N = 1 "
+                           "(1.20×). The formula's best N for α = 0.30, c = 0.060 (the N = 4 row): 2, not the "
+                           "measured best.")
+    assert text.endswith("The adaptive rule: " + where)
+    with pytest.raises(ValueError, match="fixed-N"):
+        read_adaptive({"rows": []})
+
+
+def test_the_committed_run_reads_whole():
+    run = committed_arena("smollm2-135m")
+    text = read_arena(run)
+    for title in ("The baseline", "Which drafter, where (T = 0)", "Methods against their neighbours", "Temperature"):
+        assert f"**{title}.**" in text
+    assert "The adaptive comparison timed the draft model again" in text
+    for kind in run["arena"]["settings"]["tasks"]:
+        assert f"- **{TASK_LABELS[kind]}**:" in text
+    assert "timed the draft model again" not in read_arena(run["arena"])   # a bare run_arena result has no comparison
+    with pytest.raises(ValueError, match="run must be"):
+        read_arena({"rows": []})
+    assert read_arena(copy.deepcopy(run)) == text   # reading does not change the run
