@@ -7,11 +7,12 @@ show the committed run's reading and the learner's own with the same code: the b
 on each kind of request, the methods set against their nearest neighbours (EAGLE-3 against EAGLE, the parallel
 draft against the draft model it came from, the MTP heads against EAGLE) and temperature. :func:`read_factors` says
 where the predicted speedup went, :func:`read_adaptive` reads :func:`lab.arena.compare_adaptive`'s result. Every
-part leaves out what the run did not measure (a task, a temperature or a drafter it skipped).
+part reads the temperatures the run has and leaves out what it did not measure (a task, a temperature, a drafter).
 
-The wording follows the numbers: "ahead", "level" (within :data:`LEVEL` ×) and "behind" are chosen from the values,
-never written in advance. The explanations (why copying wins on copy/edit requests, why Medusa's tree is dear on a
-CPU) stay in the lesson's prose; this module only says what was measured.
+The wording follows the numbers: "ahead", "level" and "behind" are chosen from the values (:data:`LEVEL`), and a
+value is compared as it is printed (two decimals), so the text never calls 0.25 "lower" than 0.25. The explanations
+(why copying wins on copy/edit requests, why Medusa's tree is dear on a CPU) stay in the lesson's prose; this module
+only says what was measured.
 """
 from __future__ import annotations
 
@@ -27,8 +28,14 @@ TASK_LABELS = {"chat": "chat", "code": "code", "structured": "structured output"
 """How the reading names each task kind of :data:`lab.prompts.CHAT_TASKS`, :data:`lab.prompts.CONVERSATION_TASKS`
 and :data:`lab.prompts.ARENA_TASKS`."""
 LEVEL = 0.03
-"""Two speedups closer than this (× autoregressive) are called level: about the noise of one arena cell."""
+"""Two speedups are called level when they differ by less than this share of the larger (3 %). Timing the same
+drafter on the same requests twice moved its speedup by that much in the committed runs of lesson 12 (the draft model
+at N = 4 in the arena and again in the adaptive comparison: 1.00× and 0.97× in one run, 0.99× and 1.00× in the
+next)."""
 
+# how running text names a drafter; the others go by their table label
+_NAMES = {"model": "the draft model", "parallel": "the parallel draft", "mtp": "the MTP heads",
+          "lookahead": "Lookahead", "early-exit": "early exit"}
 _FACTOR_LABELS = {"acceptance": "acceptance", "drafting": "drafting", "target_call": "the target call",
                   "verification": "verification", "loop": "the loop", "prefill": "the prefill"}
 
@@ -37,15 +44,15 @@ def _x(value, digits=2):
     return f"{value:.{digits}f}"
 
 
+def _r(value):
+    """A value as the reading prints it: compare these, never the raw floats."""
+    return round(value, 2)
+
+
 def _span(values, digits=2, unit=""):
     values = list(values)
     low, high = _x(min(values), digits), _x(max(values), digits)
     return f"{low}{unit}" if low == high else f"{low}–{high}{unit}"
-
-
-# how running text names a drafter; the others go by their table label
-_NAMES = {"model": "the draft model", "parallel": "the parallel draft", "mtp": "the MTP heads",
-          "lookahead": "Lookahead", "early-exit": "early exit"}
 
 
 def _label(kind):
@@ -57,7 +64,7 @@ def _cap(text):
 
 
 def _signed(value):
-    return f"{value:+.2f}".replace("-", "−")
+    return f"{value + 0.0 if round(value, 2) else 0.0:+.2f}".replace("-", "−")   # never "−0.00"
 
 
 def _task(task):
@@ -85,6 +92,10 @@ def _cells(result):
     return seen
 
 
+def _temperatures(result):
+    return sorted({T for _, T in _cells(result)})
+
+
 def _row(result, task, temperature, kind):
     return next((r for r in result["rows"] if (r["task"], r["temperature"], r["drafter"]) == (task, temperature, kind)),
                 None)
@@ -102,13 +113,20 @@ def _calls(row):
     return row["tokens_per_target_call"]
 
 
+def _level(a, b):
+    return abs(a - b) < LEVEL * max(a, b)
+
+
 def _compare(a, b):
-    """'ahead of', 'level with' or 'behind' for speedup a against speedup b."""
-    if a > b + LEVEL:
-        return "ahead of"
-    if a < b - LEVEL:
-        return "behind"
-    return "level with"
+    """'ahead of', 'level with' or 'behind' for speedup a against speedup b (:data:`LEVEL`)."""
+    if _level(a, b):
+        return "level with"
+    return "ahead of" if a > b else "behind"
+
+
+def _flag(value):
+    """A value near 1 printed so that its side of 1 shows (1.006, not 1.01 or 1.00)."""
+    return _x(value, 3) if abs(value - 1) < 0.01 else _x(value)
 
 
 def read_baselines(result: dict, adaptive: dict | None = None) -> str:
@@ -125,12 +143,12 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
         raise ValueError("result holds no autoregressive row: pass run_arena(...)'s return value")
     fast, slow = min(base, key=base.get), max(base, key=base.get)
     parts = []
-    if len(base) > 1:
+    if _x(base[fast], 1) != _x(base[slow], 1):
         parts.append(f"One autoregressive step took {_span(base.values(), 1)} ms depending on the cell "
                      f"(`ar_ms_per_step`): {_x(base[fast], 1)} ms on {_task(fast[0])} at T = {fast[1]:g}, "
                      f"{_x(base[slow], 1)} ms on {_task(slow[0])} at T = {slow[1]:g}.")
     else:
-        parts.append(f"One autoregressive step took {_x(base[fast], 1)} ms (`ar_ms_per_step`).")
+        parts.append(f"One autoregressive step took {_x(base[fast], 1)} ms in every cell (`ar_ms_per_step`).")
     rows = _drafter_rows(result)
     below = [r for r in rows if r["target_call_cost"] < 1]
     over = [r for r in rows if r["decode_efficiency"] > 1]
@@ -138,10 +156,10 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
     signs = []
     if below:
         signs.append("a target call over several tokens timed below a one-token step in "
-                     + _join(f"{_where(r)} ({_x(r['target_call_cost'])})" for r in below))
+                     + _join(f"{_where(r)} ({_flag(r['target_call_cost'])})" for r in below))
     if over:
         signs.append("a decode-only efficiency above 1 in "
-                     + _join(f"{_where(r)} ({_x(r['decode_efficiency'])})" for r in over))
+                     + _join(f"{_where(r)} ({_flag(r['decode_efficiency'])})" for r in over))
     if beyond:
         signs.append("a speedup above the tokens per target call in "
                      + _join(f"{_where(r)} ({_x(_speed(r))}× on {_x(_calls(r))})" for r in beyond))
@@ -153,11 +171,11 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
                      "target call.")
     pulled = [r for r in rows if r["efficiency"] > 1 and r["decode_efficiency"] <= 1]
     if pulled:
-        slow_rows = all(_speed(r) < 1 for r in pulled)
+        slowdowns = all(_speed(r) < 1 for r in pulled)
         kinds = sorted({_label(r["drafter"]) for r in pulled})
         parts.append(f"{len(pulled)} {'efficiency is' if len(pulled) == 1 else 'efficiencies are'} above 1 only "
-                     f"with the prefill counted ({_join(kinds)}, at most {_x(max(r['efficiency'] for r in pulled))}"
-                     + ("; all of them slowdowns, which the prefill both runs share pulls towards 1×)." if slow_rows
+                     f"with the prefill counted ({_join(kinds)}, at most {_flag(max(r['efficiency'] for r in pulled))}"
+                     + ("; all of them slowdowns, which the prefill both runs share pulls towards 1×)." if slowdowns
                         else ")."))
     again = _retimed(result, adaptive)
     if again is not None:
@@ -185,82 +203,88 @@ def _retimed(result, adaptive):
     return None
 
 
-def read_kinds(result: dict, temperature: float = 0.0) -> str:
-    """One Markdown bullet per task kind at ``temperature``: the drafters with the most tokens per target call, the
-    fastest, and, where the fastest is not the one with the most tokens per call, the drafting time and target-call
-    cost that reordered them. Empty when the run has no cell at that temperature."""
+def _with_alpha(row):
+    return f"{_label(row['drafter'])} {_x(_calls(row))}" + (f" (α {_x(row['alpha'])})" if row["alpha"] is not None
+                                                             else "")
+
+
+def read_kinds(result: dict, temperature: float | None = None) -> str:
+    """One Markdown bullet per task kind at ``temperature`` (default: the run's lowest): the two drafters with the
+    most tokens per target call (with their α), the fastest, and, where a drafter with fewer tokens per call was
+    faster by more than :data:`LEVEL`, the drafting time and target-call cost of the two. Empty when the run has no
+    cell at that temperature."""
+    if temperature is None:
+        temperature = _temperatures(result)[0] if result["rows"] else 0.0
     bullets = []
     for task, T in _cells(result):
-        if T != temperature:
-            continue
         rows = _drafter_rows(result, task, T)
-        if not rows:
+        if T != temperature or not rows:
             continue
         by_calls = sorted(rows, key=_calls, reverse=True)
         by_speed = sorted(rows, key=_speed, reverse=True)
         top, fastest = by_calls[0], by_speed[0]
         text = (f"- **{_task(task)}**: most tokens per target call: "
-                + ", ".join(f"{_label(r['drafter'])} {_x(_calls(r))}" for r in by_calls[:2])
-                + f"; fastest: {_label(fastest['drafter'])} at {_x(_speed(fastest))}×")
-        if len(by_speed) > 1:
-            text += f", then {_label(by_speed[1]['drafter'])} at {_x(_speed(by_speed[1]))}×"
+                + ", ".join(_with_alpha(r) for r in by_calls[:2]))
+        if len(by_speed) > 1 and _level(_speed(fastest), _speed(by_speed[1])):
+            text += (f"; fastest, level: {_label(fastest['drafter'])} at {_x(_speed(fastest))}× and "
+                     f"{_label(by_speed[1]['drafter'])} at {_x(_speed(by_speed[1]))}×")
+        else:
+            text += f"; fastest: {_label(fastest['drafter'])} at {_x(_speed(fastest))}×"
+            if len(by_speed) > 1:
+                text += f", then {_label(by_speed[1]['drafter'])} at {_x(_speed(by_speed[1]))}×"
         text += f" (all: {_span(_speed(r) for r in rows)}×)."
-        if fastest is not top:
-            text += (f" {_cap(_label(fastest['drafter']))} made more of fewer tokens per call than "
-                     f"{_label(top['drafter'])} ({_x(_calls(fastest))} against {_x(_calls(top))}): drafting "
+        if _r(_calls(fastest)) < _r(_calls(top)) and _compare(_speed(fastest), _speed(top)) == "ahead of":
+            text += (f" {_cap(_label(fastest['drafter']))} was faster than {_label(top['drafter'])} on fewer tokens "
+                     f"per call ({_x(_calls(fastest))} against {_x(_calls(top))}): drafting "
                      f"{_x(fastest['draft_ms_per_step'], 1)} ms a step against {_x(top['draft_ms_per_step'], 1)} ms, "
                      f"target calls of {_x(fastest['target_call_cost'])} one-token steps against "
                      f"{_x(top['target_call_cost'])}.")
-        if _speed(fastest) < 1 + LEVEL:
+        if _speed(fastest) < 1 or _level(_speed(fastest), 1.0):
             text += " No drafter was clearly faster than autoregressive decoding here."
-        lookup = _row(result, task, T, "ngram")
-        if lookup is not None and lookup["alpha"] is not None:
-            text += f" Prompt lookup's α: {_x(lookup['alpha'])}."
         bullets.append(text)
     return "\n".join(bullets)
 
 
 def _pair_up(result, kind, other, temperature):
-    """Tasks at ``temperature`` where both drafters ran, with their rows."""
+    """Tasks at ``temperature`` where both drafters ran with an α, with their rows."""
     out = []
     for task, T in _cells(result):
         a, b = _row(result, task, T, kind), _row(result, task, T, other)
-        if T == temperature and a is not None and b is not None:
+        if T == temperature and a is not None and b is not None and a["alpha"] is not None \
+                and b["alpha"] is not None:
             out.append((task, a, b))
     return out
 
 
-def _against(result, kind, other, what):
-    """A bullet setting drafter ``kind`` against ``other`` at T = 0 (α, tokens per call, speed) and counting the
-    cells, at every temperature, where its α is higher. None when they never ran side by side."""
-    pairs = _pair_up(result, kind, other, 0.0)
-    pairs = [(t, a, b) for t, a, b in pairs if a["alpha"] is not None and b["alpha"] is not None]
+def _against(result, kind, other, what, temperature):
+    """A bullet setting drafter ``kind`` against ``other`` at ``temperature`` (α, tokens per call, speed) and
+    counting the cells, at every temperature of the run, where its α is higher. None when they never ran side by
+    side there."""
+    pairs = _pair_up(result, kind, other, temperature)
     if not pairs:
         return None
     name, them = _label(kind), _label(other)
-    gain = {t: a["alpha"] - b["alpha"] for t, a, b in pairs}
+    gain = {t: _r(a["alpha"]) - _r(b["alpha"]) for t, a, b in pairs}
     up = [t for t in gain if gain[t] > 0]
     down = [t for t in gain if gain[t] < 0]
-    parts = [f"- **{_cap(name)} against {them}** ({what}). At T = 0 its α is"]
+    same = [t for t in gain if gain[t] == 0]
+    clauses = []
     if up:
-        parts.append(f" higher on {_join(_task(t) for t in up)} (by {_span(gain[t] for t in up)})")
+        clauses.append(f"higher on {_join(_task(t) for t in up)} (by {_span(gain[t] for t in up)})")
     if down:
-        parts.append((";" if up else "") + f" lower on {_join(_task(t) for t in down)} "
-                     f"(by {_span(-gain[t] for t in down)})")
-    if len(gain) - len(up) - len(down):
-        parts.append((";" if up or down else "") + " equal on "
-                     + _join(_task(t) for t in gain if gain[t] == 0))
-    text = "".join(parts) + (f"; {_signed(mean(gain.values()))} on average over {len(gain)} kinds." if len(gain) > 1
-                             else ".")
-    every = [(a, b) for T in sorted({T for _, T in _cells(result)}) for _, a, b in _pair_up(result, kind, other, T)
-             if a["alpha"] is not None and b["alpha"] is not None]
+        clauses.append(f"lower on {_join(_task(t) for t in down)} (by {_span(-gain[t] for t in down)})")
+    if same:
+        clauses.append(f"equal on {_join(_task(t) for t in same)}")
+    text = (f"- **{_cap(name)} against {them}** ({what}). At T = {temperature:g} its α is " + "; ".join(clauses)
+            + (f"; {_signed(mean(gain.values()))} on average over {len(gain)} kinds." if len(gain) > 1 else "."))
+    every = [(a, b) for T in _temperatures(result) for _, a, b in _pair_up(result, kind, other, T)]
     if len(every) > len(pairs):
-        text += (f" Over all {len(every)} cells (both temperatures) its α is higher in "
-                 f"{sum(a['alpha'] > b['alpha'] for a, b in every)} and lower in "
-                 f"{sum(a['alpha'] < b['alpha'] for a, b in every)}.")
-    calls_up = sum(_calls(a) > _calls(b) for _, a, b in pairs)
-    text += f" Tokens per target call: more on {calls_up} of {len(pairs)} kinds"
-    text += " (" + "; ".join(f"{_task(t)} {_x(_calls(a))} against {_x(_calls(b))}" for t, a, b in pairs) + ")."
+        higher = sum(_r(a["alpha"]) > _r(b["alpha"]) for a, b in every)
+        lower = sum(_r(a["alpha"]) < _r(b["alpha"]) for a, b in every)
+        text += f" Over all {len(every)} cells (every temperature) its α is higher in {higher} and lower in {lower}."
+    more = sum(_r(_calls(a)) > _r(_calls(b)) for _, a, b in pairs)
+    text += (f" Tokens per target call: more on {more} of {len(pairs)} kinds ("
+             + "; ".join(f"{_task(t)} {_x(_calls(a))} against {_x(_calls(b))}" for t, a, b in pairs) + ").")
     verdict = {}
     for t, a, b in pairs:
         verdict.setdefault(_compare(_speed(a), _speed(b)), []).append(t)
@@ -269,49 +293,51 @@ def _against(result, kind, other, what):
     return text
 
 
-def read_methods(result: dict) -> str:
-    """Markdown bullets that set methods against their nearest neighbours where the run has both: EAGLE-3 against
-    EAGLE, the parallel draft against the draft model (with drafting time), the MTP heads against EAGLE (with
-    their tokens-per-call ceiling), early exit (c, the drafting cost of N drafts, α) and Medusa (efficiency rank and
-    target-call cost)."""
+def read_methods(result: dict, temperature: float | None = None) -> str:
+    """Markdown bullets, at ``temperature`` (default: the run's lowest), that set methods against their nearest
+    neighbours where the run has both: EAGLE-3 against EAGLE, the parallel draft against the draft model (with
+    drafting time), the MTP heads against EAGLE (with their tokens-per-call ceiling); then early exit (c, the
+    drafting cost of N drafts, α) and Medusa (efficiency rank and target-call cost) over the whole run."""
+    if temperature is None:
+        temperature = _temperatures(result)[0] if result["rows"] else 0.0
     bullets = []
     for kind, other, what in (("eagle3", "eagle", "fused low, middle and high layers against the last layer"),
                               ("parallel", "model", "N drafts from one forward against N forwards"),
                               ("mtp", "eagle", "a chain of MTP modules against an autoregressive feature draft")):
-        text = _against(result, kind, other, what)
+        text = _against(result, kind, other, what, temperature)
         if text is None:
             continue
+        pairs = _pair_up(result, kind, other, temperature)
         if kind == "parallel":
-            pairs = _pair_up(result, kind, other, 0.0)
             ratio = [a["draft_ms_per_step"] / b["draft_ms_per_step"] for _, a, b in pairs if b["draft_ms_per_step"]]
             text += (f" Drafting took {_span((a['draft_ms_per_step'] for _, a, _ in pairs), 1)} ms a step against "
                      f"{_span((b['draft_ms_per_step'] for _, _, b in pairs), 1)} ms"
                      + (f" ({_span(ratio)} of the draft model's)." if ratio else "."))
         if kind == "mtp":
-            rows = [r for r in _drafter_rows(result) if r["drafter"] == "mtp"]
-            depth = max(len(r.get("per_position_acceptance") or ()) for r in rows)   # the chain's length
-            if depth:
-                text += f" With a chain of {depth}, a call yields at most {depth + 1} tokens;"
-            text += f" they made {_span(_calls(r) for r in rows)} per call."
+            depth = max(len(a.get("per_position_acceptance") or ()) for _, a, _ in pairs)   # the chain's length
+            made = _span(_calls(a) for _, a, _ in pairs)
+            text += (f" With a chain of {depth}, a call yields at most {depth + 1} tokens; they made {made}."
+                     if depth else f" They made {made} tokens per call.")
         bullets.append(text)
-    early = [r for r in _drafter_rows(result) if r["drafter"] == "early-exit"]
+    early = [r for r in _drafter_rows(result) if r["drafter"] == "early-exit" and r["cost_ratio"] is not None]
     if early:
         n = early[0]["n_draft"]
+        alphas = [r["alpha"] for r in early if r["alpha"] is not None]
         bullets.append(f"- **Early exit**: {_span(_speed(r) for r in early)}× in every cell; c "
                        f"{_span(r['cost_ratio'] for r in early)}, so N = {n} drafts cost "
-                       f"{_span((n * r['cost_ratio'] for r in early), 1)} autoregressive steps of drafting alone, and "
-                       f"α at most {_x(max(r['alpha'] for r in early))}; efficiency "
-                       f"{_span(r['efficiency'] for r in early)}.")
+                       f"{_span((n * r['cost_ratio'] for r in early), 1)} autoregressive steps of drafting alone"
+                       + (f", and α at most {_x(max(alphas))}" if alphas else "")
+                       + f"; efficiency {_span(r['efficiency'] for r in early)}.")
     medusa = [r for r in _drafter_rows(result) if r["drafter"] == "medusa"]
     if medusa:
         cells = [(r["task"], r["temperature"]) for r in medusa]
         lowest = sum(min(_drafter_rows(result, *c), key=lambda r: r["efficiency"])["drafter"] == "medusa"
                      for c in cells)
+        cold = [r for r in medusa if r["temperature"] == temperature] or medusa
         text = (f"- **Medusa**: efficiency {_span(r['efficiency'] for r in medusa)}, the lowest of its cell in "
                 f"{lowest} of {len(cells)} cells; its tree's target call cost "
-                f"{_span(r['target_call_cost'] for r in medusa if r['temperature'] == medusa[0]['temperature'])} "
-                f"one-token steps at T = {medusa[0]['temperature']:g}")
-        model = [r for r in _drafter_rows(result, temperature=medusa[0]["temperature"]) if r["drafter"] == "model"]
+                f"{_span(r['target_call_cost'] for r in cold)} one-token steps at T = {cold[0]['temperature']:g}")
+        model = [r for r in _drafter_rows(result, temperature=cold[0]["temperature"]) if r["drafter"] == "model"]
         if model:
             text += f", the draft model's chain {_span(r['target_call_cost'] for r in model)}"
         bullets.append(text + ".")
@@ -319,38 +345,45 @@ def read_methods(result: dict) -> str:
 
 
 def read_temperature(result: dict) -> str:
-    """A Markdown bullet on what sampling (T = 1) did to α against T = 0: each drafter's mean α over the kinds it ran
-    at both temperatures, largest fall first, and the three largest single falls. Empty when the run lacks either
-    temperature."""
+    """A Markdown bullet on what sampling did to α between the run's lowest and highest temperature: each drafter's
+    mean α over the kinds it ran at both, largest fall first, and the three largest single falls. Empty when the
+    run has one temperature."""
+    temps = _temperatures(result)
+    if len(temps) < 2:
+        return ""
+    cold, hot = temps[0], temps[-1]
     pairs = {}
     for task, T in _cells(result):
-        if T != 0.0:
+        if T != cold:
             continue
-        for row in _drafter_rows(result, task, 0.0):
-            hot = _row(result, task, 1.0, row["drafter"])
-            if hot is not None and row["alpha"] is not None and hot["alpha"] is not None:
-                pairs.setdefault(row["drafter"], []).append((task, row["alpha"], hot["alpha"]))
+        for row in _drafter_rows(result, task, cold):
+            warm = _row(result, task, hot, row["drafter"])
+            if warm is not None and row["alpha"] is not None and warm["alpha"] is not None:
+                pairs.setdefault(row["drafter"], []).append((task, row["alpha"], warm["alpha"]))
     if not pairs:
         return ""
     means = {k: (mean(a for _, a, _ in v), mean(b for _, _, b in v)) for k, v in pairs.items()}
     order = sorted(means, key=lambda k: means[k][1] - means[k][0])
     kinds = max(len(v) for v in pairs.values())
     over = f"the {kinds} kinds" if kinds > 1 else "the kind"
-    text = (f"- **From T = 0 to T = 1**, α averaged over {over}: "
+    text = (f"- **From T = {cold:g} to T = {hot:g}**, α averaged over {over}: "
             + ", ".join(f"{_label(k)} {_x(means[k][0])} → {_x(means[k][1])}" for k in order) + ".")
     single = sorted(((a - b, k, t, a, b) for k, v in pairs.items() for t, a, b in v), reverse=True)
-    falls = [f"{_label(k)} on {_task(t)} ({_x(a)} → {_x(b)})" for d, k, t, a, b in single[:3] if d > 0]
+    falls = [f"{_label(k)} on {_task(t)} ({_x(a)} → {_x(b)})" for d, k, t, a, b in single[:3] if _r(a) > _r(b)]
     if falls:
         text += " The largest single falls: " + _join(falls) + "."
     return text
 
 
-def read_factors(result: dict, task: str | None = None, temperature: float = 0.0) -> str:
-    """Where the predicted speedup went, in Markdown: for ``task`` at ``temperature`` (default: the run's first
-    task), each drafter's largest efficiency factor (:data:`lab.arena.EFFICIENCY_FACTORS`), the spread of the
-    small ones, and over the whole run the rows whose largest loss is not the target call. Raises ``ValueError``
-    when the cell is not in the run."""
+def read_factors(result: dict, task: str | None = None, temperature: float | None = None) -> str:
+    """Where the predicted speedup went, in Markdown: for ``task`` at ``temperature`` (defaults: the run's first
+    task, its lowest temperature), each drafter's largest efficiency factor (:data:`lab.arena.EFFICIENCY_FACTORS`),
+    the spread of the small ones, and over the whole run the rows whose largest loss is not the target call. Raises
+    ``ValueError`` when the cell is not in the run."""
+    if not _cells(result):
+        raise ValueError("result holds no rows: pass run_arena(...)'s return value")
     task = task if task is not None else _cells(result)[0][0]
+    temperature = temperature if temperature is not None else _temperatures(result)[0]
     rows = _drafter_rows(result, task, temperature)
     if not rows:
         raise ValueError(f"task {task!r} at T = {temperature:g} is not in this arena run")
@@ -358,15 +391,13 @@ def read_factors(result: dict, task: str | None = None, temperature: float = 0.0
     by_factor = {}
     for r in sorted(rows, key=lambda r: r["efficiency_factors"][worst[id(r)]]):
         by_factor.setdefault(worst[id(r)], []).append(r)
-    parts = []
-    for factor, group in by_factor.items():
-        parts.append(f"{_FACTOR_LABELS[factor]} for " + _join(
-            f"{_label(r['drafter'])} (× {_x(r['efficiency_factors'][factor])})" for r in group))
-    text = (f"On {_task(task)} at T = {temperature:g}, the largest loss is " + "; ".join(parts) + ".")
-    small = [f for f in ("verification", "loop", "acceptance") if f not in by_factor]
-    for factor in small:
-        values = [r["efficiency_factors"][factor] for r in rows]
-        text += f" × {_FACTOR_LABELS[factor]}: {_span(values)}."
+    parts = [f"{_FACTOR_LABELS[factor]} for " + _join(
+        f"{_label(r['drafter'])} (× {_x(r['efficiency_factors'][factor])})" for r in group)
+        for factor, group in by_factor.items()]
+    text = f"On {_task(task)} at T = {temperature:g}, the largest loss is " + "; ".join(parts) + "."
+    for factor in ("verification", "loop", "acceptance"):
+        if factor not in by_factor:
+            text += f" × {_FACTOR_LABELS[factor]}: {_span(r['efficiency_factors'][factor] for r in rows)}."
     chains = [r for r in rows if r["drafter"] in ("model", "eagle", "eagle3") and r["n_draft"]]
     if chains:
         text += (" Over N + 1 = " + _join(sorted({str(r["n_draft"] + 1) for r in chains})) + " tokens, the target "
@@ -393,7 +424,8 @@ def read_factors(result: dict, task: str | None = None, temperature: float = 0.0
 def read_adaptive(adaptive: dict) -> str:
     """:func:`lab.arena.compare_adaptive`'s result read in Markdown: tokens per target call by N, the formula's best
     N (:func:`lab.metrics.optimal_n_draft` from the N = 4 row's α and c) against the measured best, and where the
-    adaptive rule landed among the fixed N. Raises ``ValueError`` when it has no fixed-N rows."""
+    adaptive rule landed among the fixed N (level within :data:`LEVEL`). Raises ``ValueError`` when it has no
+    fixed-N rows."""
     from lab.metrics import optimal_n_draft
 
     fixed = sorted((r for r in adaptive["rows"] if r["drafter"] == "model"), key=lambda r: r["n_draft"])
@@ -402,20 +434,20 @@ def read_adaptive(adaptive: dict) -> str:
     auto = next((r for r in adaptive["rows"] if r["drafter"] == "adaptive"), None)
     best = max(fixed, key=_speed)
     ref = next((r for r in fixed if r["n_draft"] == 4), fixed[len(fixed) // 2])
-    formula = optimal_n_draft(ref["alpha"], ref["cost_ratio"]) if ref["alpha"] is not None else None
     text = ("Tokens per target call by N: " + ", ".join(f"{r['n_draft']}: {_x(_calls(r))}" for r in fixed)
             + f"; speedup {_span(_speed(r) for r in fixed)}×, best at N = {best['n_draft']} ({_x(_speed(best))}×).")
-    if formula is not None:
+    if ref["alpha"] is not None and ref["cost_ratio"] is not None:
+        formula = optimal_n_draft(ref["alpha"], ref["cost_ratio"])
         agree = "agreeing" if formula == best["n_draft"] else "not the measured best"
         text += (f" The formula's best N for α = {_x(ref['alpha'])}, c = {_x(ref['cost_ratio'], 3)} (the N = "
                  f"{ref['n_draft']} row): {formula}, {agree}.")
     if auto is not None:
         speeds = [_speed(r) for r in fixed]
-        if _speed(auto) > max(speeds) + LEVEL:
+        if _level(_speed(auto), max(speeds)):
+            where = f"level with the best fixed N (within {LEVEL:.0%})"
+        elif _speed(auto) > max(speeds):
             where = "above every fixed N"
-        elif _speed(auto) >= max(speeds) - LEVEL:
-            where = f"level with the best fixed N (within {LEVEL}×)"
-        elif _speed(auto) < min(speeds) - LEVEL:
+        elif _speed(auto) < min(speeds) and not _level(_speed(auto), min(speeds)):
             where = "below every fixed N"
         else:
             where = f"between the fixed settings, {_x(max(speeds) - _speed(auto))}× below the best"
@@ -425,10 +457,10 @@ def read_adaptive(adaptive: dict) -> str:
 
 def read_arena(run: dict) -> str:
     """An arena run read in Markdown, section by section: the baseline (:func:`read_baselines`, with the draft model
-    timed twice when the adaptive comparison is there), each kind of request at T = 0 (:func:`read_kinds`), the
-    methods against their neighbours (:func:`read_methods`) and temperature (:func:`read_temperature`). Where the
-    predicted speedup went (:func:`read_factors`) and the adaptive comparison (:func:`read_adaptive`) are read on
-    their own: lesson 12 shows them in their own sections.
+    timed twice when the adaptive comparison is there), each kind of request at the run's lowest temperature
+    (:func:`read_kinds`), the methods against their neighbours (:func:`read_methods`) and temperature
+    (:func:`read_temperature`). Where the predicted speedup went (:func:`read_factors`) and the adaptive comparison
+    (:func:`read_adaptive`) are read on their own: lesson 12 shows them in their own sections.
 
     ``run``: :func:`lab.arena.run_arena`'s result, or ``{"arena": ..., "adaptive": ...}`` as
     :func:`lab.arena.committed_arena` returns it. Raises ``ValueError`` for anything else."""
@@ -438,9 +470,11 @@ def read_arena(run: dict) -> str:
         result, adaptive = run["arena"], run.get("adaptive")
     else:
         raise ValueError("run must be run_arena(...)'s result or committed_arena(...)'s dict")
+    temps = _temperatures(result)
+    cold = temps[0] if temps else 0.0
     sections = [("The baseline", read_baselines(result, adaptive)),
-                ("Which drafter, where (T = 0)", read_kinds(result, 0.0)),
-                ("Methods against their neighbours", read_methods(result)),
+                (f"Which drafter, where (T = {cold:g})", read_kinds(result, cold)),
+                ("Methods against their neighbours", read_methods(result, cold)),
                 ("Temperature", read_temperature(result))]
     return "\n\n".join(f"**{title}.**\n\n{body}" if body.startswith("-") else f"**{title}.** {body}"
                        for title, body in sections if body)

@@ -57,16 +57,18 @@ def _alpha_change(task: str, kind: str, first: bool = True) -> str:
 
 
 def _sampled_drafts_on_chat() -> str:
-    """The committed arena's chat cells for the two sampled drafts (the draft model, EAGLE), T = 0 against T = 1."""
+    """A clause on the committed arena's chat cells for the two sampled drafts (the draft model, EAGLE), T = 0
+    against T = 1, worded by what happened to their α."""
     held = [kind for kind in ("model", "eagle") if ARENA_ALPHA[("chat", 1, kind)] >= ARENA_ALPHA[("chat", 0, kind)]]
     names = {"model": "the draft model's", "eagle": "EAGLE's"}
     detail = ", ".join(f"{names[k]} {ARENA_ALPHA[('chat', 0, k)]:.2f} → {ARENA_ALPHA[('chat', 1, k)]:.2f}"
                        for k in ("model", "eagle"))
     if len(held) == 2:
-        return f"lesson 12: on chat requests neither the draft model's α nor EAGLE's fell at T = 1, {detail}"
+        return (f", though a sampled draft can hold much of it (lesson 12: on chat requests neither the draft "
+                f"model's α nor EAGLE's fell at T = 1, {detail})")
     if held:
-        return f"lesson 12: on chat requests {names[held[0]]} α did not fall at T = 1, {detail}"
-    return f"lesson 12: on chat requests both fell at T = 1, {detail}"
+        return f", though a sampled draft can hold some of it (lesson 12, chat requests at T = 1: {detail})"
+    return f" (lesson 12, chat requests at T = 1: {detail})"
 
 
 def reasons_for(decision: Decision, workload: dict) -> list:
@@ -335,8 +337,8 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                           "token, which sampling spreads over other tokens (" + _alpha_change("copy_edit", "ngram")
                           + ", " + _alpha_change("copy_edit", "medusa", first=False) + ")."
                           if deterministic else
-                          ": large, confident pairs usually lose α when sampling, though a sampled draft can hold "
-                          "much of it (" + _sampled_drafts_on_chat() + ")."))
+                          ": large, confident pairs usually lose α when sampling" + _sampled_drafts_on_chat()
+                          + "."))
     reasons += memory_reasons(method, memory)
     if method in ("draft_model", "parallel", "eagle", "mtp") and temperature > 0:
         reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "

@@ -89,17 +89,31 @@ ARENA_FILE = Path(__file__).resolve().parents[1] / "assets" / "smollm2-135m" / "
 here directly so that the picker imports nothing from the rest of ``lab``)."""
 
 
+# the cells the picker quotes: (task, T, drafter) for T = 0 and T = 1
+_QUOTED = [(task, t, kind) for t in (0, 1) for task, kind in (("chat", "ngram"), ("chat", "lookahead"),
+                                                               ("chat", "model"), ("chat", "eagle"),
+                                                               ("copy_edit", "ngram"), ("copy_edit", "medusa"),
+                                                               ("multi_turn", "suffix"), ("multi_turn", "ngram"),
+                                                               ("agent", "suffix"), ("agent", "ngram"))]
+
+
 def _arena_rows() -> tuple[dict, dict]:
-    """The committed run's settings and its rows keyed by (task, T as int 0 or 1, drafter)."""
+    """The committed run's settings and its T = 0 and T = 1 rows keyed by (task, 0 or 1, drafter). Raises
+    ``ValueError`` naming :data:`ARENA_FILE` when a cell the picker quotes is missing or has no α."""
     run = json.loads(ARENA_FILE.read_text())["arena"]
-    return run["settings"], {(r["task"], int(r["temperature"]), r["drafter"]): r for r in run["rows"]}
+    rows = {(r["task"], int(r["temperature"]), r["drafter"]): r for r in run["rows"] if r["temperature"] in (0, 1)}
+    missing = [key for key in _QUOTED if key not in rows or rows[key]["alpha"] is None]
+    if missing:
+        raise ValueError(f"{ARENA_FILE}: the picker quotes these (task, T, drafter) cells, which it lacks or which "
+                         f"have no α: {missing}; re-run `python -m lab arena --json` on the real pair")
+    return run["settings"], rows
 
 
 _ARENA_SETTINGS, _ARENA = _arena_rows()
 
-ARENA_RUN = (f"lesson 12's committed arena (real pair, {_ARENA_SETTINGS['dtype']}, {_ARENA_SETTINGS['threads']}-core "
-             f"CPU, {_ARENA_SETTINGS['prompts_per_task']} requests × {_ARENA_SETTINGS['max_new_tokens']} tokens per "
-             "task)")
+ARENA_RUN = (f"lesson 12's committed arena (real pair, {_ARENA_SETTINGS['dtype']}, CPU with "
+             f"{_ARENA_SETTINGS['threads']} threads, {_ARENA_SETTINGS['prompts_per_task']} requests × "
+             f"{_ARENA_SETTINGS['max_new_tokens']} tokens per task)")
 """How the reasons name the run the measured numbers below come from (:data:`ARENA_FILE`)."""
 
 ARENA_ALPHA = {key: round(row["alpha"], 2) for key, row in _ARENA.items() if row["alpha"] is not None}

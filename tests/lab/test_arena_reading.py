@@ -1,6 +1,7 @@
 """lab.arena_reading: the arena read in words. Built on small hand-made runs whose orderings are known, so each test
 can flip one number and see the wording follow it."""
 import copy
+import re
 
 import pytest
 
@@ -48,12 +49,12 @@ def _run():
 def test_kinds_name_the_leaders_and_explain_a_reordering():
     text = read_kinds(_run())
     code, copy_edit = text.splitlines()
-    assert code == ("- **code**: most tokens per target call: EAGLE 2.40, the draft model 2.00; fastest: EAGLE at "
-                    "1.50×, then the draft model at 1.20× (all: 0.97–1.50×). Prompt lookup's α: 0.20.")
-    assert copy_edit.startswith("- **copy/edit**: most tokens per target call: prompt lookup 3.00, the draft model "
-                                "2.50; fastest: the draft model at 1.90×")
+    assert code == ("- **code**: most tokens per target call: EAGLE 2.40 (α 0.60), the draft model 2.00 (α 0.50); "
+                    "fastest: EAGLE at 1.50×, then the draft model at 1.20× (all: 0.97–1.50×).")
+    assert copy_edit.startswith("- **copy/edit**: most tokens per target call: prompt lookup 3.00 (α 0.80), the "
+                                "draft model 2.50 (α 0.60); fastest: the draft model at 1.90×")
     # the fastest is not the one with the most tokens per call: the reading says what reordered them
-    assert ("The draft model made more of fewer tokens per call than prompt lookup (2.50 against 3.00): drafting "
+    assert ("The draft model was faster than prompt lookup on fewer tokens per call (2.50 against 3.00): drafting "
             "20.0 ms a step against 0.0 ms, target calls of 1.10 one-token steps against 1.50.") in copy_edit
     run = _run()
     for r in run["rows"]:
@@ -149,7 +150,7 @@ def test_factors_group_drafters_by_their_largest_loss():
 
 
 @pytest.mark.parametrize("adaptive_speed, where", [
-    (1.30, "1.30×, above every fixed N."), (1.21, f"1.21×, level with the best fixed N (within {LEVEL}×)."),
+    (1.30, "1.30×, above every fixed N."), (1.21, f"1.21×, level with the best fixed N (within {LEVEL:.0%})."),
     (1.10, "1.10×, between the fixed settings, 0.10× below the best."), (0.80, "0.80×, below every fixed N.")])
 def test_adaptive_places_the_rule_among_the_fixed_n(adaptive_speed, where):
     adaptive = {"settings": {"task": "chat"}, "rows": [
@@ -171,9 +172,71 @@ def test_the_committed_run_reads_whole():
     for title in ("The baseline", "Which drafter, where (T = 0)", "Methods against their neighbours", "Temperature"):
         assert f"**{title}.**" in text
     assert "The adaptive comparison timed the draft model again" in text
-    for kind in run["arena"]["settings"]["tasks"]:
-        assert f"- **{TASK_LABELS[kind]}**:" in text
+    for kind in run["arena"]["settings"]["tasks"]:   # each kind's bullet opens with its leader in tokens per call
+        rows = [r for r in run["arena"]["rows"] if r["task"] == kind and r["temperature"] == 0.0
+                and r["drafter"] != "autoregressive"]
+        top = max(rows, key=lambda r: r["tokens_per_target_call"])
+        assert re.search(rf"- \*\*{re.escape(TASK_LABELS[kind])}\*\*: most tokens per target call: [^,;(]+ "
+                         rf"{top['tokens_per_target_call']:.2f} \(α {top['alpha']:.2f}\)", text), kind
     assert "timed the draft model again" not in read_arena(run["arena"])   # a bare run_arena result has no comparison
     with pytest.raises(ValueError, match="run must be"):
         read_arena({"rows": []})
     assert read_arena(copy.deepcopy(run)) == text   # reading does not change the run
+
+
+def test_level_speedups_are_named_level_and_explain_nothing():
+    """Two fastest drafters within LEVEL of each other are level; a drafter faster by less than that on fewer tokens
+    per call gets no explanation of a reordering that is noise."""
+    run = _run()
+    for r in run["rows"]:
+        if r["task"] == "copy_edit" and r["drafter"] in ("model", "ngram"):
+            r["measured_speedup"] = 1.85 if r["drafter"] == "model" else 1.84
+    copy_edit = read_kinds(run).splitlines()[1]
+    assert "fastest, level: the draft model at 1.85× and prompt lookup at 1.84×" in copy_edit
+    assert "was faster than" not in copy_edit
+
+
+def test_alpha_is_compared_as_printed():
+    run = _run()
+    run["rows"] += [_row("code", 0.0, "eagle3", calls=2.4, speed=1.5, alpha=0.6004, n=4),
+                    _row("copy_edit", 0.0, "eagle3", calls=2.2, speed=1.8, alpha=0.5496, n=4)]
+    text = read_methods(run)
+    assert "At T = 0 its α is equal on code and copy/edit; +0.00 on average over 2 kinds." in text
+    assert "more on 0 of 2 kinds" in text and "Speed: level with EAGLE on code and copy/edit." in text
+
+
+def test_a_run_at_one_temperature_reads_that_temperature():
+    """A T = 1 run (no T = 0 cell) is read at T = 1, and has no temperature section."""
+    run = {"rows": [r for r in _run()["rows"] if r["temperature"] == 1.0], "settings": {}}
+    text = read_arena(run)
+    assert "**Which drafter, where (T = 1).**" in text and "- **code**:" in text
+    assert "**Temperature.**" not in text and read_temperature(run) == ""
+    assert read_factors(run).startswith("On code at T = 1,")
+
+
+def test_missing_values_do_not_break_the_reading():
+    """Rows without α (a drafter whose chain never examined a draft), MTP rows without per-position acceptance and
+    baselines that all took the same time."""
+    run = _run()
+    for r in run["rows"]:
+        r["ar_ms_per_step"] = 40.0
+    run["rows"] += [_row("code", 0.0, "early-exit", speed=0.33, alpha=None, c=0.55, n=4),
+                    _row("code", 0.0, "mtp", calls=1.5, speed=1.1, alpha=0.4),
+                    _row("copy_edit", 0.0, "mtp", calls=1.4, speed=1.0, alpha=0.3)]
+    assert read_baselines(run).startswith("One autoregressive step took 40.0 ms in every cell")
+    text = read_methods(run)
+    assert "- **Early exit**: 0.33× in every cell; c 0.55, so N = 4 drafts cost 2.2 autoregressive steps of " \
+           "drafting alone; efficiency 1.00." in text
+    assert "They made 1.40–1.50 tokens per call." in text
+    for r in run["rows"]:
+        if r["drafter"] == "mtp":
+            r["per_position_acceptance"] = [0.5, 0.3]
+    assert "With a chain of 2, a call yields at most 3 tokens; they made 1.40–1.50." in read_methods(run)
+
+
+def test_flags_near_one_print_their_side_of_one():
+    run = _run()
+    row = next(r for r in run["rows"] if (r["task"], r["temperature"], r["drafter"]) == ("code", 0.0, "model"))
+    row["decode_efficiency"] = 1.004
+    assert "a decode-only efficiency above 1 in the draft model on code at T = 0 (1.004)" in read_baselines(run)
+

@@ -92,9 +92,9 @@ def test_lesson_12_shows_the_committed_run_and_its_reading(arena):
     assert settings["repeats"] == 2 and "--repeats 2" in run["command"]
     for reading in (read_arena(run), read_factors(run["arena"], "code", 0.0), read_adaptive(run["adaptive"])):
         assert reading in out
-    says(arena["text"], "two speedups within 0.03× are level")
     from lab.arena_reading import LEVEL
-    assert LEVEL == 0.03
+
+    says(arena["text"], f"two speedups within {round(100 * LEVEL)} % of each other are level")
 
 
 KINDS = ("chat", "code", "structured", "copy_edit", "multi_turn", "agent")
@@ -122,6 +122,11 @@ def test_lesson_12_baseline_paragraph(arena):
                if r["drafter"] == "autoregressive"}
     assert {min(prefill, key=prefill.get)[0], max(prefill, key=prefill.get)[0]} == {"chat", "agent"}
     says(text, "a longer context makes a step dearer (chat's prompts are the shortest, the agent loops' the longest)")
+    step = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
+            if r["drafter"] == "autoregressive"}
+    assert all(step[("agent", T)] > step[("chat", T)] for T in (0.0, 1.0))
+    says(text, "sampling adds a little to every step")
+    assert all(step[(t, 1.0)] > step[(t, 0.0)] for t in KINDS)
     says(text, "A slowdown has an honest way past an efficiency of 1")
 
 
@@ -148,15 +153,16 @@ def test_lesson_12_what_to_expect_holds_in_the_committed_run(arena):
                    "pt") as f:
         trained = sum(math.prod(f.get_slice(key).get_shape()) for key in f.keys())
     says(text, f"a draft with {trained / 1e6:.2f} M trained parameters")
+    says(text, "the best drafter gets less per target call here than on any other kind")
     best = {t: max(r["tokens_per_target_call"] for r in _rows(arena, t, 0.0)) for t in KINDS}
     assert min(best, key=best.get) == "chat"
     # T = 1: the deterministic proposers lose more α than the sampled drafts
     says(text, "The draft model and EAGLE sample their drafts from a distribution close to the target's")
-    says(text, "and can keep more")
+    says(text, "and can keep more of their α than the copying methods")
     fall = {(t, k): row(t, k)["alpha"] - row(t, k, 1.0)["alpha"] for t in KINDS for k in DETERMINISTIC + SAMPLED}
     assert {k for _, k in sorted(fall, key=fall.get)[-3:]} <= set(DETERMINISTIC)   # the largest falls
     mean_fall = {k: sum(fall[(t, k)] for t in KINDS) / len(KINDS) for k in DETERMINISTIC + SAMPLED}
-    assert mean_fall["model"] < min(mean_fall["ngram"], mean_fall["suffix"])
+    assert max(mean_fall[k] for k in SAMPLED) < min(mean_fall[k] for k in COPYING)
     # early exit: half the layers, about half a step a draft, two steps for N = 4; slower everywhere
     early = [r for r in _rows(arena) if r["drafter"] == "early-exit"]
     assert all(0.4 < r["cost_ratio"] < 0.7 and r["n_draft"] == 4 and r["measured_speedup"] < 1 for r in early)
@@ -216,22 +222,15 @@ def test_lesson_12_summary_holds_in_the_committed_run(arena):
 
 
 def test_picker_quotes_lesson_12(arena):
-    """lab.picker reads the committed arena's chat, suffix-decoding and temperature rows, and words them by the
-    numbers."""
+    """lab.picker reads the committed arena (lab.picker.tables, at import) and words what it read by the numbers:
+    the warning where a chat speedup exceeds its tokens per call, and what sampling did to α."""
     from lab.picker import ARENA_CHAT_SPEEDUPS, recommend
-    from lab.picker.tables import ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_SUFFIX_PER_CALL, ARENA_SUFFIX_SPEEDUPS
+    from lab.picker.tables import ARENA_CHAT_PER_CALL, ARENA_SUFFIX_SPEEDUPS
 
     cell = arena["cell"]
-    assert set(ARENA_CHAT_PER_CALL) == set(ARENA_CHAT_SPEEDUPS)
-    for (method, temperature), speedup in ARENA_CHAT_SPEEDUPS.items():
-        row = cell[("chat", float(temperature), method)]
-        assert f"{speedup:.2f}" == _x(row["measured_speedup"])
-        assert f"{ARENA_CHAT_PER_CALL[(method, temperature)]:.2f}" == _x(row["tokens_per_target_call"])
-    for (task, temperature), speedup in ARENA_SUFFIX_SPEEDUPS.items():
-        assert f"{speedup:.2f}" == _x(cell[(task, float(temperature), "suffix")]["measured_speedup"])
-    for task, (ours, lookup) in ARENA_SUFFIX_PER_CALL.items():
-        assert (f"{ours:.2f}", f"{lookup:.2f}") == (_x(cell[(task, 0.0, "suffix")]["tokens_per_target_call"]),
-                                                    _x(cell[(task, 0.0, "ngram")]["tokens_per_target_call"]))
+    assert set(ARENA_CHAT_PER_CALL) == set(ARENA_CHAT_SPEEDUPS) == {(k, t) for k in ("ngram", "lookahead")
+                                                                    for t in (0, 1)}
+    assert set(ARENA_SUFFIX_SPEEDUPS) == {(k, t) for k in ("multi_turn", "agent") for t in (0, 1)}
     text = " ".join(recommend("chat", 0.0, False, False).reasons)
     assert "level or ahead" not in text
     for t in (0, 1):   # the warning appears exactly where the speedup exceeds the tokens per call
@@ -243,7 +242,6 @@ def test_picker_quotes_lesson_12(arena):
     assert any(f"copy/edit falling from {a('copy_edit', 'ngram', 0.0)} to {a('copy_edit', 'ngram', 1.0)} at T = 1, "
                f"Medusa's α on copy/edit falling from {a('copy_edit', 'medusa', 0.0)} to "
                f"{a('copy_edit', 'medusa', 1.0)}" in r for r in rec.reasons)
-    assert all(ARENA_ALPHA[key] == float(_x(cell[(key[0], float(key[1]), key[2])]["alpha"])) for key in ARENA_ALPHA)
     sampled = " ".join(recommend("chat", 0.9, True, False).reasons)
     assert f"the draft model's {a('chat', 'model', 0.0)} → {a('chat', 'model', 1.0)}" in sampled
 
@@ -642,9 +640,9 @@ def test_lesson_11_eagle3_section():
     assert quoted(text, r"its held-out agreement passed EAGLE's between steps ([\d,]+) and ([\d,]+) and was\s+still "
                         r"rising at step ([\d,]+)\)") == (f"{curve[passed - 1][0]:,}", f"{curve[passed][0]:,}",
                                                          f"{train3['recipe']['steps']:,}")
-    says(text, "in the card's decoding run its α is higher at N = 2, 3 and 4, the more so the longer the chain")
+    says(text, "in the card's decoding run its α is higher at N = 2, 3 and 4, by 0.04 at each")
     gaps = [decoded[f"eagle3 N={n}"]["alpha"] - decoded[f"eagle N={n}"]["alpha"] for n in (2, 3, 4)]
-    assert 0 < gaps[0] < gaps[1] < gaps[2]
+    assert all(_x(g) == "0.04" for g in gaps), gaps
     says(text, "in lesson 12's committed arena its α is higher than EAGLE's on most kinds of request at T = 0 and in "
                "most of the 12 cells, though not in all")
     from lab.arena import committed_arena

@@ -118,3 +118,27 @@ def test_greedy_parity_on_the_real_pair(pair, copy_ids, make):
         ar = generate(pair.target, ids, max_new_tokens=40, eos_token_id=pair.eos_token_id)
         assert generate(pair.target, ids, drafter=make(), max_new_tokens=40,
                         eos_token_id=pair.eos_token_id).tokens == ar.tokens
+
+
+@pytest.mark.parametrize("kind", ["ngram", "ngram-earliest"])   # Lookahead's drafts are not the likely token
+def test_a_rejection_resamples_from_the_residual(bigram_target, path_prompt, kind):
+    """Oracle 2 where resampling from the wrong distribution shows. On the bigram target every lookup drafts the
+    target's most likely next token, and at T = 0.3 that token holds about half the target's mass after the first
+    new token. The residual of a one-hot draft leaves the drafted token out, so the token still appears with exactly
+    its target probability; resampling a rejection from the target itself would add about a quarter more (the
+    random target of the test above gives its drafts too little mass for that error to show)."""
+    prompt, path = path_prompt
+    kw = dict(temperature=0.3)
+    tokens, prefixes = [], []
+    for seed in range(600):
+        gen = generate(bigram_target, prompt, drafter=DRAFTERS[kind](3), max_new_tokens=3, seed=seed, **kw)
+        if len(gen.steps) < 2 or not gen.steps[1].drafted:
+            continue   # the first new token left the prompt's tokens: nothing to look up (deterministic per prefix)
+        tokens.append(gen.tokens[1])
+        prefixes.append(prompt + gen.tokens[:1])
+    assert len(prefixes) > 300
+    expected = next_token_probs(bigram_target, prefixes, **kw)
+    drafted_mass = float(expected[path[1]])   # the mean mass of the most likely token, drafted where token 0 = path[0]
+    assert drafted_mass > 0.2
+    counts = torch.bincount(torch.tensor(tokens), minlength=expected.numel()).double()
+    assert chi_square(counts, expected).pvalue > 1e-3

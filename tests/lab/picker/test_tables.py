@@ -1,4 +1,7 @@
-"""lab.picker.tables: the seed tables hold the seed lessons' numbers."""
+"""lab.picker.tables: the seed tables hold the seed lessons' numbers; the arena numbers come from the committed
+run."""
+import pytest
+
 from lab import picker
 
 
@@ -24,3 +27,23 @@ def test_suffix_decoding_s_row_is_the_course_s_measurement():
     assert "suffix" in picker.METHODS and picker.METHOD_LABELS["suffix"] == "suffix decoding"
     assert "agent" in picker.TASKS and NEAREST_ROW["agent"] == "structured"
     assert "earlier outputs" in TASK_LABELS["agent"]
+
+
+def test_the_arena_numbers_come_from_the_committed_file_and_a_missing_cell_is_named(tmp_path, monkeypatch):
+    """lab.picker.tables reads the committed arena at import; a file without a cell the picker quotes is refused
+    with the file and the cell named (not a bare KeyError)."""
+    import json
+
+    import lab.picker.tables as tables
+
+    run = json.loads(tables.ARENA_FILE.read_text())
+    rows = {(r["task"], r["temperature"], r["drafter"]): r for r in run["arena"]["rows"]}
+    assert tables.ARENA_CHAT_SPEEDUPS[("ngram", 1)] == round(rows[("chat", 1.0, "ngram")]["measured_speedup"], 2)
+    suffix_agent = rows[("agent", 0.0, "suffix")]["tokens_per_target_call"]
+    assert tables.ARENA_SUFFIX_PER_CALL["agent"][0] == round(suffix_agent, 2)
+    run["arena"]["rows"] = [r for r in run["arena"]["rows"] if (r["task"], r["drafter"]) != ("chat", "lookahead")]
+    broken = tmp_path / "arena.json"
+    broken.write_text(json.dumps(run))
+    monkeypatch.setattr(tables, "ARENA_FILE", broken)
+    with pytest.raises(ValueError, match=r"arena.json: the picker quotes .*\('chat', 0, 'lookahead'\)"):
+        tables._arena_rows()
