@@ -25,6 +25,33 @@ def test_arena_with_a_hub_pair_skips_the_drafters_it_lacks(hub_pair, monkeypatch
     assert "not run with pair gpt2: medusa (" in captured.err
 
 
+def test_arena_prints_its_reading_after_the_tables(hub_pair, monkeypatch, capsys):
+    """Without --json the command ends with the run read in words (lab.arena_reading), built from the same rows."""
+    import lab.arena
+    from lab.arena_reading import read_adaptive, read_arena
+
+    runs = {}
+    real_arena, real_adaptive = lab.arena.run_arena, lab.arena.compare_adaptive
+
+    def arena_spy(pair, **kwargs):
+        kwargs.update(tasks=("prose",), temperatures=(0.0,))
+        runs["arena"] = real_arena(pair, **kwargs, progress=False)
+        return runs["arena"]
+
+    def adaptive_spy(pair, **kwargs):
+        runs["adaptive"] = real_adaptive(pair, **dict(kwargs, n_values=(1, 2)), progress=False)
+        return runs["adaptive"]
+
+    monkeypatch.setattr(lab.arena, "run_arena", arena_spy)
+    monkeypatch.setattr(lab.arena, "compare_adaptive", adaptive_spy)
+    assert cli.main(["arena", "--pair", "gpt2", "--prompts", "1", "--max-new-tokens", "2"]) == 0
+    out = capsys.readouterr().out
+    reading = out.split("The run, read (lab.arena_reading)\n\n", 1)[1]
+    assert reading.startswith(read_arena(runs))
+    assert reading.rstrip().endswith(read_adaptive(runs["adaptive"]))
+    assert "**The baseline.**" in reading and "- **prose**: most tokens per target call:" in reading
+
+
 def test_arena_help_describes_the_options_with_their_defaults(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["arena", "--help"])
