@@ -247,6 +247,24 @@ def test_first_speculated_token_matches_target_distribution(pair, heads, prompts
     assert chi_square(counts, next_token_probs(pair.target, prefixes)).pvalue > 1e-3
 
 
+def test_a_rejection_resamples_from_the_residual(pair, heads, prompts):
+    """The distribution test where resampling from the wrong distribution shows: on the third prompt, which the
+    heads were not fitted to, at T = 0.7, the target's mass gathers on a few tokens and the heads' drafts often miss
+    them, so a rejection resampled from the target instead of the residual would over-weight the drafted tokens
+    (at T = 1 on the fitted prompt above that error is too spread out to see)."""
+    ids = prompts[2]
+    drafter = MTPDrafter(pair.target, heads, n_draft=2)
+    counts, prefixes, accepted = torch.zeros(pair.target.config.vocab_size), [], 0
+    for seed in range(1000):
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=0.7, seed=seed)
+        assert gen.steps[1].drafted
+        accepted += gen.steps[1].num_accepted > 0
+        counts[gen.tokens[1]] += 1
+        prefixes.append(ids + gen.tokens[:1])
+    assert 100 < accepted < 900, accepted  # both acceptance and the residual were exercised, often
+    assert chi_square(counts, next_token_probs(pair.target, prefixes, temperature=0.7)).pvalue > 1e-3
+
+
 def test_real_pair_parity_with_the_committed_heads(smollm2_pair):
     if not (MTP_DIRS["smollm2-135m"] / "model.safetensors").is_file():
         pytest.skip("the real pair's MTP heads are not committed yet (python -m lab train chat-mtp)")
