@@ -64,7 +64,7 @@ def _cap(text):
 
 
 def _signed(value):
-    return f"{value + 0.0 if round(value, 2) else 0.0:+.2f}".replace("-", "−")   # never "−0.00"
+    return f"{value if round(value, 2) else 0.0:+.2f}".replace("-", "−")   # never "−0.00"
 
 
 def _task(task):
@@ -122,6 +122,11 @@ def _compare(a, b):
     if _level(a, b):
         return "level with"
     return "ahead of" if a > b else "behind"
+
+
+def _largest_loss(row):
+    """The efficiency factor that took most of the row's predicted speedup (its smallest factor)."""
+    return min(row["efficiency_factors"], key=row["efficiency_factors"].get)
 
 
 def _flag(value):
@@ -387,10 +392,9 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
     rows = _drafter_rows(result, task, temperature)
     if not rows:
         raise ValueError(f"task {task!r} at T = {temperature:g} is not in this arena run")
-    worst = {id(r): min(r["efficiency_factors"], key=r["efficiency_factors"].get) for r in rows}
     by_factor = {}
-    for r in sorted(rows, key=lambda r: r["efficiency_factors"][worst[id(r)]]):
-        by_factor.setdefault(worst[id(r)], []).append(r)
+    for r in sorted(rows, key=lambda r: min(r["efficiency_factors"].values())):
+        by_factor.setdefault(_largest_loss(r), []).append(r)
     parts = [f"{_FACTOR_LABELS[factor]} for " + _join(
         f"{_label(r['drafter'])} (× {_x(r['efficiency_factors'][factor])})" for r in group)
         for factor, group in by_factor.items()]
@@ -405,11 +409,11 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
                                       if i == 0 else f"{_x(r['target_call_cost'])} for {_label(r['drafter'])}"
                                       for i, r in enumerate(chains)) + ".")
     every = _drafter_rows(result)
-    elsewhere = [r for r in every if min(r["efficiency_factors"], key=r["efficiency_factors"].get) != "target_call"]
+    elsewhere = [r for r in every if _largest_loss(r) != "target_call"]
     if elsewhere:
         kinds = {}
         for r in elsewhere:
-            kinds.setdefault(min(r["efficiency_factors"], key=r["efficiency_factors"].get), []).append(r)
+            kinds.setdefault(_largest_loss(r), []).append(r)
         text += (f" Over the whole run, {len(elsewhere)} of {len(every)} rows "
                  f"{'loses' if len(elsewhere) == 1 else 'lose'} most to something other than the "
                  "target call: " + "; ".join(f"{_FACTOR_LABELS[f]} for " + _join(_where(r) for r in g)
