@@ -9,7 +9,8 @@ draft against the draft model it came from, the MTP heads against EAGLE) and tem
 where the predicted speedup went, :func:`read_adaptive` reads :func:`lab.arena.compare_adaptive`'s result. Every
 part reads the temperatures the run has and leaves out what it did not measure (a task, a temperature, a drafter).
 
-The wording follows the numbers: "ahead", "level" and "behind" are chosen from the values (:data:`LEVEL`), and a
+The wording follows the numbers: "ahead", "level" and "behind" are chosen from the values
+(:func:`lab.metrics.compare_speedups`, level within :data:`lab.metrics.LEVEL`), and a
 value is compared as it is printed (two decimals), so the text never calls 0.25 "lower" than 0.25. The explanations
 (why copying wins on copy/edit requests, why Medusa's tree is dear on a CPU) stay in the lesson's prose; this module
 only says what was measured.
@@ -19,6 +20,7 @@ from __future__ import annotations
 from statistics import mean
 
 from lab.arena import DRAFTER_LABELS
+from lab.metrics import LEVEL, compare_speedups
 
 __all__ = ["read_arena", "read_baselines", "read_kinds", "read_methods", "read_temperature", "read_factors",
            "read_adaptive", "TASK_LABELS", "LEVEL"]
@@ -27,12 +29,6 @@ TASK_LABELS = {"chat": "chat", "code": "code", "structured": "structured output"
                "multi_turn": "multi-turn edits", "agent": "agent loops", "prose": "prose", "copy": "copy"}
 """How the reading names each task kind of :data:`lab.prompts.CHAT_TASKS`, :data:`lab.prompts.CONVERSATION_TASKS`
 and :data:`lab.prompts.ARENA_TASKS`."""
-LEVEL = 0.03
-"""Two speedups are called level when they differ by less than this share of the larger (3 %). Timing the same
-drafter on the same requests twice moved its speedup by that much in the committed runs of lesson 12 (the draft model
-at N = 4 in the arena and again in the adaptive comparison: 1.00× and 0.97× in one run, 0.99× and 1.00× in the
-next)."""
-
 # how running text names a drafter; the others go by their table label
 _NAMES = {"model": "the draft model", "parallel": "the parallel draft", "mtp": "the MTP heads",
           "lookahead": "Lookahead", "early-exit": "early exit"}
@@ -114,14 +110,7 @@ def _calls(row):
 
 
 def _level(a, b):
-    return abs(a - b) < LEVEL * max(a, b)
-
-
-def _compare(a, b):
-    """'ahead of', 'level with' or 'behind' for speedup a against speedup b (:data:`LEVEL`)."""
-    if _level(a, b):
-        return "level with"
-    return "ahead of" if a > b else "behind"
+    return compare_speedups(a, b) == "level with"
 
 
 def _largest_loss(row):
@@ -238,7 +227,7 @@ def read_kinds(result: dict, temperature: float | None = None) -> str:
             if len(by_speed) > 1:
                 text += f", then {_label(by_speed[1]['drafter'])} at {_x(_speed(by_speed[1]))}×"
         text += f" (all: {_span(_speed(r) for r in rows)}×)."
-        if _r(_calls(fastest)) < _r(_calls(top)) and _compare(_speed(fastest), _speed(top)) == "ahead of":
+        if _r(_calls(fastest)) < _r(_calls(top)) and compare_speedups(_speed(fastest), _speed(top)) == "ahead of":
             text += (f" {_cap(_label(fastest['drafter']))} was faster than {_label(top['drafter'])} on fewer tokens "
                      f"per call ({_x(_calls(fastest))} against {_x(_calls(top))}): drafting "
                      f"{_x(fastest['draft_ms_per_step'], 1)} ms a step against {_x(top['draft_ms_per_step'], 1)} ms, "
@@ -292,7 +281,7 @@ def _against(result, kind, other, what, temperature):
              + "; ".join(f"{_task(t)} {_x(_calls(a))} against {_x(_calls(b))}" for t, a, b in pairs) + ").")
     verdict = {}
     for t, a, b in pairs:
-        verdict.setdefault(_compare(_speed(a), _speed(b)), []).append(t)
+        verdict.setdefault(compare_speedups(_speed(a), _speed(b)), []).append(t)
     text += " Speed: " + "; ".join(
         f"{word} {them} on {_join(_task(t) for t in tasks)}" for word, tasks in verdict.items()) + "."
     return text

@@ -24,10 +24,11 @@ _PROSE = ("chat", "long_text")  # the tasks where prompt lookup and Lookahead ar
 
 def _versus(ours: float, theirs: float) -> str:
     """``"ahead of"``, ``"level with"`` or ``"behind"``: one measured speedup against another as printed (two
-    decimals). A gap under 0.1× is "level": in lesson 12's arena each drafter keeps the faster of two timings per cell,
-    and gaps that small move from run to run."""
-    gap = round(ours * 100) - round(theirs * 100)
-    return "level with" if abs(gap) < 10 else ("ahead of" if gap > 0 else "behind")
+    decimals), by the course's one rule (:func:`lab.metrics.compare_speedups`: level within 3 % of the larger, the
+    spread of one drafter timed twice in lesson 12's runs)."""
+    from lab.metrics import compare_speedups  # here: lab.metrics imports torch, and `import lab.picker` stays light
+
+    return compare_speedups(round(ours, 2), round(theirs, 2))
 
 
 def _lookup_on_chat() -> str:

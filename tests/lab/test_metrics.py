@@ -65,6 +65,21 @@ def test_bad_input_raises_value_error(call):
         call()
 
 
+def test_compare_speedups_calls_gaps_under_three_percent_level():
+    """One rule for every comparative word: level within 3 % of the larger, else ahead of / behind, either way."""
+    compare = metrics.compare_speedups
+    assert metrics.LEVEL == 0.03
+    assert [compare(a, b) for a, b in ((1.61, 1.37), (1.00, 1.02), (1.02, 1.00), (0.90, 0.88), (1.00, 1.04),
+                                       (1.04, 1.00), (2.00, 2.07), (2.00, 2.06), (0.31, 1.0))] == [
+        "ahead of", "level with", "level with", "level with", "behind", "ahead of", "behind", "level with", "behind"]
+    assert compare(torch.tensor(1.5), 1.5) == "level with"  # a one-element tensor is its value
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "1.2", None):
+        with pytest.raises(ValueError, match="speedup must be a finite number > 0"):
+            compare(bad, 1.0)
+        with pytest.raises(ValueError, match="other must be a finite number > 0"):
+            compare(1.0, bad)
+
+
 # --- metrics: divergences -----------------------------------------------------------------------------------
 
 def test_kl_total_variation_and_acceptance_known_values():
