@@ -8,10 +8,12 @@ from pathlib import Path
 
 from lab.cli.options import positive_int
 
-__all__ = ["add_parser", "run", "OUT_RECIPES"]
+__all__ = ["add_parser", "run", "OUT_RECIPES", "INIT_RECIPES"]
 
 OUT_RECIPES = ("chat-draft", "chat-eagle", "chat-medusa", "chat-mtp", "chat-eagle3", "chat-parallel")
 """The recipes ``--out`` applies to: the real pair's drafts."""
+INIT_RECIPES = ("chat-eagle", "chat-eagle3")
+"""The recipes ``--init`` applies to: the real pair's feature drafts, which can continue a saved draft."""
 
 
 def add_parser(sub) -> None:
@@ -46,6 +48,10 @@ def add_parser(sub) -> None:
                         "folder to write the draft to (default: the committed one in lab/assets/smollm2-135m/, and "
                         "for chat-eagle3 and chat-parallel <cache>/drafts/smollm2-135m-eagle3 / -parallel); a "
                         "retrain that should not replace the committed weights passes one")
+    t.add_argument("--init", type=Path, default=None,
+                   help="chat-eagle and chat-eagle3 only: continue training the draft saved in this folder (its "
+                        "weights and draft vocabulary) for 500 more steps from a peak learning rate of 3e-4 "
+                        "(lab.training.chat_eagle.CONTINUATION), e.g. --init lab/assets/smollm2-135m/eagle3")
 
 
 def run(args) -> int:
@@ -65,8 +71,14 @@ def run(args) -> int:
         print(f"python -m lab train: error: --out applies to {', '.join(OUT_RECIPES)} only, not to {args.what}",
               file=sys.stderr)
         return 2
+    if getattr(args, "init", None) is not None and args.what not in INIT_RECIPES:
+        import sys
+
+        print(f"python -m lab train: error: --init applies to {', '.join(INIT_RECIPES)} only, not to {args.what}",
+              file=sys.stderr)
+        return 2
     if args.what == "chat-data" or args.what in OUT_RECIPES:
-        return _train_chat(args.what, getattr(args, "out", None))
+        return _train_chat(args.what, getattr(args, "out", None), getattr(args, "init", None))
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
         print((Path(out) / "training.json").read_text())
@@ -100,14 +112,15 @@ def run(args) -> int:
     return 0
 
 
-def _train_chat(what: str, out_dir: Path | None = None) -> int:
+def _train_chat(what: str, out_dir: Path | None = None, init: Path | None = None) -> int:
     """``train chat-data`` (bfloat16 where native: generation), ``train chat-draft`` (float32 target, bf16 autocast
     where native; ``chat-parallel`` too, which adapts that draft) or ``train chat-eagle`` / ``chat-medusa`` /
     ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
     dtype, whose features the drafter reads), all on the CPU, logging to stdout and printing the draft's
     ``training.json``; ``chat-parallel`` then writes its card's measurements and ``chat-eagle3`` its card
     (:func:`lab.training.chat_eagle3.write_chat_eagle3_card`), timed with the real pair in its serving dtype.
-    ``out_dir``: the folder to write the draft to, None for the recipe's default."""
+    ``out_dir``: the folder to write the draft to, None for the recipe's default; ``init``: a saved draft to continue
+    (``chat-eagle`` / ``chat-eagle3``, :data:`lab.training.chat_eagle.CONTINUATION`), None to train a fresh one."""
     import time
 
     from lab.models import load_target
@@ -133,7 +146,16 @@ def _train_chat(what: str, out_dir: Path | None = None) -> int:
         # the draft model distils from the float32 target; the feature drafts read features in the fast dtype
         distilled = what in ("chat-draft", "chat-parallel")
         pair = load_target(device="cpu") if distilled else load_target(device="cpu", dtype="auto")
-        out = trainer(pair, log=log) if out_dir is None else trainer(pair, out_dir=out_dir, log=log)
+        options = {} if out_dir is None else {"out_dir": out_dir}
+        if init is not None:
+            from dataclasses import replace
+
+            from lab.training.chat_eagle import CONTINUATION, ChatEagleRecipe
+            from lab.training.chat_eagle3 import ChatEagle3Recipe
+
+            fresh = ChatEagleRecipe() if what == "chat-eagle" else ChatEagle3Recipe()
+            options["recipe"] = replace(fresh, init=str(init), **CONTINUATION)
+        out = trainer(pair, log=log, **options)
         print((Path(out) / "training.json").read_text())
         if what == "chat-parallel":  # the card's timings, in the dtype the arena and bench serve the pair in
             from lab.models import load_pair

@@ -61,7 +61,8 @@ def eagle3_card(pair_name: str) -> dict:
     in :data:`EAGLE3_DIRS`), beside the committed EAGLE draft's, in one shape whichever recipe wrote them
     (``python -m lab train eagle3`` for the Shakespeare pair, ``train chat-eagle3`` for the real pair):
 
-    - ``steps``, ``batch``: EAGLE-3's training steps and sequences per step; ``eagle_steps``: the EAGLE draft's;
+    - ``steps``, ``batch``: EAGLE-3's training steps (a continued draft's counted over its runs, ``continued_from``)
+      and sequences per step; ``eagle_steps``: the EAGLE draft's, counted the same way;
     - ``data``: what both were trained on; ``held_out``: what the agreement was scored on (both str);
     - ``agreement``: EAGLE-3's held-out teacher-forced agreement with the target's greedy token at drafting steps
       1, 2, 3 (floats); ``eagle_agreement``: the EAGLE draft's at step 1 on the same tokens;
@@ -84,17 +85,25 @@ def eagle3_card(pair_name: str) -> dict:
         agreement = [per_step[f"step_{k}"]["all"] for k in (1, 2, 3)]
         eagle_agreement = train["eagle_on_the_same_held_out"]["agreement"]["all"]
         data = "the same chat data"
+        if train.get("continued_from"):
+            data += (f" (the last {train['recipe']['steps']:,} steps of each continuing the first run on data rebuilt "
+                     "later)")
         held_out = f"its {train['data']['held_out_sequences']} held-out sequences"
     else:  # the Shakespeare recipe: both drafts scored on the same held-out corpus windows (measurements.json)
         agreement = list(measured["teacher_forced_agreement"]["eagle3"])
         eagle_agreement = measured["teacher_forced_agreement"]["eagle"][0]
         data = "the same corpus"
         held_out = "64 held-out windows of 256 tokens"
-    return {"steps": train["recipe"]["steps"], "batch": train["recipe"]["batch"],
-            "eagle_steps": eagle["recipe"]["steps"] if "recipe" in eagle else eagle["steps"],
+    return {"steps": _all_steps(train), "batch": train["recipe"]["batch"], "eagle_steps": _all_steps(eagle),
             "data": data, "held_out": held_out, "agreement": agreement, "eagle_agreement": eagle_agreement,
             "decoding": {row["method"]: row for row in measured["decoding"]["rows"]},
             "settings": measured["decoding"]["settings"]}
+
+
+def _all_steps(info: dict) -> int:
+    """A ``training.json``'s steps, with those of the runs it continued (``continued_from``, nested)."""
+    steps = info["recipe"]["steps"] if "recipe" in info else info["steps"]
+    return steps + (_all_steps(info["continued_from"]) if info.get("continued_from") else 0)
 
 
 def default_layers(num_layers: int) -> tuple:

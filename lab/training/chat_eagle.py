@@ -29,7 +29,14 @@ from lab.training.eagle import eagle_loss
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatEagleRecipe", "chat_features", "eagle_batch", "chat_eagle_agreement", "feature_data",
-           "train_chat_eagle", "draft_vocab_coverage"]
+           "train_chat_eagle", "draft_vocab_coverage", "CONTINUATION", "continued_from"]
+
+CONTINUATION = {"steps": 500, "lr": 3e-4, "warmup": 25}
+"""How ``python -m lab train chat-eagle --init DIR`` (and ``chat-eagle3``) continue a saved draft: 500 more steps on a
+new cosine schedule from a peak of 3e-4 (under a third of a first run's 1e-3) after 25 warm-up steps, the rest of the
+recipe unchanged. Measured on the real pair (rebuilt template chat data, 1,863 training sequences; 8 held-out
+requests x 96 tokens, bfloat16): the committed EAGLE draft, 1,000 steps, gained α 0.450 -> 0.475 at N = 2, the
+EAGLE-3 draft, already 2,000 steps, 0.499 -> 0.519 at N = 3 (their cards)."""
 
 
 @dataclass
@@ -52,6 +59,7 @@ class ChatEagleRecipe:
     chain_steps: int = 200   # the last steps also score drafting steps 2..chain_depth
     chain_depth: int = 3
     held_out_share: float = 0.03
+    init: str | None = None  # a saved EAGLE draft to continue training (its weights and draft vocabulary); None: fresh
 
 
 def _cut(sequence: dict, max_len: int) -> tuple[torch.Tensor, int]:
@@ -261,7 +269,12 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
         pair, recipe.seed, recipe.held_out_share, recipe.max_len, recipe.draft_vocab, log)
     config = {"width": recipe.width, "heads": recipe.heads, "kv_heads": recipe.kv_heads,
               "intermediate": recipe.intermediate}
-    model = EagleDraftModel(target, config, draft_vocab=vocab).float().train()
+    earlier = continued_from(recipe.init)  # read before out_dir, which may be the same folder, is written
+    if recipe.init is None:
+        model = EagleDraftModel(target, config, draft_vocab=vocab).float().train()
+    else:  # continue a saved draft: its layout and draft vocabulary, not the recipe's
+        model = EagleDraftModel.from_pretrained(target, recipe.init).float().train()
+        vocab = model.draft_vocab
     pad = pair.eos_token_id
     opt = make_optimizer(model, recipe.lr)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -303,10 +316,20 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
             "draft_vocab_coverage": draft_vocab_coverage(train, vocab),
             "held_out_agreement": chat_eagle_agreement(model, held, held_features, recipe.max_len, pad),
             "minutes": round((time.time() - t0) / 60, 1), "history": history, "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
+            "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast(),
+            "continued_from": earlier}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(checkpoint, ignore_errors=True)
     return out_dir
+
+
+def continued_from(init) -> dict | None:
+    """The ``training.json`` of the saved draft in ``init`` that a run continues (``recipe.init``), or None for a
+    fresh run or a folder without one: kept in the new ``training.json`` so the card can tell both runs apart."""
+    if init is None:
+        return None
+    path = Path(init) / "training.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def draft_vocab_coverage(sequences: list[dict], vocab: torch.Tensor) -> float:

@@ -90,3 +90,45 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
     serving = ("smollm2-135m", {"device": "cpu", "dtype": "auto"})
     assert measured == ([(serving, tmp_path)] * 2 if what == "chat-parallel" else [])
     assert carded == ([(serving, tmp_path)] * 2 if what == "chat-eagle3" else [])
+
+
+def test_the_cli_refuses_init_outside_the_feature_drafts(tmp_path, capsys):
+    """--init continues a saved EAGLE or EAGLE-3 draft; the other recipes have nothing to continue from."""
+    from lab import cli
+
+    assert cli.main(["train", "chat-medusa", "--init", str(tmp_path)]) == 2
+    assert "--init applies to chat-eagle, chat-eagle3 only, not to chat-medusa" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("what, trainer_name, recipe_name", [
+    ("chat-eagle", "train_chat_eagle", "ChatEagleRecipe"), ("chat-eagle3", "train_chat_eagle3", "ChatEagle3Recipe")])
+def test_the_cli_continues_a_saved_draft_with_the_continuation_schedule(what, trainer_name, recipe_name, tmp_path,
+                                                                        monkeypatch, capsys):
+    """--init DIR hands the trainer its default recipe with init = DIR and CONTINUATION's steps, lr and warm-up."""
+    import importlib
+
+    import lab.models
+    import lab.training.chat_eagle3
+    from lab import cli
+    from lab.training.chat_eagle import CONTINUATION
+
+    module = importlib.import_module("lab.training." + what.replace("-", "_"))
+    seen = []
+
+    def fake_train(pair, recipe=None, out_dir="default", log=print):
+        seen.append((recipe, out_dir))
+        (tmp_path / "training.json").write_text("{}")
+        return tmp_path
+
+    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: kwargs)
+    monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: (name, kwargs))
+    monkeypatch.setattr(lab.training.chat_eagle3, "write_chat_eagle3_card", lambda pair, out: out / "training.json")
+    monkeypatch.setattr(module, trainer_name, fake_train)
+    assert cli.main(["train", what, "--init", str(tmp_path / "saved"), "--out", str(tmp_path / "next")]) == 0
+    (recipe, out_dir), = seen
+    fresh = getattr(module, recipe_name)()
+    assert out_dir == tmp_path / "next" and recipe.init == str(tmp_path / "saved")
+    assert (recipe.steps, recipe.lr, recipe.warmup) == (CONTINUATION["steps"], CONTINUATION["lr"],
+                                                        CONTINUATION["warmup"]) == (500, 3e-4, 25)
+    assert recipe.batch == fresh.batch and recipe.seed == fresh.seed  # the rest of the recipe is the default
+

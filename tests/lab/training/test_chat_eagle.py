@@ -84,3 +84,11 @@ def test_a_short_run_saves_a_draft_the_drafter_loads(smollm2_pair, tmp_path, mon
     prompt = pair.encode_chat("Name a fruit.")
     want = generate(pair.target, prompt, max_new_tokens=8).tokens
     assert generate(pair.target, prompt, drafter=drafter, max_new_tokens=8).tokens == want
+    # recipe.init continues a saved draft: at learning rate 0 it saves the same weights (and draft vocabulary) again
+    again = module.train_chat_eagle(pair, replace(recipe, init=str(out), lr=0.0, draft_vocab=128),
+                                    out_dir=tmp_path / "again", log=lambda m: None)
+    assert json.loads((again / "training.json").read_text())["continued_from"] == info
+    saved, kept = (EagleDrafter.from_pretrained(pair, directory=d).model.state_dict() for d in (out, again))
+    for name in saved:
+        if not name.startswith("layer.embed_tokens"):  # unused, not saved: a fresh random table each load
+            assert torch.equal(kept[name], saved[name]), name

@@ -52,8 +52,8 @@ def chat_data(sequences, tmp_path, monkeypatch):
 
 
 def recipe(**changes):
-    return replace(module.ChatEagle3Recipe(**SMALL), draft_vocab=40, steps=30, batch=4, lr=1e-2, warmup=2,
-                   checkpoint_every=10, **changes)
+    small = dict(draft_vocab=40, steps=30, batch=4, lr=1e-2, warmup=2, checkpoint_every=10)
+    return replace(module.ChatEagle3Recipe(**SMALL), **{**small, **changes})
 
 
 def test_layer_features_are_the_targets_and_cached_in_parts(pair, chat_data, tmp_path, monkeypatch):
@@ -138,6 +138,30 @@ def test_a_short_run_learns_saves_a_draft_that_drafts_exactly_and_a_killed_run_r
     for name in a:
         if not name.startswith("layer.embed_tokens"):  # unused, not saved: a fresh random table each load
             torch.testing.assert_close(a[name], b[name], msg=name)
+
+
+def test_a_continued_run_starts_from_the_saved_draft_and_keeps_its_record(pair, chat_data, tmp_path):
+    """recipe.init: the run starts from the saved weights (at learning rate 0 it saves them again), keeps their d2t
+    even when the recipe would count another vocabulary, and stores the first run's training.json."""
+    first = module.train_chat_eagle3(pair, recipe(), out_dir=tmp_path / "first", **QUIET)
+    before = json.loads((first / "training.json").read_text())
+    assert before["continued_from"] is None
+    # at learning rate 0 a continued run is the saved draft again: same weights, same held-out agreement
+    still = module.train_chat_eagle3(pair, recipe(init=str(first), steps=6, lr=0.0, draft_vocab=24),
+                                     out_dir=tmp_path / "still", **QUIET)
+    info = json.loads((still / "training.json").read_text())
+    assert info["continued_from"] == before and info["recipe"]["init"] == str(first)
+    assert info["held_out_agreement"] == before["held_out_agreement"]
+    saved = Eagle3DraftModel.from_pretrained(pair.target, first).state_dict()
+    kept = Eagle3DraftModel.from_pretrained(pair.target, still).state_dict()
+    for name in saved:
+        if not name.startswith("layer.embed_tokens"):  # unused, not saved: a fresh random table each load
+            assert torch.equal(kept[name], saved[name]), name  # the d2t too: 40 ids, not the recipe's 24
+    moved = module.train_chat_eagle3(pair, recipe(init=str(first), steps=6), out_dir=tmp_path / "moved", **QUIET)
+    assert not torch.equal(Eagle3DraftModel.from_pretrained(pair.target, moved).fc.weight, saved["fc.weight"])
+    with pytest.raises(ValueError, match="recipe.init: the draft in .* reads layers"):
+        module.train_chat_eagle3(pair, recipe(init=str(first), hidden_layers=[1, 2, 3]), out_dir=tmp_path / "x",
+                                 **QUIET)
 
 
 @pytest.mark.parametrize("bad,message", [({"steps": 0}, "recipe.steps"), ({"depth": 0}, "recipe.depth"),
