@@ -125,8 +125,9 @@ def test_lesson_12_baseline_paragraph(arena):
     step = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in arena["run"]["arena"]["rows"]
             if r["drafter"] == "autoregressive"}
     assert all(step[("agent", T)] > step[("chat", T)] for T in (0.0, 1.0))
-    says(text, "sampling adds a little to every step")
-    assert all(step[(t, 1.0)] > step[(t, 0.0)] for t in KINDS)
+    says(text, "sampling usually adds a little to a step")
+    assert sum(step[(t, 1.0)] > step[(t, 0.0)] for t in KINDS) >= 4
+    assert sum(step[(t, 1.0)] for t in KINDS) > sum(step[(t, 0.0)] for t in KINDS)
     says(text, "A slowdown has an honest way past an efficiency of 1")
 
 
@@ -158,11 +159,11 @@ def test_lesson_12_what_to_expect_holds_in_the_committed_run(arena):
     assert min(best, key=best.get) == "chat"
     # T = 1: the deterministic proposers lose more α than the sampled drafts
     says(text, "The draft model and EAGLE sample their drafts from a distribution close to the target's")
-    says(text, "and can keep more of their α than the copying methods")
+    says(text, "and can keep more of their α; how close each draft is decides how much")
     fall = {(t, k): row(t, k)["alpha"] - row(t, k, 1.0)["alpha"] for t in KINDS for k in DETERMINISTIC + SAMPLED}
     assert {k for _, k in sorted(fall, key=fall.get)[-3:]} <= set(DETERMINISTIC)   # the largest falls
     mean_fall = {k: sum(fall[(t, k)] for t in KINDS) / len(KINDS) for k in DETERMINISTIC + SAMPLED}
-    assert max(mean_fall[k] for k in SAMPLED) < min(mean_fall[k] for k in COPYING)
+    assert min(mean_fall[k] for k in SAMPLED) < min(mean_fall[k] for k in COPYING)  # the closest draft keeps most
     # early exit: half the layers, about half a step a draft, two steps for N = 4; slower everywhere
     early = [r for r in _rows(arena) if r["drafter"] == "early-exit"]
     assert all(0.4 < r["cost_ratio"] < 0.7 and r["n_draft"] == 4 and r["measured_speedup"] < 1 for r in early)
@@ -191,13 +192,16 @@ def test_lesson_12_quotes_the_drafts_cards(arena):
     assert "the same split as the EAGLE draft's" in (card / "README.md").read_text()
     ours = training["held_out_agreement"]["step_1"]["all"]
     eagles = training["eagle_on_the_same_held_out"]["agreement"]["all"]
-    eagle_steps = json.loads((card.parent / "eagle" / "training.json").read_text())["recipe"]["steps"]
-    assert quoted(text, r"the same chat data for ([\d,]+) steps against EAGLE's ([\d,]+); its card puts it ahead of "
-                        r"EAGLE on held-out agreement at\s+the first drafting step \(([\d.]+) against ([\d.]+)\)") == (
-        f"{training['recipe']['steps']:,}", f"{eagle_steps:,}", _x(ours, 3), _x(eagles, 3))
-    assert ours > eagles
-    assert quoted(text, r"this draft had the same test but ([\d,]+) answers of a 135 M-parameter target") == (
-        f"{training['data']['train_sequences']:,}",)
+    eagle = json.loads((card.parent / "eagle" / "training.json").read_text())
+    first3, first1 = training["continued_from"], eagle["continued_from"]  # both: a first run, then continued
+    assert quoted(text, r"the same chat data for ([\d,]+) steps against EAGLE's ([\d,]+), then both went on for "
+                        r"([\d,]+) more steps the same way; its card puts it ahead of EAGLE on held-out agreement at "
+                        r"the first drafting step \(([\d.]+) against ([\d.]+)\)") == (
+        f"{first3['recipe']['steps']:,}", f"{first1['recipe']['steps']:,}", f"{training['recipe']['steps']:,}",
+        _x(ours), _x(eagles))
+    assert ours > eagles and training["recipe"]["steps"] == eagle["recipe"]["steps"]
+    says(text, "this draft had the same test but a few thousand answers of a 135 M-parameter target")
+    assert 1000 < first3["data"]["train_sequences"] < 10000
     mtp = json.loads((SOLUTIONS.parent / "lab" / "assets" / "smollm2-135m" / "mtp" / "training.json").read_text())
     data = mtp["data"]
     says(text, f"trained on {data['train_sequences']} answers ({data['sequences']} sequences, "
@@ -434,10 +438,15 @@ def test_lesson_11_eagle_chain_against_medusa():
     assets = SOLUTIONS.parent / "lab" / "assets"
     card = json.loads((assets / "smollm2-135m" / "eagle" / "training.json").read_text())
     readme = " ".join((assets / "smollm2-135m" / "README.md").read_text().split())
-    says(text, "on the real pair's 115 held-out training-style sequences the two committed drafts agree with the "
-               "target about equally often (its model card: 0.46 for EAGLE, 0.47 for the draft model, teacher-forced)")
-    assert card["data"]["held_out_sequences"] == 115 and round(card["held_out_agreement"]["all"], 2) == 0.46
+    says(text, "after its first run, on the 115 held-out training-style sequences of its split, EAGLE agreed with the "
+               "target about as often as the draft model (0.46 against 0.47); continued for 500 more steps, it agrees "
+               "more often on the 57 held-out sequences of the rebuilt chat data (0.59 against 0.49)")
+    first = card["continued_from"]
+    assert first["data"]["held_out_sequences"] == 115 and round(first["held_out_agreement"]["all"], 2) == 0.46
     assert "self-written 0.40, all 0.47" in readme and "self-written 0.44, all 0.46" in readme
+    assert card["recipe"]["steps"] == 500 and card["data"]["held_out_sequences"] == 57
+    assert round(card["held_out_agreement"]["all"], 2) == 0.59
+    assert "all 0.59, against 0.54 before it on the same sequences and the draft model's 0.49 there" in readme
     shakespeare = json.loads((assets / "shakespeare" / "eagle" / "config.json").read_text())
     says(text, "the Shakespeare pair's works at a narrower 160")
     says(text, "The Shakespeare pair's 2,048-token head needs no such cut")
@@ -621,40 +630,53 @@ def test_lesson_11_eagle3_section():
     assert (word == "earned more") == (e3["tokens_per_target_call"] > e1["tokens_per_target_call"])
     steps = ", ".join(f"{train3['held_out_agreement'][f'step_{k}']['all']:.2f}" for k in (1, 2, 3))
     assert f"teacher-forced agreement at steps 1-3: EAGLE-3 {steps}; EAGLE at step 1 " in out
-    eagle_steps = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]["steps"]
-    assert (f"EAGLE trained {eagle_steps:,} steps and EAGLE-3 {train3['recipe']['steps']:,} steps of "
-            f"{train3['recipe']['batch']} sequences on the same chat data; on its "
-            f"{train3['data']['held_out_sequences']} held-out sequences") in out
+    eagle_train = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())
+    first1, first3 = eagle_train["continued_from"], train3["continued_from"]  # both drafts: a first run, continued
+    eagle_steps = first1["recipe"]["steps"] + eagle_train["recipe"]["steps"]
+    assert (f"EAGLE trained {eagle_steps:,} steps and EAGLE-3 "
+            f"{first3['recipe']['steps'] + train3['recipe']['steps']:,} steps of {train3['recipe']['batch']} "
+            f"sequences on the same chat data (the last {train3['recipe']['steps']} steps of each continuing the first "
+            f"run on data rebuilt later); on its {train3['data']['held_out_sequences']} held-out sequences") in out
     says(text, f"a decoding run of {card3['settings']['prompts']} held-out requests × up to "
                f"{card3['settings']['max_new_tokens']} tokens")
     says(text, f"over {card3['settings']['prompts']} requests of up to {card3['settings']['max_new_tokens']} tokens")
     says(text, f"over the {train3['data']['held_out_sequences']} held-out sequences")
-    says(text, "With twice EAGLE's training steps, EAGLE-3 pulls ahead of it at this scale, by a little. In the card "
-               "it agrees with the target more often at drafting step 1")
+    says(text, "EAGLE-3 pulls ahead of EAGLE at this scale, by a little. Both drafts were trained twice.")
+    says(text, "In their first runs, on the same few thousand answers, EAGLE trained 1,000 steps and EAGLE-3 2,000")
+    assert (first1["recipe"]["steps"], first3["recipe"]["steps"]) == (1000, 2000) and train3["recipe"]["depth"] == 3
+    first_eagle = first3["eagle_on_the_same_held_out"]["agreement"]["all"]
+    curve = [(h["step"], h["agreement"]["step_1"]["all"]) for h in first3["history"] if "agreement" in h]
+    passed = next(i for i, (_, a) in enumerate(curve) if a > first_eagle)
+    assert all(a > first_eagle for _, a in curve[passed:])
+    assert quoted(text, r"its held-out agreement passed EAGLE's\s+between steps ([\d,]+) and ([\d,]+)\)") == (
+        f"{curve[passed - 1][0]:,}", f"{curve[passed][0]:,}")
+    # the continuation: the same recipe for both, 500 steps from the saved drafts, which gained 0.05 and 0.03
+    assert eagle_train["recipe"]["steps"] == train3["recipe"]["steps"] == 500
+    assert (eagle_train["recipe"]["lr"], eagle_train["recipe"]["warmup"]) == (train3["recipe"]["lr"],
+                                                                              train3["recipe"]["warmup"])
+    assert eagle_train["data"] == train3["data"]  # the same rebuilt data
+    gain1 = eagle_train["held_out_agreement"]["all"] - eagle_train["history"][0]["agreement"]["all"]
+    gain3 = train3["held_out_agreement"]["step_1"]["all"] - train3["history"][0]["agreement"]["step_1"]["all"]
+    says(text, f"(held-out agreement up by {_x(gain1)}, against {_x(gain3)} for EAGLE-3)")
+    assert gain1 > gain3 > 0
     eagle_agreement = train3["eagle_on_the_same_held_out"]["agreement"]["all"]
+    says(text, "the card has EAGLE-3 agreeing with the target more often at drafting step 1")
     assert train3["held_out_agreement"]["step_1"]["all"] > eagle_agreement
-    assert train3["recipe"]["steps"] == 2 * eagle_steps and train3["recipe"]["depth"] == 3   # "three passes"
-    curve = [(h["step"], h["agreement"]["step_1"]["all"]) for h in train3["history"] if "agreement" in h]
-    passed = next(i for i, (_, a) in enumerate(curve) if a > eagle_agreement)
-    assert all(a > eagle_agreement for _, a in curve[passed:]) and curve[-1][1] > curve[-2][1]   # "still rising"
-    assert quoted(text, r"its held-out agreement passed EAGLE's between steps ([\d,]+) and ([\d,]+) and was\s+still "
-                        r"rising at step ([\d,]+)\)") == (f"{curve[passed - 1][0]:,}", f"{curve[passed][0]:,}",
-                                                         f"{train3['recipe']['steps']:,}")
-    says(text, "in the card's decoding run its α is higher at N = 2, 3 and 4, by 0.04 at each")
     gaps = [decoded[f"eagle3 N={n}"]["alpha"] - decoded[f"eagle N={n}"]["alpha"] for n in (2, 3, 4)]
-    assert all(_x(g) == "0.04" for g in gaps), gaps
-    says(text, "in lesson 12's committed arena its α is higher than EAGLE's on most kinds of request at T = 0 and in "
-               "most of the 12 cells, though not in all")
+    says(text, "in the card's decoding run its α is higher at N = 2, 3 and 4, by "
+               f"{_x(gaps[0])}, {_x(gaps[1])} and {_x(gaps[2])}")
+    assert all(g > 0 for g in gaps), gaps
     from lab.arena import committed_arena
 
     cells = {(r["task"], r["temperature"], r["drafter"]): r["alpha"]
              for r in committed_arena("smollm2-135m")["arena"]["rows"]}
     ahead = {(task, T): cells[(task, T, "eagle3")] > cells[(task, T, "eagle")]
              for task, T, kind in cells if kind == "eagle3"}
-    assert len(ahead) == 12 and 6 < sum(ahead.values()) < 12
-    assert sum(v for (task, T), v in ahead.items() if T == 0) > 3
-    says(text, "EAGLE trained 1,000 steps and EAGLE-3 2,000 on the same few thousand answers")
-    eagle_recipe = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"]
+    behind_greedy = sorted(task for (task, T), v in ahead.items() if T == 0 and not v)
+    says(text, "in lesson 12's committed arena its α is higher than EAGLE's on every kind of request at T = 0 but "
+               f"chat, and in {sum(ahead.values())} of the 12 cells")
+    assert len(ahead) == 12 and behind_greedy == ["chat"]
+    eagle_recipe = eagle_train["recipe"]
     says(text, f"its MLP is narrower than the EAGLE draft's ({train3['recipe']['intermediate']:,} against "
                f"{eagle_recipe['intermediate']:,})")
     assert train3["recipe"]["intermediate"] < eagle_recipe["intermediate"] and train3["recipe"]["head"] == "target"

@@ -230,8 +230,11 @@ def test_eagle3_card_reads_both_recipes_cards_into_one_shape():
     train = json.loads((EAGLE3_DIRS["smollm2-135m"] / "training.json").read_text())
     assert real["agreement"] == [train["held_out_agreement"][f"step_{k}"]["all"] for k in (1, 2, 3)]
     assert real["eagle_agreement"] == train["eagle_on_the_same_held_out"]["agreement"]["all"]
-    assert real["eagle_steps"] == json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())["recipe"][
-        "steps"]
+    eagle = json.loads((EAGLE_DIRS["smollm2-135m"] / "training.json").read_text())
+    # a continued draft counts the steps of every run: the first run's, then the continuation's
+    assert real["eagle_steps"] == eagle["recipe"]["steps"] + eagle["continued_from"]["recipe"]["steps"] == 1500
+    assert real["steps"] == train["recipe"]["steps"] + train["continued_from"]["recipe"]["steps"] == 2500
+    assert "continuing the first run on data rebuilt later" in real["data"]
     assert real["held_out"] == f"its {train['data']['held_out_sequences']} held-out sequences"
     measured = json.loads((EAGLE3_DIRS["shakespeare"] / "measurements.json").read_text())
     assert small["agreement"] == measured["teacher_forced_agreement"]["eagle3"]
