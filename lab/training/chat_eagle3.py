@@ -40,9 +40,10 @@ while ``train chat-data`` generated on the other core; a batch of 8 chat sequenc
 - **Continued** (``recipe.init``; ``python -m lab train chat-eagle3 --init DIR`` with
   :data:`lab.training.chat_eagle.CONTINUATION`): the committed draft then trained 500 more steps from a peak of 3e-4
   on the chat data rebuilt on another machine (its templated requests), and the EAGLE draft the same way on the same
-  data, so that the last round was equal. It lifted EAGLE more (held-out agreement +0.047 against +0.028, on the
-  rebuilt split); in greedy decoding EAGLE-3's α then led EAGLE's by 0.023, 0.049 and 0.052 at N = 2, 3, 4, where it
-  had led the uncontinued EAGLE by 0.044, 0.042 and 0.044 (the card; the first run is kept in ``continued_from``).
+  data, so that the last round was equal. It lifted EAGLE's held-out agreement more (+0.047 against +0.028, on the
+  rebuilt split), though greedy decoding's α gained about alike; EAGLE-3's α then led EAGLE's by 0.023, 0.049 and
+  0.052 at N = 2, 3, 4, where before both continuations it had led by 0.044, 0.042 and 0.044 (the card; the first
+  run is kept in ``continued_from``).
 - **Passes weighted 0.8^k** (``decay``), as the official training code weighs them: with a plain mean of the
   three passes a 1,000-step run still trailed at step 1 (0.437 against EAGLE's 0.462).
 
