@@ -305,7 +305,7 @@ def measure_chat_eagle3(pair, directory, prompts: int = 8, max_new_tokens: int =
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
-def _training_lines(info: dict, recipe: dict, pair_name: str) -> list:
+def _training_lines(info: dict, recipe: dict) -> list:
     """The card's training section up to the coverage line: one run, or a first run and its continuation
     (``info["continued_from"]``, :data:`lab.training.chat_eagle.CONTINUATION`)."""
     loss = (f"- Loss: cross-entropy against the target's distribution over the draft vocabulary on answer tokens; "
@@ -381,7 +381,7 @@ def write_chat_eagle3_card(pair, directory, **measure) -> Path:
         f"({recipe['heads']} / {recipe['kv_heads']} heads, MLP {recipe['intermediate']:,}) and scores a reduced "
         f"draft vocabulary of {recipe['draft_vocab']:,} ids (`d2t`) {head}. "
         f"{info['trainable_parameters']:,} trainable parameters, {size / 1e6:.1f} MB (float16 safetensors).", "",
-        *_training_lines(info, recipe, pair.name),
+        *_training_lines(info, recipe),
         f"- Draft-vocabulary coverage of the training answers: {info['draft_vocab_coverage']:.1%}.", "",
         "## Held-out teacher-forced agreement with the target's greedy token",
         f"- EAGLE-3, drafting step 1 / 2 / 3: {' / '.join(f'{a:.3f}' for a in steps)} (step k reads its own "

@@ -233,3 +233,23 @@ def test_the_card_refuses_a_folder_without_a_draft(shakespeare, tmp_path):
         module.measure_chat_eagle3(shakespeare, tmp_path, prompts=1, max_new_tokens=4)
     with pytest.raises(ValueError, match="prompts"):
         module.measure_chat_eagle3(shakespeare, tmp_path, prompts=0)
+
+
+def test_the_card_names_both_runs_of_a_continued_draft():
+    """The committed real-pair draft was continued: the card's training section gives the first run and the
+    continuation, each with its own steps, learning rate, minutes and data, and names the --init folder."""
+    from lab.drafters.eagle3 import EAGLE3_DIRS
+
+    info = json.loads((EAGLE3_DIRS["smollm2-135m"] / "training.json").read_text())
+    first, recipe = info["continued_from"], info["recipe"]
+    text = "\n".join(module._training_lines(info, recipe))
+    assert f"then `--init {recipe['init']}`" in text
+    assert (f"- First run: {first['recipe']['steps']:,} steps of batch 8, AdamW lr {first['recipe']['lr']} with "
+            f"{first['recipe']['warmup']} warm-up steps and cosine decay; {first['minutes']} minutes") in text
+    assert (f"- Continued from that draft (`lab.training.chat_eagle.CONTINUATION`): {recipe['steps']:,} steps of batch "
+            f"8, AdamW lr {recipe['lr']} with {recipe['warmup']} warm-up steps and cosine decay; {info['minutes']} "
+            "minutes") in text
+    assert f"{first['data']['train_sequences']:,} training sequences" in text
+    assert f"{info['data']['train_sequences']:,} training sequences" in text
+    single = "\n".join(module._training_lines(first, first["recipe"]))
+    assert "--init" not in single and f"- {first['recipe']['steps']:,} steps of batch 8" in single
