@@ -18,7 +18,8 @@ adaptive speculation length) — up to 5.3× on agentic SQL workloads there. Set
 ``suffix_decoding_max_cached_requests`` 10000, ``suffix_decoding_max_spec_factor`` 1.0,
 ``suffix_decoding_min_token_prob`` 0.1. (vLLM 0.34.0's GPU suffix speculator drafts ``num_speculative_tokens`` every
 step and keeps the last two only as deprecated keys with no effect, ``tests/data/engines/vllm-0.34.0/vllm/config/
-speculative.py``; this module keeps the paper's adaptive rule.)
+speculative.py``; this module keeps the paper's adaptive rule.) Arctic Inference, through which vLLM ran this
+method before, drafts one path by default, not a tree (``tree=False`` here, :func:`speculation_path`).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from numbers import Real
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.validation import is_integer
 
-__all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree"]
+__all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree", "speculation_path"]
 
 
 class _Node:
@@ -161,6 +162,31 @@ def speculation_tree(node, budget: int, depth_room: int, min_prob: float) -> tup
     return tokens, parents, score
 
 
+def speculation_path(node, budget: int, depth_room: int, min_prob: float) -> tuple:
+    """The most probable single path below ``node``, as :func:`speculation_tree` returns a tree: ``(tokens, parents,
+    score)``, each step to the child with the highest count (the first found on a tie), its probability the product of
+    the path's child frequencies (count over the siblings' total), stopping at ``budget`` tokens, ``depth_room``
+    levels, a leaf, or a probability below ``min_prob``; ``parents`` = ``[-1, 0, 1, ...]``. This is the default of
+    the paper's authors' library, Arctic Inference (``SuffixDecodingCache.speculate(..., use_tree_spec=False)``), and
+    what vLLM drafted while its suffix method called that library (``vllm/v1/spec_decode/suffix_decoding.py``, whose
+    verifier checks chains; the file is not in the 0.34.0 wheel, whose GPU speculator continues the longest match for
+    ``num_speculative_tokens`` tokens). One difference: Arctic Inference divides a child's count by its parent's,
+    which also counts the occurrences that end there (the context's own among them), so its probabilities are
+    lower."""
+    tokens, parents, score, prob = [], [], 0.0, 1.0
+    while len(tokens) < budget and len(tokens) < depth_room and node.children:
+        total = sum(child.count for child in node.children.values())
+        token, child = max(node.children.items(), key=lambda item: item[1].count)
+        prob *= child.count / total
+        if prob < min_prob:
+            break
+        parents.append(len(tokens) - 1)
+        tokens.append(token)
+        score += prob
+        node = child
+    return tokens, parents, score
+
+
 class SuffixCache:
     """The global suffix tree over earlier requests' outputs, shared by the drafters given it (an engine keeps one):
     :meth:`add` counts an output in; beyond ``max_cached_requests`` outputs the oldest is counted out again (first
@@ -213,24 +239,31 @@ class SuffixDecodingDrafter:
       ``suffix_decoding_max_tree_depth``). ``max_spec_factor`` (> 0): at most this × the pattern's length nodes per
       step. ``min_token_prob`` (0 to 1): nodes whose path probability is lower are not drafted.
       ``max_spec_tokens`` (≥ 1): a cap on the nodes per step whatever the pattern (default ``max_depth``).
+    - ``tree``: True (the paper's form) drafts a speculation tree (:func:`speculation_tree`); False the single most
+      probable path (:func:`speculation_path`), Arctic Inference's default (``use_tree_spec=False``).
     - ``prompt_outputs``: None, or a callable ``prompt_ids -> [token list, ...]`` naming the earlier outputs a
       prompt quotes (a conversation's earlier assistant turns, :func:`lab.prompts.assistant_turns`): :meth:`reset`
       counts each into the cache once (:meth:`SuffixCache.add_once`), as the server that generated them would
       have cached them, so a drafter built fresh for one request of a conversation sees what a long-running one
       would.
 
-    Each proposal is a token tree (``Draft.parents``; a chain when only one continuation was ever seen), with no
+    Each proposal is a token tree (``Draft.parents``; a chain when only one continuation was ever seen, or with
+    ``tree=False``), with no
     draft probabilities (deterministic: verified as one-hot) and no draft forward pass. ``history`` records, per
     step, which trie the pattern came from ("request", "cache" or None), the pattern's length and the tree's size.
     Raises ``ValueError`` naming the argument for an out-of-range setting."""
 
     def __init__(self, cache: SuffixCache | None = None, max_depth: int = 24, max_spec_factor: float = 1.0,
-                 min_token_prob: float = 0.1, max_spec_tokens: int | None = None, prompt_outputs=None):
+                 min_token_prob: float = 0.1, max_spec_tokens: int | None = None, prompt_outputs=None,
+                 tree: bool = True):
         self.max_depth = _check_int("max_depth", max_depth, 2)
         if not isinstance(max_spec_factor, Real) or isinstance(max_spec_factor, bool) or not max_spec_factor > 0:
             raise ValueError(f"max_spec_factor must be a number > 0, got {max_spec_factor!r}")
         if not isinstance(min_token_prob, Real) or isinstance(min_token_prob, bool) or not 0 <= min_token_prob <= 1:
             raise ValueError(f"min_token_prob must be a number from 0 to 1, got {min_token_prob!r}")
+        if not isinstance(tree, bool):
+            raise ValueError(f"tree must be True (a speculation tree) or False (one path), got {tree!r}")
+        self.tree = tree
         self.max_spec_factor = float(max_spec_factor)
         self.min_token_prob = float(min_token_prob)
         self.max_spec_tokens = self.max_depth if max_spec_tokens is None else _check_int("max_spec_tokens",
@@ -278,18 +311,19 @@ class SuffixDecodingDrafter:
         self._prompt_length = None
 
     def propose(self, request: DraftRequest) -> Draft:
-        """The best-scoring speculation tree over both tries and every pattern length with a continuation (the
-        longest pattern and the request's trie win ties)."""
+        """The best-scoring speculation tree (with ``tree=False``: path) over both tries and every pattern length
+        with a continuation (the longest pattern and the request's trie win ties)."""
         self._sync(request.tokens)
         budget_cap = min(self.max_spec_tokens, request.max_tokens)
+        grow = speculation_tree if self.tree else speculation_path
         best = None
         if budget_cap > 0:
-            for source, tree in (("request", self._request), ("cache", self.cache.tree)):
+            for source, trie in (("request", self._request), ("cache", self.cache.tree)):
                 # every pattern length: a long pattern is strong evidence but leaves the tree little depth
-                for node, length in tree.matches(self._tokens, self.max_depth - 1):
+                for node, length in trie.matches(self._tokens, self.max_depth - 1):
                     budget = min(budget_cap, int(self.max_spec_factor * length))
                     room = min(self.max_depth - length, request.max_tokens)
-                    tokens, parents, score = speculation_tree(node, budget, room, self.min_token_prob)
+                    tokens, parents, score = grow(node, budget, room, self.min_token_prob)
                     if tokens and (best is None or score > best[0]):
                         best = (score, source, length, tokens, parents)
         if best is None:

@@ -58,6 +58,15 @@ def test_proposal_is_a_frequency_tree_sized_by_the_pattern():
     strict = SuffixDecodingDrafter(max_depth=8, max_spec_factor=2.0, min_token_prob=0.5)
     strict.reset(context)
     assert strict.propose(DraftRequest(context, max_tokens=10)).tokens == [9]   # 4 (1/3) and 9's children (1/3)
+    path = SuffixDecodingDrafter(max_depth=8, max_spec_factor=2.0, min_token_prob=0.1, tree=False)
+    path.reset(context)
+    # the most probable path instead: 9 (2/3), then 8 (found before 7; 1/3), 1, 2, 3 (1/3 each), stopped by the
+    # trie's depth (pattern 3 + 5 = max_depth 8) before the budget of 6
+    assert path.propose(DraftRequest(context, max_tokens=10)) == Draft([9, 8, 1, 2, 3], parents=[-1, 0, 1, 2, 3])
+    assert path.propose(DraftRequest(context, max_tokens=2)).tokens == [9, 8]
+    unlikely = SuffixDecodingDrafter(max_depth=8, max_spec_factor=2.0, min_token_prob=0.5, tree=False)
+    unlikely.reset(context)
+    assert unlikely.propose(DraftRequest(context, max_tokens=10)).tokens == [9]  # 9 then 8 would be 1/3
     short = SuffixDecodingDrafter(max_depth=8, max_spec_factor=1.0)
     short.reset([5, 6, 5])
     assert short.propose(DraftRequest([5, 6, 5], max_tokens=10)).tokens == [6]  # pattern of 1: one token at most
@@ -67,7 +76,7 @@ def test_proposal_is_a_frequency_tree_sized_by_the_pattern():
 def test_bad_settings_name_the_argument():
     for kwargs, word in ((dict(max_depth=1), "max_depth"), (dict(max_spec_factor=0), "max_spec_factor"),
                          (dict(min_token_prob=1.5), "min_token_prob"), (dict(max_spec_tokens=0), "max_spec_tokens"),
-                         (dict(cache="x"), "cache")):
+                         (dict(cache="x"), "cache"), (dict(tree=1), "tree")):
         with pytest.raises(ValueError, match=word):
             SuffixDecodingDrafter(**kwargs)
     with pytest.raises(ValueError, match="max_cached_requests"):
@@ -115,7 +124,7 @@ def test_outputs_a_prompt_quotes_join_the_cache_once():
 
 
 @pytest.mark.parametrize("kwargs", [{}, dict(max_spec_factor=3.0, min_token_prob=0.0),
-                                    dict(max_depth=4, max_spec_tokens=2)])
+                                    dict(max_depth=4, max_spec_tokens=2), dict(tree=False)])
 def test_greedy_parity(target, sticky_target, references, kwargs):
     """Oracle 1 on the random and the sticky target, every prompt, one drafter reused (its cache grows)."""
     for name, model in (("random", target), ("sticky", sticky_target)):
@@ -132,14 +141,15 @@ def test_eos_inside_a_block_and_exact_max_new_tokens(bigram_target, path_prompt)
     prompt, path = path_prompt
     ref = autoregressive(bigram_target, prompt, max_new_tokens=14).tokens
     assert ref[:10] == path
-    for j in range(10):
-        gen = generate(bigram_target, prompt, drafter=SuffixDecodingDrafter(), max_new_tokens=MAX_NEW,
-                       eos_token_id=ref[j])
-        assert gen.tokens == ref[: j + 1]
-    for m in range(1, 14):
-        gen = generate(bigram_target, prompt, drafter=SuffixDecodingDrafter(), max_new_tokens=m)
-        assert gen.tokens == ref[:m]
-        assert all(len(s.drafted) == 0 or s.position + 1 < m for s in gen.steps)
+    for tree in (True, False):
+        for j in range(10):
+            gen = generate(bigram_target, prompt, drafter=SuffixDecodingDrafter(tree=tree), max_new_tokens=MAX_NEW,
+                           eos_token_id=ref[j])
+            assert gen.tokens == ref[: j + 1]
+        for m in range(1, 14):
+            gen = generate(bigram_target, prompt, drafter=SuffixDecodingDrafter(tree=tree), max_new_tokens=m)
+            assert gen.tokens == ref[:m]
+            assert all(len(s.drafted) == 0 or s.position + 1 < m for s in gen.steps)
 
 
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.8, top_k=6)])
@@ -182,11 +192,13 @@ def test_greedy_parity_on_the_real_pair(smollm2_pair):
     from lab.prompts import arena_prompts, encode_prompts
 
     pair = smollm2_pair
-    drafter = SuffixDecodingDrafter()
+    tree, path = SuffixDecodingDrafter(), SuffixDecodingDrafter(tree=False)
     for ids in encode_prompts(pair, arena_prompts(pair, "copy_edit")[:2] + arena_prompts(pair, "code")[:1]):
         ar = generate(pair.target, ids, max_new_tokens=24, eos_token_id=pair.eos_token_id)
-        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=24, eos_token_id=pair.eos_token_id)
-        assert gen.tokens == ar.tokens
+        for drafter in (tree, path):
+            gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=24, eos_token_id=pair.eos_token_id)
+            assert gen.tokens == ar.tokens
+    assert all(step["nodes"] <= step["pattern"] for step in path.history)
 
 
 def test_the_cache_lets_suffix_draft_a_repeated_tool_call_that_prompt_lookup_cannot_see(smollm2_pair):
