@@ -238,7 +238,8 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     only :data:`BASELINE_METHODS` and those drafters' rows (:data:`DRAFTER_METHODS`), ``extra`` left empty.
 
     Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row: method, tokens
-    (total new), seconds, tokens_per_second, and for lab drafters the acceptance rate and tokens per target call.
+    (total new), seconds, tokens_per_second, and for lab drafters the acceptance rate, target_calls (decode steps)
+    and tokens_per_target_call (the decode steps' tokens, each prompt's first new token, the prefill's, left out).
     Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
     speculative, HF prompt lookup for lab prompt lookup and :data:`SAME_RULE`). ``n_draft`` is the draft model's N;
     prompt lookup drafts ``lookup_n_draft`` tokens from n-grams of up to 3
@@ -390,7 +391,9 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         if total["calls"] and name != "lab autoregressive":
             if total["drafted"]:
                 row["acceptance_rate"] = round(total["accepted"] / total["drafted"], 3)
-            row["tokens_per_target_call"] = round(total["tokens"] / total["calls"], 3)
+            # the decode steps' tokens: each prompt's first new token came from its prefill
+            row["tokens_per_target_call"] = round((total["tokens"] - len(outputs[name])) / total["calls"], 3)
+            row["target_calls"] = total["calls"]
         results[name] = row
     base = results["lab autoregressive"]["tokens_per_second"]
     for row in results.values():

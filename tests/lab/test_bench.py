@@ -73,6 +73,10 @@ def test_bench_with_the_new_rows_agrees(pair):
     assert result["identical"], result["mismatched"]
     rows = {r["method"]: r for r in result["rows"]}
     assert rows["lab prompt lookup"]["tokens_per_target_call"] > 1 and "vs_hf_counterpart" in rows["lab prompt lookup"]
+    for name in ("lab speculative", "lab prompt lookup", SAME_RULE, "lab EAGLE"):
+        row = rows[name]  # decode steps only: the prompt's first new token came from the prefill
+        assert row["tokens_per_target_call"] == round((row["tokens"] - 1) / row["target_calls"], 3), name
+        assert row["tokens_per_target_call"] <= 5 + 1, name   # at most every draft and the target's token
     assert "all eleven produced identical tokens: yes" in format_table(result, "copy-heavy")
     with pytest.raises(ValueError, match="extra"):
         run_bench(pair, held_out_prompts()[:1], extra=("nope",))
