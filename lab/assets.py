@@ -31,7 +31,7 @@ import torch
 
 __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "SMOLLM2_DIR", "TOKENIZER_FILES", "TARGET_KEY", "tokenizer_key",
            "weights_key",
-           "target_weights_key", "check_target_key", "check_model_type", "DRAFT_LOADERS", "cache_dir",
+           "target_weights_key", "check_target_key", "check_model_type", "draft_kind", "DRAFT_LOADERS", "cache_dir",
            "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
            "converted_dir", "install_converted", "check_converted"]
@@ -109,16 +109,32 @@ def check_target_key(config: dict, target, directory, what: str, command: str) -
 
 DRAFT_LOADERS = {"lab-eagle": "EagleDrafter.from_pretrained (an EAGLE draft)",
                  "lab-eagle3": "Eagle3Drafter.from_pretrained (an EAGLE-3 draft)",
-                 "lab-mtp": "MTPDrafter.from_pretrained (MTP heads)"}
-"""The ``model_type`` each trained draft records in its ``config.json``, and what loads it (for the error when a
+                 "lab-mtp": "MTPDrafter.from_pretrained (MTP heads)",
+                 "lab-medusa": "MedusaDrafter.from_pretrained (Medusa heads)",
+                 "lab-parallel": "ParallelDrafter.from_pretrained (a parallel draft)",
+                 "llama": "load_pair or AutoModelForCausalLM.from_pretrained (a draft model)"}
+"""The kind of each trained draft (:func:`draft_kind` of its ``config.json``), and what loads it (for the error when a
 folder of one kind is handed to another's loader)."""
 
 
-def check_model_type(config: dict, expected: str, directory) -> None:
-    """Raise ``ValueError`` naming ``directory`` when ``config`` (its loaded ``config.json``) records a ``model_type``
-    other than ``expected`` (one of :data:`DRAFT_LOADERS`), saying what the folder holds and which loader reads it
-    (``EAGLE_DIRS`` and ``EAGLE3_DIRS`` sit side by side in lesson 11). A config without ``model_type`` passes."""
+def draft_kind(config: dict) -> str | None:
+    """The kind of draft a loaded ``config.json`` describes, a key of :data:`DRAFT_LOADERS`: its ``model_type``, except
+    that Medusa heads record none (``"architecture": "medusa-1"`` marks them) and a parallel draft is a Llama model
+    whose config holds ``pard_target_vocab_size``. None when the config says neither."""
     saved = config.get("model_type")
+    if saved is None and config.get("architecture") == "medusa-1":
+        return "lab-medusa"
+    if saved == "llama" and "pard_target_vocab_size" in config:
+        return "lab-parallel"
+    return saved
+
+
+def check_model_type(config: dict, expected: str, directory) -> None:
+    """Raise ``ValueError`` naming ``directory`` when ``config`` (its loaded ``config.json``) describes another kind
+    of draft (:func:`draft_kind`) than ``expected`` (a key of :data:`DRAFT_LOADERS`), saying what the folder holds
+    and which loader reads it (``EAGLE_DIRS`` and ``EAGLE3_DIRS`` sit side by side in lesson 11). A config of no
+    known kind passes."""
+    saved = draft_kind(config)
     if saved is None or saved == expected:
         return
     holds = DRAFT_LOADERS.get(saved, f"a {saved!r} model")

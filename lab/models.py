@@ -71,9 +71,11 @@ class ModelPair:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no special tokens added), a list of ints. Raises ``TypeError`` naming ``text``
-        for anything but a ``str`` (a list of strings would come back as a batch, list[list[int]])."""
+        for anything but a ``str`` (a list of strings would come back as a batch, list[list[int]]), ``ValueError``
+        for a str that is not valid Unicode (an unpaired surrogate)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__} {text!r:.60}")
+        _check_unicode("text", text)
         # verbose=False: the tokenizer's "longer than the maximum sequence length" warning is premature here;
         # generate and the CLI check the context themselves and name the argument to change.
         return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
@@ -137,9 +139,20 @@ class ModelPair:
         return ids + self.encode(text)
 
 
+def _check_unicode(name: str, text: str) -> None:
+    """Raise ``ValueError`` naming ``name`` when ``text`` cannot be written as UTF-8: it holds an unpaired surrogate,
+    which is what bytes that were not UTF-8 become on a command line (Python's surrogateescape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{name} must be valid Unicode text: character {error.start} is {text[error.start]!r}, an "
+                         "unpaired surrogate (bytes that were not UTF-8?)") from None
+
+
 def _check_messages(messages) -> list[dict]:
     """``messages`` (see :meth:`ModelPair.encode_chat`) as a list of ``{"role", "content"}`` dicts."""
     if isinstance(messages, str):
+        _check_unicode("messages", messages)
         return [{"role": "user", "content": messages}]
     if isinstance(messages, Mapping):
         raise TypeError("messages must be a str or a list of {'role', 'content'} dicts; wrap one message in a list: "
@@ -163,6 +176,7 @@ def _check_messages(messages) -> list[dict]:
             raise ValueError(f"messages[{i}]['role'] must be one of {', '.join(CHAT_ROLES)}, got {role!r:.40}")
         if not isinstance(content, str):
             raise TypeError(f"messages[{i}]['content'] must be a str, got {type(content).__name__} {content!r:.60}")
+        _check_unicode(f"messages[{i}]['content']", content)
         out.append({"role": role, "content": content})
     return out
 
@@ -294,26 +308,39 @@ def _check_dtype(dtype, device=None) -> torch.dtype:
         if dtype == "auto":
             return auto_dtype(device)
         dtype = getattr(torch, dtype.removeprefix("torch."), dtype)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+    # the dtypes a model can be built in: float8 formats are floating too, but only storage formats for matmul kernels
+    if not isinstance(dtype, torch.dtype) or dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         raise ValueError("dtype must be None (float32), 'auto' (the fast dtype here) or a torch floating dtype "
-                         f"(torch.float32, torch.bfloat16, torch.float16, or its name), got {given!r}")
+                         "(torch.float32, torch.bfloat16, torch.float16, torch.float64, or its name), got "
+                         f"{given!r}")
     return dtype
 
 
 def _hub_reachable(timeout: float = 2.0) -> bool:
     """Can the hub be tried? False in offline mode (huggingface_hub's rule, read now: HF_HUB_OFFLINE, else
-    TRANSFORMERS_OFFLINE, set to 1 / on / yes / true); True behind a proxy (HTTPS_PROXY and the like: the download
-    goes through it, with huggingface_hub's own time-outs); else whether huggingface.co:443 answers within
-    ``timeout`` seconds."""
+    TRANSFORMERS_OFFLINE, set to 1 / on / yes / true); behind a proxy (HTTPS_PROXY and the like), whether the proxy
+    answers within ``timeout`` seconds (the download goes through it; a dead proxy would cost transformers' retries);
+    else whether huggingface.co:443 answers within ``timeout`` seconds."""
+    from urllib.parse import urlsplit
+
     from huggingface_hub.constants import ENV_VARS_TRUE_VALUES
 
     flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     if flag is not None and flag.upper() in ENV_VARS_TRUE_VALUES:
         return False
-    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True
+    proxy = next((os.environ[name] for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+                  if os.environ.get(name)), None)
+    host, port = "huggingface.co", 443
+    if proxy is not None:
+        try:
+            parts = urlsplit(proxy if "://" in proxy else "http://" + proxy)
+            host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:  # a malformed proxy address: let the download say what is wrong with it
+            return True
+        if host is None:
+            return True
     try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
         return True
     except OSError:
         return False
@@ -339,7 +366,13 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
                 "online), then copy the cache (HF_HOME) here; or use an offline pair: load_pair('smollm2-135m') or "
                 "load_pair('shakespeare')."
             ) from first
-    return cls.from_pretrained(ident, **kwargs)
+    try:
+        return cls.from_pretrained(ident, **kwargs)
+    except OSError as error:  # the hub or a proxy answered, but the download failed (a proxy error, a 404, ...)
+        raise ModelNotAvailableError(
+            f"preset {name!r} needs {ident}, which is not in the local Hugging Face cache, and downloading it failed "
+            f"({str(error).splitlines()[0] if str(error) else type(error).__name__}). Check the network or proxy "
+            "settings, or use an offline pair: load_pair('smollm2-135m') or load_pair('shakespeare').") from error
 
 
 def load_pair(name: str = "smollm2-135m", device=None, dtype=None) -> ModelPair:

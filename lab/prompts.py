@@ -123,7 +123,7 @@ def context_problem(pair, encoded, max_new_tokens: int) -> str | None:
     if limit is not None and longest + max_new_tokens > limit:
         which = "prompt" if len(encoded) == 1 else "the longest prompt"
         return (f"{which} ({longest} tokens) + {max_new_tokens} new tokens exceed the target's context of {limit} "
-                "positions")
+                f"positions: at most {limit - longest} with {'this prompt' if len(encoded) == 1 else 'these prompts'}")
     return None
 
 

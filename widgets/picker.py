@@ -24,6 +24,7 @@ import ipywidgets as w
 
 from lab.picker import (MAX_TEMPERATURE, METHOD_LABELS, METHODS, SAMPLING_WARN_TEMPERATURE, STRATEGY_TABLE, TASK_LABELS,
                         TASKS, WORKLOAD_TABLE, recommend)
+from lab.picker.substitutes import check_model_name
 from lab.picker.workload import check_workload
 from widgets.style import ACCEPTED_COLOR, tint
 
@@ -76,7 +77,8 @@ class StrategyPicker(w.VBox):
     ``memory_headroom_gb`` (None or one of :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``;
     ``target`` (name in the vLLM command) and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as
     numbers and ``numpy.bool_`` as a bool. Raises ``ValueError`` (naming the input and what it allows) for inputs
-    ``recommend`` rejects, a temperature above 1.5 or another ``tensor_parallel_size`` (True included); :meth:`set`
+    ``recommend`` rejects, a temperature above 1.5 or another ``tensor_parallel_size`` (True included), a ``target``
+    that is not a model name on one line (:func:`lab.picker.substitutes.check_model_name`); :meth:`set`
     checks the same way.
     """
 
@@ -91,7 +93,7 @@ class StrategyPicker(w.VBox):
                                 has_parallel_draft=has_parallel_draft)
         task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb, exclude, \
             tensor_parallel_size, target_has_mtp, has_parallel_draft = checked.values()
-        self.target = target
+        self.target = check_model_name("target", target)
         self._hold = True
         style = {"description_width": "190px"}
         layout = w.Layout(width="460px")

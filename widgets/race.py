@@ -43,6 +43,7 @@ import numpy as np
 
 from lab.cli.options import demo_temperature
 from lab.decode import generate
+from lab.drafters.base import check_pair
 from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int
 from widgets.residual import ResidualExplorer
@@ -162,7 +163,8 @@ class RaceDashboard(w.VBox):
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
     Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
     integer >= 0) and for an ``n_draft`` given with Lookahead, Medusa or suffix decoding, here and in :meth:`race`, and
-    ``TypeError`` for a ``record_probs`` that is not a bool; the button shows such errors instead.
+    ``TypeError`` for a ``record_probs`` that is not a bool, a ``pair`` that is not a ``ModelPair`` (a name, say:
+    ``load_pair(name)`` gives the pair) and ``prompts`` that are not strings; the button shows such errors instead.
     """
 
     def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int | None = None,
@@ -182,12 +184,22 @@ class RaceDashboard(w.VBox):
         if isinstance(prompts, (str, bytes)):  # iterating it would offer every character as a prompt
             raise TypeError(f"prompts must be a list of strings, got one {type(prompts).__name__}: wrap it in a "
                             f"list, [{prompts[:40]!r}]")
+        if prompts is not None:
+            try:
+                prompts = list(prompts)
+            except TypeError:
+                raise TypeError(f"prompts must be a list of strings, got {type(prompts).__name__}") from None
+            bad = [i for i, text in enumerate(prompts) if not isinstance(text, str)]
+            if bad:
+                raise TypeError(f"prompts must be a list of strings; prompts[{bad[0]}] is "
+                                f"{type(prompts[bad[0]]).__name__} {prompts[bad[0]]!r:.40}")
         if not isinstance(record_probs, (bool, np.bool_)):
             raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
         if pair is None:
             from lab.models import load_pair
 
             pair = load_pair("smollm2-135m", dtype="auto")
+        check_pair(pair, "RaceDashboard")  # a name given for the pair, say
         if untrained_reason(drafter, pair.name):  # a trained draft on a hub pair, say
             raise ValueError(f"drafter {drafter!r} is not available here: {untrained_reason(drafter, pair.name)}")
         temperature = demo_temperature(None if temperature is None else checked["temperature"],

@@ -94,7 +94,10 @@ def run(args) -> int:
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
     temperature_used = demo_temperature(args.temperature, chat)
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
-    prompt_ids = pair.encode_chat(prompt) if chat else pair.encode(prompt)  # '' on a chat pair: an empty user turn
+    try:
+        prompt_ids = pair.encode_chat(prompt) if chat else pair.encode(prompt)  # '' on a chat pair: an empty user turn
+    except ValueError as error:  # not valid Unicode (bytes that were not UTF-8), or a special token the template moves
+        raise OptionError("--prompt", str(error).split(": ", 1)[-1]) from None
     if not prompt_ids:
         raise OptionError("--prompt", f"must contain at least one token, got {prompt!r}")
     limit = context_limit(pair.target)
@@ -104,7 +107,8 @@ def run(args) -> int:
                                       "token)")
     if limit is not None and len(prompt_ids) + args.max_new_tokens > limit:
         raise OptionError("--max-new-tokens", f"prompt ({len(prompt_ids)} tokens) + {args.max_new_tokens} new tokens "
-                                              f"exceed the target's context of {limit} positions")
+                                              f"exceed the target's context of {limit} positions: at most "
+                                              f"{limit - len(prompt_ids)} with this prompt")
     # built before the prompt is printed: a drafter the pair cannot have is a bad option
     drafter, problem = try_drafter(args.drafter, pair, n_draft, args.confidence)
     if problem:

@@ -77,6 +77,12 @@ def run(args) -> int:
         print(f"python -m lab train: error: --init applies to {', '.join(INIT_RECIPES)} only, not to {args.what}",
               file=sys.stderr)
         return 2
+    problem = _folder_problem(args.what, getattr(args, "out", None), getattr(args, "init", None))
+    if problem:  # before any model loads: a long job must not fail at its end
+        import sys
+
+        print(f"python -m lab train: error: {problem}", file=sys.stderr)
+        return 2
     if args.what == "chat-data" or args.what in OUT_RECIPES:
         return _train_chat(args.what, getattr(args, "out", None), getattr(args, "init", None))
     if args.what == "copy-target":
@@ -110,6 +116,38 @@ def run(args) -> int:
     training.write_card()
     print((training.PAIR_DIR / "README.md").read_text())
     return 0
+
+
+def _folder_problem(what: str, out: Path | None, init: Path | None) -> str | None:
+    """What is wrong with ``--out`` (a file, or under a file, or in a folder this user cannot write) or ``--init``
+    (not a saved draft of the kind ``what`` trains: ``config.json`` + ``model.safetensors``,
+    :func:`lab.assets.check_model_type`), as one line; None when both are usable or not given."""
+    import os
+
+    if out is not None:
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            return f"--out {out} is a file, not a folder"
+        existing = next(p for p in [out, *out.parents] if p.exists())
+        if not existing.is_dir():
+            return f"--out {out} lies under {existing}, which is a file, not a folder"
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"--out {out}: this user cannot write in {existing}"
+    if init is not None:
+        import json
+
+        from lab.assets import check_model_type
+
+        missing = [name for name in ("config.json", "model.safetensors") if not (Path(init) / name).is_file()]
+        if missing:
+            return (f"--init {init} holds no saved draft ({' and '.join(missing)} missing); give the folder of a "
+                    f"{what} draft, e.g. --init lab/assets/smollm2-135m/{what.removeprefix('chat-')}")
+        try:
+            check_model_type(json.loads((Path(init) / "config.json").read_text()),
+                             {"chat-eagle": "lab-eagle", "chat-eagle3": "lab-eagle3"}[what], init)
+        except ValueError as error:
+            return f"--init: {error}"
+    return None
 
 
 def _train_chat(what: str, out_dir: Path | None = None, init: Path | None = None) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lab.assets import MEDUSA_DIR, SMOLLM2_DIR
+from lab.assets import MEDUSA_DIR, SMOLLM2_DIR, check_model_type
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.trees import check_choices
@@ -212,7 +212,8 @@ class MedusaHeads(torch.nn.Module):
     def load(cls, directory, device=None, dtype=torch.float32, target=None) -> MedusaHeads:
         """Load heads written by :meth:`save` (safetensors only, never pickles) onto ``device`` / ``dtype``,
         in eval mode; ``device`` None means ``target``'s device when a target is given (the heads read its hidden
-        states), else the CPU. Raises ``FileNotFoundError`` naming the missing file and how to make it; with ``target``,
+        states), else the CPU. Raises ``FileNotFoundError`` naming the missing file and how to make it; ``ValueError``
+        when the folder holds another kind of draft (:func:`lab.assets.check_model_type`); with ``target``,
         ``ValueError`` when the config records another target (:func:`lab.assets.check_target_key`: the heads were
         trained for another target, retrain with ``python -m lab train medusa``). Configs without that record load
         unchecked."""
@@ -224,6 +225,7 @@ class MedusaHeads(torch.nn.Module):
                 raise FileNotFoundError(f"Medusa heads not found: {directory / name} is missing; train them with "
                                         "`python -m lab train medusa` (or restore lab/assets from git)")
         config = json.loads((directory / CONFIG_FILE).read_text())
+        check_model_type(config, "lab-medusa", directory)
         if target is not None:
             from lab.assets import check_target_key
 

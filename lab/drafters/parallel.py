@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from lab.assets import PAIR_DIR, SMOLLM2_DIR, check_target_key
+from lab.assets import PAIR_DIR, SMOLLM2_DIR, check_model_type, check_target_key
 from lab.drafters.base import Draft, DraftRequest, check_pair, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import context_limit, forward, new_cache, vocab_size
@@ -140,8 +140,9 @@ class ParallelDrafter:
         ``config.json`` and ``model.safetensors``, loaded with ``use_safetensors=True``) in the target's dtype and on
         its device, drafting ``n_draft`` tokens per forward. Raises ``TypeError`` when ``pair`` is not a
         ``ModelPair``, ``FileNotFoundError`` for a pair without a committed parallel draft or missing files (naming
-        ``python -m lab train parallel``), ``ValueError`` when the draft was trained for another target (its
-        vocabulary or :data:`lab.assets.TARGET_KEY`). A folder whose weights hold ``embed_projection`` (the real
+        ``python -m lab train parallel``), ``ValueError`` when the folder holds another kind of draft
+        (:func:`lab.assets.check_model_type`) or the draft was trained for another target (its vocabulary or
+        :data:`lab.assets.TARGET_KEY`). A folder whose weights hold ``embed_projection`` (the real
         pair's, :mod:`lab.training.chat_parallel`) is loaded with :func:`lab.models.load_projected_draft`: its
         embedding is the target's (float32, :func:`lab.models.full_precision_embedding`) times that projection,
         plus the mask row."""
@@ -166,6 +167,7 @@ class ParallelDrafter:
                                         "`python -m lab train parallel` (the real pair's: `train chat-parallel`) "
                                         "or restore lab/assets from git")
         config = json.loads((directory / "config.json").read_text())
+        check_model_type(config, "lab-parallel", directory)
         if config.get(TARGET_VOCAB_KEY) != vocab_size(pair.target):
             raise ValueError(f"the parallel draft in {directory} drafts over {config.get(TARGET_VOCAB_KEY)} tokens, "
                              f"the {pair.name!r} target's vocabulary has {vocab_size(pair.target)}")

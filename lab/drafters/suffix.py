@@ -24,6 +24,7 @@ method before, drafts one path by default, not a tree (``tree=False`` here, :fun
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from numbers import Real
 
@@ -187,6 +188,18 @@ def speculation_path(node, budget: int, depth_room: int, min_prob: float) -> tup
     return tokens, parents, score
 
 
+def _token_list(name: str, tokens) -> list:
+    """``tokens`` as a list of Python ints, each a token id >= 0; ``ValueError`` naming ``name`` otherwise."""
+    try:
+        items = list(tokens)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of token ids, got {type(tokens).__name__}") from None
+    for t in items:
+        if not is_integer(t) or t < 0:
+            raise ValueError(f"{name} must hold token ids (integers >= 0), got {t!r}")
+    return [int(t) for t in items]
+
+
 class SuffixCache:
     """The global suffix tree over earlier requests' outputs, shared by the drafters given it (an engine keeps one):
     :meth:`add` counts an output in; beyond ``max_cached_requests`` outputs the oldest is counted out again (first
@@ -206,8 +219,9 @@ class SuffixCache:
         return self._held.get(tuple(int(t) for t in output), 0) > 0
 
     def add(self, output) -> None:
-        """Remember one finished request's generated tokens (the prompt is not cached: it is the user's)."""
-        output = [int(t) for t in output]
+        """Remember one finished request's generated tokens (the prompt is not cached: it is the user's): token ids,
+        integers >= 0. Raises ``ValueError`` naming ``output`` for anything else."""
+        output = _token_list("output", output)
         if not output or self.max_cached_requests == 0:
             return
         self.tree.add(output)
@@ -221,7 +235,8 @@ class SuffixCache:
     def add_once(self, output) -> bool:
         """:meth:`add` ``output`` unless an identical output is cached already (a conversation's earlier answer,
         quoted again by each later request); True if it was added."""
-        if not len(output) or output in self:
+        output = _token_list("output", output)
+        if not output or output in self:
             return False
         self.add(output)
         return output in self
@@ -257,8 +272,9 @@ class SuffixDecodingDrafter:
                  min_token_prob: float = 0.1, max_spec_tokens: int | None = None, prompt_outputs=None,
                  tree: bool = True):
         self.max_depth = _check_int("max_depth", max_depth, 2)
-        if not isinstance(max_spec_factor, Real) or isinstance(max_spec_factor, bool) or not max_spec_factor > 0:
-            raise ValueError(f"max_spec_factor must be a number > 0, got {max_spec_factor!r}")
+        if (not isinstance(max_spec_factor, Real) or isinstance(max_spec_factor, bool) or not max_spec_factor > 0
+                or not math.isfinite(max_spec_factor)):
+            raise ValueError(f"max_spec_factor must be a finite number > 0, got {max_spec_factor!r}")
         if not isinstance(min_token_prob, Real) or isinstance(min_token_prob, bool) or not 0 <= min_token_prob <= 1:
             raise ValueError(f"min_token_prob must be a number from 0 to 1, got {min_token_prob!r}")
         if not isinstance(tree, bool):
@@ -291,7 +307,11 @@ class SuffixDecodingDrafter:
         self.finish()
         self._tokens = [int(t) for t in prompt_ids]
         if self.prompt_outputs is not None:
-            for output in self.prompt_outputs(self._tokens):
+            quoted = self.prompt_outputs(self._tokens)
+            if isinstance(quoted, (str, bytes)) or not hasattr(quoted, "__iter__"):
+                raise ValueError(f"prompt_outputs must return a list of token lists, got {type(quoted).__name__}")
+            for i, output in enumerate(quoted):
+                output = _token_list(f"prompt_outputs(...)[{i}]", output)
                 if len(output) > 1:  # one token holds no continuation (see finish)
                     self.cache.add_once(output)
         self._prompt_length = max(len(self._tokens) - 1, 0)

@@ -20,7 +20,7 @@ import shlex
 from lab.picker.gpus import check_gpus
 from lab.picker.llamacpp import LlamaCppSettings
 from lab.picker.sglang import SGLangSettings
-from lab.picker.substitutes import PLACEHOLDERS, nearest_method
+from lab.picker.substitutes import PLACEHOLDERS, check_model_name, nearest_method
 from lab.picker.tables import LOOKAHEAD_SETTINGS, NGRAM_LOOKUP
 from lab.picker.trtllm import TrtllmSettings
 
@@ -173,6 +173,7 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         anything but ``tensor_parallel_size``).
         """
         tensor_parallel_size = check_gpus("tensor_parallel_size", tensor_parallel_size)
+        target = check_model_name("target", target)
         parts = ["vllm", "serve", shlex.quote(target)]
         if tensor_parallel_size > 1:
             parts += ["--tensor-parallel-size", str(tensor_parallel_size)]
@@ -252,7 +253,9 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
                 "assistant_confidence_threshold": 0.0}
 
     def hf_snippet(self, target: str = "<target-model>") -> str:
-        """Python lines that run this recommendation with transformers (names are placeholders to fill)."""
+        """Python lines that run this recommendation with transformers (names are placeholders to fill).
+        ``target`` must be a model name on one line (:func:`lab.picker.substitutes.check_model_name`)."""
+        target = check_model_name("target", target)
         lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", "",
                  f"tokenizer = AutoTokenizer.from_pretrained({target!r})",
                  f"target = AutoModelForCausalLM.from_pretrained({target!r})"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shlex
 
-from lab.picker.substitutes import PLACEHOLDERS, nearest_method
+from lab.picker.substitutes import PLACEHOLDERS, check_model_name, nearest_method
 from lab.picker.tables import NGRAM_LOOKUP
 
 __all__ = ["LLAMACPP_SPEC_TYPES", "LlamaCppSettings"]
@@ -74,6 +74,7 @@ class LlamaCppSettings:
 
     def llamacpp_command(self, target: str = "<target-model.gguf>", draft_model: str | None = None) -> str:
         """A ``llama-server -m TARGET ...`` command line, shell-quoted (``target``: the target's GGUF file)."""
+        target = check_model_name("target", target)
         parts = ["llama-server", "-m", target] + self.llamacpp_args(draft_model)
         return " ".join(shlex.quote(p) for p in parts)
 

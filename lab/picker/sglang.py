@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 
 from lab.picker.gpus import check_gpus
-from lab.picker.substitutes import PLACEHOLDERS, nearest_method
+from lab.picker.substitutes import PLACEHOLDERS, check_model_name, nearest_method
 
 __all__ = ["SGLANG_ALGORITHMS", "SGLangSettings"]
 
@@ -74,6 +74,7 @@ class SGLangSettings:
         ``--tp-size`` when ``tensor_parallel_size`` > 1 (``fields/parallel.py``), then :meth:`sglang_args`.
         ``tensor_parallel_size`` must be an integer >= 1 (GPUs), else ``ValueError`` naming it."""
         tensor_parallel_size = check_gpus("tensor_parallel_size", tensor_parallel_size)
+        target = check_model_name("target", target)
         parts = ["python", "-m", "sglang.launch_server", "--model-path", target]
         if tensor_parallel_size > 1:
             parts += ["--tp-size", str(tensor_parallel_size)]

@@ -8,7 +8,7 @@ a small same-family model, else to n-gram prompt lookup (the draft-free method e
 """
 from __future__ import annotations
 
-__all__ = ["PLACEHOLDERS", "nearest_method"]
+__all__ = ["PLACEHOLDERS", "nearest_method", "check_model_name"]
 
 PLACEHOLDERS = {"draft_model": "<same-family draft model>", "eagle": "<EAGLE-3 head for the target>",
                 "medusa": "<Medusa heads for the target>", "parallel": "<PARD draft for the target's family>"}
@@ -22,3 +22,13 @@ def nearest_method(has_small_model: bool) -> str:
     choice: it is itself a causal LM of the target's family, so an engine without parallel drafting runs it (or the
     draft it was adapted from) as an ordinary draft model, ``"draft_model"``."""
     return "draft_model" if has_small_model else "ngram"
+
+
+def check_model_name(name: str, value) -> str:
+    """``value``, a model name or path for a rendered command line or guide (every renderer checks its ``target``):
+    a str, not empty, without surrounding spaces and on one line (no newline or other control character, which would
+    break the command or the Markdown around it). Raises ``ValueError`` naming ``name``."""
+    if not isinstance(value, str) or not value.strip() or value != value.strip() or not value.isprintable():
+        raise ValueError(f"{name} must be a model name or path on one line, such as meta-llama/Llama-3.1-70B-Instruct "
+                         f"(not empty, no surrounding spaces, no control characters), got {value!r:.80}")
+    return value

@@ -132,6 +132,28 @@ def test_a_draft_folder_of_another_kind_is_named_before_anything_loads(pair, loa
         load(pair.target, directory)
     assert load(pair.target, PAIR_DIR / loader) is not None   # the right folder still loads
 
+
+@pytest.mark.parametrize("loader, folder, holds", [
+    ("medusa", "eagle", "'lab-eagle' draft, not a 'lab-medusa' one: load it with EagleDrafter.from_pretrained"),
+    ("medusa", "draft", "'llama' draft, not a 'lab-medusa' one: load it with load_pair"),
+    ("eagle", "medusa", "'lab-medusa' draft, not a 'lab-eagle' one: load it with MedusaDrafter.from_pretrained"),
+    ("parallel", "medusa", "'lab-medusa' draft, not a 'lab-parallel' one: load it with MedusaDrafter"),
+    ("parallel", "draft", "'llama' draft, not a 'lab-parallel' one: load it with load_pair"),
+    ("mtp", "parallel", "'lab-parallel' draft, not a 'lab-mtp' one: load it with ParallelDrafter.from_pretrained"),
+])
+def test_medusa_and_parallel_folders_are_told_apart_too(pair, loader, folder, holds):
+    """Medusa heads record no model_type and a parallel draft is a Llama model: lab.assets.draft_kind tells them
+    (and a plain draft model) apart, so these loaders name the folder's kind too instead of failing on a missing
+    config key or a vocabulary of None."""
+    from lab.drafters import EagleDrafter, MedusaDrafter, ParallelDrafter
+    from lab.drafters.mtp import MTPDrafter
+
+    drafter = {"medusa": MedusaDrafter, "eagle": EagleDrafter, "parallel": ParallelDrafter, "mtp": MTPDrafter}[loader]
+    directory = PAIR_DIR / folder
+    with pytest.raises(ValueError, match=re.escape(f"{directory} holds a {holds}")):
+        drafter.from_pretrained(pair, directory=directory)
+    assert drafter.from_pretrained(pair, directory=PAIR_DIR / loader) is not None
+
 # --- the cache, remembered hashes, the real pair's file in its wheel, converted folders --------------------------
 
 def test_cache_dir_follows_lab_cache(tmp_path, monkeypatch):

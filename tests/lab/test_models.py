@@ -80,9 +80,39 @@ def test_offline_flags_follow_huggingface_hub(no_hub_env, monkeypatch, name, val
     assert no_hub_env == ([("huggingface.co", 443)] if reachable else [])
 
 
-def test_a_proxy_is_trusted_instead_of_a_direct_socket(no_hub_env, monkeypatch):
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    assert models._hub_reachable() is True and no_hub_env == []
+@pytest.mark.parametrize("proxy, address", [("http://proxy.example:3128", ("proxy.example", 3128)),
+                                            ("proxy.example:8080", ("proxy.example", 8080)),
+                                            ("https://secure.example", ("secure.example", 443))])
+def test_behind_a_proxy_the_proxy_is_probed_instead_of_the_hub(no_hub_env, monkeypatch, proxy, address):
+    monkeypatch.setenv("HTTPS_PROXY", proxy)
+    assert models._hub_reachable() is True and no_hub_env == [address]
+
+
+def test_a_dead_proxy_counts_as_no_hub(no_hub_env, monkeypatch):
+    """A proxy that does not answer would cost transformers' retries (about 50 s) and end in a traceback."""
+    def refuse(address, timeout):
+        raise ConnectionRefusedError(address)
+
+    monkeypatch.setattr(models.socket, "create_connection", refuse)
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
+    assert models._hub_reachable() is False
+
+
+def test_a_failed_download_is_a_model_not_available_error(monkeypatch):
+    """The hub (or a proxy) answered, but the download failed: one clear error, not transformers' OSError."""
+    calls = []
+
+    class Refuses:
+        @classmethod
+        def from_pretrained(cls, ident, **kwargs):
+            calls.append(kwargs.get("local_files_only", False))
+            raise OSError("We couldn't connect to 'https://huggingface.co' to load the files\nmore lines")
+
+    monkeypatch.setattr(models, "_hub_reachable", lambda: True)
+    with pytest.raises(ModelNotAvailableError, match=r"downloading it failed \(We couldn't connect to "
+                                                     r"'https://huggingface.co' to load the files\)"):
+        models._from_pretrained(Refuses, "someone/some-model", "gpt2")
+    assert calls == [True, False]   # the local cache first, then the download
 
 
 def test_a_broken_weights_file_is_reported_as_such(tmp_path):
@@ -191,6 +221,9 @@ def test_load_pair_checks_name_device_and_dtype():
         models.load_pair(dtype="foo")
     with pytest.raises(ValueError, match="dtype must be None .*torch floating dtype.*torch.int64"):
         models.load_pair(dtype=torch.int64)
+    for fp8 in ("float8_e4m3fn", torch.float8_e5m2):  # floating, but a storage format: no model is built in it
+        with pytest.raises(ValueError, match="dtype must be None .*torch.float64, or its name"):
+            models.load_pair("shakespeare", dtype=fp8)
     with pytest.raises(ValueError, match="device must be a torch device name; this machine has cpu"):
         models.load_pair(device="gpu")
     if not torch.cuda.is_available():
@@ -217,6 +250,8 @@ def test_pair_decode_refuses_ids_outside_the_vocabulary():
     for bad in (123, None, ["ROMEO."], b"ROMEO."):  # a list would come back as a batch of id lists
         with pytest.raises(TypeError, match="text must be a str"):
             pair.encode(bad)
+    with pytest.raises(ValueError, match=r"text must be valid Unicode text: character 1 is '\\udcff'"):
+        pair.encode("a\udcffb")  # what the byte 0xff becomes on a command line (surrogateescape)
 
 
 # --- the real pair, "smollm2-135m": loading, refusals, chat, answers, the float32 oracles ----------------------
@@ -395,6 +430,8 @@ def test_special_token_text_in_a_message_stays_text(smollm2_pair):
     ([{"role": "user", "content": "Hi"}, {"role": "bot", "content": "Hi"}], ValueError,
      r"messages\[1\]\['role'\] must be one of system, user, assistant, got 'bot'"),
     ([{"role": "user", "content": ["Hi"]}], TypeError, r"messages\[0\]\['content'\] must be a str"),
+    ("Hi \udcff", ValueError, "messages must be valid Unicode text: character 3"),
+    ([{"role": "user", "content": "\ud800"}], ValueError, r"messages\[0\]\['content'\] must be valid Unicode"),
 ])
 def test_encode_chat_refuses_bad_messages(smollm2_pair, messages, error, match):
     with pytest.raises(error, match=match):

@@ -128,3 +128,10 @@ def test_widget_parallel_checkbox_and_row():
         ui.set(has_parallel_draft="yes")
     assert ui.parallel_box.value is False  # nothing moved
     assert StrategyPicker(has_parallel_draft=np.bool_(True)).parallel_box.value is True
+
+
+def test_the_picker_refuses_a_target_name_on_two_lines():
+    from widgets import StrategyPicker
+
+    with pytest.raises(ValueError, match="target must be a model name or path on one line"):
+        StrategyPicker(target="a\n```\n<script>x</script>")

@@ -30,7 +30,7 @@ def test_demo_prompt_beyond_the_context_is_one_line_naming_the_flag(char_pair, c
     captured = capsys.readouterr()
     assert captured.out == ""  # stopped before printing the prompt
     assert captured.err == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
-                            "exceed the target's context of 512 positions\n")
+                            f"exceed the target's context of 512 positions: at most {512 - n} with this prompt\n")
     assert cli.main(["demo", "--prompt", "ab", "--max-new-tokens", "511"]) == 2  # 2 + 511 > 512
     assert "prompt (2 tokens) + 511 new tokens" in capsys.readouterr().err
 
@@ -55,6 +55,15 @@ def test_encoding_a_long_prompt_prints_no_tokenizer_warning(pair, capfd):
 def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
     assert cli.main(["demo", "--prompt", ""]) == 2
     assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
+
+
+def test_demo_prompt_that_is_not_utf8_is_one_line_naming_the_flag(pair, monkeypatch, capsys):
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    assert cli.main(["demo", "--prompt", "a\udcff"]) == 2   # the byte 0xff on a command line
+    assert capsys.readouterr().err == ("python -m lab demo: error: --prompt: character 1 is '\\udcff', an unpaired "
+                                       "surrogate (bytes that were not UTF-8?)\n")
 
 
 def test_demo_of_one_token_reports_the_prefill_alone(pair, monkeypatch, capsys):
@@ -292,7 +301,7 @@ def test_cli_demo_beyond_the_context_is_one_line_and_exit_status_2(pair):
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
-                           "exceed the target's context of 512 positions\n")
+                           f"exceed the target's context of 512 positions: at most {512 - n} with this prompt\n")
 
 
 def test_demo_empty_prompt_on_a_chat_pair_is_an_empty_user_turn(smollm2_pair, monkeypatch, capsys):

@@ -88,7 +88,8 @@ def test_bench_and_arena_prompts_beyond_the_context_are_one_line(command, texts,
     longest = max(len(text) for text in texts(CharPair()))
     assert longest < 512
     assert captured.err == (f"python -m lab {command}: error: --max-new-tokens: the longest prompt ({longest} "
-                            "tokens) + 500 new tokens exceed the target's context of 512 positions\n")
+                            f"tokens) + 500 new tokens exceed the target's context of 512 positions: at most "
+                            f"{512 - longest} with these prompts\n")
 
 
 def _held_out_count():

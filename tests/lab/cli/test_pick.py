@@ -127,13 +127,26 @@ def test_pick_names_flags_in_errors_from_recommend(capsys):
     assert capsys.readouterr().err.startswith("python -m lab pick: --tensor-parallel-size must be an integer >= 1")
 
 
-def test_pick_refuses_an_empty_target_name(capsys):
+@pytest.mark.parametrize("name", ["", " padded", "a\n```\n<script>alert(1)</script>\n```\nb", "tab\there"])
+def test_pick_refuses_a_target_name_that_is_empty_padded_or_not_one_line(name, capsys):
+    """A newline would close the guide's code fence and let the rest through as Markdown (or raw HTML)."""
     from lab.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["pick", "--task", "code", "--target", ""])
+        main(["pick", "--task", "code", "--target", name])
     assert exit_info.value.code == 2
-    assert "argument --target: must be a model name or path" in capsys.readouterr().err
+    assert "argument --target: must be a model name or path on one line" in capsys.readouterr().err
+
+
+def test_every_renderer_refuses_a_target_name_on_two_lines():
+    from lab.picker import recommend
+
+    rec = recommend(task="code", temperature=0.0, has_small_same_family_model=True, can_finetune=False)
+    for render in (rec.vllm_command, rec.sglang_command, rec.llamacpp_command, rec.hf_snippet, rec.to_markdown,
+                   rec.summary):
+        with pytest.raises(ValueError, match="target must be a model name or path on one line"):
+            render("a\nb")
+    assert "vllm serve org/model" in rec.vllm_command("org/model")
 
 
 def test_target_has_mtp_flag(capsys):

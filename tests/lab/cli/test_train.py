@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab import cli
+from lab.assets import SMOLLM2_DIR
 
 
 def test_train_card_honours_threads(monkeypatch, tmp_path, capsys):
@@ -124,11 +125,32 @@ def test_the_cli_continues_a_saved_draft_with_the_continuation_schedule(what, tr
     monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: (name, kwargs))
     monkeypatch.setattr(lab.training.chat_eagle3, "write_chat_eagle3_card", lambda pair, out: out / "training.json")
     monkeypatch.setattr(module, trainer_name, fake_train)
-    assert cli.main(["train", what, "--init", str(tmp_path / "saved"), "--out", str(tmp_path / "next")]) == 0
+    saved = SMOLLM2_DIR / what.removeprefix("chat-")  # the committed draft (the trainer is replaced: never written)
+    assert cli.main(["train", what, "--init", str(saved), "--out", str(tmp_path / "next")]) == 0
     (recipe, out_dir), = seen
     fresh = getattr(module, recipe_name)()
-    assert out_dir == tmp_path / "next" and recipe.init == str(tmp_path / "saved")
+    assert out_dir == tmp_path / "next" and recipe.init == str(saved)
     assert (recipe.steps, recipe.lr, recipe.warmup) == (CONTINUATION["steps"], CONTINUATION["lr"],
                                                         CONTINUATION["warmup"]) == (500, 3e-4, 25)
     assert recipe.batch == fresh.batch and recipe.seed == fresh.seed  # the rest of the recipe is the default
 
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["chat-eagle", "--init", "{tmp}/nowhere"], "--init {tmp}/nowhere holds no saved draft (config.json and "
+                                                "model.safetensors missing)"),
+    (["chat-eagle", "--init", "{smollm2}/eagle3"], "--init: {smollm2}/eagle3 holds a 'lab-eagle3' draft, not a "
+                                                   "'lab-eagle' one"),
+    (["chat-eagle3", "--init", "{smollm2}/medusa"], "holds a 'lab-medusa' draft, not a 'lab-eagle3' one"),
+    (["chat-draft", "--out", "{tmp}/file/below"], "--out {tmp}/file/below lies under {tmp}/file, which is a file"),
+    (["chat-medusa", "--out", "{tmp}/file"], "--out {tmp}/file is a file, not a folder")])
+def test_the_cli_checks_init_and_out_before_any_model_loads(argv, message, tmp_path, monkeypatch, capsys):
+    """A bad --init or --out is one error line and exit 2 before the target loads, not a traceback at the end of a
+    long job (the draft model's training writes its folder only when it has finished)."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: pytest.fail("loaded a model"))
+    (tmp_path / "file").write_text("not a folder")
+    fill = {"tmp": str(tmp_path), "smollm2": str(SMOLLM2_DIR)}
+    assert cli.main(["train", *(a.format(**fill) for a in argv)]) == 2
+    assert message.format(**fill) in capsys.readouterr().err

@@ -79,8 +79,19 @@ def test_bad_settings_name_the_argument():
                          (dict(cache="x"), "cache"), (dict(tree=1), "tree")):
         with pytest.raises(ValueError, match=word):
             SuffixDecodingDrafter(**kwargs)
+    with pytest.raises(ValueError, match="max_spec_factor must be a finite number > 0, got inf"):
+        SuffixDecodingDrafter(max_spec_factor=float("inf"))  # would overflow int() at the first step
     with pytest.raises(ValueError, match="max_cached_requests"):
         SuffixCache(max_cached_requests=-1)
+    for bad, shown in ((["x"], "'x'"), ([1.5, 2.5], "1.5"), ([-5, 3], "-5")):
+        with pytest.raises(ValueError, match=f"output must hold token ids \\(integers >= 0\\), got {shown}"):
+            SuffixCache().add(bad)
+        with pytest.raises(ValueError, match="output must hold token ids"):
+            SuffixCache().add_once(bad)
+    with pytest.raises(ValueError, match="prompt_outputs must return a list of token lists, got int"):
+        SuffixDecodingDrafter(prompt_outputs=lambda ids: 5).reset([1, 2, 3])
+    with pytest.raises(ValueError, match=r"prompt_outputs\(\.\.\.\)\[1\] must hold token ids"):
+        SuffixDecodingDrafter(prompt_outputs=lambda ids: [[1, 2], [3, None]]).reset([1, 2, 3])
 
 
 def test_the_cache_carries_earlier_outputs_and_evicts_the_oldest(sticky_target):
