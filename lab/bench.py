@@ -458,8 +458,9 @@ def format_table(result: dict, label: str = "held-out") -> str:
     load = s.get("load") or [None, None]
     load_text = ("" if None in load else f"; load average {load[0]} before, {load[1]} after")
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} {label} "
-             f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new tokens, greedy, "
-             f"draft model N = {s['n_draft']}"
+             f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new tokens, greedy"
+             + (f", draft model N = {s['n_draft']}"  # only where a draft model drafted (not --drafter ngram)
+                if any(row["method"] == "lab speculative" for row in result["rows"]) else "")
              + (f"; {s['extra']}" if s.get("extra") else "") + load_text, "",
              "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | tokens per target call |",
              "|---|---|---|---|---|---|"]

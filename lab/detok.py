@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from lab.validation import is_integer
+
 __all__ = ["Detokenizer"]
 
 _REPLACEMENT = "\ufffd"
@@ -56,7 +58,10 @@ class Detokenizer:
     def push(self, token_id) -> str | None:
         """Append ``token_id`` (an int); returns the text it adds: the characters it completes (``""`` for a
         token that decodes to nothing), or ``None`` when it completes none and the text ends in an incomplete
-        character (shown with the token that completes it). Errors are the tokenizer's ``decode`` errors."""
+        character (shown with the token that completes it). Raises ``TypeError`` naming ``token_id`` for anything
+        but an integer; other errors are the tokenizer's ``decode`` errors."""
+        if not is_integer(token_id):
+            raise TypeError(f"token_id must be an integer token id, got {type(token_id).__name__} {token_id!r:.40}")
         window = self._window + [int(token_id)]
         full = str(self._tokenizer.decode(window))
         complete = full.rstrip(_REPLACEMENT)

@@ -219,8 +219,9 @@ class ScratchKVCache:
 
 def next_position(position: int, num_accepted: int) -> int:
     """Position of the newest committed token after a step that accepted ``num_accepted`` drafts: the step commits
-    ``num_accepted`` drafts plus the target's own token, so positions advance by ``num_accepted + 1``."""
-    return position + num_accepted + 1
+    ``num_accepted`` drafts plus the target's own token, so positions advance by ``num_accepted + 1``. Both are
+    integers >= 0; ``ValueError`` naming the argument otherwise."""
+    return check_int("position", position, 0) + check_int("num_accepted", num_accepted, 0) + 1
 
 
 def draft_keep_length(held: int, num_accepted: int, n_draft: int) -> int:
@@ -229,7 +230,13 @@ def draft_keep_length(held: int, num_accepted: int, n_draft: int) -> int:
     While drafting ``n_draft`` tokens the draft fed the pending token(s) and every draft but the last (the last
     one's logits were never needed), so it ``held`` entries ending in ``drafts[n_draft - 2]``. The accepted
     drafts stay; the ``n_draft - 1 - num_accepted`` rejected ones that were fed must go. After a full acceptance
-    nothing goes, and the last draft still has to be fed next time (with the target's bonus token)."""
+    nothing goes, and the last draft still has to be fed next time (with the target's bonus token).
+
+    ``n_draft`` >= 1, ``num_accepted`` in ``[0, n_draft]``, ``held`` >= the ``n_draft - 1`` drafts it was fed;
+    ``ValueError`` naming the argument otherwise."""
+    n_draft = check_int("n_draft", n_draft, 1)
+    num_accepted = check_int("num_accepted", num_accepted, 0, n_draft)
+    held = check_int("held", held, n_draft - 1)
     return held - max(0, n_draft - 1 - num_accepted)
 
 

@@ -255,8 +255,11 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     ``tokens_per_second`` (all ``new_tokens`` over ``wall_ms``; None when ``wall_ms`` <= 0). Every count but
     ``new_tokens`` is over the decode steps: the prefill's record (``StepRecord.prefill``) is left out, as vLLM's
     counters leave out the prefill, while its token is one of ``new_tokens``. Lesson 14 compares these keys with
-    vLLM's counters.
+    vLLM's counters. Raises ``ValueError`` naming ``new_tokens`` (an integer >= 0) or ``wall_ms`` (a finite number).
     """
+    new_tokens = check_int("new_tokens", new_tokens, 0)
+    if isinstance(wall_ms, bool) or not isinstance(wall_ms, Real) or not math.isfinite(wall_ms):
+        raise ValueError(f"wall_ms must be a finite number of milliseconds, got {wall_ms!r}")
     steps = [s for s in steps if not getattr(s, "prefill", False)]  # the decode steps
     drafted = sum(len(s.drafted) for s in steps)
     accepted = sum(s.num_accepted for s in steps)
@@ -313,7 +316,11 @@ def alpha_from_steps(steps) -> float | None:
     ``steps``: an iterable (a generator works) of :class:`lab.trace.StepRecord` or objects with its ``drafted``,
     ``num_accepted`` and ``last_kind``. Returns a float in [0, 1] or None. Raises ``TypeError`` if ``steps`` is not
     iterable and ``AttributeError`` for an item that lacks those fields."""
-    steps = list(steps)  # read twice below
+    try:
+        steps = list(steps)  # read twice below
+    except TypeError:
+        raise TypeError(f"steps must be an iterable of step records (Generation.steps), got "
+                        f"{type(steps).__name__}") from None
     accepted = sum(s.num_accepted for s in steps)
     rejections = sum(1 for s in steps if s.drafted and s.last_kind == "resampled")
     return accepted / (accepted + rejections) if accepted + rejections else None

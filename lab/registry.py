@@ -29,10 +29,10 @@ def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None)
     ``confidence`` raises ``ValueError``; so does a value outside (0, 1).
 
     Raises ``ValueError`` for an unknown kind and for ``"model"`` with a pair that has no draft model
-    (``pair.draft`` is None); Medusa, EAGLE, MTP, the parallel draft (``"parallel"``, PARD: N tokens from one draft
-    forward) and EAGLE-3 (``"eagle3"``) raise ``FileNotFoundError`` / ``ValueError`` when their weights are missing or
-    were trained for another target, and the early exit ``ValueError`` for a target without Llama layers
-    (see :func:`try_drafter`).
+    (``pair.draft`` is None), ``TypeError`` for ``"model"`` with something that is not a pair; Medusa, EAGLE, MTP,
+    the parallel draft (``"parallel"``, PARD: N tokens from one draft forward) and EAGLE-3 (``"eagle3"``) raise
+    ``FileNotFoundError`` / ``ValueError`` when their weights are missing or were trained for another target, and
+    the early exit ``ValueError`` for a target without Llama layers (see :func:`try_drafter`).
 
     ``"suffix"`` (suffix decoding, lesson 08; vLLM's defaults, its own match length sets its draft, so ``n_draft``
     is not used) is a fresh drafter with an empty cache each call: the prompts of one bench or arena run are
@@ -47,6 +47,9 @@ def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None)
     if confidence is not None and kind != "model" and kind in DRAFTERS:  # an unknown kind gets its own error below
         raise ValueError(f"confidence applies to the draft model (kind 'model') only, got kind {kind!r}")
     if kind == "model":
+        from lab.drafters.base import check_pair
+
+        check_pair(pair, "make_drafter")
         if pair.draft is None:
             raise ValueError(f"the {pair.name!r} pair has no draft model yet; draft with ngram (prompt lookup), "
                              "lookahead or early-exit, which need none")

@@ -106,7 +106,8 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
 
 
 def choices_parents(paths) -> list[int]:
-    """The parents array of sorted rank paths (the output of :func:`check_choices`)."""
+    """The parents array of sorted rank paths (the output of :func:`check_choices`; lists count as tuples)."""
+    paths = [tuple(p) for p in paths]
     index = {p: i for i, p in enumerate(paths)}
     return [index[p[:-1]] if len(p) > 1 else -1 for p in paths]
 

@@ -13,7 +13,7 @@ import torch
 
 from lab.sampling import residual_unchecked
 from lab.trees import chain_parents, check_parents
-from lab.validation import check_probs, is_integer
+from lab.validation import check_probs, check_token_ids, is_integer
 
 __all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
            "verify_tree_typical", "typical_threshold", "reject_child", "verify_tree_sampled_unchecked",
@@ -41,8 +41,11 @@ def verify_greedy(target_argmax: list, drafted: list) -> VerifyResult:
     """Greedy verification: accept drafts while they equal the target's argmax.
 
     ``target_argmax``: the target's argmax at each of the ``len(drafted) + 1`` positions (list of ints).
-    Raises ``ValueError`` unless ``target_argmax`` has exactly ``len(drafted) + 1`` entries.
+    Raises ``ValueError`` unless ``target_argmax`` has exactly ``len(drafted) + 1`` entries, ``TypeError`` naming
+    the argument for entries that are not token ids.
     """
+    target_argmax = check_token_ids("target_argmax", target_argmax, allow_empty=True)
+    drafted = check_token_ids("drafted", drafted, allow_empty=True)
     if len(target_argmax) != len(drafted) + 1:
         raise ValueError(f"target_argmax must hold len(drafted) + 1 = {len(drafted) + 1} entries (one per drafted "
                          f"position plus the bonus position), got {len(target_argmax)}")
@@ -246,7 +249,9 @@ def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.09, delta: 
     defaults are the Medusa code's ``posterior_threshold = 0.09`` (epsilon, a hard cap) and ``posterior_alpha =
     0.3`` (delta, about its square root).
 
-    Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``."""
+    Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``, and for ``target_probs`` holding NaN."""
+    if torch.isnan(torch.as_tensor(target_probs)).any():
+        raise ValueError("target_probs contains NaN")
     if not 0 < epsilon <= 1:
         raise ValueError(f"epsilon must be in (0, 1], got {epsilon}")
     if not delta > 0:

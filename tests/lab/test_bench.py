@@ -392,3 +392,15 @@ def test_the_same_rule_row_looks_up_as_transformers_prompt_lookup(pair):
     assert result["identical"], result["mismatched"]
     assert rows[SAME_RULE]["vs_hf_counterpart"] == pytest.approx(
         rows[SAME_RULE]["tokens_per_second"] / rows["HF prompt lookup"]["tokens_per_second"], abs=0.01)
+
+
+def test_the_table_names_the_draft_models_n_only_where_a_draft_model_drafted():
+    settings = {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 2, "prompts": 1, "max_new_tokens": 8,
+                "n_draft": 4, "load": [1.0, 1.0]}
+    row = {"tokens_per_second": 10.0, "vs_lab_autoregressive": 1.0}
+    lookup_only = {"settings": settings, "identical": True, "mismatched": [], "agreement": {},
+                   "rows": [{"method": "lab autoregressive", **row}, {"method": "lab prompt lookup", **row}]}
+    assert "draft model N" not in format_table(lookup_only).splitlines()[0]
+    with_draft = {**lookup_only, "rows": lookup_only["rows"] + [{"method": "lab speculative", **row}]}
+    assert format_table(with_draft).splitlines()[0].endswith("greedy, draft model N = 4; load average 1.0 before, "
+                                                             "1.0 after")

@@ -57,3 +57,10 @@ def test_detokenizer_on_the_bundled_tokenizer_matches_decode(pair):
     pieces = [text.push(token) for token in ids]
     assert None in pieces
     assert "".join(piece or "" for piece in pieces) == text.text == pair.tokenizer.decode(ids) == PROMPT + CONTINUATION
+
+
+def test_detokenizer_names_a_token_that_is_not_an_integer():
+    text = Detokenizer(ByteTokenizer())
+    with pytest.raises(TypeError, match="token_id must be an integer token id, got str 'a'"):
+        text.push("a")
+    assert text.push(0x61) == "a"   # nothing was appended by the refused push

@@ -265,3 +265,18 @@ def test_rollback_and_cache_length_name_a_non_cache():
             rollback(bad, 0)
         with pytest.raises(TypeError, match="cache must be a transformers cache"):
             cache_length(bad)
+
+
+def test_position_and_keep_length_helpers_refuse_impossible_counts():
+    """The references of lesson 07's exercise name a bad argument instead of returning nonsense."""
+    assert kv.next_position(9, 0) == 10 and kv.draft_keep_length(12, 1, 4) == 10
+    with pytest.raises(ValueError, match="position must be an integer >= 0, got -1"):
+        kv.next_position(-1, 2)
+    with pytest.raises(ValueError, match="num_accepted must be an integer >= 0"):
+        kv.next_position(3, -1)
+    with pytest.raises(ValueError, match=r"num_accepted must be an integer in \[0, 4\], got 5"):
+        kv.draft_keep_length(3, 5, 4)   # more accepted than drafted
+    with pytest.raises(ValueError, match="held must be an integer >= 3, got 2"):
+        kv.draft_keep_length(2, 0, 4)   # fewer entries than the drafts it was fed
+    with pytest.raises(ValueError, match="n_draft must be an integer >= 1"):
+        kv.draft_keep_length(3, 0, 0)

@@ -325,3 +325,14 @@ def test_conditional_acceptance_counts_only_steps_that_reached_the_position():
     assert reach == [5 / 6, 2 / 4, 1 / 4]  # over different steps: the old ratio 0.5 / (5/6) = 0.6 is not 2/3
     assert metrics.conditional_acceptance([step(2, 0)]) == [0.0, None]  # nobody reached position 1
     assert metrics.conditional_acceptance([]) == []
+
+
+def test_step_summaries_name_a_bad_count_time_or_step_list():
+    with pytest.raises(ValueError, match="new_tokens must be an integer >= 0, got -1"):
+        metrics.summarize_steps([], -1, 10.0)
+    with pytest.raises(ValueError, match="wall_ms must be a finite number of milliseconds, got nan"):
+        metrics.summarize_steps([], 3, float("nan"))
+    assert metrics.summarize_steps([], 3, 0.0)["tokens_per_second"] is None   # no time measured: no speed
+    with pytest.raises(TypeError, match=r"steps must be an iterable of step records \(Generation.steps\), got "
+                                        "NoneType"):
+        metrics.alpha_from_steps(None)

@@ -133,3 +133,10 @@ def test_make_drafter_confidence_is_the_draft_models_stop(smollm2_pair):
                                                                          "(kind 'model') only, got kind 'ngram'")
     with pytest.raises(ValueError, match="unknown drafter 'nope'; choose from model, ngram"):
         make_drafter("nope", smollm2_pair, 4, confidence=0.4)  # the kind is what is wrong
+
+
+def test_make_drafter_names_a_missing_pair():
+    with pytest.raises(TypeError, match="make_drafter expected a ModelPair .* got NoneType"):
+        make_drafter("model", None, 4)
+    with pytest.raises(TypeError, match="got str 'shakespeare'"):
+        make_drafter("model", "shakespeare", 4)

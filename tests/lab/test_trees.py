@@ -113,3 +113,8 @@ def test_tree_helpers_name_parents_when_it_is_not_a_sequence(fn):
     args = (None,) if fn == "depths" else (None, 1)
     with pytest.raises(TypeError, match="parents must be a list, tuple or 1-D tensor"):
         getattr(trees, fn)(*args)
+
+
+def test_choices_parents_takes_list_paths_as_the_tree_loaders_do():
+    assert trees.choices_parents([[0], [0, 0], [1], [0, 1]]) == trees.choices_parents([(0,), (0, 0), (1,), (0, 1)]) \
+        == [-1, 0, -1, 0]

@@ -268,3 +268,12 @@ def test_sampled_verifiers_take_half_precision_rows():
     assert result.num_accepted in (0, 1)
     with pytest.raises(ValueError, match="must sum to 1"):
         verify.verify_sampled(torch.full((2, 4), 0.5, dtype=torch.bfloat16), [1], None, torch.Generator())
+
+
+def test_greedy_and_typical_verification_name_bad_inputs():
+    with pytest.raises(TypeError, match="target_argmax must hold integer token ids, got str 'a'"):
+        verify.verify_greedy(["a", "b"], ["a"])
+    with pytest.raises(TypeError, match="drafted"):
+        verify.verify_greedy([1, 2], [1.5])
+    with pytest.raises(ValueError, match="target_probs contains NaN"):
+        verify.typical_threshold(torch.full((5,), float("nan")))
