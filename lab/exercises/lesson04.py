@@ -206,8 +206,16 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     for _ in range(50):
         out = call(prefix, cut_target, only_three, 3)
         new = out[len(prefix):]
+        if new == [3]:  # the draft was rejected (the step stopped), and the token that replaced it was 3 again
+            raise Fail(f"token 3 has target probability 0, so the first draft (3) must be rejected and the step "
+                       f"must stop with one resampled token; you returned {out}: the token after the rejection was "
+                       "3 again.\n  Hint: a token the target gives probability 0 must not come back from the "
+                       "resample either. Resample from the residual max(0, target - draft), normalised (here "
+                       "[0.5, 0.5, 0, 0]), not from the draft's distribution or draft - target.")
         if 3 in new:
-            raise Fail(f"token 3 has target probability 0 but you emitted it ({out}): it must be rejected.")
+            raise Fail(f"token 3 has target probability 0 but you emitted it ({out}): it must be rejected "
+                       "(accept with probability min(1, target/draft) = 0), and the token that replaces it must not "
+                       "be 3 either.")
         if len(new) != 1:
             raise Fail(f"the first draft is always rejected here, so exactly one token (resampled) must follow; "
                        f"you returned {len(new)}: {out}. Stop at the first rejection.")

@@ -187,6 +187,10 @@ def speculation_metrics(fn):
         (variant(acceptance_rate=lambda s, c: emitted(s) / drafted(s)),
          "acceptance_rate counts accepted DRAFTS only; the resampled/bonus token is the target's, not an accepted "
          "draft."),
+        (variant(acceptance_rate=lambda s, c: _metrics.alpha_from_steps(s)),
+         "that is alpha, accepted / drafts the target examined (a step examines its drafts up to the first "
+         "rejection; the drafts after it are never tested). The acceptance rate counts every drafted token, tested "
+         "or not: accepted / drafted, summed over all steps."),
         (variant(acceptance_rate=lambda s, c: sum(x.num_accepted / len(x.drafted) for x in s) / len(s)),
          "divide total accepted by total drafted over the run; the mean of per-step ratios weights short drafts "
          "too much."),

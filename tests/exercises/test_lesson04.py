@@ -364,3 +364,36 @@ def test_speculative_step_is_checked_beyond_three_drafts(capsys):
 
     rejects(check.speculative_step, capped, capsys, "every draft is accepted")
     assert check.speculative_step(speculative_step)
+
+
+@pytest.mark.parametrize("resample_from", ["draft", "draft minus target"])
+def test_speculative_step_whose_resample_returns_the_rejected_token(resample_from, capsys):
+    """A step that rejects the zero-target-probability draft correctly but resamples from the draft (or from
+    max(0, draft - target)) gets that token back; it used to be told to reject it, which it had done."""
+    from lab.sampling import categorical, uniform
+
+    def wrong_resample(prefix, target_model, draft_model, n_draft, rng):
+        out, drafts, dists = list(prefix), [], []
+        for _ in range(n_draft):
+            dists.append(list(draft_model(out + drafts)))
+            drafts.append(categorical(dists[-1], rng))
+        for token, dist in zip(drafts, dists):
+            target = list(target_model(out))
+            if uniform(rng) < min(1.0, target[token] / dist[token]):
+                out.append(token)
+                continue
+            if resample_from == "draft":
+                replacement = dist  # the planted mistake
+            else:
+                replacement = sampling.residual_distribution(torch.tensor(dist), torch.tensor(target)).tolist()
+            out.append(categorical(replacement, rng))
+            return out
+        out.append(categorical(list(target_model(out)), rng))
+        return out
+
+    out = rejects(check.speculative_step, wrong_resample, capsys, "[3, 1, 3]", "the token after the rejection was 3",
+                  "must not come back from the resample", "residual max(0, target - draft)")
+    assert "it must be rejected" not in out, out
+    # a step that never rejects still gets the message about the acceptance test
+    out = rejects(check.speculative_step, spec_step_variant(accept="always"), capsys, "must be rejected",
+                  "min(1, target/draft) = 0")

@@ -134,3 +134,19 @@ def test_speculation_metrics_counts_a_step_without_drafts_as_a_target_call(capsy
         return {**ref, "tokens_per_target_call": emitted / calls}
 
     rejects(check.speculation_metrics, only_drafting_steps, capsys, "tokens_per_target_call")
+
+
+def test_speculation_metrics_that_reports_alpha_as_the_acceptance_rate(capsys):
+    """The lesson computes alpha from the records right after the table of names; returning it as the acceptance
+    rate (accepted / drafts examined, instead of accepted / drafted) gets a hint that names the difference."""
+    def alpha_as_rate(steps, c):
+        out = check.reference_speculation_metrics(steps, c)
+        accepted = sum(s.num_accepted for s in steps)
+        tested = sum(s.num_accepted + (s.num_accepted < len(s.drafted)) for s in steps)  # as lesson 06 counts them
+        out["acceptance_rate"] = accepted / tested
+        return out
+
+    out = rejects(check.speculation_metrics, alpha_as_rate, capsys, "that is alpha", "never tested",
+                  "accepted / drafted")
+    # the first run: 8 accepted of 16 drafted (rate 0.5), of 11 drafts examined (alpha 8/11)
+    assert "0.727" in out and "0.5" in out, out

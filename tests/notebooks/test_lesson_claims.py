@@ -728,3 +728,50 @@ def test_lesson_14_parallel_drafting():
                      for kind in ("parallel", "model")}
     for kind, (low, high) in (("parallel", ("1.22", "1.27")), ("model", ("1.01", "1.17"))):
         assert (_x(min(real_speedups[kind])), _x(max(real_speedups[kind]))) == (low, high), real_speedups
+
+
+def test_lesson_06_quotes_lesson_01s_verification_cost():
+    """Lesson 06 says the formula's one-pass verification is not what lesson 01 measured on a CPU in float32, and
+    quotes lesson 01's committed ratios of a pass over 5 and over 16 positions to a one-token pass."""
+    out = printed("01_sequential_bottleneck")
+    assert "(float32)" in out, "lesson 01's committed run is no longer in float32: lesson 06's sentence says it is"
+    ratios = {int(k): v for k, v in re.findall(r"^\s*(\d+)\s+[\d.]+ ms\s+([\d.]+)x$", out, re.MULTILINE)}
+    five, sixteen = quoted(prose("06_speedup_formula"), r"a pass over 5 positions cost ([\d.]+) times a one-token "
+                                                        r"pass, and a pass over 16 positions ([\d.]+) times")
+    assert (five, sixteen) == (ratios[5], ratios[16]), (five, sixteen, ratios)
+    assert float(five) > 1.1, "lesson 01 no longer measures a verification pass dearer than one pass: reword 06"
+
+
+def test_lesson_06_committed_timing_is_possible():
+    """A measured speedup above the tokens per target call can only be timing noise; the committed run must not show
+    one (the cell prints a warning when it does), and its load line must carry no warning."""
+    out = printed("06_speedup_formula")
+    tokens = float(quoted(out, r"tokens per target call: ours [\d.]+\s+loop ([\d.]+)")[0])
+    speedup = float(quoted(out, r"prefill excluded\): ([\d.]+)x \(round by round")[0])
+    assert speedup <= tokens, (speedup, tokens)
+    assert "WARNING" not in out
+    says(prose("06_speedup_formula"), "One thing the measurement can never show is a speedup above the tokens per "
+                                      "target call.")
+
+
+def test_lesson_04_summary_holds_in_the_committed_run():
+    """The summary says the committed run's chi-square tests find no difference, and that the same test rejects the
+    loop that resamples from the target."""
+    out = printed("04_speculative_step")
+    p = {name: float(v) for name, v in re.findall(r"^(speculative vs target|direct vs target|speculative vs direct)"
+                                                  r"\s+p = ([\d.e+-]+)", out, re.MULTILINE)}
+    assert len(p) == 3, out
+    assert all(v > 0.05 for v in p.values()), p
+    buggy = float(quoted(out, r"buggy vs target: p = ([\d.e+-]+)")[0])
+    assert buggy < 1e-4
+    says(prose("04_speculative_step"), "In the committed run, a chi-square test on 50,000 tokens finds no difference "
+                                       "between the speculative loop and direct sampling")
+    # the thresholds the prose names are the ones the code uses
+    from lab.exercises.harness import P_THRESHOLD
+    from tests.lab import test_toy as toy_tests
+
+    says(prose("04_speculative_step"), "fail a sampler only when p falls below 0.001 (1e-3)")
+    assert toy_tests.P_MIN == 1e-3
+    says(prose("04_speculative_step"), 'the ones that print "chi-square p < 0.0001" in a hint, reject your code only '
+                                       "below 0.0001 (1e-4)")
+    assert str(P_THRESHOLD) == "0.0001"
