@@ -19,7 +19,7 @@ BUSY_SHARE = 0.25
 (on 2 cores, half a core of other work)."""
 
 BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and uneven; close other programs and time "
-                "again")
+                "again (while they run, torch.set_num_threads(1) avoids torch's threads waiting on each other)")
 """The sentence :meth:`LoadMeter.note` ends with when the timing was flagged; tests look for it in committed outputs."""
 
 
