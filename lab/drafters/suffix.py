@@ -130,6 +130,9 @@ class SuffixTree:
         return found[0] if found else (None, 0)
 
 
+_ROUNDING = 1e-12  # how far below min_prob a path probability may round and still count as at it
+
+
 def speculation_tree(node, budget: int, depth_room: int, min_prob: float) -> tuple:
     """The speculation tree below ``node`` (a trie node: ``.children`` maps token -> node, ``.count`` how often its
     path occurred): ``(tokens, parents, score)`` with at most ``budget`` nodes of depth at most ``depth_room``,
@@ -148,7 +151,9 @@ def speculation_tree(node, budget: int, depth_room: int, min_prob: float) -> tup
         total = sum(c.count for c in parent_node.children.values())
         for token, child in parent_node.children.items():
             prob = parent_prob * child.count / total
-            if prob >= min_prob:
+            # A tolerance of 1e-12: a path probability exactly at min_prob (0.7 x 1/7 = 0.1) can round a hair below
+            # it, and whether it does depends on the order of the multiplications; it stays.
+            if prob >= min_prob - _ROUNDING:
                 tie += 1
                 heapq.heappush(heap, (-prob, tie, token, child, parent_index, level))
 
@@ -179,7 +184,7 @@ def speculation_path(node, budget: int, depth_room: int, min_prob: float) -> tup
         total = sum(child.count for child in node.children.values())
         token, child = max(node.children.items(), key=lambda item: item[1].count)
         prob *= child.count / total
-        if prob < min_prob:
+        if prob < min_prob - _ROUNDING:  # as in speculation_tree: one exactly at min_prob stays, however it rounds
             break
         parents.append(len(tokens) - 1)
         tokens.append(token)

@@ -135,8 +135,11 @@ def _grow_cases():
         ({9: (2, {8: (1, {1: (1, leaf)}), 7: (1, leaf)}), 4: (1, {1: (1, leaf)})}, 2, 0.1),
         # a deep likely path beats a shallow unlikely sibling: 0.9, 0.9, 0.9 before 0.1
         ({1: (9, {2: (9, {3: (9, leaf)})}), 5: (1, leaf)}, 3, 0.05),
-        # min_prob: 5 (0.1) and 3 under 1 (0.9 x 0.1 = 0.09) fall below 0.1 ... 5 is exactly 0.1: kept
-        ({1: (9, {2: (8, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.1),
+        # exactly at min_prob below the first level: 2 and 3 under 1 are 3/4 x 1/2 = 0.375 (kept), 5 is 1/4 (left
+        # out). Shares that are powers of two keep every product exact, whatever the order of the multiplications
+        # (with 9/10 x 1/9 the float could round either side of 0.1, and a right answer would fail)
+        ({1: (3, {2: (1, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.375),
+        # min_prob: 5 (1/10) and 3 under 1 (9/10 x 1/9 = 1/10) fall below 0.5, 1 (0.9) and 2 (0.8) stay
         ({1: (9, {2: (8, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.5),
         # exactly at min_prob: kept (1/2 >= 0.5)
         ({1: (1, leaf), 2: (1, leaf)}, 4, 0.5),

@@ -42,6 +42,10 @@ def jacobi_step(fn, model, prefix_ids):
     def window_only(m, p, w):
         return forward(m, w, new_cache()).argmax(-1).tolist()
 
+    def one_row_too_many(m, p, w):
+        logits = forward(m, p + w, new_cache())
+        return logits[len(p) - 1:].argmax(-1).tolist()
+
     def sequential(m, p, w):
         out = []
         for _ in w:
@@ -52,6 +56,9 @@ def jacobi_step(fn, model, prefix_ids):
         (shifted, "row j of the logits predicts position j + 1: the guess for window position i comes from the row "
                   "of the token BEFORE it, index len(prefix) - 1 + i."),
         (window_only, "feed prefix + window: the guesses depend on the committed text."),
+        (one_row_too_many, "return exactly W guesses, one per window position: rows len(prefix) - 1 … len(prefix) + "
+                           "W - 2 (logits[len(prefix) - 1:len(prefix) - 1 + W]). The last row, after the window's "
+                           "last token, guesses the position past the window."),
         (sequential, "that is autoregressive decoding (one forward per token, each seeing the NEW guesses). Jacobi "
                      "updates every position at once from the OLD guesses: one forward over prefix + window."),
     ]
@@ -173,6 +180,10 @@ def parallel_block(fn):
          "inference those tokens are what the draft is proposing, it does not have them; the masks stand in for "
          "them and carry nothing, so no row depends on an earlier draft (inputs = ids[:anchor + 1] + [mask_id] * "
          "(k - 1))."),
+        (lambda x, a, k, m: (x[:a + 1] + [m] * max(len(x[a + 1:a + 1 + k]) - 1, 0), x[a + 1:a + 1 + k]),
+         "the inputs always end with k - 1 masks, also near the end of ids: only the targets (true tokens) run out "
+         "there. The draft is fed the same block wherever the anchor is; at inference the anchor is the last token "
+         "and there are no targets at all."),
         (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a + 1:a + 2] * k),
          "mask row i is scored on the token i + 1 places after the anchor, not on the next token again: the K "
          "targets are K different positions, ids[anchor + 1:anchor + 1 + k]."),

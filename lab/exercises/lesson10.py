@@ -254,9 +254,10 @@ def _path_cases():
     cases.append(([11, 0, 20, 0, 7], twins, twin_parents))
     cases.append(([10, 20, 0, 0, 0], twins, twin_parents))
     cases.append(([11, 0, 0, 0, 0], [10, 11, 20, 0], [-1, -1, 0, 0]))  # a later token 0, on another branch
-    chain = [5, 6, 7]
-    cases.append(([5, 6, 8, 1], chain, [-1, 0, 1]))
-    cases.append(([5, 6, 7, 1], chain, [-1, 0, 1]))
+    # a chain of one token three times, rejected at the third: row 2 says 8 though row 0 says 5 (a walk that reads
+    # row 0 at every level accepts all three)
+    cases.append(([5, 5, 8, 1], [5, 5, 5], [-1, 0, 1]))
+    cases.append(([5, 6, 7, 1], [5, 6, 7], [-1, 0, 1]))
     # deeper than Medusa's 3 heads: a walk capped at 3 levels stops short
     cases.append(([5, 6, 7, 8, 9, 2], [5, 6, 7, 8, 9], [-1, 0, 1, 2, 3]))
     cases.append(([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 6, 7, 8], [-1, -1, 0, 0, 2, 4]))
@@ -273,13 +274,13 @@ def _path_variant(kind):
                 kids = list(range(node + 1, len(tokens)))
             if kind == "first_child":
                 kids = kids[:1]
-            row = node + 1 if kind != "row_is_node" else max(node, 0)
+            row = {"row_is_node": max(node, 0), "row_zero": 0}.get(kind, node + 1)
             if kind == "child_row":  # each child compared with its OWN row, not its parent's
                 match = next((c for c in kids if tokens[c] == argmax[c + 1]), None)
             else:
                 match = next((c for c in kids if tokens[c] == argmax[row]), None)
             if match is None:
-                return path
+                return [tokens[i] for i in path] if kind == "token_ids" else path
             path.append(match)
             node = match
             if kind == "one_level":
@@ -296,8 +297,15 @@ def accepted_path(fn):
                                        "target's choice may be on any branch."),
         (_path_variant("row_is_node"), "the target's prediction after node i is in row i + 1 (row 0 belongs to the "
                                        "last committed token)."),
+        (_path_variant("row_zero"), "compare a node's token with the target's argmax in its PARENT's row, "
+                                    "target_argmax[parent + 1] (row 0 only for the top level, parent -1): row 0 is "
+                                    "the target's choice for the first token only, and each level down needs the row "
+                                    "of the node just accepted."),
         (_path_variant("one_level"), "keep descending: after accepting a child, look for a matching child of THAT "
                                      "node."),
+        (_path_variant("token_ids"), "return the accepted nodes' INDICES in tokens (positions in the flattened "
+                                     "tree), not their token ids: the lesson reads the rows after them "
+                                     "(target_argmax[path[-1] + 1]) and the same token can sit on two branches."),
         (_path_variant("any_branch"), "only the current node's CHILDREN are candidates (parents[c] == node): a "
                                       "node with the right token on another branch was proposed after a different "
                                       "prefix, so the target has not checked it."),
@@ -408,6 +416,11 @@ def tokens_per_call(fn, target, prompts):
     def ignores_eos(t, make, ps, m, eos_id=None):
         return reference_tokens_per_call(t, make, ps, m, None)
 
+    def accepted_plus_one(t, make, ps, m, eos_id=None):  # every step's num_accepted + 1, the cut last one too
+        runs = runs_of(t, make, ps, m, eos_id)
+        return (sum(s.num_accepted + 1 for g in runs for s in g.decode_steps)
+                / sum(g.stats["target_calls"] for g in runs))
+
     def last_prompt_only(t, make, ps, m, eos_id=None):  # totals assigned (=) in the loop instead of added (+=)
         return reference_tokens_per_call(t, make, ps[-1:], m, eos_id)
 
@@ -428,6 +441,10 @@ def tokens_per_call(fn, target, prompts):
                            "stats['target_calls'] does not count the prefill."),
         (acceptance, "that is the acceptance rate (accepted / drafted); tokens per target call counts every emitted "
                      "token, including the one the target adds at each step."),
+        (accepted_plus_one, "count the tokens the runs wrote, len(gen.tokens) - 1 per run, not num_accepted + 1 "
+                            "per step: generate cuts the last step at max_new_tokens and after EOS, so that step "
+                            "writes fewer tokens than it accepted (its num_accepted still counts every accepted "
+                            "draft)."),
         (last_prompt_only, "add up over ALL prompts (tokens += ..., calls += ...): assigning the totals inside the "
                            "loop keeps only the last prompt's run."),
     ]

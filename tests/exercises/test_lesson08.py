@@ -92,3 +92,77 @@ def test_grow_tree_reference_values_and_a_stub(capsys):
 
     ok, out = run(capsys, check.grow_tree, stub)
     assert not ok and "not solved yet" in out
+
+
+def _grow_in_order(order):
+    """A correct grow_tree whose path probability multiplies in the given order, as the lesson's wording allows."""
+    import heapq
+    import itertools
+
+    product = {"prob * count / total": lambda prob, count, total: prob * count / total,
+               "prob * (count / total)": lambda prob, count, total: prob * (count / total),
+               "(count / total) * prob": lambda prob, count, total: (count / total) * prob}[order]
+
+    def grow_tree(children, budget, min_prob):
+        heap, tokens, parents, found = [], [], [], itertools.count()
+
+        def add(kids, parent, prob):
+            total = sum(count for count, _ in kids.values())
+            for token, (count, grandchildren) in kids.items():
+                p = product(prob, count, total)
+                if p >= min_prob:
+                    heapq.heappush(heap, (-p, next(found), token, grandchildren, parent))
+
+        add(children, -1, 1.0)
+        while heap and len(tokens) < budget:
+            neg, _, token, grandchildren, parent = heapq.heappop(heap)
+            tokens.append(token)
+            parents.append(parent)
+            if grandchildren:
+                add(grandchildren, len(tokens) - 1, -neg)
+        return tokens, parents
+    return grow_tree
+
+
+@pytest.mark.parametrize("order", ["prob * count / total", "prob * (count / total)", "(count / total) * prob"])
+def test_grow_tree_passes_whatever_the_order_of_the_multiplications(capsys, order):
+    """The lesson's "its probability × their share", written as prob * (count / total), failed a case whose node sat
+    at min_prob only up to rounding (9/10 x 1/9 is 0.09999999999999999 that way, 0.1 the reference's way): every
+    order passes now."""
+    ok, out = run(capsys, check.grow_tree, _grow_in_order(order))
+    assert ok and "12 trees right" in out, out
+
+
+def test_grow_tree_cases_do_not_depend_on_rounding():
+    """Each case's expected tree is the one exact arithmetic gives (fractions, no rounding), so no right answer can
+    fail on a float a hair either side of min_prob; and the case at min_prob below the first level is still there."""
+    import heapq
+    import itertools
+    from fractions import Fraction
+
+    def exact(children, budget, min_prob):
+        heap, tokens, parents, found = [], [], [], itertools.count()
+        limit = Fraction(str(min_prob))  # 0.1 as 1/10, not the binary float's 0.1000000000000000055…
+
+        def add(kids, parent, prob):
+            total = sum(count for count, _ in kids.values())
+            for token, (count, grandchildren) in kids.items():
+                p = prob * Fraction(count, total)
+                if p >= limit:
+                    heapq.heappush(heap, (-p, next(found), token, grandchildren, parent))
+
+        add(children, -1, Fraction(1))
+        while heap and len(tokens) < budget:
+            neg, _, token, grandchildren, parent = heapq.heappop(heap)
+            tokens.append(token)
+            parents.append(parent)
+            if grandchildren:
+                add(grandchildren, len(tokens) - 1, -neg)
+        return tokens, parents
+
+    cases = check._grow_cases()
+    for case in cases:
+        assert check._ref_grow_tree(*case) == exact(*case), case
+    # 2 and 3 under 1 at 3/4 x 1/2 = 0.375 = min_prob: kept; 5 (1/4) left out
+    assert ({1: (3, {2: (1, {}), 3: (1, {})}), 5: (1, {})}, 8, 0.375) in cases
+    assert check._ref_grow_tree({1: (3, {2: (1, {}), 3: (1, {})}), 5: (1, {})}, 8, 0.375) == ([1, 2, 3], [-1, 0, 0])

@@ -119,6 +119,16 @@ def test_count_converged_checker(capsys):
     assert not ok and "leading run" in out
 
 
+def test_jacobi_step_one_row_too_many_gets_its_own_hint(capsys, target):
+    """logits[len(prefix) - 1:] keeps the row after the window's last token too: W + 1 guesses, which used to get
+    only the generic hint."""
+    def one_row_too_many(model, p, w):
+        return forward(model, p + w, new_cache())[len(p) - 1:].argmax(-1).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, one_row_too_many, target, [1, 2, 3, 4, 5])
+    assert not ok and "return exactly W guesses" in out and "logits[len(prefix) - 1:len(prefix) - 1 + W]" in out
+
+
 def test_jacobi_step_time_limit_covers_the_type_check(capsys, target, monkeypatch):
     """The return-type check ran the learner's function outside the time limit: a loop that never ends hung."""
     monkeypatch.setattr(harness, "CALL_TIME_LIMIT_S", 0.5)
@@ -178,6 +188,18 @@ def test_parallel_block_planted_mistakes_get_their_own_hints(capsys):
             "teacher forcing", "no row depends on an earlier draft")
     rejects(check.parallel_block, lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a + 1:a + 2] * k), capsys,
             "not on the next token again")
+
+
+def test_parallel_block_masks_shortened_with_the_targets_get_their_own_hint(capsys):
+    """A learner who also shortens the masks near the end of ids (fewer targets there, so fewer masks) failed on the
+    anchor at the last position with only the generic hint; the lesson now says the inputs always end with k - 1
+    masks, and the checker says it too."""
+    def short_masks(ids, anchor, k, mask_id):
+        targets = list(ids[anchor + 1:anchor + 1 + k])
+        return list(ids[:anchor + 1]) + [mask_id] * max(len(targets) - 1, 0), targets
+
+    out = rejects(check.parallel_block, short_masks, capsys, "always end with k - 1 masks", "2 of 8 cases are wrong")
+    assert ", 9, 4, 2048)" in out or ", 7, 4, 2048)" in out   # a case near the end of ids
 
 
 def test_parallel_block_refuses_other_shapes_and_in_place_edits(capsys):

@@ -236,3 +236,49 @@ def test_tokens_per_call(capsys, target):
     assert "pass eos_token_id on to generate" in capsys.readouterr().out
     assert not check.tokens_per_call(stub, target, prompts)
     assert "not solved yet" in capsys.readouterr().out
+
+
+def test_accepted_path_row_zero_and_token_ids_get_their_own_hints(capsys):
+    """A walk that compares every level with target_argmax[0] does descend, and used to be told "keep descending";
+    a walk that returns the accepted tokens instead of their node indices got only the generic hint."""
+    def row_zero(argmax, tokens, parents):
+        node, path = -1, []
+        while True:
+            match = next((c for c, p in enumerate(parents) if p == node and tokens[c] == argmax[0]), None)
+            if match is None:
+                return path
+            path.append(match)
+            node = match
+
+    def token_ids(argmax, tokens, parents):
+        return [tokens[i] for i in verify_tree_greedy(argmax, tokens, parents).path]
+
+    out = rejects(check.accepted_path, row_zero, capsys, "its PARENT's row, target_argmax[parent + 1]")
+    assert "keep descending" not in out
+    rejects(check.accepted_path, token_ids, capsys, "INDICES in tokens", "not their token ids")
+    # the case that tells the row-0 walk from a walk that stops after one level: a chain of three 5s
+    case = ([5, 5, 8, 1], [5, 5, 5], [-1, 0, 1])
+    assert case in check._path_cases()
+    assert verify_tree_greedy(*case).path == [0, 1]
+    assert row_zero(*case) == [0, 1, 2] and check._path_variant("one_level")(*case) == [0]
+    rejects(check.accepted_path, check._path_variant("one_level"), capsys, "keep descending")
+
+
+def test_tokens_per_call_counting_accepted_plus_one_per_step(capsys, target):
+    """Summing num_accepted + 1 over the decode steps counts a last step that generate cut at EOS as whole (the
+    lesson's wording once invited it): it gets a hint about the cut last step."""
+    from lab.decode import generate
+
+    def accepted_plus_one(t, make, ps, m, eos_token_id=None):
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+        return (sum(s.num_accepted + 1 for g in runs for s in g.decode_steps)
+                / sum(len(g.decode_steps) for g in runs))
+
+    def emitted(t, make, ps, m, eos_token_id=None):   # the steps' own emitted tokens: right
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+        return sum(len(s.emitted) for g in runs for s in g.decode_steps) / sum(len(g.decode_steps) for g in runs)
+
+    prompts = [list(range(1, 30)), list(range(30, 60))]
+    rejects(lambda fn: check.tokens_per_call(fn, target, prompts), accepted_plus_one, capsys,
+            "not num_accepted + 1", "cuts the last step at max_new_tokens and after EOS")
+    assert check.tokens_per_call(emitted, target, prompts)

@@ -73,6 +73,27 @@ def test_proposal_is_a_frequency_tree_sized_by_the_pattern():
     assert short.propose(DraftRequest([5, 6, 5], max_tokens=0)).tokens == []
 
 
+def test_a_node_exactly_at_min_prob_stays_however_its_probability_rounds():
+    """0.7 x 1/7 is 0.1, but the float product is 0.09999999999999999 (in either order of the multiplications): the
+    tree and the path keep such a node at min_prob = 0.1, and still leave out one truly below it."""
+    from types import SimpleNamespace
+
+    from lab.drafters.suffix import speculation_path, speculation_tree
+
+    def node(count, children=()):
+        return SimpleNamespace(count=count, children=dict(children))
+
+    # 1 follows 7 times in 10, then each of 7 tokens once: 0.7 x 1/7 each; 2 follows 3 times in 10
+    root = node(0, {1: node(7, {t: node(1) for t in range(10, 17)}), 2: node(3)})
+    assert 0.7 * 1 / 7 < 0.1 and 0.7 * (1 / 7) < 0.1   # what a comparison without a tolerance would drop
+    tokens, parents, _ = speculation_tree(root, 12, 4, 0.1)
+    assert tokens == [1, 2, *range(10, 17)] and parents == [-1, -1] + [0] * 7
+    assert speculation_path(root, 12, 4, 0.1)[:2] == ([1, 10], [-1, 0])   # the first found of the tied children
+    below = 0.1 + 1e-9   # just above every node's 0.1: only 1 (0.7) and 2 (0.3) stay
+    assert speculation_tree(root, 12, 4, below)[:2] == ([1, 2], [-1, -1])
+    assert speculation_path(root, 12, 4, below)[:2] == ([1], [-1])
+
+
 def test_bad_settings_name_the_argument():
     for kwargs, word in ((dict(max_depth=1), "max_depth"), (dict(max_spec_factor=0), "max_spec_factor"),
                          (dict(min_token_prob=1.5), "min_token_prob"), (dict(max_spec_tokens=0), "max_spec_tokens"),
