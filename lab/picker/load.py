@@ -14,13 +14,15 @@ from __future__ import annotations
 import functools
 
 __all__ = ["LOAD_COST_CUT", "LOAD_SPEEDUP", "LOAD_ALPHA", "LOAD_COST_RATIO", "LOAD_RIDGE", "saturated_gain",
-           "load_break_even", "load_schedule"]
+           "unloaded_gain", "load_break_even", "load_schedule"]
 
 LOAD_COST_CUT = (0.20, 0.54)
 """Seed lesson 002: the fraction of serving cost EAGLE-3 at k = 1 cut (low, high)."""
 
 LOAD_SPEEDUP = tuple(round(1 / (1 - cut), 2) for cut in LOAD_COST_CUT)
-""":data:`LOAD_COST_CUT` as throughput, 1 / (1 - cut): (1.25, 2.17)."""
+""":data:`LOAD_COST_CUT` as throughput, 1 / (1 - cut): (1.25, 2.17). Not a speedup over plain decoding: the seed does
+not name the cut's baseline, and at N = 1 a target call yields at most 2 tokens, so over plain decoding the gain
+stays below 2 / (1 + c) (:func:`unloaded_gain` is lesson 13's model of it). The picker quotes :func:`unloaded_gain`."""
 
 # Lesson 13's EAGLE-like scenario for its roofline model (lab.costs.speculative_throughput_gain): α, c, and an H100
 # SXM's bf16 ridge point (FLOPs per byte). Under load the picker quotes that model's saturated gain and schedule.
@@ -32,6 +34,14 @@ def saturated_gain() -> float:
     from lab.costs import speculative_throughput_gain
 
     return speculative_throughput_gain(1 << 16, 1, LOAD_ALPHA, LOAD_COST_RATIO, LOAD_RIDGE)
+
+
+def unloaded_gain() -> float:
+    """Lesson 13's model of EAGLE at N = 1 on one sequence, where a target pass costs the same for 1 or 2 tokens:
+    (1 + α) / (1 + c), about 1.76: the top of the picker's range under load."""
+    from lab.costs import speculative_throughput_gain
+
+    return speculative_throughput_gain(1, 1, LOAD_ALPHA, LOAD_COST_RATIO, LOAD_RIDGE)
 
 
 def load_break_even() -> int:

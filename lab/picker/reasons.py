@@ -7,8 +7,8 @@ Nothing here decides: every branch reads a field of the decision or of the workl
 from __future__ import annotations
 
 from lab.picker.decision import Decision
-from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, LOAD_SPEEDUP, load_break_even, \
-    saturated_gain
+from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, load_break_even, saturated_gain, \
+    unloaded_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.tables import (ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL,
                                LOOKAHEAD_SETTINGS,
@@ -99,9 +99,10 @@ def source_for(decision: Decision, workload: dict) -> str:
         if decision.method == "none":
             return (f"{SEED_000}, \"When NOT to spec-decode\"; {SEED_002}, EAGLE-3 at k = 1 (applied under load by "
                     "this course)")
-        return (f"{SEED_002}, EAGLE-3 at k = 1 (20–54 % cost cut, as 1 / (1 − cut): up to {LOAD_SPEEDUP[1]:g}×; "
-                "applied under load by this course); 1× where lesson 13's batch-size schedule turns drafting off "
-                f"({round(saturated_gain(), 2):g}× there without it)")
+        return (f"{SEED_002}, EAGLE-3 at k = 1 (a 20–54 % cost cut against a baseline the seed does not name; "
+                "applied under load by this course); lesson 13's model for the top of the range, "
+                f"{round(unloaded_gain(), 2):g}× on one sequence, and 1× where its batch-size schedule turns drafting "
+                f"off ({round(saturated_gain(), 2):g}× there without it)")
     if decision.method == "none":
         return "no feasible method"
     return _basis_source(decision.method, workload["task"], decision.basis)
@@ -164,8 +165,8 @@ def engine_notes(method: str, has_small: bool) -> list:
     workload has a small same-family model, the nearest transformers drafter for EAGLE and Medusa)."""
     notes = []
     if method == "lookahead":
-        notes.append("vLLM has no Lookahead proposer (seed lesson 000 names TensorRT-LLM's LookaheadDecoder, "
-                     "which went with TensorRT-LLM's old backend, lesson 14): the vLLM config is the n-gram method, "
+        notes.append("vLLM has no Lookahead proposer (seed lesson 000 names TensorRT-LLM's LookaheadDecoder, whose "
+                     "config is gone from TensorRT-LLM's LLM API, lesson 14): the vLLM config is the n-gram method, "
                      "its nearest draft-free relative; transformers likewise gets prompt lookup. This course runs "
                      "real Lookahead with LookaheadDrafter.")
     if method == "eagle":
@@ -223,8 +224,11 @@ def _under_load(decision: Decision, workload: dict) -> list:
                    f"k = 1, the best k, cut cost by {LOAD_COST_CUT[0]:.0%}–{LOAD_COST_CUT[1]:.0%}, while a "
                    "wrong k can raise it by 175 %. The seed does not say at what load; applying the result "
                    "here is this course's inference (lesson 13: as the batch grows, the shortest draft keeps "
-                   "its gain longest). A cost cut f means 1 / (1 − f) the throughput.")
-    reasons.append(_schedule_reason(f"the seed's {LOAD_SPEEDUP[1]:g}×"))
+                   "its gain longest). The seed does not say what the cut is measured against: as throughput over "
+                   "plain decoding, 54 % would be 2.17×, more than N = 1 can give, since a target call then yields at "
+                   "most 2 tokens. The range below therefore tops out at lesson 13's model of N = 1 on one sequence, "
+                   f"(1 + α) / (1 + c) = {round(unloaded_gain(), 2):g}×.")
+    reasons.append(_schedule_reason(f"{round(unloaded_gain(), 2):g}×"))
     return reasons + _parallel_under_load(workload) + memory_reasons("eagle", memory)
 
 
@@ -238,7 +242,7 @@ def _parallel_under_load(workload: dict) -> list:
 
 def _schedule_reason(top: str) -> str:
     """Why the config under load carries lesson 13's batch-size schedule, and what that does to the range, whose top
-    is ``top`` (e.g. "the seed's 2.17×")."""
+    is ``top`` (e.g. "1.76×")."""
     return (f"That gain does not hold at every load: lesson 13's roofline model (α {LOAD_ALPHA:g}, "
             f"c {LOAD_COST_RATIO:g}, an H100's ridge of {LOAD_RIDGE:g} FLOPs per byte) puts N = 1 "
             f"below autoregressive decoding from a batch of {load_break_even()} sequences, settling "

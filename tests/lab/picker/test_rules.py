@@ -103,7 +103,10 @@ def test_when_not_to_speculate():
     assert rec.method == "none" and any("batch" in r for r in rec.reasons)
     rec = recommend("code", 0.0, False, True, latency_bound=False)
     assert rec.method == "eagle" and rec.n_draft == 1
-    assert rec.expected_speedup == (1.0, 2.17) and "under load" in rec.source and "0.89× there" in rec.source
+    # the top is lesson 13's model of N = 1 on one sequence, (1 + 0.8) / (1 + 0.02): one extra token a call at most
+    # cannot give the seed's 54 % cost cut read as throughput (2.17x) over plain decoding
+    assert rec.expected_speedup == (1.0, 1.76) and "under load" in rec.source and "0.89× there" in rec.source
+    assert rec.expected_speedup[1] < 2 / (1 + 0.02)
     # lesson 13's model: N = 1 costs throughput from batch 263 on; the config stops drafting there
     assert any("from a batch of 263 sequences" in r for r in rec.reasons)
     assert rec.vllm_config()["num_speculative_tokens_per_batch_size"] == [[1, 262, 1], [263, 512, 0]]
