@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import torch
 
-__all__ = ["StepRecord", "OnStep", "Generation"]
+__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record"]
 
 
 @dataclass
@@ -124,3 +124,12 @@ class Generation:
         """The decode steps' records: ``steps`` without the prefill's. Per-step averages (time per step, tokens
         per target call) are taken over these, as :func:`lab.metrics.summarize_steps` does."""
         return [s for s in self.steps if not s.prefill]
+
+
+def check_step_record(record, where: str) -> None:
+    """Raise ``TypeError`` naming ``where`` unless ``record`` looks like a :class:`StepRecord` (it has ``drafted``,
+    ``num_accepted`` and ``emitted``): what a widget passed as ``on_step=`` receives from :func:`lab.decode.generate`.
+    Duck-typed, so a test's stand-in record passes too."""
+    if not all(hasattr(record, name) for name in ("drafted", "num_accepted", "emitted")):
+        raise TypeError(f"{where} takes a step record (lab.trace.StepRecord, what generate(..., on_step=...) passes), "
+                        f"got {type(record).__name__}")

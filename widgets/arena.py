@@ -27,9 +27,17 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     ``measured_speedup``, ``predicted_speedup``, ``efficiency``); the autoregressive rows are left out (always 1).
     Hovering a bar shows the drafter's efficiency and tokens per target call. Labels and titles are HTML-escaped
     (plotly renders some tags); two rows of a panel with the same label get their N appended. Raises
-    ``ValueError`` if ``result`` has no drafter rows.
+    ``ValueError`` if ``result`` has no drafter rows or a row lacks one of those keys, ``TypeError`` if it is not a
+    dict.
     """
+    if not isinstance(result, dict):
+        raise TypeError(f"result must be lab.arena.run_arena(...)'s return value (a dict), got {type(result).__name__}")
     rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
+    needed = ("task", "temperature", "label", "measured_speedup", "predicted_speedup", "efficiency")
+    for row in rows:
+        missing = [key for key in needed if key not in row]
+        if missing:
+            raise ValueError(f"result's rows must be run_arena's: a row lacks {', '.join(missing)}")
     if not rows:
         raise ValueError("result holds no drafter rows: pass lab.arena.run_arena(...)'s return value")
     tasks = list(dict.fromkeys(r["task"] for r in rows))

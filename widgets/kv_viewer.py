@@ -22,7 +22,7 @@ import html
 import ipywidgets
 
 from lab.detok import Detokenizer
-from lab.trace import StepRecord
+from lab.trace import StepRecord, check_step_record
 from lab.validation import check_int
 from widgets.style import ACCEPTED_COLOR, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
 from widgets.token_text import check_tokenizer, prompt_token_ids, run_prompt_length, token_label_text, token_labels
@@ -101,6 +101,7 @@ class KVCacheViewer(ipywidgets.VBox):
     def on_step(self, record: StepRecord) -> None:
         """Add the *verify* and *commit* frames of one step and show the newest. Raises ``ValueError`` for a
         record without cache lengths (one not made by ``lab.decode.generate``)."""
+        check_step_record(record, "KVCacheViewer.on_step")
         if record.cache_before is None:
             raise ValueError(f"step {record.index} carries no cache_before: feed records from lab.decode.generate")
         base = int(record.cache_before)

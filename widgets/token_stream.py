@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.trace import Generation, StepRecord
+from lab.trace import Generation, StepRecord, check_step_record
 from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
@@ -183,6 +183,7 @@ class TokenStream(ipywidgets.VBox):
         if isinstance(record, (Generation, list, tuple)):
             raise TypeError(f"on_step takes one StepRecord, got a {type(record).__name__}; for a finished run or a "
                             "list of records use stream.extend(generation) or stream.extend(generation.steps)")
+        check_step_record(record, "TokenStream.on_step")
         shown = chain_view(record)  # what is drawn; the record itself goes to `steps` and the stats
         drafted = [int(token) for token in shown.drafted]
         emitted = [int(token) for token in shown.emitted]

@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 import torch
 
 from lab.detok import Detokenizer
-from lab.trace import StepRecord
+from lab.trace import StepRecord, check_step_record
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int
 from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR,
@@ -148,6 +148,7 @@ class TreeViewer(ipywidgets.VBox):
 
     def on_step(self, record: StepRecord) -> None:
         """Store one step record and show it (the live view follows the newest step)."""
+        check_step_record(record, "TreeViewer.on_step")
         self._layout_of(record)  # validate before storing, so a bad record leaves the viewer as it was
         if record.index == 0 and self._records:
             self.clear()

@@ -94,26 +94,24 @@ def test_grow_tree_reference_values_and_a_stub(capsys):
     assert not ok and "not solved yet" in out
 
 
-def _grow_in_order(order):
-    """A correct grow_tree whose path probability multiplies in the given order, as the lesson's wording allows."""
+def _best_first_grow(product, one=1.0, threshold=lambda min_prob: min_prob):
+    """A correct grow_tree, best first by path probability: ``product(prob, count, total)`` gives a child's path
+    probability from its parent's, ``one`` is the root's and ``threshold(min_prob)`` the least a node may have."""
     import heapq
     import itertools
 
-    product = {"prob * count / total": lambda prob, count, total: prob * count / total,
-               "prob * (count / total)": lambda prob, count, total: prob * (count / total),
-               "(count / total) * prob": lambda prob, count, total: (count / total) * prob}[order]
-
     def grow_tree(children, budget, min_prob):
         heap, tokens, parents, found = [], [], [], itertools.count()
+        limit = threshold(min_prob)
 
         def add(kids, parent, prob):
             total = sum(count for count, _ in kids.values())
             for token, (count, grandchildren) in kids.items():
                 p = product(prob, count, total)
-                if p >= min_prob:
+                if p >= limit:
                     heapq.heappush(heap, (-p, next(found), token, grandchildren, parent))
 
-        add(children, -1, 1.0)
+        add(children, -1, one)
         while heap and len(tokens) < budget:
             neg, _, token, grandchildren, parent = heapq.heappop(heap)
             tokens.append(token)
@@ -122,6 +120,13 @@ def _grow_in_order(order):
                 add(grandchildren, len(tokens) - 1, -neg)
         return tokens, parents
     return grow_tree
+
+
+def _grow_in_order(order):
+    """A correct grow_tree whose path probability multiplies in the given order, as the lesson's wording allows."""
+    return _best_first_grow({"prob * count / total": lambda prob, count, total: prob * count / total,
+                             "prob * (count / total)": lambda prob, count, total: prob * (count / total),
+                             "(count / total) * prob": lambda prob, count, total: (count / total) * prob}[order])
 
 
 @pytest.mark.parametrize("order", ["prob * count / total", "prob * (count / total)", "(count / total) * prob"])
@@ -136,29 +141,11 @@ def test_grow_tree_passes_whatever_the_order_of_the_multiplications(capsys, orde
 def test_grow_tree_cases_do_not_depend_on_rounding():
     """Each case's expected tree is the one exact arithmetic gives (fractions, no rounding), so no right answer can
     fail on a float a hair either side of min_prob; and the case at min_prob below the first level is still there."""
-    import heapq
-    import itertools
     from fractions import Fraction
 
-    def exact(children, budget, min_prob):
-        heap, tokens, parents, found = [], [], [], itertools.count()
-        limit = Fraction(str(min_prob))  # 0.1 as 1/10, not the binary float's 0.1000000000000000055…
-
-        def add(kids, parent, prob):
-            total = sum(count for count, _ in kids.values())
-            for token, (count, grandchildren) in kids.items():
-                p = prob * Fraction(count, total)
-                if p >= limit:
-                    heapq.heappush(heap, (-p, next(found), token, grandchildren, parent))
-
-        add(children, -1, Fraction(1))
-        while heap and len(tokens) < budget:
-            neg, _, token, grandchildren, parent = heapq.heappop(heap)
-            tokens.append(token)
-            parents.append(parent)
-            if grandchildren:
-                add(grandchildren, len(tokens) - 1, -neg)
-        return tokens, parents
+    # 0.1 as 1/10, not the binary float's 0.1000000000000000055…
+    exact = _best_first_grow(lambda prob, count, total: prob * Fraction(count, total), Fraction(1),
+                             lambda min_prob: Fraction(str(min_prob)))
 
     cases = check._grow_cases()
     for case in cases:

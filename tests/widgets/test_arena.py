@@ -1,4 +1,6 @@
 """The arena figures (widgets/arena.py, lesson 12): labels reach plotly escaped and told apart."""
+import pytest
+
 from widgets.arena import arena_figure, efficiency_waterfall
 
 
@@ -18,3 +20,11 @@ def test_arena_figure_escapes_and_separates_labels():
                                              ("acceptance", "drafting", "target_call", "verification", "loop",
                                               "prefill")}}
     assert efficiency_waterfall(row).layout.title.text.startswith("&lt;b&gt;x&lt;/b&gt; (&lt;prose&gt;")
+
+
+def test_arena_figure_names_what_it_takes():
+    with pytest.raises(TypeError, match=r"result must be lab.arena.run_arena\(...\)'s return value \(a dict\), got "
+                                        "NoneType"):
+        arena_figure(None)
+    with pytest.raises(ValueError, match="a row lacks temperature, label, measured_speedup"):
+        arena_figure({"rows": [{"drafter": "x", "task": "chat"}]})

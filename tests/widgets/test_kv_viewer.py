@@ -261,3 +261,11 @@ def test_kv_and_tree_viewers_label_split_characters_in_context(pair):
     # Tree nodes follow their ancestors: "ñ" split over a node and its child shows on the child.
     assert token_labels(pair.tokenizer, pair.encode("\u00f1") * 2, parents=[-1, 0, -1, 2]) == [
         PARTIAL_LABEL, "\u00f1", PARTIAL_LABEL, "\u00f1"]
+
+
+def test_the_viewer_names_what_it_takes_when_given_something_else():
+    from widgets import KVCacheViewer
+
+    for wrong in (None, "step", 3):
+        with pytest.raises(TypeError, match=r"KVCacheViewer\.on_step takes a step record \(lab\.trace\.StepRecord"):
+            KVCacheViewer()(wrong)

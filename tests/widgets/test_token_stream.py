@@ -882,3 +882,11 @@ def test_token_stream_chart_height():
     for bad in ("big", -5, 5, True, 300.5):
         with pytest.raises(ValueError, match="chart_height"):
             TokenStream(chart_height=bad)
+
+
+def test_the_viewer_names_what_it_takes_when_given_something_else():
+    from widgets import TokenStream
+
+    for wrong in (None, "step", 3):
+        with pytest.raises(TypeError, match=r"TokenStream\.on_step takes a step record \(lab\.trace\.StepRecord"):
+            TokenStream()(wrong)

@@ -254,3 +254,11 @@ def test_tree_viewer_draws_the_prefill_after_the_prompt():
                     target_tokens=5, cache_before=0, prefill=True)])
     assert other.node_ids == [None, 0xA9] and other.node_labels[0] == "last"
     assert other.node_labels[1] != "\u00e9"
+
+
+def test_the_viewer_names_what_it_takes_when_given_something_else():
+    from widgets import TreeViewer
+
+    for wrong in (None, "step", 3):
+        with pytest.raises(TypeError, match=r"TreeViewer\.on_step takes a step record \(lab\.trace\.StepRecord"):
+            TreeViewer()(wrong)
