@@ -252,6 +252,12 @@ def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.09, delta: 
     Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``, and for ``target_probs`` holding NaN."""
     if torch.isnan(torch.as_tensor(target_probs)).any():
         raise ValueError("target_probs contains NaN")
+    return _typical_threshold(target_probs, epsilon, delta)
+
+
+def _typical_threshold(target_probs: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
+    """:func:`typical_threshold` without the scan for NaN: the verifier's rows were checked already, or are trusted
+    (the unchecked path of the decode loop)."""
     if not 0 < epsilon <= 1:
         raise ValueError(f"epsilon must be in (0, 1], got {epsilon}")
     if not delta > 0:
@@ -288,7 +294,7 @@ def verify_tree_typical_unchecked(target_probs: torch.Tensor, tokens: list, pare
     out of range."""
     parents = _tree_args(tokens, parents, target_probs.size(0))
     kids = _kids(parents)
-    threshold = typical_threshold(target_probs, epsilon, delta)
+    threshold = _typical_threshold(target_probs, epsilon, delta)
     best: list = []
     reached = {-1: []}  # node -> its accepted path from the top (parents come before children)
     for i, p in enumerate(parents):

@@ -57,34 +57,23 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """``python -m lab train WHAT``: run the training or measurement ``args.what`` names (``args`` from
     :func:`lab.cli.build_parser`) with ``args.threads`` torch threads, and print the model card or training record
-    it wrote. Returns 0, or 2 after one error line when ``--out`` is given for anything but a real-pair draft
-    (:data:`OUT_RECIPES`)."""
+    it wrote. Returns 0, or 2 after one error line when ``--out`` or ``--init`` cannot be used
+    (:func:`_option_problem`)."""
     from lab import training
 
     if args.threads is not None:  # for `card` too, whose decode timings (cost per token, c) depend on it
         import torch
 
         torch.set_num_threads(args.threads)
-    if getattr(args, "out", None) is not None and args.what not in OUT_RECIPES:
-        import sys
-
-        print(f"python -m lab train: error: --out applies to {', '.join(OUT_RECIPES)} only, not to {args.what}",
-              file=sys.stderr)
-        return 2
-    if getattr(args, "init", None) is not None and args.what not in INIT_RECIPES:
-        import sys
-
-        print(f"python -m lab train: error: --init applies to {', '.join(INIT_RECIPES)} only, not to {args.what}",
-              file=sys.stderr)
-        return 2
-    problem = _folder_problem(args.what, getattr(args, "out", None), getattr(args, "init", None))
-    if problem:  # before any model loads: a long job must not fail at its end
+    out, init = getattr(args, "out", None), getattr(args, "init", None)
+    problem = _option_problem(args.what, out, init)  # before any model loads: a long job must not fail at its end
+    if problem:
         import sys
 
         print(f"python -m lab train: error: {problem}", file=sys.stderr)
         return 2
     if args.what == "chat-data" or args.what in OUT_RECIPES:
-        return _train_chat(args.what, getattr(args, "out", None), getattr(args, "init", None))
+        return _train_chat(args.what, out, init)
     if args.what == "copy-target":
         out = training.train_copy_target(threads=args.threads)
         print((Path(out) / "training.json").read_text())
@@ -118,12 +107,17 @@ def run(args) -> int:
     return 0
 
 
-def _folder_problem(what: str, out: Path | None, init: Path | None) -> str | None:
-    """What is wrong with ``--out`` (a file, or under a file, or in a folder this user cannot write) or ``--init``
-    (not a saved draft of the kind ``what`` trains: ``config.json`` + ``model.safetensors``,
-    :func:`lab.assets.check_model_type`), as one line; None when both are usable or not given."""
+def _option_problem(what: str, out: Path | None, init: Path | None) -> str | None:
+    """What is wrong with ``--out`` (given for a recipe outside :data:`OUT_RECIPES`, or a file, under a file, or in a
+    folder this user cannot write) or ``--init`` (given outside :data:`INIT_RECIPES`, or not a saved draft of the
+    kind ``what`` trains: ``config.json`` + ``model.safetensors``, :func:`lab.assets.check_model_type`), as one line;
+    None when both are usable or not given."""
     import os
 
+    if out is not None and what not in OUT_RECIPES:
+        return f"--out applies to {', '.join(OUT_RECIPES)} only, not to {what}"
+    if init is not None and what not in INIT_RECIPES:
+        return f"--init applies to {', '.join(INIT_RECIPES)} only, not to {what}"
     if out is not None:
         out = Path(out)
         if out.exists() and not out.is_dir():

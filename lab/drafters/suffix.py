@@ -226,7 +226,10 @@ class SuffixCache:
     def add(self, output) -> None:
         """Remember one finished request's generated tokens (the prompt is not cached: it is the user's): token ids,
         integers >= 0. Raises ``ValueError`` naming ``output`` for anything else."""
-        output = _token_list("output", output)
+        self._add(_token_list("output", output))
+
+    def _add(self, output: list) -> None:
+        """:meth:`add` for a checked list of ints."""
         if not output or self.max_cached_requests == 0:
             return
         self.tree.add(output)
@@ -243,7 +246,7 @@ class SuffixCache:
         output = _token_list("output", output)
         if not output or output in self:
             return False
-        self.add(output)
+        self._add(output)
         return output in self
 
 
