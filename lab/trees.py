@@ -164,14 +164,21 @@ def ancestors(parents, node: int) -> list[int]:
     return chain[::-1]
 
 
+_MASK_LIMIT = 2 ** 31  # entries of a tree attention mask (bool, 1 byte each)
+
+
 def tree_attention_mask(parents, prefix_len: int) -> torch.Tensor:
     """Which keys each node may attend to, BoolTensor ``[n, prefix_len + n]`` (True = may attend): all
     ``prefix_len`` committed tokens, then over the nodes its ancestors and itself.
 
-    Raises ``ValueError`` for a bad parents array or ``prefix_len < 0``."""
+    Raises ``ValueError`` for a bad parents array, ``prefix_len < 0``, or a mask of more than 2**31 entries (2 GiB;
+    a context far beyond any model's, refused before memory is asked for)."""
     parents = check_parents(parents)
     prefix_len = _int_at_least("prefix_len", prefix_len, 0, " (the committed tokens)")
     n = len(parents)
+    if n and n * (prefix_len + n) > _MASK_LIMIT:
+        raise ValueError(f"prefix_len must be at most {_MASK_LIMIT // n - n} for a tree of {n} nodes (the mask is kept "
+                         f"under {_MASK_LIMIT} entries), got {prefix_len}")
     mask = torch.zeros(n, prefix_len + n, dtype=torch.bool)
     mask[:, :prefix_len] = True
     for i, p in enumerate(parents):

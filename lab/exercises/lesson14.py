@@ -224,6 +224,11 @@ def stats_from_vllm_counters(fn) -> str:
         for fault, hint in _FAULTS:  # a planted mistake that gives the same answers on every case
             if all(_same_outcome(o, _outcome(fault, c)) for o, (_, c, _) in zip(outcomes, cases)):
                 raise Fail(hint)
+        zero = [lbl for (lbl, _, _), o in zip(cases, outcomes) if o[:2] == ("raise", "ZeroDivisionError")]
+        for fault, hint in _FAULTS if zero else ():  # the same mistake, unguarded where a count is 0
+            if all(o[:2] == ("raise", "ZeroDivisionError") or _same_outcome(o, _outcome(fault, c))
+                   for o, (_, c, _) in zip(outcomes, cases)):
+                raise Fail(f"{hint} (Your function also divided by zero on {zero[0]}.)")
         if got[0] == "raise":
             raise Fail(f"on {label} ({_counter_text(counters)}) your function raised {got[1]}: {got[2]}")
         if not isinstance(got[1], dict):

@@ -120,6 +120,21 @@ def test_checker_passes_reference_and_rejects_planted_mistakes(capsys):
     assert "one too small" in capsys.readouterr().out
 
 
+def test_checker_names_the_conditional_mistake_when_it_divides_by_zero(capsys):
+    """The conditional per-position rate written without a guard divides by zero where a position accepted
+    nothing; the hint still names the mistake, and the case that raised."""
+    def conditional(d, t, a, p):
+        if d == 0:
+            return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
+        return {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / d,
+                "per_position_acceptance": [x / (p[i - 1] if i else d) for i, x in enumerate(p)]}
+
+    assert not check.stats_from_vllm_counters(conditional)
+    out = capsys.readouterr().out
+    assert "unconditional here, as in vLLM" in out
+    assert "divided by zero on a run where every draft is rejected" in out
+
+
 def test_checker_rejects_an_acceptance_rate_that_assumes_a_constant_n(capsys):
     """Dividing by num_drafts × len(accepted_per_position) is right whenever every step drafts N tokens; only the
     case whose draft length varies tells it apart."""

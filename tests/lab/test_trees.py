@@ -81,6 +81,12 @@ def test_non_integer_parents_and_choices_are_rejected():
     assert trees.choices_parents([(0,), (1,), (0, 0)]) == [-1, -1, 0]
 
 
+def test_tree_attention_mask_refuses_a_prefix_no_memory_holds():
+    """A context of 10**12 tokens would ask for 2 TB; the error names prefix_len and the most this tree allows."""
+    with pytest.raises(ValueError, match=r"prefix_len must be at most 1073741822 for a tree of 2 nodes"):
+        trees.tree_attention_mask([-1, 0], 10 ** 12)
+
+
 def test_numpy_and_tensor_integers_work_bools_and_floats_do_not():
     import numpy as np
 
