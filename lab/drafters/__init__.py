@@ -10,7 +10,8 @@ from lab.drafters.mtp import MTPDrafter
 from lab.drafters.parallel import ParallelDrafter
 from lab.drafters.prompt_lookup import PromptLookupDrafter
 from lab.drafters.suffix import SuffixDecodingDrafter
+from lab.drafters.suffix_match import SuffixMatchDrafter
 
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "DraftModelDrafter", "PromptLookupDrafter",
            "LookaheadDrafter", "MedusaDrafter", "EarlyExitDrafter", "EagleDrafter", "SuffixDecodingDrafter",
-           "MTPDrafter", "ParallelDrafter", "Eagle3Drafter"]
+           "MTPDrafter", "ParallelDrafter", "Eagle3Drafter", "SuffixMatchDrafter"]

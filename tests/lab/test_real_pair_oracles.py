@@ -14,9 +14,20 @@ from lab.registry import make_drafter
 from lab.sampling import probs_from_logits
 from lab.verify import verify_sampled
 
-DRAFTERS = ("model", "ngram", "lookahead", "early-exit", "eagle", "medusa", "suffix", "parallel", "eagle3")
+DRAFTERS = ("model", "ngram", "lookahead", "early-exit", "eagle", "medusa", "suffix", "parallel", "eagle3",
+            "suffix-match")
 REQUESTS = ("Write a Python function that returns the cube of a number.",
             "Repeat exactly: the quick brown fox jumps over the lazy dog.")
+
+
+def _drafter(kind, pair, n_draft):
+    """The registry's drafter, or vLLM 0.34's suffix rule (lesson 08's comparison; not a registry kind)."""
+    if kind == "suffix-match":
+        from lab.drafters import SuffixMatchDrafter
+        from lab.prompts import assistant_turns
+
+        return SuffixMatchDrafter(prompt_outputs=lambda ids: assistant_turns(pair, ids))
+    return make_drafter(kind, pair, n_draft)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +41,7 @@ def test_greedy_speculative_equals_autoregressive_token_for_token(smollm2_pair, 
     calls = {"ar": 0, "sp": 0}
     for ids in chats:
         ar = generate(pair.target, ids, max_new_tokens=24, eos_token_id=pair.eos_token_id)
-        sp = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=24,
+        sp = generate(pair.target, ids, drafter=_drafter(kind, pair, 4), max_new_tokens=24,
                       eos_token_id=pair.eos_token_id)
         assert sp.tokens == ar.tokens, kind
         calls["ar"] += ar.stats["target_calls"]
@@ -46,7 +57,7 @@ def test_first_emitted_token_follows_the_targets_distribution(smollm2_pair, chat
     pair = smollm2_pair
     ids = chats[0]
     target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
-    drafter = make_drafter(kind, pair, 1)
+    drafter = _drafter(kind, pair, 1)
     if getattr(drafter, "needs_hidden_states", False):  # EAGLE (-3) reads the target's features of the prompt
         drafter.reset(ids, hidden=forward(pair.target, ids[:-1], new_cache(), logits_to_keep=1,
                                           output_hidden_states=True, hidden_layers=hidden_layers_of(drafter))[1])
@@ -121,18 +132,18 @@ def test_edge_cases_eos_inside_a_block_exact_length_and_a_one_token_prompt(smoll
     pair = smollm2_pair
     ids = chats[1]  # "Repeat exactly: ...": the drafters accept blocks here
     ar = generate(pair.target, ids, max_new_tokens=12)
-    free = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=12)
+    free = generate(pair.target, ids, drafter=_drafter(kind, pair, 4), max_new_tokens=12)
     where = _inside_a_block(free)
     if kind == "early-exit":  # it never accepts two drafts in a step on this request: EOS on the target's token
         assert where is None
         where = 5
     stop = free.tokens[where]
-    sp = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=12, eos_token_id=stop)
+    sp = generate(pair.target, ids, drafter=_drafter(kind, pair, 4), max_new_tokens=12, eos_token_id=stop)
     assert sp.tokens == ar.tokens[:where + 1], kind
     assert sp.steps[-1].truncated == (kind != "early-exit"), kind
     for length in (1, 7):
-        sp = generate(pair.target, ids, drafter=make_drafter(kind, pair, 4), max_new_tokens=length)
+        sp = generate(pair.target, ids, drafter=_drafter(kind, pair, 4), max_new_tokens=length)
         assert sp.tokens == ar.tokens[:length], (kind, length)
     short = [pair.eos_token_id]  # a one-token prompt: <|im_end|>
-    assert (generate(pair.target, short, drafter=make_drafter(kind, pair, 4), max_new_tokens=6).tokens
+    assert (generate(pair.target, short, drafter=_drafter(kind, pair, 4), max_new_tokens=6).tokens
             == generate(pair.target, short, max_new_tokens=6).tokens), kind

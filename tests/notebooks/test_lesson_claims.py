@@ -633,12 +633,15 @@ def test_lesson_08_suffix_decoding_section():
     says(text, "the tree gets at most 3 nodes: `9` (seen 2 times in 3), then `4` and `8` (1 in 3 each; `4` was found "
                "first)")
     assert "tree: tokens [9, 4, 8], parents [-1, -1, 0]" in out
-    per_call = dict(re.findall(r"^(prompt lookup|suffix decoding) *: ([\d.]+) tokens per target call", out, re.M))
-    assert set(per_call) == {"prompt lookup", "suffix decoding"}, per_call
-    ratio, = quoted(out, r"suffix decoding made ([\d.]+)x as many tokens per target call as prompt lookup")
-    assert abs(float(ratio) - float(per_call["suffix decoding"]) / float(per_call["prompt lookup"])) < 0.01
-    assert "both drafters produced the same tokens: True" in out
+    per_call = dict(re.findall(r"^(prompt lookup|suffix decoding|vLLM 0.34's rule) *: ([\d.]+) tokens per target "
+                               r"call", out, re.M))
+    assert set(per_call) == {"prompt lookup", "suffix decoding", "vLLM 0.34's rule"}, per_call
+    for name in ("suffix decoding", "vLLM 0.34's rule"):
+        ratio, = quoted(out, re.escape(name) + r" made ([\d.]+)x as many tokens per target call as prompt lookup")
+        assert abs(float(ratio) - float(per_call[name]) / float(per_call["prompt lookup"])) < 0.01
+    assert "all three drafters produced the same tokens: True" in out
     says(text, "prompt lookup proposes at most 5 tokens a step however long the match")
+    says(text, "vLLM 0.34's rule finds the same longest match as the tree's deepest pattern but drafts 8 tokens")
 
 
 def test_lesson_11_eagle3_section():

@@ -1,0 +1,263 @@
+"""Suffix decoding as vLLM 0.34 runs it on GPUs: continue the longest suffix match for a fixed number of tokens.
+
+vLLM 0.34.0 dropped the paper's speculation trees (:mod:`lab.drafters.suffix`) for a GPU speculator that keeps the
+two parts its authors credit with most of the gain, matching the longest suffix and remembering finished requests,
+and drafts a chain of ``num_speculative_tokens`` every step (``vllm/v1/worker/gpu/spec_decode/suffix/
+speculator.py``; the default N = min(8, ``suffix_decoding_max_tree_depth``) is in ``suffix/config.py`` there):
+
+- **The request's own text** (prompt and output): the earlier position whose preceding tokens match the longest
+  suffix of the text, at most ``max_depth`` tokens; the longest match wins, then the latest position. The draft is
+  the N tokens that follow it (fewer near the end of the text). This is prompt lookup with n-grams up to
+  ``max_depth`` (:func:`lab.drafters.prompt_lookup.ngram_lookup` with ``max_ngram=max_depth``).
+- **A corpus of finished outputs** (:class:`SuffixCorpus`, shared across requests, oldest overwritten first), each
+  stored with the last 3 prompt tokens before it (the chat template's assistant header). Candidates are the newest
+  occurrence of the text's last 4 tokens, and of its last 2, in each of the 8 most recent outputs that hold them;
+  each is extended to its whole match length. For each match length L, the candidates that match at least L tokens
+  vote token by token: the most frequent next token is drafted (a tie goes to the newest candidate) and the
+  candidates that continue otherwise drop out. A chain scores the sum of its vote counts over the candidates it
+  started with (the sum of the drafted tokens' empirical probabilities, as in the paper); the best score wins, a tie
+  the longer L.
+- The longer of the two matches drafts; a tie goes to the request's own text.
+
+Three simplifications, none of which changes what a step drafts where the engine finds a match: vLLM finds corpus
+candidates through a hash index (collisions only cost a slot; here the search is exact), pads a short draft to N
+with copies of the last token and verifies them too (here the draft is only the tokens found), and can trim drafts
+by acceptance learned online (``enable_adaptive_verification``, off by default; not here).
+
+The draft is deterministic, so verification treats it as one-hot and the output is exactly the target's.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from lab.drafters.base import Draft, DraftRequest
+from lab.validation import check_int, check_token_ids
+
+__all__ = ["SuffixCorpus", "SuffixMatchDrafter", "longest_match", "PROMPT_CONTEXT", "BUCKET_SLOTS"]
+
+PROMPT_CONTEXT = 3
+"""Prompt tokens stored ahead of each output in the corpus (vLLM 0.34's ``_PROMPT_CONTEXT``: the longest lookup
+key, 4 tokens, less one), so that an output's first tokens can be found by what precedes them."""
+
+BUCKET_SLOTS = 8
+"""How many recent outputs a corpus lookup takes candidates from, per key length (vLLM 0.34's ``_BUCKET_SLOTS``)."""
+
+_KEY_LENGTHS = (4, 2)  # the corpus is looked up by the text's last 4 tokens and by its last 2
+
+
+def _tokens(name: str, tokens) -> list:
+    """``tokens`` as a list of Python ints >= 0 (:func:`lab.validation.check_token_ids`; ``TypeError`` or
+    ``ValueError`` naming ``name`` otherwise)."""
+    ids = check_token_ids(name, tokens, allow_empty=True)
+    if ids and min(ids) < 0:
+        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
+    return ids
+
+
+def _match_length(text: list, end: int, tokens: list, max_depth: int) -> int:
+    """How many tokens before ``text[end]`` equal the last tokens of ``tokens`` (at most ``max_depth``)."""
+    length = 0
+    while length < max_depth and length < end and length < len(tokens) and \
+            text[end - 1 - length] == tokens[-1 - length]:
+        length += 1
+    return length
+
+
+def longest_match(tokens, max_depth: int = 24) -> tuple:
+    """``(length, position)``: the earlier position of ``tokens`` (a list of token ids) whose preceding tokens match
+    the longest suffix of ``tokens``, at most ``max_depth`` of them; the latest such position on a tie. ``position``
+    is where the continuation starts (``1 <= position < len(tokens)``, so at least one token follows); ``(0, None)``
+    when no earlier token equals the last one. vLLM 0.34's local scan (``_suffix_local_scan_kernel``).
+
+    Raises ``ValueError`` for ``max_depth`` < 1, ``TypeError`` or ``ValueError`` for ``tokens`` that are not token
+    ids."""
+    max_depth = check_int("max_depth", max_depth, 1)
+    tokens = _tokens("tokens", tokens)
+    best = (0, None)
+    for position in range(len(tokens) - 1, 0, -1):  # latest first: only a longer match replaces the best
+        if tokens[position - 1] != tokens[-1]:
+            continue
+        length = _match_length(tokens, position, tokens, max_depth)
+        if length > best[0]:
+            best = (length, position)
+            if length == max_depth:
+                break
+    return best
+
+
+class SuffixCorpus:
+    """Finished outputs for cross-request matching, oldest dropped first once they hold more than ``capacity``
+    tokens (vLLM 0.34's ``suffix_decoding_corpus_tokens``, default 2**20, counting one separator per output);
+    ``capacity`` = 0 keeps nothing. An output longer than the capacity keeps its newest ``capacity - 1`` tokens, as
+    vLLM's ring does. Raises ``ValueError`` for a negative ``capacity``."""
+
+    def __init__(self, capacity: int = 1 << 20):
+        self.capacity = check_int("capacity", capacity, 0)
+        self.documents: deque = deque()  # (sequence number, tokens), oldest first
+        self._size = 0
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __contains__(self, document) -> bool:
+        document = [int(t) for t in document]
+        return any(held == document for _, held in self.documents)
+
+    def add(self, output, context=()) -> None:
+        """Store one finished output (token ids), preceded by ``context``, the prompt's last tokens before it (at
+        most :data:`PROMPT_CONTEXT` are kept). Raises ``TypeError`` or ``ValueError`` naming ``output`` or ``context``
+        for anything that is not token ids."""
+        output, context = _tokens("output", output), _tokens("context", context)
+        document = context[max(len(context) - PROMPT_CONTEXT, 0):] + output
+        if not output or self.capacity == 0:
+            return
+        document = document[max(len(document) - (self.capacity - 1), 0):]
+        self.documents.append((self._next, document))
+        self._next += 1
+        self._size += len(document) + 1
+        while self._size > self.capacity:
+            _, oldest = self.documents.popleft()
+            self._size -= len(oldest) + 1
+
+    def candidates(self, tokens: list, max_depth: int) -> list:
+        """``[(match length, (sequence number, position), document), ...]``: for each key length (4, then 2) the
+        newest position, in each of the :data:`BUCKET_SLOTS` most recent documents that hold the last ``key`` tokens
+        of ``tokens``, that those tokens precede; each with its match length (at most ``max_depth``), a position
+        found by both keys once."""
+        found, seen = [], set()
+        for key in _KEY_LENGTHS:
+            if len(tokens) < key or max_depth < key:
+                continue
+            tail, taken = tokens[-key:], 0
+            for number, document in reversed(self.documents):
+                if taken == BUCKET_SLOTS:
+                    break
+                position = next((p for p in range(len(document) - 1, key - 1, -1) if document[p - key:p] == tail),
+                                None)
+                if position is None:
+                    continue
+                taken += 1
+                if (number, position) not in seen:
+                    seen.add((number, position))
+                    found.append((_match_length(document, position, tokens, max_depth), (number, position),
+                                  document))
+        return found
+
+    def draft(self, tokens: list, max_depth: int, n_draft: int) -> tuple:
+        """``(match length, draft)`` from the corpus for the text ``tokens`` (see the module docstring: candidates
+        vote token by token for each match length, the best-scoring chain wins); ``(0, [])`` when nothing matches."""
+        candidates = self.candidates(tokens, max_depth)
+        best_num, best_den, best = -1, 1, (0, [])
+        for length in sorted({c[0] for c in candidates}, reverse=True):
+            alive = [c for c in candidates if c[0] >= length]
+            start, chain, votes = len(alive), [], 0
+            for depth in range(n_draft):
+                offered = [(c, c[2][c[1][1] + depth]) for c in alive if c[1][1] + depth < len(c[2])]
+                if not offered:
+                    break
+                counts = {}
+                for _, token in offered:
+                    counts[token] = counts.get(token, 0) + 1
+                most = max(counts.values())
+                newest = max(c[1] for c, token in offered if counts[token] == most)
+                token = next(t for c, t in offered if c[1] == newest)
+                votes += most
+                chain.append(token)
+                alive = [c for c, t in offered if t == token]
+            # fractions compared exactly; the lengths come longest first, so a tie keeps the longer match
+            if votes * best_den > best_num * start:
+                best_num, best_den, best = votes, start, (length, chain)
+        return best
+
+
+class SuffixMatchDrafter:
+    """vLLM 0.34's GPU suffix decoding behind the drafter protocol (see the module docstring): each step drafts up to
+    ``n_draft`` tokens (``num_speculative_tokens``; vLLM's default min(8, ``max_depth``)) continuing the longest
+    match, at most ``max_depth`` tokens (``suffix_decoding_max_tree_depth``), in the request's own text or in the
+    corpus of earlier outputs.
+
+    - ``corpus``: the :class:`SuffixCorpus` to read and add to (None: a private one of vLLM's default capacity). The
+      drafter adds its request's output, with the :data:`PROMPT_CONTEXT` prompt tokens before it, when the next
+      generation starts (:meth:`reset`) or on :meth:`finish`.
+    - ``prompt_outputs``: None, or a callable ``prompt_ids -> [token list, ...]`` naming the earlier outputs a
+      prompt quotes (:func:`lab.prompts.assistant_turns`): :meth:`reset` stores each once, with the prompt tokens
+      that precede its first place in the prompt, as the server that generated them would have stored them.
+
+    Proposals are chains with no draft probabilities (deterministic: verified as one-hot) and no draft forward.
+    ``history`` records, per step, the source ("request", "cache" or None), the match length and the draft's
+    length. Raises ``ValueError`` naming the argument for an out-of-range setting."""
+
+    def __init__(self, n_draft: int | None = None, max_depth: int = 24, corpus: SuffixCorpus | None = None,
+                 prompt_outputs=None):
+        self.max_depth = check_int("max_depth", max_depth, 1)
+        self.n_draft = min(8, self.max_depth) if n_draft is None else check_int("n_draft", n_draft, 1)
+        if corpus is not None and not isinstance(corpus, SuffixCorpus):
+            raise ValueError(f"corpus must be a SuffixCorpus or None, got {type(corpus).__name__}")
+        if prompt_outputs is not None and not callable(prompt_outputs):
+            raise ValueError(f"prompt_outputs must be None or a callable prompt_ids -> token lists, got "
+                             f"{type(prompt_outputs).__name__}")
+        self.corpus = SuffixCorpus() if corpus is None else corpus
+        self.prompt_outputs = prompt_outputs
+        self._tokens: list = []
+        self._prompt_length = None
+        self.history: list = []
+
+    def reset(self, prompt_ids) -> None:
+        """Start a generation from ``prompt_ids`` (the prompt and the prefill's first new token): the last
+        generation's output goes into the corpus, and so do the outputs the prompt quotes (given
+        ``prompt_outputs``)."""
+        self.finish()
+        self._tokens = _tokens("prompt_ids", prompt_ids)
+        if self.prompt_outputs is not None:
+            quoted = self.prompt_outputs(self._tokens)
+            if isinstance(quoted, (str, bytes)) or not hasattr(quoted, "__iter__"):
+                raise ValueError(f"prompt_outputs must return a list of token lists, got {type(quoted).__name__}")
+            for i, output in enumerate(quoted):
+                output = _tokens(f"prompt_outputs(...)[{i}]", output)
+                start = next((p for p in range(len(self._tokens) - len(output) + 1)
+                              if self._tokens[p:p + len(output)] == output), 0) if output else 0
+                context = self._tokens[max(start - PROMPT_CONTEXT, 0):start]
+                if len(output) > 1 and context[-PROMPT_CONTEXT:] + output not in self.corpus:
+                    self.corpus.add(output, context)
+        self._prompt_length = max(len(self._tokens) - 1, 0)
+        self.history = []
+
+    def finish(self) -> None:
+        """Store the current generation's output (from the prefill's token on) in the corpus, once; an output of
+        one token is left out, as it can continue nothing."""
+        if self._prompt_length is not None:
+            output = self._tokens[self._prompt_length:]
+            if len(output) > 1:
+                self.corpus.add(output, self._tokens[:self._prompt_length])
+        self._prompt_length = None
+
+    def propose(self, request: DraftRequest) -> Draft:
+        """Up to ``min(n_draft, request.max_tokens)`` tokens continuing the longer of the request's and the
+        corpus's matches (a tie: the request's)."""
+        self._sync(request.tokens)
+        n = min(self.n_draft, request.max_tokens)
+        if n <= 0:
+            return Draft()
+        length, position = longest_match(self._tokens, self.max_depth)
+        source, tokens = ("request", self._tokens[position:position + n]) if length else (None, [])
+        corpus_length, corpus_tokens = self.corpus.draft(self._tokens, self.max_depth, n)
+        if corpus_length > length and corpus_tokens:
+            source, length, tokens = "cache", corpus_length, corpus_tokens
+        self.history.append({"source": source, "pattern": length, "nodes": len(tokens)})
+        return Draft(tokens=tokens, calls=0)
+
+    def update(self, num_accepted: int, next_token: int) -> None:
+        """Nothing to roll back: the committed tokens are read again at the next :meth:`propose`."""
+
+    def _sync(self, tokens) -> None:
+        """Follow the loop's committed tokens; a text that does not extend this generation's starts a new one."""
+        tokens = list(tokens)
+        if len(tokens) >= len(self._tokens) and tokens[:len(self._tokens)] == self._tokens:
+            self._tokens = [int(t) for t in tokens]
+        else:
+            self._prompt_length = None  # not this generation's text: start over without storing it
+            self.reset(tokens)
+
+    def __repr__(self) -> str:
+        return f"SuffixMatchDrafter(n_draft={self.n_draft}, max_depth={self.max_depth})"

@@ -1,0 +1,173 @@
+"""vLLM 0.34's suffix rule (lab.drafters.suffix_match): the longest match in the request's own text (prompt lookup
+with n-grams up to the tree depth, held to lab.drafters.prompt_lookup.ngram_lookup), the corpus of earlier outputs
+(keys of 4 and 2 tokens, the 8 newest outputs per key, token-by-token voting, first in first out by tokens), which
+source drafts, and the oracles: greedy parity token for token, EOS inside a block, exact max_new_tokens, the first
+speculated token distributed as the target's (verified as one-hot)."""
+import random
+
+import pytest
+import torch
+
+from lab.decode import autoregressive, generate
+from lab.drafters import SuffixMatchDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.prompt_lookup import ngram_lookup
+from lab.drafters.suffix_match import BUCKET_SLOTS, SuffixCorpus, longest_match
+from lab.metrics import chi_square
+from lab.models import forward, new_cache
+from tests.helpers import next_token_probs
+from tests.lab.drafters.lookup_cases import MAX_NEW, PROMPTS, REPEATED
+
+
+def test_longest_match_takes_the_longest_then_the_latest():
+    #          0  1  2  3  4  5  6  7  8  9 10
+    tokens = [1, 2, 3, 9, 5, 2, 3, 8, 7, 2, 3]
+    assert longest_match(tokens) == (2, 7)  # [2, 3] before 3 and 7: the latest; [1, 2, 3] never repeats
+    tokens = [1, 2, 3, 9, 5, 2, 3, 8, 1, 2, 3]
+    assert longest_match(tokens) == (3, 3)  # [1, 2, 3] before 3 beats the later [2, 3] before 7
+    assert longest_match(tokens, max_depth=2) == (2, 7)  # capped at 2 tokens: a tie, the latest wins
+    assert longest_match([7, 7, 7]) == (2, 2)  # overlapping: [7, 7] precedes position 2
+    assert longest_match([4, 5, 6]) == (0, None) and longest_match([]) == (0, None)
+    with pytest.raises(ValueError, match="max_depth must be an integer >= 1"):
+        longest_match([1, 2], max_depth=0)
+    with pytest.raises(ValueError, match=r"tokens must be token ids \(integers >= 0\), got -2"):
+        longest_match([1, -2])
+    with pytest.raises(TypeError, match="tokens must be token ids, got text"):
+        longest_match("the cat")
+
+
+def test_the_request_draft_is_prompt_lookup_with_n_grams_up_to_the_depth():
+    """On 300 random texts over a small vocabulary (many repeats), the request-only draft equals
+    ngram_lookup(tokens, max_ngram=max_depth, n_draft=N), the most recent occurrence of the longest match."""
+    rng = random.Random(0)
+    for _ in range(300):
+        tokens = [rng.randrange(4) for _ in range(rng.randrange(1, 40))]
+        depth, n = rng.choice([1, 3, 24]), rng.choice([1, 4, 8])
+        drafter = SuffixMatchDrafter(n, max_depth=depth, corpus=SuffixCorpus(0))
+        drafter.reset(tokens)
+        draft = drafter.propose(DraftRequest(tokens, max_tokens=n))
+        assert draft.tokens == ngram_lookup(tokens, depth, n), (tokens, depth, n)
+        assert draft.probs is None and draft.calls == 0
+
+
+def test_corpus_candidates_vote_token_by_token():
+    """Three outputs continue [1, 2] with 5 6, 5 7 and 9: 5 gets two votes of three, then 6 and 7 one each and the
+    newer output's 7 wins the tie. The chain scores (2 + 1) / 3 = 1.0; the 4-token match of the third output alone
+    would score 1.0 for its one token, a tie the longer match wins."""
+    corpus = SuffixCorpus()
+    for output in ([0, 1, 2, 5, 6], [1, 2, 5, 7], [8, 0, 1, 2, 9]):
+        corpus.add(output)
+    assert corpus.draft([3, 1, 2], 24, 4) == (2, [5, 7])  # only [1, 2] matches: the voted chain
+    assert corpus.draft([8, 0, 1, 2], 24, 4) == (4, [9])  # [8, 0, 1, 2] in the third output: its one token
+    assert corpus.draft([4, 4], 24, 4) == (0, [])
+    with_context = SuffixCorpus()
+    with_context.add([5, 6], context=[9, 1, 2, 3])  # only the last 3 prompt tokens are kept
+    assert list(with_context.documents)[0][1] == [1, 2, 3, 5, 6]
+    assert with_context.draft([7, 2, 3], 24, 4) == (2, [5, 6])  # the answer's first tokens, found by the prompt's
+
+
+def test_the_corpus_reads_the_newest_outputs_and_forgets_the_oldest():
+    corpus = SuffixCorpus()
+    for _ in range(BUCKET_SLOTS):
+        corpus.add([1, 2, 3])
+    corpus.add([1, 2, 4])  # the newest 8 of the nine outputs holding [1, 2] are read: 3 has seven votes, 4 one
+    candidates = corpus.candidates([1, 2], 24)
+    assert len(candidates) == BUCKET_SLOTS and corpus.draft([1, 2], 24, 1) == (2, [3])
+    small = SuffixCorpus(capacity=10)
+    small.add([1, 2, 3])
+    small.add([4, 5, 6])
+    assert len(small) == 2
+    small.add([7, 8])  # 4 + 4 + 3 tokens with separators > 10: the oldest goes
+    assert [doc for _, doc in small.documents] == [[4, 5, 6], [7, 8]]
+    small.add(list(range(20)))  # longer than the ring: its newest 9 tokens stay, alone
+    assert [doc for _, doc in small.documents] == [list(range(11, 20))]
+    none = SuffixCorpus(0)
+    none.add([1, 2, 3])
+    assert len(none) == 0
+    with pytest.raises(ValueError, match="capacity must be an integer >= 0"):
+        SuffixCorpus(-1)
+    with pytest.raises(TypeError, match="output must hold integer token ids"):
+        corpus.add([1, 2.5])
+
+
+def test_the_longer_match_drafts_and_a_tie_goes_to_the_request():
+    corpus = SuffixCorpus()
+    corpus.add([1, 2, 3, 4, 5, 6])
+    drafter = SuffixMatchDrafter(4, corpus=corpus)
+    drafter.reset([9, 2, 3, 8, 1, 2, 3])  # the request has [2, 3] (then 8); the corpus [1, 2, 3] (then 4 5 6)
+    assert drafter.propose(DraftRequest([9, 2, 3, 8, 1, 2, 3], 4)).tokens == [4, 5, 6]
+    assert drafter.history[-1] == {"source": "cache", "pattern": 3, "nodes": 3}
+    drafter.reset([1, 2, 3, 7, 1, 2, 3])  # both match [1, 2, 3]: the request's own text drafts
+    assert drafter.propose(DraftRequest([1, 2, 3, 7, 1, 2, 3], 4)).tokens == [7, 1, 2, 3]
+    assert drafter.history[-1]["source"] == "request"
+    assert drafter.propose(DraftRequest([1, 2, 3, 7, 1, 2, 3], 2)).tokens == [7, 1]  # max_tokens caps the draft
+
+
+def test_outputs_join_the_corpus_with_their_prompt_context():
+    corpus = SuffixCorpus()
+    drafter = SuffixMatchDrafter(corpus=corpus, prompt_outputs=lambda ids: [[5, 6, 7]])
+    drafter.reset([1, 2, 3, 4, 5, 6, 7, 0, 8])  # the prompt quotes [5, 6, 7] after [2, 3, 4]
+    assert [doc for _, doc in corpus.documents] == [[2, 3, 4, 5, 6, 7]]
+    drafter.propose(DraftRequest([1, 2, 3, 4, 5, 6, 7, 0, 8, 9, 10], 4))
+    drafter.reset([1, 2, 3, 4, 5, 6, 7, 0, 8])  # the last output (8 9 10, after 6 7 0) joins; the quote once only
+    assert [doc for _, doc in corpus.documents] == [[2, 3, 4, 5, 6, 7], [6, 7, 0, 8, 9, 10]]
+    assert SuffixMatchDrafter().n_draft == 8 and SuffixMatchDrafter(max_depth=5).n_draft == 5
+    for kwargs, message in ((dict(n_draft=0), "n_draft must be an integer >= 1"),
+                            (dict(max_depth=0), "max_depth must be an integer >= 1"),
+                            (dict(corpus=[]), "corpus must be a SuffixCorpus"),
+                            (dict(prompt_outputs=[[1]]), "prompt_outputs must be None or a callable")):
+        with pytest.raises(ValueError, match=message):
+            SuffixMatchDrafter(**kwargs)
+
+
+def test_greedy_parity(target, sticky_target, references):
+    """Oracle 1 on the random and the sticky target, every prompt twice, one drafter reused (its corpus grows)."""
+    for name, model in (("random", target), ("sticky", sticky_target)):
+        drafter = SuffixMatchDrafter()
+        for prompt in PROMPTS + PROMPTS:
+            gen = generate(model, prompt, drafter=drafter, max_new_tokens=MAX_NEW)
+            assert gen.tokens == references[name][tuple(prompt)], (name, prompt)
+            assert gen.stats["new_tokens"] == MAX_NEW and gen.stats["draft_calls"] == 0
+        assert len(drafter.corpus) == 2 * len(PROMPTS) - 1  # the last output joins at the next reset
+    sticky = generate(sticky_target, REPEATED, drafter=SuffixMatchDrafter(), max_new_tokens=MAX_NEW)
+    assert sticky.stats["tokens_per_target_call"] > 1.2
+
+
+def test_eos_inside_a_block_and_exact_max_new_tokens(bigram_target, path_prompt):
+    prompt, path = path_prompt
+    ref = autoregressive(bigram_target, prompt, max_new_tokens=14).tokens
+    assert ref[:10] == path
+    cut = []
+    for j in range(10):
+        gen = generate(bigram_target, prompt, drafter=SuffixMatchDrafter(), max_new_tokens=MAX_NEW,
+                       eos_token_id=ref[j])
+        assert gen.tokens == ref[: j + 1]
+        cut.append(any(step.truncated for step in gen.steps))
+    assert any(cut)  # some runs met EOS inside a drafted block
+    for m in range(1, 14):
+        gen = generate(bigram_target, prompt, drafter=SuffixMatchDrafter(), max_new_tokens=m)
+        assert gen.tokens == ref[:m]
+        assert all(len(s.drafted) == 0 or s.position + 1 < m for s in gen.steps)
+
+
+def test_first_speculated_token_follows_target_distribution(target):
+    """Oracle 2: token 0 comes from the prefill, sampled; whatever it is, t, the first decode step verifies a
+    one-token draft, one-hot: the corpus holds [5, t, a] for every t, with a the target's likeliest token after
+    [5, 6, 5, t], so the text's last 2 tokens [5, t] find it (where the prompt itself matches as long, its own
+    continuation drafts). Token 1 follows the target's distribution after the prompt and token 0 (T = 1, 1000
+    draws); likely drafts make the test strict: accepted blindly, they would be over-represented."""
+    prompt = [5, 6, 5]
+    corpus = SuffixCorpus()
+    for t in range(64):
+        corpus.add([t, int(forward(target, prompt + [t], new_cache())[-1].argmax())], context=[5])
+    counts, prefixes = torch.zeros(64), []
+    for seed in range(1000):
+        gen = generate(target, prompt, drafter=SuffixMatchDrafter(1, corpus=corpus), max_new_tokens=3,
+                       temperature=1.0, seed=seed)
+        assert gen.steps[0].prefill and len(gen.steps[1].drafted) == 1
+        counts[gen.tokens[1]] += 1
+        prefixes.append(prompt + gen.tokens[:1])
+    assert len(corpus) == 64  # a fresh drafter adds its output at its next reset only
+    expected = next_token_probs(target, prefixes, temperature=1.0)
+    assert (counts[expected == 0] == 0).all()
+    assert chi_square(counts, expected).pvalue > 1e-3
