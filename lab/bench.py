@@ -29,6 +29,7 @@ import torch
 from lab.load_meter import LoadMeter
 from lab.models import synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
+from lab.drafters.eagle import saved_draft_vocab
 from lab.registry import DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, check_number, check_sampling_args
 
@@ -36,7 +37,7 @@ __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CU
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
-           "SAME_RULE", "HF_LOOKUP_RULE"]
+           "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 SAME_RULE = "lab prompt lookup, HF's rule"
@@ -47,6 +48,11 @@ HF_LOOKUP_RULE = (2, "earliest")
 """transformers' prompt lookup as ``(max_ngram, match)`` of :class:`lab.drafters.PromptLookupDrafter`: n-grams of at
 most 2 tokens (``max_matching_ngram_size`` defaults to 2) and the earliest earlier occurrence
 (``PromptLookupCandidateGenerator`` in ``generation/candidate_generator.py``, transformers 5.25)."""
+FR_SPEC = "lab speculative, FR-Spec head"
+"""The bench row of the draft model drafting with its LM head cut to the pair's draft vocabulary
+(``DraftModelDrafter(draft, N, draft_vocab=saved_draft_vocab(pair))``, FR-Spec: Zhao et al. 2025, §3): the same draft
+weights and N as "lab speculative", compared with "HF assisted" too. Only for a pair whose EAGLE draft has a draft
+vocabulary (:func:`lab.drafters.eagle.saved_draft_vocab`: the real pair); run_bench's ``extra`` may name it."""
 EXTRA_METHODS = ("lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
                  "lab early exit")
 BASELINE_METHODS = ("lab autoregressive", "HF generate")
@@ -81,7 +87,8 @@ def bench_rows(extra=(), drafters=None) -> tuple:
         wanted = set(BASE_METHODS) | set(extra)
     else:
         wanted = set(BASELINE_METHODS) | {row for name in drafters for row in DRAFTER_METHODS[name]}
-    order = BASE_METHODS[:1] + DRAFTER_METHODS["model"][:1] + BASE_METHODS[2:3] + DRAFTER_METHODS["model"][1:] + \
+    order = BASE_METHODS[:1] + DRAFTER_METHODS["model"][:1] + (FR_SPEC,) + BASE_METHODS[2:3] + \
+        DRAFTER_METHODS["model"][1:] + \
         tuple(row for name in DRAFTERS if name != "model" for row in DRAFTER_METHODS[name])
     return tuple(name for name in order if name in wanted)
 
@@ -261,9 +268,12 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     check_has_draft(pair, "run_bench (transformers' assisted generation needs it)")
     max_new_tokens, n_draft = check_int("max_new_tokens", max_new_tokens, 1), check_int("n_draft", n_draft, 1)
     lookup_n_draft = check_int("lookup_n_draft", lookup_n_draft, 1)
-    unknown = [name for name in extra if name not in EXTRA_METHODS]
+    unknown = [name for name in extra if name not in EXTRA_METHODS + (FR_SPEC,)]
     if unknown:
-        raise ValueError(f"extra must name methods from {EXTRA_METHODS}, got {unknown}")
+        raise ValueError(f"extra must name methods from {EXTRA_METHODS + (FR_SPEC,)}, got {unknown}")
+    if FR_SPEC in extra and saved_draft_vocab(pair) is None:
+        raise ValueError(f"extra names {FR_SPEC!r}, but the {pair.name!r} pair has no draft vocabulary (its EAGLE "
+                         "draft scores the whole vocabulary, or it has none)")
     if drafters is not None:
         drafters = check_drafters(drafters)
         if extra:
@@ -346,6 +356,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     methods = {
         "lab autoregressive": ours(lambda: None),
         "lab speculative": ours(lambda: DraftModelDrafter(draft, n_draft)),
+        FR_SPEC: ours(lambda: DraftModelDrafter(draft, n_draft, draft_vocab=saved_draft_vocab(pair))),
         SAME_POLICY[0]: ours(lambda: DraftModelDrafter(draft, HF_ASSISTED_POLICY[0],
                                                        confidence=HF_ASSISTED_POLICY[1])),
         SAME_POLICY[1]: lambda: lambda ids: _hf_default_policy(ids),
@@ -400,8 +411,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         row["vs_lab_autoregressive"] = round(row["tokens_per_second"] / base, 2)
     results["lab autoregressive"]["vs_hf_counterpart"] = round(
         base / results["HF generate"]["tokens_per_second"], 2)
-    counterparts = (("lab speculative", "HF assisted"), SAME_POLICY, ("lab prompt lookup", "HF prompt lookup"),
-                    (SAME_RULE, "HF prompt lookup"))
+    counterparts = (("lab speculative", "HF assisted"), (FR_SPEC, "HF assisted"), SAME_POLICY,
+                    ("lab prompt lookup", "HF prompt lookup"), (SAME_RULE, "HF prompt lookup"))
     for ours_name, theirs in counterparts:
         if ours_name in results and theirs in results:
             results[ours_name]["vs_hf_counterpart"] = round(

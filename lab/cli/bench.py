@@ -213,8 +213,9 @@ def _run_chat(args, count: int) -> int:
     when outputs differ in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, SAME_RULE, cost_curve, eagle_step_ms, format_table, goal_lines, goal_met,
-                           run_bench, speedup_with_verify_cost, sweep_n_draft)
+    from lab.bench import (EXTRA_METHODS, FR_SPEC, SAME_RULE, cost_curve, eagle_step_ms, format_table, goal_lines,
+                           goal_met, run_bench, speedup_with_verify_cost, sweep_n_draft)
+    from lab.drafters.eagle import saved_draft_vocab
     from lab.costs import time_forward
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts
@@ -243,6 +244,8 @@ def _run_chat(args, count: int) -> int:
                                                 ("lab early exit", "early-exit"))
                if (why := drafter_problem(kind, pair, args.n_draft))}
     extra = tuple(m for m in EXTRA_METHODS if m not in skipped and m != "lab lookahead")
+    if saved_draft_vocab(pair) is not None:  # the draft model with its head cut to the EAGLE draft's vocabulary
+        extra += (FR_SPEC,)
     results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, extra=extra, lookup_n_draft=args.lookup_n_draft)
                for kind, prompts in chosen.items()}
     curve = cost_curve(pair.target)  # after the tables, which warmed the target up
@@ -275,6 +278,8 @@ def _run_chat(args, count: int) -> int:
               edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
              ("lab speculative x transformers assisted generation (same draft), chat",
               chat["lab speculative"]["vs_hf_counterpart"], 1.2),
+             ("the same with the draft's LM head cut to the EAGLE draft's vocabulary (FR-Spec; same weights), chat",
+              chat.get(FR_SPEC, {}).get("vs_hf_counterpart"), 1.2),
              ("lab prompt lookup x transformers prompt lookup, copy/edit",
               edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
              ("the same with transformers' lookup rule (n-grams <= 2, earliest occurrence), copy/edit",

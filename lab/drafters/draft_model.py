@@ -1,7 +1,8 @@
 """The classic drafter: a small language model of the same family proposes tokens autoregressively.
 
 Source: Leviathan et al. 2023 (the approximation model M_q) and Chen et al. 2023 (the draft model p); seed lesson
-000. The adaptive draft length (:func:`next_n_draft`) is transformers' ``num_assistant_tokens_schedule="heuristic"``
+000. The reduced draft vocabulary (``draft_vocab``) is FR-Spec's (Zhao et al. 2025, §3). The adaptive draft length
+(:func:`next_n_draft`) is transformers' ``num_assistant_tokens_schedule="heuristic"``
 (``transformers/generation/candidate_generator.py``, ``AssistedCandidateGenerator.update_candidate_strategy``,
 checked on transformers 5.24); the confidence stop is transformers' ``assistant_confidence_threshold``
 (``generation/stopping_criteria.py``, ``ConfidenceCriteria``, checked on transformers 5.25).
@@ -14,8 +15,9 @@ import numpy as np
 import torch
 
 from lab.drafters.base import Draft, DraftRequest, draft_token
+from lab.drafters.draft_vocab import check_draft_vocab, full_vocab_logits
 from lab.kv import cache_length, rollback
-from lab.models import context_limit, forward, new_cache, vocab_size
+from lab.models import cache_kwarg, context_limit, forward, new_cache, vocab_size
 from lab.validation import check_int
 
 __all__ = ["DraftModelDrafter", "next_n_draft"]
@@ -70,15 +72,23 @@ class DraftModelDrafter:
     the step proposes what it has, that token included. N is then the most a step drafts (transformers' default is
     N = 20 with ``confidence=0.4``). A shorter proposal changes only speed: verification is the same.
 
+    ``draft_vocab`` (default None: the draft scores its whole vocabulary) is a reduced draft vocabulary, LongTensor
+    ``[V_d]`` of token ids (:mod:`lab.drafters.draft_vocab`; FR-Spec, Zhao et al. 2025, §3): each draft forward
+    then applies only those rows of the draft's LM head to its last hidden state, and every other token gets
+    probability 0, so it is never drafted (verification stays exact; the target reaches such tokens through the
+    residual or the bonus token). With a 49k-token vocabulary and a 2-layer draft the head is most of a draft
+    forward (the real pair's draft: about a third of its time on the course's CPU), which is what this saves. Only
+    for Llama drafts, whose logits are exactly the head applied to the last layer's state.
+
     ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool);
     ``adaptive`` must be a bool (``numpy.bool_`` too). Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` <
-    ``n_draft``, ``max_n_draft`` without ``adaptive``, or a ``confidence`` outside (0, 1); ``TypeError`` when
-    ``draft_model`` is not a causal LM (a drafter or a ``ModelPair``, say) or ``adaptive`` is not a bool (``"no"``
-    would be truthy).
+    ``n_draft``, ``max_n_draft`` without ``adaptive``, a ``confidence`` outside (0, 1), or a ``draft_vocab`` that is
+    malformed or given for a draft that is not a Llama; ``TypeError`` when ``draft_model`` is not a causal LM (a
+    drafter or a ``ModelPair``, say) or ``adaptive`` is not a bool (``"no"`` would be truthy).
     """
 
     def __init__(self, draft_model, n_draft: int = 4, adaptive: bool = False, max_n_draft: int | None = None,
-                 confidence: float | None = None):
+                 confidence: float | None = None, draft_vocab=None):
         if not callable(getattr(draft_model, "get_output_embeddings", None)):
             raise TypeError(f"draft_model must be a transformers causal LM (e.g. pair.draft), got "
                             f"{type(draft_model).__name__}")
@@ -102,6 +112,15 @@ class DraftModelDrafter:
         self.n_draft_history: list[int] = []
         self.vocab_size = vocab_size(draft_model)
         self.context_limit = context_limit(draft_model)  # generate checks prompt + new tokens against it up front
+        self.draft_vocab, self._head = None, None
+        if draft_vocab is not None:
+            head = draft_model.get_output_embeddings()
+            if getattr(draft_model.config, "model_type", None) != "llama" or getattr(head, "bias", None) is not None:
+                raise ValueError(f"draft_vocab needs a Llama draft (logits = its LM head on the last layer's state), "
+                                 f"got model_type {getattr(draft_model.config, 'model_type', None)!r}")
+            self.draft_vocab = check_draft_vocab(draft_vocab, self.vocab_size).to(head.weight.device)
+            self._head = head.weight.detach()[self.draft_vocab].contiguous()  # [V_d, D]: the rows it scores
+            self._cache_kwarg = cache_kwarg(type(draft_model.get_decoder()))
         self._cache = None
         self._pending: list[int] = []
         self._last: list[int] = []
@@ -136,7 +155,7 @@ class DraftModelDrafter:
         rows = []
         feed = self._pending
         for _ in range(n):
-            logits = forward(self.model, feed, self._cache, logits_to_keep=1)[-1]
+            logits = self._logits(feed)
             token, probs = draft_token(logits, request)
             if probs is not None:
                 rows.append(probs)
@@ -147,6 +166,18 @@ class DraftModelDrafter:
                 if p.item() < self.confidence:
                     break
         return Draft(list(self._last), None if greedy else torch.stack(rows), calls=len(self._last))
+
+    def _logits(self, feed) -> torch.Tensor:
+        """The draft's next-token logits ``[V]`` float32 after feeding ``feed`` on its cache; with a draft vocabulary
+        only its rows are computed and the rest are ``-inf``."""
+        if self._head is None:
+            return forward(self.model, feed, self._cache, logits_to_keep=1)[-1]
+        ids = torch.as_tensor(feed, dtype=torch.long, device=self.model.device).view(1, -1)
+        decoder = self.model.get_decoder()
+        with torch.inference_mode():
+            hidden = decoder(input_ids=ids, use_cache=True, **{self._cache_kwarg: self._cache}).last_hidden_state
+            reduced = hidden[0, -1] @ self._head.T
+        return full_vocab_logits(reduced.float(), self.draft_vocab, self.vocab_size)
 
     def kv_length(self) -> int:
         """Positions in the draft's KV cache (0 before ``reset``)."""

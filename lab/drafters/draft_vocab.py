@@ -17,7 +17,7 @@ import torch
 
 from lab.validation import check_int
 
-__all__ = ["frequent_tokens", "check_draft_vocab"]
+__all__ = ["frequent_tokens", "check_draft_vocab", "full_vocab_logits"]
 
 
 def frequent_tokens(token_ids, size: int, vocab_size: int, always=()) -> torch.Tensor:
@@ -46,6 +46,8 @@ def check_draft_vocab(draft_vocab, vocab_size: int) -> torch.Tensor:
     """``draft_vocab`` as a LongTensor ``[V_d]`` of distinct target ids in ``[0, vocab_size)``; ``ValueError``
     otherwise (naming the argument)."""
     ids = torch.as_tensor(draft_vocab).flatten()
+    if ids.numel() == 0:  # an empty list is a float tensor: say what is wrong, not its dtype
+        raise ValueError(f"draft_vocab must hold 1..{vocab_size} ids in [0, {vocab_size}), got none")
     if ids.is_floating_point() or ids.dtype == torch.bool:
         raise ValueError(f"draft_vocab must hold integer token ids, got dtype {ids.dtype}")
     ids = ids.long()
@@ -54,3 +56,11 @@ def check_draft_vocab(draft_vocab, vocab_size: int) -> torch.Tensor:
     if ids.unique().numel() != ids.numel():
         raise ValueError("draft_vocab must not repeat an id")
     return ids
+
+
+def full_vocab_logits(reduced: torch.Tensor, draft_vocab: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Logits ``[..., V_d]`` over a draft vocabulary (target ids ``draft_vocab`` ``[V_d]``) spread over the whole
+    vocabulary ``[..., vocab]``: ``-inf`` (probability 0) at every other id, so those tokens are never drafted."""
+    full = reduced.new_full((*reduced.shape[:-1], vocab), float("-inf"))
+    full[..., draft_vocab] = reduced
+    return full

@@ -21,7 +21,7 @@ import torch
 
 from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
-from lab.drafters.draft_vocab import check_draft_vocab
+from lab.drafters.draft_vocab import check_draft_vocab, full_vocab_logits
 from lab.kv import cache_length, rollback
 from lab.models import LAST_LAYER, cache_kwarg, new_cache, vocab_size
 from lab.trees import position_ids as tree_position_ids
@@ -29,7 +29,8 @@ from lab.trees import check_choices, choices_parents, tree_attention_mask
 from lab.validation import is_integer
 
 __all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EAGLE_DIRS", "EagleDraftModel", "EagleDrafter", "trainable_parameters",
-           "draft_layer_config", "draft_layer", "run_draft_layer", "full_vocab_logits", "check_step_inputs"]
+           "draft_layer_config", "draft_layer", "run_draft_layer", "full_vocab_logits", "check_step_inputs",
+           "saved_draft_vocab"]
 
 EAGLE_DIRS = {"shakespeare": EAGLE_DIR, "smollm2-135m": SMOLLM2_DIR / "eagle"}
 """The committed EAGLE drafts, by pair name (``python -m lab train eagle`` / ``train chat-eagle``)."""
@@ -148,14 +149,6 @@ def check_step_inputs(features: torch.Tensor, tokens, width: int, what: str, *, 
     if features.size(-1) != width:
         raise ValueError(f"features must be {what}, got width {features.size(-1)}{hint}")
     return features, tokens, unbatched
-
-
-def full_vocab_logits(reduced: torch.Tensor, draft_vocab: torch.Tensor, vocab: int) -> torch.Tensor:
-    """Logits ``[..., V_d]`` over a draft vocabulary (target ids ``draft_vocab`` ``[V_d]``) spread over the whole
-    vocabulary ``[..., vocab]``: ``-inf`` (probability 0) at every other id, so those tokens are never drafted."""
-    full = reduced.new_full((*reduced.shape[:-1], vocab), float("-inf"))
-    full[..., draft_vocab] = reduced
-    return full
 
 
 class EagleDraftModel(torch.nn.Module):
@@ -316,6 +309,22 @@ class EagleDraftModel(torch.nn.Module):
             raise ValueError(f"{weights} does not match the EAGLE draft: missing {missing}, unexpected {unexpected}")
         param = next(target.parameters())
         return model.to(device=param.device, dtype=param.dtype).eval()
+
+
+def saved_draft_vocab(pair) -> torch.Tensor | None:
+    """The draft vocabulary of ``pair``'s committed EAGLE draft (:data:`EAGLE_DIRS`), LongTensor ``[V_d]`` of token
+    ids, most frequent first: for the real pair the 8,192 most frequent answer tokens of its chat data (the card's
+    ``draft_vocab_coverage``). None when the pair has no committed EAGLE draft or its draft scores the whole
+    vocabulary (the Shakespeare pair's). Read without loading the draft's weights. Any drafter of that pair may
+    share it (``DraftModelDrafter(pair.draft, n, draft_vocab=...)``, FR-Spec)."""
+    from safetensors import safe_open
+
+    directory = EAGLE_DIRS.get(getattr(pair, "name", None))
+    weights = None if directory is None else Path(directory) / "model.safetensors"
+    if weights is None or not weights.is_file():
+        return None
+    with safe_open(str(weights), "pt") as file:
+        return file.get_tensor("draft_vocab").long() if "draft_vocab" in file.keys() else None
 
 
 def _tree_layout(tree, vocab: int) -> tuple[list, list, list]:

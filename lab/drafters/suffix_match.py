@@ -10,19 +10,23 @@ speculator.py``; the default N = min(8, ``suffix_decoding_max_tree_depth``) is i
   the N tokens that follow it (fewer near the end of the text). This is prompt lookup with n-grams up to
   ``max_depth`` (:func:`lab.drafters.prompt_lookup.ngram_lookup` with ``max_ngram=max_depth``).
 - **A corpus of finished outputs** (:class:`SuffixCorpus`, shared across requests, oldest overwritten first), each
-  stored with the last 3 prompt tokens before it (the chat template's assistant header). Candidates are the newest
-  occurrence of the text's last 4 tokens, and of its last 2, in each of the 8 most recent outputs that hold them;
-  each is extended to its whole match length. For each match length L, the candidates that match at least L tokens
-  vote token by token: the most frequent next token is drafted (a tie goes to the newest candidate) and the
-  candidates that continue otherwise drop out. A chain scores the sum of its vote counts over the candidates it
-  started with (the sum of the drafted tokens' empirical probabilities, as in the paper); the best score wins, a tie
-  the longer L.
+  stored with the last 3 prompt tokens before it (the chat template's assistant header). Outputs are numbered as they
+  arrive, and an index keeps, per key (the 4 tokens before a position, and the 2 before it) and per slot (the
+  output's number mod 8), the newest occurrence in the newest output of that slot: so a lookup of the text's last 4
+  tokens, and of its last 2, finds at most 8 candidates each, and an output with a newer one of the same slot holding
+  the key is shadowed. Each candidate is extended to its whole match length. For each match length L, the
+  candidates that match at least L tokens vote token by token: the most frequent next token is drafted (a tie goes
+  to the newest candidate) and the candidates that continue otherwise drop out. A chain scores the sum of its vote
+  counts over the candidates it started with (the sum of the drafted tokens' empirical probabilities, as in the
+  paper); the best score wins, a tie the longer L.
 - The longer of the two matches drafts; a tie goes to the request's own text.
 
-Three simplifications, none of which changes what a step drafts where the engine finds a match: vLLM finds corpus
-candidates through a hash index (collisions only cost a slot; here the search is exact), pads a short draft to N
-with copies of the last token and verifies them too (here the draft is only the tokens found), and can trim drafts
-by acceptance learned online (``enable_adaptive_verification``, off by default; not here).
+Four simplifications: vLLM finds corpus candidates through a hash index (collisions only cost a slot; here the
+search is exact); it pads a short draft to N with copies of the last token and verifies them too (here the draft is
+only the tokens found); it can trim drafts by acceptance learned online (``enable_adaptive_verification``, off by
+default; not here); and its corpus is a ring of ``suffix_decoding_corpus_tokens`` tokens that overwrites the oldest
+tokens, sometimes part of an output, where this one drops whole outputs, oldest first, and forgets their index
+entries (the two differ only once the corpus is full: 2**20 tokens by default).
 
 The draft is deterministic, so verification treats it as one-hot and the output is exactly the target's.
 """
@@ -40,7 +44,8 @@ PROMPT_CONTEXT = 3
 key, 4 tokens, less one), so that an output's first tokens can be found by what precedes them."""
 
 BUCKET_SLOTS = 8
-"""How many recent outputs a corpus lookup takes candidates from, per key length (vLLM 0.34's ``_BUCKET_SLOTS``)."""
+"""Index slots per key: an output's slot is its number mod 8, and a slot keeps the newest output of its class that
+holds the key (vLLM 0.34's ``_BUCKET_SLOTS``; ``slot = doc_seq % SLOTS`` with ``atomic_max`` in its ingest kernel)."""
 
 _KEY_LENGTHS = (4, 2)  # the corpus is looked up by the text's last 4 tokens and by its last 2
 
@@ -110,9 +115,9 @@ class SuffixCorpus:
         for anything that is not token ids."""
         output, context = _tokens("output", output), _tokens("context", context)
         document = context[max(len(context) - PROMPT_CONTEXT, 0):] + output
-        if not output or self.capacity == 0:
-            return
         document = document[max(len(document) - (self.capacity - 1), 0):]
+        if not output or not document:  # nothing to store, or a capacity (0 or 1) that holds no token
+            return
         self.documents.append((self._next, document))
         self._next += 1
         self._size += len(document) + 1
@@ -121,23 +126,25 @@ class SuffixCorpus:
             self._size -= len(oldest) + 1
 
     def candidates(self, tokens: list, max_depth: int) -> list:
-        """``[(match length, (sequence number, position), document), ...]``: for each key length (4, then 2) the
-        newest position, in each of the :data:`BUCKET_SLOTS` most recent documents that hold the last ``key`` tokens
-        of ``tokens``, that those tokens precede; each with its match length (at most ``max_depth``), a position
-        found by both keys once."""
+        """``[(match length, (sequence number, position), document), ...]``: for each key length (4, then 2) and
+        each of the :data:`BUCKET_SLOTS` slots, the newest position that the last ``key`` tokens of ``tokens``
+        precede in the newest document of that slot (number mod 8) holding them; each with its match length (at
+        most ``max_depth``), a position found by both keys once."""
         found, seen = [], set()
         for key in _KEY_LENGTHS:
             if len(tokens) < key or max_depth < key:
                 continue
-            tail, taken = tokens[-key:], 0
+            tail, filled = tokens[-key:], set()
             for number, document in reversed(self.documents):
-                if taken == BUCKET_SLOTS:
+                if len(filled) == BUCKET_SLOTS:
                     break
+                if number % BUCKET_SLOTS in filled:
+                    continue  # a newer document of this slot holds the key
                 position = next((p for p in range(len(document) - 1, key - 1, -1) if document[p - key:p] == tail),
                                 None)
                 if position is None:
                     continue
-                taken += 1
+                filled.add(number % BUCKET_SLOTS)
                 if (number, position) not in seen:
                     seen.add((number, position))
                     found.append((_match_length(document, position, tokens, max_depth), (number, position),
@@ -178,8 +185,8 @@ class SuffixMatchDrafter:
     corpus of earlier outputs.
 
     - ``corpus``: the :class:`SuffixCorpus` to read and add to (None: a private one of vLLM's default capacity). The
-      drafter adds its request's output, with the :data:`PROMPT_CONTEXT` prompt tokens before it, when the next
-      generation starts (:meth:`reset`) or on :meth:`finish`.
+      drafter adds its request's output (every new token, the prefill's included), with the :data:`PROMPT_CONTEXT`
+      prompt tokens before it, when the next generation starts (:meth:`reset`) or on :meth:`finish`.
     - ``prompt_outputs``: None, or a callable ``prompt_ids -> [token list, ...]`` naming the earlier outputs a
       prompt quotes (:func:`lab.prompts.assistant_turns`): :meth:`reset` stores each once, with the prompt tokens
       that precede its first place in the prompt, as the server that generated them would have stored them.
@@ -200,6 +207,7 @@ class SuffixMatchDrafter:
         self.corpus = SuffixCorpus() if corpus is None else corpus
         self.prompt_outputs = prompt_outputs
         self._tokens: list = []
+        self._last: list = []
         self._prompt_length = None
         self.history: list = []
 
@@ -218,43 +226,51 @@ class SuffixMatchDrafter:
                 start = next((p for p in range(len(self._tokens) - len(output) + 1)
                               if self._tokens[p:p + len(output)] == output), 0) if output else 0
                 context = self._tokens[max(start - PROMPT_CONTEXT, 0):start]
-                if len(output) > 1 and context[-PROMPT_CONTEXT:] + output not in self.corpus:
+                if output and context[-PROMPT_CONTEXT:] + output not in self.corpus:
                     self.corpus.add(output, context)
         self._prompt_length = max(len(self._tokens) - 1, 0)
+        self._last = []
         self.history = []
 
     def finish(self) -> None:
-        """Store the current generation's output (from the prefill's token on) in the corpus, once; an output of
-        one token is left out, as it can continue nothing."""
+        """Store the current generation's output (from the prefill's token on, with the prompt tokens before it) in
+        the corpus, once; :meth:`reset` calls it for the last generation."""
         if self._prompt_length is not None:
             output = self._tokens[self._prompt_length:]
-            if len(output) > 1:
+            if output:
                 self.corpus.add(output, self._tokens[:self._prompt_length])
         self._prompt_length = None
 
     def propose(self, request: DraftRequest) -> Draft:
         """Up to ``min(n_draft, request.max_tokens)`` tokens continuing the longer of the request's and the
-        corpus's matches (a tie: the request's)."""
+        corpus's matches (a tie: the request's). As in vLLM, both are scored over ``n_draft`` tokens and the draft is
+        cut to ``max_tokens`` afterwards. Raises ``TypeError`` / ``ValueError`` naming ``request.tokens`` when they
+        are not token ids."""
         self._sync(request.tokens)
         n = min(self.n_draft, request.max_tokens)
+        self._last = []
         if n <= 0:
             return Draft()
         length, position = longest_match(self._tokens, self.max_depth)
-        source, tokens = ("request", self._tokens[position:position + n]) if length else (None, [])
-        corpus_length, corpus_tokens = self.corpus.draft(self._tokens, self.max_depth, n)
+        source, tokens = ("request", self._tokens[position:position + self.n_draft]) if length else (None, [])
+        corpus_length, corpus_tokens = self.corpus.draft(self._tokens, self.max_depth, self.n_draft)
         if corpus_length > length and corpus_tokens:
             source, length, tokens = "cache", corpus_length, corpus_tokens
-        self.history.append({"source": source, "pattern": length, "nodes": len(tokens)})
-        return Draft(tokens=tokens, calls=0)
+        self._last = tokens[:n]
+        self.history.append({"source": source, "pattern": length, "nodes": len(self._last)})
+        return Draft(tokens=list(self._last), calls=0)
 
     def update(self, num_accepted: int, next_token: int) -> None:
-        """Nothing to roll back: the committed tokens are read again at the next :meth:`propose`."""
+        """Append the accepted drafts and the target's token to the request's text (the output the corpus will
+        store, its last step included)."""
+        self._tokens.extend(self._last[:num_accepted] + [int(next_token)])
+        self._last = []
 
     def _sync(self, tokens) -> None:
         """Follow the loop's committed tokens; a text that does not extend this generation's starts a new one."""
-        tokens = list(tokens)
+        tokens = _tokens("request.tokens", tokens)
         if len(tokens) >= len(self._tokens) and tokens[:len(self._tokens)] == self._tokens:
-            self._tokens = [int(t) for t in tokens]
+            self._tokens = tokens
         else:
             self._prompt_length = None  # not this generation's text: start over without storing it
             self.reset(tokens)

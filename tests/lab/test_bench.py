@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lab.bench import EXTRA_METHODS, SAME_RULE, format_table, run_bench
+from lab.bench import EXTRA_METHODS, FR_SPEC, SAME_RULE, format_table, run_bench
 from lab.prompts import copy_heavy_prompts, held_out_prompts
 
 
@@ -80,6 +80,26 @@ def test_bench_with_the_new_rows_agrees(pair):
     assert "all eleven produced identical tokens: yes" in format_table(result, "copy-heavy")
     with pytest.raises(ValueError, match="extra"):
         run_bench(pair, held_out_prompts()[:1], extra=("nope",))
+
+
+def test_the_fr_spec_row_drafts_with_the_eagle_drafts_vocabulary_on_the_real_pair(smollm2_pair, pair):
+    """The draft model with its head cut to the real pair's 8,192-token draft vocabulary writes the target's greedy
+    tokens (float32), is compared with transformers' assisted generation, and drafts only tokens of that vocabulary;
+    a pair without a draft vocabulary refuses the row before timing anything."""
+    from lab.drafters.eagle import saved_draft_vocab
+    from lab.prompts import chat_prompts
+
+    result = run_bench(smollm2_pair, chat_prompts("code")[:1], max_new_tokens=16, n_draft=4, extra=(FR_SPEC,))
+    assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", FR_SPEC, "HF generate",
+                                                      "HF assisted"]
+    assert result["identical"], result["mismatched"]
+    rows = {r["method"]: r for r in result["rows"]}
+    assert rows[FR_SPEC]["vs_hf_counterpart"] == pytest.approx(
+        rows[FR_SPEC]["tokens_per_second"] / rows["HF assisted"]["tokens_per_second"], abs=0.01)
+    vocab = saved_draft_vocab(smollm2_pair)
+    assert vocab.shape == (8192,) and saved_draft_vocab(pair) is None
+    with pytest.raises(ValueError, match="has no draft vocabulary"):
+        run_bench(pair, held_out_prompts()[:1], max_new_tokens=2, extra=(FR_SPEC,))
 
 
 def test_bench_builds_every_drafter_outside_the_timed_region(pair, monkeypatch):

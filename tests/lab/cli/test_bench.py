@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab import cli
-from lab.bench import SAME_RULE
+from lab.bench import FR_SPEC, SAME_RULE
 
 
 def test_bench_with_a_hub_pair_skips_the_drafters_it_lacks_and_says_so(hub_pair, capsys):
@@ -34,7 +34,7 @@ def test_bench_n_draft_help_says_which_methods_it_sets():
 
 def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pair, monkeypatch, capsys):
     """The real pair in its fast dtype: one table per kind of request (its Medusa heads and EAGLE draft among the
-    methods), the K-token cost curve, the draft model's and EAGLE's c, the draft's efficiency, and the eight goal
+    methods), the K-token cost curve, the draft model's and EAGLE's c, the draft's efficiency, and the ten goal
     lines; in bfloat16 the tables report agreement instead of identity."""
     import json
 
@@ -50,7 +50,7 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
     assert list(out) == [*CHAT_TASKS, "summary"]
     for kind in CHAT_TASKS:
         methods = [row["method"] for row in out[kind]["rows"]]
-        assert methods == ["lab autoregressive", "lab speculative", "HF generate", "HF assisted",
+        assert methods == ["lab autoregressive", "lab speculative", FR_SPEC, "HF generate", "HF assisted",
                            "lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab Medusa", "lab EAGLE",
                            "lab early exit"], kind
         agreement = out[kind]["agreement"]["lab speculative"]
@@ -72,15 +72,16 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
         assert row["efficiency"] == pytest.approx(row["vs_lab_autoregressive"] / row["predicted"], rel=5e-3, abs=1e-3)
     best = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
     goals = summary["goals"]
-    assert summary["best_n"] == best["n_draft"] and goals[5]["measured"] == best["efficiency"]
-    assert [goal["threshold"] for goal in goals] == [2.0, 2.5, 1.2, 1.0, 1.0, 0.9, 0.1, 0.10, 0.1]
-    assert [goal["at_most"] for goal in goals] == [False] * 6 + [True, False, True]
-    copy_edit = {row["method"]: row for row in out["copy_edit"]["rows"]}
-    assert goals[4]["measured"] == copy_edit[SAME_RULE]["vs_hf_counterpart"] and "earliest" in goals[4]["goal"]
-    assert goals[6]["measured"] == pytest.approx(c, abs=1e-4)
-    assert goals[8]["measured"] == pytest.approx(summary["eagle_cost_ratio_c"], abs=1e-4)
+    assert summary["best_n"] == best["n_draft"] and goals[6]["measured"] == best["efficiency"]
+    assert [goal["threshold"] for goal in goals] == [2.0, 2.5, 1.2, 1.2, 1.0, 1.0, 0.9, 0.1, 0.10, 0.1]
+    assert [goal["at_most"] for goal in goals] == [False] * 7 + [True, False, True]
     chat = {row["method"]: row for row in out["chat"]["rows"]}
-    assert goals[7]["measured"] == pytest.approx(chat["lab EAGLE"]["acceptance_rate"]
+    assert goals[3]["measured"] == chat[FR_SPEC]["vs_hf_counterpart"] and "FR-Spec" in goals[3]["goal"]
+    copy_edit = {row["method"]: row for row in out["copy_edit"]["rows"]}
+    assert goals[5]["measured"] == copy_edit[SAME_RULE]["vs_hf_counterpart"] and "earliest" in goals[5]["goal"]
+    assert goals[7]["measured"] == pytest.approx(c, abs=1e-4)
+    assert goals[9]["measured"] == pytest.approx(summary["eagle_cost_ratio_c"], abs=1e-4)
+    assert goals[8]["measured"] == pytest.approx(chat["lab EAGLE"]["acceptance_rate"]
                                                  - chat["lab speculative"]["acceptance_rate"], abs=1e-3)
     assert all(goal["met"] == (goal["measured"] is not None and (goal["measured"] <= goal["threshold"]
                                                                  if goal["at_most"] else

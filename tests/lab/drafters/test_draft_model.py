@@ -224,3 +224,64 @@ def test_confidence_arguments(draft):
     for bad in (0, 1, 1.5, -0.1, True, "0.4"):
         with pytest.raises(ValueError, match=r"confidence must be None or a probability in \(0, 1\)"):
             DraftModelDrafter(draft, 4, confidence=bad)
+
+
+# --- a reduced draft vocabulary (FR-Spec) --------------------------------------------------------------------------
+HALF = torch.arange(0, 64, 2)  # the even ids: a draft vocabulary of 32 of the 64
+
+
+def test_draft_vocab_scores_only_its_rows_with_the_full_heads_numbers(target, noisy_draft):
+    """The reduced head gives the full head's logits on the draft vocabulary and -inf elsewhere, so a greedy draft
+    is the argmax over the draft vocabulary; the draft cache still equals a fresh forward after every step."""
+    prompt = PROMPTS[1]
+    reduced, full = DraftModelDrafter(noisy_draft, 4, draft_vocab=HALF), DraftModelDrafter(noisy_draft, 4)
+    reduced.reset(prompt)
+    full.reset(prompt)
+    got, want = reduced._logits(reduced._pending), full._logits(full._pending)
+    torch.testing.assert_close(got[HALF], want[HALF], atol=1e-5, rtol=1e-5)
+    assert torch.isinf(got[1::2]).all() and (got[1::2] < 0).all()
+    proposer = DraftModelDrafter(noisy_draft, 4, draft_vocab=HALF)  # _logits fed the others' pending token
+    proposer.reset(prompt)
+    draft = proposer.propose(DraftRequest(list(prompt), 4))
+    assert all(t % 2 == 0 for t in draft.tokens) and draft.tokens[0] == int(HALF[want[HALF].argmax()])
+    spec = generate(target, prompt, drafter=reduced, max_new_tokens=30)
+    assert spec.tokens == generate(target, prompt, max_new_tokens=30).tokens  # greedy parity
+    assert all(t % 2 == 0 for s in spec.steps for t in s.drafted)
+    sequence = prompt + spec.tokens
+    pending = reduced._pending
+    torch.testing.assert_close(forward(noisy_draft, pending, reduced._cache)[-1],
+                               forward(noisy_draft, sequence, new_cache())[-1], atol=1e-5, rtol=1e-5)
+
+
+def test_draft_vocab_sampled_first_speculated_token_matches_the_target(target, noisy_draft):
+    """At T = 1 the draft samples from its distribution over the draft vocabulary (zero elsewhere) and verification
+    against those probabilities keeps the output the target's: the second token (the first a decode step verifies)
+    follows the target's distribution, odd ids included, which only the residual or the bonus token can give."""
+    from lab.metrics import chi_square
+    from tests.helpers import next_token_probs
+
+    prompt = [48, 35, 56, 27, 40, 52]
+    seconds, prefixes = torch.zeros(64), []
+    for seed in range(600):
+        run = generate(target, prompt, drafter=DraftModelDrafter(noisy_draft, 2, draft_vocab=HALF),
+                       max_new_tokens=4, temperature=1.0, seed=seed)
+        step = run.steps[1]
+        assert step.drafted and all(t % 2 == 0 for t in step.drafted)
+        seconds[run.tokens[1]] += 1
+        prefixes.append(prompt + run.tokens[:1])
+    expected = next_token_probs(target, prefixes)
+    assert seconds[1::2].sum() > 0 and (seconds[expected == 0] == 0).all()
+    assert chi_square(seconds, expected).pvalue > 1e-3
+
+
+def test_draft_vocab_arguments(draft):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    for bad, message in (([], "draft_vocab must hold 1..64 ids"), ([3, 3], "must not repeat an id"),
+                         ([0, 64], r"in \[0, 64\)"), ([0.5], "integer token ids")):
+        with pytest.raises(ValueError, match=message):
+            DraftModelDrafter(draft, 4, draft_vocab=bad)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2, n_positions=64)).eval()
+    with pytest.raises(ValueError, match="draft_vocab needs a Llama draft .* got model_type 'gpt2'"):
+        DraftModelDrafter(gpt2, 4, draft_vocab=[0, 1])
+    assert DraftModelDrafter(gpt2, 4).draft_vocab is None  # the whole head: any causal LM

@@ -66,13 +66,46 @@ def test_corpus_candidates_vote_token_by_token():
     assert with_context.draft([7, 2, 3], 24, 4) == (2, [5, 6])  # the answer's first tokens, found by the prompt's
 
 
-def test_the_corpus_reads_the_newest_outputs_and_forgets_the_oldest():
+def test_corpus_details_that_change_the_draft():
+    """Each case fails under one plausible mistake: a position found by both keys counted twice (then [5] would win
+    2 votes to 1), every chain scored as if each token had one vote, candidates that voted otherwise kept, the
+    oldest occurrence in an output taken, the match not cut at max_depth, the corpus used without a 2-token key."""
     corpus = SuffixCorpus()
-    for _ in range(BUCKET_SLOTS):
-        corpus.add([1, 2, 3])
-    corpus.add([1, 2, 4])  # the newest 8 of the nine outputs holding [1, 2] are read: 3 has seven votes, 4 one
-    candidates = corpus.candidates([1, 2], 24)
-    assert len(candidates) == BUCKET_SLOTS and corpus.draft([1, 2], 24, 1) == (2, [3])
+    corpus.add([1, 2, 3, 4, 5])
+    corpus.add([9, 3, 4, 6, 7, 8])
+    assert corpus.draft([0, 1, 2, 3, 4], 24, 8) == (2, [6, 7, 8])  # (1+1+1)/2 beats the 4-token match's 1/1
+    votes = SuffixCorpus()
+    votes.add([7, 0, 1, 2, 9])
+    for _ in range(3):
+        votes.add([1, 2, 5, 6, 7])
+    assert votes.draft([7, 0, 1, 2], 24, 4) == (2, [5, 6, 7])  # (3+3+3)/4 beats [9]'s 1/1 (L = 4)
+    dropout = SuffixCorpus()
+    for output in ([1, 2, 5, 6], [1, 2, 5, 7], [1, 2, 8, 6]):
+        dropout.add(output)
+    assert dropout.draft([1, 2], 24, 2) == (2, [5, 7])  # after 5, only the two outputs with 5 vote: 6 and 7 tie
+    newest = SuffixCorpus()
+    newest.add([1, 2, 5, 1, 2, 6])
+    assert newest.draft([0, 1, 2], 24, 1) == (2, [6])
+    assert corpus.draft([0, 1, 2, 3, 4], 3, 1) == (3, [5])  # the 4-token match cut at max_depth 3
+    assert corpus.draft([0, 1, 2, 3, 4], 1, 4) == (0, [])  # no key fits a depth of 1
+
+
+def test_the_index_keeps_the_newest_output_of_each_slot():
+    """An output's slot is its number mod 8; a newer output of the same slot holding the key shadows it (vLLM's
+    atomic_max per slot), so the 8 candidates are not simply the 8 newest outputs holding the key."""
+    corpus = SuffixCorpus()
+    for output in ([1, 2, 3], [1, 2, 3], *([9, 9] for _ in range(6)), [1, 2, 4]):
+        corpus.add(output)  # numbers 0..8: output 8 shares slot 0 with output 0
+    assert sorted(c[1][0] for c in corpus.candidates([0, 1, 2], 24)) == [1, 8]
+    assert corpus.draft([0, 1, 2], 24, 8) == (2, [4])  # one vote each; the newest candidate wins the tie
+    keys = SuffixCorpus()
+    keys.add([1, 2, 3, 4, 5])
+    for _ in range(BUCKET_SLOTS):  # outputs 1..8 fill every slot of the 2-token key [3, 4]; 8 shadows 0 there
+        keys.add([3, 4, 9])
+    assert keys.draft([1, 2, 3, 4], 24, 1) == (4, [5])  # found only through the 4-token key [1, 2, 3, 4]
+
+
+def test_the_corpus_forgets_the_oldest():
     small = SuffixCorpus(capacity=10)
     small.add([1, 2, 3])
     small.add([4, 5, 6])
@@ -81,13 +114,14 @@ def test_the_corpus_reads_the_newest_outputs_and_forgets_the_oldest():
     assert [doc for _, doc in small.documents] == [[4, 5, 6], [7, 8]]
     small.add(list(range(20)))  # longer than the ring: its newest 9 tokens stay, alone
     assert [doc for _, doc in small.documents] == [list(range(11, 20))]
-    none = SuffixCorpus(0)
-    none.add([1, 2, 3])
-    assert len(none) == 0
+    for capacity in (0, 1):  # room for no token: nothing is stored
+        none = SuffixCorpus(capacity)
+        none.add([1, 2, 3])
+        assert len(none) == 0
     with pytest.raises(ValueError, match="capacity must be an integer >= 0"):
         SuffixCorpus(-1)
     with pytest.raises(TypeError, match="output must hold integer token ids"):
-        corpus.add([1, 2.5])
+        SuffixCorpus().add([1, 2.5])
 
 
 def test_the_longer_match_drafts_and_a_tie_goes_to_the_request():
@@ -101,6 +135,36 @@ def test_the_longer_match_drafts_and_a_tie_goes_to_the_request():
     assert drafter.propose(DraftRequest([1, 2, 3, 7, 1, 2, 3], 4)).tokens == [7, 1, 2, 3]
     assert drafter.history[-1]["source"] == "request"
     assert drafter.propose(DraftRequest([1, 2, 3, 7, 1, 2, 3], 2)).tokens == [7, 1]  # max_tokens caps the draft
+
+
+def test_the_whole_output_joins_the_corpus_even_one_token(bigram_target, path_prompt):
+    """The output the corpus stores is every new token, the last step's too (update appends it), and an output of
+    one token is stored with its prompt context, by which it can be found."""
+    prompt, path = path_prompt
+    drafter = SuffixMatchDrafter()
+    gen = generate(bigram_target, prompt, drafter=drafter, max_new_tokens=12)
+    drafter.finish()
+    assert list(drafter.corpus.documents)[-1][1] == prompt[-3:] + gen.tokens
+    single = SuffixMatchDrafter()
+    single.reset([7, 8, 9, 4])  # the prefill's token 4 ends the generation
+    single.finish()
+    assert single.corpus.draft([1, 8, 9], 24, 8) == (2, [4])
+
+
+def test_a_step_is_scored_over_n_draft_tokens_then_cut():
+    """As vLLM drafts N and the loop caps it: with max_tokens 1 the sources compare as at N, so the corpus's longer
+    match (4 tokens) drafts its first token, not the request's shorter one."""
+    corpus = SuffixCorpus()
+    corpus.add([1, 2, 3, 4, 5])
+    drafter = SuffixMatchDrafter(4, corpus=corpus)
+    text = [2, 3, 4, 6, 0, 1, 2, 3, 4]
+    drafter.reset(text)
+    assert drafter.propose(DraftRequest(text, 1)).tokens == [5]
+    assert drafter.history[-1] == {"source": "cache", "pattern": 4, "nodes": 1}
+    with pytest.raises(ValueError, match="request.tokens must be token ids"):
+        drafter.propose(DraftRequest(text + [-5], 1))
+    with pytest.raises(TypeError, match="request.tokens must be token ids, got text"):
+        SuffixMatchDrafter().propose(DraftRequest("ab", 4))
 
 
 def test_outputs_join_the_corpus_with_their_prompt_context():
