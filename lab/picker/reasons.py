@@ -427,7 +427,9 @@ def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
                 f"{row.n_range[0]}–{row.n_range[1]}, the nearest n-gram workload. This course's drafter sizes a "
                 "tree by the match instead (at most the matched length, lesson 08); vLLM 0.34.0's GPU suffix "
                 "speculator drafts one chain of up to N tokens, continuing the longest suffix match in the request "
-                "and in earlier responses (vllm/v1/worker/gpu/spec_decode/suffix/speculator.py).")
+                "and in earlier responses (vllm/v1/worker/gpu/spec_decode/suffix/speculator.py; "
+                "lab.drafters.SuffixMatchDrafter drafts by that rule, and lesson 08 and the real pair's card compare "
+                "the two).")
     if method == "medusa":
         return (f"N = {n_draft}: Medusa drafts one token per head, so N is the number of heads "
                 f"({MEDUSA_HEADS} assumed here, as in seed lesson 002's diagram and in the memory figure); "
