@@ -37,7 +37,7 @@ __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CU
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
-           "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC"]
+           "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 SAME_RULE = "lab prompt lookup, HF's rule"
@@ -576,6 +576,31 @@ def goal_lines(goals) -> str:
 
 
 @torch.no_grad()
+def draft_step_ms(drafter, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
+    """Median wall time (ms) of one drafting step of a :class:`lab.drafters.DraftModelDrafter`: one token through
+    its draft model on a KV cache of ``context`` tokens, and its logits (over the whole head, or its draft
+    vocabulary's rows), as :meth:`~lab.drafters.DraftModelDrafter.propose` runs it per drafted token
+    (:meth:`~lab.drafters.DraftModelDrafter.next_logits`). Random tokens (fixed ``seed``); the cache is rebuilt by
+    ``reset`` before each of one untimed and ``repeats`` timed steps. Raises ``ValueError`` for ``repeats`` < 1 or a
+    negative ``context``."""
+    import statistics
+
+    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(drafter.vocab_size, (context + 1,), generator=generator).tolist()
+    device = next(drafter.model.parameters()).device
+    times = []
+    for i in range(repeats + 1):
+        drafter.reset(ids)  # the cache holds the first `context` tokens; the last one is fed, timed
+        synchronize(device)
+        start = time.perf_counter()
+        drafter.next_logits(ids[-1:])
+        synchronize(device)
+        if i:
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def eagle_step_ms(model, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
     """Median wall time (ms) of one EAGLE drafting step (:class:`lab.drafters.eagle.EagleDraftModel`): one
     (feature, token) pair through the draft layer on a KV cache of ``context`` pairs, then its logits over the whole

@@ -213,8 +213,8 @@ def _run_chat(args, count: int) -> int:
     when outputs differ in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, FR_SPEC, SAME_RULE, cost_curve, eagle_step_ms, format_table, goal_lines,
-                           goal_met, run_bench, speedup_with_verify_cost, sweep_n_draft)
+    from lab.bench import (EXTRA_METHODS, FR_SPEC, SAME_RULE, cost_curve, draft_step_ms, eagle_step_ms, format_table,
+                           goal_lines, goal_met, run_bench, speedup_with_verify_cost, sweep_n_draft)
     from lab.drafters.eagle import saved_draft_vocab
     from lab.costs import time_forward
     from lab.models import load_pair
@@ -257,6 +257,13 @@ def _run_chat(args, count: int) -> int:
 
         eagle_ms = eagle_step_ms(EagleDrafter.from_pretrained(pair).model, context=128)
     c_eagle = None if eagle_ms is None else eagle_ms / curve[1]
+    head_ms = None  # one drafting step with the whole head and with FR-Spec's rows, timed the same way
+    if FR_SPEC in extra:
+        from lab.drafters import DraftModelDrafter
+
+        head_ms = {"whole": draft_step_ms(DraftModelDrafter(pair.draft, 1), context=128),
+                   "fr_spec": draft_step_ms(DraftModelDrafter(pair.draft, 1, draft_vocab=saved_draft_vocab(pair)),
+                                            context=128)}
     sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
     for row in sweep:  # measured ÷ predicted, the prediction from this N's α, c and verification cost
         verify = curve[row["n_draft"] + 1] / curve[1]
@@ -278,7 +285,8 @@ def _run_chat(args, count: int) -> int:
               edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
              ("lab speculative x transformers assisted generation (same draft), chat",
               chat["lab speculative"]["vs_hf_counterpart"], 1.2),
-             ("the same with the draft's LM head cut to the EAGLE draft's vocabulary (FR-Spec; same weights), chat",
+             ("the same with the draft's LM head cut to the EAGLE draft's vocabulary (FR-Spec; same weights; "
+              "transformers' assistant keeps its whole head), chat",
               chat.get(FR_SPEC, {}).get("vs_hf_counterpart"), 1.2),
              ("lab prompt lookup x transformers prompt lookup, copy/edit",
               edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
@@ -292,6 +300,7 @@ def _run_chat(args, count: int) -> int:
     summary = {"cost_curve_ms": curve, "draft_ms": round(draft_ms, 3), "cost_ratio_c": round(c, 4),
                "eagle_step_ms": None if eagle_ms is None else round(eagle_ms, 3),
                "eagle_cost_ratio_c": None if c_eagle is None else round(c_eagle, 4),
+               "draft_step_ms": None if head_ms is None else {k: round(v, 3) for k, v in head_ms.items()},
                "n_sweep": sweep, "best_n": best_n["n_draft"],
                "goals": [{"goal": t, "measured": v, "threshold": g, "at_most": bound == ["<="],
                           "met": goal_met(v, g, bound == ["<="])} for t, v, g, *bound in goals]}
@@ -307,6 +316,10 @@ def _run_chat(args, count: int) -> int:
               + ", ".join(f"K = {k}: {ms / base:.2f}" for k, ms in curve.items()))
         print(f"draft model forward: {draft_ms:.2f} ms, c = {c:.3f}"
               + ("" if eagle_ms is None else f"; EAGLE drafting step: {eagle_ms:.2f} ms, c = {c_eagle:.3f}"))
+        if head_ms is not None:
+            print(f"a draft-model drafting step (DraftModelDrafter.next_logits, KV cache of 128): whole head "
+                  f"{head_ms['whole']:.2f} ms, FR-Spec head ({len(saved_draft_vocab(pair)):,} rows) "
+                  f"{head_ms['fr_spec']:.2f} ms")
         print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive):\n\n"
               "| N | tokens/s | x lab AR | acceptance rate | α (accepted ÷ examined) | tokens per target call | "
               "verify cost (K = N + 1) | predicted | efficiency |\n|---|---|---|---|---|---|---|---|---|")

@@ -76,9 +76,13 @@ class DraftModelDrafter:
     ``[V_d]`` of token ids (:mod:`lab.drafters.draft_vocab`; FR-Spec, Zhao et al. 2025, §3): each draft forward
     then applies only those rows of the draft's LM head to its last hidden state, and every other token gets
     probability 0, so it is never drafted (verification stays exact; the target reaches such tokens through the
-    residual or the bonus token). With a 49k-token vocabulary and a 2-layer draft the head is most of a draft
-    forward (the real pair's draft: about a third of its time on the course's CPU), which is what this saves. Only
-    for Llama drafts, whose logits are exactly the head applied to the last layer's state.
+    residual or the bonus token). With a 49k-token vocabulary and a 2-layer draft the head is almost half of a draft
+    forward (the real pair's draft on the course's CPU; with 8,192 rows the forward costs a third less,
+    :func:`lab.bench.draft_step_ms`). Only for a Llama draft whose output layer is a plain ``nn.Linear`` without
+    bias or hooks, whose logits are exactly its weight applied to the last layer's state; the rows are read when
+    the drafter is built (change the draft's weights or dtype afterwards, and build a new drafter). With
+    ``confidence``, the probability compared is the one over the draft vocabulary (renormalised there, so higher
+    than the whole head's).
 
     ``n_draft`` and ``max_n_draft`` may be any ``numbers.Integral`` (``int``, ``numpy.int64``; not bool);
     ``adaptive`` must be a bool (``numpy.bool_`` too). Raises ``ValueError`` for ``n_draft`` < 1, ``max_n_draft`` <
@@ -115,9 +119,13 @@ class DraftModelDrafter:
         self.draft_vocab, self._head = None, None
         if draft_vocab is not None:
             head = draft_model.get_output_embeddings()
-            if getattr(draft_model.config, "model_type", None) != "llama" or getattr(head, "bias", None) is not None:
-                raise ValueError(f"draft_vocab needs a Llama draft (logits = its LM head on the last layer's state), "
-                                 f"got model_type {getattr(draft_model.config, 'model_type', None)!r}")
+            model_type = getattr(draft_model.config, "model_type", None)
+            plain = (type(head) is torch.nn.Linear and head.bias is None and not head._forward_hooks
+                     and not head._forward_pre_hooks)
+            if model_type != "llama" or not plain:
+                raise ValueError(f"draft_vocab needs a Llama draft whose LM head is a plain nn.Linear without bias or "
+                                 f"hooks (logits = its weight on the last layer's state), got model_type "
+                                 f"{model_type!r} with a {type(head).__name__} head")
             self.draft_vocab = check_draft_vocab(draft_vocab, self.vocab_size).to(head.weight.device)
             self._head = head.weight.detach()[self.draft_vocab].contiguous()  # [V_d, D]: the rows it scores
             self._cache_kwarg = cache_kwarg(type(draft_model.get_decoder()))
@@ -155,7 +163,7 @@ class DraftModelDrafter:
         rows = []
         feed = self._pending
         for _ in range(n):
-            logits = self._logits(feed)
+            logits = self.next_logits(feed)
             token, probs = draft_token(logits, request)
             if probs is not None:
                 rows.append(probs)
@@ -167,12 +175,21 @@ class DraftModelDrafter:
                     break
         return Draft(list(self._last), None if greedy else torch.stack(rows), calls=len(self._last))
 
-    def _logits(self, feed) -> torch.Tensor:
-        """The draft's next-token logits ``[V]`` float32 after feeding ``feed`` on its cache; with a draft vocabulary
-        only its rows are computed and the rest are ``-inf``."""
+    def next_logits(self, feed) -> torch.Tensor:
+        """One draft forward: the draft's next-token logits ``[V]`` float32 after feeding ``feed`` (token ids) on its
+        KV cache, which grows by ``len(feed)`` (what :meth:`propose` runs per drafted token). With a draft vocabulary
+        only its rows of the LM head are computed and every other logit is ``-inf``. Raises ``ValueError`` for ids
+        outside the vocabulary or a feed past the draft's context, as :func:`lab.models.forward` does."""
         if self._head is None:
             return forward(self.model, feed, self._cache, logits_to_keep=1)[-1]
-        ids = torch.as_tensor(feed, dtype=torch.long, device=self.model.device).view(1, -1)
+        ids = torch.as_tensor(feed, dtype=torch.long).view(1, -1)
+        if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"feed must be 1 or more token ids in [0, {self.vocab_size}), got {ids.view(-1).tolist()}")
+        end = cache_length(self._cache) + ids.size(1)
+        if self.context_limit is not None and end > self.context_limit:
+            raise ValueError(f"this forward would use position {end - 1}, past the draft's context limit of "
+                             f"{self.context_limit} positions")
+        ids = ids.to(self.model.device)
         decoder = self.model.get_decoder()
         with torch.inference_mode():
             hidden = decoder(input_ids=ids, use_cache=True, **{self._cache_kwarg: self._cache}).last_hidden_state

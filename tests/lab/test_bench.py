@@ -82,13 +82,24 @@ def test_bench_with_the_new_rows_agrees(pair):
         run_bench(pair, held_out_prompts()[:1], extra=("nope",))
 
 
-def test_the_fr_spec_row_drafts_with_the_eagle_drafts_vocabulary_on_the_real_pair(smollm2_pair, pair):
+def test_the_fr_spec_row_drafts_with_the_eagle_drafts_vocabulary_on_the_real_pair(smollm2_pair, pair, monkeypatch):
     """The draft model with its head cut to the real pair's 8,192-token draft vocabulary writes the target's greedy
     tokens (float32), is compared with transformers' assisted generation, and drafts only tokens of that vocabulary;
     a pair without a draft vocabulary refuses the row before timing anything."""
     from lab.drafters.eagle import saved_draft_vocab
     from lab.prompts import chat_prompts
 
+    import lab.drafters
+
+    built = []
+    real = lab.drafters.DraftModelDrafter
+
+    def recording(*args, **kwargs):
+        drafter = real(*args, **kwargs)
+        built.append(drafter.draft_vocab)
+        return drafter
+
+    monkeypatch.setattr(lab.drafters, "DraftModelDrafter", recording)
     result = run_bench(smollm2_pair, chat_prompts("code")[:1], max_new_tokens=16, n_draft=4, extra=(FR_SPEC,))
     assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "lab speculative", FR_SPEC, "HF generate",
                                                       "HF assisted"]
@@ -98,8 +109,30 @@ def test_the_fr_spec_row_drafts_with_the_eagle_drafts_vocabulary_on_the_real_pai
         rows[FR_SPEC]["tokens_per_second"] / rows["HF assisted"]["tokens_per_second"], abs=0.01)
     vocab = saved_draft_vocab(smollm2_pair)
     assert vocab.shape == (8192,) and saved_draft_vocab(pair) is None
+    with_vocab = [v for v in built if v is not None]  # warm-up and prompt: the FR-Spec row's drafters
+    assert len(with_vocab) == 2 and all(torch.equal(v.cpu(), vocab) for v in with_vocab)
+    assert len(built) == 4  # and lab speculative's two, with the whole head
     with pytest.raises(ValueError, match="has no draft vocabulary"):
         run_bench(pair, held_out_prompts()[:1], max_new_tokens=2, extra=(FR_SPEC,))
+
+
+def test_draft_step_ms_times_one_drafting_step_through_the_drafters_own_call(draft, monkeypatch):
+    """draft_step_ms rebuilds the cache with reset before each step and times next_logits on one token: one untimed
+    and `repeats` timed calls, each after a reset to the same `context` tokens; bad arguments are named."""
+    from lab.bench import draft_step_ms
+    from lab.drafters import DraftModelDrafter
+
+    drafter = DraftModelDrafter(draft, 1, draft_vocab=torch.arange(0, 64, 2))
+    calls = []
+    real_reset, real_next = drafter.reset, drafter.next_logits
+    monkeypatch.setattr(drafter, "reset", lambda ids: (calls.append(("reset", len(ids))), real_reset(ids))[1])
+    monkeypatch.setattr(drafter, "next_logits", lambda feed: (calls.append(("step", drafter.kv_length())),
+                                                               real_next(feed))[1])
+    assert draft_step_ms(drafter, context=20, repeats=3) > 0
+    assert calls == [("reset", 21), ("step", 20)] * 4
+    for bad in ({"repeats": 0}, {"context": -1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            draft_step_ms(drafter, **bad)
 
 
 def test_bench_builds_every_drafter_outside_the_timed_region(pair, monkeypatch):

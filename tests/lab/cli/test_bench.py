@@ -58,6 +58,7 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
     summary = out["summary"]
     assert [int(k) for k in summary["cost_curve_ms"]] == [1, 2, 3, 4, 5, 7, 9, 17]  # JSON keys are strings
     assert 0 < summary["cost_ratio_c"] < 1 and summary["draft_ms"] > 0
+    assert set(summary["draft_step_ms"]) == {"whole", "fr_spec"} and min(summary["draft_step_ms"].values()) > 0
     sweep = summary["n_sweep"]
     assert [row["n_draft"] for row in sweep] == [1, 2, 3, 4, 6, 8]
     curve, c = {int(k): ms for k, ms in summary["cost_curve_ms"].items()}, summary["cost_ratio_c"]

@@ -231,26 +231,41 @@ HALF = torch.arange(0, 64, 2)  # the even ids: a draft vocabulary of 32 of the 6
 
 
 def test_draft_vocab_scores_only_its_rows_with_the_full_heads_numbers(target, noisy_draft):
-    """The reduced head gives the full head's logits on the draft vocabulary and -inf elsewhere, so a greedy draft
-    is the argmax over the draft vocabulary; the draft cache still equals a fresh forward after every step."""
+    """Over several steps, 1- and 2-token feeds (the catch-up after a full acceptance) and a vocabulary in no sorted
+    order, the reduced head gives the full head's logits on its rows and -inf elsewhere; a greedy draft is the argmax
+    over the draft vocabulary; greedy output stays the target's; the draft cache still equals a fresh forward."""
+    vocab = torch.randperm(64, generator=torch.Generator().manual_seed(3))[:32]
+    inside = torch.zeros(64, dtype=torch.bool)
+    inside[vocab] = True
     prompt = PROMPTS[1]
-    reduced, full = DraftModelDrafter(noisy_draft, 4, draft_vocab=HALF), DraftModelDrafter(noisy_draft, 4)
+    reduced, full = DraftModelDrafter(noisy_draft, 4, draft_vocab=vocab), DraftModelDrafter(noisy_draft, 4)
     reduced.reset(prompt)
     full.reset(prompt)
-    got, want = reduced._logits(reduced._pending), full._logits(full._pending)
-    torch.testing.assert_close(got[HALF], want[HALF], atol=1e-5, rtol=1e-5)
-    assert torch.isinf(got[1::2]).all() and (got[1::2] < 0).all()
-    proposer = DraftModelDrafter(noisy_draft, 4, draft_vocab=HALF)  # _logits fed the others' pending token
+    for feed in ([prompt[-1]], [7, 21], [40], [3, 60]):
+        got, want = reduced.next_logits(feed), full.next_logits(feed)
+        torch.testing.assert_close(got[inside], want[inside], atol=1e-5, rtol=1e-5)
+        assert torch.isinf(got[~inside]).all() and (got[~inside] < 0).all()
+    proposer = DraftModelDrafter(noisy_draft, 4, draft_vocab=vocab)
     proposer.reset(prompt)
     draft = proposer.propose(DraftRequest(list(prompt), 4))
-    assert all(t % 2 == 0 for t in draft.tokens) and draft.tokens[0] == int(HALF[want[HALF].argmax()])
-    spec = generate(target, prompt, drafter=reduced, max_new_tokens=30)
+    full.reset(prompt)
+    first = full.next_logits([prompt[-1]])
+    assert all(inside[t] for t in draft.tokens) and draft.tokens[0] == int(vocab[first[vocab].argmax()])
+    spec = generate(target, prompt, drafter=proposer, max_new_tokens=30)
     assert spec.tokens == generate(target, prompt, max_new_tokens=30).tokens  # greedy parity
-    assert all(t % 2 == 0 for s in spec.steps for t in s.drafted)
+    assert all(inside[t] for s in spec.steps for t in s.drafted)
     sequence = prompt + spec.tokens
-    pending = reduced._pending
-    torch.testing.assert_close(forward(noisy_draft, pending, reduced._cache)[-1],
+    pending = proposer._pending
+    torch.testing.assert_close(forward(noisy_draft, pending, proposer._cache)[-1],
                                forward(noisy_draft, sequence, new_cache())[-1], atol=1e-5, rtol=1e-5)
+
+
+def test_a_draft_equal_to_the_target_is_always_accepted_with_its_whole_vocabulary(target):
+    """With the target as its own draft and every id in the draft vocabulary (shuffled), each draft is the target's
+    next token, after catch-ups of two tokens too, so every drafted token is accepted."""
+    vocab = torch.randperm(64, generator=torch.Generator().manual_seed(5))
+    gen = generate(target, PROMPTS[1], drafter=DraftModelDrafter(target, 3, draft_vocab=vocab), max_new_tokens=25)
+    assert gen.stats["acceptance_rate"] == 1.0 and gen.stats["drafted_tokens"] > 10
 
 
 def test_draft_vocab_sampled_first_speculated_token_matches_the_target(target, noisy_draft):
@@ -285,3 +300,17 @@ def test_draft_vocab_arguments(draft):
     with pytest.raises(ValueError, match="draft_vocab needs a Llama draft .* got model_type 'gpt2'"):
         DraftModelDrafter(gpt2, 4, draft_vocab=[0, 1])
     assert DraftModelDrafter(gpt2, 4).draft_vocab is None  # the whole head: any causal LM
+    import copy
+
+    biased = copy.deepcopy(draft)  # a head that is not just a weight: its bias, a hook would be skipped
+    biased.lm_head = torch.nn.Linear(32, 64, bias=True)
+    with pytest.raises(ValueError, match="plain nn.Linear without bias or hooks"):
+        DraftModelDrafter(biased, 4, draft_vocab=[0, 1])
+    hooked = copy.deepcopy(draft)
+    hooked.lm_head.register_forward_hook(lambda module, args, out: out * 0.25)
+    with pytest.raises(ValueError, match="plain nn.Linear without bias or hooks"):
+        DraftModelDrafter(hooked, 4, draft_vocab=[0, 1])
+    drafter = DraftModelDrafter(draft, 4, draft_vocab=[0, 1])
+    drafter.reset([1, 2, 3])
+    with pytest.raises(ValueError, match=r"feed must be 1 or more token ids in \[0, 64\)"):
+        drafter.next_logits([70])
