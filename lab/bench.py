@@ -430,20 +430,28 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     if SAME_POLICY[0] in methods:
         settings["extra"] = (f"HF's default policy: up to {HF_ASSISTED_POLICY[0]} drafts a step, stopping after one "
                              f"below draft probability {HF_ASSISTED_POLICY[1]}")
-    if extra:
-        lookup, lookahead = PromptLookupDrafter(n_draft=lookup_tokens), LookaheadDrafter()
-        settings["extra"] = (f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted (HF's "
-                             f"rule: <= {HF_LOOKUP_RULE[0]}, the {HF_LOOKUP_RULE[1]} occurrence); "
-                             f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
+    if extra:  # the settings of the rows timed, each named once
+        parts = []
+        if "lab prompt lookup" in extra or SAME_RULE in extra:
+            lookup = PromptLookupDrafter(n_draft=lookup_tokens)
+            parts.append(f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted (HF's rule: "
+                         f"<= {HF_LOOKUP_RULE[0]}, the {HF_LOOKUP_RULE[1]} occurrence)")
+        if FR_SPEC in extra:
+            parts.append(f"FR-Spec head: the draft scores {len(saved_draft_vocab(pair)):,} of its "
+                         f"{draft.config.vocab_size:,} tokens")
+        if "lab lookahead" in extra:
+            lookahead = LookaheadDrafter()
+            parts.append(f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
         if "lab Medusa" in extra:
             from lab.drafters.medusa import DEFAULT_TREE
 
-            settings["extra"] += f"; Medusa: {len(DEFAULT_TREE)}-node tree"
+            parts.append(f"Medusa: {len(DEFAULT_TREE)}-node tree")
         if "lab EAGLE" in extra:
-            settings["extra"] += f"; EAGLE: chain of N = {n_draft}"
+            parts.append(f"EAGLE: chain of N = {n_draft}")
         if "lab early exit" in extra:
             layers = target.config.num_hidden_layers
-            settings["extra"] += f"; early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}"
+            parts.append(f"early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}")
+        settings["extra"] = "; ".join(parts)
     return {"rows": list(results.values()), "identical": identical, "mismatched": mismatched,
             "agreement": agreement, "settings": settings}
 

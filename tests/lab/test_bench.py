@@ -78,6 +78,8 @@ def test_bench_with_the_new_rows_agrees(pair):
         assert row["tokens_per_target_call"] == round((row["tokens"] - 1) / row["target_calls"], 3), name
         assert row["tokens_per_target_call"] <= 5 + 1, name   # at most every draft and the target's token
     assert "all eleven produced identical tokens: yes" in format_table(result, "copy-heavy")
+    assert all(name in result["settings"]["extra"] for name in ("prompt lookup:", "lookahead:", "Medusa:", "EAGLE:",
+                                                                 "early exit:"))
     with pytest.raises(ValueError, match="extra"):
         run_bench(pair, held_out_prompts()[:1], extra=("nope",))
 
@@ -112,6 +114,8 @@ def test_the_fr_spec_row_drafts_with_the_eagle_drafts_vocabulary_on_the_real_pai
     with_vocab = [v for v in built if v is not None]  # warm-up and prompt: the FR-Spec row's drafters
     assert len(with_vocab) == 2 and all(torch.equal(v.cpu(), vocab) for v in with_vocab)
     assert len(built) == 4  # and lab speculative's two, with the whole head
+    # the settings line names what was timed, and only that
+    assert result["settings"]["extra"] == "FR-Spec head: the draft scores 8,192 of its 49,152 tokens"
     with pytest.raises(ValueError, match="has no draft vocabulary"):
         run_bench(pair, held_out_prompts()[:1], max_new_tokens=2, extra=(FR_SPEC,))
 
