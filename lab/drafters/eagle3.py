@@ -68,7 +68,8 @@ def eagle3_card(pair_name: str) -> dict:
       1, 2, 3 (floats); ``eagle_agreement``: the EAGLE draft's at step 1 on the same tokens;
     - ``decoding``: the card's greedy decoding rows by method (``"eagle N=3"``, ``"eagle3 N=3"``, ...: ``alpha``,
       ``tokens_per_target_call``, ``speedup``, ...); ``settings``: that run's settings (``prompts``,
-      ``max_new_tokens``, ``dtype``, ...).
+      ``max_new_tokens``, ``dtype``, ``device``, ``threads``, ...); ``date``: when it ran (str, UTC; None where the
+      card does not say).
 
     Raises ``ValueError`` for a pair without a committed EAGLE-3 draft."""
     from lab.drafters.eagle import EAGLE_DIRS
@@ -97,7 +98,7 @@ def eagle3_card(pair_name: str) -> dict:
     return {"steps": _all_steps(train), "batch": train["recipe"]["batch"], "eagle_steps": _all_steps(eagle),
             "data": data, "held_out": held_out, "agreement": agreement, "eagle_agreement": eagle_agreement,
             "decoding": {row["method"]: row for row in measured["decoding"]["rows"]},
-            "settings": measured["decoding"]["settings"]}
+            "settings": measured["decoding"]["settings"], "date": measured["decoding"].get("date")}
 
 
 def _all_steps(info: dict) -> int:
