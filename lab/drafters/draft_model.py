@@ -76,8 +76,8 @@ class DraftModelDrafter:
     ``[V_d]`` of token ids (:mod:`lab.drafters.draft_vocab`; FR-Spec, Zhao et al. 2025, §3): each draft forward
     then applies only those rows of the draft's LM head to its last hidden state, and every other token gets
     probability 0, so it is never drafted (verification stays exact; the target reaches such tokens through the
-    residual or the bonus token). With a 49k-token vocabulary and a 2-layer draft the head is almost half of a draft
-    forward (the real pair's draft on the course's CPU; with 8,192 rows the forward costs a third less,
+    residual or the bonus token). With a 49k-token vocabulary and a 2-layer draft the head takes almost half of a
+    forward's time (the real pair's draft on the course's CPU; with 8,192 rows the forward costs a third less,
     :func:`lab.bench.draft_step_ms`). Only for a Llama draft whose output layer is a plain ``nn.Linear`` without
     bias or hooks, whose logits are exactly its weight applied to the last layer's state; the rows are read when
     the drafter is built (change the draft's weights or dtype afterwards, and build a new drafter). With
