@@ -351,12 +351,14 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         gen = generate(target, ids, drafter=drafter, max_new_tokens=max_new_tokens, eos_token_id=eos)
         return {"tokens": gen.tokens, "stats": gen.stats}
 
+    rows = bench_rows(extra, drafters)
+    fr_vocab = saved_draft_vocab(pair) if FR_SPEC in rows else None  # read from disk once, not per prompt
     # name -> set-up, which returns the run to time on one prompt's ids; the set-up is never timed.
     lookup_tokens = lookup_n_draft  # transformers' prompt lookup drafts as many as ours
     methods = {
         "lab autoregressive": ours(lambda: None),
         "lab speculative": ours(lambda: DraftModelDrafter(draft, n_draft)),
-        FR_SPEC: ours(lambda: DraftModelDrafter(draft, n_draft, draft_vocab=saved_draft_vocab(pair))),
+        FR_SPEC: ours(lambda: DraftModelDrafter(draft, n_draft, draft_vocab=fr_vocab)),
         SAME_POLICY[0]: ours(lambda: DraftModelDrafter(draft, HF_ASSISTED_POLICY[0],
                                                        confidence=HF_ASSISTED_POLICY[1])),
         SAME_POLICY[1]: lambda: lambda ids: _hf_default_policy(ids),
@@ -374,7 +376,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         "lab parallel": ours(lambda: make_drafter("parallel", pair, n_draft)),
         "lab EAGLE-3": ours(lambda: make_drafter("eagle3", pair, n_draft)),
     }
-    methods = {name: methods[name] for name in bench_rows(extra, drafters)}
+    methods = {name: methods[name] for name in rows}
     for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
     totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0} for name in methods}
@@ -437,7 +439,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
             parts.append(f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted (HF's rule: "
                          f"<= {HF_LOOKUP_RULE[0]}, the {HF_LOOKUP_RULE[1]} occurrence)")
         if FR_SPEC in extra:
-            parts.append(f"FR-Spec head: the draft scores {len(saved_draft_vocab(pair)):,} of its "
+            parts.append(f"FR-Spec head: the draft scores {len(fr_vocab):,} of its "
                          f"{draft.config.vocab_size:,} tokens")
         if "lab lookahead" in extra:
             lookahead = LookaheadDrafter()

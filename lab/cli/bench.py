@@ -244,7 +244,8 @@ def _run_chat(args, count: int) -> int:
                                                 ("lab early exit", "early-exit"))
                if (why := drafter_problem(kind, pair, args.n_draft))}
     extra = tuple(m for m in EXTRA_METHODS if m not in skipped and m != "lab lookahead")
-    if saved_draft_vocab(pair) is not None:  # the draft model with its head cut to the EAGLE draft's vocabulary
+    fr_vocab = saved_draft_vocab(pair)
+    if fr_vocab is not None:  # the draft model with its head cut to the EAGLE draft's vocabulary
         extra += (FR_SPEC,)
     results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, extra=extra, lookup_n_draft=args.lookup_n_draft)
                for kind, prompts in chosen.items()}
@@ -262,8 +263,7 @@ def _run_chat(args, count: int) -> int:
         from lab.drafters import DraftModelDrafter
 
         head_ms = {"whole": draft_step_ms(DraftModelDrafter(pair.draft, 1), context=128),
-                   "fr_spec": draft_step_ms(DraftModelDrafter(pair.draft, 1, draft_vocab=saved_draft_vocab(pair)),
-                                            context=128)}
+                   "fr_spec": draft_step_ms(DraftModelDrafter(pair.draft, 1, draft_vocab=fr_vocab), context=128)}
     sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
     for row in sweep:  # measured ÷ predicted, the prediction from this N's α, c and verification cost
         verify = curve[row["n_draft"] + 1] / curve[1]
@@ -318,7 +318,7 @@ def _run_chat(args, count: int) -> int:
               + ("" if eagle_ms is None else f"; EAGLE drafting step: {eagle_ms:.2f} ms, c = {c_eagle:.3f}"))
         if head_ms is not None:
             print(f"a draft-model drafting step (DraftModelDrafter.next_logits, KV cache of 128): whole head "
-                  f"{head_ms['whole']:.2f} ms, FR-Spec head ({len(saved_draft_vocab(pair)):,} rows) "
+                  f"{head_ms['whole']:.2f} ms, FR-Spec head ({len(fr_vocab):,} rows) "
                   f"{head_ms['fr_spec']:.2f} ms")
         print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive):\n\n"
               "| N | tokens/s | x lab AR | acceptance rate | α (accepted ÷ examined) | tokens per target call | "

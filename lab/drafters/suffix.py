@@ -31,7 +31,8 @@ from numbers import Real
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
 from lab.validation import is_integer
 
-__all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree", "speculation_path"]
+__all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree", "speculation_path",
+           "quoted_outputs"]
 
 
 class _Node:
@@ -205,6 +206,18 @@ def _token_list(name: str, tokens) -> list:
     return [int(t) for t in items]
 
 
+def quoted_outputs(prompt_outputs, prompt_ids: list) -> list:
+    """What a drafter's ``prompt_outputs`` callable names for ``prompt_ids``: the earlier outputs a prompt quotes, as
+    lists of token ids (``[]`` when ``prompt_outputs`` is None). Raises ``ValueError`` naming ``prompt_outputs`` when
+    it returns something other than a list of token lists."""
+    if prompt_outputs is None:
+        return []
+    quoted = prompt_outputs(prompt_ids)
+    if isinstance(quoted, (str, bytes)) or not hasattr(quoted, "__iter__"):
+        raise ValueError(f"prompt_outputs must return a list of token lists, got {type(quoted).__name__}")
+    return [_token_list(f"prompt_outputs(...)[{i}]", output) for i, output in enumerate(quoted)]
+
+
 class SuffixCache:
     """The global suffix tree over earlier requests' outputs, shared by the drafters given it (an engine keeps one):
     :meth:`add` counts an output in; beyond ``max_cached_requests`` outputs the oldest is counted out again (first
@@ -314,14 +327,9 @@ class SuffixDecodingDrafter:
         the cache will hold, not of the prompt."""
         self.finish()
         self._tokens = [int(t) for t in prompt_ids]
-        if self.prompt_outputs is not None:
-            quoted = self.prompt_outputs(self._tokens)
-            if isinstance(quoted, (str, bytes)) or not hasattr(quoted, "__iter__"):
-                raise ValueError(f"prompt_outputs must return a list of token lists, got {type(quoted).__name__}")
-            for i, output in enumerate(quoted):
-                output = _token_list(f"prompt_outputs(...)[{i}]", output)
-                if len(output) > 1:  # one token holds no continuation (see finish)
-                    self.cache.add_once(output)
+        for output in quoted_outputs(self.prompt_outputs, self._tokens):
+            if len(output) > 1:  # one token holds no continuation (see finish)
+                self.cache.add_once(output)
         self._prompt_length = max(len(self._tokens) - 1, 0)
         self._request = SuffixTree(self.max_depth)
         self._request.extend(self._tokens)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import deque
 
 from lab.drafters.base import Draft, DraftRequest
+from lab.drafters.suffix import quoted_outputs
 from lab.validation import check_int, check_token_ids
 
 __all__ = ["SuffixCorpus", "SuffixMatchDrafter", "longest_match", "PROMPT_CONTEXT", "BUCKET_SLOTS"]
@@ -76,8 +77,11 @@ def longest_match(tokens, max_depth: int = 24) -> tuple:
 
     Raises ``ValueError`` for ``max_depth`` < 1, ``TypeError`` or ``ValueError`` for ``tokens`` that are not token
     ids."""
-    max_depth = check_int("max_depth", max_depth, 1)
-    tokens = _tokens("tokens", tokens)
+    return _longest_match(_tokens("tokens", tokens), check_int("max_depth", max_depth, 1))
+
+
+def _longest_match(tokens: list, max_depth: int) -> tuple:
+    """:func:`longest_match` on checked arguments (the drafter's own text, checked once per step)."""
     best = (0, None)
     for position in range(len(tokens) - 1, 0, -1):  # latest first: only a longer match replaces the best
         if tokens[position - 1] != tokens[-1]:
@@ -217,17 +221,12 @@ class SuffixMatchDrafter:
         ``prompt_outputs``)."""
         self.finish()
         self._tokens = _tokens("prompt_ids", prompt_ids)
-        if self.prompt_outputs is not None:
-            quoted = self.prompt_outputs(self._tokens)
-            if isinstance(quoted, (str, bytes)) or not hasattr(quoted, "__iter__"):
-                raise ValueError(f"prompt_outputs must return a list of token lists, got {type(quoted).__name__}")
-            for i, output in enumerate(quoted):
-                output = _tokens(f"prompt_outputs(...)[{i}]", output)
-                start = next((p for p in range(len(self._tokens) - len(output) + 1)
-                              if self._tokens[p:p + len(output)] == output), 0) if output else 0
-                context = self._tokens[max(start - PROMPT_CONTEXT, 0):start]
-                if output and context[-PROMPT_CONTEXT:] + output not in self.corpus:
-                    self.corpus.add(output, context)
+        for output in quoted_outputs(self.prompt_outputs, self._tokens):
+            start = next((p for p in range(len(self._tokens) - len(output) + 1)
+                          if self._tokens[p:p + len(output)] == output), 0) if output else 0
+            context = self._tokens[max(start - PROMPT_CONTEXT, 0):start]
+            if output and context[-PROMPT_CONTEXT:] + output not in self.corpus:
+                self.corpus.add(output, context)
         self._prompt_length = max(len(self._tokens) - 1, 0)
         self._last = []
         self.history = []
@@ -251,7 +250,7 @@ class SuffixMatchDrafter:
         self._last = []
         if n <= 0:
             return Draft()
-        length, position = longest_match(self._tokens, self.max_depth)
+        length, position = _longest_match(self._tokens, self.max_depth)
         source, tokens = ("request", self._tokens[position:position + self.n_draft]) if length else (None, [])
         corpus_length, corpus_tokens = self.corpus.draft(self._tokens, self.max_depth, self.n_draft)
         if corpus_length > length and corpus_tokens:
