@@ -51,9 +51,9 @@ from numbers import Integral
 
 import torch
 
-from lab.decode import (DecodeSettings, branch_layout, checked_draft, checked_settings, prefill_record, step_record,
-                        verify_block)
-from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.decode import (DecodeSettings, branch_layout, checked_draft, checked_settings, committed_block, hand_over,
+                        prefill_record, step_record, verify_block)
+from lab.drafters.base import Draft, DraftRequest
 from lab.kv import cache_length
 from lab.metrics import summarize_steps
 from lab.models import cache_kwarg, layer_states, new_cache, synchronize
@@ -438,10 +438,8 @@ def _verify_row(row: _Row, block: dict, logits: torch.Tensor, hidden, forward_s:
     keep = [0] + [1 + i for i in result.path]
     drafter = row.drafter
     if drafter is not None:
-        observe = getattr(drafter, "observe", None)
-        if observe is not None:
-            observe(TargetOutput(row_logits, row_hidden, keep))
-        drafter.update(result.num_accepted, result.next_token)
+        hand_over(drafter, getattr(drafter, "observe", None), result,
+                  committed_block(draft, result, block["remaining"], settings.eos_token_id), row_logits, row_hidden)
         if block["draft_kv"] is not None:
             block["draft_kv"].append(drafter.kv_length())
     t0, t1 = block["times"]

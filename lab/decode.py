@@ -28,7 +28,7 @@ from lab.validation import check_int, check_sampling_args, check_token_ids
 from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
 __all__ = ["generate", "autoregressive", "DecodeSettings", "checked_settings", "checked_draft", "verify_block",
-           "step_record", "prefill_record", "branch_layout"]
+           "step_record", "prefill_record", "branch_layout", "committed_block", "hand_over"]
 
 
 def _prompt_list(prompt_ids, vocab: int) -> list[int]:
@@ -154,10 +154,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
         result, target_probs = verify_block(all_logits[: len(draft.tokens) + 1], draft, parents, settings)
         # keep the last token's and the accepted path's keys and values; drop rejected nodes and extra tokens
         keep_positions(cache, base, [0] + [1 + i for i in result.path])
-        if observe is not None:
-            observe(TargetOutput(all_logits, all_hidden, [0] + [1 + i for i in result.path]))
         if drafter is not None:
-            drafter.update(result.num_accepted, result.next_token)
+            hand_over(drafter, observe, result, committed_block(draft, result, remaining, settings.eos_token_id),
+                      all_logits, all_hidden)
             if draft_kv is not None:
                 draft_kv.append(kv_length())
         t2 = time.perf_counter()
@@ -350,13 +349,10 @@ def step_record(index: int, position: int, remaining: int, draft: Draft, parents
     bookkeeping (``fed`` positions processed, ``base`` cached before, the drafter's ``draft_kv`` lengths);
     ``prefill`` marks the prefill's record (an empty draft over the whole prompt)."""
     t0, t1, t_forward, t2 = times
-    block = [draft.tokens[i] for i in result.path] + [result.next_token]
-    cut = min(len(block), remaining)
-    if settings.eos_token_id is not None and settings.eos_token_id in block[:cut]:
-        cut = block.index(settings.eos_token_id) + 1
+    emitted = committed_block(draft, result, remaining, settings.eos_token_id)
     return StepRecord(
         index=index, position=position, drafted=list(draft.tokens), num_accepted=result.num_accepted,
-        emitted=block[:cut], last_kind=result.kind, truncated=cut < len(block),
+        emitted=emitted, last_kind=result.kind, truncated=len(emitted) < result.num_accepted + 1,
         draft_ms=(t1 - t0) * 1000, verify_ms=(t2 - t1) * 1000, target_ms=(t_forward - t1) * 1000,
         draft_calls=draft.calls,
         target_probs=target_probs if settings.record_probs else None,
@@ -364,6 +360,31 @@ def step_record(index: int, position: int, remaining: int, draft: Draft, parents
         target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
         parents=list(parents) if draft.parents is not None else None, path=list(result.path),
         acceptance="typical" if settings.typical else "exact", prefill=prefill)
+
+
+def committed_block(draft: Draft, result, remaining: int, eos_token_id: int | None) -> list[int]:
+    """The tokens one verified step commits: the accepted drafts along ``result.path`` and the target's
+    ``result.next_token``, cut after the first ``eos_token_id`` among them and to at most ``remaining`` tokens (the
+    generation ends with a cut block). A list of 1 to ``result.num_accepted + 1`` token ids."""
+    block = [draft.tokens[i] for i in result.path] + [result.next_token]
+    cut = min(len(block), remaining)
+    if eos_token_id is not None and eos_token_id in block[:cut]:
+        cut = block.index(eos_token_id) + 1
+    return block[:cut]
+
+
+def hand_over(drafter, observe, result, block: list, logits: torch.Tensor, hidden) -> None:
+    """Tell ``drafter`` what one step committed: ``observe(TargetOutput)`` (when the drafter has it) with the rows of
+    the committed path, then ``update(num_accepted, next_token)``. A step the generation cut (``block`` shorter than
+    the accepted drafts plus the target's token: an EOS among the accepted drafts, or ``max_new_tokens`` reached) is
+    reported as the text that was committed: its last token stands as ``next_token`` and the drafts before it as the
+    accepted ones, so a drafter that keeps outputs across requests (suffix decoding's cache) never stores a token
+    past the end of the answer. ``logits`` ``[rows, V]`` and ``hidden`` (``[rows, D]`` or a list of them, or None)
+    are the step's target rows."""
+    kept = len(block) - 1  # the accepted drafts that stay; all of them unless the step was cut
+    if observe is not None:
+        observe(TargetOutput(logits, hidden, [0] + [1 + i for i in result.path[:kept]]))
+    drafter.update(kept, block[-1])
 
 
 def _check_draft(draft, drafter, vocab: int) -> Draft:

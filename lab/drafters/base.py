@@ -91,7 +91,10 @@ class Drafter(Protocol):
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Roll the drafter's own state back to the committed prefix: the first ``num_accepted`` drafts of the
-        last proposal were accepted, then the target added ``next_token``."""
+        last proposal were accepted, then the target added ``next_token``. On the generation's last step, when an
+        EOS among the accepted drafts (or ``max_new_tokens``) cut the step short, the loop reports what it committed
+        instead: the drafts before the cut's last token as accepted, and that token (a draft) as ``next_token``
+        (:func:`lab.decode.hand_over`)."""
 
     # Optional: ``observe(output: TargetOutput)`` receives the step's target logits (and hidden states, if the
     # drafter sets ``needs_hidden_states = True``) after verification, before ``update``. A drafter with

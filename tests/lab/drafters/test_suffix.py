@@ -184,6 +184,21 @@ def test_eos_inside_a_block_and_exact_max_new_tokens(bigram_target, path_prompt)
             assert all(len(s.drafted) == 0 or s.position + 1 < m for s in gen.steps)
 
 
+def test_the_cache_stores_the_answer_up_to_its_eos(bigram_target, path_prompt):
+    """A block cut at an EOS among its accepted drafts ends the answer there: the output the cache keeps is the
+    generated text, not the drafts the target accepted past the EOS (they would be proposed for later requests)."""
+    prompt, _ = path_prompt
+    ref = autoregressive(bigram_target, prompt, max_new_tokens=14).tokens
+    cut = 0
+    for j in range(1, 10):
+        drafter = SuffixDecodingDrafter()
+        gen = generate(bigram_target, prompt, drafter=drafter, max_new_tokens=MAX_NEW, eos_token_id=ref[j])
+        cut += any(step.truncated for step in gen.steps)
+        drafter.finish()
+        assert ref[: j + 1] in drafter.cache and len(drafter.cache) == 1, j
+    assert cut  # some answers ended inside a drafted block
+
+
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.8, top_k=6)])
 def test_first_speculated_token_follows_target_distribution(target, kw):
     """Oracle 2: token 0 comes from the prefill, sampled; whatever it is, the first decode step verifies a real tree

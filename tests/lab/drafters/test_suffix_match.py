@@ -208,6 +208,11 @@ def test_eos_inside_a_block_and_exact_max_new_tokens(bigram_target, path_prompt)
         assert gen.tokens == ref[: j + 1]
         cut.append(any(step.truncated for step in gen.steps))
     assert any(cut)  # some runs met EOS inside a drafted block
+    for j in range(1, 10):  # the corpus stores the answer up to its EOS, not drafts accepted past it
+        drafter = SuffixMatchDrafter()
+        generate(bigram_target, prompt, drafter=drafter, max_new_tokens=MAX_NEW, eos_token_id=ref[j])
+        drafter.finish()
+        assert [document for _, document in drafter.corpus.documents] == [prompt[-3:] + ref[: j + 1]], j
     for m in range(1, 14):
         gen = generate(bigram_target, prompt, drafter=SuffixMatchDrafter(), max_new_tokens=m)
         assert gen.tokens == ref[:m]
