@@ -209,8 +209,9 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
         if methods[name] is not None:
             drafted = sum(g.stats["drafted_tokens"] for g in gens)
             calls = sum(g.stats["target_calls"] for g in gens)
+            alpha = alpha_from_steps([s for g in gens for s in g.steps])  # None: no draft was examined
             row.update(acceptance_rate=round(sum(g.stats["accepted_tokens"] for g in gens) / drafted, 3)
-                       if drafted else 0.0, alpha=round(alpha_from_steps([s for g in gens for s in g.steps]), 3),
+                       if drafted else 0.0, alpha=None if alpha is None else round(alpha, 3),
                        # the decode steps' tokens: each generation's first came from its prefill
                        tokens_per_target_call=round((tokens - len(gens)) / calls, 3), target_calls=calls)
         rows.append(row)
@@ -232,7 +233,8 @@ def format_timing(result: dict) -> str:
              "| method | tokens/s | speedup | acceptance rate | α | tokens per target call |",
              "|---|---|---|---|---|---|"]
     for row in result["rows"]:
-        extra = (f"{row['acceptance_rate']:.2f} | {row['alpha']:.2f} | {row['tokens_per_target_call']:.2f}"
+        alpha = "n/a" if row.get("alpha") is None else f"{row['alpha']:.2f}"
+        extra = (f"{row['acceptance_rate']:.2f} | {alpha} | {row['tokens_per_target_call']:.2f}"
                  if "alpha" in row else " | | ")
         lines.append(f"| {row['method']} | {row['tokens_per_second']:.1f} | {row['speedup']:.2f}× | {extra} |")
     return "\n".join(lines + ["", result["note"]])
@@ -245,8 +247,10 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     only :data:`BASELINE_METHODS` and those drafters' rows (:data:`DRAFTER_METHODS`), ``extra`` left empty.
 
     Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row: method, tokens
-    (total new), seconds, tokens_per_second, and for lab drafters the acceptance rate, target_calls (decode steps)
-    and tokens_per_target_call (the decode steps' tokens, each prompt's first new token, the prefill's, left out).
+    (total new), seconds, tokens_per_second, and for lab drafters ``acceptance_rate`` (accepted ÷ drafted; absent
+    when nothing was drafted), ``alpha`` (:func:`lab.metrics.alpha_from_steps` over every prompt's steps: accepted ÷
+    examined; None when no draft was examined), ``target_calls`` (decode steps) and ``tokens_per_target_call`` (the
+    decode steps' tokens, each prompt's first new token, the prefill's, left out); transformers' rows have neither.
     Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
     speculative, HF prompt lookup for lab prompt lookup and :data:`SAME_RULE`). ``n_draft`` is the draft model's N;
     prompt lookup drafts ``lookup_n_draft`` tokens from n-grams of up to 3
@@ -314,6 +318,7 @@ def _assistant_policy(assistant, n_draft: int, confidence: float):
 def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters=None) -> dict:
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
+    from lab.metrics import alpha_from_steps
 
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
 
@@ -349,7 +354,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
 
     def _lab_run(ids, drafter):
         gen = generate(target, ids, drafter=drafter, max_new_tokens=max_new_tokens, eos_token_id=eos)
-        return {"tokens": gen.tokens, "stats": gen.stats}
+        return {"tokens": gen.tokens, "stats": gen.stats, "steps": gen.steps}
 
     rows = bench_rows(extra, drafters)
     fr_vocab = saved_draft_vocab(pair) if FR_SPEC in rows else None  # read from disk once, not per prompt
@@ -379,7 +384,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     methods = {name: methods[name] for name in rows}
     for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
-    totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0} for name in methods}
+    totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0, "steps": []}
+              for name in methods}
     outputs = {name: [] for name in methods}
     with LoadMeter() as meter:
         for i, ids in enumerate(encoded):  # prompt by prompt, every method in turn: load changes hit all alike
@@ -397,6 +403,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                     total["accepted"] += out["stats"]["accepted_tokens"]
                     total["drafted"] += out["stats"]["drafted_tokens"]
                     total["calls"] += out["stats"]["target_calls"]
+                    total["steps"] += out["steps"]
     results = {}
     for name, total in totals.items():
         row = {"method": name, "tokens": total["tokens"], "seconds": round(total["seconds"], 3),
@@ -404,6 +411,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         if total["calls"] and name != "lab autoregressive":
             if total["drafted"]:
                 row["acceptance_rate"] = round(total["accepted"] / total["drafted"], 3)
+            alpha = alpha_from_steps(total["steps"])  # accepted / examined, pooled over the prompts
+            row["alpha"] = None if alpha is None else round(alpha, 3)
             # the decode steps' tokens: each prompt's first new token came from its prefill
             row["tokens_per_target_call"] = round((total["tokens"] - len(outputs[name])) / total["calls"], 3)
             row["target_calls"] = total["calls"]
@@ -483,11 +492,12 @@ def format_table(result: dict, label: str = "held-out") -> str:
              + (f", draft model N = {s['n_draft']}"  # only where a draft model drafted (not --drafter ngram)
                 if any(row["method"] == "lab speculative" for row in result["rows"]) else "")
              + (f"; {s['extra']}" if s.get("extra") else "") + load_text, "",
-             "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | tokens per target call |",
-             "|---|---|---|---|---|---|"]
+             "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | α | tokens per target call |",
+             "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
+        alpha = "" if "alpha" not in row else "n/a" if row["alpha"] is None else row["alpha"]
         lines.append(f"| {row['method']} | {row['tokens_per_second']} | {row['vs_lab_autoregressive']} | "
-                     f"{row.get('vs_hf_counterpart', '')} | {row.get('acceptance_rate', '')} | "
+                     f"{row.get('vs_hf_counterpart', '')} | {row.get('acceptance_rate', '')} | {alpha} | "
                      f"{row.get('tokens_per_target_call', '')} |")
     same = "yes" if result["identical"] else f"NO (differ: {', '.join(result['mismatched'])})"
     count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven"}.get(

@@ -66,8 +66,9 @@ class TargetOutput:
       ``[rows, D]`` on the target's device, or None unless the drafter sets ``needs_hidden_states = True``. A drafter
       that declares ``hidden_layers`` (indices of :func:`lab.models.layer_states`; EAGLE-3 reads three) gets those
       layers concatenated instead, ``[rows, len(hidden_layers) · D]``, here and in ``reset(..., hidden=...)``.
-    - ``path``: the rows whose tokens are now committed, in order: ``[0] + [1 + i for each accepted node i]``. The
-      last of them produced ``next_token``.
+    - ``path``: the rows whose tokens are now committed, in order: ``[0] + [1 + i for each accepted node i]`` (on a
+      last step that an EOS or ``max_new_tokens`` cut, only the nodes kept: :func:`lab.decode.hand_over`). The last
+      of them produced ``next_token``.
     """
 
     logits: torch.Tensor

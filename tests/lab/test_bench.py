@@ -18,6 +18,18 @@ def test_bench_runs_all_four_and_agrees(pair):
                                                       "HF assisted"]
     assert result["identical"], result["mismatched"]
     assert "identical tokens: yes" in format_table(result)
+    # alpha (accepted / examined) is the draft model's over the prompt's steps, the same run in float32 greedy
+    from lab.decode import generate
+    from lab.drafters import DraftModelDrafter
+    from lab.metrics import alpha_from_steps
+
+    gen = generate(pair.target, pair.encode(held_out_prompts()[0]), drafter=DraftModelDrafter(pair.draft, 3),
+                   max_new_tokens=24)
+    spec = result["rows"][1]
+    assert spec["alpha"] == round(alpha_from_steps(gen.steps), 3) and spec["acceptance_rate"] <= spec["alpha"]
+    assert "alpha" not in result["rows"][3]  # transformers' rows have no step records
+    assert f"| {spec['acceptance_rate']} | {spec['alpha']} | {spec['tokens_per_target_call']} |" in \
+        format_table(result)
 
 
 def test_the_same_policy_row_drafts_as_transformers_assisted_generation(pair):
@@ -382,6 +394,28 @@ def test_time_methods_interleaves_and_pools(pair):
     text = format_timing(result)
     assert "| draft model |" in text and result["note"] in text and "interleaved" in text
     assert set(result["load"]) == {"seconds", "cores", "other_cores", "load_average", "busy"}
+
+
+def test_a_drafter_that_never_drafts_has_no_alpha(pair):
+    """alpha is accepted / examined: a method that proposed nothing on any prompt has none (n/a in the table), and
+    its acceptance rate is 0."""
+    from lab.bench import format_timing, time_methods
+    from lab.drafters.base import Draft
+
+    class Silent:
+        def reset(self, prompt_ids):
+            pass
+
+        def propose(self, request):
+            return Draft()
+
+        def update(self, num_accepted, next_token):
+            pass
+
+    result = time_methods(pair, held_out_prompts()[:1], {"autoregressive": None, "silent": Silent}, max_new_tokens=4)
+    silent = result["rows"][1]
+    assert silent["alpha"] is None and silent["acceptance_rate"] == 0.0 and silent["tokens_per_target_call"] == 1.0
+    assert "| silent |" in format_timing(result) and "| 0.00 | n/a | 1.00 |" in format_timing(result)
 
 
 def test_run_interleaved_rotates_the_order(pair):
