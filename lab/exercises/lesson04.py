@@ -354,7 +354,11 @@ def chi_square_pvalue(fn):
 
     faults = [
         (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs)), list(probs)).pvalue),
-         "scipy wants expected COUNTS, which sum to the number of tokens: pass target_probs * len(tokens)."),
+         "scipy wants expected COUNTS, which sum to the number of tokens: each probability times len(tokens), "
+         "[p * len(tokens) for p in target_probs]."),
+        (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs)), list(probs) * len(tokens)).pvalue),
+         "target_probs is a list, and a list times an integer repeats the list (V * len(tokens) entries): multiply "
+         "each probability instead, [p * len(tokens) for p in target_probs]."),
         (lambda tokens, probs: float(chisquare(torch.bincount(torch.as_tensor(tokens)).tolist(),
                                                [p * len(tokens) for p in probs]).pvalue),
          "count every token id, including ones that never occur: torch.bincount(..., minlength=V)."),
@@ -388,7 +392,7 @@ def chi_square_pvalue(fn):
         return same_float(a, b, rel=1e-4, abs_=0.0)
 
     n = compare("chi_square_pvalue", fn, cases, reference_chi_square_pvalue, faults, close,
-                "counts = bincount(tokens, minlength=V); expected = target_probs * len(tokens); "
+                "counts = bincount(tokens, minlength=V); expected = [p * len(tokens) for p in target_probs]; "
                 "return chisquare(counts, expected).pvalue.", show_args=show)
     return f"correct p-values on all {n} cases."
 

@@ -56,6 +56,10 @@ def expected_acceptance(fn):
          "the largest single-token difference is not the distance that matters: every token's shortfall counts. "
          "Acceptance is 1 - TV, with TV = 0.5 * sum |target - draft| over ALL tokens (or directly sum min(target, "
          "draft))."),
+        (lambda t, d: float((d * torch.clamp(t / d, max=1.0)).sum()),
+         "where draft(x) = 0 your term is 0 x (target/0), and 0 x inf or 0 x (0/0) is NaN in floating point. Such "
+         "tokens are never drafted and add nothing: sum min(target, draft), the same expectation without a "
+         "division."),
         (lambda t, d: float(1 - (t - d).abs().sum()),
          "TV is HALF the sum of |target - draft| (each unit of mass moved is counted twice, once where it leaves "
          "and once where it arrives): acceptance = 1 - 0.5 * sum |target - draft|."),

@@ -123,6 +123,12 @@ def test_chi_square_pvalue(capsys):
     rejects(check.chi_square_pvalue, statistic, capsys, "not the statistic")
     rejects(check.chi_square_pvalue, uniform, capsys, "UNIFORM")
 
+    def list_times_n(tokens, probs):  # the lesson's target_probs is a list: list * n repeats it
+        counts = torch.bincount(torch.tensor(tokens), minlength=len(probs)).tolist()
+        return chisquare(counts, probs * len(tokens)).pvalue
+
+    rejects(check.chi_square_pvalue, list_times_n, capsys, "repeats the list", "[p * len(tokens) for p in")
+
 
 def test_greedy_draft(capsys):
     def good(draft_probs):

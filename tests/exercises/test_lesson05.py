@@ -24,6 +24,9 @@ def test_expected_acceptance(capsys):
     rejects(check.expected_acceptance, lambda t, d: metrics.total_variation(t, d), capsys, "1 - TV")
     rejects(check.expected_acceptance, lambda t, d: float(torch.maximum(t, d).sum()), capsys, "use min")
     rejects(check.expected_acceptance, lambda t, d: 1 - metrics.kl_divergence(t, d), capsys, "1 - KL")
+    # the expectation under the draft, written with a division: NaN where the draft gives a token probability 0
+    rejects(check.expected_acceptance, lambda t, d: float((d * torch.clamp(t / d, max=1)).sum()), capsys,
+            "0 x (0/0) is NaN", "sum min(target, draft)")
 
 
 def test_expected_acceptance_largest_difference(capsys):
