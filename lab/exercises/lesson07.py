@@ -142,7 +142,8 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
     faults = [
         (lambda h, k, n: h - (n - k), "the draft never fed its LAST draft (its logits were not needed), so only "
                                       "n_draft - 1 - num_accepted rejected drafts are in its cache: removing "
-                                      "n_draft - num_accepted also drops the last accepted token."),
+                                      "n_draft - num_accepted also drops the newest committed entry (the last "
+                                      "accepted draft, or the token fed before the drafts when none was accepted)."),
         (lambda h, k, n: h - (n - 1 - k), "after a full acceptance (num_accepted = n_draft) nothing is removed: "
                                           "clamp the count of entries to drop at 0."),
         (lambda h, k, n: h, "the rejected drafts that were fed must leave the draft's cache."),

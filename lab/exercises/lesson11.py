@@ -133,8 +133,8 @@ def reference_mtp_depth_pairs(ids, depth):
 def mtp_depth_pairs(fn):
     """Check ``fn(ids [T], depth) -> (tokens_in, token_targets)``: what MTP module k = ``depth`` reads and predicts at
     each row of a teacher-forced window. Planted mistakes: depth ignored (every module reads t_{i+1}), the token
-    read one place early, the target equal to the token read, and Medusa's blind view (no token read beyond
-    t_{i+1})."""
+    read one place early, the target equal to the token read, and a read fixed at t_{i+1} while the target moves k
+    ahead."""
     gen = torch.Generator().manual_seed(11)
     cases = [(torch.randint(0, 50, (length,), generator=gen), depth)
              for length, depth in ((6, 1), (6, 2), (9, 3), (4, 2), (5, 3), (8, 2))]
@@ -148,8 +148,9 @@ def mtp_depth_pairs(fn):
         (lambda x, k: (x[k:-1], x[k:-1]),
          "the target is the NEXT token after the one read: row i reads t_{i+k} and predicts t_{i+k+1}."),
         (lambda x, k: (x[1:len(x) - k], x[k + 1:]),
-         "that is Medusa's view, where head k knows only the row's next token; an MTP module also reads the true "
-         "token t_{i+k} right before its target, as the chain of modules feeds each one the previous depth's token."),
+         "row i reads t_{i+1} but is scored on t_{i+k+1}, so the tokens in between go unseen: module k reads "
+         "t_{i+k}, the true token right before its target, as the chain of modules feeds each one the previous "
+         "depth's token."),
     ]
 
     def same(a, b):

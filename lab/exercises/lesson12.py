@@ -76,7 +76,7 @@ def cost_ratio(fn):
         (mean_of_ratios, "pool first: total draft_ms over total draft_calls. A mean of per-step ratios gives a "
                          "one-token step as much weight as an eight-token one."),
         (spec_verify, "divide by the AUTOREGRESSIVE step time (ar_ms_per_step), not by the speculative run's "
-                      "verify_ms: that call processes N + 1 tokens and is what c is measured against."),
+                      "verify_ms: that call processes N + 1 tokens; c is measured against one autoregressive step."),
         (inverted, "c is draft time / target time (a small number for a cheap draft), not the other way round."),
     ]
     n = compare("cost_ratio", fn, cases, reference_cost_ratio, faults, same_float,

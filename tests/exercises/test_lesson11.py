@@ -59,7 +59,7 @@ def test_mtp_depth_pairs(capsys):
     for wrong, words in [(lambda x, k: (x[1:-1], x[2:]), "the depth matters"),
                          (lambda x, k: (x[k - 1:-2], x[k + 1:]), "not t_{i+k-1}"),
                          (lambda x, k: (x[k:-1], x[k:-1]), "the NEXT token after the one read"),
-                         (lambda x, k: (x[1:len(x) - k], x[k + 1:]), "Medusa's view")]:
+                         (lambda x, k: (x[1:len(x) - k], x[k + 1:]), "tokens in between go unseen")]:
         assert not check.mtp_depth_pairs(wrong)
         out = capsys.readouterr().out
         assert words in out and "mtp_depth_pairs(ids=" in out, out

@@ -159,13 +159,15 @@ def test_lesson_12_what_to_expect_holds_in_the_committed_run(arena):
     assert min(best, key=best.get) == "chat"
     # T = 1: the deterministic proposers lose more α than the sampled drafts
     says(text, "The draft model and EAGLE sample their drafts from a distribution meant to be close to the target's")
-    says(text, "In the committed run the draft model lost the least α of the learned drafters, and EAGLE about as "
-               "much as prompt lookup")
-    kinds = tuple(dict.fromkeys(DETERMINISTIC + SAMPLED + LEARNED))
+    says(text, "In the committed run the draft model and the MTP heads lost the least α of the learned drafters (about "
+               "0.04 each, over the six kinds), and EAGLE about as much as prompt lookup")
+    trained = LEARNED + ("mtp", "parallel")  # every drafter with trained weights
+    kinds = tuple(dict.fromkeys(DETERMINISTIC + SAMPLED + trained))
     fall = {(t, k): row(t, k)["alpha"] - row(t, k, 1.0)["alpha"] for t in KINDS for k in kinds}
     assert {k for _, k in sorted(fall, key=fall.get)[-3:]} <= set(DETERMINISTIC)   # the largest falls
     mean_fall = {k: sum(fall[(t, k)] for t in KINDS) / len(KINDS) for k in kinds}
-    assert min(LEARNED, key=mean_fall.get) == "model"
+    assert set(sorted(trained, key=mean_fall.get)[:2]) == {"model", "mtp"}
+    assert all(0.035 <= mean_fall[k] < 0.05 for k in ("model", "mtp")), mean_fall
     assert abs(mean_fall["eagle"] - mean_fall["ngram"]) <= 0.03, (mean_fall["eagle"], mean_fall["ngram"])
     # early exit: half the layers, about half a step a draft, two steps for N = 4; slower everywhere
     early = [r for r in _rows(arena) if r["drafter"] == "early-exit"]
@@ -226,12 +228,13 @@ def test_lesson_12_summary_holds_in_the_committed_run(arena):
     assert all(w == "target_call" or (w == "prefill" and r["measured_speedup"] >= fastest)
                for w, r in zip(worst, rows))
     assert worst.count("target_call") > len(rows) / 2
-    says(text, "When sampling, suffix decoding lost the most α in the committed run and the draft model the least of "
-               "the learned drafters")
+    says(text, "When sampling, suffix decoding lost the most α in the committed run, and the draft model and the MTP "
+               "heads the least of the learned drafters")
     cell = arena["cell"]
     fall = {k: sum(cell[(t, 0.0, k)]["alpha"] - cell[(t, 1.0, k)]["alpha"] for t in KINDS) / len(KINDS)
             for k in {r["drafter"] for r in rows if r["alpha"] is not None}}
-    assert max(fall, key=fall.get) == "suffix" and min(LEARNED, key=fall.get) == "model", fall
+    trained = LEARNED + ("mtp", "parallel")
+    assert max(fall, key=fall.get) == "suffix" and set(sorted(trained, key=fall.get)[:2]) == {"model", "mtp"}, fall
     says(text, "and at T = 0 the least per target call, even for the best of them, on open chat questions")
 
 
@@ -596,8 +599,10 @@ def test_lesson_09_parallel_drafting_section():
     card = json.loads((assets / "measurements.json").read_text())
     cost, run = card["draft_step_ms"]["4"], card["greedy_decoding"]["4"]
     m, p = run["model"], run["parallel"]
-    assert (f"committed run ({name!r} pair, {card['threads']} thread, K = 4): a proposal {cost['ratio']:.1f}x cheaper "
-            f"({cost['parallel']:.2f} ms against {cost['autoregressive']:.2f} ms);") in out
+    where = "".join(f"{card[key]}, " for key in ("device", "dtype", "date") if key in card)  # its machine and day
+    assert where.startswith("cpu, bfloat16, 2026-") or name == "shakespeare"
+    assert (f"committed run ({name!r} pair, {where}{card['threads']} thread, K = 4): a proposal "
+            f"{cost['ratio']:.1f}x cheaper ({cost['parallel']:.2f} ms against {cost['autoregressive']:.2f} ms);") in out
     assert ("α at positions 1..4 " + ", ".join(_x(a) for a in p["conditional_acceptance"])
             + " against the draft model's " + ", ".join(_x(a) for a in m["conditional_acceptance"])) in out
     verdict = "faster" if p["speedup"] > m["speedup"] else "not faster"
@@ -616,10 +621,13 @@ def test_lesson_09_parallel_drafting_section():
             + ", ".join(_x(held_out[f"position_{i}"]) for i in range(1, 5))) in out
     says(text, "Whether it beats the draft model it came from depends on drafting's share of a step")
     # the prose's Shakespeare example, held to that pair's card: a step shortened by less than the tokens it lost
-    says(text, "as with the Shakespeare pair's 1-layer draft of width 128, cutting K draft forwards to one shortens a "
-               "step by less than the lost tokens cost")
+    says(text, "as in the Shakespeare pair's committed card (its 1-layer draft of width 128 at K = 4 made 1.18× "
+               "autoregressive decoding against the draft model's 1.26×, one run on the course's shared 2-core CPU: "
+               "`lab/assets/shakespeare/parallel/README.md`), cutting K draft forwards to one shortens a step by less "
+               "than the lost tokens cost")
     toy = json.loads((PARALLEL_DIRS["shakespeare"] / "measurements.json").read_text())["greedy_decoding"]["4"]
     toy_m, toy_p = toy["model"], toy["parallel"]
+    assert (f"{toy_p['speedup']:.2f}", f"{toy_m['speedup']:.2f}") == ("1.18", "1.26")
     shorter = 1 - (toy_p["tokens_per_target_call"] / toy_p["tokens_per_second"]) / (
         toy_m["tokens_per_target_call"] / toy_m["tokens_per_second"])
     assert 0 < shorter < 1 - toy_p["tokens_per_target_call"] / toy_m["tokens_per_target_call"]
