@@ -228,7 +228,8 @@ def format_timing(result: dict) -> str:
     """:func:`time_methods`' result as a Markdown table, a settings line and the load note."""
     s = result["settings"]
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} "
-             f"prompt{'' if s['prompts'] == 1 else 's'} × up to {s['max_new_tokens']} new tokens, "
+             f"prompt{'' if s['prompts'] == 1 else 's'} × up to {s['max_new_tokens']} new "
+             f"token{'' if s['max_new_tokens'] == 1 else 's'}, "
              f"T = {s['temperature']:g}, methods interleaved prompt by prompt, fastest of {s['repeats']}", "",
              "| method | tokens/s | speedup | acceptance rate | α | tokens per target call |",
              "|---|---|---|---|---|---|"]
@@ -488,16 +489,19 @@ def format_table(result: dict, label: str = "held-out") -> str:
     load = s.get("load") or [None, None]
     load_text = ("" if None in load else f"; load average {load[0]} before, {load[1]} after")
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} {label} "
-             f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new tokens, greedy"
+             f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new "
+             f"token{'' if s['max_new_tokens'] == 1 else 's'}, greedy"
              + (f", draft model N = {s['n_draft']}"  # only where a draft model drafted (not --drafter ngram)
                 if any(row["method"] == "lab speculative" for row in result["rows"]) else "")
              + (f"; {s['extra']}" if s.get("extra") else "") + load_text, "",
              "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | α | tokens per target call |",
              "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
+        # a lab drafter's row has alpha; n/a where it drafted nothing (no acceptance rate, no alpha)
         alpha = "" if "alpha" not in row else "n/a" if row["alpha"] is None else row["alpha"]
+        rate = row.get("acceptance_rate", "n/a" if "alpha" in row else "")
         lines.append(f"| {row['method']} | {row['tokens_per_second']} | {row['vs_lab_autoregressive']} | "
-                     f"{row.get('vs_hf_counterpart', '')} | {row.get('acceptance_rate', '')} | {alpha} | "
+                     f"{row.get('vs_hf_counterpart', '')} | {rate} | {alpha} | "
                      f"{row.get('tokens_per_target_call', '')} |")
     same = "yes" if result["identical"] else f"NO (differ: {', '.join(result['mismatched'])})"
     count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven"}.get(

@@ -55,7 +55,8 @@ def add_parser(sub) -> None:
                             "vLLM's num_speculative_tokens_per_batch_size; --max-new-tokens defaults to "
                             f"{BATCH_MAX_NEW_TOKENS} here")
     batch.add_argument("--batch-sizes", type=int_list(1), default=None, metavar="B,B,...",
-                       help="batch sizes to time, comma-separated, each >= 1 (default: "
+                       help=f"batch sizes to time, comma-separated, each from 1 to {MAX_BATCH['cpu']} on a CPU "
+                            f"({MAX_BATCH['cuda']} on a GPU) (default: "
                             f"{','.join(map(str, BATCH_DEFAULTS['batch_sizes']))})")
     batch.add_argument("--batch-n", type=int_list(0), default=None, metavar="N,N,...",
                        help="draft lengths to time, comma-separated, each >= 0; 0 = autoregressive (default: "
@@ -69,7 +70,8 @@ def add_parser(sub) -> None:
                        help="the chat pair's requests of one kind, or all four kinds interleaved (default: all); "
                             "the Shakespeare pair always takes its held-out passages")
     batch.add_argument("--batch-requests", type=positive_int, default=None, metavar="R",
-                       help="requests in the queue every batch size serves, >= 1; B of them run at once and a "
+                       help=f"requests in the queue every batch size serves, from 1 to {8 * MAX_BATCH['cpu']} on a "
+                            f"CPU ({8 * MAX_BATCH['cuda']} on a GPU); B of them run at once and a "
                             "finished one's place goes to the next (continuous batching) (default: twice the "
                             "largest batch size)")
     batch.add_argument("--rounds", type=positive_int, default=None,
@@ -88,6 +90,9 @@ BATCH_MAX_NEW_TOKENS = 32
 """``--max-new-tokens`` of ``bench --batch`` when none is given: 32 requests x 32 tokens of the real pair take seconds
 per batch size and N on 2 CPU cores, so the default sweep stays within a few minutes."""
 BATCH_TASKS = ("chat", "code", "structured", "copy_edit")  # lab.prompts.CHAT_TASKS: --help must not import torch
+# The largest batch bench --batch times: a CPU machine like the course's (24 GiB) was killed for memory at 100,000
+# rows and took minutes at 4,096; 256 ran in seconds (1.3 GB). A GPU's engines batch far more.
+MAX_BATCH = {"cpu": 256, "cuda": 1024}
 BATCH_DEFAULTS = {"batch_sizes": (1, 2, 4, 8, 16), "batch_n": (0, 2, 4), "batch_drafter": "ngram",
                   "batch_task": "all", "batch_requests": None, "rounds": 1}
 """The ``--batch-*`` options' values when not given (None in the parsed arguments, so that giving one without
@@ -372,6 +377,15 @@ def _run_batch(args) -> int:
         raise OptionError("--batch-n", f"{args.batch_drafter} sets its own draft "
                           f"({own_draft_reason(args.batch_drafter)}), so give 0 and one N > 0; several N would time "
                           "the same drafter twice")
+    from lab.models import pick_device
+
+    most = MAX_BATCH["cuda" if pick_device(None).type == "cuda" else "cpu"]
+    if max(args.batch_sizes) > most:
+        raise OptionError("--batch-sizes", f"must each be at most {most} on this machine (larger batches run out of "
+                          f"memory or take minutes on a CPU), got {max(args.batch_sizes)}")
+    if args.batch_requests is not None and args.batch_requests > 8 * most:
+        raise OptionError("--batch-requests", f"must be at most {8 * most} on this machine (8 x the largest batch "
+                          f"size it allows), got {args.batch_requests}")
     pair = load_pair(args.pair, dtype="auto") if chat else load_pair(args.pair)
     if any(args.batch_n):
         problem = drafter_problem(args.batch_drafter, pair, max(args.batch_n))

@@ -264,6 +264,20 @@ def test_a_bf16_table_reports_agreement_instead_of_identity():
     assert "load average 1.5 before, 1.75 after" in text.splitlines()[0]
 
 
+def test_a_drafter_row_that_drafted_nothing_reads_n_a_and_one_token_is_singular():
+    rows = [{"method": "lab autoregressive", "tokens_per_second": 30.0, "vs_lab_autoregressive": 1.0},
+            {"method": "lab suffix decoding", "tokens_per_second": 29.0, "vs_lab_autoregressive": 0.97, "alpha": None,
+             "tokens_per_target_call": 1.0, "target_calls": 1},
+            {"method": "HF generate", "tokens_per_second": 28.0, "vs_lab_autoregressive": 0.93}]
+    bench = {"rows": rows, "identical": True, "mismatched": [],
+             "settings": {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 2, "prompts": 1,
+                          "max_new_tokens": 1, "n_draft": 4}}
+    text = format_table(bench, "chat")
+    assert "| lab suffix decoding | 29.0 | 0.97 |  | n/a | n/a | 1.0 |" in text
+    assert "| HF generate | 28.0 | 0.93 |  |  |  |  |" in text  # transformers' rows have no step records
+    assert "1 chat prompt × 1 new token, greedy" in text.splitlines()[0]
+
+
 def test_predicted_speedup_uses_the_measured_verification_cost():
     from lab.bench import speedup_with_verify_cost
     from lab.metrics import predicted_speedup

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+import torch
 
 from lab import cli
 from lab.goodput import batch_schedule, best_n_per_batch, crossover_batch
@@ -126,6 +127,10 @@ def test_bench_batch_task_takes_one_kind_of_request(monkeypatch, capsys):
 @pytest.mark.parametrize("args,words", [
     (["--batch-n", "2,4"], "--batch-n: must include 0 (autoregressive decoding)"),
     (["--batch-drafter", "medusa", "--batch-n", "0,2,4"], "--batch-n: medusa sets its own draft (its tree of"),
+    # a batch the machine cannot hold is refused before anything loads (100,000 rows were killed for memory)
+    (["--batch-sizes", "4,100000"], "--batch-sizes: must each be at most 256 on this machine"
+     if not torch.cuda.is_available() else "--batch-sizes: must each be at most 1024 on this machine"),
+    (["--batch-sizes", "4", "--batch-requests", "100000"], "--batch-requests: must be at most "),
 ])
 def test_bench_batch_refuses_a_table_without_a_baseline_or_with_ns_that_do_not_apply(loaded, capsys, args, words):
     """Without N = 0 there is nothing to compare with; Medusa, Lookahead, suffix decoding and the MTP heads ignore N,
