@@ -21,12 +21,13 @@ speculator.py``; the default N = min(8, ``suffix_decoding_max_tree_depth``) is i
   paper); the best score wins, a tie the longer L.
 - The longer of the two matches drafts; a tie goes to the request's own text.
 
-Four simplifications: vLLM finds corpus candidates through a hash index (collisions only cost a slot; here the
-search is exact); it pads a short draft to N with copies of the last token and verifies them too (here the draft is
-only the tokens found); it can trim drafts by acceptance learned online (``enable_adaptive_verification``, off by
-default; not here); and its corpus is a ring of ``suffix_decoding_corpus_tokens`` tokens that overwrites the oldest
-tokens, sometimes part of an output, where this one drops whole outputs, oldest first, and forgets their index
-entries (the two differ only once the corpus is full: 2**20 tokens by default).
+Four simplifications: vLLM finds corpus candidates through a hash index (collisions only cost a slot; here the index
+is a dictionary keyed by the tokens themselves, so a lookup is exact); it pads a short draft to N with copies of the
+last token and verifies them too (here the draft is only the tokens found); it can trim drafts by acceptance learned
+online (``enable_adaptive_verification``, off by default; not here); and its corpus is a ring of
+``suffix_decoding_corpus_tokens`` tokens that overwrites the oldest tokens, sometimes part of an output, where this
+one drops whole outputs, oldest first, and forgets their index entries (the two differ only once the corpus is full:
+2**20 tokens by default).
 
 The draft is deterministic, so verification treats it as one-hot and the output is exactly the target's.
 """
@@ -58,6 +59,14 @@ def _tokens(name: str, tokens) -> list:
     if ids and min(ids) < 0:
         raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
     return ids
+
+
+def _keyed_positions(document: list):
+    """``(key, position)`` for every lookup key in ``document``: the :data:`_KEY_LENGTHS` tokens just before each
+    position that has a next token, positions in increasing order."""
+    for key in _KEY_LENGTHS:
+        for position in range(key, len(document)):
+            yield tuple(document[position - key:position]), position
 
 
 def _match_length(text: list, end: int, tokens: list, max_depth: int) -> int:
@@ -103,6 +112,8 @@ class SuffixCorpus:
     def __init__(self, capacity: int = 1 << 20):
         self.capacity = check_int("capacity", capacity, 0)
         self.documents: deque = deque()  # (sequence number, tokens), oldest first
+        self._held: dict = {}  # sequence number -> tokens, for the documents in ``documents``
+        self._index: dict = {}  # key (a tuple of 4 or 2 tokens) -> {slot: (sequence number, newest position)}
         self._size = 0
         self._next = 0
 
@@ -122,35 +133,43 @@ class SuffixCorpus:
         document = document[max(len(document) - (self.capacity - 1), 0):]
         if not output or not document:  # nothing to store, or a capacity (0 or 1) that holds no token
             return
-        self.documents.append((self._next, document))
+        number, slot = self._next, self._next % BUCKET_SLOTS
+        self.documents.append((number, document))
+        self._held[number] = document
+        for key, position in _keyed_positions(document):
+            self._index.setdefault(key, {})[slot] = (number, position)  # later positions and outputs overwrite
         self._next += 1
         self._size += len(document) + 1
         while self._size > self.capacity:
-            _, oldest = self.documents.popleft()
-            self._size -= len(oldest) + 1
+            self._forget()
+
+    def _forget(self) -> None:
+        """Drop the oldest document and the index entries that point into it. Outputs leave oldest first, so no
+        older output of the same slot is left to take an entry's place."""
+        number, oldest = self.documents.popleft()
+        del self._held[number]
+        self._size -= len(oldest) + 1
+        for key, _ in _keyed_positions(oldest):
+            slots = self._index.get(key)
+            if slots is not None and slots.get(number % BUCKET_SLOTS, (None,))[0] == number:
+                del slots[number % BUCKET_SLOTS]
+                if not slots:
+                    del self._index[key]
 
     def candidates(self, tokens: list, max_depth: int) -> list:
         """``[(match length, (sequence number, position), document), ...]``: for each key length (4, then 2) and
         each of the :data:`BUCKET_SLOTS` slots, the newest position that the last ``key`` tokens of ``tokens``
-        precede in the newest document of that slot (number mod 8) holding them; each with its match length (at
-        most ``max_depth``), a position found by both keys once."""
+        precede in the newest document of that slot (number mod 8) holding them, newest document first; each with
+        its match length (at most ``max_depth``), a position found by both keys once. One dictionary lookup per key
+        length, whatever the corpus holds."""
         found, seen = [], set()
         for key in _KEY_LENGTHS:
             if len(tokens) < key or max_depth < key:
                 continue
-            tail, filled = tokens[-key:], set()
-            for number, document in reversed(self.documents):
-                if len(filled) == BUCKET_SLOTS:
-                    break
-                if number % BUCKET_SLOTS in filled:
-                    continue  # a newer document of this slot holds the key
-                position = next((p for p in range(len(document) - 1, key - 1, -1) if document[p - key:p] == tail),
-                                None)
-                if position is None:
-                    continue
-                filled.add(number % BUCKET_SLOTS)
+            for number, position in sorted(self._index.get(tuple(tokens[-key:]), {}).values(), reverse=True):
                 if (number, position) not in seen:
                     seen.add((number, position))
+                    document = self._held[number]
                     found.append((_match_length(document, position, tokens, max_depth), (number, position),
                                   document))
         return found

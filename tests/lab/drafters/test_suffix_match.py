@@ -105,6 +105,44 @@ def test_the_index_keeps_the_newest_output_of_each_slot():
     assert keys.draft([1, 2, 3, 4], 24, 1) == (4, [5])  # found only through the 4-token key [1, 2, 3, 4]
 
 
+def _scanned_candidates(corpus: SuffixCorpus, tokens: list, max_depth: int) -> list:
+    """The index's rule read off the documents themselves: per key length, newest document first, the newest
+    position in the newest document of each slot holding the key; ``[(sequence number, position), ...]``."""
+    found = []
+    for key in (4, 2):
+        if len(tokens) < key or max_depth < key:
+            continue
+        filled = set()
+        for number, document in reversed(corpus.documents):
+            if number % BUCKET_SLOTS in filled:
+                continue
+            position = next((p for p in range(len(document) - 1, key - 1, -1)
+                             if document[p - key:p] == tokens[-key:]), None)
+            if position is not None:
+                filled.add(number % BUCKET_SLOTS)
+                if (number, position) not in found:
+                    found.append((number, position))
+    return found
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_index_finds_what_a_scan_of_the_documents_finds(seed):
+    """Candidates come from an index updated as outputs arrive and leave; the same positions, in the same order,
+    as scanning every document held, while the corpus overflows and forgets (a 3-token vocabulary makes keys
+    repeat across outputs and slots)."""
+    rng = random.Random(seed)
+    corpus = SuffixCorpus(capacity=rng.choice([40, 120, 1 << 20]))
+    for _ in range(60):
+        corpus.add([rng.randrange(3) for _ in range(rng.randrange(1, 15))],
+                   [rng.randrange(3) for _ in range(rng.randrange(0, 5))])
+        text = [rng.randrange(3) for _ in range(rng.randrange(1, 8))]
+        depth = rng.choice([1, 2, 3, 24])
+        assert [c[1] for c in corpus.candidates(text, depth)] == _scanned_candidates(corpus, text, depth)
+    held = {tuple(doc[p - len(key):p]) for _, doc in corpus.documents for key in ((0,) * 4, (0,) * 2)
+            for p in range(len(key), len(doc))}
+    assert set(corpus._index) == held  # a forgotten output's keys leave the index with it
+
+
 def test_the_corpus_forgets_the_oldest():
     small = SuffixCorpus(capacity=10)
     small.add([1, 2, 3])
