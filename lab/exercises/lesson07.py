@@ -130,6 +130,9 @@ def next_position(fn):
     return f"{count} cases right: positions advance by the number of committed tokens"
 
 
+_CHECK_TOKENS = 40  # new tokens of the loop draft_keep_length runs with the learner's rule (the lesson's run has 48)
+
+
 @checker
 def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
     """Check ``fn(held, num_accepted, n_draft) -> int``: draft-cache entries kept after verification.
@@ -154,17 +157,17 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
     if target is None:
         return f"{count} cases right"
     prompt = [int(t) for t in prompt_ids]
-    run = two_cache_greedy(target, draft_model, prompt, 40, 4, draft_keep=fn)
-    reference = two_cache_greedy(target, draft_model, prompt, 40, 4)
+    run = two_cache_greedy(target, draft_model, prompt, _CHECK_TOKENS, 4, draft_keep=fn)
+    reference = two_cache_greedy(target, draft_model, prompt, _CHECK_TOKENS, 4)
     committed = prompt + run["emitted"]
     pending = run["draft_pending"]
     probe = forward(draft_model, pending, run["draft_cache"])[-1]
     fresh = forward(draft_model, committed, new_cache())[-1]
     if not torch.allclose(probe, fresh, atol=1e-4, rtol=1e-4):
         raise Fail("in the loop, the draft's cache did not hold the committed tokens.")
-    rate = run["accepted"] / run["drafted"]
-    return (f"{count} cases right; in the loop the draft's cache matches a fresh forward and the acceptance rate is "
-            f"{rate:.2f} (reference {reference['accepted'] / reference['drafted']:.2f})")
+    rate, reference_rate = run["accepted"] / run["drafted"], reference["accepted"] / reference["drafted"]
+    return (f"{count} cases right; in the loop the draft's cache matches a fresh forward and the acceptance rate "
+            f"over {_CHECK_TOKENS} new tokens is {rate:.2f} (reference {reference_rate:.2f})")
 
 
 @checker

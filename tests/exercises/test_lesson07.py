@@ -155,7 +155,7 @@ def test_next_position_checker(capsys, fault, phrase):
 
 def test_draft_keep_checker(capsys, target, noisy_draft):
     ok, out = run(capsys, check.draft_keep_length, draft_keep_length, target, noisy_draft, [1, 2, 3, 4, 5])
-    assert ok and "matches a fresh forward" in out
+    assert ok and "matches a fresh forward" in out and "acceptance rate over 40 new tokens is" in out
     ok, out = run(capsys, check.draft_keep_length, lambda h, k, n: h - (n - k))
     assert not ok and "never fed its LAST draft" in out
     ok, out = run(capsys, check.draft_keep_length, lambda h, k, n: h - (n - 1 - k))
