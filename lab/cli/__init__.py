@@ -15,7 +15,7 @@ target's context; ``--drafter`` must work with ``--pair``: GPT-2 has no Llama la
 after the pair loads, before any generation, in the same form (``medusa`` and ``eagle``, trained for some pairs only,
 are refused with another pair before it loads). ``bench`` and
 ``arena`` leave out, and name, the drafters a hub pair cannot have. A model that cannot be loaded gives one error line
-and exit status 1.
+and exit status 1, and so does ``train`` when what it reads is missing (the chat data, the draft a recipe adapts).
 
 Each command module has ``add_parser(sub)`` (its options) and ``run(args) -> int`` (the command, importing torch and
 the models only when it runs), so that ``--help`` and the option checks stay fast.
@@ -53,9 +53,16 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = COMMANDS[args.command]
-    if args.command not in ("demo", "bench", "arena"):
+    if args.command == "pick":
         return command.run(args)
     from lab.models import ModelNotAvailableError
+
+    if args.command == "train":
+        try:
+            return command.run(args)
+        except (ModelNotAvailableError, FileNotFoundError) as error:  # no target, no chat data, no draft to adapt
+            print(f"python -m lab train: {error}", file=sys.stderr)
+            return 1
 
     try:
         return command.run(args)

@@ -54,7 +54,8 @@ from lab.training.chat_eagle import (ChatEagleRecipe, chat_eagle_agreement, chat
 from lab.training.chat_medusa import ChatMedusaRecipe, medusa_batch, train_chat_medusa
 from lab.training.chat_mtp import ChatMTPRecipe, mtp_agreement, mtp_loss, train_chat_mtp
 from lab.training.chat_prompts import TASK_KINDS, stdlib_functions, training_prompts
-from lab.training.checkpoints import load_checkpoint, resume_training_state, save_model, save_training_state
+from lab.training.checkpoints import (discard_training_state, load_checkpoint, resume_training_state, save_model,
+                                      save_training_state)
 from lab.training.copy_target import (CopyBatches, CopyRecipe, copy_probe_accuracy, measure_copy_target,
                                       train_copy_target)
 from lab.training.corpus import (CORPUS_SPEC, CORPUS_WORKS, corpus_ids, encode_texts, extract_archive, fetch_corpus,
@@ -75,7 +76,7 @@ __all__ = ["PAIR_DIR",
            "EOS", "train_tokenizer",
            "bf16_autocast", "cpu_autocast", "precision_label", "lr_at", "make_optimizer", "Batches", "validation_loss",
            "train_model",
-           "save_model", "load_checkpoint", "save_training_state", "resume_training_state",
+           "save_model", "load_checkpoint", "save_training_state", "resume_training_state", "discard_training_state",
            "ModelShape", "PairRecipe", "train_pair",
            "CopyBatches", "copy_probe_accuracy", "CopyRecipe", "train_copy_target", "measure_copy_target",
            "check_windows", "target_features", "target_generations",

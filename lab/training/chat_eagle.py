@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,8 +21,8 @@ from pathlib import Path
 import torch
 
 from lab.assets import SMOLLM2_DIR, cache_dir, weights_key
-from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run
-from lab.training.checkpoints import save_training_state
+from lab.training.chat_data import chat_data_dir, check_recipe, load_chat_data, resume_chat_run, split_by_request
+from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.eagle import eagle_loss
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
 
@@ -60,6 +58,7 @@ class ChatEagleRecipe:
     chain_steps: int = 200   # the last steps also score drafting steps 2..chain_depth
     chain_depth: int = 3
     held_out_share: float = 0.03
+    checkpoint_every: int = 100  # steps between checkpoints (a killed run resumes from the last)
     init: str | None = None  # a saved EAGLE draft to continue training (its weights and draft vocabulary); None: fresh
 
 
@@ -233,7 +232,8 @@ def chat_eagle_agreement(model, sequences: list[dict], features: list[torch.Tens
 def feature_data(pair, seed: int, held_out_share: float, max_len: int, draft_vocab: int, log=print, layers=None):
     """What the feature-reading drafts (EAGLE, Medusa) train on: ``(sequences, (held, held features), (train, train
     features), draft vocabulary)``. The chat data and :func:`chat_features` in load order (one cache for every
-    draft), shuffled with ``seed``; ``held_out_share`` of the sequences (at least 8) held out; the draft vocabulary
+    draft), split with ``seed`` and ``held_out_share`` by request (:func:`lab.training.chat_data.split_by_request`:
+    at least 8 sequences held out, no request on both sides; held out first, then training); the draft vocabulary
     the ``draft_vocab`` most frequent answer tokens of the training split (what gets drafted), the end-of-turn
     token first (:func:`lab.drafters.draft_vocab.frequent_tokens`). ``layers``: which target layers the features
     hold (:func:`chat_features`; None: the last one, what EAGLE, Medusa and MTP read); the split and the draft
@@ -243,10 +243,9 @@ def feature_data(pair, seed: int, held_out_share: float, max_len: int, draft_voc
     target = pair.target
     sequences = load_chat_data(chat_data_dir(pair))
     features = chat_features(target, sequences, max_len, log=log, layers=layers)
-    shuffled = list(range(len(sequences)))
-    random.Random(seed).shuffle(shuffled)
-    sequences, features = [sequences[i] for i in shuffled], [features[i] for i in shuffled]
-    n_held = max(8, int(len(sequences) * held_out_share))
+    held_out, training = split_by_request(sequences, seed, held_out_share)
+    sequences, features = [sequences[i] for i in held_out + training], [features[i] for i in held_out + training]
+    n_held = len(held_out)
     vocab = frequent_tokens((s["ids"][s["answer_start"]:] for s in sequences[n_held:]), draft_vocab,
                             target.config.vocab_size, always=[pair.eos_token_id])
     return sequences, (sequences[:n_held], features[:n_held]), (sequences[n_held:], features[n_held:]), vocab
@@ -257,25 +256,28 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
     """Train the EAGLE draft of ``pair`` (the real pair's target, in the dtype the drafter will read its features
     in) on the chat data (:func:`lab.training.chat_data.chat_data_dir`) and save it to ``out_dir``:
     ``config.json``, ``model.safetensors`` (float16 weights and the int64 ``draft_vocab``) and ``training.json``
-    (recipe, data, history, agreement, minutes). Every 100 steps a checkpoint goes to
+    (recipe, data, history, agreement, minutes). Every ``recipe.checkpoint_every`` steps a checkpoint goes to
     ``<chat data>/eagle-checkpoint/``; a run that finds one made with the same recipe and data resumes from it, and
     a finished run deletes it. Raises ``FileNotFoundError`` when the chat data has not been built. Source: Li et al.
     2024, "EAGLE", §4; Li et al. 2025, "EAGLE-3", §3 (reduced vocabulary, training-time test)."""
     from lab.drafters.eagle import EagleDraftModel, trainable_parameters
 
     recipe = recipe or ChatEagleRecipe()
+    check_recipe(recipe, ("width", "heads", "kv_heads", "intermediate", "draft_vocab", "steps", "batch", "max_len",
+                          "chain_depth", "checkpoint_every"))
     torch.manual_seed(recipe.seed)
     target = pair.target.requires_grad_(False)
+    earlier = continued_from(recipe.init)  # read before out_dir, which may be the same folder, is written
+    # a saved draft to continue is loaded (and checked against the target) before the long feature pass
+    init = None if recipe.init is None else EagleDraftModel.from_pretrained(target, recipe.init).float().train()
     sequences, (held, held_features), (train, train_features), vocab = feature_data(
         pair, recipe.seed, recipe.held_out_share, recipe.max_len, recipe.draft_vocab, log)
     config = {"width": recipe.width, "heads": recipe.heads, "kv_heads": recipe.kv_heads,
               "intermediate": recipe.intermediate}
-    earlier = continued_from(recipe.init)  # read before out_dir, which may be the same folder, is written
-    if recipe.init is None:
+    if init is None:
         model = EagleDraftModel(target, config, draft_vocab=vocab).float().train()
     else:  # continue a saved draft: its layout and draft vocabulary, not the recipe's
-        model = EagleDraftModel.from_pretrained(target, recipe.init).float().train()
-        vocab = model.draft_vocab
+        model, vocab = init, init.draft_vocab
     pad = pair.eos_token_id
     opt = make_optimizer(model, recipe.lr)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -284,10 +286,10 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
     answer_tokens = sum(len(s["topk_ids"]) for s in train)
     log(f"chat EAGLE: {len(train)} training sequences ({answer_tokens} answer tokens), {len(held)} held out, "
         f"{trainable_parameters(model):,} trainable parameters")
-    gen = torch.Generator().manual_seed(recipe.seed + first_step)
     t0 = time.time() - minutes * 60
     for step in range(first_step, recipe.steps):
         picked, order = take_batch(order, recipe.batch, len(train), recipe.seed + step)
+        gen = torch.Generator().manual_seed(recipe.seed * 100_003 + step)  # per step: a resumed run draws the same
         for group in opt.param_groups:
             group["lr"] = lr_at(step, recipe.steps, recipe.lr, recipe.warmup)
         hidden, ids, weights = eagle_batch([train[i] for i in picked], [train_features[i] for i in picked],
@@ -306,7 +308,7 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
                 entry["agreement"] = chat_eagle_agreement(model, held, held_features, recipe.max_len, pad)
             history.append(entry)
             log(f"chat EAGLE step {step}/{recipe.steps} {entry} ({(time.time() - t0) / 60:.1f} min)")
-        if step % 100 == 99:
+        if (step + 1) % recipe.checkpoint_every == 0 and step + 1 < recipe.steps:
             save_training_state(checkpoint, model, opt, plan, step + 1, order, history, (time.time() - t0) / 60)
     model.eval()
     out_dir = Path(out_dir)
@@ -320,7 +322,7 @@ def train_chat_eagle(pair, recipe: ChatEagleRecipe | None = None, out_dir: Path 
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast(),
             "continued_from": earlier}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir
 
 

@@ -56,7 +56,6 @@ kind, the committed EAGLE draft's agreement on the same held-out sequences, minu
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -67,7 +66,7 @@ from lab.assets import SMOLLM2_DIR, cache_dir
 from lab.training.chat_data import resume_chat_run
 from lab.training.chat_eagle import (chat_eagle_agreement, continued_from, draft_vocab_coverage, eagle_batch,
                                      feature_data)
-from lab.training.checkpoints import save_training_state
+from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.eagle import eagle_chain_predictions
 from lab.training.eagle3 import eagle3_loss, feature_layers
 from lab.training.loop import bf16_autocast, lr_at, make_optimizer, take_batch
@@ -200,19 +199,21 @@ def train_chat_eagle3(pair, recipe: ChatEagle3Recipe | None = None, out_dir: Pat
     recipe = replace(recipe, hidden_layers=list(layers))
     stored, last = feature_layers(layers, N)
     torch.manual_seed(recipe.seed)
+    earlier = continued_from(recipe.init)  # read before out_dir, which may be the same folder, is written
+    init = None  # a saved draft to continue: loaded and checked before the long feature pass
+    if recipe.init is not None:
+        init = Eagle3DraftModel.from_pretrained(target, recipe.init).float().train()
+        if tuple(init.config["hidden_layers"]) != layers:
+            raise ValueError(f"recipe.init: the draft in {recipe.init} reads layers {init.config['hidden_layers']}, "
+                             f"the recipe {list(layers)}")
     sequences, (held, held_features), (train, train_features), vocab = feature_data(
         pair, recipe.seed, recipe.held_out_share, recipe.max_len, recipe.draft_vocab, log, layers=stored)
     config = {"width": recipe.width, "heads": recipe.heads, "kv_heads": recipe.kv_heads,
               "intermediate": recipe.intermediate, "head": recipe.head}
-    earlier = continued_from(recipe.init)  # read before out_dir, which may be the same folder, is written
-    if recipe.init is None:
+    if init is None:
         model = Eagle3DraftModel(target, config, draft_vocab=vocab, hidden_layers=layers).float().train()
     else:  # continue a saved draft: its layout and draft vocabulary, not the recipe's
-        model = Eagle3DraftModel.from_pretrained(target, recipe.init).float().train()
-        if tuple(model.config["hidden_layers"]) != layers:
-            raise ValueError(f"recipe.init: the draft in {recipe.init} reads layers {model.config['hidden_layers']}, "
-                             f"the recipe {list(layers)}")
-        vocab = model.draft_vocab
+        model, vocab = init, init.draft_vocab
     pad = pair.eos_token_id
     opt = make_optimizer(model, recipe.lr)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -263,7 +264,7 @@ def train_chat_eagle3(pair, recipe: ChatEagle3Recipe | None = None, out_dir: Pat
             "history": history, "torch": torch.__version__, "threads": torch.get_num_threads(),
             "bf16_autocast": bf16_autocast(), "continued_from": earlier}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir
 
 

@@ -17,7 +17,6 @@ the target's frozen LM-head rows instead of a trained layer 0.359 / 0.224 / 0.16
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,9 +24,9 @@ from pathlib import Path
 import torch
 
 from lab.assets import SMOLLM2_DIR
-from lab.training.chat_data import resume_chat_run
+from lab.training.chat_data import check_recipe, resume_chat_run
 from lab.training.chat_eagle import feature_data
-from lab.training.checkpoints import save_training_state
+from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, lr_at, take_batch
 from lab.training.medusa import medusa_loss
 
@@ -109,6 +108,7 @@ def train_chat_medusa(pair, recipe: ChatMedusaRecipe | None = None, out_dir: Pat
     from lab.drafters.medusa import MedusaHeads
 
     recipe = recipe or ChatMedusaRecipe()
+    check_recipe(recipe, ("num_heads", "draft_vocab", "steps", "batch", "max_len"))
     torch.manual_seed(recipe.seed)
     target = pair.target.requires_grad_(False)
     sequences, (held, held_features), (train, train_features), vocab = feature_data(
@@ -117,9 +117,10 @@ def train_chat_medusa(pair, recipe: ChatMedusaRecipe | None = None, out_dir: Pat
                                     shared_head=recipe.shared_head).float().train()
     opt = torch.optim.AdamW(heads.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=0.0)
     pad = pair.eos_token_id
+    # the heads start from the seed, so a resumed run measures the same start as the first did
+    before = _accuracy(heads, held, held_features, recipe.max_len, pad)
     checkpoint, plan, history, order, first_step, minutes = resume_chat_run(pair, "medusa", recipe, sequences,
                                                                             heads, opt, log)
-    before = _accuracy(heads, held, held_features, recipe.max_len, pad) if not first_step else None
     params = sum(p.numel() for p in heads.parameters())
     log(f"chat Medusa: {len(train)} training sequences, {len(held)} held out, {params:,} parameters")
     t0 = time.time() - minutes * 60
@@ -151,5 +152,5 @@ def train_chat_medusa(pair, recipe: ChatMedusaRecipe | None = None, out_dir: Pat
             "minutes": round((time.time() - t0) / 60, 1), "history": history, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir

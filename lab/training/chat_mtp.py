@@ -12,7 +12,6 @@ the main model's own loss is absent here because the target is frozen).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,10 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR
-from lab.training.chat_data import resume_chat_run
+from lab.training.chat_data import check_recipe, resume_chat_run
 from lab.training.chat_eagle import feature_data
 from lab.training.chat_medusa import medusa_batch
-from lab.training.checkpoints import save_training_state
+from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatMTPRecipe", "mtp_loss", "depth_predictions", "mtp_agreement", "train_chat_mtp"]
@@ -122,6 +121,7 @@ def train_chat_mtp(pair, recipe: ChatMTPRecipe | None = None, out_dir: Path = SM
     from lab.drafters.mtp import MTPHeads
 
     recipe = recipe or ChatMTPRecipe()
+    check_recipe(recipe, ("depth", "intermediate", "draft_vocab", "steps", "batch", "max_len"))
     torch.manual_seed(recipe.seed)
     target = pair.target.requires_grad_(False)
     if data is None:
@@ -172,5 +172,5 @@ def train_chat_mtp(pair, recipe: ChatMTPRecipe | None = None, out_dir: Path = SM
             "minutes": round((time.time() - t0) / 60, 1), "history": history, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir

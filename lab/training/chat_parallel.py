@@ -22,8 +22,6 @@ with PARD's conditional drop thinning the mask copies. What differs here:
 from __future__ import annotations
 
 import json
-import random
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,9 +31,9 @@ import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR, TARGET_KEY, cache_dir, target_weights_key
 from lab.drafters.parallel import BLOCK_KEY, MASK_KEY, TARGET_VOCAB_KEY
-from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run
+from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run, split_by_request
 from lab.training.chat_draft import ProjectedDraft, answer_rows, soft_cross_entropy
-from lab.training.checkpoints import save_training_state
+from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 from lab.training.parallel import parallel_layout
 from lab.validation import check_int
@@ -220,9 +218,9 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
         raise ValueError(f"recipe.held_out_share must be in [0, 1), got {recipe.held_out_share}")
     torch.manual_seed(recipe.seed)
     sequences = load_chat_data(chat_data_dir(pair))
-    random.Random(recipe.seed).shuffle(sequences)
-    n_held = max(8, int(len(sequences) * recipe.held_out_share))
-    held, train = sequences[:n_held], sequences[n_held:]
+    held_out, training = split_by_request(sequences, recipe.seed, recipe.held_out_share)
+    held, train = [sequences[i] for i in held_out], [sequences[i] for i in training]
+    sequences = held + train
     model = start_from_draft(pair).train()
     pad, K = pair.eos_token_id, recipe.block_size
     before = chat_parallel_agreement(model, held, recipe.max_len, pad, K)
@@ -288,5 +286,5 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
             "minutes": round(train_minutes, 1), "history": history, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir

@@ -8,7 +8,6 @@ pass k feeds pass k - 1's own outputs, with the attention drafting has.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from lab.assets import EAGLE_DIR, PAIR_DIR, cache_dir
-from lab.training.checkpoints import resume_training_state, save_training_state
+from lab.training.checkpoints import discard_training_state, resume_training_state, save_training_state
 from lab.training.eagle import eagle_chain_predictions
 from lab.training.features import target_features
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer
@@ -158,7 +157,7 @@ def train_eagle3(threads: int | None = None, steps: int = 600, out_dir: Path = E
     recipe = {"steps": steps, "batch": batch, "lr": lr, "warmup": warmup, "depth": depth, "sequences": sequences,
               "seq_len": seq_len, "draft_vocab_size": int(vocab.numel()), "config": dict(model.config),
               "seed": seed, "data": "target_features (corpus training windows, seed 0) of layers " + str(stored)}
-    history, order, first, minutes = resume_training_state(checkpoint, model, opt, recipe)
+    history, order, first, minutes = resume_training_state(checkpoint, model, opt, recipe, log)
     if first:
         log(f"EAGLE-3: resuming at step {first} from {checkpoint}")
     log(f"EAGLE-3: layers {layers}, draft vocabulary {vocab.numel()}, {trainable_parameters(model):,} trainable "
@@ -200,7 +199,7 @@ def train_eagle3(threads: int | None = None, steps: int = 600, out_dir: Path = E
             "train_minutes": round(train_minutes, 1), "history": history, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir
 
 

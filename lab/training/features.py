@@ -20,6 +20,14 @@ from lab.validation import check_int
 __all__ = ["check_windows", "target_features", "target_generations"]
 
 
+def _save_whole(result: dict, path: Path) -> None:
+    """Write a feature cache beside ``path`` and move it in, so a killed run never leaves a truncated cache."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    torch.save(result, partial)
+    partial.replace(path)
+
+
 def check_windows(target, split: str, seq_len: int) -> None:
     """Raise ``ValueError`` for a split other than "train" / "val" or a window longer than the target's context."""
     if split not in ("train", "val"):
@@ -61,8 +69,7 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
             hidden.append(layer_states(out.hidden_states, layers).to("cpu", torch.float16))
     target.train(was_training)
     result = {"ids": windows, "hidden": torch.cat(hidden)}
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    torch.save(result, path)
+    _save_whole(result, path)
     return result
 
 
@@ -117,6 +124,5 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
         hidden.append(out.last_hidden_state.to("cpu", torch.float16))
     target.train(was_training)
     result = {"ids": windows, "hidden": torch.cat(hidden)}
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    torch.save(result, path)
+    _save_whole(result, path)
     return result

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +37,8 @@ import torch.nn.functional as F
 from lab.assets import PAIR_DIR, TARGET_KEY, cache_dir, target_weights_key
 from lab.drafters.parallel import MASK_KEY, TARGET_VOCAB_KEY, add_mask_token
 from lab.models import synchronize
-from lab.training.checkpoints import load_checkpoint, resume_training_state, save_model, save_training_state
+from lab.training.checkpoints import (discard_training_state, load_checkpoint, resume_training_state, save_model,
+                                      save_training_state)
 from lab.training.features import target_features
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 from lab.validation import check_int
@@ -254,7 +254,7 @@ def train_parallel(threads: int | None = None, recipe: ParallelRecipe | None = N
     opt = make_optimizer(draft, recipe.lr)
     checkpoint = Path(checkpoint) if checkpoint is not None else cache_dir() / "parallel-checkpoint"
     plan = {"recipe": asdict(recipe), "data": [recipe.sequences, window], "target": target_weights_key(target)}
-    history, order, first, minutes = resume_training_state(checkpoint, _TiedState(draft), opt, plan)
+    history, order, first, minutes = resume_training_state(checkpoint, _TiedState(draft), opt, plan, log)
     if first:
         log(f"parallel draft: resuming at step {first} from {checkpoint}")
     t0 = time.time() - minutes * 60
@@ -303,7 +303,7 @@ def train_parallel(threads: int | None = None, recipe: ParallelRecipe | None = N
             "history": history, "torch": torch.__version__, "threads": torch.get_num_threads(),
             "bf16_autocast": bf16_autocast()}
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    discard_training_state(checkpoint)
     return out_dir
 
 

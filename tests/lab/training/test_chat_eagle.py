@@ -92,3 +92,53 @@ def test_a_short_run_saves_a_draft_the_drafter_loads(smollm2_pair, tmp_path, mon
     for name in saved:
         if not name.startswith("layer.embed_tokens"):  # unused, not saved: a fresh random table each load
             assert torch.equal(kept[name], saved[name]), name
+
+
+def test_a_killed_run_resumes_to_the_weights_of_an_unbroken_one(smollm2_pair, tmp_path, monkeypatch):
+    """Killed after its checkpoint at step 6, a run picks up there (weights, optimizer, data order, and the noise
+    each step draws) and saves what a run never killed saves."""
+    import lab.training.chat_eagle as module
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    sequences = answered_sequences(smollm2_pair)
+    monkeypatch.setattr(module, "load_chat_data", lambda folder: list(sequences))
+    recipe = replace(ChatEagleRecipe(), width=32, heads=2, kv_heads=1, intermediate=48, draft_vocab=64, steps=8,
+                     batch=2, chain_steps=2, warmup=2, held_out_share=0.0, checkpoint_every=3)
+    quiet = lambda m: None  # noqa: E731
+    unbroken = module.train_chat_eagle(smollm2_pair, recipe, out_dir=tmp_path / "unbroken", log=quiet)
+    schedule = module.lr_at
+
+    def killed_at_7(step, *args):
+        if step == 7:
+            raise KeyboardInterrupt
+        return schedule(step, *args)
+
+    monkeypatch.setattr(module, "lr_at", killed_at_7)
+    with pytest.raises(KeyboardInterrupt):
+        module.train_chat_eagle(smollm2_pair, recipe, out_dir=tmp_path / "resumed", log=quiet)
+    monkeypatch.setattr(module, "lr_at", schedule)
+    lines = []
+    resumed = module.train_chat_eagle(smollm2_pair, recipe, out_dir=tmp_path / "resumed", log=lines.append)
+    assert any("resuming at step 6" in line for line in lines)
+    want, got = (load_file(str(folder / "model.safetensors")) for folder in (unbroken, resumed))
+    assert want.keys() == got.keys()
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+
+
+def test_a_draft_to_continue_is_checked_before_the_feature_pass(smollm2_pair, tmp_path, monkeypatch):
+    """--init with a draft made for another target fails at once, not after the target's features are computed
+    (13 minutes for the chat data)."""
+    import lab.training.chat_eagle as module
+    from lab.drafters.eagle import EagleDraftModel
+    from tests.lab.training.fakes import retrained
+
+    other = retrained(smollm2_pair.target)
+    EagleDraftModel(other, {"width": 32, "heads": 2, "kv_heads": 1, "intermediate": 48}).save_pretrained(
+        tmp_path / "foreign")
+    monkeypatch.setattr(module, "chat_features", lambda *a, **k: pytest.fail("the feature pass ran"))
+    monkeypatch.setattr(module, "load_chat_data", lambda folder: pytest.fail("the data loaded"))
+    with pytest.raises(ValueError, match="another target|trained for"):
+        module.train_chat_eagle(smollm2_pair, replace(ChatEagleRecipe(), init=str(tmp_path / "foreign")),
+                                log=lambda m: None)

@@ -49,3 +49,58 @@ def test_a_training_state_resumes_only_the_same_plan(tmp_path):
     more_data = dict(plan, sequences=80)  # another seed's shards reshuffle the split: start afresh
     assert resume_training_state(tmp_path / "ckpt", fresh, fresh_opt, more_data) == ([], [], 0, 0.0)
     assert resume_training_state(tmp_path / "missing", fresh, fresh_opt, plan) == ([], [], 0, 0.0)
+
+
+def _saved_state(folder, step, seed=2):
+    """A small model and optimizer with state, saved at ``step``; returns the model's weights."""
+    from lab.training.checkpoints import save_training_state
+    from lab.training.loop import make_optimizer
+
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(4, 3)
+    opt = make_optimizer(model, 1e-3)
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    save_training_state(folder, model, opt, {"recipe": 1}, step, [step], [], 0.5)
+    return model.state_dict()
+
+
+def _resumed(folder, plan=None, log=None):
+    from lab.training.checkpoints import resume_training_state
+    from lab.training.loop import make_optimizer
+
+    model = torch.nn.Linear(4, 3)
+    step = resume_training_state(folder, model, make_optimizer(model, 1e-3), plan or {"recipe": 1}, log)[2]
+    return step, model.state_dict()
+
+
+def test_a_kill_during_a_save_leaves_a_checkpoint_to_resume(tmp_path):
+    """A save writes ``<folder>.partial``, moves the old checkpoint to ``<folder>.old``, moves the new one in, then
+    deletes the old: killed between the moves, the run resumes from the newest complete checkpoint left, and a
+    partial save (no progress.json yet) is never read."""
+    from lab.training.checkpoints import discard_training_state
+
+    folder = tmp_path / "ckpt"
+    first = _saved_state(folder, 100)
+    assert _resumed(folder)[0] == 100
+    second = _saved_state(folder, 200, seed=3)  # a second save replaces the first, leaving nothing beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    assert _resumed(folder)[0] == 200
+    folder.rename(tmp_path / "ckpt.old")  # killed after moving the old one aside
+    step, weights = _resumed(folder)
+    assert step == 200 and all(torch.equal(weights[k], second[k]) for k in weights)
+    _saved_state(tmp_path / "staging", 300)
+    (tmp_path / "staging").rename(tmp_path / "ckpt.partial")  # ... with the new one complete beside it
+    assert _resumed(folder)[0] == 300
+    (tmp_path / "ckpt.partial" / "progress.json").unlink()  # killed while writing the new one
+    assert _resumed(folder)[0] == 200
+    discard_training_state(folder)
+    assert list(tmp_path.iterdir()) == []
+    assert first.keys() == second.keys()
+
+
+def test_a_checkpoint_of_another_plan_is_set_aside_with_a_word(tmp_path):
+    lines = []
+    _saved_state(tmp_path / "ckpt", 100)
+    assert _resumed(tmp_path / "ckpt", {"recipe": 2}, lines.append)[0] == 0
+    assert len(lines) == 1 and "other settings or data: starting from step 0" in lines[0]
