@@ -93,14 +93,18 @@ class BatchGeneration:
 def row_seeds(seed: int | None, batch: int) -> list:
     """The seed of each row's generator: ``seed + r`` for row r (None: every row fresh and nondeterministic).
     Row r of :func:`generate_batch` then draws as :func:`lab.decode.generate` with ``seed=seed + r`` does.
-    Raises ``ValueError`` for a ``batch`` < 1 and ``TypeError`` for a ``seed`` that is not an integer;
-    :func:`generate_batch` checks the seeds themselves (a seed must lie in ``[-2**63, 2**64)``)."""
+    Raises ``ValueError`` for a ``batch`` < 1 or a ``seed`` whose rows leave ``[-2**63, 2**64)`` (what
+    ``torch.Generator.manual_seed`` takes: ``seed`` at most ``2**64 - batch``), ``TypeError`` for a ``seed`` that is
+    not an integer."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
     if seed is None:
         return [None] * batch
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be None or an integer, got {type(seed).__name__} {seed!r}")
+    if not -2 ** 63 <= seed <= 2 ** 64 - batch:
+        raise ValueError(f"seed must be in [-2**63, 2**64 - {batch}] with {batch} rows (row r draws with seed + r, "
+                         f"and a seed must be below 2**64), got {seed}")
     return [seed + r for r in range(batch)]
 
 
@@ -131,7 +135,7 @@ def _check_batch_args(prompts, drafters) -> tuple:
     prompts = list(prompts)
     if drafters is None:
         return prompts, [None] * len(prompts)
-    if isinstance(drafters, (str, bytes)) or not hasattr(drafters, "__len__"):
+    if isinstance(drafters, (str, bytes, dict, set, frozenset)) or not hasattr(drafters, "__len__"):
         raise ValueError(f"drafters must be None or a list with one drafter (or None) per prompt, got "
                          f"{type(drafters).__name__}")
     drafters = list(drafters)

@@ -16,7 +16,18 @@ import os
 
 from lab.validation import is_integer
 
-__all__ = ["Detokenizer"]
+__all__ = ["Detokenizer", "CONTROL_PICTURES", "show_controls"]
+
+CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)} | {127: "\u2421"}
+"""``str.translate`` table: each control character but tab and newline to its Unicode control picture (U+2400 +
+its code; DEL to U+2421)."""
+
+
+def show_controls(text: str) -> str:
+    """``text`` with its control characters, tab and newline excepted, shown as their control pictures
+    (:data:`CONTROL_PICTURES`: ``"\\x1b"`` → ``"␛"``, ``"\\r"`` → ``"␍"``): token text printed to a terminal or
+    drawn in a page can then neither move the cursor, recolour the output nor vanish."""
+    return text.translate(CONTROL_PICTURES)
 
 _REPLACEMENT = "\ufffd"
 # Characters can straddle token boundaries one after another (CJK text, emoji), so a window may go a few tokens

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import torch
 
+from lab.trace import step_records
 from lab.validation import check_int, check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
@@ -244,6 +245,9 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     return chisquare(obs, [e * scale for e in exp])
 
 
+_SUMMARIZED = ("drafted", "num_accepted", "depth", "emitted", "draft_calls", "draft_ms", "verify_ms", "target_ms")
+
+
 def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     """The ``stats`` dict of a generation from its step records (see module docstring for definitions).
 
@@ -255,12 +259,13 @@ def summarize_steps(steps, new_tokens: int, wall_ms: float) -> dict:
     ``tokens_per_second`` (all ``new_tokens`` over ``wall_ms``; None when ``wall_ms`` <= 0). Every count but
     ``new_tokens`` is over the decode steps: the prefill's record (``StepRecord.prefill``) is left out, as vLLM's
     counters leave out the prefill, while its token is one of ``new_tokens``. Lesson 14 compares these keys with
-    vLLM's counters. Raises ``ValueError`` naming ``new_tokens`` (an integer >= 0) or ``wall_ms`` (a finite number).
+    vLLM's counters. Raises ``ValueError`` naming ``new_tokens`` (an integer >= 0) or ``wall_ms`` (a finite number),
+    ``TypeError`` when ``steps`` is not step records (:func:`lab.trace.step_records`; a Generation is taken whole).
     """
     new_tokens = check_int("new_tokens", new_tokens, 0)
     if isinstance(wall_ms, bool) or not isinstance(wall_ms, Real) or not math.isfinite(wall_ms):
         raise ValueError(f"wall_ms must be a finite number of milliseconds, got {wall_ms!r}")
-    steps = [s for s in steps if not getattr(s, "prefill", False)]  # the decode steps
+    steps = [s for s in step_records(steps, "summarize_steps", _SUMMARIZED) if not getattr(s, "prefill", False)]
     drafted = sum(len(s.drafted) for s in steps)
     accepted = sum(s.num_accepted for s in steps)
     longest = max((s.depth for s in steps), default=0)
@@ -295,8 +300,9 @@ def conditional_acceptance(steps) -> list:
 
     ``steps``: an iterable of :class:`lab.trace.StepRecord` (or objects with ``depth`` and ``num_accepted``).
     Returns a list of floats in [0, 1], one per position up to the deepest step, or None at a position no step
-    reached with its earlier drafts accepted."""
-    steps = list(steps)
+    reached with its earlier drafts accepted. Raises ``TypeError`` naming the function for anything else
+    (:func:`lab.trace.step_records`)."""
+    steps = step_records(steps, "conditional_acceptance", ("depth", "num_accepted"))
     longest = max((s.depth for s in steps), default=0)
     out = []
     for i in range(longest):
@@ -315,12 +321,8 @@ def alpha_from_steps(steps) -> float | None:
 
     ``steps``: an iterable (a generator works) of :class:`lab.trace.StepRecord` or objects with its ``drafted``,
     ``num_accepted`` and ``last_kind``. Returns a float in [0, 1] or None. Raises ``TypeError`` if ``steps`` is not
-    iterable and ``AttributeError`` for an item that lacks those fields."""
-    try:
-        steps = list(steps)  # read twice below
-    except TypeError:
-        raise TypeError(f"steps must be an iterable of step records (Generation.steps), got "
-                        f"{type(steps).__name__}") from None
+    iterable or an item lacks those fields (:func:`lab.trace.step_records`)."""
+    steps = step_records(steps, "alpha_from_steps", ("drafted", "num_accepted", "last_kind"))  # read twice below
     accepted = sum(s.num_accepted for s in steps)
     rejections = sum(1 for s in steps if s.drafted and s.last_kind == "resampled")
     return accepted / (accepted + rejections) if accepted + rejections else None
@@ -330,12 +332,12 @@ def cost_ratio_from_steps(steps, ar_ms_per_step: float) -> float:
     """Measured cost ratio c: the mean draft time per draft forward (total ``draft_ms`` / total ``draft_calls``, ms)
     over ``ar_ms_per_step``, the time of one autoregressive target step (ms). ``steps``: an iterable (a generator
     works) of :class:`lab.trace.StepRecord`. Returns a float. Raises ``ValueError`` when the steps made no draft
-    forward or ``ar_ms_per_step`` is not a finite number > 0 (a one-element tensor counts; a bool does not).
-    Lesson 12."""
+    forward or ``ar_ms_per_step`` is not a finite number > 0 (a one-element tensor counts; a bool does not),
+    ``TypeError`` when ``steps`` is not step records (:func:`lab.trace.step_records`). Lesson 12."""
     given, ar_ms = ar_ms_per_step, plain_number(ar_ms_per_step)
     if isinstance(ar_ms, bool) or not isinstance(ar_ms, Real) or not math.isfinite(ar_ms) or not ar_ms > 0:
         raise ValueError(f"ar_ms_per_step must be a finite number of ms > 0, got {given!r}")
-    steps = list(steps)  # read twice below
+    steps = step_records(steps, "cost_ratio_from_steps", ("draft_calls", "draft_ms"))  # read twice below
     calls = sum(s.draft_calls for s in steps)
     if calls == 0:
         raise ValueError("steps must include draft forward passes (draft_calls > 0) to measure c")

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import torch
 
-__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record"]
+__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record", "step_records"]
 
 
 @dataclass
@@ -133,3 +133,23 @@ def check_step_record(record, where: str) -> None:
     if not all(hasattr(record, name) for name in ("drafted", "num_accepted", "emitted")):
         raise TypeError(f"{where} takes a step record (lab.trace.StepRecord, what generate(..., on_step=...) passes), "
                         f"got {type(record).__name__}")
+
+
+def step_records(records, where: str, fields=("drafted", "num_accepted", "emitted")) -> list:
+    """``records`` as a list of step records: a finished :class:`Generation` gives its ``steps``, any other iterable
+    (a generator works) its items. Raises ``TypeError`` naming ``where`` when ``records`` is not iterable or an item
+    lacks one of ``fields`` (duck-typed: a stand-in with those attributes passes)."""
+    if isinstance(records, Generation):
+        return list(records.steps)
+    try:
+        records = list(records)
+    except TypeError:
+        raise TypeError(f"{where} takes step records (a Generation, or its .steps), got "
+                        f"{type(records).__name__}") from None
+    for index, record in enumerate(records):
+        missing = [name for name in fields if not hasattr(record, name)]
+        if missing:
+            raise TypeError(f"{where}: item {index} is not a step record (lab.trace.StepRecord, what "
+                            f"Generation.steps holds): {type(record).__name__} {record!r:.40} has no "
+                            f"{', '.join(missing)}")
+    return records

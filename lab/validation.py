@@ -7,6 +7,8 @@ One copy of each: a module that needs "an integer >= 1" calls :func:`check_int` 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from numbers import Integral, Real
 
 import torch
@@ -51,13 +53,19 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
     """``ids`` as a list of Python ints after checking they are token ids: a list (or other iterable) of integers
     (Python, NumPy, integer 0-d tensors), or an integer tensor or NumPy array ``[L]`` / ``[1, L]``.
 
-    Raises ``TypeError`` naming ``name`` for text, a non-iterable, a float/bool tensor or array or an item that is
+    Raises ``TypeError`` naming ``name`` for text (``str``, ``bytes``, ``bytearray``), a mapping (a tokenizer's
+    output: its ``["input_ids"]`` are the ids) or a set, a non-iterable, a float/bool tensor or array or an item that is
     not an integer (bools included), and ``ValueError`` for a tensor or array of another shape, an empty sequence
     (unless ``allow_empty``) and, when ``vocab`` is given, ids outside ``[0, vocab)``. ``hint`` is appended to the
     type errors (e.g. "; encode text first: pair.encode(text)"). The result is always a new list; a list of plain
     ints is checked in one pass, cheap enough for once per decoding step."""
-    if isinstance(ids, (str, bytes)):
+    if isinstance(ids, (str, bytes, bytearray)):
         raise TypeError(f"{name} must be token ids, got text ({ids[:30]!r}){hint}")
+    if isinstance(ids, (Mapping, AbstractSet)):  # iterating would give its keys, or ids in no order and no repeats
+        what = (f"a mapping with keys {list(ids)[:3]!r}" + ("; a tokenizer's output holds the ids in ['input_ids']"
+                                                             if "input_ids" in ids else "")
+                if isinstance(ids, Mapping) else f"a {type(ids).__name__} (no order, no repeats)")
+        raise TypeError(f"{name} must be a sequence of token ids, got {what}")
     if _is_ndarray(ids):  # a NumPy array is read like a tensor of its shape: [1, L] is one row, not one item
         if ids.dtype.kind not in "iuO":  # object arrays: their items are judged one by one below
             raise TypeError(f"{name} must be integer token ids, got a NumPy array of dtype {ids.dtype}{hint}")

@@ -22,7 +22,7 @@ import html
 import ipywidgets
 
 from lab.detok import Detokenizer
-from lab.trace import StepRecord, check_step_record
+from lab.trace import StepRecord, check_step_record, step_records
 from lab.validation import check_int
 from widgets.style import ACCEPTED_COLOR, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
 from widgets.token_text import check_tokenizer, prompt_token_ids, run_prompt_length, token_label_text, token_labels
@@ -155,8 +155,10 @@ class KVCacheViewer(ipywidgets.VBox):
             self._slider.value = len(self._frames) - 1  # follow the live run (renders through the observer)
 
     def extend(self, records) -> "KVCacheViewer":
-        """Feed several records in order (e.g. ``Generation.steps``); returns ``self``."""
-        for record in records:
+        """Feed several step records in order: an iterable of :class:`~lab.trace.StepRecord` or a finished
+        :class:`~lab.trace.Generation` (its ``steps``); returns ``self``. Raises ``TypeError`` for anything else
+        (:func:`lab.trace.step_records`), before any record is shown."""
+        for record in step_records(records, "KVCacheViewer.extend"):
             self.on_step(record)
         return self
 

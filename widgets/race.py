@@ -11,8 +11,9 @@ the temperature, then press **Race**. A chat pair gets each prompt as a user tur
 the end of the answer (``pair.eos_token_id``). Both generations fill their own
 :class:`~widgets.token_stream.TokenStream` at the same time, and at the end the dashboard shows each side's tokens/s
 and the speedup. Tab "Explore": :class:`~widgets.residual.ResidualExplorer` and
-:class:`~widgets.speedup.SpeedupExplorer` (starting from the Shakespeare pair's measured α and cost ratio when it is
-the pair raced, else from the explorer's defaults), built when the tab is first opened (or by
+:class:`~widgets.speedup.SpeedupExplorer` (starting from the Shakespeare pair's measured α and cost ratio, or for the
+real pair the committed arena run's α and c of its draft model on chat requests, else from the explorer's example
+values, its heading saying which), built when the tab is first opened (or by
 :meth:`RaceDashboard.build_explorers`).
 
 How the two run "at the same time" without slowing each other down: each generation runs in its own thread, but
@@ -162,7 +163,8 @@ class RaceDashboard(w.VBox):
 
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
     Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
-    integer >= 0) and for an ``n_draft`` given with Lookahead, Medusa or suffix decoding, here and in :meth:`race`, and
+    integer >= 0) and for an ``n_draft`` given with a drafter of :data:`lab.registry.OWN_DRAFT` (Lookahead, Medusa,
+    suffix decoding, the MTP heads), here and in :meth:`race`, and
     ``TypeError`` for a ``record_probs`` that is not a bool, a ``pair`` that is not a ``ModelPair`` (a name, say:
     ``load_pair(name)`` gives the pair) and ``prompts`` that are not strings; the button shows such errors instead.
     """
@@ -289,8 +291,9 @@ class RaceDashboard(w.VBox):
              max_new_tokens: int | None = None, temperature: float | None = None) -> dict:
         """Run one race with the controls' settings (arguments given here set the controls first; ``prompt`` is
         free text). Returns ``results``. Raises ``ValueError`` for bad settings (nothing runs then), including an
-        ``n_draft`` given for Lookahead or Medusa (their window / tree sets the draft; the N slider is disabled for
-        them and ``settings["n_draft"]`` is None), and re-raises an error from either generation."""
+        ``n_draft`` given for a drafter that sets its own draft (:data:`lab.registry.OWN_DRAFT`: Lookahead's window,
+        Medusa's tree, suffix decoding's match, the MTP heads' modules; the N slider is disabled for them and
+        ``settings["n_draft"]`` is None), and re-raises an error from either generation."""
         checked = self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens,
                               temperature=temperature)
         drafter, n_draft, max_new_tokens, temperature = (checked.get(k) for k in (
@@ -458,19 +461,35 @@ class RaceDashboard(w.VBox):
             self._drafters[key] = make_drafter(kind, self.pair, 4 if n_draft is None else n_draft)
         return self._drafters[key]
 
-    def _measured_alpha_and_c(self) -> dict:
-        """The Shakespeare pair's model-card α and c for the speedup explorer when it is the pair raced; the
-        explorer's defaults otherwise (the real pair's card gives α per task kind in prose, no one pair of
-        numbers)."""
-        if self.pair.name != "shakespeare":
-            return {}
-        try:
-            from lab.assets import PAIR_DIR
+    def _measured_alpha_and_c(self) -> tuple[dict, str]:
+        """``(settings, source)`` for the speedup explorer: the Shakespeare pair's model-card α and c; for a pair
+        with a committed arena run (smollm2-135m), that run's α and cost ratio c of the draft model (N = 4) on
+        chat requests at T = 0; else the explorer's example values. ``source`` says which, for the heading."""
+        if self.pair.name == "shakespeare":
+            try:
+                from lab.assets import PAIR_DIR
 
-            card = json.loads((PAIR_DIR / "measurements.json").read_text())
-            return {"alpha": float(card["alpha_greedy"]), "cost_ratio": float(card["cost_ratio_c"])}
-        except (OSError, KeyError, ValueError):
-            return {}
+                card = json.loads((PAIR_DIR / "measurements.json").read_text())
+                return ({"alpha": float(card["alpha_greedy"]), "cost_ratio": float(card["cost_ratio_c"])},
+                        "the Shakespeare pair's measured \u03b1 and c")
+            except (OSError, KeyError, ValueError):
+                pass
+        else:
+            from lab.arena import committed_arena
+
+            try:
+                run = committed_arena(self.pair.name)
+            except ValueError:
+                run = None
+            rows = [] if run is None else [r for r in run["arena"]["rows"] if r.get("drafter") == "model"
+                                           and r.get("task") == "chat" and r.get("temperature") == 0.0
+                                           and r.get("alpha") is not None and r.get("cost_ratio") is not None]
+            if rows:
+                row, date = rows[0], str(run.get("date", ""))[:10]
+                return ({"alpha": round(float(row["alpha"]), 2), "cost_ratio": round(float(row["cost_ratio"]), 2)},
+                        f"the draft model's \u03b1 and c on chat requests in the committed arena run"
+                        + (f" of {date}" if date else ""))
+        return {}, "example values: no measured \u03b1 and c for this pair"
 
     # --- display ------------------------------------------------------------------------------------------------------
     def build_explorers(self) -> None:
@@ -478,12 +497,12 @@ class RaceDashboard(w.VBox):
         if self.residual_explorer is not None:
             return
         self.residual_explorer = ResidualExplorer()
-        measured = self._measured_alpha_and_c()
+        measured, source = self._measured_alpha_and_c()
         self.speedup_explorer = SpeedupExplorer(**measured, n_draft=int(self.n_draft.value))
-        start = " (starts from the Shakespeare pair's measured \u03b1 and c)" if measured else ""
         self._explore_tab.children = [
             w.HTML("<h4>Acceptance and the residual</h4>"), self.residual_explorer,
-            w.HTML(f"<h4>Predicted speedup{start}</h4>"), self.speedup_explorer]
+            w.HTML(f"<h4>Predicted speedup (starts from {html.escape(source, quote=False)})</h4>"),
+            self.speedup_explorer]
 
     def _on_tab(self, change) -> None:
         if change["new"] == 1:
@@ -493,8 +512,7 @@ class RaceDashboard(w.VBox):
         own = self.drafter_choice.value in OWN_DRAFT
         self.n_draft.disabled = own
         kind = self.drafter_choice.value
-        self.n_draft.tooltip = (f"{kind} sets its own draft ({'window' if kind == 'lookahead' else 'tree'})"
-                                if own else "draft tokens per step")
+        self.n_draft.tooltip = f"N does not apply: {own_draft_reason(kind)}" if own else "draft tokens per step"
 
     def _show_free_text(self, _change=None) -> None:
         self.free_text.layout.display = None if self.prompt_choice.value == FREE_TEXT else "none"

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import re
 
-from lab.detok import Detokenizer
+from lab.detok import Detokenizer, show_controls
 from lab.validation import check_token_ids
 
 __all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels", "token_display_text",
            "token_label_text", "special_token_text", "has_special_token", "check_tokenizer", "prompt_token_ids",
            "run_prompt_length"]
 
-# Control characters other than newline and tab get their Unicode "control picture" (U+2400 + code), so a token
-# made of them is visible instead of silently empty or layout-breaking.
-_CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)}
-_CONTROL_PICTURES[127] = "\u2421"
 # Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
 # usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
 PARTIAL_LABEL = "\u25cc"
@@ -72,7 +68,7 @@ def token_display_text(text) -> str:
         return ""
     if text == "":
         return "\u2205"
-    return special_token_text(text.translate(_CONTROL_PICTURES).replace("\n", "\u21b5\n"))
+    return special_token_text(show_controls(text).replace("\n", "\u21b5\n"))
 
 
 def token_label_text(text) -> str:
@@ -87,7 +83,7 @@ def token_label_text(text) -> str:
     if text == "":
         return "\u2205"
     # Whitespace first: a special token's name holds none, and a label's own spaces ("end of text") stay spaces.
-    return special_token_text(text.translate(_CONTROL_PICTURES).replace(" ", "\u2423").replace("\n", "\u21b5")
+    return special_token_text(show_controls(text).replace(" ", "\u2423").replace("\n", "\u21b5")
                               .replace("\t", "\u21e5"))
 
 

@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 import torch
 
 from lab.detok import Detokenizer
-from lab.trace import StepRecord, check_step_record
+from lab.trace import StepRecord, check_step_record, step_records
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int
 from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR,
@@ -186,8 +186,10 @@ class TreeViewer(ipywidgets.VBox):
             self._slider.value = last  # renders through the observer
 
     def extend(self, records) -> "TreeViewer":
-        """Feed several records in order (e.g. ``Generation.steps``); returns ``self``."""
-        for record in records:
+        """Feed several step records in order: an iterable of :class:`~lab.trace.StepRecord` or a finished
+        :class:`~lab.trace.Generation` (its ``steps``); returns ``self``. Raises ``TypeError`` for anything else
+        (:func:`lab.trace.step_records`), before any record is shown."""
+        for record in step_records(records, "TreeViewer.extend"):
             self.on_step(record)
         return self
 

@@ -73,7 +73,7 @@ def run(args) -> int:
     :func:`lab.cli.main` prints either as one line."""
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
-    from lab.detok import Detokenizer
+    from lab.detok import Detokenizer, show_controls
     from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
 
@@ -116,6 +116,7 @@ def run(args) -> int:
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
 
     def paint(kind: str, text: str) -> str:
+        text = show_controls(text)  # an escape sequence in the prompt or a token must not drive the terminal
         return f"{ANSI[kind]}{text}{ANSI['reset']}" if color else text
 
     # Each token prints the text it adds to the prompt + accepted tokens, so a character split over tokens prints
@@ -159,14 +160,15 @@ def run(args) -> int:
         shown = gen.tokens[:-1] if chat and gen.tokens[-1:] == [pair.eos_token_id] else gen.tokens
         print(json.dumps({"text": pair.decode(shown), "tokens": gen.tokens, "stats": stats}))
         return 0
-    sys.stdout.write(text.flush())  # bytes of a character the run stopped in the middle of, as decode shows them
+    # bytes of a character the run stopped in the middle of, as decode shows them
+    sys.stdout.write(show_controls(text.flush()))
     rate, per_call = stats["acceptance_rate"], stats["tokens_per_target_call"]  # None: nothing drafted / no step
     print("\n\n" + " · ".join([
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
         f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
         f"the prefill and {stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
         f"{stats['new_tokens']} token{'s' if stats['new_tokens'] != 1 else ''}",
-        f"{stats['tokens_per_second']:.0f} tokens/s",
+        f"{stats['tokens_per_second']:.{0 if stats['tokens_per_second'] >= 10 else 1}f} tokens/s",
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))
     return 0

@@ -277,6 +277,15 @@ def test_bad_input_is_named(target, draft):
         generate_batch(target, ["some text"], max_new_tokens=2)
     with pytest.raises(ValueError, match="batch must be an integer >= 1"):
         row_seeds(0, 0)
+    # the seed the user passed is named, with the range its rows need, not a row's seed + r
+    assert row_seeds(2 ** 64 - 2, 2) == [2 ** 64 - 2, 2 ** 64 - 1]
+    with pytest.raises(ValueError, match=r"seed must be in \[-2\*\*63, 2\*\*64 - 2\] with 2 rows .*got "
+                                         "18446744073709551615$"):
+        generate_batch(target, [[1], [2]], max_new_tokens=2, seed=2 ** 64 - 1)
+    with pytest.raises(ValueError, match="got -9223372036854775809$"):
+        row_seeds(-2 ** 63 - 1, 1)
+    with pytest.raises(ValueError, match="drafters must be None or a list with one drafter .*got dict"):
+        generate_batch(target, [[1]], drafters={0: None}, max_new_tokens=2)
 
 
 def test_greedy_parity_on_the_real_pair(smollm2_pair):

@@ -333,6 +333,16 @@ def test_step_summaries_name_a_bad_count_time_or_step_list():
     with pytest.raises(ValueError, match="wall_ms must be a finite number of milliseconds, got nan"):
         metrics.summarize_steps([], 3, float("nan"))
     assert metrics.summarize_steps([], 3, 0.0)["tokens_per_second"] is None   # no time measured: no speed
-    with pytest.raises(TypeError, match=r"steps must be an iterable of step records \(Generation.steps\), got "
+    with pytest.raises(TypeError, match=r"alpha_from_steps takes step records \(a Generation, or its .steps\), got "
                                         "NoneType"):
         metrics.alpha_from_steps(None)
+    # an item that is not a step record is named, instead of an AttributeError from inside the sum
+    from lab.trace import StepRecord
+
+    record = StepRecord(index=0, position=0, drafted=[5], num_accepted=1, emitted=[5, 9], last_kind="bonus")
+    for function, args in ((metrics.alpha_from_steps, ()), (metrics.conditional_acceptance, ()),
+                           (metrics.cost_ratio_from_steps, (10.0,)), (metrics.summarize_steps, (1, 1.0))):
+        with pytest.raises(TypeError, match=rf"{function.__name__}: item 1 is not a step record .*int 2 has no"):
+            function([record, 2], *args)
+    with pytest.raises(TypeError, match="summarize_steps takes step records"):
+        metrics.summarize_steps(None, 1, 1.0)

@@ -139,3 +139,21 @@ def test_check_int_with_a_maximum_and_the_value_shown():
             check_int("n", bad, 1, 5)
     with pytest.raises(ValueError, match=r"n_draft must be an integer >= 1, got tensor\(0\)"):
         check_int("n_draft", 0, 1, shown=torch.tensor(0))
+
+
+@pytest.mark.parametrize("ids, message", [
+    ({5: "a", 7: "b"}, r"prompt_ids must be a sequence of token ids, got a mapping with keys \[5, 7\]"),
+    ({"input_ids": [1, 2], "attention_mask": [1, 1]}, r"a tokenizer's output holds the ids in \['input_ids'\]"),
+    ({3, 1, 2}, r"got a set \(no order, no repeats\)"),
+    (frozenset({4}), r"got a frozenset"),
+    (bytearray(b"abc"), r"prompt_ids must be token ids, got text")])
+def test_containers_that_lose_order_or_are_not_ids_are_refused(ids, message):
+    """A dict iterates its keys, a set loses order and repeats, a bytearray is text: each used to become a prompt."""
+    with pytest.raises(TypeError, match=message):
+        check_token_ids("prompt_ids", ids)
+
+
+def test_a_tokenizers_own_output_points_to_its_input_ids(pair):
+    with pytest.raises(TypeError, match=r"holds the ids in \['input_ids'\]"):
+        check_token_ids("prompt_ids", pair.tokenizer("ROMEO."))
+    assert check_token_ids("prompt_ids", pair.tokenizer("ROMEO.")["input_ids"]) == pair.encode("ROMEO.")

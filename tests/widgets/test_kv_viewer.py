@@ -269,3 +269,25 @@ def test_the_viewer_names_what_it_takes_when_given_something_else():
     for wrong in (None, "step", 3):
         with pytest.raises(TypeError, match=r"KVCacheViewer\.on_step takes a step record \(lab\.trace\.StepRecord"):
             KVCacheViewer()(wrong)
+
+
+def test_both_viewers_take_a_finished_generation_as_the_token_stream_does(pair):
+    """``extend(gen)`` with the Generation itself (as TokenStream.extend takes it) shows the same frames as
+    ``extend(gen.steps)``; anything that is not step records is named before a frame is drawn."""
+    prompt = pair.encode("ROMEO.\nBut soft")
+    gen = generate(pair.target, prompt, drafter=DraftModelDrafter(pair.draft, n_draft=3), max_new_tokens=6)
+    for cls in (KVCacheViewer, TreeViewer):
+        whole, steps = cls(pair.tokenizer, prompt_ids=prompt), cls(pair.tokenizer, prompt_ids=prompt)
+        whole.extend(gen)
+        steps.extend(gen.steps)
+        assert len(whole.records if cls is TreeViewer else whole.frames) > 0
+        if cls is KVCacheViewer:
+            assert whole.frames == steps.frames
+        else:
+            assert [r.drafted for r in whole.records] == [r.drafted for r in steps.records]
+        fresh = cls(pair.tokenizer, prompt_ids=prompt)
+        with pytest.raises(TypeError, match=rf"{cls.__name__}.extend: item 1 is not a step record"):
+            fresh.extend([gen.steps[0], "token"])
+        with pytest.raises(TypeError, match=rf"{cls.__name__}.extend takes step records .*got int"):
+            fresh.extend(5)
+        assert len(fresh.records if cls is TreeViewer else fresh.frames) == 0

@@ -287,8 +287,16 @@ def test_real_pair_race_stops_at_the_end_of_the_answer_and_shows_it_readably(smo
         assert results[side]["text"] == smollm2_pair.decode(tokens[:-1]) and "<|" not in results[side]["text"]
         page = stream.html
         assert "\u27e8end\u27e9</span>" in page and "<|" not in page  # the closing <|im_end|> as a badge
-    dashboard.build_explorers()  # no measured α and c for this pair: the heading does not claim them
-    assert "measured" not in dashboard._explore_tab.children[2].value
+    dashboard.build_explorers()  # the committed arena's α and c of the draft model on chat, said so
+    from lab.arena import committed_arena
+
+    row = next(r for r in committed_arena("smollm2-135m")["arena"]["rows"]
+               if (r["drafter"], r["task"], r["temperature"]) == ("model", "chat", 0.0))
+    explorer = dashboard.speedup_explorer
+    assert (explorer.alpha, explorer.cost_ratio) == (round(row["alpha"], 2), round(row["cost_ratio"], 2))
+    assert 0.2 < explorer.alpha < 0.5  # the real pair's chat α, not the example 0.75
+    assert "draft model's \u03b1 and c on chat requests in the committed arena run of 2026-" in \
+        dashboard._explore_tab.children[2].value
 
 
 def test_race_offers_only_the_drafters_the_pair_has(pair):
@@ -304,3 +312,27 @@ def test_race_offers_only_the_drafters_the_pair_has(pair):
     assert "parallel" not in options and "model" in options and "ngram" in options
     with pytest.raises(ValueError, match="no parallel weights are trained for the 'my-pair' pair"):
         RaceDashboard(other, drafter="parallel", max_new_tokens=4)
+
+
+def test_the_n_slider_says_what_sets_the_draft_and_the_explorer_where_its_numbers_come_from(pair):
+    """Greyed out for a drafter that sets its own draft, the N slider's tooltip says what sets it (the suffix
+    drafter's match, the MTP heads' modules: not "tree"); a pair with no measured α and c starts the speedup
+    explorer from example values and its heading says so."""
+    import dataclasses
+
+    from lab.registry import OWN_DRAFT, own_draft_reason
+    from widgets.race import RaceDashboard
+
+    dashboard = RaceDashboard(pair, max_new_tokens=4)
+    for kind in OWN_DRAFT:
+        dashboard.drafter_choice.value = kind
+        assert dashboard.n_draft.disabled and dashboard.n_draft.tooltip == f"N does not apply: {own_draft_reason(kind)}"
+    assert "match" in own_draft_reason("suffix") and "modules" in own_draft_reason("mtp")
+    dashboard.drafter_choice.value = "model"
+    assert not dashboard.n_draft.disabled and dashboard.n_draft.tooltip == "draft tokens per step"
+    dashboard.build_explorers()
+    assert "the Shakespeare pair's measured \u03b1 and c" in dashboard._explore_tab.children[2].value
+    other = RaceDashboard(dataclasses.replace(pair, name="my-pair"), max_new_tokens=4)
+    other.build_explorers()
+    assert "example values: no measured \u03b1 and c for this pair" in other._explore_tab.children[2].value
+    assert (other.speedup_explorer.alpha, other.speedup_explorer.cost_ratio) == (0.75, 0.1)

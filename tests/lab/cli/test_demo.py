@@ -341,3 +341,21 @@ def test_demo_confidence_with_another_drafter_is_one_line_naming_the_flag(char_p
     assert cli.main(["demo", "--drafter", "ngram", "--confidence", "0.4"]) == 2
     assert capsys.readouterr().err == ("python -m lab demo: error: --confidence: applies to --drafter model only (the "
                                        "draft model's confidence stop), not --drafter ngram; leave --confidence out\n")
+
+
+def test_demo_shows_control_characters_as_pictures_not_terminal_codes(pair, monkeypatch, capsys):
+    """An escape sequence in the prompt (or in a token) is printed as its control pictures: it must not recolour or
+    move the learner's terminal. The speed keeps a decimal below 10 tokens/s ("0 tokens/s" on a busy machine)."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    assert cli.main(["demo", "--prompt", "KING\x1b[31mRED\r", "--max-new-tokens", "3", "--color", "never"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and out.startswith("KING\u241b[31mRED\u240d")
+    assert re.search(r" · \d+(\.\d)? tokens/s · ", out)
+
+
+def test_show_controls_keeps_newlines_and_tabs():
+    from lab.detok import show_controls
+
+    assert show_controls("a\tb\nc\x00\x07\x1b\x7f") == "a\tb\nc\u2400\u2407\u241b\u2421"
