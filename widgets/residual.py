@@ -45,10 +45,11 @@ def _normalised(values: Sequence[float], name: str) -> list:
     vals = [float(v) for v in vals]
     if not all(math.isfinite(v) and v >= 0 for v in vals):  # an inf would normalise to NaN
         raise ValueError(f"{name} must be finite numbers >= 0, got {vals}")
-    total = sum(vals)
-    if total <= 0:
+    if max(vals, default=0.0) <= 0:
         raise ValueError(f"{name} must have positive total mass, got {vals}")
-    return [v / total for v in vals]
+    top = max(vals)  # scaled by the largest first: finite numbers near 1e308 would sum to inf
+    total = sum(v / top for v in vals)
+    return [v / top / total for v in vals]
 
 
 class ResidualExplorer(w.VBox):

@@ -138,3 +138,12 @@ def test_residual_explorer_labels_are_escaped_and_distinct():
     assert ints.tokens == ["1", "2"] and list(ints.figure.data[0].x) == ["1", "2"]
     with pytest.raises(TypeError, match="tokens"):
         ResidualExplorer([0.5, 0.5], [0.5, 0.5], tokens="ab")
+
+
+def test_huge_finite_weights_normalise_instead_of_overflowing():
+    """Weights near the float maximum summed to inf and normalised to zeros: "P(accept) = 0.000 = 1 - TV = 1 - 0.500"
+    contradicted itself. They are scaled by the largest first."""
+    explorer = ResidualExplorer((1e308, 1e308), (1.0, 1.0))
+    assert explorer.accept_probability == pytest.approx(1.0)
+    assert ResidualExplorer((1e308, 3e307), (1.0, 1.0)).accept_probability == \
+        pytest.approx(ResidualExplorer((10.0, 3.0), (1.0, 1.0)).accept_probability)
