@@ -79,10 +79,20 @@ def _pool(runs) -> dict:
             "alpha": alpha_from_steps(steps), "decode_ms": wall - prefill}
 
 
+def _check_decoded(pooled, kind, temperature) -> None:
+    """Raise ``ValueError`` when the pooled runs of ``kind`` made no decode step (every answer ended at the prefill's
+    token): nothing to time per step."""
+    if not pooled["steps"]:
+        raise ValueError(f"{kind} at T = {temperature:g}: no decode step was run (every answer ended at its first "
+                         "token, the prefill's); raise max_new_tokens or use other prompts")
+
+
 def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
     """One arena row from the pooled runs of a drafter (``pooled``) and of autoregressive decoding (``base``)."""
     from lab.metrics import expected_tokens_per_call, predicted_speedup
 
+    _check_decoded(base, "autoregressive", temperature)
+    _check_decoded(pooled, kind, temperature)
     ar_ms = (base["draft_ms"] + base["verify_ms"]) / base["steps"]  # one autoregressive step, prefill excluded
     steps = pooled["steps"]
     draft_per_call = pooled["draft_ms"] / pooled["draft_calls"] if pooled["draft_calls"] else None
@@ -135,6 +145,7 @@ def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
 
 
 def _baseline_row(pooled, temperature) -> dict:
+    _check_decoded(pooled, "autoregressive", temperature)
     ar_ms = (pooled["draft_ms"] + pooled["verify_ms"]) / pooled["steps"]
     return {"drafter": "autoregressive", "label": "autoregressive", "n_draft": None,
             "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"], "draft_calls": 0,
@@ -248,8 +259,9 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
       time of the ``generate`` calls (prefill included, as a user sees it); ``decode_speedup`` the same with
       the prefill time (``prefill_ms``, which includes the drafter's own prefill) left out of both.
     - ``predicted_with_verify_cost``: the same prediction with the measured ``verify_cost`` in place of 1 (expected
-      tokens per call / (N c + verify_cost), or tokens per call / (step_draft_cost + verify_cost)): what is left
-      between it and ``decode_speedup`` is the loop's own overhead.
+      tokens per call / (N c + verify_cost), or tokens per call / (step_draft_cost + verify_cost)): for a row
+      predicted from its measured tokens per call, what is left between it and ``decode_speedup`` is the loop's own
+      overhead; for a row predicted from α (a chain) it is also the acceptance and drafting factors.
     - ``efficiency`` = ``measured_speedup / predicted_speedup``; ``decode_efficiency`` = ``decode_speedup /
       predicted_speedup``. Below 1 when a multi-token target call costs more than a one-token one
       (``verify_cost`` > 1), when the loop's own work (verification, KV rollback, Python) adds to each step, and
@@ -279,8 +291,9 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
 
       The product of the first five is ``decode_efficiency``; with ``"prefill"`` it is ``efficiency`` (the
       algebra is in lesson 12; a test checks the identity on real runs).
-    - ``same_as_autoregressive``: at T = 0, whether every prompt's tokens equal the baseline's (they must); None
-      at T > 0, where the output is only equal in distribution.
+    - ``same_as_autoregressive``: at T = 0, whether every prompt's tokens equal the baseline's (they must in
+      float32; in bfloat16 a verification's matmul of another shape can round a near-tie the other way, so outputs
+      may part); None at T > 0, where the output is only equal in distribution.
     - also ``task``, ``temperature``, ``drafter``, ``label``, ``n_draft`` (None for :data:`lab.registry.OWN_DRAFT`),
       ``new_tokens``, ``target_calls``, ``draft_calls``, ``draft_ms_per_step``, ``verify_ms_per_step``,
       ``prefill_ms``, ``tokens_per_second``, ``baseline_tokens_per_second``, ``expected_tokens_per_call``.

@@ -114,8 +114,10 @@ def _level(a, b):
 
 
 def _largest_loss(row):
-    """The efficiency factor that took most of the row's predicted speedup (its smallest factor)."""
-    return min(row["efficiency_factors"], key=row["efficiency_factors"].get)
+    """The efficiency factor that took most of the row's predicted speedup (its smallest factor); None when no
+    factor is below 1.00 as printed (the row lost nothing)."""
+    factor = min(row["efficiency_factors"], key=row["efficiency_factors"].get)
+    return factor if _r(row["efficiency_factors"][factor]) < 1 else None
 
 
 def _flag(value):
@@ -175,8 +177,13 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
     if again is not None:
         first, second = again
         change = second["ar_ms_per_step"] / first["ar_ms_per_step"] - 1
-        parts.append(f"The adaptive comparison timed the draft model again at N = {second['n_draft']} on the same "
-                     f"requests ({_task(first['task'])}, T = {first['temperature']:g}), with "
+        mine, theirs = result.get("settings", {}), (adaptive.get("settings") or {})
+        same = all(theirs.get(a) == mine.get(b) for a, b in (("prompts", "prompts_per_task"), ("pair", "pair"),
+                                                             ("max_new_tokens", "max_new_tokens"), ("seed", "seed")))
+        requests = ("the same requests" if same else
+                    f"its own requests ({theirs.get('prompts')} × {theirs.get('max_new_tokens')} tokens)")
+        parts.append(f"The adaptive comparison timed the draft model again at N = {second['n_draft']} on {requests} "
+                     f"({_task(first['task'])}, T = {first['temperature']:g}), with "
                      f"{_x(_calls(second))} tokens per target call against {_x(_calls(first))}: its baseline step "
                      f"took {_x(second['ar_ms_per_step'], 1)} ms against {_x(first['ar_ms_per_step'], 1)} ms "
                      f"({100 * change:+.0f} %), its speedup {_x(_speed(second))}× against {_x(_speed(first))}×.")
@@ -358,10 +365,15 @@ def read_temperature(result: dict) -> str:
         return ""
     means = {k: (mean(a for _, a, _ in v), mean(b for _, _, b in v)) for k, v in pairs.items()}
     order = sorted(means, key=lambda k: means[k][1] - means[k][0])
-    kinds = max(len(v) for v in pairs.values())
+    counts = {k: len(v) for k, v in pairs.items()}
+    kinds = max(counts.values())
     over = f"the {kinds} kinds" if kinds > 1 else "the kind"
+    if len(set(counts.values())) > 1:  # a drafter with α at both temperatures on fewer kinds: say on how many
+        over = f"the kinds each drafter has α at both temperatures on ({kinds} unless said)"
     text = (f"- **From T = {cold:g} to T = {hot:g}**, α averaged over {over}: "
-            + ", ".join(f"{_label(k)} {_x(means[k][0])} → {_x(means[k][1])}" for k in order) + ".")
+            + ", ".join(f"{_label(k)} {_x(means[k][0])} → {_x(means[k][1])}"
+                        + ("" if counts[k] == kinds else f" ({counts[k]} kind{'s' if counts[k] > 1 else ''})")
+                        for k in order) + ".")
     single = sorted(((a - b, k, t, a, b) for k, v in pairs.items() for t, a, b in v), reverse=True)
     falls = [f"{_label(k)} on {_task(t)} ({_x(a)} → {_x(b)})" for d, k, t, a, b in single[:3] if _r(a) > _r(b)]
     if falls:
@@ -384,10 +396,15 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
     by_factor = {}
     for r in sorted(rows, key=lambda r: min(r["efficiency_factors"].values())):
         by_factor.setdefault(_largest_loss(r), []).append(r)
+    lossless = by_factor.pop(None, [])
     parts = [f"{_FACTOR_LABELS[factor]} for " + _join(
         f"{_label(r['drafter'])} (× {_x(r['efficiency_factors'][factor])})" for r in group)
         for factor, group in by_factor.items()]
-    text = f"On {_task(task)} at T = {temperature:g}, the largest loss is " + "; ".join(parts) + "."
+    text = (f"On {_task(task)} at T = {temperature:g}, the largest loss is " + "; ".join(parts) + "." if parts
+            else f"On {_task(task)} at T = {temperature:g}, no drafter lost anything to a factor.")
+    if lossless and parts:
+        text += (f" {_cap(_join(_label(r['drafter']) for r in lossless))} lost nothing: every factor at least "
+                 "1.00.")
     for factor in ("verification", "loop", "acceptance"):
         if factor not in by_factor:
             text += f" × {_FACTOR_LABELS[factor]}: {_span(r['efficiency_factors'][factor] for r in rows)}."
@@ -397,7 +414,7 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
                  "call cost " + _join(f"{_x(r['target_call_cost'])} one-token steps for {_label(r['drafter'])}"
                                       if i == 0 else f"{_x(r['target_call_cost'])} for {_label(r['drafter'])}"
                                       for i, r in enumerate(chains)) + ".")
-    every = _drafter_rows(result)
+    every = [r for r in _drafter_rows(result) if _largest_loss(r) is not None]  # the rows that lost something
     elsewhere = [r for r in every if _largest_loss(r) != "target_call"]
     if elsewhere:
         kinds = {}
@@ -409,41 +426,50 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
                                               if len(g) <= 3 else f"{_FACTOR_LABELS[f]} in {len(g)} ("
                                               + _join(sorted({_label(r['drafter']) for r in g})) + ")"
                                               for f, g in kinds.items()) + ".")
-    else:
-        text += f" In every one of the run's {len(every)} rows the target call is the largest loss."
+    elif every:
+        text += f" In every one of the run's {len(every)} rows that lost speed the target call is the largest loss."
     return text
 
 
 def read_adaptive(adaptive: dict) -> str:
-    """:func:`lab.arena.compare_adaptive`'s result read in Markdown: tokens per target call by N, the formula's best
-    N (:func:`lab.metrics.optimal_n_draft` from the N = 4 row's α and c) against the measured best, and where the
-    adaptive rule landed among the fixed N (level within :data:`LEVEL`). Raises ``ValueError`` when it has no
-    fixed-N rows."""
-    from lab.metrics import optimal_n_draft
+    """:func:`lab.arena.compare_adaptive`'s result read in Markdown: tokens per target call by N, the measured best
+    N and the fixed N level with it (within :data:`LEVEL`), the formula's best among the measured N (lesson 06's
+    predicted speedup from the N = 4 row's α and c) against them, and where the adaptive rule landed among the fixed
+    N. Raises ``ValueError`` when it has no fixed-N rows."""
+    from lab.metrics import predicted_speedup
 
     fixed = sorted((r for r in adaptive["rows"] if r["drafter"] == "model"), key=lambda r: r["n_draft"])
     if not fixed:
         raise ValueError("adaptive holds no fixed-N draft-model rows: pass compare_adaptive(...)'s return value")
     auto = next((r for r in adaptive["rows"] if r["drafter"] == "adaptive"), None)
     best = max(fixed, key=_speed)
+    near = [r["n_draft"] for r in fixed if r is not best and _level(_speed(r), _speed(best))]
     ref = next((r for r in fixed if r["n_draft"] == 4), fixed[len(fixed) // 2])
     text = ("Tokens per target call by N: " + ", ".join(f"{r['n_draft']}: {_x(_calls(r))}" for r in fixed)
-            + f"; speedup {_span(_speed(r) for r in fixed)}×, best at N = {best['n_draft']} ({_x(_speed(best))}×).")
+            + f"; speedup {_span(_speed(r) for r in fixed)}×, fastest at N = {best['n_draft']} ({_x(_speed(best))}×"
+            + (f"; N = {_join(map(str, near))} level with it, within {LEVEL:.0%})" if near else ")") + ".")
     if ref["alpha"] is not None and ref["cost_ratio"] is not None:
-        formula = optimal_n_draft(ref["alpha"], ref["cost_ratio"])
-        agree = "agreeing" if formula == best["n_draft"] else "not the measured best"
-        text += (f" The formula's best N for α = {_x(ref['alpha'])}, c = {_x(ref['cost_ratio'], 3)} (the N = "
-                 f"{ref['n_draft']} row): {formula}, {agree}.")
+        # the formula's best among the N that were measured: it cannot be checked at an N that never ran
+        formula = max((r["n_draft"] for r in fixed),
+                      key=lambda n: predicted_speedup(min(ref["alpha"], 1.0), n, ref["cost_ratio"]))
+        agree = ("agreeing" if formula == best["n_draft"] else "level with the fastest" if formula in near
+                 else "not the fastest or level with it")
+        text += (f" The formula's best of these N for α = {_x(ref['alpha'])}, c = {_x(ref['cost_ratio'], 3)} (the "
+                 f"N = {ref['n_draft']} row): {formula}, {agree}.")
     if auto is not None:
         speeds = [_speed(r) for r in fixed]
+        slowest = min(fixed, key=_speed)
         if _level(_speed(auto), max(speeds)):
-            where = f"level with the best fixed N (within {LEVEL:.0%})"
+            where = f"level with the fastest fixed N (within {LEVEL:.0%})"
         elif _speed(auto) > max(speeds):
             where = "above every fixed N"
-        elif _speed(auto) < min(speeds) and not _level(_speed(auto), min(speeds)):
+        elif _level(_speed(auto), min(speeds)):
+            where = f"level with the slowest fixed N (N = {slowest['n_draft']}), {_x(max(speeds) - _speed(auto))}× " \
+                    "below the fastest"
+        elif _speed(auto) < min(speeds):
             where = "below every fixed N"
         else:
-            where = f"between the fixed settings, {_x(max(speeds) - _speed(auto))}× below the best"
+            where = f"between the fixed settings, {_x(max(speeds) - _speed(auto))}× below the fastest"
         text += f" The adaptive rule: {_x(_speed(auto))}×, {where}."
     return text
 

@@ -63,33 +63,48 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     waiting request taking a finished one's place (``max_rows`` of :func:`lab.batched.generate_batch`), so that a
     change in goodput comes from the batch size and not from which prompts a batch happened to hold.
 
-    Timing: every (B, N) once on a short warm-up; then ``rounds`` rounds, each visiting the batch sizes in turn
-    and, within a batch size, every N in an order rotating from one batch size and round to the next, so that a
-    change of load hits every method alike; all inside a :class:`lab.load_meter.LoadMeter`. Goodput is a cell's
-    committed tokens ÷ its wall seconds summed over the rounds (the whole queue: every prefill included; drafters
-    are built before the clock starts).
+    Timing: every N once on a short warm-up (3 prompts, 2 rows at once); then ``rounds`` rounds, each visiting the
+    batch sizes in turn and, within a batch size, every N in an order rotating from one batch size and round to the
+    next, so that a change of load hits every method alike; all inside a :class:`lab.load_meter.LoadMeter`. Goodput
+    is a cell's committed tokens ÷ its wall seconds summed over the rounds (the whole queue: every prefill included;
+    drafters are built before the clock starts).
 
     Returns ``{"rows": [...], "best": {B: best N}, "crossover": int or None, "schedule": [[first, last, N], ...],
     "load": LoadMeter.summary(), "note": LoadMeter.note(), "settings": {...}}``. A row: ``batch``, ``n_draft``,
     ``new_tokens``, ``seconds``, ``goodput`` (tokens/s), ``vs_autoregressive`` (÷ N = 0's goodput at the same B;
-    None without an N = 0), ``acceptance_rate``, ``tokens_per_target_call`` (committed tokens per row per forward),
+    None without an N = 0), ``acceptance_rate``, ``tokens_per_target_call`` (tokens the decode steps committed per
+    row per forward, the prefills' first tokens left out as in :func:`lab.batched.generate_batch`; None when no
+    decode step ran),
     ``target_calls``, ``draft_share`` (drafting's share of the wall time). ``crossover``: :func:`crossover_batch`;
-    ``schedule``: :func:`batch_schedule`. Raises ``ValueError`` naming the argument for an empty or non-integer
-    ``batch_sizes`` / ``n_values``, an unknown ``drafter``, ``max_new_tokens`` or ``rounds`` < 1, or prompts that
-    do not fit the target's context; the registry's errors for a drafter the pair cannot have."""
+    ``schedule``: :func:`batch_schedule`. Raises ``ValueError`` naming the argument for empty or non-integer
+    ``batch_sizes`` / ``n_values``, ``n_values`` without 0 (the baseline) or without an N > 0 (nothing to compare),
+    an unknown ``drafter``, ``max_new_tokens`` or ``rounds`` < 1, no prompts in ``encoded``, fewer ``requests`` than
+    the largest batch size (that batch would never fill), or prompts that do not fit the target's context; the
+    registry's errors for a drafter the pair cannot have."""
     from lab.batched import generate_batch
     from lab.models import processor_name
     from lab.prompts import context_problem
     from lab.registry import DRAFTERS, make_drafter
 
+    for name, values in (("batch_sizes", batch_sizes), ("n_values", n_values)):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise ValueError(f"{name} must be a list of integers, got {type(values).__name__} {values!r}")
     batch_sizes = sorted({check_int("batch_sizes", b, 1) for b in batch_sizes})
     n_values = sorted({check_int("n_values", n, 0) for n in n_values})
     if not batch_sizes or not n_values:
         raise ValueError("batch_sizes and n_values must each name at least one value")
+    if n_values[0] != 0 or len(n_values) < 2:
+        raise ValueError(f"n_values must hold 0 (autoregressive decoding, the baseline) and at least one N > 0 to "
+                         f"compare with it, got {n_values}")
     if drafter not in DRAFTERS:
         raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
     max_new_tokens, rounds = check_int("max_new_tokens", max_new_tokens, 1), check_int("rounds", rounds, 1)
-    requests = 2 * batch_sizes[-1] if requests is None else check_int("requests", requests, 1)
+    if not encoded:
+        raise ValueError("encoded must hold at least one prompt's token ids")
+    if requests is None:
+        requests = 2 * batch_sizes[-1]
+    elif check_int("requests", requests, 1) < batch_sizes[-1]:  # that batch size would never hold B rows at once
+        raise ValueError(f"requests must be an integer >= {batch_sizes[-1]} (the largest batch size), got {requests}")
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}")
@@ -106,8 +121,8 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     for n in n_values:  # warm-up: first-call allocations, lazy imports
         run(batch_prompts(encoded, 3), n, 4, 2)
     queue = batch_prompts(encoded, requests)
-    cells = {(b, n): {"tokens": 0, "seconds": 0.0, "calls": 0, "row_steps": 0, "drafted": 0, "accepted": 0,
-                      "draft_ms": 0.0} for b in batch_sizes for n in n_values}
+    cells = {(b, n): {"tokens": 0, "decoded": 0, "seconds": 0.0, "calls": 0, "row_steps": 0, "drafted": 0,
+                      "accepted": 0, "draft_ms": 0.0} for b in batch_sizes for n in n_values}
     turn = 0
     with LoadMeter() as meter:
         for _ in range(rounds):
@@ -117,6 +132,7 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
                     cell = cells[(b, n)]
                     out, seconds = run(queue, n, max_new_tokens, b)
                     cell["tokens"] += out.stats["new_tokens"]
+                    cell["decoded"] += out.stats["new_tokens"] - out.stats["batch"]  # first tokens: the prefills'
                     cell["seconds"] += seconds
                     cell["calls"] += out.stats["target_calls"]
                     cell["row_steps"] += out.stats["row_steps"]
@@ -129,7 +145,8 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
         rows.append({"batch": b, "n_draft": n, "new_tokens": cell["tokens"], "seconds": round(cell["seconds"], 3),
                      "goodput": round(cell["tokens"] / cell["seconds"], 2),
                      "acceptance_rate": round(cell["accepted"] / cell["drafted"], 3) if cell["drafted"] else None,
-                     "tokens_per_target_call": round(cell["tokens"] / cell["row_steps"], 3),
+                     "tokens_per_target_call": (round(cell["decoded"] / cell["row_steps"], 3) if cell["row_steps"]
+                                                else None),
                      "target_calls": cell["calls"],
                      "draft_share": round(cell["draft_ms"] / 1000 / cell["seconds"], 3)})
     base = {row["batch"]: row["goodput"] for row in rows if row["n_draft"] == 0}
@@ -148,9 +165,15 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
 
 def best_n_per_batch(rows) -> dict:
     """``{batch: the N with the highest goodput at that batch}`` from :func:`measure_goodput`'s rows (dicts with
-    ``batch``, ``n_draft``, ``goodput``); on a tie the smaller N wins (no speculation when it buys nothing)."""
+    ``batch``, ``n_draft``, ``goodput``); on a tie the smaller N wins (no speculation when it buys nothing). Only
+    finite goodputs count, and only batch sizes with a finite N = 0 row and another beside it: a best N that was
+    compared with nothing would read as speculation paying."""
+    import math
+
+    finite = [r for r in rows if isinstance(r.get("goodput"), (int, float)) and math.isfinite(r["goodput"])]
+    compared = {r["batch"] for r in finite if r["n_draft"] == 0} & {r["batch"] for r in finite if r["n_draft"]}
     best: dict = {}
-    for row in sorted(rows, key=lambda r: (r["batch"], r["n_draft"])):
+    for row in sorted((r for r in finite if r["batch"] in compared), key=lambda r: (r["batch"], r["n_draft"])):
         b = row["batch"]
         if b not in best or row["goodput"] > best[b][1]:
             best[b] = (row["n_draft"], row["goodput"])
@@ -158,9 +181,9 @@ def best_n_per_batch(rows) -> dict:
 
 
 def crossover_batch(best: dict) -> int | None:
-    """The smallest measured batch size whose best N is 0 (``best``: :func:`best_n_per_batch`): where no N > 0
-    beats autoregressive decoding any more. None when speculation won at every batch size measured (always so
-    when N = 0 was not measured)."""
+    """The smallest measured batch size whose best N is 0 (``best``: :func:`best_n_per_batch`, which holds only
+    batch sizes where N = 0 was compared with an N > 0): where no N > 0 beats autoregressive decoding any more. None
+    when speculation won at every batch size compared."""
     return next((b for b in sorted(best) if best[b] == 0), None)
 
 

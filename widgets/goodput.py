@@ -14,6 +14,9 @@ import json
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from lab.goodput import best_n_per_batch, crossover_batch
+from lab.validation import is_integer
+
 __all__ = ["GoodputChart"]
 
 _VIEWS = ("tokens/s", "× N = 0")
@@ -24,8 +27,11 @@ class GoodputChart(w.VBox):
     ``rows`` with ``batch``, ``n_draft``, ``goodput``, ``vs_autoregressive``; ``crossover``; ``schedule``;
     ``settings``). ``view``: ``"tokens/s"`` (default) or ``"× N = 0"`` (needs N = 0 among the rows).
 
-    Raises ``ValueError`` for a result without rows or with rows missing those keys, and for an unknown view or a
-    ratio view without an N = 0 row."""
+    The crossover and the readout come from the rows (:func:`lab.goodput.best_n_per_batch`), not from
+    ``result["crossover"]``: only batch sizes where a finite N = 0 goodput ran beside an N > 0 are compared.
+
+    Raises ``ValueError`` for a result without rows, with rows missing those keys or with a non-integer batch or
+    N, and for an unknown view or a ratio view without an N = 0 row."""
 
     def __init__(self, result: dict, view: str = "tokens/s"):
         rows = result.get("rows") if isinstance(result, dict) else None
@@ -33,7 +39,13 @@ class GoodputChart(w.VBox):
         if not rows or not all(isinstance(r, dict) and needed <= set(r) for r in rows):
             raise ValueError("result must be lab.goodput.measure_goodput's dict, with rows holding batch, n_draft and "
                              "goodput")
+        bad = next((r for r in rows for key in ("batch", "n_draft") if not is_integer(r[key])), None)
+        if bad is not None:
+            raise ValueError(f"result's rows must hold integer batch and n_draft, got {bad!r}")
         self.result = result
+        # the crossover is read from the rows themselves: only where N = 0 ran beside an N > 0, finite values only
+        self.best = best_n_per_batch(rows)
+        self.crossover = crossover_batch(self.best)
         self.batches = sorted({int(r["batch"]) for r in rows})
         self.n_values = sorted({int(r["n_draft"]) for r in rows})
         self._cells = {(int(r["batch"]), int(r["n_draft"])): r for r in rows}
@@ -87,7 +99,7 @@ class GoodputChart(w.VBox):
     def _refresh(self) -> None:
         series = self.series()
         ratio = self.view == _VIEWS[1]
-        crossover = self.result.get("crossover")
+        crossover = self.crossover
         with self.figure.batch_update():
             for trace, n in zip(self.figure.data, self.n_values):
                 trace.x, trace.y = self.batches, series[n]
@@ -100,8 +112,12 @@ class GoodputChart(w.VBox):
             else:
                 marker.x, marker.y = [crossover, crossover], [0, max(drawn) * 1.05]
         s = self.result.get("settings", {})
-        where = (f"speculation stops paying at batch size {crossover}" if crossover is not None else
-                 f"speculation still paid at batch size {self.batches[-1]}, the largest measured")
+        if crossover is not None:
+            where = f"speculation stops paying at batch size {crossover}"
+        elif self.best:
+            where = f"speculation still paid at batch size {max(self.best)}, the largest compared with N = 0"
+        else:
+            where = "no batch size has a finite N = 0 goodput beside an N > 0: nothing to compare"
         schedule = self.result.get("schedule")
         setting = "" if schedule is None else ("<br>best N per batch size, as vLLM's setting: <code>"
                                                + json.dumps({"num_speculative_tokens_per_batch_size": schedule})

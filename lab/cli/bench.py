@@ -370,9 +370,10 @@ def _run_batch(args) -> int:
         raise OptionError("--prompts", f"must be at most {len(prompts)} (the prompts bundled), got {args.prompts}")
     prompts = prompts[: args.prompts or len(prompts)]
     max_new_tokens = args.max_new_tokens or BATCH_MAX_NEW_TOKENS
-    if 0 not in args.batch_n:
+    if 0 not in args.batch_n or not any(args.batch_n):
         raise OptionError("--batch-n", "must include 0 (autoregressive decoding), the baseline every goodput is "
-                          f"compared with and the crossover is found against; got {','.join(map(str, args.batch_n))}")
+                          "compared with and the crossover is found against, and an N > 0 to compare with it; got "
+                          f"{','.join(map(str, args.batch_n))}")
     if args.batch_drafter in OWN_DRAFT and len({n for n in args.batch_n if n}) > 1:
         raise OptionError("--batch-n", f"{args.batch_drafter} sets its own draft "
                           f"({own_draft_reason(args.batch_drafter)}), so give 0 and one N > 0; several N would time "
@@ -383,6 +384,9 @@ def _run_batch(args) -> int:
     if max(args.batch_sizes) > most:
         raise OptionError("--batch-sizes", f"must each be at most {most} on this machine (larger batches run out of "
                           f"memory or take minutes on a CPU), got {max(args.batch_sizes)}")
+    if args.batch_requests is not None and args.batch_requests < max(args.batch_sizes):
+        raise OptionError("--batch-requests", f"must be at least the largest --batch-sizes, {max(args.batch_sizes)} "
+                          f"(a smaller queue never fills that batch), got {args.batch_requests}")
     if args.batch_requests is not None and args.batch_requests > 8 * most:
         raise OptionError("--batch-requests", f"must be at most {8 * most} on this machine (8 x the largest batch "
                           f"size it allows), got {args.batch_requests}")

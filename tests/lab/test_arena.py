@@ -482,3 +482,16 @@ def test_a_drafter_not_trained_for_the_pair_is_shown_unavailable(pair):
     with pytest.raises(ValueError, match="drafters: none of"):
         run_arena(other, tasks=("prose",), temperatures=(0.0,), drafters=("parallel",), max_new_tokens=4,
                   prompts_per_task=1, progress=False)
+
+
+def test_a_cell_with_no_decode_step_is_named_not_a_division_by_zero():
+    """A chat target can end every answer at its first token (the prefill's): no step is left to time, and the
+    arena says so instead of raising ZeroDivisionError."""
+    from lab.arena import _baseline_row, _cell_row
+
+    none = {"steps": 0, "draft_ms": 0.0, "verify_ms": 0.0}
+    some = dict(none, steps=3)
+    with pytest.raises(ValueError, match=r"autoregressive at T = 0: no decode step was run .*raise max_new_tokens"):
+        _baseline_row(none, 0.0)
+    with pytest.raises(ValueError, match=r"ngram at T = 1: no decode step was run"):
+        _cell_row("ngram", none, some, None, 1.0, None)

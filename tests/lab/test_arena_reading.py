@@ -150,20 +150,59 @@ def test_factors_group_drafters_by_their_largest_loss():
 
 
 @pytest.mark.parametrize("adaptive_speed, where", [
-    (1.30, "1.30×, above every fixed N."), (1.21, f"1.21×, level with the best fixed N (within {LEVEL:.0%})."),
-    (1.10, "1.10×, between the fixed settings, 0.10× below the best."), (0.80, "0.80×, below every fixed N.")])
+    (1.30, "1.30×, above every fixed N."), (1.21, f"1.21×, level with the fastest fixed N (within {LEVEL:.0%})."),
+    (1.10, "1.10×, between the fixed settings, 0.10× below the fastest."), (0.80, "0.80×, below every fixed N."),
+    (0.88, "0.88×, level with the slowest fixed N (N = 4), 0.32× below the fastest.")])
 def test_adaptive_places_the_rule_among_the_fixed_n(adaptive_speed, where):
     adaptive = {"settings": {"task": "chat"}, "rows": [
         _row("chat", 0.0, "model", n=1, calls=1.3, speed=1.2, alpha=0.3, c=0.06),
         _row("chat", 0.0, "model", n=4, calls=1.5, speed=0.9, alpha=0.3, c=0.06),
         _row("chat", 0.0, "adaptive", n=4, calls=1.4, speed=adaptive_speed)]}
     text = read_adaptive(adaptive)
-    assert text.startswith("Tokens per target call by N: 1: 1.30, 4: 1.50; speedup 0.90–1.20×, best at N = 1 "
-                           "(1.20×). The formula's best N for α = 0.30, c = 0.060 (the N = 4 row): 2, not the "
-                           "measured best.")
+    assert text.startswith("Tokens per target call by N: 1: 1.30, 4: 1.50; speedup 0.90–1.20×, fastest at N = 1 "
+                           "(1.20×). The formula's best of these N for α = 0.30, c = 0.060 (the N = 4 row): 1, "
+                           "agreeing.")
     assert text.endswith("The adaptive rule: " + where)
     with pytest.raises(ValueError, match="fixed-N"):
         read_adaptive({"rows": []})
+
+
+def test_adaptive_names_the_n_level_with_the_fastest_and_only_measured_n():
+    """Speeds within LEVEL of the fastest are a tie, not a win over them; and the formula's best is taken among the
+    N that ran (for α = 0.85, c = 0.02 its best over 1..16 is 14, which was never measured)."""
+    rows = [_row("chat", 0.0, "model", n=n, calls=1.2, speed=speed, alpha=0.32, c=0.09)
+            for n, speed in ((1, 0.984), (4, 0.999), (8, 0.90))]
+    text = read_adaptive({"settings": {}, "rows": rows})
+    assert "fastest at N = 4 (1.00×; N = 1 level with it, within 3%)." in text
+    assert "(the N = 4 row): 1, level with the fastest." in text
+    for r in rows:
+        r["alpha"], r["cost_ratio"] = 0.85, 0.02
+    assert "(the N = 4 row): 8, not the fastest or level with it." in read_adaptive({"settings": {}, "rows": rows})
+
+
+def test_a_row_that_lost_nothing_is_not_called_a_loss():
+    run = _run()
+    run["rows"].append(_row("copy_edit", 0.0, "suffix", calls=3.0, speed=2.5, factors={"drafting": 1.02}))
+    text = read_factors(run, "copy_edit")
+    assert "suffix (× 1.00)" not in text and "Suffix decoding lost nothing: every factor at least 1.00." in text
+    assert "Over the whole run, 2 of 12 rows lose most" in text  # the 13th row lost nothing
+
+
+def test_temperature_says_on_how_many_kinds_a_drafter_was_averaged():
+    run = _run()
+    for r in run["rows"]:
+        if r["drafter"] == "ngram" and r["task"] == "code":
+            r["alpha"] = None
+    text = read_temperature(run)
+    assert text.startswith("- **From T = 0 to T = 1**, α averaged over the kinds each drafter has α at both "
+                           "temperatures on (2 unless said): prompt lookup 0.80 → 0.50 (1 kind),")
+
+
+def test_the_retimed_draft_model_is_on_the_same_requests_only_when_it_was():
+    run = copy.deepcopy(committed_arena("smollm2-135m"))
+    assert "timed the draft model again at N = 4 on the same requests" in read_baselines(run["arena"], run["adaptive"])
+    run["adaptive"]["settings"]["max_new_tokens"] = 128
+    assert "on its own requests (2 × 128 tokens)" in read_baselines(run["arena"], run["adaptive"])
 
 
 def test_the_committed_run_reads_whole():

@@ -74,3 +74,35 @@ def test_the_pairs_card_quotes_the_committed_run():
     assert f"grows {last / first:.1f}-fold from batch 1 to 16 ({first:.1f} to {last:.1f} tokens/s)" in card
     assert f"acceptance rate {rows[(1, 2)]['acceptance_rate']:.2f} at N = 2" in card
     assert f"on {run['date'].split()[0]} ({run['date'].split()[1].replace('-', '–')} UTC)" in card
+
+
+def test_the_best_n_is_taken_only_where_n_0_ran_beside_it():
+    """A batch size without a finite N = 0 goodput has no best N (it was compared with nothing), and NaN never
+    wins: the schedule and crossover then speak only for batch sizes that were compared."""
+    rows = [{"batch": 1, "n_draft": 0, "goodput": 10.0}, {"batch": 1, "n_draft": 2, "goodput": 15.0},
+            {"batch": 2, "n_draft": 0, "goodput": float("nan")}, {"batch": 2, "n_draft": 2, "goodput": 15.0},
+            {"batch": 8, "n_draft": 2, "goodput": 9.0}]
+    assert best_n_per_batch(rows) == {1: 2}
+    assert crossover_batch(best_n_per_batch(rows)) is None
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_values": [0]}, r"n_values must hold 0 .* and at least one N > 0"),
+    ({"n_values": [2, 4]}, r"n_values must hold 0"),
+    ({"batch_sizes": 4}, r"batch_sizes must be a list of integers, got int 4"),
+    ({"batch_sizes": [2, 16], "requests": 2}, r"requests must be an integer >= 16 \(the largest batch size\), "
+                                              r"got 2")])
+def test_goodput_refuses_what_it_could_not_compare(pair, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        measure_goodput(pair, [pair.encode("ROMEO:")], **kwargs)
+    with pytest.raises(ValueError, match="encoded must hold at least one prompt"):
+        measure_goodput(pair, [])
+
+
+def test_tokens_per_target_call_leaves_out_the_prefills_first_tokens(pair):
+    """Autoregressive decoding commits one token per row per forward; counting each request's first token (the
+    prefill's) gave 1.33 here."""
+    result = measure_goodput(pair, [pair.encode("ROMEO:"), pair.encode("JULIET:")], batch_sizes=[1, 2],
+                             n_values=[0, 2], max_new_tokens=4, requests=2)
+    assert all(r["tokens_per_target_call"] == 1.0 for r in result["rows"] if r["n_draft"] == 0)
+    assert all(r["tokens_per_target_call"] >= 1.0 for r in result["rows"])

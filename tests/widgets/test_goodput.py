@@ -62,3 +62,20 @@ def test_no_crossover_and_bad_input():
     no_base = {"rows": [r for r in data["rows"] if r["n_draft"] > 0]}
     with pytest.raises(ValueError, match="needs N = 0"):
         GoodputChart(no_base, view="× N = 0")
+
+
+def test_the_readout_claims_only_what_the_rows_compare():
+    """The crossover comes from the rows, not the result's own key: a NaN N = 0 does not lose to N = 2, a batch size
+    with no N = 0 row is not a win for speculation, and a row with a non-integer batch is named."""
+    data = result()
+    data["crossover"] = None  # a stale or hand-made key is not trusted
+    assert "stops paying at batch size 4" in GoodputChart(data).readout.value
+    nan = result()
+    for r in nan["rows"]:
+        if r["batch"] == 4 and r["n_draft"] == 0:
+            r["goodput"] = float("nan")
+    assert "still paid at batch size 2, the largest compared with N = 0" in GoodputChart(nan).readout.value
+    speculative_only = {"rows": [r for r in result()["rows"] if r["n_draft"] > 0]}
+    assert "nothing to compare" in GoodputChart(speculative_only).readout.value
+    with pytest.raises(ValueError, match="integer batch and n_draft"):
+        GoodputChart({"rows": [{"batch": "x", "n_draft": 0, "goodput": 1.0}]})

@@ -117,7 +117,7 @@ def test_bench_batch_task_takes_one_kind_of_request(monkeypatch, capsys):
     monkeypatch.setattr("lab.cli.bench.context_problem", lambda *args: None, raising=False)
     monkeypatch.setattr("lab.prompts.context_problem", lambda *args: None)
     monkeypatch.setattr("lab.prompts.encode_prompts", lambda pair, prompts: [list(p) for p in prompts])
-    assert cli.main(["bench", "--batch", "--batch-task", "copy_edit", "--json", "--batch-n", "0"]) == 0
+    assert cli.main(["bench", "--batch", "--batch-task", "copy_edit", "--json", "--batch-n", "0,2"]) == 0
     assert seen["encoded"] == [list(p) for p in chat_prompts("copy_edit")]
     assert json.loads(capsys.readouterr().out)["settings"]["task"] == "copy_edit"
     line = error_line(run_bad(["bench", "--batch", "--batch-task", "poems"], capsys))
@@ -126,6 +126,9 @@ def test_bench_batch_task_takes_one_kind_of_request(monkeypatch, capsys):
 
 @pytest.mark.parametrize("args,words", [
     (["--batch-n", "2,4"], "--batch-n: must include 0 (autoregressive decoding)"),
+    (["--batch-n", "0"], "and an N > 0 to compare with it; got 0"),
+    (["--batch-sizes", "1,4", "--batch-requests", "2"], "--batch-requests: must be at least the largest --batch-sizes, "
+                                                        "4 (a smaller queue never fills that batch), got 2"),
     (["--batch-drafter", "medusa", "--batch-n", "0,2,4"], "--batch-n: medusa sets its own draft (its tree of"),
     # a batch the machine cannot hold is refused before anything loads (100,000 rows were killed for memory)
     (["--batch-sizes", "4,100000"], "--batch-sizes: must each be at most 256 on this machine"
