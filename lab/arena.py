@@ -203,6 +203,10 @@ def _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_tas
         raise ValueError(f"temperatures must be a non-empty sequence of numbers >= 0, got {temperatures!r}")
     for t in temperatures:  # a NumPy array works too (len, not truth: an array's truth value is ambiguous)
         _check_temperature("temperatures", t)
+    for name, values in (("tasks", list(tasks)), ("drafters", list(drafters)),
+                         ("temperatures", [float(t) for t in temperatures])):
+        if len(set(values)) < len(values):  # a repeat would run and print the same cell twice
+            raise ValueError(f"{name} must not repeat an entry, got {values!r}")
 
 
 def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 64,
@@ -507,8 +511,9 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
     _check_decodes(max_new_tokens)
     _check_temperature("temperature", temperature)
     check_int("seed", seed, 0)
-    if isinstance(n_values, (str, Integral)) or not n_values or any(not is_integer(n) or n < 1 for n in n_values):
-        raise ValueError(f"n_values must be a non-empty sequence of integers >= 1, got {n_values!r}")
+    if isinstance(n_values, (str, Integral)) or not hasattr(n_values, "__len__") or len(n_values) == 0 \
+            or any(not is_integer(n) or n < 1 for n in n_values) or len(set(map(int, n_values))) < len(n_values):
+        raise ValueError(f"n_values must be a non-empty sequence of distinct integers >= 1, got {n_values!r}")
     n_values = [int(n) for n in n_values]
     start_n = int(start_n)
     max_n_draft = check_int("max_n_draft", max_n_draft, start_n)

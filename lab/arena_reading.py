@@ -284,7 +284,7 @@ def _against(result, kind, other, what, temperature):
         lower = sum(_r(a["alpha"]) < _r(b["alpha"]) for a, b in every)
         text += f" Over all {len(every)} cells (every temperature) its α is higher in {higher} and lower in {lower}."
     more = sum(_r(_calls(a)) > _r(_calls(b)) for _, a, b in pairs)
-    text += (f" Tokens per target call: more on {more} of {len(pairs)} kinds ("
+    text += (f" Tokens per target call: more on {more} of {len(pairs)} kind{'s' if len(pairs) != 1 else ''} ("
              + "; ".join(f"{_task(t)} {_x(_calls(a))} against {_x(_calls(b))}" for t, a, b in pairs) + ").")
     verdict = {}
     for t, a, b in pairs:
@@ -336,7 +336,7 @@ def read_methods(result: dict, temperature: float | None = None) -> str:
                      for c in cells)
         cold = [r for r in medusa if r["temperature"] == temperature] or medusa
         text = (f"- **Medusa**: efficiency {_span(r['efficiency'] for r in medusa)}, the lowest of its cell in "
-                f"{lowest} of {len(cells)} cells; its tree's target call cost "
+                f"{lowest} of {len(cells)} cell{'s' if len(cells) != 1 else ''}; its tree's target call cost "
                 f"{_span(r['target_call_cost'] for r in cold)} one-token steps at T = {cold[0]['temperature']:g}")
         model = [r for r in _drafter_rows(result, temperature=cold[0]["temperature"]) if r["drafter"] == "model"]
         if model:
@@ -483,9 +483,9 @@ def read_arena(run: dict) -> str:
 
     ``run``: :func:`lab.arena.run_arena`'s result, or ``{"arena": ..., "adaptive": ...}`` as
     :func:`lab.arena.committed_arena` returns it. Raises ``ValueError`` for anything else."""
-    if "rows" in run and "settings" in run:
+    if isinstance(run, dict) and "rows" in run and "settings" in run:
         result, adaptive = run, None
-    elif isinstance(run.get("arena"), dict):
+    elif isinstance(run, dict) and isinstance(run.get("arena"), dict):
         result, adaptive = run["arena"], run.get("adaptive")
     else:
         raise ValueError("run must be run_arena(...)'s result or committed_arena(...)'s dict")

@@ -166,12 +166,18 @@ def test_arena_rejects_bad_arguments(pair):
         run_arena(pair, seed="x", progress=False)
     with pytest.raises(ValueError, match="temperatures"):
         run_arena(pair, temperatures=0.0, progress=False)
+    # a repeated entry would run and print the same cells twice
+    for kwargs, name in (({"tasks": ("prose", "prose")}, "tasks"), ({"drafters": ("ngram", "ngram")}, "drafters"),
+                         ({"temperatures": (0.0, 0)}, "temperatures")):
+        with pytest.raises(ValueError, match=rf"{name} must not repeat an entry"):
+            run_arena(pair, progress=False, **kwargs)
     # compare_adaptive names its own arguments
     for kwargs, name in (({"start_n": 0}, "start_n"), ({"temperature": -1.0}, "temperature must"),
                          ({"task": "poem"}, "task must"), ({"prompts": 0}, "prompts must"),
                          ({"prompts": 99}, "prompts must be at most"), ({"seed": 1.5}, "seed"),
                          ({"n_values": (0,)}, "n_values"), ({"n_values": 3}, "n_values"),
-                         ({"max_n_draft": 2}, "max_n_draft"), ({"max_n_draft": 4.0}, "max_n_draft")):
+                         ({"max_n_draft": 2}, "max_n_draft"), ({"max_n_draft": 4.0}, "max_n_draft"),
+                         ({"n_values": (2, 2)}, "distinct integers"), ({"n_values": np.array([])}, "n_values")):
         with pytest.raises(ValueError, match=name):
             compare_adaptive(pair, progress=False, **kwargs)
 

@@ -279,3 +279,14 @@ def test_flags_near_one_print_their_side_of_one():
     row["decode_efficiency"] = 1.004
     assert "a decode-only efficiency above 1 in the draft model on code at T = 0 (1.004)" in read_baselines(run)
 
+
+
+def test_one_kind_is_singular_and_a_bad_run_is_named():
+    rows = [r for r in _run()["rows"] if r["task"] == "code"]
+    rows += [dict(r, drafter="eagle3", label="eagle3", alpha=r["alpha"] + 0.05) for r in rows
+             if r["drafter"] == "eagle"]
+    text = read_methods({"rows": rows, "settings": {}})
+    assert "Tokens per target call: more on 0 of 1 kind (code 2.40 against 2.40)" in text
+    for bad in ([], "arena.json", None):
+        with pytest.raises(ValueError, match="run must be run_arena"):
+            read_arena(bad)
