@@ -310,8 +310,9 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
     Raises ``ValueError`` naming the argument for an unknown task (naming the pair's tasks) or drafter, a bad
     temperature (negative, infinite, NaN or a bool; NumPy floats are fine), a count < 1, a seed that is not an
     integer >= 0, ``prompts_per_task`` larger than a task has prompts, ``max_new_tokens`` < 2 (the first new token
-    comes from the prefill: no decode step to measure) or ``max_new_tokens`` that with the longest prompt exceeds
-    the target's context.
+    comes from the prefill: no decode step to measure), ``max_new_tokens`` that with the longest prompt exceeds
+    the target's context, a task, drafter or temperature given twice, and a cell where every answer ended at its
+    first token (no decode step to time).
     """
     tasks = default_tasks(pair) if tasks is None else tasks
     _check_arena_args(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, repeats, drafters,

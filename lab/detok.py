@@ -18,9 +18,11 @@ from lab.validation import is_integer
 
 __all__ = ["Detokenizer", "CONTROL_PICTURES", "show_controls"]
 
-CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)} | {127: "\u2421"}
-"""``str.translate`` table: each control character but tab and newline to its Unicode control picture (U+2400 +
-its code; DEL to U+2421)."""
+CONTROL_PICTURES = ({code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)} | {127: "\u2421"}
+                    | {code: "\ufffd" for code in range(0x80, 0xa0)})
+"""``str.translate`` table: each C0 control character but tab and newline to its Unicode control picture (U+2400 +
+its code; DEL to U+2421), and the C1 controls U+0080–U+009F (which have no pictures; U+009B starts a terminal
+escape like ESC [) to U+FFFD."""
 
 
 def show_controls(text: str) -> str:

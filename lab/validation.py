@@ -65,7 +65,7 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
         what = (f"a mapping with keys {list(ids)[:3]!r}" + ("; a tokenizer's output holds the ids in ['input_ids']"
                                                              if "input_ids" in ids else "")
                 if isinstance(ids, Mapping) else f"a {type(ids).__name__} (no order, no repeats)")
-        raise TypeError(f"{name} must be a sequence of token ids, got {what}")
+        raise TypeError(f"{name} must be a sequence of token ids, got {what}{hint}")
     if _is_ndarray(ids):  # a NumPy array is read like a tensor of its shape: [1, L] is one row, not one item
         if ids.dtype.kind not in "iuO":  # object arrays: their items are judged one by one below
             raise TypeError(f"{name} must be integer token ids, got a NumPy array of dtype {ids.dtype}{hint}")

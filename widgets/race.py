@@ -487,7 +487,7 @@ class RaceDashboard(w.VBox):
             if rows:
                 row, date = rows[0], str(run.get("date", ""))[:10]
                 return ({"alpha": round(float(row["alpha"]), 2), "cost_ratio": round(float(row["cost_ratio"]), 2)},
-                        f"the draft model's \u03b1 and c on chat requests in the committed arena run"
+                        "the draft model's \u03b1 and c on chat requests in the committed arena run"
                         + (f" of {date}" if date else ""))
         return {}, "example values: no measured \u03b1 and c for this pair"
 

@@ -107,7 +107,9 @@ class SuffixCorpus:
     """Finished outputs for cross-request matching, oldest dropped first once they hold more than ``capacity``
     tokens (vLLM 0.34's ``suffix_decoding_corpus_tokens``, default 2**20, counting one separator per output);
     ``capacity`` = 0 keeps nothing. An output longer than the capacity keeps its newest ``capacity - 1`` tokens, as
-    vLLM's ring does. Raises ``ValueError`` for a negative ``capacity``."""
+    vLLM's ring does. The lookup index costs memory: about 0.8 KB per stored token in CPython (some 0.8 GB at the
+    default capacity; the course's corpora hold a few thousand tokens), where vLLM's fixed-size hash table is
+    bounded. Raises ``ValueError`` for a negative ``capacity``."""
 
     def __init__(self, capacity: int = 1 << 20):
         self.capacity = check_int("capacity", capacity, 0)

@@ -216,17 +216,23 @@ def split_by_request(sequences: list[dict], seed: int, held_out_share: float) ->
     requests repeat (1,920 drawn, 1,275 distinct) and greedy answers to a repeated request are the same text, so a
     split by sequence would hold out answers the draft trains on. The distinct requests are shuffled with ``seed``
     and taken in turn until at least ``max(8, held_out_share × len(sequences))`` sequences are held out (a share of 0
-    holds out 8); the rest train, in the shuffled order. Raises ``ValueError`` for ``held_out_share`` outside
-    [0, 1) or when holding out leaves nothing to train on."""
-    if isinstance(held_out_share, bool) or not isinstance(held_out_share, (int, float)) \
-            or not 0 <= held_out_share < 1:
+    holds out at least 8); the rest train, in the shuffled order. Drafts trained before 2026-12-05 were split by
+    sequence, so about 97 % of this split's held-out sequences were their training data: a run that starts from one
+    of them (``chat-parallel`` from the draft model, an ``--init`` continuation) or compares with one (the EAGLE-3
+    card's EAGLE column) measures it on its own training data until it is retrained on this split. Raises
+    ``ValueError`` for ``held_out_share`` outside [0, 1) (``TypeError`` for a non-number) or when holding out leaves
+    nothing to train on."""
+    from lab.validation import check_number
+
+    share = check_number("held_out_share", held_out_share, "[0, 1)")
+    if not 0 <= share < 1:
         raise ValueError(f"held_out_share must be a number in [0, 1), got {held_out_share!r}")
     groups: dict = {}
     for index, sequence in enumerate(sequences):
         groups.setdefault(tuple(sequence["ids"][:sequence["answer_start"]].tolist()), []).append(index)
     requests = list(groups.values())
     random.Random(seed).shuffle(requests)
-    wanted, held, train = max(8, int(len(sequences) * held_out_share)), [], []
+    wanted, held, train = max(8, int(len(sequences) * share)), [], []
     for members in requests:
         (held if len(held) < wanted else train).extend(members)
     if not train:
@@ -236,12 +242,16 @@ def split_by_request(sequences: list[dict], seed: int, held_out_share: float) ->
 
 
 def data_digest(sequences: list[dict]) -> str:
-    """A fingerprint (12 hex digits) of ``sequences`` (:func:`load_chat_data`'s dicts) in their order: ids and answer
-    starts, so that data rebuilt with the same counts but other answers, or another order, gets another."""
+    """A fingerprint (12 hex digits) of ``sequences`` (:func:`load_chat_data`'s dicts) in their order: ids, answer
+    starts and the target's top-k ids and log-probabilities (what the drafts distil from, where present), so that
+    data rebuilt with the same counts but other answers or other scores, or in another order, gets another."""
     digest = hashlib.sha1()
     for sequence in sequences:
         digest.update(f"{sequence['answer_start']}:{len(sequence['ids'])};".encode())
         digest.update(sequence["ids"].to(torch.int64).numpy().tobytes())
+        for key in ("topk_ids", "topk_logprobs"):
+            if key in sequence:
+                digest.update(sequence[key].contiguous().numpy().tobytes())
     return digest.hexdigest()[:12]
 
 

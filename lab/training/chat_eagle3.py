@@ -165,8 +165,8 @@ def _eagle_reference(pair, held: list[dict], held_last: list[torch.Tensor], max_
     agreement = chat_eagle_agreement(eagle, held, held_last, max_len, pair.eos_token_id)
     log(f"chat EAGLE-3: the committed EAGLE draft on the same held-out sequences: {agreement}")
     return {"agreement": agreement, "note": "the committed EAGLE draft (lab/assets/smollm2-135m/eagle) scored on "
-            "these held-out sequences; it was trained on the chat data as it was when it was built, which may "
-            "include some of them"}
+            "these held-out sequences; unless it was retrained on the split by request, it was split by sequence "
+            "and trained on most of them (lab.training.chat_data.split_by_request)"}
 
 
 def train_chat_eagle3(pair, recipe: ChatEagle3Recipe | None = None, out_dir: Path | None = None,

@@ -16,8 +16,9 @@ with PARD's conditional drop thinning the mask copies. What differs here:
   and is scored only where token p + 1 is an answer token, with the draft model's loss
   (:func:`lab.training.chat_draft.soft_cross_entropy`: cross-entropy against the renormalised top-k).
 - **The split** takes the draft model's seed and share. The agreement before training (position 1: the
-  autoregressive draft's own) and after are measured on the same held-out sequences; if the chat data was rebuilt
-  after the draft model was trained, it may have trained on some of them.
+  autoregressive draft's own) and after are measured on the same held-out sequences; the committed draft model was
+  split by sequence, not by request (:func:`lab.training.chat_data.split_by_request`), so until it is retrained it
+  trained on most of these held-out sequences, and the "before" agreement is flattered.
 """
 from __future__ import annotations
 

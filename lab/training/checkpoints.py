@@ -78,6 +78,17 @@ def resume_training_state(folder: Path, model, opt, plan: dict, log=None
     if found is None:
         return [], [], 0, 0.0
     progress = json.loads((found / "progress.json").read_text())
+    if found != folder and progress.get("plan") == plan:
+        # a kill left it beside the folder: move it in, so that the next save (which clears .partial first)
+        # cannot lose it
+        old = _beside(folder, ".old")
+        if found.name.endswith(".partial"):
+            shutil.rmtree(old, ignore_errors=True)
+            if folder.exists():
+                folder.rename(old)
+        found.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+        found = folder
     if progress.get("plan") != plan:
         if log is not None:
             log(f"{found} was saved by a run with other settings or data: starting from step 0 (the next "

@@ -359,3 +359,4 @@ def test_show_controls_keeps_newlines_and_tabs():
     from lab.detok import show_controls
 
     assert show_controls("a\tb\nc\x00\x07\x1b\x7f") == "a\tb\nc\u2400\u2407\u241b\u2421"
+    assert show_controls("\x9b31mred\x85") == "\ufffd31mred\ufffd"  # C1: CSI would start an escape too

@@ -87,6 +87,9 @@ def test_the_split_keeps_every_answer_to_a_request_on_one_side():
         assert 10 <= len(held) <= 12  # requests are taken whole until 10 % of the sequences are held out
         assert (held, train) == split_by_request(sequences, seed, 0.1)  # the same split every time
     assert len(split_by_request(sequences, 0, 0.0)[0]) >= 8  # a share of 0 still holds out 8
+    import numpy as np
+
+    assert split_by_request(sequences, 1, np.float32(0.1)) == split_by_request(sequences, 1, 0.1)
     with pytest.raises(ValueError, match=r"held_out_share must be a number in \[0, 1\), got 1"):
         split_by_request(sequences, 0, 1)
     with pytest.raises(ValueError, match="leaves none to train on"):
@@ -101,6 +104,9 @@ def test_the_data_fingerprint_names_the_answers_and_their_order():
     assert data_digest(data) != data_digest(data[::-1])  # another order: another split and batches
     assert data_digest(data) != data_digest([_asked([1, 2], [3, 4]), _asked([1, 2], [3, 6])])  # same counts
     assert data_digest(data) != data_digest([_asked([1], [2, 3, 4]), _asked([1, 2], [3, 5])])  # prompt vs answer
+    rescored = [_asked([1, 2], [3, 4]), _asked([1, 2], [3, 5])]
+    rescored[1]["topk_ids"] = rescored[1]["topk_ids"] + 1  # the same answers, other top-k scores
+    assert data_digest(data) != data_digest(rescored)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -76,27 +76,28 @@ def _resumed(folder, plan=None, log=None):
 
 def test_a_kill_during_a_save_leaves_a_checkpoint_to_resume(tmp_path):
     """A save writes ``<folder>.partial``, moves the old checkpoint to ``<folder>.old``, moves the new one in, then
-    deletes the old: killed between the moves, the run resumes from the newest complete checkpoint left, and a
-    partial save (no progress.json yet) is never read."""
+    deletes the old: killed between the moves, the run resumes from the newest complete checkpoint left (moved back
+    into place), and a partial save (no progress.json yet) is never read."""
     from lab.training.checkpoints import discard_training_state
 
     folder = tmp_path / "ckpt"
-    first = _saved_state(folder, 100)
+    _saved_state(folder, 100)
     assert _resumed(folder)[0] == 100
     second = _saved_state(folder, 200, seed=3)  # a second save replaces the first, leaving nothing beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
-    assert _resumed(folder)[0] == 200
     folder.rename(tmp_path / "ckpt.old")  # killed after moving the old one aside
     step, weights = _resumed(folder)
     assert step == 200 and all(torch.equal(weights[k], second[k]) for k in weights)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # moved back in
     _saved_state(tmp_path / "staging", 300)
-    (tmp_path / "staging").rename(tmp_path / "ckpt.partial")  # ... with the new one complete beside it
+    (tmp_path / "staging").rename(tmp_path / "ckpt.partial")  # complete beside the folder: the newest
+    assert _resumed(folder)[0] == 300 and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    _saved_state(tmp_path / "staging", 400)
+    (tmp_path / "staging" / "progress.json").unlink()  # killed while writing it
+    (tmp_path / "staging").rename(tmp_path / "ckpt.partial")
     assert _resumed(folder)[0] == 300
-    (tmp_path / "ckpt.partial" / "progress.json").unlink()  # killed while writing the new one
-    assert _resumed(folder)[0] == 200
     discard_training_state(folder)
     assert list(tmp_path.iterdir()) == []
-    assert first.keys() == second.keys()
 
 
 def test_a_checkpoint_of_another_plan_is_set_aside_with_a_word(tmp_path):
@@ -104,3 +105,30 @@ def test_a_checkpoint_of_another_plan_is_set_aside_with_a_word(tmp_path):
     _saved_state(tmp_path / "ckpt", 100)
     assert _resumed(tmp_path / "ckpt", {"recipe": 2}, lines.append)[0] == 0
     assert len(lines) == 1 and "other settings or data: starting from step 0" in lines[0]
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 3])
+def test_a_save_killed_at_any_rename_resumes_from_the_newest_whole_checkpoint(tmp_path, monkeypatch, kill_at):
+    """The save is killed at each of its renames (progress.json into place, the old folder aside, the new one in):
+    a resume finds step 100 or step 200, never nothing, and after resuming the next save cannot lose it."""
+    from pathlib import Path
+
+    folder = tmp_path / "ckpt"
+    _saved_state(folder, 100)
+    rename, calls = Path.rename, []
+
+    def killed(self, target):
+        calls.append(self)
+        if len(calls) == kill_at:
+            raise KeyboardInterrupt
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _saved_state(folder, 200, seed=3)
+    monkeypatch.setattr(Path, "rename", rename)
+    step = _resumed(folder)[0]
+    assert step == (100 if kill_at == 1 else 200)  # from the 2nd rename on, the new checkpoint is whole
+    assert (folder / "progress.json").exists()  # and in place: the next save starts by clearing .partial
+    _saved_state(folder, 300)
+    assert _resumed(folder)[0] == 300 and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
