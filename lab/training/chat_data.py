@@ -23,9 +23,8 @@ from lab.assets import cache_dir
 from lab.training.chat_prompts import training_prompts
 from lab.validation import check_int
 
-__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data", "check_recipe", "split_by_request",
-           "data_digest",
-           "resume_chat_run"]
+__all__ = ["TOP_K", "SOURCES", "chat_data_dir", "build_chat_data", "load_chat_data", "check_recipe",
+           "split_by_request", "data_digest", "resume_chat_run"]
 
 TOP_K = 8
 """How many of the target's most likely next tokens each answer position keeps (ids and log-probabilities)."""

@@ -63,7 +63,7 @@ from pathlib import Path
 import torch
 
 from lab.assets import SMOLLM2_DIR, cache_dir
-from lab.training.chat_data import resume_chat_run
+from lab.training.chat_data import check_recipe, resume_chat_run
 from lab.training.chat_eagle import (chat_eagle_agreement, continued_from, draft_vocab_coverage, eagle_batch,
                                      feature_data)
 from lab.training.checkpoints import discard_training_state, save_training_state
@@ -179,20 +179,19 @@ def train_chat_eagle3(pair, recipe: ChatEagle3Recipe | None = None, out_dir: Pat
     (:func:`chat_eagle3_agreement`), the committed EAGLE draft's on the same sequences, history, minutes, torch,
     threads). Returns ``out_dir``.
 
-    Every ``recipe.checkpoint_every`` steps a checkpoint goes to ``<chat data>/eagle3-checkpoint/``; a run that finds
-    one made with the same recipe and data resumes from it, and a finished run deletes it. Progress is logged every
-    25 steps with minutes so far and the projected total. Raises ``ValueError`` naming the setting for ``steps``,
-    ``batch``, ``depth``, ``draft_vocab``, ``max_len`` or ``checkpoint_every`` below 1 or ``held_out_share`` outside
-    [0, 1), as :func:`lab.training.chat_eagle.chat_features` does for bad ``hidden_layers``, and
-    ``FileNotFoundError`` when the chat data has not been built. Source: Li et al. 2025, "EAGLE-3", §3."""
+    Every ``recipe.checkpoint_every`` steps a checkpoint goes to ``<chat data>/eagle3-checkpoint/``; a run that
+    finds one made with the same recipe and data resumes from it, and a finished run deletes it. Progress is logged
+    every 25 steps with minutes so far and the projected total. Raises ``ValueError`` naming the setting for
+    ``steps``, ``batch``, ``depth``, ``draft_vocab``, ``max_len`` or ``checkpoint_every`` below 1, ``warmup`` below
+    0, ``lr`` not a finite number >= 0 or ``held_out_share`` outside [0, 1)
+    (:func:`lab.training.chat_data.check_recipe`), as :func:`lab.training.chat_eagle.chat_features` does for bad
+    ``hidden_layers``, and ``FileNotFoundError`` when the chat data has not been built. Source: Li et al. 2025,
+    "EAGLE-3", §3."""
     from lab.drafters.eagle import trainable_parameters
     from lab.drafters.eagle3 import Eagle3DraftModel, default_layers
 
     recipe = recipe or ChatEagle3Recipe()
-    for name in ("steps", "batch", "depth", "draft_vocab", "max_len", "checkpoint_every"):
-        check_int(f"recipe.{name}", getattr(recipe, name), 1)
-    if not 0 <= recipe.held_out_share < 1:
-        raise ValueError(f"recipe.held_out_share must be in [0, 1), got {recipe.held_out_share}")
+    check_recipe(recipe, ("steps", "batch", "depth", "draft_vocab", "max_len", "checkpoint_every"))
     target = pair.target.requires_grad_(False)
     N, D = int(target.config.num_hidden_layers), int(target.config.hidden_size)
     layers = tuple(int(i) for i in (default_layers(N) if recipe.hidden_layers is None else recipe.hidden_layers))

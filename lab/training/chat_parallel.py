@@ -32,12 +32,12 @@ import torch.nn.functional as F
 
 from lab.assets import SMOLLM2_DIR, TARGET_KEY, cache_dir, target_weights_key
 from lab.drafters.parallel import BLOCK_KEY, MASK_KEY, TARGET_VOCAB_KEY
-from lab.training.chat_data import chat_data_dir, load_chat_data, resume_chat_run, split_by_request
+from lab.training.chat_data import (chat_data_dir, check_recipe, load_chat_data, resume_chat_run,
+                                     split_by_request)
 from lab.training.chat_draft import ProjectedDraft, answer_rows, soft_cross_entropy
 from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 from lab.training.parallel import parallel_layout
-from lab.validation import check_int
 
 __all__ = ["ChatParallelRecipe", "MaskedProjectedDraft", "parallel_batch", "chat_parallel_agreement",
            "default_out_dir", "train_chat_parallel"]
@@ -204,19 +204,17 @@ def train_chat_parallel(pair, recipe: ChatParallelRecipe | None = None, out_dir:
     agreement per block position before and after, history, minutes). Every ``recipe.checkpoint_every`` steps a
     checkpoint goes to ``<chat data>/parallel-checkpoint/`` and a run with the same recipe and data resumes from it.
     Raises ``ValueError`` naming the setting for ``block_size``, ``steps``, ``batch``, ``max_len`` or
-    ``checkpoint_every`` below 1, ratios outside [0, 1] or ``held_out_share`` outside [0, 1), and
+    ``checkpoint_every`` below 1, ratios outside [0, 1], and as :func:`lab.training.chat_data.check_recipe` for
+    ``warmup``, ``lr`` and ``held_out_share``, and
     ``FileNotFoundError`` when the chat data or the draft model is missing. Source: An et al. 2025, "PARD", §3."""
     from safetensors.torch import save_file
 
     recipe = recipe or ChatParallelRecipe()
-    for name in ("block_size", "steps", "batch", "max_len", "checkpoint_every"):
-        check_int(f"recipe.{name}", getattr(recipe, name), 1)
+    check_recipe(recipe, ("block_size", "steps", "batch", "max_len", "checkpoint_every"))
     for name in ("keep", "min_keep", "first_weight"):
         value = getattr(recipe, name)
         if value is not None and not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"recipe.{name} must be in [0, 1], got {value!r}")
-    if not 0 <= recipe.held_out_share < 1:
-        raise ValueError(f"recipe.held_out_share must be in [0, 1), got {recipe.held_out_share}")
     torch.manual_seed(recipe.seed)
     sequences = load_chat_data(chat_data_dir(pair))
     held_out, training = split_by_request(sequences, recipe.seed, recipe.held_out_share)
