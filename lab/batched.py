@@ -76,8 +76,8 @@ class BatchGeneration:
       ``accepted_tokens``, ``acceptance_rate`` (accepted ÷ drafted; None when nothing was drafted),
       ``tokens_per_target_call`` (tokens the decode steps committed ÷ row steps: the mean tokens a row commits per
       forward; the prefill's first token of each row is left out, as in :func:`lab.metrics.summarize_steps`),
-      ``fed_slots`` (the positions the forwards processed, padding included) and ``padded_slots`` (of which
-      padding), ``prefill_ms``, ``wall_ms`` and ``tokens_per_second``: the goodput, committed tokens per second
+      ``fed_slots`` (the positions the decode forwards processed, padding included) and ``padded_slots`` (of
+      which padding; both leave out the prefill's forward, whose right-padding depends only on the prompts), ``prefill_ms``, ``wall_ms`` and ``tokens_per_second``: the goodput, committed tokens per second
       over the whole batch (prefill included).
     """
 

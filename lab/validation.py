@@ -21,11 +21,14 @@ def check_int(name: str, value, minimum: int, maximum: int | None = None, *, sho
     """Return ``value`` as a Python int after checking it is an integer ``>= minimum`` (and ``<= maximum`` when
     given).
 
-    Any ``numbers.Integral`` counts (``int``, ``numpy.int64``, ...); ``bool`` does not, since ``True`` passed
-    as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the allowed range; the message
-    shows ``shown`` when given (what the caller was passed, e.g. a tensor before :func:`plain_number`), else
-    ``value``.
+    Any ``numbers.Integral`` counts (``int``, ``numpy.int64``, ...), and so does a one-element integer tensor or
+    0-d NumPy array (:func:`plain_number`), as the number checks take a one-element float tensor; ``bool`` does not,
+    since ``True`` passed as a count is almost always a mistake. Raises ``ValueError`` naming ``name`` and the
+    allowed range; the message shows ``shown`` when given (what the caller was passed, e.g. a tensor before
+    :func:`plain_number`), else ``value``.
     """
+    if shown is None and plain_number(value) is not value:
+        shown, value = value, plain_number(value)
     if (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum
             or (maximum is not None and value > maximum)):
         allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"

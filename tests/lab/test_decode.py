@@ -134,6 +134,22 @@ def test_seed_reproducible_and_sampling_differs_by_seed(target, noisy_draft):
     assert a == b and a != c
 
 
+def test_integer_settings_may_be_0d_tensors_like_the_temperature(target, noisy_draft):
+    """``max_new_tokens``, ``eos_token_id`` and ``seed`` computed with torch are taken as their values, as a 0-d
+    temperature tensor is; a float tensor is still refused, naming the argument."""
+    kw = dict(drafter=DraftModelDrafter(noisy_draft, 4), temperature=1.0)
+    plain = generate(target, PROMPTS[1], max_new_tokens=30, seed=5, **kw)
+    eos = plain.tokens[10]
+    ints = generate(target, PROMPTS[1], max_new_tokens=30, seed=5, eos_token_id=eos, **kw).tokens
+    tensors = generate(target, PROMPTS[1], max_new_tokens=torch.tensor(30), seed=torch.tensor(5),
+                       eos_token_id=torch.tensor(eos), **kw).tokens
+    assert tensors == ints and ints[-1] == eos and len(ints) <= 11
+    with pytest.raises(TypeError, match="seed must be None or an integer"):
+        generate(target, PROMPTS[1], max_new_tokens=3, seed=torch.tensor(5.0))
+    with pytest.raises(TypeError, match="eos_token_id must be None or an integer token id"):
+        generate(target, PROMPTS[1], max_new_tokens=3, eos_token_id=torch.tensor(True))
+
+
 def _first_token_counts(target, drafter, n_runs, **kw):
     counts = torch.zeros(64)
     for seed in range(n_runs):

@@ -141,6 +141,16 @@ def test_check_int_with_a_maximum_and_the_value_shown():
         check_int("n_draft", 0, 1, shown=torch.tensor(0))
 
 
+def test_check_int_takes_one_element_integer_tensors_as_the_number_checks_take_float_ones():
+    """``max_new_tokens=torch.tensor(3)`` was refused while ``temperature=torch.tensor(0.5)`` was taken."""
+    assert check_int("n", torch.tensor(3), 1) == 3 and type(check_int("n", torch.tensor([3]), 1)) is int
+    assert check_int("n", np.array(4), 1, 5) == 4
+    for bad, shown in ((torch.tensor(3.0), r"tensor\(3\.\)"), (torch.tensor(True), r"tensor\(True\)"),
+                       (torch.tensor([1, 2]), r"tensor\(\[1, 2\]\)"), (torch.tensor(0), r"tensor\(0\)")):
+        with pytest.raises(ValueError, match=r"max_new_tokens must be an integer >= 1, got " + shown):
+            check_int("max_new_tokens", bad, 1)
+
+
 @pytest.mark.parametrize("ids, message", [
     ({5: "a", 7: "b"}, r"prompt_ids must be a sequence of token ids, got a mapping with keys \[5, 7\]"),
     ({"input_ids": [1, 2], "attention_mask": [1, 1]}, r"a tokenizer's output holds the ids in \['input_ids'\]"),
