@@ -26,18 +26,13 @@ from types import SimpleNamespace
 
 import torch
 
+from lab.compare import LEVEL, compare_speedups  # re-exported: lessons and lab.arena_reading import them here
 from lab.trace import step_records
 from lab.validation import check_int, check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
            "cost_ratio_from_steps", "conditional_acceptance", "LEVEL", "compare_speedups"]
-
-LEVEL = 0.03
-"""Two measured speedups are *level* when they differ by less than this share of the larger (3 %). Timing the same
-drafter on the same requests twice moved its speedup by that much in lesson 12's committed runs (the draft model at
-N = 4 in the arena and again in the adaptive comparison: 1.00× and 0.97× in one run, 0.99× and 1.00× in the next).
-Every "ahead of / level with / behind" the course prints follows it (:func:`compare_speedups`)."""
 
 
 def _check_alpha(given) -> float:
@@ -342,20 +337,3 @@ def cost_ratio_from_steps(steps, ar_ms_per_step: float) -> float:
     if calls == 0:
         raise ValueError("steps must include draft forward passes (draft_calls > 0) to measure c")
     return float(sum(s.draft_ms for s in steps)) / calls / float(ar_ms)
-
-
-def compare_speedups(speedup, other) -> str:
-    """``"ahead of"``, ``"level with"`` or ``"behind"``: the measured ``speedup`` against ``other`` (ratios over
-    autoregressive decoding, e.g. 1.32 for 1.32×; any positive numbers on one scale, such as tokens/s), level when
-    they differ by less than :data:`LEVEL` of the larger. Raises ``ValueError`` naming the argument when either is not
-    a finite number > 0."""
-    values = []
-    for name, given in (("speedup", speedup), ("other", other)):
-        value = plain_number(given)
-        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a finite number > 0, got {given!r}")
-        values.append(float(value))
-    a, b = values
-    if abs(a - b) < LEVEL * max(a, b):
-        return "level with"
-    return "ahead of" if a > b else "behind"

@@ -94,13 +94,13 @@ def probability(text: str) -> float:
 
 def model_name(text: str) -> str:
     """argparse type: a model name or path for the rendered command lines (not empty, no surrounding spaces, on one
-    line: :func:`lab.picker.substitutes.check_model_name`)."""
+    line, not starting with ``-``: :func:`lab.picker.substitutes.check_model_name`)."""
     from lab.picker.substitutes import check_model_name
 
     try:
         return check_model_name("it", text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a model name or path on one line, such as "
+        raise argparse.ArgumentTypeError(f"must be a model name or path on one line, not starting with '-', such as "
                                          f"meta-llama/Llama-3.1-70B-Instruct, got {text!r}") from None
 
 

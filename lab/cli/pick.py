@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
                                    "transformers.")
     k.add_argument("--task", required=True, choices=TASKS, help="the workload: " + ", ".join(TASKS))
     k.add_argument("--temperature", type=temperature, default=0.0,
-                   help="target sampling temperature, >= 0; 0 = greedy (default: %(default)s)")
+                   help="target sampling temperature, 0 to 2 (the OpenAI API's range); 0 = greedy, and so is anything "
+                        "below 1e-5, as in vLLM (default: %(default)s)")
     k.add_argument("--small-model", action=argparse.BooleanOptionalAction, default=False,
                    help="a small model of the target's family exists (vanilla draft) (default: no)")
     k.add_argument("--can-finetune", action="store_true", help="you may train EAGLE / Medusa heads for the target")
@@ -40,7 +41,11 @@ def add_parser(sub) -> None:
     k.add_argument("--target", type=model_name, default="<target-model>",
                    help="target model name for the vllm and SGLang command lines (default: %(default)s)")
     k.add_argument("--tensor-parallel-size", type=positive_int, default=1,
-                   help="GPUs the target is sharded over, >= 1 (default: %(default)s)")
+                   help="GPUs the target is sharded over, 1 to 1024 (default: %(default)s)")
+    k.add_argument("--max-running-requests", type=positive_int, default=None,
+                   help="SGLang's cap on concurrent requests, written into its command line (default: under "
+                        "--throughput, the last batch size the schedule drafts at; else SGLang's own, 48 when it "
+                        "speculates)")
     k.add_argument("--markdown", metavar="FILE", default=None, help="also write a one-page decision guide to FILE")
     k.add_argument("--json", action="store_true", help="print the recommendation as JSON")
 

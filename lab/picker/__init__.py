@@ -7,9 +7,11 @@ for five engines: vLLM (``vllm_config()``, the ``--speculative-config`` JSON obj
 (``sglang_args()``, server flags; ``sglang_command()``), TensorRT-LLM (``trtllm_config()``, its ``speculative_config``;
 ``trtllm_yaml()``), llama.cpp (``llamacpp_args()``, ``llama-server`` flags; ``llamacpp_command()``) and transformers
 (``hf_kwargs()`` for ``generate``, ``hf_assistant_config()`` for the assistant's generation config), and for this
-course's own loop (``lab_drafter()``). Where an engine has no drafter for the method, it gets the nearest one it has and
-``engine_notes()`` says so. ``python -m lab pick`` prints it; ``--markdown FILE`` writes
-:meth:`Recommendation.to_markdown`, a one-page decision guide.
+course's own loop (``lab_drafter()``). Where an engine has no drafter for the method, it gets the nearest one it has
+that the workload allows (not in ``exclude``, within the memory headroom; :mod:`~lab.picker.substitutes`), or, with
+none left, serves the target alone; ``engine_notes()`` says so, ``served()`` lists what each engine runs, and the
+summary quotes the expected speedup of what each engine serves beside the method's own. ``python -m lab pick``
+prints it; ``--markdown FILE`` writes :meth:`Recommendation.to_markdown`, a one-page decision guide.
 
 Method identifiers (``Recommendation.method``), stable lowercase strings:
 
@@ -48,6 +50,8 @@ Prometheus counters vLLM exports are listed in :data:`VLLM_METRICS`, from ``vllm
 
 The rules, in order (each one adds a sentence to ``reasons``):
 
+0. The temperature must lie in the OpenAI API's range, 0 to 2 (:data:`lab.picker.tables.MAX_API_TEMPERATURE`);
+   below 1e-5 it is greedy, as in vLLM (:data:`lab.picker.tables.SAMPLING_EPS`), and the reasons say so.
 1. Temperature above :data:`MAX_TEMPERATURE` → ``"none"`` (seed 000 lists high-temperature sampling among the
    cases not to speculate; whether α actually falls depends on the pair: large, confident pairs usually lose α when
    sampling, as lesson 13 measured on the real pair, while a pair unsure on most positions can even gain, so
@@ -87,14 +91,15 @@ looser test: at N = 4 the formula turns α = 0.7 into an acceptance rate of abou
 needs α ≈ 0.86.
 
 The package, one concept per module: :mod:`~lab.picker.tables` (the seed tables, measured numbers, names and
-labels), :mod:`~lab.picker.memory` (what each method adds in memory), :mod:`~lab.picker.load` (the numbers of the
+labels), :mod:`~lab.picker.memory` (what each method adds in memory), :mod:`~lab.picker.feasibility` (which
+methods a workload rules out, and why), :mod:`~lab.picker.load` (the numbers of the
 throughput-bound case, from :mod:`lab.costs`), :mod:`~lab.picker.workload` (checking the inputs),
 :mod:`~lab.picker.rules` (the rules above as decisions, and :func:`recommend`), :mod:`~lab.picker.decision` (a
 decision as data), :mod:`~lab.picker.reasons` and :mod:`~lab.picker.revisit` (the decision in words),
 :mod:`~lab.picker.engines` (vLLM, transformers and this course's settings, and the other engines' gathered),
 :mod:`~lab.picker.sglang`, :mod:`~lab.picker.trtllm` and :mod:`~lab.picker.llamacpp` (one engine each),
-:mod:`~lab.picker.substitutes` (the nearest method an engine runs instead), :mod:`~lab.picker.gpus` (checking GPU
-counts), :mod:`~lab.picker.recommendation`
+:mod:`~lab.picker.substitutes` (the nearest method an engine runs instead, honouring ``exclude`` and memory),
+:mod:`~lab.picker.gpus` (checking GPU counts and SGLang's running-request cap), :mod:`~lab.picker.recommendation`
 (:class:`Recommendation` and its text renderings), :mod:`~lab.picker.counters` (vLLM's counters as our stats) and
 :mod:`~lab.picker.command` (what ``python -m lab pick`` does after parsing its flags: :func:`report`). Importing
 the package does not import torch (the command line builds its parser from :data:`TASKS` and :data:`METHODS`).

@@ -13,9 +13,10 @@ __all__ = ["report", "FLAGS", "flag_message"]
 
 FLAGS = {"memory_headroom_gb": "--memory-gb", "tensor_parallel_size": "--tensor-parallel-size",
          "temperature": "--temperature", "task": "--task", "exclude": "--exclude", "target_has_mtp": "--target-has-mtp",
-         "has_parallel_draft": "--parallel-draft"}
-""":func:`lab.picker.recommend`'s and :meth:`lab.picker.Recommendation.vllm_command`'s argument names -> the
-``python -m lab pick`` flags that set them."""
+         "has_parallel_draft": "--parallel-draft", "max_running_requests": "--max-running-requests"}
+""":func:`lab.picker.recommend`'s, :meth:`lab.picker.Recommendation.vllm_command`'s and
+:meth:`lab.picker.Recommendation.sglang_command`'s argument names -> the ``python -m lab pick`` flags that set
+them."""
 
 
 def flag_message(message: str) -> str:
@@ -34,8 +35,9 @@ def report(args) -> int:
 
     ``args`` (an ``argparse.Namespace`` or any object with these attributes) carries task, temperature,
     small_model, can_finetune, throughput, memory_gb, markdown, target, tensor_parallel_size, json, exclude and
-    target_has_mtp and has_parallel_draft (the flags of ``python -m lab pick``, as ``lab.cli`` names them; a missing
-    target_has_mtp or has_parallel_draft counts as False). A bad value prints one line naming the flag to
+    target_has_mtp, has_parallel_draft and max_running_requests (the flags of ``python -m lab pick``, as ``lab.cli``
+    names them; a missing target_has_mtp or has_parallel_draft counts as False, a missing max_running_requests as
+    None). A bad value prints one line naming the flag to
     stderr and returns 2 (before anything is printed to stdout; a ``--markdown`` path whose folder does not exist
     counts as a bad value); a guide that cannot be written for another reason (permissions, a full disk) prints one
     line to stderr and returns 1, also before anything is printed to stdout.
@@ -50,9 +52,9 @@ def report(args) -> int:
                         exclude=tuple(args.exclude or ()),
                         target_has_mtp=bool(getattr(args, "target_has_mtp", False)),
                         has_parallel_draft=bool(getattr(args, "has_parallel_draft", False)))
-        tp = args.tensor_parallel_size
+        tp, running = args.tensor_parallel_size, getattr(args, "max_running_requests", None)
         command = rec.vllm_command(args.target, tp)
-        sglang = rec.sglang_command(args.target, tp)
+        sglang = rec.sglang_command(args.target, tp, max_running_requests=running)
     except ValueError as error:
         return fail(flag_message(str(error)), 2)
     path = None
@@ -66,18 +68,19 @@ def report(args) -> int:
             return fail(f"--markdown: cannot write {path}: the folder {path.parent} does not exist", 2)
     if path is not None:  # written before anything is printed, so a failed write leaves stdout empty
         try:
-            path.write_text(rec.to_markdown(args.target, tp), encoding="utf-8")
+            path.write_text(rec.to_markdown(args.target, tp, max_running_requests=running), encoding="utf-8")
         except OSError as error:
             return fail(f"--markdown: cannot write {path}: {error.strerror or error}", 1)
     if args.json:
         data = rec.to_dict()
         data["vllm_command"] = command
+        data["sglang_args"] = rec.sglang_args(max_running_requests=running)
         data["sglang_command"] = sglang
         data["trtllm_yaml"] = rec.trtllm_yaml()
         data["llamacpp_command"] = rec.llamacpp_command()
         print(json.dumps(data, indent=1))
     else:
-        print(rec.summary(args.target, tp))
+        print(rec.summary(args.target, tp, max_running_requests=running))
     if path is not None and not args.json:
         print(f"\nDecision guide written to {path}")
     return 0

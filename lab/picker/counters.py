@@ -16,12 +16,15 @@ VLLM_METRICS = {
                         "rate(vllm:spec_decode_num_draft_tokens_total[5m])"),
     "tokens_per_target_call": ("1 + rate(vllm:spec_decode_num_accepted_tokens_total[5m]) / "
                                "rate(vllm:spec_decode_num_drafts_total[5m])"),
+    # ignoring(position): Prometheus divides series whose labels match exactly, and only the numerator has position
     "per_position_acceptance": ("rate(vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"i\"}[5m]) / "
-                                "rate(vllm:spec_decode_num_drafts_total[5m])"),
+                                "ignoring(position) rate(vllm:spec_decode_num_drafts_total[5m])"),
 }
 """Our ``stats`` keys as PromQL over the counters vLLM exports when speculating (``vllm/v1/spec_decode/metrics.py``:
 ``vllm:spec_decode_num_drafts``, ``…_num_draft_tokens``, ``…_num_accepted_tokens``,
-``…_num_accepted_tokens_per_pos`` with a ``position`` label; Prometheus adds ``_total`` to counters). vLLM's log
+``…_num_accepted_tokens_per_pos`` with a ``position`` label; Prometheus adds ``_total`` to counters). The
+per-position ratio divides ``ignoring(position)``: Prometheus matches the two sides of ``/`` on all their labels,
+and the drafts counter has no ``position`` label, so without it the result is empty. vLLM's log
 line calls the second one "mean acceptance length". vLLM counts only steps that carried a draft, so for prompt
 lookup, where a step without a match is a target call with no draft, these read above our ``stats``, which count
 every target call; they agree when every step drafts."""

@@ -10,7 +10,12 @@ read the recommendation's ``method``, ``n_draft``, ``draft_temperature``, ``temp
 
 The vLLM keys and ``method`` values are those of ``vllm/config/speculative.py`` (``SpeculativeConfig``) in the vLLM
 0.34.0 release (PyPI wheel, November 2026; pinned in ``tests/data/engines/vllm-0.34.0/``, where the tests read
-the real sets); the transformers keys are ``GenerationConfig`` fields of the installed transformers (5.24).
+the real sets); the transformers keys are ``GenerationConfig`` fields of the installed transformers
+(:data:`TRANSFORMERS_CHECKED`, 5.25.0).
+
+Where an engine has no drafter for the recommended method it runs the nearest one it has that the workload allows
+(:func:`lab.picker.substitutes.nearest_method`), or nothing when every substitute is ruled out; :func:`served_methods`
+gathers what each engine runs, and the summary quotes each one's expected speedup.
 """
 from __future__ import annotations
 
@@ -18,13 +23,14 @@ import json
 import shlex
 
 from lab.picker.gpus import check_gpus
-from lab.picker.llamacpp import LlamaCppSettings
-from lab.picker.sglang import SGLangSettings
-from lab.picker.substitutes import PLACEHOLDERS, check_model_name, nearest_method
+from lab.picker.llamacpp import LLAMACPP_SPEC_TYPES, LlamaCppSettings
+from lab.picker.sglang import SGLANG_ALGORITHMS, SGLangSettings
+from lab.picker.substitutes import PLACEHOLDERS, check_model_name, fallback_note, nearest_method, no_substitute_note
 from lab.picker.tables import LOOKAHEAD_SETTINGS, NGRAM_LOOKUP
-from lab.picker.trtllm import TrtllmSettings
+from lab.picker.trtllm import TRTLLM_DECODING_TYPES, TrtllmSettings
 
-__all__ = ["VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_SUFFIX_DEFAULTS", "PLACEHOLDERS", "EngineSettings"]
+__all__ = ["VLLM_SPECULATIVE_KEYS", "VLLM_METHODS", "VLLM_SUFFIX_DEFAULTS", "VLLM_NATIVE", "HF_NATIVE",
+           "TRANSFORMERS_CHECKED", "ENGINE_LABELS", "PLACEHOLDERS", "EngineSettings", "served_methods"]
 
 VLLM_SPECULATIVE_KEYS = frozenset({
     "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
@@ -53,16 +59,47 @@ VLLM_SUFFIX_DEFAULTS = {"suffix_decoding_max_tree_depth": 24, "suffix_decoding_m
 """The suffix-decoding keys vLLM 0.34.0 still reads, at its defaults (its ``suffix_decoding_max_spec_factor`` and
 ``suffix_decoding_min_token_prob`` are deprecated there and have no effect, so the config leaves them out)."""
 
+VLLM_NATIVE = frozenset({"ngram", "draft_model", "eagle", "suffix", "mtp"})
+"""The course's methods vLLM 0.34.0 runs itself (no Medusa proposer since 0.34.0, no Lookahead, and
+``parallel_drafting`` serves DFlash and DSpark only); the rest get :func:`lab.picker.substitutes.nearest_method`."""
+
+HF_NATIVE = frozenset({"draft_model", "ngram", "mtp"})
+"""The course's methods transformers' ``generate`` runs itself: an assistant model, prompt lookup, ``use_mtp``."""
+
+TRANSFORMERS_CHECKED = "5.25.0"
+"""The transformers release whose ``generate`` defaults the transformers settings were checked against (the
+installed one; tests/lab/picker/test_engines.py fails when another is installed, so that the citations move)."""
+
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp",
+                 "transformers": "transformers"}
+"""Engine key (:attr:`EngineSettings.ENGINES`) -> its name as printed."""
+
+_NATIVE = {"vllm": VLLM_NATIVE, "sglang": frozenset(SGLANG_ALGORITHMS), "trtllm": frozenset(TRTLLM_DECODING_TYPES),
+           "llamacpp": frozenset(LLAMACPP_SPEC_TYPES), "transformers": HF_NATIVE}
+
+
+def served_methods(method: str, workload: dict) -> dict:
+    """What each engine runs for a recommendation of ``method`` on ``workload``: engine key (in
+    :attr:`EngineSettings.ENGINES` order) -> course method, ``"none"`` where every substitute is ruled out
+    (:func:`lab.picker.substitutes.nearest_method`)."""
+    return {engine: nearest_method(method, native, workload) for engine, native in _NATIVE.items()}
+
+
 class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
     """The engine renderings of a recommendation (a mixin: :class:`lab.picker.Recommendation` supplies
     ``method``, ``n_draft``, ``draft_temperature``, ``temperature``, ``settings`` and ``workload``)."""
 
-    ENGINES = ("vllm", "sglang", "trtllm", "llamacpp", "transformers")
+    ENGINES = tuple(ENGINE_LABELS)
     """The engines rendered, in the order the summary prints them."""
+
+    def served(self) -> dict:
+        """What each engine runs for this recommendation: :func:`served_methods` of ``method`` on ``workload``."""
+        return served_methods(self.method, self.workload)
 
     def engine_notes(self) -> list:
         """Every engine's notes: the recommendation's own ``notes`` (vLLM and transformers, from the rules), then
-        vLLM's, transformers', SGLang's, TensorRT-LLM's and llama.cpp's substitutions, one sentence each."""
+        vLLM's, transformers', SGLang's, TensorRT-LLM's and llama.cpp's, one sentence each (what each runs in place
+        of a method it lacks, or that it serves the target alone when the workload rules every substitute out)."""
         return [*self.notes, *self.vllm_notes(), *self.hf_notes(), *self.sglang_notes(), *self.trtllm_notes(),
                 *self.llamacpp_notes()]
 
@@ -82,8 +119,9 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
                 only to check ``draft_tensor_parallel_size``.
 
         Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (see
-        ``notes``). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method (:meth:`vllm_method`,
-        :meth:`vllm_notes`). Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. The target's MTP
+        :meth:`vllm_notes`). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method (:meth:`vllm_method`,
+        :meth:`vllm_notes`). A substitute the workload rules out is not rendered: with none left the object is
+        ``{}``, as for ``"none"``. Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. The target's MTP
         modules are ``"mtp"`` with no ``model``: vLLM builds the draft from the target's own checkpoint
         (``draft_model`` is ignored for them). vLLM 0.34.0 has no parallel (PARD) drafting: a parallel draft gets the
         draft-model config (:meth:`vllm_method`, :meth:`vllm_notes`). A batch-size
@@ -91,7 +129,8 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         :data:`VLLM_SPECULATIVE_KEYS`.
 
         Raises:
-            ValueError: ``tensor_parallel_size`` or ``draft_tensor_parallel_size`` not an integer >= 1, or a draft
+            ValueError: ``tensor_parallel_size`` or ``draft_tensor_parallel_size`` not an integer from 1 to
+                :data:`lab.picker.gpus.MAX_TENSOR_PARALLEL_SIZE`, or a draft
                 size other than 1 or ``tensor_parallel_size``; the message names the argument and the allowed
                 values.
         """
@@ -130,29 +169,29 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
 
     def vllm_method(self) -> str:
         """The course method vLLM 0.34.0 runs for this recommendation (``"none"`` without speculation): the method
-        itself when vLLM has it, Lookahead -> ``"ngram"`` (no Lookahead proposer), Medusa ->
-        :func:`lab.picker.substitutes.nearest_method` (0.34.0 dropped its Medusa proposer), a parallel (PARD) draft ->
-        ``"draft_model"`` (0.34.0's ``parallel_drafting`` serves DFlash and DSpark only)."""
-        if self.method in ("none", "ngram", "draft_model", "eagle", "suffix", "mtp"):
-            return self.method
-        if self.method == "lookahead":
-            return "ngram"
-        if self.method == "parallel":
-            return "draft_model"
-        return nearest_method(bool(self.workload.get("has_small_same_family_model")))
+        itself when vLLM has it (:data:`VLLM_NATIVE`), else the nearest the workload allows
+        (:func:`lab.picker.substitutes.nearest_method`: Lookahead -> ``"ngram"``, Medusa -> a draft model or
+        ``"ngram"``, a parallel (PARD) draft -> ``"draft_model"``), ``"none"`` when every substitute is ruled out."""
+        return nearest_method(self.method, VLLM_NATIVE, self.workload)
 
     def vllm_notes(self) -> list:
-        """Where vLLM 0.34.0 cannot serve the recommendation as given beyond the rules' own notes (Lookahead's
-        is among those), one sentence each."""
+        """Where vLLM 0.34.0 cannot serve the recommendation as given beyond the rules' own notes (Lookahead's is
+        among those), one sentence each: what it runs instead for Medusa or a PARD draft, or that it serves the
+        target alone."""
+        served = self.vllm_method()
+        if self.method not in ("medusa", "parallel"):
+            return []
+        if served == "none":
+            return [no_substitute_note("vLLM 0.34.0", self.method, self.workload)]
+        if self.method == "parallel" and served != "draft_model":
+            return [fallback_note("vLLM 0.34.0", self.method, served, self.workload)]
         if self.method == "parallel":
             return ["vLLM 0.34.0 has no PARD drafter: its parallel_drafting key is deprecated, has no effect, and "
                     "raises an error for any method but dflash and dspark (SpeculativeConfig in "
                     "vllm/config/speculative.py), whose drafts read the target's hidden states, which a PARD draft "
                     "does not. The vLLM config runs the PARD draft (or the draft it was adapted from) as an ordinary "
                     "draft model instead, one forward per drafted token."]
-        if self.method != "medusa":
-            return []
-        nearest = "a draft model" if self.vllm_method() == "draft_model" else "n-gram prompt lookup"
+        nearest = "a draft model" if served == "draft_model" else "n-gram prompt lookup"
         return [f"vLLM 0.34.0 has no Medusa proposer (\"medusa\" left its SpeculativeMethod values); the vLLM config "
                 f"runs {nearest} instead. Serve Medusa heads with an older vLLM, or train an EAGLE-3 head."]
 
@@ -168,9 +207,9 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
 
         ``tensor_parallel_size`` shards the target over that many GPUs (``--tensor-parallel-size``);
         ``draft_model`` and ``draft_tensor_parallel_size`` go into ``--speculative-config`` as in
-        :meth:`vllm_config`. Raises ``ValueError`` (naming the argument) for a size that is not an integer >= 1
-        and for a draft size vLLM rejects (anything but 1 or ``tensor_parallel_size``; for ``draft_model``,
-        anything but ``tensor_parallel_size``).
+        :meth:`vllm_config`. Raises ``ValueError`` (naming the argument) for a size that is not an integer from 1
+        to :data:`lab.picker.gpus.MAX_TENSOR_PARALLEL_SIZE` and for a draft size vLLM 0.34.0 rejects (anything but
+        1 or ``tensor_parallel_size``, for every model-based method: ``_verify_and_get_draft_tp``).
         """
         tensor_parallel_size = check_gpus("tensor_parallel_size", tensor_parallel_size)
         target = check_model_name("target", target)
@@ -184,32 +223,37 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         return " ".join(parts)
 
     # --- transformers --------------------------------------------------------------------------------------
-    def _uses_assistant(self) -> bool:
-        if self.method in ("draft_model", "parallel"):  # a PARD draft runs as an assistant, one token per forward
-            return True
-        # transformers has no EAGLE or Medusa drafter: the nearest is an assistant model, if the workload has one
-        return self.method in ("eagle", "medusa") and \
-            nearest_method(bool(self.workload.get("has_small_same_family_model"))) == "draft_model"
+    def hf_method(self) -> str:
+        """The course method transformers' ``generate`` runs for this recommendation (``"none"`` without
+        speculation): ``"draft_model"`` (an assistant model; a PARD draft runs as one), ``"ngram"`` (prompt lookup)
+        or ``"mtp"`` (``use_mtp``); EAGLE, Medusa, Lookahead and suffix decoding get the nearest the workload allows
+        (:func:`lab.picker.substitutes.nearest_method`), ``"none"`` when every substitute is ruled out."""
+        return nearest_method(self.method, HF_NATIVE, self.workload)
 
     def hf_notes(self) -> list:
-        """Where transformers cannot serve the recommendation beyond the rules' own notes: suffix decoding (it
-        has prompt lookup, the nearest), the MTP modules' draft length (not a ``generate`` argument) and a parallel
-        (PARD) draft (no parallel drafter: it runs as an assistant model)."""
-        if self.method == "parallel":
-            return ["transformers has no parallel drafter (its speculation_type accepts only \"dflash\", a draft that "
-                    "reads the target's hidden states); the settings pass the PARD draft as an assistant_model, which "
-                    "drafts one token per forward."]
+        """Where transformers cannot serve the recommendation beyond the rules' own notes (EAGLE's, Medusa's and
+        Lookahead's are among those): suffix decoding and a parallel (PARD) draft (what it runs instead, or that it
+        serves the target alone), and the MTP modules' draft length (not a ``generate`` argument)."""
+        served = self.hf_method()
         if self.method == "mtp":
             return ["transformers' use_mtp drafts one token per MTP module of the checkpoint (num_mtp_layers in the "
                     "model's config; MTPCandidateGenerator in generation/candidate_generator.py), sampling them when "
                     "do_sample is set; N is not a generate argument, and a model class without MTP layers raises."]
-        if self.method != "suffix":
+        if self.method not in ("suffix", "parallel"):
             return []
+        if served == "none":
+            return [no_substitute_note("transformers", self.method, self.workload)]
+        if self.method == "parallel" and served != "draft_model":
+            return [fallback_note("transformers", self.method, served, self.workload)]
+        if self.method == "parallel":
+            return ["transformers has no parallel drafter (its speculation_type accepts only \"dflash\", a draft that "
+                    "reads the target's hidden states); the settings pass the PARD draft as an assistant_model, which "
+                    "drafts one token per forward."]
         return ["transformers has no suffix-decoding drafter; its prompt lookup (prompt_lookup_num_tokens), which "
                 "matches only within the request, is the nearest."]
 
     def hf_kwargs(self, assistant_model=None) -> dict:
-        """Keyword arguments for transformers' ``model.generate`` (transformers 5.24).
+        """Keyword arguments for transformers' ``model.generate`` (transformers 5.25.0, :data:`TRANSFORMERS_CHECKED`).
 
         ``assistant_model``: the loaded draft model to pass (a placeholder string when None). Sampling:
         ``do_sample`` and, when T > 0, ``temperature``. Draft length: for prompt lookup ``prompt_lookup_num_tokens``
@@ -218,17 +262,18 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         assistant's own generation config, so set :meth:`hf_assistant_config` there. The target's MTP modules:
         ``use_mtp=True`` (transformers drafts one token per module; :meth:`hf_notes`). A parallel (PARD) draft is
         passed as the assistant model (run autoregressively). EAGLE, Medusa and Lookahead have no transformers
-        drafter; the nearest one is returned and ``notes`` says so.
+        drafter; the nearest one the workload allows is returned (:meth:`hf_method`) and :meth:`hf_notes` says so.
         """
         kwargs = {"do_sample": self.temperature > 0}
         if self.temperature > 0:
             kwargs["temperature"] = self.temperature
-        if self.method == "none":
+        served = self.hf_method()
+        if served == "none":
             return kwargs
-        if self._uses_assistant():
+        if served == "draft_model":
             kwargs["assistant_model"] = assistant_model if assistant_model is not None else \
                 PLACEHOLDERS["draft_model"]
-        elif self.method == "mtp":
+        elif served == "mtp":
             kwargs["use_mtp"] = True
         else:
             kwargs["prompt_lookup_num_tokens"] = self.n_draft
@@ -241,13 +286,13 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
         - ``num_assistant_tokens`` = N with the ``"constant"`` schedule (transformers' ``"heuristic"`` schedule
           instead grows N by 2 after a full acceptance and shrinks it by 1 after a rejection);
         - ``assistant_confidence_threshold`` = 0.0, so that the assistant drafts all N tokens every step. An unset
-          threshold becomes 0.4 in transformers 5.24 (``GenerationConfig._get_default_generation_params``): the
+          threshold becomes 0.4 in transformers 5.25.0 (``GenerationConfig._get_default_generation_params``): the
           assistant then stops drafting at the first token it gives less than that probability
           (``ConfidenceCriteria`` in ``generation/stopping_criteria.py``), and with scikit-learn installed the
           threshold is re-tuned as it runs (``AssistedCandidateGenerator.update_candidate_strategy``), so the
           draft length varies from step to step. Only a value > 0 adds that stopping rule.
         """
-        if self.method == "none" or not self._uses_assistant():
+        if self.hf_method() != "draft_model":
             return {}
         return {"num_assistant_tokens": self.n_draft, "num_assistant_tokens_schedule": "constant",
                 "assistant_confidence_threshold": 0.0}

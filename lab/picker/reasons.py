@@ -6,28 +6,31 @@ Nothing here decides: every branch reads a field of the decision or of the workl
 """
 from __future__ import annotations
 
+from lab.compare import compare_speedups
 from lab.picker.decision import Decision
+from lab.picker.engines import ENGINE_LABELS, served_methods
+from lab.picker.feasibility import obstacle_text
 from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RIDGE, load_break_even, saturated_gain, \
     unloaded_gain
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
+from lab.picker.substitutes import no_substitute_note
 from lab.picker.tables import (ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_RUN, ARENA_SUFFIX_PER_CALL,
                                LOOKAHEAD_SETTINGS,
                                METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, PARALLEL_MEASURED,
                                PARALLEL_MEASURED_REAL,
-                               PARD_VLLM_TABLE, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002, STRATEGY_BY_METHOD,
-                               WORKLOAD_BY_TASK, workload_row)
+                               PARD_VLLM_TABLE, SAMPLING_EPS, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002,
+                               STRATEGY_BY_METHOD, WORKLOAD_BY_TASK, method_phrase, workload_row)
 
-__all__ = ["reasons_for", "source_for", "notes_for", "obstacle_text", "memory_reasons", "engine_notes"]
+__all__ = ["reasons_for", "source_for", "basis_source", "notes_for", "obstacle_text", "memory_reasons",
+           "served_memory_reasons", "engine_notes", "greedy_reason", "join_names"]
 
 _PROSE = ("chat", "long_text")  # the tasks where prompt lookup and Lookahead are rated by lesson 12's chat runs
 
 
 def _versus(ours: float, theirs: float) -> str:
     """``"ahead of"``, ``"level with"`` or ``"behind"``: one measured speedup against another as printed (two
-    decimals), by the course's one rule (:func:`lab.metrics.compare_speedups`: level within 3 % of the larger, the
+    decimals), by the course's one rule (:func:`lab.compare.compare_speedups`: level within 3 % of the larger, the
     spread of one drafter timed twice in lesson 12's runs)."""
-    from lab.metrics import compare_speedups  # here: lab.metrics imports torch, and `import lab.picker` stays light
-
     return compare_speedups(round(ours, 2), round(theirs, 2))
 
 
@@ -105,14 +108,15 @@ def source_for(decision: Decision, workload: dict) -> str:
                 f"off ({round(saturated_gain(), 2):g}× there without it)")
     if decision.method == "none":
         return "no feasible method"
-    return _basis_source(decision.method, workload["task"], decision.basis)
+    return basis_source(decision.method, workload["task"], decision.basis)
 
 
 def notes_for(decision: Decision, workload: dict) -> list:
-    """The engine notes for ``decision`` (none for ``"none"``), as a new list of str."""
+    """The rules' own engine notes for ``decision`` (none for ``"none"``), as a new list of str: how vLLM and
+    transformers take the method (:func:`engine_notes`) and, under load, the batch-size schedule."""
     if decision.method == "none":
         return []
-    notes = engine_notes(decision.method, workload["has_small_same_family_model"])
+    notes = engine_notes(decision.method, workload)
     if decision.rule == "load":
         notes.append("vLLM varies N with the batch size through `num_speculative_tokens_per_batch_size`, "
                      "(first batch size, last batch size, N) triples with N = 0 for no drafts; the config above "
@@ -121,24 +125,12 @@ def notes_for(decision: Decision, workload: dict) -> list:
     return notes
 
 
-def obstacle_text(method: str, obstacle: str, memory: float | None) -> str:
-    """Why ``method`` is not an option, as a clause: ``obstacle`` is one of
-    :data:`lab.picker.decision.OBSTACLES`; ``memory`` the workload's headroom (GB) for ``"memory"``."""
-    are = "are" if method == "mtp" else "is"  # "the target's MTP modules" is a plural
-    if obstacle == "excluded":
-        return f"{_a(method)} {are} ruled out (exclude)"
-    if obstacle == "no_small_model":
-        return "there is no small model of the target's family to draft with"
-    if obstacle == "no_training":
-        return f"{_a(method)} must be trained for the target, and training is not an option"
-    if obstacle == "no_mtp":
-        return "the target's checkpoint ships no MTP modules (target_has_mtp, --target-has-mtp)"
-    if obstacle == "no_parallel_draft":
-        return ("there is no parallel (PARD) draft of the target's family, published or adapted "
-                "(has_parallel_draft, --parallel-draft)")
-    need = "need" if method == "mtp" else "needs"
-    return (f"{_a(method)} {need} about {MEMORY_NEEDED_GB.get(method, 0.0):g} GB beyond the target, more than the "
-            f"{memory:g} GB headroom")
+def greedy_reason(given: float) -> str:
+    """Why a temperature ``given`` below :data:`lab.picker.tables.SAMPLING_EPS` (but above 0) is taken as greedy."""
+    eps = f"{SAMPLING_EPS:.0e}".replace("e-0", "e-")  # 1e-5, as vLLM writes it
+    return (f"T = {given:g} is below {eps}, which vLLM treats as greedy decoding (_SAMPLING_EPS in "
+            "vllm/sampling_params.py; transformers would divide the logits by it and overflow), so the picker takes "
+            "it as T = 0 and every setting below is greedy.")
 
 
 def memory_reasons(method: str, memory: float | None) -> list:
@@ -160,18 +152,56 @@ def memory_reasons(method: str, memory: float | None) -> list:
     return [f"{lead}It needs ~{need:g} GB beyond the target, within the {memory:g} GB headroom."]
 
 
-def engine_notes(method: str, has_small: bool) -> list:
-    """Where the engines cannot serve ``method`` as recommended, and what they get instead (``has_small``: the
-    workload has a small same-family model, the nearest transformers drafter for EAGLE and Medusa)."""
+def served_memory_reasons(method: str, workload: dict) -> list:
+    """:func:`memory_reasons` for what is served: for ``method`` alone when every engine runs it; else one sentence
+    per method served (the recommended one in this course's loop and the engines that have it, then each engine's
+    substitute), each naming where it runs, so that the memory quoted is that of the settings printed."""
+    served = served_methods(method, workload)
+    if set(served.values()) == {method}:
+        return memory_reasons(method, workload["memory_headroom_gb"])
+    groups = {method: []}
+    for engine, runs in served.items():
+        groups.setdefault(runs, []).append(ENGINE_LABELS[engine])
+    groups[method].append("this course's loop")
+    out = []
+    for runs, where in groups.items():
+        names = join_names(where)
+        if names.startswith("this"):  # the course's loop alone opens the sentence
+            names = "T" + names[1:]
+        if runs == "none":
+            out.append(f"{names} (no speculation: every substitute is ruled out): no extra memory.")
+            continue
+        for sentence in memory_reasons(runs, workload["memory_headroom_gb"]):
+            out.append(f"{names} ({METHOD_LABELS[runs]}): {sentence[0].lower()}{sentence[1:]}")
+    return out
+
+
+def join_names(names: list) -> str:
+    """``["a", "b", "c"]`` as "a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def engine_notes(method: str, workload: dict) -> list:
+    """The rules' notes on how vLLM and transformers take ``method`` on ``workload`` (the other engines' notes, and
+    vLLM's on Medusa and PARD drafts, are their own: ``Recommendation.engine_notes``), with the substitutes
+    :func:`lab.picker.engines.served_methods` finds for ``workload``."""
     notes = []
+    served = served_methods(method, workload)
     if method == "lookahead":
-        notes.append("vLLM has no Lookahead proposer (seed lesson 000 names TensorRT-LLM's LookaheadDecoder, whose "
-                     "config is gone from TensorRT-LLM's LLM API, lesson 14): the vLLM config is the n-gram method, "
-                     "its nearest draft-free relative; transformers likewise gets prompt lookup. This course runs "
-                     "real Lookahead with LookaheadDrafter.")
+        lead = ("vLLM has no Lookahead proposer (seed lesson 000 names TensorRT-LLM's LookaheadDecoder, whose config "
+                "is gone from TensorRT-LLM's LLM API, lesson 14)")
+        if served["vllm"] == "ngram":
+            notes.append(f"{lead}: the vLLM config is the n-gram method, its nearest draft-free relative; transformers "
+                         "likewise gets prompt lookup. This course runs real Lookahead with LookaheadDrafter.")
+        else:
+            notes.append(f"{lead}, nor has transformers, and their nearest, prompt lookup, is ruled out here, so their "
+                         "settings serve the target alone. This course runs real Lookahead with LookaheadDrafter.")
     if method == "eagle":
-        notes.append("vLLM's method is \"eagle3\" for an EAGLE-3 head and \"eagle\" for an EAGLE-1/2 head; match "
-                     "your checkpoint.")
+        # the engines name the two head kinds apart; the settings assume the EAGLE-3 heads published today
+        notes.append("The settings load an EAGLE-3 head (vLLM \"eagle3\", SGLang EAGLE3, TensorRT-LLM Eagle3, "
+                     "llama.cpp draft-eagle3). For an EAGLE-1/2 head use vLLM's \"eagle\", SGLang's EAGLE and "
+                     "TensorRT-LLM's decoding_type Eagle; llama.cpp has no EAGLE-1/2 type (its --spec-type offers "
+                     "draft-eagle3 only, common/speculative.cpp). Match your checkpoint.")
     if method == "mtp":
         notes.append("vLLM's method \"mtp\" reads the modules from the target's own checkpoint, so its config names "
                      "no model (the model-specific names such as \"deepseek_mtp\" are deprecated aliases). Asked for "
@@ -179,10 +209,13 @@ def engine_notes(method: str, has_small: bool) -> list:
                      "(num_mtp_modules, use_multi_module_mtp in vllm/config/speculative.py): DeepSeek-V3's single "
                      "module was trained for the next token but one only, so expect acceptance to fall beyond N = 1.")
     if method in ("eagle", "medusa"):
-        nearest = "an assistant (draft) model" if has_small else "prompt lookup"
         name = "EAGLE" if method == "eagle" else "Medusa"
-        notes.append(f"transformers' generate has no {name} drafter; the transformers settings use {nearest}, the "
-                     "nearest it ships.")
+        if served["transformers"] == "none":
+            notes.append(no_substitute_note("transformers", method, workload))
+        else:
+            nearest = "an assistant (draft) model" if served["transformers"] == "draft_model" else "prompt lookup"
+            notes.append(f"transformers' generate has no {name} drafter; the transformers settings use {nearest}, "
+                         "the nearest it ships.")
     if method == "draft_model":
         notes.append("transformers samples the assistant with the target's own logits processors, so the draft "
                      "temperature follows the target's; in vLLM, draft_sample_method = \"probabilistic\" is what "
@@ -208,7 +241,7 @@ def _under_load(decision: Decision, workload: dict) -> list:
         reasons.append(_schedule_reason(f"the report's {MTP_SPEEDUP:g}×") + " MTP's α of 0.85–0.9 is above "
                        "that model's 0.8, which moves the batch where drafting stops later: recompute the schedule "
                        "with your own α.")
-        return reasons + _parallel_under_load(workload) + memory_reasons("mtp", memory)
+        return reasons + _parallel_under_load(workload) + served_memory_reasons("mtp", workload)
     if decision.method == "none":
         why = obstacle_text("eagle", decision.obstacles["eagle"], memory)
         reasons.append("The one exception this course makes under load, an EAGLE head at N = 1 (seed lesson 002: "
@@ -229,7 +262,7 @@ def _under_load(decision: Decision, workload: dict) -> list:
                    "most 2 tokens. The range below therefore tops out at lesson 13's model of N = 1 on one sequence, "
                    f"(1 + α) / (1 + c) = {round(unloaded_gain(), 2):g}×.")
     reasons.append(_schedule_reason(f"{round(unloaded_gain(), 2):g}×"))
-    return reasons + _parallel_under_load(workload) + memory_reasons("eagle", memory)
+    return reasons + _parallel_under_load(workload) + served_memory_reasons("eagle", workload)
 
 
 def _parallel_under_load(workload: dict) -> list:
@@ -267,7 +300,7 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                    "(Oliaro et al. 2024: up to 5.3× on agentic SQL), is the default; the seed tables have no such "
                    "row, so its range is this course's measurement and the structured-JSON row's k range sets N."]
     else:
-        reasons = [f"Seed lesson 002 recommends {_a(row.method)} for {row.workload.lower()} "
+        reasons = [f"Seed lesson 002 recommends {method_phrase(row.method)} for {row.workload.lower()} "
                    f"(k {row.n_range[0]}–{row.n_range[1]}, {row.speedup[0]:g}–{row.speedup[1]:g}×)."]
     if default in decision.obstacles:
         reasons.append(f"It is not an option here: {obstacle_text(default, decision.obstacles[default], memory)}.")
@@ -283,10 +316,10 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
     elif method != default:
         if default in decision.candidates:
             (default_low, default_high), _ = decision.candidates[default]
-            reasons.append(f"{_a(method, True)} is feasible and seed lesson 000 gives it {low:g}–{high:g}×, "
-                           f"above the {default_low:g}–{default_high:g}× of {_a(default)}.")
+            reasons.append(f"{method_phrase(method, True)} is feasible and seed lesson 000 gives it {low:g}–{high:g}×, "
+                           f"above the {default_low:g}–{default_high:g}× of {method_phrase(default)}.")
         else:
-            reasons.append(f"The best feasible alternative is {_a(method)} ({low:g}–{high:g}×; source: "
+            reasons.append(f"The best feasible alternative is {method_phrase(method)} ({low:g}–{high:g}×; source: "
                            f"{source_for(decision, workload)}).")
     if method == "ngram" and task in _PROSE:
         if decision.lookup_over_lookahead:
@@ -314,11 +347,11 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
     if method != "parallel" and "parallel" in decision.candidates:
         (par_low, par_high), _ = decision.candidates["parallel"]
         reasons.append(f"A parallel (PARD) draft was a candidate too ({par_low:g}–{par_high:g}× on MT-Bench in the "
-                       f"PARD authors' vLLM runs); {_a(method)} ranks above it here.")
+                       f"PARD authors' vLLM runs); {method_phrase(method)} ranks above it here.")
     if method != "mtp" and "mtp" in decision.candidates:
         (mtp_low, _), _ = decision.candidates["mtp"]
         reasons.append(f"The target's own MTP modules were a candidate too ({mtp_low:g}× at N = 1, {MTP_REPORT}); "
-                       f"{_a(method)} ranks above them here.")
+                       f"{method_phrase(method)} ranks above them here.")
     if method == "lookahead" and task in _PROSE:
         la0, ng0 = ARENA_CHAT_SPEEDUPS[("lookahead", 0)], ARENA_CHAT_SPEEDUPS[("ngram", 0)]
         la_calls, ng_calls = ARENA_CHAT_PER_CALL[("lookahead", 0)], ARENA_CHAT_PER_CALL[("ngram", 0)]
@@ -331,8 +364,11 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                        f"run measured Lookahead at {la0:.2f}× on greedy chat and "
                        f"{ARENA_CHAT_SPEEDUPS[('lookahead', 1)]:.2f}× at T = 1, against prompt lookup's "
                        f"{ng0:.2f}× and {ARENA_CHAT_SPEEDUPS[('ngram', 1)]:.2f}×{why}. The 1.3–1.6× range is the "
-                       "seed's, for accelerators where verifying a few more positions costs almost nothing; vLLM, "
-                       "which has no Lookahead, serves the config below as prompt lookup.")
+                       "seed's, for accelerators where verifying a few more positions costs almost nothing; "
+                       + ("vLLM, which has no Lookahead, serves the config below as prompt lookup."
+                          if served_methods(method, workload)["vllm"] == "ngram" else
+                          "no serving engine has Lookahead, and prompt lookup, which they serve in its place, is "
+                          "ruled out here, so only this course's loop runs it."))
     reasons.append(_n_reason(method, decision.n_draft, row, temperature))
     if temperature > SAMPLING_WARN_TEMPERATURE:
         deterministic = method in ("ngram", "lookahead", "medusa", "suffix")
@@ -344,12 +380,14 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                           if deterministic else
                           ": large, confident pairs usually lose α when sampling" + _sampled_drafts_on_chat()
                           + "."))
-    reasons += memory_reasons(method, memory)
+    reasons += served_memory_reasons(method, workload)
     if method in ("draft_model", "parallel", "eagle", "mtp") and temperature > 0:
+        vllm_samples = served_methods(method, workload)["vllm"] in ("draft_model", "eagle", "mtp")
         reasons.append(f"The draft samples at T = {temperature:g} too, so both distributions are sharpened or "
                        "flattened alike and the draft stays close to the distribution it is verified against (their "
-                       "overlap is the acceptance probability, lesson 05); vLLM needs "
-                       "draft_sample_method = \"probabilistic\" for that, which the config below sets.")
+                       "overlap is the acceptance probability, lesson 05)"
+                       + ("; vLLM needs draft_sample_method = \"probabilistic\" for that, which the config below "
+                          "sets." if vllm_samples else "."))
     return reasons
 
 
@@ -372,7 +410,7 @@ def _parallel_reasons(decision: Decision, default: str) -> list:
              f"(EAGLE-3 {min(eagle):g}–{max(eagle):g}× in the same runs)")
     if default in decision.candidates and default != "parallel":
         (default_low, default_high), _ = decision.candidates[default]
-        first += f", above the {default_low:g}–{default_high:g}× of {_a(default)}."
+        first += f", above the {default_low:g}–{default_high:g}× of {method_phrase(default)}."
     else:
         first += "."
     ours, ar, (cheap_par, cheap_ar) = _parallel_card(PARALLEL_MEASURED)
@@ -401,7 +439,7 @@ def _mtp_reason(decision: Decision, default: str) -> str:
             f"the time and measures {MTP_SPEEDUP:g}× the tokens per second")
     if default in decision.candidates:
         (default_low, default_high), _ = decision.candidates[default]
-        return text + f", above the {default_low:g}–{default_high:g}× of {_a(default)}."
+        return text + f", above the {default_low:g}–{default_high:g}× of {method_phrase(default)}."
     return text + "."
 
 
@@ -445,7 +483,7 @@ def _n_reason(method: str, n_draft: int, row, temperature: float) -> str:
                "the best N at that α)."))
 
 
-def _basis_source(method: str, task: str, basis: str) -> str:
+def basis_source(method: str, task: str, basis: str) -> str:
     """The source phrase of a latency-bound range: ``basis`` as in :class:`lab.picker.decision.Decision`."""
     if basis == "workload_row":
         row = workload_row(task)
@@ -456,10 +494,3 @@ def _basis_source(method: str, task: str, basis: str) -> str:
         return "lesson 12's committed arena: prompt lookup on chat requests at T = 1 and T = 0, real pair on a CPU"
     row = STRATEGY_BY_METHOD[method]
     return f"{row.source}, row \"{row.strategy}\""
-
-
-def _a(method: str, capital: bool = False) -> str:
-    """The method's label with its article, for sentences ("a vanilla draft model", "an EAGLE draft head")."""
-    text = {"draft_model": "a vanilla draft model", "eagle": "an EAGLE draft head",
-            "parallel": "a parallel (PARD) draft model"}.get(method, METHOD_LABELS[method])
-    return text[0].upper() + text[1:] if capital else text

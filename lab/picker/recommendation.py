@@ -8,8 +8,9 @@ import json
 from dataclasses import dataclass, field
 
 from lab.picker.counters import VLLM_METRICS
-from lab.picker.engines import EngineSettings
-from lab.picker.tables import METHOD_LABELS, TASK_LABELS
+from lab.picker.engines import ENGINE_LABELS, EngineSettings
+from lab.picker.reasons import basis_source, join_names
+from lab.picker.tables import METHOD_LABELS, TASK_LABELS, speedup_for
 
 __all__ = ["Recommendation"]
 
@@ -62,10 +63,58 @@ class Recommendation(EngineSettings):
     def speedup_text(self) -> str:
         """The expected speedup range for display, e.g. \"1.5–2×\" (\"1×\" without speculation; one number when the
         range is one published value, as MTP's \"1.8×\")."""
-        low, high = self.expected_speedup
         if not self.speculates:
             return "1×"
-        return f"{low:g}×" if low == high else f"{low:g}–{high:g}×"
+        return _range_text(*self.expected_speedup)
+
+    def served_speedups(self) -> dict:
+        """What each engine serves when it is not the recommended method, with the speedup to expect from it: engine
+        key -> (course method, (low, high) or None, source). The range is the one the rules would quote for that
+        method on this task (:func:`lab.picker.tables.speedup_for`; (1.0, 1.0) for ``"none"``), None under load,
+        where the tables rate no substitute. Empty when every engine serves ``method`` itself."""
+        out = {}
+        task, loaded = self.workload.get("task"), not self.workload.get("latency_bound", True)
+        for engine, runs in self.served().items():
+            if runs == self.method:
+                continue
+            if runs == "none":
+                out[engine] = (runs, (1.0, 1.0), "no speculation")
+            elif loaded or task is None:
+                out[engine] = (runs, None, "not rated under load")
+            else:
+                speedup, basis = speedup_for(runs, task)
+                out[engine] = (runs, speedup, basis_source(runs, task, basis))
+        return out
+
+    def served_text(self) -> str:
+        """Where the expected speedup holds and what the other engines serve, as one line for the summary ("" when
+        every engine serves ``method``), e.g. "vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers serve n-gram
+        prompt lookup instead: 1.03–1.08× (source: ...)"."""
+        others = self.served_speedups()
+        if not others or not self.speculates:
+            return ""
+        groups = {}
+        for engine, (runs, speedup, source) in others.items():
+            groups.setdefault((runs, speedup, source), []).append(ENGINE_LABELS[engine])
+        parts = []
+        for (runs, speedup, source), engines in groups.items():
+            if runs == "none":
+                parts.append(f"{join_names(engines)} {_serve(engines)} the target alone (every substitute is ruled "
+                             "out: see the engine notes), 1×")
+                continue
+            what = ("the PARD draft as a vanilla draft model (one forward per drafted token)"
+                    if self.method == "parallel" and runs == "draft_model" else f"{METHOD_LABELS[runs]} instead")
+            figure = source if speedup is None else f"{_range_text(*speedup)} (source: {source})"
+            parts.append(f"{join_names(engines)} {_serve(engines)} {what}: {figure}")
+        return "; ".join(parts)
+
+    def speedup_where(self) -> str:
+        """Where :meth:`speedup_text` holds: "" when every engine serves ``method``, else e.g. " (TensorRT-LLM and
+        this course's loop)" or " (this course's loop only)"."""
+        if not self.speculates or not self.served_speedups():
+            return ""
+        same = [ENGINE_LABELS[e] for e, runs in self.served().items() if runs == self.method]
+        return " (" + join_names([*same, "this course's loop"]) + ")" if same else " (this course's loop only)"
 
     def draft_temperature_text(self) -> str:
         """The draft temperature for display, with what it means."""
@@ -93,8 +142,9 @@ class Recommendation(EngineSettings):
 
     def to_dict(self) -> dict:
         """Everything as JSON-ready data (the five engines' settings with placeholders; ``engine_notes`` gathers
-        every engine's substitutions, ``notes`` only the rules' own). TensorRT-LLM's ``draft_len_schedule`` keeps
-        its int keys, which ``json.dumps`` writes as strings."""
+        every engine's substitutions, ``notes`` only the rules' own; ``served``: what each engine runs, and
+        ``served_speedup`` the range to expect where that is not ``method``, :meth:`served_speedups`).
+        TensorRT-LLM's ``draft_len_schedule`` keeps its int keys, which ``json.dumps`` writes as strings."""
         return {"method": self.method, "label": self.label, "n_draft": self.n_draft,
                 "draft_temperature": self.draft_temperature, "temperature": self.temperature,
                 "expected_speedup": list(self.expected_speedup), "source": self.source,
@@ -103,23 +153,31 @@ class Recommendation(EngineSettings):
                 "vllm_config": self.vllm_config(), "sglang_args": self.sglang_args(),
                 "trtllm_config": self.trtllm_config(), "llamacpp_args": self.llamacpp_args(),
                 "hf_kwargs": self.hf_kwargs(), "hf_assistant_config": self.hf_assistant_config(),
-                "lab_drafter": self.lab_drafter(), "engine_notes": self.engine_notes()}
+                "lab_drafter": self.lab_drafter(), "engine_notes": self.engine_notes(), "served": self.served(),
+                "served_speedup": {engine: {"method": runs, "expected_speedup": None if speedup is None else
+                                            list(speedup), "source": source}
+                                   for engine, (runs, speedup, source) in self.served_speedups().items()}}
 
-    def summary(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
-        """Plain-text rendering (what ``python -m lab pick`` prints). Raises ``ValueError`` (naming the argument)
-        when ``tensor_parallel_size`` is not an integer >= 1, as :meth:`vllm_command` does."""
+    def summary(self, target: str = "<target-model>", tensor_parallel_size: int = 1, *,
+                max_running_requests: int | None = None) -> str:
+        """Plain-text rendering (what ``python -m lab pick`` prints). ``max_running_requests`` goes to
+        :meth:`sglang_command`. Raises ``ValueError`` (naming the argument) for a ``tensor_parallel_size`` or
+        ``max_running_requests`` out of range, as :meth:`vllm_command` and :meth:`sglang_command` do."""
         lines = [f"Workload: {self.workload_text()}",
                  f"Method: {self.label} ({self.method})"]
         if self.speculates:
             lines.append(f"Draft tokens per step N: {self.n_draft} · draft temperature: "
                          f"{self.draft_temperature_text()}")
-        lines.append(f"Expected speedup: {self.speedup_text()} — source: {self.source}")
+        lines.append(f"Expected speedup: {self.speedup_text()}{self.speedup_where()} — source: {self.source}")
+        if self.served_text():
+            lines.append(f"As served: {self.served_text()}")
         lines.append("Why:")
         lines += [f"  - {r}" for r in self.reasons]
         lines.append("vLLM:")
         lines.append("  " + self.vllm_command(target, tensor_parallel_size))
         lines.append("SGLang:")
-        lines.append("  " + self.sglang_command(target, tensor_parallel_size))
+        lines.append("  " + self.sglang_command(target, tensor_parallel_size,
+                                                max_running_requests=max_running_requests))
         lines.append("TensorRT-LLM (LLM API options YAML):")
         lines += ["  " + line for line in (self.trtllm_yaml() or "(no speculative_config)").splitlines()]
         lines.append("llama.cpp:")
@@ -138,9 +196,10 @@ class Recommendation(EngineSettings):
     def __str__(self) -> str:
         return self.summary()
 
-    def to_markdown(self, target: str = "<target-model>", tensor_parallel_size: int = 1) -> str:
-        """A one-page decision guide for the workload, as Markdown. Raises ``ValueError`` (naming the argument)
-        when ``tensor_parallel_size`` is not an integer >= 1, as :meth:`vllm_command` does."""
+    def to_markdown(self, target: str = "<target-model>", tensor_parallel_size: int = 1, *,
+                    max_running_requests: int | None = None) -> str:
+        """A one-page decision guide for the workload, as Markdown. Raises ``ValueError`` (naming the argument) as
+        :meth:`summary` does."""
         w = self.workload
         task = TASK_LABELS.get(w.get("task"), w.get("task"))
         title = f"# Speculative decoding for {task} at T = {self.temperature:g}"
@@ -151,13 +210,15 @@ class Recommendation(EngineSettings):
                f"| draft tokens per step N | {self.n_draft if self.speculates else 'n/a'} |",
                f"| draft temperature | {self.draft_temperature_text()} |",
                f"| target temperature | {self.temperature:g} |",
-               f"| expected speedup | {self.speedup_text()} |",
+               f"| expected speedup | {self.speedup_text()}{self.speedup_where()} |",
                f"| source of that range | {self.source} |"]
+        if self.served_text():
+            out.append(f"| as served | {self.served_text()} |")
         for key, value in self.settings.items():
             out.append(f"| {key} | {value} |")
         out += ["", "## Why", ""] + [f"- {r}" for r in self.reasons]
         out += ["", "## Serve it with vLLM", ""]
-        if self.speculates:
+        if self.vllm_config():  # {} without speculation, and where every substitute is ruled out
             out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
                     "The same object goes to Python as `LLM(model=..., speculative_config=...)`:", "",
                     "```json", json.dumps(self.vllm_config(), indent=2), "```"]
@@ -165,10 +226,12 @@ class Recommendation(EngineSettings):
             out += ["```bash", self.vllm_command(target, tensor_parallel_size), "```", "",
                     "No `--speculative-config`: serve the target alone."]
         if self.speculates:
-            out += ["", "## Serve it with SGLang", "", "```bash", self.sglang_command(target, tensor_parallel_size),
+            out += ["", "## Serve it with SGLang", "", "```bash",
+                    self.sglang_command(target, tensor_parallel_size, max_running_requests=max_running_requests),
                     "```", "", "## Serve it with TensorRT-LLM", "",
                     "The `speculative_config` section of the LLM API options (YAML):", "",
-                    "```yaml", self.trtllm_yaml(), "```", "", "## Serve it with llama.cpp", "",
+                    "```yaml", self.trtllm_yaml() or "# no speculative_config: see the engine notes", "```", "",
+                    "## Serve it with llama.cpp", "",
                     "```bash", self.llamacpp_command(), "```"]
         out += ["", "## Run it with transformers", "", "```python", self.hf_snippet(target), "```"]
         if self.lab_drafter():
@@ -196,3 +259,13 @@ class Recommendation(EngineSettings):
 def _kwargs_text(kwargs: dict) -> str:
     """``generate`` keyword arguments as ``k=v, ...`` for the summary ("(none)" when empty)."""
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) if kwargs else "(none)"
+
+
+def _range_text(low: float, high: float) -> str:
+    """A speedup range for display: "1.5–2×", or one number when low == high ("1.8×")."""
+    return f"{low:g}×" if low == high else f"{low:g}–{high:g}×"
+
+
+def _serve(engines: list) -> str:
+    """The verb for a list of engine names: "serves" for one, "serve" for more."""
+    return "serves" if len(engines) == 1 else "serve"

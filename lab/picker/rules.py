@@ -7,19 +7,19 @@ and returns it as a :class:`lab.picker.Recommendation` with its reasons, source,
 from __future__ import annotations
 
 from lab.picker.decision import Decision
+from lab.picker.feasibility import obstacle
 from lab.picker.load import load_schedule, unloaded_gain
-from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
-from lab.picker.reasons import notes_for, reasons_for, source_for
+from lab.picker.memory import MEDUSA_HEADS
+from lab.picker.reasons import greedy_reason, notes_for, reasons_for, source_for
 from lab.picker.recommendation import Recommendation
 from lab.picker.revisit import revisit_for
-from lab.picker.tables import (ARENA_CHAT_SPEEDUPS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, MTP_N, MTP_SPEEDUP,
-                               NGRAM_LOOKUP, SETUP_ORDER, STRATEGY_BY_METHOD, workload_row)
+from lab.picker.tables import (LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, MTP_N, MTP_SPEEDUP, NGRAM_LOOKUP, SETUP_ORDER,
+                               speedup_for, workload_row)
 from lab.picker.workload import check_workload
 
 __all__ = ["recommend", "decide", "obstacle", "speedup_for", "draft_length", "choose_under_load",
            "choose_latency_bound"]
 
-_TRAINED = ("eagle", "medusa")                      # heads someone must train for the target
 _HEADS = ("eagle", "medusa", "mtp")                 # drafting on the target's features: replace the default when
 #                                                     their range is higher (the MTP modules ship with the target)
 _FALLBACKS = ("draft_model", "mtp", "lookahead", "ngram")  # tried only when the default is not feasible
@@ -36,7 +36,9 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
     Args:
         task: one of ``"chat"``, ``"code"``, ``"structured"``, ``"long_text"``, ``"copy_edit"``, ``"agent"``
             (agent loops and multi-turn edits: answers that repeat earlier answers).
-        temperature: the target's sampling temperature, >= 0 (0 = greedy).
+        temperature: the target's sampling temperature, from 0 (greedy) to :data:`lab.picker.tables.MAX_API_TEMPERATURE`
+            (2, the OpenAI API's range); below :data:`lab.picker.tables.SAMPLING_EPS` (1e-5) it is greedy, as in
+            vLLM, and the reasons say so.
         has_small_same_family_model: a small model with the target's tokenizer exists (a vanilla draft).
         can_finetune: you may train extra parameters for the target (EAGLE or Medusa heads) — True also when a
             trained head for your target is published.
@@ -57,7 +59,7 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         a :class:`Recommendation`.
 
     Raises:
-        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool (``numpy.bool_``
+        ValueError: unknown task, temperature outside [0, 2] or not finite, a flag that is not a bool (``numpy.bool_``
             counts; numbers, NumPy scalars included, are accepted for temperature and memory), negative or
             non-finite memory, or an unknown method in ``exclude`` (the message names the argument and the
             allowed values).
@@ -70,8 +72,11 @@ def recommend(task: str, temperature: float, has_small_same_family_model: bool, 
         # the decision alone: building the whole recommendation would word its own revisit list, asking again
         return decide(check_workload(**{**workload, **change})).method != "none"
 
+    reasons = reasons_for(decision, workload)
+    if workload["temperature"] == 0 and float(temperature) != 0:  # a tiny temperature, taken as greedy
+        reasons.insert(0, greedy_reason(float(temperature)))
     return Recommendation(decision.method, decision.n_draft, decision.draft_temperature, workload["temperature"],
-                          reasons_for(decision, workload), decision.speedup, source_for(decision, workload),
+                          reasons, decision.speedup, source_for(decision, workload),
                           notes_for(decision, workload), revisit_for(decision, workload, lifts), workload,
                           decision.settings)
 
@@ -85,42 +90,6 @@ def decide(workload: dict) -> Decision:
     if not workload["latency_bound"]:  # 2. throughput-bound: MTP or EAGLE at N = 1 if one can be had, else nothing
         return choose_under_load(workload, obstacles)
     return choose_latency_bound(workload, obstacles)  # 3. and 4. latency-bound: the row's method unless a head beats it
-
-
-def obstacle(method: str, workload: dict) -> str | None:
-    """The first constraint of ``workload`` that rules ``method`` (a drafting method) out, one of
-    :data:`lab.picker.decision.OBSTACLES`; None when it is feasible. Feasible = not in ``exclude``, its prerequisite
-    holds (a small same-family model; permission to train heads; MTP modules in the target's checkpoint), and it
-    fits ``memory_headroom_gb``. A parallel (PARD) draft needs ``has_parallel_draft``: training one is adapting a
-    draft model, not training heads on the target, so ``can_finetune`` alone does not provide it."""
-    if method in workload["exclude"]:
-        return "excluded"
-    if method == "draft_model" and not workload["has_small_same_family_model"]:
-        return "no_small_model"
-    if method in _TRAINED and not workload["can_finetune"]:
-        return "no_training"
-    if method == "mtp" and not workload["target_has_mtp"]:
-        return "no_mtp"
-    if method == "parallel" and not workload.get("has_parallel_draft", False):
-        return "no_parallel_draft"
-    memory = workload["memory_headroom_gb"]
-    if memory is not None and MEMORY_NEEDED_GB.get(method, 0.0) > memory:
-        return "memory"
-    return None
-
-
-def speedup_for(method: str, task: str) -> tuple:
-    """((low, high), basis) for ``method`` on ``task``: its workload row if that row recommends it (basis
-    ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's measured
-    speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``); else the strategy table's range
-    (``"strategy"``; for suffix decoding that row is lesson 12's measurement on conversations, for MTP the
-    DeepSeek-V3 report's 1.8×, each row's ``source``)."""
-    row = workload_row(task)
-    if row.method == method:
-        return row.speedup, "workload_row"
-    if method == "ngram":
-        return tuple(sorted((ARENA_CHAT_SPEEDUPS[("ngram", 1)], ARENA_CHAT_SPEEDUPS[("ngram", 0)]))), "arena"
-    return STRATEGY_BY_METHOD[method].speedup, "strategy"
 
 
 def draft_length(method: str, task: str, temperature: float) -> tuple:

@@ -1,5 +1,6 @@
 """The picker's data: the seed lessons' tables, the course's measured numbers, the method and task names and labels,
-and the fixed settings of the draft-free methods. Nothing here decides; :mod:`lab.picker.rules` reads these.
+and the fixed settings of the draft-free methods. Nothing here decides: :func:`workload_row` and :func:`speedup_for`
+only look the tables up; :mod:`lab.picker.rules` reads these.
 
 Sources: :data:`STRATEGY_TABLE` is seed lesson 000's "Picking a draft" table plus one measured row (suffix decoding,
 which the seeds do not know) and one published row (a target's own MTP modules, from the DeepSeek-V3 report:
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "SETUP_ORDER", "SEED_000", "SEED_002", "MAX_TEMPERATURE",
-    "SAMPLING_WARN_TEMPERATURE", "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
+    "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "method_phrase", "SETUP_ORDER", "SEED_000", "SEED_002",
+    "MAX_TEMPERATURE", "MAX_API_TEMPERATURE", "SAMPLING_EPS", "SAMPLING_WARN_TEMPERATURE", "speedup_for",
+    "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
     "ARENA_CHAT_PER_CALL", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
     "ARENA_RUN", "ARENA_FILE", "ARENA_ALPHA", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N", "PARD_REPORT",
@@ -40,6 +42,15 @@ METHOD_LABELS = {
     "suffix": "suffix decoding",
     "none": "no speculation",
 }
+
+
+def method_phrase(method: str, capital: bool = False) -> str:
+    """The method's label with its article, for sentences ("a vanilla draft model", "an EAGLE draft head")."""
+    text = {"draft_model": "a vanilla draft model", "eagle": "an EAGLE draft head",
+            "parallel": "a parallel (PARD) draft model"}.get(method, METHOD_LABELS[method])
+    return text[0].upper() + text[1:] if capital else text
+
+
 TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": "structured output (JSON)",
                "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)",
                "agent": "agent loops, multi-turn edits (output repeats earlier outputs)"}
@@ -55,6 +66,17 @@ MAX_TEMPERATURE = 1.0
 """Above this the picker returns ``"none"``: T = 1 samples the model's own distribution, higher flattens it
 further, and seed lesson 000 lists high-temperature sampling among the cases not to speculate. (The effect on α
 depends on the pair; lesson 13 measures it.)"""
+
+MAX_API_TEMPERATURE = 2.0
+"""The highest temperature the picker takes: the OpenAI API's range for ``temperature`` is 0 to 2, and the servers it
+renders for take requests in that API (vLLM's ``SamplingParams`` "follow the sampling parameters from the OpenAI
+text completion API", ``vllm/sampling_params.py``). Above it a value is a mistake, not a workload."""
+
+SAMPLING_EPS = 1e-5
+"""Temperatures below this are greedy: vLLM's ``_SAMPLING_EPS`` (``vllm/sampling_params.py``: ``SamplingParams``
+with ``temperature < _SAMPLING_EPS`` is ``SamplingType.GREEDY``; SGLang 0.5.23's ``sampling_params.py`` uses 1e-6
+the same way). transformers would divide the logits by such a temperature and overflow to NaN, so the picker
+treats it as T = 0 and says so."""
 
 SAMPLING_WARN_TEMPERATURE = 0.7
 """Seed lesson 002 samples at 0.7 in its production example, with the comment that a lower temperature means more
@@ -259,6 +281,21 @@ ARENA_CHAT_PER_CALL = {(kind, t): round(_ARENA[("chat", t, kind)]["tokens_per_ta
                        for kind in ("ngram", "lookahead") for t in (0, 1)}
 """Tokens per target call of the same runs as :data:`ARENA_CHAT_SPEEDUPS` (two decimals).
 Every target call costs at least one autoregressive step, so a speedup above these is timing noise."""
+
+def speedup_for(method: str, task: str) -> tuple:
+    """((low, high), basis) for ``method`` on ``task``, latency-bound: its workload row if that row recommends it
+    (basis ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's
+    measured speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``); else the strategy table's range
+    (``"strategy"``; for suffix decoding that row is lesson 12's measurement on conversations, for MTP the
+    DeepSeek-V3 report's 1.8×, each row's ``source``). The rules rank methods by it, and a recommendation quotes it
+    for the method an engine serves in place of the one recommended."""
+    row = workload_row(task)
+    if row.method == method:
+        return row.speedup, "workload_row"
+    if method == "ngram":
+        return tuple(sorted((ARENA_CHAT_SPEEDUPS[("ngram", 1)], ARENA_CHAT_SPEEDUPS[("ngram", 0)]))), "arena"
+    return STRATEGY_BY_METHOD[method].speedup, "strategy"
+
 
 NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}
 """Prompt lookup's n-gram sizes: seed lesson 002 looks back 4 tokens; the minimum 2 is vLLM's docs example."""

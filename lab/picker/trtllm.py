@@ -11,13 +11,19 @@ Per method: ``draft_model`` -> Draft_Target, ``eagle`` -> Eagle3, ``ngram`` -> N
 lookup), ``suffix`` -> SA (TensorRT-LLM's suffix automaton, longest match, pool shared across requests), ``mtp`` ->
 MTP (``MTPDecodingConfig``: the target's own modules), ``parallel`` -> PARD (``PARDDecodingConfig``: a
 parallel draft model with a mask token);
-``lookahead`` -> NGram and ``medusa`` -> the nearest method (see :meth:`TrtllmSettings.trtllm_notes`).
+``lookahead`` -> NGram and ``medusa`` -> the nearest method the workload allows (see
+:meth:`TrtllmSettings.trtllm_notes`), or no config when every substitute is ruled out.
+
+When sampling (T > 0), Eagle3 and MTP, TensorRT-LLM's one-model paths, get ``use_rejection_sampling: true``: the
+field (``DecodingBaseConfig`` in the full ``llm_args.py``, status "prototype") defaults to false, which verifies
+non-greedy batches by exact match, and it acts on the one-model paths only ("The non-dynamic-tree one-model path
+requires FlashInfer").
 """
 from __future__ import annotations
 
 import json
 
-from lab.picker.substitutes import PLACEHOLDERS, nearest_method
+from lab.picker.substitutes import PLACEHOLDERS, nearest_method, no_substitute_note
 from lab.picker.tables import NGRAM_LOOKUP
 
 __all__ = ["TRTLLM_DECODING_TYPES", "TrtllmSettings", "yaml_text"]
@@ -26,19 +32,20 @@ TRTLLM_DECODING_TYPES = {"draft_model": "Draft_Target", "eagle": "Eagle3", "ngra
                          "mtp": "MTP", "parallel": "PARD"}
 """The course's methods TensorRT-LLM runs natively (suffix decoding: its suffix automaton) -> ``decoding_type``."""
 
+TRTLLM_ONE_MODEL = ("eagle", "mtp")
+"""The course's methods TensorRT-LLM serves on its one-model paths (the draft layers run inside the target's engine),
+the only ones its ``use_rejection_sampling`` acts on."""
+
 
 class TrtllmSettings:
     """TensorRT-LLM renderings of a recommendation (a mixin: :class:`lab.picker.Recommendation` supplies
-    ``method``, ``n_draft``, ``settings`` and ``workload``)."""
+    ``method``, ``n_draft``, ``temperature``, ``settings`` and ``workload``)."""
 
     def trtllm_method(self) -> str:
         """The course method TensorRT-LLM runs (``"none"`` without speculation): the method itself when it has
-        it, Lookahead -> ``"ngram"``, Medusa -> :func:`lab.picker.substitutes.nearest_method`."""
-        if self.method in ("none", *TRTLLM_DECODING_TYPES):
-            return self.method
-        if self.method == "lookahead":
-            return "ngram"
-        return nearest_method(bool(self.workload.get("has_small_same_family_model")))
+        it, else the nearest the workload allows (:func:`lab.picker.substitutes.nearest_method`: Lookahead ->
+        ``"ngram"``, Medusa -> a draft model or ``"ngram"``), ``"none"`` when every substitute is ruled out."""
+        return nearest_method(self.method, TRTLLM_DECODING_TYPES, self.workload)
 
     def trtllm_config(self, draft_model: str | None = None) -> dict:
         """The ``speculative_config`` mapping for TensorRT-LLM's LLM API (``{}`` for ``"none"``).
@@ -53,7 +60,8 @@ class TrtllmSettings:
         its modules come from the target's checkpoint, and ``num_nextn_predict_layers`` is not the user's to set at
         the pinned commit (``Field(init=False)``), so N goes in ``max_draft_len`` alone. Under load the
         recommendation's batch-size schedule becomes ``draft_len_schedule`` ({largest batch size: N}; batch sizes
-        past the last key draft nothing).
+        past the last key draft nothing). When sampling (T > 0), Eagle3 and MTP add ``use_rejection_sampling: true``
+        (:data:`TRTLLM_ONE_MODEL`; the module docstring).
         """
         method = self.trtllm_method()
         if method == "none":
@@ -65,6 +73,8 @@ class TrtllmSettings:
             config.update(max_matching_ngram_size=NGRAM_LOOKUP["prompt_lookup_max"], is_public_pool=False)
         elif method == "suffix":
             config.update(max_matching_ngram_size=-1, enable_global_pool=True)
+        if method in TRTLLM_ONE_MODEL and self.temperature > 0:
+            config["use_rejection_sampling"] = True
         schedule = self.settings.get("num_speculative_tokens_per_batch_size")
         if schedule:
             config["draft_len_schedule"] = draft_len_schedule(schedule)
@@ -79,17 +89,28 @@ class TrtllmSettings:
     def trtllm_notes(self) -> list:
         """Where TensorRT-LLM cannot serve the recommendation as given, one sentence each."""
         notes = []
-        if self.method == "medusa":
+        method = self.trtllm_method()
+        if method == "none" and self.method != "none":
+            notes.append(no_substitute_note("TensorRT-LLM", self.method, self.workload))
+        elif self.method == "medusa":
             notes.append("TensorRT-LLM's LLM API at the pinned commit has no Medusa config (MedusaDecodingConfig is "
                          "not in its SpeculativeConfig union); the YAML runs "
-                         f"{TRTLLM_DECODING_TYPES[self.trtllm_method()]} instead.")
-        if self.method == "lookahead":
+                         f"{TRTLLM_DECODING_TYPES[method]} instead.")
+        elif self.method == "lookahead":
             notes.append("TensorRT-LLM's LookaheadDecodingConfig is gone from the pinned LLM API; the YAML uses its "
                          "NGram drafter, the nearest draft-free method.")
         if self.method == "suffix":
             notes.append("TensorRT-LLM has no suffix-tree drafter; its SA (suffix automaton) drafter is the nearest: "
                          "longest-suffix matching over the request and, with enable_global_pool, other requests, "
                          "drafting one chain rather than a tree.")
+        if method in TRTLLM_ONE_MODEL and self.temperature > 0:
+            notes.append("TensorRT-LLM's use_rejection_sampling is a prototype field and its non-dynamic-tree "
+                         "one-model path requires FlashInfer; without it, sampled batches are verified by exact "
+                         "match, which accepts less.")
+        elif method in ("draft_model", "parallel") and self.temperature > 0:
+            notes.append("TensorRT-LLM's use_rejection_sampling acts on its one-model speculative paths only (its "
+                         "description in llm_args.py), so the YAML sets it for Eagle3 and MTP and not for "
+                         f"{TRTLLM_DECODING_TYPES[method]}: measure the acceptance at your temperature.")
         return notes
 
 

@@ -10,7 +10,7 @@ from numbers import Real
 
 import numpy as np
 
-from lab.picker.tables import METHODS, TASKS
+from lab.picker.tables import MAX_API_TEMPERATURE, METHODS, SAMPLING_EPS, TASKS
 
 __all__ = ["check_bool", "check_workload"]
 
@@ -27,20 +27,23 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
                    memory_headroom_gb, exclude, target_has_mtp=False, has_parallel_draft=False) -> dict:
     """:func:`lab.picker.recommend`'s arguments, checked, as the workload dict.
 
-    Returns ``{"task", "temperature" (float), "has_small_same_family_model", "can_finetune", "target_has_mtp",
+    Returns ``{"task", "temperature" (float; 0.0 for one below :data:`lab.picker.tables.SAMPLING_EPS`, which vLLM
+    treats as greedy), "has_small_same_family_model", "can_finetune", "target_has_mtp",
     "has_parallel_draft", "latency_bound" (bools), "memory_headroom_gb" (float or None), "exclude" (list of methods
     in :data:`METHODS` order, each once)}``. A single method name is accepted for ``exclude``.
 
     Raises:
-        ValueError: unknown task, temperature < 0 or not finite, a flag that is not a bool (``numpy.bool_``
+        ValueError: unknown task, temperature outside [0, :data:`lab.picker.tables.MAX_API_TEMPERATURE`] (2) or not
+            finite, a flag that is not a bool (``numpy.bool_``
             counts), negative or non-finite memory, or an unknown method in ``exclude`` (the message names the
             argument and the allowed values).
     """
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) \
-            or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+            or not 0 <= temperature <= MAX_API_TEMPERATURE:
+        raise ValueError(f"temperature must be a finite number from 0 (greedy) to {MAX_API_TEMPERATURE:g} (the OpenAI "
+                         f"API's range, which the engines' servers take), got {temperature!r}")
     flags = (check_bool("has_small_same_family_model", has_small_same_family_model),
              check_bool("can_finetune", can_finetune), check_bool("latency_bound", latency_bound),
              check_bool("target_has_mtp", target_has_mtp), check_bool("has_parallel_draft", has_parallel_draft))
@@ -58,7 +61,8 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     bad = [m for m in exclude if m not in allowed]
     if bad:
         raise ValueError(f"exclude may only name {', '.join(allowed)}; got {bad!r}")
-    return {"task": task, "temperature": float(temperature), "has_small_same_family_model": flags[0],
+    return {"task": task, "temperature": 0.0 if temperature < SAMPLING_EPS else float(temperature),
+            "has_small_same_family_model": flags[0],
             "can_finetune": flags[1], "target_has_mtp": flags[3], "has_parallel_draft": flags[4],
             "latency_bound": flags[2],
             "memory_headroom_gb": None if memory is None else float(memory),

@@ -124,7 +124,8 @@ def test_pick_names_flags_in_errors_from_recommend(capsys):
     assert err.startswith("python -m lab pick: --memory-gb must be") and "memory_headroom_gb" not in err
     args.memory_gb, args.tensor_parallel_size = None, 0
     assert pick.run(args) == 2
-    assert capsys.readouterr().err.startswith("python -m lab pick: --tensor-parallel-size must be an integer >= 1")
+    assert capsys.readouterr().err.startswith("python -m lab pick: --tensor-parallel-size must be an integer from 1 "
+                                              "to 1024")
 
 
 @pytest.mark.parametrize("name", ["", " padded", "a\n```\n<script>alert(1)</script>\n```\nb", "tab\there"])
@@ -163,3 +164,57 @@ def test_target_has_mtp_flag(capsys):
     parser = cli.build_parser()
     assert parser.parse_args(["pick", "--task", "chat"]).target_has_mtp is False
     assert parser.parse_args(["pick", "--task", "chat", "--target-has-mtp"]).target_has_mtp is True
+
+
+def test_the_default_pick_does_not_import_torch():
+    """`python -m lab pick --task chat` words lesson 12's measurements with lab.compare, not lab.metrics (which
+    imports torch, seconds on a small machine); lab.metrics still re-exports the same function and LEVEL."""
+    code = ("import io, sys, contextlib\nimport lab.picker\nassert 'torch' not in sys.modules, 'import lab.picker'\n"
+            "from lab.cli import main\nwith contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    status = main(['pick', '--task', 'chat'])\n"
+            "print(status, 'torch' in sys.modules, 'level with' in out.getvalue() or 'ahead of' in out.getvalue())\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert done.stdout.split() == ["0", "False", "True"], (done.stdout, done.stderr)
+    import lab.compare
+    import lab.metrics
+
+    assert lab.metrics.compare_speedups is lab.compare.compare_speedups and lab.metrics.LEVEL == lab.compare.LEVEL
+
+
+def test_out_of_range_values_are_refused_naming_the_flag():
+    for args, message in ((["--tensor-parallel-size", "99999999999999999999"],
+                           "--tensor-parallel-size must be an integer from 1 to 1024 (GPUs), got 99999999999999999999"),
+                          (["--temperature", "1e300"], "--temperature must be a finite number from 0 (greedy) to 2"),
+                          (["--temperature", "2.5"], "--temperature must be a finite number from 0 (greedy) to 2"),
+                          (["--throughput", "--can-finetune", "--max-running-requests", "100000"],
+                           "--max-running-requests must be an integer from 1 to 65536 (requests), got 100000")):
+        result = run_cli("--task", "chat", *args)
+        assert result.returncode == 2 and result.stdout == "", (args, result.stdout)
+        assert result.stderr.startswith(f"python -m lab pick: {message}") and result.stderr.count("\n") == 1
+
+
+def test_a_target_that_would_read_as_a_flag_is_refused(capsys):
+    """`--target=-tp` rendered `vllm serve -tp`: the engine's parser reads it as an option."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["pick", "--task", "code", "--target=-tp"])
+    assert exit_info.value.code == 2
+    assert "argument --target: must be a model name or path on one line, not starting with '-'" in \
+        capsys.readouterr().err
+    rec = recommend("code", 0.0, False, False)
+    for render in (rec.vllm_command, rec.sglang_command, rec.llamacpp_command, rec.summary):
+        with pytest.raises(ValueError, match="not starting with '-'"):
+            render("-tp")
+    assert shlex.split(rec.vllm_command("./-tp"))[2] == "./-tp"
+
+
+def test_max_running_requests_reaches_the_sglang_command(capsys):
+    assert cli.main(["pick", "--task", "chat", "--can-finetune", "--throughput", "--max-running-requests", "96",
+                     "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    argv = shlex.split(data["sglang_command"])
+    assert argv[argv.index("--max-running-requests") + 1] == "96" and data["sglang_args"][-2:] == [
+        "--max-running-requests", "96"]
+    assert cli.main(["pick", "--task", "chat", "--can-finetune", "--throughput"]) == 0
+    line = next(text for text in capsys.readouterr().out.splitlines() if "sglang.launch_server" in text)
+    assert line.endswith("--max-running-requests 262")

@@ -30,4 +30,4 @@ def test_report_names_the_flag_and_prints_nothing_on_stdout(capsys):
     assert report(pick_args(temperature=-1.0)) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("python -m lab pick: --temperature must be a finite number >= 0")
+    assert captured.err.startswith("python -m lab pick: --temperature must be a finite number from 0 (greedy) to 2")

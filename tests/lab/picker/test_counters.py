@@ -19,6 +19,17 @@ def test_vllm_metric_names_are_the_exported_counters():
     assert set(picker.VLLM_METRICS) == {"acceptance_rate", "tokens_per_target_call", "per_position_acceptance"}
 
 
+def test_per_position_promql_ignores_the_label_only_its_numerator_has():
+    """Prometheus divides two series only when their labels match exactly; the per-position counter has a position
+    label and the drafts counter none, so the ratio needs ignoring(position) (without it the result is empty)."""
+    assert picker.VLLM_METRICS["per_position_acceptance"] == (
+        'rate(vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}[5m]) / '
+        "ignoring(position) rate(vllm:spec_decode_num_drafts_total[5m])")
+    first = picker.recommend("code", 0.0, False, False).revisit[0]
+    assert ('rate(…num_accepted_tokens_per_pos_total{position="0"}[5m]) / ignoring(position) '
+            "rate(…num_drafts_total[5m])") in first
+
+
 def test_stats_from_vllm_counters_match_our_decode_loop_stats():
     steps = check.make_steps([4, 0, 2, 4, 1], np.int64(4))  # a NumPy integer is a length too
     counters = check.counters_from_steps(steps)

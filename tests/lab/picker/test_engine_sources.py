@@ -142,15 +142,20 @@ def test_vllm_suffix_config_uses_vllm_defaults():
     assert config == {"method": "suffix", "num_speculative_tokens": 4, **VLLM_SUFFIX_DEFAULTS}
 
 
+# The max_running_requests field of sglang/srt/arg_groups/fields/schedule.py in the same 0.5.23 wheel (its sha256 is
+# in tests/data/engines/README.md); that file is not among the pinned ones.
+SGLANG_UNPINNED_FLAGS = {"--max-running-requests"}
+
+
 def test_every_sglang_flag_and_algorithm_is_sglangs():
     source = sglang_source()
     assert {v.upper() for v in SGLANG_ALGORITHMS.values()} <= source.algorithms
     for rec in every_recommendation():
         argv = shlex.split(rec.sglang_command("org/model", tensor_parallel_size=2, draft_model="org/d"))
         flags = [a for a in argv if a.startswith("--")]
-        assert set(flags) <= source.flags, set(flags) - source.flags
+        assert set(flags) <= source.flags | SGLANG_UNPINNED_FLAGS, set(flags) - source.flags
         args = rec.sglang_args()
-        assert (args == []) == (rec.method == "none")
+        assert (args == []) == (rec.sglang_method() == "none")
         if args:
             assert args[args.index("--speculative-algorithm") + 1] in source.algorithms
             assert int(args[args.index("--speculative-num-draft-tokens") + 1]) == rec.n_draft + 1
@@ -232,7 +237,7 @@ def test_suffix_decoding_per_engine():
     assert rec.trtllm_config() == {"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": -1,
                                    "enable_global_pool": True}
     assert rec.llamacpp_args() == ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-min", "1",
-                                   "--spec-ngram-mod-n-max", "4"]
+                                   "--spec-ngram-mod-n-max", "4", "--spec-ngram-mod-n-match", "16"]
     assert rec.hf_kwargs()["prompt_lookup_num_tokens"] == 4
     assert rec.lab_drafter() == "SuffixDecodingDrafter()"
     notes = " ".join(rec.engine_notes())
@@ -250,3 +255,86 @@ def test_json_output_carries_every_engine():
     data = json.loads(json.dumps(recommend("chat", 0.0, True, False).to_dict()))
     assert data["sglang_args"][:2] == ["--speculative-algorithm", "STANDALONE"]
     assert data["trtllm_config"]["decoding_type"] == "Draft_Target" and data["llamacpp_args"][1] == "draft-simple"
+
+
+# --- sampling, load and head kinds, against the pinned sources --------------------------------------------------------
+def _sglang_spec_default(field: str):
+    """The default of a ``Spec`` field in the pinned fields/spec.py."""
+    tree = ast.parse((SGLANG_SPEC).read_text(encoding="utf-8"))
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == field)
+    return ast.literal_eval(node.value)
+
+
+SGLANG_SPEC = VLLM_FILE.parents[3] / "sglang-0.5.23" / "sglang" / "srt" / "arg_groups" / "fields" / "spec.py"
+
+
+def test_sampling_turns_on_rejection_sampling_only_where_the_engine_takes_it():
+    """SGLang's --speculative-use-rejection-sampling and TensorRT-LLM's use_rejection_sampling default off (verify
+    the draft as one-hot / by exact match). When sampling, the picker sets SGLang's for NEXTN only (its hook refuses
+    it for STANDALONE and NGRAM, and eagle_worker_v2 for an EAGLE-3 head with a reduced draft vocabulary) and
+    TensorRT-LLM's for its one-model paths, Eagle3 and MTP; elsewhere a note says acceptance is lower."""
+    assert _sglang_spec_default("speculative_use_rejection_sampling") is False
+    assert "--speculative-use-rejection-sampling" in sglang_source().flags
+    assert all("use_rejection_sampling" in fields for fields in trtllm_source().fields.values())
+    mtp_hot = recommend("chat", 0.7, False, False, target_has_mtp=True)
+    assert mtp_hot.method == "mtp" and mtp_hot.sglang_args()[-1] == "--speculative-use-rejection-sampling"
+    assert mtp_hot.trtllm_config()["use_rejection_sampling"] is True
+    mtp_greedy = recommend("chat", 0.0, False, False, target_has_mtp=True)
+    assert "--speculative-use-rejection-sampling" not in mtp_greedy.sglang_args()
+    assert "use_rejection_sampling" not in mtp_greedy.trtllm_config()
+    eagle_hot = recommend("chat", 0.7, False, True)
+    assert eagle_hot.trtllm_config()["use_rejection_sampling"] is True
+    assert "--speculative-use-rejection-sampling" not in eagle_hot.sglang_args()
+    assert any("SGLang 0.5.23 refuses it for a reduced one" in n for n in eagle_hot.engine_notes())
+    draft_hot = recommend("chat", 0.7, True, False)
+    assert "--speculative-use-rejection-sampling" not in draft_hot.sglang_args()
+    assert "use_rejection_sampling" not in draft_hot.trtllm_config()
+    assert any("refused for STANDALONE" in n for n in draft_hot.engine_notes())
+    for rec in every_recommendation():
+        if "--speculative-use-rejection-sampling" in rec.sglang_args():
+            assert rec.sglang_method() == "mtp" and rec.temperature > 0
+
+
+def test_sglang_caps_running_requests_at_the_schedules_last_drafting_batch_under_load():
+    """SGLang 0.5.23 resets max_running_requests to 48 when it speculates and none is given (speculative_hook.py);
+    under load the flags set it to the last batch size lesson 13's schedule drafts at, or to the caller's value."""
+    load = recommend("chat", 0.0, False, True, latency_bound=False)
+    schedule = load.settings["num_speculative_tokens_per_batch_size"]
+    last = max(last for _first, last, n in schedule if n > 0)
+    assert last == 262  # lesson 13's break-even batch is 263
+    args = load.sglang_args()
+    assert args[args.index("--max-running-requests") + 1] == "262"
+    mine = shlex.split(load.sglang_command("m", max_running_requests=64))
+    assert mine[mine.index("--max-running-requests") + 1] == "64"
+    assert any("caps a speculating server at 48 running requests" in n for n in load.engine_notes())
+    assert "--max-running-requests" not in recommend("chat", 0.0, False, True).sglang_args()  # latency-bound
+    latency = shlex.split(recommend("code", 0.0, False, False).sglang_command("m", max_running_requests=8))
+    assert latency[latency.index("--max-running-requests") + 1] == "8"
+    assert recommend("chat", 0.0, True, False, latency_bound=False).sglang_args(max_running_requests=8) == []
+    for bad in (0, -1, 2.0, True, 1 << 17):
+        with pytest.raises(ValueError, match="max_running_requests must be an integer from 1 to 65536"):
+            load.sglang_args(max_running_requests=bad)
+
+
+def test_ngram_mod_match_length_is_the_shortest_llamacpp_takes_without_warning():
+    """ngram-mod drafts only once the last n_match tokens recur (24 by default); the picker sets 16, the threshold
+    under which speculative.cpp warns of poor drafts."""
+    speculative = (VLLM_FILE.parents[3] / "llama.cpp-from-llama-cpp-python-0.3.36" / "common" / "speculative.cpp")
+    warning = re.search(r"if \(this->params\.n_match < (\d+)\)\s*\{\s*SPC_WRN\(\"ngram_mod n_match=%d is too small",
+                        speculative.read_text(encoding="utf-8"))
+    assert warning and int(warning.group(1)) == 16
+    assert "--spec-ngram-mod-n-match" in llamacpp_source().flags
+    args = suffix_recommendations()[0].llamacpp_args()
+    assert args[args.index("--spec-ngram-mod-n-match") + 1] == "16"
+    assert any("only once the last 16 tokens recur" in n for n in suffix_recommendations()[0].engine_notes())
+
+
+def test_eagle_note_names_each_engines_eagle_1_2_setting():
+    """The settings load an EAGLE-3 head everywhere; the note gives each engine's name for an EAGLE-1/2 head, each
+    one the engine defines, and says llama.cpp has none."""
+    note = next(n for n in recommend("chat", 0.0, False, True).engine_notes() if "EAGLE-1/2 head" in n)
+    assert "vLLM's \"eagle\"" in note and "eagle" in vllm_source().methods and "eagle3" in vllm_source().methods
+    assert "SGLang's EAGLE" in note and {"EAGLE", "EAGLE3"} <= sglang_source().algorithms
+    assert "decoding_type Eagle;" in note and {"Eagle", "Eagle3"} <= set(trtllm_source().fields)
+    assert "llama.cpp has no EAGLE-1/2 type" in note
+    assert {t for t in llamacpp_source().spec_types if "eagle" in t} == {"draft-eagle3"}

@@ -51,8 +51,9 @@ def test_vllm_settings_per_method():
     assert "draft_sample_method" not in recommend("chat", 0.0, True, False).vllm_config()
     assert recommend("code", 0.0, False, False).vllm_config() == {
         "method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    lookahead = recommend("chat", 0.0, False, False, exclude=("ngram",))
-    assert lookahead.vllm_config()["method"] == "ngram" and any("Lookahead" in n for n in lookahead.notes)
+    lookahead = recommend("chat", 0.0, False, False, exclude=("ngram",))  # prompt lookup, its substitute, excluded
+    assert lookahead.method == "lookahead" and lookahead.vllm_config() == {}
+    assert any("Lookahead" in n for n in lookahead.notes)
     assert "draft_tensor_parallel_size" not in recommend("code", 0.0, False, False).vllm_config(
         draft_tensor_parallel_size=2, tensor_parallel_size=2)
     with pytest.raises(ValueError, match="draft_tensor_parallel_size"):
@@ -91,11 +92,14 @@ def test_draft_tensor_parallel_size_must_be_one_vllm_accepts(method_args, tp, dr
 
 def test_tensor_parallel_sizes_must_be_integers():
     rec = recommend("chat", 0.0, False, True)
-    for bad in (0, -1, 2.0, True, "4"):
-        with pytest.raises(ValueError, match="tensor_parallel_size must be an integer >= 1"):
+    for bad in (0, -1, 2.0, True, "4", 1025, np.int64(10 ** 18), 10 ** 20):
+        with pytest.raises(ValueError, match="tensor_parallel_size must be an integer from 1 to 1024"):
             rec.vllm_command("m", tensor_parallel_size=bad)
-        with pytest.raises(ValueError, match="draft_tensor_parallel_size must be an integer >= 1"):
+        with pytest.raises(ValueError, match="tensor_parallel_size must be an integer from 1 to 1024"):
+            rec.sglang_command("m", tensor_parallel_size=bad)
+        with pytest.raises(ValueError, match="draft_tensor_parallel_size must be an integer from 1 to 1024"):
             rec.vllm_config(draft_tensor_parallel_size=bad)
+    assert "--tensor-parallel-size 1024" in rec.vllm_command("m", tensor_parallel_size=np.int64(1024))
 
 
 def test_vllm_command_round_trips_through_the_shell():
@@ -117,7 +121,33 @@ def test_numpy_tensor_parallel_sizes_render_as_json():
     assert "--tensor-parallel-size 4" in rec.vllm_command(tensor_parallel_size=np.int64(4))
 
 
+def test_vllm_command_states_the_draft_tensor_parallel_rule_it_applies():
+    """1 or the target's size for every model-based method (vLLM 0.34.0's _verify_and_get_draft_tp), a draft model
+    included: the docstring said a draft model needed the target's size, which the code (rightly) does not enforce."""
+    from lab.picker.engines import EngineSettings
+
+    doc = " ".join(EngineSettings.vllm_command.__doc__.split())
+    assert "1 or ``tensor_parallel_size``, for every model-based method" in doc and "for ``draft_model``" not in doc
+    rec = recommend("chat", 0.0, True, False)
+    assert rec.vllm_config(draft_tensor_parallel_size=1, tensor_parallel_size=4)["draft_tensor_parallel_size"] == 1
+
+
 # --- transformers -----------------------------------------------------------------------------------------------------
+def test_transformers_citations_name_the_installed_release():
+    """The transformers defaults the settings rely on (assistant_confidence_threshold 0.4, the "constant" schedule)
+    were read from the installed release; its docstrings cite that release, so that an upgrade fails here first."""
+    import transformers
+    from transformers import GenerationConfig
+
+    from lab.picker import engines
+    from lab.picker.engines import TRANSFORMERS_CHECKED, EngineSettings
+
+    assert transformers.__version__ == TRANSFORMERS_CHECKED == "5.25.0"
+    defaults = GenerationConfig._get_default_generation_params()
+    assert defaults["assistant_confidence_threshold"] == 0.4 and defaults["num_assistant_tokens_schedule"] == "constant"
+    for doc in (engines.__doc__, EngineSettings.hf_kwargs.__doc__, EngineSettings.hf_assistant_config.__doc__):
+        assert TRANSFORMERS_CHECKED in doc and "5.24" not in doc
+
 
 
 def generation_config_keys() -> set:
@@ -168,7 +198,7 @@ def test_hf_settings_run_in_transformers_and_match_plain_greedy(target, draft):
 
 
 def test_assistant_drafts_n_tokens_per_step_only_with_the_threshold_off(target, draft):
-    """transformers 5.24 fills an unset assistant_confidence_threshold with 0.4 and stops drafting at the first token
+    """transformers 5.25.0 fills an unset assistant_confidence_threshold with 0.4 and stops drafting at the first token
     the assistant gives less probability than that; the picker's 0.0 keeps every draft at N."""
     import torch
     from transformers import GenerationConfig

@@ -15,7 +15,9 @@ from lab.picker import recommend
 @pytest.mark.parametrize("kwargs, words", [
     ({"task": "poetry"}, ["task", "chat", "copy_edit"]),
     ({"task": None}, ["task"]),
-    ({"temperature": -0.1}, ["temperature", ">= 0"]),
+    ({"temperature": -0.1}, ["temperature", "from 0 (greedy) to 2"]),
+    ({"temperature": 2.0001}, ["temperature", "from 0 (greedy) to 2", "OpenAI API"]),
+    ({"temperature": 1e300}, ["temperature", "to 2"]),
     ({"temperature": math.nan}, ["temperature"]),
     ({"temperature": math.inf}, ["temperature"]),
     ({"temperature": "0.5"}, ["temperature"]),
@@ -52,3 +54,14 @@ def test_recommend_takes_numpy_bools_and_returns_plain_values():
             args[position] = bad
             with pytest.raises(ValueError, match=name):
                 picker.recommend(*args)
+
+
+def test_a_temperature_below_vllms_sampling_eps_is_greedy_and_said_so():
+    """vLLM treats T < 1e-5 as greedy (_SAMPLING_EPS); transformers would divide the logits by 1e-300 and overflow."""
+    rec = recommend("chat", 1e-300, True, False)
+    assert rec.temperature == 0.0 and rec.workload["temperature"] == 0.0 and rec.draft_temperature == 0.0
+    assert rec.hf_kwargs() == {"do_sample": False, "assistant_model": "<same-family draft model>"}
+    assert rec.reasons[0].startswith("T = 1e-300 is below 1e-5, which vLLM treats as greedy decoding (_SAMPLING_EPS")
+    assert rec.reasons[1:] == recommend("chat", 0.0, True, False).reasons
+    assert recommend("chat", 1e-5, True, False).temperature == 1e-5  # from 1e-5 on it samples
+    assert recommend("chat", 2.0, True, False).method == "none"  # 2, the top of the OpenAI range, is accepted
