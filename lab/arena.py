@@ -24,7 +24,7 @@ from numbers import Integral, Real
 import torch
 
 from lab.assets import PAIR_DIR
-from lab.bench import run_fastest, run_interleaved, threads_label
+from lab.bench import pool_runs, run_fastest, run_interleaved, threads_label
 from lab.load_meter import LoadMeter
 from lab.models import processor_name
 from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, arena_tasks, context_problem, \
@@ -65,18 +65,10 @@ def default_tasks(pair) -> tuple[str, ...]:
 
 
 def _pool(runs) -> dict:
-    """Pooled measurements of ``[(generation, drafter)]`` (sums over prompts, then ratios; times in ms)."""
-    from lab.metrics import alpha_from_steps, summarize_steps
-
-    runs = [gen for gen, _ in runs]
-    steps = [s for g in runs for s in g.steps]
-    tokens = sum(len(g.tokens) for g in runs)
-    wall = sum(g.stats["wall_ms"] for g in runs)
-    prefill = sum(g.stats["prefill_ms"] for g in runs)
-    stats = summarize_steps(steps, tokens, wall)
-    # the decode steps and what they wrote: each generation's prefill record (its first token) left out
-    return {**stats, "steps": stats["target_calls"], "decoded_tokens": tokens - len(runs), "prefill_ms": prefill,
-            "alpha": alpha_from_steps(steps), "decode_ms": wall - prefill}
+    """Pooled measurements of ``[(generation, drafter)]`` (:func:`lab.bench.pool_runs`, with ``steps``: the decode
+    steps; times in ms)."""
+    pooled = pool_runs(gen for gen, _ in runs)
+    return {**pooled, "steps": pooled["target_calls"]}
 
 
 def _check_decoded(pooled, kind, temperature) -> None:

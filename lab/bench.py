@@ -9,13 +9,14 @@ bfloat16 it reports how far each agrees with lab autoregressive decoding (:func:
 once on a short warm-up, then once per prompt, the methods interleaved prompt by prompt; tokens/s = new tokens /
 total wall time (prefill included; the drafter is built, and Medusa / EAGLE weights read, before the clock starts,
 as in the arena). For a fair comparison transformers' assistant drafts the same fixed N per step as ours
-(``num_assistant_tokens_schedule = "constant"``, no confidence stop) instead of its default policy; with the draft
-model named (``drafters``), two more rows compare both loops under that default policy (:data:`SAME_POLICY`).
-Also here: the target's K-token cost curve (:func:`cost_curve`), the draft model at several N
-(:func:`sweep_n_draft`) and the speedup predicted with the measured verification cost
-(:func:`speedup_with_verify_cost`). ``python -m lab bench``
-(:mod:`lab.cli.bench`) prints the tables and the goal lines (:func:`goal_lines`): speed goals are benchmarks,
-never timed tests.
+(``num_assistant_tokens_schedule = "constant"``, no confidence stop) instead of its default policy, and each table's
+settings line says so; with the draft model named (``drafters``), two more rows compare both loops under that
+default policy (:data:`SAME_POLICY`). Results keep unrounded numbers; the tables round as they print.
+Also here: the target's K-token cost curve (:func:`cost_curve`, other timings such as the draft's forward in the
+same rounds), the draft model at several N (:func:`sweep_n_draft`, with decode-only speedups: :func:`pool_runs`)
+and the speedup predicted with the measured verification cost (:func:`speedup_with_verify_cost`). ``python -m lab
+bench`` (:mod:`lab.cli.bench`) prints the tables and the goal lines (:func:`goal_record`, :func:`goal_lines`):
+speed goals are benchmarks, never timed tests.
 
 The drafter arena, which runs every drafter on several kinds of task, is :mod:`lab.arena`.
 """
@@ -26,6 +27,7 @@ from contextlib import contextmanager
 
 import torch
 
+from lab.costs import draft_step_ms, eagle_step_ms  # re-exported: the CLI and tests import them here
 from lab.load_meter import LoadMeter
 from lab.models import synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
@@ -37,7 +39,8 @@ __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CU
            "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
-           "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms"]
+           "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms", "pool_runs", "goal_record", "NOT_MEASURED",
+           "NO_DECODE_STEP", "needs_draft_model"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 SAME_RULE = "lab prompt lookup, HF's rule"
@@ -175,13 +178,13 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
 
     Returns ``{"rows": [...], "generations": {name: [Generation per prompt]}, "load": LoadMeter.summary(),
     "note": LoadMeter.note(), "settings": {...}}``; each row: ``method``, ``new_tokens``, ``seconds`` (wall,
-    prefill included), ``tokens_per_second``, ``speedup`` (tokens/s ÷ the first method's), and for drafters
-    ``acceptance_rate``, ``alpha`` (:func:`lab.metrics.alpha_from_steps`), ``tokens_per_target_call``,
-    ``target_calls``. Raises ``ValueError`` naming the argument for empty or non-callable ``methods``, bad
-    ``max_new_tokens`` / ``repeats`` / ``temperature``, prompts that do not fit the target's context; ``TypeError``
-    for ``prompts`` that is not a list of strings."""
-    from lab.metrics import alpha_from_steps
-
+    prefill included; to 0.001), ``tokens_per_second`` (to 0.01), ``speedup`` (tokens/s ÷ the first method's, to
+    0.01; no goal is judged on it, and the EAGLE-3 cards print these rows as they are), and for drafters
+    (:func:`pool_runs`, to 0.001) ``acceptance_rate`` (None when nothing was drafted), ``alpha``
+    (:func:`lab.metrics.alpha_from_steps`; None when no draft was examined), ``tokens_per_target_call`` (None when
+    no decode step ran: every answer ended at the prefill's token), ``target_calls``. Raises ``ValueError`` naming
+    the argument for empty or non-callable ``methods``, bad ``max_new_tokens`` / ``repeats`` / ``temperature``,
+    prompts that do not fit the target's context; ``TypeError`` for ``prompts`` that is not a list of strings."""
     prompts = check_prompts(prompts)
     if not isinstance(methods, dict) or not methods:
         raise ValueError("methods must be a non-empty dict {name: drafter factory or None}, got "
@@ -202,18 +205,13 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
         runs = run_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats)
     rows = []
     for name, method_runs in runs.items():
-        gens = [gen for gen, _ in method_runs]
-        tokens, seconds = sum(len(g.tokens) for g in gens), sum(g.stats["wall_ms"] for g in gens) / 1000
-        row = {"method": name, "new_tokens": tokens, "seconds": round(seconds, 3),
-               "tokens_per_second": round(tokens / seconds, 2)}
-        if methods[name] is not None:
-            drafted = sum(g.stats["drafted_tokens"] for g in gens)
-            calls = sum(g.stats["target_calls"] for g in gens)
-            alpha = alpha_from_steps([s for g in gens for s in g.steps])  # None: no draft was examined
-            row.update(acceptance_rate=round(sum(g.stats["accepted_tokens"] for g in gens) / drafted, 3)
-                       if drafted else 0.0, alpha=None if alpha is None else round(alpha, 3),
-                       # the decode steps' tokens: each generation's first came from its prefill
-                       tokens_per_target_call=round((tokens - len(gens)) / calls, 3), target_calls=calls)
+        pooled = pool_runs(gen for gen, _ in method_runs)
+        row = {"method": name, "new_tokens": pooled["new_tokens"], "seconds": round(pooled["wall_ms"] / 1000, 3),
+               "tokens_per_second": round(pooled["tokens_per_second"], 2)}
+        if methods[name] is not None:  # None stays None: nothing drafted, no draft examined, no decode step
+            row.update({key: None if pooled[key] is None else round(pooled[key], 3)
+                        for key in ("acceptance_rate", "alpha", "tokens_per_target_call")})
+            row["target_calls"] = pooled["target_calls"]
         rows.append(row)
     for row in rows:
         row["speedup"] = round(row["tokens_per_second"] / rows[0]["tokens_per_second"], 2)
@@ -224,8 +222,45 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
             "load": meter.summary(), "note": meter.note(), "settings": settings}
 
 
+NO_DECODE_STEP = "n/a (no decode step)"
+"""What the tables print for a drafter's tokens per target call (and a decode-only ratio) when no decode step ran:
+every answer ended at its first new token, which the prefill writes."""
+
+
+def format_number(value, digits: int, missing: str = "n/a") -> str:
+    """``value`` with ``digits`` decimals, or ``missing`` for None: the tables round only when they print."""
+    return missing if value is None else f"{value:.{digits}f}"
+
+
+def pool_runs(gens) -> dict:
+    """Pooled measurements of ``gens``, lab generations (:func:`lab.decode.generate`, one per prompt): sums over the
+    prompts, then ratios. The keys of :func:`lab.metrics.summarize_steps` over every prompt's steps (counts over
+    decode steps, each prefill record left out; ``acceptance_rate`` None when nothing was drafted,
+    ``tokens_per_target_call`` None when no decode step ran), plus ``alpha`` (:func:`lab.metrics.alpha_from_steps`;
+    None when no draft was examined), ``decoded_tokens`` (the new tokens less each prompt's first, the prefill's),
+    ``prefill_ms`` (the prompts' ``stats["prefill_ms"]``: the target's prefill and the drafter's reset, a draft
+    model's own prefill included), ``decode_ms`` (wall less prefill) and ``decode_tokens_per_second`` (decoded
+    tokens over decode time; None when no decode step ran). Times in ms. Raises ``TypeError`` when an item is not a
+    generation (no ``steps`` / ``stats``)."""
+    from lab.metrics import alpha_from_steps, summarize_steps
+
+    gens = list(gens)
+    if not all(hasattr(g, "steps") and hasattr(g, "stats") for g in gens):
+        raise TypeError("gens must be lab.decode.generate's generations (with .steps and .stats)")
+    steps = [s for g in gens for s in g.steps]
+    tokens = sum(len(g.tokens) for g in gens)
+    wall = sum(g.stats["wall_ms"] for g in gens)
+    prefill = sum(g.stats["prefill_ms"] for g in gens)
+    pooled = summarize_steps(steps, tokens, wall)
+    decoded, decode_ms = tokens - len(gens), wall - prefill
+    rate = decoded / (decode_ms / 1000) if pooled["target_calls"] and decode_ms > 0 else None
+    return {**pooled, "alpha": alpha_from_steps(steps), "decoded_tokens": decoded, "prefill_ms": prefill,
+            "decode_ms": decode_ms, "decode_tokens_per_second": rate}
+
+
 def format_timing(result: dict) -> str:
-    """:func:`time_methods`' result as a Markdown table, a settings line and the load note."""
+    """:func:`time_methods`' result as a Markdown table, a settings line and the load note; n/a where a drafter
+    drafted nothing (acceptance rate) or had no draft examined (α), :data:`NO_DECODE_STEP` without decode steps."""
     s = result["settings"]
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} "
              f"prompt{'' if s['prompts'] == 1 else 's'} × up to {s['max_new_tokens']} new "
@@ -234,9 +269,8 @@ def format_timing(result: dict) -> str:
              "| method | tokens/s | speedup | acceptance rate | α | tokens per target call |",
              "|---|---|---|---|---|---|"]
     for row in result["rows"]:
-        alpha = "n/a" if row.get("alpha") is None else f"{row['alpha']:.2f}"
-        extra = (f"{row['acceptance_rate']:.2f} | {alpha} | {row['tokens_per_target_call']:.2f}"
-                 if "alpha" in row else " | | ")
+        extra = (f"{format_number(row['acceptance_rate'], 2)} | {format_number(row['alpha'], 2)} | "
+                 f"{format_number(row['tokens_per_target_call'], 2, NO_DECODE_STEP)}" if "alpha" in row else " | | ")
         lines.append(f"| {row['method']} | {row['tokens_per_second']:.1f} | {row['speedup']:.2f}× | {extra} |")
     return "\n".join(lines + ["", result["note"]])
 
@@ -247,30 +281,34 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     ``drafters`` names drafters (:func:`check_drafters`: registry names, e.g. ``("parallel",)`` or ``"model,eagle"``),
     only :data:`BASELINE_METHODS` and those drafters' rows (:data:`DRAFTER_METHODS`), ``extra`` left empty.
 
-    Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row: method, tokens
-    (total new), seconds, tokens_per_second, and for lab drafters ``acceptance_rate`` (accepted ÷ drafted; absent
-    when nothing was drafted), ``alpha`` (:func:`lab.metrics.alpha_from_steps` over every prompt's steps: accepted ÷
-    examined; None when no draft was examined), ``target_calls`` (decode steps) and ``tokens_per_target_call`` (the
-    decode steps' tokens, each prompt's first new token, the prefill's, left out); transformers' rows have neither.
-    Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
+    Returns {"rows": [...], "identical": bool, "mismatched": [...], "settings": {...}}. Each row (unrounded:
+    :func:`format_table` rounds): method, tokens (total new), seconds, tokens_per_second, and for lab drafters
+    ``acceptance_rate`` (accepted ÷ drafted; None when nothing was drafted), ``alpha``
+    (:func:`lab.metrics.alpha_from_steps` over every prompt's steps: accepted ÷ examined; None when no draft was
+    examined), ``target_calls`` (decode steps) and ``tokens_per_target_call`` (the decode steps' tokens, each
+    prompt's first new token, the prefill's, left out; None when no decode step ran); transformers' rows have
+    neither. Ratios are against lab autoregressive and against the transformers counterpart (HF assisted for lab
     speculative, HF prompt lookup for lab prompt lookup and :data:`SAME_RULE`). ``n_draft`` is the draft model's N;
     prompt lookup drafts ``lookup_n_draft`` tokens from n-grams of up to 3
     (``PromptLookupDrafter(n_draft=lookup_n_draft)``; :data:`SAME_RULE` with :data:`HF_LOOKUP_RULE`), and
     transformers' ``prompt_lookup_num_tokens=lookup_n_draft``; Lookahead uses ``LookaheadDrafter()``. Prompts are
     encoded by :func:`lab.prompts.encode_prompts` (as chat requests for a chat pair). Methods run prompt by prompt,
     each in turn (the order rotating), so a change in load hits all alike; ``settings["load"]`` holds the 1-minute
-    load average before and after. ``agreement`` gives, per method, :func:`agreement_with` lab autoregressive
-    decoding: in float32 all must be identical, in bfloat16 rounding may part them. ``pair.draft.generation_config``
-    is set for transformers' assistant during the run (N, a constant schedule, no confidence threshold) and put
-    back afterwards.
+    load average before and after, ``settings["load_note"]`` the :class:`lab.load_meter.LoadMeter` note.
+    ``agreement`` gives, per method, :func:`agreement_with` lab autoregressive decoding: in float32 all must be
+    identical, in bfloat16 rounding may part them. ``pair.draft.generation_config`` is set for transformers'
+    assistant during the run (N, a constant schedule, no confidence threshold) and put back afterwards; the
+    settings record it (``hf_assistant``; ``hf_default_policy`` and ``sklearn_available`` for :data:`SAME_POLICY`,
+    whose threshold transformers retunes when scikit-learn is installed), and the lookup rules (``lookup_n_draft``,
+    ``lookup_rule``) where prompt lookup was timed; ``settings["extra"]`` says the same in words.
 
     Raises ``TypeError`` when ``prompts`` is not a list (or other sequence) of strings, e.g. a bare string;
     ``ValueError`` for an empty list or a prompt with no tokens, an unknown method or drafter, both ``extra`` and
-    ``drafters``, ``max_new_tokens`` or ``n_draft`` that is not an integer >= 1, or a prompt that with
-    ``max_new_tokens`` exceeds the target's context.
+    ``drafters``, ``max_new_tokens``, ``n_draft`` or ``lookup_n_draft`` that is not an integer >= 1, a prompt that
+    with ``max_new_tokens`` exceeds the target's context, or a pair without a draft model when a row needs one
+    (:func:`needs_draft_model`: every bench but ``drafters`` without ``"model"``).
     """
     prompts = check_prompts(prompts)
-    check_has_draft(pair, "run_bench (transformers' assisted generation needs it)")
     max_new_tokens, n_draft = check_int("max_new_tokens", max_new_tokens, 1), check_int("n_draft", n_draft, 1)
     lookup_n_draft = check_int("lookup_n_draft", lookup_n_draft, 1)
     unknown = [name for name in extra if name not in EXTRA_METHODS + (FR_SPEC,)]
@@ -283,16 +321,34 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
         drafters = check_drafters(drafters)
         if extra:
             raise ValueError(f"give extra or drafters, not both; got extra={tuple(extra)}, drafters={drafters}")
+    if needs_draft_model(extra, drafters):
+        check_has_draft(pair, "run_bench (lab speculative and transformers' assisted generation)")
     encoded = encode_prompts(pair, prompts)
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}; shorten the prompts or lower max_new_tokens")
 
+    if pair.draft is None:  # no assistant to set up: no row drafts with the draft model
+        return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters)
     with _assistant_policy(pair.draft, n_draft, 0.0):  # the same fixed N as ours, no confidence stop
         return _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters)
 
 
+def needs_draft_model(extra=(), drafters=None) -> bool:
+    """Whether the bench rows of ``extra`` / ``drafters`` (as :func:`bench_rows` takes them; ``drafters`` checked)
+    include one that drafts with the pair's draft model (:data:`DRAFTER_METHODS` ``["model"]``, :data:`FR_SPEC`):
+    every bench does but one that names ``drafters`` without ``"model"``."""
+    return any(row in DRAFTER_METHODS["model"] + (FR_SPEC,) for row in bench_rows(extra, drafters))
+
+
 _MISSING = object()
+
+
+def _policy(n_draft: int, confidence: float) -> dict:
+    """The generation-config fields transformers' assistant drafts with: ``n_draft`` a step, a constant schedule,
+    a stop after a draft token below probability ``confidence`` (0: never)."""
+    return {"num_assistant_tokens": n_draft, "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": confidence}
 
 
 @contextmanager
@@ -301,8 +357,7 @@ def _assistant_policy(assistant, n_draft: int, confidence: float):
     ``n_draft`` per step stopping below draft probability ``confidence`` (0: never); then the config as it was (the
     pair is shared by lessons and tests)."""
     config = assistant.generation_config
-    policy = {"num_assistant_tokens": n_draft, "num_assistant_tokens_schedule": "constant",
-              "assistant_confidence_threshold": confidence}
+    policy = _policy(n_draft, confidence)
     saved = {key: getattr(config, key, _MISSING) for key in policy}
     for key, value in policy.items():
         setattr(config, key, value)
@@ -385,7 +440,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     methods = {name: methods[name] for name in rows}
     for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
-    totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0, "steps": []}
+    totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0, "steps": [], "lab": False}
               for name in methods}
     outputs = {name: [] for name in methods}
     with LoadMeter() as meter:
@@ -400,35 +455,35 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                 total["seconds"] += time.perf_counter() - t0
                 total["tokens"] += len(out["tokens"])
                 outputs[name].append(out["tokens"])
-                if "stats" in out:
+                if "stats" in out:  # the lab's loop: step records (transformers' rows have none)
+                    total["lab"] = True
                     total["accepted"] += out["stats"]["accepted_tokens"]
                     total["drafted"] += out["stats"]["drafted_tokens"]
                     total["calls"] += out["stats"]["target_calls"]
                     total["steps"] += out["steps"]
     results = {}
-    for name, total in totals.items():
-        row = {"method": name, "tokens": total["tokens"], "seconds": round(total["seconds"], 3),
-               "tokens_per_second": round(total["tokens"] / total["seconds"], 1)}
-        if total["calls"] and name != "lab autoregressive":
-            if total["drafted"]:
-                row["acceptance_rate"] = round(total["accepted"] / total["drafted"], 3)
-            alpha = alpha_from_steps(total["steps"])  # accepted / examined, pooled over the prompts
-            row["alpha"] = None if alpha is None else round(alpha, 3)
+    for name, total in totals.items():  # unrounded: format_table rounds when it prints
+        row = {"method": name, "tokens": total["tokens"], "seconds": total["seconds"],
+               "tokens_per_second": total["tokens"] / total["seconds"]}
+        if total["lab"] and name != "lab autoregressive":
+            # None where nothing was drafted, no draft examined (alpha) or no decode step ran (tokens per call)
+            row["acceptance_rate"] = total["accepted"] / total["drafted"] if total["drafted"] else None
+            row["alpha"] = alpha_from_steps(total["steps"])  # accepted / examined, pooled over the prompts
             # the decode steps' tokens: each prompt's first new token came from its prefill
-            row["tokens_per_target_call"] = round((total["tokens"] - len(outputs[name])) / total["calls"], 3)
+            row["tokens_per_target_call"] = ((total["tokens"] - len(outputs[name])) / total["calls"]
+                                             if total["calls"] else None)
             row["target_calls"] = total["calls"]
         results[name] = row
     base = results["lab autoregressive"]["tokens_per_second"]
     for row in results.values():
-        row["vs_lab_autoregressive"] = round(row["tokens_per_second"] / base, 2)
-    results["lab autoregressive"]["vs_hf_counterpart"] = round(
-        base / results["HF generate"]["tokens_per_second"], 2)
+        row["vs_lab_autoregressive"] = row["tokens_per_second"] / base
+    results["lab autoregressive"]["vs_hf_counterpart"] = base / results["HF generate"]["tokens_per_second"]
     counterparts = (("lab speculative", "HF assisted"), (FR_SPEC, "HF assisted"), SAME_POLICY,
                     ("lab prompt lookup", "HF prompt lookup"), (SAME_RULE, "HF prompt lookup"))
     for ours_name, theirs in counterparts:
         if ours_name in results and theirs in results:
-            results[ours_name]["vs_hf_counterpart"] = round(
-                results[ours_name]["tokens_per_second"] / results[theirs]["tokens_per_second"], 2)
+            results[ours_name]["vs_hf_counterpart"] = (results[ours_name]["tokens_per_second"]
+                                                       / results[theirs]["tokens_per_second"])
     reference = outputs["lab autoregressive"]
     agreement = {name: agreement_with(reference, outs) for name, outs in outputs.items()}
     identical = all(outs == reference for outs in outputs.values())
@@ -439,33 +494,59 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                     "other_cores"], "busy": meter.busy, "load_note": meter.note()}
     if drafters is not None:
         settings["drafters"] = list(drafters)
-    if SAME_POLICY[0] in methods:
-        settings["extra"] = (f"HF's default policy: up to {HF_ASSISTED_POLICY[0]} drafts a step, stopping after one "
-                             f"below draft probability {HF_ASSISTED_POLICY[1]}")
-    if extra:  # the settings of the rows timed, each named once
-        parts = []
-        if "lab prompt lookup" in extra or SAME_RULE in extra:
-            lookup = PromptLookupDrafter(n_draft=lookup_tokens)
-            parts.append(f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted (HF's rule: "
-                         f"<= {HF_LOOKUP_RULE[0]}, the {HF_LOOKUP_RULE[1]} occurrence)")
-        if FR_SPEC in extra:
-            parts.append(f"FR-Spec head: the draft scores {len(fr_vocab):,} of its "
-                         f"{draft.config.vocab_size:,} tokens")
-        if "lab lookahead" in extra:
-            lookahead = LookaheadDrafter()
-            parts.append(f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
-        if "lab Medusa" in extra:
-            from lab.drafters.medusa import DEFAULT_TREE
-
-            parts.append(f"Medusa: {len(DEFAULT_TREE)}-node tree")
-        if "lab EAGLE" in extra:
-            parts.append(f"EAGLE: chain of N = {n_draft}")
-        if "lab early exit" in extra:
-            layers = target.config.num_hidden_layers
-            parts.append(f"early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}")
-        settings["extra"] = "; ".join(parts)
+    settings.update(_row_settings(pair, rows, n_draft, lookup_tokens, fr_vocab))
     return {"rows": list(results.values()), "identical": identical, "mismatched": mismatched,
             "agreement": agreement, "settings": settings}
+
+
+def _row_settings(pair, rows, n_draft: int, lookup_n_draft: int, fr_vocab) -> dict:
+    """The settings of the bench rows ``rows`` that the table's settings line must disclose, as fields and in words
+    (``"extra"``): transformers' assistant policy, the lookup rules, each drafter's geometry; only those of rows
+    timed, each named once."""
+    from lab.drafters import LookaheadDrafter, PromptLookupDrafter
+
+    settings, parts = {}, []
+    if "HF assisted" in rows:  # not transformers' default policy: the bench fixes N, as ours
+        settings["hf_assistant"] = _policy(n_draft, 0.0)
+        parts.append(f"HF assisted: num_assistant_tokens = {n_draft}, schedule constant, "
+                     "assistant_confidence_threshold 0 (no confidence stop)")
+    if SAME_POLICY[1] in rows:
+        from transformers.utils import is_sklearn_available
+
+        settings["hf_default_policy"] = _policy(*HF_ASSISTED_POLICY)
+        # transformers retunes a nonzero threshold as it goes only when scikit-learn is importable
+        settings["sklearn_available"] = bool(is_sklearn_available())
+        retuned = ("scikit-learn is installed, so transformers retunes that threshold as it goes (the lab row keeps "
+                   f"{HF_ASSISTED_POLICY[1]})" if settings["sklearn_available"] else
+                   "fixed: scikit-learn, with which transformers would retune it, is not installed")
+        parts.append(f"HF's default policy: up to {HF_ASSISTED_POLICY[0]} drafts a step, stopping after one below "
+                     f"draft probability {HF_ASSISTED_POLICY[1]} ({retuned})")
+    if any(row in rows for row in DRAFTER_METHODS["ngram"]):
+        lookup = PromptLookupDrafter(n_draft=lookup_n_draft)
+        settings["lookup_n_draft"] = lookup_n_draft
+        settings["lookup_rule"] = {"lab": {"max_ngram": lookup.max_ngram, "match": lookup.match},
+                                   "hf": {"max_matching_ngram_size": HF_LOOKUP_RULE[0], "match": HF_LOOKUP_RULE[1]}}
+        parts.append(f"prompt lookup: n-grams <= {lookup.max_ngram} tokens, {lookup.n_draft} drafted (HF's rule: "
+                     f"<= {HF_LOOKUP_RULE[0]}, the {HF_LOOKUP_RULE[1]} occurrence; HF prompt_lookup_num_tokens = "
+                     f"{lookup_n_draft}, max_matching_ngram_size = {HF_LOOKUP_RULE[0]})")
+    if FR_SPEC in rows:
+        parts.append(f"FR-Spec head: the draft scores {len(fr_vocab):,} of its {pair.draft.config.vocab_size:,} "
+                     "tokens")
+    if "lab lookahead" in rows:
+        lookahead = LookaheadDrafter()
+        parts.append(f"lookahead: W = {lookahead.window}, n-gram {lookahead.ngram}, pool {lookahead.pool_size}")
+    if "lab Medusa" in rows:
+        from lab.drafters.medusa import DEFAULT_TREE
+
+        parts.append(f"Medusa: {len(DEFAULT_TREE)}-node tree")
+    if "lab EAGLE" in rows:
+        parts.append(f"EAGLE: chain of N = {n_draft}")
+    if "lab early exit" in rows:
+        layers = pair.target.config.num_hidden_layers
+        parts.append(f"early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}")
+    if parts:
+        settings["extra"] = "; ".join(parts)
+    return settings
 
 
 def agreement_with(reference: list[list[int]], outputs: list[list[int]]) -> dict:
@@ -484,7 +565,10 @@ def agreement_with(reference: list[list[int]], outputs: list[list[int]]) -> dict
 
 
 def format_table(result: dict, label: str = "held-out") -> str:
-    """The bench result as a Markdown table plus a settings line (``label`` names the prompt set)."""
+    """The bench result as a Markdown table plus a settings line (``label`` names the prompt set) and the load note.
+    Rounds as it prints (tokens/s to 0.1, ratios to 0.01, rates and tokens per call to 0.001); a lab drafter's row
+    reads n/a where it drafted nothing (acceptance rate) or had no draft examined (α), and :data:`NO_DECODE_STEP`
+    for its tokens per call where no decode step ran; transformers' rows leave those cells blank."""
     s = result["settings"]
     load = s.get("load") or [None, None]
     load_text = ("" if None in load else f"; load average {load[0]} before, {load[1]} after")
@@ -497,12 +581,12 @@ def format_table(result: dict, label: str = "held-out") -> str:
              "| method | tokens/s | × lab AR | × HF counterpart | acceptance rate | α | tokens per target call |",
              "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
-        # a lab drafter's row has alpha; n/a where it drafted nothing (no acceptance rate, no alpha)
-        alpha = "" if "alpha" not in row else "n/a" if row["alpha"] is None else row["alpha"]
-        rate = row.get("acceptance_rate", "n/a" if "alpha" in row else "")
-        lines.append(f"| {row['method']} | {row['tokens_per_second']} | {row['vs_lab_autoregressive']} | "
-                     f"{row.get('vs_hf_counterpart', '')} | {rate} | {alpha} | "
-                     f"{row.get('tokens_per_target_call', '')} |")
+        drafter = "alpha" in row  # a lab drafter's row: step records (transformers' rows have none)
+        cells = [format_number(row.get("acceptance_rate"), 3), format_number(row["alpha"], 3),
+                 format_number(row.get("tokens_per_target_call"), 3, NO_DECODE_STEP)] if drafter else ["", "", ""]
+        counterpart = format_number(row.get("vs_hf_counterpart"), 2, "")
+        lines.append(f"| {row['method']} | {row['tokens_per_second']:.1f} | {row['vs_lab_autoregressive']:.2f} | "
+                     f"{counterpart} | " + " | ".join(cells) + " |")
     same = "yes" if result["identical"] else f"NO (differ: {', '.join(result['mismatched'])})"
     count = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven"}.get(
         len(result["rows"]), str(len(result["rows"])))
@@ -520,7 +604,7 @@ def format_table(result: dict, label: str = "held-out") -> str:
         lines += ["", f"agreement with lab autoregressive in {s['dtype']}, prompts with identical tokens "
                   "(matmuls of other shapes round near-ties differently, so bf16 outputs may part): "
                   + "; ".join(parts)]
-    if s.get("busy"):
+    if s.get("load_note"):  # always: a quiet machine is worth saying too
         lines += ["", s["load_note"]]
     if s.get("skipped"):  # python -m lab bench on a hub pair
         lines.append(f"not run with pair {s['pair']}: "
@@ -534,24 +618,45 @@ SWEEP_N = (1, 2, 3, 4, 6, 8)
 """The draft lengths :func:`sweep_n_draft` tries (each has its verification cost in :data:`COST_CURVE_TOKENS`)."""
 
 
-def cost_curve(model, tokens=COST_CURVE_TOKENS, context: int = 128, repeats: int = 5, rounds: int = 3
-               ) -> dict[int, float]:
+def cost_curve(model, tokens=COST_CURVE_TOKENS, context: int = 128, repeats: int = 5, rounds: int = 3,
+               also: dict | None = None) -> dict:
     """The cost of one forward of ``model`` over K new tokens (each K of ``tokens``) on a KV cache of ``context``
-    tokens, in ms: ``{K: ms}``. ``rounds`` rounds each time every K once with :func:`lab.costs.time_forward`
-    (median of ``repeats``), the order of the K rotating from round to round so that a change in load hits all;
-    the curve keeps each K's median over the rounds. Verifying N drafted tokens costs one forward over N + 1, so
-    ``curve[N + 1] / curve[1]`` is what speculation pays per target call where autoregressive decoding pays 1.
-    Raises ``ValueError`` as ``time_forward`` does, and for ``rounds`` < 1."""
+    tokens, in ms: ``{K: ms}``, unrounded. ``rounds`` rounds each time every K once with
+    :func:`lab.costs.time_forward` (median of ``repeats``), the order of the K rotating from round to round so that
+    a change in load hits all; the curve keeps each K's median over the rounds. Verifying N drafted tokens costs
+    one forward over N + 1, so ``curve[N + 1] / curve[1]`` is what speculation pays per target call where
+    autoregressive decoding pays 1.
+
+    ``also``: ``{name (str): callable returning ms}``, other timings taken in the same rotating rounds (a draft
+    model's forward, an EAGLE step: :func:`eagle_step_ms`), so that a ratio to ``curve[1]`` such as the cost ratio
+    c compares times taken under the same load; each median over the rounds is returned under its name, after
+    the K. Raises ``ValueError`` naming ``tokens`` when it is empty, holds a K that is not an integer >= 1 or
+    holds one twice, naming ``also`` for a name that is not a string or a value that is not callable; as
+    ``time_forward`` does for a K past the model's context; for ``rounds`` < 1."""
     import statistics
+    from functools import partial
 
     from lab.costs import time_forward
 
-    tokens = list(tokens)
-    times: dict[int, list[float]] = {k: [] for k in tokens}
-    for r in range(check_int("rounds", rounds, 1)):
-        for k in tokens[r % len(tokens):] + tokens[:r % len(tokens)]:
-            times[k].append(time_forward(model, new_tokens=k, context=context, repeats=repeats))
-    return {k: round(statistics.median(ms), 3) for k, ms in times.items()}
+    tokens = [check_int("tokens", k, 1) for k in tokens]
+    if not tokens:
+        raise ValueError("tokens must name at least one K (new tokens per forward), got none")
+    if len(set(tokens)) != len(tokens):
+        raise ValueError(f"tokens must name each K once, got {tokens}")
+    also = dict(also or {})
+    for name, timer in also.items():
+        if not isinstance(name, str) or not callable(timer):
+            raise ValueError(f"also must map names (str) to callables returning ms, got {name!r}: "
+                             f"{type(timer).__name__}")
+    rounds = check_int("rounds", rounds, 1)
+    timers = {k: partial(time_forward, model, new_tokens=k, context=context, repeats=repeats) for k in tokens}
+    timers.update(also)
+    names = list(timers)
+    times: dict = {name: [] for name in names}
+    for r in range(rounds):
+        for name in _rotated(names, r):
+            times[name].append(timers[name]())
+    return {name: statistics.median(ms) for name, ms in times.items()}
 
 
 def speedup_with_verify_cost(alpha: float, n_draft: int, cost_ratio: float, verify_ratio: float) -> float:
@@ -571,143 +676,107 @@ def speedup_with_verify_cost(alpha: float, n_draft: int, cost_ratio: float, veri
     if not (verify_ratio > 0 and math.isfinite(verify_ratio)):
         raise ValueError(f"verify_ratio must be a finite number > 0, got {verify_ratio}")
     predicted_speedup(alpha, n_draft, cost_ratio)  # its checks of alpha, n_draft and cost_ratio
-    return expected_tokens_per_call(alpha, n_draft) / (n_draft * cost_ratio + verify_ratio)
+    # float: one-element tensors (an α computed with torch) give a tensor here, and the annotation says float
+    return float(expected_tokens_per_call(alpha, n_draft) / (n_draft * cost_ratio + verify_ratio))
 
 
-def goal_met(measured, threshold: float, at_most: bool = False) -> bool:
+def goal_met(measured, threshold: float, at_most: bool = False) -> bool | None:
     """Whether ``measured`` meets a goal: ``>= threshold``, or ``<= threshold`` for an upper bound (``at_most``, a
-    cost); never when it was not measured (None)."""
+    cost); None when it was not measured (None). Judge the unrounded value: rounding first can turn 1.995 into a
+    met 2.0."""
     if measured is None:
-        return False
+        return None
     return measured <= threshold if at_most else measured >= threshold
 
 
+NOT_MEASURED = "not measured in this run"
+"""A goal's status when its method did not run (:func:`goal_record`)."""
+
+
+def goal_record(text: str, measured, threshold: float, at_most: bool = False, missing: str = NOT_MEASURED) -> dict:
+    """One goal as the bench's JSON keeps it: ``{"goal", "measured", "threshold", "at_most", "met", "status"}``.
+    ``measured`` is the unrounded value, or None; ``met`` is :func:`goal_met`'s True / False, None when nothing was
+    measured; ``status`` is ``"met"``, ``"not met"``, or ``missing`` when ``measured`` is None (why there is no
+    number: :data:`NOT_MEASURED` when the method did not run, another reason when it ran but gave none, e.g. no
+    draft was examined)."""
+    met = goal_met(measured, threshold, at_most)
+    status = missing if met is None else "met" if met else "not met"
+    return {"goal": text, "measured": measured, "threshold": threshold, "at_most": at_most, "met": met,
+            "status": status}
+
+
+def _supporting(measured: float, threshold: float, at_most: bool) -> str:
+    """``measured`` with 2 decimals, or as many more as it takes for the printed number to support the verdict: to
+    meet the goal exactly when the value does, and to lie off the line when the value does (1.995 against 2.0
+    prints 1.995, not 2.00; 0.0996 against 0.1 prints 0.0996, not 0.10)."""
+    met = goal_met(measured, threshold, at_most)
+    for digits in range(2, 16):
+        text = f"{measured:.{digits}f}"
+        onto_the_line = float(text) == threshold != measured
+        if goal_met(float(text), threshold, at_most) == met and not onto_the_line:
+            return text
+    return repr(measured)
+
+
 def goal_lines(goals) -> str:
-    """The goals as Markdown lines, ``goals`` = ``[(text, measured, threshold), …]``, a goal that is an upper bound
-    with a fourth item ``"<="`` (measured None: not run): met, missed or not run, each with the number measured
-    here."""
+    """The goals as Markdown lines: met, missed or why not measured, each with the number measured here, printed
+    with enough digits to support its verdict. ``goals``: :func:`goal_record` dicts, or tuples ``(text, measured,
+    threshold)`` with a fourth item ``"<="`` for an upper bound (measured None: not measured in this run)."""
     lines = []
-    for text, measured, threshold, *bound in goals:
-        at_most = bound == ["<="]
-        if measured is None:
-            lines.append(f"- [ ] {text}: not measured in this run")
-        else:
-            met = goal_met(measured, threshold, at_most)
-            mark, verdict = ("x", "met") if met else (" ", "NOT met")
-            lines.append(f"- [{mark}] {text}: {measured:.2f} (goal {'<=' if at_most else '>='} {threshold}): "
-                         f"{verdict} on this machine")
+    for goal in goals:
+        if not isinstance(goal, dict):
+            text, measured, threshold, *bound = goal
+            goal = goal_record(text, measured, threshold, bound == ["<="])
+        if goal["met"] is None:
+            lines.append(f"- [ ] {goal['goal']}: {goal['status']}")
+            continue
+        mark, verdict = ("x", "met") if goal["met"] else (" ", "NOT met")
+        shown = _supporting(goal["measured"], goal["threshold"], goal["at_most"])
+        lines.append(f"- [{mark}] {goal['goal']}: {shown} (goal {'<=' if goal['at_most'] else '>='} "
+                     f"{goal['threshold']}): {verdict} on this machine")
     return "\n".join(lines)
-
-
-@torch.no_grad()
-def draft_step_ms(drafter, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
-    """Median wall time (ms) of one drafting step of a :class:`lab.drafters.DraftModelDrafter`: one token through
-    its draft model on a KV cache of ``context`` tokens, and its logits (over the whole head, or its draft
-    vocabulary's rows), as :meth:`~lab.drafters.DraftModelDrafter.propose` runs it per drafted token
-    (:meth:`~lab.drafters.DraftModelDrafter.next_logits`). Random tokens (fixed ``seed``); the cache is rebuilt by
-    ``reset`` before each of one untimed and ``repeats`` timed steps. Raises ``ValueError`` for ``repeats`` < 1 or a
-    negative ``context``."""
-    import statistics
-
-    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(drafter.vocab_size, (context + 1,), generator=generator).tolist()
-    device = next(drafter.model.parameters()).device
-    times = []
-    for i in range(repeats + 1):
-        drafter.reset(ids)  # the cache holds the first `context` tokens; the last one is fed, timed
-        synchronize(device)
-        start = time.perf_counter()
-        drafter.next_logits(ids[-1:])
-        synchronize(device)
-        if i:
-            times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
-def eagle_step_ms(model, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
-    """Median wall time (ms) of one EAGLE drafting step (:class:`lab.drafters.eagle.EagleDraftModel`): one
-    (feature, token) pair through the draft layer on a KV cache of ``context`` pairs, then its logits over the whole
-    vocabulary (the draft vocabulary's rows, or the target's LM head), as :class:`lab.drafters.eagle.EagleDrafter`
-    runs it per drafted token. Random features and tokens (fixed ``seed``); one untimed warm-up. Divided by a target
-    forward it is the draft's cost ratio c. Raises ``ValueError`` for ``repeats`` < 1 or a negative ``context``."""
-    import statistics
-
-    from lab.kv import rollback
-    from lab.models import new_cache
-
-    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
-    param = next(model.parameters())
-    generator = torch.Generator().manual_seed(seed)
-    features = torch.randn(context + 1, model.config["feature_size"], generator=generator).to(param.device,
-                                                                                              param.dtype)
-    tokens = torch.randint(model.config["vocab_size"], (context + 1,), generator=generator).tolist()
-    cache = new_cache()
-    if context:
-        model(features[:context], tokens[:context], cache, position_ids=torch.arange(1, context + 1))
-    times = []
-    for i in range(repeats + 1):
-        rollback(cache, context)
-        synchronize(param.device)
-        start = time.perf_counter()
-        predicted = model(features[context:], tokens[context:], cache, position_ids=[context + 1])
-        model.logits(predicted[-1]).argmax()
-        synchronize(param.device)
-        if i:
-            times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
 
 
 def sweep_n_draft(pair, prompts: list[str], max_new_tokens: int = 128, n_values=SWEEP_N) -> list[dict]:
     """The draft model at each N of ``n_values`` against lab autoregressive decoding on ``prompts`` (encoded by
-    :func:`lab.prompts.encode_prompts`), greedy. Every method runs once on a short warm-up; then prompt by prompt,
-    autoregressive and every N in turn, the order rotating, so load changes hit all alike. Returns one row per N:
-    ``n_draft``, ``tokens_per_second``, ``vs_lab_autoregressive``, ``acceptance_rate`` (accepted ÷ drafted),
-    ``alpha`` (:func:`lab.metrics.alpha_from_steps`: accepted ÷ examined, what Leviathan's formula takes; None when
-    no draft was examined) and ``tokens_per_target_call``. The best N is the row with the highest speedup. Raises
-    ``TypeError`` / ``ValueError`` as :func:`run_bench` does for prompts and counts, ``ValueError`` for an N < 1 and
-    for a pair without a draft model."""
-    from lab.decode import generate
+    :func:`lab.prompts.encode_prompts`), greedy. Every method runs once on a short warm-up; then
+    :func:`run_interleaved` runs them prompt by prompt, autoregressive and every N in turn, the order rotating, so
+    load changes hit all alike; each drafter is built before its clock starts. Returns one row per N (unrounded):
+    ``n_draft``, ``tokens_per_second`` and ``vs_lab_autoregressive`` (whole generations, prefill included),
+    ``decode_vs_lab_autoregressive`` (decode steps only: wall less ``stats["prefill_ms"]``, which holds the
+    target's prefill and the draft model's own prefill in its reset, over the tokens after each prompt's first,
+    :func:`pool_runs`; None when no decode step ran), ``acceptance_rate`` (accepted ÷ drafted; None when nothing was
+    drafted), ``alpha`` (:func:`lab.metrics.alpha_from_steps`: accepted ÷ examined, what Leviathan's formula takes;
+    None when no draft was examined), ``tokens_per_target_call`` (decode steps; None when none ran) and
+    ``target_calls``. The best N is the row with the highest ``vs_lab_autoregressive``. Raises ``TypeError`` /
+    ``ValueError`` as :func:`run_bench` does for prompts and counts, ``ValueError`` naming ``n_values`` when it is
+    empty, holds an N < 1 or holds one twice, and for a pair without a draft model."""
     from lab.drafters import DraftModelDrafter
-    from lab.metrics import alpha_from_steps
 
     prompts = check_prompts(prompts)
     check_has_draft(pair, "sweep_n_draft")
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, 1)
     n_values = [check_int("n_values", n, 1) for n in n_values]
+    if not n_values or len(set(n_values)) != len(n_values):
+        raise ValueError(f"n_values must name at least one draft length N, each once, got {n_values}")
     encoded = encode_prompts(pair, prompts)
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:
         raise ValueError(f"max_new_tokens: {problem}")
-    methods = [0, *n_values]  # 0: autoregressive
-
-    def run(ids, n):
-        return generate(pair.target, ids, drafter=DraftModelDrafter(pair.draft, n) if n else None,
-                        max_new_tokens=max_new_tokens, eos_token_id=pair.eos_token_id)
-
-    for n in methods:
-        run(encoded[0][:16], n)  # warm-up: first-call allocations, lazy imports
-    tokens, seconds, calls = {n: 0 for n in methods}, {n: 0.0 for n in methods}, {n: 0 for n in methods}
-    steps: dict[int, list] = {n: [] for n in methods}
-    for i, ids in enumerate(encoded):
-        for n in methods[i % len(methods):] + methods[:i % len(methods)]:
-            synchronize(pair.device)
-            t0 = time.perf_counter()
-            gen = run(ids, n)
-            synchronize(pair.device)
-            seconds[n] += time.perf_counter() - t0
-            tokens[n] += len(gen.tokens)
-            steps[n] += gen.steps
-            calls[n] += gen.stats["target_calls"]
-    base = tokens[0] / seconds[0]
+    # 0: autoregressive; a factory per N, called by run_fastest before the clock starts
+    methods = {0: None, **{n: (lambda n=n: DraftModelDrafter(pair.draft, n)) for n in n_values}}
+    for factory in methods.values():
+        run_fastest(pair, encoded[0][:16], factory, max_new_tokens=8)  # warm-up: first-call allocations
+    runs = run_interleaved(pair, encoded, methods, max_new_tokens=max_new_tokens)
+    base = pool_runs(gen for gen, _ in runs[0])
     rows = []
     for n in n_values:
-        accepted = sum(s.num_accepted for s in steps[n])
-        drafted = sum(len(s.drafted) for s in steps[n])
-        alpha = alpha_from_steps(steps[n])
-        rows.append({"n_draft": n, "tokens_per_second": round(tokens[n] / seconds[n], 1),
-                     "vs_lab_autoregressive": round(tokens[n] / seconds[n] / base, 3),
-                     "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
-                     "alpha": None if alpha is None else round(alpha, 4),
-                     "tokens_per_target_call": round((tokens[n] - len(encoded)) / calls[n], 3)})  # prefills' left out
+        pooled = pool_runs(gen for gen, _ in runs[n])
+        decode = (None if None in (pooled["decode_tokens_per_second"], base["decode_tokens_per_second"])
+                  else pooled["decode_tokens_per_second"] / base["decode_tokens_per_second"])
+        rows.append({"n_draft": n, "tokens_per_second": pooled["tokens_per_second"],
+                     "vs_lab_autoregressive": pooled["tokens_per_second"] / base["tokens_per_second"],
+                     "decode_vs_lab_autoregressive": decode, "acceptance_rate": pooled["acceptance_rate"],
+                     "alpha": pooled["alpha"], "tokens_per_target_call": pooled["tokens_per_target_call"],
+                     "target_calls": pooled["target_calls"]})
     return rows

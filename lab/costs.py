@@ -1,5 +1,7 @@
 """What speculation costs besides time per token: memory (weights and KV cache), fixed set-up time, and the
-throughput it gives up when the accelerator is busy with a large batch (lesson 13, "when not to speculate").
+throughput it gives up when the accelerator is busy with a large batch (lesson 13, "when not to speculate"); and the
+timings those costs are measured with: one forward (:func:`time_forward`), one drafting step of the draft model
+(:func:`draft_step_ms`) or of the EAGLE draft (:func:`eagle_step_ms`).
 
 Units: bytes for memory, milliseconds for time, tokens per second for throughput. A "forward-pass time unit" is the
 time of one memory-bound target forward pass (reading every weight once).
@@ -33,7 +35,7 @@ __all__ = [
     "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
     "kv_bytes_per_token", "kv_cache_bytes_per_token", "cache_bytes",
     "pass_time", "speculative_throughput_gain", "break_even_batch", "draft_length_schedule", "break_even_tokens",
-    "time_forward",
+    "time_forward", "draft_step_ms", "eagle_step_ms",
     "LLAMA_3_1_70B", "LLAMA_3_1_8B", "H100_SXM",
 ]
 
@@ -167,8 +169,10 @@ def llama_parameter_count(config) -> int:
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> int:
     """KV-cache bytes one token adds: ``2 * layers * kv_heads * head_dim * bytes_per_value`` (a key and a value
     vector of ``head_dim`` numbers per KV head per layer). ``bytes_per_value``: 4 for float32, 2 for bf16/fp16,
-    1 for fp8 (bytes, not bits). Raises ``ValueError`` for a non-positive count or size. Unit: bytes."""
-    layers = _positive_int("layers", layers, minimum=0)
+    1 for fp8 (bytes, not bits). Raises ``ValueError`` naming the argument for a count (``layers``, ``kv_heads``,
+    ``head_dim``) that is not an integer >= 1 or a size that is not a finite number > 0: a model without layers
+    caches nothing, and is no model to size. Unit: bytes."""
+    layers = _positive_int("layers", layers)
     kv_heads, head_dim = _positive_int("kv_heads", kv_heads), _positive_int("head_dim", head_dim)
     size = _number("bytes_per_value", bytes_per_value, positive=True)
     return int(round(2 * layers * kv_heads * head_dim * size))
@@ -402,5 +406,60 @@ def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, 
         model(input_ids=ids[:, context:], use_cache=True, **{key: cache})
         synchronize(device)
         if i:  # the first pass warms up allocators and kernels
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+@torch.no_grad()
+def draft_step_ms(drafter, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
+    """Median wall time (ms) of one drafting step of a :class:`lab.drafters.DraftModelDrafter`: one token through
+    its draft model on a KV cache of ``context`` tokens, and its logits (over the whole head, or its draft
+    vocabulary's rows), as :meth:`~lab.drafters.DraftModelDrafter.propose` runs it per drafted token
+    (:meth:`~lab.drafters.DraftModelDrafter.next_logits`). Random tokens (fixed ``seed``); the cache is rebuilt by
+    ``reset`` before each of one untimed and ``repeats`` timed steps. Raises ``ValueError`` for ``repeats`` < 1 or a
+    negative ``context``."""
+    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(drafter.vocab_size, (context + 1,), generator=generator).tolist()
+    device = next(drafter.model.parameters()).device
+    times = []
+    for i in range(repeats + 1):
+        drafter.reset(ids)  # the cache holds the first `context` tokens; the last one is fed, timed
+        synchronize(device)
+        start = time.perf_counter()
+        drafter.next_logits(ids[-1:])
+        synchronize(device)
+        if i:
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def eagle_step_ms(model, context: int = 128, repeats: int = 5, seed: int = 0) -> float:
+    """Median wall time (ms) of one EAGLE drafting step (:class:`lab.drafters.eagle.EagleDraftModel`): one
+    (feature, token) pair through the draft layer on a KV cache of ``context`` pairs, then its logits over the whole
+    vocabulary (the draft vocabulary's rows, or the target's LM head), as :class:`lab.drafters.eagle.EagleDrafter`
+    runs it per drafted token. Random features and tokens (fixed ``seed``); one untimed warm-up. Divided by a target
+    forward it is the draft's cost ratio c. Raises ``ValueError`` for ``repeats`` < 1 or a negative ``context``."""
+    from lab.kv import rollback
+    from lab.models import new_cache
+
+    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
+    param = next(model.parameters())
+    generator = torch.Generator().manual_seed(seed)
+    features = torch.randn(context + 1, model.config["feature_size"], generator=generator).to(param.device,
+                                                                                              param.dtype)
+    tokens = torch.randint(model.config["vocab_size"], (context + 1,), generator=generator).tolist()
+    cache = new_cache()
+    if context:
+        model(features[:context], tokens[:context], cache, position_ids=torch.arange(1, context + 1))
+    times = []
+    for i in range(repeats + 1):
+        rollback(cache, context)
+        synchronize(param.device)
+        start = time.perf_counter()
+        predicted = model(features[context:], tokens[context:], cache, position_ids=[context + 1])
+        model.logits(predicted[-1]).argmax()
+        synchronize(param.device)
+        if i:
             times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times)

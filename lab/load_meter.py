@@ -5,7 +5,10 @@ A speed measured while another program competes for the cores is too low, and by
 run at different moments. The 1-minute load average alone cannot tell: it counts the timing's own threads too,
 and lags by a minute. :class:`LoadMeter` reads the kernel's count of busy CPU time (``/proc/stat`` on Linux) at
 the start and end of the block and subtracts this process's own CPU time (``time.process_time``, every thread):
-what is left is the work of other processes, in cores.
+what is left is the work of other processes, in cores. Only the CPUs this process may run on count
+(``os.sched_getaffinity``, where the system has it: a container or ``taskset`` may give it fewer than the machine
+has), both in the busy time (the per-CPU lines of ``/proc/stat``) and in the number of cores the share is taken of.
+A CPU quota without an affinity (cgroup ``cpu.max``) is not seen: there every CPU of the machine counts.
 """
 from __future__ import annotations
 
@@ -23,18 +26,33 @@ BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and unev
 """The sentence :meth:`LoadMeter.note` ends with when the timing was flagged; tests look for it in committed outputs."""
 
 
-def _busy_cpu_seconds() -> float | None:
-    """Seconds of CPU time every core has spent not idle since boot (user, nice, system, irq, softirq, steal from
-    ``/proc/stat``), or None where the file does not exist (macOS, Windows)."""
+def _usable_cpus() -> frozenset | None:
+    """The CPUs this process may run on (``os.sched_getaffinity(0)``), or None where the system cannot say (macOS,
+    Windows)."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _busy_cpu_seconds(cpus: frozenset | None = None) -> float | None:
+    """Seconds of CPU time spent not idle since boot (user, nice, system, irq, softirq, steal from ``/proc/stat``)
+    by the CPUs numbered in ``cpus`` (their ``cpuN`` lines), or by every CPU (the aggregate ``cpu`` line) when
+    ``cpus`` is None or a CPU of it has no line; None where the file does not exist (macOS, Windows)."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
+            lines = [line.split() for line in f if line.startswith("cpu")]
     except OSError:
         return None
-    if not fields or fields[0] != "cpu":
+    rows = {fields[0]: fields for fields in lines}
+    wanted = ["cpu"] if cpus is None or any(f"cpu{i}" not in rows for i in cpus) else [f"cpu{i}" for i in cpus]
+    if any(name not in rows for name in wanted):
         return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    ticks = 0
+    for name in wanted:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in rows[name][1:9])
+        ticks += user + nice + system + irq + softirq + steal
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _load_average() -> float | None:
@@ -53,7 +71,8 @@ class LoadMeter:
     - ``other_cores``: average number of cores other processes kept busy (float, >= 0), or None where the kernel's
       counters cannot be read (outside Linux);
     - ``load_average``: the 1-minute load average ``(before, after)`` (either may be None);
-    - ``cores``: ``os.cpu_count()``;
+    - ``cores``: the CPUs this process may run on (``len(os.sched_getaffinity(0))``; ``os.cpu_count()`` where the
+      system cannot say), and whose busy time is counted;
     - ``busy``: True when ``other_cores`` exceeded :data:`BUSY_SHARE` of the cores (None when unknown);
     - :meth:`summary` (a dict for JSON) and :meth:`note` (one sentence, with a warning when busy).
 
@@ -62,7 +81,8 @@ class LoadMeter:
     """
 
     def __init__(self):
-        self.cores = os.cpu_count() or 1
+        self._cpus = _usable_cpus()
+        self.cores = len(self._cpus) if self._cpus else os.cpu_count() or 1
         self.seconds = None
         self.other_cores = None
         self.load_average = (None, None)
@@ -70,12 +90,12 @@ class LoadMeter:
         self._start = None
 
     def __enter__(self) -> "LoadMeter":
-        self._start = (time.perf_counter(), time.process_time(), _busy_cpu_seconds(), _load_average())
+        self._start = (time.perf_counter(), time.process_time(), _busy_cpu_seconds(self._cpus), _load_average())
         return self
 
     def __exit__(self, *exc) -> None:
         wall0, own0, busy0, load0 = self._start
-        busy1 = _busy_cpu_seconds()
+        busy1 = _busy_cpu_seconds(self._cpus)
         own = time.process_time() - own0
         self.seconds = time.perf_counter() - wall0
         self.load_average = (load0, _load_average())

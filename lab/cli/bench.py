@@ -82,8 +82,8 @@ def add_parser(sub) -> None:
             action.help = action.help.replace("%(default)s", str(TABLE_DEFAULTS[action.dest]))
         if action.dest == "max_new_tokens":
             action.default = None
-            action.help = (f"tokens to generate per prompt, >= 1 (default: 128; {BATCH_MAX_NEW_TOKENS} per row "
-                           "with --batch)")
+            action.help = (f"tokens to generate per prompt, >= {MIN_TABLE_TOKENS} for the method tables (default: "
+                           f"128), >= 1 with --batch (default: {BATCH_MAX_NEW_TOKENS} per row)")
 
 
 BATCH_MAX_NEW_TOKENS = 32
@@ -97,6 +97,10 @@ BATCH_DEFAULTS = {"batch_sizes": (1, 2, 4, 8, 16), "batch_n": (0, 2, 4), "batch_
                   "batch_task": "all", "batch_requests": None, "rounds": 1}
 """The ``--batch-*`` options' values when not given (None in the parsed arguments, so that giving one without
 ``--batch`` is an error instead of silently doing nothing)."""
+MIN_TABLE_TOKENS = 2
+"""The fewest ``--max-new-tokens`` the method tables take: the first new token comes from the prefill, so only a
+second one is written by a decode step, which acceptance, tokens per call and the speedups measure (as
+:func:`lab.arena.run_arena` requires)."""
 TABLE_DEFAULTS = {"n_draft": 4, "lookup_n_draft": 5}
 """``--n-draft`` and ``--lookup-n-draft`` when not given (None when parsed, so that giving one where it does not
 apply, with ``--batch`` or for drafters that set their own draft, is an error instead of doing nothing)."""
@@ -110,10 +114,12 @@ def run(args) -> int:
     :func:`lab.cli.build_parser` (``pair``, ``prompts``, ``max_new_tokens``, ``n_draft``, ``json``). Returns the
     exit status: 0, or 1 if a method's greedy tokens differed from lab autoregressive decoding.
 
-    Raises :class:`lab.cli.OptionError` naming ``--pair`` for a pair without a draft model and ``--prompts`` for more
-    prompts than are bundled (both before the pair loads) and naming ``--max-new-tokens`` when the longest prompt
-    plus the new tokens exceeds the target's context (before any timing); :func:`lab.cli.main` prints either as one
-    line."""
+    Raises :class:`lab.cli.OptionError` naming ``--prompts`` for more prompts than are bundled (before the pair
+    loads), ``--max-new-tokens`` below :data:`MIN_TABLE_TOKENS` (before the pair loads) or when the longest prompt
+    plus the new tokens exceeds the target's context, ``--lookup-n-draft`` given while ``--drafter`` leaves prompt
+    lookup out, and ``--pair`` for a pair without a draft model when a row drafts with it (every bench but
+    ``--drafter`` without ``model``; after the pair loads, before any timing); :func:`lab.cli.main` prints each as
+    one line."""
     from lab.bench import EXTRA_METHODS, format_table, run_bench
     from lab.models import load_pair
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
@@ -135,6 +141,15 @@ def run(args) -> int:
         raise OptionError("--n-draft", f"does not apply to {', '.join(drafters)}: prompt lookup drafts "
                                        "--lookup-n-draft tokens, and Lookahead, Medusa, suffix decoding and the MTP "
                                        "heads set their own draft; leave --n-draft out")
+    if "--lookup-n-draft" in table_given and drafters and "ngram" not in drafters:
+        raise OptionError("--lookup-n-draft", f"does not apply to {', '.join(drafters)}: only prompt lookup "
+                                              "(--drafter ngram) drafts --lookup-n-draft tokens; add ngram or leave "
+                                              "--lookup-n-draft out")
+    if args.max_new_tokens is not None and args.max_new_tokens < MIN_TABLE_TOKENS:
+        raise OptionError("--max-new-tokens", f"must be >= {MIN_TABLE_TOKENS} for the method tables: the first new "
+                                              "token comes from the prefill, so only a second one is written by a "
+                                              "decode step, which the acceptance rate, tokens per target call and "
+                                              f"speedups measure; got {args.max_new_tokens}")
     _fill_defaults(args, TABLE_DEFAULTS)
     args.max_new_tokens = args.max_new_tokens or 128
     if args.pair in CHAT_PAIRS:
@@ -159,6 +174,7 @@ def run(args) -> int:
             skipped[method] = problem
     extra = () if drafters else tuple(method for method in EXTRA_METHODS if method not in skipped)
     check_drafters_for(pair, drafters, args.n_draft)
+    check_draft_for(pair, drafters)
     results = {
         "held-out": run_bench(pair, chosen, args.max_new_tokens, args.n_draft, extra=extra,
                               lookup_n_draft=args.lookup_n_draft, drafters=drafters),
@@ -199,6 +215,18 @@ def selected_drafters(args) -> tuple | None:
     return tuple(out)
 
 
+def check_draft_for(pair, drafters) -> None:
+    """Raise :class:`lab.cli.OptionError` naming ``--pair`` when ``pair`` has no draft model (``pair.draft`` is
+    None) and a row of the bench ``drafters`` selects (None: every method) drafts with it
+    (:func:`lab.bench.needs_draft_model`)."""
+    from lab.bench import needs_draft_model
+
+    if getattr(pair, "draft", None) is None and needs_draft_model(drafters=drafters):
+        raise OptionError("--pair", f"{pair.name} has no draft model, which lab speculative and transformers' "
+                                    "assisted generation draft with; choose a pair with one, or time only drafters "
+                                    "that need none (--drafter ngram, lookahead, medusa, eagle, early-exit, ...)")
+
+
 def check_drafters_for(pair, drafters, n_draft: int) -> None:
     """Raise :class:`lab.cli.OptionError` naming ``--drafter`` when a drafter asked for cannot run with ``pair``
     (:func:`lab.registry.drafter_problem`: weights trained for another pair, none at all, no Llama layers); an
@@ -212,16 +240,23 @@ def check_drafters_for(pair, drafters, n_draft: int) -> None:
 def _run_chat(args, count: int) -> int:
     """``python -m lab bench`` on a chat pair (``"smollm2-135m"``), in the fast dtype (``dtype="auto"``): one table
     per kind of request (:data:`lab.prompts.CHAT_TASKS`, the first ``count`` of each), then the target's
-    K-token cost curve, the draft model's cost ratio c, the draft model at each N of :data:`lab.bench.SWEEP_N` on the
-    chat requests with its efficiency (measured ÷ predicted speedup, the prediction from that N's measured α, c
-    and the cost of a target forward over N + 1 tokens), and the speed goals, met or not on this machine. Returns 1
-    when outputs differ in float32 (in bfloat16 the tables report agreement)."""
+    K-token cost curve with the draft model's forward, the EAGLE step and the drafting steps timed in the same
+    rotating rounds (:func:`lab.bench.cost_curve`'s ``also``: c compares times taken under the same load), the draft
+    model at each N of :data:`lab.bench.SWEEP_N` on the chat requests with its efficiency (measured ÷ predicted
+    speedup, the prediction from that N's measured α, c and the cost of a target forward over N + 1 tokens), both
+    over whole generations and over decode steps only (prefill excluded, as the prediction is), the cost curve and
+    the sweep each inside a :class:`lab.load_meter.LoadMeter` whose note is printed and kept; then the speed goals,
+    met or not on this machine, judged on unrounded values (:func:`lab.bench.goal_record`): the trained-drafter goal
+    on the chat table's rows alone (one run), the sweep's best N reported beside it. Returns 1 when outputs differ
+    in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, FR_SPEC, SAME_RULE, cost_curve, draft_step_ms, eagle_step_ms, format_table,
-                           goal_lines, goal_met, run_bench, speedup_with_verify_cost, sweep_n_draft)
-    from lab.drafters.eagle import saved_draft_vocab
+    from lab.bench import (EXTRA_METHODS, FR_SPEC, NO_DECODE_STEP, SAME_RULE, cost_curve, draft_step_ms,
+                           eagle_step_ms, format_number, format_table, goal_lines, goal_record, run_bench,
+                           speedup_with_verify_cost, sweep_n_draft)
     from lab.costs import time_forward
+    from lab.drafters.eagle import saved_draft_vocab
+    from lab.load_meter import LoadMeter
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts
 
@@ -236,6 +271,7 @@ def _run_chat(args, count: int) -> int:
     if problem:
         raise OptionError("--max-new-tokens", problem)
     drafters = selected_drafters(args)
+    check_draft_for(pair, drafters)
     if drafters:  # only the tables: the cost curve, N sweep and goals need the draft model's and EAGLE's rows
         check_drafters_for(pair, drafters, n)
         results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, lookup_n_draft=args.lookup_n_draft,
@@ -254,66 +290,89 @@ def _run_chat(args, count: int) -> int:
         extra += (FR_SPEC,)
     results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, extra=extra, lookup_n_draft=args.lookup_n_draft)
                for kind, prompts in chosen.items()}
-    curve = cost_curve(pair.target)  # after the tables, which warmed the target up
-    draft_ms = time_forward(pair.draft, context=128)
-    c = draft_ms / curve[1]
-    eagle_ms = None
+    # the draft's forward, the EAGLE step and the drafting steps in the cost curve's rotating rounds: a ratio to the
+    # target's forward compares times taken under the same load
+    timers = {"draft": lambda: time_forward(pair.draft, context=128)}
     if "lab EAGLE" not in skipped:
         from lab.drafters.eagle import EagleDrafter
 
-        eagle_ms = eagle_step_ms(EagleDrafter.from_pretrained(pair).model, context=128)
-    c_eagle = None if eagle_ms is None else eagle_ms / curve[1]
-    head_ms = None  # one drafting step with the whole head and with FR-Spec's rows, timed the same way
-    if FR_SPEC in extra:
+        eagle_model = EagleDrafter.from_pretrained(pair).model
+        timers["eagle"] = lambda: eagle_step_ms(eagle_model, context=128)
+    if FR_SPEC in extra:  # one drafting step with the whole head and with FR-Spec's rows
         from lab.drafters import DraftModelDrafter
 
-        head_ms = {"whole": draft_step_ms(DraftModelDrafter(pair.draft, 1), context=128),
-                   "fr_spec": draft_step_ms(DraftModelDrafter(pair.draft, 1, draft_vocab=fr_vocab), context=128)}
-    sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
+        whole, cut = DraftModelDrafter(pair.draft, 1), DraftModelDrafter(pair.draft, 1, draft_vocab=fr_vocab)
+        timers["whole"] = lambda: draft_step_ms(whole, context=128)
+        timers["fr_spec"] = lambda: draft_step_ms(cut, context=128)
+    with LoadMeter() as curve_meter:  # after the tables, which warmed the models up
+        curve = cost_curve(pair.target, also=timers)
+    draft_ms, eagle_ms = curve.pop("draft"), curve.pop("eagle", None)
+    head_ms = {key: curve.pop(key) for key in ("whole", "fr_spec")} if FR_SPEC in extra else None
+    c = draft_ms / curve[1]
+    c_eagle = None if eagle_ms is None else eagle_ms / curve[1]
+    with LoadMeter() as sweep_meter:
+        sweep = sweep_n_draft(pair, chosen["chat"], args.max_new_tokens)
     for row in sweep:  # measured ÷ predicted, the prediction from this N's α, c and verification cost
         verify = curve[row["n_draft"] + 1] / curve[1]
         predicted = None if row["alpha"] is None else speedup_with_verify_cost(row["alpha"], row["n_draft"], c,
                                                                                 verify)
-        row.update(verify_ratio=round(verify, 3), predicted=None if predicted is None else round(predicted, 3),
-                   efficiency=None if predicted is None else round(row["vs_lab_autoregressive"] / predicted, 3))
+        decode = row["decode_vs_lab_autoregressive"]
+        # the prediction counts decode steps only: decode_efficiency compares like with like, efficiency also
+        # charges the prefills (the target's and the draft's) to the speculative run
+        row.update(verify_ratio=verify, predicted=predicted,
+                   efficiency=None if predicted is None else row["vs_lab_autoregressive"] / predicted,
+                   decode_efficiency=None if predicted is None or decode is None else decode / predicted)
     best_n = max(sweep, key=lambda row: row["vs_lab_autoregressive"])
     chat = {row["method"]: row for row in results["chat"]["rows"]}
     edit = {row["method"]: row for row in results["copy_edit"]["rows"]}
+    # one run: the chat table's rows (the sweep, a separate run, is reported beside the goal, not judged in it)
     trained = {f"{m}, N = {n}" if m == "lab speculative" else m: chat[m]["vs_lab_autoregressive"]
                for m in ("lab speculative", "lab Medusa", "lab EAGLE") if m in chat}
-    trained[f"draft model at its best N = {best_n['n_draft']}"] = best_n["vs_lab_autoregressive"]
     best = max(trained, key=trained.get)
     # the issue's goal is on alpha (accepted / examined, lab.metrics.alpha_from_steps); the acceptance rate
     # (accepted / drafted) is named beside it, since the tables print that one
     eagle_gain = eagle_rate_gain = None
-    if "lab EAGLE" in chat and None not in (chat["lab EAGLE"]["alpha"], chat["lab speculative"]["alpha"]):
-        eagle_gain = round(chat["lab EAGLE"]["alpha"] - chat["lab speculative"]["alpha"], 3)
-        eagle_rate_gain = round(chat["lab EAGLE"]["acceptance_rate"] - chat["lab speculative"]["acceptance_rate"], 3)
-    goals = [(f"best trained drafter ({best}) x autoregressive on chat requests", trained[best], 2.0),
-             ("prompt lookup x autoregressive on copy/edit requests",
-              edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
-             ("lab speculative x transformers assisted generation (same draft), chat",
-              chat["lab speculative"]["vs_hf_counterpart"], 1.2),
-             ("the same with the draft's LM head cut to the EAGLE draft's vocabulary (FR-Spec; same weights; "
-              "transformers' assistant keeps its whole head), chat",
-              chat.get(FR_SPEC, {}).get("vs_hf_counterpart"), 1.2),
-             ("lab prompt lookup x transformers prompt lookup, copy/edit",
-              edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
-             ("the same with transformers' lookup rule (n-grams <= 2, earliest occurrence), copy/edit",
-              edit.get(SAME_RULE, {}).get("vs_hf_counterpart"), 1.0),
-             (f"draft-model efficiency (measured / predicted speedup) at its best N = {best_n['n_draft']}, chat",
-              best_n["efficiency"], 0.9),
-             ("draft model cost ratio c (its forward / the target's, KV cache of 128)", c, 0.1, "<="),
-             (f"EAGLE alpha (accepted / examined) minus the draft model's, chat, N = {n} (acceptance rate: "
-              f"{'n/a' if eagle_rate_gain is None else format(eagle_rate_gain, '+.3f')})", eagle_gain, 0.10),
-             ("EAGLE cost ratio c (one drafting step / a target forward)", c_eagle, 0.1, "<=")]
-    summary = {"cost_curve_ms": curve, "draft_ms": round(draft_ms, 3), "cost_ratio_c": round(c, 4),
-               "eagle_step_ms": None if eagle_ms is None else round(eagle_ms, 3),
-               "eagle_cost_ratio_c": None if c_eagle is None else round(c_eagle, 4),
-               "draft_step_ms": None if head_ms is None else {k: round(v, 3) for k, v in head_ms.items()},
-               "n_sweep": sweep, "best_n": best_n["n_draft"],
-               "goals": [{"goal": t, "measured": v, "threshold": g, "at_most": bound == ["<="],
-                          "met": goal_met(v, g, bound == ["<="])} for t, v, g, *bound in goals]}
+    eagle_missing = "not measured in this run (no EAGLE draft for this pair)"
+    if "lab EAGLE" in chat:
+        eagle, spec = chat["lab EAGLE"], chat["lab speculative"]
+        if None in (eagle["alpha"], spec["alpha"]):
+            eagle_missing = "n/a: ran, but " + " and ".join(
+                name for name, row in (("EAGLE", eagle), ("the draft model", spec)) if row["alpha"] is None) \
+                + " had no draft examined (no alpha)"
+        else:
+            eagle_gain = eagle["alpha"] - spec["alpha"]
+        if None not in (eagle["acceptance_rate"], spec["acceptance_rate"]):
+            eagle_rate_gain = eagle["acceptance_rate"] - spec["acceptance_rate"]
+    efficiency_missing = (f"n/a: ran, but no draft was examined at N = {best_n['n_draft']} (no alpha to predict from)"
+                          if best_n["alpha"] is None else f"n/a: ran, but {NO_DECODE_STEP}")
+    goals = [goal_record(f"best trained drafter ({best}) x autoregressive on chat requests", trained[best], 2.0),
+             goal_record("prompt lookup x autoregressive on copy/edit requests",
+                         edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),
+             goal_record("lab speculative x transformers assisted generation (same draft), chat",
+                         chat["lab speculative"]["vs_hf_counterpart"], 1.2),
+             goal_record("the same with the draft's LM head cut to the EAGLE draft's vocabulary (FR-Spec; same "
+                         "weights; transformers' assistant keeps its whole head), chat",
+                         chat.get(FR_SPEC, {}).get("vs_hf_counterpart"), 1.2,
+                         missing="not measured in this run (the pair's EAGLE draft has no draft vocabulary)"),
+             goal_record("lab prompt lookup x transformers prompt lookup, copy/edit",
+                         edit.get("lab prompt lookup", {}).get("vs_hf_counterpart"), 1.0),
+             goal_record("the same with transformers' lookup rule (n-grams <= 2, earliest occurrence), copy/edit",
+                         edit.get(SAME_RULE, {}).get("vs_hf_counterpart"), 1.0),
+             goal_record(f"draft-model decode-only efficiency (measured speedup over decode steps, prefills "
+                         f"excluded as in the prediction, / predicted speedup) at its best N = {best_n['n_draft']}, "
+                         "chat", best_n["decode_efficiency"], 0.9, missing=efficiency_missing),
+             goal_record("draft model cost ratio c (its forward / the target's, KV cache of 128)", c, 0.1,
+                         at_most=True),
+             goal_record(f"EAGLE alpha (accepted / examined) minus the draft model's, chat, N = {n} (acceptance "
+                         f"rate: {'n/a' if eagle_rate_gain is None else format(eagle_rate_gain, '+.3f')})",
+                         eagle_gain, 0.10, missing=eagle_missing),
+             goal_record("EAGLE cost ratio c (one drafting step / a target forward)", c_eagle, 0.1, at_most=True,
+                         missing="not measured in this run (no EAGLE draft for this pair)")]
+    summary = {"cost_curve_ms": curve, "draft_ms": draft_ms, "cost_ratio_c": c, "eagle_step_ms": eagle_ms,
+               "eagle_cost_ratio_c": c_eagle, "draft_step_ms": head_ms,
+               "cost_curve_load": {**curve_meter.summary(), "note": curve_meter.note()},
+               "n_sweep": sweep, "n_sweep_load": {**sweep_meter.summary(), "note": sweep_meter.note()},
+               "best_n": best_n["n_draft"], "goals": goals}
     if skipped:
         for result in results.values():
             result["settings"]["skipped"] = skipped
@@ -330,17 +389,27 @@ def _run_chat(args, count: int) -> int:
             print(f"a draft-model drafting step (DraftModelDrafter.next_logits, KV cache of 128): whole head "
                   f"{head_ms['whole']:.2f} ms, FR-Spec head ({len(fr_vocab):,} rows) "
                   f"{head_ms['fr_spec']:.2f} ms")
-        print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive):\n\n"
-              "| N | tokens/s | x lab AR | acceptance rate | α (accepted ÷ examined) | tokens per target call | "
-              "verify cost (K = N + 1) | predicted | efficiency |\n|---|---|---|---|---|---|---|---|---|")
+        print("the target's curve and these steps, timed in the same rotating rounds: " + curve_meter.note())
+        print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive; decode "
+              "only: prefills excluded, as in the prediction):\n\n"
+              "| N | tokens/s | x lab AR | x lab AR, decode only | acceptance rate | α (accepted ÷ examined) | "
+              "tokens per target call | verify cost (K = N + 1) | predicted | efficiency | decode-only efficiency "
+              "|\n|---|---|---|---|---|---|---|---|---|---|---|")
         for row in sweep:
-            print(f"| {row['n_draft']} | {row['tokens_per_second']} | {row['vs_lab_autoregressive']:.2f} | "
-                  f"{row['acceptance_rate']} | {row['alpha']} | {row['tokens_per_target_call']} | "
-                  f"{row['verify_ratio']} | {row['predicted']} | {row['efficiency']} |")
-        print("\ngoals (issue 21; ratios within this run):\n" + goal_lines(goals))
+            print(f"| {row['n_draft']} | {row['tokens_per_second']:.1f} | {row['vs_lab_autoregressive']:.2f} | "
+                  f"{format_number(row['decode_vs_lab_autoregressive'], 2, NO_DECODE_STEP)} | "
+                  f"{format_number(row['acceptance_rate'], 3)} | {format_number(row['alpha'], 3)} | "
+                  f"{format_number(row['tokens_per_target_call'], 3, NO_DECODE_STEP)} | {row['verify_ratio']:.3f} | "
+                  f"{format_number(row['predicted'], 3)} | {format_number(row['efficiency'], 3)} | "
+                  f"{format_number(row['decode_efficiency'], 3)} |")
+        print("\n" + sweep_meter.note())
+        print("\ngoals (issue 21; each ratio within one interleaved run):\n" + goal_lines(goals))
+        decode = best_n["decode_vs_lab_autoregressive"]
+        print(f"- the N sweep's best, a separate run (not judged above): the draft model at N = {best_n['n_draft']}, "
+              f"{best_n['vs_lab_autoregressive']:.2f}x autoregressive on chat requests ("
+              + (NO_DECODE_STEP if decode is None else f"{decode:.2f}x over decode steps") + ")")
     same = all(r["identical"] for r in results.values())
     return 0 if same or pair.dtype != torch.float32 else 1
-
 
 
 def _run_batch(args) -> int:

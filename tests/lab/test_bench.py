@@ -26,9 +26,16 @@ def test_bench_runs_all_four_and_agrees(pair):
     gen = generate(pair.target, pair.encode(held_out_prompts()[0]), drafter=DraftModelDrafter(pair.draft, 3),
                    max_new_tokens=24)
     spec = result["rows"][1]
-    assert spec["alpha"] == round(alpha_from_steps(gen.steps), 3) and spec["acceptance_rate"] <= spec["alpha"]
+    assert spec["alpha"] == alpha_from_steps(gen.steps) and spec["acceptance_rate"] <= spec["alpha"]
     assert "alpha" not in result["rows"][3]  # transformers' rows have no step records
-    assert f"| {spec['acceptance_rate']} | {spec['alpha']} | {spec['tokens_per_target_call']} |" in \
+    rows = result["rows"]  # unrounded: a ratio judged against a goal must not have been rounded onto it
+    for row in rows:
+        assert row["tokens_per_second"] == row["tokens"] / row["seconds"], row["method"]
+        assert row["vs_lab_autoregressive"] == row["tokens_per_second"] / rows[0]["tokens_per_second"], row["method"]
+    assert rows[0]["vs_hf_counterpart"] == rows[0]["tokens_per_second"] / rows[2]["tokens_per_second"]
+    assert rows[1]["vs_hf_counterpart"] == rows[1]["tokens_per_second"] / rows[3]["tokens_per_second"]
+    # rounded only where printed
+    assert f"| {spec['acceptance_rate']:.3f} | {spec['alpha']:.3f} | {spec['tokens_per_target_call']:.3f} |" in \
         format_table(result)
 
 
@@ -73,6 +80,20 @@ def test_the_same_policy_row_drafts_as_transformers_assisted_generation(pair):
     assert ours["tokens_per_target_call"] != rows["lab speculative"]["tokens_per_target_call"]   # another policy
     assert "stopping after one below draft probability 0.4" in format_table(result)
     assert pair.draft.generation_config.num_assistant_tokens is None   # the shared draft's config is restored
+    # what the bench set transformers' assistant to, in the JSON and on the settings line
+    from transformers.utils import is_sklearn_available
+
+    settings = result["settings"]
+    assert settings["hf_assistant"] == {"num_assistant_tokens": 4, "num_assistant_tokens_schedule": "constant",
+                                        "assistant_confidence_threshold": 0.0}
+    assert settings["hf_default_policy"] == {"num_assistant_tokens": 20, "num_assistant_tokens_schedule": "constant",
+                                             "assistant_confidence_threshold": 0.4}
+    assert settings["sklearn_available"] is is_sklearn_available()
+    heading = format_table(result).splitlines()[0]
+    assert ("HF assisted: num_assistant_tokens = 4, schedule constant, assistant_confidence_threshold 0 (no "
+            "confidence stop)") in heading
+    assert ("scikit-learn is installed, so transformers retunes that threshold" if is_sklearn_available() else
+            "fixed: scikit-learn, with which transformers would retune it, is not installed") in heading
 
 
 def test_bench_with_the_new_rows_agrees(pair):
@@ -87,7 +108,7 @@ def test_bench_with_the_new_rows_agrees(pair):
     assert rows["lab prompt lookup"]["tokens_per_target_call"] > 1 and "vs_hf_counterpart" in rows["lab prompt lookup"]
     for name in ("lab speculative", "lab prompt lookup", SAME_RULE, "lab EAGLE"):
         row = rows[name]  # decode steps only: the prompt's first new token came from the prefill
-        assert row["tokens_per_target_call"] == round((row["tokens"] - 1) / row["target_calls"], 3), name
+        assert row["tokens_per_target_call"] == (row["tokens"] - 1) / row["target_calls"], name
         assert row["tokens_per_target_call"] <= 5 + 1, name   # at most every draft and the target's token
     assert "all eleven produced identical tokens: yes" in format_table(result, "copy-heavy")
     assert all(name in result["settings"]["extra"] for name in ("prompt lookup:", "lookahead:", "Medusa:", "EAGLE:",
@@ -127,7 +148,9 @@ def test_the_fr_spec_row_drafts_with_the_eagle_drafts_vocabulary_on_the_real_pai
     assert len(with_vocab) == 2 and all(torch.equal(v.cpu(), vocab) for v in with_vocab)
     assert len(built) == 4  # and lab speculative's two, with the whole head
     # the settings line names what was timed, and only that
-    assert result["settings"]["extra"] == "FR-Spec head: the draft scores 8,192 of its 49,152 tokens"
+    assert result["settings"]["extra"].split("; ") == [
+        "HF assisted: num_assistant_tokens = 4, schedule constant, assistant_confidence_threshold 0 (no confidence "
+        "stop)", "FR-Spec head: the draft scores 8,192 of its 49,152 tokens"]
     with pytest.raises(ValueError, match="has no draft vocabulary"):
         run_bench(pair, held_out_prompts()[:1], max_new_tokens=2, extra=(FR_SPEC,))
 
@@ -273,7 +296,7 @@ def test_a_drafter_row_that_drafted_nothing_reads_n_a_and_one_token_is_singular(
              "settings": {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 2, "prompts": 1,
                           "max_new_tokens": 1, "n_draft": 4}}
     text = format_table(bench, "chat")
-    assert "| lab suffix decoding | 29.0 | 0.97 |  | n/a | n/a | 1.0 |" in text
+    assert "| lab suffix decoding | 29.0 | 0.97 |  | n/a | n/a | 1.000 |" in text
     assert "| HF generate | 28.0 | 0.93 |  |  |  |  |" in text  # transformers' rows have no step records
     assert "1 chat prompt × 1 new token, greedy" in text.splitlines()[0]
 
@@ -292,6 +315,9 @@ def test_predicted_speedup_uses_the_measured_verification_cost():
         speedup_with_verify_cost(0.5, 2, 0.1, "1.2")
     with pytest.raises(ValueError):
         speedup_with_verify_cost(None, 2, 0.1, 1.2)
+    # one-element tensors (an α computed with torch) give a float, as annotated
+    from_tensors = speedup_with_verify_cost(torch.tensor(0.5), 2, torch.tensor(0.1), 1.2)
+    assert type(from_tensors) is float and from_tensors == pytest.approx(1.75 / 1.4)
 
 
 def test_goal_lines_say_met_missed_or_not_measured():
@@ -306,11 +332,43 @@ def test_goal_lines_say_met_missed_or_not_measured():
                                  "- [ ] EAGLE c: 0.12 (goal <= 0.1): NOT met on this machine"]
 
 
+def test_goals_are_judged_and_printed_on_unrounded_values():
+    """A value that rounds onto the goal is judged as measured, and printed with the digits that show why: 1.995
+    misses 2.0 (not a met "2.00"), 0.1004 misses an upper bound of 0.1 (not "0.10 ... NOT met"); exactly on the line
+    prints as it is."""
+    from lab.bench import goal_lines, goal_record
+
+    goals = [goal_record("speedup", 1.995, 2.0), goal_record("c", 0.1004, 0.1, at_most=True),
+             goal_record("just met", 2.0004, 2.0), goal_record("c met", 0.0996, 0.1, at_most=True),
+             goal_record("a hair short", 1.9999999, 2.0), goal_record("on the line", 2.0, 2.0)]
+    assert [goal["met"] for goal in goals] == [False, False, True, True, False, True]
+    assert [goal["status"] for goal in goals] == ["not met", "not met", "met", "met", "not met", "met"]
+    assert goals[0]["measured"] == 1.995   # kept unrounded for the JSON
+    assert goal_lines(goals).splitlines() == [
+        "- [ ] speedup: 1.995 (goal >= 2.0): NOT met on this machine",
+        "- [ ] c: 0.1004 (goal <= 0.1): NOT met on this machine",
+        "- [x] just met: 2.0004 (goal >= 2.0): met on this machine",
+        "- [x] c met: 0.0996 (goal <= 0.1): met on this machine",
+        "- [ ] a hair short: 1.9999999 (goal >= 2.0): NOT met on this machine",
+        "- [x] on the line: 2.00 (goal >= 2.0): met on this machine"]
+
+
+def test_a_goal_not_measured_is_neither_met_nor_missed_and_says_why():
+    from lab.bench import NOT_MEASURED, goal_lines, goal_record
+
+    not_run = goal_record("EAGLE c", None, 0.1, at_most=True)
+    no_drafts = goal_record("EAGLE alpha gain", None, 0.1, missing="n/a: ran, but no draft was examined")
+    assert (not_run["met"], not_run["status"]) == (None, NOT_MEASURED)
+    assert (no_drafts["met"], no_drafts["status"]) == (None, "n/a: ran, but no draft was examined")
+    assert goal_lines([not_run, no_drafts]).splitlines() == [
+        "- [ ] EAGLE c: not measured in this run", "- [ ] EAGLE alpha gain: n/a: ran, but no draft was examined"]
+
+
 def test_goal_met_takes_lower_and_upper_bounds():
     from lab.bench import goal_met
 
-    assert goal_met(2.5, 2.5) and not goal_met(2.49, 2.5) and not goal_met(None, 2.5)
-    assert goal_met(0.1, 0.1, at_most=True) and not goal_met(0.11, 0.1, at_most=True)
+    assert goal_met(2.5, 2.5) is True and goal_met(2.49, 2.5) is False and goal_met(None, 2.5) is None
+    assert goal_met(0.1, 0.1, at_most=True) is True and goal_met(0.11, 0.1, at_most=True) is False
 
 
 def test_eagle_step_time_is_one_pair_on_a_cache(pair, monkeypatch):
@@ -341,6 +399,42 @@ def test_cost_curve_times_one_forward_per_block_size(pair):
     assert list(curve) == [1, 5] and all(ms > 0 for ms in curve.values())
 
 
+def test_cost_curve_times_other_steps_in_the_same_rotating_rounds(monkeypatch):
+    """``also``: the draft's forward (or an EAGLE step) is timed in the curve's rounds, the order rotating, so that
+    c = draft / curve[1] compares times taken under the same load; each keeps its unrounded median over the rounds."""
+    import lab.costs
+    from lab.bench import cost_curve
+
+    order, times = [], iter([1.0, 2.0, 0.5, 2.0, 0.25, 1.5, 0.125, 1.25, 3.0])
+
+    def fake_forward(model, new_tokens, context, repeats):
+        order.append(new_tokens)
+        return next(times)
+
+    def draft():
+        order.append("draft")
+        return next(times)
+
+    monkeypatch.setattr(lab.costs, "time_forward", fake_forward)
+    timed = cost_curve("target", tokens=(1, 2), rounds=3, also={"draft": draft})
+    assert order == [1, 2, "draft", 2, "draft", 1, "draft", 1, 2]
+    # K = 1 took 1.0, 1.5, 1.25; K = 2: 2.0, 2.0, 3.0; the draft 0.5, 0.25, 0.125
+    assert timed == {1: 1.25, 2: 2.0, "draft": 0.25}
+
+
+def test_cost_curve_rejects_no_k_a_repeated_k_and_bad_timers(pair):
+    from lab.bench import cost_curve
+
+    with pytest.raises(ValueError, match="tokens must name at least one K"):
+        cost_curve(pair.target, tokens=())
+    with pytest.raises(ValueError, match=r"tokens must name each K once, got \[1, 2, 1\]"):
+        cost_curve(pair.target, tokens=(1, 2, 1))
+    with pytest.raises(ValueError, match="tokens must be an integer >= 1"):
+        cost_curve(pair.target, tokens=(0, 1))
+    with pytest.raises(ValueError, match="also must map names"):
+        cost_curve(pair.target, tokens=(1,), also={"draft": 3.0})
+
+
 def _record_runs(pair, monkeypatch):
     """Patch lab's and transformers' generate to record which method ran: "AR", "spec" or "HF" / "HF assisted"."""
     import lab.decode
@@ -362,13 +456,72 @@ def _record_runs(pair, monkeypatch):
 
 
 def test_bench_interleaves_methods_and_reports_the_load(pair, monkeypatch):
+    import lab.load_meter
+
     order = _record_runs(pair, monkeypatch)
+    loads = iter([1.5, 1.75])   # the 1-minute load average before and after the timed block
+    monkeypatch.setattr(lab.load_meter, "_load_average", lambda: next(loads))
+    # a quiet machine: the kernel counts no busy time beyond our own
+    monkeypatch.setattr(lab.load_meter, "_busy_cpu_seconds", lambda cpus=None: 0.0)
     result = run_bench(pair, held_out_prompts()[:2], max_new_tokens=4, n_draft=2)
-    assert len(result["settings"]["load"]) == 2
+    settings = result["settings"]
+    assert settings["load"] == [1.5, 1.75]
+    assert settings["load_note"].startswith("other processes kept ")
+    assert "1-minute load average 1.5 before, 1.75 after" in settings["load_note"]
+    # printed also when the machine was quiet
+    assert settings["busy"] is False and "WARNING" not in settings["load_note"]
+    assert format_table(result).splitlines()[-1] == settings["load_note"]
     assert result["agreement"]["lab speculative"] == {"same": 2, "prompts": 2, "first_divergence": None}
     methods = ["AR", "spec 2", "HF", "HF assisted"]
     # a warm-up each, then prompt by prompt every method, the order rotating by one per prompt
     assert order == methods + methods + methods[1:] + methods[:1]
+
+
+def test_the_n_sweep_measures_decode_only_speedups_and_builds_drafters_before_the_clock(pair, monkeypatch):
+    """The sweep's decode-only speedup is decoded tokens (each prompt's first, the prefill's, left out) over wall less
+    prefill (the target's and the draft's, in DraftModelDrafter.reset), against autoregressive decoding's; and no
+    drafter is built while a clock runs (the bench's own or generate's)."""
+    import time as real_time
+
+    import lab.bench
+    import lab.decode
+    import lab.drafters
+    from lab.bench import sweep_n_draft
+
+    events, gens = [], []
+    real_generate, real_drafter = lab.decode.generate, lab.drafters.DraftModelDrafter
+
+    def generate(target, ids, drafter=None, **kw):
+        events.append("start")
+        gen = real_generate(target, ids, drafter=drafter, **kw)
+        events.append("stop")
+        gens.append((0 if drafter is None else drafter.n_draft, gen))
+        return gen
+
+    monkeypatch.setattr(lab.decode, "generate", generate)
+    monkeypatch.setattr(lab.drafters, "DraftModelDrafter",
+                        lambda *a, **k: (events.append("build"), real_drafter(*a, **k))[1])
+    monkeypatch.setattr(lab.bench, "time", SimpleNamespace(
+        perf_counter=lambda: (events.append("clock"), real_time.perf_counter())[1]))
+    rows = sweep_n_draft(pair, held_out_prompts()[:2], max_new_tokens=12, n_values=(2,))
+    clocks = [i for i, event in enumerate(events) if event == "clock"]
+    regions = list(zip(clocks[::2], clocks[1::2])) + [
+        (i, events.index("stop", i)) for i, event in enumerate(events) if event == "start"]
+    builds = [i for i, event in enumerate(events) if event == "build"]
+    assert len(builds) == 3 and all(not start < i < stop for i in builds for start, stop in regions), events
+    timed = gens[2:]  # after the warm-ups of autoregressive decoding and N = 2
+
+    def decode_rate(n):
+        runs = [gen for m, gen in timed if m == n]
+        return sum(len(g.tokens) - 1 for g in runs) / sum(g.stats["wall_ms"] - g.stats["prefill_ms"] for g in runs)
+
+    def whole_rate(n):
+        runs = [gen for m, gen in timed if m == n]
+        return sum(len(g.tokens) for g in runs) / sum(g.stats["wall_ms"] for g in runs)
+
+    assert [n for n, _ in timed] == [0, 2, 2, 0]
+    assert rows[0]["decode_vs_lab_autoregressive"] == pytest.approx(decode_rate(2) / decode_rate(0), rel=1e-9)
+    assert rows[0]["vs_lab_autoregressive"] == pytest.approx(whole_rate(2) / whole_rate(0), rel=1e-9)
 
 
 def test_the_n_sweep_warms_up_rotates_and_measures_alpha(pair, monkeypatch):
@@ -383,6 +536,9 @@ def test_the_n_sweep_warms_up_rotates_and_measures_alpha(pair, monkeypatch):
     assert rows[0]["alpha"] == rows[0]["acceptance_rate"]  # at N = 1 every draft is examined
     with pytest.raises(ValueError, match="n_values"):
         sweep_n_draft(pair, held_out_prompts()[:1], n_values=(0,))
+    for bad in ((), (2, 2)):
+        with pytest.raises(ValueError, match="n_values must name at least one draft length N, each once"):
+            sweep_n_draft(pair, held_out_prompts()[:1], n_values=bad)
 
 
 def test_time_methods_interleaves_and_pools(pair):
@@ -411,8 +567,8 @@ def test_time_methods_interleaves_and_pools(pair):
 
 
 def test_a_drafter_that_never_drafts_has_no_alpha(pair):
-    """alpha is accepted / examined: a method that proposed nothing on any prompt has none (n/a in the table), and
-    its acceptance rate is 0."""
+    """alpha is accepted / examined, the acceptance rate accepted / drafted: a method that proposed nothing on any
+    prompt has neither (n/a in the table, as lab.metrics.summarize_steps gives None)."""
     from lab.bench import format_timing, time_methods
     from lab.drafters.base import Draft
 
@@ -428,8 +584,32 @@ def test_a_drafter_that_never_drafts_has_no_alpha(pair):
 
     result = time_methods(pair, held_out_prompts()[:1], {"autoregressive": None, "silent": Silent}, max_new_tokens=4)
     silent = result["rows"][1]
-    assert silent["alpha"] is None and silent["acceptance_rate"] == 0.0 and silent["tokens_per_target_call"] == 1.0
-    assert "| silent |" in format_timing(result) and "| 0.00 | n/a | 1.00 |" in format_timing(result)
+    assert silent["alpha"] is None and silent["acceptance_rate"] is None and silent["tokens_per_target_call"] == 1.0
+    assert "| silent |" in format_timing(result) and "| n/a | n/a | 1.00 |" in format_timing(result)
+
+
+def test_without_a_decode_step_the_rows_say_so_instead_of_dividing_by_zero(pair):
+    """max_new_tokens = 1: the prefill writes the only token, no decode step runs; tokens per target call, the
+    acceptance rate and α are None (n/a in the tables) in time_methods, run_bench and the N sweep."""
+    from lab.bench import NO_DECODE_STEP, format_timing, sweep_n_draft, time_methods
+    from lab.drafters import DraftModelDrafter
+
+    prompts = held_out_prompts()[:1]
+    timing = time_methods(pair, prompts, {"ar": None, "spec": lambda: DraftModelDrafter(pair.draft, 2)},
+                          max_new_tokens=1)
+    spec = timing["rows"][1]
+    assert (spec["target_calls"], spec["tokens_per_target_call"], spec["acceptance_rate"], spec["alpha"]) == \
+        (0, None, None, None)
+    assert f"| spec | {spec['tokens_per_second']:.1f} | {spec['speedup']:.2f}× | n/a | n/a | {NO_DECODE_STEP} |" \
+        in format_timing(timing)
+    bench = run_bench(pair, prompts, max_new_tokens=1, n_draft=2)
+    spec = {row["method"]: row for row in bench["rows"]}["lab speculative"]
+    assert (spec["target_calls"], spec["tokens_per_target_call"], spec["acceptance_rate"], spec["alpha"]) == \
+        (0, None, None, None)
+    assert f"| n/a | n/a | {NO_DECODE_STEP} |" in format_table(bench)   # a lab row, not blank like transformers'
+    rows = sweep_n_draft(pair, prompts, max_new_tokens=1, n_values=(2,))
+    assert (rows[0]["tokens_per_target_call"], rows[0]["decode_vs_lab_autoregressive"], rows[0]["alpha"]) == \
+        (None, None, None)
 
 
 def test_run_interleaved_rotates_the_order(pair):
@@ -509,3 +689,30 @@ def test_the_table_names_the_draft_models_n_only_where_a_draft_model_drafted():
     with_draft = {**lookup_only, "rows": lookup_only["rows"] + [{"method": "lab speculative", **row}]}
     assert format_table(with_draft).splitlines()[0].endswith("greedy, draft model N = 4; load average 1.0 before, "
                                                              "1.0 after")
+
+
+def test_a_pair_without_a_draft_model_times_the_rows_that_need_none(pair):
+    """Prompt lookup needs no draft model: run_bench asks for one only when a row drafts with it, and the settings
+    line discloses the lookup rules (ours, and transformers' max_matching_ngram_size) of the rows timed."""
+    import dataclasses
+
+    from lab.bench import needs_draft_model
+
+    alone = dataclasses.replace(pair, draft=None)
+    assert needs_draft_model() and needs_draft_model(drafters=("ngram", "model"))
+    assert not needs_draft_model(drafters=("ngram", "eagle"))
+    result = run_bench(alone, copy_heavy_prompts(pair, held_out_prompts()[:1]), max_new_tokens=8, lookup_n_draft=3,
+                       drafters=("ngram",))
+    assert [r["method"] for r in result["rows"]] == ["lab autoregressive", "HF generate", "lab prompt lookup",
+                                                      SAME_RULE, "HF prompt lookup"]
+    assert result["identical"], result["mismatched"]
+    settings = result["settings"]
+    assert settings["lookup_n_draft"] == 3 and "hf_assistant" not in settings
+    assert settings["lookup_rule"] == {"lab": {"max_ngram": 3, "match": "recent"},
+                                       "hf": {"max_matching_ngram_size": 2, "match": "earliest"}}
+    heading = format_table(result, "copy-heavy").splitlines()[0]
+    assert heading.endswith("greedy; prompt lookup: n-grams <= 3 tokens, 3 drafted (HF's rule: <= 2, the earliest "
+                            "occurrence; HF prompt_lookup_num_tokens = 3, max_matching_ngram_size = 2); load "
+                            f"average {settings['load'][0]} before, {settings['load'][1]} after")
+    with pytest.raises(ValueError, match="needs a draft model, and the 'shakespeare' pair has none"):
+        run_bench(alone, held_out_prompts()[:1], max_new_tokens=2)

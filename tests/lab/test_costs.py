@@ -83,6 +83,9 @@ def test_published_configs():
 def test_kv_errors():
     with pytest.raises(ValueError, match="kv_heads"):
         costs.kv_bytes_per_token(2, 0, 64, 2)
+    for layers in (0, -1):   # the docstring's non-positive counts: no layers is no model to size
+        with pytest.raises(ValueError, match=f"layers must be an integer >= 1, got {layers}"):
+            costs.kv_bytes_per_token(layers, 2, 64, 2)
     with pytest.raises(ValueError, match="bytes_per_value"):
         costs.kv_bytes_per_token(2, 2, 64, -2)
     with pytest.raises(ValueError, match="bytes_per_value"):

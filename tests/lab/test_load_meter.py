@@ -3,6 +3,7 @@ process's own CPU time, and the warning a busy machine gets."""
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 
@@ -15,10 +16,10 @@ from lab.load_meter import BUSY_SHARE, LoadMeter
 def _fake_clocks(monkeypatch, busy, wall=(0.0, 2.0), own=(0.0, 1.0), cores=2):
     """Make the meter read fixed counters: kernel busy seconds ``busy``, wall and own CPU time as given."""
     busy, wall, own = iter(busy), iter(wall), iter(own)
-    monkeypatch.setattr(load_meter, "_busy_cpu_seconds", lambda: next(busy))
+    monkeypatch.setattr(load_meter, "_busy_cpu_seconds", lambda cpus=None: next(busy))
     monkeypatch.setattr(load_meter, "time", SimpleNamespace(perf_counter=lambda: next(wall),
                                                             process_time=lambda: next(own)))
-    monkeypatch.setattr(load_meter.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(load_meter, "_usable_cpus", lambda: frozenset(range(cores)))
 
 
 def test_other_processes_are_the_busy_time_minus_our_own(monkeypatch):
@@ -67,4 +68,32 @@ def test_real_counters_read_a_plausible_load():
         while time.perf_counter() < end:   # our own busy loop must not count as other processes' load
             pass
     assert 0.0 <= meter.other_cores < meter.cores
-    assert meter.seconds >= 0.3 and len(meter.load_average) == 2
+    assert meter.seconds >= 0.3
+    assert all(isinstance(value, float) and value >= 0 for value in meter.load_average), meter.load_average
+    assert meter.cores == len(os.sched_getaffinity(0))
+
+
+STAT = """cpu  1000 0 500 9000 0 0 0 0 0 0
+cpu0 100 0 50 900 0 0 0 0 0 0
+cpu1 200 0 100 800 0 0 0 0 0 0
+cpu2 300 0 150 700 0 0 0 0 0 0
+cpu3 400 0 200 600 0 0 0 0 0 0
+intr 1 2 3
+"""
+
+
+def test_only_the_cpus_this_process_may_use_are_counted(monkeypatch):
+    """On a machine of 8 CPUs of which this process may use 2 (a container, taskset), the share is of those 2, and
+    their busy time is read from their own lines of /proc/stat: other processes on the other CPUs do not compete."""
+    import io
+
+    monkeypatch.setattr(load_meter.os, "sched_getaffinity", lambda pid: {0, 3}, raising=False)
+    monkeypatch.setattr(load_meter.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(load_meter, "open", lambda *a, **k: io.StringIO(STAT), raising=False)
+    tick = os.sysconf("SC_CLK_TCK")
+    assert LoadMeter().cores == 2
+    assert load_meter._busy_cpu_seconds(frozenset({0, 3})) == (150 + 600) / tick   # cpu0 and cpu3: user + system
+    assert load_meter._busy_cpu_seconds(None) == 1500 / tick                      # every CPU: the aggregate line
+    assert load_meter._busy_cpu_seconds(frozenset({0, 7})) == 1500 / tick         # no line for cpu7: the aggregate
+    monkeypatch.delattr(load_meter.os, "sched_getaffinity")                        # macOS: no affinity to read
+    assert LoadMeter().cores == 8
