@@ -15,19 +15,23 @@ from __future__ import annotations
 
 import torch
 
-from lab.validation import check_int
+from lab.validation import check_int, check_token_ids
 
 __all__ = ["frequent_tokens", "check_draft_vocab", "full_vocab_logits"]
 
 
 def frequent_tokens(token_ids, size: int, vocab_size: int, always=()) -> torch.Tensor:
     """The ``size`` most frequent ids in ``token_ids`` (any iterable of LongTensors or int lists), most frequent
-    first, ties broken by the smaller id; the ids in ``always`` (e.g. the end-of-turn token) are put in first.
-    Ids that never occur fill the remaining places in id order. Returns LongTensor ``[size]``. Raises
-    ``ValueError`` for ``size`` outside ``[1, vocab_size]`` or an id outside ``[0, vocab_size)``."""
+    first, ties broken by the smaller id; the ids in ``always`` (e.g. the end-of-turn token) are put in first, in
+    the order given. Ids that never occur fill the remaining places in id order. Returns LongTensor ``[size]``.
+    Raises ``ValueError`` for ``size`` outside ``[1, vocab_size]``, an id outside ``[0, vocab_size)`` (in
+    ``token_ids`` or ``always``), or more distinct ``always`` ids than ``size``."""
     size, vocab_size = check_int("size", size, 1), check_int("vocab_size", vocab_size, 1)
     if size > vocab_size:
         raise ValueError(f"size must be at most vocab_size ({vocab_size}), got {size}")
+    always = list(dict.fromkeys(check_token_ids("always", always, vocab_size, allow_empty=True)))
+    if len(always) > size:
+        raise ValueError(f"always holds {len(always)} distinct ids, more than size ({size})")
     counts = torch.zeros(vocab_size, dtype=torch.float64)
     for ids in token_ids:
         ids = torch.as_tensor(ids, dtype=torch.long).flatten()
@@ -35,11 +39,10 @@ def frequent_tokens(token_ids, size: int, vocab_size: int, always=()) -> torch.T
             raise ValueError(f"token_ids must lie in [0, {vocab_size}), got ids from {int(ids.min())} to "
                              f"{int(ids.max())}")
         counts += torch.bincount(ids, minlength=vocab_size).double()
-    for token in always:
-        counts[int(token)] = float("inf")
+    counts[always] = float("-inf")  # placed first below, in the given order
     # stable sort on -count keeps id order among equal counts
     order = torch.sort(-counts, stable=True).indices
-    return order[:size].clone()
+    return torch.cat([torch.tensor(always, dtype=torch.long), order[: size - len(always)]])
 
 
 def check_draft_vocab(draft_vocab, vocab_size: int) -> torch.Tensor:

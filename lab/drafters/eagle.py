@@ -212,12 +212,14 @@ class EagleDraftModel(torch.nn.Module):
         return self.target.get_input_embeddings()(tokens)
 
     def head_logits(self, features: torch.Tensor) -> torch.Tensor:
-        """The draft's head on features ``[..., D]`` -> logits float32 ``[..., V_d]`` over the draft vocabulary
-        (``[..., V]``, the target's LM head, without one). Training scores these."""
+        """The draft's head on features ``[..., D]`` (any float dtype, any device) -> logits float32 ``[..., V_d]``
+        over the draft vocabulary (``[..., V]``, the target's LM head, without one), on the head's device. Training
+        scores these."""
         if self.config["draft_vocab_size"] is None:
             head = self.target.get_output_embeddings()
-            return head(features.to(head.weight.dtype)).float()
-        return torch.nn.functional.linear(features.to(self.head_rows.dtype), self.head_rows, self.head_bias).float()
+            return head(features.to(head.weight.device, head.weight.dtype)).float()
+        return torch.nn.functional.linear(features.to(self.head_rows.device, self.head_rows.dtype), self.head_rows,
+                                          self.head_bias).float()
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """Logits ``[..., V]`` float32 over the target's whole vocabulary for features ``[..., D]``: the target's LM
@@ -355,7 +357,8 @@ class EagleDrafter:
 
     ``needs_hidden_states = True``: the decode loop resets it with ``reset(prompt_ids, hidden=...)`` and hands it
     each step's :class:`~lab.drafters.base.TargetOutput` through ``observe`` before ``update``.
-    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree``, or a
+    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree`` (a rank
+    must be below the draft's vocabulary, V_d for a reduced one), or a
     draft made for a target of another width or vocabulary (it reads its own target's embedding and LM head);
     ``TypeError`` when ``target`` is not a causal LM or ``draft_model`` is not an :class:`EagleDraftModel`.
     """
@@ -373,7 +376,9 @@ class EagleDrafter:
                             f"{type(draft_model).__name__}; a plain draft language model goes in DraftModelDrafter")
         if n_draft is not None and (not is_integer(n_draft) or n_draft < 1):
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
-        layout = None if tree is None else _tree_layout(tree, vocab_size(target))
+        # a rank indexes the draft's scored vocabulary: past a reduced vocabulary's V_d it would pick a -inf logit
+        ranks = draft_model.config.get("draft_vocab_size") or vocab_size(target)
+        layout = None if tree is None else _tree_layout(tree, ranks)
         if layout is None:
             n_draft = 4 if n_draft is None else int(n_draft)
         else:
@@ -441,7 +446,7 @@ class EagleDrafter:
         if hidden is None:
             if rows:
                 raise ValueError(f"{name} needs the target's hidden states: reset(prompt_ids, hidden=[L-1, {D}])")
-            hidden = torch.zeros(0, D)
+            hidden = torch.zeros(0, D, device=next(self.model.parameters()).device)
         if tuple(hidden.shape) != (rows, D):
             raise ValueError(f"hidden must be [len(prompt_ids) - 1, {len(self.hidden_layers)} · D] = [{rows}, {D}], "
                              f"got {tuple(hidden.shape)}")

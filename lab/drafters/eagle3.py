@@ -49,6 +49,7 @@ from lab.drafters.draft_vocab import check_draft_vocab
 from lab.drafters.eagle import (EagleDrafter, check_step_inputs, draft_layer, draft_layer_config, full_vocab_logits,
                                 run_draft_layer, trainable_parameters)
 from lab.models import cache_kwarg, vocab_size
+from lab.validation import is_integer
 
 __all__ = ["EAGLE3_DIRS", "Eagle3DraftModel", "Eagle3Drafter", "default_layers", "eagle3_card"]
 
@@ -109,8 +110,10 @@ def _all_steps(info: dict) -> int:
 
 def default_layers(num_layers: int) -> tuple:
     """The low, middle and high target layers an EAGLE-3 draft reads for a target of ``num_layers`` decoder layers,
-    as :func:`lab.models.layer_states` indices: ``(2, N // 2, N)`` (see the module docstring), e.g. (2, 3, 6) for
-    the Shakespeare target, (2, 15, 30) for SmolLM2-135M. Raises ``ValueError`` below 3 layers."""
+    as :func:`lab.models.layer_states` indices: ``(2, N // 2, N)`` from 6 layers up (see the module docstring),
+    e.g. (2, 3, 6) for the Shakespeare target, (2, 15, 30) for SmolLM2-135M; below 6 the low index is
+    ``N // 2 - 1`` so that the three stay distinct: (1, 2, 5), (1, 2, 4), and (0, 1, 3) for 3 layers, where index 0
+    is the embeddings' output, not a decoder layer's. Raises ``ValueError`` below 3 layers."""
     if num_layers < 3:
         raise ValueError(f"num_layers must be at least 3 for a low, a middle and a high layer, got {num_layers}")
     return (min(2, num_layers // 2 - 1) if num_layers < 6 else 2, num_layers // 2, num_layers)
@@ -144,11 +147,12 @@ class Eagle3DraftModel(torch.nn.Module):
         super().__init__()
         self.config = draft_layer_config(target, dict(self.DEFAULTS, **(config or {})))
         states = int(target.config.num_hidden_layers) + 1
-        layers = default_layers(states - 1) if hidden_layers is None else tuple(int(i) for i in hidden_layers)
-        if not layers or any(not -states <= i < states for i in layers):
+        layers = default_layers(states - 1) if hidden_layers is None else tuple(hidden_layers)
+        if not layers or any(not is_integer(i) or not -states <= i < states for i in layers):
             raise ValueError(f"hidden_layers must be indices into the target's {states} hidden states, got {layers}")
         V = self.config["vocab_size"]
         ids = torch.arange(V) if draft_vocab is None else check_draft_vocab(draft_vocab, V)
+        layers = tuple(int(i) for i in layers)
         self.config.update(hidden_layers=list(layers), draft_vocab_size=int(ids.numel()))
         D, width = self.config["feature_size"], self.config["width"]
         object.__setattr__(self, "target", target)  # shared and frozen: not a submodule
@@ -181,12 +185,12 @@ class Eagle3DraftModel(torch.nn.Module):
         return torch.arange(self.d2t.numel(), device=self.d2t.device) + self.d2t
 
     def fuse(self, hidden: torch.Tensor) -> torch.Tensor:
-        """g = fc(hidden): the target's ``k`` layers ``[..., k·D]`` (any float dtype) -> ``[..., d]`` in the model's
-        dtype. Raises ``ValueError`` for another width."""
+        """g = fc(hidden): the target's ``k`` layers ``[..., k·D]`` (any float dtype, any device) -> ``[..., d]`` in
+        the model's dtype, on its device. Raises ``ValueError`` for another width."""
         if hidden.size(-1) != self.fc.in_features:
             raise ValueError(f"hidden must be the target's {len(self.config['hidden_layers'])} layers concatenated, "
                              f"width {self.fc.in_features}, got width {hidden.size(-1)}")
-        return self.fc(hidden.to(self.fc.weight.dtype))
+        return self.fc(hidden.to(self.fc.weight.device, self.fc.weight.dtype))
 
     def forward(self, features: torch.Tensor, tokens: torch.Tensor, cache=None, position_ids=None,
                 attention_mask=None) -> torch.Tensor:
@@ -205,12 +209,12 @@ class Eagle3DraftModel(torch.nn.Module):
         return out[0] if unbatched else out
 
     def head_logits(self, features: torch.Tensor) -> torch.Tensor:
-        """The draft's head (its own, or the target's rows): ``[..., d]`` -> float32 logits ``[..., V_d]`` over the
-        draft vocabulary."""
+        """The draft's head (its own, or the target's rows): ``[..., d]`` (any float dtype, any device) -> float32
+        logits ``[..., V_d]`` over the draft vocabulary, on the model's device."""
         if self.head is None:
-            return torch.nn.functional.linear(features.to(self.head_rows.dtype), self.head_rows,
-                                              self.head_bias).float()
-        return self.head(features.to(self.head.weight.dtype)).float()
+            return torch.nn.functional.linear(features.to(self.head_rows.device, self.head_rows.dtype),
+                                              self.head_rows, self.head_bias).float()
+        return self.head(features.to(self.head.weight.device, self.head.weight.dtype)).float()
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """Float32 logits ``[..., V]`` over the target's vocabulary: the head's at the draft vocabulary's ids,

@@ -24,7 +24,7 @@ from lab.assets import MEDUSA_DIR, SMOLLM2_DIR, check_model_type
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.trees import check_choices
-from lab.validation import check_int
+from lab.validation import check_int, check_token_ids
 
 __all__ = ["DEFAULT_TREE", "MEDUSA_DIR", "MEDUSA_DIRS", "MedusaDrafter", "MedusaHeads", "head_accuracy",
            "medusa_tree"]
@@ -177,13 +177,16 @@ class MedusaHeads(torch.nn.Module):
         return heads.to(device=weight.device, dtype=weight.dtype)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``hidden [..., D]`` -> logits ``[..., num_heads, V]`` (``V_d`` with a draft vocabulary): head k (at index
+        """``hidden [..., D]`` (any float dtype and device; moved to the heads') -> logits ``[..., num_heads, V]``
+        (``V_d`` with a draft vocabulary) in the heads' dtype: head k (at index
         k-1) applied to the feature f_t of token x_t predicts x_{t+1+k}, k positions after the next token x_{t+1}
         (which the target's own head predicts). Raises ``ValueError`` if the last dimension is not
         ``hidden_size``."""
         if hidden.size(-1) != self.hidden_size:
             raise ValueError(f"hidden must end in hidden_size={self.hidden_size}, got shape {tuple(hidden.shape)}")
         last = len(self.lm_heads) - 1  # 0 with a shared output layer
+        param = self.lm_heads[0].weight
+        hidden = hidden.to(param.device, param.dtype)
         return torch.stack([self.lm_heads[min(k, last)](block(hidden)) for k, block in enumerate(self.blocks)],
                            dim=-2)
 
@@ -223,7 +226,8 @@ class MedusaHeads(torch.nn.Module):
         for name in (CONFIG_FILE, WEIGHTS_FILE):
             if not (directory / name).is_file():
                 raise FileNotFoundError(f"Medusa heads not found: {directory / name} is missing; train them with "
-                                        "`python -m lab train medusa` (or restore lab/assets from git)")
+                                        "`python -m lab train medusa` (Shakespeare) or `train chat-medusa` "
+                                        "(smollm2-135m), or restore lab/assets from git")
         config = json.loads((directory / CONFIG_FILE).read_text())
         check_model_type(config, "lab-medusa", directory)
         if target is not None:
@@ -279,6 +283,7 @@ class MedusaDrafter:
         # Candidates to take from every head's top-k: one more than the largest rank anywhere in the tree.
         self._top_k = max(p[-1] for p in self.tree) + 1
         self._feature: torch.Tensor | None = None
+        self._observed = False
 
     @classmethod
     def from_pretrained(cls, pair, tree=DEFAULT_TREE, directory=None) -> MedusaDrafter:
@@ -304,8 +309,18 @@ class MedusaDrafter:
         """Start a generation. ``hidden``: the target's hidden states ``[len(prompt_ids) - 1, D]`` (None or empty
         when ``prompt_ids`` holds one token); its last row is the feature that predicts the last token of
         ``prompt_ids``. The decode loop resets with the prompt and the prefill's first new token, so that row is the
-        prompt's last position, the one whose logits gave the first new token."""
-        self._feature = None if hidden is None or len(hidden) == 0 else hidden[-1].detach()
+        prompt's last position, the one whose logits gave the first new token. Raises ``ValueError`` when
+        ``hidden`` is missing for a longer prompt or is not ``[len(prompt_ids) - 1, hidden_size]`` (a row too many
+        would shift every draft by one position: still exact, but hardly ever accepted)."""
+        rows = len(check_token_ids("prompt_ids", prompt_ids)) - 1
+        if hidden is None and rows:
+            raise ValueError(f"MedusaDrafter needs the target's hidden states: reset(prompt_ids, hidden=[{rows}, "
+                             f"{self.heads.hidden_size}])")
+        if hidden is not None and tuple(hidden.shape) != (rows, self.heads.hidden_size):
+            raise ValueError(f"hidden must be [len(prompt_ids) - 1, hidden_size] = [{rows}, {self.heads.hidden_size}]"
+                             f", got {tuple(hidden.shape)}")
+        self._feature = hidden[-1].detach() if rows else None
+        self._observed = True
 
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Draft:
@@ -326,9 +341,15 @@ class MedusaDrafter:
             raise ValueError("MedusaDrafter needs the target's hidden states (needs_hidden_states = True), "
                              "got output.hidden = None")
         self._feature = output.hidden[output.path[-1]].detach()
+        self._observed = True
 
     def update(self, num_accepted: int, next_token: int) -> None:
-        """Nothing to roll back: the heads keep no cache, and ``observe`` already stored the accepted row."""
+        """Nothing to roll back: the heads keep no cache, and ``observe`` already stored the accepted row. Raises
+        ``ValueError`` when the step was not observed (the next draft would read a stale feature)."""
+        if not self._observed:
+            raise ValueError("MedusaDrafter.update came without observe(output) since the last step: hand each "
+                             "step's TargetOutput to observe before update (lab.decode.hand_over does)")
+        self._observed = False
 
     def kv_length(self) -> int:
         """The heads have no KV cache."""

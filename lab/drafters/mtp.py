@@ -181,7 +181,8 @@ class MTPHeads(torch.nn.Module):
     def step(self, k: int, hidden: torch.Tensor, tokens, cache=None, position_ids=None) -> torch.Tensor:
         """Module ``k`` (1..D) on rows i: h^k_i = TRM_k(M_k [RMSNorm(h^{k-1}_i); RMSNorm(Emb(t_{i+k}))]).
 
-        - ``hidden``: h^{k-1}, ``[B, n, d]`` or ``[n, d]`` (h^0: the target's last hidden states), any float dtype.
+        - ``hidden``: h^{k-1}, ``[B, n, d]`` or ``[n, d]`` (h^0: the target's last hidden states), any float dtype
+          and device (moved to the modules').
         - ``tokens``: LongTensor ``[B, n]`` / ``[n]``: t_{i+k} of each row.
         - ``cache``: this module's ``DynamicCache`` to append to (None: no caching, e.g. training).
         - ``position_ids``: ``[B, n]`` / ``[n]``; the convention of this module: row i of depth k sits at position
@@ -192,7 +193,10 @@ class MTPHeads(torch.nn.Module):
         if not is_integer(k) or not 1 <= k <= self.depth:
             raise ValueError(f"k must be a depth in 1..{self.depth}, got {k!r}")
         unbatched = hidden.dim() == 2
-        tokens = torch.as_tensor(tokens, dtype=torch.long, device=hidden.device)
+        module = self.layers[k - 1]
+        device = module.proj.weight.device  # the modules' device, whatever the caller's tensors are on
+        hidden = hidden.to(device)
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=device)
         if unbatched:
             hidden, tokens = hidden[None], tokens[None]
         if hidden.dim() != 3 or tokens.shape != hidden.shape[:2]:
@@ -201,7 +205,6 @@ class MTPHeads(torch.nn.Module):
         if hidden.size(-1) != self.config["width"]:
             raise ValueError(f"hidden must have the target's width d = {self.config['width']}, got width "
                              f"{hidden.size(-1)}")
-        module = self.layers[k - 1]
         dtype = module.proj.weight.dtype
         x = module.proj(torch.cat([module.norm_h(hidden.to(dtype)), module.norm_emb(self.embed(tokens).to(dtype))],
                                   dim=-1))
@@ -269,7 +272,9 @@ class MTPHeads(torch.nn.Module):
             if config.get(key) != mine:
                 raise ValueError(f"the MTP heads in {directory} were trained for {key} {config.get(key)}, this target "
                                  f"has {mine}")
-        check_target_key(config, target, directory, "MTP heads", "python -m lab train chat-mtp")
+        # heads with a draft vocabulary are the real pair's (train chat-mtp), without one the Shakespeare pair's
+        check_target_key(config, target, directory, "MTP heads", "python -m lab train " + (
+            "mtp" if config.get("draft_vocab_size") is None else "chat-mtp"))
         state = load_file(str(directory / WEIGHTS_FILE))
         draft_vocab = state.get("draft_vocab")
         if (draft_vocab is None) != (config.get("draft_vocab_size") is None):

@@ -124,6 +124,9 @@ class ParallelDrafter:
         vocab = int(mask) if vocab is None else vocab
         if not is_integer(vocab) or not 1 <= vocab <= width:
             raise ValueError(f"vocab_size must be in [1, {width}] (the draft's vocabulary), got {vocab!r}")
+        if mask < vocab:  # the drafts come from the first vocab_size logits: a mask among them could be proposed
+            raise ValueError(f"mask_token_id must lie past the target's vocabulary (>= vocab_size = {vocab}), got "
+                             f"{int(mask)}: the mask is never proposed only if it is not a target token")
         self.model = draft_model
         self.mask_token_id = int(mask)
         self.vocab_size = int(vocab)  # generate() checks it against the target's
@@ -171,10 +174,12 @@ class ParallelDrafter:
         if config.get(TARGET_VOCAB_KEY) != vocab_size(pair.target):
             raise ValueError(f"the parallel draft in {directory} drafts over {config.get(TARGET_VOCAB_KEY)} tokens, "
                              f"the {pair.name!r} target's vocabulary has {vocab_size(pair.target)}")
-        check_target_key(config, pair.target, directory, "a parallel draft", "python -m lab train parallel")
-        param = next(pair.target.parameters())
         with safe_open(str(directory / "model.safetensors"), "pt") as weights:
             projected = "embed_projection" in weights.keys()
+        # a projected draft is the real pair's (train chat-parallel), a plain one the Shakespeare pair's
+        check_target_key(config, pair.target, directory, "a parallel draft",
+                         "python -m lab train " + ("chat-parallel" if projected else "parallel"))
+        param = next(pair.target.parameters())
         if projected:
             model = load_projected_draft(directory, pair.target, full_precision_embedding(pair.target),
                                          rebuild="python -m lab train chat-parallel")

@@ -20,6 +20,26 @@ def test_frequent_tokens_most_frequent_first_ties_by_id_and_always_first():
     assert frequent_tokens(ids, 4, 10).tolist() == [5, 2, 7, 1]        # 2 and 7 tie: the smaller id first
     assert frequent_tokens(ids, 4, 10, always=[3]).tolist() == [3, 5, 2, 7]
     assert frequent_tokens(ids, 7, 10).tolist() == [5, 2, 7, 1, 9, 0, 3]  # never seen: in id order
+    assert frequent_tokens(ids, 4, 10, always=[7, 3, 3]).tolist() == [7, 3, 5, 2]  # in the given order, once
+
+
+@pytest.mark.parametrize("always, message", [([-1], r"always must be token ids in \[0, 10\)"),
+                                             ([10], r"always must be token ids in \[0, 10\)"),
+                                             ([7, 3, 5], r"always holds 3 distinct ids, more than size \(2\)")])
+def test_frequent_tokens_checks_the_always_ids(always, message):
+    """-1 silently became id 9, 10 an IndexError, and a third id was dropped without a word."""
+    with pytest.raises(ValueError, match=message):
+        frequent_tokens([[1, 2]], 2, 10, always=always)
+
+
+def test_an_eagle_tree_rank_must_be_below_the_reduced_vocabulary(pair, reduced):
+    """Ranks index the draft's scored vocabulary: rank 600 of a 512-token draft vocabulary would pick a -inf logit,
+    an id the draft gave probability 0."""
+    from lab.drafters import EagleDrafter
+
+    assert EagleDrafter(pair.target, reduced, tree=[(0,), (511,)]).n_draft == 1
+    with pytest.raises(ValueError, match="ranks must be < 512"):
+        EagleDrafter(pair.target, reduced, tree=[(0,), (600,)])
 
 
 @pytest.mark.parametrize("call, message", [
@@ -97,7 +117,7 @@ def test_the_table_is_saved_and_read_back(pair, reduced, tmp_path):
     assert config["draft_vocab_size"] == 512
     loaded = EagleDraftModel.from_pretrained(pair.target, tmp_path)
     assert loaded.draft_vocab.dtype == torch.long and torch.equal(loaded.draft_vocab, reduced.draft_vocab)
-    features = torch.randn(2, pair.target.config.hidden_size)
+    features = torch.randn(2, pair.target.config.hidden_size, device=pair.device)
     with torch.no_grad():
         torch.testing.assert_close(loaded.head_logits(features), reduced.head_logits(features))
     config["draft_vocab_size"] = None  # a config that forgot the table

@@ -48,9 +48,10 @@ def test_the_committed_draft_reads_three_layers_and_maps_draft_ids_with_d2t(pair
     assert tuple(model.config["hidden_layers"]) == (2, 3, 6)
     V_d = model.config["draft_vocab_size"]
     assert 1 <= V_d < 2048 and model.head.out_features == V_d and model.fc.in_features == 3 * 384
-    assert torch.equal(model.draft_vocab, torch.arange(V_d) + model.d2t)  # target id = j + d2t[j]
+    ids = torch.arange(V_d, device=model.d2t.device)
+    assert torch.equal(model.draft_vocab, ids + model.d2t)  # target id = j + d2t[j]
     assert model.draft_vocab.unique().numel() == V_d
-    a = torch.randn(2, model.config["width"])
+    a = torch.randn(2, model.config["width"], device=pair.device)
     full, reduced = model.logits(a), model.head_logits(a)
     assert full.shape == (2, 2048) and reduced.shape == (2, V_d)
     torch.testing.assert_close(full[:, model.draft_vocab], reduced)
@@ -176,7 +177,7 @@ def test_the_targets_head_option_scores_with_the_targets_own_rows_and_saves_none
     config = {"width": 384, "heads": 6, "kv_heads": 6, "intermediate": 64, "head": "target"}
     shared = Eagle3DraftModel(pair.target, config, draft_vocab=vocab)
     assert shared.head is None and not any("head" in name for name, _ in shared.named_parameters())
-    a = torch.randn(3, 384)
+    a = torch.randn(3, 384, device=pair.device)
     with torch.no_grad():
         expected = pair.target.get_output_embeddings()(a)[:, vocab]
     torch.testing.assert_close(shared.head_logits(a), expected)
@@ -197,8 +198,10 @@ def test_the_targets_head_option_scores_with_the_targets_own_rows_and_saves_none
 
 
 def test_bad_arguments_are_named(pair, model, prompts, tmp_path):
-    with pytest.raises(ValueError, match="hidden_layers"):
-        Eagle3DraftModel(pair.target, hidden_layers=(2, 9))
+    for layers in ((2, 9), (2, True, 6), (2, 3.7, 6)):  # True and 3.7 were taken as layers 1 and 3
+        with pytest.raises(ValueError, match="hidden_layers"):
+            Eagle3DraftModel(pair.target, hidden_layers=layers)
+    assert [default_layers(n) for n in (3, 4, 5)] == [(0, 1, 3), (1, 2, 4), (1, 2, 5)]  # as the docstring says
     with pytest.raises(ValueError, match="draft_vocab"):
         Eagle3DraftModel(pair.target, draft_vocab=[1, 1])
     with pytest.raises(TypeError, match="draft_model must be an Eagle3DraftModel"):

@@ -82,7 +82,7 @@ def test_medusa_tree_refuses_logits_instead_of_token_ids():
 
 def test_heads_shapes_and_identity_init(pair):
     heads = MedusaHeads.from_target(pair.target)
-    hidden = torch.randn(2, 5, heads.hidden_size)
+    hidden = torch.randn(2, 5, heads.hidden_size, device=pair.device)
     logits = heads(hidden)
     assert logits.shape == (2, 5, 3, pair.target.config.vocab_size)
     with torch.no_grad():
@@ -118,7 +118,7 @@ def test_shared_head_gives_every_head_one_output_layer_and_round_trips(pair, tmp
     own = MedusaHeads.from_target(pair.target, 3, draft_vocab=vocab).float()
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert count(own) - count(heads) == 2 * len(vocab) * heads.hidden_size
-    hidden = torch.randn(2, 5, heads.hidden_size)
+    hidden = torch.randn(2, 5, heads.hidden_size, device=pair.device)
     with torch.no_grad():
         reference = pair.target.get_output_embeddings()(hidden)[..., vocab]
         for k in range(3):
@@ -198,6 +198,25 @@ def test_propose_respects_max_tokens_and_feature(pair):
     drafter.observe(TargetOutput(torch.zeros(5, 2048), rows, [0, 2]))
     assert torch.equal(drafter._feature, rows[2])
     assert isinstance(drafter.propose(DraftRequest([1], 3)), Draft)
+
+
+def test_reset_and_update_check_the_hidden_states(pair):
+    """A row too many shifted every draft by one position (exact, but hardly ever accepted); a missing ``hidden``
+    drafted nothing; an update without observe drafted from a stale feature. Each is now named."""
+    drafter = MedusaDrafter.from_pretrained(pair)
+    shape = r"hidden must be \[len\(prompt_ids\) - 1, hidden_size\] = \[3, 384\]"
+    for hidden, message in ((torch.randn(4, 384), shape),
+                            (torch.randn(3, 100), r"= \[3, 384\], got \(3, 100\)"),
+                            (None, r"needs the target's hidden states: reset\(prompt_ids, hidden=\[3, 384\]\)")):
+        with pytest.raises(ValueError, match=message):
+            drafter.reset([1, 2, 3, 4], hidden=hidden)
+    drafter.reset([1, 2, 3, 4], hidden=torch.randn(3, 384))
+    drafter.propose(DraftRequest([1, 2, 3, 4], 3))
+    drafter.update(0, 7)  # reset counts as the first step's observation
+    with pytest.raises(ValueError, match="update came without observe"):
+        drafter.update(0, 8)
+    drafter.observe(TargetOutput(torch.zeros(1, 2048), torch.randn(1, 384), [0]))
+    drafter.update(0, 8)
 
 
 def test_medusa_drafter_names_wrong_heads_and_target(target):

@@ -65,7 +65,7 @@ def test_shapes_parameters_and_teacher_forcing(pair):
     assert heads.parameter_count() == 2 * per_module
     assert heads.requires_grad_(False).parameter_count() == 2 * per_module  # frozen heads (as loaded) count the same
     assert all(p is not q for p in heads.parameters() for q in pair.target.parameters())  # the head is shared
-    hidden, ids = torch.randn(3, 9, D), torch.randint(0, V, (3, 9))
+    hidden, ids = torch.randn(3, 9, D, device=pair.device), torch.randint(0, V, (3, 9), device=pair.device)
     with torch.no_grad():
         outs = heads(hidden, ids)
         assert [tuple(h.shape) for h in outs] == [(3, 8, D), (3, 7, D)] and outs[0].dtype == torch.float32
@@ -126,7 +126,7 @@ def test_save_load_round_trip_and_file_errors(pair, tmp_path):
     loaded = MTPHeads.from_pretrained(pair.target, tmp_path / "mtp")
     assert loaded.config == heads.config and torch.equal(loaded.draft_vocab, heads.draft_vocab)
     heads.to(torch.float16).to(torch.float32)  # what the half-precision file holds
-    hidden, ids = torch.randn(1, 6, 384), torch.randint(0, 2048, (1, 6))
+    hidden, ids = torch.randn(1, 6, 384, device=pair.device), torch.randint(0, 2048, (1, 6), device=pair.device)
     with torch.no_grad():
         for mine, theirs in zip(loaded(hidden, ids), heads(hidden, ids)):
             torch.testing.assert_close(mine, theirs)

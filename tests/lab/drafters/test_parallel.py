@@ -185,6 +185,8 @@ def test_bad_arguments(parallel_draft, draft, pair):
         ParallelDrafter(draft, mask_token_id=64)
     with pytest.raises(ValueError, match="vocab_size"):
         ParallelDrafter(parallel_draft, vocab_size=66)
+    with pytest.raises(ValueError, match=r"mask_token_id must lie past the target's vocabulary \(>= vocab_size = 64\)"):
+        ParallelDrafter(parallel_draft, mask_token_id=5, vocab_size=64)  # id 5 could be drafted, then sent as a token
     with pytest.raises(TypeError, match="draft_model"):
         ParallelDrafter(pair)
     with pytest.raises(RuntimeError, match="reset"):
