@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from numbers import Integral
 
 import torch
 
@@ -58,7 +57,7 @@ from lab.kv import cache_length
 from lab.metrics import summarize_steps
 from lab.models import cache_kwarg, layer_states, new_cache, synchronize
 from lab.trace import Generation
-from lab.validation import check_int
+from lab.validation import check_int, is_integer, plain_number
 
 __all__ = ["BatchGeneration", "generate_batch", "row_seeds"]
 
@@ -77,8 +76,9 @@ class BatchGeneration:
       ``tokens_per_target_call`` (tokens the decode steps committed ÷ row steps: the mean tokens a row commits per
       forward; the prefill's first token of each row is left out, as in :func:`lab.metrics.summarize_steps`),
       ``fed_slots`` (the positions the decode forwards processed, padding included) and ``padded_slots`` (of
-      which padding; both leave out the prefill's forward, whose right-padding depends only on the prompts), ``prefill_ms``, ``wall_ms`` and ``tokens_per_second``: the goodput, committed tokens per second
-      over the whole batch (prefill included).
+      which padding; both leave out the prefill's forward, whose right-padding depends only on the prompts),
+      ``prefill_ms``, ``wall_ms`` and ``tokens_per_second``: the goodput, committed tokens per second over the
+      whole batch (prefill included).
     """
 
     rows: list
@@ -188,8 +188,8 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
     """
     prompts, drafters = _check_batch_args(prompts, drafters)
     max_rows = len(prompts) if max_rows is None else check_int("max_rows", max_rows, 1)
-    if seed is not None and not isinstance(seed, bool) and isinstance(seed, Integral):
-        seed = int(seed)  # a NumPy integer works as in generate
+    if seed is not None and is_integer(plain_number(seed)):
+        seed = int(plain_number(seed))  # a NumPy integer or an integer tensor works as in generate
     seeds = row_seeds(seed, len(prompts))
     rows = []
     for r, (prompt, drafter) in enumerate(zip(prompts, drafters)):

@@ -24,7 +24,7 @@ from lab.models import LAST_LAYER, context_limit, forward, hidden_layers_of, new
 from lab.sampling import probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
-from lab.validation import check_int, check_sampling_args, check_token_ids, is_integer
+from lab.validation import check_int, check_sampling_args, check_token_ids, is_integer, plain_number
 from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
 __all__ = ["generate", "autoregressive", "DecodeSettings", "checked_settings", "checked_draft", "verify_block",
@@ -50,8 +50,9 @@ def _check_drafter(drafter) -> None:
 def _check_seed(seed) -> int | None:
     if seed is None:
         return None
+    given, seed = seed, plain_number(seed)  # a one-element tensor or 0-d array, as check_int takes
     if not is_integer(seed):
-        raise TypeError(f"seed must be None or an integer, got {type(seed).__name__} {seed!r}")
+        raise TypeError(f"seed must be None or an integer, got {type(given).__name__} {given!r}")
     seed = int(seed)
     if not -2 ** 63 <= seed < 2 ** 64:
         raise ValueError(f"seed must be in [-2**63, 2**64) (what torch.Generator.manual_seed accepts), got {seed}")
@@ -95,9 +96,9 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     included, whose time is ``stats["prefill_ms"]``).
 
     Integer arguments (``max_new_tokens``, ``top_k``, ``eos_token_id``, ``seed``, the prompt's ids) may be any
-    ``numbers.Integral`` (``int``, ``numpy.int64``; not bool) or an integer 0-d tensor, as the temperature may be a
-    0-d float tensor. Any temperature > 0 works, however small (see :func:`lab.sampling.probs_from_logits`). All
-    arguments are checked once, before the first step.
+    ``numbers.Integral`` (``int``, ``numpy.int64``; not bool) or a one-element integer tensor or NumPy array, as the
+    temperature may be a one-element float tensor. Any temperature > 0 works, however small (see
+    :func:`lab.sampling.probs_from_logits`). All arguments are checked once, before the first step.
 
     Raises ``TypeError`` naming the argument for text or floats as ``prompt_ids`` (encode text first:
     ``pair.encode(text)``), a ``drafter`` without ``reset``/``propose``/``update`` (a model must be wrapped:
@@ -224,9 +225,10 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
         raise TypeError(f"on_step must be None or a callable taking a StepRecord, got {type(on_step).__name__}")
     vocab = vocab_size(target)
     if eos_token_id is not None:
+        given, eos_token_id = eos_token_id, plain_number(eos_token_id)
         if not is_integer(eos_token_id):
-            raise TypeError(f"eos_token_id must be None or an integer token id, got {type(eos_token_id).__name__} "
-                            f"{eos_token_id!r}")
+            raise TypeError(f"eos_token_id must be None or an integer token id, got {type(given).__name__} "
+                            f"{given!r}")
         eos_token_id = int(eos_token_id)
         if not 0 <= eos_token_id < vocab:
             raise ValueError(f"eos_token_id must be a token id in [0, {vocab}), got {eos_token_id}")
@@ -265,7 +267,7 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
                           top_p=top_p, eos_token_id=eos_token_id, generator=generator, vocab=vocab, limit=limit,
                           hidden=bool(getattr(drafter, "needs_hidden_states", False)),
                           hidden_layers=hidden_layers_of(drafter), record_probs=bool(record_probs),
-                          typical=acceptance == "typical" and temperature != 0)
+                          typical=acceptance == "typical" and temperature != 0 and drafter is not None)
 
 
 def _prefill(target, settings: DecodeSettings) -> tuple:

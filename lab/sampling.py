@@ -65,8 +65,10 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
       round probabilities miss by about 1e-7), applied after top-k and temperature, as transformers does. Among tokens
       tied at the top-p cut the lowest ids are kept (a stable sort), on every device; transformers' warper leaves
       the choice to an unstable sort (on CPU it keeps the highest ids), so the kept sets can differ there only.
-    Apply the same call to target and draft logits: verification is exact only when both sides use the
-    same processed distributions (Leviathan et al. 2023, section 2.3).
+    Verification is exact whatever the draft's settings, as long as the target rows are the distribution to sample
+    from (this call with the user's settings) and each draft row is the distribution its token was actually drawn
+    from (Leviathan et al. 2023, section 2.3: any draft distribution works). Applying the same settings to both
+    only raises acceptance, since processed draft rows are closer to processed target rows.
 
     Raises ``ValueError`` for non-floating-point logits, logits without a vocabulary axis or with an empty batch
     axis (shape ``[0, V]``), NaN or +inf logits, a row whose logits are all -inf, temperature < 0 or a bool,

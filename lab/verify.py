@@ -95,7 +95,7 @@ def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
     if not all(type(t) is int for t in tokens):  # fast path: plain ints
         wrong = next((t for t in tokens if not is_integer(t)), None)
         if wrong is not None:
-            raise ValueError(f"drafted tokens must be integer token ids, got {type(wrong).__name__} {wrong!r}")
+            raise TypeError(f"drafted tokens must be integer token ids, got {type(wrong).__name__} {wrong!r}")
         tokens = [int(t) for t in tokens]
     if tokens and not 0 <= min(tokens) <= max(tokens) < vocab:
         raise ValueError(f"drafted tokens must be ids in [0, {vocab}) (the width of target_probs), got "
@@ -184,8 +184,8 @@ def verify_tree_sampled(target_probs: torch.Tensor, tokens: list, parents, draft
     Raises ``ValueError`` for a bad parents array, ``target_probs`` that is not ``[n+1, V]``, ``draft_probs`` that
     is not ``[n, V]``, drafted ids outside ``[0, V)``, a row of either that is not a distribution (NaN, inf or
     negative entries, or not summing to 1 within 1e-3: logits, or a softmax over the wrong axis), or a draft row
-    giving its own token probability 0; ``TypeError`` for a ``target_probs`` that is not a tensor or a generator
-    that is not a ``torch.Generator``.
+    giving its own token probability 0; ``TypeError`` for a ``target_probs`` that is not a tensor, a drafted token
+    that is not an integer id, or a generator that is not a ``torch.Generator``.
     """
     tokens = _prob_args(target_probs, tokens, generator, draft_probs)
     _check_rows(target_probs, tokens, draft_probs)
@@ -276,8 +276,8 @@ def verify_tree_typical(target_probs: torch.Tensor, tokens: list, parents, gener
 
     Raises ``ValueError`` for a bad parents array, ``target_probs`` that is not ``[n+1, V]``, drafted ids outside
     ``[0, V)``, ``epsilon``/``delta`` out of range (see :func:`typical_threshold`) or a row of ``target_probs`` that
-    is not a distribution; ``TypeError`` for a ``target_probs`` that is not a tensor or a generator that is not a
-    ``torch.Generator``.
+    is not a distribution; ``TypeError`` for a ``target_probs`` that is not a tensor, a drafted token that is not an
+    integer id, or a generator that is not a ``torch.Generator``.
     """
     tokens = _prob_args(target_probs, tokens, generator)
     _check_rows(target_probs, tokens)

@@ -145,18 +145,23 @@ def test_sampled_rows_equal_generate_with_the_row_seed(target, noisy_draft):
     for r, p in enumerate(prompts):
         ref = generate(target, p, drafter=makers[r]() if makers[r] else None, seed=11 + r, **kw)
         assert batch.rows[r].tokens == ref.tokens, r
+    # a seed computed with torch works as in generate (it was a TypeError here only)
+    again = generate_batch(target, prompts, drafters=[m() if m else None for m in makers], seed=torch.tensor(11), **kw)
+    assert again.tokens == batch.tokens
 
 
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_p=0.9)])
 def test_each_rows_first_speculated_token_follows_the_target(target, noisy_draft, kw):
-    """Oracle 2 per row: over 300 seeds, each row's second token, the first one a decode step verifies (drafted
+    """Oracle 2 per row: over 400 seeds, each row's second token, the first one a decode step verifies (drafted
     and verified, or resampled; the first came from the prefill), is distributed as the target's processed
     distribution after the row's prompt and first token (chi-square against the mixture over the samples' first
-    tokens), for a sampling draft, a deterministic one (one-hot) and no drafter, in one batch."""
+    tokens), for a sampling draft, a deterministic one (one-hot) and no drafter, in one batch. Row 1's prompt makes
+    its first token nearly certain, so its draft is verified after one known context and a wrong residual cannot
+    average out (resampling from the target instead gave p = 4e-5 and 4e-4 at 300 seeds)."""
     # row 0's prompt holds most of the vocabulary, so its lookup finds the first token (a 1-gram) in most samples
-    prompts = [list(range(3, 48)) + [3, 4], [1, 2, 3], [50, 3, 17, 22]]
+    prompts = [list(range(3, 48)) + [3, 4], [48, 35, 56, 27, 40, 52], [50, 3, 17, 22]]
     counts, prefixes, drafted = torch.zeros(len(prompts), 64), [[] for _ in prompts], 0
-    for s in range(300):
+    for s in range(400):
         drafters = [PromptLookupDrafter(max_ngram=3, n_draft=3), DraftModelDrafter(noisy_draft, 2), None]
         batch = generate_batch(target, prompts, drafters=drafters, max_new_tokens=3, seed=10 * s, **kw)
         for r, prompt in enumerate(prompts):
@@ -164,7 +169,7 @@ def test_each_rows_first_speculated_token_follows_the_target(target, noisy_draft
             counts[r, tokens[1]] += 1
             prefixes[r].append(prompt + tokens[:1])
         drafted += bool(batch.rows[0].steps[1].drafted)
-    assert drafted > 150  # the lookup row did draft in most samples
+    assert drafted > 200  # the lookup row did draft in most samples
     for r in range(len(prompts)):
         expected = next_token_probs(target, prefixes[r], **kw).float()
         assert (counts[r][expected == 0] == 0).all(), r

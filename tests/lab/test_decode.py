@@ -18,10 +18,9 @@ from lab.drafters import Draft, DraftModelDrafter, EagleDrafter, MedusaDrafter
 from lab.drafters.eagle import EagleDraftModel
 from lab.drafters.medusa import MedusaHeads
 from lab.metrics import chi_square
-from lab.models import forward, new_cache
+from lab.models import forward, new_cache, vocab_size
 from lab.prompts import held_out_prompts
-from lab.sampling import probs_from_logits
-from tests.helpers import SHORT_CONTEXT, TopKTreeDrafter, tiny_llama
+from tests.helpers import SHORT_CONTEXT, TopKTreeDrafter, next_token_probs, tiny_llama
 
 # --- oracles 1 and 2 with draft models, perfect, always wrong and real ----------------------------------------
 
@@ -144,36 +143,45 @@ def test_integer_settings_may_be_0d_tensors_like_the_temperature(target, noisy_d
     tensors = generate(target, PROMPTS[1], max_new_tokens=torch.tensor(30), seed=torch.tensor(5),
                        eos_token_id=torch.tensor(eos), **kw).tokens
     assert tensors == ints and ints[-1] == eos and len(ints) <= 11
+    arrays = generate(target, PROMPTS[1], max_new_tokens=np.array(30), seed=torch.tensor([5]),
+                      eos_token_id=np.array(eos), **kw).tokens
+    assert arrays == ints
     with pytest.raises(TypeError, match="seed must be None or an integer"):
         generate(target, PROMPTS[1], max_new_tokens=3, seed=torch.tensor(5.0))
     with pytest.raises(TypeError, match="eos_token_id must be None or an integer token id"):
         generate(target, PROMPTS[1], max_new_tokens=3, eos_token_id=torch.tensor(True))
 
 
-def _first_token_counts(target, drafter, n_runs, **kw):
-    counts = torch.zeros(64)
+# a prompt whose next token the tiny target makes nearly certain: the first speculated token then follows one known
+# context, where the noisy draft and the target disagree, so a wrong verification cannot average out
+CERTAIN = [48, 35, 56, 27, 40, 52]
+
+
+def _speculated_token_test(target, make_drafter, n_runs, max_new_tokens=3, **kw):
+    """Counts of each run's second token, the first one a decode step verifies against a draft (the first comes
+    from the prefill), and the distribution they must follow (tests.helpers.next_token_probs)."""
+    counts, prefixes = torch.zeros(64), []
     for seed in range(n_runs):
-        gen = generate(target, PROMPTS[1], drafter=drafter, max_new_tokens=3, seed=seed, **kw)
-        counts[gen.tokens[0]] += 1
-    return counts
+        gen = generate(target, CERTAIN, drafter=make_drafter(), max_new_tokens=max_new_tokens, seed=seed, **kw)
+        assert gen.steps[1].drafted  # a verification happened
+        counts[gen.tokens[1]] += 1
+        prefixes.append(CERTAIN + gen.tokens[:1])
+    return counts, next_token_probs(target, prefixes, **kw).float()
 
 
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_k=8),
                                 dict(temperature=1.3, top_p=0.8)])
-def test_first_sampled_token_follows_target_distribution(target, noisy_draft, kw):
-    logits = forward(target, PROMPTS[1], new_cache())[-1]
-    target_probs = probs_from_logits(logits, **kw).cpu()
-    drafter = DraftModelDrafter(noisy_draft, 3)
-    counts = _first_token_counts(target, drafter, 1500, **kw)
-    assert (counts[target_probs == 0] == 0).all()  # nothing outside top-k / top-p is ever emitted
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+def test_first_speculated_token_follows_target_distribution(target, noisy_draft, kw):
+    """Fails (p < 1e-7 in each case) when a rejection resamples from the target instead of the residual."""
+    counts, expected = _speculated_token_test(target, lambda: DraftModelDrafter(noisy_draft, 3), 600, **kw)
+    assert (counts[expected == 0] == 0).all()  # nothing outside top-k / top-p is ever emitted
+    assert chi_square(counts, expected).pvalue > 1e-3
 
 
 def test_deterministic_drafter_verified_as_one_hot(target, noisy_draft):
-    kw = dict(temperature=1.0)
-    target_probs = probs_from_logits(forward(target, PROMPTS[1], new_cache())[-1], **kw).cpu()
-    counts = _first_token_counts(target, DeterministicDrafter(noisy_draft, 3), 1500, **kw)
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+    counts, expected = _speculated_token_test(target, lambda: DeterministicDrafter(noisy_draft, 3), 600,
+                                              temperature=1.0)
+    assert chi_square(counts, expected).pvalue > 1e-3
 
 
 def test_sampled_decoding_hands_the_draft_probabilities_to_verification(target):
@@ -324,15 +332,10 @@ def test_tree_decoding_eos_and_max_new_tokens(target):
         assert generate(target, prompt, drafter=TopKTreeDrafter(target), max_new_tokens=m).tokens == ref[:m]
 
 
-def test_tree_decoding_first_sampled_token_follows_target(target, noisy_draft):
-    prompt = PROMPTS[1]
-    target_probs = probs_from_logits(forward(target, prompt, new_cache())[-1], 1.0).cpu()
-    counts = torch.zeros(64)
-    drafter = TopKTreeDrafter(noisy_draft, width=3, depth=2)
-    for seed in range(1200):
-        gen = generate(target, prompt, drafter=drafter, max_new_tokens=2, temperature=1.0, seed=seed)
-        counts[gen.tokens[0]] += 1
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+def test_tree_decoding_first_speculated_token_follows_target(target, noisy_draft):
+    counts, expected = _speculated_token_test(target, lambda: TopKTreeDrafter(noisy_draft, width=3, depth=2), 600,
+                                              max_new_tokens=4, temperature=1.0)
+    assert chi_square(counts, expected).pvalue > 1e-3
 
 
 def test_malformed_tree_is_rejected(target):
@@ -367,6 +370,7 @@ def test_typical_acceptance_where_it_changes_nothing_warns(target, noisy_draft, 
                        acceptance="typical")
     exact = generate(target, PROMPTS[1], drafter=drafter, max_new_tokens=6, temperature=temperature, seed=0)
     assert gen.tokens == exact.tokens
+    assert {step.acceptance for step in gen.steps} == {"exact"}  # the records say what ran (was "typical" unspeculated)
 
 
 def test_bad_extra_layout_is_a_clear_error(target):
@@ -448,14 +452,17 @@ def test_greedy_parity_on_the_real_pair(pair, prompts, n_draft):
         assert sp.stats["target_calls"] < ar.stats["target_calls"]
 
 
-def test_first_sampled_token_matches_target_distribution(pair, prompts):
+def test_first_speculated_token_matches_target_distribution(pair, prompts):
     ids = prompts[0]
-    target_probs = probs_from_logits(forward(pair.target, ids, new_cache())[-1], 1.0).cpu()
-    counts = torch.zeros_like(target_probs)
+    counts, prefixes = None, []
     drafter = DraftModelDrafter(pair.draft, 3)
     for seed in range(1200):
-        counts[generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed).tokens[0]] += 1
-    assert chi_square(counts, target_probs).pvalue > 1e-3
+        gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)
+        assert gen.steps[1].drafted
+        counts = torch.zeros(vocab_size(pair.target)) if counts is None else counts
+        counts[gen.tokens[1]] += 1
+        prefixes.append(ids + gen.tokens[:1])
+    assert chi_square(counts, next_token_probs(pair.target, prefixes, 1.0).float()).pvalue > 1e-3
 
 
 def test_context_overflow_is_a_clear_error(pair):

@@ -275,5 +275,11 @@ def test_greedy_and_typical_verification_name_bad_inputs():
         verify.verify_greedy(["a", "b"], ["a"])
     with pytest.raises(TypeError, match="drafted"):
         verify.verify_greedy([1, 2], [1.5])
+    probs = torch.full((2, 4), 0.25)
+    for bad in (1.5, "a", True):  # a ValueError before, where the greedy check raises TypeError
+        with pytest.raises(TypeError, match="drafted tokens must be integer token ids"):
+            verify.verify_sampled(probs, [bad], None, torch.Generator())
+        with pytest.raises(TypeError, match="drafted tokens must be integer token ids"):
+            verify.verify_tree_typical(probs, [bad], [-1], torch.Generator())
     with pytest.raises(ValueError, match="target_probs contains NaN"):
         verify.typical_threshold(torch.full((5,), float("nan")))
