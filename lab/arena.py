@@ -90,7 +90,7 @@ def _cell_row(kind, pooled, base, n_draft, temperature, same) -> dict:
     draft_per_call = pooled["draft_ms"] / pooled["draft_calls"] if pooled["draft_calls"] else None
     c = draft_per_call / ar_ms if draft_per_call is not None else None
     measured = pooled["tokens_per_second"] / base["tokens_per_second"]
-    decode = (pooled["decoded_tokens"] / pooled["decode_ms"]) / (base["decoded_tokens"] / base["decode_ms"])
+    decode = pooled["decode_tokens_per_second"] / base["decode_tokens_per_second"]
     row = {"drafter": kind, "label": DRAFTER_LABELS.get(kind, kind), "n_draft": n_draft,
            "new_tokens": pooled["new_tokens"], "target_calls": pooled["target_calls"],
            "draft_calls": pooled["draft_calls"], "acceptance_rate": pooled["acceptance_rate"],

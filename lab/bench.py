@@ -374,7 +374,7 @@ def _assistant_policy(assistant, n_draft: int, confidence: float):
 def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters=None) -> dict:
     from lab.decode import generate
     from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
-    from lab.metrics import alpha_from_steps
+    from lab.metrics import alpha_from_steps, summarize_steps
 
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
 
@@ -440,8 +440,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     methods = {name: methods[name] for name in rows}
     for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports
-    totals = {name: {"tokens": 0, "seconds": 0.0, "accepted": 0, "drafted": 0, "calls": 0, "steps": [], "lab": False}
-              for name in methods}
+    totals = {name: {"tokens": 0, "seconds": 0.0, "steps": [], "lab": False} for name in methods}
     outputs = {name: [] for name in methods}
     with LoadMeter() as meter:
         for i, ids in enumerate(encoded):  # prompt by prompt, every method in turn: load changes hit all alike
@@ -457,22 +456,17 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
                 outputs[name].append(out["tokens"])
                 if "stats" in out:  # the lab's loop: step records (transformers' rows have none)
                     total["lab"] = True
-                    total["accepted"] += out["stats"]["accepted_tokens"]
-                    total["drafted"] += out["stats"]["drafted_tokens"]
-                    total["calls"] += out["stats"]["target_calls"]
                     total["steps"] += out["steps"]
     results = {}
     for name, total in totals.items():  # unrounded: format_table rounds when it prints
         row = {"method": name, "tokens": total["tokens"], "seconds": total["seconds"],
                "tokens_per_second": total["tokens"] / total["seconds"]}
         if total["lab"] and name != "lab autoregressive":
-            # None where nothing was drafted, no draft examined (alpha) or no decode step ran (tokens per call)
-            row["acceptance_rate"] = total["accepted"] / total["drafted"] if total["drafted"] else None
-            row["alpha"] = alpha_from_steps(total["steps"])  # accepted / examined, pooled over the prompts
-            # the decode steps' tokens: each prompt's first new token came from its prefill
-            row["tokens_per_target_call"] = ((total["tokens"] - len(outputs[name])) / total["calls"]
-                                             if total["calls"] else None)
-            row["target_calls"] = total["calls"]
+            # pooled over the prompts as lab.metrics.summarize_steps counts them (decode steps; each prefill record
+            # left out): None where nothing was drafted, no draft examined (alpha) or no decode step ran
+            pooled = summarize_steps(total["steps"], total["tokens"], total["seconds"] * 1000)
+            row.update({key: pooled[key] for key in ("acceptance_rate", "tokens_per_target_call", "target_calls")})
+            row["alpha"] = alpha_from_steps(total["steps"])  # accepted / examined
         results[name] = row
     base = results["lab autoregressive"]["tokens_per_second"]
     for row in results.values():

@@ -96,8 +96,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     included, whose time is ``stats["prefill_ms"]``).
 
     Integer arguments (``max_new_tokens``, ``top_k``, ``eos_token_id``, ``seed``, the prompt's ids) may be any
-    ``numbers.Integral`` (``int``, ``numpy.int64``; not bool) or a one-element integer tensor or NumPy array, as the
-    temperature may be a one-element float tensor. Any temperature > 0 works, however small (see
+    ``numbers.Integral`` (``int``, ``numpy.int64``; not bool), a one-element integer tensor or a 0-d NumPy array, as
+    the temperature may be a one-element float tensor. Any temperature > 0 works, however small (see
     :func:`lab.sampling.probs_from_logits`). All arguments are checked once, before the first step.
 
     Raises ``TypeError`` naming the argument for text or floats as ``prompt_ids`` (encode text first:

@@ -27,12 +27,19 @@ BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and unev
 
 
 def _usable_cpus() -> frozenset | None:
-    """The CPUs this process may run on (``os.sched_getaffinity(0)``), or None where the system cannot say (macOS,
-    Windows)."""
+    """The CPUs this process may run on (``os.sched_getaffinity(0)``) when ``/proc/stat`` has a line for each, so
+    that their busy time can be read; None where the system cannot say (macOS, Windows) or a CPU has no line (the
+    meter then counts every CPU, with ``os.cpu_count()`` cores, so the busy time and the core count agree)."""
     try:
-        return frozenset(os.sched_getaffinity(0))
+        cpus = frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            names = {line.split()[0] for line in f if line.startswith("cpu")}
+    except OSError:
+        return cpus
+    return cpus if all(f"cpu{i}" in names for i in cpus) else None
 
 
 def _busy_cpu_seconds(cpus: frozenset | None = None) -> float | None:

@@ -68,7 +68,8 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     Verification is exact whatever the draft's settings, as long as the target rows are the distribution to sample
     from (this call with the user's settings) and each draft row is the distribution its token was actually drawn
     from (Leviathan et al. 2023, section 2.3: any draft distribution works). Applying the same settings to both
-    only raises acceptance, since processed draft rows are closer to processed target rows.
+    usually raises acceptance when the draft tracks the target, but need not (a draft that ranks the target's top
+    tokens the other way round loses more under a low temperature).
 
     Raises ``ValueError`` for non-floating-point logits, logits without a vocabulary axis or with an empty batch
     axis (shape ``[0, V]``), NaN or +inf logits, a row whose logits are all -inf, temperature < 0 or a bool,

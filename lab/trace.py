@@ -49,7 +49,8 @@ class StepRecord:
       forward writes ``target_tokens`` entries; the rollback keeps ``1 + num_accepted`` of them.
     - ``draft_cache``: for a drafter with its own KV cache (``kv_length()``), its length before ``propose``, after
       ``propose`` and after ``update`` — ``(before, written, kept)`` as absolute lengths; None otherwise.
-    - ``acceptance``: the verification rule, as :func:`lab.decode.generate` was asked: ``"exact"`` (rejection
+    - ``acceptance``: the verification rule that ran (:func:`lab.decode.generate`'s ``acceptance``, except that a
+      "typical" request without a drafter or when greedy runs, and is recorded, as "exact"): ``"exact"`` (rejection
       sampling; a replaced draft is drawn from the residual distribution, or the argmax when greedy) or
       ``"typical"`` (Medusa's typical acceptance when sampling; a replaced draft is drawn from the target's own
       distribution, no residual).

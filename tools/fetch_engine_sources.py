@@ -36,7 +36,8 @@ PACKAGES = {
                        "manylinux_2_34_x86_64"], {
         **{f"sglang/srt/{p}": f"sglang/srt/{p}" for p in (
             "arg_groups/fields/spec.py", "arg_groups/fields/model.py", "arg_groups/fields/parallel.py",
-            "arg_groups/arg_utils.py", "speculative/spec_info.py", "speculative/spec_registry.py")},
+            "arg_groups/fields/schedule.py", "arg_groups/speculative_hook.py", "arg_groups/arg_utils.py",
+            "speculative/spec_info.py", "speculative/spec_registry.py")},
         "sglang-0.5.23.dist-info/licenses/LICENSE": "LICENSE"}),
     "llama.cpp-from-llama-cpp-python-0.3.36": (["llama-cpp-python==0.3.36", "--no-binary", ":all:"], {
         "llama_cpp_python-0.3.36/vendor/llama.cpp/common/arg.cpp": "common/arg.cpp",

@@ -296,12 +296,16 @@ class StrategyPicker(w.VBox):
         head = (f'<div style="font-size: 15px;"><b>{esc(rec.label)}</b> (<code>{esc(rec.method)}</code>)'
                 + (f" · N = <b>{rec.n_draft}</b> · draft temperature {esc(rec.draft_temperature_text())}"
                    if rec.speculates else "")
-                + f" · expected <b>{esc(rec.speedup_text())}</b></div>"
+                + f" · expected <b>{esc(rec.speedup_text())}</b>{esc(rec.speedup_where())}</div>"
                 f'<div style="{_MUTED}">source: {esc(rec.source)}</div>')
+        served = rec.served_text()  # what the engines run instead, when it is not the method above
+        if served:
+            head += f"<div>As served: {esc(served)}</div>"
         reasons = "".join(f"<li>{esc(r)}</li>" for r in rec.reasons)
         parts = [head, f"<ul>{reasons}</ul>", "<b>vLLM</b>"]
-        if rec.speculates:
-            parts.append(f"<pre>{esc(json.dumps(rec.vllm_config(), indent=2))}</pre>")
+        config = rec.vllm_config()
+        if config:  # {} where vLLM serves the target alone
+            parts.append(f"<pre>{esc(json.dumps(config, indent=2))}</pre>")
         parts.append(f"<pre>{esc(self.vllm_command)}</pre>")
         kwargs = ", ".join(f"{k}={v!r}" for k, v in rec.hf_kwargs().items())
         parts.append(f"<b>transformers</b><pre>model.generate(**inputs, {esc(kwargs)})</pre>")
@@ -309,6 +313,7 @@ class StrategyPicker(w.VBox):
             assistant = "\n".join(f"assistant.generation_config.{k} = {v!r}"
                                   for k, v in rec.hf_assistant_config().items())
             parts.append(f"<pre>{esc(assistant)}</pre>")
-        if rec.notes:
-            parts.append(f'<div style="{_MUTED}">' + "<br>".join(esc(n) for n in rec.notes) + "</div>")
+        notes = rec.engine_notes()  # every engine's, as the summary prints them
+        if notes:
+            parts.append(f'<div style="{_MUTED}">' + "<br>".join(esc(n) for n in notes) + "</div>")
         return "".join(parts)

@@ -344,7 +344,7 @@ def _run_chat(args, count: int) -> int:
         if None not in (eagle["acceptance_rate"], spec["acceptance_rate"]):
             eagle_rate_gain = eagle["acceptance_rate"] - spec["acceptance_rate"]
     efficiency_missing = (f"n/a: ran, but no draft was examined at N = {best_n['n_draft']} (no alpha to predict from)"
-                          if best_n["alpha"] is None else f"n/a: ran, but {NO_DECODE_STEP}")
+                          if best_n["alpha"] is None else "n/a: ran, but no decode step was run (nothing to time)")
     goals = [goal_record(f"best trained drafter ({best}) x autoregressive on chat requests", trained[best], 2.0),
              goal_record("prompt lookup x autoregressive on copy/edit requests",
                          edit.get("lab prompt lookup", {}).get("vs_lab_autoregressive"), 2.5),

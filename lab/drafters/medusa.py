@@ -320,7 +320,7 @@ class MedusaDrafter:
             raise ValueError(f"hidden must be [len(prompt_ids) - 1, hidden_size] = [{rows}, {self.heads.hidden_size}]"
                              f", got {tuple(hidden.shape)}")
         self._feature = hidden[-1].detach() if rows else None
-        self._observed = True
+        self._observed = False  # the first step's update needs its observe too
 
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Draft:

@@ -103,7 +103,8 @@ class ParallelDrafter:
     proposal.
 
     Raises ``TypeError`` when ``draft_model`` is not a causal LM, ``ValueError`` for ``n_draft`` < 1, a model without
-    a mask token, or a mask id / vocabulary outside the model's vocabulary.
+    a mask token, a mask id / vocabulary outside the model's vocabulary, or a mask id inside the target's vocabulary
+    (below ``vocab_size``: it could be drafted).
     """
 
     def __init__(self, draft_model, n_draft: int = 4, mask_token_id: int | None = None,

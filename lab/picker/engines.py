@@ -118,14 +118,14 @@ class EngineSettings(SGLangSettings, TrtllmSettings, LlamaCppSettings):
             tensor_parallel_size: GPUs the target is sharded over (``--tensor-parallel-size``, default 1), used
                 only to check ``draft_tensor_parallel_size``.
 
-        Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (see
-        :meth:`vllm_notes`). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method (:meth:`vllm_method`,
-        :meth:`vllm_notes`). A substitute the workload rules out is not rendered: with none left the object is
-        ``{}``, as for ``"none"``. Suffix decoding is ``"suffix"`` with :data:`VLLM_SUFFIX_DEFAULTS`. The target's MTP
-        modules are ``"mtp"`` with no ``model``: vLLM builds the draft from the target's own checkpoint
-        (``draft_model`` is ignored for them). vLLM 0.34.0 has no parallel (PARD) drafting: a parallel draft gets the
-        draft-model config (:meth:`vllm_method`, :meth:`vllm_notes`). A batch-size
-        schedule in ``settings`` is passed on as ``num_speculative_tokens_per_batch_size``. Keys: see
+        Lookahead has no vLLM proposer; its config is the n-gram one, the nearest draft-free method vLLM ships (the
+        recommendation's ``notes`` say so). vLLM 0.34.0 has no Medusa proposer: Medusa gets the nearest method
+        (:meth:`vllm_method`, :meth:`vllm_notes`). A substitute the workload rules out is not rendered: with none
+        left the object is ``{}``, as for ``"none"``. Suffix decoding is ``"suffix"`` with
+        :data:`VLLM_SUFFIX_DEFAULTS`. The target's MTP modules are ``"mtp"`` with no ``model``: vLLM builds the
+        draft from the target's own checkpoint (``draft_model`` is ignored for them). vLLM 0.34.0 has no parallel
+        (PARD) drafting: a parallel draft gets the draft-model config (:meth:`vllm_method`, :meth:`vllm_notes`). A
+        batch-size schedule in ``settings`` is passed on as ``num_speculative_tokens_per_batch_size``. Keys: see
         :data:`VLLM_SPECULATIVE_KEYS`.
 
         Raises:

@@ -20,9 +20,9 @@ def check_count(name: str, value, maximum: int, unit: str) -> int:
     """``value`` as an int when it is an integer from 1 to ``maximum`` (numpy integers count); else ``ValueError``
     naming ``name``, the range and the ``unit`` (e.g. "GPUs").
 
-    The same test as ``lab.validation.check_int`` with the unit in the message; not that function, because
-    ``lab.validation`` imports torch and ``python -m lab pick`` would then pay torch's import (seconds) for an
-    integer check."""
+    Like ``lab.validation.check_int`` with the unit in the message, but for plain and NumPy integers only (no
+    tensors): not that function, because ``lab.validation`` imports torch and ``python -m lab pick`` would then pay
+    torch's import (seconds) for an integer check."""
     if isinstance(value, bool) or not isinstance(value, Integral) or not 1 <= value <= maximum:
         raise ValueError(f"{name} must be an integer from 1 to {maximum} ({unit}), got {value!r}")
     return int(value)

@@ -88,6 +88,8 @@ class SGLangSettings:
         """
         method = self.sglang_method()
         if method == "none":
+            if max_running_requests is not None:  # checked all the same: a bad value is a mistake in any workload
+                check_count("max_running_requests", max_running_requests, MAX_RUNNING_REQUESTS, "requests")
             return []
         n = self.n_draft
         args = ["--speculative-algorithm", SGLANG_ALGORITHMS[method]]

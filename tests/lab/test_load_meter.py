@@ -95,5 +95,7 @@ def test_only_the_cpus_this_process_may_use_are_counted(monkeypatch):
     assert load_meter._busy_cpu_seconds(frozenset({0, 3})) == (150 + 600) / tick   # cpu0 and cpu3: user + system
     assert load_meter._busy_cpu_seconds(None) == 1500 / tick                      # every CPU: the aggregate line
     assert load_meter._busy_cpu_seconds(frozenset({0, 7})) == 1500 / tick         # no line for cpu7: the aggregate
+    monkeypatch.setattr(load_meter.os, "sched_getaffinity", lambda pid: {0, 7}, raising=False)
+    assert LoadMeter().cores == 8 and LoadMeter()._cpus is None  # counted like the aggregate line: every CPU
     monkeypatch.delattr(load_meter.os, "sched_getaffinity")                        # macOS: no affinity to read
     assert LoadMeter().cores == 8

@@ -1,5 +1,6 @@
 """widgets.picker.StrategyPicker: the seed tables drive lab.picker, the widget's state is recommend's, its inputs are
 checked before anything changes, and user text is escaped."""
+import html
 import json
 import math
 
@@ -48,6 +49,22 @@ def test_widget_state_matches_recommend_and_renders_engine_settings():
         ui.select_workload("poetry")
     with pytest.raises(ValueError):
         StrategyPicker(temperature=-1)
+
+
+def test_the_card_says_what_the_engines_serve():
+    """The Lookahead row rules prompt lookup out, so no engine has anything to serve: the card said "expected
+    1.3–1.6×" over an empty vLLM JSON; the Medusa row's engines serve another method, whose notes the card showed
+    only in part. Both now say where the figure holds and what is served."""
+    ui = StrategyPicker()
+    ui.strategy_buttons["lookahead"].click()
+    rec = ui.recommendation
+    assert rec.vllm_config() == {} and "<pre>{}</pre>" not in ui.html
+    assert "this course&#x27;s loop only" in ui.html and "As served:" in ui.html
+    ui.strategy_buttons["medusa"].click()
+    rec = ui.recommendation
+    assert rec.served_text() and "As served:" in ui.html
+    assert all(html.escape(note) in ui.html for note in rec.engine_notes())
+    assert any("vLLM 0.34.0 has no Medusa proposer" in note for note in rec.engine_notes())
 
 
 def test_widget_escapes_user_text():

@@ -212,11 +212,12 @@ def test_reset_and_update_check_the_hidden_states(pair):
             drafter.reset([1, 2, 3, 4], hidden=hidden)
     drafter.reset([1, 2, 3, 4], hidden=torch.randn(3, 384))
     drafter.propose(DraftRequest([1, 2, 3, 4], 3))
-    drafter.update(0, 7)  # reset counts as the first step's observation
+    with pytest.raises(ValueError, match="update came without observe"):
+        drafter.update(0, 7)  # the first step too: the feature would still be the prompt's
+    drafter.observe(TargetOutput(torch.zeros(1, 2048), torch.randn(1, 384), [0]))
+    drafter.update(0, 7)
     with pytest.raises(ValueError, match="update came without observe"):
         drafter.update(0, 8)
-    drafter.observe(TargetOutput(torch.zeros(1, 2048), torch.randn(1, 384), [0]))
-    drafter.update(0, 8)
 
 
 def test_medusa_drafter_names_wrong_heads_and_target(target):

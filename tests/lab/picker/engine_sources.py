@@ -149,7 +149,7 @@ def _sglang_flags(path: Path) -> set:
 @functools.lru_cache(maxsize=None)
 def sglang_source(root: Path = SGLANG_ROOT) -> SglangSource:
     flags = set()
-    for name in ("spec.py", "model.py", "parallel.py"):
+    for name in ("spec.py", "model.py", "parallel.py", "schedule.py"):
         flags |= _sglang_flags(root / "arg_groups" / "fields" / name)
     members = {t.id for node in _class(_tree(root / "speculative" / "spec_info.py"), "SpeculativeAlgorithm").body
                if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}

@@ -142,9 +142,17 @@ def test_vllm_suffix_config_uses_vllm_defaults():
     assert config == {"method": "suffix", "num_speculative_tokens": 4, **VLLM_SUFFIX_DEFAULTS}
 
 
-# The max_running_requests field of sglang/srt/arg_groups/fields/schedule.py in the same 0.5.23 wheel (its sha256 is
-# in tests/data/engines/README.md); that file is not among the pinned ones.
-SGLANG_UNPINNED_FLAGS = {"--max-running-requests"}
+def test_sglangs_cap_on_running_requests_is_the_one_the_picker_overrides():
+    """The 48 SGLang sets for a speculating server without --max-running-requests, read in the pinned
+    speculative_hook.py (every handler that resets it), and the flag in the pinned fields/schedule.py."""
+    import re
+
+    from lab.picker.sglang import SGLANG_DEFAULT_RUNNING_REQUESTS
+
+    hook = (SGLANG_SPEC.parents[1] / "speculative_hook.py").read_text(encoding="utf-8")
+    caps = {int(v) for v in re.findall(r"max_running_requests=(\d+)", hook)}
+    assert caps == {SGLANG_DEFAULT_RUNNING_REQUESTS}
+    assert "--max-running-requests" in sglang_source().flags
 
 
 def test_every_sglang_flag_and_algorithm_is_sglangs():
@@ -153,7 +161,7 @@ def test_every_sglang_flag_and_algorithm_is_sglangs():
     for rec in every_recommendation():
         argv = shlex.split(rec.sglang_command("org/model", tensor_parallel_size=2, draft_model="org/d"))
         flags = [a for a in argv if a.startswith("--")]
-        assert set(flags) <= source.flags | SGLANG_UNPINNED_FLAGS, set(flags) - source.flags
+        assert set(flags) <= source.flags, set(flags) - source.flags
         args = rec.sglang_args()
         assert (args == []) == (rec.sglang_method() == "none")
         if args:
