@@ -75,11 +75,12 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     None without an N = 0), ``acceptance_rate``, ``tokens_per_target_call`` (tokens the decode steps committed per
     row per forward, the prefills' first tokens left out as in :func:`lab.batched.generate_batch`; None when no
     decode step ran),
-    ``target_calls``, ``draft_share`` (drafting's share of the wall time). ``crossover``: :func:`crossover_batch`;
-    ``schedule``: :func:`batch_schedule`. Raises ``ValueError`` naming the argument for empty or non-integer
-    ``batch_sizes`` / ``n_values``, ``n_values`` without 0 (the baseline) or without an N > 0 (nothing to compare),
-    an unknown ``drafter``, ``max_new_tokens`` or ``rounds`` < 1, no prompts in ``encoded``, fewer ``requests`` than
-    the largest batch size (that batch would never fill), or prompts that do not fit the target's context; the
+    ``target_calls``, ``drafted_tokens``, ``draft_share`` (drafting's share of the wall time). ``crossover``:
+    :func:`crossover_batch`; ``schedule``: :func:`batch_schedule` (None when no batch size was compared: no N > 0
+    drafted anything). Raises ``ValueError`` naming the argument for empty or non-integer ``batch_sizes`` /
+    ``n_values``, ``n_values`` without 0 (the baseline) or without an N > 0 (nothing to compare), an unknown
+    ``drafter``, ``max_new_tokens`` or ``rounds`` < 1, no prompts in ``encoded``, fewer ``requests`` than the
+    largest batch size (that batch would never fill), or prompts that do not fit the target's context; the
     registry's errors for a drafter the pair cannot have."""
     from lab.batched import generate_batch
     from lab.models import processor_name
@@ -147,7 +148,7 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
                      "acceptance_rate": round(cell["accepted"] / cell["drafted"], 3) if cell["drafted"] else None,
                      "tokens_per_target_call": (round(cell["decoded"] / cell["row_steps"], 3) if cell["row_steps"]
                                                 else None),
-                     "target_calls": cell["calls"],
+                     "target_calls": cell["calls"], "drafted_tokens": cell["drafted"],
                      "draft_share": round(cell["draft_ms"] / 1000 / cell["seconds"], 3)})
     base = {row["batch"]: row["goodput"] for row in rows if row["n_draft"] == 0}
     for row in rows:
@@ -159,7 +160,8 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
                 "requests": requests, "scheduling": "continuous batching",
                 "max_new_tokens": max_new_tokens, "rounds": rounds, "temperature": temperature,
                 "seed": seed}
-    return {"rows": rows, "best": best, "crossover": crossover_batch(best), "schedule": batch_schedule(best),
+    return {"rows": rows, "best": best, "crossover": crossover_batch(best),
+            "schedule": batch_schedule(best) if best else None,
             "load": meter.summary(), "note": meter.note(), "settings": settings}
 
 
@@ -167,10 +169,13 @@ def best_n_per_batch(rows) -> dict:
     """``{batch: the N with the highest goodput at that batch}`` from :func:`measure_goodput`'s rows (dicts with
     ``batch``, ``n_draft``, ``goodput``); on a tie the smaller N wins (no speculation when it buys nothing). Only
     finite goodputs count, and only batch sizes with a finite N = 0 row and another beside it: a best N that was
-    compared with nothing would read as speculation paying."""
+    compared with nothing would read as speculation paying. An N > 0 row that drafted nothing (``drafted_tokens``
+    0: answers too short to draft, say) is left out too: its timing is autoregressive decoding's, and its noise
+    would pick an N."""
     import math
 
-    finite = [r for r in rows if isinstance(r.get("goodput"), (int, float)) and math.isfinite(r["goodput"])]
+    finite = [r for r in rows if isinstance(r.get("goodput"), (int, float)) and math.isfinite(r["goodput"])
+              and (r["n_draft"] == 0 or r.get("drafted_tokens") != 0)]
     compared = {r["batch"] for r in finite if r["n_draft"] == 0} & {r["batch"] for r in finite if r["n_draft"]}
     best: dict = {}
     for row in sorted((r for r in finite if r["batch"] in compared), key=lambda r: (r["batch"], r["n_draft"])):
@@ -241,7 +246,11 @@ def format_goodput(result: dict) -> str:
                 text += f" ({row['vs_autoregressive']:.2f}×, {rate})"
             parts.append(text)
         best = result["best"].get(b, result["best"].get(str(b)))  # JSON keys are strings
-        lines.append(f"| {b} | " + " | ".join(parts) + f" | {(s['drafter'] if best else 'N = 0') if own else best} |")
+        shown = "n/a" if best is None else (s["drafter"] if best else "N = 0") if own else best
+        lines.append(f"| {b} | " + " | ".join(parts) + f" | {shown} |")
+    if not result["best"]:  # no batch size where an N > 0 that drafted ran beside N = 0
+        return "\n".join([*lines, "", "no best N, crossover or schedule: no N > 0 drafted anything beside N = 0 "
+                           "(answers too short to draft? raise --max-new-tokens)", "", result["note"]])
     crossover = result["crossover"]
     beaten = f"{s['drafter']} does not beat N = 0" if own else "no N > 0 beats N = 0"
     lines += ["", f"crossover batch size (smallest measured B where {beaten}): "

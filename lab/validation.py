@@ -127,9 +127,14 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     given = {"temperature": temperature, "top_k": top_k, "top_p": top_p}  # messages show what was passed
     temperature, top_k, top_p = plain_number(temperature), plain_number(top_k), plain_number(top_p)
     # bool is a Real, but True as a temperature or top_p is almost always a mistake
+    if isinstance(temperature, Real) and not isinstance(temperature, bool):
+        try:  # an int too large for a float (10**400) would raise OverflowError in the tests below
+            temperature = float(temperature)
+        except OverflowError:
+            temperature = math.inf
     if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
             or temperature < 0 or math.isinf(temperature)):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {given['temperature']!r}")
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {given['temperature']!r:.40}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
         raise ValueError(f"top_k must be None or an integer >= 1, got {given['top_k']!r}")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)

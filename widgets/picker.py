@@ -313,7 +313,8 @@ class StrategyPicker(w.VBox):
             assistant = "\n".join(f"assistant.generation_config.{k} = {v!r}"
                                   for k, v in rec.hf_assistant_config().items())
             parts.append(f"<pre>{esc(assistant)}</pre>")
-        notes = rec.engine_notes()  # every engine's, as the summary prints them
+        # the notes on what the card shows (vLLM and transformers); SGLang's and the others' refer to their own flags
+        notes = [*rec.notes, *rec.vllm_notes(), *rec.hf_notes()]
         if notes:
             parts.append(f'<div style="{_MUTED}">' + "<br>".join(esc(n) for n in notes) + "</div>")
         return "".join(parts)

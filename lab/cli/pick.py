@@ -43,9 +43,10 @@ def add_parser(sub) -> None:
     k.add_argument("--tensor-parallel-size", type=positive_int, default=1,
                    help="GPUs the target is sharded over, 1 to 1024 (default: %(default)s)")
     k.add_argument("--max-running-requests", type=positive_int, default=None,
-                   help="SGLang's cap on concurrent requests, written into its command line (default: under "
-                        "--throughput, the last batch size the schedule drafts at; else SGLang's own, 48 when it "
-                        "speculates)")
+                   help="SGLang's cap on concurrent requests, written into its command line when SGLang "
+                        "speculates (it caps a speculating server at 48 unless told; a server without speculation "
+                        "keeps its own default, so the value is then checked but not written). Default: under "
+                        "--throughput, the last batch size the schedule drafts at")
     k.add_argument("--markdown", metavar="FILE", default=None, help="also write a one-page decision guide to FILE")
     k.add_argument("--json", action="store_true", help="print the recommendation as JSON")
 

@@ -26,7 +26,7 @@ from lab.kv import cache_length, rollback
 from lab.models import LAST_LAYER, cache_kwarg, new_cache, vocab_size
 from lab.trees import position_ids as tree_position_ids
 from lab.trees import check_choices, choices_parents, tree_attention_mask
-from lab.validation import is_integer
+from lab.validation import check_int, check_token_ids, is_integer
 
 __all__ = ["DEFAULT_TREE", "EAGLE_DIR", "EAGLE_DIRS", "EagleDraftModel", "EagleDrafter", "trainable_parameters",
            "draft_layer_config", "draft_layer", "run_draft_layer", "full_vocab_logits", "check_step_inputs",
@@ -436,10 +436,13 @@ class EagleDrafter:
         """Start a generation: ``hidden`` = the target's features ``[len(prompt_ids) - 1, D]`` for every token of
         ``prompt_ids`` but the last (the decode loop resets with the prompt and the prefill's first new token, and
         hands over the prefill's features over the whole prompt). Pending true pairs become (hidden[j],
-        prompt_ids[j + 1]). Raises ``ValueError`` when ``hidden`` is missing or of the wrong shape."""
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("prompt_ids must hold at least one token")
+        prompt_ids[j + 1]). Raises ``ValueError`` when ``hidden`` is missing or of the wrong shape or an id lies
+        outside the target's vocabulary, ``TypeError`` for ids that are not integers or a ``hidden`` that is not a
+        tensor."""
+        prompt = check_token_ids("prompt_ids", prompt_ids, self.vocab_size)
+        if hidden is not None and not isinstance(hidden, torch.Tensor):
+            raise TypeError(f"hidden must be a tensor of the target's hidden states or None, got "
+                            f"{type(hidden).__name__}")
         rows = len(prompt) - 1
         D = len(self.hidden_layers) * self.model.config["feature_size"]
         name = type(self).__name__
@@ -564,7 +567,7 @@ class EagleDrafter:
                              f"({len(accepted)} accepted rows)")
         rollback(self._cache, self._true)
         self._pending_feats += list(feats)
-        self._pending_tokens += accepted + [int(next_token)]
+        self._pending_tokens += accepted + [check_int("next_token", next_token, 0, self.vocab_size - 1)]
         self._root = None  # stale: the next proposal starts from the newest true pair
         self._observed = None
         self._last = []

@@ -44,7 +44,7 @@ from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, dra
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
-from lab.validation import is_integer
+from lab.validation import check_int, check_token_ids, is_integer
 
 __all__ = ["MTP_DIRS", "MTPDrafter", "MTPHeads"]
 
@@ -359,9 +359,9 @@ class MTPDrafter:
         ``prompt_ids`` but the last (None allowed when it holds one token). The decode loop resets with the prompt
         and the prefill's first new token, and hands over the prefill's h^0 over the whole prompt. Raises
         ``ValueError`` for an empty ``prompt_ids`` or a missing or misshapen ``hidden``."""
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("prompt_ids must hold at least one token")
+        prompt = check_token_ids("prompt_ids", prompt_ids, self.vocab_size)
+        if hidden is not None and not isinstance(hidden, torch.Tensor):
+            raise TypeError(f"hidden must be a tensor of the target's h^0 or None, got {type(hidden).__name__}")
         rows, d = len(prompt) - 1, self.heads.config["width"]
         if hidden is None:
             if rows:
@@ -435,7 +435,7 @@ class MTPDrafter:
             raise ValueError(f"num_accepted ({num_accepted}) disagrees with the observed path "
                              f"({len(self._observed) - 1} accepted rows)")
         self._outputs[0].extend(self._observed)
-        self._tokens += self._last[:num_accepted] + [int(next_token)]
+        self._tokens += self._last[:num_accepted] + [check_int("next_token", next_token, 0, self.vocab_size - 1)]
         self._last, self._observed = [], None
 
     def cached_rows(self) -> list[int]:

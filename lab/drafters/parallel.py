@@ -39,7 +39,7 @@ from lab.assets import PAIR_DIR, SMOLLM2_DIR, check_model_type, check_target_key
 from lab.drafters.base import Draft, DraftRequest, check_pair, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import context_limit, forward, new_cache, vocab_size
-from lab.validation import check_int, is_integer
+from lab.validation import check_int, check_token_ids, is_integer
 
 __all__ = ["PARALLEL_DIRS", "MASK_KEY", "TARGET_VOCAB_KEY", "BLOCK_KEY", "ParallelDrafter", "add_mask_token"]
 
@@ -197,10 +197,9 @@ class ParallelDrafter:
     def reset(self, prompt_ids) -> None:
         """Prefill the draft cache with every token of ``prompt_ids`` but the last, which the first proposal feeds
         (the decode loop resets with the prompt and the prefill's first new token: the whole prompt is prefilled).
-        Raises ``ValueError`` for an empty ``prompt_ids``."""
-        prompt_ids = [int(t) for t in prompt_ids]
-        if not prompt_ids:
-            raise ValueError("prompt_ids must hold at least one token")
+        Raises ``ValueError`` for an empty ``prompt_ids`` or an id outside the target's vocabulary (the mask
+        included), ``TypeError`` for ids that are not integers."""
+        prompt_ids = check_token_ids("prompt_ids", prompt_ids, self.vocab_size)
         self._cache = new_cache()
         if len(prompt_ids) > 1:
             forward(self.model, prompt_ids[:-1], self._cache, logits_to_keep=1)
@@ -246,10 +245,12 @@ class ParallelDrafter:
         """Queue what the cache has not seen: the ``num_accepted`` accepted drafts and ``next_token`` (after a step
         that drafted nothing, these join the tokens still pending). The cache itself was rolled back in
         :meth:`propose`. Raises ``ValueError`` for ``num_accepted`` outside ``[0, drafted]``."""
+        if self._cache is None:
+            raise RuntimeError("ParallelDrafter.update before reset: reset(prompt_ids) starts a generation")
         num_accepted = check_int("num_accepted", num_accepted, 0)
         if num_accepted > len(self._last):
             raise ValueError(f"num_accepted ({num_accepted}) cannot exceed the drafted tokens ({len(self._last)})")
-        accepted = self._last[:num_accepted] + [int(next_token)]
+        accepted = self._last[:num_accepted] + [check_int("next_token", next_token, 0, self.vocab_size - 1)]
         self._pending = accepted if self._fed else self._pending + accepted
         self._last, self._fed = [], False
 

@@ -84,6 +84,12 @@ def test_the_best_n_is_taken_only_where_n_0_ran_beside_it():
             {"batch": 8, "n_draft": 2, "goodput": 9.0}]
     assert best_n_per_batch(rows) == {1: 2}
     assert crossover_batch(best_n_per_batch(rows)) is None
+    # an N > 0 that drafted nothing (bench --batch --max-new-tokens 1) is autoregressive decoding timed twice: its
+    # noise picked "best N = 1" and a schedule before
+    undrafted = [{"batch": 1, "n_draft": 0, "goodput": 10.0}, {"batch": 1, "n_draft": 1, "goodput": 10.2,
+                                                                 "drafted_tokens": 0}]
+    assert best_n_per_batch(undrafted) == {}
+    assert best_n_per_batch([*undrafted, {"batch": 1, "n_draft": 2, "goodput": 9.0, "drafted_tokens": 40}]) == {1: 0}
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -106,3 +112,16 @@ def test_tokens_per_target_call_leaves_out_the_prefills_first_tokens(pair):
                              n_values=[0, 2], max_new_tokens=4, requests=2)
     assert all(r["tokens_per_target_call"] == 1.0 for r in result["rows"] if r["n_draft"] == 0)
     assert all(r["tokens_per_target_call"] >= 1.0 for r in result["rows"])
+
+
+def test_a_run_that_drafted_nothing_gives_no_best_n_crossover_or_schedule(pair):
+    """With one new token per request no N > 0 drafts: `bench --batch --max-new-tokens 1` printed a best N, a
+    crossover and a vLLM schedule read from timing noise."""
+    from lab.goodput import format_goodput
+
+    result = measure_goodput(pair, [pair.encode("ROMEO:"), pair.encode("JULIET:")], batch_sizes=[1, 2],
+                             n_values=[0, 1], max_new_tokens=1, requests=2)
+    assert all(r["drafted_tokens"] == 0 for r in result["rows"])
+    assert result["best"] == {} and result["crossover"] is None and result["schedule"] is None
+    text = format_goodput(result)
+    assert "no best N, crossover or schedule: no N > 0 drafted anything" in text and "num_speculative" not in text

@@ -167,3 +167,10 @@ def test_a_tokenizers_own_output_points_to_its_input_ids(pair):
     with pytest.raises(TypeError, match=r"holds the ids in \['input_ids'\]"):
         check_token_ids("prompt_ids", pair.tokenizer("ROMEO."))
     assert check_token_ids("prompt_ids", pair.tokenizer("ROMEO.")["input_ids"]) == pair.encode("ROMEO.")
+
+
+def test_a_temperature_too_large_for_a_float_is_named():
+    """10**400 raised OverflowError from math.isnan, naming nothing; 2**64 is a finite float and samples."""
+    with pytest.raises(ValueError, match=r"temperature must be a finite number >= 0 \(0 = greedy\), got 1000"):
+        check_sampling_args(10 ** 400)
+    assert check_sampling_args(2 ** 64) == (float(2 ** 64), None, None)

@@ -63,8 +63,10 @@ def test_the_card_says_what_the_engines_serve():
     ui.strategy_buttons["medusa"].click()
     rec = ui.recommendation
     assert rec.served_text() and "As served:" in ui.html
-    assert all(html.escape(note) in ui.html for note in rec.engine_notes())
-    assert any("vLLM 0.34.0 has no Medusa proposer" in note for note in rec.engine_notes())
+    shown = [*rec.notes, *rec.vllm_notes(), *rec.hf_notes()]  # the engines the card shows settings for
+    assert all(html.escape(note) in ui.html for note in shown)
+    assert any("vLLM 0.34.0 has no Medusa proposer" in note for note in shown)
+    assert "SGLang" not in ui.html.split("<b>vLLM</b>")[1]  # no note about flags the card does not show
 
 
 def test_widget_escapes_user_text():

@@ -26,3 +26,31 @@ def test_hidden_state_drafters_name_a_target_of_another_width(target):
     narrower = tiny_llama(6, hidden=16)
     with pytest.raises(ValueError, match="built for a target of hidden size 32, but this target's is 16"):
         generate(narrower, [1, 2, 3], drafter=drafter, max_new_tokens=4)
+
+
+def test_learned_drafters_check_the_ids_they_are_handed(pair):
+    """Driven by hand, EAGLE, EAGLE-3, MTP and the parallel draft took floats (3.9 committed token 3), ids past the
+    vocabulary (an IndexError at the next propose) and the parallel draft's own mask id as committed tokens."""
+    import torch
+
+    from lab.drafters import Eagle3Drafter, MTPDrafter, ParallelDrafter
+
+    prompt = pair.encode("ROMEO: What")
+    rows = len(prompt) - 1
+    for drafter in (EagleDrafter.from_pretrained(pair), Eagle3Drafter.from_pretrained(pair),
+                    MTPDrafter.from_pretrained(pair), ParallelDrafter.from_pretrained(pair)):
+        hidden = {} if isinstance(drafter, ParallelDrafter) else {"hidden": torch.zeros(rows, 1)}
+        with pytest.raises(TypeError, match="prompt_ids must hold integer token ids, got float"):
+            drafter.reset([t + 0.7 for t in prompt], **hidden)
+        with pytest.raises(ValueError, match=r"prompt_ids must be token ids in \[0, 2048\), got \[2048\]"):
+            drafter.reset(prompt[:-1] + [2048], **hidden)  # 2048 is also the parallel draft's mask id
+        if hidden:
+            with pytest.raises(TypeError, match="hidden must be a tensor"):
+                drafter.reset(prompt, hidden=[[0.0]] * rows)
+    parallel = ParallelDrafter.from_pretrained(pair)
+    with pytest.raises(RuntimeError, match="update before reset"):
+        parallel.update(0, 5)
+    parallel.reset(prompt)
+    for bad, error in ((3.9, ValueError), (2048, ValueError), (-1, ValueError)):
+        with pytest.raises(error, match=r"next_token must be an integer in \[0, 2047\]"):
+            parallel.update(0, bad)
