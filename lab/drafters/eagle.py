@@ -541,12 +541,16 @@ class EagleDrafter:
 
     def observe(self, output: TargetOutput) -> None:
         """Keep the target's features of the committed rows (``output.hidden[output.path]``); the pairs they form
-        are completed by ``update``'s ``next_token``. Raises ``ValueError`` without hidden states."""
+        are completed by ``update``'s ``next_token``. Raises ``ValueError`` without hidden states, or for a path that
+        does not start at row 0, names a row that was not drafted, or (for a chain) skips a row."""
         if output.hidden is None:
             raise ValueError("EagleDrafter needs TargetOutput.hidden (it sets needs_hidden_states = True)")
         path = [int(r) for r in output.path]
-        if not path or path[0] != 0 or any(r - 1 >= len(self._last) for r in path[1:]):
-            raise ValueError(f"output.path must start at row 0 and name drafted rows, got {path}")
+        if (not path or path[0] != 0 or any(r - 1 >= len(self._last) for r in path[1:])
+                or max(path) >= len(output.hidden)):
+            raise ValueError(f"output.path must start at row 0 and name drafted rows of output.hidden, got {path}")
+        if self.tree is None and path != list(range(len(path))):  # a chain is accepted as a prefix
+            raise ValueError(f"output.path of a chain must be consecutive rows 0, 1, ..., got {path}")
         self._observed = (self._true_features(output.hidden[path]), [self._last[r - 1] for r in path[1:]])
 
     @torch.inference_mode()

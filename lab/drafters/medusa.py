@@ -283,7 +283,7 @@ class MedusaDrafter:
         # Candidates to take from every head's top-k: one more than the largest rank anywhere in the tree.
         self._top_k = max(p[-1] for p in self.tree) + 1
         self._feature: torch.Tensor | None = None
-        self._observed = False
+        self._observed: int | None = None  # accepted drafts of the step observed, None before observe
 
     @classmethod
     def from_pretrained(cls, pair, tree=DEFAULT_TREE, directory=None) -> MedusaDrafter:
@@ -320,7 +320,7 @@ class MedusaDrafter:
             raise ValueError(f"hidden must be [len(prompt_ids) - 1, hidden_size] = [{rows}, {self.heads.hidden_size}]"
                              f", got {tuple(hidden.shape)}")
         self._feature = hidden[-1].detach() if rows else None
-        self._observed = False  # the first step's update needs its observe too
+        self._observed = None  # the first step's update needs its observe too
 
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Draft:
@@ -336,20 +336,30 @@ class MedusaDrafter:
 
     def observe(self, output: TargetOutput) -> None:
         """Keep the hidden row that produced the step's ``next_token``: the last row on the accepted path.
-        Raises ``ValueError`` when ``output.hidden`` is None (the loop was not asked for hidden states)."""
+        Raises ``ValueError`` when ``output.hidden`` is None (the loop was not asked for hidden states) or is not
+        ``[rows, D]``, or the path does not start at row 0 or names a row past it."""
         if output.hidden is None:
             raise ValueError("MedusaDrafter needs the target's hidden states (needs_hidden_states = True), "
                              "got output.hidden = None")
-        self._feature = output.hidden[output.path[-1]].detach()
-        self._observed = True
+        path = [int(r) for r in output.path]
+        if not path or path[0] != 0 or max(path) >= len(output.hidden) or output.hidden.dim() != 2:
+            raise ValueError(f"output.path must start at row 0 and name rows of output.hidden [rows, D], got path "
+                             f"{path} and hidden of shape {tuple(output.hidden.shape)}")
+        self._feature = output.hidden[path[-1]].detach()
+        self._observed = len(path) - 1  # the accepted drafts, which update's num_accepted must match
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Nothing to roll back: the heads keep no cache, and ``observe`` already stored the accepted row. Raises
-        ``ValueError`` when the step was not observed (the next draft would read a stale feature)."""
-        if not self._observed:
+        ``ValueError`` when the step was not observed (the next draft would read a stale feature), when
+        ``num_accepted`` disagrees with the observed path, or for a ``next_token`` outside the vocabulary."""
+        if self._observed is None:
             raise ValueError("MedusaDrafter.update came without observe(output) since the last step: hand each "
                              "step's TargetOutput to observe before update (lab.decode.hand_over does)")
-        self._observed = False
+        if check_int("num_accepted", num_accepted, 0) != self._observed:
+            raise ValueError(f"num_accepted ({num_accepted}) disagrees with the observed path ({self._observed} "
+                             "accepted rows)")
+        check_int("next_token", next_token, 0, self.vocab_size - 1)
+        self._observed = None
 
     def kv_length(self) -> int:
         """The heads have no KV cache."""

@@ -278,3 +278,22 @@ def test_tree_siblings_are_the_parents_top_ranks_in_order(pair, prompts):
         assert [node[(0,)], node[(1,)], node[(2,)]] == top3
         assert [node[(0,)], node[(0, 0)]] == expected             # the first child is the chain's next token
         assert node[(0, 1)] != node[(0, 0)]                        # rank 1 of the same parent
+
+
+def test_a_chain_path_that_skips_a_row_is_refused(pair):
+    """Observing [0, 2] after a chain of 3 drafts queued the second draft as if the first had been accepted; a path
+    past the hidden rows was a bare IndexError."""
+    from lab.drafters.base import TargetOutput
+
+    drafter = EagleDrafter.from_pretrained(pair, n_draft=3)
+    prompt = pair.encode("ROMEO: What")
+    _, hidden = forward(pair.target, prompt, new_cache(), output_hidden_states=True)
+    drafter.reset(prompt, hidden=hidden[:-1])
+    draft = drafter.propose(DraftRequest(prompt, 3))
+    assert len(draft.tokens) == 3
+    rows = torch.zeros(4, pair.target.config.hidden_size)
+    for path in ([0, 2], [0, 1, 3], [0, 7]):
+        with pytest.raises(ValueError, match="output.path"):
+            drafter.observe(TargetOutput(torch.zeros(4, 2048), rows, path))
+    drafter.observe(TargetOutput(torch.zeros(4, 2048), rows, [0, 1]))
+    drafter.update(1, 5)

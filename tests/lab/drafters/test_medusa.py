@@ -218,6 +218,15 @@ def test_reset_and_update_check_the_hidden_states(pair):
     drafter.update(0, 7)
     with pytest.raises(ValueError, match="update came without observe"):
         drafter.update(0, 8)
+    # update's arguments must agree with the path observed; a path past the hidden rows is named
+    drafter.observe(TargetOutput(torch.zeros(3, 2048), torch.randn(3, 384), [0, 1]))
+    with pytest.raises(ValueError, match=r"num_accepted \(0\) disagrees with the observed path \(1 accepted"):
+        drafter.update(0, 7)
+    with pytest.raises(ValueError, match=r"next_token must be an integer in \[0, 2047\]"):
+        drafter.update(1, 2048)
+    for path, hidden in (([0, 5], torch.randn(3, 384)), ([1], torch.randn(3, 384)), ([0], torch.randn(384))):
+        with pytest.raises(ValueError, match="output.path must start at row 0 and name rows of output.hidden"):
+            drafter.observe(TargetOutput(torch.zeros(3, 2048), hidden, path))
 
 
 def test_medusa_drafter_names_wrong_heads_and_target(target):
