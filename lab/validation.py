@@ -27,8 +27,9 @@ def check_int(name: str, value, minimum: int, maximum: int | None = None, *, sho
     allowed range; the message shows ``shown`` when given (what the caller was passed, e.g. a tensor before
     :func:`plain_number`), else ``value``.
     """
-    if shown is None and plain_number(value) is not value:
-        shown, value = value, plain_number(value)
+    plain = plain_number(value)  # once: a tensor's .item() may synchronise a GPU
+    if plain is not value:
+        shown, value = (value if shown is None else shown), plain
     if (isinstance(value, bool) or not isinstance(value, Integral) or value < minimum
             or (maximum is not None and value > maximum)):
         allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
