@@ -154,6 +154,10 @@ def _check_batch_args(prompts, drafters) -> tuple:
     return prompts, drafters
 
 
+_SHARED_ARGS = ("max_new_tokens", "temperature", "top_k", "top_p", "eos_token_id", "acceptance")
+"""generate_batch's arguments common to every row: an error in one is not prefixed with the row that met it first."""
+
+
 def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, temperature: float = 0.0,
                    top_k: int | None = None, top_p: float | None = None, eos_token_id: int | None = None,
                    seed: int | None = None, acceptance: str = "exact", max_rows: int | None = None) -> BatchGeneration:
@@ -181,10 +185,11 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
 
     Returns :class:`BatchGeneration`. Raises ``ValueError`` naming the argument for empty ``prompts``, a
     ``drafters`` list whose length differs from the prompts', the same drafter object in two rows, a ``max_rows``
-    below 1, and, per row,
-    everything :func:`lab.decode.generate` rejects (``max_new_tokens`` < 1, bad sampling arguments, ids outside
-    the vocabulary, a prompt that with ``max_new_tokens`` exceeds the context, a seed out of range); ``TypeError``
-    as :func:`lab.decode.generate` does (text instead of ids, a drafter class instead of an instance, ...).
+    below 1, and everything :func:`lab.decode.generate` rejects (``max_new_tokens`` < 1, bad sampling arguments,
+    ids outside the vocabulary, a prompt that with ``max_new_tokens`` exceeds the context, a seed out of range);
+    ``TypeError`` as :func:`lab.decode.generate` does (text instead of ids, a drafter class instead of an instance,
+    ...). An error in a row's own prompt or drafter starts with ``row r (prompts[r], ...)``; one in an argument all
+    rows share does not.
     """
     prompts, drafters = _check_batch_args(prompts, drafters)
     max_rows = len(prompts) if max_rows is None else check_int("max_rows", max_rows, 1)
@@ -197,6 +202,8 @@ def generate_batch(target, prompts, *, drafters=None, max_new_tokens: int, tempe
             settings = checked_settings(target, prompt, drafter, max_new_tokens, temperature, top_k, top_p,
                                         eos_token_id, seeds[r], None, False, acceptance)
         except (ValueError, TypeError) as error:  # say which row: its prompt, or its drafter
+            if str(error).startswith(tuple(f"{name} must" for name in _SHARED_ARGS)):
+                raise  # an argument every row shares: no row is to blame
             where = f"prompts[{r}]" + ("" if drafter is None else f", drafters[{r}]")
             raise type(error)(f"row {r} ({where}): {error}") from None
         rows.append(_Row(r, settings, drafter, list(settings.prompt)))

@@ -15,6 +15,14 @@ from lab.picker.tables import MAX_API_TEMPERATURE, METHODS, SAMPLING_EPS, TASKS
 __all__ = ["check_bool", "check_workload"]
 
 
+def _plain(value):
+    """A 0-d NumPy array as its Python number (``generate`` takes one the same way, ``lab.validation.plain_number``);
+    anything else unchanged for the checks to judge."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+        return value.item()
+    return value
+
+
 def check_bool(name: str, value) -> bool:
     """``value`` as a bool when it is a ``bool`` or a ``numpy.bool_``; else ``ValueError`` naming ``name``."""
     # numpy.bool_ is no bool subclass; 1 or "yes" would silently mean True
@@ -30,7 +38,8 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     Returns ``{"task", "temperature" (float; 0.0 for one below :data:`lab.picker.tables.SAMPLING_EPS`, which vLLM
     treats as greedy), "has_small_same_family_model", "can_finetune", "target_has_mtp",
     "has_parallel_draft", "latency_bound" (bools), "memory_headroom_gb" (float or None), "exclude" (list of methods
-    in :data:`METHODS` order, each once)}``. A single method name is accepted for ``exclude``.
+    in :data:`METHODS` order, each once)}``. A single method name is accepted for ``exclude``; a 0-d NumPy array
+    for the temperature or the memory.
 
     Raises:
         ValueError: unknown task, temperature outside [0, :data:`lab.picker.tables.MAX_API_TEMPERATURE`] (2) or not
@@ -38,6 +47,7 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
             counts), negative or non-finite memory, or an unknown method in ``exclude`` (the message names the
             argument and the allowed values).
     """
+    temperature, memory = _plain(temperature), _plain(memory_headroom_gb)
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) \
@@ -47,7 +57,6 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     flags = (check_bool("has_small_same_family_model", has_small_same_family_model),
              check_bool("can_finetune", can_finetune), check_bool("latency_bound", latency_bound),
              check_bool("target_has_mtp", target_has_mtp), check_bool("has_parallel_draft", has_parallel_draft))
-    memory = memory_headroom_gb
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
                                or not math.isfinite(memory) or memory < 0):
         raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {memory!r}")
@@ -65,5 +74,5 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
             "has_small_same_family_model": flags[0],
             "can_finetune": flags[1], "target_has_mtp": flags[3], "has_parallel_draft": flags[4],
             "latency_bound": flags[2],
-            "memory_headroom_gb": None if memory is None else float(memory),
+            "memory_headroom_gb": None if memory is None else float(memory) + 0.0,  # + 0.0: -0.0 printed "-0 GB"
             "exclude": [m for m in allowed if m in exclude]}

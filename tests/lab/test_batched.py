@@ -274,8 +274,15 @@ def test_bad_input_is_named(target, draft):
     shared = DraftModelDrafter(draft, 2)
     with pytest.raises(ValueError, match=r"drafters\[0\] and drafters\[1\] are the same DraftModelDrafter"):
         generate_batch(target, [[1], [2]], drafters=[shared, shared], max_new_tokens=3)
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        generate_batch(target, [[1], [2]], max_new_tokens=0)
+    # an argument all rows share is named without a row (row 0 was blamed for it)
+    for kwargs, message in (({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
+                            ({"temperature": -1}, "temperature must be"), ({"top_k": 0}, "top_k must be"),
+                            ({"top_p": 2}, "top_p must be"), ({"eos_token_id": 99}, "eos_token_id must be"),
+                            ({"acceptance": "x"}, "acceptance must be")):
+        with pytest.raises(ValueError, match="^" + message):
+            generate_batch(target, [[1], [2]], **{"max_new_tokens": 2, **kwargs})
+    with pytest.raises(ValueError, match=r"^row 0 \(prompts\[0\]\): prompt \(600 tokens\) \+ max_new_tokens"):
+        generate_batch(target, [[1] * 600, [2]], max_new_tokens=2)  # the row's prompt is to blame
     with pytest.raises(ValueError, match=r"row 1 \(prompts\[1\]\): .*token ids in \[0, 64\)"):
         generate_batch(target, [[1], [99]], max_new_tokens=2)
     with pytest.raises(TypeError, match=r"row 0 \(prompts\[0\]\): .*encode text first"):

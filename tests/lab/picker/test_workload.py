@@ -56,6 +56,17 @@ def test_recommend_takes_numpy_bools_and_returns_plain_values():
                 picker.recommend(*args)
 
 
+def test_recommend_takes_zero_d_numpy_arrays_as_generate_does_and_no_negative_zero():
+    """generate takes np.array(0.7) as a temperature (lab.validation.plain_number); the picker did not."""
+    rec = recommend("chat", np.array(0.7), True, False, memory_headroom_gb=np.array(-0.0))
+    assert rec.to_dict() == recommend("chat", 0.7, True, False, memory_headroom_gb=0.0).to_dict()
+    assert math.copysign(1.0, rec.workload["memory_headroom_gb"]) == 1.0  # -0.0 printed "-0 GB"
+    assert "memory headroom: 0 GB" in rec.summary()
+    for bad in (np.array([0.7]), np.array(True), np.array("0.7")):
+        with pytest.raises(ValueError, match="temperature"):
+            recommend("chat", bad, True, False)
+
+
 def test_a_temperature_below_vllms_sampling_eps_is_greedy_and_said_so():
     """vLLM treats T < 1e-5 as greedy (_SAMPLING_EPS); transformers would divide the logits by 1e-300 and overflow."""
     rec = recommend("chat", 1e-300, True, False)
