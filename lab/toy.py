@@ -24,8 +24,8 @@ __all__ = ["speculative_step", "bigram_model", "mixture_model", "fixed_model", "
 
 
 def fixed_model(probs: Sequence[float]) -> ToyModel:
-    """A model that ignores its context and always returns ``probs`` (a distribution over V tokens, as a list of
-    floats).
+    """A model that ignores its context and always returns ``probs`` (a distribution over V tokens, as a new list of
+    floats on every call, so editing one changes nothing else).
 
     ``probs``: a list, 1-D tensor or NumPy array of V probabilities. Raises ``ValueError`` naming ``probs`` when it
     is not one distribution ``[V]`` (a scalar or a nested list / 2-D table), has NaN, negative or infinite entries,
@@ -35,12 +35,12 @@ def fixed_model(probs: Sequence[float]) -> ToyModel:
         raise ValueError(f"probs must be one distribution [V] (a flat list), got shape {tuple(probs.shape)}; "
                          "for a next-token table use bigram_model")
     values = probs.tolist()
-    return lambda context: values
+    return lambda context: list(values)  # a fresh list: a caller that edits it must not change the model
 
 
 def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
     """A model whose next-token distribution depends only on the last token: ``table[last]`` ([V][V]; row 0 for an
-    empty context).
+    empty context), as a new list of floats on every call.
 
     ``table``: a square nested list, 2-D tensor or NumPy array whose every row is a distribution. Raises
     ``ValueError`` naming ``table`` when it is not square ``[V][V]`` (1-D, 3-D, or V rows of another length), or a
@@ -63,7 +63,7 @@ def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
             last = operator.index(last)  # NumPy and 0-d tensor integers
         if not 0 <= last < size:
             raise ValueError(f"bigram model: the last context token must be a token id in [0, {size}), got {last!r}")
-        return rows[last]
+        return list(rows[last])  # a fresh list, as fixed_model's
 
     return model
 

@@ -178,14 +178,34 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
 
     def call(prefix, tm, dm, n):
         given = list(prefix)
-        out = fn(given, tm, dm, n, rng)
+        handed = []  # (model name, the list fn got, a copy of it): an edited one is named, not blamed on the maths
+
+        def watched(model, name):
+            def wrapped(context):
+                probs = list(model(context))
+                handed.append((name, probs, list(probs)))
+                return probs
+            return wrapped
+
+        out = fn(given, watched(tm, "target_model"), watched(dm, "draft_model"), n, rng)
         if given != list(prefix):
             raise Fail("your function changed the prefix list it was given; build a new list instead "
                        "(e.g. out = list(prefix)).")
+        edited = next((name for name, probs, copy in handed if probs != copy), None)
+        if edited:
+            raise Fail(f"your function changed a list that {edited} returned (e.g. `t[i] = ...` or `t[i] /= s` to "
+                       "build the residual): a real model may hand back the same list the next time, so the edit "
+                       "would change its later answers. Copy it first (t = list(target_model(...))) or build a "
+                       "new list.")
         if not isinstance(out, list) or not all(isinstance(x, Integral) and not isinstance(x, bool) for x in out):
             raise Fail(f"return a list of int token ids (prefix + new tokens); got {show_value(out)}.")
         if out[:len(prefix)] != list(prefix):
             raise Fail(f"the result must start with the prefix {prefix}; got {out}. Return prefix + new tokens.")
+        vocab = len(tm(list(prefix)))
+        outside = [x for x in out[len(prefix):] if not 0 <= x < vocab]
+        if outside:
+            raise Fail(f"token ids must lie in [0, {vocab}) (the models' {vocab} probabilities are indexed by id); "
+                       f"you returned {out}, with {outside[0]} among the new tokens.")
         return out
 
     prefix = [3, 1]
@@ -273,11 +293,24 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
 
     # Draft != target, N = 1: the bonus follows whenever the draft is accepted (55 % of steps here), and it comes
     # from the target, not from the draft model that proposed the accepted token.
-    bonus_counts = [0] * 4
+    bonus_counts, first_counts = [0] * 4, [0] * 4
     for _ in range(bonus_samples * 2):
         out = call(prefix, target, draft, 1)
+        first_counts[out[len(prefix)]] += 1
         if len(out) == len(prefix) + 2:
             bonus_counts[out[-1]] += 1
+    # N = 1: the one draft is also the last; a loop that never tests the last draft passes every N > 1 check below
+    if counts_pvalue(first_counts, target_probs) < P_THRESHOLD:
+        freq = [round(c / sum(first_counts), 3) for c in first_counts]
+        hint = ("your first new token follows the draft's distribution: the last draft was emitted without the "
+                "acceptance test. Test every draft, the last one included, with probability min(1, target/draft), "
+                "and add the bonus only after all of them were accepted."
+                if counts_pvalue(first_counts, draft_probs) > P_THRESHOLD else
+                _diagnose(first_counts, _spec_candidates(target_probs, draft_probs),
+                          "check the acceptance test and the residual; the first new token must follow the target."))
+        raise Fail(f"with N = 1 and draft {draft_probs} != target {target_probs}, your first new tokens had "
+                   f"frequencies {freq} over {sum(first_counts)} steps, not the target's (chi-square p < "
+                   f"{P_THRESHOLD}).\n  Hint: {hint}")
     if sum(bonus_counts) and counts_pvalue(bonus_counts, target_probs) < P_THRESHOLD:
         freq = [round(c / sum(bonus_counts), 3) for c in bonus_counts]
         source = ("the draft's distribution, " if counts_pvalue(bonus_counts, draft_probs) > P_THRESHOLD else "")

@@ -403,3 +403,78 @@ def test_speculative_step_whose_resample_returns_the_rejected_token(resample_fro
     # a step that never rejects still gets the message about the acceptance test
     out = rejects(check.speculative_step, spec_step_variant(accept="always"), capsys, "must be rejected",
                   "min(1, target/draft) = 0")
+
+
+def _last_draft_unverified(prefix, target_model, draft_model, n_draft, rng):
+    """A step whose verification loop stops one draft early: the last draft is emitted untested."""
+    from lab.sampling import categorical, residual_distribution, uniform
+
+    out, drafts, dists = list(prefix), [], []
+    for _ in range(n_draft):
+        dists.append(list(draft_model(out + drafts)))
+        drafts.append(categorical(dists[-1], rng))
+    for token, dist in zip(drafts[:-1], dists[:-1]):  # the planted off-by-one
+        target = list(target_model(out))
+        if uniform(rng) < min(1.0, target[token] / dist[token]):
+            out.append(token)
+            continue
+        out.append(categorical(residual_distribution(torch.tensor(target), torch.tensor(dist)).tolist(), rng))
+        return out
+    out.append(drafts[-1])
+    out.append(categorical(list(target_model(out)), rng))
+    return out
+
+
+def test_speculative_step_that_never_tests_its_last_draft(capsys):
+    """Every check at N > 1 looked at tokens the loop did verify; N = 1 with draft != target shows the mistake."""
+    rejects(check.speculative_step, _last_draft_unverified, capsys, "with N = 1", "follows the draft's distribution",
+            "the last one included")
+
+
+@pytest.mark.parametrize("shift", [1, -4])
+def test_speculative_step_with_ids_outside_the_vocabulary(shift, capsys):
+    """1-based ids made the checker's own indexing raise (blamed on the learner); -1 was counted as token 3."""
+    def shifted(prefix, target_model, draft_model, n_draft, rng):
+        out = toy.speculative_step(prefix, target_model, draft_model, n_draft, rng)
+        return out[:len(prefix)] + [t + shift for t in out[len(prefix):]]
+
+    out = rejects(check.speculative_step, shifted, capsys, "token ids must lie in [0,")
+    assert "raised" not in out
+
+
+def test_speculative_step_that_edits_a_models_list_in_place(capsys):
+    """Building the residual in the list target_model returned corrupted the toy model, and the learner was told
+    to fix the bonus token instead."""
+    from lab.sampling import categorical, uniform
+
+    def in_place(prefix, target_model, draft_model, n_draft, rng):
+        out, drafts, dists = list(prefix), [], []
+        for _ in range(n_draft):
+            dists.append(draft_model(out + drafts))
+            drafts.append(categorical(dists[-1], rng))
+        for token, dist in zip(drafts, dists):
+            target = target_model(out)
+            if uniform(rng) < min(1.0, target[token] / dist[token]):
+                out.append(token)
+                continue
+            for i in range(len(target)):  # the residual, built in the model's own list
+                target[i] = max(0.0, target[i] - dist[i])
+            total = sum(target)
+            for i in range(len(target)):
+                target[i] /= total
+            out.append(categorical(target, rng))
+            return out
+        out.append(categorical(target_model(out), rng))
+        return out
+
+    out = rejects(check.speculative_step, in_place, capsys, "changed a list that target_model returned",
+                  "Copy it first")
+    assert "bonus" not in out.split("changed a list")[1]
+
+
+def test_toy_models_hand_out_a_new_list_each_call():
+    model, table = toy.fixed_model([0.5, 0.5]), toy.bigram_model([[0.5, 0.5], [0.1, 0.9]])
+    for m in (model, table):
+        first = m([1])
+        first[0] = 7.0
+        assert m([1])[0] in (0.5, 0.1) and m([1]) is not m([1])
