@@ -210,9 +210,10 @@ def _read_memo() -> dict:
 
 
 def _remember(entries: dict) -> None:
-    """Add ``{resolved path: [size, mtime_ns, sha256]}`` to the memo (written whole, then moved in); a cache that
-    cannot be written only costs a hash next time."""
-    memo = _read_memo()
+    """Add ``{resolved path: [size, mtime_ns, sha256]}`` to the memo (written whole, then moved in), dropping the
+    entries of files that no longer exist (a moved temporary folder, an uninstalled wheel), so the memo does not
+    grow forever; a cache that cannot be written only costs a hash next time."""
+    memo = {path: entry for path, entry in _read_memo().items() if os.path.isfile(path)}
     memo.update(entries)
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
@@ -239,13 +240,18 @@ def file_sha256(path) -> str:
     entry = _read_memo().get(str(path))
     if isinstance(entry, list) and entry[:2] == stamp and len(entry) == 3:
         return entry[2]
+    value = _hash_file(path)
+    _remember({str(path): stamp + [value]})
+    return value
+
+
+def _hash_file(path: Path) -> str:
+    """The SHA-256 (hex) of the file at ``path``, read now (nothing remembered)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    value = digest.hexdigest()
-    _remember({str(path): stamp + [value]})
-    return value
+    return digest.hexdigest()
 
 
 def locate_wheel_file(asset: WheelFile) -> Path:
@@ -296,7 +302,8 @@ def install_converted(built: Path, asset: WheelFile) -> Path:
     and remember those hashes, so that :func:`check_converted` costs nothing on later loads. When another process
     finished the same conversion first, its folder is kept. Returns the folder."""
     built = Path(built)
-    files = {p.name: file_sha256(p) for p in sorted(built.iterdir()) if p.is_file()}
+    # hashed, not remembered: the temporary paths vanish once moved; the final ones are remembered below
+    files = {p.name: _hash_file(p) for p in sorted(built.iterdir()) if p.is_file()}
     manifest = {"source": asset.filename, "source_sha256": asset.sha256, "wheel": asset.wheel, "files": files}
     (built / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     folder = converted_dir(asset)
@@ -311,17 +318,27 @@ def install_converted(built: Path, asset: WheelFile) -> Path:
     return folder
 
 
+_CONVERTED_FILES = ("model.safetensors", "config.json", "tokenizer.json")  # what loading the converted pair reads
+
+
 def check_converted(folder: Path) -> None:
     """Raise :class:`ModelNotAvailableError` naming ``folder`` and how to rebuild it (delete it, then load again)
-    unless every file its :data:`MANIFEST` lists is there with the SHA-256 recorded (:func:`file_sha256`,
-    remembered: about a millisecond once checked)."""
+    unless its :data:`MANIFEST` is a JSON object whose ``"files"`` maps file names to SHA-256s, naming at least
+    ``model.safetensors``, ``config.json`` and ``tokenizer.json``, and every file it lists is there with the
+    SHA-256 recorded (:func:`file_sha256`, remembered: about a millisecond once checked)."""
     folder = Path(folder)
     fix = f"delete that folder (`rm -r {folder}`) and load the pair again to rebuild it from the wheel"
     try:
         files = json.loads((folder / MANIFEST).read_text())["files"]
+        if not isinstance(files, dict):  # null or a list: .items() would raise a bare AttributeError
+            raise ValueError(f"its {MANIFEST} lists no files: 'files' is {type(files).__name__}, not an object")
         changed = [name for name, sha in files.items() if file_sha256(folder / name) != sha]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ModelNotAvailableError(f"the converted model in {folder} is incomplete ({error}); {fix}") from error
     if changed:
         raise ModelNotAvailableError(f"the converted model in {folder} is damaged ({', '.join(changed)} changed since "
                                      f"it was written); {fix}")
+    missing = [name for name in _CONVERTED_FILES if name not in files]
+    if missing:  # {} passes the hash check while vouching for nothing
+        raise ModelNotAvailableError(f"the converted model in {folder} is incomplete (its {MANIFEST} does not list "
+                                     f"{', '.join(missing)}); {fix}")

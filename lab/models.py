@@ -318,29 +318,43 @@ def _check_dtype(dtype, device=None) -> torch.dtype:
 
 def _hub_reachable(timeout: float = 2.0) -> bool:
     """Can the hub be tried? False in offline mode (huggingface_hub's rule, read now: HF_HUB_OFFLINE, else
-    TRANSFORMERS_OFFLINE, set to 1 / on / yes / true); behind a proxy (HTTPS_PROXY and the like), whether the proxy
-    answers within ``timeout`` seconds (the download goes through it; a dead proxy would cost transformers' retries);
-    else whether huggingface.co:443 answers within ``timeout`` seconds."""
+    TRANSFORMERS_OFFLINE, set to 1 / on / yes / true); behind a proxy for the hub's scheme (HTTPS_PROXY for an https
+    endpoint, HTTP_PROXY for http, else ALL_PROXY; lower-case names too) that NO_PROXY does not bypass for the hub's
+    host, whether the proxy answers within ``timeout`` seconds (the download goes through it; a dead proxy would cost
+    transformers' retries); else whether the hub itself answers within ``timeout`` seconds: the host and port of
+    huggingface_hub's endpoint (``HF_ENDPOINT``, read by huggingface_hub when imported; default huggingface.co:443;
+    port 443 for https, 80 for http unless the endpoint names one), so a mirror is probed, not huggingface.co. True
+    without probing when an address cannot be read (the download then says what is wrong with it)."""
     from urllib.parse import urlsplit
+    from urllib.request import proxy_bypass_environment
 
-    from huggingface_hub.constants import ENV_VARS_TRUE_VALUES
+    from huggingface_hub import constants
 
     flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    if flag is not None and flag.upper() in ENV_VARS_TRUE_VALUES:
+    if flag is not None and flag.upper() in constants.ENV_VARS_TRUE_VALUES:
         return False
-    proxy = next((os.environ[name] for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-                  if os.environ.get(name)), None)
-    host, port = "huggingface.co", 443
-    if proxy is not None:
+
+    def address(url: str) -> tuple | None:  # (host, port) of a URL, None when it names no host or a bad port
         try:
-            parts = urlsplit(proxy if "://" in proxy else "http://" + proxy)
-            host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:  # a malformed proxy address: let the download say what is wrong with it
-            return True
-        if host is None:
+            parts = urlsplit(url if "://" in url else "http://" + url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return None
+        return (parts.hostname, port) if parts.hostname else None
+
+    endpoint = constants.ENDPOINT if "://" in constants.ENDPOINT else "https://" + constants.ENDPOINT
+    target = address(endpoint)
+    if target is None:
+        return True
+    scheme = urlsplit(endpoint).scheme
+    names = (f"{scheme.upper()}_PROXY", f"{scheme}_proxy", "ALL_PROXY", "all_proxy")
+    proxy = next((os.environ[name] for name in names if os.environ.get(name)), None)
+    if proxy is not None and not proxy_bypass_environment(target[0]):  # NO_PROXY: the hub is reached directly
+        target = address(proxy)
+        if target is None:
             return True
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        socket.create_connection(target, timeout=timeout).close()
         return True
     except OSError:
         return False
@@ -586,10 +600,12 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
 
     For a branching block (Lookahead decoding, lesson 09; token trees later) pass ``attention_mask``, a bool
     ``[n, n]`` saying which of the *new* tokens each new token may attend to (True = may attend; every cached
-    position is always visible), and ``position_ids`` (``[n]`` ints, absolute positions). Without them the block
-    is causal and continues from the cache length. Raises ``ValueError`` for empty ``input_ids`` and for masks or
-    positions of the wrong shape or below 0, and for a batch (``input_ids`` of shape ``[b, n]`` with b > 1: one
-    sequence per cache). Raises ``TypeError`` for ids that are not integers, and ``ValueError`` for ids
+    position is always visible; an integer 0/1 mask works too), and ``position_ids`` (``[n]`` ints, absolute
+    positions). Without them the block is causal and continues from the cache length. Raises ``ValueError`` for
+    empty ``input_ids``, for masks or positions of the wrong shape, positions below 0, an integer mask holding
+    other values than 0 and 1, and for a batch (``input_ids`` of shape ``[b, n]`` with b > 1: one sequence per
+    cache). Raises ``TypeError`` for ids or ``position_ids`` that are not integers (float, complex or bool) and for a
+    float or complex ``attention_mask`` (an additive 0 / -inf mask would be misread), and ``ValueError`` for ids
     outside the vocabulary ``[0, V)`` and for a block that would run past the model's context
     (:func:`context_limit`): the largest position (the largest ``position_ids`` entry, else cache length + n − 1)
     must be below it, since rotary models would otherwise extrapolate silently.
@@ -611,7 +627,12 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     past = int(cache.get_seq_length())
     positions = None
     if position_ids is not None:  # read once, on the CPU: checked here, moved to the device below
-        positions = torch.as_tensor(position_ids, dtype=torch.long).view(1, -1)
+        positions = torch.as_tensor(position_ids)
+        # an empty list is a float tensor: it gets the length error below, not a type error
+        if positions.numel() and (positions.is_floating_point() or positions.is_complex()
+                                  or positions.dtype == torch.bool):  # as long, 2.7 would silently become 2
+            raise TypeError(f"position_ids must be integer positions, got dtype {positions.dtype}")
+        positions = positions.to(torch.long).view(1, -1)
         if positions.size(1) != n:
             raise ValueError(f"position_ids must hold one position per new token ({n}), got {positions.size(1)}")
         if int(positions.min()) < 0:
@@ -624,10 +645,19 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     ids = ids.to(device=model.device, dtype=torch.long)
     kwargs = {cache_kwarg(type(model)): cache, "use_cache": True, "logits_to_keep": logits_to_keep}
     if attention_mask is not None:
-        allow = torch.as_tensor(attention_mask, dtype=torch.bool, device=model.device)
+        allow = torch.as_tensor(attention_mask)
         if allow.shape != (n, n):
             raise ValueError(f"attention_mask must be a bool [n, n] = [{n}, {n}] over the new tokens, "
                              f"got shape {tuple(allow.shape)}")
+        # a float mask may be additive (0 = attend, -inf = not): read as bool, its meaning would flip
+        if allow.is_floating_point() or allow.is_complex():
+            raise TypeError(f"attention_mask must be bool (True = may attend) or integer 0/1, got dtype {allow.dtype}")
+        if allow.dtype != torch.bool:
+            if bool(((allow != 0) & (allow != 1)).any()):
+                raise ValueError("attention_mask must hold only 0 and 1 (or True and False), got "
+                                 f"{sorted(set(allow.unique().tolist()) - {0, 1})[:5]}")
+            allow = allow != 0
+        allow = allow.to(model.device)
         full = torch.cat([torch.ones(n, past, dtype=torch.bool, device=model.device), allow], dim=1)
         dtype = next(model.parameters()).dtype
         additive = torch.zeros(full.shape, dtype=dtype, device=model.device)

@@ -140,21 +140,30 @@ def check_has_draft(pair, what: str) -> None:
                          "use a pair with a draft, e.g. load_pair('shakespeare')")
 
 
+def _committed(kind: str, pair) -> bool:
+    """Whether ``pair`` must be able to build ``kind``: the bundled pair has every drafter, and a pair in
+    :data:`TRAINED_FOR` for ``kind`` has its weights committed (both offline pairs: all five trained kinds)."""
+    return pair.name == "shakespeare" or (kind in TRAINED_FOR and pair_has(kind, pair.name))
+
+
 def try_drafter(kind: str, pair, n_draft: int = 4, confidence: float | None = None):
     """``(drafter, None)``, or ``(None, why)`` when :func:`make_drafter` cannot build ``kind`` for ``pair`` (its
     error message; ``confidence`` as there): a pair not in :data:`TRAINED_FOR` has no Medusa heads or EAGLE draft,
     and GPT-2 has no Llama layers for an early exit.
-    For the bundled pair, which has every drafter, a missing or damaged asset raises: it is an error to see, not a
-    drafter to leave out."""
+    For the bundled pair, which has every drafter, and for a trained kind whose weights are committed for ``pair``
+    (:func:`pair_has`: ``"smollm2-135m"``'s Medusa heads, EAGLE, MTP, parallel and EAGLE-3 drafts), a missing or
+    damaged asset raises its ``FileNotFoundError`` / ``ValueError``: it is an error to see, not a drafter to leave
+    out."""
     try:
         return make_drafter(kind, pair, n_draft, confidence), None
     except (FileNotFoundError, ValueError) as error:
-        if pair.name == "shakespeare":
+        if _committed(kind, pair):
             raise
         return None, str(error)
 
 
 def drafter_problem(kind: str, pair, n_draft: int = 4) -> str | None:
-    """Why ``kind`` cannot be built for ``pair`` (:func:`try_drafter`), or None when it can. Always None for the
-    bundled pair, without building anything."""
-    return None if pair.name == "shakespeare" else try_drafter(kind, pair, n_draft)[1]
+    """Why ``kind`` cannot be built for ``pair`` (:func:`try_drafter`), or None when it can. Always None, without
+    building anything, for the bundled pair and for a kind whose weights are committed for ``pair``
+    (:func:`pair_has`): a missing or damaged asset of theirs raises where the drafter is built."""
+    return None if _committed(kind, pair) else try_drafter(kind, pair, n_draft)[1]

@@ -6,7 +6,6 @@ exactness of speculative sampling with tens of thousands of draws in a second.
 """
 from __future__ import annotations
 
-import operator
 import random
 from numbers import Real
 from typing import Callable, Sequence
@@ -15,7 +14,7 @@ import torch
 
 from lab.metrics import kl_divergence, total_variation  # noqa: F401  (re-exported for the lessons)
 from lab.sampling import accept_or_reject, categorical, invert_cdf, probability_list, residual_distribution, uniform
-from lab.validation import check_int, check_probs, check_token_ids
+from lab.validation import check_int, check_probs, check_token_ids, is_integer
 
 ToyModel = Callable[[list], Sequence[float]]
 
@@ -46,7 +45,8 @@ def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
     ``ValueError`` naming ``table`` when it is not square ``[V][V]`` (1-D, 3-D, or V rows of another length), or a
     row is not a distribution (NaN, negative or infinite entries, a sum further than 1e-3 from 1); ``TypeError``
     for something that is not numbers. The model it returns raises ``ValueError`` when the context's last token is
-    not a token id in [0, V) (a negative id does not wrap around to the last row)."""
+    not a token id in [0, V): not an integer (bools and floats, as tensors too, are not) or outside the range (a
+    negative id does not wrap around to the last row)."""
     rows = check_probs("table", table, dtype=torch.float64)
     if rows.dim() != 2 or rows.size(0) != rows.size(1):
         raise ValueError(f"table must be square [V][V] (row = last token, column = next token), got shape "
@@ -57,10 +57,11 @@ def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
     def model(context):
         last = context[-1] if context else 0
         if type(last) is not int:  # fast path: plain ints
-            if isinstance(last, bool) or not hasattr(last, "__index__"):
+            # is_integer: NumPy and integer 0-d tensors pass; bools (tensor(True) too) and floats (tensor(1.0)) don't
+            if not is_integer(last):
                 raise ValueError(f"bigram model: the last context token must be a token id in [0, {size}), got "
                                  f"{last!r}")
-            last = operator.index(last)  # NumPy and 0-d tensor integers
+            last = int(last)
         if not 0 <= last < size:
             raise ValueError(f"bigram model: the last context token must be a token id in [0, {size}), got {last!r}")
         return list(rows[last])  # a fresh list, as fixed_model's

@@ -80,7 +80,7 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
         ids = ids.tolist()
     elif isinstance(ids, torch.Tensor):
         if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-            raise TypeError(f"{name} must be integer token ids (a LongTensor), got dtype {ids.dtype}")
+            raise TypeError(f"{name} must be integer token ids (a LongTensor), got dtype {ids.dtype}{hint}")
         if ids.dim() == 2 and ids.size(0) == 1:
             ids = ids[0]
         if ids.dim() != 1:
@@ -118,30 +118,67 @@ def plain_number(value):
     return value
 
 
+def _shown(value) -> str:
+    """``repr(value)`` for an error message, cut to 40 characters (10**400 has 401 digits; past 4,300 Python refuses
+    to print an int at all)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "a number too large to print"
+    return text if len(text) <= 40 else f"{text[:40]}… ({len(text)} characters)"
+
+
+def _as_float(value: Real) -> float:
+    """``float(value)``, with ±inf for a number too large for a float (``float(10**400)`` raises OverflowError, which
+    would name no argument): the range checks then refuse it by name."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> tuple:
     """Check the sampling settings; returns ``(temperature, top_k, top_p)`` as Python numbers (a one-element tensor
     is taken as its value, :func:`plain_number`).
 
     Raises ``ValueError`` naming the argument when temperature is not a number (bool included), or is negative,
     infinite or NaN, top_k is not an integer >= 1 (any ``numbers.Integral`` but bool), or top_p is not a number in
-    (0, 1] (bool is not a number here)."""
+    (0, 1] (bool is not a number here); a number too large for a float (``10**400``) is out of range too."""
     given = {"temperature": temperature, "top_k": top_k, "top_p": top_p}  # messages show what was passed
     temperature, top_k, top_p = plain_number(temperature), plain_number(top_k), plain_number(top_p)
     # bool is a Real, but True as a temperature or top_p is almost always a mistake
     if isinstance(temperature, Real) and not isinstance(temperature, bool):
-        try:  # an int too large for a float (10**400) would raise OverflowError in the tests below
-            temperature = float(temperature)
-        except OverflowError:
-            temperature = math.inf
+        temperature = _as_float(temperature)
+    if isinstance(top_p, Real) and not isinstance(top_p, bool):
+        top_p = _as_float(top_p)
     if (isinstance(temperature, bool) or not isinstance(temperature, Real) or math.isnan(temperature)
             or temperature < 0 or math.isinf(temperature)):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {given['temperature']!r:.40}")
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {_shown(given['temperature'])}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, Integral) or top_k < 1):
         raise ValueError(f"top_k must be None or an integer >= 1, got {given['top_k']!r}")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, Real) or math.isnan(top_p)
                               or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {given['top_p']!r}")
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {_shown(given['top_p'])}")
     return temperature, top_k, top_p
+
+
+def _refuse_complex_and_bool(name: str, probs) -> None:
+    """TypeError naming ``name`` for complex or bool input, which ``torch.as_tensor(..., dtype=float)`` would cast
+    silently (dropping the imaginary part; False/True as 0/1): a tensor, NumPy array or NumPy scalar of complex or
+    bool dtype, a bool, or a (nested) list or tuple holding one."""
+    if isinstance(probs, torch.Tensor):
+        if probs.is_complex() or probs.dtype == torch.bool:
+            raise TypeError(f"{name} must be real probabilities, got a tensor of dtype {probs.dtype}")
+    elif type(probs).__module__ == "numpy" and hasattr(probs, "dtype"):  # an array or a NumPy scalar
+        if probs.dtype.kind in "bc":
+            raise TypeError(f"{name} must be real probabilities, got NumPy {type(probs).__name__} of dtype "
+                            f"{probs.dtype}")
+    elif isinstance(probs, bool):
+        raise TypeError(f"{name} must be probabilities (numbers), got bool {probs!r}")
+    elif isinstance(probs, (list, tuple)):
+        for item in probs:
+            if type(item) is not float and type(item) is not int:  # plain numbers (the usual case): nothing to refuse
+                _refuse_complex_and_bool(name, item)
 
 
 def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -149,8 +186,10 @@ def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch
     its last axis.
 
     Raises ``ValueError`` naming ``name`` for a scalar or an empty last axis, NaN or infinite entries, negative
-    entries, or sums further than ``atol`` from 1; ``TypeError`` for something that is not numbers.
+    entries, or sums further than ``atol`` from 1; ``TypeError`` for something that is not numbers, complex numbers
+    (a tensor or array of complex dtype) and bools (a bool tensor or array, or a sequence holding a bool).
     """
+    _refuse_complex_and_bool(name, probs)
     try:
         probs = torch.as_tensor(probs, dtype=dtype)
     except (TypeError, ValueError, RuntimeError) as error:
@@ -174,9 +213,15 @@ def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch
 
 
 def check_number(name: str, value, allowed: str) -> float:
-    """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name``."""
+    """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name`` for
+    anything else, ``ValueError`` naming ``name`` and ``allowed`` for a number too large for a float (``10**400``:
+    outside every range the callers allow, all of them finite or open at infinity)."""
     if isinstance(value, Real) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # float(10**400): raised here, the message would name nothing
+            raise ValueError(f"{name} must be a number in {allowed}, got {_shown(value)}, too large for a float") \
+                from None
     if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
         return float(value)
     raise TypeError(f"{name} must be a number in {allowed}, got {type(value).__name__} {value!r}")

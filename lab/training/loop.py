@@ -1,7 +1,8 @@
 """The training loop every recipe shares: precision, learning-rate schedule, optimizer, batches, validation loss.
 
-Training always runs on the CPU. It uses bf16 autocast only where oneDNN has bf16 kernels for the CPU
-(:func:`bf16_autocast`); elsewhere bf16 is emulated and far slower than float32.
+Training always runs on the CPU. It uses bf16 autocast only where the CPU multiplies bf16 in hardware
+(:func:`bf16_autocast`, the same rule as ``load_pair(dtype="auto")``); elsewhere bf16 is emulated and far slower
+than float32.
 """
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ __all__ = ["bf16_autocast", "cpu_autocast", "precision_label", "lr_at", "make_op
 
 
 def bf16_autocast() -> bool:
-    """Whether training runs under bf16 autocast: where oneDNN has bf16 kernels for this CPU (its own check,
-    ``torch.ops.mkldnn._is_mkldnn_bf16_supported``: AVX-512, AVX2-VNNI-2 or AMX on x86, bf16 on ARM). Without them
-    bf16 is emulated: on this course's AVX2-only CPU a target training step took 20x longer under autocast (57 s
-    against 2.4 s in float32, 16 x 256 tokens, 2 threads), so there training stays in float32. Training always
-    runs on the CPU, so a GPU changes nothing here."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    """Whether training runs under bf16 autocast: where this CPU multiplies bf16 matrices in hardware, decided as
+    :func:`lab.models.auto_dtype` decides it for the CPU (its bf16 flags: ``amx_bf16`` or ``avx512_bf16`` on x86,
+    ``bf16`` on aarch64, and torch with oneDNN), so training and ``load_pair(dtype="auto")`` never disagree. Not
+    oneDNN's own ``torch.ops.mkldnn._is_mkldnn_bf16_supported()``: that is also True on AVX-512 CPUs that only
+    emulate bf16. Without native bf16 it is emulated: on this course's AVX2-only CPU a target training step took
+    20x longer under autocast (57 s against 2.4 s in float32, 16 x 256 tokens, 2 threads), so there training stays
+    in float32. Training always runs on the CPU, so a GPU changes nothing here."""
+    from lab.models import auto_dtype
+
+    return auto_dtype("cpu") == torch.bfloat16
 
 
 def cpu_autocast(enabled: bool = True):

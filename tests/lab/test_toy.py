@@ -169,6 +169,19 @@ def test_bigram_model_checks_the_last_token():
         toy.speculative_step([7], model, model, 2, random.Random(0))
 
 
+@pytest.mark.parametrize("bad, shown", [(torch.tensor(True), r"tensor\(True\)"), (torch.tensor(1.0), r"tensor\(1\.\)"),
+                                        (np.float64(1.0), r"(np\.float64\()?1\.0\)?"),  # NumPy 2 / 1 repr
+                                        (np.bool_(True), r"(np\.)?True_?")])
+def test_bigram_model_refuses_bool_and_float_tensors_as_the_last_token(bad, shown):
+    """tensor(True) was read as token 1, and tensor(1.0) raised operator.index's TypeError, not the ValueError the
+    docstring names."""
+    model = toy.bigram_model([[0.5, 0.5], [0.1, 0.9]])
+    with pytest.raises(ValueError, match=rf"^bigram model: the last context token must be a token id in \[0, 2\), got "
+                                         rf"{shown}$"):
+        model([0, bad])
+    assert model([0, torch.tensor(1, dtype=torch.int32)]) == [0.1, 0.9] and model([np.uint8(1)]) == [0.1, 0.9]
+
+
 NAN = float("nan")
 
 

@@ -174,3 +174,64 @@ def test_a_temperature_too_large_for_a_float_is_named():
     with pytest.raises(ValueError, match=r"temperature must be a finite number >= 0 \(0 = greedy\), got 1000"):
         check_sampling_args(10 ** 400)
     assert check_sampling_args(2 ** 64) == (float(2 ** 64), None, None)
+
+
+def test_numbers_too_large_for_a_float_are_named_with_their_range():
+    """top_p=10**400 and accept_or_reject(10**400, ...) raised OverflowError from float(), naming nothing."""
+    from lab.validation import check_number
+
+    with pytest.raises(ValueError, match=r"^top_p must be None or a number in \(0, 1\], got 1000"):
+        check_sampling_args(1.0, None, 10 ** 400)
+    with pytest.raises(ValueError, match=r"^top_p must be None or a number in \(0, 1\], got -1000"):
+        check_sampling_args(1.0, None, -10 ** 400)
+    with pytest.raises(ValueError, match=r"^target_prob must be a number in \[0, 1\], got 1000.*… \(401 characters\), "
+                                         r"too large for a float$"):
+        accept_or_reject(10 ** 400, 0.5, 0.1)
+    with pytest.raises(ValueError, match=r"^u must be a number in \[0, 1\), got -1000"):
+        accept_or_reject(0.5, 0.5, -10 ** 400)
+    with pytest.raises(ValueError, match=r"^verify_ratio must be a number in \(0, inf\), got a number too large to "
+                                         r"print"):
+        check_number("verify_ratio", 10 ** 5000, "(0, inf)")  # past 4,300 digits repr() itself raises
+    assert check_sampling_args(1.0, None, 1) == (1.0, None, 1.0)  # an int top_p that fits is still a float
+    assert check_number("u", 2 ** 64, "[0, inf)") == float(2 ** 64)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: toy.fixed_model(torch.tensor([0.5 + 3j, 0.5 - 7j])), r"^probs must be real probabilities, got a tensor "
+                                                                    r"of dtype torch\.complex64"),
+    (lambda: toy.fixed_model(np.array([0.5 + 0j, 0.5])), r"^probs must be real probabilities, got NumPy ndarray of "
+                                                          r"dtype complex128"),
+    (lambda: toy.fixed_model([False, True]), r"^probs must be probabilities \(numbers\), got bool False"),
+    (lambda: toy.fixed_model(np.array([False, True])), r"^probs must be real probabilities, got NumPy ndarray of "
+                                                        r"dtype bool"),
+    (lambda: toy.bigram_model(torch.eye(2, dtype=torch.bool)), r"^table must be real probabilities, got a tensor of "
+                                                                r"dtype torch\.bool"),
+    (lambda: toy.bigram_model([[1.0, 0.0], [np.True_, 0.0]]), r"^table must be real probabilities, got NumPy bool"),
+    (lambda: toy.bigram_model([[1.0, 0.0], [torch.tensor(True), 0.0]]), r"^table must be real probabilities, got a "
+                                                                          r"tensor of dtype torch\.bool"),
+    (lambda: metrics.total_variation(torch.tensor([True, False]), torch.tensor([0.5, 0.5])),
+     r"^target_probs must be real probabilities, got a tensor of dtype torch\.bool"),
+])
+def test_probabilities_refuse_complex_and_bool_input_instead_of_casting_it(call, message):
+    """A complex tensor lost its imaginary part ([0.5+3j, 0.5-7j] became [0.5, 0.5]) and bools became 0/1."""
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_real_probabilities_of_every_kind_still_pass():
+    from lab.validation import check_probs
+
+    for probs in ([0.25, 0.75], [1, 0], (0.5, 0.5), np.array([0.25, 0.75]),
+                  torch.tensor([0.25, 0.75], dtype=torch.half), [np.float32(0.25), torch.tensor(0.75)]):
+        out = check_probs("probs", probs)
+        assert out.dtype == torch.float32 and out.shape == (2,) and float(out.sum()) == 1.0
+    torch.testing.assert_close(check_probs("probs", [np.float32(0.25), torch.tensor(0.75)]), torch.tensor([0.25, 0.75]))
+    torch.testing.assert_close(check_probs("probs", [[0.5, 0.5], [1, 0]]), torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+
+
+def test_the_hint_follows_every_type_error_of_check_token_ids():
+    """The float/bool tensor TypeError left the hint off, though the docstring appends it to the type errors."""
+    for bad in (torch.tensor([1.0]), torch.tensor([True]), torch.tensor([1 + 0j])):
+        with pytest.raises(TypeError, match=r"must be integer token ids \(a LongTensor\), got dtype .*; encode text "
+                                            r"first: pair\.encode\(text\)$"):
+            check_token_ids("prompt_ids", bad, hint="; encode text first: pair.encode(text)")

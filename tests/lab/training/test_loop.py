@@ -40,6 +40,30 @@ def test_distillation_teacher_runs_in_the_same_precision(monkeypatch, native):
     assert seen == [torch.bfloat16 if native else torch.float32]
 
 
+@pytest.mark.parametrize("flags, onednn_says, native", [
+    ({"avx2", "avx512f", "avx512bw"}, True, False),  # AVX-512 without BF16: oneDNN says yes, bf16 is only emulated
+    ({"avx2", "avx512f", "avx512_bf16"}, False, True),  # native bf16, whatever oneDNN's own check says
+    ({"avx2"}, False, False)])
+def test_training_and_load_pair_auto_decide_bf16_by_the_same_rule(monkeypatch, flags, onednn_says, native):
+    """bf16_autocast asked oneDNN (_is_mkldnn_bf16_supported, True on AVX-512 CPUs that emulate bf16) while
+    auto_dtype reads the CPU's bf16 flags: the same CPU trained in bf16 and loaded pairs in float32."""
+    from lab import models
+
+    monkeypatch.setattr(models, "_cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn_says, raising=False)
+    assert loop.bf16_autocast() is native
+    assert models.auto_dtype("cpu") == (torch.bfloat16 if native else torch.float32)
+    model = _tiny_model()
+    seen = []
+    model.model.layers[0].mlp.down_proj.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    with loop.cpu_autocast():
+        model(torch.zeros(1, 4, dtype=torch.long))
+    assert seen == [torch.bfloat16 if native else torch.float32]
+    monkeypatch.setattr(models, "_cpu_native_bf16", lambda: False)  # the one helper decides both
+    assert loop.bf16_autocast() is False and models.auto_dtype("cpu") == torch.float32
+
+
 def test_cards_name_the_precision():
     assert loop.precision_label({"bf16_autocast": False}).startswith("float32")
     assert loop.precision_label({"bf16_autocast": True}) == "bf16 autocast"
