@@ -25,6 +25,12 @@ def truncated_model(target, num_layers: int):
     """A causal LM made of ``target``'s embedding, its first ``num_layers`` decoder layers, its final norm and its
     LM head — the same module objects, so the weights are shared, not copied.
 
+    Only the shell's own modules (the model object, its inner decoder and the list of layers) are put in eval mode;
+    the shared modules keep the target's mode, so building a draft never switches part of the target to eval while
+    the rest stays in train mode. The draft therefore runs in the target's mode: a Llama-style model has no dropout
+    by default (``attention_dropout`` 0), so its draft is the same in either, and :func:`lab.models.load_pair`
+    loads the target in eval mode anyway.
+
     Works for transformers models laid out as ``model.model.layers`` (Llama, Qwen2, SmolLM2, Mistral).
     Raises ``ValueError`` for another layout or ``num_layers`` outside ``[1, layers - 1]``.
     """
@@ -50,15 +56,20 @@ def truncated_model(target, num_layers: int):
     for name, module in inner.named_children():
         setattr(shell.model, name, torch.nn.ModuleList(layers[:num_layers]) if name == "layers" else module)
     shell.lm_head = target.lm_head
-    return shell.eval()
+    shared = {id(module) for module in target.modules()}
+    for module in shell.modules():  # not shell.eval(): it would recurse into the target's own modules
+        if id(module) not in shared:
+            module.training = False
+    return shell
 
 
 class EarlyExitDrafter(DraftModelDrafter):
     """Draft ``n_draft`` tokens per step with the target's first ``num_layers`` layers (:func:`truncated_model`),
     keeping that truncated model's own KV cache exactly as :class:`~lab.drafters.DraftModelDrafter` does.
 
-    ``target``: the transformers model being verified (Llama layout). Raises ``ValueError`` for ``num_layers``
-    outside ``[1, layers - 1]`` or ``n_draft`` < 1.
+    ``target``: the transformers model being verified (Llama layout); its modules keep their train / eval mode
+    (:func:`truncated_model`). Raises ``ValueError`` for ``num_layers`` outside ``[1, layers - 1]`` or ``n_draft``
+    < 1.
     """
 
     def __init__(self, target, num_layers: int, n_draft: int = 4):

@@ -49,6 +49,16 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
+def _token_ids(name: str, ids) -> list:
+    """``ids`` as a list of Python ints >= 0, possibly empty (:func:`lab.validation.check_token_ids`: ``TypeError``
+    naming ``name`` for text or ids that are not integers; ``ValueError`` for a negative id). The drafter knows no
+    vocabulary, so that is the whole range it can check."""
+    ids = check_token_ids(name, ids, allow_empty=True)
+    if ids and min(ids) < 0:
+        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
+    return ids
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Jacobi iteration on its own (lesson 09, part 1)
 
@@ -194,8 +204,10 @@ class LookaheadDrafter:
     # --- protocol -----------------------------------------------------------------------------------------------
     def reset(self, prompt_ids) -> None:
         """Forget the pool and the trajectory; start the window from random tokens of ``prompt_ids`` (the prompt
-        and the prefill's first new token, from the decode loop)."""
-        prompt = [int(t) for t in prompt_ids]
+        and the prefill's first new token, from the decode loop; token 0 when empty). Raises ``TypeError`` naming
+        ``prompt_ids`` for text or ids that are not integers (a float is not truncated), ``ValueError`` for a
+        negative id."""
+        prompt = _token_ids("prompt_ids", prompt_ids)
         self._rng = random.Random(self.seed)
         self._filler = prompt or [0]
         self.pool, self._levels, self.history = {}, [], []
@@ -205,11 +217,16 @@ class LookaheadDrafter:
     def propose(self, request: DraftRequest) -> Draft:
         """Propose the pool's n-gram that continues the last token, with the Jacobi window riding along in the same
         target call as ``extra_tokens``; with no such n-gram the window itself is the draft (Fu et al. 2024,
-        lesson 09). Deterministic (``probs`` None), ``calls`` 0. Raises ``RuntimeError`` before :meth:`reset`."""
+        lesson 09). Deterministic (``probs`` None), ``calls`` 0. Raises ``RuntimeError`` before :meth:`reset`,
+        ``ValueError`` for an empty ``request.tokens`` (the window follows the last committed token) and
+        ``TypeError`` / ``ValueError`` naming ``request.tokens`` when they are not token ids (integers >= 0)."""
         if not self.window_tokens:
             raise RuntimeError("call reset(prompt_ids) before propose()")
-        tokens = request.tokens
-        position, last = len(tokens) - 1, int(tokens[-1])
+        tokens = _token_ids("request.tokens", request.tokens)
+        if not tokens:
+            raise ValueError("request.tokens must hold at least one token (the last committed token, which the "
+                             "window and the pooled n-gram follow), got []")
+        position, last = len(tokens) - 1, tokens[-1]
         budget = max(0, request.max_tokens)
         candidate = self._choose(last)
         if budget == 0:
@@ -255,8 +272,13 @@ class LookaheadDrafter:
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Move the window past the ``num_accepted + 1`` newly committed tokens: its next guesses are this step's
-        outputs at those positions (random filler where there are none); record the step in ``history``."""
+        outputs at those positions (random filler where there are none); record the step in ``history``. Nothing to
+        do when no proposal is pending. Raises ``ValueError`` for ``num_accepted`` outside ``[0, drafted tokens]``
+        (0 with no proposal pending) or a ``next_token`` that is not an integer >= 0."""
         step = self._step
+        drafted = len(step["chain"]) if step else 0
+        num_accepted = check_int(f"num_accepted (the last draft holds {drafted} tokens)", num_accepted, 0, drafted)
+        next_token = check_int("next_token", next_token, 0)
         if not step:
             return
         new_position = step["position"] + num_accepted + 1

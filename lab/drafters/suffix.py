@@ -29,7 +29,7 @@ from collections import deque
 from numbers import Real
 
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
-from lab.validation import is_integer
+from lab.validation import check_int, check_token_ids, is_integer
 
 __all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree", "speculation_path",
            "quoted_outputs"]
@@ -206,6 +206,21 @@ def _token_list(name: str, tokens) -> list:
     return [int(t) for t in items]
 
 
+def _checked_ids(name: str, ids) -> list:
+    """``ids`` as a list of Python ints >= 0, possibly empty (:func:`lab.validation.check_token_ids`: ``TypeError``
+    naming ``name`` for text or ids that are not integers; ``ValueError`` for a negative id). These drafters know
+    no vocabulary, so that is the whole range they can check."""
+    ids = check_token_ids(name, ids, allow_empty=True)
+    if ids and min(ids) < 0:
+        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
+    return ids
+
+
+def _is_chain(draft: Draft) -> bool:
+    """True when ``draft`` is a chain (``parents`` None or ``[-1, 0, 1, ...]``): verification accepts a prefix."""
+    return draft.parents is None or list(draft.parents) == list(range(-1, len(draft.tokens) - 1))
+
+
 def quoted_outputs(prompt_outputs, prompt_ids: list) -> list:
     """What a drafter's ``prompt_outputs`` callable names for ``prompt_ids``: the earlier outputs a prompt quotes, as
     lists of token ids (``[]`` when ``prompt_outputs`` is None). Raises ``ValueError`` naming ``prompt_outputs`` when
@@ -316,7 +331,7 @@ class SuffixDecodingDrafter:
         self._prompt_length = None
         self._tokens: list = []
         self._last: Draft | None = None
-        self._path: list = []
+        self._path: list | None = None  # the accepted drafts observe recorded; None: the step was not observed
         self.history: list = []
 
     def reset(self, prompt_ids) -> None:
@@ -324,16 +339,18 @@ class SuffixDecodingDrafter:
         prompt and the first new token, which the prefill gave. The last generation's output goes into the cache,
         the per-request trie starts over with these tokens (and the outputs they quote, given ``prompt_outputs``,
         join the cache), and the new output starts at their last token: the first new token is part of the answer
-        the cache will hold, not of the prompt."""
+        the cache will hold, not of the prompt. Raises ``TypeError`` naming ``prompt_ids`` for text or ids that are
+        not integers (a float is not truncated), ``ValueError`` for a negative id."""
+        prompt_ids = _checked_ids("prompt_ids", prompt_ids)  # before finish: a bad call leaves the drafter as it was
         self.finish()
-        self._tokens = [int(t) for t in prompt_ids]
+        self._tokens = prompt_ids
         for output in quoted_outputs(self.prompt_outputs, self._tokens):
             if len(output) > 1:  # one token holds no continuation (see finish)
                 self.cache.add_once(output)
         self._prompt_length = max(len(self._tokens) - 1, 0)
         self._request = SuffixTree(self.max_depth)
         self._request.extend(self._tokens)
-        self._last, self._path, self.history = None, [], []
+        self._last, self._path, self.history = None, None, []
 
     def finish(self) -> None:
         """Add the current generation's output to the cache (once; :meth:`reset` calls it too): its tokens from the
@@ -348,8 +365,10 @@ class SuffixDecodingDrafter:
 
     def propose(self, request: DraftRequest) -> Draft:
         """The best-scoring speculation tree (with ``tree=False``: path) over both tries and every pattern length
-        with a continuation (the longest pattern and the request's trie win ties)."""
+        with a continuation (the longest pattern and the request's trie win ties). Raises ``TypeError`` /
+        ``ValueError`` naming ``request.tokens`` when they are not token ids (integers >= 0)."""
         self._sync(request.tokens)
+        self._path = None  # a new draft: its accepted nodes are not known yet
         budget_cap = min(self.max_spec_tokens, request.max_tokens)
         grow = speculation_tree if self.tree else speculation_path
         best = None
@@ -372,14 +391,46 @@ class SuffixDecodingDrafter:
         return self._last
 
     def observe(self, output: TargetOutput) -> None:
-        """Remember which drafted nodes the target accepted (``output.path``: rows 1 + node index)."""
-        self._path = [self._last.tokens[row - 1] for row in output.path[1:]] if self._last is not None else []
+        """Remember which drafted nodes the target accepted: ``output.path`` is row 0 (the last committed token)
+        and then the rows ``1 + node index`` of the accepted nodes, a root-to-leaf path of the last draft. Raises
+        ``ValueError`` for a path that does not start at row 0, names a row that was not drafted, or does not
+        follow the draft's tree (each node a child of the one before it)."""
+        drafted = self._last if self._last is not None else Draft()
+        parents = drafted.parents if drafted.parents is not None else list(range(-1, len(drafted.tokens) - 1))
+        path = list(output.path)
+        if not path or not all(is_integer(r) for r in path) or path[0] != 0:
+            raise ValueError(f"output.path must be row 0 and then rows of accepted draft nodes, got {path}")
+        nodes = [int(r) - 1 for r in path[1:]]
+        if any(not 0 <= node < len(drafted.tokens) or parents[node] != (nodes[i - 1] if i else -1)
+               for i, node in enumerate(nodes)):
+            raise ValueError(f"output.path must follow one root-to-leaf path of the last draft ({len(drafted.tokens)} "
+                             f"nodes, parents {parents}), got {path}")
+        self._path = [drafted.tokens[node] for node in nodes]
 
     def update(self, num_accepted: int, next_token: int) -> None:
-        """Append the accepted path and the target's token to the request's text and trie."""
-        accepted = self._path[:num_accepted]
-        self._path = []
-        self._append(accepted + [int(next_token)])
+        """Append the accepted drafts and the target's token to the request's text and trie. The accepted drafts
+        are the first ``num_accepted`` nodes of the path :meth:`observe` recorded; without ``observe`` (optional in
+        the drafter protocol), the first ``num_accepted`` tokens of a chain draft (verification accepts a chain's
+        prefix). Raises ``ValueError`` for ``num_accepted`` outside ``[0, the observed path's length]`` (without
+        ``observe``: ``[0, drafted tokens]``), for accepted nodes of a tree draft that was not observed (which of its
+        branches was accepted is known only from ``output.path``), or for a ``next_token`` that is not an integer
+        >= 0."""
+        drafted = self._last.tokens if self._last is not None else []
+        if self._path is not None:
+            num_accepted = check_int(f"num_accepted (the observed path holds {len(self._path)} accepted drafts)",
+                                     num_accepted, 0, len(self._path))
+            accepted = self._path[:num_accepted]
+        else:
+            num_accepted = check_int(f"num_accepted (the last draft holds {len(drafted)} tokens)", num_accepted, 0,
+                                     len(drafted))
+            if num_accepted and not _is_chain(self._last):
+                raise ValueError(f"{type(self).__name__}.update got num_accepted = {num_accepted} for a tree draft "
+                                 "that was not observed: which nodes were accepted is known only from observe(output) "
+                                 "(output.path); call observe before update, as lab.decode.hand_over does")
+            accepted = drafted[:num_accepted]
+        next_token = check_int("next_token", next_token, 0)
+        self._path = None
+        self._append(accepted + [next_token])
 
     def _append(self, tokens) -> None:
         self._tokens.extend(tokens)
@@ -387,8 +438,9 @@ class SuffixDecodingDrafter:
 
     def _sync(self, tokens) -> None:
         """Catch up with the loop's committed tokens (a caller that proposes without the decode loop's updates)."""
-        if len(tokens) > len(self._tokens) and list(tokens[: len(self._tokens)]) == self._tokens:
-            self._append([int(t) for t in tokens[len(self._tokens):]])
-        elif list(tokens) != self._tokens:
+        tokens = _checked_ids("request.tokens", tokens)
+        if len(tokens) > len(self._tokens) and tokens[: len(self._tokens)] == self._tokens:
+            self._append(tokens[len(self._tokens):])
+        elif tokens != self._tokens:
             self._prompt_length = None  # not this generation's text: start over without caching it
             self.reset(tokens)

@@ -64,3 +64,21 @@ def test_early_exit_on_a_one_layer_model_says_why(draft, target):
     assert "[1, 0]" not in str(error.value)  # an empty range would read as a typo
     with pytest.raises(ValueError, match=r"\[1, 1\]"):  # the 2-layer target keeps the usual message
         EarlyExitDrafter(target, 2)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_building_the_draft_leaves_the_targets_modes_alone(train):
+    """The truncated model's modules are the target's own: building it used to call .eval() on them, switching the
+    target's embedding, first layers, norm and head to eval while its other layers stayed in train mode."""
+    from tests.helpers import tiny_llama
+
+    model = tiny_llama(3, layers=3).train(train)
+    drafter = EarlyExitDrafter(model, 1)
+    assert {name: m.training for name, m in model.named_modules()} == {name: train for name, _ in
+                                                                        model.named_modules()}
+    own = {name: m.training for name, m in drafter.model.named_modules() if name in ("", "model", "model.layers")}
+    assert own == {"": False, "model": False, "model.layers": False}  # the shell's own modules: eval
+    assert drafter.model.model.layers[0].training is train  # a shared one: the target's mode
+    model.eval()
+    ref = autoregressive(model, [1, 2, 3, 4, 5], max_new_tokens=12).tokens
+    assert generate(model, [1, 2, 3, 4, 5], drafter=EarlyExitDrafter(model, 2, 3), max_new_tokens=12).tokens == ref

@@ -113,3 +113,38 @@ def test_jacobi_decode_seed_takes_numpy_integers(target):
     assert run.iterations[0] == jacobi_decode(target, prompt, window=3, seed=3).iterations[0]
     with pytest.raises(ValueError, match="seed"):
         jacobi_decode(target, prompt, window=3, seed=1.5)
+
+
+def test_lookahead_checks_the_ids_it_is_handed():
+    drafter = LookaheadDrafter(window=3)
+    with pytest.raises(TypeError, match="prompt_ids must hold integer token ids, got float 1.9"):
+        drafter.reset([1.9, 2])  # was truncated to 1
+    with pytest.raises(ValueError, match=r"prompt_ids must be token ids \(integers >= 0\), got -2"):
+        drafter.reset([1, -2])
+    drafter.reset([4, 5, 6])
+    with pytest.raises(TypeError, match="request.tokens must hold integer token ids, got float 6.5"):
+        drafter.propose(DraftRequest([4, 5, 6.5], 3))
+    draft = drafter.propose(DraftRequest([4, 5, 6], 3))
+    assert len(draft.tokens) == 3  # no pool yet: the window is the chain
+    for num_accepted, message in ((4, r"num_accepted \(the last draft holds 3 tokens\) must be an integer in "
+                                      r"\[0, 3\], got 4"),
+                                  (-1, r"num_accepted .* must be an integer in \[0, 3\], got -1")):
+        with pytest.raises(ValueError, match=message):
+            drafter.update(num_accepted, 7)
+    for next_token in (7.5, -7):
+        with pytest.raises(ValueError, match=f"next_token must be an integer >= 0, got {next_token}"):
+            drafter.update(1, next_token)
+    assert drafter.history == []  # the refused updates changed nothing
+    drafter.update(np.int64(1), np.int64(7))
+    assert drafter.history[-1]["num_accepted"] == 1 and type(drafter.history[-1]["next_token"]) is int
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 0 tokens\) must be an integer in "
+                                         r"\[0, 0\], got 1"):
+        drafter.update(1, 7)  # no proposal pending
+
+
+def test_lookahead_needs_a_last_token_to_follow():
+    drafter = LookaheadDrafter(window=2)
+    drafter.reset([])
+    assert drafter.window_tokens == [0, 0]  # an empty prompt fills the window with token 0
+    with pytest.raises(ValueError, match=r"request.tokens must hold at least one token \(the last committed token"):
+        drafter.propose(DraftRequest([], 3))  # was an IndexError

@@ -282,3 +282,106 @@ def test_the_cache_lets_suffix_draft_a_repeated_tool_call_that_prompt_lookup_can
         got[name] = accepted(drafter.propose(DraftRequest(context, max_tokens=48)))
     assert got == {"lookup": 0, "suffix": 12, "suffix, no cache": 0}
     assert drafters["suffix"].history[-1] == {"source": "cache", "pattern": 12, "nodes": 12}
+
+
+class _WithoutObserve:
+    """A drafter seen through the protocol's required methods only: ``observe`` is optional, so the loop skips it."""
+
+    def __init__(self, drafter):
+        self.drafter = drafter
+        self.reset, self.propose, self.update = drafter.reset, drafter.propose, drafter.update
+
+
+def test_update_without_observe_takes_a_chains_first_drafts():
+    """observe is optional: without it, a chain's accepted drafts are its first num_accepted tokens. They used to be
+    dropped (the observed path was empty), so the next propose found another text, started over, and the cache kept
+    only the answer's tail ([7, 7] here)."""
+    drafter = SuffixDecodingDrafter(tree=False)
+    prompt = [1, 2, 3, 4, 1, 2]
+    drafter.reset(prompt)
+    committed, drafts = list(prompt), []
+    for _ in range(2):
+        draft = drafter.propose(DraftRequest(committed, 4))
+        drafts.append(draft.tokens)
+        drafter.update(len(draft.tokens), 7)
+        committed += draft.tokens + [7]
+    assert drafts == [[3, 4], []]  # [4, 7] never occurred before: nothing to draft
+    assert drafter._tokens == committed == [1, 2, 3, 4, 1, 2, 3, 4, 7, 7]
+    drafter.finish()
+    assert list(drafter.cache._outputs) == [[2, 3, 4, 7, 7]]  # the answer from the prefill's token on
+
+
+def test_the_loop_without_observe_caches_the_whole_answer(sticky_target):
+    prompt = [1, 2, 3, 4, 5]
+    ref = autoregressive(sticky_target, prompt, max_new_tokens=MAX_NEW).tokens
+    drafter = SuffixDecodingDrafter(tree=False)
+    gen = generate(sticky_target, prompt, drafter=_WithoutObserve(drafter), max_new_tokens=MAX_NEW)
+    assert gen.tokens == ref and gen.stats["accepted_tokens"] > 0
+    assert drafter._tokens == prompt + ref  # no step was dropped, so nothing made the drafter start over
+    drafter.finish()
+    assert list(drafter.cache._outputs) == [ref]
+
+
+def test_update_checks_num_accepted_against_the_observed_path_or_the_draft():
+    from lab.drafters.base import TargetOutput
+
+    context = [1, 2, 3, 9, 8, 1, 2, 3, 9, 7, 1, 2, 3, 4, 1, 2, 3]  # drafts [9, 4, 8, 7, 1, 1] (the test above)
+    drafter = SuffixDecodingDrafter(max_depth=8, max_spec_factor=2.0)
+    drafter.reset(context)
+    draft = drafter.propose(DraftRequest(context, max_tokens=10))
+    assert draft.parents == [-1, -1, 0, 0, 1, 2]
+    with pytest.raises(ValueError, match=r"update got num_accepted = 1 for a tree draft that was not observed: .* "
+                                         r"call observe before update"):
+        drafter.update(1, 5)
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 6 tokens\) must be an integer in "
+                                         r"\[0, 6\], got 7"):
+        drafter.update(7, 5)
+    with pytest.raises(ValueError, match=r"output.path must follow one root-to-leaf path .* got \[0, 1, 2\]"):
+        drafter.observe(TargetOutput(torch.zeros(7, 64), None, [0, 1, 2]))  # nodes 0 and 1 are siblings
+    with pytest.raises(ValueError, match=r"output.path must follow .* got \[0, 9\]"):
+        drafter.observe(TargetOutput(torch.zeros(7, 64), None, [0, 9]))  # no node 8
+    with pytest.raises(ValueError, match=r"output.path must be row 0 and then rows .* got \[1, 3\]"):
+        drafter.observe(TargetOutput(torch.zeros(7, 64), None, [1, 3]))
+    drafter.observe(TargetOutput(torch.zeros(7, 64), None, [0, 1, 3]))  # 9, then its child 8
+    with pytest.raises(ValueError, match=r"num_accepted \(the observed path holds 2 accepted drafts\) must be an "
+                                         r"integer in \[0, 2\], got 3"):
+        drafter.update(3, 5)
+    assert drafter._tokens == context  # nothing was appended by the refused calls
+    drafter.update(2, 5)
+    assert drafter._tokens == context + [9, 8, 5]
+    drafter.propose(DraftRequest(context + [9, 8, 5], max_tokens=10))
+    drafter.update(0, 6)  # nothing accepted: a tree needs no observe for that
+    assert drafter._tokens == context + [9, 8, 5, 6]
+    chain = SuffixDecodingDrafter(tree=False)
+    chain.reset([1, 2, 3, 4, 1, 2])
+    assert chain.propose(DraftRequest([1, 2, 3, 4, 1, 2], 4)).tokens == [3, 4]
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 2 tokens\) must be an integer in "
+                                         r"\[0, 2\], got 3"):
+        chain.update(3, 7)
+
+
+def test_ids_are_checked_not_truncated():
+    drafter = SuffixDecodingDrafter()
+    with pytest.raises(TypeError, match="prompt_ids must hold integer token ids, got float 2.9"):
+        drafter.reset([1, 2.9, 3])
+    with pytest.raises(ValueError, match=r"prompt_ids must be token ids \(integers >= 0\), got -3"):
+        drafter.reset([1, 2, -3])
+    drafter.reset([1, 2, 3])
+    for bad, message in ((3.7, r"next_token must be an integer >= 0, got 3.7"),
+                         (-1, r"next_token must be an integer >= 0, got -1")):
+        with pytest.raises(ValueError, match=message):
+            drafter.update(0, bad)
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 0 tokens\) must be an integer in "
+                                         r"\[0, 0\], got 1.0"):
+        drafter.update(1.0, 4)
+    assert drafter._tokens == [1, 2, 3]
+    with pytest.raises(TypeError, match="request.tokens must hold integer token ids, got float 4.5"):
+        drafter.propose(DraftRequest([1, 2, 3, 4.5], 2))
+    with pytest.raises(ValueError, match=r"request.tokens must be token ids \(integers >= 0\), got -4"):
+        drafter.propose(DraftRequest([1, 2, 3, -4], 2))
+    assert drafter._tokens == [1, 2, 3]
+    drafter.update(0, 4)
+    assert drafter._tokens == [1, 2, 3, 4] and type(drafter._tokens[-1]) is int
+    empty = SuffixDecodingDrafter()
+    empty.reset([])
+    assert empty.propose(DraftRequest([], 3)) == Draft()  # nothing to match: a plain step, as prompt lookup's
