@@ -7,6 +7,7 @@ held-out and copy-heavy prompts, :mod:`lab.arena` one task per kind (:data:`AREN
 from __future__ import annotations
 
 import json
+import re
 
 from lab.assets import PAIR_DIR, SMOLLM2_DIR
 from lab.validation import check_int
@@ -56,23 +57,45 @@ def conversation_requests(task: str) -> list[list[dict]]:
             if turn < len(conversation)]
 
 
+def _end_of_turn(pair) -> int | None:
+    """The token the pair's chat template closes an assistant message with: the first token it puts after the
+    message's content (``<|im_end|>`` for ``"smollm2-135m"``). Falls back to ``pair.eos_token_id`` when the template
+    puts nothing there or will not render a conversation that ends with an assistant message."""
+    mark = "\x00answer\x00"
+    try:
+        text = pair.tokenizer.apply_chat_template([{"role": "user", "content": "x"},
+                                                   {"role": "assistant", "content": mark}], tokenize=False)
+    except Exception:  # a template may refuse such a conversation (jinja's raise_exception)
+        return pair.eos_token_id
+    after = pair.encode(text.split(mark, 1)[1]) if text.count(mark) == 1 else []
+    return after[0] if after else pair.eos_token_id
+
+
 def assistant_turns(pair, prompt_ids) -> list[list[int]]:
     """The assistant answers an encoded chat prompt (``prompt_ids``, from
-    :meth:`lab.models.ModelPair.encode_chat`) quotes, as token lists each ending with the end-of-turn token
-    (``pair.eos_token_id``), in order: what an engine that generated them holds in its suffix cache. The open
-    assistant turn at the end (the one to generate) is not one. [] for a pair without a chat template."""
-    if not pair.has_chat_template or pair.eos_token_id is None:
+    :meth:`lab.models.ModelPair.encode_chat`) quotes, as token lists each ending with the end-of-turn token, in
+    order: what an engine that generated them holds in its suffix cache. The open assistant turn at the end (the one
+    to generate) is not one. [] for a pair without a chat template.
+
+    The end-of-turn token is the one the chat template puts right after an assistant message's content
+    (``<|im_end|>``, which is also ``pair.eos_token_id``, for ``"smollm2-135m"``), read from the template rather
+    than assumed to be the tokenizer's eos: a tokenizer whose eos is another token (``<|endoftext|>``) still finds
+    its answers. [] as well when that token never closes a turn of an encoded prompt (nothing marks where an answer
+    starts), so the suffix drafter then simply has no quoted answers to cache."""
+    if not pair.has_chat_template:
         return []
-    eos = pair.eos_token_id
+    eot = _end_of_turn(pair)
     probe = pair.encode_chat("x")
-    header = probe[len(probe) - probe[::-1].index(eos):]  # what follows an end of turn up to the answer's start
+    if eot is None or eot not in probe:
+        return []
+    header = probe[len(probe) - probe[::-1].index(eot):]  # what follows an end of turn up to the answer's start
     ids = [int(t) for t in prompt_ids]
     found = []
     for start in range(len(ids) - len(header) + 1):
         if ids[start:start + len(header)] == header:
             begin = start + len(header)
-            if eos in ids[begin:]:
-                found.append(ids[begin: ids.index(eos, begin) + 1])
+            if eot in ids[begin:]:
+                found.append(ids[begin: ids.index(eot, begin) + 1])
     return found
 
 
@@ -166,13 +189,23 @@ def copy_heavy_prompts(pair, texts=None, repeats: int = 3, lead_tokens: int = 4)
     return prompts
 
 
-EDITS = (("my lord", "my liege"), (" you", " thee"), (" your", " thy"), (" the ", " this "), ("sir", "madam"),
-         (" and ", " & "))
-"""The word changes of :func:`edit_prompts`, (old, new), each applied once where it occurs."""
+EDITS = (("my lords", "my lieges"), ("my lord", "my liege"), (" you", " thee"), (" your", " thy"), (" the ", " this "),
+         ("sir", "madam"), (" and ", " & "))
+"""The word changes of :func:`edit_prompts`, (old, new), in order, each applied once, at its first occurrence as
+whole words: ``" you"`` changes "you" but not "your" or "young", ``"sir"`` not the "sir" of "desire". The plural
+"my lords" has its own entry, since "my lord" no longer matches inside it."""
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    """``text`` with the first whole-word occurrence of ``old`` replaced by ``new`` (``text`` unchanged when there is
+    none): where ``old`` starts or ends with a word character, the text next to it must not be one (``\\b``)."""
+    start = r"\b" if re.match(r"\w", old[:1]) else ""
+    end = r"\b" if re.match(r"\w", old[-1:]) else ""
+    return re.sub(start + re.escape(old) + end, lambda _: new, text, count=1)
 
 
 def edit_prompts(pair, texts=None) -> list[str]:
-    """Edit tasks: a passage, then the same passage with small word changes (``EDITS``), then the edited version
+    """Edit tasks: a passage, then the same passage with small whole-word changes (``EDITS``), then the edited version
     once more from its start — the output should repeat the edited text, which the prompt already holds.
 
     Raises ``TypeError`` when ``texts`` is not a list of strings (e.g. one string), ``ValueError`` when it is
@@ -182,8 +215,7 @@ def edit_prompts(pair, texts=None) -> list[str]:
         passage = _passage(pair, text)
         edited = passage
         for old, new in EDITS:
-            if old in edited:
-                edited = edited.replace(old, new, 1)
+            edited = _edit(edited, old, new)
         lead = pair.decode(pair.encode(edited)[:4])
         prompts.append(passage + "\n\n" + edited + "\n\n" + edited + "\n\n" + lead)
     return prompts

@@ -126,7 +126,12 @@ def next_position(fn):
                                  "positions after the old last token."),
     ]
     count = compare("next_position", fn, cases, _ref_next_position, faults, same_whole,
-                    "return position + num_accepted + 1 (an int: positions index the cache and range()).")
+                    "position is where the last committed token sits. A step commits the drafts the target "
+                    "accepted and then the target's own token (resampled or bonus), which becomes the new last "
+                    "token: move on by the number of tokens the step committed. E.g. from position 50, a step that "
+                    "accepted 1 draft commits 2 tokens, at 51 and 52, so the new last token sits at 52; one that "
+                    "accepted none commits only the target's token, at 51. Return an int (positions index the "
+                    "cache and range()).")
     return f"{count} cases right: positions advance by the number of committed tokens"
 
 
@@ -153,7 +158,12 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
         (lambda h, k, n: h - (n - 1), "keep the accepted drafts: only the rejected ones go."),
     ]
     count = compare("draft_keep_length", fn, cases, _ref_draft_keep, faults, same_whole,
-                    "return held - max(0, n_draft - 1 - num_accepted), an int (the cache is cut to that length).")
+                    "held is the draft cache's length after proposing; it ends with the drafts the draft fed, "
+                    "which are all of them but the last (nothing needed the last draft's logits). The fed "
+                    "drafts the target accepted stay, the fed ones it rejected go; the last draft was never in the "
+                    "cache, so it needs no removing, and nothing is ever removed below zero. E.g. held = 25 after "
+                    "n_draft = 5: drafts 1-4 are in the cache; with 2 accepted, drafts 3 and 4 go and 23 entries "
+                    "stay; with 4 or 5 accepted all 25 stay. Return an int (the cache is cut to that length).")
     if target is None:
         return f"{count} cases right"
     prompt = [int(t) for t in prompt_ids]
@@ -185,7 +195,11 @@ def emitted_tokens(fn):
         (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
         (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
     ]
-    want_token_list("emitted_tokens", fn, cases[0], "list(drafts[:num_accepted]) + [next_token]")
+    want_token_list("emitted_tokens", fn, cases[0], "[8, 6]")
     count = compare("emitted_tokens", fn, cases, _ref_emitted, faults, same_ints,
-                    "return drafts[:num_accepted] + [next_token].")
+                    "a step outputs the drafts the target accepted, which are the first num_accepted of them in "
+                    "the order drafted, and after them the target's own token (next_token: resampled after a "
+                    "rejection, the bonus token after a full acceptance); the rejected draft and every draft after "
+                    "it never reach the output. E.g. drafts [8, 3, 5] with 1 accepted and next_token 6 give "
+                    "[8, 6]; with all 3 accepted and next_token 2 they give [8, 3, 5, 2]. Return a list of ints.")
     return f"{count} cases right"

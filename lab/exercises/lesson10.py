@@ -258,9 +258,10 @@ def _path_cases():
     # row 0 at every level accepts all three)
     cases.append(([5, 5, 8, 1], [5, 5, 5], [-1, 0, 1]))
     cases.append(([5, 6, 7, 1], [5, 6, 7], [-1, 0, 1]))
-    # deeper than Medusa's 3 heads: a walk capped at 3 levels stops short
+    # deeper than Medusa's 3 heads: a walk capped at 3 levels stops short. Siblings carry different tokens, as in
+    # every real tree (a walk that keeps a token -> child dict per node is right)
     cases.append(([5, 6, 7, 8, 9, 2], [5, 6, 7, 8, 9], [-1, 0, 1, 2, 3]))
-    cases.append(([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 6, 7, 8], [-1, -1, 0, 0, 2, 4]))
+    cases.append(([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 9, 7, 8], [-1, -1, 0, 0, 2, 4]))
     cases.append(([3], [], []))
     return cases
 

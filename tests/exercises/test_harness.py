@@ -221,7 +221,7 @@ def test_token_lists_must_hold_whole_integers(capsys):
     (lesson02.accept_probability, lambda t, d: min(t, d), "upside down", "two zero cases handled first"),
     (lesson02.accept_probability, lambda t, d: max(1.0, t / d) if d > 0 else 1.0, "upside down",
      "two zero cases handled first"),
-    (lesson07.draft_keep_length, lambda held, k, n: k, "LAST draft", "held - max(0, n_draft - 1 - num_acc"),
+    (lesson07.draft_keep_length, lambda held, k, n: k, "LAST draft", "held is the draft cache's length after"),
 ])
 def test_a_fault_that_explains_few_wrong_answers_gives_no_hint(checker, fn, misleading, generic, capsys):
     out = rejects(checker, fn, capsys, generic)

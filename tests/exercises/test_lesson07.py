@@ -166,3 +166,36 @@ def test_emitted_tokens_checker(capsys):
     assert run(capsys, check.emitted_tokens, emitted_tokens)[0]
     ok, out = run(capsys, check.emitted_tokens, lambda d, k, t: list(d) + [t])
     assert not ok and "rejected drafts must not reach the output" in out
+
+
+@pytest.mark.parametrize("checker, wrong, words, formulas", [
+    (check.next_position, lambda p, k: p + 2 * k + 1,
+     ("target's own token", "from position 50, a step that accepted 1 draft commits 2 tokens, at 51 and 52",
+      "at 51", "an int"),
+     ("position + num_accepted + 1", "num_accepted + 1")),
+    (check.draft_keep_length, lambda h, k, n: h - 1,
+     ("all of them but the last", "drafts 3 and 4 go and 23 entries stay", "with 4 or 5 accepted all 25 stay",
+      "an int"),
+     ("held - max(0, n_draft - 1 - num_accepted)", "n_draft - 1 - num_accepted", "max(0")),
+    (check.emitted_tokens, lambda d, k, t: [t],
+     ("first num_accepted of them", "[8, 3, 5] with 1 accepted and next_token 6 give [8, 6]", "[8, 3, 5, 2]",
+      "list of ints"),
+     ("drafts[:num_accepted] + [next_token]", "drafts[:num_accepted]", "[next_token]")),
+])
+def test_generic_hints_explain_the_rule_without_the_answer(checker, wrong, words, formulas, capsys):
+    """A wrong answer that matched no planted fault used to be told the one-line answer ("return position +
+    num_accepted + 1", "return held - max(0, n_draft - 1 - num_accepted)", "return drafts[:num_accepted] +
+    [next_token]"). The hint now explains the rule in words, with an example that is not one of the checked cases."""
+    from lab.kv import draft_keep_length, emitted_tokens, next_position
+
+    assert (next_position(50, 1), next_position(50, 0)) == (52, 51)  # the examples the hints give are right
+    assert (draft_keep_length(25, 2, 5), draft_keep_length(25, 4, 5), draft_keep_length(25, 5, 5)) == (23, 25, 25)
+    assert (emitted_tokens([8, 3, 5], 1, 6), emitted_tokens([8, 3, 5], 3, 2)) == ([8, 6], [8, 3, 5, 2])
+    out = rejects(checker, wrong, capsys, *words)
+    assert "Hint:" in out and not [formula for formula in formulas if formula in out], out
+
+
+def test_emitted_tokens_wants_a_list_without_being_given_the_answer(capsys):
+    out = rejects(check.emitted_tokens, lambda d, k, t: torch.tensor(list(d[:k]) + [t]), capsys, "returned a Tensor",
+                  "e.g. [8, 6]")
+    assert "drafts[:num_accepted]" not in out

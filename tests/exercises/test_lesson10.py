@@ -282,3 +282,25 @@ def test_tokens_per_call_counting_accepted_plus_one_per_step(capsys, target):
     rejects(lambda fn: check.tokens_per_call(fn, target, prompts), accepted_plus_one, capsys,
             "not num_accepted + 1", "cuts the last step at max_new_tokens and after EOS")
     assert check.tokens_per_call(emitted, target, prompts)
+
+
+def test_accepted_path_accepts_a_walk_with_a_token_to_child_dict_per_node(capsys):
+    """A case gave two siblings the same token (nodes 2 and 3 both 6 under node 0), which no real tree has, so a right
+    walk that keeps a token -> child dict per node (the later sibling wins) was told "returned [0, 3]; expected
+    [0, 2, 4, 5]". Siblings now differ in every case."""
+    def dict_walk(target_argmax, tokens, parents):
+        children = {}
+        for i, p in enumerate(parents):
+            children.setdefault(p, {})[tokens[i]] = i
+        node, path = -1, []
+        while target_argmax[node + 1] in children.get(node, {}):
+            node = children[node][target_argmax[node + 1]]
+            path.append(node)
+        return path
+
+    assert check.accepted_path(dict_walk)
+    assert "14 trees walked exactly as greedy verification does" in capsys.readouterr().out
+    for _, tokens, parents in check._path_cases():
+        assert len(set(zip(parents, tokens))) == len(tokens)  # no two siblings share a token
+    case = ([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 9, 7, 8], [-1, -1, 0, 0, 2, 4])  # depth 4, with a sibling at depth 2
+    assert case in check._path_cases() and dict_walk(*case) == verify_tree_greedy(*case).path == [0, 2, 4, 5]
