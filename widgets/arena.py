@@ -7,6 +7,8 @@ so it renders in any notebook viewer and in exported HTML.
 from __future__ import annotations
 
 import html
+import math
+from numbers import Real
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -24,20 +26,26 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     (rows) and temperature (columns), with the autoregressive level 1× as a dashed line.
 
     ``result`` is :func:`lab.arena.run_arena`'s return value (``rows`` with ``task``, ``temperature``, ``label``,
-    ``measured_speedup``, ``predicted_speedup``, ``efficiency``); the autoregressive rows are left out (always 1).
-    Hovering a bar shows the drafter's efficiency and tokens per target call. Labels and titles are HTML-escaped
-    (plotly renders some tags); two rows of a panel with the same label get their N appended. Raises
-    ``ValueError`` if ``result`` has no drafter rows or a row lacks one of those keys, ``TypeError`` if it is not a
-    dict.
+    ``measured_speedup``, ``predicted_speedup``, ``efficiency``, ``tokens_per_target_call``); the autoregressive
+    rows are left out (always 1). Hovering a bar shows the drafter's efficiency and tokens per target call. Labels
+    and titles are HTML-escaped (plotly renders some tags); two rows of a panel with the same label get their N
+    appended. Raises ``ValueError`` if ``result`` has no drafter rows, a row lacks one of those keys or one of its
+    four numbers is not a finite number >= 0 (None, say); ``TypeError`` if ``result`` is not a dict.
     """
     if not isinstance(result, dict):
         raise TypeError(f"result must be lab.arena.run_arena(...)'s return value (a dict), got {type(result).__name__}")
     rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
-    needed = ("task", "temperature", "label", "measured_speedup", "predicted_speedup", "efficiency")
+    numbers = ("measured_speedup", "predicted_speedup", "efficiency", "tokens_per_target_call")
+    needed = ("task", "temperature", "label") + numbers
     for row in rows:
         missing = [key for key in needed if key not in row]
         if missing:
             raise ValueError(f"result's rows must be run_arena's: a row lacks {', '.join(missing)}")
+        for key in numbers:  # drawn as bars or formatted in the hover text
+            value = row[key]
+            if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:
+                raise ValueError(f"result's rows must be run_arena's: {key} must be a finite number >= 0, got "
+                                 f"{value!r} in the row of {row['label']!r} ({row['task']}, T = {row['temperature']})")
     if not rows:
         raise ValueError("result holds no drafter rows: pass lab.arena.run_arena(...)'s return value")
     tasks = list(dict.fromkeys(r["task"] for r in rows))

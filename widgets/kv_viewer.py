@@ -69,11 +69,12 @@ class KVCacheViewer(ipywidgets.VBox):
     rolls its drafts back inside ``propose``).
 
     Kernel-side state: ``frames`` (list of dicts ``step``, ``phase`` in ``verify | commit``, ``rows``: model name →
-    list of slots ``{"position", "token_id", "text", "kind"}``), ``frame`` (the index shown; ``show(i)`` moves it),
-    ``rows`` (the shown frame's rows), ``summary`` (one sentence on the shown frame) and ``html``. Raises
-    ``ValueError`` for ``max_slots`` < 4, prompt ids outside the tokenizer's vocabulary or a tensor that is not one
-    sequence, or a record without ``cache_before`` (a record that did not come from :func:`lab.decode.generate`);
-    ``TypeError`` for a tokenizer without a callable ``decode`` or prompt ids that are not integers.
+    list of slots ``{"position", "token_id", "text", "kind"}``; built when read: a frame stores only what its step
+    changed), ``frame`` (the index shown; ``show(i)`` moves it), ``rows`` (the shown frame's rows), ``summary``
+    (one sentence on the shown frame) and ``html``. Raises ``ValueError`` for ``max_slots`` < 4, prompt ids outside
+    the tokenizer's vocabulary or a tensor that is not one sequence, or a record without ``cache_before`` (a record
+    that did not come from :func:`lab.decode.generate`); ``TypeError`` for a tokenizer without a callable
+    ``decode`` or prompt ids that are not integers.
     """
 
     def __init__(self, tokenizer=None, prompt_ids=None, *, max_slots: int = 40, **kwargs):
@@ -121,7 +122,8 @@ class KVCacheViewer(ipywidgets.VBox):
             self._start_committed([])
             self._committed += [None] * (base + feeds)
             self._labels += ["?"] * (base + feeds)
-        committed, labels = list(self._committed), list(self._labels)
+        committed, labels = self._committed, self._labels  # only appended to: frames keep prefix lengths
+        known = len(committed)  # base + feeds
         drafted = [int(t) for t in record.drafted]
         # Drafts are labelled after the committed tokens they continue (a tree's after their ancestors).
         drafted_labels = token_labels(self._tokenizer, drafted, self._context, record.parents)
@@ -131,19 +133,22 @@ class KVCacheViewer(ipywidgets.VBox):
         # Target: committed tokens 0..base-1 stay; the step wrote the fed ones + drafts + extra window tokens.
         written = committed[base:base + feeds] + drafted + [None] * extra
         written_labels = labels[base:base + feeds] + drafted_labels + ["?"] * extra
-        target_verify = self._row(committed[:base], labels, written, written_labels, None)
-        target_commit = self._row(committed[:base], labels, written, written_labels, kept)
-        rows_verify, rows_commit = {"target": target_verify}, {"target": target_commit}
+        target = (committed, labels, base, [], [], written, written_labels)
+        rows_verify, rows_commit = {"target": _Row(*target, None)}, {"target": _Row(*target, kept)}
         # Medusa's heads report a cache of length 0 throughout: no draft row to draw.
         if record.draft_cache is not None and any(int(x) for x in record.draft_cache):
             before, after_propose, after_update = (int(x) for x in record.draft_cache)
-            sequence = committed + drafted  # what the draft's cache positions hold, in order
-            sequence_labels = labels + drafted_labels
-            fed = [sequence[i] if i < len(sequence) else None for i in range(before, after_propose)]
-            fed_labels = [sequence_labels[i] if i < len(sequence) else "?" for i in range(before, after_propose)]
-            rows_verify["draft"] = self._row(sequence[:before], sequence_labels, fed, fed_labels, None)
-            rows_commit["draft"] = self._row(sequence[:before], sequence_labels, fed, fed_labels,
-                                             set(range(max(0, after_update - before))))
+            # The draft's cache positions hold the committed tokens, then the drafts, in order.
+            total = known + len(drafted)
+            in_prefix = max(0, min(before, total) - known)  # drafts the draft's cache already held before the step
+            fed = [committed[i] if i < known else drafted[i - known] if i < total else None
+                   for i in range(before, after_propose)]
+            fed_labels = [labels[i] if i < known else drafted_labels[i - known] if i < total else "?"
+                          for i in range(before, after_propose)]
+            draft = (committed, labels, min(before, known), drafted[:in_prefix], drafted_labels[:in_prefix], fed,
+                     fed_labels)
+            rows_verify["draft"] = _Row(*draft, None)
+            rows_commit["draft"] = _Row(*draft, set(range(max(0, after_update - before))))
         step = len(self._frames) // 2
         self._frames.append({"step": step, "phase": "verify", "rows": rows_verify, "record": record})
         self._frames.append({"step": step, "phase": "commit", "rows": rows_commit, "record": record})
@@ -174,8 +179,10 @@ class KVCacheViewer(ipywidgets.VBox):
     @property
     def frames(self) -> list:
         """The recorded frames, two per step (``phase`` "verify" then "commit"), each with its ``step`` and
-        cache ``rows``; the step record itself left out."""
-        return [{key: value for key, value in f.items() if key != "record"} for f in self._frames]
+        cache ``rows``; the step record itself left out. Built on each call (the viewer stores per frame only what
+        the step changed): one frame's ``rows`` is cheaper to read with :meth:`show` and ``rows``."""
+        return [{"step": f["step"], "phase": f["phase"], "rows": {name: row.slots() for name, row in f["rows"].items()}}
+                for f in self._frames]
 
     @property
     def frame(self) -> int:
@@ -185,7 +192,9 @@ class KVCacheViewer(ipywidgets.VBox):
     @property
     def rows(self) -> dict:
         """The shown frame's rows: model name → list of slot dicts (empty before the first step)."""
-        return self._frames[self.frame]["rows"] if self._frames else {}
+        if not self._frames:
+            return {}
+        return {name: row.slots() for name, row in self._frames[self.frame]["rows"].items()}
 
     @property
     def summary(self) -> str:
@@ -196,8 +205,8 @@ class KVCacheViewer(ipywidgets.VBox):
         current = self._frames[self.frame]
         record, step = current["record"], current["step"]
         parts = []
-        for name, slots in current["rows"].items():
-            count = {kind: sum(s["kind"] == kind for s in slots) for kind in SLOT_KINDS}
+        for name, row in current["rows"].items():
+            count = row.counts()
             if current["phase"] == "verify":
                 parts.append(f"the {name} wrote {count['scratch']} entries to scratch after {count['committed']} "
                              "committed ones")
@@ -214,9 +223,9 @@ class KVCacheViewer(ipywidgets.VBox):
     def html(self) -> str:
         """The shown frame as escaped HTML (one row of slots per model), with the summary line."""
         rows = []
-        for name, slots in self.rows.items():
-            shown = slots[-self.max_slots:]
-            hidden = len(slots) - len(shown)
+        for name, row in (self._frames[self.frame]["rows"] if self._frames else {}).items():
+            hidden = max(0, len(row) - self.max_slots)
+            shown = row.slots(hidden)  # only the drawn slots are built
             cells = [f'<span style="{MUTED_CSS}">… {hidden} earlier</span>'] if hidden else []
             for slot in shown:
                 title = f"position {slot['position']} · {_SLOT_LABELS[slot['kind']]}"
@@ -244,20 +253,50 @@ class KVCacheViewer(ipywidgets.VBox):
             self._committed.append(token)
             self._labels.append(str(token) if self._context is None else token_label_text(self._context.push(token)))
 
-    @staticmethod
-    def _row(committed: list, labels: list, written: list, written_labels: list, kept) -> list:
-        """Slots: the committed prefix (``labels`` holds at least its labels), then the written entries (a
-        Lookahead window token, not recorded, is None, labelled "?") as scratch (``kept`` None) or, by whether
-        their offset is in the set ``kept``, kept/discarded."""
-        slots = [{"position": i, "token_id": t, "text": labels[i], "kind": "committed"}
-                 for i, t in enumerate(committed)]
-        for j, (token, label) in enumerate(zip(written, written_labels)):
-            kind = "scratch" if kept is None else ("kept" if j in kept else "discarded")
-            slots.append({"position": len(committed) + j, "token_id": token, "text": label, "kind": kind})
-        return slots
-
     def _render(self) -> None:
         count = len(self._frames)
         self._caption.value = (f'<div style="{MUTED_CSS}">frame {self.frame + 1 if count else 0} of {count} '
                                "(two per step: verify, then commit)</div>")
         self._view.value = self.html
+
+
+class _Row:
+    """One model's cache row in one frame, stored compactly: the first ``shared`` entries of the viewer's committed
+    ids and labels (lists that are only ever appended to, shared by every frame of a run), then committed entries of
+    its own (``tail``: drafts a draft model's cache already held), then the entries the step wrote, as scratch
+    (``kept`` None) or, by whether their offset is in the set ``kept``, kept/discarded (a Lookahead window token,
+    not recorded, is None, labelled "?"). Slot dicts are built only when asked for."""
+
+    __slots__ = ("ids", "labels", "shared", "tail", "tail_labels", "written", "written_labels", "kept")
+
+    def __init__(self, ids, labels, shared, tail, tail_labels, written, written_labels, kept):
+        self.ids, self.labels, self.shared = ids, labels, shared
+        self.tail, self.tail_labels = tail, tail_labels
+        self.written, self.written_labels, self.kept = written, written_labels, kept
+
+    def __len__(self) -> int:
+        return self.shared + len(self.tail) + len(self.written)
+
+    def _kind(self, offset: int) -> str:
+        return "scratch" if self.kept is None else ("kept" if offset in self.kept else "discarded")
+
+    def counts(self) -> dict:
+        """Slot kind → how many slots of that kind the row has."""
+        count = dict.fromkeys(SLOT_KINDS, 0)
+        count["committed"] = self.shared + len(self.tail)
+        for offset in range(len(self.written)):
+            count[self._kind(offset)] += 1
+        return count
+
+    def slots(self, start: int = 0) -> list:
+        """The slot dicts ``{"position", "token_id", "text", "kind"}`` from position ``start`` on."""
+        out = [{"position": i, "token_id": self.ids[i], "text": self.labels[i], "kind": "committed"}
+               for i in range(start, self.shared)]
+        committed = self.shared + len(self.tail)
+        for i in range(max(start, self.shared), committed):
+            out.append({"position": i, "token_id": self.tail[i - self.shared],
+                        "text": self.tail_labels[i - self.shared], "kind": "committed"})
+        for j in range(max(0, start - committed), len(self.written)):
+            out.append({"position": committed + j, "token_id": self.written[j], "text": self.written_labels[j],
+                        "kind": self._kind(j)})
+        return out

@@ -21,7 +21,8 @@ only one of them computes at any moment. The kernel's main thread hands the turn
 the side that has used the *least compute time so far*, and feeds the widgets while both wait. So the two streams
 advance as they would on two identical machines started together, each side's time counts only its own work
 (no waiting, no widget updates, no contention for the two CPU cores of a laptop), and every widget update happens on
-the main thread. Before the race each side does a short untimed warm-up.
+the main thread. Before the race each side does a short untimed warm-up (suffix decoding's with a fresh drafter,
+so the race's drafter caches the outputs of races only).
 
 Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text (a chat answer without its
 closing ``<|im_end|>``), seconds, tokens_per_second, target_calls (the decode loop's, as ``Generation.stats``
@@ -41,6 +42,7 @@ from numbers import Real
 
 import ipywidgets as w
 import numpy as np
+import torch
 
 from lab.cli.options import demo_temperature
 from lab.decode import generate
@@ -59,6 +61,8 @@ _MAX_N = 16
 _MAX_TOKENS = 400
 _MAX_TEMPERATURE = 2.0
 _DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
+# Drafters that carry what earlier generations produced into the next one (suffix decoding's cache of outputs).
+_KEEPS_OUTPUTS = ("suffix",)
 CHAT_PROMPTS_PER_TASK = 2
 """How many held-out requests of each task kind a chat pair's dashboard offers (:func:`default_prompts`)."""
 # Code first: the draft model's best task on the real pair (1.5x in its card), so the first race shows a speedup.
@@ -335,7 +339,11 @@ class RaceDashboard(w.VBox):
                    "eos_token_id": pair.eos_token_id, "seed": self.seed, "record_probs": self.record_probs}
         self.status.value = "warming up\u2026"
         warm_tokens = min(4, settings["max_new_tokens"])  # never more than the race itself may add to the context
-        for warm in (None, drafter):  # first calls pay one-off costs (allocations, kernels); keep them off the clock
+        # A drafter that keeps earlier outputs (suffix decoding's cache) must not see the warm-up's: it would start
+        # the race with the answer's first tokens cached. A fresh one of the same kind warms the same code.
+        warm_drafter = (self._new_drafter(settings["drafter"], settings["n_draft"])
+                        if settings["drafter"] in _KEEPS_OUTPUTS else drafter)
+        for warm in (None, warm_drafter):  # first calls pay one-off costs (allocations, kernels): off the clock
             generate(pair.target, prompt_ids, drafter=warm,
                      **{**options, "max_new_tokens": warm_tokens, "record_probs": False})
         for stream in self._streams.values():
@@ -458,8 +466,11 @@ class RaceDashboard(w.VBox):
     def _drafter(self, kind: str, n_draft: int | None):
         key = (kind, n_draft)  # n_draft is None for OWN_DRAFT kinds: one drafter (one copy of the heads, one cache)
         if key not in self._drafters:
-            self._drafters[key] = make_drafter(kind, self.pair, 4 if n_draft is None else n_draft)
+            self._drafters[key] = self._new_drafter(kind, n_draft)
         return self._drafters[key]
+
+    def _new_drafter(self, kind: str, n_draft: int | None):
+        return make_drafter(kind, self.pair, 4 if n_draft is None else n_draft)
 
     def _measured_alpha_and_c(self) -> tuple[dict, str]:
         """``(settings, source)`` for the speedup explorer: the Shakespeare pair's model-card α and c; for a pair
@@ -533,17 +544,35 @@ class RaceDashboard(w.VBox):
     def _summary_html(self, settings) -> str:
         ar, spec = self.results["autoregressive"], self.results["speculative"]
         if settings["temperature"] == 0:
-            same = ("identical token for token (greedy)" if self.identical
-                    else "NOT identical — greedy outputs should match; please report this")
+            if self.identical:
+                same = "identical token for token (greedy)"
+            elif torch.finfo(self.pair.dtype).bits >= 32:  # exact enough that greedy outputs must match
+                same = "NOT identical — greedy outputs should match; please report this"
+            else:
+                from lab.bench import agreement_with
+
+                part = agreement_with([ar["tokens"]], [spec["tokens"]])["first_divergence"]
+                dtype = str(self.pair.dtype).removeprefix("torch.")
+                same = (f"greedy in {dtype}: the same first {part} tokens, then the two part at token {part} "
+                        f"(counting from 0): in {dtype} the speculative side's verification, a matmul of another "
+                        "shape than the autoregressive step's, can round a near-tie the other way (in float32 "
+                        "greedy outputs match token for token)")
         else:
             same = ("sampled: both sides drew the same tokens this time; each follows the target's distribution "
                     "exactly" if self.identical else
                     "sampled: the texts differ, but both follow the target's distribution exactly")
         rate = spec["acceptance_rate"]
         rate_text = f"acceptance rate {rate:.2f}, " if rate is not None else ""
+        per_call = spec["tokens_per_target_call"]  # None when no decode step ran
+        per_call_text = f"{per_call:.2f}" if per_call is not None else "\u2013"
+        prefill_only = ""
+        if spec["target_calls"] == 0 and ar["target_calls"] == 0:
+            prefill_only = (" The run ended at the prefill's token (no decode step on either side), so these times "
+                            "cover the prefill (and the speculative side's drafter reset), not speculative decoding.")
         return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{self.speedup:.2f}\u00d7</b>'
                 f" &nbsp; ({spec['tokens_per_second']:.0f} vs {ar['tokens_per_second']:.0f} tokens/s; "
                 f"{spec['target_calls']} vs {ar['target_calls']} target calls after the prefill; {rate_text}"
-                f"{spec['tokens_per_target_call']:.2f} tokens per target call)<br>"
+                f"{per_call_text} tokens per target call)<br>"
                 f'<span style="color: #777; font-size: 12px;">{html.escape(same)}. Times count each side\'s own '
-                "compute only: the two take turns, one target call at a time.</span></div>")
+                f"compute only: the two take turns, one target call at a time.{html.escape(prefill_only)}"
+                "</span></div>")

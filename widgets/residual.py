@@ -67,7 +67,8 @@ class ResidualExplorer(w.VBox):
         target_probs, draft_probs: initial distributions (V finite numbers >= 0 each, NumPy scalars too;
             normalised here).
         tokens: V labels for the x axis (default ``"t0"``, ``"t1"``, ...; anything else is ``str()``-ed into
-            ``tokens``). The chart shows ``labels``: escaped, whitespace made visible, equal labels told apart.
+            ``tokens``). The chart shows ``labels``: escaped, whitespace made visible, equal labels told apart;
+            the sliders' descriptions are the same labels, as plain text.
     Raises ``ValueError`` if the two distributions have different lengths, fewer than 2 tokens, negative,
     infinite or NaN entries or zero mass; ``TypeError`` for entries that are not numbers. Source of the formulas:
     Leviathan et al. 2023, Algorithm 1 and Appendix A.1.
@@ -92,8 +93,10 @@ class ResidualExplorer(w.VBox):
         self._values = {"target": target, "draft": draft}
         self._syncing = False
 
-        self.target_sliders = [self._slider(label, v) for label, v in zip(self.tokens, target)]
-        self.draft_sliders = [self._slider(label, v) for label, v in zip(self.tokens, draft)]
+        # The chart's labels, unescaped (a description is text): a whitespace token must not read as a blank, and
+        # two equal tokens must be told apart.
+        self.target_sliders = [self._slider(label, v) for label, v in zip(self._plain_labels, target)]
+        self.draft_sliders = [self._slider(label, v) for label, v in zip(self._plain_labels, draft)]
         for i, s in enumerate(self.target_sliders):
             s.observe(lambda change, i=i: self._on_slider("target", i, change["new"]), names="value")
         for i, s in enumerate(self.draft_sliders):

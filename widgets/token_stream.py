@@ -429,7 +429,7 @@ class TokenStream(ipywidgets.VBox):
                 classes += " sdl-special"
             title = self._title(token)
             spans.append(f'<span class="{classes}" title="{html.escape(title)}" style="{css}">'
-                         f'{html.escape(token_display_text(token["_text"]))}</span>')
+                         f'{html.escape(token_display_text(token["_text"], token["kind"]))}</span>')
         return (f'<div class="sdl-token-stream">{_legend_html()}'
                 f'<div style="{_STREAM_CSS}">{"".join(spans)}</div>'
                 f'<div style="{MUTED_CSS}">{html.escape(self.stats_text)}</div></div>')
@@ -533,7 +533,7 @@ class TokenStream(ipywidgets.VBox):
         self._show(None)  # also when nothing was selected: the chart must not keep an old run's bars
 
     def _payload(self) -> list:
-        return [{"s": token_display_text(token["_text"]), "k": token["kind"], "p": token["_select"],
+        return [{"s": token_display_text(token["_text"], token["kind"]), "k": token["kind"], "p": token["_select"],
                  "i": token["token_id"], "n": -1 if token["step"] is None else token["step"],
                  "t": self._title(token), "x": has_special_token(token["_text"])}
                 for token in self._display_tokens()]

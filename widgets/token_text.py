@@ -57,18 +57,21 @@ def token_labels(tokenizer, ids, context=None, parents=None) -> list:
     return [token_label_text(text) for text in token_texts(tokenizer, ids, context, parents)]
 
 
-def token_display_text(text) -> str:
-    """How one token's text appears in the stream (not yet HTML-escaped).
+def token_display_text(text, kind=None) -> str:
+    """How one token's text appears in the stream (not yet HTML-escaped); ``kind`` is the token's kind in the
+    stream (``"rejected"``, ``"accepted"``, ...; None for any other).
 
-    Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line;
-    other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as ``∅``;
-    ``None`` (a token holding only part of a character, see :func:`token_texts`) shows as nothing.
+    Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line,
+    except in a rejected draft (``kind == "rejected"``), which is not part of the output: its newline shows as ``↵``
+    alone; other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as
+    ``∅``; ``None`` (a token holding only part of a character, see :func:`token_texts`) shows as nothing.
     """
     if text is None:
         return ""
     if text == "":
         return "\u2205"
-    return special_token_text(show_controls(text).replace("\n", "\u21b5\n"))
+    newline = "\u21b5" if kind == "rejected" else "\u21b5\n"  # a struck-through draft must not break the line
+    return special_token_text(show_controls(text).replace("\n", newline))
 
 
 def token_label_text(text) -> str:

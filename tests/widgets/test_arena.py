@@ -1,4 +1,6 @@
 """The arena figures (widgets/arena.py, lesson 12): labels reach plotly escaped and told apart."""
+import re
+
 import pytest
 
 from widgets.arena import arena_figure, efficiency_waterfall
@@ -28,3 +30,19 @@ def test_arena_figure_names_what_it_takes():
         arena_figure(None)
     with pytest.raises(ValueError, match="a row lacks temperature, label, measured_speedup"):
         arena_figure({"rows": [{"drafter": "x", "task": "chat"}]})
+
+
+def test_arena_figure_refuses_rows_without_the_numbers_it_draws():
+    """The hover text reads tokens_per_target_call, which the check did not list (a bare KeyError), and a None
+    speedup was drawn as a missing bar."""
+    row = _arena_row("draft model", 4, 1.4)
+    del row["tokens_per_target_call"]
+    with pytest.raises(ValueError, match="a row lacks tokens_per_target_call"):
+        arena_figure({"rows": [row]})
+    for key, bad in (("measured_speedup", None), ("predicted_speedup", float("nan")), ("efficiency", -0.5),
+                     ("tokens_per_target_call", True), ("measured_speedup", "1.4")):
+        with pytest.raises(ValueError, match=rf"{key} must be a finite number >= 0, got {re.escape(repr(bad))} in "
+                                             r"the row of 'draft model' \(<prose>, T = 0.0\)"):
+            arena_figure({"rows": [{**_arena_row("draft model", 4, 1.4), key: bad}]})
+    fig = arena_figure({"rows": [_arena_row("draft model", 4, 1.4)]})
+    assert fig.data[0].hovertext == ("efficiency 0.90<br>tokens per target call 2.00",)

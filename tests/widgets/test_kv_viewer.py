@@ -2,6 +2,7 @@
 tiny conftest models, the bundled pair with a draft model, Medusa and EAGLE), prompts it does not know, and token
 labels of characters split over several tokens."""
 import html
+import re
 
 import numpy as np
 import pytest
@@ -291,3 +292,85 @@ def test_both_viewers_take_a_finished_generation_as_the_token_stream_does(pair):
         with pytest.raises(TypeError, match=rf"{cls.__name__}.extend takes step records .*got int"):
             fresh.extend(5)
         assert len(fresh.records if cls is TreeViewer else fresh.frames) == 0
+
+
+def _cells(page):
+    return re.findall(r'<span title="([^"]*)"[^>]*>([^<]*)</span>', page)
+
+
+def test_kv_viewer_rows_when_the_draft_cache_outgrows_what_is_known_and_steps_are_skipped():
+    """Frames store what each step changed and build their slots when read; these rows and cells were recorded
+    from the viewer that stored every slot of every frame, and must not change."""
+    viewer = KVCacheViewer(FakeTokenizer(), prompt_ids=[1, 2, 3], max_slots=12)
+    viewer(StepRecord(index=0, position=0, drafted=[4, 5, 6], num_accepted=1, emitted=[4, 9], last_kind="resampled",
+                      target_tokens=4, cache_before=2, draft_cache=(2, 5, 4)))
+    viewer(StepRecord(index=1, position=2, drafted=[7], num_accepted=1, emitted=[7, 8], last_kind="bonus",
+                      target_tokens=4, cache_before=4))
+    # the draft's cache starts past the committed tokens (inside the drafts), then past the drafts too
+    viewer(StepRecord(index=2, position=4, drafted=[10, 11], num_accepted=0, emitted=[12], last_kind="resampled",
+                      target_tokens=3, cache_before=6, draft_cache=(5, 12, 3)))
+    viewer(StepRecord(index=3, position=5, drafted=[0, 13], num_accepted=2, emitted=[0, 13, 14], last_kind="bonus",
+                      target_tokens=3, cache_before=7, draft_cache=(11, 14, 13)))
+    viewer(StepRecord(index=6, position=9, drafted=[15], num_accepted=1, emitted=[15, 16], last_kind="bonus",
+                      target_tokens=2, cache_before=14, draft_cache=(14, 15, 15)))  # steps 4 and 5 not seen
+    short = {"committed": "co", "scratch": "sc", "kept": "ke", "discarded": "di"}
+
+    def row(frame, name):
+        return [(s["position"], s["token_id"], s["text"], short[s["kind"]]) for s in viewer.frames[frame]["rows"][name]]
+
+    known = [(0, 1, "t1"), (1, 2, "t2"), (2, 3, "t3"), (3, 4, "t4"), (4, 9, "t9"), (5, 7, "t7")]
+    assert row(5, "target") == [(*s, "co") for s in known] + [(6, 8, "t8", "ke"), (7, 10, "t10", "di"),
+                                                              (8, 11, "t11", "di")]
+    assert row(4, "draft") == ([(*s, "co") for s in known[:5]] + [(5, 7, "t7", "sc"), (6, 8, "t8", "sc"),
+                               (7, 10, "t10", "sc"), (8, 11, "t11", "sc")]
+                               + [(p, None, "?", "sc") for p in (9, 10, 11)])
+    # step 3: the draft's committed entries run into the drafts (t0 is the <script> token), its fed ones are unknown
+    assert row(7, "draft")[6:] == [(6, 8, "t8", "co"), (7, 12, "t12", "co"), (8, 0, SCRIPT, "co"),
+                                   (9, 13, "t13", "co"), (10, None, "?", "ke"), (11, None, "?", "ke"),
+                                   (12, None, "?", "di")]
+    # the skipped steps' tokens are unknown; positions follow cache_before
+    assert row(9, "target")[9:] == [(9, 13, "t13", "co"), (10, 14, "t14", "co"), (11, None, "?", "co"),
+                                    (12, None, "?", "co"), (13, None, "?", "co"), (14, None, "?", "ke"),
+                                    (15, 15, "t15", "ke")]
+    viewer.show(7)
+    assert viewer.rows == viewer.frames[7]["rows"]
+    assert viewer.summary == ("step 3, commit: the target kept 3 and discarded 0; the draft kept 2 and discarded 1 "
+                              "(2 of 2 drafts accepted)")
+    cells = _cells(viewer.html)  # 10 target slots, then the draft's 13 with the first one hidden
+    assert cells[:2] == [("position 0 · committed · id 1", "t1"), ("position 1 · committed · id 2", "t2")]
+    assert cells[8] == ("position 8 · kept → committed · id 0", "&lt;script&gt;alert(1)&lt;/script&gt;")
+    assert "… 1 earlier" in viewer.html and len(cells) == 10 + 12
+    assert cells[10] == ("position 1 · committed · id 2", "t2")
+    assert cells[-3:] == [("position 10 · kept → committed", "?"), ("position 11 · kept → committed", "?"),
+                          ("position 12 · discarded (rolled back)", "?")]
+
+
+def test_kv_viewer_frames_do_not_copy_the_committed_prefix():
+    """Every frame used to hold a slot dict per committed token: 1,000 steps after a 104-token prompt took 948 MB
+    (2.3 MB now). 200 steps here: about 38 MB then."""
+    import tracemalloc
+
+    prompt = list(range(10, 114))
+    records = [StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[5], last_kind="bonus",
+                          target_tokens=len(prompt), cache_before=0, prefill=True)]
+    cache = len(prompt) + 1
+    for k in range(1, 200):
+        records.append(StepRecord(index=k, position=k, drafted=[20, 21, 22, 23], num_accepted=1, emitted=[20, 30],
+                                  last_kind="resampled", target_tokens=5, cache_before=cache - 1,
+                                  draft_cache=(cache - 1, cache + 3, cache + 1)))
+        cache += 2
+    viewer = KVCacheViewer(FakeTokenizer(), prompt, max_slots=6)
+    tracemalloc.start()
+    try:
+        viewer.extend(records)
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 4_000_000, held
+    target = viewer.rows["target"]  # the last step's rows are still all there
+    assert len(target) == cache + 2 and [s["token_id"] for s in target[-5:]] == [30, 20, 21, 22, 23]
+    assert [s["kind"] for s in target[-5:]] == ["kept", "kept", "discarded", "discarded", "discarded"]
+    cells = _cells(viewer.html)  # max_slots 6 of each row: the target's, then the draft's
+    assert viewer.html.count("earlier</span>") == 2 and len(cells) == 12
+    assert cells[5] == (f"position {cache + 1} · discarded (rolled back) · id 23", "t23")
+    assert cells[-1] == (f"position {cache} · discarded (rolled back) · id 22", "t22")

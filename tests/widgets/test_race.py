@@ -6,11 +6,13 @@ The browser side (button, live streams, speedup shown under Voila) is checked by
 
 from __future__ import annotations
 
+import html
 import json
 import math
 
 import numpy as np
 import pytest
+import torch
 
 from lab.assets import PAIR_DIR
 from lab.cli.options import CHAT_TEMPERATURE
@@ -336,3 +338,56 @@ def test_the_n_slider_says_what_sets_the_draft_and_the_explorer_where_its_number
     other.build_explorers()
     assert "example values: no measured \u03b1 and c for this pair" in other._explore_tab.children[2].value
     assert (other.speedup_explorer.alpha, other.speedup_explorer.cost_ratio) == (0.75, 0.1)
+
+
+def test_a_race_that_ends_at_the_prefills_token_shows_its_summary(pair):
+    """max_new_tokens=1 (the control allows it) or a first token that ends the answer: no decode step on either
+    side, so no tokens per target call; the summary used to raise TypeError formatting None."""
+    dashboard = RaceDashboard(pair, max_new_tokens=1, temperature=0)
+    results = dashboard.race()
+    assert dashboard.error is None and dashboard.status.value == "done"
+    for side in results.values():
+        assert len(side["tokens"]) == 1 and side["target_calls"] == 0 and side["tokens_per_target_call"] is None
+    summary = html.unescape(dashboard.summary.value)
+    assert "0 vs 0 target calls after the prefill; \u2013 tokens per target call)" in summary
+    assert "The run ended at the prefill's token (no decode step on either side)" in summary
+    assert f"{dashboard.speedup:.2f}\u00d7" in summary
+
+
+def test_greedy_outputs_that_part_in_bfloat16_are_explained_and_in_float32_reported(short_dashboard, pair,
+                                                                                      monkeypatch):
+    """The real pair loads in bfloat16 where the hardware has it: a verification can round a near-tie the other way
+    there, so parted greedy outputs are not a bug to report (the bench reports agreement the same way)."""
+    import dataclasses
+
+    short_dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    ar = short_dashboard.results["autoregressive"]["tokens"]
+    spec = ar[:3] + [(ar[3] + 1) % len(pair.tokenizer)] + ar[4:]
+    short_dashboard.results["speculative"]["tokens"] = spec
+    short_dashboard.identical = False
+    settings = short_dashboard.settings
+    assert "NOT identical — greedy outputs should match; please report this" in short_dashboard._summary_html(settings)
+    monkeypatch.setattr(short_dashboard, "pair", dataclasses.replace(pair, dtype=torch.bfloat16))
+    summary = html.unescape(short_dashboard._summary_html(settings))
+    assert "please report" not in summary
+    assert ("greedy in bfloat16: the same first 3 tokens, then the two part at token 3 (counting from 0): in "
+            "bfloat16 the speculative side's verification") in summary
+
+
+def test_the_warm_up_leaves_a_suffix_drafters_cache_to_the_races(pair):
+    """The warm-up ran the race's own suffix drafter on the same prompt: its first tokens were cached before the
+    race, which then needed fewer target calls than a first request can."""
+    from lab.decode import generate
+    from lab.registry import make_drafter
+
+    dashboard = RaceDashboard(pair, max_new_tokens=TOKENS)
+    first = dashboard.race(drafter="suffix", temperature=0.0)["speculative"]
+    fresh = generate(pair.target, dashboard.settings["prompt_ids"], drafter=make_drafter("suffix", pair, 4),
+                     max_new_tokens=TOKENS, temperature=0.0)
+    assert first["tokens"] == fresh.tokens and first["target_calls"] == fresh.stats["target_calls"]
+    drafter = dashboard.drafter
+    drafter.finish()  # the race's output joins the cache
+    assert len(drafter.cache) == 1 and first["tokens"] in drafter.cache
+    second = dashboard.race(drafter="suffix", temperature=0.0)["speculative"]
+    assert dashboard.drafter is drafter and second["tokens"] == first["tokens"]
+    assert second["target_calls"] < first["target_calls"]  # the same request again: its answer is cached

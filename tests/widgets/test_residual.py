@@ -133,7 +133,8 @@ def test_residual_explorer_labels_are_escaped_and_distinct():
         assert list(trace.x) == expected
     assert "<b>x" not in ex.summary.value  # the residual's support, escaped and told apart:
     assert ex.summary.value.endswith("mass on &lt;b&gt;x&lt;/b&gt;, a #1, a #2.")
-    assert [s.description for s in ex.target_sliders] == tokens  # slider text is not HTML
+    # slider text is not HTML: the chart's labels unescaped
+    assert [s.description for s in ex.target_sliders] == ["<b>x</b>", "a #1", "a #2", "\u2423c", "&amp;"]
     ints = ResidualExplorer([0.5, 0.5], [0.5, 0.5], tokens=[1, 2])
     assert ints.tokens == ["1", "2"] and list(ints.figure.data[0].x) == ["1", "2"]
     with pytest.raises(TypeError, match="tokens"):
@@ -147,3 +148,14 @@ def test_huge_finite_weights_normalise_instead_of_overflowing():
     assert explorer.accept_probability == pytest.approx(1.0)
     assert ResidualExplorer((1e308, 3e307), (1.0, 1.0)).accept_probability == \
         pytest.approx(ResidualExplorer((10.0, 3.0), (1.0, 1.0)).accept_probability)
+
+
+def test_slider_descriptions_are_the_charts_visible_labels():
+    """The sliders used the raw token text: a space or newline token read as a blank description and two equal
+    tokens could not be told apart."""
+    ex = ResidualExplorer([1, 1, 1, 1, 1], [1, 2, 3, 4, 5], tokens=[" ", "\n", "<b>x</b>", "a", "a"])
+    expected = ["\u2423", "\u21b5", "<b>x</b>", "a #3", "a #4"]  # text, not markup: ipywidgets shows it as is
+    assert [s.description for s in ex.target_sliders] == expected
+    assert [s.description for s in ex.draft_sliders] == expected
+    assert not any(s.description_allow_html for s in ex.target_sliders + ex.draft_sliders)
+    assert list(ex.figure.data[0].x) == ["\u2423", "\u21b5", "&lt;b&gt;x&lt;/b&gt;", "a #3", "a #4"]

@@ -192,6 +192,22 @@ def test_display_and_label_text():
     assert TokenStream(None, prompt_ids=[17]).tokens[0]["text"] == "\u27e817\u27e9"  # no tokenizer: ids
 
 
+def test_a_rejected_newline_draft_shows_its_mark_without_breaking_the_line():
+    """A struck-through draft is not part of the output: its newline used to break the shown line where the output
+    has none."""
+    assert token_display_text("a\nb", "rejected") == "a\u21b5b"
+    assert token_display_text("a\nb", "accepted") == token_display_text("a\nb") == "a\u21b5\nb"
+    stream = TokenStream(FakeTokenizer(), prompt_ids=[1])
+    stream(step(0, [4, 5], 0, [3], "resampled", position=0))  # "\n" and " on" drafted, both rejected
+    stream(step(1, [4], 1, [4, 7], "bonus", position=1))  # "\n" drafted and accepted
+    payload = [(item["k"], item["s"]) for item in stream._view.tokens]
+    assert payload == [("prompt", " the"), ("rejected", "\u21b5"), ("rejected", " on"), ("resampled", " sat"),
+                       ("accepted", "\u21b5\n"), ("bonus", " mat")]
+    spans = re.findall(r'<span class="sdl-(\w+)[^"]*"[^>]*>([^<]*)</span>', stream.html)[-6:]
+    assert spans == payload  # the static HTML shows the same
+    assert stream.html.count("\n") == 1
+
+
 def residual_step():
     """V = 4. Position 0: ' the' accepted; position 1: draft ' cat' rejected, target resampled ' sat'."""
     target_probs = torch.tensor([[0.1, 0.6, 0.2, 0.1],
@@ -464,8 +480,9 @@ class FakeElement {
     return null;
   }
   contains(other) { for (let node = other; node; node = node.parent) if (node === this) return true; return false; }
+  focus() { globalThis.document.activeElement = this; }
 }
-globalThis.document = { createElement: (tag) => new FakeElement(tag) };
+globalThis.document = { createElement: (tag) => new FakeElement(tag), activeElement: null };
 const input = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const state = { tokens: input.tokens, selected: input.selected };
 const handlers = {};
@@ -506,7 +523,8 @@ def test_browser_module_renders_text_and_reports_clicks(tmp_path, three_steps):
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     before = result["before"]
-    assert [span["text"] for span in before] == [token_display_text(token["text"]) for token in stream.tokens]
+    assert [span["text"] for span in before] == [token_display_text(token["text"], token["kind"])
+                                                 for token in stream.tokens]
     assert before[0]["text"] == SCRIPT  # set as text, so the browser shows it literally
     assert [span["cls"].split()[1] for span in before] == ["sdl-" + token["kind"] for token in stream.tokens]
     assert [span["pos"] for span in before] == [None, "0", "1", "1", "1", "2", "3", "4", "5"]
@@ -516,6 +534,39 @@ def test_browser_module_renders_text_and_reports_clicks(tmp_path, three_steps):
     assert result["selected"] == 1 and result["saves"] == 1  # clicking the rejected ' on' selects position 1
     assert [span["cls"].endswith("sdl-selected") for span in result["after"]] == [
         False, False, False, False, True, False, False, False, False]
+
+
+# The harness up to its first snapshot, then: focus the third span with data-pos "1" (the resampled token after two
+# rejected drafts that select the same position), choose it with Enter, then a live step appends a token.
+FOCUS_HARNESS = NODE_HARNESS[:NODE_HARNESS.index("const before = snapshot();")] + r"""
+const focusedIndex = () => root.children.indexOf(document.activeElement);
+const target = root.children.filter((span) => span.dataset.pos === "1")[2];
+target.focus();
+const start = focusedIndex();
+root.listeners.keydown.forEach((handler) => handler({ key: "Enter", target, preventDefault() {} }));
+const afterKey = focusedIndex();
+const selectedClass = afterKey >= 0 ? root.children[afterKey].className : null;
+model.set("tokens", [...state.tokens, { ...state.tokens[state.tokens.length - 1], p: 9 }]);
+console.log(JSON.stringify({ start, afterKey, afterStep: focusedIndex(), selected: state.selected, selectedClass,
+                             spans: root.children.length }));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_choosing_a_token_with_the_keyboard_keeps_the_focus_on_it(tmp_path, three_steps):
+    """Enter on a token selects it, which redraws every span: the focus used to fall to the page body, and again on
+    every live step."""
+    harness = tmp_path / "harness.mjs"
+    harness.write_text(FOCUS_HARNESS)
+    data = tmp_path / "input.json"
+    data.write_text(json.dumps({"esm": three_steps._view._esm, "tokens": three_steps._view.tokens, "selected": -1}))
+    run = subprocess.run(["node", str(harness), str(data)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert [item["k"] for item in three_steps._view.tokens][3:6] == ["rejected", "rejected", "resampled"]
+    assert result["start"] == 5 and result["selected"] == 1
+    assert result["afterKey"] == 5 and result["selectedClass"].endswith("sdl-selected")  # the same, chosen span
+    assert result["afterStep"] == 5 and result["spans"] == len(three_steps._view.tokens) + 1
 
 
 # --- real runs --------------------------------------------------------------------------------------------------------

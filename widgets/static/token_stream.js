@@ -1,7 +1,8 @@
 // Browser half of TokenStream (widgets/token_stream.py), an anywidget module.
 // The model holds `tokens`, compact dicts: s display text, k kind, p the generated position a click selects
 // (-1: not selectable), i token id, n step (-1 for the prompt), t tooltip, x true for a special token (drawn as a
-// badge); and `selected`, a generated position (-1 for none). Token text is data: it is only ever set with textContent, never parsed as HTML.
+// badge); and `selected`, a generated position (-1 for none). Token text is data: it is only ever set with
+// textContent, never parsed as HTML.
 
 function render({ model, el }) {
   const root = document.createElement("div");
@@ -9,6 +10,11 @@ function render({ model, el }) {
   el.appendChild(root);
 
   function draw() {
+    // Redrawing replaces every span: note which one has the keyboard focus (Enter/Space on a token, then a live
+    // step) to give it back, or the focus falls to the page body.
+    const active = document.activeElement;
+    const focusAt = active && root.contains(active) ? Array.prototype.indexOf.call(root.children, active) : -1;
+    const focusPos = focusAt >= 0 ? active.dataset.pos : undefined;
     const selected = model.get("selected");
     const spans = [];
     for (const token of model.get("tokens")) {
@@ -26,6 +32,11 @@ function render({ model, el }) {
       spans.push(span);
     }
     root.replaceChildren(...spans);
+    if (focusPos !== undefined) {  // the same span if it is still there (several spans can share a data-pos)
+      const same = spans[focusAt] && spans[focusAt].dataset.pos === focusPos;
+      const again = same ? spans[focusAt] : spans.find((span) => span.dataset.pos === focusPos);
+      if (again) again.focus();
+    }
   }
 
   function choose(event) {
