@@ -109,3 +109,42 @@ def test_assistant_turns_finds_the_quoted_answers(smollm2_pair, pair):
     request = arena_prompts(chat, "agent")[0]
     assert isinstance(request, list) and request[0]["role"] == "system" and "Tool result" in request[0]["content"]
 
+
+
+def test_assistant_turns_reads_the_end_of_turn_from_the_template(smollm2_pair):
+    """A chat tokenizer whose eos is not the token that closes a turn (here "<|endoftext|>", id 0, while the template
+    ends each message with "<|im_end|>", id 2) used to raise a bare "ValueError: 0 is not in list"; the suffix
+    drafter calls assistant_turns at every reset of such a pair. The end of turn now comes from the template."""
+    import copy
+    import dataclasses
+
+    from lab.prompts import assistant_turns
+    from lab.registry import make_drafter
+
+    tokenizer = copy.deepcopy(smollm2_pair.tokenizer)
+    tokenizer.eos_token = "<|endoftext|>"
+    other = dataclasses.replace(smollm2_pair, tokenizer=tokenizer)
+    assert (other.eos_token_id, smollm2_pair.eos_token_id) == (0, 2)
+    assert assistant_turns(other, other.encode_chat("hi")) == []
+    messages = [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi there."},
+                {"role": "user", "content": "Again, louder."}, {"role": "assistant", "content": "HI THERE!"},
+                {"role": "user", "content": "Once more."}]
+    found = assistant_turns(other, other.encode_chat(messages))
+    assert [other.decode(t) for t in found] == ["Hi there.<|im_end|>", "HI THERE!<|im_end|>"]
+    assert found == assistant_turns(smollm2_pair, smollm2_pair.encode_chat(messages))
+    make_drafter("suffix", other, 4).reset(other.encode_chat(messages))  # no error at reset
+
+
+def test_edit_prompts_change_whole_words_only(pair):
+    """The word changes of EDITS used to match inside words: " you" in "your" and "young", "sir" in "desire"
+    ('I thank theer demadame, sir; & you, young lord.'). Each now changes the first whole word only."""
+    passage = "HAMLET.\nI thank your desire, sir; and you, young lord.\n"
+    prompt = edit_prompts(pair, [passage])[0]
+    edited = "HAMLET.\nI thank thy desire, madam; & thee, young lord.\n"
+    assert prompt == passage + "\n\n" + edited + "\n\n" + edited + "\n\n" + "HAMLET."  # its first 4 tokens
+    from lab.prompts import _edit
+
+    assert _edit("my lords and my lord", "my lord", "my liege") == "my lords and my liege"
+    assert _edit("my lords and my lord", "my lords", "my lieges") == "my lieges and my lord"
+    assert _edit("yours, young", " you", " thee") == "yours, young"  # no whole word: unchanged
+    assert _edit("a.b a+b", "a+b", "c") == "a.b c"  # regex characters are literal
