@@ -154,7 +154,7 @@ def _check_batch_args(prompts, drafters) -> tuple:
     return prompts, drafters
 
 
-_SHARED_ARGS = ("max_new_tokens", "temperature", "top_k", "top_p", "eos_token_id", "acceptance")
+_SHARED_ARGS = ("target", "max_new_tokens", "temperature", "top_k", "top_p", "eos_token_id", "acceptance")
 """generate_batch's arguments common to every row: an error in one is not prefixed with the row that met it first."""
 
 

@@ -407,6 +407,9 @@ def _check_draft(draft, drafter, vocab: int) -> Draft:
     tokens = check_token_ids(f"Draft.tokens (from {who}.propose)", draft.tokens, vocab, allow_empty=True)
     extra = (check_token_ids(f"Draft.extra_tokens (from {who}.propose)", draft.extra_tokens, vocab, allow_empty=True)
              if draft.extra_tokens else draft.extra_tokens)
+    if extra and not all(is_integer(offset) for offset in draft.extra_positions):  # checked before any int()
+        raise ValueError(f"{who}.propose returned Draft.extra_positions that are not integer offsets: "
+                         f"{list(draft.extra_positions)}")
     probs, n = draft.probs, len(tokens)
     if probs is not None:
         if not isinstance(probs, torch.Tensor) or not probs.is_floating_point() or tuple(probs.shape) != (n, vocab):
@@ -475,7 +478,7 @@ def branch_layout(base: int, n: int, draft: Draft) -> dict:
     level d = 1; ``base + 1 + lab.trees.depths``). The
     drafts never see the extra tokens; extra row i sits at ``base + extra_positions[i]`` and sees what
     ``draft.extra_mask[i]`` allows. Raises ``ValueError`` if the drafter's mask or positions do not match its
-    extra tokens."""
+    extra tokens, the mask is not bool (or 0/1 integers) or an offset is not an integer."""
     extra = len(draft.extra_tokens)
     q = 1 + n + extra
     mask = torch.zeros(q, q, dtype=torch.bool)
@@ -484,7 +487,16 @@ def branch_layout(base: int, n: int, draft: Draft) -> dict:
         mask[: 1 + n, : 1 + n] = tree_attention_mask([-1] + parents, 0)
         positions = [base] + (depths(draft.parents) + base + 1).tolist()
         return {"attention_mask": mask, "position_ids": positions}
-    extra_mask = torch.as_tensor(draft.extra_mask, dtype=torch.bool) if draft.extra_mask is not None else None
+    extra_mask = torch.as_tensor(draft.extra_mask) if draft.extra_mask is not None else None
+    if extra_mask is not None:
+        # an additive 0 / -inf float mask cast to bool would be read inverted; 0/1 integers are taken as bool
+        if extra_mask.is_floating_point() or extra_mask.is_complex() or (
+                extra_mask.dtype != torch.bool and bool(((extra_mask != 0) & (extra_mask != 1)).any())):
+            raise ValueError(f"Draft.extra_mask must be bool (True: may attend) or 0/1 integers, got dtype "
+                             f"{extra_mask.dtype}")
+        extra_mask = extra_mask.to(torch.bool)
+    if draft.extra_positions is not None and not all(is_integer(offset) for offset in draft.extra_positions):
+        raise ValueError(f"Draft.extra_positions must be integer offsets, got {list(draft.extra_positions)}")
     if extra_mask is None or tuple(extra_mask.shape) != (extra, q) or len(draft.extra_positions) != extra:
         raise ValueError(f"a draft with {extra} extra tokens needs extra_mask [{extra}, {q}] and {extra} "
                          "extra_positions")

@@ -104,6 +104,17 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
     return ids
 
 
+def check_unbounded_ids(name: str, ids) -> list:
+    """``ids`` as a list of Python ints >= 0, possibly empty: :func:`check_token_ids` for a drafter that knows no
+    vocabulary (prompt lookup, suffix decoding, lookahead), so ``>= 0`` is the whole range it can check. Raises
+    ``TypeError`` naming ``name`` for text or ids that are not integers (a float is not truncated), ``ValueError``
+    for a negative id."""
+    ids = check_token_ids(name, ids, allow_empty=True)
+    if ids and min(ids) < 0:
+        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
+    return ids
+
+
 def plain_number(value):
     """``value`` as a Python number when it is a one-element real tensor or a 0-d NumPy array (``.item()``), so a
     value computed with torch, such as an acceptance rate ``torch.minimum(t, d).sum()``, passes the number checks;
@@ -215,12 +226,12 @@ def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch
 def check_number(name: str, value, allowed: str) -> float:
     """``value`` as a float: a real number (not bool) or a one-element tensor; ``TypeError`` naming ``name`` for
     anything else, ``ValueError`` naming ``name`` and ``allowed`` for a number too large for a float (``10**400``:
-    outside every range the callers allow, all of them finite or open at infinity)."""
+    the callers check floats, so their ranges hold only numbers that fit one)."""
     if isinstance(value, Real) and not isinstance(value, bool):
         try:
             return float(value)
         except OverflowError:  # float(10**400): raised here, the message would name nothing
-            raise ValueError(f"{name} must be a number in {allowed}, got {_shown(value)}, too large for a float") \
+            raise ValueError(f"{name} must be a number in {allowed} that fits a float, got {_shown(value)}") \
                 from None
     if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
         return float(value)

@@ -18,6 +18,7 @@ Token text is escaped with :func:`html.escape`; the page never receives it as ma
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 import ipywidgets
 
@@ -177,12 +178,13 @@ class KVCacheViewer(ipywidgets.VBox):
 
     # --- readable state ------------------------------------------------------------------------------------
     @property
-    def frames(self) -> list:
-        """The recorded frames, two per step (``phase`` "verify" then "commit"), each with its ``step`` and
-        cache ``rows``; the step record itself left out. Built on each call (the viewer stores per frame only what
-        the step changed): one frame's ``rows`` is cheaper to read with :meth:`show` and ``rows``."""
-        return [{"step": f["step"], "phase": f["phase"], "rows": {name: row.slots() for name, row in f["rows"].items()}}
-                for f in self._frames]
+    def frames(self) -> Sequence:
+        """The recorded frames, two per step (``phase`` "verify" then "commit"), each a dict with its ``step`` and
+        cache ``rows`` (model name → list of slot dicts); the step record itself left out. A read-only sequence of
+        the frames recorded so far that builds a frame's slot dicts when that frame is read (the viewer stores per
+        frame only what the step changed), so ``viewer.frames[k]`` in a loop costs one frame, not all of them;
+        ``list(viewer.frames)`` builds every one. Compares equal to a list of the same frames."""
+        return _Frames(list(self._frames))
 
     @property
     def frame(self) -> int:
@@ -258,6 +260,31 @@ class KVCacheViewer(ipywidgets.VBox):
         self._caption.value = (f'<div style="{MUTED_CSS}">frame {self.frame + 1 if count else 0} of {count} '
                                "(two per step: verify, then commit)</div>")
         self._view.value = self.html
+
+
+class _Frames(Sequence):
+    """:attr:`KVCacheViewer.frames`: the stored frames, each turned into its dict of slot lists when read."""
+
+    def __init__(self, stored: list):
+        self._stored = stored
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._stored)))]
+        frame = self._stored[index]
+        return {"step": frame["step"], "phase": frame["phase"],
+                "rows": {name: row.slots() for name, row in frame["rows"].items()}}
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (Sequence, _Frames)) and not isinstance(other, str) and list(self) == list(other)
+
+    __hash__ = None  # mutable content, compared by value
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} KV-cache frames>"
 
 
 class _Row:

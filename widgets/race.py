@@ -553,10 +553,10 @@ class RaceDashboard(w.VBox):
 
                 part = agreement_with([ar["tokens"]], [spec["tokens"]])["first_divergence"]
                 dtype = str(self.pair.dtype).removeprefix("torch.")
-                same = (f"greedy in {dtype}: the same first {part} tokens, then the two part at token {part} "
-                        f"(counting from 0): in {dtype} the speculative side's verification, a matmul of another "
-                        "shape than the autoregressive step's, can round a near-tie the other way (in float32 "
-                        "greedy outputs match token for token)")
+                same = (f"greedy in {dtype}: the outputs agree on the first {part} new tokens and differ from "
+                        f"token {part + 1} on, because in {dtype} the verification, a matmul of another shape than "
+                        "one autoregressive step, can round a near-tie the other way (in float32, where the course "
+                        "checks exactness, greedy outputs match token for token)")
         else:
             same = ("sampled: both sides drew the same tokens this time; each follows the target's distribution "
                     "exactly" if self.identical else

@@ -203,8 +203,12 @@ class DraftModelDrafter:
     def update(self, num_accepted: int, next_token: int) -> None:
         """Roll the draft's KV cache back to the committed prefix plus the ``num_accepted`` accepted drafts
         (:func:`lab.kv.rollback`), queue what the cache has not seen (``next_token``, and after a full acceptance the
-        last draft too) for the next step, and, when adaptive, choose the next N (:func:`next_n_draft`)."""
+        last draft too) for the next step, and, when adaptive, choose the next N (:func:`next_n_draft`). Raises
+        ``ValueError`` for ``num_accepted`` outside ``[0, drafted tokens]`` (−1 rolled back a committed entry) or a
+        ``next_token`` that is not an integer >= 0 (the next forward checks it against the draft's vocabulary)."""
         drafted = len(self._last)
+        num_accepted = check_int(f"num_accepted (the last draft holds {drafted} tokens)", num_accepted, 0, drafted)
+        next_token = check_int("next_token", next_token, 0)
         if self.adaptive and drafted:  # a step that drafted nothing says nothing about N
             self.n_draft = next_n_draft(self.n_draft, num_accepted, drafted, self.max_n_draft)
         if num_accepted < drafted:

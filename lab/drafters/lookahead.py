@@ -38,7 +38,7 @@ import torch
 from lab.drafters.base import Draft, DraftRequest
 from lab.kv import rollback
 from lab.models import forward, new_cache
-from lab.validation import check_int, check_token_ids, is_integer
+from lab.validation import check_int, check_token_ids, check_unbounded_ids, is_integer
 
 __all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
 
@@ -47,16 +47,6 @@ def _check_int(name: str, value, low: int) -> int:
     if not is_integer(value) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
-
-
-def _token_ids(name: str, ids) -> list:
-    """``ids`` as a list of Python ints >= 0, possibly empty (:func:`lab.validation.check_token_ids`: ``TypeError``
-    naming ``name`` for text or ids that are not integers; ``ValueError`` for a negative id). The drafter knows no
-    vocabulary, so that is the whole range it can check."""
-    ids = check_token_ids(name, ids, allow_empty=True)
-    if ids and min(ids) < 0:
-        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
-    return ids
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -207,7 +197,7 @@ class LookaheadDrafter:
         and the prefill's first new token, from the decode loop; token 0 when empty). Raises ``TypeError`` naming
         ``prompt_ids`` for text or ids that are not integers (a float is not truncated), ``ValueError`` for a
         negative id."""
-        prompt = _token_ids("prompt_ids", prompt_ids)
+        prompt = check_unbounded_ids("prompt_ids", prompt_ids)
         self._rng = random.Random(self.seed)
         self._filler = prompt or [0]
         self.pool, self._levels, self.history = {}, [], []
@@ -222,7 +212,7 @@ class LookaheadDrafter:
         ``TypeError`` / ``ValueError`` naming ``request.tokens`` when they are not token ids (integers >= 0)."""
         if not self.window_tokens:
             raise RuntimeError("call reset(prompt_ids) before propose()")
-        tokens = _token_ids("request.tokens", request.tokens)
+        tokens = check_unbounded_ids("request.tokens", request.tokens)
         if not tokens:
             raise ValueError("request.tokens must hold at least one token (the last committed token, which the "
                              "window and the pooled n-gram follow), got []")

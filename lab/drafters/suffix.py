@@ -29,7 +29,7 @@ from collections import deque
 from numbers import Real
 
 from lab.drafters.base import Draft, DraftRequest, TargetOutput
-from lab.validation import check_int, check_token_ids, is_integer
+from lab.validation import check_int, check_unbounded_ids, is_integer
 
 __all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree", "speculation_path",
            "quoted_outputs"]
@@ -64,7 +64,10 @@ class SuffixTree:
     def extend(self, tokens) -> None:
         """Append ``tokens`` (ints) to the sequence being written: count every substring that ends at them."""
         for token in tokens:
-            token = int(token)
+            if type(token) is not int:  # NumPy / 0-d tensor integers; a float is refused, not truncated
+                if not is_integer(token):
+                    raise ValueError(f"tokens must hold integer token ids, got {token!r}")
+                token = int(token)
             grown = []
             for node in [self.root] + self._open:
                 child = node.children.get(token)
@@ -87,7 +90,7 @@ class SuffixTree:
 
     def remove(self, tokens) -> None:
         """Count a sequence :meth:`add` counted in out again, dropping paths whose count reaches 0."""
-        tokens = [int(t) for t in tokens]
+        tokens = _token_list("tokens", tokens)
         if any(self._find(tokens[start:start + self.max_depth]) is None for start in range(len(tokens))):
             raise ValueError("remove() got a sequence that was never added")  # checked first: nothing counted out
         for start in range(len(tokens)):
@@ -103,7 +106,7 @@ class SuffixTree:
 
     def count(self, path) -> int:
         """How often ``path`` (token ids, at most ``max_depth`` of them) occurred; 0 if never."""
-        node = self._find(path)
+        node = self._find(_token_list("path", path))
         return 0 if node is None else node.count
 
     def _find(self, path):
@@ -206,16 +209,6 @@ def _token_list(name: str, tokens) -> list:
     return [int(t) for t in items]
 
 
-def _checked_ids(name: str, ids) -> list:
-    """``ids`` as a list of Python ints >= 0, possibly empty (:func:`lab.validation.check_token_ids`: ``TypeError``
-    naming ``name`` for text or ids that are not integers; ``ValueError`` for a negative id). These drafters know
-    no vocabulary, so that is the whole range they can check."""
-    ids = check_token_ids(name, ids, allow_empty=True)
-    if ids and min(ids) < 0:
-        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
-    return ids
-
-
 def _is_chain(draft: Draft) -> bool:
     """True when ``draft`` is a chain (``parents`` None or ``[-1, 0, 1, ...]``): verification accepts a prefix."""
     return draft.parents is None or list(draft.parents) == list(range(-1, len(draft.tokens) - 1))
@@ -249,7 +242,10 @@ class SuffixCache:
         return len(self._outputs)
 
     def __contains__(self, output) -> bool:
-        return self._held.get(tuple(int(t) for t in output), 0) > 0
+        try:
+            return self._held.get(tuple(_token_list("output", output)), 0) > 0
+        except ValueError:  # not token ids (2.7 used to match token 2): not in the cache
+            return False
 
     def add(self, output) -> None:
         """Remember one finished request's generated tokens (the prompt is not cached: it is the user's): token ids,
@@ -341,7 +337,7 @@ class SuffixDecodingDrafter:
         join the cache), and the new output starts at their last token: the first new token is part of the answer
         the cache will hold, not of the prompt. Raises ``TypeError`` naming ``prompt_ids`` for text or ids that are
         not integers (a float is not truncated), ``ValueError`` for a negative id."""
-        prompt_ids = _checked_ids("prompt_ids", prompt_ids)  # before finish: a bad call leaves the drafter as it was
+        prompt_ids = check_unbounded_ids("prompt_ids", prompt_ids)  # before finish: a bad call changes nothing
         self.finish()
         self._tokens = prompt_ids
         for output in quoted_outputs(self.prompt_outputs, self._tokens):
@@ -429,7 +425,7 @@ class SuffixDecodingDrafter:
                                  "(output.path); call observe before update, as lab.decode.hand_over does")
             accepted = drafted[:num_accepted]
         next_token = check_int("next_token", next_token, 0)
-        self._path = None
+        self._last, self._path = None, None  # used: a second update before the next propose accepts nothing
         self._append(accepted + [next_token])
 
     def _append(self, tokens) -> None:
@@ -438,7 +434,7 @@ class SuffixDecodingDrafter:
 
     def _sync(self, tokens) -> None:
         """Catch up with the loop's committed tokens (a caller that proposes without the decode loop's updates)."""
-        tokens = _checked_ids("request.tokens", tokens)
+        tokens = check_unbounded_ids("request.tokens", tokens)
         if len(tokens) > len(self._tokens) and tokens[: len(self._tokens)] == self._tokens:
             self._append(tokens[len(self._tokens):])
         elif tokens != self._tokens:

@@ -37,7 +37,7 @@ from collections import deque
 
 from lab.drafters.base import Draft, DraftRequest
 from lab.drafters.suffix import quoted_outputs
-from lab.validation import check_int, check_token_ids
+from lab.validation import check_int, check_unbounded_ids
 
 __all__ = ["SuffixCorpus", "SuffixMatchDrafter", "longest_match", "PROMPT_CONTEXT", "BUCKET_SLOTS"]
 
@@ -50,15 +50,6 @@ BUCKET_SLOTS = 8
 holds the key (vLLM 0.34's ``_BUCKET_SLOTS``; ``slot = doc_seq % SLOTS`` with ``atomic_max`` in its ingest kernel)."""
 
 _KEY_LENGTHS = (4, 2)  # the corpus is looked up by the text's last 4 tokens and by its last 2
-
-
-def _tokens(name: str, tokens) -> list:
-    """``tokens`` as a list of Python ints >= 0 (:func:`lab.validation.check_token_ids`; ``TypeError`` or
-    ``ValueError`` naming ``name`` otherwise)."""
-    ids = check_token_ids(name, tokens, allow_empty=True)
-    if ids and min(ids) < 0:
-        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
-    return ids
 
 
 def _keyed_positions(document: list):
@@ -86,7 +77,7 @@ def longest_match(tokens, max_depth: int = 24) -> tuple:
 
     Raises ``ValueError`` for ``max_depth`` < 1, ``TypeError`` or ``ValueError`` for ``tokens`` that are not token
     ids."""
-    return _longest_match(_tokens("tokens", tokens), check_int("max_depth", max_depth, 1))
+    return _longest_match(check_unbounded_ids("tokens", tokens), check_int("max_depth", max_depth, 1))
 
 
 def _longest_match(tokens: list, max_depth: int) -> tuple:
@@ -123,14 +114,17 @@ class SuffixCorpus:
         return len(self.documents)
 
     def __contains__(self, document) -> bool:
-        document = [int(t) for t in document]
+        try:
+            document = check_unbounded_ids("document", document)
+        except (TypeError, ValueError):  # not token ids (2.7 used to match token 2): not in the corpus
+            return False
         return any(held == document for _, held in self.documents)
 
     def add(self, output, context=()) -> None:
         """Store one finished output (token ids), preceded by ``context``, the prompt's last tokens before it (at
         most :data:`PROMPT_CONTEXT` are kept). Raises ``TypeError`` or ``ValueError`` naming ``output`` or ``context``
         for anything that is not token ids."""
-        output, context = _tokens("output", output), _tokens("context", context)
+        output, context = check_unbounded_ids("output", output), check_unbounded_ids("context", context)
         document = context[max(len(context) - PROMPT_CONTEXT, 0):] + output
         document = document[max(len(document) - (self.capacity - 1), 0):]
         if not output or not document:  # nothing to store, or a capacity (0 or 1) that holds no token
@@ -239,9 +233,11 @@ class SuffixMatchDrafter:
     def reset(self, prompt_ids) -> None:
         """Start a generation from ``prompt_ids`` (the prompt and the prefill's first new token): the last
         generation's output goes into the corpus, and so do the outputs the prompt quotes (given
-        ``prompt_outputs``)."""
+        ``prompt_outputs``). Raises ``TypeError`` / ``ValueError`` naming ``prompt_ids`` when they are not token ids
+        (checked first: a bad call leaves the drafter as it was)."""
+        prompt_ids = check_unbounded_ids("prompt_ids", prompt_ids)
         self.finish()
-        self._tokens = _tokens("prompt_ids", prompt_ids)
+        self._tokens = prompt_ids
         for output in quoted_outputs(self.prompt_outputs, self._tokens):
             start = next((p for p in range(len(self._tokens) - len(output) + 1)
                           if self._tokens[p:p + len(output)] == output), 0) if output else 0
@@ -282,13 +278,17 @@ class SuffixMatchDrafter:
 
     def update(self, num_accepted: int, next_token: int) -> None:
         """Append the accepted drafts and the target's token to the request's text (the output the corpus will
-        store, its last step included)."""
-        self._tokens.extend(self._last[:num_accepted] + [int(next_token)])
+        store, its last step included). Raises ``ValueError`` for ``num_accepted`` outside ``[0, drafted tokens]``
+        or a ``next_token`` that is not an integer >= 0 (a negative count sliced from the end; 3.7 became 3)."""
+        num_accepted = check_int(f"num_accepted (the last draft holds {len(self._last)} tokens)", num_accepted, 0,
+                                 len(self._last))
+        next_token = check_int("next_token", next_token, 0)
+        self._tokens.extend(self._last[:num_accepted] + [next_token])
         self._last = []
 
     def _sync(self, tokens) -> None:
         """Follow the loop's committed tokens; a text that does not extend this generation's starts a new one."""
-        tokens = _tokens("request.tokens", tokens)
+        tokens = check_unbounded_ids("request.tokens", tokens)
         if len(tokens) >= len(self._tokens) and tokens[:len(self._tokens)] == self._tokens:
             self._tokens = tokens
         else:

@@ -16,9 +16,14 @@ __all__ = ["check_bool", "check_workload"]
 
 
 def _plain(value):
-    """A 0-d NumPy array as its Python number (``generate`` takes one the same way, ``lab.validation.plain_number``);
-    anything else unchanged for the checks to judge."""
+    """A 0-d NumPy array or a one-element real torch tensor as its Python number, as ``generate`` takes them
+    (``lab.validation.plain_number``, which imports torch: the picker must not); anything else unchanged for the
+    checks to judge."""
     if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+        return value.item()
+    if (type(value).__module__.startswith("torch") and callable(getattr(value, "numel", None))
+            and value.numel() == 1 and str(getattr(value, "dtype", "")) != "torch.bool"
+            and not value.is_complex()):
         return value.item()
     return value
 
@@ -39,7 +44,7 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     treats as greedy), "has_small_same_family_model", "can_finetune", "target_has_mtp",
     "has_parallel_draft", "latency_bound" (bools), "memory_headroom_gb" (float or None), "exclude" (list of methods
     in :data:`METHODS` order, each once)}``. A single method name is accepted for ``exclude``; a 0-d NumPy array
-    for the temperature or the memory.
+    or a one-element torch tensor for the temperature or the memory.
 
     Raises:
         ValueError: unknown task, temperature outside [0, :data:`lab.picker.tables.MAX_API_TEMPERATURE`] (2) or not

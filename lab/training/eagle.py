@@ -130,13 +130,13 @@ def train_eagle(threads: int | None = None, steps: int = 3700, out_dir: Path = E
     CPU-minute per 100k tokens the first time). Loss: :func:`eagle_loss` (SmoothL1 on features + ``cls_weight`` ×
     distillation cross-entropy; EAGLE's paper weights the classification term 0.1 — 1.0 gave this small draft higher
     greedy acceptance, see ``eagle/README.md``), uniform feature noise ±``noise``·RMS, AdamW with warm-up and a
-    cosine schedule, bf16 autocast where the CPU has bf16 kernels (:func:`lab.training.loop.bf16_autocast`), fixed
+    cosine schedule, bf16 autocast where the CPU has native bf16 (:func:`lab.training.loop.bf16_autocast`), fixed
     ``seed``. The last ``chain_steps`` of the ``steps`` also train drafting steps 2..``chain_depth`` on the draft's
     own predictions (:func:`eagle_chain_predictions`; EAGLE-3's training-time test, a departure from EAGLE-1 that
     raised the chain's acceptance here). Writes ``model.safetensors`` + ``config.json`` (float16; the config records
     the target's :func:`lab.assets.target_weights_key`) and ``training.json`` to ``out_dir``, then measures and
     writes the model card (:func:`write_eagle_card`). Returns the card's path. About 13 CPU-minutes with the
-    defaults on one thread where the CPU has bf16 kernels (plus about 4 for the features, once). Raises
+    defaults on one thread where the CPU has native bf16 (plus about 4 for the features, once). Raises
     ``ValueError`` for ``steps`` or ``batch`` < 1, ``chain_steps`` outside ``[0, steps]`` or ``chain_depth`` < 1.
     Source: Li et al. 2024, "EAGLE", §4 (training).
     """

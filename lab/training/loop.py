@@ -37,7 +37,7 @@ def cpu_autocast(enabled: bool = True):
 def precision_label(info: dict) -> str:
     """How a recorded run (``training.json`` as a dict) trained, for its model card: "bf16 autocast" or float32."""
     # Runs recorded before the check existed all trained under bf16 autocast.
-    return "bf16 autocast" if info.get("bf16_autocast", True) else "float32 (no bf16 kernels for this CPU)"
+    return "bf16 autocast" if info.get("bf16_autocast", True) else "float32 (no native bf16 on this CPU)"
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:

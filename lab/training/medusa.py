@@ -57,7 +57,7 @@ def train_medusa(threads: int | None = None, steps: int = 600, out_dir: Path = M
     k = 1..``num_heads`` of ``decay``^k times the cross-entropy of head k at position t against the window's token
     t + 1 + k (Cai et al. 2024, §2.1.1, λ_k = 0.8^k), over every position, the prompt's included. AdamW (no weight
     decay: the output layers start as the target's LM head and should stay near it), linear warm-up and cosine
-    decay, ``batch`` windows per step, bf16 autocast where the CPU has bf16 kernels
+    decay, ``batch`` windows per step, bf16 autocast where the CPU has native bf16
     (:func:`lab.training.loop.bf16_autocast`), seed fixed. Held-out accuracy per head comes from
     :func:`lab.drafters.medusa.head_accuracy` on ``val_sequences`` windows of the target's own text (prompts from
     the validation split; all greedy for 64 windows or fewer) and, for comparison with corpus-trained heads, on as

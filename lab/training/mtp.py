@@ -58,7 +58,7 @@ def train_mtp(threads: int | None = None, steps: int = 1500, out_dir: Path = MTP
 
     Data: :func:`lab.training.features.target_features` of ``sequences`` × ``seq_len`` training windows (the EAGLE
     draft's cache: about 4 CPU-minutes the first time). AdamW with warm-up and cosine decay, gradient clipping at 1,
-    bf16 autocast where the CPU has bf16 kernels. About 5 CPU-minutes with the defaults on 2 threads. Raises
+    bf16 autocast where the CPU has native bf16. About 5 CPU-minutes with the defaults on 2 threads. Raises
     ``ValueError`` for ``steps``, ``batch``, ``depth``, ``intermediate`` or ``kv_heads`` below 1. Returns
     ``out_dir``. Source: DeepSeek-V3 technical report, §2.2 (training objective, without the main model's loss:
     the target is frozen)."""

@@ -71,8 +71,8 @@ def train_pair(out_dir: Path = PAIR_DIR, recipe: PairRecipe | None = None, threa
     :func:`lab.training.cards.write_card`).
 
     ``draft_only`` keeps the saved tokenizer and target and re-distils only the draft (800 steps: about 6 minutes on
-    a 2-core CPU with bf16 kernels, 12 in float32 on an AVX2 one). Returns ``out_dir``. The default recipe takes
-    about an hour on a 2-core CPU with bf16 kernels and about 1.8 hours on an AVX2 one
+    a 2-core CPU with native bf16, 12 in float32 on an AVX2 one). Returns ``out_dir``. The default recipe takes
+    about an hour on a 2-core CPU with native bf16 and about 1.8 hours on an AVX2 one
     (:func:`lab.training.loop.bf16_autocast`).
 
     Training writes into ``<out_dir>.partial`` beside ``out_dir``; only a finished run moves its files into

@@ -281,6 +281,8 @@ def test_bad_input_is_named(target, draft):
                             ({"acceptance": "x"}, "acceptance must be")):
         with pytest.raises(ValueError, match="^" + message):
             generate_batch(target, [[1], [2]], **{"max_new_tokens": 2, **kwargs})
+    with pytest.raises((TypeError, ValueError), match="^target must be"):
+        generate_batch("a model name", [[1], [2]], max_new_tokens=2)
     with pytest.raises(ValueError, match=r"^row 0 \(prompts\[0\]\): prompt \(600 tokens\) \+ max_new_tokens"):
         generate_batch(target, [[1] * 600, [2]], max_new_tokens=2)  # the row's prompt is to blame
     with pytest.raises(ValueError, match=r"row 1 \(prompts\[1\]\): .*token ids in \[0, 64\)"):

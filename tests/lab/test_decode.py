@@ -388,6 +388,21 @@ def test_bad_extra_layout_is_a_clear_error(target):
         generate(target, [1, 2, 3], drafter=Broken(), max_new_tokens=3)
 
 
+def test_an_additive_float_extra_mask_or_float_offsets_are_refused_not_cast():
+    """A 0 / -inf additive mask cast to bool read every allowed position as masked and the -inf ones as allowed;
+    float offsets were truncated."""
+    from lab.decode import branch_layout
+
+    allowed = torch.tensor([[True, True, True, True], [True, True, False, True]])  # [last, draft, 2 extra tokens]
+    additive = torch.zeros(2, 4).masked_fill(~allowed, float("-inf"))
+    with pytest.raises(ValueError, match="Draft.extra_mask must be bool .* got dtype torch.float32"):
+        branch_layout(5, 1, Draft([1], extra_tokens=[2, 3], extra_positions=[1, 2], extra_mask=additive))
+    with pytest.raises(ValueError, match="Draft.extra_positions must be integer offsets, got \\[1.5, 2\\]"):
+        branch_layout(5, 1, Draft([1], extra_tokens=[2, 3], extra_positions=[1.5, 2], extra_mask=allowed))
+    layout = branch_layout(5, 1, Draft([1], extra_tokens=[2, 3], extra_positions=[1, 2], extra_mask=allowed.int()))
+    assert layout["position_ids"] == [5, 6, 6, 7] and layout["attention_mask"][2:].equal(allowed)
+
+
 # --- oracle 3 in the loop itself: the target's cache after trees and Lookahead windows ---------------------------
 
 SMALL_EAGLE = {"width": 32, "heads": 4, "kv_heads": 4, "intermediate": 64}

@@ -374,3 +374,16 @@ def test_kv_viewer_frames_do_not_copy_the_committed_prefix():
     assert viewer.html.count("earlier</span>") == 2 and len(cells) == 12
     assert cells[5] == (f"position {cache + 1} · discarded (rolled back) · id 23", "t23")
     assert cells[-1] == (f"position {cache} · discarded (rolled back) · id 22", "t22")
+    # frames[k] builds frame k only: lesson 07 reads frames[2k + 1] in a loop over the steps
+    from widgets import kv_viewer
+
+    built = []
+    original = kv_viewer._Row.slots
+    kv_viewer._Row.slots = lambda row, *args: built.append(row) or original(row, *args)
+    try:
+        frames = viewer.frames
+        assert len(frames) == 400 and not built
+        assert frames[-1]["rows"] == viewer.rows and len(built) == 2 * 2  # target and draft, for rows and frames[-1]
+        assert frames[3:5] == [frames[3], frames[4]] and frames == list(viewer.frames)
+    finally:
+        kv_viewer._Row.slots = original

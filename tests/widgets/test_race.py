@@ -370,8 +370,8 @@ def test_greedy_outputs_that_part_in_bfloat16_are_explained_and_in_float32_repor
     monkeypatch.setattr(short_dashboard, "pair", dataclasses.replace(pair, dtype=torch.bfloat16))
     summary = html.unescape(short_dashboard._summary_html(settings))
     assert "please report" not in summary
-    assert ("greedy in bfloat16: the same first 3 tokens, then the two part at token 3 (counting from 0): in "
-            "bfloat16 the speculative side's verification") in summary
+    assert ("greedy in bfloat16: the outputs agree on the first 3 new tokens and differ from token 4 on, because "
+            "in bfloat16 the verification") in summary
 
 
 def test_the_warm_up_leaves_a_suffix_drafters_cache_to_the_races(pair):

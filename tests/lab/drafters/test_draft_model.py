@@ -314,3 +314,19 @@ def test_draft_vocab_arguments(draft):
     drafter.reset([1, 2, 3])
     with pytest.raises(ValueError, match=r"feed must be 1 or more token ids in \[0, 64\)"):
         drafter.next_logits([70])
+
+
+def test_update_checks_its_counts(noisy_draft):
+    """num_accepted = -1 rolled the draft's cache back past a committed entry; 3.7 was fed as token 3 next step."""
+    drafter = DraftModelDrafter(noisy_draft, n_draft=3)
+    drafter.reset([1, 2, 3])
+    drafter.propose(DraftRequest([1, 2, 3], 3))
+    before = drafter.kv_length()
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 3 tokens\) must be an integer in "
+                                         r"\[0, 3\], got -1"):
+        drafter.update(-1, 4)
+    with pytest.raises(ValueError, match="next_token must be an integer >= 0, got 3.7"):
+        drafter.update(1, 3.7)
+    assert drafter.kv_length() == before  # refused before anything was rolled back
+    drafter.update(1, 4)
+    assert drafter.kv_length() == 3 + 1  # the prompt and the one accepted draft

@@ -385,3 +385,29 @@ def test_ids_are_checked_not_truncated():
     empty = SuffixDecodingDrafter()
     empty.reset([])
     assert empty.propose(DraftRequest([], 3)) == Draft()  # nothing to match: a plain step, as prompt lookup's
+
+
+def test_the_public_trees_refuse_floats_instead_of_truncating_them():
+    tree, cache = SuffixTree(4), SuffixCache(4)
+    with pytest.raises(ValueError, match="tokens must hold integer token ids, got 1.5"):
+        tree.extend([1, 1.5])
+    tree.add([1, 2, 3])
+    assert tree.count([1, 2]) == 1
+    with pytest.raises(ValueError, match="path must hold token ids"):
+        tree.count([1.9, 2])  # was read as [1, 2]
+    with pytest.raises(ValueError, match="tokens must hold token ids"):
+        tree.remove([1.0, 2, 3])
+    cache.add([2, 3])
+    assert [2, 3] in cache and [2.7, 3] not in cache and "23" not in cache  # 2.7 matched token 2
+
+
+def test_a_second_update_before_the_next_propose_accepts_nothing():
+    drafter = SuffixDecodingDrafter(tree=False)
+    drafter.reset([1, 2, 3, 4, 1, 2])
+    draft = drafter.propose(DraftRequest([1, 2, 3, 4, 1, 2], 4))
+    assert draft.tokens[:2] == [3, 4]
+    drafter.update(2, 7)
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 0 tokens\)"):
+        drafter.update(1, 8)  # was checked against the used draft
+    drafter.update(0, 8)
+    assert drafter._tokens[-4:] == [3, 4, 7, 8]

@@ -278,3 +278,24 @@ def test_first_speculated_token_follows_target_distribution(target):
     expected = next_token_probs(target, prefixes, temperature=1.0)
     assert (counts[expected == 0] == 0).all()
     assert chi_square(counts, expected).pvalue > 1e-3
+
+
+def test_update_checks_its_counts_and_reset_checks_before_ending_the_generation():
+    """update took 3.7 as token 3 and num_accepted = -1 as 'all drafts but the last' (the next step then reset
+    and the generation was never stored); a bad reset ended the running generation before it was refused."""
+    drafter = SuffixMatchDrafter(n_draft=4)
+    drafter.reset([1, 2, 3, 4, 1, 2])
+    draft = drafter.propose(DraftRequest([1, 2, 3, 4, 1, 2], 4))
+    assert draft.tokens == [3, 4, 1, 2]
+    with pytest.raises(ValueError, match=r"num_accepted \(the last draft holds 4 tokens\) must be an integer in "
+                                         r"\[0, 4\], got -1"):
+        drafter.update(-1, 7)
+    with pytest.raises(ValueError, match="next_token must be an integer >= 0, got 3.7"):
+        drafter.update(2, 3.7)
+    drafter.update(2, 7)
+    with pytest.raises(TypeError, match="prompt_ids must hold integer token ids"):
+        drafter.reset([5, 6.5])
+    assert len(drafter.corpus) == 0  # the refused reset stored nothing: the generation still runs
+    drafter.finish()
+    stored = [3, 4, 1] + [2, 3, 4, 7]  # the prompt's last 3 tokens, then the output from the prefill's token on
+    assert stored in drafter.corpus and 2.7 not in drafter.corpus and [3.0, 4, 1, 2, 3, 4, 7] not in drafter.corpus

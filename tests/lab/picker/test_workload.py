@@ -62,7 +62,10 @@ def test_recommend_takes_zero_d_numpy_arrays_as_generate_does_and_no_negative_ze
     assert rec.to_dict() == recommend("chat", 0.7, True, False, memory_headroom_gb=0.0).to_dict()
     assert math.copysign(1.0, rec.workload["memory_headroom_gb"]) == 1.0  # -0.0 printed "-0 GB"
     assert "memory headroom: 0 GB" in rec.summary()
-    for bad in (np.array([0.7]), np.array(True), np.array("0.7")):
+    import torch
+
+    assert recommend("chat", torch.tensor(0.5), True, False).to_dict() == recommend("chat", 0.5, True, False).to_dict()
+    for bad in (np.array([0.7]), np.array(True), np.array("0.7"), torch.tensor(True), torch.tensor([0.7, 0.1])):
         with pytest.raises(ValueError, match="temperature"):
             recommend("chat", bad, True, False)
 
