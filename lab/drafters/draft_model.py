@@ -18,7 +18,7 @@ from lab.drafters.base import Draft, DraftRequest, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab, full_vocab_logits
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, context_limit, forward, new_cache, vocab_size
-from lab.validation import check_int
+from lab.validation import check_int, check_token_ids
 
 __all__ = ["DraftModelDrafter", "next_n_draft"]
 
@@ -137,8 +137,9 @@ class DraftModelDrafter:
     def reset(self, prompt_ids) -> None:
         """Prefill the draft cache with every token of ``prompt_ids`` but the last, which the first proposal feeds
         (the decode loop resets with the prompt and the prefill's first new token: the draft reads the whole prompt
-        here)."""
-        prompt_ids = list(prompt_ids)
+        here). Raises ``TypeError`` / ``ValueError`` naming ``prompt_ids`` when they are not token ids of the draft's
+        vocabulary (a list, or a tensor ``[L]`` / ``[1, L]``), before anything changes."""
+        prompt_ids = check_token_ids("prompt_ids", prompt_ids, self.vocab_size)
         self._cache = new_cache()
         if len(prompt_ids) > 1:
             forward(self.model, prompt_ids[:-1], self._cache, logits_to_keep=1)

@@ -467,6 +467,11 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
           and not isinstance(got[i][1], torch.Tensor) and same_tensor(got[i][1], expected[i][1])):
         best_hint = ("the values are right, but return a torch.Tensor (not a list or array): the lesson's next "
                      "cells call tensor methods on the answer.")
+    elif (got[i][0] == "ok" and expected[i][0] == "ok" and isinstance(expected[i][1], Integral)
+          and not isinstance(expected[i][1], bool) and isinstance(got[i][1], float)
+          and got[i][1] == expected[i][1]):  # 10.0 for 10: the rule is right
+        best_hint = ("the value is right, but return an int, not a float (10, not 10.0): it is a position or a "
+                     "length, which later cells use as an index or a slice bound (int(...) or // keep it whole).")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
         best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
                      "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
@@ -570,13 +575,19 @@ def same_ints(a, b) -> bool:
 def want_token_list(name: str, fn, case, example: str, why: str = "the lesson adds it to a list of ids and prints it",
                     what: str = "int token ids", tuples: bool = True) -> None:
     """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
-    (the lesson would collect 0-d tensors), a one-shot iterator (a generator or map, used up once read) and, with
-    ``tuples=False``, a tuple. ``why`` says what the lesson does with the list. None and errors are left to
-    :func:`compare`, which names the case."""
+    (the lesson would collect 0-d tensors), a NumPy array (``list + array`` adds element-wise), a one-shot iterator (a
+    generator or map, used up once read), a list holding floats and, with ``tuples=False``, a tuple. ``why`` says
+    what the lesson does with the list. None and errors are left to :func:`compare`, which names the case."""
     outcome = run_case(fn, fresh_args(case))
     value = outcome[1] if outcome[0] == "ok" else None
-    if isinstance(value, (torch.Tensor, collections.abc.Iterator)) or (not tuples and isinstance(value, tuple)):
+    # a NumPy array too: list + array adds element-wise instead of joining
+    if (isinstance(value, (torch.Tensor, collections.abc.Iterator)) or type(value).__module__ == "numpy"
+            or (not tuples and isinstance(value, tuple))):
         raise Fail(f"{name} returned a {type(value).__name__}; return a list of {what} (e.g. {example}): {why}.")
+    if isinstance(value, (list, tuple)) and any(not isinstance(x, Integral) and isinstance(x, (float, complex))
+                                                or type(x).__module__ == "numpy" and "float" in type(x).__name__
+                                                for x in value):
+        raise Fail(f"{name} returned {value!r}: return a list of {what} (e.g. {example}), not floats: {why}.")
 
 
 def float32_tensor(values) -> torch.Tensor:

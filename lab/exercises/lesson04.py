@@ -302,12 +302,12 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     # N = 1: the one draft is also the last; a loop that never tests the last draft passes every N > 1 check below
     if counts_pvalue(first_counts, target_probs) < P_THRESHOLD:
         freq = [round(c / sum(first_counts), 3) for c in first_counts]
-        hint = ("your first new token follows the draft's distribution: the last draft was emitted without the "
-                "acceptance test. Test every draft, the last one included, with probability min(1, target/draft), "
-                "and add the bonus only after all of them were accepted."
-                if counts_pvalue(first_counts, draft_probs) > P_THRESHOLD else
-                _diagnose(first_counts, _spec_candidates(target_probs, draft_probs),
-                          "check the acceptance test and the residual; the first new token must follow the target."))
+        untested = ("your first new token follows the draft's distribution: the last draft was emitted without "
+                    "the acceptance test. Test every draft, the last one included, with probability min(1, "
+                    "target/draft), and add the bonus only after all of them were accepted.")
+        # the planted faults compete with "untested" (an upside-down ratio also lands near the draft here)
+        hint = _diagnose(first_counts, [(draft_probs, untested)] + _spec_candidates(target_probs, draft_probs),
+                         "check the acceptance test and the residual; the first new token must follow the target.")
         raise Fail(f"with N = 1 and draft {draft_probs} != target {target_probs}, your first new tokens had "
                    f"frequencies {freq} over {sum(first_counts)} steps, not the target's (chi-square p < "
                    f"{P_THRESHOLD}).\n  Hint: {hint}")

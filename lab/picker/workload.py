@@ -36,6 +36,14 @@ def check_bool(name: str, value) -> bool:
     return bool(value)
 
 
+def _finite(value: Real) -> bool:
+    """``math.isfinite`` that calls a number too large for a float (``10**400``: OverflowError there) not finite."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
                    memory_headroom_gb, exclude, target_has_mtp=False, has_parallel_draft=False) -> dict:
     """:func:`lab.picker.recommend`'s arguments, checked, as the workload dict.
@@ -55,7 +63,7 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     temperature, memory = _plain(temperature), _plain(memory_headroom_gb)
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, Real) or not math.isfinite(temperature) \
+    if isinstance(temperature, bool) or not isinstance(temperature, Real) or not _finite(temperature) \
             or not 0 <= temperature <= MAX_API_TEMPERATURE:
         raise ValueError(f"temperature must be a finite number from 0 (greedy) to {MAX_API_TEMPERATURE:g} (the OpenAI "
                          f"API's range, which the engines' servers take), got {temperature!r}")
@@ -63,7 +71,7 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
              check_bool("can_finetune", can_finetune), check_bool("latency_bound", latency_bound),
              check_bool("target_has_mtp", target_has_mtp), check_bool("has_parallel_draft", has_parallel_draft))
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
-                               or not math.isfinite(memory) or memory < 0):
+                               or not _finite(memory) or memory < 0):
         raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {memory!r}")
     if isinstance(exclude, str):
         exclude = (exclude,)

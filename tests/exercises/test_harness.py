@@ -212,7 +212,7 @@ def test_token_lists_must_hold_whole_integers(capsys):
     assert not harness.same_ints([2.5, 3], [2, 3])
     assert harness.same_ints([2.0, 3], [2, 3])  # a whole float is an id
     rejects(lesson07.emitted_tokens, lambda d, k, t: [x + 0.25 for x in emitted_tokens(d, k, t)], capsys,
-            "expected")
+            "not floats")  # a list of token ids is refused floats outright (want_token_list), whole or not
 
 
 # A planted fault that reproduces only a few of the learner's wrong answers must not lend them its hint: these

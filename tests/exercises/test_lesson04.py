@@ -35,7 +35,10 @@ def spec_step_variant(resample="residual", bonus=True, stop=True, context="full"
             target = list(target_model(out if context == "full" else list(prefix)))
             ratio = target[token] / dists[i][token]
             u = shared if shared_u else uniform(rng)
-            ok = u < min(1.0, ratio) if accept == "ratio" else True
+            if accept == "inverted":  # draft / target, with the zero-target case guarded
+                ok = target[token] > 0 and u < min(1.0, dists[i][token] / target[token])
+            else:
+                ok = u < min(1.0, ratio) if accept == "ratio" else True
             if ok:
                 out.append(token)
                 continue
@@ -478,3 +481,9 @@ def test_toy_models_hand_out_a_new_list_each_call():
         first = m([1])
         first[0] = 7.0
         assert m([1])[0] in (0.5, 0.1) and m([1]) is not m([1])
+
+
+def test_an_upside_down_ratio_is_not_called_an_untested_last_draft(capsys):
+    """At N = 1 an inverted ratio lands near the draft's distribution too; the hint named an untested draft."""
+    out = rejects(check.speculative_step, spec_step_variant(accept="inverted"), capsys, "upside down")
+    assert "without the acceptance test" not in out

@@ -199,3 +199,23 @@ def test_emitted_tokens_wants_a_list_without_being_given_the_answer(capsys):
     out = rejects(check.emitted_tokens, lambda d, k, t: torch.tensor(list(d[:k]) + [t]), capsys, "returned a Tensor",
                   "e.g. [8, 6]")
     assert "drafts[:num_accepted]" not in out
+
+
+@pytest.mark.parametrize("answer, words", [
+    (lambda drafts, k, t: np.array(list(drafts[:k]) + [t]), ["returned a ndarray", "return a list of int token ids"]),
+    (lambda drafts, k, t: [float(x) for x in list(drafts[:k]) + [t]], ["not floats"]),
+])
+def test_emitted_tokens_refuses_an_array_or_floats(answer, words, capsys):
+    """np.array passed, and lesson 07's last cell then crashed (list + array adds element-wise); floats passed and
+    the loop committed float ids."""
+    rejects(check.emitted_tokens, answer, capsys, *words)
+
+
+@pytest.mark.parametrize("checker, answer", [
+    (check.next_position, lambda position, num_accepted: float(next_position(position, num_accepted))),
+    (check.draft_keep_length, lambda held, accepted, n_draft: float(draft_keep_length(held, accepted, n_draft))),
+])
+def test_a_right_value_as_a_float_is_told_to_be_an_int(checker, answer, capsys):
+    """10.0 for 10 got the whole rule explained, as if the rule were wrong."""
+    out = rejects(checker, answer, capsys, "the value is right, but return an int, not a float")
+    assert "E.g." not in out

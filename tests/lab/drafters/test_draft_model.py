@@ -330,3 +330,15 @@ def test_update_checks_its_counts(noisy_draft):
     assert drafter.kv_length() == before  # refused before anything was rolled back
     drafter.update(1, 4)
     assert drafter.kv_length() == 3 + 1  # the prompt and the one accepted draft
+
+
+def test_reset_checks_the_prompt_ids_it_is_handed(noisy_draft):
+    """[5.5] and [-1] were taken and failed at the next propose naming input_ids; a [1, L] tensor raised a bare
+    torch error."""
+    drafter = DraftModelDrafter(noisy_draft, n_draft=2)
+    with pytest.raises(TypeError, match="prompt_ids must hold integer token ids"):
+        drafter.reset([1, 5.5])
+    with pytest.raises(ValueError, match=r"prompt_ids must be token ids in \[0, "):
+        drafter.reset([1, -1])
+    drafter.reset(torch.tensor([[1, 2, 3]]))  # [1, L], as generate takes it
+    assert drafter.kv_length() == 2 and drafter.propose(DraftRequest([1, 2, 3], 2)).tokens

@@ -79,3 +79,10 @@ def test_a_temperature_below_vllms_sampling_eps_is_greedy_and_said_so():
     assert rec.reasons[1:] == recommend("chat", 0.0, True, False).reasons
     assert recommend("chat", 1e-5, True, False).temperature == 1e-5  # from 1e-5 on it samples
     assert recommend("chat", 2.0, True, False).method == "none"  # 2, the top of the OpenAI range, is accepted
+
+
+def test_numbers_too_large_for_a_float_are_named_not_overflowed():
+    with pytest.raises(ValueError, match="^temperature must be a finite number"):
+        recommend("chat", 10 ** 400, True, False)
+    with pytest.raises(ValueError, match="^memory_headroom_gb must be None"):
+        recommend("chat", 0.5, True, False, memory_headroom_gb=10 ** 400)
