@@ -6,6 +6,8 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
+from lab.validation import check_int
+
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "draft_token"]
 
 
@@ -16,7 +18,7 @@ class DraftRequest:
     ``tokens``: every committed token id so far (prompt + new tokens). ``max_tokens``: the most tokens worth
     drafting (the loop caps it so no block runs past ``max_new_tokens``). Sampling settings are the ones the
     target uses: a drafter that samples must process its logits the same way (``lab.sampling.probs_from_logits``)
-    and draw with ``generator``.
+    and draw with ``generator``. Raises ``ValueError`` for a ``max_tokens`` that is not an integer >= 0.
     """
 
     tokens: list
@@ -25,6 +27,10 @@ class DraftRequest:
     top_k: Optional[int] = None
     top_p: Optional[float] = None
     generator: Optional[torch.Generator] = None
+
+    def __post_init__(self):
+        # checked once here for every drafter: 2.5 raised a bare slice error in some, -1 drafted nothing silently
+        self.max_tokens = check_int("DraftRequest.max_tokens", self.max_tokens, 0)
 
 
 @dataclass

@@ -119,8 +119,10 @@ def medusa_loss(fn):
                        ".item(), .detach() or torch.no_grad().")
 
     count = compare("medusa_loss", fn, _MEDUSA_CASES, reference_medusa_loss, faults, same,
-                    "for k = 1..K: F.cross_entropy(logits[:, :T - 1 - k, k - 1] flattened, tokens[:, 1 + k:] "
-                    "flattened), times decay ** k; return the sum.",
+                    "head k (the logits' head axis at k - 1) guesses the token 1 + k places after each position, "
+                    "so pair each position with that later token and leave out the positions that have none; take "
+                    "each head's mean cross-entropy over those positions (batch and time flattened into one axis), "
+                    "weigh it by decay to the power k, and add the heads up.",
                     show_args=lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, "
                                            f"decay={args[2]}")
     return f"{count} losses right: head k against token t + 1 + k, weighted by decay^k"
@@ -451,7 +453,8 @@ def tokens_per_call(fn, target, prompts):
     ]
     count = compare("tokens_per_call", fn, cases, reference_tokens_per_call, faults, same_float,
                     "run generate once per prompt with a fresh drafter (passing max_new_tokens and "
-                    "eos_token_id); return sum of len(tokens) - 1 over sum of stats['target_calls'].",
+                    "eos_token_id), then pool: the tokens all runs wrote after their prefill's first one, over the "
+                    "target calls all runs made after their prefill (a ratio of totals, not a mean of ratios).",
                     show_args=lambda c: f"target, make_drafter, {len(c[2])} prompts, max_new_tokens={c[3]}, "
                                         f"eos_token_id={c[4]}")
     return f"{count} measurements pooled over prompts exactly as the course measures tokens per target call"

@@ -304,3 +304,10 @@ def test_accepted_path_accepts_a_walk_with_a_token_to_child_dict_per_node(capsys
         assert len(set(zip(parents, tokens))) == len(tokens)  # no two siblings share a token
     case = ([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 9, 7, 8], [-1, -1, 0, 0, 2, 4])  # depth 4, with a sibling at depth 2
     assert case in check._path_cases() and dict_walk(*case) == verify_tree_greedy(*case).path == [0, 2, 4, 5]
+
+
+def test_fallback_hints_explain_without_printing_the_code(capsys):
+    """The generic hints of medusa_loss and tokens_per_call printed the one-line answers."""
+    out = rejects(check.medusa_loss, lambda logits, tokens, decay: (logits.sum() * 0 + 1.0), capsys,
+                  "1 + k places after each position", "decay to the power k")
+    assert "F.cross_entropy(logits[" not in out and "tokens[:, 1 + k:]" not in out

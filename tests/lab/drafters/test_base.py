@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from lab.decode import generate
 from lab.drafters import EagleDrafter, MedusaDrafter
+from lab.drafters.base import DraftRequest
 
 
 def test_from_pretrained_wants_a_pair(target):
@@ -54,3 +57,12 @@ def test_learned_drafters_check_the_ids_they_are_handed(pair):
     for bad, error in ((3.9, ValueError), (2048, ValueError), (-1, ValueError)):
         with pytest.raises(error, match=r"next_token must be an integer in \[0, 2047\]"):
             parallel.update(0, bad)
+
+
+@pytest.mark.parametrize("bad", [2.5, -1, True, "3"])
+def test_a_draft_request_checks_max_tokens(bad):
+    """2.5 raised a bare slice TypeError inside some drafters, -1 drafted nothing without a word."""
+    with pytest.raises(ValueError, match="DraftRequest.max_tokens must be an integer >= 0"):
+        DraftRequest([1, 2], bad)
+    assert DraftRequest([1, 2], np.int64(3)).max_tokens == 3
+    assert type(DraftRequest([1], torch.tensor(2)).max_tokens) is int
