@@ -188,7 +188,7 @@ def test_propose_respects_max_tokens_and_feature(pair):
     assert drafter.propose(DraftRequest([5], 4)).tokens == []
     feature = torch.randn(3, 384)
     drafter.reset([1, 2, 3, 4], hidden=feature)
-    for max_tokens, count in ((0, 0), (-1, 0), (1, 8), (2, 13), (5, 14)):
+    for max_tokens, count in ((0, 0), (1, 8), (2, 13), (5, 14)):  # a negative one: DraftRequest refuses it
         draft = drafter.propose(DraftRequest([1, 2, 3, 4], max_tokens))
         assert len(draft.tokens) == count
         if count:
