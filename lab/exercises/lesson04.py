@@ -158,7 +158,8 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
 
     1. Identical target and draft, N = 1, 3 and 5: every draft is accepted, so exactly ``n_draft + 1`` tokens
        (bonus) follow.
-    2. A draft that only proposes a token the target never emits: exactly one token follows, from the target.
+    2. A draft that only proposes a token the target never emits: exactly one token follows, from the target;
+       on a 1,000-token vocabulary too, where a residual with a constant added to it would leak half its mass.
     3. Identical bigram target and draft, N = 1 and 2, ``bonus_samples`` steps each: every (last draft, bonus)
        pair follows the target's row for the last draft (a bonus drawn after the prefix, or after all drafts
        but the last, fails here; so do drafts all sampled from ``draft_model(prefix)``). Then a draft unlike the
@@ -240,6 +241,26 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
             raise Fail(f"the first draft is always rejected here, so exactly one token (resampled) must follow; "
                        f"you returned {len(new)}: {out}. Stop at the first rejection.")
 
+    # 1,000 tokens, of which the target keeps two and the draft proposes only the last: the residual is exactly
+    # [0.5, 0.5, 0, ...]. A residual smoothed with a small constant (max(0, target - draft) + 1e-3) leaks about
+    # half its mass onto the 998 tokens the target never emits here, where on 4 tokens it leaked 0.2 %.
+    wide = 1000
+    wide_target = fixed_model([0.5, 0.5] + [0.0] * (wide - 2))
+    wide_draft = fixed_model([0.0] * (wide - 1) + [1.0])
+    for _ in range(50):
+        out = call(prefix, wide_target, wide_draft, 3)
+        new = out[len(prefix):]
+        if len(new) != 1:
+            raise Fail(f"with {wide} tokens, a draft that proposes only token {wide - 1} and a target that gives it "
+                       f"probability 0, the first draft is always rejected, so exactly one token must follow; "
+                       f"you returned {len(new)}: {out}. Stop at the first rejection.")
+        if new[0] not in (0, 1):
+            raise Fail(f"with {wide} tokens, a target [0.5, 0.5, 0, ..., 0] and a draft that proposes only token "
+                       f"{wide - 1}, your resampled token was {new[0]}, which the target gives probability 0.\n  "
+                       "Hint: the residual must be exactly 0 wherever target <= draft: max(0, target - draft), "
+                       "divided by its sum, with nothing added to it. A small constant added to every entry (to "
+                       "avoid dividing by zero, say) gives each of the 998 tokens the target never emits a share, "
+                       "and here they add up to about half the mass.")
     identical = bigram_model(_BONUS_TABLE)  # draft == target, so every draft is accepted and a bonus follows
     for n in (1, 2):
         after = [[0] * 3 for _ in range(3)]  # after[last draft][bonus token]
