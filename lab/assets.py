@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -34,7 +36,7 @@ __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "SMOLLM2_DIR", "TOKENIZER_FILE
            "target_weights_key", "check_target_key", "check_model_type", "draft_kind", "DRAFT_LOADERS", "cache_dir",
            "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
-           "converted_dir", "install_converted", "check_converted"]
+           "converted_dir", "install_converted", "check_converted", "CONVERTING_PREFIX", "remove_stale_conversions"]
 
 PAIR_DIR = Path(__file__).resolve().parent / "assets" / "shakespeare"
 """The bundled Shakespeare pair: ``target/``, ``draft/``, tokenizer files, ``training.json``, card, prompts."""
@@ -316,6 +318,30 @@ def install_converted(built: Path, asset: WheelFile) -> Path:
         return folder
     _remember({str((folder / name).resolve()): _stamp(folder / name) + [sha] for name, sha in files.items()})
     return folder
+
+
+CONVERTING_PREFIX = "converting-"  # the temporary folders a conversion writes in cache_dir() before the move
+STALE_CONVERSION_S = 3600  # far longer than a conversion takes (20-35 s on 2 CPU cores)
+
+
+def remove_stale_conversions(max_age_s: float = STALE_CONVERSION_S) -> list[Path]:
+    """Delete the temporary conversion folders (``cache_dir()/converting-*``) last changed more than ``max_age_s``
+    seconds ago: a conversion that was killed (a kernel restart, SIGKILL) leaves its half-written folder, about
+    540 MB for SmolLM2, which nothing else removes. A younger folder may belong to a conversion still running in
+    another process and is kept. Returns the folders removed. Raises ``ValueError`` for a negative ``max_age_s``."""
+    if not max_age_s >= 0:
+        raise ValueError(f"max_age_s must be a number of seconds >= 0, got {max_age_s!r}")
+    removed = []
+    now = time.time()
+    for folder in sorted(cache_dir().glob(CONVERTING_PREFIX + "*")):
+        try:
+            stale = folder.is_dir() and now - folder.stat().st_mtime > max_age_s
+        except OSError:  # removed meanwhile by another process
+            continue
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 _CONVERTED_FILES = ("model.safetensors", "config.json", "tokenizer.json")  # what loading the converted pair reads

