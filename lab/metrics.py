@@ -138,8 +138,9 @@ def optimal_n_draft(alpha: float, cost_ratio: float, max_n: int = 16) -> int:
 def _two_distributions(target_probs, draft_probs) -> tuple[torch.Tensor, torch.Tensor]:
     """Both arguments as float64 ``[V]`` tensors after checking each is a distribution (NaN, negative entries or
     a sum further than 1e-3 from 1 raise ``ValueError`` naming it) and that their shapes match."""
-    t = check_probs("target_probs", target_probs, dtype=torch.float64)
-    d = check_probs("draft_probs", draft_probs, dtype=torch.float64)
+    # on the CPU: one argument may come from a CUDA model, the other from a list
+    t = check_probs("target_probs", target_probs, dtype=torch.float64).cpu()
+    d = check_probs("draft_probs", draft_probs, dtype=torch.float64).cpu()
     if t.dim() != 1 or d.dim() != 1:
         raise ValueError(f"target_probs {tuple(t.shape)} and draft_probs {tuple(d.shape)} must each be one "
                          "distribution [V]")
@@ -202,10 +203,10 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     from scipy.stats import chisquare
 
     try:
-        counts = torch.as_tensor(counts, dtype=torch.float64)
+        counts = torch.as_tensor(counts, dtype=torch.float64).cpu()
     except (TypeError, ValueError, RuntimeError):
         raise TypeError(f"counts must be a sequence or tensor of numbers, got {type(counts).__name__}") from None
-    probs = check_probs("probs", probs, dtype=torch.float64)
+    probs = check_probs("probs", probs, dtype=torch.float64).cpu()  # counts from a list, probs from a CUDA model
     if counts.dim() != 1 or probs.dim() != 1:
         raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(probs.shape)} must both be 1-D [V]")
     if counts.shape != probs.shape:

@@ -131,6 +131,8 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int
                          "separately")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be None or a torch.Generator, got {type(generator).__name__}")
+    if generator is not None:  # CUDA probabilities with a CPU generator: sampled where the generator is
+        probs = probs.to(generator.device)
     return int(torch.multinomial(probs, 1, generator=generator))
 
 

@@ -129,6 +129,8 @@ def _check_rows(target_probs, tokens, draft_probs=None) -> None:
 
 
 def _draw(probs: torch.Tensor, generator, name: str) -> int:
+    if generator is not None:  # rows on CUDA with generate's CPU generator: multinomial wants them on one device
+        probs = probs.to(generator.device)
     # multinomial already rejects NaN, inf and negative entries; say which distribution was at fault
     try:
         return int(torch.multinomial(probs, 1, generator=generator))

@@ -170,7 +170,8 @@ step smollm2-bench timeout 240 "$PY" -m lab bench --pair smollm2-135m --prompts 
 step arena "$PY" -m lab arena --pair shakespeare --prompts 3 --max-new-tokens 64
 step bench "$PY" -m lab bench --pair shakespeare
 step oracles env LAB_TEST_DEVICE=cuda "$PY" -m pytest -q tests/lab/test_decode.py tests/lab/test_kv.py \
-    tests/lab/test_trees.py tests/lab/test_models.py tests/lab/drafters
+    tests/lab/test_trees.py tests/lab/test_models.py tests/lab/drafters tests/lab/test_verify.py \
+    tests/lab/test_sampling.py tests/lab/test_metrics.py
 step lessons "$PY" -m pytest -q --nbval-lax --nbval-current-env solutions/00_tour.ipynb \
     solutions/10_medusa_tree_attention.ipynb solutions/11_eagle_feature_drafts.ipynb
 exit $failed

@@ -346,3 +346,16 @@ def test_step_summaries_name_a_bad_count_time_or_step_list():
             function([record, 2], *args)
     with pytest.raises(TypeError, match="summarize_steps takes step records"):
         metrics.summarize_steps(None, 1, 1.0)
+
+
+def test_metrics_take_one_argument_from_a_model_on_its_device_and_one_from_a_list():
+    """kl_divergence, acceptance_probability and chi_square compared a CUDA tensor with a CPU one and raised."""
+    from lab.metrics import acceptance_probability, chi_square, kl_divergence
+    from tests.helpers import DEVICE
+
+    target = torch.tensor([0.5, 0.25, 0.25], device=DEVICE)
+    draft = [0.25, 0.25, 0.5]
+    assert acceptance_probability(target, draft) == pytest.approx(0.75)
+    assert kl_divergence(target, draft) == pytest.approx(0.5 * math.log(2) - 0.25 * math.log(2))
+    assert chi_square([50, 25, 25], target).pvalue == pytest.approx(1.0)
+    assert chi_square(torch.tensor([0, 1, 0], device=DEVICE), [1.0, 0.0, 0.0]).pvalue == 0.0

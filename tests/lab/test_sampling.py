@@ -306,3 +306,13 @@ def test_logits_too_large_for_float32_are_named_as_such():
             probs_from_logits(torch.tensor(row, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"contain \+inf"):                    # a real +inf still says so
         probs_from_logits(torch.tensor([float("inf"), 0.0], dtype=torch.float64))
+
+
+def test_sample_takes_probabilities_on_the_models_device_with_a_cpu_generator():
+    from lab.sampling import sample
+    from tests.helpers import DEVICE
+
+    probs = torch.tensor([0.0, 0.25, 0.75])
+    draws = [[sample(probs.to(device), torch.Generator().manual_seed(seed)) for seed in range(30)]
+             for device in ("cpu", DEVICE)]
+    assert draws[0] == draws[1] and 0 not in draws[0] and set(draws[0]) == {1, 2}

@@ -283,3 +283,21 @@ def test_greedy_and_typical_verification_name_bad_inputs():
             verify.verify_tree_typical(probs, [bad], [-1], torch.Generator())
     with pytest.raises(ValueError, match="target_probs contains NaN"):
         verify.typical_threshold(torch.full((5,), float("nan")))
+
+
+def test_rows_on_the_models_device_are_verified_with_a_cpu_generator():
+    """generate draws with a CPU generator; a learner's rows from a CUDA model made multinomial raise, reported as
+    'target_probs is not a valid distribution'. On CPU (LAB_TEST_DEVICE unset) both runs are on one device."""
+    from tests.helpers import DEVICE
+
+    target = torch.tensor([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6]])
+    draft = torch.tensor([[0.6, 0.2, 0.2], [0.1, 0.1, 0.8]])
+    runs = []
+    for device in ("cpu", DEVICE):
+        generator = torch.Generator().manual_seed(5)
+        results = [verify.verify_sampled(target.to(device), [0, 2], draft.to(device), generator) for _ in range(40)]
+        runs.append([(r.num_accepted, r.next_token) for r in results])
+    assert runs[0] == runs[1]
+    generator = torch.Generator().manual_seed(5)
+    typical = verify_tree_typical(target.to(DEVICE), [2, 0], [-1, 0], generator)
+    assert typical.num_accepted == 2 and typical.path == [0, 1]  # 0.7 and 0.5 pass the typical threshold
