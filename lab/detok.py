@@ -18,17 +18,27 @@ from lab.validation import is_integer
 
 __all__ = ["Detokenizer", "CONTROL_PICTURES", "show_controls"]
 
+# Format characters that reorder or hide the text around them (the bidirectional overrides, embeddings and
+# isolates of "Trojan Source", Boucher & Anderson 2021, and the marks), zero-width ones that make two equal-looking
+# tokens differ, and the line and paragraph separators, which break lines where no newline shows. ZWNJ and ZWJ
+# (U+200C, U+200D) are left alone: Persian words and emoji sequences need them.
+_INVISIBLE = (0x061C, 0x200B, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), 0x2060, *range(0x2066, 0x206A),
+              0xFEFF)
 CONTROL_PICTURES = ({code: chr(0x2400 + code) for code in range(32) if code not in (9, 10)} | {127: "\u2421"}
-                    | {code: "\ufffd" for code in range(0x80, 0xa0)})
+                    | {code: "\ufffd" for code in range(0x80, 0xa0)}
+                    | {code: f"\u27e8U+{code:04X}\u27e9" for code in _INVISIBLE})
 """``str.translate`` table: each C0 control character but tab and newline to its Unicode control picture (U+2400 +
-its code; DEL to U+2421), and the C1 controls U+0080–U+009F (which have no pictures; U+009B starts a terminal
-escape like ESC [) to U+FFFD."""
+its code; DEL to U+2421), the C1 controls U+0080–U+009F (which have no pictures; U+009B starts a terminal
+escape like ESC [) to U+FFFD, and the invisible format characters that would reorder or hide text (the
+bidirectional controls U+202A–U+202E and U+2066–U+2069, the marks U+200E, U+200F, U+061C, the zero-width
+U+200B, U+2060, U+FEFF, the separators U+2028, U+2029) to their code point in angle brackets, ``⟨U+202E⟩``."""
 
 
 def show_controls(text: str) -> str:
     """``text`` with its control characters, tab and newline excepted, shown as their control pictures
-    (:data:`CONTROL_PICTURES`: ``"\\x1b"`` → ``"␛"``, ``"\\r"`` → ``"␍"``): token text printed to a terminal or
-    drawn in a page can then neither move the cursor, recolour the output nor vanish."""
+    (:data:`CONTROL_PICTURES`: ``"\\x1b"`` → ``"␛"``, ``"\\r"`` → ``"␍"``, ``"\\u202e"`` → ``"⟨U+202E⟩"``): token
+    text printed to a terminal or drawn in a page can then neither move the cursor, recolour or reorder the output
+    nor vanish."""
     return text.translate(CONTROL_PICTURES)
 
 _REPLACEMENT = "\ufffd"

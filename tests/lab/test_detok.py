@@ -64,3 +64,23 @@ def test_detokenizer_names_a_token_that_is_not_an_integer():
     with pytest.raises(TypeError, match="token_id must be an integer token id, got str 'a'"):
         text.push("a")
     assert text.push(0x61) == "a"   # nothing was appended by the refused push
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c", "\u200b", "\ufeff",
+                                  "\u2028", "\u2029"])
+def test_show_controls_names_characters_that_reorder_or_hide_text(char):
+    """A token holding U+202E (right-to-left override) flipped the rest of the line in the widgets and terminal;
+    U+200B made two equal-looking tokens differ; U+2028 broke a line with no ↵ to show it."""
+    from lab.detok import show_controls
+
+    shown = show_controls(f"a{char}b")
+    assert shown == f"a\u27e8U+{ord(char):04X}\u27e9b"
+    assert char not in shown
+
+
+def test_show_controls_keeps_the_joiners_scripts_need():
+    from lab.detok import show_controls
+
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"  # an emoji sequence joined by ZWJ
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # ZWNJ inside a word
+    assert show_controls(family) == family and show_controls(persian) == persian

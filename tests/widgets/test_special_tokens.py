@@ -132,3 +132,9 @@ def test_tree_viewer_labels_nodes_and_mask_readably(chat):
     drawn = [text for trace in viewer.tree_figure.data[3:] for text in (trace.text or ())]  # the marker traces
     assert END in drawn and START not in drawn
     assert all("<|" not in label for label in viewer.node_labels + list(viewer.mask_figure.layout.xaxis.ticktext))
+
+
+def test_token_text_shows_an_override_instead_of_obeying_it():
+    """Both the stream and the labels name U+202E rather than letting it reverse the text after it."""
+    assert token_display_text("a\u202eb") == "a\u27e8U+202E\u27e9b"
+    assert token_label_text(" \u200b") == "\u2423\u27e8U+200B\u27e9"
