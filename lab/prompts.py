@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 
 from lab.assets import PAIR_DIR, SMOLLM2_DIR
 from lab.validation import check_int
@@ -155,7 +156,16 @@ def encode_prompts(pair, prompts) -> list[list[int]]:
     encoded for ``pair``: a string as one user turn of a chat (:meth:`lab.models.ModelPair.encode_chat`) when the
     pair has a chat template, so that an instruction-tuned target answers it, else as plain text; a message list as
     that conversation, ending with the assistant's prefix. ``ValueError`` naming the index of a prompt with no
-    tokens."""
+    tokens; ``TypeError`` when ``prompts`` is one string (it was read as one prompt per character) or one
+    ``{"role", "content"}`` message, or is not a list or other iterable of prompts."""
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(f"prompts must be a list of prompts, got one {type(prompts).__name__} "
+                        f"{prompts[:60]!r}{'…' if len(prompts) > 60 else ''}: wrap it in a list, [prompt]")
+    if isinstance(prompts, Mapping) or not isinstance(prompts, Iterable):
+        raise TypeError(f"prompts must be a list of prompts (strings, or lists of {{'role', 'content'}} messages), "
+                        f"got {type(prompts).__name__}" + (": wrap one message list in a list, [messages]"
+                                                           if isinstance(prompts, Mapping) else ""))
+    prompts = list(prompts)  # a generator too: an empty prompt is named by its index below
     encode = pair.encode_chat if pair.has_chat_template else pair.encode
     encoded = [encode(p) for p in prompts]
     empty = [i for i, ids in enumerate(encoded) if not ids]

@@ -269,10 +269,14 @@ class TokenStream(ipywidgets.VBox):
             return
         count = len(self._details)
         if not is_integer(position):
-            raise TypeError(f"position must be an int or None, got {type(position).__name__}")
+            raise TypeError(f"position must be an int (a generated position, 0 = the first new token) or None to "
+                            f"clear, got {type(position).__name__} {position!r}")
         position = int(position)
+        if not count:
+            raise IndexError(f"position {position}: no token has been generated yet, so there is nothing to select")
         if not -count <= position < count:
-            raise IndexError(f"position {position} is out of range: {count} tokens have been generated")
+            raise IndexError(f"position must be in [{-count}, {count}) ({count} token{'s' if count > 1 else ''} "
+                             f"generated; negative counts from the end) or None to clear, got {position}")
         self._view.selected = position % count
 
     @property

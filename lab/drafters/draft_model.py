@@ -151,11 +151,20 @@ class DraftModelDrafter:
     def propose(self, request: DraftRequest) -> Draft:
         """Run the draft model ``min(n_draft, request.max_tokens)`` times (fewer when a token falls below
         ``confidence``), one token per forward on its KV cache: argmax at T = 0 (``probs`` None, verified as
-        one-hot), else a sample with its float32 ``[n, V]`` rows. Raises ``RuntimeError`` before :meth:`reset`."""
+        one-hot), else a sample with its float32 ``[n, V]`` rows. The draft reads its own KV cache, not
+        ``request.tokens``; raises ``ValueError`` when ``request.tokens`` is not as long as the sequence that cache
+        and :meth:`update` have followed (a missed ``update``, or a request for another sequence), ``RuntimeError``
+        before :meth:`reset`."""
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         n = min(self.n_draft, request.max_tokens)
-        self._base = cache_length(self._cache) + len(self._pending)
+        base = cache_length(self._cache) + len(self._pending)
+        if len(request.tokens) != base:  # the draft follows its own cache; a request it has not seen is refused
+            raise ValueError(f"request.tokens holds {len(request.tokens)} committed tokens, but this drafter has "
+                             f"seen {base} (reset(prompt_ids), then update(num_accepted, next_token) after every "
+                             "step): it drafts from its KV cache, so call update after each step and reset for a "
+                             "new sequence")
+        self._base = base
         self._last = []
         if n <= 0:
             return Draft()

@@ -148,3 +148,17 @@ def test_edit_prompts_change_whole_words_only(pair):
     assert _edit("my lords and my lord", "my lords", "my lieges") == "my lieges and my lord"
     assert _edit("yours, young", " you", " thee") == "yours, young"  # no whole word: unchanged
     assert _edit("a.b a+b", "a+b", "c") == "a.b c"  # regex characters are literal
+
+
+def test_encode_prompts_refuses_one_prompt_given_bare(pair):
+    """A bare string was encoded as one prompt per character."""
+    from lab.prompts import encode_prompts
+
+    with pytest.raises(TypeError, match=r"one str 'To be, or not to be': wrap it in a list"):
+        encode_prompts(pair, "To be, or not to be")
+    with pytest.raises(TypeError, match=r"wrap one message list in a list"):
+        encode_prompts(pair, {"role": "user", "content": "Hi"})
+    with pytest.raises(TypeError, match="got int"):
+        encode_prompts(pair, 3)
+    assert encode_prompts(pair, ("To be",)) == [pair.encode("To be")]
+    assert encode_prompts(pair, (p for p in ["To be"])) == [pair.encode("To be")]

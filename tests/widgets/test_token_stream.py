@@ -310,10 +310,16 @@ def test_step_without_probabilities_explains_itself(three_steps):
     assert three_steps.selection["probs"] is None
     assert "record_probs=True" in three_steps.detail_text
     assert all(trace.visible is False for trace in three_steps.chart.data)
-    with pytest.raises(IndexError):
+    count = len(three_steps.generated_ids)
+    with pytest.raises(IndexError, match=rf"must be in \[-{count}, {count}\) \({count} tokens generated.*got 6"):
         three_steps.select(6)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"position must be an int .* or None to clear, got str '1'"):
         three_steps.select("1")
+
+
+def test_selecting_before_anything_was_generated_says_so():
+    with pytest.raises(IndexError, match="no token has been generated yet"):
+        TokenStream(FakeTokenizer()).select(0)
 
 
 def test_truncated_inside_the_accepted_drafts():

@@ -91,11 +91,13 @@ def test_adaptive_follows_scripted_acceptances(draft):
 
 def test_fixed_n_never_changes(draft):
     drafter = DraftModelDrafter(draft, n_draft=3)
-    drafter.reset([1, 2, 3])
+    committed = [1, 2, 3]
+    drafter.reset(committed)
     for accepted in (3, 0, 3):
-        out = drafter.propose(DraftRequest([1, 2, 3], max_tokens=100))
+        out = drafter.propose(DraftRequest(list(committed), max_tokens=100))
         assert len(out.tokens) == 3
         drafter.update(accepted, 5)
+        committed += out.tokens[:accepted] + [5]
     assert drafter.n_draft == 3 and drafter.n_draft_history == [3, 3, 3]
 
 
@@ -342,3 +344,15 @@ def test_reset_checks_the_prompt_ids_it_is_handed(noisy_draft):
         drafter.reset([1, -1])
     drafter.reset(torch.tensor([[1, 2, 3]]))  # [1, L], as generate takes it
     assert drafter.kv_length() == 2 and drafter.propose(DraftRequest([1, 2, 3], 2)).tokens
+
+
+def test_a_request_the_drafter_has_not_followed_is_refused(draft):
+    """The draft reads its own KV cache, not request.tokens: a missed update drafted silently from the old
+    context."""
+    drafter = DraftModelDrafter(draft, n_draft=2)
+    drafter.reset([1, 2, 3])
+    out = drafter.propose(DraftRequest([1, 2, 3], max_tokens=2))
+    drafter.update(1, 7)
+    with pytest.raises(ValueError, match=r"request.tokens holds 3 committed tokens, but this drafter has seen 5"):
+        drafter.propose(DraftRequest([1, 2, 3], max_tokens=2))  # the caller forgot the step's tokens
+    assert len(drafter.propose(DraftRequest([1, 2, 3, out.tokens[0], 7], max_tokens=2)).tokens) == 2

@@ -84,5 +84,9 @@ def test_a_temperature_below_vllms_sampling_eps_is_greedy_and_said_so():
 def test_numbers_too_large_for_a_float_are_named_not_overflowed():
     with pytest.raises(ValueError, match="^temperature must be a finite number"):
         recommend("chat", 10 ** 400, True, False)
-    with pytest.raises(ValueError, match="^memory_headroom_gb must be None"):
+    with pytest.raises(ValueError, match="^memory_headroom_gb must be None") as caught:
         recommend("chat", 0.5, True, False, memory_headroom_gb=10 ** 400)
+    # the number is cut, not printed with its 401 digits
+    assert caught.value.args[0].endswith("got 1000000000000000000000000000000000000000… (401 characters)")
+    with pytest.raises(ValueError, match=r"… \(401 characters\)$"):
+        recommend("chat", 10 ** 400, True, False)
