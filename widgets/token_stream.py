@@ -396,14 +396,25 @@ class TokenStream(ipywidgets.VBox):
         """The stats line as shown, e.g. ``"4 steps · acceptance rate 0.62 (5/8 drafts) · 2.00 tokens per target
         call · 400 tokens/s (draft + verify time)"`` (without the tokens/s part when ``show_speed`` is False); a run
         with its prefill reads ``"prefill + 4 steps · ..."`` (``"prefill · ..."`` before its first decode step, with
-        ``–`` tokens per target call)."""
+        ``–`` tokens per target call). A run with token trees counts ``tree nodes`` instead of drafts and says that
+        at most one path per step can be accepted (why the rate reads low); drafts the target accepted after the
+        output's end (a step cut at EOS or ``max_new_tokens``) count in the rate and are named as not shown."""
         stats = self.stats
         if not self._steps:
             return "waiting for the first step"
+        decode = [record for record in self._steps if not record.prefill]
         if stats["acceptance_rate"] is None:
             rate = "acceptance rate \u2013 (no drafts)"
+        elif any(record.parents is not None for record in decode):
+            # every node counts as drafted, yet at most one root-to-leaf path per step can be accepted
+            rate = (f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} tree "
+                    "nodes; one path per step at most can be accepted)")
         else:
             rate = f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} drafts)"
+        # drafts accepted after the end of the output (EOS or max_new_tokens cut the step) count, but are not shown
+        hidden = sum(max(0, int(record.num_accepted) - len(record.emitted)) for record in decode if record.truncated)
+        if hidden and stats["acceptance_rate"] is not None:
+            rate = rate[:-1] + f", {hidden} accepted after the output's end, not shown)"
         count = f"{stats['steps']} {'step' if stats['steps'] == 1 else 'steps'}"
         if any(record.prefill for record in self._steps):  # its token is shown but counts in no decode step
             count = "prefill" + (f" + {count}" if stats["steps"] else "")

@@ -328,6 +328,8 @@ def test_truncated_inside_the_accepted_drafts():
     stream(step(0, [1, 2, 3], 3, [1, 2], "bonus", truncated=True))
     assert kinds_and_ids(stream) == [("accepted", 1), ("accepted", 2)]
     assert stream.stats["emitted"] == 2 and stream.stats["acceptance_rate"] == 1.0
+    # the rate counts the third accepted draft, which the stream does not show: the stats line says so
+    assert "acceptance rate 1.00 (3/3 drafts, 1 accepted after the output's end, not shown)" in stream.stats_text
 
 
 def test_truncated_at_the_target_token():
@@ -651,6 +653,7 @@ def test_token_stream_shows_a_medusa_run_and_counts_its_whole_trees(pair, medusa
     assert stats["acceptance_rate"] == pytest.approx(gen.stats["acceptance_rate"])
     assert stats["tokens_per_target_call"] == pytest.approx(gen.stats["tokens_per_target_call"])
     assert f"acceptance rate {gen.stats['acceptance_rate']:.2f} " in stream.stats_text
+    assert "tree nodes; one path per step at most can be accepted" in stream.stats_text
     # The prefill's token is the target's own, from the prompt's last position: no tree was drafted before it.
     assert gen.steps[0].prefill and stream.tokens[len(ids)]["kind"] == "bonus"
     stream.select(0)
