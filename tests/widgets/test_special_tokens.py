@@ -78,7 +78,7 @@ def test_token_stream_shows_badges_and_escapes_everything(chat):
     stream = TokenStream(pair.tokenizer, prompt_ids=prompt).extend(records)
     # kernel-side tokens keep the literal text (data); what is drawn is the label
     assert stream.tokens[0]["text"] == "<|im_start|>" and stream.tokens[-1]["text"] == "<|im_end|>"
-    payload = stream._view.tokens
+    payload = stream._view.tokens + stream._view.tail
     special = [item for item in payload if item["x"]]
     assert [item["s"] for item in special] == [START, END, START, END, START, START, END]  # rejected draft included
     assert special[-2]["k"] == "rejected" and special[-1]["k"] == "accepted"
