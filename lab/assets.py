@@ -36,7 +36,8 @@ __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "SMOLLM2_DIR", "TOKENIZER_FILE
            "target_weights_key", "check_target_key", "check_model_type", "draft_kind", "DRAFT_LOADERS", "cache_dir",
            "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
-           "converted_dir", "install_converted", "check_converted", "CONVERTING_PREFIX", "remove_stale_conversions"]
+           "converted_dir", "install_converted", "check_converted", "CONVERTING_PREFIX", "remove_stale_conversions",
+           "save_whole"]
 
 PAIR_DIR = Path(__file__).resolve().parent / "assets" / "shakespeare"
 """The bundled Shakespeare pair: ``target/``, ``draft/``, tokenizer files, ``training.json``, card, prompts."""
@@ -209,6 +210,23 @@ def _read_memo() -> dict:
         return memo if isinstance(memo, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def save_whole(path, write) -> None:
+    """Write the file ``path`` whole: ``write(tmp)`` writes it under a temporary name unique to this call beside
+    ``path``, which is then moved in (``os.replace``). A killed run leaves no truncated ``path``, and two processes
+    building the same cache file (test workers, say) never write into one temporary file; the last to finish wins.
+    The temporary file is removed when ``write`` raises, and the error re-raised."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".partial")
+    os.close(handle)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _remember(entries: dict) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lab.assets import PAIR_DIR, cache_dir, tokenizer_key
+from lab.assets import PAIR_DIR, cache_dir, save_whole, tokenizer_key
 
 __all__ = ["CORPUS_SPEC", "CORPUS_WORKS", "extract_archive", "fetch_corpus", "split_corpus",
            "encode_texts", "corpus_ids", "random_windows"]
@@ -105,10 +105,7 @@ def corpus_ids(pair_dir: Path = PAIR_DIR) -> tuple[torch.Tensor, torch.Tensor]:
     tokenizer = AutoTokenizer.from_pretrained(pair_dir)
     train_txt, val_txt = split_corpus(fetch_corpus())
     ids = {"train": encode_texts(tokenizer, train_txt), "val": encode_texts(tokenizer, val_txt)}
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")  # written whole, then moved in
-    torch.save(ids, partial)
-    os.replace(partial, path)
+    save_whole(path, lambda tmp: torch.save(ids, tmp))
     return ids["train"], ids["val"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from lab.assets import PAIR_DIR, cache_dir, weights_key
+from lab.assets import PAIR_DIR, cache_dir, save_whole, weights_key
 from lab.models import layer_states
 from lab.training.corpus import random_windows
 from lab.validation import check_int
@@ -22,10 +22,7 @@ __all__ = ["check_windows", "target_features", "target_generations"]
 
 def _save_whole(result: dict, path: Path) -> None:
     """Write a feature cache beside ``path`` and move it in, so a killed run never leaves a truncated cache."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    torch.save(result, partial)
-    partial.replace(path)
+    save_whole(path, lambda tmp: torch.save(result, tmp))
 
 
 def check_windows(target, split: str, seq_len: int) -> None:

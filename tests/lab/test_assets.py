@@ -375,3 +375,30 @@ def test_conversion_clears_stale_folders_before_it_writes_its_own(tmp_path, monk
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_conversion)
     with pytest.raises(Stop):
         models._dequantise_gguf(tmp_path / "x.gguf", models.SMOLLM2_GGUF)
+
+
+def test_save_whole_moves_a_finished_file_in_and_leaves_nothing_when_writing_fails(tmp_path):
+    """corpus_ids and the feature caches wrote `<name>.partial`, one name for every process: two test workers
+    building the same cache wrote into one file, and a reader could get the other's half-written one."""
+    from lab.assets import save_whole
+
+    path = tmp_path / "cache" / "ids.json"
+    names = []
+
+    def outer(tmp):
+        names.append(tmp)
+        save_whole(path, lambda inner: (names.append(inner), inner.write_text("inner")))  # another process, meanwhile
+        tmp.write_text("outer")
+
+    save_whole(path, outer)
+    assert names[0] != names[1] and all(name.parent == path.parent for name in names)
+    assert path.read_text() == "outer"  # the last to finish wins, and each file was written whole
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ids.json"]
+
+    def broken(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("killed halfway")
+
+    with pytest.raises(RuntimeError, match="killed halfway"):
+        save_whole(path, broken)
+    assert path.read_text() == "outer" and sorted(p.name for p in path.parent.iterdir()) == ["ids.json"]
