@@ -77,8 +77,12 @@ def _medusa_variant(kind):
             shift = k if kind == "offset" else 1 + k      # "offset": head k scored against token t + k
             span = tokens.size(1) - shift
             weight = {"exponent": decay ** (k - 1), "no_decay": 1.0}.get(kind, decay ** k)
-            ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)), tokens[:, shift:].reshape(-1),
-                                 reduction="sum" if kind == "sum" else "mean")
+            if kind == "ignored_in_mean":  # the -100 positions count in the mean's denominator
+                ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
+                                     tokens[:, shift:].reshape(-1), reduction="none").mean()
+            else:
+                ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
+                                     tokens[:, shift:].reshape(-1), reduction="sum" if kind == "sum" else "mean")
             loss = loss + weight * ce
         return loss / heads if kind == "average" else loss
     return variant
@@ -100,6 +104,10 @@ def medusa_loss(fn):
         (_medusa_variant("average"), "add the weighted cross-entropies up; do not divide by the number of heads."),
         (_medusa_variant("sum"), "take the MEAN cross-entropy over the positions (F.cross_entropy's default), not "
                                  "the sum."),
+        (_medusa_variant("ignored_in_mean"), "a label of -100 means 'nothing to learn here': leave those positions "
+                                             "out of the mean too, dividing by the labelled positions only (what "
+                                             "F.cross_entropy's default ignore_index=-100 with reduction='mean' "
+                                             "does), not by every position."),
     ]
 
     def same(a, b):
@@ -121,8 +129,9 @@ def medusa_loss(fn):
     count = compare("medusa_loss", fn, _MEDUSA_CASES, reference_medusa_loss, faults, same,
                     "head k (the logits' head axis at k - 1) guesses the token 1 + k places after each position, "
                     "so pair each position with that later token and leave out the positions that have none; take "
-                    "each head's mean cross-entropy over those positions (batch and time flattened into one axis), "
-                    "weigh it by decay to the power k, and add the heads up.",
+                    "each head's mean cross-entropy over those positions (batch and time flattened into one axis; "
+                    "a position labelled -100 counts nowhere, not even in the mean's denominator), weigh it by "
+                    "decay to the power k, and add the heads up.",
                     show_args=lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, "
                                            f"decay={args[2]}")
     return f"{count} losses right: head k against token t + 1 + k, weighted by decay^k"

@@ -135,6 +135,36 @@ def test_medusa_loss(capsys):
     assert "not solved yet" in capsys.readouterr().out
 
 
+def test_medusa_loss_that_counts_ignored_labels_in_the_mean(capsys):
+    """A hand-written mean over every position (the -100 labels masked out of the sum but not of the count) got
+    the generic hint, which did not mention ignored labels."""
+    def manual(logits, tokens, decay=0.8):
+        total = logits.new_zeros(())
+        for k in range(1, logits.size(2) + 1):
+            span = tokens.size(1) - 1 - k
+            labels = tokens[:, 1 + k:]
+            log_probs = logits[:, :span, k - 1].log_softmax(-1)
+            picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            total = total + decay ** k * -(picked * (labels != -100)).sum() / labels.numel()
+        return total
+
+    out = rejects(check.medusa_loss, manual, capsys, "-100", "dividing by the labelled positions only")
+    assert "head 1 looks one token further" not in out
+
+    def manual_right(logits, tokens, decay=0.8):  # the same, divided by the labelled positions: passes
+        total = logits.new_zeros(())
+        for k in range(1, logits.size(2) + 1):
+            span = tokens.size(1) - 1 - k
+            labels = tokens[:, 1 + k:]
+            log_probs = logits[:, :span, k - 1].log_softmax(-1)
+            picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            keep = labels != -100
+            total = total + decay ** k * -(picked * keep).sum() / keep.sum()
+        return total
+
+    assert check.medusa_loss(manual_right), capsys.readouterr().out
+
+
 def test_tree_mask(capsys):
     assert check.tree_mask(tree_attention_mask)
     assert not check.tree_mask(check._mask_variant("causal"))
