@@ -118,12 +118,12 @@ def next_position(fn):
     """Check ``fn(position, num_accepted) -> int``: the new last committed token's position."""
     cases = [(9, 0), (9, 2), (9, 4), (0, 1), (120, 3), (41, 7)]
     faults = [
-        (lambda p, k: p + 1, "a step commits num_accepted drafts AND the target's own token: advance by "
-                             "num_accepted + 1, not by 1 (that is the bug: positions fall behind after every step "
-                             "that accepted a draft)."),
+        (lambda p, k: p + 1, "a step commits every draft the target accepted AND the target's own token, so the "
+                             "position moves on by all the tokens the step committed, not by one (that is the bug: "
+                             "positions fall behind after every step that accepted a draft)."),
         (lambda p, k: p + k, "do not forget the target's own token (resampled or bonus): it is committed too."),
-        (lambda p, k: p + k + 2, "one too far: the new last token is the target's token, num_accepted + 1 "
-                                 "positions after the old last token."),
+        (lambda p, k: p + k + 2, "one too far: the new last token is the target's own token, which comes right "
+                                 "after the accepted drafts; count the tokens the step committed, no more."),
     ]
     count = compare("next_position", fn, cases, _ref_next_position, faults, same_whole,
                     "position is where the last committed token sits. A step commits the drafts the target "

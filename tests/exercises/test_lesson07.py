@@ -145,12 +145,14 @@ def test_rollback_checker(capsys, target):
     assert not ok and "return the cache" in out
 
 
-@pytest.mark.parametrize("fault,phrase", [(lambda p, k: p + 1, "advance by num_accepted + 1"),
-                                          (lambda p, k: p + k, "target's own token")])
+@pytest.mark.parametrize("fault,phrase", [(lambda p, k: p + 1, "moves on by all the tokens the step committed"),
+                                          (lambda p, k: p + k, "target's own token"),
+                                          (lambda p, k: p + k + 2, "right after the accepted drafts")])
 def test_next_position_checker(capsys, fault, phrase):
     assert run(capsys, check.next_position, next_position)[0]
     ok, out = run(capsys, check.next_position, fault)
     assert not ok and phrase in out
+    assert "num_accepted + 1" not in out  # the specific hints explain in words, as the generic one does
 
 
 def test_draft_keep_checker(capsys, target, noisy_draft):
