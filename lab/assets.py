@@ -357,8 +357,9 @@ def remove_stale_conversions(max_age_s: float = STALE_CONVERSION_S) -> list[Path
         except OSError:  # removed meanwhile by another process
             continue
         if stale:
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
+            shutil.rmtree(folder, ignore_errors=True)  # another user's folder in a shared cache may stay
+            if not folder.exists():
+                removed.append(folder)
     return removed
 
 

@@ -46,6 +46,7 @@ import torch
 
 from lab.cli.options import demo_temperature
 from lab.decode import generate
+from lab.detok import show_controls
 from lab.drafters.base import check_pair
 from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int
@@ -74,7 +75,7 @@ class _Abort(Exception):
 
 
 def _prompt_label(text: str, width: int = 60) -> str:
-    flat = " ".join(text.split())
+    flat = show_controls(" ".join(text.split()))  # a right-to-left override must not reverse the dropdown's label
     return flat if len(flat) <= width else flat[: width - 1] + "\u2026"
 
 

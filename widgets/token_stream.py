@@ -74,7 +74,7 @@ class _TokenView(anywidget.AnyWidget):
 TAIL_TOKENS = 256
 """How many of the newest shown tokens a live step resends to the browser before they move into the view's
 ``tokens`` (sent whole then, once every ~256 tokens). Before, every step resent every token: at 1,000 steps the
-kernel spent 19 ms a step on it and sent about 500 kB."""
+kernel spent about 11 ms a step building the list (measured without a browser; 1 ms now) and sent about 500 kB."""
 
 
 def _legend_html() -> str:

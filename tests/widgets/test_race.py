@@ -391,3 +391,14 @@ def test_the_warm_up_leaves_a_suffix_drafters_cache_to_the_races(pair):
     second = dashboard.race(drafter="suffix", temperature=0.0)["speculative"]
     assert dashboard.drafter is drafter and second["tokens"] == first["tokens"]
     assert second["target_calls"] < first["target_calls"]  # the same request again: its answer is cached
+
+
+def test_a_prompt_with_a_right_to_left_override_gets_a_label_that_names_it(pair):
+    """The dropdown's label obeyed U+202E and showed the rest of the prompt reversed; the prompt itself is raced as
+    given."""
+    from widgets.race import RaceDashboard
+
+    prompt = "ROMEO. \u202egnirts desrever"
+    dashboard = RaceDashboard(pair, prompts=[prompt], max_new_tokens=2)
+    (label, index), *_ = dashboard.prompt_choice.options
+    assert label == "ROMEO. \u27e8U+202E\u27e9gnirts desrever" and dashboard.prompts[index] == prompt
