@@ -292,7 +292,8 @@ def prefill_record(logits: torch.Tensor, settings: DecodeSettings) -> StepRecord
     :func:`lab.batched.generate_batch`."""
     result, target_probs = verify_block(logits, Draft(), [], settings)
     return step_record(0, 0, settings.max_new_tokens, Draft(), [], result, target_probs, settings,
-                       times=(0.0,) * 4, fed=len(settings.prompt), base=0, draft_kv=None, prefill=True)
+                       times=(0.0,) * 4, fed=len(settings.prompt), base=0, draft_kv=None, prefill=True,
+                       prompt=list(settings.prompt))
 
 
 def checked_draft(draft, drafter, settings: DecodeSettings, base: int) -> tuple:
@@ -346,12 +347,13 @@ def verify_block(logits: torch.Tensor, draft: Draft, parents: list, settings: De
 
 def step_record(index: int, position: int, remaining: int, draft: Draft, parents: list, result, target_probs,
                 settings: DecodeSettings, *, times: tuple, fed: int, base: int, draft_kv,
-                prefill: bool = False) -> StepRecord:
+                prefill: bool = False, prompt: list | None = None) -> StepRecord:
     """The :class:`~lab.trace.StepRecord` of one step: what it emitted (the accepted drafts + the target's token,
     cut after EOS or at the ``remaining`` tokens), its timings from ``times = (t0, t1, t_forward, t2)`` (seconds:
     before drafting, after drafting, after the target's forward, after verification and rollback) and its cache
     bookkeeping (``fed`` positions processed, ``base`` cached before, the drafter's ``draft_kv`` lengths);
-    ``prefill`` marks the prefill's record (an empty draft over the whole prompt)."""
+    ``prefill`` marks the prefill's record (an empty draft over the whole prompt), which carries the ``prompt``'s
+    ids."""
     t0, t1, t_forward, t2 = times
     emitted = committed_block(draft, result, remaining, settings.eos_token_id)
     return StepRecord(
@@ -363,7 +365,7 @@ def step_record(index: int, position: int, remaining: int, draft: Draft, parents
         draft_probs=(draft.probs if settings.record_probs else None),
         target_tokens=fed, cache_before=base, draft_cache=tuple(draft_kv) if draft_kv is not None else None,
         parents=list(parents) if draft.parents is not None else None, path=list(result.path),
-        acceptance="typical" if settings.typical else "exact", prefill=prefill)
+        acceptance="typical" if settings.typical else "exact", prefill=prefill, prompt=prompt)
 
 
 def committed_block(draft: Draft, result, remaining: int, eos_token_id: int | None) -> list[int]:

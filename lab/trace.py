@@ -20,8 +20,10 @@ class StepRecord:
       prompt, whose last position gives the first new token (drafted nothing, ``emitted`` that one token,
       ``last_kind`` ``"bonus"``, ``target_tokens`` the prompt's length, ``cache_before`` 0; the cache keeps every
       one of its entries). Its time is the generation's ``stats["prefill_ms"]`` (with the drafter's reset), not
-      its own ``*_ms`` fields, which are 0: a sum over the records is decode time. Every later record is a decode
-      step: ``[last token] + drafts`` through the target.
+      its own ``*_ms`` fields, which are 0: a sum over the records is decode time. Its ``prompt`` holds the
+      prompt's token ids (a list of ints; None on every other record and on hand-built ones), so a viewer reused
+      for another run can tell which prompt the run followed. Every later record is a decode step: ``[last
+      token] + drafts`` through the target.
 
     - ``index``: 0-based step number; ``position``: new tokens committed before this step.
     - ``drafted``: the proposed token ids (empty for an autoregressive step or when the drafter had nothing).
@@ -80,6 +82,7 @@ class StepRecord:
     target_ms: float = 0.0
     acceptance: str = "exact"
     prefill: bool = False
+    prompt: Optional[list] = field(default=None, repr=False)
 
     def __post_init__(self):
         if not self.path and self.num_accepted:

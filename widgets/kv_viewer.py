@@ -26,7 +26,8 @@ from lab.detok import Detokenizer
 from lab.trace import StepRecord, check_step_record, step_records
 from lab.validation import check_int
 from widgets.style import ACCEPTED_COLOR, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
-from widgets.token_text import check_tokenizer, prompt_token_ids, run_prompt_length, token_label_text, token_labels
+from widgets.token_text import (check_tokenizer, prompt_token_ids, run_prompt, run_prompt_length, token_label_text,
+                                token_labels)
 
 __all__ = ["KVCacheViewer", "SLOT_KINDS", "SCRATCH_COLOR"]
 
@@ -61,7 +62,9 @@ class KVCacheViewer(ipywidgets.VBox):
     before the first record it saw) are drawn as unknown (``token_id`` None, text ``"?"``). A run whose first
     record shows another prompt length than ``prompt_ids`` (:func:`widgets.token_text.run_prompt_length`: a
     prefill's ``target_tokens``; the viewer reused for a run on another prompt) is drawn without the stored
-    prompt, as ``TreeViewer`` does; the prompt is used again for a later run that matches it. A decode step's
+    prompt, as ``TreeViewer`` does; the prompt is used again for a later run that matches it. A prefill record
+    that carries its run's prompt (``record.prompt``, from :func:`lab.decode.generate`) names the committed
+    slots with that prompt, whichever it is (two prompts of one length are told apart). A decode step's
     target keeps the last committed token and the accepted path's entries (``{0} ∪ {1 + i for i in record.path}``
     of those the step wrote, so a token tree's kept nodes need not be the first ones). A drafter without a KV cache
     of its own
@@ -109,9 +112,14 @@ class KVCacheViewer(ipywidgets.VBox):
         base = int(record.cache_before)
         if record.index == 0:
             self._frames = []
-            # A record from a run on another prompt (another length) is drawn without the stored one.
-            fits = run_prompt_length(record) == len(self._prompt)
-            self._start_committed(self._prompt if fits else [])
+            # A prefill record names its run's prompt: slots are labelled with it, the stored one or another. A
+            # record without it from a run on another prompt (another length) is drawn without the stored one.
+            ids = run_prompt(record)
+            if ids is not None:
+                self._start_committed(ids)
+            else:
+                fits = run_prompt_length(record) == len(self._prompt)
+                self._start_committed(self._prompt if fits else [])
         # Committed tokens the step feeds from position `base`: the prefill the whole prompt, a decode step the last
         # committed token (for the first decode step, the prefill's token). Slots the viewer never saw are unknown.
         feeds = int(record.target_tokens or 0) if record.prefill else 1

@@ -34,7 +34,7 @@ from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
 from widgets.token_details import describe, step_details
-from widgets.token_text import (check_tokenizer, has_special_token, prompt_token_ids, run_prompt_length,
+from widgets.token_text import (check_tokenizer, has_special_token, prompt_token_ids, run_prompt, run_prompt_length,
                                  token_display_text, token_label_text, token_texts)
 from widgets.tree_steps import chain_view, tree_residual
 
@@ -116,7 +116,10 @@ class TokenStream(ipywidgets.VBox):
     the wrong text, when the prompt length its first record shows (:func:`widgets.token_text.run_prompt_length`:
     a prefill's ``target_tokens``) is shorter than the stored prompt, or differs from that first run's (the widget
     reused for a run on another prompt); a longer one is fine, as the stored prompt may be the run's last tokens.
-    The prompt returns for a later run on its own; ``reset(prompt_ids)`` replaces it.
+    The prompt returns for a later run on its own; ``reset(prompt_ids)`` replaces it. A first record that carries its
+    run's prompt (``record.prompt``: the prefill record of :func:`lab.decode.generate`;
+    :func:`widgets.token_text.run_prompt`) is checked by its tokens instead: the stored prompt is shown when it is
+    the end of the run's prompt, and otherwise the run's own prompt is, also one of the same length.
 
     Raises ``TypeError`` for a ``tokenizer`` without a callable ``decode``, ``prompt_ids`` that are not integer
     token ids (text, floats, bools) and a ``show_speed`` that is not a bool; ``ValueError`` for
@@ -186,7 +189,8 @@ class TokenStream(ipywidgets.VBox):
         are summarised now (top tokens only), so the widget does not keep full-vocabulary tensors.
 
         Raises ``TypeError`` for a :class:`~lab.trace.Generation` (use :meth:`extend`) or a list of records;
-        ``ValueError`` if ``num_accepted`` exceeds the drafts, ``emitted`` holds more than ``num_accepted + 1``
+        ``ValueError`` for a record whose ``index`` neither is 0 nor follows the last one shown, if ``num_accepted``
+        exceeds the drafts, ``emitted`` holds more than ``num_accepted + 1``
         tokens or does not start with the accepted drafts (along a tree's path), or ``last_kind`` is not
         ``"resampled"`` / ``"bonus"`` or disagrees with ``num_accepted``.
         """
@@ -194,6 +198,11 @@ class TokenStream(ipywidgets.VBox):
             raise TypeError(f"on_step takes one StepRecord, got a {type(record).__name__}; for a finished run or a "
                             "list of records use stream.extend(generation) or stream.extend(generation.steps)")
         check_step_record(record, "TokenStream.on_step")
+        if record.index != 0 and self._steps and record.index != self._steps[-1].index + 1:
+            # a gap or a repeat would show text the run never wrote (the same tokens twice, or some missing)
+            raise ValueError(f"step {record.index} does not follow the last step shown ({self._steps[-1].index}): "
+                             "feed a run's records in order; a record with index 0 starts a new run, and reset() "
+                             "clears the stream")
         shown = chain_view(record)  # what is drawn; the record itself goes to `steps` and the stats
         drafted = [int(token) for token in shown.drafted]
         emitted = [int(token) for token in shown.emitted]
@@ -202,14 +211,18 @@ class TokenStream(ipywidgets.VBox):
         if record.index == 0:
             if self._steps:
                 self._clear_generated()
-            # The stored prompt may be the tail of the run's prompt (a lesson shows the last 60 tokens), so only a
-            # run prompt too short for it, or another length than the first run it was shown with, tells of a run
-            # on another prompt.
-            length = run_prompt_length(record)
-            fits = length is None or (len(self._prompt_ids) <= length and self._prompt_length in (None, length))
+            # The stored prompt may be the tail of the run's prompt (a lesson shows the last 60 tokens). A prefill
+            # record names the run's prompt: any other is shown as the run's own. Without it only a run prompt too
+            # short for the stored one, or another length than the first run it was shown with, tells.
+            ids, length = run_prompt(record), run_prompt_length(record)
+            stored = self._prompt_ids
+            if ids is not None:
+                fits = ids[len(ids) - len(stored):] == stored
+            else:
+                fits = length is None or (len(stored) <= length and self._prompt_length in (None, length))
             if fits and self._prompt_length is None:
                 self._prompt_length = length
-            prompt = self._prompt_ids if fits else []
+            prompt = stored if fits else (ids or [])
             if prompt != self._shown_prompt:
                 self._show_prompt(prompt)
 

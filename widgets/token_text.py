@@ -20,7 +20,7 @@ from lab.validation import check_token_ids
 
 __all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels", "token_display_text",
            "token_label_text", "special_token_text", "has_special_token", "check_tokenizer", "prompt_token_ids",
-           "run_prompt_length"]
+           "run_prompt_length", "run_prompt"]
 
 # Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
 # usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
@@ -142,3 +142,13 @@ def run_prompt_length(record):
     if record.prefill:
         return int(record.target_tokens) if record.target_tokens else None
     return None if record.cache_before is None else int(record.cache_before) + 1
+
+
+def run_prompt(record):
+    """The prompt token ids (a list of ints) of ``record``'s run when the record carries them, else None: a
+    prefill record from :func:`lab.decode.generate` or :func:`lab.batched.generate_batch` holds them in
+    ``record.prompt``; decode steps and hand-built records do not. With them a viewer reused for another run tells
+    its prompt by the tokens themselves, not only by the length (:func:`run_prompt_length`), which two different
+    prompts can share."""
+    ids = getattr(record, "prompt", None)
+    return None if ids is None else [int(token) for token in ids]

@@ -37,7 +37,8 @@ from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int
 from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR,
                            RESAMPLED_COLOR, slider_position, tint)
-from widgets.token_text import check_tokenizer, prompt_token_ids, run_prompt_length, token_label_text, token_labels
+from widgets.token_text import (check_tokenizer, prompt_token_ids, run_prompt, run_prompt_length, token_label_text,
+                                token_labels)
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
 
@@ -65,7 +66,8 @@ class TreeViewer(ipywidgets.VBox):
       and its tokens are decoded after the prompt, as later steps' nodes are decoded after the text before them (a
       character split over the prompt's end shows whole). A run whose first record shows another prompt length
       (:func:`widgets.token_text.run_prompt_length`: a prefill's ``target_tokens``) is decoded without it;
-      ``clear(prompt_ids)`` sets the prompt for the next run.
+      ``clear(prompt_ids)`` sets the prompt for the next run. A prefill record that carries its run's prompt
+      (``record.prompt``, from :func:`lab.decode.generate`) is decoded after that prompt, whichever it is.
 
     Feed it with ``viewer.on_step(record)`` / ``viewer(record)`` (e.g. ``generate(..., on_step=viewer.on_step)``)
     or ``extend(records)``; the newest step is shown as it arrives. A record with ``index == 0`` after earlier steps
@@ -159,11 +161,15 @@ class TreeViewer(ipywidgets.VBox):
         root = int(previous.emitted[-1]) if follows and previous.emitted else None
         if not follows:
             self._context = None if self._tokenizer is None else Detokenizer(self._tokenizer)
-            # A run's first record follows the prompt, unless it says the prompt had another length.
-            if record.index == 0 and self._prompt and run_prompt_length(record) in (None, len(self._prompt)):
-                root = self._prompt[-1]
+            # A run's first record follows the prompt it names (a prefill record's record.prompt), else the stored
+            # one, unless the record says the prompt had another length.
+            ids = run_prompt(record) if record.index == 0 else None
+            if ids is None and record.index == 0 and run_prompt_length(record) in (None, len(self._prompt)):
+                ids = self._prompt
+            if ids:
+                root = ids[-1]
                 if self._context is not None:
-                    for token in self._prompt[:-1]:
+                    for token in ids[:-1]:
                         self._context.push(token)
                     self._last_label = token_label_text(self._context.push(root))
                 else:

@@ -316,3 +316,15 @@ def test_greedy_parity_on_the_real_pair(smollm2_pair):
     for r, ids in enumerate(prompts):
         ref = generate(pair.target, ids, drafter=makers[r](), max_new_tokens=10, eos_token_id=pair.eos_token_id)
         assert batch.rows[r].tokens == ref.tokens, r
+
+
+def test_each_rows_prefill_record_names_its_prompt(target, noisy_draft):
+    """The viewers tell a run on another prompt of the same length by these ids."""
+    prompts = [[1, 2, 3], [4, 5, 6], [7]]
+    batch = generate_batch(target, prompts, drafters=[DraftModelDrafter(noisy_draft, 2), None, None],
+                           max_new_tokens=4)
+    for prompt, row in zip(prompts, batch.rows):
+        assert row.steps[0].prefill and row.steps[0].prompt == prompt
+        assert all(record.prompt is None for record in row.steps[1:])
+    one = generate(target, [4, 5, 6], max_new_tokens=4)
+    assert one.steps[0].prompt == [4, 5, 6] and all(record.prompt is None for record in one.steps[1:])

@@ -173,9 +173,15 @@ def test_kv_viewer_keeps_a_trees_accepted_path_and_draws_no_medusa_draft_row(pai
 
 
 def test_kv_viewer_without_prompt_and_reused_on_another_prompt_follows_cache_before(pair):
+    """Records that do not name their prompt (hand-built ones) are told apart by the prompt's length only."""
+    from dataclasses import replace
+
+    def unnamed(viewer):  # records as hand-built ones are: the prefill does not name its prompt
+        return lambda record: viewer(replace(record, prompt=None))
+
     a, b = pair.encode("ROMEO.\n"), pair.encode("JULIET.\nO Romeo, wherefore")
     blind = KVCacheViewer(pair.tokenizer)
-    gen = generate(pair.target, a, max_new_tokens=3, on_step=blind)
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=unnamed(blind))
     assert len(gen.steps) == 3 and gen.steps[0].prefill  # no drafter: the prefill, then one token per step
     for k, record in enumerate(gen.steps):
         blind.show(2 * k)
@@ -194,17 +200,23 @@ def test_kv_viewer_without_prompt_and_reused_on_another_prompt_follows_cache_bef
                              "committed ones")
 
     reused = KVCacheViewer(pair.tokenizer, a)
-    generate(pair.target, a, max_new_tokens=3, on_step=reused)
-    generate(pair.target, b, max_new_tokens=3, on_step=reused)  # another prompt: the stored one does not fit
+    generate(pair.target, a, max_new_tokens=3, on_step=unnamed(reused))
+    generate(pair.target, b, max_new_tokens=3, on_step=unnamed(reused))  # another prompt: the stored one does not fit
     reused.show(0)
     slots = reused.rows["target"]
     assert [(s["token_id"], s["text"], s["kind"]) for s in slots] == [(None, "?", "scratch")] * len(b)
     reused.show(2)  # the first decode step: b's entries unknown, not prompt a's tokens
     slots = reused.rows["target"]
     assert [s["token_id"] for s in slots if s["kind"] == "committed"] == [None] * len(b)
-    generate(pair.target, a, max_new_tokens=3, on_step=reused)  # back on the stored prompt: it is used again
+    generate(pair.target, a, max_new_tokens=3, on_step=unnamed(reused))  # back on the stored prompt: used again
     reused.show(0)
     assert [s["token_id"] for s in reused.rows["target"]] == a
+
+    # generate's prefill record names its prompt: the viewer labels the slots with it, stored or not
+    named = KVCacheViewer(pair.tokenizer)
+    generate(pair.target, b, max_new_tokens=3, on_step=named)
+    named.show(2)
+    assert [s["token_id"] for s in named.rows["target"] if s["kind"] == "committed"] == b
 
     # joined mid-run: the prompt keeps its slots and the unseen tokens follow it, unknown
     gen = generate(pair.target, a, max_new_tokens=6)

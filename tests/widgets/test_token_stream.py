@@ -943,21 +943,46 @@ def test_token_stream_live_generation_from_a_non_ascii_prompt(pair):
 
 
 def test_token_stream_reused_on_another_prompt_does_not_decode_after_the_old_one(pair):
+    """Records that do not name their prompt (hand-built ones) are told apart by the prompt's length only."""
+    from dataclasses import replace
+
     a, b = pair.encode("ROMEO.\n"), pair.encode("JULIET.\nO Romeo, wherefore")
     stream = TokenStream(pair.tokenizer, a)
-    generate(pair.target, a, max_new_tokens=3, on_step=stream)
-    gen = generate(pair.target, b, max_new_tokens=3, on_step=stream)
+
+    def unnamed(record):  # the prefill record without its prompt's ids
+        stream(replace(record, prompt=None))
+
+    generate(pair.target, a, max_new_tokens=3, on_step=unnamed)
+    gen = generate(pair.target, b, max_new_tokens=3, on_step=unnamed)
     assert [t for t in stream.tokens if t["kind"] == "prompt"] == []
     assert shown_text(stream) == pair.decode(gen.tokens)
-    gen = generate(pair.target, a, max_new_tokens=3, on_step=stream)  # the stored prompt fits again
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=unnamed)  # the stored prompt fits again
     assert [t["token_id"] for t in stream.tokens if t["kind"] == "prompt"] == a
     assert shown_text(stream) == pair.decode(a + gen.tokens)
     stream.reset(b)
-    gen = generate(pair.target, b, max_new_tokens=3, on_step=stream)
+    gen = generate(pair.target, b, max_new_tokens=3, on_step=unnamed)
     assert shown_text(stream) == pair.decode(b + gen.tokens)
-    gen = generate(pair.target, a, max_new_tokens=3, on_step=stream)  # shorter than the stored prompt b
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=unnamed)  # shorter than the stored prompt b
     assert [t for t in stream.tokens if t["kind"] == "prompt"] == []
     assert shown_text(stream) == pair.decode(gen.tokens)
+
+
+def test_token_stream_reused_on_a_prompt_of_the_same_length_shows_that_prompt(pair):
+    """An instructor's second prompt of the same length was shown after the first ("The capital of France is
+    Madrid."): generate's prefill record names its prompt, so the stream shows the run's own."""
+    a, b = pair.encode("ROMEO.\nGood"), pair.encode("JULIET.\nO")
+    assert len(a) == len(b) and a != b
+    stream = TokenStream(pair.tokenizer, a)
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=stream)
+    assert shown_text(stream) == pair.decode(a + gen.tokens)
+    gen = generate(pair.target, b, max_new_tokens=3, on_step=stream)
+    assert [t["token_id"] for t in stream.tokens if t["kind"] == "prompt"] == b
+    assert shown_text(stream) == pair.decode(b + gen.tokens)
+    gen = generate(pair.target, a, max_new_tokens=3, on_step=stream)  # the stored prompt again
+    assert [t["token_id"] for t in stream.tokens if t["kind"] == "prompt"] == a
+    quiet = TokenStream(pair.tokenizer)  # no stored prompt: none is shown, as before
+    generate(pair.target, b, max_new_tokens=3, on_step=quiet)
+    assert [t for t in quiet.tokens if t["kind"] == "prompt"] == []
 
 
 def test_token_stream_prompt_may_be_the_tail_of_the_runs_prompt(pair):
@@ -1027,3 +1052,19 @@ def test_the_viewer_names_what_it_takes_when_given_something_else():
     for wrong in (None, "step", 3):
         with pytest.raises(TypeError, match=r"TokenStream\.on_step takes a step record \(lab\.trace\.StepRecord"):
             TokenStream()(wrong)
+
+
+def test_records_out_of_order_are_refused_before_anything_changes():
+    """extend(gen.steps[1:]) after the whole run showed its text twice, without a word."""
+    stream = TokenStream(FakeTokenizer())
+    stream.extend([step(0, [1], 1, [1, 2], "bonus"), step(1, [3], 0, [5], "resampled")])
+    before = wire(stream)
+    for index in (1, 3):
+        with pytest.raises(ValueError, match=rf"step {index} does not follow the last step shown \(1\)"):
+            stream(step(index, [1], 1, [1, 2], "bonus"))
+    assert wire(stream) == before and len(stream.steps) == 2
+    stream(step(2, [1], 1, [1, 2], "bonus"))  # the next one, and a new run, are fine
+    stream(step(0, [7], 0, [4], "resampled"))
+    assert [item["i"] for item in wire(stream)] == [7, 4]
+    late = TokenStream(FakeTokenizer()).extend([step(5, [1], 1, [1, 2], "bonus")])  # joined mid-run
+    assert late.generated_ids == [1, 2]

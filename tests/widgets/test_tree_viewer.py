@@ -55,10 +55,16 @@ def test_tree_steps_arrive_live_and_match_their_records(tree_run):
     assert len(seen) == len(gen.steps) == len(viewer.records) > 1
     assert all(a is b for a, b in zip(viewer.records, gen.steps))
     assert any(0 < len(r.path) < r.depth for r in gen.steps)  # some step rejected part of the tree
-    # the prefill drafted nothing: its first token hangs off the root, unknown here (the viewer has no prompt)
+    # the prefill drafted nothing: its first token hangs off the root, the prompt's last token, which the viewer
+    # (given no prompt) reads off the prefill record
     record, index, status, mask, ids = seen[0]
-    assert record.prefill and record.parents is None and index == 0
-    assert (status, ids, mask.tolist()) == (["root", "bonus"], [None, record.emitted[0]], [[True]])
+    assert record.prefill and record.parents is None and index == 0 and record.prompt == list(PROMPT)
+    assert (status, ids, mask.tolist()) == (["root", "bonus"], [PROMPT[-1], record.emitted[0]], [[True]])
+    from dataclasses import replace
+
+    unnamed = TreeViewer()  # a record that does not name its prompt (hand-built): the root is unknown
+    unnamed.on_step(replace(record, prompt=None))
+    assert unnamed.node_ids == [None, record.emitted[0]]
     for k, (record, index, status, mask, ids) in enumerate(seen[1:], start=1):
         assert index == k and record is gen.steps[k]  # the newest step is shown as it arrives
         assert record.parents is not None and not record.prefill
