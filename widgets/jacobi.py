@@ -16,7 +16,7 @@ import ipywidgets
 
 from lab.drafters.lookahead import JacobiRun, converged_prefix
 from widgets.style import ACCEPTED_COLOR, BONUS_COLOR, MUTED_CSS, PROMPT_COLOR, slider_position, tint
-from widgets.token_text import token_labels
+from widgets.token_text import check_tokenizer, token_labels
 
 __all__ = ["JacobiViewer", "CELL_STATES"]
 
@@ -43,11 +43,11 @@ class JacobiViewer(ipywidgets.VBox):
     ``converged | correct | guess``, ``changed``), ``converged_counts`` (converged prefix per iteration),
     ``newly_converged`` (how many positions converged at each update), ``iteration`` (rows shown: 0..iteration;
     ``step_to(t)`` moves it), ``summary`` and ``html``. Raises ``TypeError`` for a run that is not a
-    ``JacobiRun``.
+    ``JacobiRun`` and for a ``tokenizer`` without a callable ``decode`` (:func:`widgets.token_text.check_tokenizer`).
     """
 
     def __init__(self, run: JacobiRun | None = None, tokenizer=None, **kwargs):
-        self._tokenizer = tokenizer
+        self._tokenizer = check_tokenizer(tokenizer)  # token ids passed second by mistake, say
         self._run = None
         self._grid: list = []
         self._slider = ipywidgets.IntSlider(value=0, min=0, max=0, description="iteration",

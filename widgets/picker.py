@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import html
 import json
+from numbers import Real
 
 import ipywidgets as w
 
 from lab.picker import (MAX_TEMPERATURE, METHOD_LABELS, METHODS, SAMPLING_WARN_TEMPERATURE, STRATEGY_TABLE, TASK_LABELS,
                         TASKS, WORKLOAD_TABLE, recommend)
 from lab.picker.substitutes import check_model_name
-from lab.picker.workload import check_workload
+from lab.picker.workload import brief_repr, check_workload
 from widgets.style import ACCEPTED_COLOR, tint
 
 __all__ = ["StrategyPicker", "STRATEGY_SCENARIOS"]
@@ -260,10 +261,14 @@ class StrategyPicker(w.VBox):
             exclude = tuple(exclude)  # once, so an iterator is not used up by the check
         except TypeError:
             pass  # recommend names the problem
+        slider_range = (f"temperature must be a finite number in [0, 1.5] here (the slider's range), got "
+                        f"{brief_repr(temperature)}")
+        if isinstance(temperature, Real) and not isinstance(temperature, bool) and not 0 <= temperature <= 1.5:
+            raise ValueError(slider_range)  # NaN too: one range named, the slider's, not recommend's [0, 2]
         check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
                        exclude, target_has_mtp, has_parallel_draft)
-        if temperature > 1.5:
-            raise ValueError(f"temperature must be in [0, 1.5] here (the slider's range), got {temperature!r}")
+        if temperature > 1.5:  # a 0-d array or one-element tensor, now checked as a number
+            raise ValueError(slider_range)
         if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
             raise ValueError(f"tensor_parallel_size must be one of {TP_CHOICES}, got {tensor_parallel_size!r}")
         return {"task": task, "temperature": float(temperature),

@@ -538,7 +538,7 @@ class RaceDashboard(w.VBox):
                 side = sides[name]
                 tokens = len(self._streams[name].generated_ids)
                 speed = f" \u00b7 {tokens / side.clock:.0f} tokens/s" if side.clock > 0 else ""
-                line = f"{tokens} tokens in {side.clock * 1000:.0f} ms of compute{speed}"
+                line = f"{tokens} token{'' if tokens == 1 else 's'} in {side.clock * 1000:.0f} ms of compute{speed}"
             self._headers[name].value = (f"<b>{html.escape(titles[name])}</b><br>"
                                          f'<span style="color: #777; font-size: 12px;">{html.escape(line)}</span>')
 
@@ -570,7 +570,9 @@ class RaceDashboard(w.VBox):
         if spec["target_calls"] == 0 and ar["target_calls"] == 0:
             prefill_only = (" The run ended at the prefill's token (no decode step on either side), so these times "
                             "cover the prefill (and the speculative side's drafter reset), not speculative decoding.")
-        return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{self.speedup:.2f}\u00d7</b>'
+        # with no decode step the ratio times two prefills: nothing of speculative decoding to show
+        shown = "\u2013 (no decode step)" if prefill_only else f"{self.speedup:.2f}\u00d7"
+        return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{shown}</b>'
                 f" &nbsp; ({spec['tokens_per_second']:.0f} vs {ar['tokens_per_second']:.0f} tokens/s; "
                 f"{spec['target_calls']} vs {ar['target_calls']} target calls after the prefill; {rate_text}"
                 f"{per_call_text} tokens per target call)<br>"

@@ -12,7 +12,7 @@ import numpy as np
 
 from lab.picker.tables import MAX_API_TEMPERATURE, METHODS, SAMPLING_EPS, TASKS
 
-__all__ = ["check_bool", "check_workload"]
+__all__ = ["check_bool", "check_workload", "brief_repr"]
 
 
 def _plain(value):
@@ -44,7 +44,7 @@ def _finite(value: Real) -> bool:
         return False
 
 
-def _brief(value) -> str:
+def brief_repr(value) -> str:
     """``repr(value)`` cut to 40 characters for a message (``10**400`` has 401 digits); the picker stays torch-free,
     so :mod:`lab.validation`'s equivalent is not imported here."""
     try:
@@ -76,13 +76,13 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     if isinstance(temperature, bool) or not isinstance(temperature, Real) or not _finite(temperature) \
             or not 0 <= temperature <= MAX_API_TEMPERATURE:
         raise ValueError(f"temperature must be a finite number from 0 (greedy) to {MAX_API_TEMPERATURE:g} (the OpenAI "
-                         f"API's range, which the engines' servers take), got {_brief(temperature)}")
+                         f"API's range, which the engines' servers take), got {brief_repr(temperature)}")
     flags = (check_bool("has_small_same_family_model", has_small_same_family_model),
              check_bool("can_finetune", can_finetune), check_bool("latency_bound", latency_bound),
              check_bool("target_has_mtp", target_has_mtp), check_bool("has_parallel_draft", has_parallel_draft))
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, Real)
                                or not _finite(memory) or memory < 0):
-        raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {_brief(memory)}")
+        raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {brief_repr(memory)}")
     if isinstance(exclude, str):
         exclude = (exclude,)
     try:

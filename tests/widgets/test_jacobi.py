@@ -47,3 +47,11 @@ def test_jacobi_viewer_states_by_hand():
     with pytest.raises(TypeError):
         viewer.show_run([1, 2])
     assert JacobiViewer().summary.startswith("no Jacobi run yet")
+
+
+@pytest.mark.parametrize("tokenizer", [[1, 2, 3], "gpt2"])
+def test_a_tokenizer_that_cannot_decode_is_named_at_once(tokenizer):
+    """Token ids or a model name passed as the tokenizer raised AttributeError ('list' object has no attribute
+    'decode') from inside the drawing, as the other viewers no longer do."""
+    with pytest.raises(TypeError, match="tokenizer must be None or have a decode"):
+        JacobiViewer(None, tokenizer)
