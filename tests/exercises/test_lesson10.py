@@ -135,23 +135,10 @@ def test_medusa_loss(capsys):
     assert "not solved yet" in capsys.readouterr().out
 
 
-def test_medusa_loss_that_counts_ignored_labels_in_the_mean(capsys):
-    """A hand-written mean over every position (the -100 labels masked out of the sum but not of the count) got
-    the generic hint, which did not mention ignored labels."""
-    def manual(logits, tokens, decay=0.8):
-        total = logits.new_zeros(())
-        for k in range(1, logits.size(2) + 1):
-            span = tokens.size(1) - 1 - k
-            labels = tokens[:, 1 + k:]
-            log_probs = logits[:, :span, k - 1].log_softmax(-1)
-            picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            total = total + decay ** k * -(picked * (labels != -100)).sum() / labels.numel()
-        return total
-
-    out = rejects(check.medusa_loss, manual, capsys, "-100", "dividing by the labelled positions only")
-    assert "head 1 looks one token further" not in out
-
-    def manual_right(logits, tokens, decay=0.8):  # the same, divided by the labelled positions: passes
+def _hand_written_medusa_loss(every_position: bool):
+    """Medusa-1's loss written out with log_softmax and gather, the -100 labels masked out of the sum; each head's
+    mean divides by every position (``every_position``: the planted mistake) or by the labelled ones."""
+    def loss(logits, tokens, decay=0.8):
         total = logits.new_zeros(())
         for k in range(1, logits.size(2) + 1):
             span = tokens.size(1) - 1 - k
@@ -159,10 +146,18 @@ def test_medusa_loss_that_counts_ignored_labels_in_the_mean(capsys):
             log_probs = logits[:, :span, k - 1].log_softmax(-1)
             picked = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
             keep = labels != -100
-            total = total + decay ** k * -(picked * keep).sum() / keep.sum()
+            total = total + decay ** k * -(picked * keep).sum() / (labels.numel() if every_position else keep.sum())
         return total
+    return loss
 
-    assert check.medusa_loss(manual_right), capsys.readouterr().out
+
+def test_medusa_loss_that_counts_ignored_labels_in_the_mean(capsys):
+    """A hand-written mean over every position (the -100 labels masked out of the sum but not of the count) got
+    the generic hint, which did not mention ignored labels."""
+    out = rejects(check.medusa_loss, _hand_written_medusa_loss(every_position=True), capsys, "-100",
+                  "dividing by the labelled positions only")
+    assert "head 1 looks one token further" not in out
+    assert check.medusa_loss(_hand_written_medusa_loss(every_position=False)), capsys.readouterr().out
 
 
 def test_tree_mask(capsys):
