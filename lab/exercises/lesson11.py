@@ -5,9 +5,11 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from lab.exercises.harness import checker, compare, Fail, outcome_of, same_tensor
+from lab.exercises.harness import (IN_PLACE_HINT, checker, compare, Fail, fresh_args, outcome_of, run_case,
+                                   same_tensor, unchanged)
 
 __all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs",
            "d2t_from_counts", "reference_d2t_from_counts"]
@@ -30,9 +32,12 @@ _PAIR_PARTS = (
 
 
 def _as_stacked(value):
-    """A tensor from a tensor, or from a list / tuple of tensors or numbers (a loop's output); None if neither."""
+    """A tensor from a tensor or a NumPy array, or from a list / tuple of tensors or numbers (a loop's output); None
+    if none of these."""
     if isinstance(value, torch.Tensor):
         return value
+    if isinstance(value, np.ndarray) and value.dtype != object:  # the lesson's next cells take NumPy arrays too
+        return torch.as_tensor(value)
     if isinstance(value, (list, tuple)):
         try:
             return torch.stack([torch.as_tensor(v) for v in value]) if value else torch.empty(0)
@@ -79,7 +84,13 @@ def eagle_training_pairs(fn):
                 and all(same_tensor(_as_stacked(u), v, atol=1e-6) for u, v in zip(a, b)))
 
     for hidden, ids in cases:  # name the wrong parts instead of printing four tensors
-        outcome = outcome_of(fn, (hidden, ids))
+        copies = fresh_args((hidden, ids))
+        outcome = run_case(fn, copies)
+        edited = [name for name, before, after in zip(("hidden", "ids"), (hidden, ids), copies)
+                  if not unchanged(before, after)]
+        if edited:  # the slices it returned are of the edited tensor: the parts would be blamed instead
+            raise Fail(f"eagle_training_pairs(hidden [{hidden.shape[0]}, {hidden.shape[1]}], ids={ids.tolist()}) "
+                       f"changed {edited[0]} in place.\n  Hint: {IN_PLACE_HINT}")
         if outcome[0] != "ok":
             continue  # compare below reports the exception
         got, want = outcome[1], reference_eagle_training_pairs(hidden, ids)
@@ -193,8 +204,8 @@ def _top_ids(counts, size, smaller_first=True):
 def d2t_from_counts(fn):
     """Check ``fn(counts [V], size) -> d2t [size]`` (exercise 3): the ``size`` most frequent target ids (ties: the
     smaller id), sorted ascending, stored as offsets ``d2t[i] = id_i - i``. Planted mistakes: the ids themselves,
-    the offsets with the sign flipped, the ids in frequency order, the least frequent ids, and ties broken towards
-    the larger id."""
+    the offsets with the sign flipped, the draft id added instead of subtracted, the ids in frequency order, the
+    least frequent ids, and ties broken towards the larger id."""
     gen = torch.Generator().manual_seed(3)
     cases = [(torch.tensor([5, 0, 9, 2, 9, 1, 0, 7]), 3),     # 9 and 9 tie inside the cut, 7 is third
              (torch.tensor([4, 4, 1, 4, 0, 2]), 2),           # three 4s tie across the cut: the two smaller ids
@@ -212,6 +223,9 @@ def d2t_from_counts(fn):
         (lambda c, n: torch.arange(n) - _top_ids(c, n),
          "the sign is flipped: the target id is draft id + d2t, so d2t[i] = id_i - i (never negative once the ids "
          "are sorted)."),
+        (lambda c, n: _top_ids(c, n) + torch.arange(n),
+         "d2t[i] = id_i - i: subtract the draft id i from the target id, do not add it (the engine adds d2t[i] to "
+         "the draft id to get the target id back)."),
         (lambda c, n: torch.sort(-c, stable=True).indices[:n] - torch.arange(n),
          "sort the chosen ids ascending before taking offsets, as the official checkpoints do; frequency order maps "
          "draft ids to the same set of tokens, but it is not their layout (sorted, d2t never decreases)."),
@@ -238,6 +252,8 @@ def d2t_from_counts(fn):
         got = as_ids(outcome[1]) if outcome[0] == "ok" else None
         if got is None or got.shape != (size,) or same(got, reference_d2t_from_counts(counts, size)):
             continue
+        if any(same(got, fault(counts, size)) for fault, _hint in faults):
+            continue  # a planted mistake (the sign of the offsets, say): compare's hint names it
         chosen = torch.arange(size) + got.long()
         want = torch.arange(size) + reference_d2t_from_counts(counts, size)
         if set(chosen.tolist()) == set(want.tolist()):

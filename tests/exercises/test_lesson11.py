@@ -155,3 +155,28 @@ def test_d2t_from_counts_ties_unseen_ids_and_numpy(capsys):
     rejects(check.d2t_from_counts, seen_only, capsys, "counts=[0, 3, 0, 0, 5, 0], size=4",
             "ids that never occur tie at 0 and fill the remaining places")
     assert check.d2t_from_counts(lambda c, n: np.sort(np.argsort(-c.numpy(), kind="stable")[:n]) - np.arange(n))
+
+
+def test_eagle_training_pairs_names_an_input_edited_in_place(capsys):
+    """The returned slices of an edited `hidden` were blamed part by part ("features_in is ...; expected hidden[:-2]",
+    which the learner had returned)."""
+    def edits(hidden, ids):
+        hidden[0] = 0
+        return hidden[:-2], ids[1:-1], hidden[1:-1], ids[2:]
+
+    out = rejects(check.eagle_training_pairs, edits, capsys, "changed hidden in place", "don't modify your inputs")
+    assert "parts" not in out
+
+
+def test_eagle_training_pairs_takes_numpy_arrays(capsys):
+    """The four right slices as NumPy arrays were each called wrong with the slice the learner had taken."""
+    assert check.eagle_training_pairs(lambda h, x: (h[:-2].numpy(), x[1:-1].numpy(), h[1:-1].numpy(), x[2:].numpy()))
+
+
+def test_d2t_offsets_with_the_sign_flipped_are_not_blamed_on_ties(capsys):
+    """ids + arange (the sign flipped the other way) was read as a tie-breaking mistake."""
+    import torch
+
+    out = rejects(check.d2t_from_counts,
+                  lambda c, n: torch.sort(-c, stable=True).indices[:n].sort().values + torch.arange(n), capsys)
+    assert "when counts tie" not in out and "do not add it" in out
