@@ -13,6 +13,7 @@ vLLM's unconditional share, accepted at position i / drafts, which is what the c
 from __future__ import annotations
 
 import collections.abc
+import inspect
 import math
 import random
 from numbers import Integral
@@ -99,6 +100,13 @@ def _safe(fn):
     return run
 
 
+def _unguarded(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+    """The right formulas without the zero-drafts guard (named as the lesson names its parameters)."""
+    return {"acceptance_rate": num_accepted_tokens / num_draft_tokens,
+            "tokens_per_target_call": 1 + num_accepted_tokens / num_drafts,
+            "per_position_acceptance": [x / num_drafts for x in accepted_per_position]}
+
+
 _FAULTS = [
     (_safe(lambda d, t, a, p: {"acceptance_rate": a / t, "tokens_per_target_call": a / d,
                                "per_position_acceptance": [x / d for x in p]}),
@@ -131,8 +139,7 @@ _FAULTS = [
                                                            else 0.0 for i, x in enumerate(p)]}),
      "per_position_acceptance is unconditional here, as in vLLM (and in our stats when every step drafts N): "
      "accepted at position i / all drafts — not the chance of position i given that position i − 1 was accepted."),
-    (lambda d, t, a, p: {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / d,
-                         "per_position_acceptance": [x / d for x in p]},
+    (_unguarded,
      "with no drafts (num_drafts == 0) nothing can be divided: return None for acceptance_rate and "
      "tokens_per_target_call and an empty per_position_acceptance list, as our stats do."),
 ]
@@ -200,6 +207,7 @@ def stats_from_vllm_counters(fn) -> str:
     cases = _cases()
     _, first, _ = cases[0]
     given = list(first["accepted_per_position"])
+    _check_parameter_names(fn, first)
     try:  # the lesson passes its own counters dict (to_stats(**counters)) and prints it afterwards
         fn(first["num_drafts"], first["num_draft_tokens"], first["num_accepted_tokens"], given)
     except NotImplementedError:
@@ -221,9 +229,13 @@ def stats_from_vllm_counters(fn) -> str:
     for (label, counters, expected), got in zip(cases, outcomes):
         if got[0] == "ok" and isinstance(got[1], dict) and not _differences(got[1], expected):
             continue
+        where = f"on {label} ({_counter_text(counters)})"
+        if got[0] == "ok" and isinstance(got[1], dict) and all(k in got[1] for k in KEYS):
+            key = _differences(got[1], expected)[0]
+            where += f" {key} should be {_show(expected[key])}, got {_show(got[1][key])}"
         for fault, hint in _FAULTS:  # a planted mistake that gives the same answers on every case
             if all(_same_outcome(o, _outcome(fault, c)) for o, (_, c, _) in zip(outcomes, cases)):
-                raise Fail(hint)
+                raise Fail(f"{where}.\n  Hint: {hint}")
         zero = [lbl for (lbl, _, _), o in zip(cases, outcomes) if o[:2] == ("raise", "ZeroDivisionError")]
         for fault, hint in _FAULTS if zero else ():  # the same mistake, unguarded where a count is 0
             if all(o[:2] == ("raise", "ZeroDivisionError") or _same_outcome(o, _outcome(fault, c))
@@ -241,6 +253,22 @@ def stats_from_vllm_counters(fn) -> str:
                    f"got {_show(got[1][key])}.")
     return (f"all three stats match our decode loop's on {len(cases)} runs, including one where every draft was "
             "accepted, one whose draft length varies and one with no drafts.")
+
+
+def _check_parameter_names(fn, counters: dict) -> None:
+    """``Fail`` when ``fn`` cannot be called as the lesson calls it, ``to_stats(**counters)``: parameters renamed
+    (the checks call it by position, which would pass). A function taking ``*args`` is left to the checks."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # not a function: the checks below say so
+        return
+    if any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values()):
+        return
+    try:
+        signature.bind(**counters)
+    except TypeError as error:
+        raise Fail(f"the lesson calls your function with the counters by name, to_stats(**counters), and that "
+                   f"fails: {error}.\n  Hint: keep the parameter names {', '.join(counters)}.") from None
 
 
 def _counter_text(counters: dict) -> str:

@@ -14,7 +14,8 @@ from tests.helpers import rejects
 def _picker_variant(**change):
     from lab import picker
 
-    def fn(d, t, a, p):
+    def fn(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        d, t, a, p = num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position
         out = picker.stats_from_vllm_counters(d, t, a, p)
         for key, f in change.items():
             out[key] = f(out[key], d, t, a, p)
@@ -68,8 +69,9 @@ def test_stats_from_vllm_counters_refuses_a_one_shot_iterator(per_position, caps
 
 
 def test_stats_from_vllm_counters_still_rejects_a_value_a_little_off(capsys):
-    def off(d, t, a, p):
-        out = _vllm_stats(d, t, a, p)
+    def off(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        d = num_drafts
+        out = _vllm_stats(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position)
         if d:
             out["acceptance_rate"] *= 1.0001
         return out
@@ -112,7 +114,8 @@ def test_checker_passes_reference_and_rejects_planted_mistakes(capsys):
         hints.add(hint)
     assert len(hints) == len(check._FAULTS) >= 3
 
-    def forgets_bonus(d, t, a, p):
+    def forgets_bonus(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        d, t, a, p = num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position
         return {"acceptance_rate": a / t if t else None, "tokens_per_target_call": a / d if d else None,
                 "per_position_acceptance": [x / d for x in p] if d else []}
 
@@ -123,7 +126,8 @@ def test_checker_passes_reference_and_rejects_planted_mistakes(capsys):
 def test_checker_names_the_conditional_mistake_when_it_divides_by_zero(capsys):
     """The conditional per-position rate written without a guard divides by zero where a position accepted
     nothing; the hint still names the mistake, and the case that raised."""
-    def conditional(d, t, a, p):
+    def conditional(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        d, t, a, p = num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position
         if d == 0:
             return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
         return {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / d,
@@ -138,7 +142,8 @@ def test_checker_names_the_conditional_mistake_when_it_divides_by_zero(capsys):
 def test_checker_rejects_an_acceptance_rate_that_assumes_a_constant_n(capsys):
     """Dividing by num_drafts × len(accepted_per_position) is right whenever every step drafts N tokens; only the
     case whose draft length varies tells it apart."""
-    def constant_n(d, t, a, p):
+    def constant_n(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        d, a, p = num_drafts, num_accepted_tokens, accepted_per_position
         if d == 0:
             return {"acceptance_rate": None, "tokens_per_target_call": None, "per_position_acceptance": []}
         return {"acceptance_rate": a / (d * len(p)), "tokens_per_target_call": 1 + a / d,
@@ -148,14 +153,30 @@ def test_checker_rejects_an_acceptance_rate_that_assumes_a_constant_n(capsys):
     varying = [c for c in cases if "varies" in c[0]]
     assert len(varying) == 1
     for label, counters, expected in cases:
-        got = constant_n(**{"d": counters["num_drafts"], "t": counters["num_draft_tokens"],
-                            "a": counters["num_accepted_tokens"], "p": counters["accepted_per_position"]})
+        got = constant_n(**counters)
         same = not check._differences(got, expected)
         assert same == (label != varying[0][0]), label
     counters = varying[0][1]
     assert counters["num_draft_tokens"] != counters["num_drafts"] * len(counters["accepted_per_position"])
     assert not check.stats_from_vllm_counters(constant_n)
     assert "num_draft_tokens" in capsys.readouterr().out
+
+
+def test_renamed_parameters_are_named_before_the_checks_pass_them_by_position(capsys):
+    """The lesson calls the answer with to_stats(**counters): one with its parameters renamed passed the checks
+    (which call by position) and then raised TypeError in the lesson's next cell."""
+    def renamed(drafts, draft_tokens, accepted, per_position):
+        return picker.stats_from_vllm_counters(drafts, draft_tokens, accepted, per_position)
+
+    rejects(check.stats_from_vllm_counters, renamed, capsys, "to_stats(**counters)", "keep the parameter names "
+            "num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position")
+
+
+def test_a_recognised_mistake_names_the_case_it_failed(capsys):
+    """The hint of a planted mistake came without the inputs, the expected value and what the answer gave."""
+    out = rejects(check.stats_from_vllm_counters, check._FAULTS[0][0], capsys, "one too small",
+                  "on a run of 6 steps at N = 4 (num_drafts=6", "tokens_per_target_call should be 3.3333, got 2.3333")
+    assert out.index("should be") < out.index("Hint:")
 
 
 def test_make_steps_and_counters_follow_vllm():
