@@ -236,10 +236,7 @@ def _remember(entries: dict) -> None:
     memo = {path: entry for path, entry in _read_memo().items() if os.path.isfile(path)}
     memo.update(entries)
     try:
-        cache_dir().mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=cache_dir(), suffix=".partial", delete=False) as out:
-            json.dump(memo, out)
-        os.replace(out.name, cache_dir() / _SHA_MEMO)
+        save_whole(cache_dir() / _SHA_MEMO, lambda tmp: tmp.write_text(json.dumps(memo)))
     except OSError:
         pass
 

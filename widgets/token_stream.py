@@ -554,8 +554,11 @@ class TokenStream(ipywidgets.VBox):
 
     def _display_tokens(self) -> list:
         """Prompt and generated token dicts as shown: ``tokens``, ``html`` and the browser payload all read this."""
+        return self._display_with(self._pending())
+
+    def _display_with(self, pending) -> list:
+        """:meth:`_display_tokens` given :meth:`_pending`'s answer (computed once per step by the caller)."""
         generated = self._generated
-        pending = self._pending()
         if pending is not None:
             last, rest = pending
             generated = list(generated)
@@ -582,9 +585,9 @@ class TokenStream(ipywidgets.VBox):
         the ones before them, except the token whose character is still incomplete (:meth:`_pending`; its text
         grows) and a new run or prompt (all of them change). So the tokens already in the view's ``tokens`` stay
         while they are still the first ones shown (the same dicts), and each step resends the tail after them."""
-        shown = self._display_tokens()
-        frozen = self._frozen
         pending = self._pending()
+        shown = self._display_with(pending)
+        frozen = self._frozen
         settled = len(shown) if pending is None else len(self._prompt_tokens) + pending[0]  # never change again
         with self._view.hold_sync():  # one message: the browser never draws a new `tokens` beside an old tail
             if len(frozen) > len(shown) or any(a is not b for a, b in zip(frozen, shown)):  # a new run or prompt

@@ -20,11 +20,6 @@ from lab.validation import check_int
 __all__ = ["check_windows", "target_features", "target_generations"]
 
 
-def _save_whole(result: dict, path: Path) -> None:
-    """Write a feature cache beside ``path`` and move it in, so a killed run never leaves a truncated cache."""
-    save_whole(path, lambda tmp: torch.save(result, tmp))
-
-
 def check_windows(target, split: str, seq_len: int) -> None:
     """Raise ``ValueError`` for a split other than "train" / "val" or a window longer than the target's context."""
     if split not in ("train", "val"):
@@ -66,7 +61,7 @@ def target_features(target, sequences: int, seq_len: int = 128, split: str = "tr
             hidden.append(layer_states(out.hidden_states, layers).to("cpu", torch.float16))
     target.train(was_training)
     result = {"ids": windows, "hidden": torch.cat(hidden)}
-    _save_whole(result, path)
+    save_whole(path, lambda tmp: torch.save(result, tmp))  # a killed run leaves no truncated cache
     return result
 
 
@@ -121,5 +116,5 @@ def target_generations(target, sequences: int, prompt_len: int = 32, seq_len: in
         hidden.append(out.last_hidden_state.to("cpu", torch.float16))
     target.train(was_training)
     result = {"ids": windows, "hidden": torch.cat(hidden)}
-    _save_whole(result, path)
+    save_whole(path, lambda tmp: torch.save(result, tmp))  # a killed run leaves no truncated cache
     return result

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from lab.assets import save_whole
 from lab.validation import check_int
 
 __all__ = ["self_requests"]
@@ -114,7 +115,4 @@ def _read_checkpoint(path, settings: dict):
 
 
 def _write_checkpoint(path: Path, state: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
-    partial.replace(path)
+    save_whole(path, lambda tmp: tmp.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8"))
