@@ -178,8 +178,8 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
 
     Returns ``{"rows": [...], "generations": {name: [Generation per prompt]}, "load": LoadMeter.summary(),
     "note": LoadMeter.note(), "settings": {...}}``; each row: ``method``, ``new_tokens``, ``seconds`` (wall,
-    prefill included; to 0.001), ``tokens_per_second`` (to 0.01), ``speedup`` (tokens/s ÷ the first method's, to
-    0.01; no goal is judged on it, and the EAGLE-3 cards print these rows as they are), and for drafters
+    prefill included; to 0.001), ``tokens_per_second`` (to 0.01), ``speedup`` (tokens/s ÷ the first method's,
+    divided unrounded, to 0.01; no goal is judged on it, and the EAGLE-3 cards print these rows as they are), and for drafters
     (:func:`pool_runs`, to 0.001) ``acceptance_rate`` (None when nothing was drafted), ``alpha``
     (:func:`lab.metrics.alpha_from_steps`; None when no draft was examined), ``tokens_per_target_call`` (None when
     no decode step ran: every answer ended at the prefill's token), ``target_calls``. Raises ``ValueError`` naming
@@ -203,9 +203,10 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
         run_fastest(pair, encoded[0][:16], factory, temperature, seed, 8, 1)  # warm-up
     with LoadMeter() as meter:
         runs = run_interleaved(pair, encoded, methods, temperature, seed, max_new_tokens, repeats)
-    rows = []
+    rows, rates = [], []
     for name, method_runs in runs.items():
         pooled = pool_runs(gen for gen, _ in method_runs)
+        rates.append(pooled["tokens_per_second"])  # the speedup divides these, not the rounded rates
         row = {"method": name, "new_tokens": pooled["new_tokens"], "seconds": round(pooled["wall_ms"] / 1000, 3),
                "tokens_per_second": round(pooled["tokens_per_second"], 2)}
         if methods[name] is not None:  # None stays None: nothing drafted, no draft examined, no decode step
@@ -213,8 +214,8 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
                         for key in ("acceptance_rate", "alpha", "tokens_per_target_call")})
             row["target_calls"] = pooled["target_calls"]
         rows.append(row)
-    for row in rows:
-        row["speedup"] = round(row["tokens_per_second"] / rows[0]["tokens_per_second"], 2)
+    for row, rate in zip(rows, rates):
+        row["speedup"] = round(rate / rates[0], 2)
     settings = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
                 "threads": torch.get_num_threads(), "prompts": len(prompts), "max_new_tokens": max_new_tokens,
                 "temperature": temperature, "seed": seed, "repeats": repeats}

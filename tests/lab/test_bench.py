@@ -559,11 +559,29 @@ def test_time_methods_interleaves_and_pools(pair):
     # the decode steps' tokens: each prompt's first came from its prefill
     assert spec["target_calls"] == calls and spec["tokens_per_target_call"] == round((spec["new_tokens"] - 2) / calls,
                                                                                      3)
-    assert spec["speedup"] == round(spec["tokens_per_second"] / base["tokens_per_second"], 2)
+    def rate(name):  # unrounded tokens/s from the generations: the speedup divides these, not the rounded rates
+        return sum(len(g.tokens) for g in gens[name]) / sum(g.stats["wall_ms"] for g in gens[name])
+
+    assert spec["speedup"] == round(rate("draft model") / rate("autoregressive"), 2)
     assert 0 <= spec["acceptance_rate"] <= spec["alpha"] <= 1
     text = format_timing(result)
     assert "| draft model |" in text and result["note"] in text and "interleaved" in text
     assert set(result["load"]) == {"seconds", "cores", "other_cores", "load_average", "busy"}
+
+
+def test_time_methods_speedup_divides_the_unrounded_rates(pair, monkeypatch):
+    """0.0149 and 0.02 tokens/s print as 0.01 and 0.02, whose ratio is 2.0; the rates' own ratio is 1.34."""
+    import lab.bench as bench
+
+    from lab.drafters import PromptLookupDrafter
+
+    real, rates = bench.pool_runs, iter([0.0149, 0.02])  # pooled once per method, in the methods' order
+
+    monkeypatch.setattr(bench, "pool_runs", lambda gens: {**real(gens), "tokens_per_second": next(rates)})
+    rows = bench.time_methods(pair, held_out_prompts()[:1], {"ar": None, "prompt lookup": PromptLookupDrafter},
+                              max_new_tokens=4)["rows"]
+    assert [row["tokens_per_second"] for row in rows] == [0.01, 0.02]
+    assert [row["speedup"] for row in rows] == [1.0, 1.34]
 
 
 def test_a_drafter_that_never_drafts_has_no_alpha(pair):
