@@ -149,8 +149,9 @@ def _train_chat(what: str, out_dir: Path | None = None, init: Path | None = None
     where native; ``chat-parallel`` too, which adapts that draft) or ``train chat-eagle`` / ``chat-medusa`` /
     ``chat-mtp`` / ``chat-eagle3`` (the target in its fast
     dtype, whose features the drafter reads), all on the CPU, logging to stdout and printing the draft's
-    ``training.json``; ``chat-parallel`` then writes its card's measurements and ``chat-eagle3`` its card
-    (:func:`lab.training.chat_eagle3.write_chat_eagle3_card`), timed with the real pair in its serving dtype.
+    ``training.json``; ``chat-parallel`` then writes its card's measurements, ``chat-eagle3`` and ``chat-mtp`` their
+    cards (:func:`lab.training.chat_eagle3.write_chat_eagle3_card`, :func:`lab.training.chat_mtp
+    .write_chat_mtp_card`), timed with the real pair in its serving dtype.
     ``out_dir``: the folder to write the draft to, None for the recipe's default; ``init``: a saved draft to continue
     (``chat-eagle`` / ``chat-eagle3``, :data:`lab.training.chat_eagle.CONTINUATION`), None to train a fresh one."""
     import time
@@ -202,4 +203,10 @@ def _train_chat(what: str, out_dir: Path | None = None, init: Path | None = None
 
             log("timing the EAGLE-3 draft against the EAGLE draft (measurements.json, README.md)")
             print(Path(write_chat_eagle3_card(load_pair("smollm2-135m", device="cpu", dtype="auto"), out)).read_text())
+        if what == "chat-mtp":  # the card: decoding against EAGLE and Medusa at the same depth, in the serving dtype
+            from lab.models import load_pair
+            from lab.training.chat_mtp import write_chat_mtp_card
+
+            log("timing the MTP heads against the EAGLE draft and the Medusa heads (measurements.json, README.md)")
+            print(Path(write_chat_mtp_card(load_pair("smollm2-135m", device="cpu", dtype="auto"), out)).read_text())
     return 0

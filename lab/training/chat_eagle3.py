@@ -272,17 +272,15 @@ def measure_chat_eagle3(pair, directory, prompts: int = 8, max_new_tokens: int =
     of N in ``n_values``, and autoregressive decoding, all interleaved prompt by prompt on ``prompts`` held-out
     requests (:func:`lab.training.parallel.held_out_texts`: every task kind in turn) of up to ``max_new_tokens``
     (:func:`lab.bench.time_methods`), in the pair's dtype and on its device. Each drafter row of ``rows`` adds the
-    cost ratio c (:func:`lab.metrics.cost_ratio_from_steps`), the acceptance of each chain position given the
-    earlier ones accepted (:func:`lab.metrics.conditional_acceptance`) and ``identical_outputs``, how many of the
-    requests it answered exactly as autoregressive decoding did (all of them in float32; in bfloat16 a near-tie can
-    round the other way when the target scores a block instead of one token). Writes nothing; returns ``{"rows",
+    cost ratio c, the acceptance of each chain position (given the earlier ones accepted, and of all steps that
+    drafted it) and ``identical_outputs``, how many of the requests it answered exactly as autoregressive decoding
+    did (:func:`lab.bench.add_drafter_details`). Writes nothing; returns ``{"rows",
     "settings", "load", "note", "date"}``. Raises what :meth:`lab.drafters.eagle3.Eagle3Drafter.from_pretrained` and
     :meth:`lab.drafters.EagleDrafter.from_pretrained` raise for a missing or foreign draft, and ``ValueError`` for
     ``prompts`` or ``max_new_tokens`` below 1."""
-    from lab.bench import time_methods
+    from lab.bench import add_drafter_details, time_methods
     from lab.drafters.eagle import EagleDrafter
     from lab.drafters.eagle3 import Eagle3Drafter
-    from lab.metrics import conditional_acceptance, cost_ratio_from_steps
     from lab.training.parallel import held_out_texts
 
     prompts, max_new_tokens = check_int("prompts", prompts, 1), check_int("max_new_tokens", max_new_tokens, 1)
@@ -292,15 +290,8 @@ def measure_chat_eagle3(pair, directory, prompts: int = 8, max_new_tokens: int =
     for n in n_values:
         methods[f"eagle N={n}"] = lambda n=n: EagleDrafter.from_pretrained(pair, n_draft=n)
         methods[f"eagle3 N={n}"] = lambda n=n: Eagle3Drafter.from_pretrained(pair, n_draft=n, directory=directory)
-    result = time_methods(pair, held_out_texts(pair, prompts), methods, max_new_tokens=max_new_tokens)
-    base = result["generations"]["autoregressive"]
-    ar_ms = sum(g.stats["wall_ms"] for g in base) / sum(g.stats["target_calls"] for g in base)
-    for row in result["rows"][1:]:
-        gens = result["generations"][row["method"]]
-        steps = [s for g in gens for s in g.steps]
-        row["cost_ratio"] = round(cost_ratio_from_steps(steps, ar_ms), 3)
-        row["conditional_acceptance"] = [None if a is None else round(a, 3) for a in conditional_acceptance(steps)]
-        row["identical_outputs"] = sum(g.tokens == b.tokens for g, b in zip(gens, base))
+    result = add_drafter_details(time_methods(pair, held_out_texts(pair, prompts), methods,
+                                              max_new_tokens=max_new_tokens))
     return {"rows": result["rows"], "settings": result["settings"], "load": result["load"], "note": result["note"],
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 

@@ -26,7 +26,8 @@ from lab.training.chat_medusa import medusa_batch
 from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
-__all__ = ["ChatMTPRecipe", "mtp_loss", "depth_predictions", "mtp_agreement", "train_chat_mtp"]
+__all__ = ["ChatMTPRecipe", "mtp_loss", "depth_predictions", "mtp_agreement", "train_chat_mtp", "measure_chat_mtp",
+           "write_chat_mtp_card"]
 
 
 @dataclass
@@ -174,3 +175,178 @@ def train_chat_mtp(pair, recipe: ChatMTPRecipe | None = None, out_dir: Path = SM
     (out_dir / "training.json").write_text(json.dumps(info, indent=1))
     discard_training_state(checkpoint)
     return out_dir
+
+
+def measure_chat_mtp(pair, directory, prompts: int = 3, max_new_tokens: int = 48) -> dict:
+    """Greedy decoding with the MTP heads saved in ``directory`` against ``pair``'s committed EAGLE draft and Medusa
+    heads, each drafting a chain as deep as the heads (D = 2: two tokens; Medusa's chain takes each head's top
+    token), and autoregressive decoding, interleaved prompt by prompt (:func:`lab.bench.time_methods`) on the first
+    ``prompts`` held-out requests of each task kind (:func:`lab.prompts.pair_tasks`, :func:`lab.prompts
+    .arena_prompts`), up to ``max_new_tokens`` each, in the pair's dtype and on its device. Each drafter row adds
+    the cost ratio, the per-position acceptance (given the earlier drafts accepted, and of all steps that drafted
+    that far) and ``identical_outputs`` (:func:`lab.bench.add_drafter_details`). Writes nothing; returns
+    ``{"tasks": {task: {"rows", "load", "note"}}, "settings", "date"}``. Raises ``FileNotFoundError`` for a folder
+    without heads, ``ValueError`` for heads of another target and for ``prompts`` below 1 or above a task's
+    prompts, or ``max_new_tokens`` below 1. Sources: DeepSeek-V3 (arXiv 2412.19437) §2.2; Medusa (arXiv
+    2401.10774) §2.1; EAGLE (arXiv 2401.15077) §4."""
+    from lab.bench import add_drafter_details, time_methods
+    from lab.drafters.eagle import EagleDrafter
+    from lab.drafters.medusa import MedusaDrafter
+    from lab.drafters.mtp import MTPDrafter
+    from lab.prompts import arena_prompts, pair_tasks
+    from lab.validation import check_int
+
+    prompts, max_new_tokens = check_int("prompts", prompts, 1), check_int("max_new_tokens", max_new_tokens, 1)
+    tasks = pair_tasks(pair)
+    fewest = min(len(arena_prompts(pair, task)) for task in tasks)
+    if prompts > fewest:
+        raise ValueError(f"prompts must be at most {fewest} (the fewest held-out requests of a task), got {prompts}")
+    directory = Path(directory)
+    depth = MTPDrafter.from_pretrained(pair, directory=directory).heads.depth  # missing or foreign heads fail first
+    methods = {"autoregressive": None,
+               "MTP": lambda: MTPDrafter.from_pretrained(pair, n_draft=depth, directory=directory),
+               "EAGLE": lambda: EagleDrafter.from_pretrained(pair, n_draft=depth),
+               "Medusa": lambda: MedusaDrafter.from_pretrained(pair, tree=[(0,) * k for k in range(1, depth + 1)])}
+    measured, settings = {}, None
+    for task in tasks:
+        result = add_drafter_details(time_methods(pair, arena_prompts(pair, task)[:prompts], methods,
+                                                  max_new_tokens=max_new_tokens))
+        measured[task] = {"rows": result["rows"], "load": result["load"], "note": result["note"]}
+        settings = {**result["settings"], "prompts_per_task": prompts, "depth": depth}
+    settings.pop("prompts")
+    return {"tasks": measured, "settings": settings, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def _decoding_table(decoding: dict) -> list[str]:
+    """The card's table: one row per task and drafter of :func:`measure_chat_mtp`'s result."""
+    depth = decoding["settings"]["depth"]
+    numbered = " / ".join(map(str, range(1, depth + 1)))
+    table = [f"| task | method | acceptance rate | tokens per target call | acceptance at position {numbered} | "
+             f"position {numbered} given the earlier accepted | speedup | cost c |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def shares(values):
+        return " / ".join("–" if v is None else f"{v:.2f}" for v in values) or "–"
+
+    for task, run in decoding["tasks"].items():
+        for row in run["rows"][1:]:
+            table.append(f"| {task} | {row['method']} | {_fixed(row['acceptance_rate'])} | "
+                         f"{_fixed(row['tokens_per_target_call'])} | {shares(row['per_position_acceptance'])} | "
+                         f"{shares(row['conditional_acceptance'])} | {row['speedup']:.2f}× | "
+                         f"{_fixed(row['cost_ratio'], 3)} |")
+    return table
+
+
+def _fixed(value, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _reading(decoding: dict) -> list[str]:
+    """Sentences built from the table's numbers: where MTP's first and deeper positions stand against the other
+    two drafters, task by task."""
+    lines = []
+    for position, key, label in ((0, "per_position_acceptance", "first draft accepted"),
+                                 (decoding["settings"]["depth"] - 1, "conditional_acceptance",
+                                  "last draft accepted given the earlier ones")):
+        order = []
+        for task, run in decoding["tasks"].items():
+            rows = {r["method"]: r[key][position] if len(r[key]) > position else None for r in run["rows"][1:]}
+            known = {m: v for m, v in rows.items() if v is not None}
+            if "MTP" in known:
+                above = [m for m, v in known.items() if m != "MTP" and v > known["MTP"]]
+                order.append(f"{task} {known['MTP']:.2f} ("
+                             + ("highest" if not above else "below " + " and ".join(above)) + ")")
+        if order:
+            lines.append(f"- MTP's {label} (position {position + 1}): " + "; ".join(order) + ".")
+    return lines
+
+
+def write_chat_mtp_card(pair, directory, **measure) -> Path:
+    """Measure the MTP heads saved in ``directory`` (:func:`measure_chat_mtp`, keyword arguments passed on), write
+    ``measurements.json`` and the model card ``README.md`` beside the ``training.json`` and ``config.json`` that
+    :func:`train_chat_mtp` wrote, and return the card's path. Every number on the card comes from those files.
+    Raises ``FileNotFoundError`` when ``training.json`` is missing, and what :func:`measure_chat_mtp` raises."""
+    directory = Path(directory)
+    info = json.loads((directory / "training.json").read_text())
+    config = json.loads((directory / "config.json").read_text())
+    decoding = measure_chat_mtp(pair, directory, **measure)
+    size = (directory / "model.safetensors").stat().st_size
+    (directory / "measurements.json").write_text(json.dumps({"decoding": decoding, "weights_bytes": size}, indent=1))
+    recipe, data, held = info["recipe"], info["data"], info["held_out_agreement"]
+    settings = decoding["settings"]
+    depth = recipe["depth"]
+    kinds = [k for k in held["depth_1"] if k != "all"]
+    agreement = [f"  - depth {k}: " + ", ".join(f"{kind} {held[f'depth_{k}'][kind]:.2f}" for kind in kinds)
+                 + f"; all {held[f'depth_{k}']['all']:.2f}" for k in range(1, depth + 1)]
+    runs = list(decoding["tasks"].values())
+    others = [run["load"]["other_cores"] for run in runs if run["load"]["other_cores"] is not None]
+    loads = ((f"other processes kept {min(others):.2f}–{max(others):.2f} of {runs[0]['load']['cores']} cores busy "
+              "during the timings") if others else "not measured on this system") + (
+        " (a busy machine: read the speedups as noise)" if any(run["load"]["busy"] for run in runs) else "")
+    dtype = settings["dtype"]
+    lines = [
+        f"# Multi-token-prediction heads of the {pair.name} pair (`mtp/`, "
+        "`lab.drafters.MTPDrafter.from_pretrained(pair)`)", "",
+        "DeepSeek-V3's multi-token prediction (DeepSeek-AI 2024, arXiv 2412.19437, §2.2), used as a draft the way vLLM "
+        "(`speculative_config={\"method\": \"mtp\"}`) and SGLang use DeepSeek's MTP module: "
+        f"D = {depth} sequential modules on the frozen target. Module k reads the previous depth's hidden state "
+        "h^{k-1}_i (h^0: the target's last hidden state, after its final norm, as the EAGLE draft reads it) and the "
+        "target's embedding of t_{i+k}, RMS-normalises each, projects the concatenation 2d -> d, runs one Llama "
+        f"decoder block (width {config['width']}, {config['heads']} heads, {config['kv_heads']} key/value heads, MLP "
+        f"{config['intermediate']}) with its own final RMSNorm, and the target's own LM head (shared, frozen, not "
+        f"stored) scores t_{{i+k+1}} over "
+        + ("the whole vocabulary" if config["draft_vocab_size"] is None else
+           f"a {config['draft_vocab_size']:,}-token draft vocabulary (`lab.drafters.draft_vocab`: the most frequent "
+           "answer tokens of the training split)") + ". A proposal is a chain "
+        f"of up to {depth} tokens: one forward of each module in turn, each on its own KV cache of true rows.", "",
+        f"- **Files**: `model.safetensors` (the modules in float16 and the draft-vocabulary ids; "
+        f"{info['parameters']:,} parameters, {size / 1e6:.1f} MB), `config.json` (the architecture and the "
+        "target's weights key, so the heads refuse another target), `training.json` (recipe, data, loss and "
+        "agreement history, minutes), `measurements.json` (the decoding comparison below).",
+        f"- **Training** (`python -m lab train chat-mtp --threads {info['threads']}`, "
+        f"`lab.training.chat_mtp.train_chat_mtp`; {info['minutes']} minutes on {info['threads']} CPU thread(s), "
+        f"bf16 autocast: {info['bf16_autocast']}, after the target's features were cached): {recipe['steps']:,} "
+        f"AdamW steps of {recipe['batch']} sequences (peak learning rate {recipe['lr']}, {recipe['warmup']} warm-up "
+        "steps, cosine decay), teacher forcing as in the report: the true h^0 and the true next-token embeddings in, "
+        "loss = the mean over the depths of the cross-entropy on t_{i+k+1}, on answer tokens inside the draft "
+        "vocabulary. The target is frozen, so the report's main-model loss is absent.",
+        f"- **Data**: the chat data of `python -m lab train chat-data` (the pair card's \"Training data\"): "
+        f"{data['sequences']:,} sequences of the target's own answers, split by request "
+        "(`lab.training.chat_data.split_by_request`: no request on both sides) into "
+        f"{data['train_sequences']:,} training sequences ({data['answer_tokens']:,} answer tokens) and "
+        f"{data['held_out_sequences']} held out. Coverage of the training answers by the draft vocabulary: "
+        f"{info['draft_vocab_coverage']:.1%}.",
+        "- **Held-out teacher-forced greedy agreement** (the share of held-out answer positions where depth k's argmax "
+        "equals the target's, fed the true prefix: depth k's acceptance given that the drafts before it were "
+        "accepted):", *agreement, "",
+        f"## Against the EAGLE draft and the Medusa heads at the same depth ({depth}-token chains)", "",
+        f"`lab.training.chat_mtp.measure_chat_mtp` on {decoding['date']}: the {pair.name} pair in {dtype} on "
+        f"{settings['device']}, {settings['threads']} thread(s), greedy, the first {settings['prompts_per_task']} "
+        f"held-out requests of each kind × up to {settings['max_new_tokens']} new tokens, methods interleaved request "
+        f"by request, each task its own run. MTP = `MTPDrafter` (n_draft {depth}); EAGLE = the committed "
+        f"`EagleDrafter` (n_draft {depth}); Medusa = the committed `MedusaDrafter` with the chain tree of its first "
+        f"{depth} heads, top-1 each. Acceptance rate = accepted ÷ drafted; acceptance at position k = the share of "
+        "steps that drafted k tokens whose k-th was accepted; given the earlier accepted = the same among the steps "
+        "that accepted every draft before it (`lab.metrics.conditional_acceptance`). Speedup against autoregressive "
+        "decoding in the same run, prefill included; cost c = draft ms per draft forward over the autoregressive ms "
+        "per target call.", "",
+        *_decoding_table(decoding), "",
+        *_reading(decoding),
+        f"- Requests answered exactly as autoregressive decoding answered them, of {settings['prompts_per_task']} per "
+        "task: " + "; ".join(task + " " + ", ".join(f"{r['method']} {r['identical_outputs']}" for r in run["rows"][1:])
+                             for task, run in decoding["tasks"].items()) + "."
+        + ("" if dtype == "float32" else f" In {dtype} a near-tie can round the other way when the target scores a "
+           "block of tokens instead of one, so an answer can part from the autoregressive one; greedy parity is "
+           "checked in float32 (`tests/lab/drafters/test_mtp.py`)."),
+        f"- Load: {loads}.",
+        "- Small samples: a few hundred target calls per cell at most, so differences of a few points are noise. "
+        "Compare rows of this table, not with other cards' timings; the arena (`../arena.json`, lesson 12) times "
+        "every drafter at its own N.", "",
+        "## What DeepSeek-V3's number means here",
+        "DeepSeek-V3 reports that its one MTP module's draft (the second of the two tokens its model predicts) is "
+        "accepted 85–90 % of the time (§5.4.3), with the module trained jointly with a 671 B model on its "
+        "pre-training data. These modules are bolted onto a frozen 135 M target and trained for minutes on a few "
+        "hundred thousand answer tokens; compare their first-position acceptance above with that figure to see what "
+        "joint training at scale buys.", ""]
+    (directory / "README.md").write_text("\n".join(lines))
+    return directory / "README.md"

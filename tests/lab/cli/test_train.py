@@ -56,11 +56,12 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
                                                       capsys):
     """--out sends a retrain elsewhere than the committed folder; without it the recipe keeps its default. The
     parallel draft is then measured against the draft model in the serving dtype (its card's measurements.json), and
-    the EAGLE-3 draft's card written the same way."""
+    the EAGLE-3 draft's and the MTP heads' cards written the same way."""
     import importlib
 
     import lab.models
     import lab.training.chat_eagle3
+    import lab.training.chat_mtp
     import lab.training.parallel
     from lab import cli
 
@@ -82,6 +83,7 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
         return out / "README.md"
 
     monkeypatch.setattr(lab.training.chat_eagle3, "write_chat_eagle3_card", fake_card)
+    monkeypatch.setattr(lab.training.chat_mtp, "write_chat_mtp_card", fake_card)
     monkeypatch.setattr(importlib.import_module(trainer_module), trainer_name, fake_train)
     assert cli.main(["train", what, "--out", str(tmp_path / "elsewhere")]) == 0
     assert cli.main(["train", what]) == 0
@@ -90,7 +92,7 @@ def test_the_cli_hands_out_to_every_real_pair_recipe(what, trainer_module, train
     assert capsys.readouterr().out.count('{"recipe": "mine"}') == 2  # training.json printed once per run
     serving = ("smollm2-135m", {"device": "cpu", "dtype": "auto"})
     assert measured == ([(serving, tmp_path)] * 2 if what == "chat-parallel" else [])
-    assert carded == ([(serving, tmp_path)] * 2 if what == "chat-eagle3" else [])
+    assert carded == ([(serving, tmp_path)] * 2 if what in ("chat-eagle3", "chat-mtp") else [])
 
 
 def test_the_cli_refuses_init_outside_the_feature_drafts(tmp_path, capsys):

@@ -101,3 +101,55 @@ def test_depth_1_agreement_equals_the_drafters_first_token_at_every_answer_posit
             hits += token == int(lm_head(hidden[j - 1]).argmax())
         result = mtp_agreement(heads, [sequence], [hidden], 384, 0)
         assert result["depth_1"]["all"] == round(hits / (len(ids) - sequence["answer_start"]), 4)
+
+
+def test_the_card_times_the_saved_heads_against_eagle_and_medusa_and_writes_their_numbers(pair, tmp_path):
+    """write_chat_mtp_card measures the heads in its folder against the pair's EAGLE draft and Medusa heads at the
+    same depth, task by task (greedy, interleaved), writes measurements.json, and its README's table and sentences
+    are built from those numbers, config.json and training.json."""
+    import shutil
+
+    from lab.drafters.mtp import MTP_DIRS
+    from lab.training.chat_mtp import write_chat_mtp_card
+
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(MTP_DIRS["shakespeare"] / name, tmp_path / name)
+    held = {"depth_1": {"chat": 0.41, "code": 0.5, "all": 0.456}, "depth_2": {"chat": 0.3, "code": 0.4, "all": 0.35}}
+    training = {"recipe": {**vars(ChatMTPRecipe()), "steps": 600}, "parameters": 123456, "minutes": 12.5,
+                "threads": 2, "bf16_autocast": True, "draft_vocab_coverage": 0.981, "held_out_agreement": held,
+                "data": {"sequences": 40, "train_sequences": 38, "answer_tokens": 900, "held_out_sequences": 2}}
+    (tmp_path / "training.json").write_text(json.dumps(training))
+    card = write_chat_mtp_card(pair, tmp_path, prompts=1, max_new_tokens=12)
+    written = json.loads((tmp_path / "measurements.json").read_text())
+    decoding = written["decoding"]
+    assert list(decoding["tasks"]) == ["prose", "copy_edit", "structured", "copy"]
+    assert decoding["settings"]["depth"] == 2 and decoding["settings"]["prompts_per_task"] == 1
+    text = card.read_text()
+    for task, run in decoding["tasks"].items():
+        rows = {r["method"]: r for r in run["rows"]}
+        assert list(rows) == ["autoregressive", "MTP", "EAGLE", "Medusa"]
+        for name in ("MTP", "EAGLE", "Medusa"):
+            row = rows[name]
+            assert row["identical_outputs"] == 1 and row["cost_ratio"] > 0  # float32: exact
+            assert len(row["per_position_acceptance"]) == 2 and len(row["conditional_acceptance"]) == 2
+            rate = "–" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.2f}"
+            assert f"| {task} | {name} | {rate} | {row['tokens_per_target_call']:.2f} |" in text
+    assert written["weights_bytes"] == (tmp_path / "model.safetensors").stat().st_size
+    assert "600 AdamW steps of 8 sequences" in text and "`python -m lab train chat-mtp --threads 2`" in text
+    assert "depth 1: chat 0.41, code 0.50; all 0.46" in text and "Coverage of the training answers by the draft " \
+           "vocabulary: 98.1%." in text and "123,456 parameters" in text
+    assert "38 training sequences (900 answer tokens) and 2 held out" in text
+    assert "MTP's first draft accepted (position 1): prose" in text and "near-tie" not in text  # float32
+    others = [run["load"]["other_cores"] for run in decoding["tasks"].values()]
+    assert f"other processes kept {min(others):.2f}–{max(others):.2f} of" in text
+
+
+def test_the_card_refuses_a_folder_without_heads_and_bad_counts(pair, tmp_path):
+    from lab.training.chat_mtp import measure_chat_mtp
+
+    with pytest.raises(FileNotFoundError):
+        measure_chat_mtp(pair, tmp_path, prompts=1, max_new_tokens=4)
+    with pytest.raises(ValueError, match="prompts must be an integer"):
+        measure_chat_mtp(pair, tmp_path, prompts=0)
+    with pytest.raises(ValueError, match="prompts must be at most"):
+        measure_chat_mtp(pair, tmp_path, prompts=10_000)
