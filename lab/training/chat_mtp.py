@@ -27,7 +27,7 @@ from lab.training.checkpoints import discard_training_state, save_training_state
 from lab.training.loop import bf16_autocast, cpu_autocast, lr_at, make_optimizer, take_batch
 
 __all__ = ["ChatMTPRecipe", "mtp_loss", "depth_predictions", "mtp_agreement", "train_chat_mtp", "measure_chat_mtp",
-           "write_chat_mtp_card"]
+           "write_chat_mtp_card", "chat_mtp_card"]
 
 
 @dataclass
@@ -38,7 +38,7 @@ class ChatMTPRecipe:
     depth: int = 2            # D modules: drafts of up to 2 tokens
     intermediate: int = 512   # each block's MLP width (the target's is 1536): ~2.4 M parameters per module
     draft_vocab: int = 8192   # the most frequent answer tokens of the training sequences, as the EAGLE draft's
-    steps: int = 250
+    steps: int = 1500
     batch: int = 8
     max_len: int = 384        # the features' cut (chat_features), shared with the EAGLE draft's cache
     lr: float = 1e-3
@@ -252,10 +252,13 @@ def _reading(decoding: dict) -> list[str]:
         for task, run in decoding["tasks"].items():
             rows = {r["method"]: r[key][position] if len(r[key]) > position else None for r in run["rows"][1:]}
             known = {m: v for m, v in rows.items() if v is not None}
-            if "MTP" in known:
-                above = [m for m, v in known.items() if m != "MTP" and v > known["MTP"]]
-                order.append(f"{task} {known['MTP']:.2f} ("
-                             + ("highest" if not above else "below " + " and ".join(above)) + ")")
+            if "MTP" in known:  # compared as printed, to 2 decimals: equal there reads "level"
+                mine = round(known["MTP"], 2)
+                above = [m for m, v in known.items() if m != "MTP" and round(v, 2) > mine]
+                level = [m for m, v in known.items() if m != "MTP" and round(v, 2) == mine]
+                standing = ", ".join(([f"below {' and '.join(above)}"] if above else [])
+                                     + ([f"level with {' and '.join(level)}"] if level else [])) or "highest"
+                order.append(f"{task} {mine:.2f} ({standing})")
         if order:
             lines.append(f"- MTP's {label} (position {position + 1}): " + "; ".join(order) + ".")
     return lines
@@ -263,15 +266,28 @@ def _reading(decoding: dict) -> list[str]:
 
 def write_chat_mtp_card(pair, directory, **measure) -> Path:
     """Measure the MTP heads saved in ``directory`` (:func:`measure_chat_mtp`, keyword arguments passed on), write
-    ``measurements.json`` and the model card ``README.md`` beside the ``training.json`` and ``config.json`` that
-    :func:`train_chat_mtp` wrote, and return the card's path. Every number on the card comes from those files.
-    Raises ``FileNotFoundError`` when ``training.json`` is missing, and what :func:`measure_chat_mtp` raises."""
+    ``measurements.json`` beside the ``training.json`` and ``config.json`` that :func:`train_chat_mtp` wrote, then
+    the model card ``README.md`` (:func:`chat_mtp_card`), and return the card's path. Raises ``FileNotFoundError``
+    when ``training.json`` is missing, and what :func:`measure_chat_mtp` raises."""
     directory = Path(directory)
-    info = json.loads((directory / "training.json").read_text())
-    config = json.loads((directory / "config.json").read_text())
+    json.loads((directory / "training.json").read_text())  # a folder without a training record fails before timing
     decoding = measure_chat_mtp(pair, directory, **measure)
     size = (directory / "model.safetensors").stat().st_size
     (directory / "measurements.json").write_text(json.dumps({"decoding": decoding, "weights_bytes": size}, indent=1))
+    (directory / "README.md").write_text(chat_mtp_card(directory, pair.name))
+    return directory / "README.md"
+
+
+def chat_mtp_card(directory, pair_name: str) -> str:
+    """The model card of the MTP heads saved in ``directory`` for the pair ``pair_name``, as Markdown, built only from
+    that folder's ``config.json``, ``training.json`` (:func:`train_chat_mtp`) and ``measurements.json``
+    (:func:`write_chat_mtp_card`), so a committed card can be checked against its files. Raises
+    ``FileNotFoundError`` when one is missing."""
+    directory = Path(directory)
+    info = json.loads((directory / "training.json").read_text())
+    config = json.loads((directory / "config.json").read_text())
+    measured = json.loads((directory / "measurements.json").read_text())
+    decoding, size = measured["decoding"], measured["weights_bytes"]
     recipe, data, held = info["recipe"], info["data"], info["held_out_agreement"]
     settings = decoding["settings"]
     depth = recipe["depth"]
@@ -280,12 +296,14 @@ def write_chat_mtp_card(pair, directory, **measure) -> Path:
                  + f"; all {held[f'depth_{k}']['all']:.2f}" for k in range(1, depth + 1)]
     runs = list(decoding["tasks"].values())
     others = [run["load"]["other_cores"] for run in runs if run["load"]["other_cores"] is not None]
-    loads = ((f"other processes kept {min(others):.2f}–{max(others):.2f} of {runs[0]['load']['cores']} cores busy "
-              "during the timings") if others else "not measured on this system") + (
+    spread = f"{min(others):.2f}" + ("" if f"{min(others):.2f}" == f"{max(others):.2f}" else f"–{max(others):.2f}") \
+        if others else ""
+    loads = ((f"other processes kept {spread} of {runs[0]['load']['cores']} cores busy during the timings")
+             if others else "not measured on this system") + (
         " (a busy machine: read the speedups as noise)" if any(run["load"]["busy"] for run in runs) else "")
     dtype = settings["dtype"]
     lines = [
-        f"# Multi-token-prediction heads of the {pair.name} pair (`mtp/`, "
+        f"# Multi-token-prediction heads of the {pair_name} pair (`mtp/`, "
         "`lab.drafters.MTPDrafter.from_pretrained(pair)`)", "",
         "DeepSeek-V3's multi-token prediction (DeepSeek-AI 2024, arXiv 2412.19437, §2.2), used as a draft the way vLLM "
         "(`speculative_config={\"method\": \"mtp\"}`) and SGLang use DeepSeek's MTP module: "
@@ -320,7 +338,7 @@ def write_chat_mtp_card(pair, directory, **measure) -> Path:
         "equals the target's, fed the true prefix: depth k's acceptance given that the drafts before it were "
         "accepted):", *agreement, "",
         f"## Against the EAGLE draft and the Medusa heads at the same depth ({depth}-token chains)", "",
-        f"`lab.training.chat_mtp.measure_chat_mtp` on {decoding['date']}: the {pair.name} pair in {dtype} on "
+        f"`lab.training.chat_mtp.measure_chat_mtp` on {decoding['date']}: the {pair_name} pair in {dtype} on "
         f"{settings['device']}, {settings['threads']} thread(s), greedy, the first {settings['prompts_per_task']} "
         f"held-out requests of each kind × up to {settings['max_new_tokens']} new tokens, methods interleaved request "
         f"by request, each task its own run. MTP = `MTPDrafter` (n_draft {depth}); EAGLE = the committed "
@@ -348,5 +366,4 @@ def write_chat_mtp_card(pair, directory, **measure) -> Path:
         "pre-training data. These modules are bolted onto a frozen 135 M target and trained for minutes on a few "
         "hundred thousand answer tokens; compare their first-position acceptance above with that figure to see what "
         "joint training at scale buys.", ""]
-    (directory / "README.md").write_text("\n".join(lines))
-    return directory / "README.md"
+    return "\n".join(lines)

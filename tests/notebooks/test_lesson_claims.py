@@ -159,15 +159,17 @@ def test_lesson_12_what_to_expect_holds_in_the_committed_run(arena):
     assert min(best, key=best.get) == "chat"
     # T = 1: the deterministic proposers lose more α than the sampled drafts
     says(text, "The draft model and EAGLE sample their drafts from a distribution meant to be close to the target's")
-    says(text, "In the committed run the draft model and the MTP heads lost the least α of the learned drafters (about "
-               "0.04 each, over the six kinds), and EAGLE about as much as prompt lookup")
+    says(text, "In the committed run the draft model lost the least α of the learned drafters (about 0.04, over the "
+               "six kinds), the parallel draft and the MTP heads, which sample their drafts too, the next least (about "
+               "0.08 each), and EAGLE about as much as prompt lookup")
     trained = LEARNED + ("mtp", "parallel")  # every drafter with trained weights
     kinds = tuple(dict.fromkeys(DETERMINISTIC + SAMPLED + trained))
     fall = {(t, k): row(t, k)["alpha"] - row(t, k, 1.0)["alpha"] for t in KINDS for k in kinds}
     assert {k for _, k in sorted(fall, key=fall.get)[-3:]} <= set(DETERMINISTIC)   # the largest falls
     mean_fall = {k: sum(fall[(t, k)] for t in KINDS) / len(KINDS) for k in kinds}
-    assert set(sorted(trained, key=mean_fall.get)[:2]) == {"model", "mtp"}
-    assert all(0.035 <= mean_fall[k] < 0.05 for k in ("model", "mtp")), mean_fall
+    least = sorted(trained, key=mean_fall.get)
+    assert least[0] == "model" and set(least[1:3]) == {"parallel", "mtp"}, mean_fall
+    assert 0.035 <= mean_fall["model"] < 0.05 and all(0.075 <= mean_fall[k] < 0.085 for k in ("parallel", "mtp"))
     assert abs(mean_fall["eagle"] - mean_fall["ngram"]) <= 0.03, (mean_fall["eagle"], mean_fall["ngram"])
     # early exit: half the layers, about half a step a draft, two steps for N = 4; slower everywhere
     early = [r for r in _rows(arena) if r["drafter"] == "early-exit"]
@@ -209,8 +211,9 @@ def test_lesson_12_quotes_the_drafts_cards(arena):
     assert 1000 < first3["data"]["train_sequences"] < 10000
     mtp = json.loads((SOLUTIONS.parent / "lab" / "assets" / "smollm2-135m" / "mtp" / "training.json").read_text())
     data = mtp["data"]
-    says(text, f"trained on {data['train_sequences']} answers ({data['sequences']} sequences, "
-               f"{data['held_out_sequences']} held out)")
+    says(text, f"the same chat data as EAGLE and Medusa ({data['train_sequences']:,} answers for training, "
+               f"{data['sequences']:,} sequences with {data['held_out_sequences']} held out)")
+    assert data["sequences"] == eagle["continued_from"]["data"]["sequences"]  # the data EAGLE first trained on
 
 
 def test_lesson_12_summary_holds_in_the_committed_run(arena):
@@ -225,16 +228,17 @@ def test_lesson_12_summary_holds_in_the_committed_run(arena):
     rows = _rows(arena)
     worst = [min(r["efficiency_factors"], key=r["efficiency_factors"].get) for r in rows]
     fastest = sorted(r["measured_speedup"] for r in rows)[-5]
+    # where each factor is within 1 % of 1 there is no loss to place (suffix decoding on chat, about 1.1 tokens a call)
     assert all(w == "target_call" or (w == "prefill" and r["measured_speedup"] >= fastest)
-               for w, r in zip(worst, rows))
+               or min(r["efficiency_factors"].values()) > 0.99 for w, r in zip(worst, rows))
     assert worst.count("target_call") > len(rows) / 2
-    says(text, "When sampling, suffix decoding lost the most α in the committed run, and the draft model and the MTP "
-               "heads the least of the learned drafters")
+    says(text, "When sampling, suffix decoding lost the most α in the committed run, and the draft model the least of "
+               "the learned drafters")
     cell = arena["cell"]
     fall = {k: sum(cell[(t, 0.0, k)]["alpha"] - cell[(t, 1.0, k)]["alpha"] for t in KINDS) / len(KINDS)
             for k in {r["drafter"] for r in rows if r["alpha"] is not None}}
     trained = LEARNED + ("mtp", "parallel")
-    assert max(fall, key=fall.get) == "suffix" and set(sorted(trained, key=fall.get)[:2]) == {"model", "mtp"}, fall
+    assert max(fall, key=fall.get) == "suffix" and min(trained, key=fall.get) == "model", fall
     says(text, "and at T = 0 the least per target call, even for the best of them, on open chat questions")
 
 

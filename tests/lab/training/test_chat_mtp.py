@@ -153,3 +153,33 @@ def test_the_card_refuses_a_folder_without_heads_and_bad_counts(pair, tmp_path):
         measure_chat_mtp(pair, tmp_path, prompts=0)
     with pytest.raises(ValueError, match="prompts must be at most"):
         measure_chat_mtp(pair, tmp_path, prompts=10_000)
+
+
+def test_the_committed_card_is_its_files_rendered():
+    """The real pair's MTP card says what its training record and measurements hold: rendering it again from the
+    committed files gives the committed text, and its table's MTP rows are measurements.json's."""
+    from lab.drafters.mtp import MTP_DIRS
+    from lab.training.chat_mtp import chat_mtp_card
+
+    folder = MTP_DIRS["smollm2-135m"]
+    text = (folder / "README.md").read_text()
+    assert text == chat_mtp_card(folder, "smollm2-135m")
+    measured = json.loads((folder / "measurements.json").read_text())
+    assert measured["weights_bytes"] == (folder / "model.safetensors").stat().st_size
+    for task, run in measured["decoding"]["tasks"].items():
+        row = next(r for r in run["rows"] if r["method"] == "MTP")
+        assert f"| {task} | MTP | {row['acceptance_rate']:.2f} | {row['tokens_per_target_call']:.2f} |" in text
+    info = json.loads((folder / "training.json").read_text())
+    assert f"{info['recipe']['steps']:,} AdamW steps" in text and info["recipe"] == vars(ChatMTPRecipe())
+
+
+def test_the_card_says_level_where_the_printed_shares_are_equal():
+    from lab.training.chat_mtp import _reading
+
+    rows = [{"method": "autoregressive"}] + [
+        {"method": m, "per_position_acceptance": [p1, 0.1], "conditional_acceptance": [p1, c2]}
+        for m, p1, c2 in (("MTP", 0.301, 0.5), ("EAGLE", 0.299, 0.6), ("Medusa", 0.2, 0.5))]
+    lines = _reading({"settings": {"depth": 2}, "tasks": {"chat": {"rows": rows}}})
+    assert lines == ["- MTP's first draft accepted (position 1): chat 0.30 (level with EAGLE).",
+                     "- MTP's last draft accepted given the earlier ones (position 2): chat 0.50 (below EAGLE, level "
+                     "with Medusa)."]
