@@ -245,9 +245,10 @@ def _reading(decoding: dict) -> list[str]:
     """Sentences built from the table's numbers: where MTP's first and deeper positions stand against the other
     two drafters, task by task."""
     lines = []
+    depth = decoding["settings"]["depth"]
     for position, key, label in ((0, "per_position_acceptance", "first draft accepted"),
-                                 (decoding["settings"]["depth"] - 1, "conditional_acceptance",
-                                  "last draft accepted given the earlier ones")):
+                                 (depth - 1, "conditional_acceptance", "last draft accepted given the earlier ones")
+                                 )[:1 if depth == 1 else 2]:  # one module: no draft has earlier ones
         order = []
         for task, run in decoding["tasks"].items():
             rows = {r["method"]: r[key][position] if len(r[key]) > position else None for r in run["rows"][1:]}
@@ -302,6 +303,7 @@ def chat_mtp_card(directory, pair_name: str) -> str:
              if others else "not measured on this system") + (
         " (a busy machine: read the speedups as noise)" if any(run["load"]["busy"] for run in runs) else "")
     dtype = settings["dtype"]
+    reduced = config["draft_vocab_size"] is not None  # heads over the whole vocabulary have no ids and no coverage
     lines = [
         f"# Multi-token-prediction heads of the {pair_name} pair (`mtp/`, "
         "`lab.drafters.MTPDrafter.from_pretrained(pair)`)", "",
@@ -314,11 +316,12 @@ def chat_mtp_card(directory, pair_name: str) -> str:
         f"{config['intermediate']}) with its own final RMSNorm, and the target's own LM head (shared, frozen, not "
         f"stored) scores t_{{i+k+1}} over "
         + ("the whole vocabulary" if config["draft_vocab_size"] is None else
-           f"a {config['draft_vocab_size']:,}-token draft vocabulary (`lab.drafters.draft_vocab`: the most frequent "
+           f"an {config['draft_vocab_size']:,}-token draft vocabulary (`lab.drafters.draft_vocab`: the most frequent "
            "answer tokens of the training split)") + ". A proposal is a chain "
         f"of up to {depth} tokens: one forward of each module in turn, each on its own KV cache of true rows.", "",
-        f"- **Files**: `model.safetensors` (the modules in float16 and the draft-vocabulary ids; "
-        f"{info['parameters']:,} parameters, {size / 1e6:.1f} MB), `config.json` (the architecture and the "
+        "- **Files**: `model.safetensors` (the modules in float16"
+        + (" and the draft-vocabulary ids" if reduced else "")
+        + f"; {info['parameters']:,} parameters, {size / 1e6:.1f} MB), `config.json` (the architecture and the "
         "target's weights key, so the heads refuse another target), `training.json` (recipe, data, loss and "
         "agreement history, minutes), `measurements.json` (the decoding comparison below).",
         f"- **Training** (`python -m lab train chat-mtp --threads {info['threads']}`, "
@@ -326,14 +329,16 @@ def chat_mtp_card(directory, pair_name: str) -> str:
         f"bf16 autocast: {info['bf16_autocast']}, after the target's features were cached): {recipe['steps']:,} "
         f"AdamW steps of {recipe['batch']} sequences (peak learning rate {recipe['lr']}, {recipe['warmup']} warm-up "
         "steps, cosine decay), teacher forcing as in the report: the true h^0 and the true next-token embeddings in, "
-        "loss = the mean over the depths of the cross-entropy on t_{i+k+1}, on answer tokens inside the draft "
-        "vocabulary. The target is frozen, so the report's main-model loss is absent.",
+        "loss = the mean over the depths of the cross-entropy on t_{i+k+1}, on answer tokens"
+        + (" inside the draft vocabulary" if reduced else "") + ". The target is frozen, so the report's main-model "
+        "loss is absent.",
         f"- **Data**: the chat data of `python -m lab train chat-data` (the pair card's \"Training data\"): "
         f"{data['sequences']:,} sequences of the target's own answers, split by request "
         "(`lab.training.chat_data.split_by_request`: no request on both sides) into "
         f"{data['train_sequences']:,} training sequences ({data['answer_tokens']:,} answer tokens) and "
-        f"{data['held_out_sequences']} held out. Coverage of the training answers by the draft vocabulary: "
-        f"{info['draft_vocab_coverage']:.1%}.",
+        f"{data['held_out_sequences']} held out."
+        + (f" Coverage of the training answers by the draft vocabulary: {info['draft_vocab_coverage']:.1%}."
+           if reduced else ""),
         "- **Held-out teacher-forced greedy agreement** (the share of held-out answer positions where depth k's argmax "
         "equals the target's, fed the true prefix: depth k's acceptance given that the drafts before it were "
         "accepted):", *agreement, "",
@@ -347,7 +352,7 @@ def chat_mtp_card(directory, pair_name: str) -> str:
         "steps that drafted k tokens whose k-th was accepted; given the earlier accepted = the same among the steps "
         "that accepted every draft before it (`lab.metrics.conditional_acceptance`). Speedup against autoregressive "
         "decoding in the same run, prefill included; cost c = draft ms per draft forward over the autoregressive ms "
-        "per target call.", "",
+        "per decode step (prefill left out).", "",
         *_decoding_table(decoding), "",
         *_reading(decoding),
         f"- Requests answered exactly as autoregressive decoding answered them, of {settings['prompts_per_task']} per "
@@ -363,7 +368,7 @@ def chat_mtp_card(directory, pair_name: str) -> str:
         "## What DeepSeek-V3's number means here",
         "DeepSeek-V3 reports that its one MTP module's draft (the second of the two tokens its model predicts) is "
         "accepted 85–90 % of the time (§5.4.3), with the module trained jointly with a 671 B model on its "
-        "pre-training data. These modules are bolted onto a frozen 135 M target and trained for minutes on a few "
-        "hundred thousand answer tokens; compare their first-position acceptance above with that figure to see what "
-        "joint training at scale buys.", ""]
+        "pre-training data. These modules are bolted onto a small frozen target and trained for minutes on "
+        f"{data['answer_tokens']:,} answer tokens; compare their first-position acceptance above with that figure to "
+        "see what joint training at scale buys.", ""]
     return "\n".join(lines)

@@ -211,8 +211,8 @@ def test_lesson_12_quotes_the_drafts_cards(arena):
     assert 1000 < first3["data"]["train_sequences"] < 10000
     mtp = json.loads((SOLUTIONS.parent / "lab" / "assets" / "smollm2-135m" / "mtp" / "training.json").read_text())
     data = mtp["data"]
-    says(text, f"the same chat data as EAGLE and Medusa ({data['train_sequences']:,} answers for training, "
-               f"{data['sequences']:,} sequences with {data['held_out_sequences']} held out)")
+    says(text, f"the same chat data as EAGLE and Medusa, split their own way ({data['train_sequences']:,} of the "
+               f"{data['sequences']:,} sequences for training, {data['held_out_sequences']} held out)")
     assert data["sequences"] == eagle["continued_from"]["data"]["sequences"]  # the data EAGLE first trained on
 
 

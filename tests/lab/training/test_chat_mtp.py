@@ -136,8 +136,9 @@ def test_the_card_times_the_saved_heads_against_eagle_and_medusa_and_writes_thei
             assert f"| {task} | {name} | {rate} | {row['tokens_per_target_call']:.2f} |" in text
     assert written["weights_bytes"] == (tmp_path / "model.safetensors").stat().st_size
     assert "600 AdamW steps of 8 sequences" in text and "`python -m lab train chat-mtp --threads 2`" in text
-    assert "depth 1: chat 0.41, code 0.50; all 0.46" in text and "Coverage of the training answers by the draft " \
-           "vocabulary: 98.1%." in text and "123,456 parameters" in text
+    assert "depth 1: chat 0.41, code 0.50; all 0.46" in text and "123,456 parameters" in text
+    # these heads score the whole vocabulary: no draft-vocabulary ids, no coverage (the committed card has both)
+    assert "over the whole vocabulary" in text and "draft vocabulary" not in text and "draft-vocabulary" not in text
     assert "38 training sequences (900 answer tokens) and 2 held out" in text
     assert "MTP's first draft accepted (position 1): prose" in text and "near-tie" not in text  # float32
     others = [run["load"]["other_cores"] for run in decoding["tasks"].values()]
@@ -171,6 +172,8 @@ def test_the_committed_card_is_its_files_rendered():
         assert f"| {task} | MTP | {row['acceptance_rate']:.2f} | {row['tokens_per_target_call']:.2f} |" in text
     info = json.loads((folder / "training.json").read_text())
     assert f"{info['recipe']['steps']:,} AdamW steps" in text and info["recipe"] == vars(ChatMTPRecipe())
+    assert "over an 8,192-token draft vocabulary" in text and "Coverage of the training answers by the draft " \
+           f"vocabulary: {info['draft_vocab_coverage']:.1%}." in text
 
 
 def test_the_card_says_level_where_the_printed_shares_are_equal():
@@ -183,3 +186,5 @@ def test_the_card_says_level_where_the_printed_shares_are_equal():
     assert lines == ["- MTP's first draft accepted (position 1): chat 0.30 (level with EAGLE).",
                      "- MTP's last draft accepted given the earlier ones (position 2): chat 0.50 (below EAGLE, level "
                      "with Medusa)."]
+    one = _reading({"settings": {"depth": 1}, "tasks": {"chat": {"rows": rows}}})  # one module: no earlier drafts
+    assert one == lines[:1]
