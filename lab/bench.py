@@ -40,7 +40,7 @@ __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CU
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
            "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms", "pool_runs", "goal_record", "NOT_MEASURED",
-           "NO_DECODE_STEP", "needs_draft_model", "add_drafter_details"]
+           "NO_DECODE_STEP", "needs_draft_model"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 SAME_RULE = "lab prompt lookup, HF's rule"
@@ -221,38 +221,6 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
                 "temperature": temperature, "seed": seed, "repeats": repeats}
     return {"rows": rows, "generations": {name: [g for g, _ in r] for name, r in runs.items()},
             "load": meter.summary(), "note": meter.note(), "settings": settings}
-
-
-def add_drafter_details(result: dict) -> dict:
-    """Add to each drafter row of a :func:`time_methods` result (its first method autoregressive decoding) what a
-    drafter's card reports beside the timing, from the same runs: ``cost_ratio`` (:func:`lab.metrics
-    .cost_ratio_from_steps` against the first method's mean ms per decode step, its prefill left out; to 0.001; None
-    when the drafter made no draft forward, as prompt lookup makes none), ``conditional_acceptance`` (per chain
-    position, the share accepted among steps with every earlier draft accepted, :func:`lab.metrics
-    .conditional_acceptance`; to 0.001, None where no step reached it), ``per_position_acceptance`` (per position,
-    the share of the steps that drafted that far which accepted it, :func:`lab.metrics.summarize_steps`; to 0.001)
-    and ``identical_outputs`` (how many prompts it answered token for token as the first method did: all in float32,
-    in bfloat16 a near-tie can round the other way when the target scores a block). Returns ``result``, changed in
-    place. Raises ``ValueError`` when the first method is not autoregressive (None) or made no decode step."""
-    from lab.metrics import conditional_acceptance, cost_ratio_from_steps, summarize_steps
-
-    first = result["rows"][0]["method"]
-    if "alpha" in result["rows"][0]:
-        raise ValueError(f"result: its first method, {first!r}, must be autoregressive decoding (None) to compare with")
-    base = result["generations"][first]
-    calls = sum(g.stats["target_calls"] for g in base)  # decode steps: the prefill's call is not counted
-    if not calls:
-        raise ValueError(f"result: the first method, {first!r}, made no decode step")
-    ar_ms = sum(g.stats["wall_ms"] - g.stats["prefill_ms"] for g in base) / calls
-    for row in result["rows"][1:]:
-        gens = result["generations"][row["method"]]
-        steps = [s for g in gens for s in g.steps]
-        drafted = sum(s.draft_calls for s in steps)
-        row["cost_ratio"] = round(cost_ratio_from_steps(steps, ar_ms), 3) if drafted else None
-        row["conditional_acceptance"] = [None if a is None else round(a, 3) for a in conditional_acceptance(steps)]
-        row["per_position_acceptance"] = [round(a, 3) for a in summarize_steps(steps, 0, 0)["per_position_acceptance"]]
-        row["identical_outputs"] = sum(g.tokens == b.tokens for g, b in zip(gens, base))
-    return result
 
 
 NO_DECODE_STEP = "n/a (no decode step)"

@@ -274,11 +274,12 @@ def measure_chat_eagle3(pair, directory, prompts: int = 8, max_new_tokens: int =
     (:func:`lab.bench.time_methods`), in the pair's dtype and on its device. Each drafter row of ``rows`` adds the
     cost ratio c, the acceptance of each chain position (given the earlier ones accepted, and of all steps that
     drafted it) and ``identical_outputs``, how many of the requests it answered exactly as autoregressive decoding
-    did (:func:`lab.bench.add_drafter_details`). Writes nothing; returns ``{"rows",
+    did (:func:`lab.training.card_measures.add_drafter_details`). Writes nothing; returns ``{"rows",
     "settings", "load", "note", "date"}``. Raises what :meth:`lab.drafters.eagle3.Eagle3Drafter.from_pretrained` and
     :meth:`lab.drafters.EagleDrafter.from_pretrained` raise for a missing or foreign draft, and ``ValueError`` for
     ``prompts`` or ``max_new_tokens`` below 1."""
-    from lab.bench import add_drafter_details, time_methods
+    from lab.bench import time_methods
+    from lab.training.card_measures import add_drafter_details
     from lab.drafters.eagle import EagleDrafter
     from lab.drafters.eagle3 import Eagle3Drafter
     from lab.training.parallel import held_out_texts

@@ -184,12 +184,13 @@ def measure_chat_mtp(pair, directory, prompts: int = 3, max_new_tokens: int = 48
     ``prompts`` held-out requests of each task kind (:func:`lab.prompts.pair_tasks`, :func:`lab.prompts
     .arena_prompts`), up to ``max_new_tokens`` each, in the pair's dtype and on its device. Each drafter row adds
     the cost ratio, the per-position acceptance (given the earlier drafts accepted, and of all steps that drafted
-    that far) and ``identical_outputs`` (:func:`lab.bench.add_drafter_details`). Writes nothing; returns
-    ``{"tasks": {task: {"rows", "load", "note"}}, "settings", "date"}``. Raises ``FileNotFoundError`` for a folder
-    without heads, ``ValueError`` for heads of another target and for ``prompts`` below 1 or above a task's
+    that far) and ``identical_outputs`` (:func:`lab.training.card_measures.add_drafter_details`). Writes nothing;
+    returns ``{"tasks": {task: {"rows", "load", "note"}}, "settings", "date"}``. Raises ``FileNotFoundError`` for a
+    folder without heads, ``ValueError`` for heads of another target and for ``prompts`` below 1 or above a task's
     prompts, or ``max_new_tokens`` below 1. Sources: DeepSeek-V3 (arXiv 2412.19437) §2.2; Medusa (arXiv
     2401.10774) §2.1; EAGLE (arXiv 2401.15077) §4."""
-    from lab.bench import add_drafter_details, time_methods
+    from lab.bench import time_methods
+    from lab.training.card_measures import add_drafter_details
     from lab.drafters.eagle import EagleDrafter
     from lab.drafters.medusa import MedusaDrafter
     from lab.drafters.mtp import MTPDrafter
