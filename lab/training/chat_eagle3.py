@@ -392,8 +392,8 @@ def write_chat_eagle3_card(pair, directory, **measure) -> Path:
            "when the target scores a block of tokens instead of one, so an answer can part from the autoregressive "
            "one; exactness is checked in float32 (tests/lab/test_real_pair_oracles.py)."),
         f"Run of {decoding['date']}, {settings['threads']} thread(s), methods interleaved prompt by prompt. "
-        f"{note[:1].upper() + note[1:]}. Cost c = draft ms per draft forward over the autoregressive ms per target "
-        "call, from the same runs. Compare rows of this table, not with other cards' timings.", "",
+        f"{note[:1].upper() + note[1:]}. Cost c = draft ms per draft forward over the autoregressive ms per decode "
+        "step (prefill left out), from the same runs. Compare rows of this table, not with other cards' timings.", "",
         "## Limits",
         "Trained on CPU on a few thousand chat answers of the target, where EAGLE-3's paper scales its training data "
         "far further (its gains grow with the data); with the target's head instead of its own, and one decoder "
