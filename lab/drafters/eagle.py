@@ -22,6 +22,7 @@ import torch
 from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
 from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab, full_vocab_logits
+from lab.drafters.dynamic_tree import DynamicTree, expand_level, rerank, top_children
 from lab.kv import cache_length, rollback
 from lab.models import LAST_LAYER, cache_kwarg, new_cache, vocab_size
 from lab.trees import position_ids as tree_position_ids
@@ -350,15 +351,22 @@ class EagleDrafter:
       rank-rk token of the draft's distribution after the node ``(r1, …, r(k-1))``; one draft forward per depth,
       nodes seeing the true pairs, their ancestors and themselves. Deterministic (``probs=None`` → one-hot
       verification, exact at any temperature). Paths deeper than ``request.max_tokens`` are left out.
+    - Dynamic tree mode (``tree`` = a :class:`lab.drafters.dynamic_tree.DynamicTree`, EAGLE-2 §4, SGLang's
+      ``--speculative-eagle-topk`` > 1): each level feeds the ``topk`` nodes of highest value (the product of the
+      draft's probabilities along the path) and scores their top-``topk`` children; of all the nodes drafted, the
+      ``num_draft_tokens - 1`` of highest value are verified. One draft forward per level after the first,
+      ``num_steps`` levels at most (fewer when ``request.max_tokens`` is smaller). Deterministic, as a static tree.
+      ``last_candidates`` keeps what the last proposal drafted before reranking (lesson 11's exercise):
+      ``{"tokens": [C] ids, "values": FloatTensor [C], "parents": [C] (-1 or an earlier candidate)}``.
 
     Give ``n_draft`` for a chain (default 4) or ``tree`` for a tree, not both: a tree's shape fixes how far a step
-    drafts, so ``n_draft`` is then set to the tree's depth (its number of levels) and may only be passed if it
-    equals that depth.
+    drafts, so ``n_draft`` is then set to the tree's depth (its number of levels; a dynamic tree's ``num_steps``)
+    and may only be passed if it equals that depth.
 
     ``needs_hidden_states = True``: the decode loop resets it with ``reset(prompt_ids, hidden=...)`` and hands it
     each step's :class:`~lab.drafters.base.TargetOutput` through ``observe`` before ``update``.
-    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree`` (a rank
-    must be below the draft's vocabulary, V_d for a reduced one), or a
+    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree`` (a rank,
+    or a dynamic tree's ``topk``, must be below the draft's vocabulary, V_d for a reduced one), or a
     draft made for a target of another width or vocabulary (it reads its own target's embedding and LM head);
     ``TypeError`` when ``target`` is not a causal LM or ``draft_model`` is not an :class:`EagleDraftModel`.
     """
@@ -378,11 +386,14 @@ class EagleDrafter:
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
         # a rank indexes the draft's scored vocabulary: past a reduced vocabulary's V_d it would pick a -inf logit
         ranks = draft_model.config.get("draft_vocab_size") or vocab_size(target)
-        layout = None if tree is None else _tree_layout(tree, ranks)
-        if layout is None:
+        dynamic = tree if isinstance(tree, DynamicTree) else None
+        if dynamic is not None and dynamic.topk > ranks:
+            raise ValueError(f"tree.topk must be at most the draft's vocabulary ({ranks} tokens), got {dynamic.topk}")
+        layout = None if tree is None or dynamic is not None else _tree_layout(tree, ranks)
+        if tree is None:
             n_draft = 4 if n_draft is None else int(n_draft)
         else:
-            depth = max(layout[2])
+            depth = dynamic.num_steps if dynamic is not None else max(layout[2])
             if n_draft is not None and int(n_draft) != depth:
                 raise ValueError(f"n_draft={n_draft!r} contradicts tree: in tree mode the tree's shape sets the draft "
                                  f"depth ({depth} levels for this tree); pass n_draft for a chain or tree for a "
@@ -397,7 +408,9 @@ class EagleDrafter:
         self.target = target
         self.model = draft_model.eval()
         self.n_draft = n_draft      # chain length, or the tree's depth in tree mode
-        self.tree = None if tree is None else list(tree)
+        self.tree = None if tree is None else (dynamic or list(tree))
+        self.dynamic = dynamic      # the DynamicTree in dynamic tree mode, else None
+        self.last_candidates = None  # dynamic tree: every node the last proposal drafted, before reranking
         self._layout = layout
         self.vocab_size = vocab_size(target)
         self._cache = None
@@ -427,9 +440,13 @@ class EagleDrafter:
         return cls(pair.target, EagleDraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)
 
     def __repr__(self) -> str:
-        mode = f"tree={len(self._layout[0])} nodes" if self.tree is not None else f"n_draft={self.n_draft}"
-        return (f"EagleDrafter({mode}, width={self.model.config['width']}, "
+        return (f"EagleDrafter({self._mode()}, width={self.model.config['width']}, "
                 f"trainable_parameters={trainable_parameters(self.model):,})")
+
+    def _mode(self) -> str:
+        if self.dynamic is not None:
+            return f"tree={self.dynamic}"
+        return f"tree={len(self._layout[0])} nodes" if self.tree is not None else f"n_draft={self.n_draft}"
 
     # -- protocol -------------------------------------------------------------------------------------------
     def reset(self, prompt_ids, hidden=None) -> None:
@@ -485,6 +502,8 @@ class EagleDrafter:
             self._pending_feats, self._pending_tokens = [], []
         if self.tree is None:
             draft = self._chain(depth_cap, request, calls)
+        elif self.dynamic is not None:
+            draft = self._dynamic_tree(depth_cap, calls)
         else:
             draft = self._tree(depth_cap, calls)
         rollback(self._cache, self._true)  # the cache keeps true pairs only
@@ -538,6 +557,37 @@ class EagleDrafter:
                 out_feat[i] = pred[r]
             fed += level
         return Draft(tokens, None, calls, parents=list(parents))
+
+    def _dynamic_tree(self, max_depth: int, calls: int) -> Draft:
+        spec = self.dynamic
+        ids, scores = top_children(torch.softmax(self.model.logits(self._root).float(), -1)[None], spec.topk)
+        tokens, values, parents = ids[0].tolist(), [scores[0]], [-1] * spec.topk  # every node drafted
+        frontier, frontier_scores = list(range(spec.topk)), scores[0]             # the level's expanded nodes
+        out_feat = {-1: self._root}   # node -> its predicted next feature
+        slot, fed_parents = {}, []    # node -> row among the fed nodes; the fed nodes' parents array (those rows)
+        for _ in range(1, min(spec.num_steps, max_depth)):
+            # Feed the expanded nodes; the mask lets each see the true pairs, its ancestors and itself.
+            rows = fed_parents + [slot.get(parents[c], -1) for c in frontier]
+            allow = tree_attention_mask(rows, self._true)[len(fed_parents):]
+            positions = tree_position_ids(rows, self._true + 1)[len(fed_parents):]
+            pred = self.model(torch.stack([out_feat[parents[c]] for c in frontier]), [tokens[c] for c in frontier],
+                              self._cache, position_ids=positions, attention_mask=allow)
+            calls += 1
+            for r, c in enumerate(frontier):
+                out_feat[c], slot[c] = pred[r], len(fed_parents) + r
+            fed_parents = rows
+            level = expand_level(frontier_scores, torch.softmax(self.model.logits(pred).float(), -1), spec.topk)
+            first = len(tokens)
+            tokens += level["tokens"].tolist()
+            values.append(level["scores"])
+            parents += [frontier[r] for r in level["rows"].tolist()]
+            frontier = [first + c for c in level["chosen"].tolist()]
+            frontier_scores = level["scores"][level["chosen"]]
+        scores = torch.cat(values)
+        self.last_candidates = {"tokens": tokens, "values": scores, "parents": parents}
+        keep = rerank(scores, parents, min(spec.drafted, len(tokens)))
+        row = {c: i for i, c in enumerate(keep)}
+        return Draft([tokens[c] for c in keep], None, calls, parents=[row.get(parents[c], -1) for c in keep])
 
     def observe(self, output: TargetOutput) -> None:
         """Keep the target's features of the committed rows (``output.hidden[output.path]``); the pairs they form

@@ -304,8 +304,7 @@ class Eagle3Drafter(EagleDrafter):
         return cls(pair.target, Eagle3DraftModel.from_pretrained(pair.target, directory), n_draft=n_draft, tree=tree)
 
     def __repr__(self) -> str:
-        mode = f"tree={len(self._layout[0])} nodes" if self.tree is not None else f"n_draft={self.n_draft}"
-        return (f"Eagle3Drafter({mode}, layers={self.hidden_layers}, width={self.model.config['width']}, "
+        return (f"Eagle3Drafter({self._mode()}, layers={self.hidden_layers}, width={self.model.config['width']}, "
                 f"draft_vocab={self.model.config['draft_vocab_size']}, "
                 f"trainable_parameters={trainable_parameters(self.model):,})")
 

@@ -1,5 +1,5 @@
-"""Exercise checkers for lesson 11 (EAGLE's training pairs; what each MTP module reads and predicts; EAGLE-3's d2t
-map).
+"""Exercise checkers for lesson 11 (EAGLE's training pairs; EAGLE-2's reranking of a dynamic tree; what each MTP
+module reads and predicts; EAGLE-3's d2t map).
 
 Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lab.exercises.harness import (IN_PLACE_HINT, checker, compare, Fail, fresh_args, outcome_of, run_case,
+from lab.drafters.dynamic_tree import rerank
+from lab.exercises.harness import (IN_PLACE_HINT, as_ints, checker, compare, Fail, fresh_args, outcome_of, run_case,
                                    same_tensor, unchanged)
 
 __all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs",
-           "d2t_from_counts", "reference_d2t_from_counts"]
+           "d2t_from_counts", "reference_d2t_from_counts", "keep_best_nodes", "reference_keep_best_nodes"]
 
 
 def reference_eagle_training_pairs(hidden, ids):
@@ -271,3 +272,101 @@ def d2t_from_counts(fn):
                     show_args=lambda c: f"counts={c[0].tolist()}, size={c[1]}")
     return (f"{count} vocabularies mapped: draft id i is target id i + d2t[i], the layout of the official EAGLE-3 "
             "checkpoints")
+
+
+def reference_keep_best_nodes(values, parents, count):
+    """The answer to the reranking exercise (EAGLE-2, Li et al. 2024, §4.2; SGLang's ``organize_draft_results``):
+    of the drafted nodes, values ``[C]`` (each the product of the draft's probabilities along its path) and
+    ``parents`` (C ints, -1 for a child of the root, else an earlier node), keep the ``count`` of highest value
+    (ties: the earlier node) and return ``(kept, new_parents)``: the kept node indices in drafting order, and the
+    tree's parents array over them (a kept node's parent as its position in ``kept``, -1 at the root). A child's
+    value never exceeds its parent's, so every kept node's parent is kept
+    (:func:`lab.drafters.dynamic_tree.rerank`)."""
+    kept = rerank(torch.as_tensor(values, dtype=torch.float64), list(parents), count)
+    row = {node: i for i, node in enumerate(kept)}
+    return kept, [row[parents[node]] if parents[node] >= 0 else -1 for node in kept]
+
+
+def _grown_tree(gen, levels: int, topk: int) -> tuple:
+    """Values and parents of a tree grown as EAGLE-2 expands one: ``topk`` children of the root, then ``topk``
+    children of each of the ``topk`` best nodes of the level before, values = products of random probabilities."""
+    values, parents = [], []
+    frontier = [(-1, 1.0)]
+    for _ in range(levels):
+        level = []
+        for parent, value in frontier:
+            probs = torch.rand(topk, generator=gen)
+            probs = (probs / probs.sum() * 0.9).sort(descending=True).values
+            for p in probs.tolist():
+                parents.append(parent)
+                values.append(value * p)
+                level.append((len(values) - 1, value * p))
+        frontier = sorted(level, key=lambda node: -node[1])[:topk]
+    return torch.tensor(values), parents
+
+
+def _renumbered(kept, parents):
+    row = {node: i for i, node in enumerate(kept)}
+    return [row.get(parents[node], -1) if parents[node] >= 0 else -1 for node in kept]
+
+
+@checker
+def keep_best_nodes(fn):
+    """Check ``fn(values [C], parents, count) -> (kept, new_parents)`` (the reranking exercise): the ``count`` nodes
+    of highest value (ties: the earlier node), in drafting order, with their parents renumbered as positions in
+    ``kept``. Planted mistakes: kept in value order, parents left as the old indices, ties to the later node, the
+    lowest values, and the first ``count`` nodes drafted whatever their value."""
+    gen = torch.Generator().manual_seed(11)
+    cases = [(torch.tensor([0.6, 0.3, 0.36, 0.12, 0.09, 0.2]), [-1, -1, 0, 0, 1, 2], 4),
+             (torch.tensor([0.5, 0.5, 0.25, 0.25]), [-1, 0, 1, 0], 3),   # a child the draft is sure of; a tie
+             (torch.tensor([0.4, 0.4]), [-1, 0], 1),                     # the tie: the parent, never its child alone
+             (torch.tensor([0.7, 0.2, 0.35, 0.3]), [-1, -1, 0, 2], 4),   # every node
+             (torch.tensor([0.1, 0.8, 0.6, 0.05]), [-1, -1, 1, 1], 1),
+             (torch.tensor([0.1, 0.8, 0.6, 0.05]), [-1, -1, 1, 1], 3),
+             (torch.tensor([0.6, 0.1, 0.4, 0.3, 0.05]), [-1, -1, 0, 2, 1], 3)]  # node 1 dropped: 3's parent is row 1
+    for levels, topk, count in ((3, 2, 6), (4, 3, 9), (5, 4, 7)):
+        cases.append((*_grown_tree(gen, levels, topk), count))
+
+    def by_value(v, p, n, later_first=False):
+        order = sorted(range(len(v)), key=lambda i: (-float(v[i]), -i if later_first else i))
+        return order[:n]
+
+    faults = [
+        (lambda v, p, n: (by_value(v, p, n), _renumbered(by_value(v, p, n), p)),
+         "return the kept nodes in drafting order (sorted by index), not by value: a parents array lists each node "
+         "after its parent, and the drafting order guarantees that."),
+        (lambda v, p, n: (sorted(by_value(v, p, n)), [p[i] for i in sorted(by_value(v, p, n))]),
+         "renumber the parents: the verifier sees only the kept nodes, so a kept node's parent is its parent's "
+         "position in kept (-1 for a child of the root), not its index among all drafted nodes."),
+        (lambda v, p, n: (sorted(by_value(v, p, n, True)), _renumbered(sorted(by_value(v, p, n, True)), p)),
+         "when values tie, keep the earlier node: a child the draft is sure of ties with its parent, and keeping "
+         "the child alone leaves it without its parent (a stable sort on -values keeps drafting order)."),
+        (lambda v, p, n: (sorted(by_value([-float(x) for x in v], p, n)),
+                          _renumbered(sorted(by_value([-float(x) for x in v], p, n)), p)),
+         "keep the nodes of HIGHEST value: the value estimates the chance that the target accepts the whole path."),
+        (lambda v, p, n: (list(range(n)), _renumbered(list(range(n)), p)),
+         "rank the nodes by value over the whole tree: the first count nodes drafted fill the first levels, "
+         "however unlikely they are, which is a static tree's choice."),
+    ]
+
+    def as_answer(value):  # (kept, new_parents) as two lists of ints, or None
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            return None
+        kept, new_parents = as_ints(value[0]), as_ints(value[1])
+        return None if kept is None or new_parents is None else (kept, new_parents)
+
+    def same(a, b):
+        return as_answer(a) is not None and as_answer(a) == as_answer(b)
+
+    for case in cases:
+        outcome = outcome_of(fn, fresh_args(case))
+        if outcome[0] == "ok" and as_answer(outcome[1]) is None:
+            raise Fail(f"keep_best_nodes(values=..., parents={case[1]}, count={case[2]}) returned "
+                       f"{type(outcome[1]).__name__} {outcome[1]!r}: return two lists, (kept, new_parents).")
+    count = compare("keep_best_nodes", fn, cases, reference_keep_best_nodes, faults, same,
+                    "sort the nodes by value, highest first (ties: the earlier node), keep the first count, sort "
+                    "those indices ascending, and give each its parent's position among them (-1 at the root).",
+                    show_args=lambda c: (f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, "
+                                         f"count={c[2]}"))
+    return (f"{count} trees reranked: the kept nodes form a tree the target can verify in one forward, as SGLang's "
+            "organize_draft_results builds it")

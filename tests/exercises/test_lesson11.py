@@ -180,3 +180,57 @@ def test_d2t_offsets_with_the_sign_flipped_are_not_blamed_on_ties(capsys):
     out = rejects(check.d2t_from_counts,
                   lambda c, n: torch.sort(-c, stable=True).indices[:n].sort().values + torch.arange(n), capsys)
     assert "when counts tie" not in out and "do not add it" in out
+
+
+def test_keep_best_nodes(capsys):
+    """EAGLE-2's reranking: the reference and other right answers pass (a loop, tensors, tuples), each planted
+    mistake is named by its hint, a malformed return value is said to be one, and a stub is not solved yet."""
+    import torch
+
+    assert check.keep_best_nodes(check.reference_keep_best_nodes)
+
+    def loop(values, parents, count):  # by hand: rank with the index as tie-break, then renumber
+        ranked = sorted(range(len(values)), key=lambda i: (-float(values[i]), i))[:count]
+        kept = sorted(ranked)
+        return torch.tensor(kept), tuple(kept.index(parents[i]) if parents[i] >= 0 else -1 for i in kept)
+
+    assert check.keep_best_nodes(loop)
+    capsys.readouterr()
+
+    def top(values, n, later=False):
+        return sorted(range(len(values)), key=lambda i: (-float(values[i]), -i if later else i))[:n]
+
+    def renumber(kept, parents):
+        return [kept.index(parents[i]) if parents[i] in kept else -1 for i in kept]
+
+    for wrong, words in [
+            (lambda v, p, n: (top(v, n), renumber(top(v, n), p)), "drafting order"),
+            (lambda v, p, n: (sorted(top(v, n)), [p[i] for i in sorted(top(v, n))]), "renumber the parents"),
+            (lambda v, p, n: (sorted(top(v, n, True)), renumber(sorted(top(v, n, True)), p)), "keep the earlier node"),
+            (lambda v, p, n: (sorted(top([-x for x in v.tolist()], n)),
+                              renumber(sorted(top([-x for x in v.tolist()], n)), p)), "HIGHEST value"),
+            (lambda v, p, n: (list(range(n)), renumber(list(range(n)), p)), "rank the nodes by value over the whole")]:
+        rejects(check.keep_best_nodes, wrong, capsys, words, "keep_best_nodes(values=")
+    rejects(check.keep_best_nodes, lambda v, p, n: sorted(top(v, n)), capsys, "return two lists, (kept, new_parents)")
+    assert not check.keep_best_nodes(stub)
+    assert "not solved yet" in capsys.readouterr().out
+
+
+def test_keep_best_nodes_matches_the_drafters_dynamic_tree(pair):
+    """On an EAGLE drafter's own candidates (``last_candidates``), the reference keeps exactly the tree the drafter
+    verified: the same tokens, the same parents array."""
+    from lab.drafters import DynamicTree, EagleDrafter
+    from lab.drafters.base import DraftRequest
+    from lab.models import forward, new_cache
+    from lab.prompts import held_out_prompts
+
+    drafter = EagleDrafter.from_pretrained(pair, tree=DynamicTree(4, 3, 9))
+    for text in held_out_prompts()[:2]:
+        prompt = pair.encode(text)
+        drafter.reset(prompt, hidden=forward(pair.target, prompt[:-1], new_cache(), logits_to_keep=1,
+                                             output_hidden_states=True)[1])
+        draft = drafter.propose(DraftRequest(prompt, 8))
+        found = drafter.last_candidates
+        kept, parents = check.reference_keep_best_nodes(found["values"], found["parents"], 8)
+        assert [found["tokens"][i] for i in kept] == draft.tokens and parents == draft.parents
+        assert len(found["tokens"]) == 3 + 3 * 9

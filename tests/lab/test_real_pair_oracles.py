@@ -15,13 +15,18 @@ from lab.sampling import probs_from_logits
 from lab.verify import verify_sampled
 
 DRAFTERS = ("model", "ngram", "lookahead", "early-exit", "eagle", "medusa", "suffix", "parallel", "eagle3",
-            "suffix-match")
+            "suffix-match", "eagle3-dynamic")
 REQUESTS = ("Write a Python function that returns the cube of a number.",
             "Repeat exactly: the quick brown fox jumps over the lazy dog.")
 
 
 def _drafter(kind, pair, n_draft):
-    """The registry's drafter, or vLLM 0.34's suffix rule (lesson 08's comparison; not a registry kind)."""
+    """The registry's drafter, vLLM 0.34's suffix rule (lesson 08's comparison; not a registry kind) or EAGLE-3 on
+    SGLang's default dynamic tree for a Llama target (EAGLE-2's; its shape, not ``n_draft``, sets the depth)."""
+    if kind == "eagle3-dynamic":
+        from lab.drafters import DynamicTree, Eagle3Drafter
+
+        return Eagle3Drafter.from_pretrained(pair, tree=DynamicTree())
     if kind == "suffix-match":
         from lab.drafters import SuffixMatchDrafter
         from lab.prompts import assistant_turns

@@ -656,6 +656,29 @@ def test_lesson_08_suffix_decoding_section():
     says(text, "but drafts up to 8 tokens whatever the match's length")
 
 
+def test_lesson_11_dynamic_tree_section():
+    """Lesson 11's EAGLE-2 section prints its sentences from its own table (numbers and words must agree), its
+    candidates are as many as the shape drafts, the exercise's reranking reproduced the drafter's tree, and the prose
+    names SGLang's defaults as the pinned SGLang source sets them."""
+    text, out = prose("11_eagle_feature_drafts"), printed("11_eagle_feature_drafts")
+    rows = {m[0].strip(): [float(x) for x in m[1:]]
+            for m in re.findall(r"^((?:static|dynamic).+?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)}
+    static, same_budget = rows["static tree (6 nodes, 3 deep)"], rows["dynamic, 3 levels, top-2, 6 nodes"]
+    sglang = rows["dynamic, SGLang's 5, 4, 8 (7 nodes)"]
+    a, b, word = quoted(out, r"the dynamic tree earns ([\d.]+) tokens per target call against the static tree's "
+                             r"([\d.]+) \((more|not more)\)")
+    assert (float(a), float(b)) == (same_budget[0], static[0])
+    assert (word == "more") == (float(a) > float(b)) or float(a) == float(b)
+    c, f, g = quoted(out, r"SGLang's shape earns ([\d.]+), for ([\d.]+) draft forwards per step against ([\d.]+) for")
+    assert (float(c), float(f), float(g)) == (sglang[0], sglang[1], same_budget[1])
+    assert "10 candidates from 3 draft forwards" in out  # 2 + 2·2² for 3 levels of top-2
+    assert "the tree the drafter sent to the target: True" in out
+    assert max(static[2], same_budget[2]) <= 6 and sglang[2] <= 7   # nodes verified per step within each budget
+    says(text, "SGLang 0.5.23 picks 5, 4 and 8 for a Llama-architecture target such as SmolLM2")
+    says(text, "SGLang's 5-level shape pays two more per step than the 3-level ones")
+    assert 1.5 < sglang[1] - same_budget[1] <= 2.0  # two more forwards per full step (fewer where max_new_tokens cuts)
+
+
 def test_lesson_11_eagle3_section():
     """Lesson 11's EAGLE-3 section runs on the real pair's committed EAGLE-3 draft: its verdict sentences follow its
     own table and the card, the card's numbers it prints are the committed ones, and the prose's facts (the d2t

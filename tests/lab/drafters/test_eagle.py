@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lab.decode import generate
-from lab.drafters import EagleDrafter
+from lab.drafters import DynamicTree, EagleDrafter
 from lab.drafters.base import DraftRequest
 from lab.drafters.eagle import DEFAULT_TREE, EAGLE_DIR, EagleDraftModel, trainable_parameters
 from lab.metrics import chi_square
@@ -121,9 +121,11 @@ def test_eagle_draft_model_names_features_of_the_wrong_width(pair):
         draft(torch.zeros(2, width // 2), [1, 2])
 
 
-def test_cache_holds_exactly_the_true_pairs(pair, prompts):
-    """After steps with rejections, the draft layer's cache equals a fresh run over the committed pairs."""
-    drafter = EagleDrafter.from_pretrained(pair, n_draft=4)
+@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"tree": DynamicTree()}], ids=["chain", "dynamic"])
+def test_cache_holds_exactly_the_true_pairs(pair, prompts, mode):
+    """After steps with rejections, the draft layer's cache equals a fresh run over the committed pairs (a dynamic
+    tree feeds several nodes per level, each rolled back)."""
+    drafter = EagleDrafter.from_pretrained(pair, **mode)
     gen = generate(pair.target, prompts[0], drafter=drafter, max_new_tokens=17)
     assert any(s.num_accepted < len(s.drafted) for s in gen.steps)  # some drafts were rejected
     committed = prompts[0] + gen.tokens
@@ -139,8 +141,9 @@ def test_cache_holds_exactly_the_true_pairs(pair, prompts):
         torch.testing.assert_close(mine.values, theirs.values, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"n_draft": 1}, {"tree": DEFAULT_TREE}],
-                         ids=["chain4", "chain1", "tree"])
+@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"n_draft": 1}, {"tree": DEFAULT_TREE}, {"tree": DynamicTree()},
+                                  {"tree": DynamicTree(3, 2, 5)}],
+                         ids=["chain4", "chain1", "tree", "dynamic-sglang-default", "dynamic-3-2-5"])
 def test_greedy_equals_autoregressive(pair, prompts, reference, mode):
     drafter = EagleDrafter.from_pretrained(pair, **mode)
     accepted = 0
@@ -151,7 +154,8 @@ def test_greedy_equals_autoregressive(pair, prompts, reference, mode):
     assert accepted > 0  # the trained draft does get tokens accepted
 
 
-@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"tree": DEFAULT_TREE}], ids=["chain", "tree"])
+@pytest.mark.parametrize("mode", [{"n_draft": 4}, {"tree": DEFAULT_TREE}, {"tree": DynamicTree()}],
+                         ids=["chain", "tree", "dynamic"])
 def test_max_new_tokens_exact_and_eos(pair, prompts, reference, mode):
     drafter = EagleDrafter.from_pretrained(pair, **mode)
     for n in (1, 2, 7):
@@ -256,7 +260,8 @@ def test_first_speculated_token_matches_target_distribution(pair, prompts):
     # token comes from the prefill; the second is the first decode step's, verified against the draft
     ids = prompts[0][:16]  # a short prompt keeps the 2 x 600 generations quick
     for drafter in (EagleDrafter.from_pretrained(pair, n_draft=3),
-                    EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE)):
+                    EagleDrafter.from_pretrained(pair, tree=DEFAULT_TREE),
+                    EagleDrafter.from_pretrained(pair, tree=DynamicTree())):
         counts, prefixes = torch.zeros(pair.target.config.vocab_size), []
         for seed in range(600):
             gen = generate(pair.target, ids, drafter=drafter, max_new_tokens=3, temperature=1.0, seed=seed)

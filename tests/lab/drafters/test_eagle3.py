@@ -239,7 +239,7 @@ def test_eagle3_card_reads_both_recipes_cards_into_one_shape():
     assert real["steps"] == train["recipe"]["steps"] + train["continued_from"]["recipe"]["steps"] == 2500
     assert "continuing the first run on data rebuilt later" in real["data"]
     assert real["held_out"] == f"its {train['data']['held_out_sequences']} held-out sequences"
-    assert real["date"] == "2026-12-05 13:13 UTC"  # when the card's decoding run ran (lesson 11 prints it)
+    assert real["date"] == "2026-12-06 13:09 UTC"  # when the card's decoding run ran (lesson 11 prints it)
     measured = json.loads((EAGLE3_DIRS["shakespeare"] / "measurements.json").read_text())
     assert small["agreement"] == measured["teacher_forced_agreement"]["eagle3"]
     assert small["eagle_agreement"] == measured["teacher_forced_agreement"]["eagle"][0]

@@ -1,0 +1,118 @@
+"""EAGLE-2's dynamic draft tree (lab.drafters.dynamic_tree; Li et al. 2024, §4; SGLang's topk > 1): the settings'
+ranges, expansion and reranking on hand-computed values, and the tree an EAGLE drafter grows with it on the bundled
+pair (the decoding oracles run in tests/lab/drafters/test_eagle.py and tests/lab/test_real_pair_oracles.py)."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from lab.drafters import DynamicTree, Eagle3Drafter, EagleDrafter
+from lab.drafters.base import DraftRequest
+from lab.drafters.dynamic_tree import expand_level, rerank, top_children
+from lab.models import forward, new_cache
+from lab.trees import check_parents, depths
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+ENGINES = Path(__file__).resolve().parents[2] / "data" / "engines"  # the engines' pinned sources
+
+
+def test_defaults_are_sglangs_for_a_llama_target_and_bad_settings_name_their_range():
+    tree = DynamicTree()
+    assert (tree.num_steps, tree.topk, tree.num_draft_tokens) == (5, 4, 8)
+    # as SGLang 0.5.23 picks them for a Llama target (SmolLM2's architecture) when no shape is given
+    hook = ENGINES / "sglang-0.5.23" / "sglang" / "srt" / "arg_groups" / "speculative_hook.py"
+    assert 'if model_arch in ["LlamaForCausalLM"]:\n        return (5, 4, 8)' in hook.read_text()
+    assert tree.drafted == 7 and tree.candidates == 4 + 4 * 16
+    assert DynamicTree(1, 1, 2).candidates == 1
+    for bad, field in (({"num_steps": 0}, "num_steps"), ({"topk": 0}, "topk"), ({"num_draft_tokens": 1},
+                       "num_draft_tokens"), ({"topk": 2.0}, "topk"), ({"num_steps": True}, "num_steps")):
+        with pytest.raises(ValueError, match=field):
+            DynamicTree(**bad)
+    # more nodes than the expansion drafts: 2 + 1·4 = 6 candidates, so at most 7 tokens with the root
+    assert DynamicTree(2, 2, 7).drafted == 6
+    with pytest.raises(ValueError, match=r"num_draft_tokens must be .*<= 7|num_draft_tokens.*7"):
+        DynamicTree(2, 2, 8)
+
+
+def test_expansion_multiplies_values_and_expands_the_best_children():
+    scores = torch.tensor([0.6, 0.3])                  # two expanded nodes
+    probs = torch.tensor([[0.1, 0.5, 0.4, 0.0],        # node 0's children: 1 (0.30), 2 (0.24)
+                          [0.9, 0.0, 0.05, 0.05]])     # node 1's children: 0 (0.27), then 2 and 3 tie at 0.015
+    level = expand_level(scores, probs, 2)
+    assert level["tokens"].tolist()[:3] == [1, 2, 0]
+    torch.testing.assert_close(level["scores"][:3], torch.tensor([0.30, 0.24, 0.27]))
+    assert level["rows"].tolist() == [0, 0, 1, 1]
+    assert level["chosen"].tolist() == [0, 2]          # values 0.30 and 0.27; 0.24 is not expanded
+    ids, values = top_children(probs, 3)
+    assert ids.tolist() == [[1, 2, 0], [0, 2, 3]] or ids.tolist() == [[1, 2, 0], [0, 3, 2]]
+    torch.testing.assert_close(values[0], torch.tensor([0.5, 0.4, 0.1]))
+    with pytest.raises(ValueError, match="topk"):
+        top_children(probs, 5)
+    with pytest.raises(ValueError, match="same f"):
+        expand_level(scores[:1], probs, 2)
+
+
+def test_rerank_keeps_the_most_valuable_nodes_in_drafting_order_ties_to_the_earlier():
+    #             0     1     2     3      4      5
+    scores = torch.tensor([0.5, 0.3, 0.2, 0.25, 0.3, 0.1])
+    parents = [-1, -1, -1, 0, 1, 3]
+    assert rerank(scores, parents, 3) == [0, 1, 4]     # 0.5, 0.3, 0.3: the tie with node 1 is kept in order
+    assert rerank(scores, parents, 4) == [0, 1, 3, 4]
+    assert rerank(scores, parents, 6) == list(range(6))
+    check_parents([-1, -1, 0, 1])  # what the drafter hands the verifier after renumbering [0, 1, 3, 4]
+    # equal values: the parent (earlier) goes first, so a child never comes without it
+    assert rerank(torch.tensor([0.4, 0.4, 0.4]), [-1, 0, 1], 2) == [0, 1]
+    with pytest.raises(RuntimeError, match="without its parent"):
+        rerank(torch.tensor([0.1, 0.9]), [-1, 0], 1)   # a child valued above its parent
+    for bad in (0, 7):
+        with pytest.raises(ValueError, match="count"):
+            rerank(scores, parents, bad)
+
+
+def _reset(drafter, pair, prompt):
+    hidden = forward(pair.target, prompt[:-1], new_cache(), logits_to_keep=1, output_hidden_states=True,
+                     hidden_layers=drafter.hidden_layers)[1]
+    drafter.reset(prompt, hidden=hidden)
+
+
+@pytest.mark.parametrize("cls", [EagleDrafter, Eagle3Drafter])
+def test_the_drafters_tree_has_the_settings_shape(pair, prompts, cls):
+    drafter = cls.from_pretrained(pair, tree=DynamicTree())
+    assert drafter.n_draft == 5 and "DynamicTree(num_steps=5, topk=4, num_draft_tokens=8)" in repr(drafter)
+    for prompt in prompts:
+        _reset(drafter, pair, prompt)
+        draft = drafter.propose(DraftRequest(prompt, 10))
+        assert len(draft.tokens) == 7 and draft.calls == 1 + 4   # the true pairs, then one forward per level
+        assert draft.probs is None                                # deterministic: verified as one-hot
+        check_parents(draft.parents)
+        assert max(depths(draft.parents).tolist()) <= 5
+        # the first level holds the root's best tokens: the greedy token is always kept
+        with torch.inference_mode():
+            greedy = int(torch.argmax(drafter.model.logits(drafter._root)))
+        first = [t for t, p in zip(draft.tokens, draft.parents) if p == -1]
+        assert first[0] == greedy
+        assert drafter.cached_pairs() == len(prompt) - 1         # every fed node rolled back
+        capped = drafter.propose(DraftRequest(prompt, 2))         # max_tokens caps the depth
+        assert max(depths(capped.parents).tolist()) <= 2 and capped.calls == 1
+
+
+def test_top1_dynamic_tree_is_the_greedy_chain(pair, prompts):
+    """With topk = 1 the expansion follows the argmax path: the same tokens as a chain of num_steps."""
+    for prompt in prompts:
+        chain = EagleDrafter.from_pretrained(pair, n_draft=4)
+        _reset(chain, pair, prompt)
+        tree = EagleDrafter.from_pretrained(pair, tree=DynamicTree(4, 1, 5))
+        _reset(tree, pair, prompt)
+        draft = tree.propose(DraftRequest(prompt, 10))
+        assert draft.tokens == chain.propose(DraftRequest(prompt, 10)).tokens
+        assert draft.parents == [-1, 0, 1, 2]
+
+
+def test_topk_above_the_draft_vocabulary_and_contradicting_n_draft_are_refused(pair):
+    model = EagleDrafter.from_pretrained(pair).model
+    ranks = model.config.get("draft_vocab_size") or pair.target.config.vocab_size
+    with pytest.raises(ValueError, match="tree.topk must be at most"):
+        EagleDrafter(pair.target, model, tree=DynamicTree(1, ranks + 1, 2))
+    with pytest.raises(ValueError, match="contradicts tree"):
+        EagleDrafter(pair.target, model, n_draft=3, tree=DynamicTree())
+    assert EagleDrafter(pair.target, model, n_draft=5, tree=DynamicTree()).n_draft == 5
