@@ -116,3 +116,27 @@ def test_topk_above_the_draft_vocabulary_and_contradicting_n_draft_are_refused(p
     with pytest.raises(ValueError, match="contradicts tree"):
         EagleDrafter(pair.target, model, n_draft=3, tree=DynamicTree())
     assert EagleDrafter(pair.target, model, n_draft=5, tree=DynamicTree()).n_draft == 5
+
+
+def test_the_pair_cards_tree_shape_table_states_the_committed_run():
+    """lab/assets/smollm2-135m/README.md's table of draft-tree shapes is tree_shapes.json's (tools/tree_shapes.py):
+    every speedup and tokens per call, and the bold cell of each row is that row's fastest."""
+    import json
+
+    from lab.assets import SMOLLM2_DIR
+
+    run = json.loads((SMOLLM2_DIR / "tree_shapes.json").read_text())
+    card = (SMOLLM2_DIR / "README.md").read_text()
+    section = card.split("## Draft-tree shapes for the EAGLE-3 draft", 1)[1].split("\n## ", 1)[0]
+    assert run["date"] in " ".join(section.split()) and run["dtype"] == "torch.bfloat16"
+    names = {"chat": "chat", "code": "code", "structured": "structured", "copy_edit": "copy/edit"}
+    for kind, rows in run["kinds"].items():
+        line = next(x for x in section.splitlines() if x.startswith(f"| {names[kind]} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        drafters = [r for r in rows["rows"] if r["method"] != "autoregressive"]
+        assert len(cells) == len(drafters) == 6
+        fastest = max(r["speedup"] for r in drafters)
+        for cell, row in zip(cells, drafters):
+            speed, per_call = cell.replace("**", "").replace("×", "").replace("(", "").replace(")", "").split()
+            assert float(speed) == row["speedup"] and float(per_call) == round(row["tokens_per_target_call"], 2)
+            assert cell.startswith("**") == (row["speedup"] == fastest), (kind, row["method"])
