@@ -33,8 +33,8 @@ __all__ = ["DynamicTree", "top_children", "expand_level", "rerank"]
 class DynamicTree:
     """The shape of an EAGLE-2 dynamic tree, in SGLang's terms (pass it as an EAGLE drafter's ``tree``).
 
-    - ``num_steps``: levels of the tree, the draft's forwards per step after the one over the new true pairs
-      (``--speculative-num-steps``); at least 1.
+    - ``num_steps``: levels of the tree, and the draft's forwards per step counting the one over the new true pairs
+      (which scores level 1; each later level takes one more) (``--speculative-num-steps``); at least 1.
     - ``topk``: children proposed per expanded node, and nodes expanded per level (``--speculative-eagle-topk``);
       at least 1.
     - ``num_draft_tokens``: the tree verified by the target, *counting its root*, the last verified token
@@ -49,10 +49,11 @@ class DynamicTree:
     topk: int = 4
     num_draft_tokens: int = 8
 
-    def __post_init__(self):
-        check_int("num_steps", self.num_steps, 1)
-        check_int("topk", self.topk, 1)
-        check_int("num_draft_tokens", self.num_draft_tokens, 2, 1 + self.candidates)
+    def __post_init__(self):  # stored as plain ints (a NumPy or one-element tensor count is taken as its value)
+        object.__setattr__(self, "num_steps", check_int("num_steps", self.num_steps, 1))
+        object.__setattr__(self, "topk", check_int("topk", self.topk, 1))
+        object.__setattr__(self, "num_draft_tokens", check_int("num_draft_tokens", self.num_draft_tokens, 2,
+                                                               1 + self.candidates))
 
     @property
     def candidates(self) -> int:
@@ -101,7 +102,8 @@ def rerank(scores: torch.Tensor, parents, count: int) -> list[int]:
     ``scores`` ``[C]`` (nodes in drafting order, each after its parent), returned as their indices in drafting
     order, so every kept node comes after its parent. Ties go to the earlier node; as a child's value is at most its
     parent's, a kept node's parent (``parents[i]``, -1 at the root) is kept too, which is checked. Raises
-    ``ValueError`` for ``count`` not in ``[1, C]`` or ``parents`` of another length, ``RuntimeError`` if a kept
+    ``ValueError`` for ``scores`` that is not 1-D, ``count`` not in ``[1, C]`` or ``parents`` of another length,
+    ``RuntimeError`` if a kept
     node's parent is not kept (a child valued above its parent)."""
     if scores.dim() != 1 or len(parents) != scores.size(0):
         raise ValueError(f"scores must be [C] and parents hold C entries, got {tuple(scores.shape)} and "

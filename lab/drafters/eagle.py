@@ -365,8 +365,8 @@ class EagleDrafter:
 
     ``needs_hidden_states = True``: the decode loop resets it with ``reset(prompt_ids, hidden=...)`` and hands it
     each step's :class:`~lab.drafters.base.TargetOutput` through ``observe`` before ``update``.
-    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree`` (a rank,
-    or a dynamic tree's ``topk``, must be below the draft's vocabulary, V_d for a reduced one), or a
+    Raises ``ValueError`` for ``n_draft`` < 1, an ``n_draft`` that contradicts ``tree``, a malformed ``tree`` (a rank
+    must be below the draft's vocabulary, V_d for a reduced one, and a dynamic tree's ``topk`` at most V_d), or a
     draft made for a target of another width or vocabulary (it reads its own target's embedding and LM head);
     ``TypeError`` when ``target`` is not a causal LM or ``draft_model`` is not an :class:`EagleDraftModel`.
     """

@@ -212,6 +212,8 @@ def test_keep_best_nodes(capsys):
             (lambda v, p, n: (list(range(n)), renumber(list(range(n)), p)), "rank the nodes by value over the whole")]:
         rejects(check.keep_best_nodes, wrong, capsys, words, "keep_best_nodes(values=")
     rejects(check.keep_best_nodes, lambda v, p, n: sorted(top(v, n)), capsys, "return two lists, (kept, new_parents)")
+    out = rejects(check.keep_best_nodes, lambda v, p, n: None, capsys, "keep_best_nodes(values=")
+    assert "return two lists" not in out  # a missing return gets the harness's own hint
     assert not check.keep_best_nodes(stub)
     assert "not solved yet" in capsys.readouterr().out
 

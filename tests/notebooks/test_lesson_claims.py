@@ -675,7 +675,7 @@ def test_lesson_11_dynamic_tree_section():
     assert "the tree the drafter sent to the target: True" in out
     assert max(static[2], same_budget[2]) <= 6 and sglang[2] <= 7   # nodes verified per step within each budget
     says(text, "SGLang 0.5.23 picks 5, 4 and 8 for a Llama-architecture target such as SmolLM2")
-    says(text, "SGLang's 5-level shape pays two more per step than the 3-level ones")
+    says(text, "SGLang's 5-level shape pays two more per full step than the 3-level ones (a little less in the table")
     assert 1.5 < sglang[1] - same_budget[1] <= 2.0  # two more forwards per full step (fewer where max_new_tokens cuts)
 
 

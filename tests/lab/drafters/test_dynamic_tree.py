@@ -24,6 +24,11 @@ def test_defaults_are_sglangs_for_a_llama_target_and_bad_settings_name_their_ran
     assert 'if model_arch in ["LlamaForCausalLM"]:\n        return (5, 4, 8)' in hook.read_text()
     assert tree.drafted == 7 and tree.candidates == 4 + 4 * 16
     assert DynamicTree(1, 1, 2).candidates == 1
+    import numpy as np
+
+    given = DynamicTree(np.int64(3), torch.tensor(2), 7)  # counts of other integer types are stored as ints
+    assert given == DynamicTree(3, 2, 7) and hash(given) == hash(DynamicTree(3, 2, 7))
+    assert type(given.num_steps) is int and type(given.topk) is int
     for bad, field in (({"num_steps": 0}, "num_steps"), ({"topk": 0}, "topk"), ({"num_draft_tokens": 1},
                        "num_draft_tokens"), ({"topk": 2.0}, "topk"), ({"num_steps": True}, "num_steps")):
         with pytest.raises(ValueError, match=field):
@@ -82,7 +87,7 @@ def test_the_drafters_tree_has_the_settings_shape(pair, prompts, cls):
     for prompt in prompts:
         _reset(drafter, pair, prompt)
         draft = drafter.propose(DraftRequest(prompt, 10))
-        assert len(draft.tokens) == 7 and draft.calls == 1 + 4   # the true pairs, then one forward per level
+        assert len(draft.tokens) == 7 and draft.calls == 1 + 4   # the true pairs, then one per level after the first
         assert draft.probs is None                                # deterministic: verified as one-hot
         check_parents(draft.parents)
         assert max(depths(draft.parents).tolist()) <= 5
