@@ -74,8 +74,15 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
 
     Raises ``ValueError`` (naming ``name``, the caller's argument) for an empty set, an empty path or a rank that
     is not an integer in ``[0, max_rank)``, a duplicate, a path deeper than ``max_depth``, or a path whose prefix
-    is missing; a flat list of integers (a parents array, the verifiers' format) is named as such.
+    is missing; a flat list of integers (a parents array, the verifiers' format) is named as such. Raises
+    ``TypeError`` naming ``name`` when ``choices`` is not a list, tuple or other sequence of paths (a string, a dict,
+    an object such as an EAGLE-2 ``DynamicTree``, which only the EAGLE drafters take, or a class).
     """
+    if choices is not None and (isinstance(choices, (str, bytes, dict, type)) or not hasattr(choices, "__len__")
+                                or not hasattr(choices, "__iter__")):
+        what = f"the class {choices.__name__}" if isinstance(choices, type) else type(choices).__name__
+        raise TypeError(f"{name} must be a list of rank paths, e.g. [(0,), (1,), (0, 0)], got {what}; a dynamic tree "
+                        "(lab.drafters.DynamicTree(...), an instance) is taken only by the EAGLE and EAGLE-3 drafters")
     if choices is None or len(choices) == 0:
         raise ValueError(f"{name}{'' if name == 'tree' else ' (the tree)'} must hold at least one path, e.g. [(0,)]")
     if all(is_integer(entry) for entry in choices):

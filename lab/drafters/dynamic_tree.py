@@ -26,7 +26,10 @@ import torch
 
 from lab.validation import check_int
 
-__all__ = ["DynamicTree", "top_children", "expand_level", "rerank"]
+__all__ = ["DynamicTree", "MAX_TOPK", "top_children", "expand_level", "rerank"]
+
+MAX_TOPK = 256
+"""The largest ``topk`` a :class:`DynamicTree` takes: each level scores topk² children (65,536 at this bound)."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class DynamicTree:
     - ``num_steps``: levels of the tree, and the draft's forwards per step counting the one over the new true pairs
       (which scores level 1; each later level takes one more) (``--speculative-num-steps``); at least 1.
     - ``topk``: children proposed per expanded node, and nodes expanded per level (``--speculative-eagle-topk``);
-      at least 1.
+      1 to :data:`MAX_TOPK` (a level scores topk² children: the bound keeps a step's work and memory small).
     - ``num_draft_tokens``: the tree verified by the target, *counting its root*, the last verified token
       (``--speculative-num-draft-tokens``): ``num_draft_tokens - 1`` drafted nodes. At least 2 and at most
       1 + topk + (num_steps - 1)·topk², the nodes the expansion drafts.
@@ -51,9 +54,12 @@ class DynamicTree:
 
     def __post_init__(self):  # stored as plain ints (a NumPy or one-element tensor count is taken as its value)
         object.__setattr__(self, "num_steps", check_int("num_steps", self.num_steps, 1))
-        object.__setattr__(self, "topk", check_int("topk", self.topk, 1))
-        object.__setattr__(self, "num_draft_tokens", check_int("num_draft_tokens", self.num_draft_tokens, 2,
-                                                               1 + self.candidates))
+        object.__setattr__(self, "topk", check_int("topk", self.topk, 1, MAX_TOPK))
+        tokens = check_int("num_draft_tokens", self.num_draft_tokens, 2)
+        if tokens > 1 + self.candidates:
+            raise ValueError(f"num_draft_tokens must be at most 1 + topk + (num_steps - 1)·topk² = "
+                             f"{1 + self.candidates} (the nodes the expansion drafts, plus the root), got {tokens}")
+        object.__setattr__(self, "num_draft_tokens", tokens)
 
     @property
     def candidates(self) -> int:

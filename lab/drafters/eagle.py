@@ -386,6 +386,9 @@ class EagleDrafter:
             raise ValueError(f"n_draft must be an integer >= 1, got {n_draft!r}")
         # a rank indexes the draft's scored vocabulary: past a reduced vocabulary's V_d it would pick a -inf logit
         ranks = draft_model.config.get("draft_vocab_size") or vocab_size(target)
+        if tree is DynamicTree:
+            raise TypeError("tree must be a DynamicTree instance, e.g. tree=DynamicTree() for SGLang's default shape, "
+                            "or a list of rank paths; got the class DynamicTree itself")
         dynamic = tree if isinstance(tree, DynamicTree) else None
         if dynamic is not None and dynamic.topk > ranks:
             raise ValueError(f"tree.topk must be at most the draft's vocabulary ({ranks} tokens), got {dynamic.topk}")

@@ -35,8 +35,11 @@ def test_defaults_are_sglangs_for_a_llama_target_and_bad_settings_name_their_ran
             DynamicTree(**bad)
     # more nodes than the expansion drafts: 2 + 1·4 = 6 candidates, so at most 7 tokens with the root
     assert DynamicTree(2, 2, 7).drafted == 6
-    with pytest.raises(ValueError, match=r"num_draft_tokens must be .*<= 7|num_draft_tokens.*7"):
+    with pytest.raises(ValueError, match=r"num_draft_tokens must be at most 1 \+ topk \+ \(num_steps - 1\)·topk² = 7"):
         DynamicTree(2, 2, 8)
+    assert DynamicTree(1, 256, 2).topk == 256
+    with pytest.raises(ValueError, match="topk"):
+        DynamicTree(1, 257, 2)  # a level would score 257² children
 
 
 def test_expansion_multiplies_values_and_expands_the_best_children():
@@ -115,9 +118,26 @@ def test_top1_dynamic_tree_is_the_greedy_chain(pair, prompts):
 
 def test_topk_above_the_draft_vocabulary_and_contradicting_n_draft_are_refused(pair):
     model = EagleDrafter.from_pretrained(pair).model
-    ranks = model.config.get("draft_vocab_size") or pair.target.config.vocab_size
-    with pytest.raises(ValueError, match="tree.topk must be at most"):
-        EagleDrafter(pair.target, model, tree=DynamicTree(1, ranks + 1, 2))
+    from lab.drafters import MedusaDrafter
+
+    # a dynamic tree only where it is taken, an instance, not the class; a string or dict is not read letter by letter
+    with pytest.raises(TypeError, match="DynamicTree instance, e.g. tree=DynamicTree()"):
+        EagleDrafter(pair.target, model, tree=DynamicTree)
+    for wrong in (DynamicTree(), DynamicTree, "dynamic", {"num_steps": 5}):
+        with pytest.raises(TypeError, match="tree must be a list of rank paths.*EAGLE and EAGLE-3 drafters"):
+            MedusaDrafter.from_pretrained(pair, tree=wrong)
+    for wrong in ("dynamic", {"num_steps": 5}):
+        with pytest.raises(TypeError, match="^tree must be a list of rank paths"):
+            EagleDrafter(pair.target, model, tree=wrong)
+    # a topk above the draft's vocabulary: a tiny target of 64 tokens
+    from lab.drafters.eagle import EagleDraftModel
+    from tests.helpers import tiny_llama
+
+    tiny = tiny_llama(1, layers=1)
+    small = EagleDraftModel(tiny, {"width": 32, "heads": 4, "kv_heads": 4, "intermediate": 64})
+    assert EagleDrafter(tiny, small, tree=DynamicTree(1, 64, 2)).dynamic.topk == 64
+    with pytest.raises(ValueError, match=r"tree.topk must be at most the draft's vocabulary \(64 tokens\), got 65"):
+        EagleDrafter(tiny, small, tree=DynamicTree(1, 65, 2))
     with pytest.raises(ValueError, match="contradicts tree"):
         EagleDrafter(pair.target, model, n_draft=3, tree=DynamicTree())
     assert EagleDrafter(pair.target, model, n_draft=5, tree=DynamicTree()).n_draft == 5
