@@ -40,7 +40,7 @@ __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CU
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
            "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms", "pool_runs", "goal_record", "NOT_MEASURED",
-           "NO_DECODE_STEP", "needs_draft_model"]
+           "NO_DECODE_STEP", "needs_draft_model", "EAGLE3_TREE", "EAGLE3_TREE_SHAPE"]
 
 BASE_METHODS = ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
 SAME_RULE = "lab prompt lookup, HF's rule"
@@ -56,6 +56,12 @@ FR_SPEC = "lab speculative, FR-Spec head"
 (``DraftModelDrafter(draft, N, draft_vocab=saved_draft_vocab(pair))``, FR-Spec: Zhao et al. 2025, §3): the same draft
 weights and N as "lab speculative", compared with "HF assisted" too. Only for a pair whose EAGLE draft has a draft
 vocabulary (:func:`lab.drafters.eagle.saved_draft_vocab`: the real pair); run_bench's ``extra`` may name it."""
+EAGLE3_TREE = "lab EAGLE-3, dynamic tree"
+"""The bench row of the EAGLE-3 draft on an EAGLE-2 dynamic tree of :data:`EAGLE3_TREE_SHAPE`: the chat pair's bench
+times it by default (its trained-drafter goal takes the best row), ``drafters`` naming eagle3 beside the chain."""
+EAGLE3_TREE_SHAPE = (3, 3, 8)
+"""``lab.drafters.DynamicTree(num_steps, topk, num_draft_tokens)`` of :data:`EAGLE3_TREE`: the fastest shape on chat
+requests in the real pair's committed ``tree_shapes.json`` (``tools/tree_shapes.py``)."""
 EXTRA_METHODS = ("lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
                  "lab early exit")
 BASELINE_METHODS = ("lab autoregressive", "HF generate")
@@ -74,12 +80,13 @@ DRAFTER_METHODS = {
     "ngram": ("lab prompt lookup", SAME_RULE, "HF prompt lookup"),
     "lookahead": ("lab lookahead",), "medusa": ("lab Medusa",), "eagle": ("lab EAGLE",),
     "early-exit": ("lab early exit",), "suffix": ("lab suffix decoding",), "mtp": ("lab MTP",),
-    "parallel": ("lab parallel",), "eagle3": ("lab EAGLE-3",),
+    "parallel": ("lab parallel",), "eagle3": ("lab EAGLE-3", EAGLE3_TREE),
 }
 """Each drafter of :data:`lab.registry.DRAFTERS` -> the bench rows that time it (with transformers' counterpart where
 it has one). The rows beyond :data:`BASE_METHODS` and :data:`EXTRA_METHODS` (the draft model with transformers'
 policy, suffix decoding, MTP, the parallel draft and EAGLE-3) run only when ``drafters`` names them, so a plain bench
-times what it always did."""
+times what it always did; but ``python -m lab bench`` on the real pair adds :data:`EAGLE3_TREE` (and :data:`FR_SPEC`)
+to its extras."""
 
 
 def bench_rows(extra=(), drafters=None) -> tuple:
@@ -292,7 +299,8 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     speculative, HF prompt lookup for lab prompt lookup and :data:`SAME_RULE`). ``n_draft`` is the draft model's N;
     prompt lookup drafts ``lookup_n_draft`` tokens from n-grams of up to 3
     (``PromptLookupDrafter(n_draft=lookup_n_draft)``; :data:`SAME_RULE` with :data:`HF_LOOKUP_RULE`), and
-    transformers' ``prompt_lookup_num_tokens=lookup_n_draft``; Lookahead uses ``LookaheadDrafter()``. Prompts are
+    transformers' ``prompt_lookup_num_tokens=lookup_n_draft``; Lookahead uses ``LookaheadDrafter()``;
+    :data:`EAGLE3_TREE` the pair's EAGLE-3 draft on a :data:`EAGLE3_TREE_SHAPE` dynamic tree. Prompts are
     encoded by :func:`lab.prompts.encode_prompts` (as chat requests for a chat pair). Methods run prompt by prompt,
     each in turn (the order rotating), so a change in load hits all alike; ``settings["load"]`` holds the 1-minute
     load average before and after, ``settings["load_note"]`` the :class:`lab.load_meter.LoadMeter` note.
@@ -312,9 +320,9 @@ def run_bench(pair, prompts: list[str], max_new_tokens: int = 128, n_draft: int 
     prompts = check_prompts(prompts)
     max_new_tokens, n_draft = check_int("max_new_tokens", max_new_tokens, 1), check_int("n_draft", n_draft, 1)
     lookup_n_draft = check_int("lookup_n_draft", lookup_n_draft, 1)
-    unknown = [name for name in extra if name not in EXTRA_METHODS + (FR_SPEC,)]
+    unknown = [name for name in extra if name not in EXTRA_METHODS + (FR_SPEC, EAGLE3_TREE)]
     if unknown:
-        raise ValueError(f"extra must name methods from {EXTRA_METHODS + (FR_SPEC,)}, got {unknown}")
+        raise ValueError(f"extra must name methods from {EXTRA_METHODS + (FR_SPEC, EAGLE3_TREE)}, got {unknown}")
     if FR_SPEC in extra and saved_draft_vocab(pair) is None:
         raise ValueError(f"extra names {FR_SPEC!r}, but the {pair.name!r} pair has no draft vocabulary (its EAGLE "
                          "draft scores the whole vocabulary, or it has none)")
@@ -374,7 +382,7 @@ def _assistant_policy(assistant, n_draft: int, confidence: float):
 
 def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters=None) -> dict:
     from lab.decode import generate
-    from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
+    from lab.drafters import DraftModelDrafter, DynamicTree, Eagle3Drafter, LookaheadDrafter, PromptLookupDrafter
     from lab.metrics import alpha_from_steps, summarize_steps
 
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
@@ -437,6 +445,7 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         "lab MTP": ours(lambda: make_drafter("mtp", pair, n_draft)),
         "lab parallel": ours(lambda: make_drafter("parallel", pair, n_draft)),
         "lab EAGLE-3": ours(lambda: make_drafter("eagle3", pair, n_draft)),
+        EAGLE3_TREE: ours(lambda: Eagle3Drafter.from_pretrained(pair, tree=DynamicTree(*EAGLE3_TREE_SHAPE))),
     }
     methods = {name: methods[name] for name in rows}
     for prepare in methods.values():
@@ -536,6 +545,8 @@ def _row_settings(pair, rows, n_draft: int, lookup_n_draft: int, fr_vocab) -> di
         parts.append(f"Medusa: {len(DEFAULT_TREE)}-node tree")
     if "lab EAGLE" in rows:
         parts.append(f"EAGLE: chain of N = {n_draft}")
+    if EAGLE3_TREE in rows:
+        parts.append("EAGLE-3 tree: EAGLE-2 dynamic tree of {} levels, top-{}, {} tokens".format(*EAGLE3_TREE_SHAPE))
     if "lab early exit" in rows:
         layers = pair.target.config.num_hidden_layers
         parts.append(f"early exit: {max(1, layers // 2)} of {layers} layers, N = {n_draft}")

@@ -42,8 +42,9 @@ def add_parser(sub) -> None:
     b.add_argument("--drafter", action="append", type=drafter_names, default=None, metavar="NAME[,NAME...]",
                    help="time only these drafters beside lab autoregressive and HF generate, repeatable or "
                         f"comma-separated, from {', '.join(DRAFTERS)} (model and ngram bring transformers' "
-                        "counterpart; suffix, mtp, parallel and eagle3 are timed only when named here); a chat pair "
-                        "then prints its tables without the cost curve, N sweep and goals (default: every method)")
+                        "counterpart; suffix, mtp, parallel and eagle3's chain are timed only when named here, "
+                        "EAGLE-3 on its dynamic tree also by default on the real pair); a chat pair then prints its "
+                        "tables without the cost curve, N sweep and goals (default: every method)")
     b.add_argument("--lookup-n-draft", type=positive_int, default=5,
                    help="tokens prompt lookup drafts per step, ours and transformers' prompt_lookup_num_tokens, "
                         ">= 1 (default: %(default)s)")
@@ -251,7 +252,7 @@ def _run_chat(args, count: int) -> int:
     in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
-    from lab.bench import (EXTRA_METHODS, FR_SPEC, NO_DECODE_STEP, SAME_RULE, cost_curve, draft_step_ms,
+    from lab.bench import (EAGLE3_TREE, EXTRA_METHODS, FR_SPEC, NO_DECODE_STEP, SAME_RULE, cost_curve, draft_step_ms,
                            eagle_step_ms, format_number, format_table, goal_lines, goal_record, run_bench,
                            speedup_with_verify_cost, sweep_n_draft)
     from lab.costs import time_forward
@@ -288,6 +289,8 @@ def _run_chat(args, count: int) -> int:
     fr_vocab = saved_draft_vocab(pair)
     if fr_vocab is not None:  # the draft model with its head cut to the EAGLE draft's vocabulary
         extra += (FR_SPEC,)
+    if drafter_problem("eagle3", pair, n) is None:  # EAGLE-3 on its fastest tree: a candidate for the trained goal
+        extra += (EAGLE3_TREE,)
     results = {kind: run_bench(pair, prompts, args.max_new_tokens, n, extra=extra, lookup_n_draft=args.lookup_n_draft)
                for kind, prompts in chosen.items()}
     # the draft's forward, the EAGLE step and the drafting steps in the cost curve's rotating rounds: a ratio to the
@@ -327,7 +330,7 @@ def _run_chat(args, count: int) -> int:
     edit = {row["method"]: row for row in results["copy_edit"]["rows"]}
     # one run: the chat table's rows (the sweep, a separate run, is reported beside the goal, not judged in it)
     trained = {f"{m}, N = {n}" if m == "lab speculative" else m: chat[m]["vs_lab_autoregressive"]
-               for m in ("lab speculative", "lab Medusa", "lab EAGLE") if m in chat}
+               for m in ("lab speculative", "lab Medusa", "lab EAGLE", EAGLE3_TREE) if m in chat}
     best = max(trained, key=trained.get)
     # the issue's goal is on alpha (accepted / examined, lab.metrics.alpha_from_steps); the acceptance rate
     # (accepted / drafted) is named beside it, since the tables print that one

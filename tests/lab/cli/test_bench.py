@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from lab import cli
-from lab.bench import FR_SPEC, SAME_RULE
+from lab.bench import EAGLE3_TREE, FR_SPEC, SAME_RULE
 
 
 def test_bench_with_a_hub_pair_skips_the_drafters_it_lacks_and_says_so(hub_pair, capsys):
@@ -55,7 +55,7 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
         methods = [row["method"] for row in out[kind]["rows"]]
         assert methods == ["lab autoregressive", "lab speculative", FR_SPEC, "HF generate", "HF assisted",
                            "lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab Medusa", "lab EAGLE",
-                           "lab early exit"], kind
+                           "lab early exit", EAGLE3_TREE], kind
         agreement = out[kind]["agreement"]["lab speculative"]
         assert agreement["prompts"] == 1 and agreement["same"] in (0, 1)
     summary = out["summary"]
@@ -87,7 +87,7 @@ def test_bench_on_the_real_pair_times_every_kind_and_prints_the_goals(smollm2_pa
     assert [goal["at_most"] for goal in goals] == [False] * 7 + [True, False, True]
     chat = {row["method"]: row for row in out["chat"]["rows"]}
     # the trained-drafter goal is the chat table's best (one run), not the sweep's
-    trained = [chat[m]["vs_lab_autoregressive"] for m in ("lab speculative", "lab Medusa", "lab EAGLE")]
+    trained = [chat[m]["vs_lab_autoregressive"] for m in ("lab speculative", "lab Medusa", "lab EAGLE", EAGLE3_TREE)]
     assert goals[0]["measured"] == max(trained)
     assert goals[3]["measured"] == chat[FR_SPEC]["vs_hf_counterpart"] and "FR-Spec" in goals[3]["goal"]
     copy_edit = {row["method"]: row for row in out["copy_edit"]["rows"]}

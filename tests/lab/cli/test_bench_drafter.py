@@ -85,3 +85,7 @@ def test_a_drafter_bench_times_only_the_baselines_and_its_rows():
     # without drafters, what a plain bench always timed: the base methods and the extra ones asked for
     assert bench_rows() == ("lab autoregressive", "lab speculative", "HF generate", "HF assisted")
     assert bench_rows(EXTRA_METHODS) == bench_rows()[:4] + EXTRA_METHODS
+    # EAGLE-3 named: its chain and its dynamic tree (the row the chat bench adds to its defaults)
+    from lab.bench import EAGLE3_TREE
+
+    assert bench_rows(drafters=("eagle3",)) == ("lab autoregressive", "HF generate", "lab EAGLE-3", EAGLE3_TREE)
