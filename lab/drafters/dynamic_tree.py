@@ -109,8 +109,7 @@ def rerank(scores: torch.Tensor, parents, count: int) -> list[int]:
     order, so every kept node comes after its parent. Ties go to the earlier node; as a child's value is at most its
     parent's, a kept node's parent (``parents[i]``, -1 at the root) is kept too, which is checked. Raises
     ``ValueError`` for ``scores`` that is not 1-D, ``count`` not in ``[1, C]`` or ``parents`` of another length,
-    ``RuntimeError`` if a kept
-    node's parent is not kept (a child valued above its parent)."""
+    ``RuntimeError`` if a kept node's parent is not kept (a child valued above its parent)."""
     if scores.dim() != 1 or len(parents) != scores.size(0):
         raise ValueError(f"scores must be [C] and parents hold C entries, got {tuple(scores.shape)} and "
                          f"{len(parents)}")

@@ -411,8 +411,7 @@ class EagleDrafter:
         self.target = target
         self.model = draft_model.eval()
         self.n_draft = n_draft      # chain length, or the tree's depth in tree mode
-        self.tree = None if tree is None else (dynamic or list(tree))
-        self.dynamic = dynamic      # the DynamicTree in dynamic tree mode, else None
+        self.tree = None if tree is None else (dynamic or list(tree))  # a DynamicTree in dynamic tree mode
         self.last_candidates = None  # dynamic tree: every node the last proposal drafted, before reranking
         self._layout = layout
         self.vocab_size = vocab_size(target)
@@ -445,6 +444,11 @@ class EagleDrafter:
     def __repr__(self) -> str:
         return (f"EagleDrafter({self._mode()}, width={self.model.config['width']}, "
                 f"trainable_parameters={trainable_parameters(self.model):,})")
+
+    @property
+    def dynamic(self) -> DynamicTree | None:
+        """The :class:`DynamicTree` in dynamic tree mode, else None."""
+        return self.tree if isinstance(self.tree, DynamicTree) else None
 
     def _mode(self) -> str:
         if self.dynamic is not None:

@@ -283,8 +283,7 @@ def reference_keep_best_nodes(values, parents, count):
     value never exceeds its parent's, so every kept node's parent is kept
     (:func:`lab.drafters.dynamic_tree.rerank`)."""
     kept = rerank(torch.as_tensor(values, dtype=torch.float64), list(parents), count)
-    row = {node: i for i, node in enumerate(kept)}
-    return kept, [row[parents[node]] if parents[node] >= 0 else -1 for node in kept]
+    return kept, _renumbered(kept, parents)
 
 
 def _grown_tree(gen, levels: int, topk: int) -> tuple:
@@ -306,6 +305,8 @@ def _grown_tree(gen, levels: int, topk: int) -> tuple:
 
 
 def _renumbered(kept, parents):
+    """Each kept node's parent as its position in ``kept`` (-1 at the root, and for a parent not kept: the planted
+    mistakes may drop one)."""
     row = {node: i for i, node in enumerate(kept)}
     return [row.get(parents[node], -1) if parents[node] >= 0 else -1 for node in kept]
 
