@@ -54,7 +54,8 @@ def keep_positions(cache, start: int, keep) -> object:
     holds every node in listed order, but only the accepted path is committed. The path's node of depth d was
     encoded at position ``prefix + d - 1`` (:mod:`lab.trees`), which is exactly the slot it moves to, so its keys
     stay valid. transformers has ``crop`` for a suffix but no call that drops positions in the middle, so this
-    gathers each layer's keys and values; tests show the logits after it equal a fresh forward. When ``keep`` is
+    gathers each layer's kept keys and values into the slots after ``start`` and crops the rest (work in the kept
+    entries, not the context); tests show the logits after it equal a fresh forward. When ``keep`` is
     ``0, 1, ..., k-1`` it is :func:`rollback` (``crop``).
 
     ``start`` and the offsets may be Python or NumPy integers or integer 0-d tensors; ``keep`` may be any iterable
@@ -77,11 +78,18 @@ def keep_positions(cache, start: int, keep) -> object:
         raise ValueError(f"keep must be increasing offsets in [0, {current - start}), got {keep}")
     if keep == list(range(len(keep))):
         return rollback(cache, start + len(keep))
-    for layer in _layers(cache):
-        index = torch.tensor(list(range(start)) + [start + k for k in keep], device=layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, index)
-        layer.values = layer.values.index_select(-2, index)
-    return cache
+    # move only the kept entries (a gather copies them first, so source and target slots may overlap), then crop:
+    # rebuilding each layer over the whole context cost 3.8 ms a step on the real pair (300 cached positions)
+    index = {}
+    with torch.inference_mode():  # lab.models.forward fills caches with inference tensors
+        for layer in _layers(cache):
+            device = layer.keys.device
+            if device not in index:
+                index[device] = torch.tensor([start + k for k in keep], device=device)
+            for name in ("keys", "values"):
+                stored = getattr(layer, name)
+                stored[..., start:start + len(keep), :] = stored.index_select(-2, index[device])
+    return rollback(cache, start + len(keep))
 
 
 def _layers(cache) -> list:
