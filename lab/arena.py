@@ -34,7 +34,8 @@ from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
            "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS",
-           "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena"]
+           "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena",
+           "TREE_SHAPES_FILE", "committed_tree_shapes"]
 
 ARENA_DRAFTERS = DRAFTERS
 """The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
@@ -594,4 +595,27 @@ def committed_arena(pair_name: str) -> dict | None:
         raise ValueError(f"{path}: not JSON ({exc})") from None
     if not isinstance(run, dict) or not {"arena", "adaptive"} <= set(run):
         raise ValueError(f"{path}: expected the JSON of `python -m lab arena --json` (keys 'arena' and 'adaptive')")
+    return run
+
+
+TREE_SHAPES_FILE = "tree_shapes.json"
+"""The file of a pair's committed timing of draft-tree shapes (``python tools/tree_shapes.py --json``)."""
+
+
+def committed_tree_shapes(pair_name: str) -> dict | None:
+    """The timing of draft-tree shapes committed for the bundled pair ``pair_name``
+    (``lab/assets/<pair>/tree_shapes.json``, written by ``python tools/tree_shapes.py --json``): the pair's EAGLE-3
+    draft as a chain of 4, on a static tree and on EAGLE-2 dynamic trees, beside Medusa's tree, greedy, per kind of
+    request: ``{"date", "dtype", "threads", "prompts", "max_new_tokens", "kinds": {kind: {"rows": [...], "note"}}}``.
+    The arena drafts EAGLE-3 as a chain; lesson 12 reads this beside it (:func:`lab.arena_reading.read_tree_shapes`).
+    None for a pair without one. Raises ``ValueError`` naming the file when it is not that JSON."""
+    path = PAIR_DIR.parent / str(pair_name) / TREE_SHAPES_FILE
+    if not path.is_file():
+        return None
+    try:
+        run = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(run, dict) or not isinstance(run.get("kinds"), dict):
+        raise ValueError(f"{path}: expected the JSON of `python tools/tree_shapes.py --json` (a 'kinds' mapping)")
     return run

@@ -23,7 +23,7 @@ from lab.arena import DRAFTER_LABELS
 from lab.metrics import LEVEL, compare_speedups
 
 __all__ = ["read_arena", "read_baselines", "read_kinds", "read_methods", "read_temperature", "read_factors",
-           "read_adaptive", "TASK_LABELS", "LEVEL"]
+           "read_adaptive", "read_tree_shapes", "TASK_LABELS", "LEVEL"]
 
 TASK_LABELS = {"chat": "chat", "code": "code", "structured": "structured output", "copy_edit": "copy/edit",
                "multi_turn": "multi-turn edits", "agent": "agent loops", "prose": "prose", "copy": "copy"}
@@ -497,3 +497,53 @@ def read_arena(run: dict) -> str:
                 ("Temperature", read_temperature(result))]
     return "\n\n".join(f"**{title}.**\n\n{body}" if body.startswith("-") else f"**{title}.** {body}"
                        for title, body in sections if body)
+
+
+def _shape_rows(rows, kind):
+    """``(chain, trees, medusa)``: the EAGLE-3 chain's row, its tree rows and Medusa's row of one kind of request in
+    a ``tools/tree_shapes.py`` run (rows named as that tool names them)."""
+    chain = [r for r in rows if r["method"].startswith("EAGLE-3, chain")]
+    trees = [r for r in rows if r["method"].startswith("EAGLE-3, ") and not r["method"].startswith("EAGLE-3, chain")]
+    medusa = [r for r in rows if r["method"].startswith("Medusa")]
+    if len(chain) != 1 or not trees or len(medusa) != 1:
+        raise ValueError(f"the {kind!r} rows must hold one EAGLE-3 chain, EAGLE-3 trees and one Medusa row (methods "
+                         f"named as tools/tree_shapes.py names them), got {[r['method'] for r in rows]}")
+    return chain[0], trees, medusa[0]
+
+
+def read_tree_shapes(run: dict) -> str:
+    """The committed timing of draft-tree shapes (:func:`lab.arena.committed_tree_shapes`, ``tools/tree_shapes.py``)
+    read in Markdown, for lesson 12, whose arena drafts EAGLE-3 as a chain and Medusa as a tree: per kind of request
+    a table of the EAGLE-3 draft's speedup as a chain of 4, on its fastest tree (the shape named), and Medusa's
+    (tokens per target call beside each), then what the fastest tree adds to the chain and where the chain and the
+    tree stand against Medusa ("ahead", "level", "behind": :func:`lab.metrics.compare_speedups`). Raises
+    ``ValueError`` for anything but that run's dict, or a kind without an EAGLE-3 chain, trees and a Medusa row."""
+    kinds = run.get("kinds") if isinstance(run, dict) else None
+    if not isinstance(kinds, dict) or not kinds:
+        raise ValueError("run must be lab.arena.committed_tree_shapes(...)'s dict (the JSON of tools/tree_shapes.py)")
+
+    def cell(row):
+        return f"{_x(row['speedup'])}× ({_x(row.get('tokens_per_target_call') or 1.0)})"
+
+    lines = [f"Greedy, {run.get('prompts')} held-out requests per kind × {run.get('max_new_tokens')} new tokens, "
+             f"{str(run.get('dtype')).removeprefix('torch.')}, {run.get('threads')} threads, {run.get('date')}. "
+             "Speedup over autoregressive decoding (tokens per target call):", "",
+             "| requests | EAGLE-3, chain of 4 | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|"]
+    gains, chain_vs, tree_vs = [], {}, {}
+    for kind, entry in kinds.items():
+        chain, trees, medusa = _shape_rows(entry["rows"], kind)
+        best = max(trees, key=lambda r: r["speedup"])
+        lines.append(f"| {_task(kind)} | {cell(chain)} | {cell(best)}: {best['method'].removeprefix('EAGLE-3, ')} | "
+                     f"{cell(medusa)} |")
+        gains.append(f"{_signed(_r(best['speedup']) - _r(chain['speedup']))}× on {_task(kind)}")
+        chain_vs.setdefault(compare_speedups(chain["speedup"], medusa["speedup"]), []).append(_task(kind))
+        tree_vs.setdefault(compare_speedups(best["speedup"], medusa["speedup"]), []).append(_task(kind))
+
+    def standing(found):
+        return "; ".join(f"{where} it on {_join(found[where])}" for where in ("ahead of", "level with", "behind")
+                         if where in found)
+
+    lines += ["", f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "
+              f"{standing(chain_vs)}; its fastest tree is {standing(tree_vs)}. The fastest of several shapes timed on "
+              "the same requests is the best of several noisy timings, so it flatters the tree a little."]
+    return "\n".join(lines)

@@ -450,6 +450,27 @@ def test_committed_arena_rejects_a_file_that_is_not_an_arena(tmp_path, monkeypat
     assert arena_module.committed_arena("mine") == {"arena": {"rows": []}, "adaptive": {"rows": []}}
 
 
+def test_committed_tree_shapes_reads_the_pair_card_timing_and_refuses_other_json(tmp_path, monkeypatch):
+    """committed_tree_shapes: the real pair's tree_shapes.json (tools/tree_shapes.py) with a row set per chat kind;
+    None for a pair without one; a file that is not that JSON is a ValueError naming it."""
+    import lab.arena as arena_module
+    from lab.arena import CHAT_TASKS, committed_tree_shapes
+
+    run = committed_tree_shapes("smollm2-135m")
+    assert set(run["kinds"]) == set(CHAT_TASKS) and run["dtype"] and run["threads"] >= 1
+    assert all(any(r["method"].startswith("EAGLE-3, chain") for r in kind["rows"]) for kind in run["kinds"].values())
+    assert committed_tree_shapes("shakespeare") is None
+    monkeypatch.setattr(arena_module, "PAIR_DIR", tmp_path / "shakespeare")
+    (tmp_path / "mine").mkdir()
+    path = tmp_path / "mine" / "tree_shapes.json"
+    path.write_text("[1, 2")
+    with pytest.raises(ValueError, match="tree_shapes.json: not JSON"):
+        arena_module.committed_tree_shapes("mine")
+    path.write_text('{"rows": []}')
+    with pytest.raises(ValueError, match="a 'kinds' mapping"):
+        arena_module.committed_tree_shapes("mine")
+
+
 def test_suffix_decoding_on_a_conversation_reads_the_answers_it_quotes(chat_pair):
     """The arena's suffix row on the real pair's multi-turn requests: greedy output equal to autoregressive decoding
     in float32, its own geometry (no N), and a fresh drafter per run whose cache holds the answers the request

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from lab.arena import committed_arena
+from lab.arena import committed_arena, committed_tree_shapes
 from lab.arena_reading import (LEVEL, TASK_LABELS, read_adaptive, read_arena, read_baselines, read_factors, read_kinds,
-                               read_methods, read_temperature)
+                               read_methods, read_temperature, read_tree_shapes)
 
 FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
 
@@ -290,3 +290,42 @@ def test_one_kind_is_singular_and_a_bad_run_is_named():
     for bad in ([], "arena.json", None):
         with pytest.raises(ValueError, match="run must be run_arena"):
             read_arena(bad)
+
+
+def _shapes(chain=1.1, trees=(1.3, 1.4), medusa=1.25):
+    rows = [{"method": "autoregressive", "speedup": 1.0}, {"method": "EAGLE-3, chain N=4", "speedup": chain,
+                                                           "tokens_per_target_call": 1.5}]
+    rows += [{"method": f"EAGLE-3, dynamic {i}", "speedup": s, "tokens_per_target_call": 2.0 + i}
+             for i, s in enumerate(trees)]
+    rows.append({"method": "Medusa (14-node tree)", "speedup": medusa, "tokens_per_target_call": 1.6})
+    return rows
+
+
+def test_tree_shapes_name_the_fastest_tree_and_compare_both_shapes_with_medusa():
+    """Per kind: the chain, the fastest tree by name and Medusa; the gain of the tree over the chain as printed; the
+    standings against Medusa follow compare_speedups (level within LEVEL), kind by kind."""
+    run = {"date": "d", "dtype": "torch.bfloat16", "threads": 2, "prompts": 4, "max_new_tokens": 64,
+           "kinds": {"chat": {"rows": _shapes()}, "code": {"rows": _shapes(chain=1.5, trees=(1.6, 1.2), medusa=1.3)},
+                     "copy_edit": {"rows": _shapes(chain=1.26, trees=(1.2,), medusa=1.25)}}}
+    text = read_tree_shapes(run)
+    assert "4 held-out requests per kind × 64 new tokens, bfloat16, 2 threads, d" in text
+    assert "| chat | 1.10× (1.50) | 1.40× (3.00): dynamic 1 | 1.25× (1.60) |" in text
+    assert "| code | 1.50× (1.50) | 1.60× (2.00): dynamic 0 | 1.30× (1.60) |" in text
+    assert "+0.30× on chat, +0.10× on code and −0.06× on copy/edit" in text
+    assert ("EAGLE-3's chain is ahead of it on code; level with it on copy/edit; behind it on chat; its fastest tree "
+            "is ahead of it on chat and code; behind it on copy/edit") in text
+    for bad in ({}, {"kinds": {}}, [], None):
+        with pytest.raises(ValueError, match="committed_tree_shapes"):
+            read_tree_shapes(bad)
+    with pytest.raises(ValueError, match="'chat' rows must hold one EAGLE-3 chain"):
+        read_tree_shapes({"kinds": {"chat": {"rows": _shapes()[2:]}}})
+
+
+def test_the_committed_tree_shapes_read_whole():
+    """The real pair's committed timing reads without error, one table row per kind, every number from the file."""
+    run = committed_tree_shapes("smollm2-135m")
+    text = read_tree_shapes(run)
+    for kind, entry in run["kinds"].items():
+        chain = next(r for r in entry["rows"] if r["method"].startswith("EAGLE-3, chain"))
+        assert f"| {TASK_LABELS[kind]} | {chain['speedup']:.2f}× ({chain['tokens_per_target_call']:.2f}) |" in text
+    assert text.count("\n| ") == 1 + len(run["kinds"])  # the header, then one row per kind
