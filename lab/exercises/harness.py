@@ -239,8 +239,8 @@ def unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
 # The hints for an argument changed in place: a tensor (public: lesson 04 checks its drafts itself), a dict, step
 # records, a list.
 IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, `x[i] = ...`): the caller still "
-                 "needs them, and later cells read the same tensors again. Build new tensors instead, e.g. "
-                 "(target_probs - draft_probs).clamp_min(0).")
+                 "needs them, and later cells read the same tensors again. Build new tensors instead: `x - y`, "
+                 "`x.clamp_min(0)`, or `x.clone()` before an in-place edit.")
 _IN_PLACE_DICT_HINT = ("don't modify a dict you were given (`config.pop(...)`, `config.setdefault(...)`, `config[key] "
                        "= ...`): the caller still needs it as it was. Read it with `config.get(key)` or "
                        "`config[key]` and keep what you compute in variables of your own.")
@@ -249,7 +249,7 @@ _IN_PLACE_RECORD_HINT = ("don't modify the step records you were given, or their
                          "history, and the lesson reads them again. Compute from them into variables of your own.")
 _IN_PLACE_LIST_HINT = ("don't modify your inputs in place (`window[:] = ...`, `ids += ...`, `.append`, `x[i] = "
                        "...`): the caller still needs them, and later cells keep and compare them. Build a new list "
-                       "instead, e.g. `ids = prefix_ids + window`.")
+                       "instead: `longer = ids + [token]`, `copy = list(ids)`, a list comprehension.")
 
 
 def _argument_name(fn, index: int) -> str:

@@ -316,7 +316,8 @@ def keep_best_nodes(fn):
     """Check ``fn(values [C], parents, count) -> (kept, new_parents)`` (the reranking exercise): the ``count`` nodes
     of highest value (ties: the earlier node), in drafting order, with their parents renumbered as positions in
     ``kept``. Planted mistakes: kept in value order, parents left as the old indices, ties to the later node, the
-    lowest values, and the first ``count`` nodes drafted whatever their value."""
+    lowest values, the first ``count`` nodes drafted whatever their value, the two lists swapped, one node too few or
+    too many, the root written as 0, and positions counted from 1."""
     gen = torch.Generator().manual_seed(11)
     cases = [(torch.tensor([0.6, 0.3, 0.36, 0.12, 0.09, 0.2]), [-1, -1, 0, 0, 1, 2], 4),
              (torch.tensor([0.5, 0.5, 0.25, 0.25]), [-1, 0, 1, 0], 3),   # a child the draft is sure of; a tie
@@ -349,6 +350,25 @@ def keep_best_nodes(fn):
         (lambda v, p, n: (list(range(n)), _renumbered(list(range(n)), p)),
          "rank the nodes by value over the whole tree: the first count nodes drafted fill the first levels, "
          "however unlikely they are, which is a static tree's choice."),
+        (lambda v, p, n: tuple(reversed(reference_keep_best_nodes(v, p, n))),
+         "return (kept, new_parents) in that order: the kept node indices first, their parents array second."),
+        (lambda v, p, n: reference_keep_best_nodes(v, p, n - 1),
+         "keep exactly count nodes (all of them when the tree has no more): kept has count entries, one fewer "
+         "here."),
+        (lambda v, p, n: reference_keep_best_nodes(v, p, n + 1),
+         "keep exactly count nodes (all of them when the tree has no more): kept has count entries, one more "
+         "here."),
+        (lambda v, p, n: (reference_keep_best_nodes(v, p, n)[0],
+                          [max(q, 0) for q in reference_keep_best_nodes(v, p, n)[1]]),
+         "a child of the root gets parent -1; 0 is the position of the first kept node, so a 0 makes the node "
+         "a child of that node."),
+        (lambda v, p, n: (reference_keep_best_nodes(v, p, n)[0],
+                          [q + 1 for q in reference_keep_best_nodes(v, p, n)[1]]),
+         "positions in kept count from 0 and the root is -1: the first kept node is position 0, as in the "
+         "parents arrays of lab.trees (the root is not a row of kept)."),
+        (lambda v, p, n: (reference_keep_best_nodes(v, p, n)[0],
+                          [q + 1 if q >= 0 else q for q in reference_keep_best_nodes(v, p, n)[1]]),
+         "positions in kept count from 0: the first kept node is position 0, so its children get parent 0."),
     ]
 
     def as_answer(value):  # (kept, new_parents) as two lists of ints, or None

@@ -209,7 +209,17 @@ def test_keep_best_nodes(capsys):
             (lambda v, p, n: (sorted(top(v, n, True)), renumber(sorted(top(v, n, True)), p)), "keep the earlier node"),
             (lambda v, p, n: (sorted(top([-x for x in v.tolist()], n)),
                               renumber(sorted(top([-x for x in v.tolist()], n)), p)), "HIGHEST value"),
-            (lambda v, p, n: (list(range(n)), renumber(list(range(n)), p)), "rank the nodes by value over the whole")]:
+            (lambda v, p, n: (list(range(n)), renumber(list(range(n)), p)), "rank the nodes by value over the whole"),
+            # the learner's own ways of writing the mistakes a learner's run met with the generic hint
+            (lambda v, p, n: (renumber(sorted(top(v, n)), p), sorted(top(v, n))), "in that order"),
+            (lambda v, p, n: (sorted(top(v, n - 1)), renumber(sorted(top(v, n - 1)), p)), "one fewer here"),
+            (lambda v, p, n: (sorted(top(v, n + 1)), renumber(sorted(top(v, n + 1)), p)), "one more here"),
+            (lambda v, p, n: (sorted(top(v, n)), [max(q, 0) for q in renumber(sorted(top(v, n)), p)]),
+             "a child of the root gets parent -1"),
+            (lambda v, p, n: (sorted(top(v, n)), [q + 1 for q in renumber(sorted(top(v, n)), p)]),
+             "the root is -1: the first kept node is position 0"),
+            (lambda v, p, n: (sorted(top(v, n)), [q + 1 if q >= 0 else -1 for q in renumber(sorted(top(v, n)), p)]),
+             "so its children get parent 0")]:
         rejects(check.keep_best_nodes, wrong, capsys, words, "keep_best_nodes(values=")
     rejects(check.keep_best_nodes, lambda v, p, n: sorted(top(v, n)), capsys, "return two lists, (kept, new_parents)")
     out = rejects(check.keep_best_nodes, lambda v, p, n: None, capsys, "keep_best_nodes(values=")
