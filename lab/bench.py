@@ -28,6 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from lab.costs import draft_step_ms, eagle_step_ms  # re-exported: the CLI and tests import them here
+from lab.goals import NOT_MEASURED, goal_lines, goal_met, goal_record  # re-exported: the bench's goal lines
 from lab.load_meter import LoadMeter
 from lab.models import synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
@@ -684,63 +685,6 @@ def speedup_with_verify_cost(alpha: float, n_draft: int, cost_ratio: float, veri
     predicted_speedup(alpha, n_draft, cost_ratio)  # its checks of alpha, n_draft and cost_ratio
     # float: one-element tensors (an α computed with torch) give a tensor here, and the annotation says float
     return float(expected_tokens_per_call(alpha, n_draft) / (n_draft * cost_ratio + verify_ratio))
-
-
-def goal_met(measured, threshold: float, at_most: bool = False) -> bool | None:
-    """Whether ``measured`` meets a goal: ``>= threshold``, or ``<= threshold`` for an upper bound (``at_most``, a
-    cost); None when it was not measured (None). Judge the unrounded value: rounding first can turn 1.995 into a
-    met 2.0."""
-    if measured is None:
-        return None
-    return measured <= threshold if at_most else measured >= threshold
-
-
-NOT_MEASURED = "not measured in this run"
-"""A goal's status when its method did not run (:func:`goal_record`)."""
-
-
-def goal_record(text: str, measured, threshold: float, at_most: bool = False, missing: str = NOT_MEASURED) -> dict:
-    """One goal as the bench's JSON keeps it: ``{"goal", "measured", "threshold", "at_most", "met", "status"}``.
-    ``measured`` is the unrounded value, or None; ``met`` is :func:`goal_met`'s True / False, None when nothing was
-    measured; ``status`` is ``"met"``, ``"not met"``, or ``missing`` when ``measured`` is None (why there is no
-    number: :data:`NOT_MEASURED` when the method did not run, another reason when it ran but gave none, e.g. no
-    draft was examined)."""
-    met = goal_met(measured, threshold, at_most)
-    status = missing if met is None else "met" if met else "not met"
-    return {"goal": text, "measured": measured, "threshold": threshold, "at_most": at_most, "met": met,
-            "status": status}
-
-
-def _supporting(measured: float, threshold: float, at_most: bool) -> str:
-    """``measured`` with 2 decimals, or as many more as it takes for the printed number to support the verdict: to
-    meet the goal exactly when the value does, and to lie off the line when the value does (1.995 against 2.0
-    prints 1.995, not 2.00; 0.0996 against 0.1 prints 0.0996, not 0.10)."""
-    met = goal_met(measured, threshold, at_most)
-    for digits in range(2, 16):
-        text = f"{measured:.{digits}f}"
-        onto_the_line = float(text) == threshold != measured
-        if goal_met(float(text), threshold, at_most) == met and not onto_the_line:
-            return text
-    return repr(measured)
-
-
-def goal_lines(goals) -> str:
-    """The goals as Markdown lines: met, missed or why not measured, each with the number measured here, printed
-    with enough digits to support its verdict. ``goals``: :func:`goal_record` dicts, or tuples ``(text, measured,
-    threshold)`` with a fourth item ``"<="`` for an upper bound (measured None: not measured in this run)."""
-    lines = []
-    for goal in goals:
-        if not isinstance(goal, dict):
-            text, measured, threshold, *bound = goal
-            goal = goal_record(text, measured, threshold, bound == ["<="])
-        if goal["met"] is None:
-            lines.append(f"- [ ] {goal['goal']}: {goal['status']}")
-            continue
-        mark, verdict = ("x", "met") if goal["met"] else (" ", "NOT met")
-        shown = _supporting(goal["measured"], goal["threshold"], goal["at_most"])
-        lines.append(f"- [{mark}] {goal['goal']}: {shown} (goal {'<=' if goal['at_most'] else '>='} "
-                     f"{goal['threshold']}): {verdict} on this machine")
-    return "\n".join(lines)
 
 
 def sweep_n_draft(pair, prompts: list[str], max_new_tokens: int = 128, n_values=SWEEP_N) -> list[dict]:

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {
     "lab": 0, "lab.validation": 0,
     "lab.sampling": 1, "lab.trees": 1, "lab.trace": 1, "lab.detok": 1, "lab.metrics": 1, "lab.toy": 1,
-    "lab.load_meter": 1, "lab.compare": 1,
+    "lab.load_meter": 1, "lab.compare": 1, "lab.goals": 1,
     "lab.verify": 2, "lab.assets": 2, "lab.kv": 2, "lab.models": 2,
     "lab.drafters": 3, "lab.decode": 3, "lab.batched": 3,
     "lab.registry": 4, "lab.prompts": 4, "lab.costs": 4,

@@ -320,57 +320,6 @@ def test_predicted_speedup_uses_the_measured_verification_cost():
     assert type(from_tensors) is float and from_tensors == pytest.approx(1.75 / 1.4)
 
 
-def test_goal_lines_say_met_missed_or_not_measured():
-    from lab.bench import goal_lines
-
-    text = goal_lines([("prompt lookup on copy/edit", 2.71, 2.5), ("draft efficiency", 0.85, 0.9),
-                       ("EAGLE", None, 2.0), ("cost ratio c", 0.08, 0.1, "<="), ("EAGLE c", 0.12, 0.1, "<=")])
-    assert text.splitlines() == ["- [x] prompt lookup on copy/edit: 2.71 (goal >= 2.5): met on this machine",
-                                 "- [ ] draft efficiency: 0.85 (goal >= 0.9): NOT met on this machine",
-                                 "- [ ] EAGLE: not measured in this run",
-                                 "- [x] cost ratio c: 0.08 (goal <= 0.1): met on this machine",
-                                 "- [ ] EAGLE c: 0.12 (goal <= 0.1): NOT met on this machine"]
-
-
-def test_goals_are_judged_and_printed_on_unrounded_values():
-    """A value that rounds onto the goal is judged as measured, and printed with the digits that show why: 1.995
-    misses 2.0 (not a met "2.00"), 0.1004 misses an upper bound of 0.1 (not "0.10 ... NOT met"); exactly on the line
-    prints as it is."""
-    from lab.bench import goal_lines, goal_record
-
-    goals = [goal_record("speedup", 1.995, 2.0), goal_record("c", 0.1004, 0.1, at_most=True),
-             goal_record("just met", 2.0004, 2.0), goal_record("c met", 0.0996, 0.1, at_most=True),
-             goal_record("a hair short", 1.9999999, 2.0), goal_record("on the line", 2.0, 2.0)]
-    assert [goal["met"] for goal in goals] == [False, False, True, True, False, True]
-    assert [goal["status"] for goal in goals] == ["not met", "not met", "met", "met", "not met", "met"]
-    assert goals[0]["measured"] == 1.995   # kept unrounded for the JSON
-    assert goal_lines(goals).splitlines() == [
-        "- [ ] speedup: 1.995 (goal >= 2.0): NOT met on this machine",
-        "- [ ] c: 0.1004 (goal <= 0.1): NOT met on this machine",
-        "- [x] just met: 2.0004 (goal >= 2.0): met on this machine",
-        "- [x] c met: 0.0996 (goal <= 0.1): met on this machine",
-        "- [ ] a hair short: 1.9999999 (goal >= 2.0): NOT met on this machine",
-        "- [x] on the line: 2.00 (goal >= 2.0): met on this machine"]
-
-
-def test_a_goal_not_measured_is_neither_met_nor_missed_and_says_why():
-    from lab.bench import NOT_MEASURED, goal_lines, goal_record
-
-    not_run = goal_record("EAGLE c", None, 0.1, at_most=True)
-    no_drafts = goal_record("EAGLE alpha gain", None, 0.1, missing="n/a: ran, but no draft was examined")
-    assert (not_run["met"], not_run["status"]) == (None, NOT_MEASURED)
-    assert (no_drafts["met"], no_drafts["status"]) == (None, "n/a: ran, but no draft was examined")
-    assert goal_lines([not_run, no_drafts]).splitlines() == [
-        "- [ ] EAGLE c: not measured in this run", "- [ ] EAGLE alpha gain: n/a: ran, but no draft was examined"]
-
-
-def test_goal_met_takes_lower_and_upper_bounds():
-    from lab.bench import goal_met
-
-    assert goal_met(2.5, 2.5) is True and goal_met(2.49, 2.5) is False and goal_met(None, 2.5) is None
-    assert goal_met(0.1, 0.1, at_most=True) is True and goal_met(0.11, 0.1, at_most=True) is False
-
-
 def test_eagle_step_time_is_one_pair_on_a_cache(pair, monkeypatch):
     """One timed step feeds one pair at the position after the cached ones and reads its logits."""
     from lab.bench import eagle_step_ms
