@@ -514,9 +514,10 @@ def _shape_rows(rows, kind):
 def read_tree_shapes(run: dict) -> str:
     """The committed timing of draft-tree shapes (:func:`lab.arena.committed_tree_shapes`, ``tools/tree_shapes.py``)
     read in Markdown, for lesson 12, whose arena drafts EAGLE-3 as a chain and Medusa as a tree: per kind of request
-    a table of the EAGLE-3 draft's speedup as a chain of 4, on its fastest tree (the shape named), and Medusa's
-    (tokens per target call beside each), then what the fastest tree adds to the chain and where the chain and the
-    tree stand against Medusa ("ahead", "level", "behind": :func:`lab.metrics.compare_speedups`). Raises
+    a table of the EAGLE-3 draft's speedup as a chain, on its fastest tree (every shape tied for fastest named), and
+    Medusa's (tokens per target call beside each); then what the fastest tree adds to the chain, where the chain and
+    the tree stand against Medusa ("ahead", "level", "behind": :func:`lab.metrics.compare_speedups`), and how many
+    answers equal autoregressive decoding's (a bfloat16 run's near-ties can round the other way). Raises
     ``ValueError`` for anything but that run's dict, or a kind without an EAGLE-3 chain, trees and a Medusa row."""
     kinds = run.get("kinds") if isinstance(run, dict) else None
     if not isinstance(kinds, dict) or not kinds:
@@ -525,25 +526,42 @@ def read_tree_shapes(run: dict) -> str:
     def cell(row):
         return f"{_x(row['speedup'])}× ({_x(row.get('tokens_per_target_call') or 1.0)})"
 
+    table, gains, chain_vs, tree_vs = [], [], {}, {}
+    same = {"chain": [0, 0], "tree": [0, 0], "medusa": [0, 0]}  # answers equal to autoregressive decoding's, of
+    chain_name = None
+    for kind, entry in kinds.items():
+        chain, trees, medusa = _shape_rows(entry["rows"], kind)
+        chain_name = chain_name or chain["method"].removeprefix("EAGLE-3, ")
+        top = max(_r(r["speedup"]) for r in trees)
+        fastest = [r for r in trees if _r(r["speedup"]) == top]
+        best = fastest[0]
+        names = " and ".join(r["method"].removeprefix("EAGLE-3, ") for r in fastest)
+        table.append(f"| {_task(kind)} | {cell(chain)} | {cell(best)}: {names} | {cell(medusa)} |")
+        gains.append(f"{_signed(top - _r(chain['speedup']))}× on {_task(kind)}")
+        chain_vs.setdefault(compare_speedups(chain["speedup"], medusa["speedup"]), []).append(_task(kind))
+        tree_vs.setdefault(compare_speedups(best["speedup"], medusa["speedup"]), []).append(_task(kind))
+        for key, row in (("chain", chain), ("tree", best), ("medusa", medusa)):
+            if row.get("identical_outputs") is not None:
+                same[key][0] += row["identical_outputs"]
+                same[key][1] += run.get("prompts") or 0
+
+    def standing(found):
+        return ", ".join(f"{where} it on {_join(found[where])}" for where in ("ahead of", "level with", "behind")
+                         if where in found)
+
     lines = [f"Greedy, {run.get('prompts')} held-out requests per kind × {run.get('max_new_tokens')} new tokens, "
              f"{str(run.get('dtype')).removeprefix('torch.')}, {run.get('threads')} threads, {run.get('date')}. "
              "Speedup over autoregressive decoding (tokens per target call):", "",
-             "| requests | EAGLE-3, chain of 4 | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|"]
-    gains, chain_vs, tree_vs = [], {}, {}
-    for kind, entry in kinds.items():
-        chain, trees, medusa = _shape_rows(entry["rows"], kind)
-        best = max(trees, key=lambda r: r["speedup"])
-        lines.append(f"| {_task(kind)} | {cell(chain)} | {cell(best)}: {best['method'].removeprefix('EAGLE-3, ')} | "
-                     f"{cell(medusa)} |")
-        gains.append(f"{_signed(_r(best['speedup']) - _r(chain['speedup']))}× on {_task(kind)}")
-        chain_vs.setdefault(compare_speedups(chain["speedup"], medusa["speedup"]), []).append(_task(kind))
-        tree_vs.setdefault(compare_speedups(best["speedup"], medusa["speedup"]), []).append(_task(kind))
-
-    def standing(found):
-        return "; ".join(f"{where} it on {_join(found[where])}" for where in ("ahead of", "level with", "behind")
-                         if where in found)
-
-    lines += ["", f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "
-              f"{standing(chain_vs)}; its fastest tree is {standing(tree_vs)}. The fastest of several shapes timed on "
-              "the same requests is the best of several noisy timings, so it flatters the tree a little."]
+             f"| requests | EAGLE-3, {chain_name} | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|",
+             *table, "",
+             f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "
+             f"{standing(chain_vs)}. EAGLE-3's fastest tree is {standing(tree_vs)}. The fastest of several shapes "
+             "timed on the same requests is the best of several noisy timings, so it flatters the tree a little."]
+    if all(total for _, total in same.values()):
+        lines[-1] += (" Answers equal to autoregressive decoding's, over the kinds: the chain "
+                      f"{same['chain'][0]} of {same['chain'][1]}, the fastest trees {same['tree'][0]} of "
+                      f"{same['tree'][1]}, Medusa {same['medusa'][0]} of {same['medusa'][1]} (in "
+                      f"{str(run.get('dtype')).removeprefix('torch.')} a near-tie can round the other way when the "
+                      "target scores a block, so the methods were timed on partly different text; in float32 every "
+                      "answer is equal).")
     return "\n".join(lines)

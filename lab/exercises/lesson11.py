@@ -352,10 +352,12 @@ def keep_best_nodes(fn):
          "however unlikely they are, which is a static tree's choice."),
         (lambda v, p, n: tuple(reversed(reference_keep_best_nodes(v, p, n))),
          "return (kept, new_parents) in that order: the kept node indices first, their parents array second."),
-        (lambda v, p, n: reference_keep_best_nodes(v, p, n - 1),
+        # sliced, not the reference at count -/+ 1, which refuses 0 and counts past the tree as the learner's
+        # slice does not
+        (lambda v, p, n: (sorted(by_value(v, p, n - 1)), _renumbered(sorted(by_value(v, p, n - 1)), p)),
          "keep exactly count nodes (all of them when the tree has no more): kept has count entries, one fewer "
          "here."),
-        (lambda v, p, n: reference_keep_best_nodes(v, p, n + 1),
+        (lambda v, p, n: (sorted(by_value(v, p, n + 1)), _renumbered(sorted(by_value(v, p, n + 1)), p)),
          "keep exactly count nodes (all of them when the tree has no more): kept has count entries, one more "
          "here."),
         (lambda v, p, n: (reference_keep_best_nodes(v, p, n)[0],

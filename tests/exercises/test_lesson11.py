@@ -220,7 +220,8 @@ def test_keep_best_nodes(capsys):
              "the root is -1: the first kept node is position 0"),
             (lambda v, p, n: (sorted(top(v, n)), [q + 1 if q >= 0 else -1 for q in renumber(sorted(top(v, n)), p)]),
              "so its children get parent 0")]:
-        rejects(check.keep_best_nodes, wrong, capsys, words, "keep_best_nodes(values=")
+        out = rejects(check.keep_best_nodes, wrong, capsys, words, "keep_best_nodes(values=")
+        assert "it fits" not in out  # each planted mistake explains every wrong answer, at count 1 and at C too
     rejects(check.keep_best_nodes, lambda v, p, n: sorted(top(v, n)), capsys, "return two lists, (kept, new_parents)")
     out = rejects(check.keep_best_nodes, lambda v, p, n: None, capsys, "keep_best_nodes(values=")
     assert "return two lists" not in out  # a missing return gets the harness's own hint

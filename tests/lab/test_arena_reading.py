@@ -312,8 +312,18 @@ def test_tree_shapes_name_the_fastest_tree_and_compare_both_shapes_with_medusa()
     assert "| chat | 1.10× (1.50) | 1.40× (3.00): dynamic 1 | 1.25× (1.60) |" in text
     assert "| code | 1.50× (1.50) | 1.60× (2.00): dynamic 0 | 1.30× (1.60) |" in text
     assert "+0.30× on chat, +0.10× on code and −0.06× on copy/edit" in text
-    assert ("EAGLE-3's chain is ahead of it on code; level with it on copy/edit; behind it on chat; its fastest tree "
-            "is ahead of it on chat and code; behind it on copy/edit") in text
+    assert ("EAGLE-3's chain is ahead of it on code, level with it on copy/edit, behind it on chat. EAGLE-3's fastest "
+            "tree is ahead of it on chat and code, behind it on copy/edit.") in text
+    assert "| requests | EAGLE-3, chain N=4 | EAGLE-3, fastest tree | Medusa's tree |" in text
+    assert "Answers equal" not in text  # the rows say nothing of it
+    tied = copy.deepcopy(run)
+    for i, row in enumerate(tied["kinds"]["code"]["rows"]):
+        row["identical_outputs"] = i % 3
+    tied["kinds"]["code"]["rows"][3]["speedup"] = 1.6  # dynamic 1 ties dynamic 0: both named
+    tied["kinds"] = {"code": tied["kinds"]["code"]}
+    text = read_tree_shapes(tied)
+    assert "| code | 1.50× (1.50) | 1.60× (2.00): dynamic 0 and dynamic 1 | 1.30× (1.60) |" in text
+    assert "the chain 1 of 4, the fastest trees 2 of 4, Medusa 1 of 4 (in bfloat16" in text
     for bad in ({}, {"kinds": {}}, [], None):
         with pytest.raises(ValueError, match="committed_tree_shapes"):
             read_tree_shapes(bad)
