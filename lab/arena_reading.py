@@ -17,6 +17,7 @@ only says what was measured.
 """
 from __future__ import annotations
 
+from numbers import Real
 from statistics import mean
 
 from lab.arena import DRAFTER_LABELS
@@ -499,16 +500,33 @@ def read_arena(run: dict) -> str:
                        for title, body in sections if body)
 
 
+_RUN_KEYS = ("date", "dtype", "threads", "prompts", "max_new_tokens")
+
+
 def _shape_rows(rows, kind):
-    """``(chain, trees, medusa)``: the EAGLE-3 chain's row, its tree rows and Medusa's row of one kind of request in
-    a ``tools/tree_shapes.py`` run (rows named as that tool names them)."""
+    """``(baseline, chain, trees, medusa)``: the autoregressive row, the EAGLE-3 chain's row, its tree rows and
+    Medusa's row of one kind of request in a ``tools/tree_shapes.py`` run (rows named as that tool names them), each
+    checked for a method name, a speedup > 0 and a count of new tokens."""
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"the {kind!r} entry must hold 'rows', a list of dicts, got {type(rows).__name__}")
+    for row in rows:
+        method, speedup, tokens = row.get("method"), row.get("speedup"), row.get("new_tokens")
+        if not isinstance(method, str) or not _positive(speedup) or not _positive(tokens):
+            raise ValueError(f"every {kind!r} row needs a 'method' (str), a 'speedup' > 0 and 'new_tokens' > 0, got "
+                             f"{row}")
+    baseline = [r for r in rows if r["method"] == "autoregressive"]
     chain = [r for r in rows if r["method"].startswith("EAGLE-3, chain")]
     trees = [r for r in rows if r["method"].startswith("EAGLE-3, ") and not r["method"].startswith("EAGLE-3, chain")]
     medusa = [r for r in rows if r["method"].startswith("Medusa")]
-    if len(chain) != 1 or not trees or len(medusa) != 1:
-        raise ValueError(f"the {kind!r} rows must hold one EAGLE-3 chain, EAGLE-3 trees and one Medusa row (methods "
-                         f"named as tools/tree_shapes.py names them), got {[r['method'] for r in rows]}")
-    return chain[0], trees, medusa[0]
+    if len(baseline) != 1 or len(chain) != 1 or not trees or len(medusa) != 1:
+        raise ValueError(f"the {kind!r} rows must hold one autoregressive row, one EAGLE-3 chain, EAGLE-3 trees and "
+                         f"one Medusa row (methods named as tools/tree_shapes.py names them), got "
+                         f"{[r['method'] for r in rows]}")
+    return baseline[0], chain[0], trees, medusa[0]
+
+
+def _positive(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and value > 0 and value != float("inf")
 
 
 def read_tree_shapes(run: dict) -> str:
@@ -517,23 +535,33 @@ def read_tree_shapes(run: dict) -> str:
     a table of the EAGLE-3 draft's speedup as a chain, on its fastest tree (every shape tied for fastest named), and
     Medusa's (tokens per target call beside each); then what the fastest tree adds to the chain, where the chain and
     the tree stand against Medusa ("ahead", "level", "behind": :func:`lab.metrics.compare_speedups`), and how many
-    answers equal autoregressive decoding's (a bfloat16 run's near-ties can round the other way). Raises
-    ``ValueError`` for anything but that run's dict, or a kind without an EAGLE-3 chain, trees and a Medusa row."""
+    answers equal autoregressive decoding's (a bfloat16 run's near-ties can round the other way). A row that wrote
+    another number of tokens than autoregressive decoding (its answers parted and ran longer or shorter) timed other
+    text: it is named, and a tree of that kind is not a candidate for the fastest. Raises ``ValueError`` for
+    anything but that run's dict (its settings, a kind's rows: an autoregressive row, an EAGLE-3 chain, trees and a
+    Medusa row, each with a method, a speedup > 0 and new tokens)."""
     kinds = run.get("kinds") if isinstance(run, dict) else None
-    if not isinstance(kinds, dict) or not kinds:
-        raise ValueError("run must be lab.arena.committed_tree_shapes(...)'s dict (the JSON of tools/tree_shapes.py)")
+    if not isinstance(kinds, dict) or not kinds or any(key not in run for key in _RUN_KEYS):
+        raise ValueError("run must be lab.arena.committed_tree_shapes(...)'s dict (the JSON of tools/tree_shapes.py, "
+                         f"with {', '.join(_RUN_KEYS)} and a non-empty 'kinds')")
 
     def cell(row):
-        return f"{_x(row['speedup'])}× ({_x(row.get('tokens_per_target_call') or 1.0)})"
+        calls = row.get("tokens_per_target_call")
+        return f"{_x(row['speedup'])}× ({_x(calls) if _positive(calls) else 'n/a'})"
 
-    table, gains, chain_vs, tree_vs = [], [], {}, {}
+    table, gains, chain_vs, tree_vs, other_text = [], [], {}, {}, []
     same = {"chain": [0, 0], "tree": [0, 0], "medusa": [0, 0]}  # answers equal to autoregressive decoding's, of
     chain_name = None
     for kind, entry in kinds.items():
-        chain, trees, medusa = _shape_rows(entry["rows"], kind)
+        baseline, chain, trees, medusa = _shape_rows(entry.get("rows") if isinstance(entry, dict) else None, kind)
         chain_name = chain_name or chain["method"].removeprefix("EAGLE-3, ")
-        top = max(_r(r["speedup"]) for r in trees)
-        fastest = [r for r in trees if _r(r["speedup"]) == top]
+        for row in (chain, *trees, medusa):
+            if row["new_tokens"] != baseline["new_tokens"]:
+                other_text.append(f"{row['method']} on {_task(kind)} ({row['new_tokens']} tokens against "
+                                  f"{baseline['new_tokens']})")
+        fair = [r for r in trees if r["new_tokens"] == baseline["new_tokens"]] or trees
+        top = max(_r(r["speedup"]) for r in fair)
+        fastest = [r for r in fair if _r(r["speedup"]) == top]
         best = fastest[0]
         names = " and ".join(r["method"].removeprefix("EAGLE-3, ") for r in fastest)
         table.append(f"| {_task(kind)} | {cell(chain)} | {cell(best)}: {names} | {cell(medusa)} |")
@@ -541,27 +569,33 @@ def read_tree_shapes(run: dict) -> str:
         chain_vs.setdefault(compare_speedups(chain["speedup"], medusa["speedup"]), []).append(_task(kind))
         tree_vs.setdefault(compare_speedups(best["speedup"], medusa["speedup"]), []).append(_task(kind))
         for key, row in (("chain", chain), ("tree", best), ("medusa", medusa)):
-            if row.get("identical_outputs") is not None:
+            if isinstance(row.get("identical_outputs"), int) and isinstance(run["prompts"], int):
                 same[key][0] += row["identical_outputs"]
-                same[key][1] += run.get("prompts") or 0
+                same[key][1] += run["prompts"]
 
     def standing(found):
         return ", ".join(f"{where} it on {_join(found[where])}" for where in ("ahead of", "level with", "behind")
                          if where in found)
 
-    lines = [f"Greedy, {run.get('prompts')} held-out requests per kind × {run.get('max_new_tokens')} new tokens, "
-             f"{str(run.get('dtype')).removeprefix('torch.')}, {run.get('threads')} threads, {run.get('date')}. "
-             "Speedup over autoregressive decoding (tokens per target call):", "",
+    dtype = str(run["dtype"]).removeprefix("torch.")
+    lines = [f"Greedy, {run['prompts']} held-out requests per kind × {run['max_new_tokens']} new tokens, {dtype}, "
+             f"{run['threads']} threads, {run['date']}. Speedup over autoregressive decoding (tokens per target "
+             "call):", "",
              f"| requests | EAGLE-3, {chain_name} | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|",
-             *table, "",
-             f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "
-             f"{standing(chain_vs)}. EAGLE-3's fastest tree is {standing(tree_vs)}. The fastest of several shapes "
-             "timed on the same requests is the best of several noisy timings, so it flatters the tree a little."]
+             *table, ""]
+    text = (f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "
+            f"{standing(chain_vs)}. EAGLE-3's fastest tree is {standing(tree_vs)}. The fastest of several shapes "
+            "timed on the same requests is the best of several noisy timings, so it flatters the tree a little.")
+    if other_text:
+        one = len(other_text) == 1
+        text += (f" Not the same work: {_join(other_text)} wrote another number of tokens than autoregressive "
+                 f"decoding ({'its answers' if one else 'their answers'} parted from it), so "
+                 f"{'its speedup times' if one else 'their speedups time'} other text; such a tree is taken as the "
+                 "fastest only where every tree of its kind is one.")
     if all(total for _, total in same.values()):
-        lines[-1] += (" Answers equal to autoregressive decoding's, over the kinds: the chain "
-                      f"{same['chain'][0]} of {same['chain'][1]}, the fastest trees {same['tree'][0]} of "
-                      f"{same['tree'][1]}, Medusa {same['medusa'][0]} of {same['medusa'][1]} (in "
-                      f"{str(run.get('dtype')).removeprefix('torch.')} a near-tie can round the other way when the "
-                      "target scores a block, so the methods were timed on partly different text; in float32 every "
-                      "answer is equal).")
-    return "\n".join(lines)
+        text += (" Answers equal to autoregressive decoding's, over the kinds: the chain "
+                 f"{same['chain'][0]} of {same['chain'][1]}, the fastest trees {same['tree'][0]} of "
+                 f"{same['tree'][1]}, Medusa {same['medusa'][0]} of {same['medusa'][1]} (in {dtype} a near-tie can "
+                 "round the other way when the target scores a block, so the methods were timed on partly "
+                 "different text; in float32 every answer is equal).")
+    return "\n".join(lines + [text])

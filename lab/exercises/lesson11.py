@@ -355,11 +355,9 @@ def keep_best_nodes(fn):
         # sliced, not the reference at count -/+ 1, which refuses 0 and counts past the tree as the learner's
         # slice does not
         (lambda v, p, n: (sorted(by_value(v, p, n - 1)), _renumbered(sorted(by_value(v, p, n - 1)), p)),
-         "keep exactly count nodes (all of them when the tree has no more): kept has count entries, one fewer "
-         "here."),
+         "keep exactly count nodes: kept has count entries, one fewer here."),
         (lambda v, p, n: (sorted(by_value(v, p, n + 1)), _renumbered(sorted(by_value(v, p, n + 1)), p)),
-         "keep exactly count nodes (all of them when the tree has no more): kept has count entries, one more "
-         "here."),
+         "keep exactly count nodes: kept has count entries, one more here."),
         (lambda v, p, n: (reference_keep_best_nodes(v, p, n)[0],
                           [max(q, 0) for q in reference_keep_best_nodes(v, p, n)[1]]),
          "a child of the root gets parent -1; 0 is the position of the first kept node, so a 0 makes the node "
@@ -386,7 +384,9 @@ def keep_best_nodes(fn):
         outcome = outcome_of(fn, fresh_args(case))
         if outcome[0] == "ok" and outcome[1] is not None and as_answer(outcome[1]) is None:
             raise Fail(f"keep_best_nodes(values=..., parents={case[1]}, count={case[2]}) returned "
-                       f"{type(outcome[1]).__name__} {outcome[1]!r}: return two lists, (kept, new_parents).")
+                       f"{type(outcome[1]).__name__} {outcome[1]!r}: return two lists of whole numbers, (kept, "
+                       "new_parents): the kept nodes' indices (not their values or a mask) and their parents' "
+                       "positions in kept.")
     count = compare("keep_best_nodes", fn, cases, reference_keep_best_nodes, faults, same,
                     "sort the nodes by value, highest first (ties: the earlier node), keep the first count, sort "
                     "those indices ascending, and give each its parent's position among them (-1 at the root).",

@@ -222,7 +222,8 @@ def test_keep_best_nodes(capsys):
              "so its children get parent 0")]:
         out = rejects(check.keep_best_nodes, wrong, capsys, words, "keep_best_nodes(values=")
         assert "it fits" not in out  # each planted mistake explains every wrong answer, at count 1 and at C too
-    rejects(check.keep_best_nodes, lambda v, p, n: sorted(top(v, n)), capsys, "return two lists, (kept, new_parents)")
+    rejects(check.keep_best_nodes, lambda v, p, n: sorted(top(v, n)), capsys,
+            "return two lists of whole numbers, (kept, new_parents)")
     out = rejects(check.keep_best_nodes, lambda v, p, n: None, capsys, "keep_best_nodes(values=")
     assert "return two lists" not in out  # a missing return gets the harness's own hint
     assert not check.keep_best_nodes(stub)

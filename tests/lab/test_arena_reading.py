@@ -293,11 +293,12 @@ def test_one_kind_is_singular_and_a_bad_run_is_named():
 
 
 def _shapes(chain=1.1, trees=(1.3, 1.4), medusa=1.25):
-    rows = [{"method": "autoregressive", "speedup": 1.0}, {"method": "EAGLE-3, chain N=4", "speedup": chain,
-                                                           "tokens_per_target_call": 1.5}]
-    rows += [{"method": f"EAGLE-3, dynamic {i}", "speedup": s, "tokens_per_target_call": 2.0 + i}
+    rows = [{"method": "autoregressive", "speedup": 1.0, "new_tokens": 64},
+            {"method": "EAGLE-3, chain N=4", "speedup": chain, "tokens_per_target_call": 1.5, "new_tokens": 64}]
+    rows += [{"method": f"EAGLE-3, dynamic {i}", "speedup": s, "tokens_per_target_call": 2.0 + i, "new_tokens": 64}
              for i, s in enumerate(trees)]
-    rows.append({"method": "Medusa (14-node tree)", "speedup": medusa, "tokens_per_target_call": 1.6})
+    rows.append({"method": "Medusa (14-node tree)", "speedup": medusa, "tokens_per_target_call": 1.6,
+                 "new_tokens": 64})
     return rows
 
 
@@ -324,11 +325,39 @@ def test_tree_shapes_name_the_fastest_tree_and_compare_both_shapes_with_medusa()
     text = read_tree_shapes(tied)
     assert "| code | 1.50× (1.50) | 1.60× (2.00): dynamic 0 and dynamic 1 | 1.30× (1.60) |" in text
     assert "the chain 1 of 4, the fastest trees 2 of 4, Medusa 1 of 4 (in bfloat16" in text
-    for bad in ({}, {"kinds": {}}, [], None):
+    for bad in ({}, {"kinds": {}}, [], None, {"kinds": run["kinds"]}):
         with pytest.raises(ValueError, match="committed_tree_shapes"):
             read_tree_shapes(bad)
-    with pytest.raises(ValueError, match="'chat' rows must hold one EAGLE-3 chain"):
-        read_tree_shapes({"kinds": {"chat": {"rows": _shapes()[2:]}}})
+    settings = {key: run[key] for key in ("date", "dtype", "threads", "prompts", "max_new_tokens")}
+    with pytest.raises(ValueError, match="'chat' rows must hold one autoregressive row, one EAGLE-3 chain"):
+        read_tree_shapes({**settings, "kinds": {"chat": {"rows": _shapes()[2:]}}})
+    for entry in ({}, {"rows": "x"}, []):
+        with pytest.raises(ValueError, match="'chat' entry must hold 'rows', a list of dicts"):
+            read_tree_shapes({**settings, "kinds": {"chat": entry}})
+    for broken in ({"speedup": "1.2"}, {"speedup": None}, {"speedup": float("nan")}, {"method": None},
+                   {"new_tokens": 0}):
+        rows = _shapes()
+        rows[1] = {**rows[1], **broken}
+        with pytest.raises(ValueError, match="every 'chat' row needs a 'method'"):
+            read_tree_shapes({**settings, "kinds": {"chat": {"rows": rows}}})
+    rows = _shapes()
+    del rows[1]["tokens_per_target_call"]
+    assert "| chat | 1.10× (n/a) |" in read_tree_shapes({**settings, "kinds": {"chat": {"rows": rows}}})
+
+
+def test_tree_shapes_leave_out_a_tree_that_wrote_other_text():
+    """A tree whose answers ran to another length than autoregressive decoding's timed other text: it is named and
+    is not the fastest, unless every tree of its kind did."""
+    settings = {"date": "d", "dtype": "float32", "threads": 2, "prompts": 4, "max_new_tokens": 64}
+    rows = _shapes(trees=(1.3, 1.6))
+    rows[3]["new_tokens"] = 80   # dynamic 1, the faster tree, wrote 80 tokens against 64
+    text = read_tree_shapes({**settings, "kinds": {"copy_edit": {"rows": rows}}})
+    assert "| copy/edit | 1.10× (1.50) | 1.30× (2.00): dynamic 0 |" in text
+    assert ("Not the same work: EAGLE-3, dynamic 1 on copy/edit (80 tokens against 64) wrote another number of tokens "
+            "than autoregressive decoding (its answers parted from it), so its speedup times other text") in text
+    rows[2]["new_tokens"] = 70   # now every tree did: the fastest of them is shown
+    text = read_tree_shapes({**settings, "kinds": {"copy_edit": {"rows": rows}}})
+    assert "1.60× (3.00): dynamic 1 |" in text and "their speedups time other text" in text
 
 
 def test_the_committed_tree_shapes_read_whole():
