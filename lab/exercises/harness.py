@@ -450,6 +450,9 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         # A fault that explains only a few of the wrong answers would point at the wrong mistake.
         if 2 * len(agree) > len(failing) and score > best_score:
             best_hint, best_score, best_case = hint, score, agree[0]
+    raised = [k for k in failing if got[k][0] == "raise" and expected[k][0] != "raise"]
+    if best_hint is None and raised:  # no planted mistake explains the answers: show the crash, the plainest clue
+        best_case = raised[0]
     i = best_case
     label = "Hint"
     def is_none(outcome):

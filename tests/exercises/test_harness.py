@@ -162,6 +162,19 @@ def test_a_raise_matches_a_planted_fault_only_with_the_same_message():
     assert "PLANTED HINT" in str(failure.value)
 
 
+def test_a_crash_no_planted_mistake_explains_is_the_case_shown():
+    """A learner's function wrong on one case and raising on another, matching no planted mistake: the message shows
+    the case that raised (its exception is the plainest clue), not the first wrong answer."""
+    def learner(x):
+        if x > 2:
+            raise KeyError(0)
+        return x + 1
+
+    with pytest.raises(harness.Fail) as failure:
+        harness.compare("f", learner, [(1.0,), (3.0,)], lambda x: x, [], harness.same_float, "GENERIC HINT")
+    assert "f(3) raised KeyError: 0; expected 3" in str(failure.value) and "GENERIC HINT" in str(failure.value)
+
+
 def test_integer_checkers_treat_inf_and_nan_as_wrong_answers(capsys):
     for bad in (math.inf, math.nan):
         ok, out = run(lesson06.best_n_draft, lambda a, c, m, bad=bad: bad, capsys)
