@@ -152,11 +152,14 @@ def _grow_cases():
         # a wider tree: the second level's best nodes interleave with the first level's
         ({10: (6, {11: (5, {12: (5, leaf)}), 13: (1, leaf)}), 20: (3, {21: (3, leaf)}), 30: (1, leaf)}, 7, 0.05),
         ({10: (6, {11: (5, {12: (5, leaf)}), 13: (1, leaf)}), 20: (3, {21: (3, leaf)}), 30: (1, leaf)}, 4, 0.2),
+        # min_prob on the path, not the share: 2 and 3 under 1 are each half of 1's children (0.5 >= 0.4) but
+        # 3/4 x 1/2 = 0.375 on their path (< 0.4): only 1 stays
+        ({1: (3, {2: (1, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.4),
     ]
 
 
 def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=False, no_cap=False,
-                  parent_tokens=False, chain=False, parent_count=False):
+                  parent_tokens=False, chain=False, parent_count=False, local_min=False):
     """Planted mistakes in growing the tree (each flag one), around a correct heap-based expansion."""
     import heapq
     import itertools
@@ -168,7 +171,8 @@ def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=
             total = own_count if parent_count and own_count else sum(count for count, _ in kids.values())
             for token, (count, sub) in kids.items():
                 p = count / total if local_prob else prob * count / total
-                if no_min or (p > min_prob if strict_min else p >= min_prob):
+                kept = count / total if local_min else p  # local_min: the share alone against min_prob
+                if no_min or (kept > min_prob if strict_min else kept >= min_prob):
                     order = (depth if level_order else 0, -p, next(found))
                     heapq.heappush(heap, (order, token, sub, index, p, count, depth))
 
@@ -210,6 +214,9 @@ def grow_tree(fn):
         (_grow_variant(no_min=True), "leave out nodes whose path probability is below min_prob (they would "
                                      "rarely be accepted and cost a slot of the tree)."),
         (_grow_variant(strict_min=True), "a node exactly at min_prob is kept: compare with >=, not >."),
+        (_grow_variant(local_min=True), "compare min_prob with a node's PATH probability (its parent's probability "
+                                        "times its share), not with its share among its siblings: a likely child "
+                                        "of an unlikely parent is still unlikely."),
         (_grow_variant(no_cap=True), "stop once the tree holds budget nodes."),
         (_grow_variant(parent_tokens=True), "parents[i] is the INDEX in tokens of node i's parent (-1 for a child "
                                             "of the matched pattern), not the parent's token id."),

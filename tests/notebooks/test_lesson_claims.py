@@ -242,6 +242,28 @@ def test_lesson_12_summary_holds_in_the_committed_run(arena):
     says(text, "and at T = 0 the least per target call, even for the best of them, on open chat questions")
 
 
+def test_lesson_12_tree_shapes_change_which_is_ahead(arena):
+    """The summary's "the shape changed which of the two was ahead": on some kind of the committed tree-shape run
+    EAGLE-3's chain is behind Medusa's tree and its fastest like-for-like tree ahead of it (read_tree_shapes' own
+    verdicts, lab.compare's rule)."""
+    from lab.arena import committed_tree_shapes
+    from lab.compare import compare_speedups
+
+    says(arena["text"], "in the pair card's tree-shape run the shape changed which of the two was ahead")
+    flipped = []
+    for kind, entry in committed_tree_shapes("smollm2-135m")["kinds"].items():
+        rows = {r["method"]: r for r in entry["rows"]}
+        base = rows["autoregressive"]["new_tokens"]
+        chain = next(r for m, r in rows.items() if m.startswith("EAGLE-3, chain"))
+        trees = [r for m, r in rows.items() if m.startswith("EAGLE-3, ") and r is not chain and r["new_tokens"] == base]
+        medusa = next(r for m, r in rows.items() if m.startswith("Medusa"))
+        best = max(trees, key=lambda r: r["speedup"])
+        if (compare_speedups(chain["speedup"], medusa["speedup"]) == "behind"
+                and compare_speedups(best["speedup"], medusa["speedup"]) == "ahead of"):
+            flipped.append(kind)
+    assert flipped, "no kind where the tree turned EAGLE-3 from behind Medusa to ahead of it"
+
+
 def test_picker_quotes_lesson_12(arena):
     """lab.picker reads the committed arena (lab.picker.tables, at import) and words what it read by the numbers:
     the warning where a chat speedup exceeds its tokens per call, and what sampling did to α."""
