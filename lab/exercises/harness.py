@@ -415,13 +415,15 @@ def show_outcome(outcome, exact: bool = False) -> str:
     return f"returned {show_value(outcome[1], exact)}"
 
 
-def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None) -> int:
+def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None,
+            none_allowed=False) -> int:
     """Run ``fn`` on every case; on a mismatch raise ``Fail`` with the hint of the planted fault that best
     explains the learner's answers: among the faults that reproduce more than half of the learner's wrong answers,
     the one agreeing on most cases (the hint then says how many it fits when that is not all of them);
     ``generic_hint`` when none does.
     A call of ``fn`` that runs past ``time_limit`` seconds (default ``CALL_TIME_LIMIT_S``) raises ``NoReturn``,
-    which ``checker`` reports."""
+    which ``checker`` reports. A None answer is read as a missing ``return`` unless the reference returns None on
+    some case or ``none_allowed`` says it does elsewhere and a planted fault explains the answers."""
     show_args = show_args or (lambda args: ", ".join(show_value(a) for a in args))
     learner_fn, fn = fn, time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
     expected = [outcome_of(reference, args) for args in cases]
@@ -460,7 +462,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
 
     # None is a missing `return` unless it is an answer the exercise allows (the reference returns it somewhere)
     # and the learner's function did return something else elsewhere.
-    if is_none(got[i]) and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected)):
+    if (is_none(got[i]) and not (none_allowed and best_hint)
+            and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected))):
         best_hint = "your function returned None: did you forget a `return` statement?"
     elif (got[i][0] == "ok" and isinstance(got[i][1], str) and expected[i][0] == "ok"
           and as_float(expected[i][1]) is not None):  # a number was due
@@ -587,6 +590,9 @@ def want_token_list(name: str, fn, case, example: str, why: str = "the lesson ad
     if (isinstance(value, (torch.Tensor, collections.abc.Iterator)) or type(value).__module__ == "numpy"
             or (not tuples and isinstance(value, tuple))):
         raise Fail(f"{name} returned a {type(value).__name__}; return a list of {what} (e.g. {example}): {why}.")
+    if isinstance(value, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in value):
+        raise Fail(f"{name} returned a list of tensors; return a list of {what} (e.g. {example}; .tolist() or "
+                   f"int(...) turns tensor entries into ints): {why}.")
     if isinstance(value, (list, tuple)) and any(not isinstance(x, Integral) and isinstance(x, (float, complex))
                                                 or type(x).__module__ == "numpy" and "float" in type(x).__name__
                                                 for x in value):

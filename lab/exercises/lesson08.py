@@ -18,7 +18,7 @@ def _lookup_cases():
     cases = [
         ([1, 2, 3, 9, 1, 2, 3], 3, 5), ([1, 2, 3, 9, 9, 1, 2, 3], 3, 2), ([4, 1, 2, 8, 1, 2, 6, 1, 2], 3, 5),
         ([1, 2, 7, 5, 2], 3, 5), ([7, 7, 7], 3, 5), ([1, 2, 1, 2], 3, 5), ([1, 2, 3, 4], 3, 5), ([5], 3, 5),
-        ([5, 5], 3, 5), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 2, 3), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 1, 3),
+        ([5, 5], 3, 5), ([], 3, 4), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 2, 3), ([1, 2, 3, 4, 0, 3, 8, 2, 3], 1, 3),
         ([3, 1, 2, 3, 9, 1, 2, 3], 1, 5), ([9, 8, 7, 6, 9, 8, 7], 4, 4), ([6, 6, 6, 6, 6, 6], 2, 3),
         # multi-digit ids: as digit strings [1, 23] and [12, 3] both read "123", but they are different tokens
         ([12, 3, 9, 1, 23], 2, 3), ([1, 23, 4, 12, 3], 2, 3), ([10, 5, 7, 10, 5], 2, 4), ([5, 11, 1, 5, 1, 1], 2, 3),
@@ -189,6 +189,24 @@ def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=
     return grow
 
 
+def _grow_depth_first(children, budget, min_prob):
+    """A planted mistake: the tree grown depth first (each node's children visited most probable first, down to the
+    leaves, before its next sibling), with min_prob and the budget held as in the reference."""
+    tokens, parents = [], []
+
+    def visit(kids, index, prob):
+        total = sum(count for count, _ in kids.values())
+        for token, (count, sub) in sorted(kids.items(), key=lambda item: -item[1][0]):  # stable: ties as found
+            p = prob * count / total
+            if p >= min_prob and len(tokens) < budget:
+                tokens.append(token)
+                parents.append(index)
+                visit(sub, len(tokens) - 1, p)
+
+    visit(children, -1, 1.0)
+    return tokens, parents
+
+
 def _same_tree(a, b) -> bool:
     try:
         (tokens_a, parents_a), (tokens_b, parents_b) = a, b
@@ -206,6 +224,10 @@ def grow_tree(fn):
         (_grow_variant(level_order=True), "grow best first, not level by level: always take the most probable node "
                                           "left, whatever its depth (a heap keyed by -probability), so a likely "
                                           "deep node comes before an unlikely shallow one."),
+        (_grow_depth_first, "grow best first over the whole tree, not depth first: after taking a node, its children "
+                            "join its siblings and every other waiting node as candidates, and the most probable of "
+                            "them all comes next (one heap of candidates), so a likely sibling is taken before an "
+                            "unlikely grandchild."),
         (_grow_variant(local_prob=True), "a node's probability is its PATH probability: its parent's probability "
                                          "times its share of its siblings' counts, not its share alone."),
         (_grow_variant(parent_count=True), "divide a child's count by the total of it and its siblings' counts, not "

@@ -90,12 +90,16 @@ def break_even_tokens(fn):
          "each token saves (ar − spec) ms, not ar ms: divide the set-up by the saving per token."),
         (lambda s, a, p: round(s / saving(a, p)) if p < a else None,
          "don't round to the nearest: the set-up is paid back at the first n with setup + n·spec < n·ar."),
+        (lambda s, a, p: None if p < a else 1,
+         "your function returned None where speculation does catch up (spec_ms_per_token < ar_ms_per_token on "
+         "every case here): return None only when spec_ms_per_token >= ar_ms_per_token (is that comparison the "
+         "wrong way round, or a `return` missing?)."),
     ]
     generic = ("return the smallest n >= 1 with setup_ms + n * spec_ms_per_token < n * ar_ms_per_token, or None "
                "when spec_ms_per_token >= ar_ms_per_token.")
     try:
         n = compare("break_even_tokens", fn, _BREAK_EVEN_CASES, _costs.break_even_tokens, faults, _same_count,
-                    generic, time_limit=TIME_LIMIT_S)
+                    generic, time_limit=TIME_LIMIT_S, none_allowed=True)
         # The finite answers are right, so whatever goes wrong now (a number, an error) is the never case.
         n += compare("break_even_tokens", fn, _NEVER_CASES, _costs.break_even_tokens, [], _same_count,
                      _NEVER_HINT, time_limit=TIME_LIMIT_S)
@@ -186,9 +190,14 @@ def kv_bytes_from_config(fn):
         (_kv_variant(fixed_size=2),
          "the bytes per value depend on the dtype argument (float32 4, bf16/fp16 2, fp8 1): use "
          "torch.empty((), dtype=dtype).element_size() or dtype.itemsize instead of a fixed 2."),
+        (_kv_variant(fixed_size=4),
+         "the bytes per value depend on the dtype argument (float32 4, bf16/fp16 2, fp8 1): use "
+         "torch.empty((), dtype=dtype).element_size() or dtype.itemsize instead of a fixed 4."),
     ]
     n = compare("kv_bytes_from_config", fn, _KV_CASES, reference_kv_bytes_from_config, faults, same_float,
-                "bytes per token = 2 * layers * kv_heads * head_dim * bytes per value.", show_args=_show_kv)
+                "bytes per token = 2 * layers * kv_heads * head_dim * bytes per value, with head_dim = "
+                "config['head_dim'] when the config has that key (not every config does), else hidden_size // "
+                "num_attention_heads.", show_args=_show_kv)
     return f"correct on all {n} configs (Llama 3.1 70B in bf16: 327,680 bytes = 320 KiB per token)."
 
 

@@ -347,15 +347,18 @@ def test_a_limited_call_inside_another_runs_directly_and_the_outer_limit_still_h
     assert time.monotonic() - start < 10 and not getattr(harness._LIMIT, "active", False)
 
 
-@pytest.mark.parametrize("wrap", [torch.tensor, lambda xs: (x for x in xs), lambda xs: map(int, xs)],
-                         ids=["tensor", "generator", "map"])
-def test_token_list_checkers_refuse_tensors_and_one_shot_iterators(wrap, capsys):
+@pytest.mark.parametrize("wrap,phrase", [
+    (torch.tensor, "return a list of int token ids"), (lambda xs: (x for x in xs), "return a list of int token ids"),
+    (lambda xs: map(int, xs), "return a list of int token ids"),
+    # a list of 0-d tensors prints as [tensor(3)] in the lesson's id lists
+    (lambda xs: [torch.tensor(x) for x in xs], "returned a list of tensors")], ids=["tensor", "generator", "map", "0-d"])
+def test_token_list_checkers_refuse_tensors_and_one_shot_iterators(wrap, phrase, capsys):
     from lab.kv import emitted_tokens
 
     for checker, right in ((lesson07.emitted_tokens, emitted_tokens), (lesson08.ngram_lookup, ngram_lookup)):
         assert checker(right), capsys.readouterr().out
         capsys.readouterr()
-        rejects(checker, lambda *a, right=right: wrap(right(*a)), capsys, "return a list of int token ids")
+        rejects(checker, lambda *a, right=right: wrap(right(*a)), capsys, phrase)
     # a tuple of ints is still a right answer
     assert lesson07.emitted_tokens(lambda *a: tuple(emitted_tokens(*a))), capsys.readouterr().out
 

@@ -67,6 +67,37 @@ def test_grow_tree_checker(capsys, variant, phrase):
     assert not ok and phrase in out, out
 
 
+def test_grow_tree_checker_names_a_depth_first_tree(capsys):
+    """A tree grown depth first (the best child's whole subtree before the next sibling) got the "PATH probability"
+    hint, which fit 3 of its 4 wrong trees (a learner's run)."""
+    def depth_first(children, budget, min_prob):  # as a learner wrote it: recursion, children best first
+        tokens, parents = [], []
+
+        def walk(kids, parent, prob):
+            total = sum(count for count, _ in kids.values())
+            for token, (count, sub) in sorted(kids.items(), key=lambda kv: kv[1][0], reverse=True):
+                if prob * count / total < min_prob or len(tokens) == budget:
+                    continue
+                tokens.append(token)
+                parents.append(parent)
+                walk(sub, len(tokens) - 1, prob * count / total)
+
+        walk(children, -1, 1.0)
+        return tokens, parents
+
+    ok, out = run(capsys, check.grow_tree, depth_first)
+    assert not ok and "not depth first" in out and "fits" not in out, out
+
+
+def test_ngram_lookup_checker_has_an_empty_context(capsys):
+    def crashes_when_empty(context, max_ngram, n_draft):
+        last = context[-1]  # the learner peeks at the last token before sizing the n-grams
+        return ngram_lookup(context, max_ngram, n_draft) if last is not None else []
+
+    ok, out = run(capsys, check.ngram_lookup, crashes_when_empty)
+    assert not ok and "([], 3, 4) raised IndexError" in out, out
+
+
 def test_grow_tree_reference_values_and_a_stub(capsys):
     """The checker's reference on worked cases (the values the lesson's text walks through), the drafter's own
     tree on a real trie, and a stub that prints "not solved yet"."""

@@ -91,6 +91,10 @@ def test_break_even_tokens(capsys):
     rejects(check.break_even_tokens, lambda s, a, p: math.floor(s / a) + 1 if p < a else None, capsys,
             "saving per token")
     rejects(check.break_even_tokens, lambda s, a, p: math.floor(s / (a - p)) + 1, capsys, "return None")
+    # the None test the wrong way round answers None on every finite case: not only "a missing return"
+    out = rejects(check.break_even_tokens, lambda s, a, p: None if p < a else loop(s, a, p), capsys,
+                  "wrong way round")
+    assert "did you forget" not in out, out
     assert not check.break_even_tokens(stub)
     assert "not solved yet" in capsys.readouterr().out
 
@@ -172,6 +176,12 @@ def test_kv_bytes_from_config(capsys):
         rejects(check.kv_bytes_from_config, check._kv_variant(**kwargs), capsys, word)
     # key and value counted, but 2 bytes per value whatever the dtype: the hint names the dtype, not the factor 2
     rejects(check.kv_bytes_from_config, lambda c, d: solution(c, torch.bfloat16), capsys, "instead of a fixed 2")
+    rejects(check.kv_bytes_from_config, lambda c, d: solution(c, torch.float32), capsys, "instead of a fixed 4")
+    # head_dim read as if every config had it: the failing case (KeyError) is shown and the hint says when it is there
+    out = rejects(check.kv_bytes_from_config,
+                  lambda c, d: 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * d.itemsize,
+                  capsys, "when the config has that key")
+    assert "KeyError: 'head_dim'" in out, out
     rejects(check.kv_bytes_from_config, lambda c, d: None, capsys, "return")
     assert not check.kv_bytes_from_config(stub)
     assert "not solved yet" in capsys.readouterr().out
