@@ -351,7 +351,8 @@ def test_a_limited_call_inside_another_runs_directly_and_the_outer_limit_still_h
     (torch.tensor, "return a list of int token ids"), (lambda xs: (x for x in xs), "return a list of int token ids"),
     (lambda xs: map(int, xs), "return a list of int token ids"),
     # a list of 0-d tensors prints as [tensor(3)] in the lesson's id lists
-    (lambda xs: [torch.tensor(x) for x in xs], "returned a list of tensors")], ids=["tensor", "generator", "map", "0-d"])
+    (lambda xs: [torch.tensor(x) for x in xs], "returned a list of tensors"),
+], ids=["tensor", "generator", "map", "0-d"])
 def test_token_list_checkers_refuse_tensors_and_one_shot_iterators(wrap, phrase, capsys):
     from lab.kv import emitted_tokens
 
