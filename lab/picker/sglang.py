@@ -146,6 +146,13 @@ class SGLangSettings:
                          "DFLASH, DSPARK, UNO; DFLASH and DSPARK feed mask tokens too, but their drafts read the "
                          "target's hidden states); its flags run the PARD draft as a STANDALONE draft model, one "
                          "forward per drafted token.")
+        if method == "eagle":
+            notes.append(f"These flags draft a chain of {self.n_draft} (top-k 1), the shape the draft length above was "
+                         "chosen for. Given no --speculative-num-steps, SGLang 0.5.23 picks the shape from the "
+                         "target's architecture (_auto_choose_speculative_params in speculative_hook.py): a tree of 5 "
+                         "steps, top-k 4 and 8 verified tokens for Llama and Grok targets, a chain of 3 for the "
+                         "others. A tree accepts more per step where verifying 8 tokens costs no more than 4 (a GPU "
+                         "at small batch; lesson 12 compares the shapes); set all three flags, as SGLang requires.")
         if method == "ngram" and self.method == "ngram":
             notes.append("SGLang's NGRAM drafts a tree from an n-gram trie (breadth up to "
                          "--speculative-ngram-max-bfs-breadth) rather than prompt lookup's single continuation.")

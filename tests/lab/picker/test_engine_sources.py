@@ -346,3 +346,32 @@ def test_eagle_note_names_each_engines_eagle_1_2_setting():
     assert "decoding_type Eagle;" in note and {"Eagle", "Eagle3"} <= set(trtllm_source().fields)
     assert "llama.cpp has no EAGLE-1/2 type" in note
     assert {t for t in llamacpp_source().spec_types if "eagle" in t} == {"draft-eagle3"}
+
+
+def test_sglang_eagle_note_quotes_the_pinned_shape_defaults():
+    """The EAGLE note's default shapes (5, 4, 8 for Llama and Grok; 3, 1, 4 for the rest) are what the pinned
+    speculative_hook.py's _auto_choose_speculative_params returns, and SGLang asserts that top-k and draft tokens are
+    unset when the steps are (so the flags give all three)."""
+    hook = (SGLANG_SPEC.parents[1] / "speculative_hook.py").read_text(encoding="utf-8")
+    func = next(node for node in ast.walk(ast.parse(hook))
+                if isinstance(node, ast.FunctionDef) and node.name == "_auto_choose_speculative_params")
+    returns = {}
+    for branch in ast.walk(func):
+        if isinstance(branch, ast.If) and isinstance(branch.test, ast.Compare) and \
+                isinstance(branch.test.comparators[0], ast.List):
+            archs = [elt.value for elt in branch.test.comparators[0].elts]
+            value = ast.literal_eval(branch.body[0].value)
+            returns.update({arch: value for arch in archs})
+    assert returns["LlamaForCausalLM"] == returns["Grok1ForCausalLM"] == (5, 4, 8)
+    branch = func.body[-1]
+    while isinstance(branch, ast.If):  # down the elif chain to its else
+        branch = branch.orelse[0]
+    assert ast.literal_eval(branch.value) == (3, 1, 4)  # every other architecture
+    assert {v for k, v in returns.items() if "Llama" not in k and "Grok" not in k} == {(3, 1, 4)}
+    assert "cfg.speculative_eagle_topk is None" in hook and "cfg.speculative_num_draft_tokens is None" in hook
+    rec = recommend("chat", 0.0, False, True)
+    note = next(n for n in rec.engine_notes() if "_auto_choose_speculative_params" in n)
+    assert "5 steps, top-k 4 and 8 verified tokens for Llama and Grok" in note and "a chain of 3" in note
+    assert f"chain of {rec.n_draft} (top-k 1)" in note and rec.sglang_method() == "eagle"
+    args = rec.sglang_args()
+    assert args[args.index("--speculative-eagle-topk") + 1] == "1"
