@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from lab.bench import time_methods
+from lab.bench import agreement_with, time_methods
 from lab.cli.options import positive_int
 from lab.drafters import DynamicTree, Eagle3Drafter, MedusaDrafter
 from lab.drafters.eagle import DEFAULT_TREE
@@ -54,8 +54,9 @@ def main() -> None:
     for kind in CHAT_TASKS:
         run = time_methods(pair, chat_prompts(kind)[:args.prompts], methods, max_new_tokens=args.max_new_tokens)
         reference = [g.tokens for g in run["generations"]["autoregressive"]]
-        same = {name: sum(g.tokens == ref for g, ref in zip(gens, reference))
-                for name, gens in run["generations"].items()}  # bf16: a near-tie may round the other way in a block
+        # bf16: a near-tie may round the other way in a block, so count the answers equal to AR's
+        same = {name: agreement_with(reference, [g.tokens for g in gens])["same"]
+                for name, gens in run["generations"].items()}
         rows = [dict(row, identical_outputs=same[row["method"]]) for row in run["rows"]]
         results["kinds"][kind] = {"rows": rows, "note": run["note"]}
         print(f"{kind} ({run['note']})")
