@@ -189,6 +189,15 @@ def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=
     return grow
 
 
+def _shift_parents(tree, shift):
+    """Planted mistakes in numbering: every parent index + ``shift`` (the root's -1 becoming ``shift - 1``) when
+    ``shift`` is 1, only the root's -1 written as 0 when it is 0."""
+    tokens, parents = tree
+    if shift == 0:
+        return tokens, [0 if p < 0 else p for p in parents]
+    return tokens, [p + shift for p in parents]
+
+
 def _grow_depth_first(children, budget, min_prob):
     """A planted mistake: the tree grown depth first (each node's children visited most probable first, down to the
     leaves, before its next sibling), with min_prob and the budget held as in the reference."""
@@ -242,6 +251,12 @@ def grow_tree(fn):
         (_grow_variant(no_cap=True), "stop once the tree holds budget nodes."),
         (_grow_variant(parent_tokens=True), "parents[i] is the INDEX in tokens of node i's parent (-1 for a child "
                                             "of the matched pattern), not the parent's token id."),
+        (lambda c, b, m: _shift_parents(_ref_grow_tree(c, b, m), 1),
+         "parents count from 0, with -1 for a child of the matched pattern: node i's parent is its index in tokens "
+         "(the first node is 0), not its index + 1."),
+        (lambda c, b, m: _shift_parents(_ref_grow_tree(c, b, m), 0),
+         "a child of the matched pattern gets parent -1; 0 is the index of the first node, so a 0 makes the node a "
+         "child of that node."),
         (_grow_variant(chain=True), "it is a tree: when you take a node, its siblings stay candidates (keep them in "
                                     "the heap), so the tree can branch where the history did."),
     ]

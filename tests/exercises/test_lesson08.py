@@ -89,6 +89,12 @@ def test_grow_tree_checker_names_a_depth_first_tree(capsys):
     assert not ok and "not depth first" in out and "fits" not in out, out
 
 
+@pytest.mark.parametrize("shift,phrase", [(1, "not its index + 1"), (0, "gets parent -1")])
+def test_grow_tree_checker_names_parents_numbered_from_1_or_a_root_of_0(capsys, shift, phrase):
+    ok, out = run(capsys, check.grow_tree, lambda *a: check._shift_parents(check._ref_grow_tree(*a), shift))
+    assert not ok and phrase in out and "fits" not in out, out
+
+
 def test_ngram_lookup_checker_has_an_empty_context(capsys):
     def crashes_when_empty(context, max_ngram, n_draft):
         last = context[-1]  # the learner peeks at the last token before sizing the n-grams
