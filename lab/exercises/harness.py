@@ -378,8 +378,13 @@ def _same_outcome(a, b, same, messages: bool = False) -> bool:
     return same(a[1], b[1])
 
 
+SHOWN_ITEMS = 64
+"""A list or tuple longer than this is shown as its first quarter of that and its length in messages."""
+
+
 def show_value(value, exact: bool = False) -> str:
-    """A short text of ``value`` for messages: floats to 4 significant digits, or every digit with ``exact``."""
+    """A short text of ``value`` for messages: floats to 4 significant digits, or every digit with ``exact``; a list
+    or tuple of more than :data:`SHOWN_ITEMS` items as its first items and its length."""
     if isinstance(value, torch.Tensor):
         if value.dim() == 0:
             return f"tensor({show_value(value.item(), exact)})"
@@ -387,6 +392,10 @@ def show_value(value, exact: bool = False) -> str:
     if isinstance(value, float):
         return repr(value) if exact else f"{value:.4g}"
     if isinstance(value, (list, tuple)):
+        if len(value) > SHOWN_ITEMS:  # a wrong axis can return a list as long as the vocabulary
+            inner = ", ".join(show_value(v, exact) for v in value[:SHOWN_ITEMS // 4])
+            return (f"[{inner}, … ({len(value)} items)]" if isinstance(value, list) else
+                    f"({inner}, … ({len(value)} items))")
         inner = ", ".join(show_value(v, exact) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, dict):

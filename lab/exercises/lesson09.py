@@ -52,7 +52,13 @@ def jacobi_step(fn, model, prefix_ids):
             out.append(int(forward(m, p + out, new_cache())[-1].argmax()))
         return out
 
+    def wrong_axis(m, p, w):
+        logits = forward(m, p + w, new_cache())
+        return logits[len(p) - 1:len(p) - 1 + len(w)].argmax(0).tolist()
+
     faults = [
+        (wrong_axis, "take the argmax over the vocabulary, the LAST dimension of the logits ([positions, vocab]): "
+                     "argmax(-1) gives one guess per window position; argmax(0) gives one per vocabulary entry."),
         (shifted, "row j of the logits predicts position j + 1: the guess for window position i comes from the row "
                   "of the token BEFORE it, index len(prefix) - 1 + i."),
         (window_only, "feed prefix + window: the guesses depend on the committed text."),
@@ -70,6 +76,8 @@ def jacobi_step(fn, model, prefix_ids):
                if isinstance(first[1], tuple) else f"a {type(first[1]).__name__} cannot be compared that way")
         raise Fail(f"jacobi_step returned a {type(first[1]).__name__}; return a new list of int token ids (e.g. "
                    f"logits[...].argmax(-1).tolist()): the lesson's loop compares windows with ==, and {why}.")
+    want_token_list("jacobi_step", fn, cases[0], "logits[...].argmax(-1).tolist()",
+                    "the lesson feeds the new window back to the model as token ids", tuples=False)
     same = same_ints
     count = compare("jacobi_step", fn, cases, jacobi_update, faults, same,
                     "run the model once on prefix + window; new window = argmax of rows len(prefix) - 1 … "
@@ -151,6 +159,8 @@ def _block_parts(value):
     when it is not a pair of token sequences."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return None
+    if not all(isinstance(part, (list, tuple, torch.Tensor)) for part in value):  # an iterator has no len()
+        return None
     parts = [as_ints(part) for part in value]
     return None if None in parts else parts
 
@@ -196,8 +206,8 @@ def parallel_block(fn):
     first = run_case(fn, fresh_args(cases[0]))
     if first[0] == "ok" and first[1] is not None and _block_parts(first[1]) is None:
         raise Fail(f"parallel_block returned {show_brief(first[1])}; return a pair (inputs, targets) of token-id "
-                   "lists, e.g. (ids[:anchor + 1] + [mask_id] * (k - 1), ids[...]): the lesson feeds inputs to the "
-                   "draft and compares its guesses with targets.")
+                   "lists, e.g. (ids[:anchor + 1] + [mask_id] * (k - 1), ids[...]), not generators or iterators: "
+                   "the lesson takes len(inputs), feeds inputs to the draft and compares its guesses with targets.")
     count = compare("parallel_block", fn, cases, reference_parallel_block, faults, same,
                     "inputs: the text up to and including ids[anchor], then k - 1 copies of mask_id; targets: the "
                     "true tokens after ids[anchor], at most k of them (fewer, or none, near the end of ids).")

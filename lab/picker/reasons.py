@@ -492,5 +492,8 @@ def basis_source(method: str, task: str, basis: str) -> str:
         return f"{SEED_002}, production-settings table, row \"{row.workload}\"{note}"
     if basis == "arena":
         return "lesson 12's committed arena: prompt lookup on chat requests at T = 1 and T = 0, real pair on a CPU"
+    if basis == "arena_conversations":
+        return (f"{ARENA_RUN}: prompt lookup on multi-turn and agent-loop requests at T = 0 and T = 1, the requests "
+                "suffix decoding's range comes from")
     row = STRATEGY_BY_METHOD[method]
     return f"{row.source}, row \"{row.strategy}\""

@@ -23,7 +23,7 @@ __all__ = [
     "MAX_TEMPERATURE", "MAX_API_TEMPERATURE", "SAMPLING_EPS", "SAMPLING_WARN_TEMPERATURE", "speedup_for",
     "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
-    "ARENA_CHAT_PER_CALL", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
+    "ARENA_CHAT_PER_CALL", "ARENA_CONVERSATION_NGRAM_SPEEDUPS", "NGRAM_LOOKUP", "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
     "ARENA_RUN", "ARENA_FILE", "ARENA_ALPHA", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N", "PARD_REPORT",
     "PARD_VLLM_TABLE",
     "PARD_CHAT_SPEEDUPS", "PARALLEL_MEASURED", "PARALLEL_MEASURED_REAL",
@@ -153,6 +153,12 @@ ARENA_SUFFIX_PER_CALL = {task: tuple(round(_ARENA[(task, 0, kind)]["tokens_per_t
                                     for kind in ("suffix", "ngram")) for task in ("multi_turn", "agent")}
 """Tokens per target call of (suffix decoding, prompt lookup at N = 4) on the same requests at T = 0, from
 :data:`ARENA_FILE`."""
+
+ARENA_CONVERSATION_NGRAM_SPEEDUPS = {(task, t): round(_ARENA[(task, t, "ngram")]["measured_speedup"], 2)
+                                     for task in ("multi_turn", "agent") for t in (0, 1)}
+"""Measured speedups of prompt lookup (N = 4) on the same multi-turn and agent-loop requests as
+:data:`ARENA_SUFFIX_SPEEDUPS`, from :data:`ARENA_FILE`: what an engine without suffix decoding serves on the agent
+task, quoted instead of the structured-JSON row that stands in for the task elsewhere."""
 
 MTP_REPORT = "DeepSeek-V3 technical report (arXiv 2412.19437), §5.4.3"
 """Where the MTP row's numbers come from: DeepSeek-V3 ships one multi-token-prediction module in its checkpoint
@@ -285,10 +291,15 @@ Every target call costs at least one autoregressive step, so a speedup above the
 def speedup_for(method: str, task: str) -> tuple:
     """((low, high), basis) for ``method`` on ``task``, latency-bound: its workload row if that row recommends it
     (basis ``"workload_row"``); for prompt lookup elsewhere (chat, long text: no seed row rates it), lesson 12's
-    measured speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``); else the strategy table's range
+    measured speedups on chat requests at T = 1 and T = 0, lower first (``"arena"``), and on the agent task its
+    speedups on the multi-turn and agent-loop requests (``"arena_conversations"``,
+    :data:`ARENA_CONVERSATION_NGRAM_SPEEDUPS`); else the strategy table's range
     (``"strategy"``; for suffix decoding that row is lesson 12's measurement on conversations, for MTP the
     DeepSeek-V3 report's 1.8×, each row's ``source``). The rules rank methods by it, and a recommendation quotes it
     for the method an engine serves in place of the one recommended."""
+    if method == "ngram" and task == "agent":  # measured on the conversations themselves, not the JSON row
+        return ((min(ARENA_CONVERSATION_NGRAM_SPEEDUPS.values()), max(ARENA_CONVERSATION_NGRAM_SPEEDUPS.values())),
+                "arena_conversations")
     row = workload_row(task)
     if row.method == method:
         return row.speedup, "workload_row"

@@ -373,3 +373,10 @@ def test_every_checker_reports_a_stub_as_not_solved(capsys, target):
         assert not ok and "not solved yet" in out
     ok, out = run_with_args(capsys, lesson07.next_position, 42)
     assert not ok and "pass your function itself" in out
+
+
+def test_long_answers_are_shown_by_their_first_items_and_length():
+    assert harness.show_value(list(range(harness.SHOWN_ITEMS))) == str(list(range(harness.SHOWN_ITEMS)))
+    text = harness.show_value(list(range(49152)))
+    assert text == "[" + ", ".join(map(str, range(harness.SHOWN_ITEMS // 4))) + ", … (49152 items)]"
+    assert harness.show_value(tuple(range(100))).endswith("… (100 items))")

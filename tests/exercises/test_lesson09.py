@@ -129,6 +129,22 @@ def test_jacobi_step_one_row_too_many_gets_its_own_hint(capsys, target):
     assert not ok and "return exactly W guesses" in out and "logits[len(prefix) - 1:len(prefix) - 1 + W]" in out
 
 
+def test_jacobi_step_names_floats_and_the_wrong_axis(capsys, target):
+    """From a learner's run: guesses as floats passed and crashed the lesson's next forward; argmax(0) (one guess per
+    vocabulary entry) printed a message of about 150,000 characters with the generic hint."""
+    def as_floats(model, p, w):
+        return [float(t) for t in jacobi_update(model, p, w)]
+
+    ok, out = run(capsys, check.jacobi_step, as_floats, target, [1, 2, 3, 4, 5])
+    assert not ok and "not floats" in out, out
+
+    def wrong_axis(model, p, w):
+        return forward(model, p + w, new_cache())[len(p) - 1:len(p) - 1 + len(w)].argmax(0).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, wrong_axis, target, [1, 2, 3, 4, 5])
+    assert not ok and "LAST dimension" in out and len(out) < 2000, out  # long lists: test_harness
+
+
 def test_jacobi_step_time_limit_covers_the_type_check(capsys, target, monkeypatch):
     """The return-type check ran the learner's function outside the time limit: a loop that never ends hung."""
     monkeypatch.setattr(harness, "CALL_TIME_LIMIT_S", 0.5)
@@ -212,6 +228,11 @@ def test_parallel_block_refuses_other_shapes_and_in_place_edits(capsys):
         return ids[:anchor + 1] + [mask_id] * (k - 1), ids[anchor + 1:anchor + 1 + k]
 
     rejects(check.parallel_block, grows, capsys, "changed its argument `ids` in place")
+    # a one-shot iterator holds the right ids but the lesson takes len(inputs)
+    import itertools
+
+    rejects(check.parallel_block, lambda x, a, k, m: (itertools.chain(x[:a + 1], [m] * (k - 1)),
+                                                      x[a + 1:a + 1 + k]), capsys, "not generators or iterators")
     # tuples and tensors hold the same ids: accepted
     import torch
 
