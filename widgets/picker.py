@@ -265,8 +265,13 @@ class StrategyPicker(w.VBox):
                         f"{brief_repr(temperature)}")
         if isinstance(temperature, Real) and not isinstance(temperature, bool) and not 0 <= temperature <= 1.5:
             raise ValueError(slider_range)  # NaN too: one range named, the slider's, not recommend's [0, 2]
-        check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
-                       exclude, target_has_mtp, has_parallel_draft)
+        try:
+            check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
+                           memory_headroom_gb, exclude, target_has_mtp, has_parallel_draft)
+        except (TypeError, ValueError) as error:
+            if str(error).startswith("temperature"):  # "hot", None: the slider's range, as for numbers
+                raise type(error)(slider_range) from None
+            raise
         if temperature > 1.5:  # a 0-d array or one-element tensor, now checked as a number
             raise ValueError(slider_range)
         if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1

@@ -39,6 +39,10 @@ def jacobi_step(fn, model, prefix_ids):
         logits = forward(m, p + w, new_cache())
         return logits[len(p):len(p) + len(w)].argmax(-1).tolist()
 
+    def row_too_early(m, p, w):
+        logits = forward(m, p + w, new_cache())
+        return logits[len(p) - 2:len(p) - 2 + len(w)].argmax(-1).tolist()
+
     def window_only(m, p, w):
         return forward(m, w, new_cache()).argmax(-1).tolist()
 
@@ -61,6 +65,9 @@ def jacobi_step(fn, model, prefix_ids):
                      "argmax(-1) gives one guess per window position; argmax(0) gives one per vocabulary entry."),
         (shifted, "row j of the logits predicts position j + 1: the guess for window position i comes from the row "
                   "of the token BEFORE it, index len(prefix) - 1 + i."),
+        (row_too_early, "one row too early: the guess for window position i comes from row len(prefix) - 1 + i "
+                        "(the row of the token just before it); row len(prefix) - 2 + i guesses the token already "
+                        "in front of it."),
         (window_only, "feed prefix + window: the guesses depend on the committed text."),
         (one_row_too_many, "return exactly W guesses, one per window position: rows len(prefix) - 1 … len(prefix) + "
                            "W - 2 (logits[len(prefix) - 1:len(prefix) - 1 + W]). The last row, after the window's "
@@ -125,7 +132,13 @@ def count_converged(fn):
         final = iterations[-2] if len(iterations) > 1 else iterations[-1]
         return [converged_prefix(window, final) for window in iterations]
 
+    def without_last(iterations):
+        final = iterations[-1]
+        return [converged_prefix(window, final) for window in iterations[:-1]]
+
     faults = [
+        (without_last, "one count per window, the last one too: the fixed point has converged in full, so its count "
+                       "is its length (range(len(iterations)), not len(iterations) - 1)."),
         (second_last, "the fixed point is the LAST window, iterations[-1]: a trajectory need not repeat it."),
         (anywhere, "count only the leading run of final tokens: a later position can hold its final token by "
                    "luck and still change, because the guesses before it are not final yet."),

@@ -76,8 +76,11 @@ def _medusa_variant(kind):
         for k in range(1, heads + 1):
             shift = k if kind == "offset" else 1 + k      # "offset": head k scored against token t + k
             span = tokens.size(1) - shift
-            weight = {"exponent": decay ** (k - 1), "no_decay": 1.0}.get(kind, decay ** k)
-            if kind == "ignored_in_mean":  # the -100 positions count in the mean's denominator
+            weight = {"exponent": decay ** (k - 1), "no_decay": 1.0, "fixed_decay": 0.8 ** k}.get(kind, decay ** k)
+            if kind == "shift_logits":  # the later logits against the earlier tokens: the pairing reversed
+                ce = F.cross_entropy(logits[:, shift:, k - 1].reshape(-1, logits.size(-1)),
+                                     tokens[:, :span].reshape(-1))
+            elif kind == "ignored_in_mean":  # the -100 positions count in the mean's denominator
                 ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
                                      tokens[:, shift:].reshape(-1), reduction="none").mean()
             else:
@@ -101,6 +104,11 @@ def medusa_loss(fn):
         (_medusa_variant("exponent"), "weight head k by decay ** k (k = 1 for the first head): Medusa-1's λ_k."),
         (_medusa_variant("no_decay"), "weight each head's cross-entropy by decay ** k: later heads are less sure, "
                                       "and their mistakes count less."),
+        (_medusa_variant("fixed_decay"), "weigh head k by decay ** k with the decay argument, not a fixed 0.8: the "
+                                         "lesson and these cases pass other decays (0.5, 1.0)."),
+        (_medusa_variant("shift_logits"), "pair each position's logits with a LATER token: logits[:, :T - 1 - k] "
+                                          "against tokens[:, 1 + k:]. Shifting the logits instead scores head k "
+                                          "at t + 1 + k against the token at t, which lies behind it."),
         (_medusa_variant("average"), "add the weighted cross-entropies up; do not divide by the number of heads."),
         (_medusa_variant("sum"), "take the MEAN cross-entropy over the positions (F.cross_entropy's default), not "
                                  "the sum."),
@@ -292,6 +300,10 @@ def _path_variant(kind):
             else:
                 match = next((c for c in kids if tokens[c] == argmax[row]), None)
             if match is None:
+                if kind == "with_root":
+                    return [-1] + path
+                if kind == "bonus":  # the target's next token appended, as if it were a node
+                    return path + [argmax[path[-1] + 1 if path else 0]]
                 return [tokens[i] for i in path] if kind == "token_ids" else path
             path.append(match)
             node = match
@@ -321,6 +333,12 @@ def accepted_path(fn):
         (_path_variant("any_branch"), "only the current node's CHILDREN are candidates (parents[c] == node): a "
                                       "node with the right token on another branch was proposed after a different "
                                       "prefix, so the target has not checked it."),
+        (_path_variant("with_root"), "list the accepted drafted nodes only: the root (-1) is the last committed "
+                                     "token, not a node of the tree, so the path starts at a child of the root (or "
+                                     "is empty)."),
+        (_path_variant("bonus"), "return the accepted nodes only: the token after them, target_argmax[path[-1] + 1], "
+                                 "is the target's own (the bonus or corrected token), a token id rather than a node, "
+                                 "and the lesson adds it after the path itself."),
         (_path_variant("child_row"), "compare a child's token with its PARENT's row (the target's choice for that "
                                      "slot, row parent + 1), not with the child's own row (which predicts the token "
                                      "after it)."),
@@ -436,8 +454,24 @@ def tokens_per_call(fn, target, prompts):
     def last_prompt_only(t, make, ps, m, eos_id=None):  # totals assigned (=) in the loop instead of added (+=)
         return reference_tokens_per_call(t, make, ps[-1:], m, eos_id)
 
+    def first_prompt_only(t, make, ps, m, eos_id=None):  # `return` inside the loop
+        return reference_tokens_per_call(t, make, ps[:1], m, eos_id)
+
+    def every_step_record(t, make, ps, m, eos_id=None):  # len(gen.steps) holds the prefill's record too
+        runs = runs_of(t, make, ps, m, eos_id)
+        return sum(len(g.tokens) - 1 for g in runs) / sum(len(g.steps) for g in runs)
+
+    def rounded(t, make, ps, m, eos_id=None):
+        return round(reference_tokens_per_call(t, make, ps, m, eos_id), 2)
+
     faults = [
         (floor_division, "divide with / (a float), not // (which rounds down to a whole number)."),
+        (first_prompt_only, "the `return` sits inside the loop, so the function answers after the first prompt: "
+                            "return once the loop has added every prompt's run."),
+        (every_step_record, "gen.steps also holds the prefill's record, which is not a decode step: divide by "
+                            "stats['target_calls'] (or len(gen.decode_steps))."),
+        (rounded, "return the ratio as it is: round only where you print it (f\"{x:.2f}\"), since later cells "
+                  "compare and compute with the value."),
         (with_draft_calls, "count target calls only (stats['target_calls']): the draft's forward passes are "
                            "counted separately (stats['draft_calls']). Tokens per target call measures how many "
                            "target passes speculation saves."),
@@ -464,6 +498,7 @@ def tokens_per_call(fn, target, prompts):
                     "run generate once per prompt with a fresh drafter (passing max_new_tokens and "
                     "eos_token_id), then pool: the tokens all runs wrote after their prefill's first one, over the "
                     "target calls all runs made after their prefill (a ratio of totals, not a mean of ratios).",
-                    show_args=lambda c: f"target, make_drafter, {len(c[2])} prompts, max_new_tokens={c[3]}, "
+                    show_args=lambda c: f"target, make_drafter, {len(c[2])} prompt{'s' * (len(c[2]) != 1)}, "
+                                        f"max_new_tokens={c[3]}, "
                                         f"eos_token_id={c[4]}")
     return f"{count} measurements pooled over prompts exactly as the course measures tokens per target call"

@@ -139,6 +139,13 @@ _FAULTS = [
                                                            else 0.0 for i, x in enumerate(p)]}),
      "per_position_acceptance is unconditional here, as in vLLM (and in our stats when every step drafts N): "
      "accepted at position i / all drafts — not the chance of position i given that position i − 1 was accepted."),
+    (_safe(lambda d, t, a, p: {"acceptance_rate": 100 * a / t, "tokens_per_target_call": 1 + a / d,
+                               "per_position_acceptance": [100 * x / d for x in p]}),
+     "rates are fractions in [0, 1] (0.6), as our stats and vLLM's Grafana panels divide them, not percentages "
+     "(60): leave out the × 100."),
+    (_safe(lambda d, t, a, p: {"acceptance_rate": a // t, "tokens_per_target_call": 1 + a // d,
+                               "per_position_acceptance": [x // d for x in p]}),
+     "use / for the ratios: // floors to a whole number (13 // 24 = 0)."),
     (_unguarded,
      "with no drafts (num_drafts == 0) nothing can be divided: return None for acceptance_rate and "
      "tokens_per_target_call and an empty per_position_acceptance list, as our stats do."),
@@ -241,6 +248,10 @@ def stats_from_vllm_counters(fn) -> str:
             if all(o[:2] == ("raise", "ZeroDivisionError") or _same_outcome(o, _outcome(fault, c))
                    for o, (_, c, _) in zip(outcomes, cases)):
                 raise Fail(f"{hint} (Your function also divided by zero on {zero[0]}.)")
+        if counters["num_drafts"] == 0 and got[0] == "ok":  # the other cases are right: only the empty run is not
+            raise Fail(f"{where}.\n  Hint: with no drafts there is no rate to report: still return the dict, with "
+                       "None for acceptance_rate and tokens_per_target_call (not 0, nan or 1, which read as "
+                       "measurements) and [] for per_position_acceptance, as our stats do.")
         if got[0] == "raise":
             raise Fail(f"on {label} ({_counter_text(counters)}) your function raised {got[1]}: {got[2]}")
         if not isinstance(got[1], dict):

@@ -299,3 +299,15 @@ def test_parallel_block_covers_the_anchor_at_the_end(capsys):
         assert not check09.parallel_block(fn)
         out = capsys.readouterr().out
         assert words in out and "at most k of them" in out, out
+
+
+def test_count_converged_and_jacobi_step_name_two_more_slips(capsys, target):
+    """A count list one short (the fixed point left out) and guesses one row too early got the generic hint."""
+    rejects(check.count_converged, lambda its: [converged_prefix(w, its[-1]) for w in its[:-1]], capsys,
+            "one count per window, the last one too")
+
+    def row_too_early(model, p, w):
+        return forward(model, p + w, new_cache())[len(p) - 2:len(p) - 2 + len(w)].argmax(-1).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, row_too_early, target, [1, 2, 3, 4, 5])
+    assert not ok and "one row too early" in out, out

@@ -336,3 +336,57 @@ def test_fallback_hints_explain_without_printing_the_code(capsys):
     out = rejects(check.medusa_loss, lambda logits, tokens, decay: (logits.sum() * 0 + 1.0), capsys,
                   "1 + k places after each position", "decay to the power k")
     assert "F.cross_entropy(logits[" not in out and "tokens[:, 1 + k:]" not in out
+
+
+def test_slips_from_a_learners_run_get_their_own_hints(capsys, target):
+    """Each of these got the generic hint in a learner's run of lesson 10."""
+    import torch.nn.functional as F
+
+    from lab.decode import generate
+    from lab.exercises.lesson10 import reference_tokens_per_call
+
+    def medusa(shift_logits=False, fixed=False):
+        def loss(logits, tokens, decay=0.8):
+            total = logits.new_zeros(())
+            for k in range(1, logits.size(2) + 1):
+                span = tokens.size(1) - 1 - k
+                head, later = ((logits[:, 1 + k:, k - 1], tokens[:, :span]) if shift_logits else
+                               (logits[:, :span, k - 1], tokens[:, 1 + k:]))
+                total = total + (0.8 if fixed else decay) ** k * F.cross_entropy(
+                    head.reshape(-1, logits.size(-1)), later.reshape(-1))
+            return total
+        return loss
+
+    assert check.medusa_loss(medusa()), capsys.readouterr().out
+    rejects(check.medusa_loss, medusa(fixed=True), capsys, "not a fixed 0.8")
+    rejects(check.medusa_loss, medusa(shift_logits=True), capsys, "a LATER token")
+
+    def walk(with_root=False, bonus=False):
+        def fn(argmax, tokens, parents):
+            path = verify_tree_greedy(argmax, tokens, parents).path
+            if bonus:
+                return path + [argmax[path[-1] + 1 if path else 0]]
+            return [-1] + path if with_root else path
+        return fn
+
+    rejects(check.accepted_path, walk(with_root=True), capsys, "the root (-1) is the last committed token")
+    rejects(check.accepted_path, walk(bonus=True), capsys, "the lesson adds it after the path itself")
+
+    prompts = [list(range(1, 30)), list(range(30, 60))]
+
+    def returns_in_loop(t, make, ps, m, eos_token_id=None):
+        for p in ps:
+            g = generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id)
+            return (len(g.tokens) - 1) / g.stats["target_calls"]
+
+    def every_record(t, make, ps, m, eos_token_id=None):
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+        return sum(len(g.tokens) - 1 for g in runs) / sum(len(g.steps) for g in runs)
+
+    def rounded(t, make, ps, m, eos_token_id=None):
+        return round(reference_tokens_per_call(t, make, ps, m, eos_token_id), 2)
+
+    for fn, phrase in ((returns_in_loop, "inside the loop"), (every_record, "prefill's record"),
+                       (rounded, "round only where you print it")):
+        out = rejects(lambda f: check.tokens_per_call(f, target, prompts), fn, capsys, phrase)
+        assert " 1 prompts" not in out, out

@@ -200,3 +200,20 @@ def test_checker_never_raises_and_reports_stubs(capsys):
                 lambda *a: {"acceptance_rate": "x", "tokens_per_target_call": [], "per_position_acceptance": 3}):
         assert not check.stats_from_vllm_counters(bad)
         assert capsys.readouterr().out.startswith("✗")
+
+
+@pytest.mark.parametrize("empty,phrase", [
+    # a number where the run has no drafts, or no dict at all there: the empty run is named with its own hint
+    (lambda: {"acceptance_rate": 0.0, "tokens_per_target_call": 1.0, "per_position_acceptance": []}, "still return"),
+    (lambda: {"acceptance_rate": float("nan"), "tokens_per_target_call": float("nan"),
+              "per_position_acceptance": []}, "not 0, nan or 1"),
+    (lambda: None, "with no drafts there is no rate"),
+])
+def test_the_empty_run_gets_its_own_hint(empty, phrase, capsys):
+    def learner(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position):
+        if num_drafts == 0:
+            return empty()
+        return _vllm_stats(num_drafts, num_draft_tokens, num_accepted_tokens, accepted_per_position)
+
+    out = rejects(check.stats_from_vllm_counters, learner, capsys, phrase)
+    assert "no speculative steps at all" in out, out

@@ -81,9 +81,12 @@ def test_picker_set_checks_everything_first_and_takes_what_the_constructor_takes
         picker.set(task="code", temperature=2.0)
     assert picker.workload == workload and picker.html == card  # nothing moved
     # NaN named the API's range [0, 2] where 2 names the slider's: one range for every bad temperature here
-    for bad in (float("nan"), -0.5, 10 ** 400, np.float64(1.6), np.array(1.6)):
+    # and a value that is no number at all ("hot" named the API's 0-2 where a number out of range named 0-1.5)
+    for bad in (float("nan"), -0.5, 10 ** 400, np.float64(1.6), np.array(1.6), "hot", None):
         with pytest.raises(ValueError, match=r"in \[0, 1.5\] here \(the slider's range\), got "):
             picker.set(temperature=bad)
+    with pytest.raises(ValueError, match=r"in \[0, 1.5\] here \(the slider's range\), got 'hot'"):
+        StrategyPicker(temperature="hot")
     with pytest.raises(ValueError, match="task must be one of chat, code"):
         picker.set(task="foo")
     with pytest.raises(ValueError, match="exclude may only name"):
