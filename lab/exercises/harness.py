@@ -384,7 +384,8 @@ SHOWN_ITEMS = 64
 
 def show_value(value, exact: bool = False) -> str:
     """A short text of ``value`` for messages: floats to 4 significant digits, or every digit with ``exact``; a list
-    or tuple of more than :data:`SHOWN_ITEMS` items as its first items and its length."""
+    or tuple of more than :data:`SHOWN_ITEMS` items as its first items and its length (in full with ``exact``, which
+    compare uses where the short texts of two answers read alike)."""
     if isinstance(value, torch.Tensor):
         if value.dim() == 0:
             return f"tensor({show_value(value.item(), exact)})"
@@ -392,7 +393,7 @@ def show_value(value, exact: bool = False) -> str:
     if isinstance(value, float):
         return repr(value) if exact else f"{value:.4g}"
     if isinstance(value, (list, tuple)):
-        if len(value) > SHOWN_ITEMS:  # a wrong axis can return a list as long as the vocabulary
+        if len(value) > SHOWN_ITEMS and not exact:  # a wrong axis can return a list as long as the vocabulary
             inner = ", ".join(show_value(v, exact) for v in value[:SHOWN_ITEMS // 4])
             return (f"[{inner}, … ({len(value)} items)]" if isinstance(value, list) else
                     f"({inner}, … ({len(value)} items))")
@@ -431,8 +432,10 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     the one agreeing on most cases (the hint then says how many it fits when that is not all of them);
     ``generic_hint`` when none does.
     A call of ``fn`` that runs past ``time_limit`` seconds (default ``CALL_TIME_LIMIT_S``) raises ``NoReturn``,
-    which ``checker`` reports. A None answer is read as a missing ``return`` unless the reference returns None on
-    some case or ``none_allowed`` says it does elsewhere and a planted fault explains the answers."""
+    which ``checker`` reports. A None answer gets the missing-``return`` hint unless the reference returns None on
+    some case and the learner's function returned something else elsewhere, or ``none_allowed`` (the reference
+    returns None on cases checked elsewhere) and a planted fault explains the answers: then that fault's hint, even
+    for a function that returned None everywhere (so such a fault's hint should mention a missing return too)."""
     show_args = show_args or (lambda args: ", ".join(show_value(a) for a in args))
     learner_fn, fn = fn, time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
     expected = [outcome_of(reference, args) for args in cases]
@@ -591,7 +594,7 @@ def want_token_list(name: str, fn, case, example: str, why: str = "the lesson ad
                     what: str = "int token ids", tuples: bool = True) -> None:
     """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
     (the lesson would collect 0-d tensors), a NumPy array (``list + array`` adds element-wise), a one-shot iterator (a
-    generator or map, used up once read), a list holding floats and, with ``tuples=False``, a tuple. ``why`` says
+    generator or map, used up once read), a list holding floats or tensors and, with ``tuples=False``, a tuple. ``why`` says
     what the lesson does with the list. None and errors are left to :func:`compare`, which names the case."""
     outcome = run_case(fn, fresh_args(case))
     value = outcome[1] if outcome[0] == "ok" else None

@@ -8,6 +8,8 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
+import collections.abc
+
 import random
 
 import torch
@@ -172,7 +174,7 @@ def _block_parts(value):
     when it is not a pair of token sequences."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return None
-    if not all(isinstance(part, (list, tuple, torch.Tensor)) for part in value):  # an iterator has no len()
+    if any(isinstance(part, collections.abc.Iterator) for part in value):  # used up once read, and has no len()
         return None
     parts = [as_ints(part) for part in value]
     return None if None in parts else parts

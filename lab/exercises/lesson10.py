@@ -104,7 +104,7 @@ def medusa_loss(fn):
         (_medusa_variant("exponent"), "weight head k by decay ** k (k = 1 for the first head): Medusa-1's λ_k."),
         (_medusa_variant("no_decay"), "weight each head's cross-entropy by decay ** k: later heads are less sure, "
                                       "and their mistakes count less."),
-        (_medusa_variant("fixed_decay"), "weigh head k by decay ** k with the decay argument, not a fixed 0.8: the "
+        (_medusa_variant("fixed_decay"), "weight head k by decay ** k with the decay argument, not a fixed 0.8: the "
                                          "lesson and these cases pass other decays (0.5, 1.0)."),
         (_medusa_variant("shift_logits"), "pair each position's logits with a LATER token: logits[:, :T - 1 - k] "
                                           "against tokens[:, 1 + k:]. Shifting the logits instead scores head k "

@@ -141,8 +141,9 @@ _FAULTS = [
      "accepted at position i / all drafts — not the chance of position i given that position i − 1 was accepted."),
     (_safe(lambda d, t, a, p: {"acceptance_rate": 100 * a / t, "tokens_per_target_call": 1 + a / d,
                                "per_position_acceptance": [100 * x / d for x in p]}),
-     "rates are fractions in [0, 1] (0.6), as our stats and vLLM's Grafana panels divide them, not percentages "
-     "(60): leave out the × 100."),
+     "rates are fractions in [0, 1] (0.6), as our stats give them and vLLM's PromQL formulas compute them, not "
+     "percentages (60; vLLM's log line prints the acceptance rate as one, 'Avg Draft acceptance rate: 60.0%'): "
+     "leave out the × 100."),
     (_safe(lambda d, t, a, p: {"acceptance_rate": a // t, "tokens_per_target_call": 1 + a // d,
                                "per_position_acceptance": [x // d for x in p]}),
      "use / for the ratios: // floors to a whole number (13 // 24 = 0)."),

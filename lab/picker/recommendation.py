@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from lab.picker.counters import VLLM_METRICS
 from lab.picker.engines import ENGINE_LABELS, EngineSettings
 from lab.picker.reasons import basis_source, join_names
-from lab.picker.tables import METHOD_LABELS, TASK_LABELS, speedup_for
+from lab.picker.tables import METHOD_LABELS, TASK_LABELS, served_speedup_for
 
 __all__ = ["Recommendation"]
 
@@ -70,7 +70,7 @@ class Recommendation(EngineSettings):
     def served_speedups(self) -> dict:
         """What each engine serves when it is not the recommended method, with the speedup to expect from it: engine
         key -> (course method, (low, high) or None, source). The range is the one the rules would quote for that
-        method on this task (:func:`lab.picker.tables.speedup_for`; (1.0, 1.0) for ``"none"``), None under load,
+        method on this task (:func:`lab.picker.tables.served_speedup_for`; (1.0, 1.0) for ``"none"``), None under load,
         where the tables rate no substitute. Empty when every engine serves ``method`` itself."""
         out = {}
         task, loaded = self.workload.get("task"), not self.workload.get("latency_bound", True)
@@ -82,7 +82,7 @@ class Recommendation(EngineSettings):
             elif loaded or task is None:
                 out[engine] = (runs, None, "not rated under load")
             else:
-                speedup, basis = speedup_for(runs, task)
+                speedup, basis = served_speedup_for(runs, task)
                 out[engine] = (runs, speedup, basis_source(runs, task, basis))
         return out
 

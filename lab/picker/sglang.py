@@ -5,12 +5,13 @@ The flags and algorithm names are those of SGLang 0.5.23 (PyPI wheel, October 20
 ``sglang/srt/arg_groups/arg_utils.py`` (``--`` + the field name with ``-`` for ``_``), and
 ``--speculative-algorithm`` takes a ``SpeculativeAlgorithm`` member of ``sglang/srt/speculative/spec_info.py``
 (EAGLE, EAGLE3, STANDALONE, NGRAM, ...; ``NEXTN`` is an alias of EAGLE), matched case-insensitively. The copies
-this course validates against live in ``tests/data/engines/sglang-0.5.23/``. Two behaviours come from files of the
-same wheel that are not pinned there: ``sglang/srt/arg_groups/speculative_hook.py`` (``_handle_eagle_family``,
-``_handle_ngram``: a speculating server without ``--max-running-requests`` is capped at 48 running requests;
-``--speculative-use-rejection-sampling`` is refused for anything but EAGLE, EAGLE3 and NEXTN) and
+this course validates against live in ``tests/data/engines/sglang-0.5.23/``, among them
+``sglang/srt/arg_groups/speculative_hook.py`` (``_handle_eagle_family``, ``_handle_ngram``: a speculating server
+without ``--max-running-requests`` is capped at 48 running requests; ``--speculative-use-rejection-sampling`` is
+refused for anything but EAGLE, EAGLE3 and NEXTN, and needs top-k 1; ``_auto_choose_speculative_params``: the draft
+shape SGLang picks when none is given). One behaviour comes from a file of the same wheel that is not pinned:
 ``sglang/srt/speculative/eagle_worker_v2.py`` (rejection sampling refused for a head whose draft vocabulary is
-smaller than the target's); ``--max-running-requests`` is the ``max_running_requests`` field of
+smaller than the target's). ``--max-running-requests`` is the ``max_running_requests`` field of
 ``sglang/srt/arg_groups/fields/schedule.py``.
 
 Per method: ``draft_model`` -> STANDALONE (a separate draft model), ``eagle`` -> EAGLE3, ``ngram`` -> NGRAM,
@@ -146,13 +147,16 @@ class SGLangSettings:
                          "DFLASH, DSPARK, UNO; DFLASH and DSPARK feed mask tokens too, but their drafts read the "
                          "target's hidden states); its flags run the PARD draft as a STANDALONE draft model, one "
                          "forward per drafted token.")
-        if method == "eagle":
+        if method == "eagle" and self.workload.get("latency_bound", True):  # under load a short chain is the point
             notes.append(f"These flags draft a chain of {self.n_draft} (top-k 1), the shape the draft length above was "
                          "chosen for. Given no --speculative-num-steps, SGLang 0.5.23 picks the shape from the "
                          "target's architecture (_auto_choose_speculative_params in speculative_hook.py): a tree of 5 "
-                         "steps, top-k 4 and 8 verified tokens for Llama and Grok targets, a chain of 3 for the "
-                         "others. A tree accepts more per step where verifying 8 tokens costs no more than 4 (a GPU "
-                         "at small batch; lesson 12 compares the shapes); set all three flags, as SGLang requires.")
+                         "steps, top-k 4 and 8 verified tokens for LlamaForCausalLM and Grok-1 targets, a chain of 3 "
+                         "for the others. A tree accepts more per step where verifying 8 tokens costs no more than 4 "
+                         "(a GPU at small batch; lesson 12 compares the shapes); set all three flags, as SGLang "
+                         "requires"
+                         + (", and keep top-k 1 when sampling: --speculative-use-rejection-sampling requires it."
+                            if self.temperature > 0 else "."))
         if method == "ngram" and self.method == "ngram":
             notes.append("SGLang's NGRAM drafts a tree from an n-gram trie (breadth up to "
                          "--speculative-ngram-max-bfs-breadth) rather than prompt lookup's single continuation.")

@@ -380,3 +380,14 @@ def test_long_answers_are_shown_by_their_first_items_and_length():
     text = harness.show_value(list(range(49152)))
     assert text == "[" + ", ".join(map(str, range(harness.SHOWN_ITEMS // 4))) + ", … (49152 items)]"
     assert harness.show_value(tuple(range(100))).endswith("… (100 items))")
+    assert harness.show_value(list(range(100)), exact=True) == str(list(range(100)))  # compare's every-digit view
+
+
+def test_two_long_answers_that_differ_late_are_shown_in_full():
+    """The short texts of two 100-item answers that differ in the last item read alike: the message shows both
+    in full, as it shows every digit of a near miss."""
+    with pytest.raises(harness.Fail) as failed:
+        harness.compare("f", lambda n: list(range(n - 1)) + [0], [(100,)], lambda n: list(range(n)), [],
+                        harness.same_ints, "generic")
+    message = str(failed.value)
+    assert "98, 0]; expected [0, 1" in message and "98, 99]." in message, message

@@ -233,6 +233,11 @@ def test_parallel_block_refuses_other_shapes_and_in_place_edits(capsys):
 
     rejects(check.parallel_block, lambda x, a, k, m: (itertools.chain(x[:a + 1], [m] * (k - 1)),
                                                       x[a + 1:a + 1 + k]), capsys, "not generators or iterators")
+    # NumPy arrays have a len() and hold the right ids: a right answer
+    import numpy as np
+
+    assert check.parallel_block(lambda x, a, k, m: tuple(np.array(part, dtype=np.int64) for part in
+                                                        check.reference_parallel_block(x, a, k, m)))
     # tuples and tensors hold the same ids: accepted
     import torch
 

@@ -368,10 +368,23 @@ def test_sglang_eagle_note_quotes_the_pinned_shape_defaults():
         branch = branch.orelse[0]
     assert ast.literal_eval(branch.value) == (3, 1, 4)  # every other architecture
     assert {v for k, v in returns.items() if "Llama" not in k and "Grok" not in k} == {(3, 1, 4)}
-    assert "cfg.speculative_eagle_topk is None" in hook and "cfg.speculative_num_draft_tokens is None" in hook
+    # _handle_eagle_family asserts top-k and draft tokens unset when the steps are (so the flags give all three)
+    family = next(node for node in ast.walk(ast.parse(hook))
+                  if isinstance(node, ast.FunctionDef) and node.name == "_handle_eagle_family")
+    unset = [ast.unparse(node.test) for node in ast.walk(family) if isinstance(node, ast.Assert)]
+    assert "cfg.speculative_eagle_topk is None and cfg.speculative_num_draft_tokens is None" in unset, unset
+    # and rejection sampling refuses any top-k but 1
+    assert "--speculative-use-rejection-sampling requires --speculative-eagle-topk=1." in hook
     rec = recommend("chat", 0.0, False, True)
     note = next(n for n in rec.engine_notes() if "_auto_choose_speculative_params" in n)
-    assert "5 steps, top-k 4 and 8 verified tokens for Llama and Grok" in note and "a chain of 3" in note
+    assert "5 steps, top-k 4 and 8 verified tokens for LlamaForCausalLM and Grok-1" in note and "chain of 3" in note
     assert f"chain of {rec.n_draft} (top-k 1)" in note and rec.sglang_method() == "eagle"
+    assert "rejection-sampling" not in note
     args = rec.sglang_args()
     assert args[args.index("--speculative-eagle-topk") + 1] == "1"
+    sampled = next(n for n in recommend("chat", 0.7, False, True).engine_notes() if "_auto_choose" in n)
+    assert "keep top-k 1 when sampling" in sampled
+    # under load the chain is short on purpose: no invitation to a tree
+    loaded = recommend("chat", 0.0, False, True, latency_bound=False)
+    assert loaded.sglang_method() == "eagle"
+    assert not any("_auto_choose_speculative_params" in n for n in loaded.engine_notes())
