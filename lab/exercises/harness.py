@@ -594,8 +594,9 @@ def want_token_list(name: str, fn, case, example: str, why: str = "the lesson ad
                     what: str = "int token ids", tuples: bool = True) -> None:
     """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
     (the lesson would collect 0-d tensors), a NumPy array (``list + array`` adds element-wise), a one-shot iterator (a
-    generator or map, used up once read), a list holding floats or tensors and, with ``tuples=False``, a tuple. ``why`` says
-    what the lesson does with the list. None and errors are left to :func:`compare`, which names the case."""
+    generator or map, used up once read), a list holding floats or tensors and, with ``tuples=False``, a tuple.
+    ``why`` says what the lesson does with the list. None and errors are left to :func:`compare`, which names the
+    case."""
     outcome = run_case(fn, fresh_args(case))
     value = outcome[1] if outcome[0] == "ok" else None
     # a NumPy array too: list + array adds element-wise instead of joining
