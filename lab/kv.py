@@ -276,7 +276,9 @@ def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_dra
     step may overshoot max_new_tokens), "target_calls": int, "accepted": int, "drafted": int, "draft_cache": the
     draft's cache, "draft_pending": the committed tokens it has not been fed yet}``.
     Raises ``ValueError`` for an empty prompt or ``n_draft`` / ``max_new_tokens`` < 1 (and, from
-    :func:`lab.models.forward`, for positions past the context), ``TypeError`` for text or float ids.
+    :func:`lab.models.forward`, for positions past the context), ``TypeError`` for text or float ids, and
+    ``ValueError`` naming the rule when ``emit`` returns no tokens (or something that is not a list of ids),
+    ``advance`` no whole position >= 0, or ``draft_keep`` no whole count in 0..held.
     """
     from lab.models import forward, new_cache
 
@@ -308,11 +310,16 @@ def two_cache_greedy(target, draft_model, prompt_ids, max_new_tokens: int, n_dra
         accepted_total += k
         # 3. roll both caches back to the committed tokens
         rollback(target_cache, base + 1 + k)
-        rollback(draft_cache, draft_keep(held, k, n_draft))
+        rollback(draft_cache, check_int("draft_keep(held, num_accepted, n_draft)", draft_keep(held, k, n_draft),
+                                        0, held))
         pending = [drafts[-1], next_token] if k == n_draft else [next_token]
-        # 4. emit, and move to the new last token
-        out += emit(drafts, k, next_token)
-        position = advance(position, k)
+        # 4. emit, and move to the new last token (a rule that emits nothing would loop for ever)
+        emitted = emit(drafts, k, next_token)
+        if not isinstance(emitted, (list, tuple)) or not emitted:
+            raise ValueError(f"emit(drafts, num_accepted, next_token) must return a non-empty list of token ids (a "
+                             f"step always emits at least the target's token); got {emitted!r}")
+        out += [check_int("a token emit returned", t, 0) for t in emitted]
+        position = check_int("advance(position, num_accepted)", advance(position, k), 0)
         last = next_token
     return {"tokens": out[:max_new_tokens], "emitted": out, "target_calls": calls, "accepted": accepted_total,
             "drafted": calls * n_draft, "draft_cache": draft_cache, "draft_pending": pending}

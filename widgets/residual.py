@@ -188,8 +188,12 @@ class ResidualExplorer(w.VBox):
     def _on_slider(self, which, index, value):
         if self._syncing:
             return
-        value = min(max(float(value), 0.0), 1.0)
         old = self._values[which]
+        if not math.isfinite(float(value)):  # NaN would spread to every slider and the chart
+            self._push_sliders(which)        # back to the values before
+            raise ValueError(f"{which} slider {index} ({self.tokens[index]!r}) must be a finite probability in "
+                             f"[0, 1], got {value!r}")
+        value = min(max(float(value), 0.0), 1.0)
         rest = sum(v for j, v in enumerate(old) if j != index)
         others = len(old) - 1
         new = []

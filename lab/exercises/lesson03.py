@@ -157,6 +157,8 @@ def residual_after_rejection(fn):
         (lambda t, d, token: torch.softmax((t - d).clamp_min(0), -1),
          "divide by the sum; softmax gives mass to tokens whose residual is 0."),
     ]
+    # the residual's own slips (the subtraction reversed, no clamp, no normalisation, ...), whatever the token
+    faults += [(lambda t, d, token, residual=residual: residual(t, d), hint) for residual, hint in _residual_faults()]
     n = compare("residual_after_rejection", fn, _AFTER_REJECTION_CASES,
                 lambda t, d, token: reference_residual_distribution(t, d), faults, same_tensor,
                 "return the residual over the vocabulary: max(0, target - draft) / its sum.")

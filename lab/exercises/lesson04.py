@@ -147,8 +147,12 @@ def _joint_candidates(runs: int, seed: int):
 
 
 def _diagnose(counts, candidates, fallback):
-    best = max(candidates, key=lambda c: counts_pvalue(counts, c[0]))
-    return best[1] if counts_pvalue(counts, best[0]) > P_THRESHOLD else fallback
+    """The hint of the candidate distribution that fits ``counts`` best (chi-square p-value); candidates that are the
+    same distribution (the last draft untested, a backwards residual and every draft accepted all give the draft's
+    at N = 1) fit alike up to rounding, and the first listed wins: callers list the likeliest first."""
+    fits = [round(counts_pvalue(counts, c[0]), 9) for c in candidates]
+    best = fits.index(max(fits))
+    return candidates[best][1] if fits[best] > P_THRESHOLD else fallback
 
 
 @checker
@@ -177,6 +181,8 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     draft_probs = [0.1, 0.2, 0.3, 0.4]
     target, draft = fixed_model(target_probs), fixed_model(draft_probs)
 
+    draft_calls = [0]  # draft_model calls in the latest step
+
     def call(prefix, tm, dm, n):
         given = list(prefix)
         handed = []  # (model name, the list fn got, a copy of it): an edited one is named, not blamed on the maths
@@ -189,6 +195,7 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
             return wrapped
 
         out = fn(given, watched(tm, "target_model"), watched(dm, "draft_model"), n, rng)
+        draft_calls[0] = sum(name == "draft_model" for name, _, _ in handed)
         if given != list(prefix):
             raise Fail("your function changed the prefix list it was given; build a new list instead "
                        "(e.g. out = list(prefix)).")
@@ -199,7 +206,8 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                        "would change its later answers. Copy it first (t = list(target_model(...))) or build a "
                        "new list.")
         if not isinstance(out, list) or not all(isinstance(x, Integral) and not isinstance(x, bool) for x in out):
-            raise Fail(f"return a list of int token ids (prefix + new tokens); got {show_value(out)}.")
+            raise Fail(f"return a list of int token ids (prefix + new tokens); got {show_value(out, exact=True)}"
+                       + (" (floats)." if isinstance(out, list) and any(isinstance(x, float) for x in out) else "."))
         if out[:len(prefix)] != list(prefix):
             raise Fail(f"the result must start with the prefix {prefix}; got {out}. Return prefix + new tokens.")
         vocab = len(tm(list(prefix)))
@@ -214,10 +222,17 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
         for _ in range(20):
             out = call(prefix, target, target, n)
             new = len(out) - len(prefix)
+            if new == n and draft_calls[0] < n:
+                raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
+                           f"follow; you returned {new}, and the draft model was asked for {draft_calls[0]} "
+                           f"token(s).\n  Hint: draft n_draft = {n} tokens (range(n_draft), not range(n_draft - "
+                           "1)), each from draft_model(prefix + drafts so far).")
             if new == n:
                 raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
                            f"follow; you returned {new}. After accepting all drafts, sample the bonus token from "
-                           "the target's distribution at the next position.")
+                           "the target's distribution at the next position (and with identical models "
+                           "min(1, target/draft) = 1, so a draft is accepted when u < that ratio, which always "
+                           "holds: check the comparison's direction if a draft was rejected).")
             if new != n + 1:
                 raise Fail(f"with draft == target every draft is accepted, so {n + 1} tokens must follow the "
                            f"prefix; you returned {new}: {out}.")
@@ -427,6 +442,15 @@ def chi_square_pvalue(fn):
          "without f_exp scipy tests against a UNIFORM distribution; pass the target's expected counts."),
         (lambda tokens, probs: chisquare(counts_of(tokens, len(probs)), [p * len(tokens) for p in probs]),
          "you returned scipy's whole result (statistic, pvalue); return just the p-value: float(result.pvalue)."),
+        (lambda tokens, probs: 1 - float(chisquare(counts_of(tokens, len(probs)),
+                                                   [p * len(tokens) for p in probs]).pvalue),
+         "that is 1 - p (the chi-square CDF at the statistic): the p-value is the chance of a statistic at least "
+         "this large under the target, chisquare(...).pvalue (or chi2.sf(statistic, V - 1)), small when the counts "
+         "do not fit."),
+        (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs)), [p * len(tokens) for p in probs],
+                                               ddof=1).pvalue),
+         "leave ddof at 0: the target distribution is given, not fitted to these counts, so the test has V - 1 "
+         "degrees of freedom."),
     ]
     def show(args):
         return f"<{len(args[0])} tokens>, {show_value(list(args[1]))}"
@@ -468,7 +492,7 @@ def _proposal_call(name, fn, draft, *args):
 
 
 def _unpack_proposal(name, out):
-    if not (isinstance(out, tuple) and len(out) == 2):
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):  # the lesson only unpacks it: a list pair will do
         raise Fail(f"{name} must return a pair (token, reported_probs); got {show_value(out)}.")
     token, reported = out
     if isinstance(token, torch.Tensor):
@@ -488,6 +512,11 @@ def _unpack_proposal(name, out):
     return int(token), reported
 
 
+GREEDY_REPEATS = 20
+"""Extra calls of the learner's greedy draft per case: a draft that samples proposes the same token on all of them
+with probability at most 0.8 ** 20 ≈ 0.01 on the most peaked case, and far less over all five."""
+
+
 @checker
 def greedy_draft(fn):
     """Check ``fn(draft_probs [V]) -> (token, reported_probs [V])`` for a greedy draft.
@@ -501,6 +530,12 @@ def greedy_draft(fn):
         if not 0 <= token < len(draft) or draft[token] != draft.max():  # on a tie, any of the tied maxima
             raise Fail(f"greedy_draft({show_value(draft)}) proposed token {token}; a greedy draft proposes the argmax, "
                        f"{int(draft.argmax())}.")
+        for _ in range(GREEDY_REPEATS):  # a sampling draft picks the argmax often enough to pass one call
+            again, _ = _proposal_call("greedy_draft", fn, draft)
+            if again != token:
+                raise Fail(f"greedy_draft({show_value(draft)}) proposed token {token} on one call and {again} on "
+                           f"another.\n  Hint: a greedy draft is deterministic: take the argmax "
+                           f"(int(draft_probs.argmax())), do not sample (torch.multinomial).")
         best = token
         if reported.shape != draft.shape:
             raise Fail(f"reported_probs must have shape {tuple(draft.shape)}, got {tuple(reported.shape)}.")

@@ -23,6 +23,8 @@ _ACCEPTANCE_CASES = [
     (_t([0.7, 0.2, 0.1, 0.0]), _t([0.4, 0.3, 0.2, 0.1])),
     # 0.5; the largest single difference would say 1 - 0.25 = 0.75: only a sum over tokens gets this right
     (_t([0.5, 0.5, 0.0, 0.0]), _t([0.25, 0.25, 0.25, 0.25])),
+    # an answer with more than two decimals (0.6333): round(x, 2) passed every case above
+    (_t([0.4137, 0.3312, 0.2551]), _t([0.1023, 0.2759, 0.6218])),
 ]
 
 
@@ -60,6 +62,11 @@ def expected_acceptance(fn):
          "where draft(x) = 0 your term is 0 x (target/0), and 0 x inf or 0 x (0/0) is NaN in floating point. Such "
          "tokens are never drafted and add nothing: sum min(target, draft), the same expectation without a "
          "division."),
+        (lambda t, d: float(torch.minimum(t, d).mean()),
+         "sum over the tokens, not the mean: the accepted probability mass is sum_x min(target(x), draft(x)); "
+         ".mean() divides it by the vocabulary size."),
+        (lambda t, d: round(float(torch.minimum(t, d).sum()), 2),
+         "return the value unrounded: round only where you print it."),
         (lambda t, d: float(1 - (t - d).abs().sum()),
          "TV is HALF the sum of |target - draft| (each unit of mass moved is counted twice, once where it leaves "
          "and once where it arrives): acceptance = 1 - 0.5 * sum |target - draft|."),

@@ -39,6 +39,8 @@ def expected_tokens_per_call(fn):
         (lambda a, n: 1 + n * a,
          "acceptance stops at the first rejection, so draft i counts only if drafts 1..i were all accepted: "
          "1 + alpha + alpha^2 + ... + alpha^N."),
+        (lambda a, n: n if a == 1 else _metrics.expected_tokens_per_call(a, n),
+         "at alpha = 1 all N drafts are accepted AND the target adds its bonus token: return N + 1, not N."),
         (lambda a, n: n * a, "count the target's own token too: a step always emits at least one token."),
         (lambda a, n: _metrics.expected_tokens_per_call(a, n) - 1,
          "every answer is exactly one short: the sum starts at i = 0 (alpha^0 = 1, the target's own token, which "
@@ -113,6 +115,12 @@ def best_n_draft(fn):
          "every answer is exactly one short: that is the 0-based index of the best speedup (np.argmax over a list "
          "that starts at N = 1); the draft length is that index + 1."),
     ]
+    first = outcome_of(fn, _BEST_N_CASES[0])  # a pair such as (N, its speedup) holding the right N
+    if (first[0] == "ok" and isinstance(first[1], (tuple, list)) and len(first[1]) == 2
+            and same_whole(first[1][0], _metrics.optimal_n_draft(*_BEST_N_CASES[0]))):
+        raise Fail(f"best_n_draft{_BEST_N_CASES[0]} returned {first[1]!r}: the right N, with something else.\n  "
+                   "Hint: return the best N alone, not (N, its speedup): the lesson formats the answer as one whole "
+                   "number.")
     n = compare("best_n_draft", fn, _BEST_N_CASES, _metrics.optimal_n_draft, faults, same_int,
                 "try every N from 1 to max_n and keep the one with the largest predicted_speedup (smallest on ties).")
     answer = outcome_of(fn, _BEST_N_CASES[0])

@@ -117,3 +117,14 @@ def test_bug_2_leaves_zero_mass_to_bug_3(capsys):
             "softmax is for logits")
     rejects(check.residual_without_softmax, lambda t, d: (t - d).clamp_min(0) / (t - d).clamp_min(0).sum(), capsys,
             "last axis")
+
+
+def test_residual_after_rejection_names_the_residuals_own_slips(capsys):
+    """The subtraction reversed, no clamp and no normalisation got the generic hint here, though the residual
+    exercises name each (from a learner's run)."""
+    def pos(t, d):
+        return (t - d).clamp_min(0)
+
+    rejects(check.residual_after_rejection, lambda t, d, k: pos(d, t) / pos(d, t).sum(), capsys, "wrong way round")
+    rejects(check.residual_after_rejection, lambda t, d, k: pos(t, d), capsys, "normalise")
+    rejects(check.residual_after_rejection, lambda t, d, k: (t - d) / (t - d).sum(), capsys, "clamp negative")

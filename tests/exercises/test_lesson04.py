@@ -498,3 +498,64 @@ def test_an_upside_down_ratio_is_not_called_an_untested_last_draft(capsys):
     """At N = 1 an inverted ratio lands near the draft's distribution too; the hint named an untested draft."""
     out = rejects(check.speculative_step, spec_step_variant(accept="inverted"), capsys, "upside down")
     assert "without the acceptance test" not in out
+
+
+def test_greedy_draft_refuses_a_draft_that_samples_whatever_the_seed(capsys):
+    """One call per case let a sampling draft pass when it happened to draw every argmax (about 1 seed in 10)."""
+    def sampling_draft(draft_probs):
+        token = int(torch.multinomial(draft_probs, 1))
+        return token, torch.nn.functional.one_hot(torch.tensor(token), len(draft_probs)).float()
+
+    for seed in range(30):
+        torch.manual_seed(seed)
+        assert not check.greedy_draft(sampling_draft)
+        out = capsys.readouterr().out  # a token other than the argmax on the first call, or two tokens
+        assert "do not sample" in out or "a greedy draft proposes the argmax" in out, out
+    # a list pair is unpacked as the lesson unpacks a tuple: a right answer
+    assert check.greedy_draft(lambda d: [int(d.argmax()), torch.nn.functional.one_hot(d.argmax(), len(d)).float()])
+
+
+def test_speculative_step_names_short_drafts_floats_and_an_untested_last_draft(capsys):
+    def step(untested_last=False, n_minus=False, as_floats=False):
+        def fn(prefix, target_model, draft_model, n_draft, rng):
+            ctx, drafts, qs = list(prefix), [], []
+            for _ in range(n_draft - 1 if n_minus else n_draft):
+                q = list(draft_model(ctx))
+                drafts.append(rng.choices(range(len(q)), weights=q)[0])
+                qs.append(q)
+                ctx = ctx + [drafts[-1]]
+            out = list(prefix)
+            for i, x in enumerate(drafts):
+                t = list(target_model(out))
+                if untested_last and i == len(drafts) - 1:
+                    out.append(x)
+                    continue
+                if rng.random() < min(1.0, t[x] / qs[i][x]):
+                    out.append(x)
+                    continue
+                residual = [max(0.0, a - b) for a, b in zip(t, qs[i])]
+                out.append(rng.choices(range(len(t)), weights=residual)[0])
+                return [float(v) for v in out] if as_floats else out
+            t = list(target_model(out))
+            out.append(rng.choices(range(len(t)), weights=t)[0])
+            return [float(v) for v in out] if as_floats else out
+        return fn
+
+    assert check.speculative_step(step())
+    rejects(check.speculative_step, step(n_minus=True), capsys, "not range(n_draft - 1)")
+    rejects(check.speculative_step, step(as_floats=True), capsys, "got [3.0, 1.0", "(floats)")
+    # the reversed residual gives the draft's distribution at N = 1 too: the untested last draft is named first
+    out = rejects(check.speculative_step, step(untested_last=True), capsys, "without the acceptance test")
+    assert "not draft - target" not in out
+
+
+def test_chi_square_pvalue_names_one_minus_p_and_ddof(capsys):
+    from scipy.stats import chisquare
+
+    def counts(tokens, v):
+        return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
+
+    rejects(check.chi_square_pvalue, lambda tokens, probs: 1 - chisquare(
+        counts(tokens, len(probs)), [p * len(tokens) for p in probs]).pvalue, capsys, "that is 1 - p")
+    rejects(check.chi_square_pvalue, lambda tokens, probs: chisquare(
+        counts(tokens, len(probs)), [p * len(tokens) for p in probs], ddof=1).pvalue, capsys, "leave ddof at 0")

@@ -34,3 +34,10 @@ def test_expected_acceptance_largest_difference(capsys):
     rejects(check.expected_acceptance, fault, capsys, "largest single-token difference", "returned 0.75",
                    "expected 0.5")
     rejects(check.expected_acceptance, lambda t, d: float(1 - (t - d).abs().sum()), capsys, "HALF")
+
+
+def test_expected_acceptance_refuses_rounding_and_names_the_mean(capsys):
+    """Every expected answer had at most two decimals, so round(x, 2) passed (a learner's run)."""
+    rejects(check.expected_acceptance, lambda t, d: round(float(torch.minimum(t, d).sum()), 2), capsys,
+            "unrounded")
+    rejects(check.expected_acceptance, lambda t, d: float(torch.minimum(t, d).mean()), capsys, "not the mean")

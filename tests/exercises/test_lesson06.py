@@ -150,3 +150,14 @@ def test_speculation_metrics_that_reports_alpha_as_the_acceptance_rate(capsys):
                   "accepted / drafted")
     # the first run: 8 accepted of 16 drafted (rate 0.5), of 11 drafts examined (alpha 8/11)
     assert "0.727" in out and "0.5" in out, out
+
+
+def test_alpha_one_returning_n_and_a_best_n_pair_get_their_own_hints(capsys):
+    rejects(check.expected_tokens_per_call, lambda a, n: n if a == 1 else (1 - a ** (n + 1)) / (1 - a), capsys,
+            "return N + 1, not N")
+
+    def pair(a, c, m):
+        best = metrics.optimal_n_draft(a, c, m)
+        return best, metrics.predicted_speedup(a, best, c)
+
+    rejects(check.best_n_draft, pair, capsys, "the best N alone")

@@ -280,3 +280,19 @@ def test_position_and_keep_length_helpers_refuse_impossible_counts():
         kv.draft_keep_length(2, 0, 4)   # fewer entries than the drafts it was fed
     with pytest.raises(ValueError, match="n_draft must be an integer >= 1"):
         kv.draft_keep_length(3, 0, 0)
+
+
+def test_two_cache_greedy_names_a_plugged_in_rule_that_breaks_the_loop(target, draft):
+    """Lesson 07 invites plugging in one's own rules: a rule that emits nothing looped for minutes, and a float
+    position or a None emit failed deep in Python without naming the rule."""
+    ids = [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match=r"emit\(drafts, num_accepted, next_token\) must return a non-empty list"):
+        kv.two_cache_greedy(target, draft, ids, 8, emit=lambda drafts, k, token: [])
+    with pytest.raises(ValueError, match=r"emit\(drafts, num_accepted, next_token\) must return"):
+        kv.two_cache_greedy(target, draft, ids, 8, emit=lambda drafts, k, token: None)
+    with pytest.raises(ValueError, match=r"advance\(position, num_accepted\)"):
+        kv.two_cache_greedy(target, draft, ids, 8, advance=lambda position, k: position + k + 1.0)
+    with pytest.raises(ValueError, match=r"draft_keep\(held, num_accepted, n_draft\)"):
+        kv.two_cache_greedy(target, draft, ids, 8, draft_keep=lambda held, k, n: held + 1)
+    # the lesson's own wrong rules still run to the end (they show drifting text or lost acceptance, not errors)
+    assert len(kv.two_cache_greedy(target, draft, ids, 8, advance=lambda position, k: position + 1)["tokens"]) == 8

@@ -159,3 +159,17 @@ def test_slider_descriptions_are_the_charts_visible_labels():
     assert [s.description for s in ex.draft_sliders] == expected
     assert not any(s.description_allow_html for s in ex.target_sliders + ex.draft_sliders)
     assert list(ex.figure.data[0].x) == ["\u2423", "\u21b5", "&lt;b&gt;x&lt;/b&gt;", "a #3", "a #4"]
+
+
+def test_a_nan_slider_is_refused_and_undone():
+    """Lesson 03 invites driving the sliders from code: a NaN spread to every slider and the chart."""
+    import math
+
+    from widgets.residual import ResidualExplorer
+
+    explorer = ResidualExplorer()
+    before = [float(p) for p in explorer.target_probs]
+    with pytest.raises(ValueError, match=r"target slider 0 .* must be a finite probability in \[0, 1\], got nan"):
+        explorer.target_sliders[0].value = float("nan")
+    assert [float(p) for p in explorer.target_probs] == before
+    assert all(math.isfinite(s.value) for s in explorer.target_sliders)
