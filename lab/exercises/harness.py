@@ -425,6 +425,10 @@ def show_outcome(outcome, exact: bool = False) -> str:
     return f"returned {show_value(outcome[1], exact)}"
 
 
+_ARITY_ERROR = re.compile(r"positional arguments? but \d+ (?:was|were) given|missing \d+ required positional "
+                          r"argument|got an unexpected keyword argument")
+
+
 def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None,
             none_allowed=False) -> int:
     """Run ``fn`` on every case; on a mismatch raise ``Fail`` with the hint of the planted fault that best
@@ -467,6 +471,11 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     raised = [k for k in failing if got[k][0] == "raise" and expected[k][0] != "raise"]
     if best_hint is None and raised:  # no planted mistake explains the answers: show the crash, the plainest clue
         best_case = raised[0]
+    arity = [k for k in raised if got[k][1] == "TypeError" and _ARITY_ERROR.search(got[k][2])]
+    if arity and len(arity) == len(failing):  # every call failed on the parameter list, not on the maths
+        best_case, best_score = arity[0], (len(failing), len(cases))  # it explains every wrong answer
+        best_hint = (f"the checker calls {name} with {len(cases[best_case])} arguments, as the lesson does, and "
+                     "your function's parameter list does not take them: keep the parameters the exercise names.")
     i = best_case
     label = "Hint"
     def is_none(outcome):

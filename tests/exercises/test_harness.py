@@ -391,3 +391,14 @@ def test_two_long_answers_that_differ_late_are_shown_in_full():
                         harness.same_ints, "generic")
     message = str(failed.value)
     assert "98, 0]; expected [0, 1" in message and "98, 99]." in message, message
+
+
+def test_a_parameter_list_that_does_not_fit_is_named(capsys):
+    """A function with one parameter too few or too many raised TypeError on every case and got the formula's
+    generic hint (a learner's run of lesson 06)."""
+    from lab.exercises import lesson06
+
+    for wrong in (lambda alpha: 1.0, lambda alpha, n_draft, extra: 1.0):
+        out = rejects(lesson06.expected_tokens_per_call, wrong, capsys, "calls expected_tokens_per_call with 2 "
+                      "arguments", "raised TypeError")
+        assert "it fits" not in out, out
