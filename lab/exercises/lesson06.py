@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from lab import metrics as _metrics
-from lab.exercises.harness import checker, compare, Fail, outcome_of, same_float, same_int, same_whole
+from lab.exercises.harness import checker, compare, Fail, outcome_of, same_float, same_int, same_whole, show_value
 from lab.trace import StepRecord
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "best_n_draft", "speculation_metrics",
@@ -213,6 +213,8 @@ def speculation_metrics(fn):
          "a draft pass costs cost_ratio target passes: weight the draft passes by cost_ratio."),
         (variant(cost_per_token=lambda s, c: len(s) / emitted(s)),
          "cost per token must include the draft's passes (cost_ratio each)."),
+        (variant(acceptance_rate=lambda s, c: 100 * accepted(s) / drafted(s)),
+         "acceptance_rate is a fraction in [0, 1] (0.6), as the other lessons print it, not a percentage (60)."),
     ]
 
     def same(a, b):
@@ -238,7 +240,14 @@ def speculation_metrics(fn):
             if missing:
                 raise Fail(f"return a dict with the keys 'acceptance_rate', 'tokens_per_target_call' and "
                            f"'cost_per_token'; missing {missing}.")
-    n = compare("speculation_metrics", fn, cases, ref, faults, same,
-                "acceptance = accepted / drafted; tokens per call = emitted / steps; cost per token = "
-                "(steps + cost_ratio * drafted) / emitted.", show_args=show)
+    generic = ("acceptance = accepted / drafted; tokens per call = emitted / steps; cost per token = "
+               "(steps + cost_ratio * drafted) / emitted.")
+    for steps, c in cases:  # name the keys that are off on the first run the answer gets wrong
+        out, want = outcome_of(fn, (steps, c)), ref(steps, c)
+        if out[0] == "ok" and isinstance(out[1], dict) and not same(out[1], want):
+            wrong = [k for k in want if not same_float(out[1][k], want[k])]
+            generic += " Wrong there: " + ", ".join(f"{k} ({show_value(out[1][k])}, expected "
+                                                    f"{show_value(want[k])})" for k in wrong) + "."
+            break
+    n = compare("speculation_metrics", fn, cases, ref, faults, same, generic, show_args=show)
     return f"all three metrics correct on {n} runs."

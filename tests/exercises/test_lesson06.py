@@ -161,3 +161,19 @@ def test_alpha_one_returning_n_and_a_best_n_pair_get_their_own_hints(capsys):
         return best, metrics.predicted_speedup(a, best, c)
 
     rejects(check.best_n_draft, pair, capsys, "the best N alone")
+
+
+def test_speculation_metrics_names_the_wrong_key(capsys):
+    """The generic hint never said which of the three numbers was off (a learner's run)."""
+    def learner(steps, cost_ratio):
+        out = check.reference_speculation_metrics(steps, cost_ratio)
+        out["cost_per_token"] *= 2  # a slip no planted mistake explains
+        return out
+
+    out = rejects(check.speculation_metrics, learner, capsys, "Wrong there: cost_per_token (")
+    assert "acceptance_rate (" not in out.split("Wrong there:")[1], out
+    percent = rejects(check.speculation_metrics, lambda steps, c: {
+        **check.reference_speculation_metrics(steps, c),
+        "acceptance_rate": 100 * check.reference_speculation_metrics(steps, c)["acceptance_rate"]}, capsys,
+        "not a percentage")
+    assert "Wrong there" not in percent

@@ -261,7 +261,10 @@ def test_a_rejection_resamples_from_the_residual(pair, heads, prompts):
         accepted += gen.steps[1].num_accepted > 0
         counts[gen.tokens[1]] += 1
         prefixes.append(ids + gen.tokens[:1])
-    assert 100 < accepted < 900, accepted  # both acceptance and the residual were exercised, often
+    # both acceptance and the residual were exercised, often. The heads' 60 float32 training steps round differently
+    # on another CPU: 80 of 1,000 accepted on an AMD EPYC, over 100 on the Intel machines (resampling from the
+    # target instead of the residual still gave p = 4e-4 on the AMD one)
+    assert 50 < accepted < 950, accepted
     assert chi_square(counts, next_token_probs(pair.target, prefixes, temperature=0.7)).pvalue > 1e-3
 
 
