@@ -194,6 +194,8 @@ def emitted_tokens(fn):
          "next_token, resampled or bonus)."),
         (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
         (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
+        (lambda d, k, t: list(d[:k]) + t,  # raises the learner's TypeError: list + int
+         "next_token is one int and a list joins only lists: drafts[:num_accepted] + [next_token]."),
     ]
     want_token_list("emitted_tokens", fn, cases[0], "[8, 6]")
     count = compare("emitted_tokens", fn, cases, _ref_emitted, faults, same_ints,

@@ -221,3 +221,9 @@ def test_a_right_value_as_a_float_is_told_to_be_an_int(checker, answer, capsys):
     """10.0 for 10 got the whole rule explained, as if the rule were wrong."""
     out = rejects(checker, answer, capsys, "the value is right, but return an int, not a float")
     assert "E.g." not in out
+
+
+def test_emitted_tokens_names_a_list_plus_an_int(capsys):
+    """drafts[:k] + next_token raised TypeError on every case and got the generic hint (a learner's run)."""
+    rejects(check.emitted_tokens, lambda drafts, k, token: drafts[:k] + token, capsys,
+            "drafts[:num_accepted] + [next_token]", "raised TypeError")
