@@ -36,6 +36,14 @@ def step_latency(fn):
          "the draft is autoregressive: it runs once per drafted token, n_draft passes in all."),
         (lambda t, d, n: n * (d + t),
          "one step has N draft passes and a single target pass, not N of each."),
+        (lambda t, d, n: n * t + d,
+         "target and draft are swapped: the DRAFT runs n_draft times (draft_ms each), the target once."),
+        (lambda t, d, n: round(n * d + t),
+         "return the time unrounded (no round() or int()): milliseconds have decimals, and later cells compute "
+         "with the value."),
+        (lambda t, d, n: int(n * d + t),
+         "return the time unrounded (no int() or round()): milliseconds have decimals, and later cells compute "
+         "with the value."),
     ]
     n = compare("step_latency", fn, _STEP_LATENCY_CASES, reference_step_latency, faults, same_float,
                 "one step = n_draft draft passes + one target pass over all drafted positions.")
@@ -69,6 +77,8 @@ def arithmetic_intensity(fn):
                                        "bits). Intensity is FLOPs per BYTE."),
         (lambda k, b: 2 * k * 8 / b, "keep everything in bytes: FLOPs per byte is 2 * k / bytes_per_param, with no "
                                      "factor of 8."),
+        (lambda k, b: 2 * k // b, "divide with /, not //: // rounds down to a whole number (2 * 1 // 4 = 0), and an "
+                                  "intensity below one FLOP per byte is exactly what a single token gives."),
     ]
     n = compare("arithmetic_intensity", fn, _INTENSITY_CASES, reference_arithmetic_intensity, faults, same_float,
                 "FLOPs per pass = 2 * params * k; bytes per pass = params * bytes_per_param.")

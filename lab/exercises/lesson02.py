@@ -46,7 +46,23 @@ def accept_probability(fn):
          "when draft_prob is 0 the ratio is infinite, so the acceptance probability is 1 (if target_prob > 0)."),
         (lambda t, d: min(1.0, t / d) if d > 0 else 1.0,
          "a token the target gives probability 0 must never be accepted, even when draft_prob is 0."),
+        (lambda t, d: t / d,
+         "two things: cap the ratio with min(1, ...) (a probability can't exceed 1), and handle draft_prob == 0 "
+         "before dividing (the token is then accepted whenever target_prob > 0)."),
+        (lambda t, d: min(t, d),
+         "min(target, draft) is the probability MASS both models share for this token (lesson 05 sums it); the "
+         "chance of accepting a drafted token is the RATIO, min(1, target / draft)."),
+        (lambda t, d: max(1.0, t / d) if d > 0 else 1.0 if t > 0 else 0.0,
+         "use min, not max: the ratio is capped at 1 from above."),
+        (lambda t, d: 1 - min(1.0, t / d) if d > 0 else 0.0 if t > 0 else 1.0,
+         "that is the chance of REJECTING the draft: accept with min(1, target/draft) itself."),
     ]
+    for args in _ACCEPT_PROB_CASES:  # a bool is a decision, not a probability (True == 1 would pass some cases)
+        out = outcome_of(fn, args)
+        if out[0] == "ok" and isinstance(out[1], bool):
+            raise Fail(f"accept_probability{args} returned {out[1]!r}; return the probability as a float in [0, 1] "
+                       "(min(1, target_prob / draft_prob)), not a decision: lesson 02's next exercise makes the "
+                       "decision with u.")
     n = compare("accept_probability", fn, _ACCEPT_PROB_CASES, reference_accept_probability, faults, same_float,
                 "return min(1, target_prob / draft_prob), with the two zero cases handled first.")
     return f"correct on all {n} cases."
@@ -89,9 +105,23 @@ def accept_or_reject(fn):
         (lambda t, d, u: True if d == 0 else u < ratio(t, d),
          "a token the target gives probability 0 must never be accepted, even when draft_prob is 0 too: check "
          "target_prob first (or compare u * draft_prob < target_prob, which handles both)."),
+        (lambda t, d, u: (1 - u) < ratio(t, d) if d > 0 else t > 0,
+         "compare u itself, not 1 - u: 1 - u is uniform too, so the acceptance rate would come out right, but a "
+         "given draw must give the decision u < min(1, target/draft) gives (the tests replay fixed draws)."),
     ]
-    for args in _ACCEPT_CASES:
-        out = outcome_of(fn, args)
+    first = [outcome_of(fn, args) for args in _ACCEPT_CASES]
+    # four more passes: a function that draws its own number agrees with itself on all twelve cases twice in a row
+    # about one time in twenty, five times in a row about once in 10^5
+    again = [outcome_of(fn, args) for _ in range(4) for args in _ACCEPT_CASES]
+    if any(a[0] == "ok" and b[0] == "ok" and as_bool(a[1]) is not None and as_bool(a[1]) != as_bool(b[1])
+           for a, b in zip(first * 4, again)):
+        raise Fail("accept_or_reject gave two different answers to the same (target_prob, draft_prob, u).\n  Hint: "
+                   "decide with the u you are given (u < min(1, target_prob / draft_prob)); do not draw a new "
+                   "random number inside the function.")
+    for args, out in zip(_ACCEPT_CASES, first):
+        if out[0] == "ok" and out[1] is None:
+            raise Fail(f"accept_or_reject{args} returned None: did you forget a `return` statement? Return True or "
+                       "False (a comparison such as `u < ...` gives a bool).")
         if out[0] == "ok" and as_bool(out[1]) is None:
             raise Fail(f"accept_or_reject{args} returned {show_value(out[1])} ({type(out[1]).__name__}); return True "
                        "or False (a comparison such as `u < ...` gives a bool).")

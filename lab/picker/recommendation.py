@@ -191,6 +191,9 @@ class Recommendation(EngineSettings):
             lines += [f"  - {n}" for n in notes]
         lines.append("Revisit when:")
         lines += [f"  - {r}" for r in self.revisit]
+        if any("seed lesson" in line for line in lines):  # not one of the course's lessons 00-14
+            lines.append("(\"Seed lesson 000\" and \"seed lesson 002\" are the two practitioner lessons this course "
+                         "grew from, not lessons 00 and 02 of the course: README, Sources.)")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -231,9 +231,9 @@ def test_token_lists_must_hold_whole_integers(capsys):
 # A planted fault that reproduces only a few of the learner's wrong answers must not lend them its hint: these
 # answers are wrong in ways no planted fault explains, and used to get one that pointed the wrong way.
 @pytest.mark.parametrize("checker, fn, misleading, generic", [
-    (lesson02.accept_probability, lambda t, d: min(t, d), "upside down", "two zero cases handled first"),
-    (lesson02.accept_probability, lambda t, d: max(1.0, t / d) if d > 0 else 1.0, "upside down",
-     "two zero cases handled first"),
+    # (min(t, d) and max(1, t / d) were examples here until lesson 02 planted them as mistakes of their own)
+    (lesson02.accept_probability, lambda t, d: t * d, "upside down", "two zero cases handled first"),
+    (lesson02.accept_probability, lambda t, d: (t + d) / 2, "upside down", "two zero cases handled first"),
     (lesson07.draft_keep_length, lambda held, k, n: k, "LAST draft", "held is the draft cache's length after"),
 ])
 def test_a_fault_that_explains_few_wrong_answers_gives_no_hint(checker, fn, misleading, generic, capsys):

@@ -40,3 +40,11 @@ def test_arithmetic_intensity_bits_instead_of_bytes(capsys):
 # every planted fault is caught with its own hint (this one was not exercised).
 def test_step_latency_n_of_each(capsys):
     rejects(check.step_latency, lambda t, d, n: n * (d + t), capsys, "not N of each")
+
+
+def test_rounding_swapping_and_floor_division_get_their_own_hints(capsys):
+    """Each got the generic formula in a learner's run."""
+    rejects(check.step_latency, lambda t, d, n: round(n * d + t), capsys, "unrounded")
+    rejects(check.step_latency, lambda t, d, n: int(n * d + t), capsys, "unrounded")
+    rejects(check.step_latency, lambda t, d, n: n * t + d, capsys, "swapped")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k // b, capsys, "not //")

@@ -66,3 +66,17 @@ def test_accept_or_reject_u_equal_to_the_ratio(capsys):
 
     assert le_with_zero_guard(0.375, 0.75, 0.5) is True and sampling.accept_or_reject(0.375, 0.75, 0.5) is False
     rejects(check.accept_or_reject, le_with_zero_guard, capsys, "strict `<`", "(0.375, 0.75, 0.5)")
+
+
+def test_slips_from_a_learners_run_get_their_own_hints(capsys):
+    import random
+
+    rejects(check.accept_probability, lambda t, d: (t >= d) or t / d, capsys, "not a decision")
+    rejects(check.accept_probability, lambda t, d: t / d, capsys, "two things")
+    rejects(check.accept_probability, lambda t, d: min(t, d), capsys, "probability MASS")
+    rejects(check.accept_probability, lambda t, d: 1 - min(1.0, t / d) if d > 0 else 0.0 if t > 0 else 1.0,
+            capsys, "REJECTING")
+    rejects(check.accept_or_reject, lambda t, d, u: (1 - u) < min(1, t / d) if d else t > 0, capsys,
+            "not 1 - u")
+    rejects(check.accept_or_reject, lambda t, d, u: random.random() * d < t, capsys, "the u you are given")
+    rejects(check.accept_or_reject, lambda t, d, u: None, capsys, "forget a `return`")

@@ -221,3 +221,12 @@ def test_max_running_requests_reaches_the_sglang_command(capsys):
     assert cli.main(["pick", "--task", "chat", "--can-finetune", "--throughput"]) == 0
     line = next(text for text in capsys.readouterr().out.splitlines() if "sglang.launch_server" in text)
     assert line.endswith("--max-running-requests 262")
+
+
+def test_the_summary_says_what_a_seed_lesson_is():
+    """A learner looked for "seed lesson 002" among lessons 00-14: the summary says where those come from."""
+    from lab.picker import recommend
+
+    text = recommend("chat", 0.0, True, False).summary()
+    assert "seed lesson" in text.split("Revisit when:")[0]
+    assert text.splitlines()[-1].startswith('("Seed lesson 000" and "seed lesson 002" are the two practitioner')
