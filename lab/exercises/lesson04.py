@@ -181,9 +181,10 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     draft_probs = [0.1, 0.2, 0.3, 0.4]
     target, draft = fixed_model(target_probs), fixed_model(draft_probs)
 
-    draft_calls = [0]  # draft_model calls in the latest step
+    draft_calls = 0  # draft_model calls in the latest step
 
     def call(prefix, tm, dm, n):
+        nonlocal draft_calls
         given = list(prefix)
         handed = []  # (model name, the list fn got, a copy of it): an edited one is named, not blamed on the maths
 
@@ -195,7 +196,7 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
             return wrapped
 
         out = fn(given, watched(tm, "target_model"), watched(dm, "draft_model"), n, rng)
-        draft_calls[0] = sum(name == "draft_model" for name, _, _ in handed)
+        draft_calls = sum(name == "draft_model" for name, _, _ in handed)
         if given != list(prefix):
             raise Fail("your function changed the prefix list it was given; build a new list instead "
                        "(e.g. out = list(prefix)).")
@@ -222,9 +223,9 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
         for _ in range(20):
             out = call(prefix, target, target, n)
             new = len(out) - len(prefix)
-            if new == n and draft_calls[0] < n:
+            if new == n and draft_calls < n:
                 raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
-                           f"follow; you returned {new}, and the draft model was asked for {draft_calls[0]} "
+                           f"follow; you returned {new}, and the draft model was asked for {draft_calls} "
                            f"token(s).\n  Hint: draft n_draft = {n} tokens (range(n_draft), not range(n_draft - "
                            "1)), each from draft_model(prefix + drafts so far).")
             if new == n:

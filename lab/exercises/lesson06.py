@@ -228,6 +228,9 @@ def speculation_metrics(fn):
         return ("[" + ", ".join(f"(drafted {len(s.drafted)}, accepted {s.num_accepted}, emitted {len(s.emitted)})"
                                 for s in steps) + f"], cost_ratio={c}")
 
+    generic = ("acceptance = accepted / drafted; tokens per call = emitted / steps; cost per token = "
+               "(steps + cost_ratio * drafted) / emitted.")
+    named = False  # the generic hint names the keys that are off on the first run the answer gets wrong
     for steps, c in cases:
         out = outcome_of(fn, (steps, c))
         if out[0] == "ok" and out[1] is None:
@@ -240,14 +243,11 @@ def speculation_metrics(fn):
             if missing:
                 raise Fail(f"return a dict with the keys 'acceptance_rate', 'tokens_per_target_call' and "
                            f"'cost_per_token'; missing {missing}.")
-    generic = ("acceptance = accepted / drafted; tokens per call = emitted / steps; cost per token = "
-               "(steps + cost_ratio * drafted) / emitted.")
-    for steps, c in cases:  # name the keys that are off on the first run the answer gets wrong
-        out, want = outcome_of(fn, (steps, c)), ref(steps, c)
-        if out[0] == "ok" and isinstance(out[1], dict) and not same(out[1], want):
-            wrong = [k for k in want if not same_float(out[1][k], want[k])]
-            generic += " Wrong there: " + ", ".join(f"{k} ({show_value(out[1][k])}, expected "
-                                                    f"{show_value(want[k])})" for k in wrong) + "."
-            break
+            want = ref(steps, c)
+            if not named and not same(out[1], want):
+                named = True
+                generic += " Wrong there: " + ", ".join(f"{k} ({show_value(out[1][k])}, expected "
+                                                        f"{show_value(want[k])})" for k in want
+                                                        if not same_float(out[1][k], want[k])) + "."
     n = compare("speculation_metrics", fn, cases, ref, faults, same, generic, show_args=show)
     return f"all three metrics correct on {n} runs."
