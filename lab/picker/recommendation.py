@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from lab.picker.counters import VLLM_METRICS
 from lab.picker.engines import ENGINE_LABELS, EngineSettings
 from lab.picker.reasons import basis_source, join_names
-from lab.picker.tables import METHOD_LABELS, TASK_LABELS, served_speedup_for
+from lab.picker.tables import METHOD_LABELS, TASK_EXAMPLES, TASK_LABELS, served_speedup_for
 
 __all__ = ["Recommendation"]
 
@@ -191,9 +191,8 @@ class Recommendation(EngineSettings):
             lines += [f"  - {n}" for n in notes]
         lines.append("Revisit when:")
         lines += [f"  - {r}" for r in self.revisit]
-        if any("seed lesson" in line for line in lines):  # not one of the course's lessons 00-14
-            lines.append("(\"Seed lesson 000\" and \"seed lesson 002\" are the two practitioner lessons this course "
-                         "grew from, not lessons 00 and 02 of the course: README, Sources.)")
+        if any("seed lesson" in line.lower() for line in lines):
+            lines.append(_SEED_LESSONS_NOTE)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -242,11 +241,12 @@ class Recommendation(EngineSettings):
                     "from lab.decode import generate",
                     "from lab.models import load_pair",
                     f"from lab.drafters import {self.lab_drafter().split('(')[0].split('.')[0]}",
-                    'pair = load_pair("shakespeare")  # the bundled pair',
-                    'prompt_ids = pair.encode("ROMEO.\\n")',
+                    "pair = load_pair()  # the course's real pair, SmolLM2-135M-Instruct, offline",
+                    f"prompt_ids = pair.encode_chat({TASK_EXAMPLES.get(w.get('task'), TASK_EXAMPLES['chat'])!r})",
                     f"drafter = {self.lab_drafter()}",
-                    "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=200, "
-                    f"temperature={self.temperature:g})",
+                    "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=128, "
+                    f"temperature={self.temperature:g}, eos_token_id=pair.eos_token_id)",
+                    "print(pair.decode(run.tokens))",
                     "print(run.stats['acceptance_rate'], run.stats['tokens_per_target_call'])", "```"]
         notes = self.engine_notes()
         if notes:
@@ -256,7 +256,15 @@ class Recommendation(EngineSettings):
                 "| our stats key | PromQL over vLLM's counters |", "|---|---|"]
         out += [f"| `{key}` | `{expr}` |" for key, expr in VLLM_METRICS.items()]
         out += ["", "## When to revisit", ""] + [f"- {r}" for r in self.revisit]
+        if any("seed lesson" in line.lower() for line in out):
+            out += ["", _SEED_LESSONS_NOTE]
         return "\n".join(out) + "\n"
+
+
+_SEED_LESSONS_NOTE = ("(\"Seed lesson 000\" and \"seed lesson 002\" are the two practitioner lessons this course grew "
+                     "from, not lessons 00 and 02 of the course: README, Sources.)")
+"""The line :meth:`Recommendation.summary` and :meth:`~Recommendation.to_markdown` end with when they cite a seed lesson
+(not one of the course's lessons 00-14)."""
 
 
 def _kwargs_text(kwargs: dict) -> str:

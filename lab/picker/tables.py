@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "method_phrase", "SETUP_ORDER", "SEED_000", "SEED_002",
+    "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "TASK_EXAMPLES", "method_phrase", "SETUP_ORDER", "SEED_000",
+    "SEED_002",
     "MAX_TEMPERATURE", "MAX_API_TEMPERATURE", "SAMPLING_EPS", "SAMPLING_WARN_TEMPERATURE", "speedup_for",
     "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
@@ -55,6 +56,17 @@ def method_phrase(method: str, capital: bool = False) -> str:
 TASK_LABELS = {"chat": "general chat", "code": "code generation", "structured": "structured output (JSON)",
                "long_text": "long text", "copy_edit": "copy / edit (output repeats the input)",
                "agent": "agent loops, multi-turn edits (output repeats earlier outputs)"}
+
+TASK_EXAMPLES = {
+    "chat": "What makes a good cup of tea?",
+    "code": "Write a Python function that checks whether a number is prime.",
+    "structured": "Give the name, capital and population of France as a JSON object.",
+    "long_text": "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "copy_edit": "Repeat this sentence exactly, with 'cat' changed to 'dog': The cat sat on the warm mat by the door.",
+    "agent": "You can call the tool search(query). Reply with one JSON tool call per line to search for the weather "
+             "in Paris, in Rome and in Madrid.",
+}
+"""One request per task for the decision guide's "Try it in this course" snippet, on the course's real pair."""
 
 SETUP_ORDER = ("ngram", "suffix", "lookahead", "mtp", "draft_model", "parallel", "medusa", "eagle")
 """The drafting methods, cheaper to set up first (nothing / modules the target's checkpoint already holds / a model

@@ -230,3 +230,14 @@ def test_the_summary_says_what_a_seed_lesson_is():
     text = recommend("chat", 0.0, True, False).summary()
     assert "seed lesson" in text.split("Revisit when:")[0]
     assert text.splitlines()[-1].startswith('("Seed lesson 000" and "seed lesson 002" are the two practitioner')
+    guide = recommend("chat", 0.0, True, False).to_markdown()  # the decision guide too
+    assert guide.splitlines()[-1].startswith('("Seed lesson 000" and "seed lesson 002" are the two practitioner')
+    from tests.lab.picker.helpers import all_recommendations
+
+    cited = 0
+    for rec in all_recommendations():  # the note closes a guide exactly when the guide cites a seed lesson
+        lines = rec.to_markdown().splitlines()
+        noted = lines[-1].startswith('("Seed lesson 000"')
+        assert noted == any("seed lesson" in line.lower() for line in (lines[:-1] if noted else lines)), rec.workload
+        cited += noted
+    assert 0 < cited < len(all_recommendations()), cited

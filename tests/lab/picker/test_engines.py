@@ -252,4 +252,38 @@ def test_lab_drafter_and_guide_snippet_run_as_written():
     assert rec.method == "eagle" and rec.n_draft == 7
     assert rec.lab_drafter() == "EagleDrafter.from_pretrained(pair, n_draft=7)"
     snippet = rec.to_markdown().split("## Try it in this course")[1].split("```python")[1].split("```")[0]
-    assert 'pair = load_pair("shakespeare")' in snippet and "prompt_ids = pair.encode(" in snippet
+    assert "pair = load_pair()" in snippet  # the course's default, real pair
+    assert f"prompt_ids = pair.encode_chat({picker.tables.TASK_EXAMPLES['structured']!r})" in snippet
+
+
+def test_every_guide_snippet_runs_on_the_real_pair(smollm2_pair, monkeypatch, capsys):
+    """The decision guide's "Try it in this course" code, one per method the picker recommends: run as written (on
+    the float32 pair the tests load, 8 tokens instead of 128), a greedy one writes the target's own tokens."""
+    import lab.models
+    from lab.decode import generate
+    from lab.picker.recommendation import Recommendation
+    from tests.lab.picker.helpers import suffix_recommendations
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: smollm2_pair)
+    snippets = {}
+    lookahead = Recommendation("lookahead", 4, 0.0, 0.0, workload={**all_recommendations()[0].workload, "task": "code",
+                                                                    "temperature": 0.0})  # picked with ngram excluded
+    for rec in all_recommendations() + suffix_recommendations() + (lookahead,):
+        if rec.lab_drafter() and (rec.method, rec.temperature == 0) not in snippets:
+            snippets[rec.method, rec.temperature == 0] = (rec, rec.to_markdown().split("## Try it in this course")[1]
+                                                          .split("```python")[1].split("```")[0])
+    assert {method for method, _ in snippets} == {"draft_model", "ngram", "lookahead", "medusa", "eagle", "suffix",
+                                                  "mtp", "parallel"}
+    for (method, greedy), (rec, snippet) in snippets.items():
+        assert snippet.count("max_new_tokens=128") == 1
+        scope = {}
+        exec(snippet.replace("max_new_tokens=128", "max_new_tokens=8"), scope)
+        printed = capsys.readouterr().out.splitlines()
+        run, pair = scope["run"], scope["pair"]
+        assert printed[-1] == f"{run.stats['acceptance_rate']} {run.stats['tokens_per_target_call']}", method
+        assert 1 <= len(run.tokens) <= 8 and len(run.steps) >= 2, method
+        task = rec.workload["task"]
+        assert scope["prompt_ids"] == pair.encode_chat(picker.tables.TASK_EXAMPLES[task]), method
+        if greedy:
+            assert run.tokens == generate(pair.target, scope["prompt_ids"], max_new_tokens=8,
+                                          eos_token_id=pair.eos_token_id).tokens, method
