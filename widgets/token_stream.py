@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.trace import Generation, StepRecord, check_step_record
+from lab.trace import Generation, StepRecord, check_step_record, step_records
 from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
@@ -260,11 +260,11 @@ class TokenStream(ipywidgets.VBox):
 
     def extend(self, records) -> "TokenStream":
         """Feed several step records in order: an iterable of :class:`~lab.trace.StepRecord` or a finished
-        :class:`~lab.trace.Generation` (its ``steps``); returns ``self``. Raises ``ValueError`` as :meth:`on_step`
-        does (records before the bad one are already shown)."""
-        if isinstance(records, Generation):
-            records = records.steps
-        for record in records:
+        :class:`~lab.trace.Generation` (its ``steps``); returns ``self``. Raises ``TypeError`` naming
+        ``TokenStream.extend`` for something that is not an iterable of step records (None, a number, a list of token
+        ids), before any record is shown (:func:`lab.trace.step_records`), and ``ValueError`` as :meth:`on_step` does
+        (records before the bad one are already shown)."""
+        for record in step_records(records, "TokenStream.extend"):
             self.on_step(record)
         return self
 

@@ -165,8 +165,8 @@ def checker(summary_fn):
             print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
             return False
         except Fail as failure:
-            message = (str(failure) if call_name == name
-                       else re.sub(rf"(?<![\w.]){name}\(", f"{call_name}(", str(failure)))
+            message = (str(failure) if call_name == name  # a call, or the answer's subject ("x returned ...")
+                       else re.sub(rf"(?<![\w.]){name}(?=\(| returned )", call_name, str(failure)))
             print(f"✗ {name}: {message}")
             return False
         except NoReturn as stuck:
@@ -375,7 +375,10 @@ def _same_outcome(a, b, same, messages: bool = False) -> bool:
         return False
     if a[0] == "raise":
         return a[1] == b[1] and (not messages or a[2] == b[2])
-    return same(a[1], b[1])
+    try:
+        return bool(same(a[1], b[1]))
+    except Exception:  # an answer of another kind ((0, 0) for a pair of lists): unequal, not the learner's crash
+        return False
 
 
 SHOWN_ITEMS = 64
@@ -483,7 +486,12 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
 
     # None is a missing `return` unless it is an answer the exercise allows (the reference returns it somewhere)
     # and the learner's function did return something else elsewhere.
-    if (is_none(got[i]) and not (none_allowed and best_hint)
+    if (is_none(got[i]) and not all(is_none(g) for g in got) and expected[i][0] == "ok"
+            and isinstance(expected[i][1], (list, tuple)) and not expected[i][1]):
+        best_hint = (f"your function returned None where the answer is an empty {type(expected[i][1]).__name__}: "
+                     f"return {'[]' if isinstance(expected[i][1], list) else '()'} when there is nothing to return "
+                     "(the lesson joins and loops over the answer, which None does not allow).")
+    elif (is_none(got[i]) and not (none_allowed and best_hint)
             and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected))):
         best_hint = "your function returned None: did you forget a `return` statement?"
     elif (got[i][0] == "ok" and isinstance(got[i][1], str) and expected[i][0] == "ok"

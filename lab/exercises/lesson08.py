@@ -46,7 +46,8 @@ def _string_lookup(context, max_ngram, n_draft):
 
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
-                    include_gram=False, negative_slice=False, smallest=1, below_max=False, skip_start=False):
+                    include_gram=False, negative_slice=False, smallest=1, below_max=False, skip_start=False,
+                    full_only=False):
     def lookup(context, max_ngram, n_draft):
         tokens, length = list(context), len(context)
         top = max_ngram - 1 if below_max else max_ngram
@@ -63,7 +64,7 @@ def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=Fa
                 last_start = min(last_start, length - 2 * n_eff)
             starts = range(0, last_start + 1) if oldest else range(last_start, 0 if skip_start else -1, -1)
             for i in starts:
-                if tokens[i:i + n_eff] == suffix:
+                if tokens[i:i + n_eff] == suffix and not (full_only and i + n_eff + n_draft > length):
                     begin = i if include_gram else i + n_eff
                     return tokens[begin:] if no_cap else tokens[begin:begin + n_draft]
         return []
@@ -87,6 +88,9 @@ def ngram_lookup(fn):
                                       "this exercise)."),
         (_lookup_variant(below_max=True), "start at n = max_ngram itself: range(max_ngram, 0, -1) (the sizes "
                                           "max_ngram, ..., 1)."),
+        (_lookup_variant(full_only=True), "a match followed by fewer than n_draft tokens still counts: propose "
+                                          "the tokens that follow it, however few (a shorter draft), instead of "
+                                          "passing over it to an older match or a shorter n-gram."),
         (_lookup_variant(non_overlap=True), "an earlier occurrence may overlap the suffix (in [7, 7, 7] the bigram "
                                             "[7, 7] also starts at index 0): allow every start i < len - n."),
         (_lookup_variant(include_gram=True), "propose what FOLLOWED the match, not the matched n-gram itself."),
@@ -155,11 +159,14 @@ def _grow_cases():
         # min_prob on the path, not the share: 2 and 3 under 1 are each half of 1's children (0.5 >= 0.4) but
         # 3/4 x 1/2 = 0.375 on their path (< 0.4): only 1 stays
         ({1: (3, {2: (1, leaf), 3: (1, leaf)}), 5: (1, leaf)}, 8, 0.4),
+        # ties across parents, in the order found: 5 (1/2) is taken first, so its children (1/4 each) are found
+        # before those of 3 and 4 (1/4 each too), although 3 and 4 come first among the pattern's children
+        ({3: (1, {30: (1, leaf)}), 4: (1, {40: (1, leaf)}), 5: (2, {50: (1, leaf), 51: (1, leaf)})}, 5, 0.1),
     ]
 
 
 def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=False, no_cap=False,
-                  parent_tokens=False, chain=False, parent_count=False, local_min=False):
+                  parent_tokens=False, chain=False, parent_count=False, local_min=False, sibling_ties=False):
     """Planted mistakes in growing the tree (each flag one), around a correct heap-based expansion."""
     import heapq
     import itertools
@@ -169,11 +176,11 @@ def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=
 
         def push(kids, index, prob, depth, own_count):
             total = own_count if parent_count and own_count else sum(count for count, _ in kids.values())
-            for token, (count, sub) in kids.items():
+            for sibling, (token, (count, sub)) in enumerate(kids.items()):
                 p = count / total if local_prob else prob * count / total
                 kept = count / total if local_min else p  # local_min: the share alone against min_prob
                 if no_min or (kept > min_prob if strict_min else kept >= min_prob):
-                    order = (depth if level_order else 0, -p, next(found))
+                    order = (depth if level_order else 0, -p, sibling if sibling_ties else 0, next(found))
                     heapq.heappush(heap, (order, token, sub, index, p, count, depth))
 
         push(children, -1, 1.0, 1, None)
@@ -257,6 +264,10 @@ def grow_tree(fn):
         (lambda c, b, m: _shift_parents(_ref_grow_tree(c, b, m), 0),
          "a child of the matched pattern gets parent -1; 0 is the index of the first node, so a 0 makes the node a "
          "child of that node."),
+        (_grow_variant(sibling_ties=True), "a tie goes to the node found (pushed) first overall, not to the first "
+                                           "among its siblings: key the heap on (-probability, a counter that grows "
+                                           "with every push), not on the child's index under its parent, or a later "
+                                           "parent's first child jumps ahead of an earlier parent's second one."),
         (_grow_variant(chain=True), "it is a tree: when you take a node, its siblings stay candidates (keep them in "
                                     "the heap), so the tree can branch where the history did."),
     ]

@@ -134,7 +134,7 @@ def eagle_training_pairs(fn):
 
 
 def reference_mtp_depth_pairs(ids, depth):
-    """The answer to exercise 2: for MTP module ``depth`` = k on a window ``ids [T]``, ``(tokens_in, token_targets)``
+    """The answer to exercise 3: for MTP module ``depth`` = k on a window ``ids [T]``, ``(tokens_in, token_targets)``
     = ``(ids[k:-1], ids[k + 1:])``: row i reads t_{i+k} (with h^{k-1}_i) and its head predicts t_{i+k+1}, for the
     T - k - 1 rows that have a target (DeepSeek-V3 technical report, §2.2; ``lab.drafters.mtp.MTPHeads.forward``
     builds the same rows)."""
@@ -178,7 +178,7 @@ def mtp_depth_pairs(fn):
 
 
 def reference_d2t_from_counts(counts, size):
-    """The answer to exercise 3: EAGLE-3's ``d2t`` map for a draft vocabulary of the ``size`` most frequent tokens.
+    """The answer to exercise 4: EAGLE-3's ``d2t`` map for a draft vocabulary of the ``size`` most frequent tokens.
 
     ``counts``: LongTensor ``[V]``, how often each target id occurs in the draft's training data. Picks the ``size``
     ids with the highest counts (ties: the smaller id first), sorts them ascending and returns LongTensor ``[size]``
@@ -203,7 +203,7 @@ def _top_ids(counts, size, smaller_first=True):
 
 @checker
 def d2t_from_counts(fn):
-    """Check ``fn(counts [V], size) -> d2t [size]`` (exercise 3): the ``size`` most frequent target ids (ties: the
+    """Check ``fn(counts [V], size) -> d2t [size]`` (exercise 4): the ``size`` most frequent target ids (ties: the
     smaller id), sorted ascending, stored as offsets ``d2t[i] = id_i - i``. Planted mistakes: the ids themselves,
     the offsets with the sign flipped, the draft id added instead of subtracted, the ids in frequency order, the
     least frequent ids, and ties broken towards the larger id."""

@@ -20,6 +20,7 @@ def run(capsys, checker, fn, *args):
     (dict(negative_slice=True), "longer than len(context) - 1"),
     # these two returned [] where a match was due and got the self-match hint
     (dict(smallest=2), "down to n = 1"), (dict(below_max=True), "start at n = max_ngram itself"),
+    (dict(full_only=True), "fewer than n_draft tokens still counts"),  # got the self-match hint
 ])
 def test_ngram_lookup_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.ngram_lookup, ngram_lookup)
@@ -58,10 +59,11 @@ def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
     (dict(strict_min=True), "compare with >=, not >"), (dict(no_cap=True), "budget nodes"),
     (dict(parent_tokens=True), "INDEX in tokens"), (dict(chain=True), "siblings stay candidates"),
     (dict(local_min=True), "not with its share among its siblings"),
+    (dict(sibling_ties=True), "found (pushed) first overall"),  # got the depth-first hint
 ])
 def test_grow_tree_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.grow_tree, check._ref_grow_tree)
-    assert ok and "13 trees right" in out
+    assert ok and "14 trees right" in out
     assert run(capsys, check.grow_tree, check._grow_variant())[0]  # the planted family's base is right
     ok, out = run(capsys, check.grow_tree, check._grow_variant(**variant))
     assert not ok and phrase in out, out
@@ -173,7 +175,7 @@ def test_grow_tree_passes_whatever_the_order_of_the_multiplications(capsys, orde
     at min_prob only up to rounding (9/10 x 1/9 is 0.09999999999999999 that way, 0.1 the reference's way): every
     order passes now."""
     ok, out = run(capsys, check.grow_tree, _grow_in_order(order))
-    assert ok and "13 trees right" in out, out
+    assert ok and "14 trees right" in out, out
 
 
 def test_grow_tree_cases_do_not_depend_on_rounding():
@@ -191,3 +193,51 @@ def test_grow_tree_cases_do_not_depend_on_rounding():
     # 2 and 3 under 1 at 3/4 x 1/2 = 0.375 = min_prob: kept; 5 (1/4) left out
     assert ({1: (3, {2: (1, {}), 3: (1, {})}), 5: (1, {})}, 8, 0.375) in cases
     assert check._ref_grow_tree({1: (3, {2: (1, {}), 3: (1, {})}), 5: (1, {})}, 8, 0.375) == ([1, 2, 3], [-1, 0, 0])
+
+
+def test_learner_answers_from_a_new_learners_run(capsys):
+    """A learner's run of lesson 08: answers of another kind were reported as the learner's crash (the checker's own
+    comparison raised), None for "no match" was called a missing return, a Tensor answer was named after the lab's
+    ngram_lookup instead of the learner's function, and listing every node breadth first then sorting by
+    probability passed although its ties come out in another order."""
+    import heapq
+    import torch
+
+    def pair_of_ints(children, budget, min_prob):
+        return 0, 0
+
+    ok, out = run(capsys, check.grow_tree, pair_of_ints)
+    assert not ok and "raised" not in out and "returned (0, 0)" in out, out
+
+    def find_draft(context, max_ngram, n_draft):
+        found = ngram_lookup(context, max_ngram, n_draft)
+        return found if found else None
+
+    ok, out = run(capsys, check.ngram_lookup, find_draft)
+    assert not ok and "returned None where the answer is an empty list: return []" in out, out
+    assert "forget" not in out
+
+    def find_draft(context, max_ngram, n_draft):  # noqa: F811 (the learner's name, a second try)
+        return torch.tensor(ngram_lookup(context, max_ngram, n_draft))
+
+    ok, out = run(capsys, check.ngram_lookup, find_draft)
+    assert not ok and "find_draft returned a Tensor" in out and "ngram_lookup returned" not in out, out
+
+    def breadth_first_then_sorted(children, budget, min_prob):
+        nodes, level = [], [(children, -1, 1.0)]
+        while level:
+            below = []
+            for kids, parent, prob in level:
+                total = sum(count for count, _ in kids.values())
+                for token, (count, sub) in kids.items():
+                    p = prob * count / total
+                    if p >= min_prob:
+                        nodes.append((-p, len(nodes), token, parent))
+                        below.append((sub, len(nodes) - 1, p))
+            level = below
+        kept = heapq.nsmallest(budget, nodes)
+        index = {order: i for i, (_, order, _, _) in enumerate(kept)}
+        return [t for _, _, t, _ in kept], [index.get(parent, -1) for _, _, _, parent in kept]
+
+    ok, out = run(capsys, check.grow_tree, breadth_first_then_sorted)
+    assert not ok and "[5, 3, 4, 30, 40]" in out and "[5, 3, 4, 50, 51]" in out, out

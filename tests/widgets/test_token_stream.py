@@ -414,6 +414,16 @@ def test_extend_replays_a_finished_run(three_steps):
     assert replay.tokens == three_steps.tokens and replay.stats == three_steps.stats
 
 
+@pytest.mark.parametrize("records", [None, 3, [5, 6]])
+def test_extend_names_what_is_not_step_records(records):
+    """A learner passed None and saw Python's "'NoneType' object is not iterable"; TreeViewer.extend named it."""
+    stream = TokenStream(FakeTokenizer(), prompt_ids=[1, 2])
+    before = list(stream.tokens)
+    with pytest.raises(TypeError, match="TokenStream.extend"):
+        stream.extend(records)
+    assert stream.tokens == before and stream.stats["target_calls"] == 0
+
+
 @pytest.mark.parametrize("record, message", [
     (step(0, [1], 2, [1, 2], "bonus"), "num_accepted"),
     (step(0, [1, 2], 1, [1, 3, 4], "resampled"), "at most"),
