@@ -14,8 +14,8 @@ from lab.assets import PAIR_DIR, SMOLLM2_DIR
 from lab.validation import check_int
 
 __all__ = ["held_out_prompts", "copy_heavy_prompts", "edit_prompts", "record_prompts", "arena_prompts", "EDITS",
-           "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "chat_prompts", "pair_tasks", "arena_tasks",
-           "check_prompts", "encode_prompts", "context_problem", "transcripts", "conversation_requests",
+           "FALLBACK_EDITS", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "chat_prompts", "pair_tasks",
+           "arena_tasks", "check_prompts", "encode_prompts", "context_problem", "transcripts", "conversation_requests",
            "assistant_turns"]
 
 ARENA_TASKS = ("prose", "copy_edit", "structured", "copy")
@@ -206,6 +206,11 @@ whole words: ``" you"`` changes "you" but not "your" or "young", ``"sir"`` not t
 "my lords" has its own entry, since "my lord" no longer matches inside it."""
 
 
+FALLBACK_EDITS = (("good", "noble"), ("and", "&"), ("of", "o'"))
+"""Word changes for a passage that none of ``EDITS`` changes (three of the eight held-out passages), tried in order
+until one applies, so that every edit task holds an edit."""
+
+
 def _edit(text: str, old: str, new: str) -> str:
     """``text`` with the first whole-word occurrence of ``old`` replaced by ``new`` (``text`` unchanged when there is
     none): where ``old`` starts or ends with a word character, the text next to it must not be one (``\\b``)."""
@@ -215,8 +220,9 @@ def _edit(text: str, old: str, new: str) -> str:
 
 
 def edit_prompts(pair, texts=None) -> list[str]:
-    """Edit tasks: a passage, then the same passage with small whole-word changes (``EDITS``), then the edited version
-    once more from its start — the output should repeat the edited text, which the prompt already holds.
+    """Edit tasks: a passage, then the same passage with small whole-word changes (``EDITS``; where none applies, the
+    first of ``FALLBACK_EDITS`` that does), then the edited version once more from its start — the output should
+    repeat the edited text, which the prompt already holds.
 
     Raises ``TypeError`` when ``texts`` is not a list of strings (e.g. one string), ``ValueError`` when it is
     empty."""
@@ -226,6 +232,10 @@ def edit_prompts(pair, texts=None) -> list[str]:
         edited = passage
         for old, new in EDITS:
             edited = _edit(edited, old, new)
+        for old, new in FALLBACK_EDITS if edited == passage else ():
+            edited = _edit(passage, old, new)
+            if edited != passage:
+                break
         lead = pair.decode(pair.encode(edited)[:4])
         prompts.append(passage + "\n\n" + edited + "\n\n" + edited + "\n\n" + lead)
     return prompts

@@ -162,3 +162,14 @@ def test_encode_prompts_refuses_one_prompt_given_bare(pair):
         encode_prompts(pair, 3)
     assert encode_prompts(pair, ("To be",)) == [pair.encode("To be")]
     assert encode_prompts(pair, (p for p in ["To be"])) == [pair.encode("To be")]
+
+
+def test_every_edit_prompt_holds_an_edit(pair):
+    """Three held-out passages held none of EDITS' words, so their "edit" request was the copy request itself (a
+    learner's run of lesson 08 on the Shakespeare pair); FALLBACK_EDITS gives each a change."""
+    from lab.prompts import FALLBACK_EDITS
+
+    edits, copies = edit_prompts(pair), copy_heavy_prompts(pair)
+    assert all(edit != copy for edit, copy in zip(edits, copies))
+    passage, edited = (part.strip() for part in edits[2].split("\n\n")[:2])
+    assert passage.replace("good", "noble", 1) == edited and FALLBACK_EDITS[0] == ("good", "noble")
