@@ -22,8 +22,9 @@ def add_parser(sub) -> None:
                                    "shakespeare. Prints "
                                    "the speedup lesson 06's formula predicts beside the measured one, where the "
                                    "difference went, and fixed vs adaptive N for the draft model. Drafters the "
-                                   "pair cannot have are left out and named. Exit status 1 if a greedy run "
-                                   "differed from autoregressive decoding.")
+                                   "pair cannot have are left out and named. Exit status 1 if a float32 greedy "
+                                   "run differed from autoregressive decoding (in bfloat16 a differing run is "
+                                   "reported, not failed: near-ties round by block shape).")
     add_run_options(a, json_help="print the arena and the adaptive comparison as JSON", max_new_tokens=64,
                     prompts=3, prompts_help="prompts per task, 1 to 4 with shakespeare, 1 to 8 with smollm2-135m "
                                             "(default: %(default)s)",

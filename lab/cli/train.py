@@ -20,8 +20,11 @@ def add_parser(sub) -> None:
     """Add the ``train`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
     t = sub.add_parser("train", help="train the bundled pair, its draft, Medusa heads or EAGLE draft, or measure "
                                      "the pair",
-                       description="Train the bundled Shakespeare pair (or its Medusa heads / EAGLE draft), measure "
-                                   "it and rewrite its model card, or fine-tune a copy-capable target beside it.")
+                       description="Train a drafter and measure it for its model card: for the real pair "
+                                   "(smollm2-135m) the chat-* targets, on data chat-data builds offline from the "
+                                   "target's own answers; for the bundled Shakespeare pair the others (the pair "
+                                   "itself, its draft, Medusa heads, EAGLE, EAGLE-3, MTP and parallel drafts), or a "
+                                   "copy-capable target beside it.")
     t.add_argument("what", choices=["pair", "draft", "card", "medusa", "eagle", "eagle3", "mtp", "parallel",
                                     "copy-target", "chat-data", "chat-draft", "chat-eagle", "chat-medusa", "chat-mtp",
                                     "chat-eagle3", "chat-parallel"],

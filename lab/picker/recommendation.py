@@ -198,6 +198,33 @@ class Recommendation(EngineSettings):
     def __str__(self) -> str:
         return self.summary()
 
+    def _course_snippet(self) -> list:
+        """The decision guide's "Try it in this course" code, line by line: the recommended drafter on the course's
+        real pair, on a request of the workload's task (an agent loop's last request, quoting its earlier answers,
+        for the agent task; suffix decoding then caches those answers, as a server would have)."""
+        agent = self.workload.get("task") == "agent"
+        drafter = self.lab_drafter()
+        if self.method == "suffix" and agent:
+            drafter = "SuffixDecodingDrafter(prompt_outputs=lambda ids: assistant_turns(pair, ids))"
+        lines = ["from lab.decode import generate",
+                 "from lab.models import load_pair",
+                 f"from lab.drafters import {drafter.split('(')[0].split('.')[0]}"]
+        if agent:
+            lines.append("from lab.prompts import " + ("assistant_turns, " if "assistant_turns" in drafter else "")
+                         + "conversation_requests")
+        lines.append("pair = load_pair()  # the course's real pair, SmolLM2-135M-Instruct, offline")
+        if agent:
+            lines.append('prompt_ids = pair.encode_chat(conversation_requests("agent")[-1])  # a committed agent '
+                         "loop's last request, quoting its earlier answers")
+        else:
+            request = TASK_EXAMPLES.get(self.workload.get("task"), TASK_EXAMPLES["chat"])
+            lines.append(f"prompt_ids = pair.encode_chat({request!r})")
+        return lines + [f"drafter = {drafter}",
+                        "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=128, "
+                        f"temperature={self.temperature:g}, eos_token_id=pair.eos_token_id)",
+                        "print(pair.decode([t for t in run.tokens if t != pair.eos_token_id]))",
+                        "print(run.stats['acceptance_rate'], run.stats['tokens_per_target_call'])"]
+
     def to_markdown(self, target: str = "<target-model>", tensor_parallel_size: int = 1, *,
                     max_running_requests: int | None = None) -> str:
         """A one-page decision guide for the workload, as Markdown. Raises ``ValueError`` (naming the argument) as
@@ -237,17 +264,7 @@ class Recommendation(EngineSettings):
                     "```bash", self.llamacpp_command(), "```"]
         out += ["", "## Run it with transformers", "", "```python", self.hf_snippet(target), "```"]
         if self.lab_drafter():
-            out += ["", "## Try it in this course", "", "```python",
-                    "from lab.decode import generate",
-                    "from lab.models import load_pair",
-                    f"from lab.drafters import {self.lab_drafter().split('(')[0].split('.')[0]}",
-                    "pair = load_pair()  # the course's real pair, SmolLM2-135M-Instruct, offline",
-                    f"prompt_ids = pair.encode_chat({TASK_EXAMPLES.get(w.get('task'), TASK_EXAMPLES['chat'])!r})",
-                    f"drafter = {self.lab_drafter()}",
-                    "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=128, "
-                    f"temperature={self.temperature:g}, eos_token_id=pair.eos_token_id)",
-                    "print(pair.decode(run.tokens))",
-                    "print(run.stats['acceptance_rate'], run.stats['tokens_per_target_call'])", "```"]
+            out += ["", "## Try it in this course", "", "```python"] + self._course_snippet() + ["```"]
         notes = self.engine_notes()
         if notes:
             out += ["", "## Engine notes", ""] + [f"- {n}" for n in notes]

@@ -60,11 +60,12 @@ def revisit_none(workload: dict, cause: str, lifts) -> list:
 def revisit_speculating(method: str, latency_bound: bool) -> list:
     """When a speculating recommendation of ``method`` is worth revisiting (``latency_bound``: the workload's
     setting, which decides whether growing or shrinking batches are the change to watch)."""
-    items = ["α, the per-token acceptance probability, falls below 0.7 on your own traffic — estimate it as the "
-             "first drafted position's acceptance, per_position_acceptance[0] (vLLM: "
+    items = ["α, the per-token acceptance probability, falls below 0.7 on your own traffic — measure it as lesson "
+             "12 does, accepted ÷ examined drafts (lab.metrics.alpha_from_steps); where only an engine's counters "
+             "are at hand, the first drafted position's acceptance estimates the same α under lesson 06's model, "
+             "from fewer drafts: per_position_acceptance[0] (vLLM: "
              "rate(…num_accepted_tokens_per_pos_total{position=\"0\"}[5m]) / ignoring(position) "
-             "rate(…num_drafts_total[5m])), or with "
-             "lab.metrics.alpha_from_steps (lesson 12). The 0.7 is seed lesson 002's target for a good speedup, "
+             "rate(…num_drafts_total[5m])). The 0.7 is seed lesson 002's target for a good speedup, "
              "which that seed states for the acceptance rate accepted ÷ drafted; this course applies it to α, "
              "because the acceptance rate also falls as N grows and by lesson 06's formula the chat row's 2× "
              "already needs α ≈ 0.71 at N = 4, c = 0.1. α is never below the acceptance rate, so this is the "

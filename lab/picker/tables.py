@@ -63,10 +63,9 @@ TASK_EXAMPLES = {
     "structured": "Give the name, capital and population of France as a JSON object.",
     "long_text": "Write a short story about a lighthouse keeper who finds a message in a bottle.",
     "copy_edit": "Repeat this sentence exactly, with 'cat' changed to 'dog': The cat sat on the warm mat by the door.",
-    "agent": "You can call the tool search(query). Reply with one JSON tool call per line to search for the weather "
-             "in Paris, in Rome and in Madrid.",
 }
-"""One request per task for the decision guide's "Try it in this course" snippet, on the course's real pair."""
+"""One request per one-turn task for the decision guide's "Try it in this course" snippet, on the course's real pair
+(the agent task takes a committed agent loop instead: :func:`lab.prompts.conversation_requests`)."""
 
 SETUP_ORDER = ("ngram", "suffix", "lookahead", "mtp", "draft_model", "parallel", "medusa", "eagle")
 """The drafting methods, cheaper to set up first (nothing / modules the target's checkpoint already holds / a model

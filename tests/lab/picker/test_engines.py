@@ -254,6 +254,11 @@ def test_lab_drafter_and_guide_snippet_run_as_written():
     snippet = rec.to_markdown().split("## Try it in this course")[1].split("```python")[1].split("```")[0]
     assert "pair = load_pair()" in snippet  # the course's default, real pair
     assert f"prompt_ids = pair.encode_chat({picker.tables.TASK_EXAMPLES['structured']!r})" in snippet
+    agent = recommend("agent", 0.0, False, False)
+    assert agent.method == "suffix"
+    snippet = agent.to_markdown().split("## Try it in this course")[1]
+    assert "SuffixDecodingDrafter(prompt_outputs=lambda ids: assistant_turns(pair, ids))" in snippet
+    assert 'conversation_requests("agent")[-1]' in snippet
 
 
 def test_every_guide_snippet_runs_on_the_real_pair(smollm2_pair, monkeypatch, capsys):
@@ -262,6 +267,7 @@ def test_every_guide_snippet_runs_on_the_real_pair(smollm2_pair, monkeypatch, ca
     import lab.models
     from lab.decode import generate
     from lab.picker.recommendation import Recommendation
+    from lab.prompts import conversation_requests
     from tests.lab.picker.helpers import suffix_recommendations
 
     monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: smollm2_pair)
@@ -274,6 +280,7 @@ def test_every_guide_snippet_runs_on_the_real_pair(smollm2_pair, monkeypatch, ca
                                                           .split("```python")[1].split("```")[0])
     assert {method for method, _ in snippets} == {"draft_model", "ngram", "lookahead", "medusa", "eagle", "suffix",
                                                   "mtp", "parallel"}
+    assert snippets["suffix", True][0].workload["task"] == "agent"  # an agent loop, with its earlier answers
     for (method, greedy), (rec, snippet) in snippets.items():
         assert snippet.count("max_new_tokens=128") == 1
         scope = {}
@@ -283,7 +290,11 @@ def test_every_guide_snippet_runs_on_the_real_pair(smollm2_pair, monkeypatch, ca
         assert printed[-1] == f"{run.stats['acceptance_rate']} {run.stats['tokens_per_target_call']}", method
         assert 1 <= len(run.tokens) <= 8 and len(run.steps) >= 2, method
         task = rec.workload["task"]
-        assert scope["prompt_ids"] == pair.encode_chat(picker.tables.TASK_EXAMPLES[task]), method
+        request = conversation_requests("agent")[-1] if task == "agent" else picker.tables.TASK_EXAMPLES[task]
+        assert scope["prompt_ids"] == pair.encode_chat(request), method
+        assert "\n".join(printed[:-1]) == pair.decode([t for t in run.tokens if t != pair.eos_token_id])  # no EOS
         if greedy:
             assert run.tokens == generate(pair.target, scope["prompt_ids"], max_new_tokens=8,
                                           eos_token_id=pair.eos_token_id).tokens, method
+        if method == "suffix" and task == "agent":  # the loop's earlier answers are cached: drafts are accepted
+            assert run.stats["accepted_tokens"] > 0, run.stats
