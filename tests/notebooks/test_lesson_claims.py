@@ -740,7 +740,9 @@ def test_lesson_11_eagle3_section():
                f"{card3['settings']['max_new_tokens']} tokens")
     says(text, f"over {card3['settings']['prompts']} requests of up to {card3['settings']['max_new_tokens']} tokens")
     says(text, f"over the {train3['data']['held_out_sequences']} held-out sequences")
-    says(text, "EAGLE-3 pulls ahead of EAGLE at this scale, by a little. Both drafts were trained twice.")
+    says(text, "On the real pair EAGLE-3 pulls ahead of EAGLE at this scale, by a little (this paragraph reads the "
+               "real pair's cards;")
+    says(text, "which need not agree). Both drafts were trained twice.")
     says(text, "In their first runs, on the same few thousand answers, EAGLE trained 1,000 steps and EAGLE-3 2,000")
     assert (first1["recipe"]["steps"], first3["recipe"]["steps"]) == (1000, 2000) and train3["recipe"]["depth"] == 3
     first_eagle = first3["eagle_on_the_same_held_out"]["agreement"]["all"]
