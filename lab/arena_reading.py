@@ -496,8 +496,13 @@ def read_arena(run: dict) -> str:
                 (f"Which drafter, where (T = {cold:g})", read_kinds(result, cold)),
                 ("Methods against their neighbours", read_methods(result, cold)),
                 ("Temperature", read_temperature(result))]
-    return "\n\n".join(f"**{title}.**\n\n{body}" if body.startswith("-") else f"**{title}.** {body}"
+    text = "\n\n".join(f"**{title}.**\n\n{body}" if body.startswith("-") else f"**{title}.** {body}"
                        for title, body in sections if body)
+    settings = result.get("settings") or {}
+    if settings.get("busy"):  # the reading's comparisons of timings stand on a busy machine's numbers: say so first
+        text = (f"**Read with care: the machine was busy during this run.** {settings.get('load_note', '')}\n\n"
+                + text)
+    return text
 
 
 _RUN_KEYS = ("date", "dtype", "threads", "prompts", "max_new_tokens")

@@ -5,10 +5,13 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from numbers import Integral
 
 from lab.drafters.draft_model import next_n_draft as _ref_next_n_draft
-from lab.exercises.harness import checker, compare, Fail, same_float, same_int, show_value
+from lab.exercises.harness import (checker, compare, Fail, fresh_args, run_case, same_float, same_int,
+                                   show_value)
 from lab.metrics import alpha_from_steps as reference_alpha_from_steps  # the lab references
 from lab.metrics import cost_ratio_from_steps as reference_cost_ratio
 from lab.metrics import predicted_speedup
@@ -119,6 +122,12 @@ _ALPHA_FAULTS = [  # planted mistakes and their hints (also used by the tests)
                      "(accepted + rejections)."),
     (lambda steps: reference_alpha_from_steps(steps) if reference_alpha_from_steps(steps) is not None else 0.0,
      "when no draft was examined there is no estimate: return None, not 0 (0 would claim every draft fails)."),
+    (lambda steps: None if reference_alpha_from_steps(steps) == 0 else reference_alpha_from_steps(steps),
+     "when drafts were examined and none was accepted, alpha is 0.0, an estimate like any other (every examined "
+     "draft failed); None is only for a run in which no draft was examined at all."),
+    (lambda steps: float("nan") if reference_alpha_from_steps(steps) is None else reference_alpha_from_steps(steps),
+     "when no draft was examined, return None (no estimate), not NaN: NaN passes silently into later sums and "
+     "formulas, and a check `is None` cannot see it."),
 ]
 
 
@@ -130,11 +139,20 @@ def alpha_from_steps(fn):
     cases = [(steps,) for steps in _STEP_LISTS] + [([_step(0, 0, 0.0, 5.0, calls=0)],), ([_step(3, 0, 1.0, 5.0)],)]
 
     def same(a, b):
-        return (a is None and b is None) or same_float(a, b)
+        nan = isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)  # a planted NaN
+        return (a is None and b is None) or nan or same_float(a, b)
 
+    outcome = run_case(fn, fresh_args(cases[0]))  # on copies: a function that changes its steps is compare's to name
+    first = outcome[1] if outcome[0] == "ok" else None
+    if isinstance(first, Fraction):  # exact, but lesson 12 formats alpha with :.2f, which a Fraction refuses here
+        raise Fail(f"alpha_from_steps returned the Fraction {first}; return a float (accepted / examined with /, "
+                   "not Fraction(...)): the lesson prints it with f\"{alpha:.2f}\", which a Fraction does not take "
+                   "before Python 3.12.")
     n = compare("alpha_from_steps", fn, cases, reference_alpha_from_steps, _ALPHA_FAULTS, same,
-                "alpha = accepted / (accepted + number of steps with num_accepted < len(drafted)); None if that "
-                "is 0.", show_args=lambda args: _show_steps(args[0]))
+                "alpha = accepted / examined, where examined = accepted + the number of steps that ended at a "
+                "rejection (num_accepted < len(drafted)); return None only when no draft was examined (examined = "
+                "0), and 0.0 when drafts were examined and none was accepted.",
+                show_args=lambda args: _show_steps(args[0]))
     return f"correct on all {n} step lists: alpha counts only the drafts the target examined."
 
 

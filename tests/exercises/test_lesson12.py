@@ -77,7 +77,8 @@ def test_cost_ratio(capsys):
 def test_alpha_from_steps(capsys):
     assert check.alpha_from_steps(check.reference_alpha_from_steps)
 
-    hints = ("never examined", "bonus", "examined nothing", "first position", "return None, not 0")
+    hints = ("never examined", "bonus", "examined nothing", "first position", "return None, not 0",
+             "alpha is 0.0, an estimate like any other", "not NaN")
     for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
         assert not check.alpha_from_steps(fn)
         assert hint in capsys.readouterr().out
@@ -97,6 +98,7 @@ def test_alpha_from_steps_none_where_zero_is_due_is_not_called_a_missing_return(
     assert not check.alpha_from_steps(tests_accepted)
     out = capsys.readouterr().out
     assert "returned None; expected 0" in out and "forget a `return`" not in out
+    assert "alpha is 0.0, an estimate like any other" in out  # not the generic "None if that is 0"
     assert not check.alpha_from_steps(lambda steps: None)
     assert "forget a `return`" in capsys.readouterr().out
 
@@ -154,3 +156,17 @@ def test_metrics_alpha_and_cost_ratio_are_the_lab_reference():
         cost_ratio_from_steps([check._step(0, 0, 0.0, 5.0, calls=0)], 4.6)
     with pytest.raises(ValueError, match="ar_ms_per_step"):
         cost_ratio_from_steps(check._STEP_LISTS[0], 0.0)
+
+
+def test_alpha_from_steps_refuses_a_fraction(capsys):
+    """A Fraction is exact and passed, then lesson 12's f"{alpha:.2f}" raised TypeError (Python 3.11)."""
+    from fractions import Fraction
+
+    def exact(steps):
+        value = check.reference_alpha_from_steps(steps)
+        accepted = sum(s.num_accepted for s in steps)
+        return None if value is None else Fraction(accepted) / Fraction(accepted + sum(
+            1 for s in steps if s.drafted and s.num_accepted < len(s.drafted)))
+
+    assert not check.alpha_from_steps(exact)
+    assert "returned the Fraction" in capsys.readouterr().out

@@ -221,6 +221,16 @@ def test_the_committed_run_reads_whole():
     with pytest.raises(ValueError, match="run must be"):
         read_arena({"rows": []})
     assert read_arena(copy.deepcopy(run)) == text   # reading does not change the run
+    assert not run["arena"]["settings"]["busy"] and "busy" not in text.split("**The baseline.**")[0]
+
+
+def test_a_busy_run_is_read_with_a_warning_first():
+    """A learner's busy run: lesson 12's reading compared its timings without repeating the table's warning."""
+    run = copy.deepcopy(committed_arena("smollm2-135m"))
+    run["arena"]["settings"].update(busy=True, load_note="other processes kept 1.20 of 2 cores busy. Rerun it.")
+    text = read_arena(run)
+    assert text.startswith("**Read with care: the machine was busy during this run.** other processes kept 1.20 of 2 "
+                           "cores busy. Rerun it.\n\n**The baseline.**")
 
 
 def test_level_speedups_are_named_level_and_explain_nothing():
