@@ -202,23 +202,22 @@ class Recommendation(EngineSettings):
         """The decision guide's "Try it in this course" code, line by line: the recommended drafter on the course's
         real pair, on a request of the workload's task (an agent loop's last request, quoting its earlier answers,
         for the agent task; suffix decoding then caches those answers, as a server would have)."""
-        agent = self.workload.get("task") == "agent"
-        drafter = self.lab_drafter()
-        if self.method == "suffix" and agent:
-            drafter = "SuffixDecodingDrafter(prompt_outputs=lambda ids: assistant_turns(pair, ids))"
+        task = self.workload["task"]
+        agent = task == "agent"
+        cached = agent and self.method == "suffix"  # the earlier answers a server would cache
+        drafter = ("SuffixDecodingDrafter(prompt_outputs=lambda ids: assistant_turns(pair, ids))" if cached
+                   else self.lab_drafter())
         lines = ["from lab.decode import generate",
                  "from lab.models import load_pair",
                  f"from lab.drafters import {drafter.split('(')[0].split('.')[0]}"]
         if agent:
-            lines.append("from lab.prompts import " + ("assistant_turns, " if "assistant_turns" in drafter else "")
-                         + "conversation_requests")
+            lines.append("from lab.prompts import " + ("assistant_turns, " if cached else "") + "conversation_requests")
         lines.append("pair = load_pair()  # the course's real pair, SmolLM2-135M-Instruct, offline")
         if agent:
             lines.append('prompt_ids = pair.encode_chat(conversation_requests("agent")[-1])  # a committed agent '
                          "loop's last request, quoting its earlier answers")
         else:
-            request = TASK_EXAMPLES.get(self.workload.get("task"), TASK_EXAMPLES["chat"])
-            lines.append(f"prompt_ids = pair.encode_chat({request!r})")
+            lines.append(f"prompt_ids = pair.encode_chat({TASK_EXAMPLES[task]!r})")
         return lines + [f"drafter = {drafter}",
                         "run = generate(pair.target, prompt_ids, drafter=drafter, max_new_tokens=128, "
                         f"temperature={self.temperature:g}, eos_token_id=pair.eos_token_id)",
