@@ -583,8 +583,9 @@ def read_tree_shapes(run: dict) -> str:
                          if where in found)
 
     dtype = str(run["dtype"]).removeprefix("torch.")
+    machine = f"on {run['processor']}, " if isinstance(run.get("processor"), str) and run["processor"] else ""
     lines = [f"Greedy, {run['prompts']} held-out requests per kind × {run['max_new_tokens']} new tokens, {dtype}, "
-             f"{run['threads']} threads, {run['date']}. Speedup over autoregressive decoding (tokens per target "
+             f"{run['threads']} threads, {machine}{run['date']}. Speedup over autoregressive decoding (tokens per target "
              "call):", "",
              f"| requests | EAGLE-3, {chain_name} | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|",
              *table, ""]

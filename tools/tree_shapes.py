@@ -24,7 +24,7 @@ from lab.bench import agreement_with, time_methods
 from lab.cli.options import positive_int
 from lab.drafters import DynamicTree, Eagle3Drafter, MedusaDrafter
 from lab.drafters.eagle import DEFAULT_TREE
-from lab.models import load_pair
+from lab.models import load_pair, processor_name
 from lab.prompts import CHAT_TASKS, chat_prompts
 
 SHAPES = {
@@ -46,10 +46,11 @@ def main() -> None:
     methods = {"autoregressive": None}
     methods.update({name: (lambda kw=kw: Eagle3Drafter.from_pretrained(pair, **kw)) for name, kw in SHAPES.items()})
     methods["Medusa (14-node tree)"] = lambda: MedusaDrafter.from_pretrained(pair)
-    results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "dtype": str(pair.dtype),
+    results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "processor": processor_name(pair.device), "dtype": str(pair.dtype),
                "threads": torch.get_num_threads(), "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
                "kinds": {}}
-    print(f"{pair.name}, {pair.dtype}, {torch.get_num_threads()} threads, greedy, {args.prompts} requests per kind x "
+    print(f"{pair.name}, {processor_name(pair.device)}, {pair.dtype}, {torch.get_num_threads()} threads, greedy, {args.prompts} requests per kind x "
           f"{args.max_new_tokens} tokens\n")
     for kind in CHAT_TASKS:
         run = time_methods(pair, chat_prompts(kind)[:args.prompts], methods, max_new_tokens=args.max_new_tokens)

@@ -507,6 +507,12 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
           and got[i][1] == expected[i][1]):  # 10.0 for 10: the rule is right
         best_hint = ("the value is right, but return an int, not a float (10, not 10.0): it is a position or a "
                      "length, which later cells use as an index or a slice bound (int(...) or // keep it whole).")
+    elif (best_hint is None and got[i][0] == "ok" and expected[i][0] == "ok" and isinstance(expected[i][1], Integral)
+          and not isinstance(expected[i][1], bool) and isinstance(got[i][1], float) and math.isfinite(got[i][1])
+          and not got[i][1].is_integer()):  # 2.5 where a count is due, and no planted mistake explains it
+        best_hint = (f"the answer is a whole number (a count or a position), and your function returned "
+                     f"{show_value(got[i][1])}: work out which whole number the rule asks for (the next one up, "
+                     "the one below, ...) rather than returning the fraction; // divides without one.")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
         best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
                      "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
@@ -523,6 +529,12 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     want = show_value(want[1]) if want[0] == "ok" else show_outcome(want)
     if want == shown.removeprefix("returned "):  # a near miss that 4 digits hide: show every digit
         want, shown = show_value(expected[i][1], exact=True), show_outcome(got[i], exact=True)
+    elif got[i][0] == expected[i][0] == "ok" and all(type(o[1]) is float for o in (got[i], expected[i])):
+        # both with their trailing zeros: "0.5646; expected 0.5650", not "expected 0.565", which reads as rounding
+        want, shown = f"{expected[i][1]:#.4g}", f"returned {got[i][1]:#.4g}"
+    elif (got[i][0] == "ok" and type(got[i][1]) is float and math.isfinite(got[i][1])
+          and not any(c in shown.removeprefix("returned ") for c in ".e")):  # a float stays visibly one: "returned 2.0; expected 3"
+        shown += ".0"
     message = (f"{name}({show_args(cases[i])}) {shown}; expected {want}."
                f"\n  {label}: {best_hint or generic_hint}")
     if len(failing) > 1:

@@ -218,6 +218,12 @@ def next_n_draft(fn):
          "N grows only when EVERY draft was accepted; one rejection anywhere shrinks it."),
         (lambda n, a, d: n + 2 if a == d else 1,
          "after a rejection N shrinks by one, it is not reset to 1."),
+        (lambda n, a, d: n + 2 if a == d else max(1, d - 1),
+         "after a rejection shrink the current N by one, max(1, N - 1), not the number of drafts this step made "
+         "(n_drafted is smaller than N when max_new_tokens cut the step)."),
+        (lambda n, a, d: min(10, n + 2) if a == d else max(1, n - 1),
+         "transformers' heuristic schedule puts no cap on N: after a fully accepted step it is N + 2, however large "
+         "(a cap is the drafter's own max_n_draft, not part of this rule)."),
     ]
     for args in _NEXT_N_CASES:
         try:

@@ -220,7 +220,7 @@ def _gain_variant(*, ar_scales=True, draft_scales=True, verify_tokens="n+1", tok
             return max(1.0, tok / r) if combine == "max" else 1.0 + tok / r
 
         one = t(batch)
-        verify = t(batch * (n + 1 if verify_tokens == "n+1" else n))
+        verify = t({"n+1": batch * (n + 1), "n": batch * n, "b+n": batch + n, "bn+1": batch * n + 1}[verify_tokens])
         spec = n * c * (one if draft_scales else 1.0) + verify
         emitted = expected_tokens_per_call(alpha, n) if tokens == "expected" else n + 1
         return emitted * (one if ar_scales else 1.0) / spec
@@ -247,6 +247,10 @@ def throughput_gain(fn):
          "the draft's passes process B tokens each: they cost N · c · t(B), not N · c."),
         (_gain_variant(verify_tokens="n"),
          "verification feeds N + 1 tokens per sequence (the last committed token + N drafts): t(B · (N + 1))."),
+        (_gain_variant(verify_tokens="b+n"),
+         "verification feeds N + 1 tokens for EACH of the B sequences: B · (N + 1) tokens, not B + N."),
+        (_gain_variant(verify_tokens="bn+1"),
+         "each sequence feeds its own last committed token plus its N drafts: B · (N + 1) tokens, not B · N + 1."),
         (_gain_variant(tokens="all"),
          "not every draft is accepted: a step emits expected_tokens_per_call(alpha, N) tokens per sequence, not "
          "N + 1."),

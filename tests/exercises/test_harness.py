@@ -15,7 +15,7 @@ import torch
 from lab import metrics, sampling
 from lab.drafters.prompt_lookup import ngram_lookup
 from lab.exercises import (harness, lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08,
-                           lesson09, lesson10, lesson12, lesson14)
+                           lesson09, lesson10, lesson12, lesson13, lesson14)
 from lab.kv import emitted_tokens, next_position
 from tests.helpers import rejects
 
@@ -210,6 +210,25 @@ def test_integer_checkers_reject_non_whole_numbers(capsys):
     # a whole float has the right value but breaks lesson 06's table (it formats N with :d): refused with that hint
     rejects(lesson06.best_n_draft, lambda a, c, m: float(metrics.optimal_n_draft(a, c, m)), capsys,
             "return N as an int")
+
+
+# a fraction where a count is due, when no planted mistake explains it, gets a hint that says a whole number is due;
+# a whole float that is wrong shows as a float ("2.0", not "2", which reads as the int the checker wanted)
+def test_a_fraction_or_a_whole_float_where_a_count_is_due_is_shown_as_such(capsys):
+    rejects(lesson13.break_even_tokens, lambda s, a, p: s / (a - p) + 0.5 if p < a else None, capsys,
+            "returned 2.5; expected 3", "the answer is a whole number (a count or a position)")
+    rejects(lesson13.break_even_tokens, lambda s, a, p: s / (a - p) if p < a else None, capsys,
+            "returned 2.0; expected 3", "a number of tokens is a whole number")
+
+
+# two floats that differ in the 4th digit are shown with the same number of digits: "0.5646; expected 0.5650"
+def test_near_floats_are_shown_with_their_trailing_zeros(capsys):
+    from lab import costs
+
+    def gain(batch, n, alpha, c, fpb):  # the draft passes cost t(B + N): a mistake no hint names
+        return (costs.expected_tokens_per_call(alpha, n) * max(1, batch / fpb)
+                / (n * c * max(1, (batch + n) / fpb) + max(1, batch * (n + 1) / fpb)))
+    rejects(lesson13.throughput_gain, gain, capsys, "returned 0.5646; expected 0.5650.")
 
 
 # a function that forgot its `return` gets the hint that says so.

@@ -135,6 +135,8 @@ def test_next_n_draft(capsys):
         "by 2, not 1": lambda n, a, d: n + 1 if a == d else max(1, n - 1),
         "EVERY draft": lambda n, a, d: n + 2 if a > 0 else max(1, n - 1),
         "not reset to 1": lambda n, a, d: n + 2 if a == d else 1,
+        "not the number of drafts this step made": lambda n, a, d: n + 2 if a == d else max(1, d - 1),
+        "puts no cap on N": lambda n, a, d: min(10, n + 2) if a == d else max(1, n - 1),
     }
     for hint, fn in wrong.items():
         assert not check.next_n_draft(fn)

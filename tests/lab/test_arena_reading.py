@@ -327,6 +327,9 @@ def test_tree_shapes_name_the_fastest_tree_and_compare_both_shapes_with_medusa()
             "tree is ahead of it on chat and code, behind it on copy/edit.") in text
     assert "| requests | EAGLE-3, chain N=4 | EAGLE-3, fastest tree | Medusa's tree |" in text
     assert "Answers equal" not in text  # the rows say nothing of it
+    named = read_tree_shapes({**run, "processor": "AMD EPYC"})  # tools/tree_shapes.py records the machine
+    assert "bfloat16, 2 threads, on AMD EPYC, d. Speedup" in named
+    assert read_tree_shapes({**run, "processor": ""}) == text
     tied = copy.deepcopy(run)
     for i, row in enumerate(tied["kinds"]["code"]["rows"]):
         row["identical_outputs"] = i % 3
