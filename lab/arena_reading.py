@@ -585,8 +585,8 @@ def read_tree_shapes(run: dict) -> str:
     dtype = str(run["dtype"]).removeprefix("torch.")
     machine = f"on {run['processor']}, " if isinstance(run.get("processor"), str) and run["processor"] else ""
     lines = [f"Greedy, {run['prompts']} held-out requests per kind × {run['max_new_tokens']} new tokens, {dtype}, "
-             f"{run['threads']} threads, {machine}{run['date']}. Speedup over autoregressive decoding (tokens per target "
-             "call):", "",
+             f"{run['threads']} threads, {machine}{run['date']}. Speedup over autoregressive decoding (tokens per "
+             "target call):", "",
              f"| requests | EAGLE-3, {chain_name} | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|",
              *table, ""]
     text = (f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "

@@ -50,7 +50,8 @@ def main() -> None:
                "processor": processor_name(pair.device), "dtype": str(pair.dtype),
                "threads": torch.get_num_threads(), "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
                "kinds": {}}
-    print(f"{pair.name}, {processor_name(pair.device)}, {pair.dtype}, {torch.get_num_threads()} threads, greedy, {args.prompts} requests per kind x "
+    print(f"{pair.name}, {processor_name(pair.device)}, {pair.dtype}, {torch.get_num_threads()} threads, greedy, "
+          f"{args.prompts} requests per kind x "
           f"{args.max_new_tokens} tokens\n")
     for kind in CHAT_TASKS:
         run = time_methods(pair, chat_prompts(kind)[:args.prompts], methods, max_new_tokens=args.max_new_tokens)

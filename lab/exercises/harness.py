@@ -533,8 +533,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         # both with their trailing zeros: "0.5646; expected 0.5650", not "expected 0.565", which reads as rounding
         want, shown = f"{expected[i][1]:#.4g}", f"returned {got[i][1]:#.4g}"
     elif (got[i][0] == "ok" and type(got[i][1]) is float and math.isfinite(got[i][1])
-          and not any(c in shown.removeprefix("returned ") for c in ".e")):  # a float stays visibly one: "returned 2.0; expected 3"
-        shown += ".0"
+          and not any(c in shown.removeprefix("returned ") for c in ".e")):
+        shown += ".0"  # a float stays visibly one: "returned 2.0; expected 3", not "returned 2"
     message = (f"{name}({show_args(cases[i])}) {shown}; expected {want}."
                f"\n  {label}: {best_hint or generic_hint}")
     if len(failing) > 1:
