@@ -25,6 +25,7 @@ from lab.models import load_pair
 from lab.prompts import CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, encode_prompts
 from lab.registry import make_drafter
 
+KINDS = CHAT_TASKS + CONVERSATION_TASKS  # the real pair's arena kinds
 DRAFTERS = {"draft model": "model", "EAGLE": "eagle", "EAGLE-3": "eagle3"}
 DIFFERENCES = (("EAGLE-3", "EAGLE", 0.05), ("EAGLE", "draft model", 0.10))  # (drafter, against, the issue's margin)
 
@@ -38,6 +39,15 @@ def temperatures_option(text: str) -> tuple:
     if any(not t >= 0 or t == float("inf") for t in values):
         raise argparse.ArgumentTypeError(f"temperatures must be finite and >= 0, got {text!r}")
     return values
+
+
+def kinds_option(text: str) -> tuple:
+    """argparse type: comma-separated kinds of :data:`KINDS`."""
+    kinds = tuple(k.strip() for k in text.split(","))
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown kind {unknown[0]!r}; choose from {', '.join(KINDS)}")
+    return kinds
 
 
 def pooled_alpha(counts) -> float | None:
@@ -69,6 +79,8 @@ def main() -> None:
     parser.add_argument("--temperatures", type=temperatures_option, default=(0.0, 1.0),
                         help="comma-separated temperatures >= 0 (default: 0,1, as the arena)")
     parser.add_argument("--seed", type=int, default=0, help="request i samples with seed + i (default: 0)")
+    parser.add_argument("--kinds", type=kinds_option, default=KINDS,
+                        help=f"comma-separated kinds of request ({', '.join(KINDS)}; default: all)")
     args = parser.parse_args()
     pair = load_pair("smollm2-135m", dtype="float32")
     new, eos = args.max_new_tokens, pair.eos_token_id
@@ -77,15 +89,18 @@ def main() -> None:
     print("| kind | T | " + " | ".join(DRAFTERS) + " | "
           + " | ".join(f"{a} − {b} (goal ≥ +{m:.2f})" for a, b, m in DIFFERENCES) + " |")
     print("|---" * (2 + len(DRAFTERS) + len(DIFFERENCES)) + "|")
-    for kind in CHAT_TASKS + CONVERSATION_TASKS:
+    # one drafter per method, reset by every generate (these keep no state across requests): loading checks the
+    # target's weights each time, which is slow
+    drafters = {name: make_drafter(kind_name, pair, args.n_draft) for name, kind_name in DRAFTERS.items()}
+    for kind in args.kinds:
         encoded = encode_prompts(pair, arena_prompts(pair, kind))
         reference = [generate(pair.target, ids, max_new_tokens=new, eos_token_id=eos).tokens for ids in encoded]
         for temperature in args.temperatures:
             counts = {}
-            for name, kind_name in DRAFTERS.items():
+            for name, drafter in drafters.items():
                 counts[name] = []
                 for i, (ids, expected) in enumerate(zip(encoded, reference)):
-                    gen = generate(pair.target, ids, drafter=make_drafter(kind_name, pair, args.n_draft),
+                    gen = generate(pair.target, ids, drafter=drafter,
                                    max_new_tokens=new, eos_token_id=eos, temperature=temperature,
                                    seed=args.seed + i)
                     if temperature == 0 and gen.tokens != expected:

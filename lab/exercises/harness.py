@@ -161,8 +161,13 @@ def checker(summary_fn):
                 # Every call of the learner's function is time-limited, also those a check makes itself (statistical
                 # loops, type checks before compare): an endless loop is reported, never a hung kernel.
                 summary = summary_fn(time_limited(fn, CALL_TIME_LIMIT_S), *args, **kwargs)
-        except NotImplementedError:
-            print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
+        except NotImplementedError as error:
+            other = _stub_called(error, fn)
+            if other:  # the function is written, but calls another exercise's stub
+                print(f"{name}: not solved yet — your {call_name} calls {other}, which still raises "
+                      f"NotImplementedError: solve {other} first, then rerun this check.")
+            else:
+                print(f"{name}: not solved yet — replace `raise NotImplementedError` with your code and rerun.")
             return False
         except Fail as failure:
             message = (str(failure) if call_name == name  # a call, or the answer's subject ("x returned ...")
@@ -181,6 +186,18 @@ def checker(summary_fn):
         return True
 
     return run
+
+
+def _stub_called(error: BaseException, fn) -> str | None:
+    """The name of the function whose ``raise NotImplementedError`` ``error`` came from, when that is not ``fn``
+    itself (a solved function that calls another exercise's stub); None when it is ``fn``'s own stub or unknown."""
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        last, tb = tb.tb_frame.f_code, tb.tb_next
+    own = getattr(inspect.unwrap(fn), "__code__", None)
+    if last is None or own is None or last is own or not last.co_name.isidentifier():
+        return None
+    return last.co_name
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -493,7 +510,9 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
                      "(the lesson joins and loops over the answer, which None does not allow).")
     elif (is_none(got[i]) and not (none_allowed and best_hint)
             and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected))):
-        best_hint = "your function returned None: did you forget a `return` statement?"
+        best_hint = ("your function returned None: did you forget a `return` statement? (Or did it return what "
+                     "list.append, .extend, .insert or .sort returned? They change the list in place and return "
+                     "None: call them first, then return the list.)")
     elif (got[i][0] == "ok" and isinstance(got[i][1], str) and expected[i][0] == "ok"
           and as_float(expected[i][1]) is not None):  # a number was due
         best_hint = ("your function returned a string; return the value itself (a number, not an f-string or "
@@ -513,6 +532,15 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         best_hint = (f"the answer is a whole number (a count or a position), and your function returned "
                      f"{show_value(got[i][1])}: work out which whole number the rule asks for (the next one up, "
                      "the one below, ...) rather than returning the fraction; // divides without one.")
+    elif (best_hint is None and got[i][0] == "raise" and got[i][1] == "RuntimeError"
+          and "Boolean value of Tensor" in got[i][2]):  # Python's min/max/if/and on a tensor of several values
+        best_hint = ("Python's min, max, `if`, `and` and `or` need ONE True/False, and a comparison of whole tensors "
+                     "gives one per element: use torch.minimum / torch.maximum (element by element), torch.where for "
+                     "a choice per element, or .item() where you mean a single number.")
+    elif (best_hint is None and got[i][0] == "ok" and expected[i][0] == "ok" and as_float(expected[i][1]) is not None
+          and not isinstance(expected[i][1], bool) and _many_values(got[i][1])):
+        best_hint = (f"return ONE number: your function returned {_many_values(got[i][1])} values (one per token?); "
+                     "reduce them to the single number the exercise asks for (a sum over the tokens, ...).")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
         best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
                      "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
@@ -529,7 +557,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     want = show_value(want[1]) if want[0] == "ok" else show_outcome(want)
     if want == shown.removeprefix("returned "):  # a near miss that 4 digits hide: show every digit
         want, shown = show_value(expected[i][1], exact=True), show_outcome(got[i], exact=True)
-    elif got[i][0] == expected[i][0] == "ok" and all(type(o[1]) is float for o in (got[i], expected[i])):
+    elif (got[i][0] == expected[i][0] == "ok" and all(type(o[1]) is float for o in (got[i], expected[i]))
+          and abs(got[i][1] - expected[i][1]) <= 0.01 * max(abs(got[i][1]), abs(expected[i][1]))):
         # both with their trailing zeros: "0.5646; expected 0.5650", not "expected 0.565", which reads as rounding
         want, shown = f"{expected[i][1]:#.4g}", f"returned {got[i][1]:#.4g}"
     elif (got[i][0] == "ok" and type(got[i][1]) is float and math.isfinite(got[i][1])
@@ -540,6 +569,16 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     if len(failing) > 1:
         message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
     raise Fail(message)
+
+
+def _many_values(value) -> int:
+    """How many numbers ``value`` holds when it is a tensor, array, list or tuple of more than one; 0 otherwise."""
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        size = getattr(value, "numel", lambda: getattr(value, "size", 1))()
+        return int(size) if isinstance(size, Integral) and size > 1 else 0
+    if isinstance(value, (list, tuple)) and len(value) > 1 and all(as_float(v) is not None for v in value):
+        return len(value)
+    return 0
 
 
 def _wrapped_scalar(got, expected, same) -> bool:
@@ -620,15 +659,21 @@ def same_ints(a, b) -> bool:
 
 
 def want_token_list(name: str, fn, case, example: str, why: str = "the lesson adds it to a list of ids and prints it",
-                    what: str = "int token ids", tuples: bool = True) -> None:
+                    what: str = "int token ids", tuples: bool = True, arrays: bool = False) -> None:
     """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
     (the lesson would collect 0-d tensors), a NumPy array (``list + array`` adds element-wise), a one-shot iterator (a
-    generator or map, used up once read), a list holding floats or tensors and, with ``tuples=False``, a tuple.
+    generator or map, used up once read), a list holding floats or tensors and, with ``tuples=False``, a tuple;
+    with ``arrays=True`` a one-dimensional NumPy array of integers passes (for a lesson that only slices, zips and
+    sums the answer).
     ``why`` says what the lesson does with the list. None and errors are left to :func:`compare`, which names the
     case."""
     outcome = run_case(fn, fresh_args(case))
     value = outcome[1] if outcome[0] == "ok" else None
     # a NumPy array too: list + array adds element-wise instead of joining
+    int_array = (type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 1
+                 and getattr(getattr(value, "dtype", None), "kind", "") in "iu")
+    if arrays and int_array:
+        return
     if (isinstance(value, (torch.Tensor, collections.abc.Iterator)) or type(value).__module__ == "numpy"
             or (not tuples and isinstance(value, tuple))):
         raise Fail(f"{name} returned a {type(value).__name__}; return a list of {what} (e.g. {example}): {why}.")

@@ -62,6 +62,10 @@ def expected_acceptance(fn):
          "where draft(x) = 0 your term is 0 x (target/0), and 0 x inf or 0 x (0/0) is NaN in floating point. Such "
          "tokens are never drafted and add nothing: sum min(target, draft), the same expectation without a "
          "division."),
+        (lambda t, d: float(torch.clamp(t / d, max=1.0).sum()),
+         "min(1, target/draft) is the chance that ONE token x is accepted once drafted; weight it by the chance "
+         "that the draft proposes x (draft(x)) before summing: unweighted, the sum can pass 1, which no "
+         "probability can. Weighted, it is sum_x min(target(x), draft(x))."),
         (lambda t, d: float(torch.minimum(t, d).mean()),
          "sum over the tokens, not the mean: the accepted probability mass is sum_x min(target(x), draft(x)); "
          ".mean() divides it by the vocabulary size."),

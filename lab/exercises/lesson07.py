@@ -184,7 +184,7 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
 def emitted_tokens(fn):
     """Check ``fn(drafts, num_accepted, next_token) -> list``: the tokens one step adds to the output."""
     cases = [([4, 5, 6, 7], 0, 9), ([4, 5, 6, 7], 2, 9), ([4, 5, 6, 7], 4, 9), ([1], 0, 2), ([1], 1, 2),
-             ([3, 3, 3], 1, 3)]
+             ([3, 3, 3], 1, 3), ([9, 2, 9, 1], 3, 4)]  # the last: a repeated token, drafts not in sorted order
     faults = [
         (lambda d, k, t: list(d) + [t], "rejected drafts must not reach the output: keep drafts[:num_accepted] "
                                         "only (the target never agreed to the rest)."),
@@ -194,6 +194,10 @@ def emitted_tokens(fn):
          "next_token, resampled or bonus)."),
         (lambda d, k, t: list(d[:k + 1]), "the rejected draft is replaced by the target's token, not kept."),
         (lambda d, k, t: [t] + list(d[:k]), "order: the accepted drafts come first, the target's token last."),
+        (lambda d, k, t: sorted(d[:k]) + [t], "keep the accepted drafts in the order they were drafted: they are "
+                                               "the next tokens of the text, position by position (no sorting)."),
+        (lambda d, k, t: list(dict.fromkeys(d[:k])) + [t],
+         "keep every accepted draft, repeats included: a token can follow itself in a text (no set())."),
         (lambda d, k, t: list(d[:k]) + t,  # raises the learner's TypeError: list + int
          "next_token is one int and a list joins only lists: drafts[:num_accepted] + [next_token]."),
     ]

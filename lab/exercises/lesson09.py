@@ -85,6 +85,10 @@ def jacobi_step(fn, model, prefix_ids):
                if isinstance(first[1], tuple) else f"a {type(first[1]).__name__} cannot be compared that way")
         raise Fail(f"jacobi_step returned a {type(first[1]).__name__}; return a new list of int token ids (e.g. "
                    f"logits[...].argmax(-1).tolist()): the lesson's loop compares windows with ==, and {why}.")
+    if first[0] == "ok" and isinstance(first[1], list) and len(first[1]) == vocab != len(cases[0][2]):
+        raise Fail(f"jacobi_step returned {len(first[1]):,} guesses for a window of {len(cases[0][2])}: one per "
+                   "vocabulary entry.\n  Hint: take the argmax over the LAST dimension, the vocabulary (argmax(-1) "
+                   "of the [positions, vocab] rows, after a softmax too), to get one guess per window position.")
     want_token_list("jacobi_step", fn, cases[0], "logits[...].argmax(-1).tolist()",
                     "the lesson feeds the new window back to the model as token ids", tuples=False)
     same = same_ints
@@ -138,7 +142,12 @@ def count_converged(fn):
         final = iterations[-1]
         return [converged_prefix(window, final) for window in iterations[:-1]]
 
+    def without_first(iterations):
+        return reference_count_converged(iterations)[1:]
+
     faults = [
+        (without_first, "one count per window, the first one too: the initial guess (iterations[0]) is a window, "
+                        "usually with few or no final tokens, and the gains are read from it onward."),
         (without_last, "one count per window, the last one too: the fixed point has converged in full, so its count "
                        "is its length (range(len(iterations)), not len(iterations) - 1)."),
         (second_last, "the fixed point is the LAST window, iterations[-1]: a trajectory need not repeat it."),
@@ -148,7 +157,8 @@ def count_converged(fn):
         (newly, "return the converged prefix of every window (a running total), not the increase."),
     ]
     want_token_list("count_converged", fn, tuple(cases[0]), "[converged_prefix(w, final) for w in iterations]",
-                    "the lesson compares each count with the next (counts[1:])", "counts")
+                    "the lesson compares each count with the next (counts[1:]) and prints the list", "counts",
+                    arrays=True)
     count = compare("count_converged", fn, [tuple(c) for c in cases], reference_count_converged, faults, same_ints,
                     "for each window, count positions from the left while window[i] == iterations[-1][i].")
     return f"{count} trajectories counted right"

@@ -74,9 +74,11 @@ def _medusa_variant(kind):
         loss = logits.new_zeros(())
         heads = logits.size(2)
         for k in range(1, heads + 1):
-            shift = k if kind == "offset" else 1 + k      # "offset": head k scored against token t + k
+            # "offset": head k scored against token t + k; "zero_based": k counted from 0, offset and weight both short
+            shift = k if kind in ("offset", "zero_based") else 1 + k
             span = tokens.size(1) - shift
-            weight = {"exponent": decay ** (k - 1), "no_decay": 1.0, "fixed_decay": 0.8 ** k}.get(kind, decay ** k)
+            weight = {"exponent": decay ** (k - 1), "zero_based": decay ** (k - 1), "no_decay": 1.0,
+                      "fixed_decay": 0.8 ** k}.get(kind, decay ** k)
             if kind == "shift_logits":  # the later logits against the earlier tokens: the pairing reversed
                 ce = F.cross_entropy(logits[:, shift:, k - 1].reshape(-1, logits.size(-1)),
                                      tokens[:, :span].reshape(-1))
@@ -99,6 +101,10 @@ def medusa_loss(fn):
     ``[B, T]``; sum over k of decay^k × the mean cross-entropy of head k at t against token t + 1 + k (Cai et al.
     2024, §2.1.1; lesson 10)."""
     faults = [
+        (_medusa_variant("zero_based"), "count the heads from 1, as the formula does: head k (logits[:, :, k - 1]) "
+                                        "is weighted decay ** k and scored against token t + 1 + k. With k from "
+                                        "range(K) the weight and the offset are both one short: use "
+                                        "range(1, K + 1), or k + 1 wherever the formula says k."),
         (_medusa_variant("offset"), "head k predicts token t + 1 + k: the target's own head already predicts "
                                     "t + 1, so head 1 looks one token further (tokens[:, 1 + k:])."),
         (_medusa_variant("exponent"), "weight head k by decay ** k (k = 1 for the first head): Medusa-1's λ_k."),
@@ -297,6 +303,10 @@ def _path_variant(kind):
             row = {"row_is_node": max(node, 0), "row_zero": 0}.get(kind, node + 1)
             if kind == "child_row":  # each child compared with its OWN row, not its parent's
                 match = next((c for c in kids if tokens[c] == argmax[c + 1]), None)
+            elif kind == "first_index":  # tokens.index(choice): the first node with the token, on whatever branch
+                choice = argmax[row]
+                match = tokens.index(choice) if choice in tokens else None
+                match = match if match is not None and parents[match] == node else None
             else:
                 match = next((c for c in kids if tokens[c] == argmax[row]), None)
             if match is None:
@@ -307,7 +317,7 @@ def _path_variant(kind):
                 return [tokens[i] for i in path] if kind == "token_ids" else path
             path.append(match)
             node = match
-            if kind == "one_level":
+            if kind == "one_level" or kind == "three_levels" and len(path) == 3:
                 return path
     return variant
 
@@ -327,6 +337,11 @@ def accepted_path(fn):
                                     "of the node just accepted."),
         (_path_variant("one_level"), "keep descending: after accepting a child, look for a matching child of THAT "
                                      "node."),
+        (_path_variant("three_levels"), "keep descending until no child matches: a tree can be deeper than "
+                                        "Medusa's 3 heads, so the walk has no fixed number of levels."),
+        (_path_variant("first_index"), "tokens.index(choice) finds the FIRST node with that token, which can sit on "
+                                       "another branch (the same token can hang under two parents): look for the "
+                                       "choice among the current node's children only (parents[c] == node)."),
         (_path_variant("token_ids"), "return the accepted nodes' INDICES in tokens (positions in the flattened "
                                      "tree), not their token ids: the lesson reads the rows after them "
                                      "(target_argmax[path[-1] + 1]) and the same token can sit on two branches."),

@@ -41,3 +41,12 @@ def test_expected_acceptance_refuses_rounding_and_names_the_mean(capsys):
     rejects(check.expected_acceptance, lambda t, d: round(float(torch.minimum(t, d).sum()), 2), capsys,
             "unrounded")
     rejects(check.expected_acceptance, lambda t, d: float(torch.minimum(t, d).mean()), capsys, "not the mean")
+
+
+def test_expected_acceptance_names_python_min_a_per_token_answer_and_unweighted_ratios(capsys):
+    rejects(check.expected_acceptance, lambda t, d: float(min(t, d).sum()), capsys, "torch.minimum")
+    rejects(check.expected_acceptance, lambda t, d: torch.minimum(t, d), capsys, "return ONE number",
+            "returned 3 values")
+    rejects(check.expected_acceptance, lambda t, d: torch.minimum(t, d).tolist(), capsys, "return ONE number")
+    rejects(check.expected_acceptance, lambda t, d: float(torch.clamp(t / d, max=1.0).sum()), capsys,
+            "weight it by the chance that the draft proposes x")

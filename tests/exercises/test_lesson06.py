@@ -177,3 +177,22 @@ def test_speculation_metrics_names_the_wrong_key(capsys):
         "acceptance_rate": 100 * check.reference_speculation_metrics(steps, c)["acceptance_rate"]}, capsys,
         "not a percentage")
     assert "Wrong there" not in percent
+
+
+def test_a_solved_function_that_calls_another_exercises_stub_is_told_which(capsys):
+    def expected_tokens_per_call(alpha, n):
+        raise NotImplementedError
+
+    def predicted_speedup(alpha, n, c):
+        return expected_tokens_per_call(alpha, n) / (1 + n * c)
+
+    capsys.readouterr()
+    assert check.predicted_speedup(predicted_speedup) is False
+    out = capsys.readouterr().out
+    assert "your predicted_speedup calls expected_tokens_per_call, which still raises NotImplementedError" in out
+
+    def stub(alpha, n, c):
+        raise NotImplementedError
+
+    assert check.predicted_speedup(stub) is False
+    assert "replace `raise NotImplementedError` with your code" in capsys.readouterr().out

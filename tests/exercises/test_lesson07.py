@@ -39,6 +39,9 @@ def test_next_position_one_too_far(capsys):
     (lambda d, k, t: [t] + list(d[:k]), "accepted drafts come first"),
     (lambda d, k, t: list(d[:k]), "also emits the target's own token"),
     (lambda d, k, t: list(d[:k + 1]), "replaced by the target's token"),
+    (lambda d, k, t: sorted(d[:k]) + [t], "in the order they were drafted"),
+    (lambda d, k, t: list(dict.fromkeys(d[:k])) + [t], "repeats included"),
+    (lambda d, k, t: d[:k].append(t), "list.append, .extend"),  # returns what list.append returned: None
 ])
 def test_emitted_tokens_hints(fn, words, capsys):
     rejects(check.emitted_tokens, fn, capsys, words)

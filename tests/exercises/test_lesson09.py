@@ -316,3 +316,26 @@ def test_count_converged_and_jacobi_step_name_two_more_slips(capsys, target):
 
     ok, out = run(capsys, check.jacobi_step, row_too_early, target, [1, 2, 3, 4, 5])
     assert not ok and "one row too early" in out, out
+
+
+def test_count_converged_takes_an_int_array_and_names_a_skipped_first_window(capsys):
+    """A NumPy array of ints serves the lesson (it slices, zips, sums and prints the counts); a float array does
+    not; a list without the first window's count gets its own hint."""
+    import numpy as np
+
+    assert check.count_converged(lambda its: np.array(check.reference_count_converged(its)))
+    assert capsys.readouterr().out.startswith("✓")
+    rejects(check.count_converged, lambda its: np.array(check.reference_count_converged(its), dtype=float), capsys,
+            "returned a ndarray")
+    rejects(check.count_converged, lambda its: check.reference_count_converged(its)[1:], capsys,
+            "the first one too")
+
+
+def test_jacobi_step_names_an_argmax_over_the_positions_after_a_softmax(capsys, target):
+    """argmax(0) of the softmaxed rows returns one 'guess' per vocabulary entry for a window of 1."""
+    def softmax_axis(model, p, w):
+        rows = forward(model, p + w, new_cache()).softmax(-1)[len(p) - 1:len(p) - 1 + len(w)]
+        return rows.argmax(0).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, softmax_axis, target, [1, 2, 3, 4, 5])
+    assert not ok and "guesses for a window of 1: one per vocabulary entry" in out and "LAST dimension" in out

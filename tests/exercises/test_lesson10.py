@@ -59,7 +59,31 @@ def test_accepted_path_refuses_a_tensor_and_a_walk_capped_at_three_levels(capsys
             node = match
         return path
 
-    rejects(check.accepted_path, three_levels, capsys)
+    rejects(check.accepted_path, three_levels, capsys, "deeper than Medusa's 3 heads")
+
+
+def test_accepted_path_names_tokens_index_that_finds_a_node_on_another_branch(capsys):
+    def first_index(argmax, tokens, parents):  # tokens.index: the first node with the token, on any branch
+        node, path = -1, []
+        while argmax[node + 1] in tokens and parents[tokens.index(argmax[node + 1])] == node:
+            node = tokens.index(argmax[node + 1])
+            path.append(node)
+        return path
+
+    rejects(check.accepted_path, first_index, capsys, "tokens.index(choice) finds the FIRST node")
+
+
+def test_medusa_loss_with_heads_counted_from_0_gets_its_own_hint(capsys):
+    import torch.nn.functional as F
+
+    def zero_based(logits, tokens, decay=0.8):
+        loss, span = logits.new_zeros(()), tokens.size(1)
+        for k in range(logits.size(2)):
+            loss = loss + decay ** k * F.cross_entropy(logits[:, :span - 1 - k, k].reshape(-1, logits.size(-1)),
+                                                       tokens[:, 1 + k:].reshape(-1))
+        return loss
+
+    rejects(check.medusa_loss, zero_based, capsys, "count the heads from 1", "range(1, K + 1)")
 
 
 def test_ngram_lookup_and_tokens_per_call_name_the_mistake_they_fit(capsys, target):
