@@ -31,13 +31,14 @@ PACKAGES = {
     "vllm-0.34.0": (["vllm==0.34.0", "--only-binary", ":all:"], {
         "vllm/config/speculative.py": "vllm/config/speculative.py",
         "vllm/v1/spec_decode/metrics.py": "vllm/v1/spec_decode/metrics.py",
+        "vllm/sampling_params.py": "vllm/sampling_params.py",
         "vllm-0.34.0.dist-info/licenses/LICENSE": "LICENSE"}),
     "sglang-0.5.23": (["sglang==0.5.23", "--only-binary", ":all:", "--python-version", "3.11", "--platform",
                        "manylinux_2_34_x86_64"], {
         **{f"sglang/srt/{p}": f"sglang/srt/{p}" for p in (
             "arg_groups/fields/spec.py", "arg_groups/fields/model.py", "arg_groups/fields/parallel.py",
             "arg_groups/fields/schedule.py", "arg_groups/speculative_hook.py", "arg_groups/arg_utils.py",
-            "speculative/spec_info.py", "speculative/spec_registry.py")},
+            "speculative/spec_info.py", "speculative/spec_registry.py", "sampling/sampling_params.py")},
         "sglang-0.5.23.dist-info/licenses/LICENSE": "LICENSE"}),
     "llama.cpp-from-llama-cpp-python-0.3.36": (["llama-cpp-python==0.3.36", "--no-binary", ":all:"], {
         "llama_cpp_python-0.3.36/vendor/llama.cpp/common/arg.cpp": "common/arg.cpp",

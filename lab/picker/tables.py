@@ -82,13 +82,14 @@ depends on the pair; lesson 13 measures it.)"""
 MAX_API_TEMPERATURE = 2.0
 """The highest temperature the picker takes: the OpenAI API's range for ``temperature`` is 0 to 2, and the servers it
 renders for take requests in that API (vLLM's ``SamplingParams`` "follow the sampling parameters from the OpenAI
-text completion API", ``vllm/sampling_params.py``). Above it a value is a mistake, not a workload."""
+text completion API" and refuse a temperature above 2.0 in ``_verify_args``: ``vllm/sampling_params.py`` of vLLM
+0.34.0, pinned in ``tests/data/engines/``). Above it a value is a mistake, not a workload."""
 
 SAMPLING_EPS = 1e-5
-"""Temperatures below this are greedy: vLLM's ``_SAMPLING_EPS`` (``vllm/sampling_params.py``: ``SamplingParams``
-with ``temperature < _SAMPLING_EPS`` is ``SamplingType.GREEDY``; SGLang 0.5.23's ``sampling_params.py`` uses 1e-6
-the same way). transformers would divide the logits by such a temperature and overflow to NaN, so the picker
-treats it as T = 0 and says so."""
+"""Temperatures below this are greedy: vLLM's ``_SAMPLING_EPS`` (``vllm/sampling_params.py`` of vLLM 0.34.0, pinned in
+``tests/data/engines/``: ``SamplingParams`` with ``temperature < _SAMPLING_EPS`` is ``SamplingType.GREEDY``; SGLang
+0.5.23's ``sampling_params.py``, pinned there too, uses 1e-6 the same way). transformers would divide the logits by
+such a temperature and overflow to NaN, so the picker treats it as T = 0 and says so."""
 
 SAMPLING_WARN_TEMPERATURE = 0.7
 """Seed lesson 002 samples at 0.7 in its production example, with the comment that a lower temperature means more

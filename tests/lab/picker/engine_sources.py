@@ -6,6 +6,8 @@ and method names each engine accepts, read from the source rather than copied in
   (``ast``).
 - TensorRT-LLM: the fields of each config class in the ``SpeculativeConfig`` union and its ``decoding_type``
   literal (``ast``, on the course's skeleton of ``llm_args.py``).
+- vLLM and SGLang: module constants of their ``sampling_params.py`` (``_SAMPLING_EPS``), and the temperature
+  bound vLLM's ``SamplingParams._verify_args`` enforces.
 - llama.cpp: every flag string of the ``add_opt(common_arg({...}))`` table, minus the removed ones, and the
   ``--spec-type`` names (regular expressions on the C++ text).
 """
@@ -22,11 +24,31 @@ VLLM_FILE = ENGINES / "vllm-0.34.0" / "vllm" / "config" / "speculative.py"
 SGLANG_ROOT = ENGINES / "sglang-0.5.23" / "sglang" / "srt"
 TRTLLM_FILE = ENGINES / "tensorrt-llm-0004396" / "tensorrt_llm" / "llmapi" / "llm_args_speculative.py"
 LLAMACPP_ROOT = ENGINES / "llama.cpp-from-llama-cpp-python-0.3.36" / "common"
+VLLM_SAMPLING_FILE = ENGINES / "vllm-0.34.0" / "vllm" / "sampling_params.py"
+SGLANG_SAMPLING_FILE = SGLANG_ROOT / "sampling" / "sampling_params.py"
 
 
 # --- Python helpers ---------------------------------------------------------------------------------------------------
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def module_constant(path: Path, name: str):
+    """The literal value of the module-level assignment ``name = <literal>`` in ``path``."""
+    for node in _tree(path).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise LookupError(f"{name} not assigned at module level in {path.name}")
+
+
+def vllm_max_temperature() -> float:
+    """The upper bound ``SamplingParams._verify_args`` puts on ``temperature`` in vLLM (``if self.temperature >
+    X: raise ...("temperature must be in [0, X]")``)."""
+    text = VLLM_SAMPLING_FILE.read_text(encoding="utf-8")
+    (bound,) = set(re.findall(r"if self\.temperature > ([0-9.]+):\s*raise \w+\(\s*f\"temperature must be in \[0, "
+                              r"([0-9.]+)\]", text))
+    assert float(bound[0]) == float(bound[1]), bound
+    return float(bound[0])
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:

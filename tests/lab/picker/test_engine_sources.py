@@ -15,8 +15,9 @@ import yaml
 
 from lab.picker import (LLAMACPP_SPEC_TYPES, SGLANG_ALGORITHMS, TRTLLM_DECODING_TYPES, VLLM_METRICS,
                         VLLM_SUFFIX_DEFAULTS, recommend)
-from tests.lab.picker.engine_sources import (VLLM_FILE, llamacpp_source, sglang_source, transformers_generate_keys,
-                                             trtllm_source, vllm_source)
+from tests.lab.picker.engine_sources import (SGLANG_SAMPLING_FILE, VLLM_FILE, VLLM_SAMPLING_FILE, llamacpp_source,
+                                             module_constant, sglang_source, transformers_generate_keys,
+                                             trtllm_source, vllm_max_temperature, vllm_source)
 from tests.lab.picker.helpers import all_recommendations, suffix_recommendations
 
 
@@ -388,3 +389,48 @@ def test_sglang_eagle_note_quotes_the_pinned_shape_defaults():
     loaded = recommend("chat", 0.0, False, True, latency_bound=False)
     assert loaded.sglang_method() == "eagle"
     assert not any("_auto_choose_speculative_params" in n for n in loaded.engine_notes())
+
+
+def test_the_greedy_threshold_and_the_temperature_bound_are_the_engines_own():
+    """The picker takes a temperature below SAMPLING_EPS as greedy, as vLLM does (its sampling type is GREEDY below
+    _SAMPLING_EPS); the SGLang threshold its docstring names is SGLang's; it refuses temperatures above the bound
+    vLLM's SamplingParams enforces."""
+    import inspect
+
+    import lab.picker.tables as tables
+
+    assert module_constant(VLLM_SAMPLING_FILE, "_SAMPLING_EPS") == tables.SAMPLING_EPS == 1e-5
+    vllm = VLLM_SAMPLING_FILE.read_text(encoding="utf-8")
+    assert re.search(r"if self\.temperature < _SAMPLING_EPS:\s*return SamplingType\.GREEDY", vllm)
+    sglang_eps = module_constant(SGLANG_SAMPLING_FILE, "_SAMPLING_EPS")
+    source = inspect.getsource(tables)
+    doc = " ".join(source[source.index("SAMPLING_EPS = "):source.index("SAMPLING_WARN_TEMPERATURE = ")].split())
+    (said,) = re.findall(r"SGLang 0\.5\.23's ``sampling_params\.py``, pinned there too, uses ([0-9.e-]+)", doc)
+    assert float(said) == sglang_eps == 1e-6
+    assert vllm_max_temperature() == tables.MAX_API_TEMPERATURE == 2.0
+
+
+def test_every_pinned_file_has_the_hash_its_readme_row_gives():
+    """tests/data/engines/README.md lists each engine's files with their sha256 row by row; the files on disk are
+    those (a file edited or replaced by hand without a new row fails here). `.../x.py` names a file by its tail."""
+    import hashlib
+
+    from tests.lab.picker.engine_sources import ENGINES
+
+    rows = [line.split("|") for line in (ENGINES / "README.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+    checked = 0
+    for row in rows:
+        folder = ENGINES / row[1].strip().strip("`").rstrip("/")
+        files = [p for p in folder.rglob("*") if p.is_file()]
+        for name, digest in re.findall(r"`([^`]+)`(?: \([^)]*\))? ([0-9a-f]{64})", row[4]):
+            tail = name.removeprefix(".../")
+            (path,) = [p for p in files if p.relative_to(folder).as_posix().endswith(tail)
+                       and (name.startswith(".../") or p.relative_to(folder).as_posix() == tail)]
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
+            checked += 1
+        listed = re.findall(r"`([^`]+)`", row[4])
+        for path in files:  # every file on disk is listed in its row
+            rel = path.relative_to(folder).as_posix()
+            assert any(rel == n or n.startswith(".../") and rel.endswith(n[4:]) for n in listed), rel
+    assert checked >= 18  # 4 vLLM, 10 SGLang, 3 llama.cpp, 1 TensorRT-LLM files on 7 December 2026
