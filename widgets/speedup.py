@@ -201,8 +201,11 @@ class SpeedupExplorer(w.VBox):
             self.curve.data[2].y = [speedups[n - 1]]
             self.curve.data[3].x = [best]
             self.curve.data[3].y = [speedups[best - 1]]
-            self.curve.layout.title = f"α = {alpha:.2f}, c = {c:.2f}: best N = {best} ({speedups[best - 1]:.2f}×)"
+            self.curve.layout.title = (f"α = {alpha:.2f}, c = {c:.2f}: best N = {best} ({speedups[best - 1]:.2f}×)"
+                                       if speedups[best - 1] > 1 else
+                                       f"α = {alpha:.2f}, c = {c:.2f}: no N beats autoregressive decoding")
+        best_text = (f"best N = <b>{best}</b> ({speedups[best - 1]:.2f}×)" if speedups[best - 1] > 1 else
+                     f"no N beats autoregressive decoding (the least slow: N = {best}, {speedups[best - 1]:.2f}×)")
         self.readout.value = (f"expected tokens per target call <b>{self.expected_tokens:.2f}</b> · "
                               f"step cost 1 + N·c = <b>{self.step_cost:.2f}</b> target passes · "
-                              f"predicted speedup <b>{self.speedup:.2f}×</b> · best N = <b>{best}</b> "
-                              f"({speedups[best - 1]:.2f}×)")
+                              f"predicted speedup <b>{self.speedup:.2f}×</b> · {best_text}")

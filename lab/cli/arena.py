@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
                                             "(default: %(default)s)",
                     n_draft_help="draft tokens per step N for the drafters that take one, >= 1 (default: "
                                  "%(default)s)")
+    for action in a._actions:  # the arena measures decode steps: the prefill writes the first token
+        if action.dest == "max_new_tokens":
+            action.help = "tokens to generate per prompt, >= 2: the prefill writes the first (default: %(default)s)"
     a.add_argument("--repeats", type=positive_int, default=1,
                    help="time each run this often and keep the fastest, >= 1 (default: %(default)s)")
 
@@ -70,8 +73,8 @@ def run(args) -> int:
     Drafters the pair cannot have (:func:`lab.registry.drafter_problem`) are left out and named on stderr. Exit
     status 1 if any greedy run differed from autoregressive decoding in float32. Raises
     :class:`lab.cli.OptionError` naming ``--prompts`` for more prompts than a task has (before the pair loads for
-    the bundled pairs; for a hub pair once it loads) and naming ``--max-new-tokens`` when a prompt plus the new
-    tokens exceeds the target's context (before any run)."""
+    the bundled pairs; for a hub pair once it loads) and naming ``--max-new-tokens`` below 2 (before the pair loads)
+    or when a prompt plus the new tokens exceeds the target's context (before any run)."""
     import torch
 
     from lab.arena import (ARENA_DRAFTERS, compare_adaptive, default_tasks, format_adaptive, format_arena,
@@ -80,6 +83,10 @@ def run(args) -> int:
     from lab.models import load_pair
     from lab.prompts import arena_prompts, context_problem, encode_prompts
 
+    if args.max_new_tokens < 2:  # before the pair loads (lab.arena refuses it too)
+        raise OptionError("--max-new-tokens", f"must be >= 2 in the arena: the prefill writes the first new token "
+                                              f"and the arena measures the decode steps after it; got "
+                                              f"{args.max_new_tokens}")
     counts = _bundled_prompt_counts(args.pair)
     if counts is not None:
         _check_prompt_count(counts, args.prompts)

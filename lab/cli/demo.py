@@ -60,6 +60,33 @@ def add_parser(sub) -> None:
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _calls_phrase(new_tokens: int, calls: int) -> str:
+    """How the tokens were written, in numbers a viewer can divide: the prefill's first token, then the decode
+    tokens over the target calls (the ratio printed as tokens per target call)."""
+    if new_tokens == 0:
+        return "no token written"
+    if calls == 0:
+        return "1 token, the prefill's: the answer ended there" if new_tokens == 1 else _plural(new_tokens, "token")
+    return f"the prefill's first token, then {_plural(new_tokens - 1, 'token')} from {_plural(calls, 'target call')}"
+
+
+def _rate_phrase(stats: dict) -> str:
+    """Tokens per second over the whole call, with the prefill's share named, and over the decode steps alone."""
+    def rate(value):
+        return f"{value:.{0 if value >= 10 else 1}f}"
+
+    text = f"{rate(stats['tokens_per_second'])} tokens/s"
+    decode_ms = stats.get("wall_ms", 0.0) - stats.get("prefill_ms", 0.0)
+    if stats["new_tokens"] > 1 and decode_ms > 0 and "prefill_ms" in stats:
+        text += (f" (the prefill's {stats['prefill_ms']:.0f} ms included; "
+                 f"{rate((stats['new_tokens'] - 1) / decode_ms * 1000)} tokens/s after it)")
+    return text
+
+
 def run(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`lab.cli.build_parser`);
     returns the exit status.
@@ -166,9 +193,8 @@ def run(args) -> int:
     print("\n\n" + " · ".join([
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
         f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
-        f"the prefill and {stats['target_calls']} target call{'s' if stats['target_calls'] != 1 else ''} for "
-        f"{stats['new_tokens']} token{'s' if stats['new_tokens'] != 1 else ''}",
-        f"{stats['tokens_per_second']:.{0 if stats['tokens_per_second'] >= 10 else 1}f} tokens/s",
+        _calls_phrase(stats["new_tokens"], stats["target_calls"]),
+        _rate_phrase(stats),
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))
     return 0

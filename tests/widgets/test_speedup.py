@@ -140,3 +140,14 @@ def test_speedup_explorer_horizon_rejects_bool():
         with pytest.raises(ValueError, match=r"horizon must be a number in \(0, 1000\]"):
             SpeedupExplorer(horizon=bad)
     assert SpeedupExplorer(horizon=1000).horizon == 1000.0
+
+
+def test_when_no_n_beats_autoregressive_decoding_no_best_n_is_named():
+    """α = 0.3 with a draft as dear as the target: every N predicts a slowdown, so the readout and the title say
+    so instead of naming the least slow N as the best."""
+    ex = SpeedupExplorer(alpha=0.3, n_draft=4, cost_ratio=1.0)
+    assert "no N beats autoregressive decoding (the least slow: N = 1, 0.65×)" in ex.readout.value
+    assert "best N" not in ex.readout.value
+    assert ex.curve.layout.title.text == "α = 0.30, c = 1.00: no N beats autoregressive decoding"
+    ex = SpeedupExplorer(alpha=0.8, n_draft=4, cost_ratio=0.05)
+    assert "best N = <b>" in ex.readout.value

@@ -59,7 +59,8 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
     assert "The drafter arena (lesson 12)" in text
     for part in ("--json print the arena and the adaptive comparison as JSON",
-                 "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 1 (default: 64)",
+                 "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 2: the prefill writes the first "
+                 "(default: 64)",
                  "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, >= 1 (default: 4)",
                  "--pair PAIR model pair preset, one of shakespeare, smollm2-135m, gpt2, smollm2, qwen2.5 (default: "
                  "smollm2-135m; shakespeare and smollm2-135m work offline)",
@@ -67,6 +68,16 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
                  "--repeats REPEATS time each run this often and keep the fastest, >= 1 (default: 1)"):
         assert part in text, part
     assert "chat, code, structured output and copy/edit requests (sent as user turns)" in text
+
+
+def test_arena_refuses_one_new_token_before_the_pair_loads(monkeypatch, capsys):
+    """The arena measures decode steps, and the prefill writes the first token: 1 is refused as an option error
+    (it was a traceback after the pair had loaded)."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pytest.fail("the pair was loaded"))
+    assert cli.main(["arena", "--max-new-tokens", "1", "--prompts", "1"]) == 2
+    assert "error: --max-new-tokens: must be >= 2 in the arena" in capsys.readouterr().err
 
 
 def test_arena_prompt_limits_of_the_bundled_pairs_are_the_real_ones():

@@ -73,7 +73,24 @@ def test_demo_of_one_token_reports_the_prefill_alone(pair, monkeypatch, capsys):
     monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
     assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "1"]) == 0
     out = capsys.readouterr().out
-    assert "tokens per target call n/a · the prefill and 0 target calls for 1 token ·" in out
+    assert "tokens per target call n/a · 1 token, the prefill's: the answer ended there ·" in out
+
+
+def test_demo_stats_line_adds_up_and_names_the_prefill_in_the_rate(pair, monkeypatch, capsys):
+    """The line's counts divide to its tokens per target call (the prefill's token apart), and the tokens/s says
+    the prefill is in it, with the rate after it beside it."""
+    import re
+
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "12", "--drafter", "model"]) == 0
+    out = capsys.readouterr().out
+    per_call = float(re.search(r"tokens per target call ([0-9.]+)", out).group(1))
+    decoded, calls = map(int, re.search(r"the prefill's first token, then (\d+) tokens? from (\d+) target calls?",
+                                        out).groups())
+    assert decoded == 11 and round(decoded / calls, 2) == per_call
+    assert re.search(r"[0-9.]+ tokens/s \(the prefill's \d+ ms included; [0-9.]+ tokens/s after it\)", out)
 
 
 @pytest.mark.parametrize("drafter, why", [("lookahead", "its window W and n-gram size"), ("medusa", "its tree")])
@@ -352,7 +369,7 @@ def test_demo_shows_control_characters_as_pictures_not_terminal_codes(pair, monk
     assert cli.main(["demo", "--prompt", "KING\x1b[31mRED\r", "--max-new-tokens", "3", "--color", "never"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and out.startswith("KING\u241b[31mRED\u240d")
-    assert re.search(r" · \d+(\.\d)? tokens/s · ", out)
+    assert re.search(r" · \d+(\.\d)? tokens/s( \(the prefill.s \d+ ms included; \d+(\.\d)? tokens/s after it\))? · ", out)
 
 
 def test_show_controls_keeps_newlines_and_tabs():

@@ -1,5 +1,5 @@
 """``python -m lab`` (lab.cli.main, build_parser and lab/__main__.py): the subcommands and their help, a bad --pair
-stopping before torch is imported, a model that cannot be loaded, and a closed pipe."""
+stopping before torch is imported, a model that cannot be loaded, a closed pipe and Ctrl-C."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from lab import cli
 
@@ -69,3 +71,25 @@ def test_a_closed_pipe_ends_quietly():
     _, err = proc.communicate(timeout=120)
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err
     assert proc.returncode == 1
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch, capsys):
+    """Ctrl-C during a run (KeyboardInterrupt out of lab.cli.main) ends `python -m lab` with one line on stderr and
+    the shell's status for an interrupted command, not a traceback."""
+    import runpy
+    import sys
+
+    import lab.cli
+
+    def interrupted():
+        print("half a line", end="")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.cli, "main", interrupted)
+    monkeypatch.delitem(sys.modules, "lab.__main__", raising=False)
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("lab", run_name="__main__")
+    assert info.value.code == 130
+    captured = capsys.readouterr()
+    assert captured.out == "half a line"
+    assert captured.err == "\ninterrupted (Ctrl-C): stopped before the run finished, so nothing was summarised\n"
