@@ -369,7 +369,8 @@ def test_demo_shows_control_characters_as_pictures_not_terminal_codes(pair, monk
     assert cli.main(["demo", "--prompt", "KING\x1b[31mRED\r", "--max-new-tokens", "3", "--color", "never"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and out.startswith("KING\u241b[31mRED\u240d")
-    assert re.search(r" · \d+(\.\d)? tokens/s( \(the prefill.s \d+ ms included; \d+(\.\d)? tokens/s after it\))? · ", out)
+    assert re.search(r" · \d+(\.\d)? tokens/s( \(the prefill.s \d+ ms included; \d+(\.\d)? tokens/s after "
+                     r"it\))? · ", out)
 
 
 def test_show_controls_keeps_newlines_and_tabs():
