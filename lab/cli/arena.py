@@ -1,9 +1,11 @@
 """``python -m lab arena``: the drafter arena (lesson 12, :mod:`lab.arena`), then fixed vs adaptive N."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
+from lab.cli.bench import drafter_names
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, positive_int
 from lab.registry import drafter_problem
 
@@ -35,6 +37,23 @@ def add_parser(sub) -> None:
             action.help = "tokens to generate per prompt, >= 2: the prefill writes the first (default: %(default)s)"
     a.add_argument("--repeats", type=positive_int, default=1,
                    help="time each run this often and keep the fastest, >= 1 (default: %(default)s)")
+    a.add_argument("--task", type=_task_names, default=None, metavar="TASK[,TASK...]",
+                   help="run only these kinds of request, comma-separated: chat, code, structured, copy_edit, "
+                        "multi_turn, agent with smollm2-135m; prose, copy_edit, structured with shakespeare "
+                        "(default: all of the pair's)")
+    a.add_argument("--drafter", action="append", type=drafter_names, default=None, metavar="NAME[,NAME...]",
+                   help="run only these drafters beside autoregressive decoding, repeatable or comma-separated; "
+                        "fixed vs adaptive N runs only when model (the draft model) is among them (default: every "
+                        "drafter the pair can have)")
+
+
+def _task_names(text: str) -> tuple:
+    """argparse type of ``--task``: comma-separated names, each once (checked against the pair's tasks in
+    :func:`run`)."""
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",")))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty task name in {text!r}")
+    return names
 
 
 def _bundled_prompt_counts(pair_name: str) -> dict[str, int] | None:
@@ -54,6 +73,14 @@ def _bundled_prompt_counts(pair_name: str) -> dict[str, int] | None:
         return {task: len(record_prompts(None)) if task == "structured" else len(held_out_prompts())
                 for task in DEFAULT_TASKS}
     return None
+
+
+def _check_tasks(chosen, allowed) -> None:
+    """Raise :class:`OptionError` naming ``--task`` when a name in ``chosen`` (None: every task) is not one of
+    ``allowed``."""
+    for task in chosen or ():
+        if task not in allowed:
+            raise OptionError("--task", f"{task!r} is not a task of this pair; choose from {', '.join(allowed)}")
 
 
 def _check_prompt_count(counts: dict[str, int], wanted: int) -> None:
@@ -87,34 +114,45 @@ def run(args) -> int:
         raise OptionError("--max-new-tokens", f"must be >= 2 in the arena: the prefill writes the first new token "
                                               f"and the arena measures the decode steps after it; got "
                                               f"{args.max_new_tokens}")
+    chosen = getattr(args, "task", None)
     counts = _bundled_prompt_counts(args.pair)
     if counts is not None:
-        _check_prompt_count(counts, args.prompts)
+        _check_tasks(chosen, tuple(counts))
+        _check_prompt_count({t: n for t, n in counts.items() if chosen is None or t in chosen}, args.prompts)
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
-    tasks = default_tasks(pair)  # run_arena's default; compare_adaptive runs the first of them
+    _check_tasks(chosen, default_tasks(pair))  # a hub pair's tasks are known once it loads
+    tasks = chosen or default_tasks(pair)  # run_arena's default; compare_adaptive runs the first of them
     texts = {task: arena_prompts(pair, task) for task in tasks}
     _check_prompt_count({task: len(prompts) for task, prompts in texts.items()}, args.prompts)
     encoded = encode_prompts(pair, [p for task in tasks for p in texts[task][: args.prompts]])
     problem = context_problem(pair, encoded, args.max_new_tokens)
     if problem:
         raise OptionError("--max-new-tokens", problem)
-    skipped = {kind: drafter_problem(kind, pair, args.n_draft) for kind in ARENA_DRAFTERS}
+    wanted = [kind for names in (getattr(args, "drafter", None) or [ARENA_DRAFTERS]) for kind in names]
+    wanted = tuple(dict.fromkeys(wanted))
+    skipped = {kind: drafter_problem(kind, pair, args.n_draft) for kind in wanted}
     skipped = {kind: why for kind, why in skipped.items() if why}
+    if skipped and getattr(args, "drafter", None):  # asked for by name: an error, not a silent gap
+        kind = next(iter(skipped))
+        raise OptionError("--drafter", f"{kind} cannot run with pair {args.pair}: {skipped[kind]}")
     if skipped:  # a hub pair: no Medusa heads, no EAGLE draft (GPT-2: no early exit either)
         print(f"python -m lab arena: not run with pair {args.pair}: "
               + "; ".join(f"{kind} ({why})" for kind, why in skipped.items()), file=sys.stderr)
     arena = run_arena(pair, tasks=tasks, max_new_tokens=args.max_new_tokens, prompts_per_task=args.prompts,
                       n_draft=args.n_draft, repeats=args.repeats,
-                      drafters=tuple(kind for kind in ARENA_DRAFTERS if kind not in skipped))
-    adaptive = compare_adaptive(pair, task=tasks[0], max_new_tokens=args.max_new_tokens, prompts=args.prompts,
-                                start_n=args.n_draft, repeats=args.repeats)
+                      drafters=tuple(kind for kind in wanted if kind not in skipped))
+    adaptive = None
+    if "model" in wanted and "model" not in skipped:  # fixed vs adaptive N is the draft model's
+        adaptive = compare_adaptive(pair, task=tasks[0], max_new_tokens=args.max_new_tokens, prompts=args.prompts,
+                                    start_n=args.n_draft, repeats=args.repeats)
     if args.json:
         print(json.dumps({"arena": arena, "adaptive": adaptive}, indent=1))
     else:
         print(format_arena(arena) + "\n\nWhere the predicted speedup went\n\n" + format_reconciliation(arena)
-              + "\n\n" + format_adaptive(adaptive) + "\n\nThe run, read (lab.arena_reading)\n\n"
-              + read_arena({"arena": arena, "adaptive": adaptive}) + "\n\n" + read_adaptive(adaptive))
-    rows = arena["rows"] + adaptive["rows"]
+              + ("" if adaptive is None else "\n\n" + format_adaptive(adaptive))
+              + "\n\nThe run, read (lab.arena_reading)\n\n" + read_arena({"arena": arena, "adaptive": adaptive})
+              + ("" if adaptive is None else "\n\n" + read_adaptive(adaptive)))
+    rows = arena["rows"] + (adaptive["rows"] if adaptive else [])
     if pair.dtype != torch.float32:  # bfloat16 rounds near-ties differently per block shape: reported, not failed
         return 0
     return 0 if all(row["same_as_autoregressive"] is not False for row in rows) else 1

@@ -140,3 +140,36 @@ def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lack
     assert cli.main(["arena", "--pair", "smollm2", "--prompts", "9"]) == 2
     assert capsys.readouterr().err == ("python -m lab arena: error: --prompts: must be at most 8 (the chat prompts "
                                        "bundled), got 9\n")
+
+
+def test_arena_task_and_drafter_options_make_a_small_run(hub_pair, monkeypatch, capsys):
+    """--task and --drafter pass to run_arena; without the draft model among the drafters, fixed vs adaptive N (the
+    draft model's) is left out of the tables, the reading and the JSON; a drafter the pair cannot have, asked for by
+    name, is an option error; an unknown task names the pair's tasks."""
+    import json
+
+    import lab.arena
+
+    seen = {}
+    real = lab.arena.run_arena
+
+    def spy(pair, **kwargs):
+        seen.update(kwargs)
+        return real(pair, **dict(kwargs, temperatures=(0.0,)), progress=False)
+
+    monkeypatch.setattr(lab.arena, "run_arena", spy)
+    monkeypatch.setattr(lab.arena, "compare_adaptive", lambda *a, **k: pytest.fail("adaptive without the draft model"))
+    args = ["arena", "--pair", "gpt2", "--prompts", "1", "--max-new-tokens", "3", "--task", "prose",
+            "--drafter", "ngram"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert seen["tasks"] == ("prose",) and seen["drafters"] == ("ngram",)
+    assert "Where the predicted speedup went" in out and "The run, read (lab.arena_reading)" in out
+    assert "adaptive" not in out.split("The run, read")[0].lower()
+    assert cli.main(args + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["adaptive"] is None
+    assert cli.main(["arena", "--pair", "gpt2", "--prompts", "1", "--drafter", "medusa"]) == 2
+    assert "error: --drafter: medusa cannot run with pair gpt2:" in capsys.readouterr().err
+    assert cli.main(["arena", "--pair", "gpt2", "--prompts", "1", "--task", "chat"]) == 2
+    assert "error: --task: 'chat' is not a task of this pair; choose from prose, copy_edit, structured" in \
+        capsys.readouterr().err
