@@ -28,7 +28,11 @@ Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, 
 closing ``<|im_end|>``), seconds, tokens_per_second, target_calls (the decode loop's, as ``Generation.stats``
 counts them: the prefill, which gives each side its first token, is left out), steps (every step record, the
 prefill's included), ...), ``speedup``, ``identical``, ``error``,
-``settings``, ``drafter``, ``turns`` and the two streams ``autoregressive_stream`` / ``speculative_stream``.
+``settings``, ``drafter``, ``turns``, ``load`` (the :class:`lab.load_meter.LoadMeter` of the race: how busy other
+programs kept the machine) and the two streams ``autoregressive_stream`` / ``speculative_stream``. The summary warns
+when the machine was busy, and when the measured speedup exceeds what the two sides' target calls allow (each
+speculative call verifies at least one token, so it costs no less than an autoregressive one): other programs then
+slowed the two sides unevenly.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ import torch
 from lab.cli.options import demo_temperature
 from lab.decode import generate
 from lab.detok import show_controls
+from lab.load_meter import LoadMeter
 from lab.drafters.base import check_pair
 from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int
@@ -315,6 +320,7 @@ class RaceDashboard(w.VBox):
                 control.value = value
         settings = self._read_settings()
         self.results, self.speedup, self.identical, self.error, self.turns = {}, None, None, None, []
+        self.load = None
         self.settings = settings
         self.race_button.disabled = True
         try:
@@ -358,11 +364,15 @@ class RaceDashboard(w.VBox):
 
         sides = {"autoregressive": _Side("autoregressive", runner(None)),
                  "speculative": _Side("speculative", runner(drafter))}
+        meter = LoadMeter()
+        meter.__enter__()
         for side in sides.values():
             side.thread.start()
         try:
             self._referee(sides)
         finally:
+            meter.__exit__(None, None, None)
+            self.load = meter
             for side in sides.values():  # on any error: release the threads that still wait for a turn
                 if not side.done:
                     side.abort = True
@@ -572,10 +582,21 @@ class RaceDashboard(w.VBox):
                             "cover the prefill (and the speculative side's drafter reset), not speculative decoding.")
         # with no decode step the ratio times two prefills: nothing of speculative decoding to show
         shown = "\u2013 (no decode step)" if prefill_only else f"{self.speedup:.2f}\u00d7"
+        warnings = []
+        # prefill included on both sides: a speculative call costs at least an autoregressive one
+        cap = (ar["target_calls"] + 1) / (spec["target_calls"] + 1)
+        if not prefill_only and self.speedup > 1.05 * cap:
+            warnings.append(f"The speedup is above the {cap:.2f}\u00d7 that {ar['target_calls'] + 1} against "
+                            f"{spec['target_calls'] + 1} target calls (the prefills included) allow: other programs "
+                            "slowed the two sides by different amounts. Race again, on a quieter machine if you can.")
+        if self.load is not None and self.load.busy:
+            warnings.append(f"The machine was busy: {self.load.note()}")
+        warning_html = "".join(f'<br><span class="sdl-race-warning" style="color: #D55E00; font-size: 12px;">'
+                               f"{html.escape(text)}</span>" for text in warnings)
         return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{shown}</b>'
                 f" &nbsp; ({spec['tokens_per_second']:.0f} vs {ar['tokens_per_second']:.0f} tokens/s; "
                 f"{spec['target_calls']} vs {ar['target_calls']} target calls after the prefill; {rate_text}"
                 f"{per_call_text} tokens per target call)<br>"
                 f'<span style="color: #777; font-size: 12px;">{html.escape(same)}. Times count each side\'s own '
                 f"compute only: the two take turns, one target call at a time.{html.escape(prefill_only)}"
-                "</span></div>")
+                f"</span>{warning_html}</div>")

@@ -405,3 +405,29 @@ def test_a_prompt_with_a_right_to_left_override_gets_a_label_that_names_it(pair)
     dashboard = RaceDashboard(pair, prompts=[prompt], max_new_tokens=2)
     (label, index), *_ = dashboard.prompt_choice.options
     assert label == "ROMEO. \u27e8U+202E\u27e9gnirts desrever" and dashboard.prompts[index] == prompt
+
+
+def test_the_summary_warns_of_a_busy_machine_and_of_a_speedup_the_calls_rule_out(dashboard, monkeypatch):
+    """A race records how busy the machine was (LoadMeter) and says so when it was; a speedup above what the two
+    sides' target calls allow (each speculative call costs at least an autoregressive one) is flagged, since only
+    uneven interference can produce it. A quiet, plausible race carries neither warning."""
+    import widgets.race as race_module
+
+    dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    assert dashboard.load is not None and dashboard.load.seconds > 0
+    assert ("The machine was busy" in dashboard.summary.value) == bool(dashboard.load.busy)
+
+    class BusyMeter(race_module.LoadMeter):
+        def __exit__(self, *exc):
+            super().__exit__(*exc)
+            self.other_cores, self.busy = 1.5, True
+
+    monkeypatch.setattr(race_module, "LoadMeter", BusyMeter)
+    dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    assert "The machine was busy: other processes kept 1.50 of" in dashboard.summary.value
+    ar, spec = dashboard.results["autoregressive"], dashboard.results["speculative"]
+    cap = (ar["target_calls"] + 1) / (spec["target_calls"] + 1)
+    dashboard.speedup = 2 * cap  # as if the autoregressive side had been slowed by another program
+    text = dashboard._summary_html(dashboard.settings)
+    assert f"The speedup is above the {cap:.2f}\u00d7 that {ar['target_calls'] + 1} against " \
+           f"{spec['target_calls'] + 1} target calls (the prefills included) allow" in text
