@@ -327,9 +327,13 @@ def run_arena(pair, tasks=None, temperatures=(0.0, 1.0), max_new_tokens: int = 6
         raise ValueError(f"max_new_tokens: {problem}; lower max_new_tokens")
     factories = {kind: (lambda kind=kind: make_drafter(kind, pair, n_draft)) for kind in drafters}
     warm = prompts[tasks[0]][0][:16]
-    for factory in (None, *factories.values()):  # first-call allocations, lazy imports, weight loading
-        for temperature in sorted(set(temperatures)):
-            run_fastest(pair, warm, factory, float(temperature), seed, 8, 1)
+    warm_temperatures = sorted(set(temperatures))
+    # a bar of its own: loading every drafter's weights takes minutes on a busy machine, which read as a hang
+    with _progress((1 + len(factories)) * len(warm_temperatures), progress, "arena warm-up (untimed)") as bar:
+        for factory in (None, *factories.values()):  # first-call allocations, lazy imports, weight loading
+            for temperature in warm_temperatures:
+                run_fastest(pair, warm, factory, float(temperature), seed, 8, 1)
+                bar.update()
 
     rows = []
     total = len(tasks) * len(temperatures) * (1 + len(drafters)) * prompts_per_task

@@ -233,6 +233,11 @@ class ResidualExplorer(w.VBox):
             self.figure.layout.title = (f"P(accept) = Σ min(target, draft) = {alpha:.3f}    "
                                         f"P(reject) = {1 - alpha:.3f}")
         tv = 0.5 * float((target - draft).abs().sum())
+        if tv < 1e-9:  # the draft is the target: the residual (target − draft)⁺ is all zeros, nothing to resample
+            self.summary.value = (f"P(accept) = <b>{alpha:.3f}</b> = 1 − TV = 1 − {tv:.3f}: the draft equals the "
+                                  "target, so every drafted token is accepted; no rejection happens, and the residual "
+                                  "is never drawn from.")
+            return
         self.summary.value = (f"P(accept) = <b>{alpha:.3f}</b> = 1 − TV = 1 − {tv:.3f}; "
                               f"after a rejection the step resamples from the residual, "
                               f"which puts its mass on {html.escape(', '.join(self._residual_support()))}.")

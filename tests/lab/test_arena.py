@@ -516,3 +516,13 @@ def test_a_cell_with_no_decode_step_is_named_not_a_division_by_zero():
         _baseline_row(none, 0.0)
     with pytest.raises(ValueError, match=r"ngram at T = 1: no decode step was run"):
         _cell_row("ngram", none, some, None, 1.0, None)
+
+
+def test_the_untimed_warm_up_shows_a_bar_of_its_own(pair, monkeypatch, capsys):
+    """Loading every drafter before the timing takes minutes on a busy machine: it has its own progress bar, counted
+    per drafter and temperature, so the command does not look hung before the arena's bar appears."""
+    monkeypatch.setenv("TQDM_DISABLE", "0")
+    run_arena(pair, tasks=("prose",), temperatures=(0.0,), max_new_tokens=2, prompts_per_task=1, n_draft=2,
+              drafters=("ngram",), progress=True)
+    err = capsys.readouterr().err
+    assert "arena warm-up (untimed)" in err and "2/2" in err and "arena:" in err

@@ -173,3 +173,15 @@ def test_a_nan_slider_is_refused_and_undone():
         explorer.target_sliders[0].value = float("nan")
     assert [float(p) for p in explorer.target_probs] == before
     assert all(math.isfinite(s.value) for s in explorer.target_sliders)
+
+
+def test_a_draft_equal_to_the_target_is_said_to_leave_nothing_to_resample():
+    """Draft = target: P(accept) = 1 and the residual is all zeros, so the summary says no rejection happens (it
+    described a resample from a residual on t0)."""
+    ex = ResidualExplorer()
+    ex.set_target([1, 0, 0, 0, 0])
+    ex.set_draft([1, 0, 0, 0, 0])
+    assert "the draft equals the target, so every drafted token is accepted" in ex.summary.value
+    assert "resamples" not in ex.summary.value
+    ex.set_draft([0.5, 0.5, 0, 0, 0])
+    assert "after a rejection the step resamples from the residual" in ex.summary.value
