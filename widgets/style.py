@@ -3,7 +3,9 @@
 The palette is Okabe & Ito's (2008), chosen to stay distinguishable under the common colour-vision deficiencies.
 Colours pair up on purpose: a bonus token comes from the target alone, so it wears the target's colour; an
 accepted token is the draft's, so it wears the draft's; a resampled token is drawn from the residual
-distribution, so it wears the residual's.
+distribution, so it wears the residual's. A token of a step that drafted nothing (the prefill's, every
+autoregressive step's, prompt lookup's steps without a match) is the target's too, but no draft was accepted before
+it, so it is not called a bonus: it wears the text's own ink (kind ``"target"``).
 
 Also here: the helpers every viewer shares (slider positions, distinct chart labels) and :func:`static_text`, which
 reads a widget's JavaScript or CSS from ``widgets/static/`` (shipped as package data).
@@ -18,7 +20,7 @@ from importlib import resources
 from lab.validation import is_integer
 
 __all__ = [
-    "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR",
+    "ACCEPTED_COLOR", "RESAMPLED_COLOR", "BONUS_COLOR", "REJECTED_COLOR", "PROMPT_COLOR", "PLAIN_COLOR",
     "TARGET_COLOR", "DRAFT_COLOR", "RESIDUAL_COLOR", "KIND_COLORS", "KIND_LABELS", "TOKEN_KINDS",
     "GENERATED_KINDS", "MUTED_CSS", "tint", "slider_position", "chart_labels", "static_text", "css_rules",
 ]
@@ -28,13 +30,14 @@ RESAMPLED_COLOR = "#D55E00"  # vermillion: the target's token after a rejection,
 BONUS_COLOR = "#0072B2"      # blue: the extra target token after every draft was accepted
 REJECTED_COLOR = "#999999"   # grey, struck through: a draft token the target did not keep
 PROMPT_COLOR = "#7F7F7F"     # muted grey: the prompt
+PLAIN_COLOR = "#333333"      # ink: the target's token of a step that drafted nothing (as in ordinary decoding)
 
 TARGET_COLOR = BONUS_COLOR
 DRAFT_COLOR = ACCEPTED_COLOR
 RESIDUAL_COLOR = RESAMPLED_COLOR
 
-TOKEN_KINDS = ("prompt", "accepted", "rejected", "resampled", "bonus")
-GENERATED_KINDS = ("accepted", "resampled", "bonus")  # the kinds that end up in the output text
+TOKEN_KINDS = ("prompt", "accepted", "rejected", "resampled", "bonus", "target")
+GENERATED_KINDS = ("accepted", "resampled", "bonus", "target")  # the kinds that end up in the output text
 
 KIND_COLORS = {
     "prompt": PROMPT_COLOR,
@@ -42,6 +45,7 @@ KIND_COLORS = {
     "rejected": REJECTED_COLOR,
     "resampled": RESAMPLED_COLOR,
     "bonus": BONUS_COLOR,
+    "target": PLAIN_COLOR,
 }
 
 # Inline style of the small grey lines (legends, captions, stats) under and above every viewer.
@@ -53,6 +57,7 @@ KIND_LABELS = {
     "rejected": "rejected draft",
     "resampled": "resampled by the target",
     "bonus": "bonus token",
+    "target": "target's token, nothing drafted",
 }
 
 

@@ -169,8 +169,9 @@ def describe(detail: dict, candidate_text) -> str:
                 f"({detail['num_drafted']}) was accepted, so the target's distribution after them, computed in "
                 "the same call, gives one more token.")
     else:
-        text = (head + f"bonus token {token}{numbers('target')}: the drafter proposed nothing this step, so the "
-                "target call gave just its own token, as in ordinary decoding.")
+        text = (head + f"the target's own token {token}{numbers('target')}: the drafter proposed nothing this "
+                "step, so the target call gave just its own token, as in ordinary decoding (not a bonus: no draft "
+                "was accepted before it).")
     if detail["truncated"]:
         text += " This step was cut short by EOS or max_new_tokens."
     if detail["note"]:

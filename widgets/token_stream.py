@@ -2,8 +2,9 @@
 
 Pass the widget as ``on_step`` to :func:`lab.decode.generate`; every :class:`lab.trace.StepRecord` (one per target
 call) appends the step's tokens: accepted drafts, rejected drafts struck through where they were proposed, and the
-target's own token (resampled after a rejection, or the bonus token after a full acceptance). The first record, the
-prefill over the prompt, adds the first new token as the target's own (bonus). A stats line keeps the running
+target's own token (resampled after a rejection, the bonus token after a full acceptance, or, when the step drafted
+nothing, plainly the target's token, kind ``"target"``). The first record, the prefill over the prompt, adds the first
+new token as the target's own (``"target"``). A stats line keeps the running
 acceptance rate, tokens per target call and tokens/s. Selecting a generated token (click it, or call
 ``select(position)``) plots the target, draft and residual distributions at that position.
 
@@ -79,7 +80,7 @@ kernel spent about 11 ms a step building the list (measured without a browser; 1
 
 def _legend_html() -> str:
     items = []
-    for kind in ("accepted", "rejected", "resampled", "bonus", "prompt"):
+    for kind in ("accepted", "rejected", "resampled", "bonus", "target", "prompt"):
         items.append(f'<span style="{_BASE_CSS} {_KIND_CSS[kind]}">{html.escape(KIND_LABELS[kind])}</span>')
     return f'<div style="{MUTED_CSS} line-height: 2;">' + " ".join(items) + "</div>"
 
@@ -110,7 +111,7 @@ class TokenStream(ipywidgets.VBox):
     tree step (Medusa, EAGLE with ``tree=``) is drawn as its accepted path (:func:`chain_view`) while ``steps`` and
     ``stats`` keep the whole tree. A run's first record from :func:`lab.decode.generate` is its prefill
     (``record.prefill``): the target's forward over the whole prompt, whose token, the first new one, shows as the
-    target's own (``bonus``) token of step 0. A record with ``index == 0`` starts a new run: earlier generated
+    target's own (``target``) token of step 0. A record with ``index == 0`` starts a new run: earlier generated
     tokens are cleared and the prompt is kept (so re-running a notebook cell with the same widget works). The
     stored prompt belongs to the first run after it was set: a run is shown without it, rather than decoded after
     the wrong text, when the prompt length its first record shows (:func:`widgets.token_text.run_prompt_length`:
@@ -127,7 +128,8 @@ class TokenStream(ipywidgets.VBox):
     ``chart_height`` < 10, and a record that contradicts itself (see :meth:`on_step`).
 
     Kernel-side state (what the view shows): ``tokens`` (list of dicts with ``text``, ``token_id``, ``kind`` in
-    ``prompt | accepted | rejected | resampled | bonus``, ``step`` and ``position``; ``text`` is ``""`` for a token
+    ``prompt | accepted | rejected | resampled | bonus | target`` (``target``: a step that drafted nothing),
+    ``step`` and ``position``; ``text`` is ``""`` for a token
     holding only part of a character), ``generated_ids``, ``steps``,
     ``stats`` / ``stats_text``, ``html`` (the escaped static rendering, also ``_repr_html_``), ``selected``
     (a generated position or None), ``selection`` (what the chart shows), ``detail_text`` and ``chart`` (a plotly
@@ -246,7 +248,10 @@ class TokenStream(ipywidgets.VBox):
                 new_tokens.append(self._token(token, "rejected", step, start + num_accepted + k, select=lost,
                                               text=rejected[k]))
             if len(emitted) > num_accepted:
-                new_tokens.append(self._token(emitted[num_accepted], record.last_kind, step, start + num_accepted,
+                # nothing drafted (the prefill, an autoregressive step, a lookup miss): the target's own token,
+                # not a bonus earned by accepted drafts
+                kind = record.last_kind if drafted else "target"
+                new_tokens.append(self._token(emitted[num_accepted], kind, step, start + num_accepted,
                                               text=texts[num_accepted], prefill=record.prefill))
 
         self._contexts.extend(contexts)

@@ -20,8 +20,10 @@ CHAT_PROMPT = "Write a Python function that checks whether a string is a palindr
 """The default --prompt for a pair with a chat template (the user's message)."""
 
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
-        "prompt": "\x1b[2m", "reset": "\x1b[0m"}
-"""The escape codes that colour each kind of token (and the prompt) on a terminal."""
+        "target": "\x1b[0m", "prompt": "\x1b[2m", "reset": "\x1b[0m"}
+"""The escape codes that colour each kind of token (and the prompt) on a terminal; ``"target"``, the token of a step
+that drafted nothing (the prefill's, a lookup miss), is plain text: no draft was accepted before it, so it is not a
+bonus."""
 
 
 def add_parser(sub) -> None:
@@ -168,7 +170,7 @@ def run(args) -> int:
                     on_path = set(record.path)
                     rejected = "|".join(s for i, s in enumerate(tree_texts) if i not in on_path and s)
                 parts.append(paint("rejected", rejected))
-            parts.append(paint(record.last_kind, push(record.emitted[-1])))
+            parts.append(paint(record.last_kind if record.drafted else "target", push(record.emitted[-1])))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()
 
@@ -178,7 +180,8 @@ def run(args) -> int:
             # greedy: the token that replaces a rejected draft is the target's argmax, nothing is sampled
             replaced = "resampled" if temperature_used > 0 else "corrected (the target's argmax)"
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
-                             f"{ANSI['resampled']}{replaced}{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']}\n")
+                             f"{ANSI['resampled']}{replaced}{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']} "
+                             "plain: the target's token where nothing was drafted\n")
     gen = generate(pair.target, prompt_ids, drafter=drafter,
                    max_new_tokens=args.max_new_tokens, temperature=temperature_used, seed=args.seed,
                    eos_token_id=pair.eos_token_id, on_step=None if args.json else show)

@@ -405,7 +405,9 @@ def test_voila_race_fills_both_streams_and_shows_the_speedup(voila_page):
     for side in ("autoregressive", "speculative"):
         shown = page.locator(f".sdl-race-{side} .sdl-stream .sdl-tok:not(.sdl-prompt):not(.sdl-rejected)")
         assert shown.count() == tokens, side
-    assert page.locator(".sdl-race-autoregressive .sdl-bonus").count() == tokens  # the target's own tokens only
+    # nothing drafted: every autoregressive token is the target's own ("target"), none a bonus
+    assert page.locator(".sdl-race-autoregressive .sdl-target").count() == tokens
+    assert page.locator(".sdl-race-autoregressive .sdl-bonus").count() == 0
     assert page.locator(".sdl-race-speculative .sdl-accepted").count() > 0
     # the real pair samples at 0.8 by default (its greedy answers loop on open requests)
     assert "sampled:" in page.locator(".sdl-race-summary").inner_text()
@@ -413,7 +415,7 @@ def test_voila_race_fills_both_streams_and_shows_the_speedup(voila_page):
     badges = page.locator(".sdl-race-speculative .sdl-prompt.sdl-special")
     assert badges.count() == 5 and badges.first.inner_text() == "\u27e8start\u27e9"
     # each side's chart answers a click on one of its tokens
-    for side, kind in (("speculative", "accepted"), ("autoregressive", "bonus")):
+    for side, kind in (("speculative", "accepted"), ("autoregressive", "target")):
         token = page.locator(f".sdl-race-{side} .sdl-{kind}[data-pos]").nth(1)
         position = token.get_attribute("data-pos")
         token.click()

@@ -50,7 +50,7 @@ def test_greedy_race_identical_outputs_and_speedup_from_the_two_timings(dashboar
     assert dashboard.autoregressive_stream.generated_ids == ar["tokens"]
     assert dashboard.speculative_stream.generated_ids == spec["tokens"]
     ar_kinds = {t["kind"] for t in dashboard.autoregressive_stream.tokens if t["kind"] != "prompt"}
-    assert ar_kinds == {"bonus"}  # no drafts: every token is the target's own
+    assert ar_kinds == {"target"}  # no drafts: every token is the target's own, not a bonus
     assert "accepted" in {t["kind"] for t in dashboard.speculative_stream.tokens}
     assert dashboard.status.value == "done" and dashboard.error is None
 

@@ -86,7 +86,7 @@ def test_kinds_and_order_of_shown_tokens(three_steps):
         ("prompt", 1), ("prompt", 2),
         ("accepted", 3), ("rejected", 5), ("rejected", 1), ("resampled", 6),  # rejected drafts in place
         ("accepted", 2), ("accepted", 7), ("bonus", 4),                        # full acceptance → bonus
-        ("bonus", 5),                                                          # no draft: the target's token
+        ("target", 5),                                              # no draft: the target's token, not a bonus
     ]
     generated = [token for token in three_steps.tokens if token["kind"] != "prompt"]
     assert [token["position"] for token in generated] == [0, 1, 2, 1, 2, 3, 4, 5]
@@ -137,9 +137,9 @@ def prefill(first, prompt_length, **fields):
 def test_the_prefill_shows_its_token_as_the_targets_own_and_is_no_decode_step():
     stream = TokenStream(FakeTokenizer(), prompt_ids=[1, 2])
     stream(prefill(3, 2))
-    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("bonus", 3)]
+    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("target", 3)]
     assert [t["text"] for t in stream.tokens] == [" the", " cat", " sat"]  # decoded after the prompt
-    assert wire(stream)[-1]["t"] == "bonus token \u00b7 id 3 \u00b7 step 0 (prefill)"
+    assert wire(stream)[-1]["t"] == "target's token, nothing drafted \u00b7 id 3 \u00b7 step 0 (prefill)"
     stats = stream.stats
     assert (stats["steps"], stats["target_calls"], stats["emitted"], stats["drafted"]) == (0, 0, 1, 0)
     assert stats["tokens_per_target_call"] is None and stats["tokens_per_second"] is None  # no decode time yet
@@ -153,7 +153,7 @@ def test_the_prefill_shows_its_token_as_the_targets_own_and_is_no_decode_step():
     # the first decode step feeds that token (cache_before = the prompt's length) and drafts after it
     stream(step(1, [5, 1], 1, [5, 7], "resampled", position=1, cache_before=2, target_tokens=3, draft_ms=2.0,
                 verify_ms=2.0, draft_calls=2))
-    assert kinds_and_ids(stream)[2:] == [("bonus", 3), ("accepted", 5), ("rejected", 1), ("resampled", 7)]
+    assert kinds_and_ids(stream)[2:] == [("target", 3), ("accepted", 5), ("rejected", 1), ("resampled", 7)]
     stats = stream.stats
     assert (stats["steps"], stats["emitted"], stats["drafted"], stats["accepted"]) == (1, 3, 2, 1)
     assert stats["tokens_per_target_call"] == 2.0  # the decode step's 2 tokens; the prefill's is not one of them
@@ -165,14 +165,14 @@ def test_the_prefill_shows_its_token_as_the_targets_own_and_is_no_decode_step():
 def test_the_prefills_length_tells_which_prompt_a_run_had():
     stream = TokenStream(FakeTokenizer(), prompt_ids=[1, 2])
     stream(prefill(3, 5))  # the stored prompt is the last 2 of 5 tokens: shown
-    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("bonus", 3)]
+    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("target", 3)]
     stream(prefill(3, 6))  # another length than the first run shown with it: another prompt
-    assert kinds_and_ids(stream) == [("bonus", 3)]
+    assert kinds_and_ids(stream) == [("target", 3)]
     stream(prefill(5, 5))  # back on the first run's prompt
-    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("bonus", 5)]
+    assert kinds_and_ids(stream) == [("prompt", 1), ("prompt", 2), ("target", 5)]
     stream.reset()
     stream(prefill(3, 1))  # shorter than the stored prompt: not this prompt
-    assert kinds_and_ids(stream) == [("bonus", 3)]
+    assert kinds_and_ids(stream) == [("target", 3)]
 
 
 def test_html_is_escaped():
@@ -692,8 +692,8 @@ def test_live_generation_with_a_real_draft_model(target, draft):
     assert generation.steps[0].prefill and seen[0] == 1
     first = stream.tokens[len(prompt)]
     assert (first["kind"], first["token_id"], first["step"], first["position"]) == (
-        "bonus", generation.tokens[0], 0, 0)
-    expected = f"bonus token \u00b7 id {generation.tokens[0]} \u00b7 step 0 (prefill)"
+        "target", generation.tokens[0], 0, 0)
+    expected = f"target's token, nothing drafted \u00b7 id {generation.tokens[0]} \u00b7 step 0 (prefill)"
     assert wire(stream)[len(prompt)]["t"] == expected
     # the stats, like Generation.stats, count the decode steps: the prefill is no target call of the decode loop
     assert stream.stats["steps"] == generation.stats["target_calls"] == len(generation.steps) - 1
@@ -701,7 +701,7 @@ def test_live_generation_with_a_real_draft_model(target, draft):
     assert stream.stats_text.startswith(f"prefill + {len(generation.steps) - 1} steps \u00b7 acceptance rate ")
     assert stream.stats["acceptance_rate"] == pytest.approx(generation.stats["acceptance_rate"])
     assert stream.stats["tokens_per_target_call"] == pytest.approx(generation.stats["tokens_per_target_call"])
-    shown = [token for token in stream.tokens if token["kind"] in ("accepted", "resampled", "bonus")]
+    shown = [token for token in stream.tokens if token["kind"] in ("accepted", "resampled", "bonus", "target")]
     assert [token["token_id"] for token in shown] == generation.tokens
     assert sum(token["kind"] == "rejected" for token in stream.tokens) == stream.stats["rejected"]
     assert re.search(r"<\d", stream.html) is None  # token texts like '<17>' only appear escaped
@@ -742,7 +742,7 @@ def test_token_stream_shows_a_medusa_run_and_counts_its_whole_trees(pair, medusa
     assert f"acceptance rate {gen.stats['acceptance_rate']:.2f} " in stream.stats_text
     assert "tree nodes; one path per step at most can be accepted" in stream.stats_text
     # The prefill's token is the target's own, from the prompt's last position: no tree was drafted before it.
-    assert gen.steps[0].prefill and stream.tokens[len(ids)]["kind"] == "bonus"
+    assert gen.steps[0].prefill and stream.tokens[len(ids)]["kind"] == "target"
     stream.select(0)
     assert stream.detail_text.startswith(f"Position 0 (step 0): the first new token "
                                          f"{pair.decode(gen.tokens[:1])!r} (target ")

@@ -378,3 +378,34 @@ def test_show_controls_keeps_newlines_and_tabs():
 
     assert show_controls("a\tb\nc\x00\x07\x1b\x7f") == "a\tb\nc\u2400\u2407\u241b\u2421"
     assert show_controls("\x9b31mred\x85") == "\ufffd31mred\ufffd"  # C1: CSI would start an escape too
+
+
+def test_a_token_of_a_step_that_drafted_nothing_is_plain_not_a_bonus(pair, monkeypatch, capsys):
+    """The prefill's token and a step with no draft (a lookup miss) print in plain text; blue is kept for the bonus
+    token after accepted drafts, and the legend says what plain means."""
+    import lab.decode
+    import lab.models
+    from lab.trace import StepRecord
+
+    first, second, third, fourth = pair.encode(" the cat sat")[:3] + pair.encode(" down")[:1]
+    records = [StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[first], last_kind="bonus",
+                          prefill=True),
+               StepRecord(index=1, position=1, drafted=[], num_accepted=0, emitted=[second], last_kind="bonus"),
+               StepRecord(index=2, position=2, drafted=[third], num_accepted=1, emitted=[third, fourth],
+                          last_kind="bonus")]
+
+    def replay(target, ids, on_step=None, **kwargs):
+        for record in records:
+            on_step(record)
+        stats = {"acceptance_rate": 1.0, "tokens_per_target_call": 1.5, "target_calls": 2, "new_tokens": 4,
+                 "tokens_per_second": 1.0}
+        return Generation(tokens=[first, second, third, fourth], steps=records, stats=stats)
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    monkeypatch.setattr(lab.decode, "generate", replay)
+    assert cli.main(["demo", "--prompt", "ROMEO:", "--color", "always", "--drafter", "ngram"]) == 0
+    out = capsys.readouterr().out
+    assert "plain: the target's token where nothing was drafted" in out
+    generated = out.split("drafted\n", 1)[1]
+    # blue once, for the last step's bonus (it was three times: the prefill's token and the lookup miss's too)
+    assert generated.count(ANSI["bonus"]) == 1 and generated.count(ANSI["accepted"]) == 1
