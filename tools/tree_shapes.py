@@ -46,13 +46,13 @@ def main() -> None:
     methods = {"autoregressive": None}
     methods.update({name: (lambda kw=kw: Eagle3Drafter.from_pretrained(pair, **kw)) for name, kw in SHAPES.items()})
     methods["Medusa (14-node tree)"] = lambda: MedusaDrafter.from_pretrained(pair)
-    results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               "processor": processor_name(pair.device), "dtype": str(pair.dtype),
+    processor = processor_name(pair.device)
+    results = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "processor": processor,
+               "dtype": str(pair.dtype),
                "threads": torch.get_num_threads(), "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
                "kinds": {}}
-    print(f"{pair.name}, {processor_name(pair.device)}, {pair.dtype}, {torch.get_num_threads()} threads, greedy, "
-          f"{args.prompts} requests per kind x "
-          f"{args.max_new_tokens} tokens\n")
+    print(f"{pair.name}, {processor}, {pair.dtype}, {torch.get_num_threads()} threads, greedy, {args.prompts} "
+          f"requests per kind x {args.max_new_tokens} tokens\n")
     for kind in CHAT_TASKS:
         run = time_methods(pair, chat_prompts(kind)[:args.prompts], methods, max_new_tokens=args.max_new_tokens)
         reference = [g.tokens for g in run["generations"]["autoregressive"]]

@@ -364,21 +364,19 @@ class RaceDashboard(w.VBox):
 
         sides = {"autoregressive": _Side("autoregressive", runner(None)),
                  "speculative": _Side("speculative", runner(drafter))}
-        meter = LoadMeter()
-        meter.__enter__()
-        for side in sides.values():
-            side.thread.start()
-        try:
-            self._referee(sides)
-        finally:
-            meter.__exit__(None, None, None)
-            self.load = meter
-            for side in sides.values():  # on any error: release the threads that still wait for a turn
-                if not side.done:
-                    side.abort = True
-                    side.go.set()
+        self.load = LoadMeter()  # how busy other programs kept the machine while the two sides ran
+        with self.load:
             for side in sides.values():
-                side.thread.join()
+                side.thread.start()
+            try:
+                self._referee(sides)
+            finally:
+                for side in sides.values():  # on any error: release the threads that still wait for a turn
+                    if not side.done:
+                        side.abort = True
+                        side.go.set()
+                for side in sides.values():
+                    side.thread.join()
         for side in sides.values():
             if side.error is not None:
                 raise side.error
@@ -590,7 +588,7 @@ class RaceDashboard(w.VBox):
                             f"{spec['target_calls'] + 1} target calls (the prefills included) allow: other programs "
                             "slowed the two sides by different amounts. Race again, on a quieter machine if you can.")
         if self.load is not None and self.load.busy:
-            warnings.append(f"The machine was busy: {self.load.note()}")
+            warnings.append(self.load.note())  # ends with the meter's own warning to race again
         warning_html = "".join(f'<br><span class="sdl-race-warning" style="color: #D55E00; font-size: 12px;">'
                                f"{html.escape(text)}</span>" for text in warnings)
         return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{shown}</b>'

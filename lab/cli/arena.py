@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from lab.cli.bench import drafter_names
+from lab.cli.bench import drafter_names, selected_drafters
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, positive_int
 from lab.registry import drafter_problem
 
@@ -128,11 +128,11 @@ def run(args) -> int:
     problem = context_problem(pair, encoded, args.max_new_tokens)
     if problem:
         raise OptionError("--max-new-tokens", problem)
-    wanted = [kind for names in (getattr(args, "drafter", None) or [ARENA_DRAFTERS]) for kind in names]
-    wanted = tuple(dict.fromkeys(wanted))
+    named = selected_drafters(args)  # --drafter's names in order, each once; None: every drafter
+    wanted = named or ARENA_DRAFTERS
     skipped = {kind: drafter_problem(kind, pair, args.n_draft) for kind in wanted}
     skipped = {kind: why for kind, why in skipped.items() if why}
-    if skipped and getattr(args, "drafter", None):  # asked for by name: an error, not a silent gap
+    if skipped and named:  # asked for by name: an error, not a silent gap
         kind = next(iter(skipped))
         raise OptionError("--drafter", f"{kind} cannot run with pair {args.pair}: {skipped[kind]}")
     if skipped:  # a hub pair: no Medusa heads, no EAGLE draft (GPT-2: no early exit either)

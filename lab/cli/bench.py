@@ -7,7 +7,7 @@ import json
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
 from lab.registry import DRAFTERS, OWN_DRAFT, drafter_problem, own_draft_reason
 
-__all__ = ["add_parser", "run", "drafter_names"]
+__all__ = ["add_parser", "run", "drafter_names", "selected_drafters"]
 
 
 def drafter_names(text: str) -> tuple:

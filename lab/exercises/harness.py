@@ -538,8 +538,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
                      "gives one per element: use torch.minimum / torch.maximum (element by element), torch.where for "
                      "a choice per element, or .item() where you mean a single number.")
     elif (best_hint is None and got[i][0] == "ok" and expected[i][0] == "ok" and as_float(expected[i][1]) is not None
-          and not isinstance(expected[i][1], bool) and _many_values(got[i][1])):
-        best_hint = (f"return ONE number: your function returned {_many_values(got[i][1])} values (one per token?); "
+          and not isinstance(expected[i][1], bool) and (count := _many_values(got[i][1]))):
+        best_hint = (f"return ONE number: your function returned {count} values (one per token?); "
                      "reduce them to the single number the exercise asks for (a sum over the tokens, ...).")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
         best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
