@@ -69,6 +69,9 @@ _MAX_TEMPERATURE = 2.0
 _DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
 # Drafters that carry what earlier generations produced into the next one (suffix decoding's cache of outputs).
 _KEEPS_OUTPUTS = ("suffix",)
+# While a race runs the kernel handles no click, so a Stop button could not be heard: the kernel's interrupt stops it.
+_TO_STOP = "<small>(to stop: interrupt the kernel, \u25a0 or I, I; under Voila, reload the page)</small>"
+_STOPPED = "stopped: the kernel was interrupted; press Race to run again"
 CHAT_PROMPTS_PER_TASK = 2
 """How many held-out requests of each task kind a chat pair's dashboard offers (:func:`default_prompts`)."""
 # Code first: the draft model's best task on the real pair (1.5x in its card), so the first race shows a speedup.
@@ -325,17 +328,28 @@ class RaceDashboard(w.VBox):
         self.race_button.disabled = True
         try:
             self._race(settings)
+        except KeyboardInterrupt:
+            # The kernel's interrupt is the only way to stop a race (the kernel handles no click while it runs one):
+            # say so instead of leaving "racing…" on the screen.
+            self.status.value = _STOPPED
+            raise
+        except Exception as error:
+            self._show_error(error)
+            raise
         finally:
             self.race_button.disabled = False
         return self.results
+
+    def _show_error(self, error) -> None:
+        self.error = f"{type(error).__name__}: {error}"
+        self.status.value = f'<span style="color: #D55E00;">{html.escape(self.error)}</span>'
 
     def _on_click(self, _button) -> None:
         # The button must never raise into the front end: show the problem where the instructor is looking.
         try:
             self.race()
         except Exception as error:  # noqa: BLE001 - shown to the user, kept in .error
-            self.error = f"{type(error).__name__}: {error}"
-            self.status.value = f'<span style="color: #D55E00;">{html.escape(self.error)}</span>'
+            self._show_error(error)
 
     def _race(self, settings) -> None:
         pair = self.pair
@@ -344,7 +358,7 @@ class RaceDashboard(w.VBox):
         drafter = self.drafter = self._drafter(settings["drafter"], settings["n_draft"])
         options = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
                    "eos_token_id": pair.eos_token_id, "seed": self.seed, "record_probs": self.record_probs}
-        self.status.value = "warming up\u2026"
+        self.status.value = "warming up\u2026 " + _TO_STOP
         warm_tokens = min(4, settings["max_new_tokens"])  # never more than the race itself may add to the context
         # A drafter that keeps earlier outputs (suffix decoding's cache) must not see the warm-up's: it would start
         # the race with the answer's first tokens cached. A fresh one of the same kind warms the same code.
@@ -357,7 +371,7 @@ class RaceDashboard(w.VBox):
             stream.reset(prompt_ids)
         self._set_headers()
         self.summary.value = ""
-        self.status.value = "racing\u2026"
+        self.status.value = "racing\u2026 " + _TO_STOP
 
         def runner(side_drafter):
             return lambda on_step: generate(pair.target, prompt_ids, drafter=side_drafter, on_step=on_step, **options)

@@ -1,6 +1,7 @@
 """``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, red
-struck-through rejected, orange resampled, blue bonus) and print the stats; ``--json`` prints one JSON object
-{text, tokens, stats}.
+struck-through rejected, orange resampled, blue bonus) and print the stats (after two tokens of warm-up off the
+clock, with a warning when other programs kept the machine busy); ``--json`` prints one JSON object
+{text, tokens, stats, load} (``load``: :meth:`lab.load_meter.LoadMeter.summary` of the run).
 
 Without ``--temperature`` a pair with a chat template (the default, smollm2-135m) samples at
 :data:`lab.cli.options.CHAT_TEMPERATURE` (0.8), as its greedy answers loop on open requests; a plain-text pair (the
@@ -57,7 +58,9 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=seed, default=0,
                    help="random seed for sampling, a whole number from -2**63 to 2**64 - 1 (default: %(default)s)")
     p.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)
-    p.add_argument("--json", action="store_true", help="print one JSON object {text, tokens, stats}")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object {text, tokens, stats, load} (load: how busy other programs kept the "
+                        "machine during the run)")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
 
@@ -103,6 +106,7 @@ def run(args) -> int:
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer, show_controls
+    from lab.load_meter import BUSY_WARNING, LoadMeter
     from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
 
@@ -182,13 +186,17 @@ def run(args) -> int:
             sys.stdout.write(f"\n{ANSI['accepted']}accepted{ANSI['reset']} {ANSI['rejected']}rejected{ANSI['reset']} "
                              f"{ANSI['resampled']}{replaced}{ANSI['reset']} {ANSI['bonus']}bonus{ANSI['reset']} "
                              "plain: the target's token where nothing was drafted\n")
-    gen = generate(pair.target, prompt_ids, drafter=drafter,
-                   max_new_tokens=args.max_new_tokens, temperature=temperature_used, seed=args.seed,
-                   eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
+    # The target's first forwards pay one-off costs (allocations, kernel choice): two tokens off the clock, so the
+    # tokens/s below is the steady speed. Without a drafter: suffix decoding would cache the warm-up's answer.
+    generate(pair.target, prompt_ids, max_new_tokens=min(2, args.max_new_tokens), eos_token_id=pair.eos_token_id)
+    with LoadMeter() as load:
+        gen = generate(pair.target, prompt_ids, drafter=drafter,
+                       max_new_tokens=args.max_new_tokens, temperature=temperature_used, seed=args.seed,
+                       eos_token_id=pair.eos_token_id, on_step=None if args.json else show)
     stats = {k: v for k, v in gen.stats.items()}
     if args.json:
         shown = gen.tokens[:-1] if chat and gen.tokens[-1:] == [pair.eos_token_id] else gen.tokens
-        print(json.dumps({"text": pair.decode(shown), "tokens": gen.tokens, "stats": stats}))
+        print(json.dumps({"text": pair.decode(shown), "tokens": gen.tokens, "stats": stats, "load": load.summary()}))
         return 0
     # bytes of a character the run stopped in the middle of, as decode shows them
     sys.stdout.write(show_controls(text.flush()))
@@ -200,4 +208,6 @@ def run(args) -> int:
         _rate_phrase(stats),
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))
+    if load.busy:  # only then: a quiet run's line stays one line
+        print(BUSY_WARNING + f" (other processes kept {load.other_cores:.2f} of {load.cores} cores busy)")
     return 0

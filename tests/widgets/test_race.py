@@ -432,3 +432,40 @@ def test_the_summary_warns_of_a_busy_machine_and_of_a_speedup_the_calls_rule_out
     text = dashboard._summary_html(dashboard.settings)
     assert f"The speedup is above the {cap:.2f}\u00d7 that {ar['target_calls'] + 1} against " \
            f"{spec['target_calls'] + 1} target calls (the prefills included) allow" in text
+
+
+def test_an_interrupted_race_says_it_stopped_releases_its_threads_and_the_next_race_runs(dashboard, monkeypatch):
+    """The kernel handles no click while a race runs, so the interrupt stops it: the status names that way while
+    the race runs, says "stopped" after one (not "racing…" for ever), both sides' threads end, and a new race runs.
+    An error from inside a race started from Python shows on the status too, as the button shows it."""
+    import threading
+
+    import widgets.race as race_module
+
+    seen = []
+    original = race_module.TokenStream.on_step
+
+    def interrupt_on_the_third_step(stream, record):
+        seen.append(dashboard.status.value)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return original(stream, record)
+
+    monkeypatch.setattr(race_module.TokenStream, "on_step", interrupt_on_the_third_step)
+    with pytest.raises(KeyboardInterrupt):
+        dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    assert seen[0].startswith("racing\u2026") and "interrupt the kernel" in seen[0]
+    assert dashboard.status.value.startswith("stopped") and not dashboard.race_button.disabled
+    assert not [t for t in threading.enumerate() if t.name.startswith("race-")]
+
+    def fail(stream, record):
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(race_module.TokenStream, "on_step", fail)
+    with pytest.raises(RuntimeError):
+        dashboard.race()
+    assert "drawing failed" in dashboard.status.value and "drawing failed" in dashboard.error
+
+    monkeypatch.setattr(race_module.TokenStream, "on_step", original)
+    dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    assert dashboard.status.value == "done" and dashboard.results["speculative"]["tokens"]

@@ -93,6 +93,41 @@ def test_demo_stats_line_adds_up_and_names_the_prefill_in_the_rate(pair, monkeyp
     assert re.search(r"[0-9.]+ tokens/s \(the prefill's \d+ ms included; [0-9.]+ tokens/s after it\)", out)
 
 
+def test_demo_warms_up_off_the_clock_and_warns_when_the_machine_was_busy(pair, monkeypatch, capsys):
+    """Two tokens of the target alone run before the timed run (the first forwards pay one-off costs), and a run
+    that other programs slowed ends with the busy warning under the stats line; a quiet one prints none."""
+    import lab.decode
+    import lab.load_meter
+    import lab.models
+    from lab.load_meter import BUSY_WARNING
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    calls = []
+    real_generate = lab.decode.generate
+
+    def counted(*args, **kwargs):
+        calls.append((kwargs.get("drafter"), kwargs["max_new_tokens"]))
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(lab.decode, "generate", counted)
+
+    class Meter(lab.load_meter.LoadMeter):
+        busy_now = False
+
+        def __exit__(self, *exc):
+            super().__exit__(*exc)
+            self.other_cores, self.busy = (1.5, True) if Meter.busy_now else (0.0, False)
+
+    monkeypatch.setattr(lab.load_meter, "LoadMeter", Meter)
+    assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "8", "--drafter", "model"]) == 0
+    assert calls[0] == (None, 2) and calls[1][0] is not None and calls[1][1] == 8 and len(calls) == 2
+    assert BUSY_WARNING not in capsys.readouterr().out
+    Meter.busy_now = True
+    assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "8", "--drafter", "model"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(BUSY_WARNING + " (other processes kept 1.50 of " + f"{Meter().cores} cores busy)")
+
+
 @pytest.mark.parametrize("drafter, why", [("lookahead", "its window W and n-gram size"), ("medusa", "its tree")])
 def test_demo_n_draft_for_a_drafter_that_takes_none_is_one_line(drafter, why, monkeypatch, capsys):
     import lab.models
@@ -127,7 +162,8 @@ def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(monkeypatch, cap
                         last_kind="resampled", parents=[-1, 0, 1, -1], path=[0])
 
     def fake_generate(target, prompt_ids, on_step=None, **kwargs):
-        on_step(record)
+        if on_step is not None:  # None: the demo's warm-up
+            on_step(record)
         return SimpleNamespace(tokens=record.emitted, stats={"acceptance_rate": 0.25, "tokens_per_target_call": 2.0,
                                                               "target_calls": 1, "new_tokens": 2,
                                                               "tokens_per_second": 1.0})
@@ -151,7 +187,7 @@ def test_cli_demo_prints_split_characters_whole(pair, monkeypatch, capsys):
     records = chain_steps(pair.tokenizer, prompt_ids, generated, pair.encode("\u00f1"))
 
     def replay(target, ids, on_step=None, **kwargs):
-        for record in records:
+        for record in records if on_step is not None else ():  # None: the demo's warm-up
             on_step(record)
         stats = {"acceptance_rate": 0.5, "tokens_per_target_call": 2.0, "target_calls": len(records),
                  "new_tokens": len(generated), "tokens_per_second": 1.0}
@@ -226,7 +262,9 @@ def _temperature_used(argv, loaded, monkeypatch, capsys) -> float:
 
     used, real = [], lab.decode.generate
     monkeypatch.setattr(lab.models, "load_pair", lambda name, **kwargs: loaded)
-    monkeypatch.setattr(lab.decode, "generate", lambda *a, **k: used.append(k["temperature"]) or real(*a, **k))
+    # the warm-up (two greedy tokens, no temperature given) is not the demo's run
+    monkeypatch.setattr(lab.decode, "generate",
+                        lambda *a, **k: ("temperature" in k and used.append(k["temperature"])) or real(*a, **k))
     assert cli.main(["demo", *argv, "--max-new-tokens", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stats"]["new_tokens"] >= 1
     assert len(used) == 1
@@ -290,7 +328,8 @@ def test_demo_json():
     done = _cli("demo", "--json", "--max-new-tokens", "24", "--prompt", "KING HENRY.\nOnce more", "--n-draft", "3")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert set(out) == {"text", "tokens", "stats"}
+    assert set(out) == {"text", "tokens", "stats", "load"}
+    assert out["load"]["seconds"] > 0 and out["load"]["cores"] >= 1
     assert len(out["tokens"]) == 24 or out["tokens"][-1] == 2  # the real pair's answer ends with <|im_end|> = 2
     assert out["stats"]["new_tokens"] == len(out["tokens"])
     assert 0 <= out["stats"]["acceptance_rate"] <= 1
@@ -327,10 +366,13 @@ def test_demo_empty_prompt_on_a_chat_pair_is_an_empty_user_turn(smollm2_pair, mo
 
     prompts, real = [], lab.decode.generate
     monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair)
-    monkeypatch.setattr(lab.decode, "generate", lambda target, ids, **k: prompts.append(ids) or real(target, ids, **k))
+    monkeypatch.setattr(lab.decode, "generate",  # the warm-up runs the target alone (no drafter) on the same ids
+                        lambda target, ids, **k: prompts.append((k.get("drafter") is None, ids)) or real(target, ids,
+                                                                                                         **k))
     assert cli.main(["demo", "--prompt", "", "--drafter", "ngram", "--max-new-tokens", "3", "--temperature", "0",
                      "--json"]) == 0
-    assert prompts == [smollm2_pair.encode_chat("")]  # the template around an empty user turn
+    assert prompts == [(True, smollm2_pair.encode_chat("")), (False, smollm2_pair.encode_chat(""))]  # the
+    # template around an empty user turn, for the warm-up and the run
     assert len(json.loads(capsys.readouterr().out)["tokens"]) >= 1
 
 
@@ -342,11 +384,12 @@ def test_demo_confidence_drafts_with_transformers_stop(smollm2_pair, monkeypatch
     drafters, real = [], lab.decode.generate
     monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair)
     monkeypatch.setattr(lab.decode, "generate",
-                        lambda target, ids, **k: drafters.append(k["drafter"]) or real(target, ids, **k))
+                        lambda target, ids, **k: drafters.append(k.get("drafter")) or real(target, ids, **k))
     assert cli.main(["demo", "--confidence", "0.4", "--max-new-tokens", "24", "--temperature", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    (drafter,) = drafters
-    assert isinstance(drafter, DraftModelDrafter) and (drafter.n_draft, drafter.confidence) == (20, 0.4)
+    warm_up, drafter = drafters  # the warm-up runs the target alone
+    assert warm_up is None and isinstance(drafter, DraftModelDrafter)
+    assert (drafter.n_draft, drafter.confidence) == (20, 0.4)
     assert out["stats"]["draft_calls"] > 0 and out["stats"]["new_tokens"] == len(out["tokens"])
     # unsure drafts end steps before the 20-token cap: far fewer drafted tokens than 20 per target call
     assert out["stats"]["drafted_tokens"] < 10 * out["stats"]["target_calls"]
@@ -395,7 +438,7 @@ def test_a_token_of_a_step_that_drafted_nothing_is_plain_not_a_bonus(pair, monke
                           last_kind="bonus")]
 
     def replay(target, ids, on_step=None, **kwargs):
-        for record in records:
+        for record in records if on_step is not None else ():  # None: the demo's warm-up
             on_step(record)
         stats = {"acceptance_rate": 1.0, "tokens_per_target_call": 1.5, "target_calls": 2, "new_tokens": 4,
                  "tokens_per_second": 1.0}
