@@ -162,6 +162,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
                       all_logits, all_hidden)
             if draft_kv is not None:
                 draft_kv.append(kv_length())
+        synchronize(target.device)  # a GPU queues keep_positions and the hand-over: time them here, not in the
+        # next step's draft
         t2 = time.perf_counter()
         record = step_record(len(steps), len(new), remaining, draft, parents, result, target_probs, settings,
                              times=(t0, t1, t_forward, t2), fed=all_logits.size(0), base=base, draft_kv=draft_kv)

@@ -38,7 +38,7 @@ __all__ = [
     "fresh_args", "outcome_of", "run_case", "unchanged", "IN_PLACE_HINT",
     "as_float", "as_bool", "as_ints", "same_float", "same_bool", "same_int", "same_whole", "same_ints",
     "same_tensor", "same_tensor_type", "show_value", "show_brief", "show_outcome", "counts_pvalue",
-    "want_token_list", "float32_tensor",
+    "want_token_list", "float32_tensor", "lesson_device", "check_on_lesson_device",
 ]
 
 # A check may be strict only where chance cannot trip a correct answer: the statistical checks below use
@@ -296,6 +296,49 @@ def run_case(fn, args):
         raise
     except Exception as error:  # noqa: BLE001 — recorded, compared, and shown to the learner
         return ("raise", type(error).__name__, str(error))
+
+
+def lesson_device() -> torch.device | None:
+    """The accelerator the lessons put their models and tensors on when the machine has one (CUDA, as
+    :func:`lab.models.pick_device` picks it), or None on a CPU-only machine."""
+    return torch.device("cuda") if torch.cuda.is_available() else None
+
+
+def _tensors_in(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors_in(item)
+
+
+def check_on_lesson_device(name, fn, args, show_args=None) -> None:
+    """Where the lessons run on a GPU (:func:`lesson_device`), call ``fn`` once more with the tensors of ``args``
+    moved there, since the lesson's next cells call it on the model's tensors: a function that passed every case on
+    CPU tensors but leaves the device (``.numpy()``, a new tensor made on the CPU) raises :class:`Fail` with a hint
+    saying so. The values were checked on the CPU cases; this call checks only that the function runs there and
+    returns its tensors on that device. Does nothing on a CPU-only machine."""
+    device = lesson_device()
+    if device is None:
+        return
+    show_args = show_args or (lambda a: ", ".join(show_value(v) for v in a))
+    moved = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+    outcome = run_case(fn, moved)
+    if outcome[0] == "raise":
+        what = f"raised {outcome[1]}: {outcome[2].rstrip('.')}"
+    else:
+        elsewhere = [t.device for t in _tensors_in(outcome[1]) if t.device != device]
+        if not elsewhere:
+            return
+        what = f"returned a tensor on {elsewhere[0]}"
+    raise Fail(f"{name}({show_args(args)}) is right on CPU tensors, but with its tensors on {device.type} (where "
+               f"this lesson's model puts them) it {what}.\n  Hint: {DEVICE_HINT}")
+
+
+DEVICE_HINT = ("keep to torch operations on the inputs' own device: make a new tensor with device=x.device "
+               "(torch.arange(k, device=logits.device)) or from the input (x.new_tensor, torch.zeros_like), and "
+               "leave NumPy out (.numpy() and np.asarray work only on CPU tensors; .tolist() works everywhere).")
+"""The hint of :func:`check_on_lesson_device`."""
 
 
 def as_float(value):

@@ -50,6 +50,18 @@ def _cache_peaks(model):
         handle.remove()
 
 
+def _needs_float32(model, argument: str) -> None:
+    """Raise :class:`Fail` unless ``model`` computes in float32: the checks compare its logits after a rollback with
+    a fresh forward at 1e-4, which bfloat16 or float16 rounding exceeds whatever the cache holds (on a GPU of the
+    Ampere generation or later ``dtype="auto"`` picks bfloat16)."""
+    dtype = next(model.parameters()).dtype
+    if dtype != torch.float32:
+        raise Fail(f"{argument} computes in {str(dtype).removeprefix('torch.')}, whose rounding alone moves the logits "
+                   "by more than this check's 1e-4 (a cache can be right and still fail it).\n  Hint: load the pair "
+                   "in float32 for this lesson: load_pair(PAIR, dtype=\"float32\"); exactness is checked in float32, "
+                   "speed is measured in the fast dtype.")
+
+
 @checker
 def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     """Check ``fn(model, prefix_ids, draft_ids, rejected_at) -> cache`` (seed lesson 000, Hard exercise).
@@ -60,6 +72,7 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     drafts were appended to, rolled back — a cache rebuilt from the accepted tokens gives the same logits but is
     not a rollback (a forward hook on ``model`` records how many positions each cache held).
     """
+    _needs_float32(model, "model")
     prefix, drafts = [int(t) for t in prefix_ids], [int(t) for t in draft_ids]
     probe = drafts[0]
     rebuilt = None  # (rejected_at, peak) of the first cache that never held the drafts
@@ -166,6 +179,7 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
                     "stay; with 4 or 5 accepted all 25 stay. Return an int (the cache is cut to that length).")
     if target is None:
         return f"{count} cases right"
+    _needs_float32(draft_model, "draft_model")
     prompt = [int(t) for t in prompt_ids]
     run = two_cache_greedy(target, draft_model, prompt, _CHECK_TOKENS, 4, draft_keep=fn)
     reference = two_cache_greedy(target, draft_model, prompt, _CHECK_TOKENS, 4)

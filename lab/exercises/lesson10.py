@@ -8,8 +8,8 @@ import inspect
 
 import torch
 
-from lab.exercises.harness import (checker, compare, Fail, outcome_of, same_float, same_ints, same_tensor,
-                                   want_token_list)
+from lab.exercises.harness import (check_on_lesson_device, checker, compare, Fail, outcome_of, same_float,
+                                   same_ints, same_tensor, want_token_list)
 from lab.trees import depths, tree_attention_mask
 from lab.trees import position_ids as _ref_position_ids
 from lab.verify import verify_tree_greedy
@@ -148,6 +148,9 @@ def medusa_loss(fn):
                     "decay to the power k, and add the heads up.",
                     show_args=lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, "
                                            f"decay={args[2]}")
+    # the lesson then trains with it on the target's features, on the GPU where there is one
+    check_on_lesson_device("medusa_loss", fn, _MEDUSA_CASES[-1],
+                           lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, decay={args[2]}")
     return f"{count} losses right: head k against token t + 1 + k, weighted by decay^k"
 
 

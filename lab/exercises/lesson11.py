@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from lab.drafters.dynamic_tree import rerank
-from lab.exercises.harness import (IN_PLACE_HINT, as_ints, checker, compare, Fail, fresh_args, outcome_of, run_case,
-                                   same_tensor, unchanged)
+from lab.exercises.harness import (IN_PLACE_HINT, as_ints, check_on_lesson_device, checker, compare, Fail,
+                                   fresh_args, outcome_of, run_case, same_tensor, unchanged)
 
 __all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs",
            "d2t_from_counts", "reference_d2t_from_counts", "keep_best_nodes", "reference_keep_best_nodes"]
@@ -130,6 +130,8 @@ def eagle_training_pairs(fn):
                     "for j = 0 … L-3: inputs (hidden[j], ids[j+1]), targets (hidden[j+1], ids[j+2]) — slices or a "
                     "loop, either works.",
                     show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
+    check_on_lesson_device("eagle_training_pairs", fn, cases[0],  # the lesson pairs the target's features
+                           lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
     return f"{count} windows paired as EAGLE trains: feature + next token in, next feature and the token after out"
 
 
@@ -174,6 +176,7 @@ def mtp_depth_pairs(fn):
                     "for k = depth, row i reads ids[i + k] and predicts ids[i + k + 1], for i = 0 … T - k - 2: "
                     "two slices of ids.",
                     show_args=lambda c: f"ids={c[0].tolist()}, depth={c[1]}")
+    check_on_lesson_device("mtp_depth_pairs", fn, cases[1], lambda c: f"ids={c[0].tolist()}, depth={c[1]}")
     return f"{count} windows: module k reads t(i+k) and predicts t(i+k+1), as MTPHeads.forward trains it"
 
 
@@ -392,5 +395,7 @@ def keep_best_nodes(fn):
                     "those indices ascending, and give each its parent's position among them (-1 at the root).",
                     show_args=lambda c: (f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, "
                                          f"count={c[2]}"))
+    check_on_lesson_device("keep_best_nodes", fn, cases[0],  # the lesson reranks a tree the target's draft grew
+                           lambda c: f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, count={c[2]}")
     return (f"{count} trees reranked: the kept nodes form a tree the target can verify in one forward, as SGLang's "
             "organize_draft_results builds it, with ties to the earlier node")

@@ -230,3 +230,19 @@ def test_emitted_tokens_names_a_list_plus_an_int(capsys):
     """drafts[:k] + next_token raised TypeError on every case and got the generic hint (a learner's run)."""
     rejects(check.emitted_tokens, lambda drafts, k, token: drafts[:k] + token, capsys,
             "drafts[:num_accepted] + [next_token]", "raised TypeError")
+
+
+def test_cache_checks_in_bfloat16_ask_for_float32_instead_of_blaming_the_rollback(capsys, target, draft):
+    """With ``dtype="auto"`` on an Ampere GPU the pair computes in bfloat16, whose rounding alone exceeds the 1e-4
+    the logits are compared at: the right rollback was told its logits differ. Both cache checks now say to load
+    the pair in float32, before running anything."""
+    import copy
+
+    half = copy.deepcopy(target).to(torch.bfloat16)
+    capsys.readouterr()
+    assert not check.rollback_after_rejection(reference_rollback, half, list(range(3, 13)), [20, 21, 22, 23, 24])
+    out = capsys.readouterr().out
+    assert "model computes in bfloat16" in out and 'dtype="float32"' in out and "next logits differ" not in out
+    assert not check.draft_keep_length(draft_keep_length, target, copy.deepcopy(draft).to(torch.bfloat16), [3, 4, 5])
+    assert "draft_model computes in bfloat16" in capsys.readouterr().out
+    assert check.draft_keep_length(draft_keep_length, target, draft, [3, 4, 5])  # float32: the loop runs

@@ -414,3 +414,32 @@ def test_slips_from_a_learners_run_get_their_own_hints(capsys, target):
                        (rounded, "round only where you print it")):
         out = rejects(lambda f: check.tokens_per_call(f, target, prompts), fn, capsys, phrase)
         assert " 1 prompts" not in out, out
+
+
+def test_medusa_loss_with_weights_made_on_the_cpu_is_told_where_the_lesson_runs_on_a_gpu(monkeypatch, capsys):
+    """A vectorised loss whose decay weights come from torch.arange on the CPU is right on CPU tensors, and raises
+    when the lesson trains on the GPU. The meta device stands in for CUDA (it refuses a CPU tensor beside its own
+    as CUDA does); on a CPU-only machine the check does not run."""
+    import torch
+    import torch.nn.functional as F
+
+    import lab.exercises.harness as harness
+
+    def vectorised(logits, tokens, decay=0.8):
+        heads = logits.size(2)
+        losses = torch.stack([F.cross_entropy(logits[:, :tokens.size(1) - 1 - k, k - 1].reshape(-1, logits.size(-1)),
+                                              tokens[:, 1 + k:].reshape(-1)) for k in range(1, heads + 1)])
+        return (decay ** torch.arange(1, heads + 1) * losses).sum()
+
+    assert check.medusa_loss(vectorised)  # CPU only: nothing to tell
+    monkeypatch.setattr(harness, "lesson_device", lambda: torch.device("meta"))
+    rejects(check.medusa_loss, vectorised, capsys, "is right on CPU tensors, but with its tensors on meta",
+            "raised RuntimeError", "torch.arange(k, device=logits.device)")
+
+    def on_the_device(logits, tokens, decay=0.8):
+        heads = logits.size(2)
+        losses = torch.stack([F.cross_entropy(logits[:, :tokens.size(1) - 1 - k, k - 1].reshape(-1, logits.size(-1)),
+                                              tokens[:, 1 + k:].reshape(-1)) for k in range(1, heads + 1)])
+        return (decay ** torch.arange(1, heads + 1, device=logits.device) * losses).sum()
+
+    assert check.medusa_loss(on_the_device)

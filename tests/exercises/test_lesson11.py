@@ -248,3 +248,33 @@ def test_keep_best_nodes_matches_the_drafters_dynamic_tree(pair):
         kept, parents = check.reference_keep_best_nodes(found["values"], found["parents"], 8)
         assert [found["tokens"][i] for i in kept] == draft.tokens and parents == draft.parents
         assert len(found["tokens"]) == 3 + 3 * 9
+
+
+def test_answers_that_leave_the_gpu_are_told_so_where_the_lesson_runs_on_one(monkeypatch, capsys):
+    """On a GPU machine the lesson calls these functions on the target's CUDA tensors: a NumPy answer, right on the
+    checker's CPU cases, would raise two cells later. The checkers rerun one case on the lesson's device; the meta
+    device stands in for CUDA here (it has no data, so it raises where CUDA would refuse NumPy or a CPU tensor)."""
+    import torch
+
+    import lab.exercises.harness as harness
+
+    monkeypatch.setattr(harness, "lesson_device", lambda: torch.device("meta"))
+    assert check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1], x[2:]))
+    out = rejects(check.eagle_training_pairs,
+                  lambda h, x: (h[:-2].numpy(), x[1:-1].numpy(), h[1:-1].numpy(), x[2:].numpy()), capsys,
+                  "is right on CPU tensors, but with its tensors on meta", "raised TypeError", "leave NumPy out")
+    assert "hidden [6, 4]" in out
+    assert check.mtp_depth_pairs(lambda x, k: (x[k:-1], x[k + 1:]))
+    rejects(check.mtp_depth_pairs, lambda x, k: (torch.as_tensor(x.numpy()[k:-1]), torch.as_tensor(x.numpy()[k + 1:])),
+            capsys, "mtp_depth_pairs(ids=", "device=x.device")
+
+    def numpy_rerank(values, parents, count):
+        import numpy as np
+
+        kept = sorted(np.argsort(-np.asarray(values), kind="stable")[:count].tolist())
+        return kept, [kept.index(parents[i]) if parents[i] >= 0 else -1 for i in kept]
+
+    monkeypatch.setattr(harness, "lesson_device", lambda: None)  # a CPU machine: values only, so it passes
+    assert check.keep_best_nodes(numpy_rerank)
+    monkeypatch.setattr(harness, "lesson_device", lambda: torch.device("meta"))
+    rejects(check.keep_best_nodes, numpy_rerank, capsys, "numpy_rerank(values=[0.6, 0.3", "on meta")
