@@ -32,10 +32,11 @@ from safetensors import SafetensorError
 from lab.assets import (CONVERTING_PREFIX, PAIR_DIR, SMOLLM2_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError,
                         WheelFile, cache_dir, check_converted, converted_dir, install_converted,
                         remove_stale_conversions, verified_wheel_file)
+from lab.load_meter import BUSY_SHARE, LoadMeter
 from lab.validation import check_token_ids
 
 __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft",
-           "full_precision_embedding", "pick_device",
+           "full_precision_embedding", "pick_device", "fit_threads",
            "auto_dtype",
            "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
            "hidden_layers_of", "synchronize"]
@@ -191,6 +192,46 @@ def _available_devices() -> list[str]:
     if mps is not None and mps.is_available():
         found.append("mps")
     return found
+
+
+_DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice (or the environment's), before any fit_threads
+
+
+def fit_threads(sample_s: float = 0.5) -> str:
+    """Set torch's CPU threads for how busy the machine is now, and return one line saying what was chosen.
+
+    torch splits each operation over its threads, and every thread waits for the others at the operation's end: when
+    another program holds a core, the thread on it stalls them all. On the course's 2-core machine, with one core
+    held by another program, one forward of the real pair's target over 1 / 5 / 16 tokens took 74 / 202 / 272 ms with
+    2 threads and 38 / 66 / 92 ms with 1 (quiet: 39 / 56 / 70 ms with 2, 41 / 68 / 94 ms with 1; float32, AMD EPYC,
+    2026-12-07), so a busy machine both slows a lesson several times and bends the cost ratios it measures.
+
+    Measures the CPU time other processes use over ``sample_s`` seconds (:class:`lab.load_meter.LoadMeter`). When
+    they keep more than :data:`lab.load_meter.BUSY_SHARE` of the usable cores busy, torch gets the cores they leave
+    (``cores - round(other)``, at least 1, at most its default); otherwise its default (the count torch chose when
+    ``lab.models`` was imported), so a call on a quiet machine undoes an earlier cut. Where the counters cannot be
+    read (outside Linux) the threads stay as they are. Raises ``ValueError`` for ``sample_s`` outside (0, 10]."""
+    import math
+    import time
+
+    if isinstance(sample_s, bool) or not isinstance(sample_s, (int, float)) or not 0 < sample_s <= 10:
+        raise ValueError(f"sample_s must be a number of seconds in (0, 10], got {sample_s!r}")
+    with LoadMeter() as meter:
+        time.sleep(sample_s)
+    if meter.other_cores is None:
+        return (f"torch uses {torch.get_num_threads()} CPU threads (other programs' CPU use cannot be read on this "
+                "system)")
+    busy = f"other programs kept {meter.other_cores:.2f} of {meter.cores} cores busy"
+    if meter.other_cores <= BUSY_SHARE * meter.cores:
+        torch.set_num_threads(_DEFAULT_THREADS)
+        return f"torch uses {_DEFAULT_THREADS} CPU thread{'s' * (_DEFAULT_THREADS != 1)} ({busy})"
+    threads = max(1, min(_DEFAULT_THREADS, meter.cores - math.floor(meter.other_cores + 0.5)))
+    torch.set_num_threads(threads)
+    if threads == _DEFAULT_THREADS:  # nothing to give up (one thread already): only the warning is left
+        return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, but {busy}: timings will be slow and "
+                "uneven until they stop")
+    return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, not {_DEFAULT_THREADS}: {busy}, and a thread "
+            "that loses its core makes the others wait (rerun this cell once the machine is quiet)")
 
 
 def pick_device(device=None) -> torch.device:

@@ -61,7 +61,8 @@ class ResidualExplorer(w.VBox):
       (drawn as markers);
     - right: the residual distribution ``max(0, target - draft)`` normalised (the target when that is all 0).
 
-    Moving one slider rescales the other sliders of the same distribution so it keeps summing to 1.
+    Moving one slider rescales the other sliders of the same distribution so it keeps summing to 1; the
+    ``copy_button`` ("draft = target") sets the draft to the target, which the sliders rarely reach exactly.
 
     Args:
         target_probs, draft_probs: initial distributions (V finite numbers >= 0 each, NumPy scalars too;
@@ -125,7 +126,12 @@ class ResidualExplorer(w.VBox):
         def column(title, sliders):
             return w.VBox([w.HTML(f"<b>{html.escape(title)}</b>"), *sliders])
 
-        controls = w.HBox([column("target", self.target_sliders), column("draft", self.draft_sliders)])
+        # Dragging sliders that rescale each other rarely lands on draft == target exactly: a button gets there.
+        self.copy_button = w.Button(description="draft = target", tooltip="set the draft to the target: "
+                                    "P(accept) = 1, nothing to resample")
+        self.copy_button.on_click(lambda _button: self.set_draft(self._values["target"]))
+        controls = w.HBox([column("target", self.target_sliders),
+                           w.VBox([column("draft", self.draft_sliders), self.copy_button])])
         super().__init__([controls, self.summary, self.figure])
         self._refresh()
 
@@ -238,9 +244,11 @@ class ResidualExplorer(w.VBox):
                                   "target, so every drafted token is accepted; no rejection happens, and the residual "
                                   "is never drawn from.")
             return
-        self.summary.value = (f"P(accept) = <b>{alpha:.3f}</b> = 1 − TV = 1 − {tv:.3f}; "
-                              f"after a rejection the step resamples from the residual, "
-                              f"which puts its mass on {html.escape(', '.join(self._residual_support()))}.")
+        shown_tv = f"{tv:.3f}" if tv >= 0.0005 else f"{tv:.1e}"  # never "1 − 0.000" for a draft that differs
+        rare = ("; the draft is within a hair of the target, so a rejection is rare, and when one happens the step"
+                if tv < 0.0005 else "; after a rejection the step")
+        self.summary.value = (f"P(accept) = <b>{alpha:.3f}</b> = 1 − TV = 1 − {shown_tv}{rare} resamples from the "
+                              f"residual, which puts its mass on {html.escape(', '.join(self._residual_support()))}.")
 
     def _residual_support(self):
         residual = self.residual

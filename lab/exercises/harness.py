@@ -551,6 +551,11 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         best_hint = (f"your function returned None where the answer is an empty {type(expected[i][1]).__name__}: "
                      f"return {'[]' if isinstance(expected[i][1], list) else '()'} when there is nothing to return "
                      "(the lesson joins and loops over the answer, which None does not allow).")
+    elif (is_none(got[i]) and not (none_allowed and best_hint) and not all(is_none(g) for g in got)
+            and not any(is_none(e) for e in expected)):  # None on some inputs only: a branch, not a lost return
+        best_hint = ("your function returned None on this input and a value on others: a path through it (an `if` "
+                     "branch for a special case?) returns nothing. Every input needs an answer of the same kind, "
+                     "special cases too: return the value expected here.")
     elif (is_none(got[i]) and not (none_allowed and best_hint)
             and (all(is_none(g) for g in got) or not any(is_none(e) for e in expected))):
         best_hint = ("your function returned None: did you forget a `return` statement? (Or did it return what "
@@ -575,6 +580,11 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         best_hint = (f"the answer is a whole number (a count or a position), and your function returned "
                      f"{show_value(got[i][1])}: work out which whole number the rule asks for (the next one up, "
                      "the one below, ...) rather than returning the fraction; // divides without one.")
+    elif (best_hint is None and got[i][0] == "raise" and got[i][1] == "IndexError"
+          and "Dimension out of range" in got[i][2]):  # dim=1 on a one-dimensional input, say
+        best_hint = ("your function used an axis this input does not have: count axes from the end (dim=-1, the "
+                     "vocabulary, is the last axis of a distribution [V] and of a batch [rows, V] alike), so that "
+                     "one code path serves both shapes.")
     elif (best_hint is None and got[i][0] == "raise" and got[i][1] == "RuntimeError"
           and "Boolean value of Tensor" in got[i][2]):  # Python's min/max/if/and on a tensor of several values
         best_hint = ("Python's min, max, `if`, `and` and `or` need ONE True/False, and a comparison of whole tensors "

@@ -43,6 +43,10 @@ def _residual_faults():
          "guard each row, not the whole batch: a batch can hold a row where target == draft (zero residual mass) "
          "next to rows where it differs; use torch.where(mass > 0, positive / mass, target_probs) with mass = "
          "positive.sum(-1, keepdim=True)."),
+        (lambda t, d: t if bool((pos(t, d).sum(-1) == 0).any()) else pos(t, d) / pos(t, d).sum(-1, keepdim=True),
+         "guard each row, not the whole batch: one row with zero residual mass must not send the other rows to "
+         "target_probs (their residual has mass); use torch.where(mass > 0, positive / mass, target_probs) with "
+         "mass = positive.sum(-1, keepdim=True)."),
         (lambda t, d: torch.softmax(pos(t, d), -1),
          "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
          "probability), some probability. Divide the positive part by its sum instead."),

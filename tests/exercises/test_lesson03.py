@@ -83,8 +83,14 @@ def test_residual_zero_mass_guard_must_work_row_by_row(capsys):
         mass = positive.sum(-1, keepdim=True)
         return torch.where(mass > 0, positive / mass.clamp_min(1e-30), torch.full_like(t, 1 / t.shape[-1]))
 
+    def any_row_guard(t, d):  # a learner's: any row without mass sends every row to the target
+        positive = (t - d).clamp_min(0)
+        return t if (positive.sum(-1) == 0).any() else positive / positive.sum(-1, keepdim=True)
+
     for checker in (check.residual_distribution, check.residual_zero_mass):
         rejects(checker, batch_guard, capsys, "guard each row, not the whole batch")
+        out = rejects(checker, any_row_guard, capsys, "guard each row, not the whole batch")
+        assert "subtract the draft first" not in out  # it did subtract: the hint it got before
         rejects(checker, uniform_fallback, capsys, "not a uniform distribution")
         ok, out = run(checker, sampling.residual_distribution, capsys)
         assert ok, out
@@ -128,3 +134,23 @@ def test_residual_after_rejection_names_the_residuals_own_slips(capsys):
     rejects(check.residual_after_rejection, lambda t, d, k: pos(d, t) / pos(d, t).sum(), capsys, "wrong way round")
     rejects(check.residual_after_rejection, lambda t, d, k: pos(t, d), capsys, "normalise")
     rejects(check.residual_after_rejection, lambda t, d, k: (t - d) / (t - d).sum(), capsys, "clamp negative")
+
+
+def test_a_fixed_axis_and_a_none_for_zero_mass_get_their_own_hints(capsys):
+    """A learner summed over dim=1 (IndexError on a [V] case) and another returned None on purpose for zero mass:
+    both got generic hints ("did you forget a `return`?" for the second)."""
+    def axis_one(t, d):
+        positive = (t - d).clamp_min(0)
+        mass = positive.sum(dim=1, keepdim=True)
+        return torch.where(mass > 0, positive / mass.clamp_min(1e-30), t)
+
+    def none_at_zero_mass(t, d):
+        positive = (t - d).clamp_min(0)
+        if float(positive.sum()) == 0:
+            return None
+        return positive / positive.sum(-1, keepdim=True)
+
+    rejects(check.residual_distribution, axis_one, capsys, "IndexError", "count axes from the end (dim=-1")
+    out = rejects(check.residual_zero_mass, none_at_zero_mass, capsys, "returned None on this input and a value on "
+                                                                        "others", "special cases too")
+    assert "forget a `return`" not in out

@@ -185,3 +185,17 @@ def test_a_draft_equal_to_the_target_is_said_to_leave_nothing_to_resample():
     assert "resamples" not in ex.summary.value
     ex.set_draft([0.5, 0.5, 0, 0, 0])
     assert "after a rejection the step resamples from the residual" in ex.summary.value
+
+
+def test_the_copy_button_makes_the_draft_the_target_and_a_near_match_is_not_called_equal():
+    """The sliders rescale each other, so dragging them rarely reaches draft == target (a learner got within 0.01 on
+    every token and read "1 − 0.000" beside a resample): the button sets it exactly; a draft a hair off shows its
+    TV in scientific notation and says a rejection is rare, not "1 − 0.000"."""
+    ex = ResidualExplorer(target_probs=[0.40, 0.25, 0.15, 0.12, 0.08], draft_probs=[0.2, 0.35, 0.25, 0.1, 0.1])
+    ex.copy_button.click()
+    assert ex.draft_probs.tolist() == pytest.approx(ex.target_probs.tolist(), abs=1e-12)
+    assert [s.value for s in ex.draft_sliders] == pytest.approx([s.value for s in ex.target_sliders])
+    assert ex.accept_probability == pytest.approx(1.0) and "the draft equals the target" in ex.summary.value
+    ex.set_draft([0.4001, 0.2499, 0.15, 0.12, 0.08])
+    assert "1 − 1.0e-04" in ex.summary.value and "1 − 0.000" not in ex.summary.value
+    assert "a rejection is rare" in ex.summary.value and "puts its mass on t1" in ex.summary.value
