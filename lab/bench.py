@@ -94,6 +94,10 @@ def bench_rows(extra=(), drafters=None) -> tuple:
     """The methods a bench times, in table order: :data:`BASE_METHODS` plus ``extra`` (names of
     :data:`EXTRA_METHODS`), or, when ``drafters`` is given (checked names, :func:`check_drafters`),
     :data:`BASELINE_METHODS` plus those drafters' rows (:data:`DRAFTER_METHODS`)."""
+    missing = [name for name in DRAFTERS if name not in DRAFTER_METHODS]
+    if missing:  # a drafter added to lab.registry without its bench rows
+        raise ValueError(f"lab.bench.DRAFTER_METHODS has no bench rows for {', '.join(missing)} (every name of "
+                         "lab.registry.DRAFTERS needs its rows there, and their timing in lab.bench._run_bench)")
     if drafters is None:
         wanted = set(BASE_METHODS) | set(extra)
     else:
@@ -448,6 +452,10 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         "lab EAGLE-3": ours(lambda: make_drafter("eagle3", pair, n_draft)),
         EAGLE3_TREE: ours(lambda: Eagle3Drafter.from_pretrained(pair, tree=DynamicTree(*EAGLE3_TREE_SHAPE))),
     }
+    untimed = [name for name in rows if name not in methods]
+    if untimed:  # a row of DRAFTER_METHODS with nothing here to time it
+        raise ValueError(f"lab.bench._run_bench has no timing for the bench row(s) {', '.join(untimed)}: add each "
+                         "to its methods")
     methods = {name: methods[name] for name in rows}
     for prepare in methods.values():
         prepare()(encoded[0][:16])  # warm-up: first-call allocations, lazy imports

@@ -84,7 +84,21 @@ class TargetOutput:
 
 @runtime_checkable
 class Drafter(Protocol):
-    """``reset`` once per generation, then per step ``propose`` and, after verification, ``update``."""
+    """``reset`` once per generation, then per step ``propose`` and, after verification, ``update``.
+
+    What the loop (:func:`lab.decode.generate`, :func:`lab.batched.generate_batch`) guarantees: each step calls
+    ``propose`` once, then ``observe`` (if the drafter has it), then ``update``; ``request.tokens`` is always the
+    committed sequence, i.e. the ``reset`` tokens plus, after each step, the accepted drafts and ``next_token``. So
+    a drafter may read its context from ``request.tokens`` alone (prompt lookup keeps no state) or keep its own
+    copy, updated in ``update`` (a draft model's KV cache); one that keeps a copy should check it against
+    ``request.tokens`` and raise ``ValueError`` when they differ (a caller that skipped ``update``), as
+    :class:`lab.drafters.DraftModelDrafter` does, rather than draft from a stale context.
+
+    Adding a drafting method: one module in ``lab/drafters/`` behind this protocol, exported from
+    :mod:`lab.drafters`; its name and factory in :mod:`lab.registry` (``DRAFTERS``, ``make_drafter``, and
+    ``OWN_DRAFT`` / ``TRAINED_FOR`` where they apply), a row in :data:`lab.bench.DRAFTER_METHODS` and a label in
+    :data:`lab.arena.DRAFTER_LABELS`; then the oracles every drafter passes (README, "Adding a drafting method").
+    """
 
     def reset(self, prompt_ids: list) -> None:
         """Start a new generation from ``prompt_ids`` (list[int]): the committed tokens, which the decode loop

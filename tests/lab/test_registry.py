@@ -164,3 +164,27 @@ def test_a_missing_committed_asset_of_the_real_pair_raises_instead_of_leaving_th
     hub = dataclasses.replace(pair, name="gpt2")  # nothing committed for a hub pair: skipped with the reason
     assert drafter_problem("medusa", hub) == ("no Medusa heads for the 'gpt2' pair: committed ones exist for "
                                               "'shakespeare', 'smollm2-135m'; pass directory= for heads of your own")
+
+
+def test_every_table_of_drafters_covers_the_registry(monkeypatch):
+    """A drafter added to lab.registry.DRAFTERS needs its bench rows, its arena label and the README's --drafter
+    list: each is checked here, in one place (a contributor's new drafter reached bench_rows as a bare KeyError),
+    and a drafter without bench rows is named by the error bench_rows raises."""
+    import re
+    from pathlib import Path
+
+    import lab.bench as bench
+    import lab.registry as registry
+    from lab.arena import DRAFTER_LABELS
+
+    assert tuple(bench.DRAFTER_METHODS) == DRAFTERS
+    assert set(DRAFTERS) <= set(DRAFTER_LABELS)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = re.search(r"`python -m lab demo` takes `--drafter ([a-z0-9|-]+)`", readme).group(1).split("|")
+    assert tuple(listed) == DRAFTERS
+    words = {8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    assert f"any of the {words[len(DRAFTERS)]} of" in readme
+    monkeypatch.setattr(bench, "DRAFTERS", DRAFTERS + ("bigram",))
+    with pytest.raises(ValueError, match="DRAFTER_METHODS has no bench rows for bigram"):
+        bench.bench_rows()
+    assert registry.DRAFTERS == DRAFTERS  # the registry itself was left alone
