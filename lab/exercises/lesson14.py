@@ -199,6 +199,26 @@ def _differences(value, expected) -> list:
     return wrong
 
 
+def _same_key(key, a, b) -> bool:
+    return _same_list(a, b) if key == "per_position_acceptance" else _same_number(a, b)
+
+
+def _key_hint(key, outcomes, cases):
+    """The hint of the planted mistake that gives the learner's ``key`` on every case, when no mistake explains the
+    whole answer (two slips at once, or one that changes only this key): None if none does."""
+    for fault, hint in _FAULTS:
+        fits = True
+        for got, (_, counters, _) in zip(outcomes, cases):
+            planted = _outcome(fault, counters)
+            if (got[0] != "ok" or not isinstance(got[1], dict) or key not in got[1] or planted[0] != "ok"
+                    or not _same_key(key, got[1][key], planted[1][key])):
+                fits = False
+                break
+        if fits:
+            return hint
+    return None
+
+
 def _same_outcome(a, b) -> bool:
     if a[0] != b[0]:
         return False
@@ -260,9 +280,19 @@ def stats_from_vllm_counters(fn) -> str:
         missing = [k for k in KEYS if k not in got[1]]
         if missing:
             raise Fail(f"your dict is missing {', '.join(missing)}; return all of {', '.join(KEYS)}.")
-        key = _differences(got[1], expected)[0]
+        wrong = _differences(got[1], expected)
+        key = wrong[0]
+        hints = [hint for k in wrong if (hint := _key_hint(k, outcomes, cases))]
+        hints = list(dict.fromkeys(hints))  # two keys of one mistake (× 100 on both rates) share a hint
+        per_position = got[1]["per_position_acceptance"]
+        if ("per_position_acceptance" in wrong and not _key_hint("per_position_acceptance", outcomes, cases)
+                and isinstance(per_position, (list, tuple)) and len(per_position) != len(expected[
+                    "per_position_acceptance"])):
+            hints.append(f"per_position_acceptance has {len(per_position)} entries; keep one per draft position "
+                         f"({len(expected['per_position_acceptance'])} here), zeros included: the lesson reads "
+                         "position i at index i, and a position whose drafts were never accepted measured 0.0.")
         raise Fail(f"on {label} ({_counter_text(counters)}) {key} should be {_show(expected[key])}, "
-                   f"got {_show(got[1][key])}.")
+                   f"got {_show(got[1][key])}." + "".join(f"\n  Hint: {hint}" for hint in hints))
     return (f"all three stats match our decode loop's on {len(cases)} runs, including one where every draft was "
             "accepted, one whose draft length varies and one with no drafts.")
 

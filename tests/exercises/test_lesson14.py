@@ -45,6 +45,7 @@ def test_vllm_counter_stats_per_position_list_must_keep_its_length(capsys):
     assert check.stats_from_vllm_counters(fn) is False
     out = capsys.readouterr().out
     assert "every draft is rejected" in out and "per_position_acceptance should be" in out, out
+    assert "keep one per draft position" in out and "zeros included" in out, out
 
 
 @pytest.mark.parametrize("per_position, number", [
@@ -217,3 +218,16 @@ def test_the_empty_run_gets_its_own_hint(empty, phrase, capsys):
 
     out = rejects(check.stats_from_vllm_counters, learner, capsys, phrase)
     assert "no speculative steps at all" in out, out
+
+
+def test_a_slip_in_one_key_or_two_slips_at_once_get_the_hints_that_fit_them(capsys):
+    """A learner's × 100 on the acceptance rate alone, and a wrong acceptance rate together with a wrong tokens per
+    call, got no hint: a planted mistake had to explain every key at once. Each wrong key now gets the hint of the
+    mistake that gives it on every case."""
+    percent_rate = _picker_variant(acceptance_rate=lambda v, d, t, a, p: None if v is None else 100 * v)
+    out = rejects(check.stats_from_vllm_counters, percent_rate, capsys, "acceptance_rate should be", "percentages")
+    assert out.count("Hint:") == 1
+    two_slips = _picker_variant(acceptance_rate=lambda v, d, t, a, p: None if v is None else a / d,
+                                tokens_per_target_call=lambda v, d, t, a, p: None if v is None else a / d)
+    out = rejects(check.stats_from_vllm_counters, two_slips, capsys, "divides by the wrong count", "one too small")
+    assert out.count("Hint:") == 2
