@@ -6,7 +6,7 @@ see a drafter whose own state drifted from the committed tokens (a rejected draf
 missed update): it only accepts less. A contributor's planted bug of that kind passed every other oracle. Here each
 drafter of :data:`lab.registry.DRAFTERS` decodes greedily on the bundled pair; before each of its proposals a fresh
 drafter of the same kind is reset on the committed tokens (with the target's hidden states over them, for a drafter
-that reads them) and must propose the same tokens. Lookahead is left out: its n-gram pool holds the Jacobi window's
+that reads them) and must propose the same tokens; then the same on the real pair, in float32. Lookahead is left out: its n-gram pool holds the Jacobi window's
 past guesses, which the committed text does not determine.
 """
 from __future__ import annotations
@@ -91,3 +91,16 @@ def test_the_oracle_sees_a_drafter_that_keeps_a_rejected_draft(pair):
     wrapped = FreshComparison(KeepsRejected(3, 3), lambda: PromptLookupDrafter(3, 3), pair.target)
     with pytest.raises(AssertionError, match="the drafter proposed .*, a fresh one"):
         generate(pair.target, prompt, drafter=wrapped, max_new_tokens=40)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_on_the_real_pair_too(smollm2_pair, kind):
+    """The same oracle on the real pair in float32, on a chat request (its drafts: the draft model, EAGLE, EAGLE-3
+    with its reduced vocabulary, Medusa, MTP and the parallel draft trained for this target)."""
+    pair = smollm2_pair
+    n_draft = None if kind in OWN_DRAFT else 3
+    prompt = pair.encode_chat("Write a Python function that returns the cube of a number.")
+    wrapped = FreshComparison(make_drafter(kind, pair, n_draft), lambda: make_drafter(kind, pair, n_draft),
+                              pair.target)
+    gen = generate(pair.target, prompt, drafter=wrapped, max_new_tokens=24, eos_token_id=pair.eos_token_id)
+    assert wrapped.compared == len(gen.steps) - 1 >= 3
