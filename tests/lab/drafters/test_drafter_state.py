@@ -6,8 +6,8 @@ see a drafter whose own state drifted from the committed tokens (a rejected draf
 missed update): it only accepts less. A contributor's planted bug of that kind passed every other oracle. Here each
 drafter of :data:`lab.registry.DRAFTERS` decodes greedily on the bundled pair; before each of its proposals a fresh
 drafter of the same kind is reset on the committed tokens (with the target's hidden states over them, for a drafter
-that reads them) and must propose the same tokens; then the same on the real pair, in float32. Lookahead is left out: its n-gram pool holds the Jacobi window's
-past guesses, which the committed text does not determine.
+that reads them) and must propose the same tokens; then the same on the real pair, in float32. Lookahead is left
+out: its n-gram pool holds the Jacobi window's past guesses, which the committed text does not determine.
 """
 from __future__ import annotations
 
