@@ -15,15 +15,30 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["LoadMeter", "BUSY_SHARE", "BUSY_WARNING"]
+__all__ = ["LoadMeter", "BUSY_SHARE", "BUSY_WARNING", "thread_advice"]
 
 BUSY_SHARE = 0.25
 """Other processes kept more than this share of the cores busy, on average over the block: the timing is flagged
 (on 2 cores, half a core of other work)."""
 
 BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and uneven; close other programs and time "
-                "again (while they run, torch.set_num_threads(1) avoids torch's threads waiting on each other)")
-"""The sentence :meth:`LoadMeter.note` ends with when the timing was flagged; tests look for it in committed outputs."""
+                "again")
+"""The sentence :meth:`LoadMeter.note` ends with when the timing was flagged (followed by :func:`thread_advice`);
+tests look for it in committed outputs."""
+
+
+def thread_advice() -> str:
+    """What to add to :data:`BUSY_WARNING` while torch runs more than one thread: that one thread avoids its threads
+    waiting on each other (``lab.models.fit_threads`` sets that while the machine is busy); "" when torch already
+    uses one, or is not loaded (this module does not import it)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or torch.get_num_threads() <= 1:
+        return ""
+    return (f" (torch runs {torch.get_num_threads()} threads, which wait on each other while other programs hold "
+            "cores: torch.set_num_threads(1) or lab.models.fit_threads() in Python, OMP_NUM_THREADS=1 before a "
+            "command)")
 
 
 def _usable_cpus() -> frozenset | None:
@@ -129,5 +144,5 @@ class LoadMeter:
             return f"other processes' CPU use could not be read on this system{load}"
         text = (f"other processes kept {self.other_cores:.2f} of {self.cores} cores busy during the timing{load}")
         if self.busy:
-            text += ". " + BUSY_WARNING
+            text += ". " + BUSY_WARNING + thread_advice()
         return text

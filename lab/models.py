@@ -210,12 +210,17 @@ def fit_threads(sample_s: float = 0.5) -> str:
     they keep more than :data:`lab.load_meter.BUSY_SHARE` of the usable cores busy, torch gets the cores they leave
     (``cores - round(other)``, at least 1, at most its default); otherwise its default (the count torch chose when
     ``lab.models`` was imported), so a call on a quiet machine undoes an earlier cut. Where the counters cannot be
-    read (outside Linux) the threads stay as they are. Raises ``ValueError`` for ``sample_s`` outside (0, 10]."""
+    read (outside Linux) the threads stay as they are. Raises ``ValueError`` for ``sample_s`` outside [0.1, 10] (the
+    kernel counts CPU time in 10 ms ticks)."""
     import math
     import time
 
-    if isinstance(sample_s, bool) or not isinstance(sample_s, (int, float)) or not 0 < sample_s <= 10:
-        raise ValueError(f"sample_s must be a number of seconds in (0, 10], got {sample_s!r}")
+    from numbers import Real
+
+    # the kernel counts CPU time in 10 ms ticks: a shorter sample reads 0 or twice the truth
+    if isinstance(sample_s, bool) or not isinstance(sample_s, Real) or not 0.1 <= float(sample_s) <= 10:
+        raise ValueError(f"sample_s must be a number of seconds in [0.1, 10], got {sample_s!r}")
+    sample_s = float(sample_s)
     with LoadMeter() as meter:
         time.sleep(sample_s)
     if meter.other_cores is None:

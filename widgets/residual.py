@@ -59,7 +59,9 @@ class ResidualExplorer(w.VBox):
     - middle: where the probability of emitting each token comes from: the accepted mass
       ``min(target, draft)`` plus the resampled mass ``(1 - P(accept)) * residual``; their sum is the target
       (drawn as markers);
-    - right: the residual distribution ``max(0, target - draft)`` normalised (the target when that is all 0).
+    - right: the residual distribution ``max(0, target - draft)`` normalised (empty when the draft equals the
+      target: nothing is resampled then; the :attr:`residual` property falls back to the target, as
+      :func:`lab.sampling.residual_distribution` does).
 
     Moving one slider rescales the other sliders of the same distribution so it keeps summing to 1; the
     ``copy_button`` ("draft = target") sets the draft to the target, which the sliders rarely reach exactly.
@@ -228,6 +230,12 @@ class ResidualExplorer(w.VBox):
         accepted, residual = self.accepted_mass, self.residual
         alpha = self.accept_probability
         resampled = (1 - alpha) * residual
+        tv = 0.5 * float((target - draft).abs().sum())
+        # draft == target: nothing is ever resampled, so the panel shows no residual (the property still falls back
+        # to the target, lab.sampling's convention, which a chart would show as a residual that is never drawn from)
+        shown_residual = residual if tv >= 1e-9 else torch.zeros_like(residual)
+        reject = 1 - alpha
+        shown_reject = f"{reject:.3f}" if reject >= 0.0005 or reject <= 1e-12 else f"{reject:.1e}"
         with self.figure.batch_update():
             self.figure.data[0].y = target.tolist()
             self.figure.data[1].y = draft.tolist()
@@ -235,10 +243,9 @@ class ResidualExplorer(w.VBox):
             self.figure.data[3].y = resampled.tolist()
             self.figure.data[3].base = accepted.tolist()
             self.figure.data[4].y = self.emit_probs.tolist()
-            self.figure.data[5].y = residual.tolist()
+            self.figure.data[5].y = shown_residual.tolist()
             self.figure.layout.title = (f"P(accept) = Σ min(target, draft) = {alpha:.3f}    "
-                                        f"P(reject) = {1 - alpha:.3f}")
-        tv = 0.5 * float((target - draft).abs().sum())
+                                        f"P(reject) = {shown_reject}")
         if tv < 1e-9:  # the draft is the target: the residual (target − draft)⁺ is all zeros, nothing to resample
             self.summary.value = (f"P(accept) = <b>{alpha:.3f}</b> = 1 − TV = 1 − {tv:.3f}: the draft equals the "
                                   "target, so every drafted token is accepted; no rejection happens, and the residual "

@@ -69,13 +69,17 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _calls_phrase(new_tokens: int, calls: int) -> str:
+def _calls_phrase(new_tokens: int, calls: int, ended: bool = True) -> str:
     """How the tokens were written, in numbers a viewer can divide: the prefill's first token, then the decode
-    tokens over the target calls (the ratio printed as tokens per target call)."""
+    tokens over the target calls (the ratio printed as tokens per target call). ``ended``: the answer ended with
+    its end token (else ``--max-new-tokens`` stopped it)."""
     if new_tokens == 0:
         return "no token written"
     if calls == 0:
-        return "1 token, the prefill's: the answer ended there" if new_tokens == 1 else _plural(new_tokens, "token")
+        if new_tokens != 1:
+            return _plural(new_tokens, "token")
+        return ("1 token, the prefill's: the answer ended there" if ended
+                else "1 token, the prefill's: --max-new-tokens 1 allowed no more")
     return f"the prefill's first token, then {_plural(new_tokens - 1, 'token')} from {_plural(calls, 'target call')}"
 
 
@@ -106,8 +110,10 @@ def run(args) -> int:
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer, show_controls
-    from lab.load_meter import BUSY_WARNING, LoadMeter
-    from lab.models import context_limit, load_pair
+    from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
+    import torch
+
+    from lab.models import context_limit, fit_threads, load_pair
     from lab.prompts import held_out_prompts
 
     if args.n_draft is not None and own_draft_reason(args.drafter):
@@ -124,6 +130,10 @@ def run(args) -> int:
     else:  # transformers' default policy caps a confident draft at 20 tokens (lab.bench.HF_ASSISTED_POLICY)
         n_draft = 4 if args.confidence is None else HF_ASSISTED_POLICY[0]
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
+    threads = torch.get_num_threads()
+    fitted = fit_threads()  # while other programs hold cores, torch gets the cores they leave
+    if torch.get_num_threads() != threads:
+        print(fitted, file=sys.stderr)  # said only when it changed something, on stderr: stdout is the answer
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
     temperature_used = demo_temperature(args.temperature, chat)
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
@@ -204,10 +214,12 @@ def run(args) -> int:
     print("\n\n" + " · ".join([
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
         f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
-        _calls_phrase(stats["new_tokens"], stats["target_calls"]),
+        _calls_phrase(stats["new_tokens"], stats["target_calls"],
+                      ended=gen.tokens[-1:] == [pair.eos_token_id] if pair.eos_token_id is not None else False),
         _rate_phrase(stats),
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))
     if load.busy:  # only then: a quiet run's line stays one line
-        print(BUSY_WARNING + f" (other processes kept {load.other_cores:.2f} of {load.cores} cores busy)")
+        print(BUSY_WARNING + f" (other processes kept {load.other_cores:.2f} of {load.cores} cores busy)"
+              + thread_advice())
     return 0

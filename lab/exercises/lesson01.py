@@ -78,9 +78,9 @@ def arithmetic_intensity(fn):
         (lambda k, b: 2 * k * 8 / b, "keep everything in bytes: FLOPs per byte is 2 * k / bytes_per_param, with no "
                                      "factor of 8."),
         # round(2 * k / b) gives the same answers on these cases: the hint names both
-        (lambda k, b: 2 * k // b, "keep the fraction: // and round() both make a whole number of it (2 * 1 // 4 = 0, "
-                                  "round(0.5) = 0), and an intensity below one FLOP per byte is exactly what a "
-                                  "single token gives. Divide with / and return the result as it is."),
+        (lambda k, b: 2 * k // b, "keep the fraction: //, round() and int() all make a whole number of it "
+                                  "(2 * 1 // 4 = 0, round(0.5) = 0), and an intensity below one FLOP per byte is "
+                                  "exactly what a single token gives. Divide with / and return the result as it is."),
     ]
     n = compare("arithmetic_intensity", fn, _INTENSITY_CASES, reference_arithmetic_intensity, faults, same_float,
                 "FLOPs per pass = 2 * params * k; bytes per pass = params * bytes_per_param.")

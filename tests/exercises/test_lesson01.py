@@ -29,8 +29,8 @@ def test_arithmetic_intensity(capsys):
     rejects(check.arithmetic_intensity, lambda k, b: 2 / b, capsys, "FLOPs grow with k")
     rejects(check.arithmetic_intensity, lambda k, b: 2 * k * b, capsys, "don't multiply")
     # a learner's round() was told "divide with /, not //", which it had not written: the hint names both
-    for rounded in (lambda k, b: 2 * k // b, lambda k, b: round(2 * k / b)):
-        rejects(check.arithmetic_intensity, rounded, capsys, "keep the fraction: // and round()")
+    for rounded in (lambda k, b: 2 * k // b, lambda k, b: round(2 * k / b), lambda k, b: int(2 * k / b)):
+        rejects(check.arithmetic_intensity, rounded, capsys, "keep the fraction: //, round() and int()")
 
 
 def test_arithmetic_intensity_bits_instead_of_bytes(capsys):
@@ -50,4 +50,4 @@ def test_rounding_swapping_and_floor_division_get_their_own_hints(capsys):
     rejects(check.step_latency, lambda t, d, n: round(n * d + t), capsys, "unrounded")
     rejects(check.step_latency, lambda t, d, n: int(n * d + t), capsys, "unrounded")
     rejects(check.step_latency, lambda t, d, n: n * t + d, capsys, "swapped")
-    rejects(check.arithmetic_intensity, lambda k, b: 2 * k // b, capsys, "// and round()")
+    rejects(check.arithmetic_intensity, lambda k, b: 2 * k // b, capsys, "//, round() and int()")

@@ -99,3 +99,22 @@ def test_only_the_cpus_this_process_may_use_are_counted(monkeypatch):
     assert LoadMeter().cores == 8 and LoadMeter()._cpus is None  # counted like the aggregate line: every CPU
     monkeypatch.delattr(load_meter.os, "sched_getaffinity")                        # macOS: no affinity to read
     assert LoadMeter().cores == 8
+
+
+def test_the_busy_warning_advises_one_thread_only_while_torch_runs_more():
+    """A learner's busy race said "torch.set_num_threads(1) avoids..." after fit_threads had already cut torch to one
+    thread: the advice follows the thread count now."""
+    import torch
+
+    from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
+
+    before = torch.get_num_threads()
+    meter = LoadMeter()
+    meter.seconds, meter.other_cores, meter.load_average, meter.busy = 10.0, 1.6, (5.1, 6.0), True
+    try:
+        torch.set_num_threads(2)
+        assert meter.note().endswith(BUSY_WARNING + thread_advice()) and "torch runs 2 threads" in meter.note()
+        torch.set_num_threads(1)
+        assert thread_advice() == "" and meter.note().endswith(BUSY_WARNING)
+    finally:
+        torch.set_num_threads(before)

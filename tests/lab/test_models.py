@@ -630,27 +630,32 @@ def test_fit_threads_gives_torch_the_cores_other_programs_leave(monkeypatch):
     monkeypatch.setattr(models, "_DEFAULT_THREADS", 4)
     try:
         Fake.other = 1.6  # rounds to 2 cores taken: 2 left
-        note = models.fit_threads(0.01)
+        note = models.fit_threads(0.1)
         assert torch.get_num_threads() == 2
         assert note.startswith("torch uses 2 CPU threads, not 4: other programs kept 1.60 of 4 cores busy")
         Fake.other = 3.9  # every core taken: still one thread
-        assert models.fit_threads(0.01).startswith("torch uses 1 CPU thread, not 4")
+        assert models.fit_threads(0.1).startswith("torch uses 1 CPU thread, not 4")
         assert torch.get_num_threads() == 1
         Fake.other = 0.9  # under a quarter of 4 cores: quiet, the default comes back
-        assert models.fit_threads(0.01) == "torch uses 4 CPU threads (other programs kept 0.90 of 4 cores busy)"
+        assert models.fit_threads(0.1) == "torch uses 4 CPU threads (other programs kept 0.90 of 4 cores busy)"
         assert torch.get_num_threads() == 4
         monkeypatch.setattr(models, "_DEFAULT_THREADS", 1)
         Fake.other = 3.0  # one thread already: nothing to give up, only the warning
         assert "torch uses 1 CPU thread, but other programs kept 3.00 of 4 cores busy: timings will be slow" in \
-            models.fit_threads(0.01)
+            models.fit_threads(0.1)
         Fake.other = None
         torch.set_num_threads(3)
-        assert "cannot be read" in models.fit_threads(0.01) and torch.get_num_threads() == 3
-        for bad in (0, -1, 11, True, "1", float("nan")):
-            with pytest.raises(ValueError, match=r"sample_s must be a number of seconds in \(0, 10\]"):
+        assert "cannot be read" in models.fit_threads(0.1) and torch.get_num_threads() == 3
+        for bad in (0, -1, 11, 1e-9, 0.05, True, "1", None, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=r"sample_s must be a number of seconds in \[0.1, 10\]"):
                 models.fit_threads(bad)
+        import numpy as np
+
+        Fake.other = 0.0
+        assert models.fit_threads(np.float32(0.1)).startswith("torch uses 1 CPU thread (")  # NumPy numbers work
+        assert models.fit_threads(np.int64(1)).startswith("torch uses 1 CPU thread (")
         monkeypatch.undo()
-        models.fit_threads(0.05)
+        models.fit_threads(0.1)
         assert 1 <= torch.get_num_threads() <= models._DEFAULT_THREADS
     finally:
         torch.set_num_threads(before)

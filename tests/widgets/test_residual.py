@@ -199,3 +199,15 @@ def test_the_copy_button_makes_the_draft_the_target_and_a_near_match_is_not_call
     ex.set_draft([0.4001, 0.2499, 0.15, 0.12, 0.08])
     assert "1 − 1.0e-04" in ex.summary.value and "1 − 0.000" not in ex.summary.value
     assert "a rejection is rare" in ex.summary.value and "puts its mass on t1" in ex.summary.value
+
+
+def test_with_draft_equal_to_target_the_residual_panel_is_empty_and_p_reject_keeps_its_digits():
+    """After "draft = target" the residual panel drew the target's bars beside "the residual is never drawn from";
+    a draft 1e-7 away read "P(reject) = 0.000" beside "a rejection is rare". The panel is empty when nothing is ever
+    resampled (the property keeps lab.sampling's fallback to the target), and a tiny P(reject) shows its size."""
+    ex = ResidualExplorer(target_probs=[0.40, 0.25, 0.15, 0.12, 0.08], draft_probs=[0.2, 0.35, 0.25, 0.1, 0.1])
+    ex.copy_button.click()
+    assert list(ex.figure.data[5].y) == [0.0] * 5 and ex.residual.tolist() == pytest.approx(ex.target_probs.tolist())
+    assert "P(reject) = 0.000" in ex.figure.layout.title.text
+    ex.set_draft([0.4000001, 0.2499999, 0.15, 0.12, 0.08])
+    assert "P(reject) = 1.0e-07" in ex.figure.layout.title.text and max(ex.figure.data[5].y) == pytest.approx(1.0)

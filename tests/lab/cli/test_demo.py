@@ -73,7 +73,10 @@ def test_demo_of_one_token_reports_the_prefill_alone(pair, monkeypatch, capsys):
     monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
     assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "1"]) == 0
     out = capsys.readouterr().out
-    assert "tokens per target call n/a · 1 token, the prefill's: the answer ended there ·" in out
+    assert "tokens per target call n/a · 1 token, the prefill's: --max-new-tokens 1 allowed no more ·" in out
+    from lab.cli.demo import _calls_phrase  # "ended there" only when the answer's end token came (a user read it
+    # after --max-new-tokens 1, which cut the answer instead)
+    assert _calls_phrase(1, 0, ended=True) == "1 token, the prefill's: the answer ended there"
 
 
 def test_demo_stats_line_adds_up_and_names_the_prefill_in_the_rate(pair, monkeypatch, capsys):
@@ -99,7 +102,7 @@ def test_demo_warms_up_off_the_clock_and_warns_when_the_machine_was_busy(pair, m
     import lab.decode
     import lab.load_meter
     import lab.models
-    from lab.load_meter import BUSY_WARNING
+    from lab.load_meter import BUSY_WARNING, thread_advice
 
     monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
     calls = []
@@ -125,7 +128,8 @@ def test_demo_warms_up_off_the_clock_and_warns_when_the_machine_was_busy(pair, m
     Meter.busy_now = True
     assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "8", "--drafter", "model"]) == 0
     out = capsys.readouterr().out
-    assert out.rstrip().endswith(BUSY_WARNING + " (other processes kept 1.50 of " + f"{Meter().cores} cores busy)")
+    assert out.rstrip().endswith(BUSY_WARNING + " (other processes kept 1.50 of " + f"{Meter().cores} cores busy)"
+                                 + thread_advice())
 
 
 @pytest.mark.parametrize("drafter, why", [("lookahead", "its window W and n-gram size"), ("medusa", "its tree")])
@@ -452,3 +456,31 @@ def test_a_token_of_a_step_that_drafted_nothing_is_plain_not_a_bonus(pair, monke
     generated = out.split("drafted\n", 1)[1]
     # blue once, for the last step's bonus (it was three times: the prefill's token and the lookup miss's too)
     assert generated.count(ANSI["bonus"]) == 1 and generated.count(ANSI["accepted"]) == 1
+
+
+def test_demo_fits_its_threads_and_says_so_only_when_it_changed_them(pair, monkeypatch, capsys):
+    """A busy machine ran the terminal demo at 20 tokens/s on 2 threads, 44 on 1 (the lessons and the demo app fit
+    their threads; this did not): it calls fit_threads, and names the change on stderr, keeping stdout the answer."""
+    import torch
+
+    import lab.models
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
+    monkeypatch.setattr(lab.models, "fit_threads", lambda: "torch uses 2 CPU threads (quiet)")
+    assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "3"]) == 0
+    assert "torch uses" not in capsys.readouterr().err  # nothing changed: nothing said
+
+    def cut():
+        torch.set_num_threads(1)
+        return "torch uses 1 CPU thread, not 2: other programs kept 1.02 of 2 cores busy"
+
+    monkeypatch.setattr(lab.models, "fit_threads", cut)
+    try:
+        torch.set_num_threads(2)
+        assert cli.main(["demo", "--prompt", "ROMEO:", "--max-new-tokens", "3"]) == 0
+        captured = capsys.readouterr()
+        assert captured.err == "torch uses 1 CPU thread, not 2: other programs kept 1.02 of 2 cores busy\n"
+        assert "torch uses" not in captured.out
+    finally:
+        torch.set_num_threads(before)
