@@ -71,7 +71,7 @@ _DONE = object()  # a side's thread puts this on its queue when its generation e
 _KEEPS_OUTPUTS = ("suffix",)
 # While a race runs the kernel handles no click, so a Stop button could not be heard: the kernel's interrupt stops it.
 _TO_STOP = "<small>(to stop: interrupt the kernel, \u25a0 or I, I; under Voila, reload the page)</small>"
-_STOPPED = "stopped: the kernel was interrupted; press Race to run again"
+_STOPPED = "stopped (interrupted); press Race to run again"
 CHAT_PROMPTS_PER_TASK = 2
 """How many held-out requests of each task kind a chat pair's dashboard offers (:func:`default_prompts`)."""
 # Code first: the draft model's best task on the real pair (1.5x in its card), so the first race shows a speedup.

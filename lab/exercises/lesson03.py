@@ -53,6 +53,9 @@ def _residual_faults():
         (lambda t, d: pos(t, d) / pos(t, d).sum(-1, keepdim=True),
          "when target == draft the positive part is all zeros and 0/0 = NaN. Return target_probs in that case "
          "(a rejection can't happen there, but batched code computes the residual anyway)."),
+        (lambda t, d: pos(t, d) / pos(t, d).sum(-1),
+         "keep the summed axis: .sum(-1, keepdim=True) gives one sum per row, shape [rows, 1], which divides each row "
+         "by its own sum; without keepdim the sums, shape [rows], line up with the vocabulary axis instead."),
         (lambda t, d: (t - d) / (t - d).sum(-1, keepdim=True),
          "clamp negative differences to 0 before normalising: max(0, target - draft)."),
         (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,

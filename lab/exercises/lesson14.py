@@ -139,6 +139,10 @@ _FAULTS = [
                                                            else 0.0 for i, x in enumerate(p)]}),
      "per_position_acceptance is unconditional here, as in vLLM (and in our stats when every step drafts N): "
      "accepted at position i / all drafts — not the chance of position i given that position i − 1 was accepted."),
+    (_safe(lambda d, t, a, p: {"acceptance_rate": a / t, "tokens_per_target_call": 1 + a / d,
+                               "per_position_acceptance": list(p)}),
+     "per_position_acceptance holds shares of steps, not counts: divide each position's count by num_drafts (the "
+     "share of steps whose draft at that position was accepted, between 0 and 1)."),
     (_safe(lambda d, t, a, p: {"acceptance_rate": 100 * a / t, "tokens_per_target_call": 1 + a / d,
                                "per_position_acceptance": [100 * x / d for x in p]}),
      "rates are fractions in [0, 1] (0.6), as our stats give them and vLLM's PromQL formulas compute them, not "

@@ -154,3 +154,9 @@ def test_a_fixed_axis_and_a_none_for_zero_mass_get_their_own_hints(capsys):
     out = rejects(check.residual_zero_mass, none_at_zero_mass, capsys, "returned None on this input and a value on "
                                                                         "others", "special cases too")
     assert "forget a `return`" not in out
+
+
+def test_a_sum_without_keepdim_is_named(capsys):
+    """A learner's .sum(-1) without keepdim=True got the general batch hint: it passes on [V] and fails on a batch."""
+    rejects(check.residual_without_softmax, lambda t, d: (t - d).clamp_min(0) / (t - d).clamp_min(0).sum(-1),
+            capsys, "keepdim=True")

@@ -231,3 +231,9 @@ def test_a_slip_in_one_key_or_two_slips_at_once_get_the_hints_that_fit_them(caps
                                 tokens_per_target_call=lambda v, d, t, a, p: None if v is None else a / d)
     out = rejects(check.stats_from_vllm_counters, two_slips, capsys, "divides by the wrong count", "one too small")
     assert out.count("Hint:") == 2
+
+
+def test_per_position_counts_left_undivided_are_named(capsys):
+    counts = _picker_variant(per_position_acceptance=lambda v, d, t, a, p: list(p))
+    out = rejects(check.stats_from_vllm_counters, counts, capsys, "shares of steps, not counts")
+    assert out.count("Hint:") == 1
