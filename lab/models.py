@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 import platform
 import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 
 import torch
@@ -212,11 +215,6 @@ def fit_threads(sample_s: float = 0.5) -> str:
     ``lab.models`` was imported), so a call on a quiet machine undoes an earlier cut. Where the counters cannot be
     read (outside Linux) the threads stay as they are. Raises ``ValueError`` for ``sample_s`` outside [0.1, 10] (the
     kernel counts CPU time in 10 ms ticks)."""
-    import math
-    import time
-
-    from numbers import Real
-
     # the kernel counts CPU time in 10 ms ticks: a shorter sample reads 0 or twice the truth
     if isinstance(sample_s, bool) or not isinstance(sample_s, Real) or not 0.1 <= float(sample_s) <= 10:
         raise ValueError(f"sample_s must be a number of seconds in [0.1, 10], got {sample_s!r}")

@@ -215,7 +215,7 @@ def run(args) -> int:
         f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
         f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
         _calls_phrase(stats["new_tokens"], stats["target_calls"],
-                      ended=gen.tokens[-1:] == [pair.eos_token_id] if pair.eos_token_id is not None else False),
+                      ended=gen.tokens[-1:] == [pair.eos_token_id]),
         _rate_phrase(stats),
         f"temperature {temperature_used:g}" + (" (greedy)" if temperature_used == 0 else f", seed {args.seed}"),
         f"device {pair.device}"]))

@@ -301,7 +301,10 @@ def run_case(fn, args):
 def lesson_device() -> torch.device | None:
     """The accelerator the lessons put their models and tensors on when the machine has one (CUDA, as
     :func:`lab.models.pick_device` picks it), or None on a CPU-only machine."""
-    return torch.device("cuda") if torch.cuda.is_available() else None
+    from lab.models import pick_device
+
+    device = pick_device()
+    return None if device.type == "cpu" else device
 
 
 def _tensors_in(value):

@@ -50,7 +50,7 @@ def _cache_peaks(model):
         handle.remove()
 
 
-def _needs_float32(model, argument: str) -> None:
+def _refuse_half_precision(model, argument: str) -> None:
     """Raise :class:`Fail` when ``model`` computes in half precision: the checks compare its logits after a rollback
     with a fresh forward at 1e-4, which bfloat16 or float16 rounding exceeds whatever the cache holds (on a GPU of
     the Ampere generation or later ``dtype="auto"`` picks bfloat16). float32 and float64 pass."""
@@ -72,7 +72,7 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     drafts were appended to, rolled back — a cache rebuilt from the accepted tokens gives the same logits but is
     not a rollback (a forward hook on ``model`` records how many positions each cache held).
     """
-    _needs_float32(model, "model")
+    _refuse_half_precision(model, "model")
     prefix, drafts = [int(t) for t in prefix_ids], [int(t) for t in draft_ids]
     probe = drafts[0]
     rebuilt = None  # (rejected_at, peak) of the first cache that never held the drafts
@@ -179,7 +179,7 @@ def draft_keep_length(fn, target=None, draft_model=None, prompt_ids=None):
                     "stay; with 4 or 5 accepted all 25 stay. Return an int (the cache is cut to that length).")
     if target is None:
         return f"{count} cases right"
-    _needs_float32(draft_model, "draft_model")
+    _refuse_half_precision(draft_model, "draft_model")
     prompt = [int(t) for t in prompt_ids]
     run = two_cache_greedy(target, draft_model, prompt, _CHECK_TOKENS, 4, draft_keep=fn)
     reference = two_cache_greedy(target, draft_model, prompt, _CHECK_TOKENS, 4)

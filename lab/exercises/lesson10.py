@@ -140,17 +140,18 @@ def medusa_loss(fn):
                        "calls loss.backward() on it: compute it from the logits with torch operations, without "
                        ".item(), .detach() or torch.no_grad().")
 
+    def show(args):
+        return f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, decay={args[2]}"
+
     count = compare("medusa_loss", fn, _MEDUSA_CASES, reference_medusa_loss, faults, same,
                     "head k (the logits' head axis at k - 1) guesses the token 1 + k places after each position, "
                     "so pair each position with that later token and leave out the positions that have none; take "
                     "each head's mean cross-entropy over those positions (batch and time flattened into one axis; "
                     "a position labelled -100 counts nowhere, not even in the mean's denominator), weigh it by "
                     "decay to the power k, and add the heads up.",
-                    show_args=lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, "
-                                           f"decay={args[2]}")
+                    show_args=show)
     # the lesson then trains with it on the target's features, on the GPU where there is one
-    check_on_lesson_device("medusa_loss", fn, _MEDUSA_CASES[-1],
-                           lambda args: f"logits {list(args[0].shape)}, tokens {list(args[1].shape)}, decay={args[2]}")
+    check_on_lesson_device("medusa_loss", fn, _MEDUSA_CASES[-1], show)
     return f"{count} losses right: head k against token t + 1 + k, weighted by decay^k"
 
 

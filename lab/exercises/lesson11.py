@@ -126,12 +126,14 @@ def eagle_training_pairs(fn):
             message += f"\n  Hint: {fault_hint}"
         raise Fail(message)
 
+    def show(c):
+        return f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}"
+
     count = compare("eagle_training_pairs", fn, cases, reference_eagle_training_pairs, faults, same,
                     "for j = 0 … L-3: inputs (hidden[j], ids[j+1]), targets (hidden[j+1], ids[j+2]) — slices or a "
                     "loop, either works.",
-                    show_args=lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
-    check_on_lesson_device("eagle_training_pairs", fn, cases[0],  # the lesson pairs the target's features
-                           lambda c: f"hidden [{c[0].shape[0]}, {c[0].shape[1]}], ids={c[1].tolist()}")
+                    show_args=show)
+    check_on_lesson_device("eagle_training_pairs", fn, cases[0], show)  # the lesson pairs the target's features
     return f"{count} windows paired as EAGLE trains: feature + next token in, next feature and the token after out"
 
 
@@ -172,11 +174,14 @@ def mtp_depth_pairs(fn):
             same_tensor(torch.as_tensor(u) if not isinstance(u, torch.Tensor) else u, v, atol=0)
             for u, v in zip(a, b))
 
+    def show_mtp(c):
+        return f"ids={c[0].tolist()}, depth={c[1]}"
+
     count = compare("mtp_depth_pairs", fn, cases, reference_mtp_depth_pairs, faults, same,
                     "for k = depth, row i reads ids[i + k] and predicts ids[i + k + 1], for i = 0 … T - k - 2: "
                     "two slices of ids.",
-                    show_args=lambda c: f"ids={c[0].tolist()}, depth={c[1]}")
-    check_on_lesson_device("mtp_depth_pairs", fn, cases[1], lambda c: f"ids={c[0].tolist()}, depth={c[1]}")
+                    show_args=show_mtp)
+    check_on_lesson_device("mtp_depth_pairs", fn, cases[1], show_mtp)
     return f"{count} windows: module k reads t(i+k) and predicts t(i+k+1), as MTPHeads.forward trains it"
 
 
@@ -390,12 +395,13 @@ def keep_best_nodes(fn):
                        f"{type(outcome[1]).__name__} {outcome[1]!r}: return two lists of whole numbers, (kept, "
                        "new_parents): the kept nodes' indices (not their values or a mask) and their parents' "
                        "positions in kept.")
+    def show_tree(c):
+        return f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, count={c[2]}"
+
     count = compare("keep_best_nodes", fn, cases, reference_keep_best_nodes, faults, same,
                     "sort the nodes by value, highest first (ties: the earlier node), keep the first count, sort "
                     "those indices ascending, and give each its parent's position among them (-1 at the root).",
-                    show_args=lambda c: (f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, "
-                                         f"count={c[2]}"))
-    check_on_lesson_device("keep_best_nodes", fn, cases[0],  # the lesson reranks a tree the target's draft grew
-                           lambda c: f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, count={c[2]}")
+                    show_args=show_tree)
+    check_on_lesson_device("keep_best_nodes", fn, cases[0], show_tree)  # the lesson reranks the target's tree
     return (f"{count} trees reranked: the kept nodes form a tree the target can verify in one forward, as SGLang's "
             "organize_draft_results builds it, with ties to the earlier node")

@@ -18,8 +18,8 @@ from lab.models import forward, hidden_layers_of, new_cache
 from lab.prompts import held_out_prompts
 from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter
 
-STATELESS_HISTORY = ("lookahead",)  # drafters whose proposals depend on more than the committed text
-KINDS = [kind for kind in DRAFTERS if kind not in STATELESS_HISTORY]
+HISTORY_DEPENDENT = ("lookahead",)  # drafters whose proposals depend on more than the committed text
+KINDS = [kind for kind in DRAFTERS if kind not in HISTORY_DEPENDENT]
 
 
 class FreshComparison:
