@@ -570,8 +570,9 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
                      "str(...)): later cells compute with it.")
     elif (got[i][0] == "ok" and expected[i][0] == "ok" and isinstance(expected[i][1], torch.Tensor)
           and not isinstance(got[i][1], torch.Tensor) and same_tensor(got[i][1], expected[i][1])):
-        best_hint = ("the values are right, but return a torch.Tensor (not a list or array): the lesson's next "
-                     "cells call tensor methods on the answer.")
+        kind = {"ndarray": "NumPy array"}.get(type(got[i][1]).__name__, type(got[i][1]).__name__)
+        best_hint = (f"the values are right, but return a torch.Tensor, not a {kind}: the lesson's next cells call "
+                     "tensor methods on the answer (torch.tensor(values) converts one).")
     elif (got[i][0] == "ok" and expected[i][0] == "ok" and isinstance(expected[i][1], Integral)
           and not isinstance(expected[i][1], bool) and isinstance(got[i][1], float)
           and got[i][1] == expected[i][1]):  # 10.0 for 10: the rule is right

@@ -5,9 +5,12 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 from __future__ import annotations
 
 import math
+from numbers import Integral
+
+import torch
 
 from lab import sampling as _sampling
-from lab.exercises.harness import as_bool, checker, compare, Fail, outcome_of, same_bool, same_float, show_value
+from lab.exercises.harness import as_bool, checker, compare, Fail, outcome_of, same_float, show_value
 
 __all__ = ["accept_probability", "accept_or_reject", "reference_accept_probability"]
 
@@ -76,9 +79,29 @@ _ACCEPT_CASES = [
 ]
 
 
+def _decision(value):
+    """``value`` as a bool when it is one (:func:`lab.exercises.harness.as_bool`) or the whole number 0 or 1 that
+    ``int(u * draft_prob < target_prob)`` gives; None otherwise. The lesson's later cells use the answer in an ``if``,
+    where 1 and 0 act as True and False."""
+    decision = as_bool(value)
+    if decision is not None:
+        return decision
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = value.item()
+    if isinstance(value, Integral) and value in (0, 1):
+        return bool(value)
+    return None
+
+
+def _same_decision(a, b) -> bool:
+    a, b = _decision(a), _decision(b)
+    return a is not None and a == b
+
+
 @checker
 def accept_or_reject(fn):
-    """Check ``fn(target_prob, draft_prob, u) -> bool``: accept iff ``u < min(1, target_prob / draft_prob)``.
+    """Check ``fn(target_prob, draft_prob, u) -> bool``: accept iff ``u < min(1, target_prob / draft_prob)``. The ints
+    1 and 0 pass as True and False (the lesson tests the answer with ``if``); other numbers are refused.
 
     Planted faults it tells apart: ``<=`` instead of ``<`` (accepts impossible tokens when u == 0), the ratio
     inverted, division by a zero draft probability, the comparison reversed. Reference:
@@ -113,7 +136,7 @@ def accept_or_reject(fn):
     # four more passes: a function that draws its own number agrees with itself on all twelve cases twice in a row
     # about one time in twenty, five times in a row about once in 10^5
     again = [outcome_of(fn, args) for _ in range(4) for args in _ACCEPT_CASES]
-    if any(a[0] == "ok" and b[0] == "ok" and as_bool(a[1]) is not None and as_bool(a[1]) != as_bool(b[1])
+    if any(a[0] == "ok" and b[0] == "ok" and _decision(a[1]) is not None and _decision(a[1]) != _decision(b[1])
            for a, b in zip(first * 4, again)):
         raise Fail("accept_or_reject gave two different answers to the same (target_prob, draft_prob, u).\n  Hint: "
                    "decide with the u you are given (u < min(1, target_prob / draft_prob)); do not draw a new "
@@ -122,9 +145,14 @@ def accept_or_reject(fn):
         if out[0] == "ok" and out[1] is None:
             raise Fail(f"accept_or_reject{args} returned None: did you forget a `return` statement? Return True or "
                        "False (a comparison such as `u < ...` gives a bool).")
-        if out[0] == "ok" and as_bool(out[1]) is None:
-            raise Fail(f"accept_or_reject{args} returned {show_value(out[1])} ({type(out[1]).__name__}); return True "
-                       "or False (a comparison such as `u < ...` gives a bool).")
-    n = compare("accept_or_reject", fn, _ACCEPT_CASES, _sampling.accept_or_reject, faults, same_bool,
+        if out[0] == "ok" and _decision(out[1]) is None:
+            raise Fail(f"accept_or_reject{args} returned {show_value(out[1], exact=True)} ({type(out[1]).__name__}); "
+                       "return a bool, True or False (a comparison such as `u < ...` gives one; the ints 1 and 0 pass "
+                       "too).")
+    n = compare("accept_or_reject", fn, _ACCEPT_CASES, _sampling.accept_or_reject, faults, _same_decision,
                 "accept iff u < min(1, target_prob / draft_prob); handle draft_prob == 0 and target_prob == 0.")
-    return f"correct on all {n} cases, including u == ratio, u == 0 and a zero draft probability."
+    summary = f"correct on all {n} cases, including u == ratio, u == 0 and a zero draft probability."
+    if any(out[0] == "ok" and as_bool(out[1]) is None for out in first):  # 1 and 0: right, and worth a word
+        summary += (" (Your function returns 1 and 0 rather than True and False: the lesson's `if` treats them "
+                    "alike, and the comparison without int(...) gives the bool itself.)")
+    return summary

@@ -87,17 +87,19 @@ def _has_zero_mass(target, draft) -> bool:
     return bool(((target - draft).clamp_min(0).sum(-1) == 0).any())
 
 
-def _residual_body(name, fn, zero_mass: bool = True):
+def _residual_body(name, fn, zero_mass: bool = True, tensor: bool = False):
     """Check ``fn`` against the residual cases; ``zero_mass=False`` leaves out every case with a row of zero residual
-    mass (lesson 03's bug 2 is about softmax; zero mass is bug 3, the next exercise)."""
+    mass (lesson 03's bug 2 is about softmax; zero mass is bug 3, the next exercise). ``tensor=True`` wants a
+    torch.Tensor (the hint names it); otherwise a list or array of the right values passes."""
     faults = _residual_faults()
+    same = same_tensor_type if tensor else same_tensor
     cases = [c for c in _RESIDUAL_CASES if zero_mass or not _has_zero_mass(*c)]
     batches = [b for b in (_RESIDUAL_BATCH, _RESIDUAL_MIXED_BATCH) if zero_mass or not _has_zero_mass(*b)]
     hint = ("residual = max(0, target - draft) / its sum over the vocabulary"
             + ("; target_probs where that sum is 0." if zero_mass else "."))
-    n = compare(name, fn, cases, reference_residual_distribution, faults, same_tensor_type, hint)
+    n = compare(name, fn, cases, reference_residual_distribution, faults, same, hint)
     n += compare(name, fn, batches, reference_residual_distribution, faults,
-                 same_tensor_type, "a batch [rows, V] must give one residual per row (normalise over the last "
+                 same, "a batch [rows, V] must give one residual per row (normalise over the last "
                  + ("axis, and guard zero mass row by row)." if zero_mass else "axis)."))
     if zero_mass:
         return f"correct on all {n} cases, including target == draft and a batch of rows."
@@ -111,8 +113,12 @@ def residual_distribution(fn):
 
     Where the positive part has zero mass the answer is ``target_probs``. Reference:
     :func:`lab.sampling.residual_distribution` (Leviathan et al. 2023, Algorithm 1). Returns True/False.
+
+    The answer must be a torch.Tensor: the lesson keeps this function as ``residual_fn``, calls ``.tolist()`` on its
+    answer and builds ``residual_after_rejection`` on it. The two bug fixes after it, which nothing reuses, and
+    ``residual_after_rejection`` also take a list or array of the right values.
     """
-    return _residual_body("residual_distribution", fn)
+    return _residual_body("residual_distribution", fn, tensor=True)
 
 
 @checker

@@ -223,6 +223,53 @@ def _key_hint(key, outcomes, cases):
     return None
 
 
+def _rounded_to(key, outcomes, cases):
+    """The decimals d (0 to 6) such that the learner's ``key`` is the expected value rounded to d decimals on every
+    case, and not the value itself on some: the right formula, rounded before returning. None if no d fits."""
+    def rounded(value, want, digits) -> bool:
+        if value is None or want is None:
+            return value is None and want is None
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            return False
+        scaled = value * 10 ** digits
+        # within half a last digit either way: a tie (0.125) may round up or down, as float storage has it
+        return abs(scaled - round(scaled)) < 1e-6 and abs(value - want) <= 0.5 * 10 ** -digits + 1e-9
+
+    for digits in range(7):
+        fits, off = True, False
+        for got, (_, _, expected) in zip(outcomes, cases):
+            if got[0] != "ok" or not isinstance(got[1], dict) or key not in got[1]:
+                return None
+            value, want = got[1][key], expected[key]
+            if key == "per_position_acceptance":
+                try:
+                    value = list(value)
+                except TypeError:
+                    return None
+                fits = len(value) == len(want) and all(rounded(v, w, digits) for v, w in zip(value, want))
+            else:
+                fits = not isinstance(value, bool) and rounded(value, want, digits)
+            if not fits:
+                break
+            off = off or not _same_key(key, value, want)
+        if fits and off:
+            return digits
+    return None
+
+
+def _rounding_hint(keys: dict) -> str:
+    """The hint for the keys of ``keys`` ({key: decimals}) returned rounded."""
+    digits = max(keys.values())  # the learner's own digits where they rounded every key alike
+    how = "to whole numbers (round(x)?)" if digits == 0 else f"to {digits} decimals (round(x, {digits})?)"
+    names = list(keys)
+    named = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"{named} {'is' if len(names) == 1 else 'are'} rounded {how}: return the values unrounded, as our "
+            f"stats do, and round only where you print them (f\"{{value:.{digits or 2}f}}\"); a rounded value no "
+            "longer agrees with the counters' ratio, and the lesson compares it with our decode loop's stats.")
+
+
 def _same_outcome(a, b) -> bool:
     if a[0] != b[0]:
         return False
@@ -288,6 +335,11 @@ def stats_from_vllm_counters(fn) -> str:
         key = wrong[0]
         hints = [hint for k in wrong if (hint := _key_hint(k, outcomes, cases))]
         hints = list(dict.fromkeys(hints))  # two keys of one mistake (× 100 on both rates) share a hint
+        # round(share, 2): the formula is right, so no planted mistake fits; one hint names every rounded key
+        rounded = {k: d for k in wrong if not _key_hint(k, outcomes, cases)
+                   and (d := _rounded_to(k, outcomes, cases)) is not None}
+        if rounded:
+            hints.append(_rounding_hint(rounded))
         per_position = got[1]["per_position_acceptance"]
         if ("per_position_acceptance" in wrong and not _key_hint("per_position_acceptance", outcomes, cases)
                 and isinstance(per_position, (list, tuple)) and len(per_position) != len(expected[
@@ -295,8 +347,9 @@ def stats_from_vllm_counters(fn) -> str:
             hints.append(f"per_position_acceptance has {len(per_position)} entries; keep one per draft position "
                          f"({len(expected['per_position_acceptance'])} here), zeros included: the lesson reads "
                          "position i at index i, and a position whose drafts were never accepted measured 0.0.")
-        raise Fail(f"on {label} ({_counter_text(counters)}) {key} should be {_show(expected[key])}, "
-                   f"got {_show(got[1][key])}." + "".join(f"\n  Hint: {hint}" for hint in hints))
+        exact = _show(expected[key]) == _show(got[1][key])  # 0.333 against 1/3: show every digit
+        raise Fail(f"on {label} ({_counter_text(counters)}) {key} should be {_show(expected[key], exact)}, "
+                   f"got {_show(got[1][key], exact)}." + "".join(f"\n  Hint: {hint}" for hint in hints))
     return (f"all three stats match our decode loop's on {len(cases)} runs, including one where every draft was "
             "accepted, one whose draft length varies and one with no drafts.")
 
@@ -324,10 +377,11 @@ def _counter_text(counters: dict) -> str:
             f"num_accepted_tokens={counters['num_accepted_tokens']}, accepted_per_position={shown}")
 
 
-def _show(value) -> str:
+def _show(value, exact: bool = False) -> str:
+    """``value`` for a message: floats to 4 decimals (3 in a list), or every digit with ``exact``."""
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return repr(value) if exact else f"{value:.4f}"
     if isinstance(value, (list, tuple)):
-        items = [f"{x:.3f}" if isinstance(x, float) else repr(x) for x in list(value)[:8]]
+        items = [(repr(x) if exact else f"{x:.3f}") if isinstance(x, float) else repr(x) for x in list(value)[:8]]
         return "[" + ", ".join(items) + (", …]" if len(value) > 8 else "]")
     return repr(value)

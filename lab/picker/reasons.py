@@ -439,7 +439,12 @@ def _mtp_reason(decision: Decision, default: str) -> str:
             f"the time and measures {MTP_SPEEDUP:g}× the tokens per second")
     if default in decision.candidates:
         (default_low, default_high), _ = decision.candidates[default]
-        return text + f", above the {default_low:g}–{default_high:g}× of {method_phrase(default)}."
+        if MTP_SPEEDUP > default_high:
+            return text + f", above the {default_low:g}–{default_high:g}× of {method_phrase(default)}."
+        # one published number inside the other's range (code: 1.8× in 1.5–2×): it ranks by the range's middle
+        return text + (f", inside the {default_low:g}–{default_high:g}× of {method_phrase(default)} and above that "
+                       f"range's middle ({(default_low + default_high) / 2:g}×), the picker's ranking key: the two "
+                       "overlap, so measure both on your traffic.")
     return text + "."
 
 

@@ -80,3 +80,22 @@ def test_slips_from_a_learners_run_get_their_own_hints(capsys):
             "not 1 - u")
     rejects(check.accept_or_reject, lambda t, d, u: random.random() * d < t, capsys, "the u you are given")
     rejects(check.accept_or_reject, lambda t, d, u: None, capsys, "forget a `return`")
+
+
+def test_accept_or_reject_takes_the_ints_1_and_0_as_a_decision(capsys):
+    """int(u * draft_prob < target_prob) is right: the lesson only tests the answer with `if`, so 1 and 0 (Python,
+    NumPy or a one-element integer tensor) pass, with a word about the bool; other numbers get a hint naming bool."""
+    import numpy as np
+    import torch
+
+    for to_int in (int, np.int64, lambda b: torch.tensor(b).int()):
+        ok, out = run(check.accept_or_reject, lambda t, d, u, to_int=to_int: to_int(u * d < t), capsys)
+        assert ok and "returns 1 and 0 rather than True and False" in out, out
+    ok, out = run(check.accept_or_reject, lambda t, d, u: u * d < t, capsys)
+    assert ok and "rather than True and False" not in out, out
+    # the ints get the planted mistakes' hints like bools do
+    rejects(check.accept_or_reject, lambda t, d, u: int(u <= min(1.0, t / d)) if d else 1, capsys, "strict `<`")
+    rejects(check.accept_or_reject, lambda t, d, u: float(u * d < t), capsys, "returned 1.0 (float)",
+            "return a bool, True or False")
+    rejects(check.accept_or_reject, lambda t, d, u: 2 * int(u * d < t), capsys, "returned 2 (int)",
+            "return a bool, True or False")

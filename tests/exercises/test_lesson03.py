@@ -40,8 +40,24 @@ def test_residual_checkers(checker, capsys):
         if checker is check.residual_without_softmax and word == "NaN":
             continue  # zero mass is the next bug's: see test_bug_2_leaves_zero_mass_to_bug_3
         rejects(checker, fault, capsys, word)
-    # right values as a list: lesson 03's next cells call .tolist() on the answer
-    rejects(checker, lambda t, d: sampling.residual_distribution(t, d).tolist(), capsys, "torch.Tensor")
+
+
+@pytest.mark.parametrize("answer, kind", [(lambda r: r.tolist(), "list"), (lambda r: r.numpy(), "NumPy array"),
+                                          (lambda r: tuple(r.tolist()), "tuple")], ids=["list", "numpy", "tuple"])
+def test_right_values_of_another_type_pass_where_nothing_reuses_them(answer, kind, capsys):
+    """residual_distribution is lesson 03's residual_fn, whose answer later cells call .tolist() on: it must be a
+    tensor, and the hint names the type. The two bug fixes and residual_after_rejection are not reused: a list, tuple
+    or array of the right values passes there."""
+    def right(t, d):
+        return answer(sampling.residual_distribution(t, d))
+
+    rejects(check.residual_distribution, right, capsys, "the values are right, but return a torch.Tensor, "
+            f"not a {kind}")
+    for checker in (check.residual_without_softmax, check.residual_zero_mass):
+        ok, out = run(checker, right, capsys)
+        assert ok, out
+    ok, out = run(check.residual_after_rejection, lambda t, d, token: right(t, d), capsys)
+    assert ok, out
 
 
 def test_residual_after_rejection(capsys):

@@ -237,3 +237,29 @@ def test_per_position_counts_left_undivided_are_named(capsys):
     counts = _picker_variant(per_position_acceptance=lambda v, d, t, a, p: list(p))
     out = rejects(check.stats_from_vllm_counters, counts, capsys, "shares of steps, not counts")
     assert out.count("Hint:") == 1
+
+
+@pytest.mark.parametrize("digits", [0, 2, 3])
+def test_per_position_shares_rounded_before_returning_are_named(digits, capsys):
+    # the formula is right, so no planted mistake fitted and the learner got no hint at all
+    rounded = _picker_variant(per_position_acceptance=lambda v, d, t, a, p: [round(x, digits) for x in v])
+    how = "to whole numbers (round(x)?)" if digits == 0 else f"to {digits} decimals (round(x, {digits})?)"
+    out = rejects(check.stats_from_vllm_counters, rounded, capsys, "per_position_acceptance should be",
+                  f"per_position_acceptance is rounded {how}", "round only where you print them")
+    assert out.count("Hint:") == 1
+    if digits == 3:  # rounded to the digits the message shows: every digit, or the two would read alike
+        assert "should be [0.8333333333333334," in out and "got [0.833," in out, out
+
+
+def test_every_rounded_key_is_named_in_one_hint(capsys):
+    def rounded(v, *_):
+        return None if v is None else [round(x, 2) for x in v] if isinstance(v, list) else round(v, 2)
+
+    fn = _picker_variant(acceptance_rate=rounded, per_position_acceptance=rounded)
+    out = rejects(check.stats_from_vllm_counters, fn, capsys,
+                  "acceptance_rate and per_position_acceptance are rounded to 2 decimals (round(x, 2)?)")
+    assert out.count("Hint:") == 1
+    # a share a little off is no rounding: no such hint
+    out = rejects(check.stats_from_vllm_counters,
+                  _picker_variant(per_position_acceptance=lambda v, *_: [x * 1.001 for x in v]), capsys)
+    assert "rounded" not in out, out
