@@ -28,7 +28,7 @@ from lab.load_meter import LoadMeter
 from lab.models import processor_name
 from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, arena_tasks, context_problem, \
     encode_prompts
-from lab.registry import DRAFTERS, OWN_DRAFT, check_has_draft, make_drafter, untrained_reason
+from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, check_has_draft, make_drafter, untrained_reason
 from lab.validation import check_int, is_integer
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
@@ -42,16 +42,16 @@ DEFAULT_TASKS = ("prose", "copy_edit", "structured")
 """The tasks :func:`run_arena` runs by default on a plain-text pair such as the Shakespeare pair (names of
 :data:`lab.prompts.ARENA_TASKS`); a chat pair runs every one of :data:`lab.prompts.CHAT_TASKS`
 (:func:`default_tasks`)."""
-# one draft forward per drafted token: Leviathan's model fits
-FORMULA_DRAFTERS = ("model", "eagle", "early-exit", "eagle3")
+FORMULA_DRAFTERS = tuple(name for name, spec in DRAFTER_SPECS.items() if spec.one_forward_per_token)
+"""Drafters with one draft forward per drafted token, in a chain, so Leviathan's α, N, c model predicts their
+speedup (:attr:`lab.registry.DrafterSpec.one_forward_per_token`)."""
 # The efficiency's factors, in the order the prediction's assumptions are replaced by measurements
 # (run_arena's docstring; lesson 12).
 EFFICIENCY_FACTORS = ("acceptance", "drafting", "target_call", "verification", "loop", "prefill")
-DRAFTER_LABELS = {"autoregressive": "autoregressive", "model": "draft model", "ngram": "prompt lookup",
-                  "lookahead": "lookahead", "medusa": "Medusa", "eagle": "EAGLE", "early-exit": "early exit",
-                  "suffix": "suffix decoding", "mtp": "MTP heads", "parallel": "parallel draft (PARD)",
-                  "eagle3": "EAGLE-3",
+DRAFTER_LABELS = {"autoregressive": "autoregressive", **{name: spec.label for name, spec in DRAFTER_SPECS.items()},
                   "adaptive": "draft model, adaptive N"}
+"""Row kind -> its name in tables: the baseline, every drafter's :attr:`lab.registry.DrafterSpec.label`, and the
+draft model with an adaptive N (lesson 12)."""
 
 
 def default_tasks(pair) -> tuple[str, ...]:
@@ -367,33 +367,7 @@ def _load_settings(meter) -> dict:
 
 def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, seed, repeats, drafters,
                     meter) -> dict:
-    geometry = []
-    if "lookahead" in drafters:
-        from lab.drafters import LookaheadDrafter
-
-        la = LookaheadDrafter()
-        geometry.append(f"lookahead W = {la.window}, n-gram {la.ngram}, pool {la.pool_size}")
-    if "medusa" in drafters:
-        from lab.drafters.medusa import DEFAULT_TREE
-
-        geometry.append(f"Medusa {len(DEFAULT_TREE)}-node tree")
-    if "ngram" in drafters:
-        geometry.append(f"prompt lookup n-grams <= 3, N = {n_draft}")
-    if "early-exit" in drafters:
-        layers = pair.target.config.num_hidden_layers
-        geometry.append(f"early exit {max(1, layers // 2)} of {layers} layers")
-    if "suffix" in drafters:
-        from lab.drafters import SuffixDecodingDrafter
-
-        sd = SuffixDecodingDrafter()
-        geometry.append(f"suffix decoding depth {sd.max_depth}, spec factor {sd.max_spec_factor:g}, min prob "
-                        f"{sd.min_token_prob:g}, cache of the conversation's earlier answers")
-    if "mtp" in drafters:
-        from lab.drafters.mtp import MTPDrafter
-
-        geometry.append(f"MTP heads: a chain of {MTPDrafter.from_pretrained(pair).heads.depth}, one per module")
-    if "parallel" in drafters:
-        geometry.append(f"parallel draft: N = {n_draft} tokens from one draft forward (mask tokens)")
+    geometry = [spec.geometry(pair, n_draft) for kind in drafters if (spec := DRAFTER_SPECS[kind]).geometry]
     return {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
             "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
             "prompt_format": _prompt_format(pair), "tasks": list(tasks),

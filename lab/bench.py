@@ -33,7 +33,7 @@ from lab.load_meter import LoadMeter
 from lab.models import synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
 from lab.drafters.eagle import saved_draft_vocab
-from lab.registry import DRAFTERS, check_has_draft, make_drafter
+from lab.registry import DRAFTER_SPECS, DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, check_number, check_sampling_args
 
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
@@ -76,28 +76,21 @@ SAME_POLICY = ("lab speculative, HF's default policy", "HF assisted, its default
 """The two bench rows that draft with :data:`HF_ASSISTED_POLICY` instead of a fixed N: the draft model in the lab's
 loop (``DraftModelDrafter(draft, 20, confidence=0.4)``) and transformers' assisted generation left at its defaults.
 The first row's × HF counterpart is over the second; "lab speculative" and "HF assisted" both draft a fixed N."""
-DRAFTER_METHODS = {
-    "model": ("lab speculative", "HF assisted") + SAME_POLICY,
-    "ngram": ("lab prompt lookup", SAME_RULE, "HF prompt lookup"),
-    "lookahead": ("lab lookahead",), "medusa": ("lab Medusa",), "eagle": ("lab EAGLE",),
-    "early-exit": ("lab early exit",), "suffix": ("lab suffix decoding",), "mtp": ("lab MTP",),
-    "parallel": ("lab parallel",), "eagle3": ("lab EAGLE-3", EAGLE3_TREE),
-}
-"""Each drafter of :data:`lab.registry.DRAFTERS` -> the bench rows that time it (with transformers' counterpart where
-it has one). The rows beyond :data:`BASE_METHODS` and :data:`EXTRA_METHODS` (the draft model with transformers'
-policy, suffix decoding, MTP, the parallel draft and EAGLE-3) run only when ``drafters`` names them, so a plain bench
-times what it always did; but ``python -m lab bench`` on the real pair adds :data:`EAGLE3_TREE` (and :data:`FR_SPEC`)
-to its extras."""
+_COUNTERPARTS = {"model": ("HF assisted",) + SAME_POLICY, "ngram": (SAME_RULE, "HF prompt lookup"),
+                 "eagle3": (EAGLE3_TREE,)}
+DRAFTER_METHODS = {name: (spec.bench_row,) + _COUNTERPARTS.get(name, ()) for name, spec in DRAFTER_SPECS.items()}
+"""Each drafter of :data:`lab.registry.DRAFTERS` -> the bench rows that time it: its own row
+(:attr:`lab.registry.DrafterSpec.bench_row`, the drafter :func:`lab.registry.make_drafter` builds) and, where there
+is one, transformers' counterpart or a variant (the draft model with transformers' policy, prompt lookup with
+transformers' rule, EAGLE-3 on a dynamic tree). The rows beyond :data:`BASE_METHODS` and :data:`EXTRA_METHODS`
+run only when ``drafters`` names them, so a plain bench times what it always did; but ``python -m lab bench`` on
+the real pair adds :data:`EAGLE3_TREE` (and :data:`FR_SPEC`) to its extras."""
 
 
 def bench_rows(extra=(), drafters=None) -> tuple:
     """The methods a bench times, in table order: :data:`BASE_METHODS` plus ``extra`` (names of
     :data:`EXTRA_METHODS`), or, when ``drafters`` is given (checked names, :func:`check_drafters`),
     :data:`BASELINE_METHODS` plus those drafters' rows (:data:`DRAFTER_METHODS`)."""
-    missing = [name for name in DRAFTERS if name not in DRAFTER_METHODS]
-    if missing:  # a drafter added to lab.registry without its bench rows
-        raise ValueError(f"lab.bench.DRAFTER_METHODS has no bench rows for {', '.join(missing)} (every name of "
-                         "lab.registry.DRAFTERS needs its rows there, and their timing in lab.bench._run_bench)")
     if drafters is None:
         wanted = set(BASE_METHODS) | set(extra)
     else:
@@ -387,7 +380,7 @@ def _assistant_policy(assistant, n_draft: int, confidence: float):
 
 def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_draft, drafters=None) -> dict:
     from lab.decode import generate
-    from lab.drafters import DraftModelDrafter, DynamicTree, Eagle3Drafter, LookaheadDrafter, PromptLookupDrafter
+    from lab.drafters import DraftModelDrafter, DynamicTree, Eagle3Drafter, PromptLookupDrafter
     from lab.metrics import alpha_from_steps, summarize_steps
 
     target, draft, eos = pair.target, pair.draft, pair.eos_token_id
@@ -431,25 +424,19 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     # name -> set-up, which returns the run to time on one prompt's ids; the set-up is never timed.
     lookup_tokens = lookup_n_draft  # transformers' prompt lookup drafts as many as ours
     methods = {
+        # every drafter's own row: the drafter the registry builds (DrafterSpec.bench_row)
+        **{spec.bench_row: ours(lambda kind=kind: make_drafter(kind, pair, n_draft))
+           for kind, spec in DRAFTER_SPECS.items()},
         "lab autoregressive": ours(lambda: None),
-        "lab speculative": ours(lambda: DraftModelDrafter(draft, n_draft)),
         FR_SPEC: ours(lambda: DraftModelDrafter(draft, n_draft, draft_vocab=fr_vocab)),
         SAME_POLICY[0]: ours(lambda: DraftModelDrafter(draft, HF_ASSISTED_POLICY[0],
                                                        confidence=HF_ASSISTED_POLICY[1])),
         SAME_POLICY[1]: lambda: lambda ids: _hf_default_policy(ids),
         "HF generate": lambda: hf,
         "HF assisted": lambda: lambda ids: hf(ids, assistant=draft),
-        "lab prompt lookup": ours(lambda: PromptLookupDrafter(n_draft=lookup_tokens)),
+        "lab prompt lookup": ours(lambda: make_drafter("ngram", pair, lookup_tokens)),  # prompt lookup's own N
         SAME_RULE: ours(lambda: PromptLookupDrafter(HF_LOOKUP_RULE[0], lookup_tokens, match=HF_LOOKUP_RULE[1])),
         "HF prompt lookup": lambda: lambda ids: hf(ids, lookup=lookup_tokens),
-        "lab lookahead": ours(LookaheadDrafter),
-        "lab Medusa": ours(lambda: make_drafter("medusa", pair, n_draft)),
-        "lab EAGLE": ours(lambda: make_drafter("eagle", pair, n_draft)),
-        "lab early exit": ours(lambda: make_drafter("early-exit", pair, n_draft)),
-        "lab suffix decoding": ours(lambda: make_drafter("suffix", pair, n_draft)),
-        "lab MTP": ours(lambda: make_drafter("mtp", pair, n_draft)),
-        "lab parallel": ours(lambda: make_drafter("parallel", pair, n_draft)),
-        "lab EAGLE-3": ours(lambda: make_drafter("eagle3", pair, n_draft)),
         EAGLE3_TREE: ours(lambda: Eagle3Drafter.from_pretrained(pair, tree=DynamicTree(*EAGLE3_TREE_SHAPE))),
     }
     untimed = [name for name in rows if name not in methods]

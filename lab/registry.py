@@ -1,20 +1,203 @@
-"""The drafter registry: drafter names -> drafters (layer 4).
+"""The drafter registry: one record per drafting method (layer 4).
 
-One place maps the names the command line (``--drafter``), the bench, the arena and the race widget use to the
-drafter classes of :mod:`lab.drafters`, and says which drafters a pair can have: Medusa heads and EAGLE drafts
-were trained for some pairs only (:data:`TRAINED_FOR`), an early exit needs Llama layers (GPT-2 has none), and the
-draft-model drafter needs a draft model.
+Each drafting method the course builds has one :class:`DrafterSpec` here: the name the command line
+(``--drafter``), the bench, the arena and the race widget use, the label tables print, how it is built, what sets
+its draft length, which pairs have its trained weights, and what the arena says about its geometry. The tuples and
+tables other modules read (:data:`DRAFTERS`, :data:`OWN_DRAFT`, :data:`TRAINED_FOR`, ``lab.arena.DRAFTER_LABELS``,
+``lab.arena.FORMULA_DRAFTERS``, ``lab.bench.DRAFTER_METHODS``) are derived from these records, so a new drafter is
+one record (README, "Adding a drafting method").
 
 Importing this module is cheap (no torch): the drafter classes are imported when a drafter is built, so that
 ``python -m lab --help`` and the option checks stay fast.
 """
 from __future__ import annotations
 
-__all__ = ["DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft", "make_drafter", "own_draft_reason",
-           "try_drafter", "drafter_problem", "pair_has", "untrained_reason"]
+from dataclasses import dataclass
+from typing import Callable
 
-DRAFTERS = ("model", "ngram", "lookahead", "medusa", "eagle", "early-exit", "suffix", "mtp", "parallel", "eagle3")
+__all__ = ["DrafterSpec", "DRAFTER_SPECS", "drafter_spec", "DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft",
+           "make_drafter", "own_draft_reason", "try_drafter", "drafter_problem", "pair_has", "untrained_reason"]
+
+_OFFLINE_PAIRS = ("shakespeare", "smollm2-135m")  # the pairs whose trained weights are committed under lab/assets
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """What the course knows about one drafting method, in one place.
+
+    - ``name``: the ``--drafter`` name (lowercase, no spaces), the key of :data:`DRAFTER_SPECS`.
+    - ``label``: the method's name in tables (arena, bench, race).
+    - ``build(pair, n_draft)``: a fresh drafter for a :class:`lab.models.ModelPair` drafting ``n_draft`` tokens a
+      step (ignored when ``own_draft`` is set); raises as :func:`make_drafter` documents.
+    - ``bench_row``: the ``python -m lab bench`` row that times ``build`` (``lab.bench.DRAFTER_METHODS`` adds
+      transformers' counterparts where they exist).
+    - ``own_draft``: what sets the draft when N does not apply (a phrase completed by "what it drafts"), or None.
+    - ``trained_for``: the pairs whose weights for it are committed (``lab/assets/<pair>/...``); empty when it needs
+      no trained weights.
+    - ``one_forward_per_token``: one draft forward per drafted token, in a chain, so Leviathan's α, N, c model
+      predicts its speedup (the arena's "alpha, N, c" prediction).
+    - ``keeps_outputs``: it carries what earlier generations produced into the next (a cache of outputs), so a
+      warm-up must use a fresh one.
+    - ``geometry(pair, n_draft)``: the arena's one-line description of its shape, or None when N says it all.
+    """
+    name: str
+    label: str
+    build: Callable
+    bench_row: str
+    own_draft: str | None = None
+    trained_for: tuple = ()
+    one_forward_per_token: bool = False
+    keeps_outputs: bool = False
+    geometry: Callable | None = None
+
+
+def _draft_model(pair, n_draft, confidence=None):
+    from lab.drafters import DraftModelDrafter
+    from lab.drafters.base import check_pair
+
+    check_pair(pair, "make_drafter")
+    if pair.draft is None:
+        raise ValueError(f"the {pair.name!r} pair has no draft model yet; draft with ngram (prompt lookup), "
+                         "lookahead or early-exit, which need none")
+    return DraftModelDrafter(pair.draft, n_draft=n_draft, confidence=confidence)
+
+
+def _prompt_lookup(pair, n_draft):
+    from lab.drafters import PromptLookupDrafter
+
+    return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
+
+
+def _lookahead(pair, n_draft):  # the target drafts for itself
+    from lab.drafters import LookaheadDrafter
+
+    return LookaheadDrafter()
+
+
+def _lookahead_geometry(pair, n_draft):
+    from lab.drafters import LookaheadDrafter
+
+    la = LookaheadDrafter()
+    return f"lookahead W = {la.window}, n-gram {la.ngram}, pool {la.pool_size}"
+
+
+def _medusa(pair, n_draft):  # the tree fixes the draft
+    from lab.drafters.medusa import MedusaDrafter
+
+    return MedusaDrafter.from_pretrained(pair)
+
+
+def _medusa_geometry(pair, n_draft):
+    from lab.drafters.medusa import DEFAULT_TREE
+
+    return f"Medusa {len(DEFAULT_TREE)}-node tree"
+
+
+def _eagle(pair, n_draft):
+    from lab.drafters.eagle import EagleDrafter
+
+    return EagleDrafter.from_pretrained(pair, n_draft=n_draft)
+
+
+def _exit_layers(pair) -> int:
+    return max(1, pair.target.config.num_hidden_layers // 2)
+
+
+def _early_exit(pair, n_draft):
+    from lab.drafters.early_exit import EarlyExitDrafter
+
+    return EarlyExitDrafter(pair.target, num_layers=_exit_layers(pair), n_draft=n_draft)
+
+
+def _suffix(pair, n_draft):
+    from lab.drafters.suffix import SuffixDecodingDrafter
+    from lab.prompts import assistant_turns
+
+    quoted = (lambda ids: assistant_turns(pair, ids)) if getattr(pair, "has_chat_template", False) else None
+    return SuffixDecodingDrafter(prompt_outputs=quoted)
+
+
+def _suffix_geometry(pair, n_draft):
+    from lab.drafters import SuffixDecodingDrafter
+
+    sd = SuffixDecodingDrafter()
+    return (f"suffix decoding depth {sd.max_depth}, spec factor {sd.max_spec_factor:g}, min prob "
+            f"{sd.min_token_prob:g}, cache of the conversation's earlier answers")
+
+
+def _mtp(pair, n_draft):
+    from lab.drafters.mtp import MTPDrafter
+
+    return MTPDrafter.from_pretrained(pair)
+
+
+def _mtp_geometry(pair, n_draft):
+    return f"MTP heads: a chain of {_mtp(pair, n_draft).heads.depth}, one per module"
+
+
+def _parallel(pair, n_draft):
+    from lab.drafters.parallel import ParallelDrafter
+
+    return ParallelDrafter.from_pretrained(pair, n_draft=n_draft)
+
+
+def _eagle3(pair, n_draft):
+    from lab.drafters.eagle3 import Eagle3Drafter
+
+    return Eagle3Drafter.from_pretrained(pair, n_draft=n_draft)
+
+
+DRAFTER_SPECS = {spec.name: spec for spec in (
+    # the pair's own draft model (lessons 04-06); the only drafter that takes a confidence stop
+    DrafterSpec("model", "draft model", _draft_model, "lab speculative", one_forward_per_token=True),
+    # prompt lookup (lesson 08): n-grams of the context, no draft model
+    DrafterSpec("ngram", "prompt lookup", _prompt_lookup, "lab prompt lookup",
+                geometry=lambda pair, n: f"prompt lookup n-grams <= 3, N = {n}"),
+    # Lookahead decoding (lesson 09): Jacobi iteration of the target's own n-grams
+    DrafterSpec("lookahead", "lookahead", _lookahead, "lab lookahead", own_draft="its window W and n-gram size set",
+                geometry=_lookahead_geometry),
+    # Medusa heads + tree attention (lesson 10)
+    DrafterSpec("medusa", "Medusa", _medusa, "lab Medusa", own_draft="its tree of candidates sets",
+                trained_for=_OFFLINE_PAIRS, geometry=_medusa_geometry),
+    # EAGLE feature-space draft (lesson 11), a chain of N
+    DrafterSpec("eagle", "EAGLE", _eagle, "lab EAGLE", trained_for=_OFFLINE_PAIRS, one_forward_per_token=True),
+    # the target's first half of layers + its own head (lesson 10)
+    DrafterSpec("early-exit", "early exit", _early_exit, "lab early exit", one_forward_per_token=True,
+                geometry=lambda pair, n: (f"early exit {_exit_layers(pair)} of "
+                                          f"{pair.target.config.num_hidden_layers} layers")),
+    # suffix decoding (lesson 08): suffix tries over this request and earlier outputs; see make_drafter
+    DrafterSpec("suffix", "suffix decoding", _suffix, "lab suffix decoding",
+                own_draft="the length of its longest match sets", keeps_outputs=True, geometry=_suffix_geometry),
+    # DeepSeek-V3-style multi-token-prediction heads (lesson 11): a chain of one token per module
+    DrafterSpec("mtp", "MTP heads", _mtp, "lab MTP", own_draft="its number of modules (one token each) sets",
+                trained_for=_OFFLINE_PAIRS, geometry=_mtp_geometry),
+    # PARD (lesson 09): a draft adapted to propose N tokens in one forward (mask tokens)
+    DrafterSpec("parallel", "parallel draft (PARD)", _parallel, "lab parallel", trained_for=_OFFLINE_PAIRS,
+                geometry=lambda pair, n: f"parallel draft: N = {n} tokens from one draft forward (mask tokens)"),
+    # EAGLE-3 (lesson 11): fused low/middle/high target layers, a reduced draft vocabulary (d2t); a chain
+    DrafterSpec("eagle3", "EAGLE-3", _eagle3, "lab EAGLE-3", trained_for=_OFFLINE_PAIRS, one_forward_per_token=True),
+)}
+"""Every drafting method, name -> :class:`DrafterSpec`, in the order tables list them."""
+
+DRAFTERS = tuple(DRAFTER_SPECS)
 """Every drafter name :func:`make_drafter` builds (the ``--drafter`` choices)."""
+
+OWN_DRAFT = tuple(name for name, spec in DRAFTER_SPECS.items() if spec.own_draft)
+"""Drafters whose own geometry (Lookahead's window, Medusa's tree, the MTP heads' depth, suffix decoding's match)
+sets what they draft: N does not apply."""
+
+TRAINED_FOR = {name: spec.trained_for for name, spec in DRAFTER_SPECS.items() if spec.trained_for}
+"""Drafters whose weights are trained for one target, and the pairs that have them committed
+(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``, ``.../eagle3``). Both offline pairs
+have all five; a hub pair has none."""
+
+
+def drafter_spec(kind: str) -> DrafterSpec:
+    """The :class:`DrafterSpec` of drafter ``kind``; ``ValueError`` listing :data:`DRAFTERS` for an unknown one."""
+    try:
+        return DRAFTER_SPECS[kind]
+    except (KeyError, TypeError):  # TypeError: an unhashable kind
+        raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}") from None
 
 
 def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None):
@@ -42,77 +225,19 @@ def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None)
     (:func:`lab.prompts.assistant_turns`) into its cache at reset, as the engine that generated them (vLLM's global
     suffix cache) would hold them. To carry outputs across a conversation yourself, reuse one
     :class:`lab.drafters.SuffixDecodingDrafter` or share a :class:`lab.drafters.suffix.SuffixCache`."""
-    from lab.drafters import DraftModelDrafter, LookaheadDrafter, PromptLookupDrafter
-
-    if confidence is not None and kind != "model" and kind in DRAFTERS:  # an unknown kind gets its own error below
-        raise ValueError(f"confidence applies to the draft model (kind 'model') only, got kind {kind!r}")
-    if kind == "model":
-        from lab.drafters.base import check_pair
-
-        check_pair(pair, "make_drafter")
-        if pair.draft is None:
-            raise ValueError(f"the {pair.name!r} pair has no draft model yet; draft with ngram (prompt lookup), "
-                             "lookahead or early-exit, which need none")
-        return DraftModelDrafter(pair.draft, n_draft=n_draft, confidence=confidence)
-    if kind == "ngram":  # prompt lookup (lesson 08): no draft model
-        return PromptLookupDrafter(max_ngram=3, n_draft=n_draft)
-    if kind == "lookahead":  # Lookahead decoding (lesson 09): the target drafts for itself; n_draft is not used
-        return LookaheadDrafter()
-    if kind == "medusa":  # Medusa heads + tree attention (lesson 10); the tree fixes the draft length
-        from lab.drafters.medusa import MedusaDrafter
-
-        return MedusaDrafter.from_pretrained(pair)
-    if kind == "eagle":  # EAGLE feature-space draft (lesson 11), chain of n_draft
-        from lab.drafters.eagle import EagleDrafter
-
-        return EagleDrafter.from_pretrained(pair, n_draft=n_draft)
-    if kind == "early-exit":  # the target's first half of layers + its own head (lesson 10)
-        from lab.drafters.early_exit import EarlyExitDrafter
-
-        return EarlyExitDrafter(pair.target, num_layers=max(1, pair.target.config.num_hidden_layers // 2),
-                                n_draft=n_draft)
-    if kind == "suffix":  # suffix decoding (lesson 08): suffix tries over this request and earlier outputs
-        from lab.drafters.suffix import SuffixDecodingDrafter
-        from lab.prompts import assistant_turns
-
-        quoted = (lambda ids: assistant_turns(pair, ids)) if getattr(pair, "has_chat_template", False) else None
-        return SuffixDecodingDrafter(prompt_outputs=quoted)
-    if kind == "mtp":  # DeepSeek-V3-style multi-token-prediction heads: a chain of one token per module (D)
-        from lab.drafters.mtp import MTPDrafter
-
-        return MTPDrafter.from_pretrained(pair)
-    if kind == "parallel":  # PARD: a draft adapted to propose n_draft tokens in one forward (mask tokens)
-        from lab.drafters.parallel import ParallelDrafter
-
-        return ParallelDrafter.from_pretrained(pair, n_draft=n_draft)
-    if kind == "eagle3":  # EAGLE-3: fused low/middle/high target layers, a reduced draft vocabulary (d2t); a chain
-        from lab.drafters.eagle3 import Eagle3Drafter
-
-        return Eagle3Drafter.from_pretrained(pair, n_draft=n_draft)
-    raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}")
-
-
-OWN_DRAFT = ("lookahead", "medusa", "suffix", "mtp")
-"""Drafters whose own geometry (Lookahead's window, Medusa's tree, the MTP heads' depth) sets what they draft: N
-does not apply."""
+    spec = drafter_spec(kind)
+    if confidence is not None:
+        if kind != "model":
+            raise ValueError(f"confidence applies to the draft model (kind 'model') only, got kind {kind!r}")
+        return spec.build(pair, n_draft, confidence=confidence)
+    return spec.build(pair, n_draft)
 
 
 def own_draft_reason(kind: str) -> str | None:
     """What sets the draft of drafter ``kind`` when it is one of :data:`OWN_DRAFT` (so N does not apply), else
     None."""
-    if kind not in OWN_DRAFT:
-        return None
-    return {"lookahead": "its window W and n-gram size set", "medusa": "its tree of candidates sets",
-            "suffix": "the length of its longest match sets",
-            "mtp": "its number of modules (one token each) sets"}[kind] + " what it drafts"
-
-
-TRAINED_FOR = {"medusa": ("shakespeare", "smollm2-135m"), "eagle": ("shakespeare", "smollm2-135m"),
-               "mtp": ("shakespeare", "smollm2-135m"),
-               "parallel": ("shakespeare", "smollm2-135m"), "eagle3": ("shakespeare", "smollm2-135m")}
-"""Drafters whose weights are trained for one target, and the pairs that have them committed
-(``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``, ``.../eagle3``). Both offline pairs
-have all five; a hub pair has none."""
+    spec = DRAFTER_SPECS.get(kind)
+    return f"{spec.own_draft} what it drafts" if spec is not None and spec.own_draft else None
 
 
 def untrained_reason(kind: str, pair_name: str) -> str | None:

@@ -53,7 +53,7 @@ from lab.decode import generate
 from lab.detok import show_controls
 from lab.load_meter import LoadMeter
 from lab.drafters.base import check_pair
-from lab.registry import DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
+from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
@@ -67,8 +67,6 @@ _MAX_N = 16
 _MAX_TOKENS = 400
 _MAX_TEMPERATURE = 2.0
 _DONE = object()  # a side's thread puts this on its queue when its generation ended (or failed)
-# Drafters that carry what earlier generations produced into the next one (suffix decoding's cache of outputs).
-_KEEPS_OUTPUTS = ("suffix",)
 # While a race runs the kernel handles no click, so a Stop button could not be heard: the kernel's interrupt stops it.
 _TO_STOP = "<small>(to stop: interrupt the kernel, \u25a0 or I, I; under Voila, reload the page)</small>"
 _STOPPED = "stopped (interrupted); press Race to run again"
@@ -363,7 +361,7 @@ class RaceDashboard(w.VBox):
         # A drafter that keeps earlier outputs (suffix decoding's cache) must not see the warm-up's: it would start
         # the race with the answer's first tokens cached. A fresh one of the same kind warms the same code.
         warm_drafter = (self._new_drafter(settings["drafter"], settings["n_draft"])
-                        if settings["drafter"] in _KEEPS_OUTPUTS else drafter)
+                        if DRAFTER_SPECS[settings["drafter"]].keeps_outputs else drafter)
         for warm in (None, warm_drafter):  # first calls pay one-off costs (allocations, kernels): off the clock
             generate(pair.target, prompt_ids, drafter=warm,
                      **{**options, "max_new_tokens": warm_tokens, "record_probs": False})

@@ -95,9 +95,10 @@ class Drafter(Protocol):
     :class:`lab.drafters.DraftModelDrafter` does, rather than draft from a stale context.
 
     Adding a drafting method: one module in ``lab/drafters/`` behind this protocol, exported from
-    :mod:`lab.drafters`; its name and factory in :mod:`lab.registry` (``DRAFTERS``, ``make_drafter``, and
-    ``OWN_DRAFT`` / ``TRAINED_FOR`` where they apply), a row in :data:`lab.bench.DRAFTER_METHODS` and a label in
-    :data:`lab.arena.DRAFTER_LABELS`; then the oracles every drafter passes (README, "Adding a drafting method").
+    :mod:`lab.drafters`; one :class:`lab.registry.DrafterSpec` record in :data:`lab.registry.DRAFTER_SPECS` (name,
+    label, how to build it, its bench row, what sets its draft, the pairs it is trained for), from which the command
+    line, bench, arena and race tables are derived; then the oracles every drafter passes (README, "Adding a
+    drafting method").
     """
 
     def reset(self, prompt_ids: list) -> None:

@@ -166,25 +166,48 @@ def test_a_missing_committed_asset_of_the_real_pair_raises_instead_of_leaving_th
                                               "'shakespeare', 'smollm2-135m'; pass directory= for heads of your own")
 
 
-def test_every_table_of_drafters_covers_the_registry(monkeypatch):
-    """A drafter added to lab.registry.DRAFTERS needs its bench rows, its arena label and the README's --drafter
-    list: each is checked here, in one place (a contributor's new drafter reached bench_rows as a bare KeyError),
-    and a drafter without bench rows is named by the error bench_rows raises."""
+def test_every_table_of_drafters_is_derived_from_the_registry_records(pair):
+    """One DrafterSpec per drafter: the bench's rows, the arena's labels, formula drafters and geometry, the race's
+    fresh warm-up drafter and the tuples OWN_DRAFT / TRAINED_FOR all come from its fields (a contributor who added a
+    drafter had to edit eight tables by hand). The README's --drafter list is prose and is checked here."""
     import re
     from pathlib import Path
 
     import lab.bench as bench
-    import lab.registry as registry
-    from lab.arena import DRAFTER_LABELS
+    from lab.arena import DRAFTER_LABELS, FORMULA_DRAFTERS, _arena_settings
+    from lab.registry import DRAFTER_SPECS, drafter_spec
 
+    assert tuple(DRAFTER_SPECS) == DRAFTERS and all(spec.name == name for name, spec in DRAFTER_SPECS.items())
+    assert OWN_DRAFT == ("lookahead", "medusa", "suffix", "mtp")
+    assert TRAINED_FOR == {kind: ("shakespeare", "smollm2-135m")
+                           for kind in ("medusa", "eagle", "mtp", "parallel", "eagle3")}
+    assert FORMULA_DRAFTERS == ("model", "eagle", "early-exit", "eagle3")
+    assert [name for name, spec in DRAFTER_SPECS.items() if spec.keeps_outputs] == ["suffix"]
     assert tuple(bench.DRAFTER_METHODS) == DRAFTERS
-    assert set(DRAFTERS) <= set(DRAFTER_LABELS)
+    assert bench.DRAFTER_METHODS["model"] == ("lab speculative", "HF assisted") + bench.SAME_POLICY
+    assert bench.DRAFTER_METHODS["eagle3"] == ("lab EAGLE-3", bench.EAGLE3_TREE)
+    rows = [row for name in DRAFTERS for row in bench.DRAFTER_METHODS[name]]
+    assert len(rows) == len(set(rows))  # a row times one drafter
+    assert DRAFTER_LABELS["mtp"] == "MTP heads" and set(DRAFTERS) <= set(DRAFTER_LABELS)
+    assert drafter_spec("eagle").label == "EAGLE"
+    with pytest.raises(ValueError, match="unknown drafter 'bigram'; choose from model, ngram, lookahead"):
+        drafter_spec("bigram")
+    settings = _arena_settings(pair, ("prose",), (0.0,), 4, 1, 3, 0, 1, ("ngram", "early-exit", "parallel"),
+                               _QuietMeter())
+    assert settings["geometry"] == ("prompt lookup n-grams <= 3, N = 3; early exit 3 of 6 layers; parallel draft: "
+                                    "N = 3 tokens from one draft forward (mask tokens)")
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     listed = re.search(r"`python -m lab demo` takes `--drafter ([a-z0-9|-]+)`", readme).group(1).split("|")
     assert tuple(listed) == DRAFTERS
     words = {8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
     assert f"any of the {words[len(DRAFTERS)]} of" in readme
-    monkeypatch.setattr(bench, "DRAFTERS", DRAFTERS + ("bigram",))
-    with pytest.raises(ValueError, match="DRAFTER_METHODS has no bench rows for bigram"):
-        bench.bench_rows()
-    assert registry.DRAFTERS == DRAFTERS  # the registry itself was left alone
+
+
+class _QuietMeter:
+    def summary(self):
+        return {"load_average": [0.0, 0.0], "other_cores": 0.0}
+
+    busy = False
+
+    def note(self):
+        return ""
