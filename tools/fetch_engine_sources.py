@@ -32,6 +32,8 @@ PACKAGES = {
         "vllm/config/speculative.py": "vllm/config/speculative.py",
         "vllm/v1/spec_decode/metrics.py": "vllm/v1/spec_decode/metrics.py",
         "vllm/sampling_params.py": "vllm/sampling_params.py",
+        **{f"vllm/v1/worker/gpu/spec_decode/suffix/{p}": f"vllm/v1/worker/gpu/spec_decode/suffix/{p}"
+           for p in ("speculator.py", "config.py")},
         "vllm-0.34.0.dist-info/licenses/LICENSE": "LICENSE"}),
     "sglang-0.5.23": (["sglang==0.5.23", "--only-binary", ":all:", "--python-version", "3.11", "--platform",
                        "manylinux_2_34_x86_64"], {
@@ -43,6 +45,7 @@ PACKAGES = {
     "llama.cpp-from-llama-cpp-python-0.3.36": (["llama-cpp-python==0.3.36", "--no-binary", ":all:"], {
         "llama_cpp_python-0.3.36/vendor/llama.cpp/common/arg.cpp": "common/arg.cpp",
         "llama_cpp_python-0.3.36/vendor/llama.cpp/common/speculative.cpp": "common/speculative.cpp",
+        "llama_cpp_python-0.3.36/vendor/llama.cpp/common/common.h": "common/common.h",
         "llama_cpp_python-0.3.36/vendor/llama.cpp/LICENSE": "LICENSE"}),
 }
 TRTLLM_SKELETON = DATA / "tensorrt-llm-0004396" / "tensorrt_llm" / "llmapi" / "llm_args_speculative.py"
@@ -57,9 +60,21 @@ def sha256(data: bytes) -> str:
 
 
 def pinned_hashes() -> dict:
-    """README row's file name -> sha256, as the README lists them (``name`` hash pairs)."""
-    text = (DATA / "README.md").read_text(encoding="utf-8")
-    return dict(re.findall(r"`([^`]+)`(?: \([^)]*\))? ([0-9a-f]{64})", text))
+    """folder -> {file name as its README row gives it -> sha256} (``name`` hash pairs; ``.../x.py`` names a file by
+    its tail)."""
+    out = {}
+    for line in (DATA / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            cells = line.split("|")
+            out[cells[1].strip().strip("`").rstrip("/")] = dict(
+                re.findall(r"`([^`]+)`(?: \([^)]*\))? ([0-9a-f]{64})", cells[4]))
+    return out
+
+
+def readme_hash(row: dict, dest: str):
+    """The sha256 the README row gives for the file ``dest`` of its folder, None when the row does not list it."""
+    return row.get(dest) or next((h for name, h in row.items()
+                                  if name.startswith(".../") and dest.endswith(name[3:])), None)
 
 
 def read_members(archive: Path, wanted: dict) -> dict:
@@ -121,7 +136,7 @@ def main(argv=None) -> int:
             for folder, (pip_args, wanted) in PACKAGES.items():
                 for dest, data in fetch(folder, pip_args, wanted, Path(work)).items():
                     path = DATA / folder / dest
-                    expected = hashes.get(dest) or hashes.get(dest.rsplit("/", 1)[-1])
+                    expected = readme_hash(hashes.get(folder, {}), dest)
                     same = path.is_file() and path.read_bytes() == data
                     print(f"  {dest}: {'ok' if same else 'DIFFERS'} (sha256 {sha256(data)}, README {expected})")
                     bad += not same

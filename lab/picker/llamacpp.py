@@ -30,7 +30,7 @@ LLAMACPP_SPEC_TYPES = {"draft_model": "draft-simple", "eagle": "draft-eagle3", "
 
 NGRAM_MOD_MATCH = 16
 """``--spec-ngram-mod-n-match`` for suffix decoding's ngram-mod: how many trailing tokens must recur before it drafts.
-Its default (24, ``common/common.h`` of the same vendored tree, not among the pinned files) waits for a long exact
+Its default (24, ``common/common.h`` of the same vendored tree, pinned beside it) waits for a long exact
 match, where suffix decoding drafts from a match of any length; 16 is the shortest ``speculative.cpp`` takes without
 its warning ("ngram_mod n_match=%d is too small - poor quality is possible", ``common_speculative_impl_ngram_mod``),
 since the pool hashes the n-gram and shorter ones collide."""

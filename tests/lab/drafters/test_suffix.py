@@ -1,7 +1,10 @@
 """Suffix decoding (lab.drafters.suffix): the counted suffix trie, the pattern match, the frequency-scored speculation
 tree and its adaptive size, the cache of earlier outputs (shared, first in first out), and the oracles every drafter
 must pass: greedy parity token for token, EOS inside a block, exact max_new_tokens, the first speculated token
-distributed as the target's (a deterministic tree: verified as one-hot), then greedy parity on the real pair."""
+distributed as the target's (a deterministic tree: verified as one-hot), then greedy parity on the real pair; the
+defaults, read in vLLM 0.34.0's SpeculativeConfig (tests/data/engines/vllm-0.34.0)."""
+import inspect
+
 import pytest
 import torch
 
@@ -13,6 +16,7 @@ from lab.metrics import chi_square
 from lab.models import forward, new_cache
 from tests.helpers import next_token_probs
 from tests.lab.drafters.lookup_cases import MAX_NEW, PROMPTS, REPEATED
+from tests.lab.picker.engine_sources import vllm_source
 
 
 def test_tree_counts_every_substring_up_to_its_depth():
@@ -411,3 +415,20 @@ def test_a_second_update_before_the_next_propose_accepts_nothing():
         drafter.update(1, 8)  # was checked against the used draft
     drafter.update(0, 8)
     assert drafter._tokens[-4:] == [3, 4, 7, 8]
+
+
+def test_the_defaults_are_vllms_suffix_decoding_settings():
+    """The module docstring's defaults are vLLM's SpeculativeConfig defaults, read in the pinned vllm/config/
+    speculative.py (suffix_decoding_max_tree_depth 24, _max_cached_requests 10000, _max_spec_factor 1.0,
+    _min_token_prob 0.1; the last two deprecated there, kept here for the paper's rule)."""
+    config = vllm_source().defaults
+    drafter = inspect.signature(SuffixDecodingDrafter).parameters
+    cache = inspect.signature(SuffixCache).parameters
+    for ours, field in ((drafter["max_depth"], "max_tree_depth"), (cache["max_depth"], "max_tree_depth"),
+                        (cache["max_cached_requests"], "max_cached_requests"),
+                        (drafter["max_spec_factor"], "max_spec_factor"), (drafter["min_token_prob"], "min_token_prob")):
+        assert ours.default == config[f"suffix_decoding_{field}"], (ours.name, field)
+    assert inspect.signature(SuffixTree).parameters["max_depth"].default == config["suffix_decoding_max_tree_depth"]
+    built = SuffixDecodingDrafter()
+    assert (built.max_depth, built.cache.max_cached_requests) == (  # a private cache gets them too
+        config["suffix_decoding_max_tree_depth"], config["suffix_decoding_max_cached_requests"])

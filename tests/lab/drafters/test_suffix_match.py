@@ -2,7 +2,9 @@
 with n-grams up to the tree depth, held to lab.drafters.prompt_lookup.ngram_lookup), the corpus of earlier outputs
 (keys of 4 and 2 tokens, the 8 newest outputs per key, token-by-token voting, first in first out by tokens), which
 source drafts, and the oracles: greedy parity token for token, EOS inside a block, exact max_new_tokens, the first
-speculated token distributed as the target's (verified as one-hot)."""
+speculated token distributed as the target's (verified as one-hot); the defaults and constants, read in vLLM
+0.34.0's own suffix speculator (tests/data/engines/vllm-0.34.0)."""
+import inspect
 import random
 
 import pytest
@@ -12,11 +14,12 @@ from lab.decode import autoregressive, generate
 from lab.drafters import SuffixMatchDrafter
 from lab.drafters.base import DraftRequest
 from lab.drafters.prompt_lookup import ngram_lookup
-from lab.drafters.suffix_match import BUCKET_SLOTS, SuffixCorpus, longest_match
+from lab.drafters.suffix_match import _KEY_LENGTHS, BUCKET_SLOTS, PROMPT_CONTEXT, SuffixCorpus, longest_match
 from lab.metrics import chi_square
 from lab.models import forward, new_cache
 from tests.helpers import next_token_probs
 from tests.lab.drafters.lookup_cases import MAX_NEW, PROMPTS, REPEATED
+from tests.lab.picker.engine_sources import vllm_source, vllm_suffix_source
 
 
 def test_longest_match_takes_the_longest_then_the_latest():
@@ -299,3 +302,28 @@ def test_update_checks_its_counts_and_reset_checks_before_ending_the_generation(
     drafter.finish()
     stored = [3, 4, 1] + [2, 3, 4, 7]  # the prompt's last 3 tokens, then the output from the prefill's token on
     assert stored in drafter.corpus and 2.7 not in drafter.corpus and [3.0, 4, 1, 2, 3, 4, 7] not in drafter.corpus
+
+
+def test_the_defaults_and_constants_are_vllm_0_34s():
+    """Read in the pinned vLLM 0.34.0 wheel: the tree depth (24, SpeculativeConfig in vllm/config/speculative.py) is
+    the longest match; N, when unset, is what SuffixSpeculatorConfig.configure sets (min(8, depth), suffix/config.py,
+    checked at every depth); the speculator reads both from those settings and launches its kernels with them; the
+    corpus holds suffix_decoding_corpus_tokens (2**20); and the prompt context, the slots per key and the key lengths
+    are suffix/speculator.py's (_PROMPT_CONTEXT 3, _BUCKET_SLOTS 8, keys of the last 4 and 2 tokens)."""
+    config, suffix = vllm_source().defaults, vllm_suffix_source()
+    depth = inspect.signature(SuffixMatchDrafter).parameters["max_depth"].default
+    assert depth == inspect.signature(longest_match).parameters["max_depth"].default
+    assert depth == config["suffix_decoding_max_tree_depth"] == 24
+    assert SuffixMatchDrafter().n_draft == suffix.default_n_draft(depth) == 8
+    for max_depth in range(suffix.min_depth, 40):
+        assert SuffixMatchDrafter(max_depth=max_depth).n_draft == suffix.default_n_draft(max_depth), max_depth
+    with pytest.raises(ValueError, match=f"max_depth must be an integer >= {suffix.min_depth}"):
+        SuffixMatchDrafter(max_depth=suffix.min_depth - 1)  # configure refuses it too
+    assert suffix.reads["max_depth"] == "spec.suffix_decoding_max_tree_depth"
+    assert suffix.reads["num_speculative_steps"] == "spec.num_speculative_tokens"
+    assert suffix.launches == {"MAX_DEPTH": {"self.max_depth"}, "K": {"self.num_speculative_steps"}}
+    assert inspect.signature(SuffixCorpus).parameters["capacity"].default == config["suffix_decoding_corpus_tokens"]
+    assert suffix.reads["corpus_len"].startswith("spec.suffix_decoding_corpus_tokens ")
+    assert (PROMPT_CONTEXT, BUCKET_SLOTS) == (suffix.constants["_PROMPT_CONTEXT"], suffix.constants["_BUCKET_SLOTS"])
+    assert _KEY_LENGTHS == suffix.key_lengths
+    assert PROMPT_CONTEXT == max(_KEY_LENGTHS) - 1  # the reason speculator.py gives for 3

@@ -8,8 +8,10 @@ and method names each engine accepts, read from the source rather than copied in
   literal (``ast``, on the course's skeleton of ``llm_args.py``).
 - vLLM and SGLang: module constants of their ``sampling_params.py`` (``_SAMPLING_EPS``), and the temperature
   bound vLLM's ``SamplingParams._verify_args`` enforces.
+- vLLM's GPU suffix speculator: the ``num_speculative_tokens`` default its config sets, the settings it reads, its
+  module constants and the lengths of the keys its corpus index uses (``ast``).
 - llama.cpp: every flag string of the ``add_opt(common_arg({...}))`` table, minus the removed ones, and the
-  ``--spec-type`` names (regular expressions on the C++ text).
+  ``--spec-type`` names (regular expressions on the C++ text); the member defaults of a ``common.h`` struct.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 from pathlib import Path
 
 ENGINES = Path(__file__).resolve().parents[2] / "data" / "engines"
@@ -26,6 +29,7 @@ TRTLLM_FILE = ENGINES / "tensorrt-llm-0004396" / "tensorrt_llm" / "llmapi" / "ll
 LLAMACPP_ROOT = ENGINES / "llama.cpp-from-llama-cpp-python-0.3.36" / "common"
 VLLM_SAMPLING_FILE = ENGINES / "vllm-0.34.0" / "vllm" / "sampling_params.py"
 SGLANG_SAMPLING_FILE = SGLANG_ROOT / "sampling" / "sampling_params.py"
+VLLM_SUFFIX_ROOT = ENGINES / "vllm-0.34.0" / "vllm" / "v1" / "worker" / "gpu" / "spec_decode" / "suffix"
 
 
 # --- Python helpers ---------------------------------------------------------------------------------------------------
@@ -136,6 +140,67 @@ def vllm_source(path: Path = VLLM_FILE) -> VllmSource:
     return VllmSource(frozenset(keys), _resolve_literal(aliases, "SpeculativeMethod"),
                       _resolve_literal(aliases, "DraftSampleMethod"),
                       _resolve_literal(aliases, "RejectionSampleMethod"), defaults)
+
+
+# --- vLLM's GPU suffix speculator ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VllmSuffixSource:
+    default_n_draft_rule: str  # what SuffixSpeculatorConfig.configure sets num_speculative_tokens to when it is unset
+    min_depth: int           # the smallest suffix_decoding_max_tree_depth configure accepts
+    reads: dict              # SuffixSpeculator attribute -> the expression __init__ sets it from (``spec.<field>``)
+    launches: dict           # kernel keyword (MAX_DEPTH, K) -> the set of expressions propose passes as it
+    constants: dict          # module-level int constants of speculator.py (_BUCKET_SLOTS, _PROMPT_CONTEXT, ...)
+    key_lengths: tuple       # the lengths of the keys the ingest kernel indexes each position under, longest first
+
+    def default_n_draft(self, max_tree_depth: int) -> int:
+        """``num_speculative_tokens`` as vLLM sets it when the user leaves it unset, for this tree depth (the rule
+        evaluated with ``min``/``max`` only)."""
+        spec = SimpleNamespace(suffix_decoding_max_tree_depth=max_tree_depth)
+        code = compile(self.default_n_draft_rule, "<configure>", "eval")
+        return eval(code, {"__builtins__": {"min": min, "max": max}}, {"spec": spec})
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef:
+    return next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+@functools.lru_cache(maxsize=None)
+def vllm_suffix_source(root: Path = VLLM_SUFFIX_ROOT) -> VllmSuffixSource:
+    configure = _method(_class(_tree(root / "config.py"), "SuffixSpeculatorConfig"), "configure")
+    (unset,) = [n for n in ast.walk(configure) if isinstance(n, ast.If)
+                and ast.unparse(n.test) == "spec.num_speculative_tokens is None"]
+    (rule,) = [ast.unparse(n.value) for n in ast.walk(unset) if isinstance(n, ast.Assign)
+               and [ast.unparse(t) for t in n.targets] == ["spec.num_speculative_tokens"]]
+    (min_depth,) = [n.comparators[0].value for n in ast.walk(configure) if isinstance(n, ast.Compare)
+                    and ast.unparse(n.left) == "spec.suffix_decoding_max_tree_depth" and isinstance(n.ops[0], ast.Lt)]
+    tree = _tree(root / "speculator.py")
+    speculator = _class(tree, "SuffixSpeculator")
+    reads = {}
+    for node in ast.walk(_method(speculator, "__init__")):
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self" and node.value is not None \
+                and "spec." in ast.unparse(node.value):
+            reads[target.attr] = ast.unparse(node.value)
+    launches = {}
+    for node in ast.walk(_method(speculator, "propose")):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg in ("MAX_DEPTH", "K"):
+                    launches.setdefault(keyword.arg, set()).add(ast.unparse(keyword.value))
+    constants = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)
+                 and type(node.value.value) is int}
+    ingest = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_suffix_ingest_kernel")
+    lengths = []  # atomic_max(..., mask=m & (j >= KEY)): a position is indexed once KEY tokens precede it
+    for node in ast.walk(ingest):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "atomic_max":
+            mask = next(k.value for k in node.keywords if k.arg == "mask")
+            (bound,) = [c.comparators[0].value for c in ast.walk(mask) if isinstance(c, ast.Compare)
+                        and ast.unparse(c.left) == "j" and isinstance(c.ops[0], ast.GtE)]
+            lengths.append(bound)
+    return VllmSuffixSource(rule, min_depth, reads, {k: frozenset(v) for k, v in launches.items()}, constants,
+                            tuple(sorted(lengths, reverse=True)))
 
 
 # --- SGLang -----------------------------------------------------------------------------------------------------------
@@ -254,6 +319,18 @@ def llamacpp_source(root: Path = LLAMACPP_ROOT) -> LlamacppSource:
     table = (root / "speculative.cpp").read_text(encoding="utf-8")
     types = set(re.findall(r'\{\s*"([a-z0-9-]+)"\s*,\s*COMMON_SPECULATIVE_TYPE_[A-Z0-9_]+\s*\}', table))
     return LlamacppSource(frozenset(flags), frozenset(removed), frozenset(types))
+
+
+_STRUCT_MEMBER = re.compile(r"^\s*[\w:]+\s+(\w+)\s*=\s*(-?[0-9.]+f?)\s*;", re.M)
+
+
+def llamacpp_struct_defaults(name: str, root: Path = LLAMACPP_ROOT) -> dict:
+    """The numeric member defaults (``int32_t n_match = 24;``) of ``struct name { ... };`` in ``common/common.h``:
+    member -> int or float."""
+    text = (root / "common.h").read_text(encoding="utf-8")
+    (body,) = re.findall(r"^struct " + re.escape(name) + r" \{(.*?)^\};", text, re.M | re.S)
+    return {member: float(value.rstrip("f")) if "." in value else int(value)
+            for member, value in _STRUCT_MEMBER.findall(body)}
 
 
 # --- transformers -----------------------------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ import yaml
 
 from lab.picker import (LLAMACPP_SPEC_TYPES, SGLANG_ALGORITHMS, TRTLLM_DECODING_TYPES, VLLM_METRICS,
                         VLLM_SUFFIX_DEFAULTS, recommend)
-from tests.lab.picker.engine_sources import (SGLANG_SAMPLING_FILE, VLLM_FILE, VLLM_SAMPLING_FILE, llamacpp_source,
-                                             module_constant, sglang_source, transformers_generate_keys,
-                                             trtllm_source, vllm_max_temperature, vllm_source)
+from tests.lab.picker.engine_sources import (LLAMACPP_ROOT, SGLANG_SAMPLING_FILE, VLLM_FILE, VLLM_SAMPLING_FILE,
+                                             llamacpp_source, llamacpp_struct_defaults, module_constant,
+                                             sglang_source, transformers_generate_keys, trtllm_source,
+                                             vllm_max_temperature, vllm_source, vllm_suffix_source)
 from tests.lab.picker.helpers import all_recommendations, suffix_recommendations
 
 
@@ -338,6 +339,47 @@ def test_ngram_mod_match_length_is_the_shortest_llamacpp_takes_without_warning()
     assert any("only once the last 16 tokens recur" in n for n in suffix_recommendations()[0].engine_notes())
 
 
+def test_ngram_mod_defaults_the_picker_quotes_are_llamacpps():
+    """The ngram-mod defaults the picker's note and docstrings quote (n_match 24; n_min 48 and n_max 64) are the
+    member defaults of common_params_speculative_ngram_mod in the pinned common/common.h, the struct the three
+    --spec-ngram-mod-* flags of arg.cpp set; the picker's n_match is shorter than the default."""
+    import inspect
+
+    from lab.picker import llamacpp
+
+    defaults = llamacpp_struct_defaults("common_params_speculative_ngram_mod")
+    assert set(defaults) == {"n_match", "n_min", "n_max"}
+    arg = (LLAMACPP_ROOT / "arg.cpp").read_text(encoding="utf-8")
+    for field in defaults:
+        flag = "--spec-ngram-mod-" + field.replace("_", "-")
+        block = arg[arg.index('{"' + flag + '"}'):]
+        block = block[:block.index("add_opt(")]
+        assert f"params.speculative.ngram_mod.{field} = value;" in block, flag
+        assert f"(default: %d)\", params.speculative.ngram_mod.{field})" in block, flag
+    note = " ".join(n for n in suffix_recommendations()[0].engine_notes() if "ngram-mod" in n)
+    assert f"its default is {defaults['n_match']}," in note
+    assert llamacpp.NGRAM_MOD_MATCH < defaults["n_match"]
+    doc = " ".join(inspect.getsource(llamacpp).split())
+    assert f"Its default ({defaults['n_match']}, ``common/common.h``" in doc
+    assert f"(its defaults, {defaults['n_min']} and {defaults['n_max']}, are long drafts" in doc
+    assert defaults["n_min"] < defaults["n_max"]  # the order the docstring names them in: n-min, then n-max
+
+
+def test_the_suffix_config_the_picker_renders_is_what_vllms_suffix_speculator_reads():
+    """The picker's suffix config sets num_speculative_tokens itself (else vLLM's configure would default it to
+    min(8, depth)) and the keys the GPU speculator reads (suffix/speculator.py: the tree depth, the corpus size and
+    whether requests are cached at all); the two deprecated keys it leaves out are read nowhere there."""
+    config = suffix_recommendations()[0].vllm_config()
+    read = {name for expression in vllm_suffix_source().reads.values()
+            for name in re.findall(r"spec\.(\w+)", expression)}
+    assert set(config) - {"method"} <= read
+    assert {"num_speculative_tokens", *VLLM_SUFFIX_DEFAULTS} <= read
+    assert "num_speculative_tokens" in config
+    speculator = (VLLM_FILE.parents[1] / "v1" / "worker" / "gpu" / "spec_decode" / "suffix" / "speculator.py")
+    for deprecated in ("suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"):
+        assert deprecated not in config and deprecated not in speculator.read_text(encoding="utf-8")
+
+
 def test_eagle_note_names_each_engines_eagle_1_2_setting():
     """The settings load an EAGLE-3 head everywhere; the note gives each engine's name for an EAGLE-1/2 head, each
     one the engine defines, and says llama.cpp has none."""
@@ -433,4 +475,4 @@ def test_every_pinned_file_has_the_hash_its_readme_row_gives():
         for path in files:  # every file on disk is listed in its row
             rel = path.relative_to(folder).as_posix()
             assert any(rel == n or n.startswith(".../") and rel.endswith(n[4:]) for n in listed), rel
-    assert checked >= 18  # 4 vLLM, 10 SGLang, 3 llama.cpp, 1 TensorRT-LLM files on 7 December 2026
+    assert checked >= 21  # 6 vLLM, 10 SGLang, 4 llama.cpp, 1 TensorRT-LLM files
