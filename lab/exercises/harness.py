@@ -258,9 +258,9 @@ def unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
 IN_PLACE_HINT = ("don't modify your inputs in place (sub_, clamp_, `x -= ...`, `x[i] = ...`): the caller still "
                  "needs them, and later cells read the same tensors again. Build new tensors instead: `x - y`, "
                  "`x.clamp_min(0)`, or `x.clone()` before an in-place edit.")
-_IN_PLACE_DICT_HINT = ("don't modify a dict you were given (`config.pop(...)`, `config.setdefault(...)`, `config[key] "
-                       "= ...`): the caller still needs it as it was. Read it with `config.get(key)` or "
-                       "`config[key]` and keep what you compute in variables of your own.")
+_IN_PLACE_DICT_HINT = ("don't modify a dict you were given (`d.pop(...)`, `d.setdefault(...)`, `d[key] = ...`, "
+                       "`d[key].append(...)`): the caller still needs it as it was. Read it with `d.get(key)` or "
+                       "`d[key]` and keep what you compute in variables of your own (`dict(d)` copies the top level).")
 _IN_PLACE_RECORD_HINT = ("don't modify the step records you were given, or their list (`step.drafted = ...`, "
                          "`step.num_accepted += ...`, `steps.sort(...)`, `steps.append(...)`): they are the run's "
                          "history, and the lesson reads them again. Compute from them into variables of your own.")

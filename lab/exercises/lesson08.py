@@ -47,11 +47,13 @@ def _string_lookup(context, max_ngram, n_draft):
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
                     include_gram=False, negative_slice=False, smallest=1, below_max=False, skip_start=False,
-                    full_only=False):
+                    full_only=False, shortest_first=False):
     def lookup(context, max_ngram, n_draft):
         tokens, length = list(context), len(context)
         top = max_ngram - 1 if below_max else max_ngram
         sizes = [max_ngram] if no_fallback else range(top, smallest - 1, -1)
+        if shortest_first:
+            sizes = range(smallest, top + 1)
         for n in sizes:
             if n > length - 1:
                 if negative_slice:
@@ -80,6 +82,9 @@ def ngram_lookup(fn):
                                            "len(context) - n (an occurrence that ends before the context does)."),
         (_lookup_variant(oldest=True), "prefer the MOST RECENT earlier occurrence: scan start positions from the "
                                        "end backwards."),
+        (_lookup_variant(shortest_first=True), "try the LONGEST n-gram first (n = max_ngram, then max_ngram - 1, "
+                                               "…): a single token matches almost anywhere, and the longer the "
+                                               "match, the likelier its continuation is the one being repeated."),
         (_lookup_variant(no_fallback=True), "when the longest n-gram has no earlier occurrence, try n - 1, …, 1 "
                                             "before giving up."),
         (_lookup_variant(no_cap=True), "propose at most n_draft tokens."),
@@ -104,7 +109,8 @@ def ngram_lookup(fn):
                          "in characters. Compare lists of ids: context[i:i + n] == context[-n:]."),
     ]
     cases = _lookup_cases()
-    want_token_list("ngram_lookup", fn, cases[0], "list(context[i + n:i + n + n_draft])")
+    want_token_list("ngram_lookup", fn, cases[0], "list(context[i + n:i + n + n_draft])",
+                    why="the lesson prints it beside the context, and a drafter feeds it to the target as token ids")
     count = compare("ngram_lookup", fn, cases, _ref_ngram_lookup, faults, same_ints,
                     "for n = max_ngram … 1: take the last n tokens, scan earlier start positions from the most "
                     "recent back, and return up to n_draft tokens after the first hit; [] if none.")

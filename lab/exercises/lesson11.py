@@ -336,6 +336,9 @@ def keep_best_nodes(fn):
              (torch.tensor([0.6, 0.1, 0.4, 0.3, 0.05]), [-1, -1, 0, 2, 1], 3)]  # node 1 dropped: 3's parent is row 1
     for levels, topk, count in ((3, 2, 6), (4, 3, 9), (5, 4, 7)):
         cases.append((*_grown_tree(gen, levels, topk), count))
+    # 40 children of the root that tie (SGLang's default tree drafts about 68 nodes): an unstable sort keeps ties
+    # in order up to 16 elements on CPU, not from 32 on
+    cases.append((torch.full((40,), 0.02), [-1] * 40, 10))
 
     def by_value(v, p, n, later_first=False):
         order = sorted(range(len(v)), key=lambda i: (-float(v[i]), -i if later_first else i))
@@ -388,6 +391,9 @@ def keep_best_nodes(fn):
     def same(a, b):
         return as_answer(a) is not None and as_answer(a) == as_answer(b)
 
+    def show_tree(c):
+        return f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, count={c[2]}"
+
     for case in cases:  # a return value of another shape is named as such (None is left to compare's hint)
         outcome = outcome_of(fn, fresh_args(case))
         if outcome[0] == "ok" and outcome[1] is not None and as_answer(outcome[1]) is None:
@@ -395,8 +401,20 @@ def keep_best_nodes(fn):
                        f"{type(outcome[1]).__name__} {outcome[1]!r}: return two lists of whole numbers, (kept, "
                        "new_parents): the kept nodes' indices (not their values or a mask) and their parents' "
                        "positions in kept.")
-    def show_tree(c):
-        return f"values={[round(float(v), 4) for v in c[0]]}, parents={c[1]}, count={c[2]}"
+        if outcome[0] == "raise" and outcome[1] == "KeyError":  # renumbering looked up a parent that was not kept
+            raise Fail(f"keep_best_nodes({show_tree(case)}) raised KeyError: {outcome[2]}.\n  Hint: a lookup of a "
+                       "kept node's parent failed, so that parent was not kept. With the highest values kept and "
+                       "ties going to the earlier node, every kept node's parent is kept (a child's value never "
+                       "exceeds its parent's); check which nodes you keep.")
+        got = as_answer(outcome[1]) if outcome[0] == "ok" and outcome[1] is not None else None
+        want = reference_keep_best_nodes(*case)
+        if got is not None and set(got[0]) != set(want[0]) and len(got[0]) == case[2] and sorted(
+                float(case[0][i]) for i in got[0] if 0 <= i < len(case[0])) == sorted(float(case[0][i])
+                                                                                         for i in want[0]):
+            raise Fail(f"keep_best_nodes({show_tree(case)}) kept nodes {got[0]}, expected {want[0]}: the same "
+                       "values, other nodes.\n  Hint: when values tie, keep the earlier node: sort with "
+                       "stable=True on -values (torch.sort(-values, stable=True)); torch.topk and an unstable "
+                       "argsort keep ties in order only on small inputs.")
 
     count = compare("keep_best_nodes", fn, cases, reference_keep_best_nodes, faults, same,
                     "sort the nodes by value, highest first (ties: the earlier node), keep the first count, sort "

@@ -21,6 +21,7 @@ def run(capsys, checker, fn, *args):
     # these two returned [] where a match was due and got the self-match hint
     (dict(smallest=2), "down to n = 1"), (dict(below_max=True), "start at n = max_ngram itself"),
     (dict(full_only=True), "fewer than n_draft tokens still counts"),  # got the self-match hint
+    (dict(shortest_first=True), "try the LONGEST n-gram first"),  # a learner's: got the generic recipe
 ])
 def test_ngram_lookup_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.ngram_lookup, ngram_lookup)

@@ -230,6 +230,34 @@ def test_keep_best_nodes(capsys):
     assert "not solved yet" in capsys.readouterr().out
 
 
+def test_keep_best_nodes_names_an_unstable_sort_and_a_dropped_parent(capsys):
+    """A learner's torch.argsort(values, descending=True) passed every small case (CPU keeps ties in order up to 16
+    elements) and kept other nodes than the reference on 40 ties; a KeyError from renumbering got the generic hint
+    instead of being read as a parent that was not kept."""
+    import torch
+
+    def unstable(values, parents, count):
+        kept = sorted(torch.argsort(torch.as_tensor(values), descending=True)[:count].tolist())
+        row = {node: i for i, node in enumerate(kept)}
+        return kept, [row[parents[i]] if parents[i] >= 0 else -1 for i in kept]
+
+    values = torch.full((40,), 0.02)
+    if sorted(torch.argsort(values, descending=True)[:10].tolist()) != list(range(10)):  # this build's sort: unstable
+        out = rejects(check.keep_best_nodes, unstable, capsys, "the same values, other nodes",
+                      "torch.sort(-values, stable=True)")
+        assert "(values=[0.02" in out
+    assert check.keep_best_nodes(lambda v, p, n: unstable(v, p, n) if len(v) < 40 else
+                                 check.reference_keep_best_nodes(v, p, n))  # the 40 ties are the only new case
+    capsys.readouterr()
+
+    def lowest(values, parents, count):  # the lowest values: children kept without their parents
+        kept = sorted(sorted(range(len(values)), key=lambda i: (float(values[i]), i))[:count])
+        row = {node: i for i, node in enumerate(kept)}
+        return kept, [row[parents[i]] if parents[i] >= 0 else -1 for i in kept]
+
+    rejects(check.keep_best_nodes, lowest, capsys, "raised KeyError", "so that parent was not kept")
+
+
 def test_keep_best_nodes_matches_the_drafters_dynamic_tree(pair):
     """On an EAGLE drafter's own candidates (``last_candidates``), the reference keeps exactly the tree the drafter
     verified: the same tokens, the same parents array."""
