@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["DrafterSpec", "DRAFTER_SPECS", "drafter_spec", "DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft",
+__all__ = ["DrafterSpec", "DRAFTER_SPECS", "drafter_spec", "drafters_in_words", "in_words", "TRAINED_PAIRS",
+           "DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft",
            "make_drafter", "own_draft_reason", "try_drafter", "drafter_problem", "pair_has", "untrained_reason"]
 
 _OFFLINE_PAIRS = ("shakespeare", "smollm2-135m")  # the pairs whose trained weights are committed under lab/assets
@@ -191,6 +192,9 @@ TRAINED_FOR = {name: spec.trained_for for name, spec in DRAFTER_SPECS.items() if
 (``lab/assets/<pair>/medusa``, ``.../eagle``, ``.../mtp``, ``.../parallel``, ``.../eagle3``). Both offline pairs
 have all five; a hub pair has none."""
 
+TRAINED_PAIRS = tuple(dict.fromkeys(pair for pairs in TRAINED_FOR.values() for pair in pairs))
+"""The pairs that have trained drafter weights committed (the union of :data:`TRAINED_FOR`)."""
+
 
 def drafter_spec(kind: str) -> DrafterSpec:
     """The :class:`DrafterSpec` of drafter ``kind``; ``ValueError`` listing :data:`DRAFTERS` for an unknown one."""
@@ -198,6 +202,27 @@ def drafter_spec(kind: str) -> DrafterSpec:
         return DRAFTER_SPECS[kind]
     except (KeyError, TypeError):  # TypeError: an unhashable kind
         raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}") from None
+
+
+def in_words(words) -> str:
+    """``["a", "b", "c"]`` -> ``"a, b and c"`` (help texts); ``ValueError`` for no words."""
+    words = list(words)
+    if not words:
+        raise ValueError("in_words needs at least one word, got none")
+    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
+
+
+def drafters_in_words(labels: bool = False, take_n: bool | None = None) -> str:
+    """The drafters of :data:`DRAFTERS` as a phrase for help texts ("model, ngram and ..."), from the records so
+    that a new drafter joins every help text: their names, or with ``labels`` "model (draft model), ...";
+    ``take_n`` True keeps those that take an N, False those that set their own draft (:data:`OWN_DRAFT`)."""
+    chosen = [name for name in DRAFTERS if take_n is None or (name not in OWN_DRAFT) == take_n]
+
+    def word(name):
+        label = DRAFTER_SPECS[name].label.replace(" (", ", ").rstrip(")")  # "parallel draft, PARD": no nested ()
+        return f"{name} ({label})" if labels and label.lower() != name.replace("-", " ") else name
+
+    return in_words(word(name) for name in chosen)
 
 
 def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None):

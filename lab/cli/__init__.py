@@ -23,6 +23,7 @@ the models only when it runs), so that ``--help`` and the option checks stay fas
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from lab.cli import arena, bench, demo, pick, train
@@ -51,7 +52,9 @@ def main(argv=None) -> int:
     none, a prompt with no tokens, a prompt plus
     ``--max-new-tokens`` beyond the target's context, too many ``--prompts``) print one such line and return 2."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.invocation = "python -m lab " + shlex.join(argv)  # recorded in the JSON a run writes (arena --json)
     command = COMMANDS[args.command]
     if args.command == "pick":
         return command.run(args)

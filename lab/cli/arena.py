@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from lab.cli.bench import drafter_names, selected_drafters
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, positive_int
@@ -27,7 +28,8 @@ def add_parser(sub) -> None:
                                    "pair cannot have are left out and named. Exit status 1 if a float32 greedy "
                                    "run differed from autoregressive decoding (in bfloat16 a differing run is "
                                    "reported, not failed: near-ties round by block shape).")
-    add_run_options(a, json_help="print the arena and the adaptive comparison as JSON", max_new_tokens=64,
+    add_run_options(a, json_help="print the arena, the adaptive comparison, the command and the time as JSON (what "
+                                 "lab/assets/<pair>/arena.json commits)", max_new_tokens=64,
                     prompts=3, prompts_help="prompts per task, 1 to 4 with shakespeare, 1 to 8 with smollm2-135m "
                                             "(default: %(default)s)",
                     n_draft_help="draft tokens per step N for the drafters that take one, >= 1 (default: "
@@ -146,7 +148,10 @@ def run(args) -> int:
         adaptive = compare_adaptive(pair, task=tasks[0], max_new_tokens=args.max_new_tokens, prompts=args.prompts,
                                     start_n=args.n_draft, repeats=args.repeats)
     if args.json:
-        print(json.dumps({"arena": arena, "adaptive": adaptive}, indent=1))
+        # the file lab.arena.committed_arena reads: the run, and the command and time that made it
+        ended = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        print(json.dumps({"arena": arena, "adaptive": adaptive, "command": getattr(args, "invocation", None),
+                          "date": ended}, indent=1))
     else:
         print(format_arena(arena) + "\n\nWhere the predicted speedup went\n\n" + format_reconciliation(arena)
               + ("" if adaptive is None else "\n\n" + format_adaptive(adaptive))

@@ -13,7 +13,8 @@ import sys
 
 from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
                              pair_help, positive_int, probability, seed, temperature)
-from lab.registry import DRAFTERS, own_draft_reason, try_drafter, untrained_reason
+from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, in_words, own_draft_reason,
+                          try_drafter, untrained_reason)
 
 __all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
 
@@ -33,10 +34,8 @@ def add_parser(sub) -> None:
                        description="Stream one speculative generation with coloured tokens (green accepted, red "
                                    "struck-through rejected, orange resampled, blue bonus), then print the stats.")
     p.add_argument("--drafter", choices=DRAFTERS, default="model",
-                   help="how to draft: a draft model, n-gram prompt lookup, Lookahead, Medusa heads, the EAGLE draft, "
-                        "an early exit from the target, suffix decoding, the MTP heads, the parallel draft or the "
-                        "EAGLE-3 draft; medusa, eagle, mtp, parallel and eagle3 are trained for --pair shakespeare "
-                        "and smollm2-135m only (default: %(default)s)")
+                   help=f"how to draft: {drafters_in_words(labels=True)}; {in_words(TRAINED_FOR)} need trained "
+                        f"weights, committed for --pair {in_words(TRAINED_PAIRS)} only (default: %(default)s)")
     p.add_argument("--prompt", default=None,
                    help="text to continue; with a chat pair (smollm2-135m) the user's message, sent with the chat "
                         "template (default: a held-out passage; a coding request for a chat pair)")
@@ -47,9 +46,9 @@ def add_parser(sub) -> None:
                         "with a chat template such as smollm2-135m, whose greedy answers loop on open requests; 0 "
                         "for a plain-text pair such as shakespeare)")
     p.add_argument("--n-draft", type=positive_int, default=None,
-                   help="draft tokens per step N, >= 1, for model, ngram, eagle, early-exit, parallel and eagle3 "
-                        "(default: 4, or 20 with --confidence); lookahead, medusa, suffix and mtp refuse it: their "
-                        "window, tree, match length or number of modules sets what they draft")
+                   help=f"draft tokens per step N, >= 1, for {drafters_in_words(take_n=True)} (default: 4, or 20 "
+                        f"with --confidence); {drafters_in_words(take_n=False)} refuse it: each sets its own draft "
+                        "(a window, a tree, a match's length, a number of modules)")
     p.add_argument("--confidence", type=probability, default=None, metavar="P",
                    help="--drafter model only: end a step's draft after a token the draft gave a probability below "
                         "P, that token included (transformers' assistant_confidence_threshold; its default policy is "

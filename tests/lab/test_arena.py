@@ -9,11 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from lab.arena import (ARENA_DRAFTERS, EFFICIENCY_FACTORS, _baseline_row, _cell_row, _pool, compare_adaptive,
-                       format_adaptive, format_arena, format_reconciliation, run_arena)
+from lab.arena import (ARENA_DRAFTERS, DRAFTER_LABELS, EFFICIENCY_FACTORS, FORMULA_DRAFTERS, _baseline_row, _cell_row,
+                       _pool, compare_adaptive, format_adaptive, format_arena, format_reconciliation, run_arena)
 from lab.decode import generate
 from lab.drafters import DraftModelDrafter
 from lab.metrics import expected_tokens_per_call, predicted_speedup
+from lab.registry import OWN_DRAFT
 from lab.trace import Generation, StepRecord
 
 FIELDS = ("task", "temperature", "drafter", "label", "n_draft", "new_tokens", "target_calls", "draft_calls",
@@ -64,20 +65,20 @@ def test_predictions_and_efficiency(arena):
         assert row["efficiency"] == row["measured_speedup"] / row["predicted_speedup"]
         assert row["decode_efficiency"] == row["decode_speedup"] / row["predicted_speedup"]
         assert row["measured_speedup"] == row["tokens_per_second"] / row["baseline_tokens_per_second"]
-        if row["drafter"] in ("model", "eagle", "early-exit"):
+        if row["drafter"] in FORMULA_DRAFTERS:  # one draft forward per drafted token (DrafterSpec)
             assert row["prediction"] == "alpha, N, c" and row["n_draft"] == 4
             assert row["cost_ratio"] == row["draft_ms_per_call"] / row["ar_ms_per_step"] > 0
             assert row["predicted_speedup"] == predicted_speedup(row["alpha"], 4, row["cost_ratio"])
             assert row["expected_tokens_per_call"] == expected_tokens_per_call(row["alpha"], 4)
             # drafts after the first rejection are never examined, so alpha >= accepted / drafted
             assert row["alpha"] >= row["acceptance_rate"]
-        elif row["drafter"] in ("ngram", "lookahead", "medusa", "suffix", "mtp"):
+        elif row["drafter"] != "autoregressive":  # every other drafter: measured tokens per call and draft time
             assert row["prediction"] == "tokens/call, draft ms"
             assert row["predicted_speedup"] == row["tokens_per_target_call"] / (1 + row["step_draft_cost"])
     for row in arena["rows"]:
         if row["drafter"] in ("ngram", "lookahead", "suffix"):  # no draft forward pass
             assert row["cost_ratio"] is None and row["draft_calls"] == 0
-        if row["drafter"] in ("lookahead", "medusa", "suffix", "mtp"):  # their own geometry sets the draft
+        if row["drafter"] in OWN_DRAFT:  # their own geometry sets the draft
             assert row["n_draft"] is None
     assert "suffix decoding depth 24, spec factor 1" in arena["settings"]["geometry"]
 
@@ -126,8 +127,8 @@ def test_format_arena_and_figure(arena):
     fig = arena_figure(arena)
     assert len(fig.data) == 2 * len(TASKS) * 2  # measured + predicted bars per panel
     assert [t.name for t in fig.data[:2]] == ["measured", "predicted"]
-    assert list(fig.data[0].x) == ["draft model", "prompt lookup", "lookahead", "Medusa", "EAGLE", "early exit",
-                                   "suffix decoding", "MTP heads", "parallel draft (PARD)", "EAGLE-3"]
+    assert list(fig.data[0].x) == [DRAFTER_LABELS[kind] for kind in ARENA_DRAFTERS]  # the registry's order
+    assert list(fig.data[0].x[:4]) == ["draft model", "prompt lookup", "lookahead", "Medusa"]
     with pytest.raises(ValueError, match="no drafter rows"):
         arena_figure({"rows": []})
     table = format_reconciliation(arena)

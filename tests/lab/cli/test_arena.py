@@ -2,9 +2,13 @@
 help."""
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from lab import cli
+from lab.registry import DRAFTERS, TRAINED_FOR
 
 
 def test_arena_with_a_hub_pair_skips_the_drafters_it_lacks(hub_pair, monkeypatch, capsys):
@@ -21,7 +25,9 @@ def test_arena_with_a_hub_pair_skips_the_drafters_it_lacks(hub_pair, monkeypatch
     monkeypatch.setattr(lab.arena, "run_arena", spy)
     assert cli.main(["arena", "--pair", "gpt2", "--prompts", "1", "--max-new-tokens", "2", "--json"]) == 0
     captured = capsys.readouterr()
-    assert seen["drafters"] == ("model", "ngram", "lookahead", "suffix")  # suffix decoding needs no weights
+    # every drafter without trained weights (suffix decoding needs none) and with no Llama layers to exit from
+    assert seen["drafters"] == tuple(kind for kind in DRAFTERS if kind not in TRAINED_FOR and kind != "early-exit")
+    assert seen["drafters"][:4] == ("model", "ngram", "lookahead", "suffix")
     assert "not run with pair gpt2: medusa (" in captured.err
 
 
@@ -58,7 +64,8 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
     assert info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # unwrap argparse's line breaks
     assert "The drafter arena (lesson 12)" in text
-    for part in ("--json print the arena and the adaptive comparison as JSON",
+    for part in ("--json print the arena, the adaptive comparison, the command and the time as JSON (what "
+                 "lab/assets/<pair>/arena.json commits)",
                  "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 2: the prefill writes the first "
                  "(default: 64)",
                  "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, >= 1 (default: 4)",
@@ -102,8 +109,6 @@ def chat_pair(smollm2_pair):
 
 
 def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lacks(chat_pair, monkeypatch, capsys):
-    import json
-
     import lab.arena
     import lab.models
     from lab.prompts import CHAT_TASKS
@@ -128,11 +133,15 @@ def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lack
     assert cli.main(["arena", "--pair", "smollm2", "--prompts", "6", "--max-new-tokens", "2", "--json"]) == 0
     captured = capsys.readouterr()
     assert seen["arena"]["tasks"] == CHAT_TASKS and seen["arena"]["prompts_per_task"] == 6
-    assert seen["arena"]["drafters"] == ("model", "ngram", "lookahead", "early-exit", "suffix")
+    assert seen["arena"]["drafters"] == tuple(kind for kind in DRAFTERS if kind not in TRAINED_FOR)
+    assert seen["arena"]["drafters"][:5] == ("model", "ngram", "lookahead", "early-exit", "suffix")
     assert seen["adaptive"]["task"] == "chat" and seen["adaptive"]["prompts"] == 6
     assert "not run with pair smollm2: medusa (no Medusa heads for the 'smollm2' pair" in captured.err
     assert "; eagle (no EAGLE draft for the 'smollm2' pair" in captured.err
     out = json.loads(captured.out)
+    # the file a committed arena is (lab.arena.committed_arena), with the command and time that made it
+    assert out["command"] == "python -m lab arena --pair smollm2 --prompts 6 --max-new-tokens 2 --json"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", out["date"])
     assert out["arena"]["settings"]["prompt_format"] == out["adaptive"]["settings"]["prompt_format"] == "chat"
     assert out["adaptive"]["settings"]["task"] == "chat"
     assert all(r["same_as_autoregressive"] is True for r in out["arena"]["rows"] + out["adaptive"]["rows"])
@@ -146,8 +155,6 @@ def test_arena_task_and_drafter_options_make_a_small_run(hub_pair, monkeypatch, 
     """--task and --drafter pass to run_arena; without the draft model among the drafters, fixed vs adaptive N (the
     draft model's) is left out of the tables, the reading and the JSON; a drafter the pair cannot have, asked for by
     name, is an option error; an unknown task names the pair's tasks."""
-    import json
-
     import lab.arena
 
     seen = {}

@@ -31,7 +31,8 @@ def test_bench_n_draft_help_says_which_methods_it_sets():
     prompt lookup keeps 5 and Lookahead / Medusa their window / tree, as the table's header shows."""
     bench = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["bench"]._actions
                  if "--n-draft" in a.option_strings)
-    for words in ("draft model", "EAGLE", "early exit", "prompt lookup", "Lookahead", "Medusa"):
+    for words in ("for model, eagle, early-exit, parallel and eagle3", "transformers' assistant",
+                  "ngram (prompt lookup) drafts --lookup-n-draft", "lookahead, medusa, suffix and mtp set their own"):
         assert words in bench.help, words
 
 
