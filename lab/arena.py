@@ -30,6 +30,7 @@ from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_promp
     encode_prompts
 from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, check_has_draft, make_drafter, untrained_reason
 from lab.validation import check_int, is_integer
+from lab.words import in_words
 
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
            "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS",
@@ -367,7 +368,8 @@ def _load_settings(meter) -> dict:
 
 def _arena_settings(pair, tasks, temperatures, max_new_tokens, prompts_per_task, n_draft, seed, repeats, drafters,
                     meter) -> dict:
-    geometry = [spec.geometry(pair, n_draft) for kind in drafters if (spec := DRAFTER_SPECS[kind]).geometry]
+    geometry = [spec.geometry(pair, n_draft) for kind, spec in DRAFTER_SPECS.items()  # the registry's order
+                if kind in drafters and spec.geometry]
     return {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
             "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
             "prompt_format": _prompt_format(pair), "tasks": list(tasks),
@@ -417,7 +419,7 @@ def format_arena(result: dict) -> str:
             f"{_fmt(row['cost_ratio'], 3)} | {_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
             f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
     formula = [DRAFTER_LABELS[kind] for kind in FORMULA_DRAFTERS]
-    lines += ["", f"predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for {', '.join(formula[:-1])} and {formula[-1]}; "
+    lines += ["", f"predicted: (1 − α^(N+1)) / (1 − α) / (1 + N c) for {in_words(formula)}; "
               "tokens per call / (1 + draft time per step / AR step) for the others. measured: tokens/s ratio, "
               "prefill included."]
     if any(row.get("same_as_autoregressive") is False for row in result["rows"]):

@@ -22,6 +22,7 @@ from statistics import mean
 
 from lab.arena import DRAFTER_LABELS
 from lab.metrics import LEVEL, compare_speedups
+from lab.words import in_words
 
 __all__ = ["read_arena", "read_baselines", "read_kinds", "read_methods", "read_temperature", "read_factors",
            "read_adaptive", "read_tree_shapes", "TASK_LABELS", "LEVEL"]
@@ -66,13 +67,6 @@ def _signed(value):
 
 def _task(task):
     return TASK_LABELS.get(task, task)
-
-
-def _join(items):
-    items = list(items)
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _drafter_rows(result, task=None, temperature=None):
@@ -153,13 +147,13 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
     signs = []
     if below:
         signs.append("a target call over several tokens timed below a one-token step in "
-                     + _join(f"{_where(r)} ({_flag(r['target_call_cost'])})" for r in below))
+                     + in_words(f"{_where(r)} ({_flag(r['target_call_cost'])})" for r in below))
     if over:
         signs.append("a decode-only efficiency above 1 in "
-                     + _join(f"{_where(r)} ({_flag(r['decode_efficiency'])})" for r in over))
+                     + in_words(f"{_where(r)} ({_flag(r['decode_efficiency'])})" for r in over))
     if beyond:
         signs.append("a speedup above the tokens per target call in "
-                     + _join(f"{_where(r)} ({_x(_speed(r))}× on {_x(_calls(r))})" for r in beyond))
+                     + in_words(f"{_where(r)} ({_x(_speed(r))}× on {_x(_calls(r))})" for r in beyond))
     if signs:
         parts.append("Signs of a cell whose baseline ran slow or whose drafter ran fast: " + "; ".join(signs) + ".")
     else:
@@ -171,7 +165,8 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
         slowdowns = all(_speed(r) < 1 for r in pulled)
         kinds = sorted({_label(r["drafter"]) for r in pulled})
         parts.append(f"{len(pulled)} {'efficiency is' if len(pulled) == 1 else 'efficiencies are'} above 1 only "
-                     f"with the prefill counted ({_join(kinds)}, at most {_flag(max(r['efficiency'] for r in pulled))}"
+                     f"with the prefill counted ({in_words(kinds)}, at most "
+                     f"{_flag(max(r['efficiency'] for r in pulled))}"
                      + ("; all of them slowdowns, which the prefill both runs share pulls towards 1×)." if slowdowns
                         else ")."))
     again = _retimed(result, adaptive)
@@ -272,11 +267,11 @@ def _against(result, kind, other, what, temperature):
     same = [t for t in gain if gain[t] == 0]
     clauses = []
     if up:
-        clauses.append(f"higher on {_join(_task(t) for t in up)} (by {_span(gain[t] for t in up)})")
+        clauses.append(f"higher on {in_words(_task(t) for t in up)} (by {_span(gain[t] for t in up)})")
     if down:
-        clauses.append(f"lower on {_join(_task(t) for t in down)} (by {_span(-gain[t] for t in down)})")
+        clauses.append(f"lower on {in_words(_task(t) for t in down)} (by {_span(-gain[t] for t in down)})")
     if same:
-        clauses.append(f"equal on {_join(_task(t) for t in same)}")
+        clauses.append(f"equal on {in_words(_task(t) for t in same)}")
     text = (f"- **{_cap(name)} against {them}** ({what}). At T = {temperature:g} its α is " + "; ".join(clauses)
             + (f"; {_signed(mean(gain.values()))} on average over {len(gain)} kinds." if len(gain) > 1 else "."))
     every = [(a, b) for T in _temperatures(result) for _, a, b in _pair_up(result, kind, other, T)]
@@ -291,7 +286,7 @@ def _against(result, kind, other, what, temperature):
     for t, a, b in pairs:
         verdict.setdefault(compare_speedups(_speed(a), _speed(b)), []).append(t)
     text += " Speed: " + "; ".join(
-        f"{word} {them} on {_join(_task(t) for t in tasks)}" for word, tasks in verdict.items()) + "."
+        f"{word} {them} on {in_words(_task(t) for t in tasks)}" for word, tasks in verdict.items()) + "."
     return text
 
 
@@ -378,7 +373,7 @@ def read_temperature(result: dict) -> str:
     single = sorted(((a - b, k, t, a, b) for k, v in pairs.items() for t, a, b in v), reverse=True)
     falls = [f"{_label(k)} on {_task(t)} ({_x(a)} → {_x(b)})" for d, k, t, a, b in single[:3] if _r(a) > _r(b)]
     if falls:
-        text += " The largest single falls: " + _join(falls) + "."
+        text += " The largest single falls: " + in_words(falls) + "."
     return text
 
 
@@ -398,21 +393,21 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
     for r in sorted(rows, key=lambda r: min(r["efficiency_factors"].values())):
         by_factor.setdefault(_largest_loss(r), []).append(r)
     lossless = by_factor.pop(None, [])
-    parts = [f"{_FACTOR_LABELS[factor]} for " + _join(
+    parts = [f"{_FACTOR_LABELS[factor]} for " + in_words(
         f"{_label(r['drafter'])} (× {_x(r['efficiency_factors'][factor])})" for r in group)
         for factor, group in by_factor.items()]
     text = (f"On {_task(task)} at T = {temperature:g}, the largest loss is " + "; ".join(parts) + "." if parts
             else f"On {_task(task)} at T = {temperature:g}, no drafter lost anything to a factor.")
     if lossless and parts:
-        text += (f" {_cap(_join(_label(r['drafter']) for r in lossless))} lost nothing: every factor at least "
+        text += (f" {_cap(in_words(_label(r['drafter']) for r in lossless))} lost nothing: every factor at least "
                  "1.00.")
     for factor in ("verification", "loop", "acceptance"):
         if factor not in by_factor:
             text += f" × {_FACTOR_LABELS[factor]}: {_span(r['efficiency_factors'][factor] for r in rows)}."
     chains = [r for r in rows if r["drafter"] in ("model", "eagle", "eagle3") and r["n_draft"]]
     if chains:
-        text += (" Over N + 1 = " + _join(sorted({str(r["n_draft"] + 1) for r in chains})) + " tokens, the target "
-                 "call cost " + _join(f"{_x(r['target_call_cost'])} one-token steps for {_label(r['drafter'])}"
+        text += (" Over N + 1 = " + in_words(sorted({str(r["n_draft"] + 1) for r in chains})) + " tokens, the target "
+                 "call cost " + in_words(f"{_x(r['target_call_cost'])} one-token steps for {_label(r['drafter'])}"
                                       if i == 0 else f"{_x(r['target_call_cost'])} for {_label(r['drafter'])}"
                                       for i, r in enumerate(chains)) + ".")
     every = [r for r in _drafter_rows(result) if _largest_loss(r) is not None]  # the rows that lost something
@@ -423,9 +418,9 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
             kinds.setdefault(_largest_loss(r), []).append(r)
         text += (f" Over the whole run, {len(elsewhere)} of {len(every)} rows "
                  f"{'loses' if len(elsewhere) == 1 else 'lose'} most to something other than the "
-                 "target call: " + "; ".join(f"{_FACTOR_LABELS[f]} for " + _join(_where(r) for r in g)
+                 "target call: " + "; ".join(f"{_FACTOR_LABELS[f]} for " + in_words(_where(r) for r in g)
                                               if len(g) <= 3 else f"{_FACTOR_LABELS[f]} in {len(g)} ("
-                                              + _join(sorted({_label(r['drafter']) for r in g})) + ")"
+                                              + in_words(sorted({_label(r['drafter']) for r in g})) + ")"
                                               for f, g in kinds.items()) + ".")
     elif every:
         text += f" In every one of the run's {len(every)} rows that lost speed the target call is the largest loss."
@@ -448,7 +443,7 @@ def read_adaptive(adaptive: dict) -> str:
     ref = next((r for r in fixed if r["n_draft"] == 4), fixed[len(fixed) // 2])
     text = ("Tokens per target call by N: " + ", ".join(f"{r['n_draft']}: {_x(_calls(r))}" for r in fixed)
             + f"; speedup {_span(_speed(r) for r in fixed)}×, fastest at N = {best['n_draft']} ({_x(_speed(best))}×"
-            + (f"; N = {_join(map(str, near))} level with it, within {LEVEL:.0%})" if near else ")") + ".")
+            + (f"; N = {in_words(map(str, near))} level with it, within {LEVEL:.0%})" if near else ")") + ".")
     if ref["alpha"] is not None and ref["cost_ratio"] is not None:
         # the formula's best among the N that were measured: it cannot be checked at an N that never ran
         formula = max((r["n_draft"] for r in fixed),
@@ -579,7 +574,7 @@ def read_tree_shapes(run: dict) -> str:
                 same[key][1] += run["prompts"]
 
     def standing(found):
-        return ", ".join(f"{where} it on {_join(found[where])}" for where in ("ahead of", "level with", "behind")
+        return ", ".join(f"{where} it on {in_words(found[where])}" for where in ("ahead of", "level with", "behind")
                          if where in found)
 
     dtype = str(run["dtype"]).removeprefix("torch.")
@@ -589,12 +584,12 @@ def read_tree_shapes(run: dict) -> str:
              "target call):", "",
              f"| requests | EAGLE-3, {chain_name} | EAGLE-3, fastest tree | Medusa's tree |", "|---|---|---|---|",
              *table, ""]
-    text = (f"The fastest tree over the chain: {_join(gains)}. Against Medusa's tree, EAGLE-3's chain is "
+    text = (f"The fastest tree over the chain: {in_words(gains)}. Against Medusa's tree, EAGLE-3's chain is "
             f"{standing(chain_vs)}. EAGLE-3's fastest tree is {standing(tree_vs)}. The fastest of several shapes "
             "timed on the same requests is the best of several noisy timings, so it flatters the tree a little.")
     if other_text:
         one = len(other_text) == 1
-        text += (f" Not the same work: {_join(other_text)} wrote another number of tokens than autoregressive "
+        text += (f" Not the same work: {in_words(other_text)} wrote another number of tokens than autoregressive "
                  f"decoding ({'its answers' if one else 'their answers'} parted from it), so "
                  f"{'its speedup times' if one else 'their speedups time'} other text; such a tree is taken as the "
                  "fastest only where every tree of its kind is one.")

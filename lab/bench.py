@@ -434,7 +434,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
         SAME_POLICY[1]: lambda: lambda ids: _hf_default_policy(ids),
         "HF generate": lambda: hf,
         "HF assisted": lambda: lambda ids: hf(ids, assistant=draft),
-        "lab prompt lookup": ours(lambda: make_drafter("ngram", pair, lookup_tokens)),  # prompt lookup's own N
+        # replaces the record's row above: prompt lookup drafts its own N (--lookup-n-draft), not n_draft
+        "lab prompt lookup": ours(lambda: make_drafter("ngram", pair, lookup_tokens)),
         SAME_RULE: ours(lambda: PromptLookupDrafter(HF_LOOKUP_RULE[0], lookup_tokens, match=HF_LOOKUP_RULE[1])),
         "HF prompt lookup": lambda: lambda ids: hf(ids, lookup=lookup_tokens),
         EAGLE3_TREE: ours(lambda: Eagle3Drafter.from_pretrained(pair, tree=DynamicTree(*EAGLE3_TREE_SHAPE))),

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["DrafterSpec", "DRAFTER_SPECS", "drafter_spec", "drafters_in_words", "in_words", "TRAINED_PAIRS",
+from lab.words import in_words
+
+__all__ = ["DrafterSpec", "DRAFTER_SPECS", "drafter_spec", "drafters_in_words", "TRAINED_PAIRS",
            "DRAFTERS", "OWN_DRAFT", "TRAINED_FOR", "check_has_draft",
            "make_drafter", "own_draft_reason", "try_drafter", "drafter_problem", "pair_has", "untrained_reason"]
 
@@ -204,14 +206,6 @@ def drafter_spec(kind: str) -> DrafterSpec:
         raise ValueError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTERS)}") from None
 
 
-def in_words(words) -> str:
-    """``["a", "b", "c"]`` -> ``"a, b and c"`` (help texts); ``ValueError`` for no words."""
-    words = list(words)
-    if not words:
-        raise ValueError("in_words needs at least one word, got none")
-    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
-
-
 def drafters_in_words(labels: bool = False, take_n: bool | None = None) -> str:
     """The drafters of :data:`DRAFTERS` as a phrase for help texts ("model, ngram and ..."), from the records so
     that a new drafter joins every help text: their names, or with ``labels`` "model (draft model), ...";
@@ -261,7 +255,7 @@ def make_drafter(kind: str, pair, n_draft: int, confidence: float | None = None)
 def own_draft_reason(kind: str) -> str | None:
     """What sets the draft of drafter ``kind`` when it is one of :data:`OWN_DRAFT` (so N does not apply), else
     None."""
-    spec = DRAFTER_SPECS.get(kind)
+    spec = DRAFTER_SPECS.get(kind) if isinstance(kind, str) else None
     return f"{spec.own_draft} what it drafts" if spec is not None and spec.own_draft else None
 
 

@@ -50,7 +50,9 @@ def main(argv=None) -> int:
     ``SystemExit(2)`` from argparse after printing the usage and one error line naming the flag; the bad options
     only ``demo``, ``bench`` and ``arena`` can see (:class:`OptionError`: ``--n-draft`` for a drafter that takes
     none, a prompt with no tokens, a prompt plus
-    ``--max-new-tokens`` beyond the target's context, too many ``--prompts``) print one such line and return 2."""
+    ``--max-new-tokens`` beyond the target's context, too many ``--prompts``) print one such line and return 2. The
+    parsed options carry ``invocation``, the command as typed (``"python -m lab arena --json"``), which a run's JSON
+    records."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)

@@ -6,6 +6,7 @@ import json
 
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
 from lab.registry import DRAFTERS, OWN_DRAFT, drafter_problem, drafters_in_words, own_draft_reason
+from lab.words import in_words
 
 __all__ = ["add_parser", "run", "drafter_names", "selected_drafters"]
 
@@ -36,8 +37,9 @@ def add_parser(sub) -> None:
                     prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; default: 3 per "
                                  "kind of request for a chat pair, 5 otherwise)",
                     n_draft_help="draft tokens per step N, >= 1, for "
-                                 f"{drafters_in_words(take_n=True).replace('ngram, ', '')} (model: ours and "
-                                 "transformers' assistant alike); ngram (prompt lookup) drafts --lookup-n-draft; "
+                                 f"{in_words(k for k in DRAFTERS if k not in OWN_DRAFT and k != 'ngram')} (model: "
+                                 "ours and transformers' assistant alike); ngram (prompt lookup) drafts "
+                                 "--lookup-n-draft; "
                                  f"{drafters_in_words(take_n=False)} set their own draft (default: %(default)s)")
     b.add_argument("--drafter", action="append", type=drafter_names, default=None, metavar="NAME[,NAME...]",
                    help="time only these drafters beside lab autoregressive and HF generate, repeatable or "

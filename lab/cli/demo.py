@@ -13,8 +13,9 @@ import sys
 
 from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
                              pair_help, positive_int, probability, seed, temperature)
-from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, in_words, own_draft_reason,
-                          try_drafter, untrained_reason)
+from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, own_draft_reason, try_drafter,
+                          untrained_reason)
+from lab.words import in_words
 
 __all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
 

@@ -401,16 +401,26 @@ def keep_best_nodes(fn):
                        f"{type(outcome[1]).__name__} {outcome[1]!r}: return two lists of whole numbers, (kept, "
                        "new_parents): the kept nodes' indices (not their values or a mask) and their parents' "
                        "positions in kept.")
-        if outcome[0] == "raise" and outcome[1] == "KeyError":  # renumbering looked up a parent that was not kept
+        if outcome[0] == "raise" and outcome[1] == "KeyError":  # renumbering looked up what it did not store
+            if outcome[2] == "-1":
+                why = ("-1 is the root's mark, not a kept node: a child of the root gets -1 without a lookup "
+                       "(look up only parents >= 0).")
+            else:
+                why = ("either that parent was not kept (with the highest values kept and ties going to the earlier "
+                       "node, every kept node's parent is kept: a child's value never exceeds its parent's), or the "
+                       "table's keys are not the plain ints you look up (0-d tensors from iterating a tensor: "
+                       ".tolist() first).")
             raise Fail(f"keep_best_nodes({show_tree(case)}) raised KeyError: {outcome[2]}.\n  Hint: a lookup of a "
-                       "kept node's parent failed, so that parent was not kept. With the highest values kept and "
-                       "ties going to the earlier node, every kept node's parent is kept (a child's value never "
-                       "exceeds its parent's); check which nodes you keep.")
+                       f"kept node's parent failed: {why}")
         got = as_answer(outcome[1]) if outcome[0] == "ok" and outcome[1] is not None else None
         want = reference_keep_best_nodes(*case)
-        if got is not None and set(got[0]) != set(want[0]) and len(got[0]) == case[2] and sorted(
-                float(case[0][i]) for i in got[0] if 0 <= i < len(case[0])) == sorted(float(case[0][i])
-                                                                                         for i in want[0]):
+        later = sorted(by_value(case[0], case[1], case[2], later_first=True))  # a planted fault: its own hint
+
+        def values_of(nodes, values=case[0]):
+            return sorted(float(values[i]) for i in nodes if 0 <= i < len(values))
+
+        if (got is not None and got[0] != later and len(set(got[0])) == len(got[0]) == case[2]
+                and set(got[0]) != set(want[0]) and values_of(got[0]) == values_of(want[0])):
             raise Fail(f"keep_best_nodes({show_tree(case)}) kept nodes {got[0]}, expected {want[0]}: the same "
                        "values, other nodes.\n  Hint: when values tie, keep the earlier node: sort with "
                        "stable=True on -values (torch.sort(-values, stable=True)); torch.topk and an unstable "

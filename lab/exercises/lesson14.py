@@ -20,6 +20,7 @@ from numbers import Integral
 
 from lab.exercises.harness import Fail, checker
 from lab.metrics import summarize_steps
+from lab.words import in_words
 from lab.trace import StepRecord
 from lab.validation import check_int
 
@@ -264,9 +265,8 @@ def _rounding_hint(keys: dict) -> str:
     digits = max(keys.values())  # the learner's own digits where they rounded every key alike
     how = "to whole numbers (round(x)?)" if digits == 0 else f"to {digits} decimals (round(x, {digits})?)"
     names = list(keys)
-    named = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return (f"{named} {'is' if len(names) == 1 else 'are'} rounded {how}: return the values unrounded, as our "
-            f"stats do, and round only where you print them (f\"{{value:.{digits or 2}f}}\"); a rounded value no "
+    return (f"{in_words(names)} {'is' if len(names) == 1 else 'are'} rounded {how}: return the values unrounded, as "
+            f"our stats do, and round only where you print them (f\"{{value:.{digits or 2}f}}\"); a rounded value no "
             "longer agrees with the counters' ratio, and the lesson compares it with our decode loop's stats.")
 
 

@@ -20,9 +20,10 @@ from lab.picker.tables import (ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEE
                                PARALLEL_MEASURED_REAL,
                                PARD_VLLM_TABLE, SAMPLING_EPS, SAMPLING_WARN_TEMPERATURE, SEED_000, SEED_002,
                                STRATEGY_BY_METHOD, WORKLOAD_BY_TASK, method_phrase, workload_row)
+from lab.words import in_words
 
 __all__ = ["reasons_for", "source_for", "basis_source", "notes_for", "obstacle_text", "memory_reasons",
-           "served_memory_reasons", "engine_notes", "greedy_reason", "join_names"]
+           "served_memory_reasons", "engine_notes", "greedy_reason"]
 
 _PROSE = ("chat", "long_text")  # the tasks where prompt lookup and Lookahead are rated by lesson 12's chat runs
 
@@ -165,7 +166,7 @@ def served_memory_reasons(method: str, workload: dict) -> list:
     groups[method].append("this course's loop")
     out = []
     for runs, where in groups.items():
-        names = join_names(where)
+        names = in_words(where)
         if names.startswith("this"):  # the course's loop alone opens the sentence
             names = "T" + names[1:]
         if runs == "none":
@@ -174,11 +175,6 @@ def served_memory_reasons(method: str, workload: dict) -> list:
         for sentence in memory_reasons(runs, workload["memory_headroom_gb"]):
             out.append(f"{names} ({METHOD_LABELS[runs]}): {sentence[0].lower()}{sentence[1:]}")
     return out
-
-
-def join_names(names: list) -> str:
-    """``["a", "b", "c"]`` as "a, b and c"."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def engine_notes(method: str, workload: dict) -> list:

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from lab.picker.counters import VLLM_METRICS
 from lab.picker.engines import ENGINE_LABELS, EngineSettings
-from lab.picker.reasons import basis_source, join_names
+from lab.picker.reasons import basis_source
 from lab.picker.tables import METHOD_LABELS, TASK_EXAMPLES, TASK_LABELS, served_speedup_for
+from lab.words import in_words
 
 __all__ = ["Recommendation"]
 
@@ -99,13 +100,13 @@ class Recommendation(EngineSettings):
         parts = []
         for (runs, speedup, source), engines in groups.items():
             if runs == "none":
-                parts.append(f"{join_names(engines)} {_serve(engines)} the target alone (every substitute is ruled "
+                parts.append(f"{in_words(engines)} {_serve(engines)} the target alone (every substitute is ruled "
                              "out: see the engine notes), 1×")
                 continue
             what = ("the PARD draft as a vanilla draft model (one forward per drafted token)"
                     if self.method == "parallel" and runs == "draft_model" else f"{METHOD_LABELS[runs]} instead")
             figure = source if speedup is None else f"{_range_text(*speedup)} (source: {source})"
-            parts.append(f"{join_names(engines)} {_serve(engines)} {what}: {figure}")
+            parts.append(f"{in_words(engines)} {_serve(engines)} {what}: {figure}")
         return "; ".join(parts)
 
     def speedup_where(self) -> str:
@@ -114,7 +115,7 @@ class Recommendation(EngineSettings):
         if not self.speculates or not self.served_speedups():
             return ""
         same = [ENGINE_LABELS[e] for e, runs in self.served().items() if runs == self.method]
-        return " (" + join_names([*same, "this course's loop"]) + ")" if same else " (this course's loop only)"
+        return " (" + in_words([*same, "this course's loop"]) + ")" if same else " (this course's loop only)"
 
     def draft_temperature_text(self) -> str:
         """The draft temperature for display, with what it means."""

@@ -250,12 +250,41 @@ def test_keep_best_nodes_names_an_unstable_sort_and_a_dropped_parent(capsys):
                                  check.reference_keep_best_nodes(v, p, n))  # the 40 ties are the only new case
     capsys.readouterr()
 
+    def ends_of_the_tie(values, parents, count):  # any build: 5 from each end of the 40 ties, right elsewhere
+        if len(values) < 40:
+            return check.reference_keep_best_nodes(values, parents, count)
+        kept = list(range(5)) + list(range(35, 40))
+        return kept, [-1] * len(kept)
+
+    rejects(check.keep_best_nodes, ends_of_the_tie, capsys, "kept nodes [0, 1, 2, 3, 4, 35",
+                  "the same values, other nodes", "stable=True")
+
+    def later_tie(values, parents, count):  # the planted fault keeps its own hint: a child left without its parent
+        kept = sorted(sorted(range(len(values)), key=lambda i: (-float(values[i]), -i))[:count])
+        return kept, [kept.index(parents[i]) if parents[i] in kept else -1 for i in kept]
+
+    rejects(check.keep_best_nodes, later_tie, capsys, "keeping the later one could leave a child without its parent")
+
+    def no_root_guard(values, parents, count):  # the solution's renumbering without its `if parents[i] >= 0`
+        kept = sorted(sorted(range(len(values)), key=lambda i: (-float(values[i]), i))[:count])
+        row = {node: i for i, node in enumerate(kept)}
+        return kept, [row[parents[i]] for i in kept]
+
+    rejects(check.keep_best_nodes, no_root_guard, capsys, "raised KeyError: -1", "-1 is the root's mark")
+
+    def tensor_keys(values, parents, count):  # keys are 0-d tensors: a lookup with an int finds none of them
+        kept = torch.sort(torch.sort(-torch.as_tensor(values), stable=True).indices[:count]).values
+        row = {node: i for i, node in enumerate(kept)}
+        return kept.tolist(), [row[parents[int(i)]] if parents[int(i)] >= 0 else -1 for i in kept]
+
+    rejects(check.keep_best_nodes, tensor_keys, capsys, "raised KeyError", ".tolist() first")
+
     def lowest(values, parents, count):  # the lowest values: children kept without their parents
         kept = sorted(sorted(range(len(values)), key=lambda i: (float(values[i]), i))[:count])
         row = {node: i for i, node in enumerate(kept)}
         return kept, [row[parents[i]] if parents[i] >= 0 else -1 for i in kept]
 
-    rejects(check.keep_best_nodes, lowest, capsys, "raised KeyError", "so that parent was not kept")
+    rejects(check.keep_best_nodes, lowest, capsys, "raised KeyError: 0", "either that parent was not kept")
 
 
 def test_keep_best_nodes_matches_the_drafters_dynamic_tree(pair):

@@ -189,10 +189,11 @@ def test_every_table_of_drafters_is_derived_from_the_registry_records(pair):
     rows = [row for name in DRAFTERS for row in bench.DRAFTER_METHODS[name]]
     assert len(rows) == len(set(rows))  # a row times one drafter
     assert DRAFTER_LABELS["mtp"] == "MTP heads" and set(DRAFTERS) <= set(DRAFTER_LABELS)
+    assert DRAFTER_LABELS["parallel"] == "parallel draft (PARD)"  # the committed arena's rows carry these labels
     assert drafter_spec("eagle").label == "EAGLE"
     with pytest.raises(ValueError, match="unknown drafter 'bigram'; choose from model, ngram, lookahead"):
         drafter_spec("bigram")
-    settings = _arena_settings(pair, ("prose",), (0.0,), 4, 1, 3, 0, 1, ("ngram", "early-exit", "parallel"),
+    settings = _arena_settings(pair, ("prose",), (0.0,), 4, 1, 3, 0, 1, ("parallel", "early-exit", "ngram"),
                                _QuietMeter())
     assert settings["geometry"] == ("prompt lookup n-grams <= 3, N = 3; early exit 3 of 6 layers; parallel draft: "
                                     "N = 3 tokens from one draft forward (mask tokens)")
