@@ -38,7 +38,7 @@ __all__ = [
     "fresh_args", "outcome_of", "run_case", "unchanged", "IN_PLACE_HINT",
     "as_float", "as_bool", "as_ints", "same_float", "same_bool", "same_int", "same_whole", "same_ints",
     "same_tensor", "same_tensor_type", "show_value", "show_brief", "show_outcome", "counts_pvalue",
-    "want_token_list", "float32_tensor", "lesson_device", "check_on_lesson_device",
+    "want_token_list", "a_type", "float32_tensor", "lesson_device", "check_on_lesson_device",
 ]
 
 # A check may be strict only where chance cannot trip a correct answer: the statistical checks below use
@@ -715,6 +715,12 @@ def same_ints(a, b) -> bool:
     return a is not None and a == b
 
 
+def a_type(value) -> str:
+    """``value``'s type name with its article, for messages: "a list", "an ndarray", "an int"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' or name == 'ndarray' else 'a'} {name}"
+
+
 def want_token_list(name: str, fn, case, example: str, why: str = "the lesson adds it to a list of ids and prints it",
                     what: str = "int token ids", tuples: bool = True, arrays: bool = False) -> None:
     """Refuse, with a hint, an answer on ``case`` that holds the right kind of ints in the wrong container: a tensor
@@ -733,7 +739,7 @@ def want_token_list(name: str, fn, case, example: str, why: str = "the lesson ad
         return
     if (isinstance(value, (torch.Tensor, collections.abc.Iterator)) or type(value).__module__ == "numpy"
             or (not tuples and isinstance(value, tuple))):
-        raise Fail(f"{name} returned a {type(value).__name__}; return a list of {what} (e.g. {example}): {why}.")
+        raise Fail(f"{name} returned {a_type(value)}; return a list of {what} (e.g. {example}): {why}.")
     if isinstance(value, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in value):
         raise Fail(f"{name} returned a list of tensors; return a list of {what} (e.g. {example}; .tolist() or "
                    f"int(...) turns tensor entries into ints): {why}.")

@@ -15,8 +15,8 @@ import random
 import torch
 
 from lab.drafters.lookahead import converged_prefix, jacobi_update
-from lab.exercises.harness import (as_ints, checker, compare, Fail, fresh_args, run_case, same_ints, show_brief,
-                                   want_token_list)
+from lab.exercises.harness import (a_type, as_ints, checker, compare, Fail, fresh_args, run_case, same_ints,
+                                   show_brief, want_token_list)
 from lab.models import forward, new_cache
 
 __all__ = ["jacobi_step", "count_converged", "reference_count_converged", "parallel_block",
@@ -52,6 +52,10 @@ def jacobi_step(fn, model, prefix_ids):
         logits = forward(m, p + w, new_cache())
         return logits[len(p) - 1:].argmax(-1).tolist()
 
+    def one_row_too_few(m, p, w):
+        logits = forward(m, list(p) + list(w), new_cache())
+        return logits[len(p) - 1:len(p) + len(w) - 2].argmax(-1).tolist()
+
     def sequential(m, p, w):
         out = []
         for _ in w:
@@ -74,6 +78,9 @@ def jacobi_step(fn, model, prefix_ids):
         (one_row_too_many, "return exactly W guesses, one per window position: rows len(prefix) - 1 … len(prefix) + "
                            "W - 2 (logits[len(prefix) - 1:len(prefix) - 1 + W]). The last row, after the window's "
                            "last token, guesses the position past the window."),
+        (one_row_too_few, "return exactly W guesses, one per window position: this returns W - 1, so the window "
+                          "shrinks every iteration. Slice W rows, from the row of the token before the window's "
+                          "first position."),
         (sequential, "that is autoregressive decoding (one forward per token, each seeing the NEW guesses). Jacobi "
                      "updates every position at once from the OLD guesses: one forward over prefix + window."),
     ]
@@ -83,12 +90,17 @@ def jacobi_step(fn, model, prefix_ids):
     if first[0] == "ok" and first[1] is not None and not isinstance(first[1], list):
         why = ("a tuple never equals a list, so the lesson's `window == greedy` would stay False"
                if isinstance(first[1], tuple) else f"a {type(first[1]).__name__} cannot be compared that way")
-        raise Fail(f"jacobi_step returned a {type(first[1]).__name__}; return a new list of int token ids (e.g. "
+        raise Fail(f"jacobi_step returned {a_type(first[1])}; return a new list of int token ids (e.g. "
                    f"logits[...].argmax(-1).tolist()): the lesson's loop compares windows with ==, and {why}.")
     if first[0] == "ok" and isinstance(first[1], list) and len(first[1]) == vocab != len(cases[0][2]):
         raise Fail(f"jacobi_step returned {len(first[1]):,} guesses for a window of {len(cases[0][2])}: one per "
                    "vocabulary entry.\n  Hint: take the argmax over the LAST dimension, the vocabulary (argmax(-1) "
                    "of the [positions, vocab] rows, after a softmax too), to get one guess per window position.")
+    if first[0] == "ok" and isinstance(first[1], list) and first[1] and all(
+            isinstance(x, (list, tuple)) and len(x) == 1 for x in first[1]):
+        raise Fail(f"jacobi_step returned {first[1][:4]!r}{'…' if len(first[1]) > 4 else ''}: a list of one-element "
+                   "lists.\n  Hint: argmax(-1) without keepdim=True gives one id per window position; the window is "
+                   "a flat list of ints.")
     want_token_list("jacobi_step", fn, cases[0], "logits[...].argmax(-1).tolist()",
                     "the lesson feeds the new window back to the model as token ids", tuples=False)
     same = same_ints
@@ -156,7 +168,7 @@ def count_converged(fn):
         (vs_previous, "compare each window with the FIXED POINT (the last window), not with the window before it."),
         (newly, "return the converged prefix of every window (a running total), not the increase."),
     ]
-    want_token_list("count_converged", fn, tuple(cases[0]), "[converged_prefix(w, final) for w in iterations]",
+    want_token_list("count_converged", fn, tuple(cases[0]), "[3, 5, 8]: plain ints, .tolist() on a tensor",
                     "the lesson compares each count with the next (counts[1:]) and prints the list", "counts",
                     arrays=True)
     count = compare("count_converged", fn, [tuple(c) for c in cases], reference_count_converged, faults, same_ints,
@@ -206,15 +218,14 @@ def parallel_block(fn):
     faults = [
         (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a:a + k]),
          "the targets start one place early: ids[anchor] is fed, not guessed. Its row predicts the token AFTER it, "
-         "so token 1 of the block is ids[anchor + 1] (targets = ids[anchor + 1:anchor + 1 + k])."),
+         "so token 1 of the block is ids[anchor + 1]."),
         (lambda x, a, k, m: (x[:a + 1] + [m] * k, x[a + 1:a + 1 + k]),
          "K - 1 masks, not K: the row of the last real token, ids[anchor], already drafts token 1, and mask i "
          "drafts token i + 1, so K - 1 masks give K rows of guesses (a K-th mask would guess token K + 1)."),
         (lambda x, a, k, m: (x[:a + k], x[a + 1:a + 1 + k]),
          "that feeds the true tokens 2..K where the masks go: an autoregressive draft's teacher forcing. At "
          "inference those tokens are what the draft is proposing, it does not have them; the masks stand in for "
-         "them and carry nothing, so no row depends on an earlier draft (inputs = ids[:anchor + 1] + [mask_id] * "
-         "(k - 1))."),
+         "them and carry nothing, so no row depends on an earlier draft."),
         (lambda x, a, k, m: (x[:a + 1] + [m] * max(len(x[a + 1:a + 1 + k]) - 1, 0), x[a + 1:a + 1 + k]),
          "the inputs always end with k - 1 masks, also near the end of ids: only the targets (true tokens) run out "
          "there. The draft is fed the same block wherever the anchor is; at inference the anchor is the last token "
@@ -231,10 +242,11 @@ def parallel_block(fn):
     first = run_case(fn, fresh_args(cases[0]))
     if first[0] == "ok" and first[1] is not None and _block_parts(first[1]) is None:
         raise Fail(f"parallel_block returned {show_brief(first[1])}; return a pair (inputs, targets) of token-id "
-                   "lists, e.g. (ids[:anchor + 1] + [mask_id] * (k - 1), ids[...]), not generators or iterators: "
+                   "lists (list(...) makes one), not generators or iterators: "
                    "the lesson takes len(inputs), feeds inputs to the draft and compares its guesses with targets.")
     count = compare("parallel_block", fn, cases, reference_parallel_block, faults, same,
-                    "inputs: the text up to and including ids[anchor], then k - 1 copies of mask_id; targets: the "
-                    "true tokens after ids[anchor], at most k of them (fewer, or none, near the end of ids).")
+                    "inputs: the text up to and including ids[anchor], then mask tokens (how many? K rows must guess, "
+                    "and ids[anchor]'s own row already guesses the first); targets: the true tokens after "
+                    "ids[anchor], at most k of them (fewer, or none, near the end of ids).")
     return (f"{count} blocks right: one forward over the text and K - 1 masks, the last K rows scored on the K "
             "tokens after the anchor, none fed an earlier draft")

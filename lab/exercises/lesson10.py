@@ -8,7 +8,7 @@ import inspect
 
 import torch
 
-from lab.exercises.harness import (check_on_lesson_device, checker, compare, Fail, outcome_of, same_float,
+from lab.exercises.harness import (a_type, check_on_lesson_device, checker, compare, Fail, outcome_of, same_float,
                                    same_ints, same_tensor, want_token_list)
 from lab.trees import depths, tree_attention_mask
 from lab.trees import position_ids as _ref_position_ids
@@ -85,6 +85,10 @@ def _medusa_variant(kind):
             elif kind == "ignored_in_mean":  # the -100 positions count in the mean's denominator
                 ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
                                      tokens[:, shift:].reshape(-1), reduction="none").mean()
+            elif kind in ("softmax_first", "nll_raw"):  # probabilities into cross_entropy; raw logits into nll_loss
+                scores = logits[:, :span, k - 1].reshape(-1, logits.size(-1))
+                ce = (F.cross_entropy(scores.softmax(-1), tokens[:, shift:].reshape(-1)) if kind == "softmax_first"
+                      else F.nll_loss(scores, tokens[:, shift:].reshape(-1)))
             else:
                 ce = F.cross_entropy(logits[:, :span, k - 1].reshape(-1, logits.size(-1)),
                                      tokens[:, shift:].reshape(-1), reduction="sum" if kind == "sum" else "mean")
@@ -115,6 +119,12 @@ def medusa_loss(fn):
         (_medusa_variant("shift_logits"), "pair each position's logits with a LATER token: logits[:, :T - 1 - k] "
                                           "against tokens[:, 1 + k:]. Shifting the logits instead scores head k "
                                           "at t + 1 + k against the token at t, which lies behind it."),
+        (_medusa_variant("softmax_first"), "F.cross_entropy takes the raw logits: it applies log-softmax itself, so "
+                                           "a softmax before it squashes every loss towards log V. Pass the logits "
+                                           "as they are."),
+        (_medusa_variant("nll_raw"), "F.nll_loss expects log-probabilities: on raw logits it only negates the "
+                                     "target's logit. Apply log_softmax first, or use F.cross_entropy on the "
+                                     "logits, which does both."),
         (_medusa_variant("average"), "add the weighted cross-entropies up; do not divide by the number of heads."),
         (_medusa_variant("sum"), "take the MEAN cross-entropy over the positions (F.cross_entropy's default), not "
                                  "the sum."),
@@ -133,7 +143,7 @@ def medusa_loss(fn):
     if outcome[0] == "ok" and outcome[1] is not None:
         got = outcome[1]
         if not isinstance(got, torch.Tensor):
-            raise Fail(f"medusa_loss returned a {type(got).__name__}; return the loss as a torch tensor.\n  Hint: "
+            raise Fail(f"medusa_loss returned {a_type(got)}; return the loss as a torch tensor.\n  Hint: "
                        "training calls loss.backward() on it, so keep it a tensor (no float(...) or .item()).")
         if got.grad_fn is None:
             raise Fail("medusa_loss returned a tensor with no gradient attached to the logits.\n  Hint: training "
@@ -201,6 +211,8 @@ def _mask_variant(kind):
             mask[torch.arange(n), prefix_len + torch.arange(n)] = False
         elif kind == "no_prefix":
             mask[:, :prefix_len] = False
+        elif kind == "transposed":  # mask[ancestor, node] set instead of mask[node, ancestor]
+            mask[:, prefix_len:] = mask[:, prefix_len:].T.clone()
         return mask
     return variant
 
@@ -214,6 +226,10 @@ def tree_mask(fn):
                                   "or cousins, only its ancestors and itself."),
         (_mask_variant("parent_only"), "a node sees ALL its ancestors (its whole path from the top), not just its "
                                        "parent: copy the parent's row, then add the node itself."),
+        (_mask_variant("transposed"), "the tree part is transposed: row i is node i, the one that attends, and "
+                                      "column prefix_len + j is what it may see, so True goes at [i, prefix_len + "
+                                      "j] for each ancestor j of i (a node sees earlier nodes: the tree part is "
+                                      "lower-triangular)."),
         (_mask_variant("no_self"), "a node attends to itself too (the diagonal is True)."),
         (_mask_variant("no_prefix"), "every node sees the whole committed prefix: the first prefix_len columns "
                                      "are all True."),
@@ -227,7 +243,7 @@ def tree_mask(fn):
         want = tree_attention_mask(parents, prefix_len)
         call = f"tree_mask({parents}, {prefix_len})"
         if outcome[0] == "ok" and got is not None and not isinstance(got, torch.Tensor):
-            raise Fail(f"{call} returned a {type(got).__name__}; the mask must be a torch.bool tensor "
+            raise Fail(f"{call} returned {a_type(got)}; the mask must be a torch.bool tensor "
                        f"[n, prefix_len + n].\n  Hint: build it with torch.zeros(n, prefix_len + n, "
                        "dtype=torch.bool) and set the True entries, or wrap yours in torch.tensor(..., "
                        "dtype=torch.bool).")
@@ -487,8 +503,9 @@ def tokens_per_call(fn, target, prompts):
         (floor_division, "divide with / (a float), not // (which rounds down to a whole number)."),
         (first_prompt_only, "the `return` sits inside the loop, so the function answers after the first prompt: "
                             "return once the loop has added every prompt's run."),
-        (every_step_record, "gen.steps also holds the prefill's record, which is not a decode step: divide by "
-                            "stats['target_calls'] (or len(gen.decode_steps))."),
+        (every_step_record, "the denominator counts one call too many per run, the prefill's: divide by "
+                            "stats['target_calls'] as it is (no + 1; it counts the decode calls only) or by "
+                            "len(gen.decode_steps) (gen.steps also holds the prefill's record)."),
         (rounded, "return the ratio as it is: round only where you print it (f\"{x:.2f}\"), since later cells "
                   "compare and compute with the value."),
         (with_draft_calls, "count target calls only (stats['target_calls']): the draft's forward passes are "

@@ -207,7 +207,7 @@ def test_emitted_tokens_wants_a_list_without_being_given_the_answer(capsys):
 
 
 @pytest.mark.parametrize("answer, words", [
-    (lambda drafts, k, t: np.array(list(drafts[:k]) + [t]), ["returned a ndarray", "return a list of int token ids"]),
+    (lambda drafts, k, t: np.array(list(drafts[:k]) + [t]), ["returned an ndarray", "return a list of int token ids"]),
     (lambda drafts, k, t: [float(x) for x in list(drafts[:k]) + [t]], ["not floats"]),
 ])
 def test_emitted_tokens_refuses_an_array_or_floats(answer, words, capsys):

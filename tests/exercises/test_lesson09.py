@@ -326,7 +326,7 @@ def test_count_converged_takes_an_int_array_and_names_a_skipped_first_window(cap
     assert check.count_converged(lambda its: np.array(check.reference_count_converged(its)))
     assert capsys.readouterr().out.startswith("✓")
     rejects(check.count_converged, lambda its: np.array(check.reference_count_converged(its), dtype=float), capsys,
-            "returned a ndarray")
+            "returned an ndarray")
     rejects(check.count_converged, lambda its: check.reference_count_converged(its)[1:], capsys,
             "the first one too")
 
@@ -339,3 +339,28 @@ def test_jacobi_step_names_an_argmax_over_the_positions_after_a_softmax(capsys, 
 
     ok, out = run(capsys, check.jacobi_step, softmax_axis, target, [1, 2, 3, 4, 5])
     assert not ok and "guesses for a window of 1: one per vocabulary entry" in out and "LAST dimension" in out
+
+
+def test_jacobi_step_names_a_short_window_and_a_kept_dimension(capsys, target):
+    """A learner's W - 1 guesses and argmax(-1, keepdim=True) ([[4590], ...]) met the generic hint."""
+    def short(model, p, w):
+        return forward(model, p + w, new_cache())[len(p) - 1:len(p) + len(w) - 2].argmax(-1).tolist()
+
+    def kept(model, p, w):
+        return forward(model, p + w, new_cache())[len(p) - 1:len(p) - 1 + len(w)].argmax(-1, keepdim=True).tolist()
+
+    ok, out = run(capsys, check.jacobi_step, short, target, [1, 2, 3, 4, 5])
+    assert not ok and "this returns W - 1" in out, out
+    ok, out = run(capsys, check.jacobi_step, kept, target, [1, 2, 3, 4, 5])
+    assert not ok and "a list of one-element lists" in out and "keepdim=True" in out, out
+
+
+def test_type_hints_do_not_print_the_answer(capsys):
+    """The type hints of count_converged and parallel_block printed the whole answer (a list comprehension over
+    converged_prefix; the inputs' formula)."""
+    ok, out = run(capsys, check.count_converged, lambda its: iter([0] * len(its)))
+    assert not ok and "converged_prefix(" not in out and "plain ints" in out, out
+    ok, out = run(capsys, check.parallel_block, lambda ids, a, k, m: {"inputs": ids})
+    assert not ok and "[mask_id] * (k - 1)" not in out and "list(...) makes one" in out, out
+    assert harness.a_type([]) == "a list" and harness.a_type(__import__("numpy").zeros(1)) == "an ndarray"
+    assert harness.a_type(3) == "an int"

@@ -443,3 +443,39 @@ def test_medusa_loss_with_weights_made_on_the_cpu_is_told_where_the_lesson_runs_
         return (decay ** torch.arange(1, heads + 1, device=logits.device) * losses).sum()
 
     assert check.medusa_loss(on_the_device)
+
+
+def test_a_learners_slips_of_lessons_10_get_their_own_hints(capsys, target):
+    """A learner's run of lesson 10: a transposed tree mask, a softmax before F.cross_entropy and F.nll_loss on raw
+    logits met the generic hint; a denominator of target_calls + 1 was told about gen.steps, which it never read."""
+    import torch.nn.functional as F
+
+    def transposed(parents, prefix_len):  # mask[ancestor, node] instead of mask[node, ancestor]
+        mask = tree_attention_mask(parents, prefix_len).clone()
+        mask[:, prefix_len:] = mask[:, prefix_len:].T.clone()
+        return mask
+
+    rejects(check.tree_mask, transposed, capsys, "the tree part is transposed", "lower-triangular")
+
+    def loss_with(kind):
+        def loss(logits, tokens, decay=0.8):
+            total = logits.new_zeros(())
+            for k in range(1, logits.size(2) + 1):
+                scores = logits[:, :tokens.size(1) - 1 - k, k - 1].reshape(-1, logits.size(-1))
+                gold = tokens[:, 1 + k:].reshape(-1)
+                ce = F.cross_entropy(scores.softmax(-1), gold) if kind == "softmax" else F.nll_loss(scores, gold)
+                total = total + decay ** k * ce
+            return total
+        return loss
+
+    rejects(check.medusa_loss, loss_with("softmax"), capsys, "F.cross_entropy takes the raw logits")
+    rejects(check.medusa_loss, loss_with("nll"), capsys, "F.nll_loss expects log-probabilities")
+
+    from lab.decode import generate
+
+    def plus_one(t, make, ps, m, eos_token_id=None):
+        runs = [generate(t, p, drafter=make(), max_new_tokens=m, eos_token_id=eos_token_id) for p in ps]
+        return sum(len(g.tokens) - 1 for g in runs) / sum(g.stats["target_calls"] + 1 for g in runs)
+
+    prompts = [list(range(1, 30)), list(range(30, 60))]
+    rejects(lambda f: check.tokens_per_call(f, target, prompts), plus_one, capsys, "no + 1")
