@@ -107,12 +107,12 @@ def run(args) -> int:
     eagle3 with a pair they were not trained for, before it loads; early-exit on GPT-2). On a chat pair an empty
     ``--prompt`` is an empty user turn, sent with the chat template.
     :func:`lab.cli.main` prints either as one line."""
+    import torch
+
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer, show_controls
     from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
-    import torch
-
     from lab.models import context_limit, fit_threads, load_pair
     from lab.prompts import held_out_prompts
 

@@ -20,9 +20,9 @@ from numbers import Integral
 
 from lab.exercises.harness import Fail, checker
 from lab.metrics import summarize_steps
-from lab.words import in_words
 from lab.trace import StepRecord
 from lab.validation import check_int
+from lab.words import in_words
 
 __all__ = ["stats_from_vllm_counters", "counters_from_steps", "make_steps"]
 
