@@ -187,7 +187,8 @@ def test_measurements_time_the_saved_draft_against_the_draft_model(pair, tmp_pat
     for k in ("2", "3"):
         step = out["draft_step_ms"][k]
         assert step["parallel"] > 0 and step["autoregressive"] > 0
-        assert step["ratio"] == round(step["autoregressive"] / step["parallel"], 2)
+        # the ratio is of the unrounded medians, the ms are stored to 4 decimals: a last-digit tie may round apart
+        assert abs(step["ratio"] - step["autoregressive"] / step["parallel"]) <= 0.005 + 1e-3
         for name in ("model", "parallel"):
             run = out["greedy_decoding"][k][name]
             assert run["same_as_autoregressive"] and 1 <= run["tokens_per_target_call"] <= int(k) + 1
