@@ -63,8 +63,6 @@ times it by default (its trained-drafter goal takes the best row), ``drafters`` 
 EAGLE3_TREE_SHAPE = (3, 3, 8)
 """``lab.drafters.DynamicTree(num_steps, topk, num_draft_tokens)`` of :data:`EAGLE3_TREE`: the fastest shape on chat
 requests in the real pair's committed ``tree_shapes.json`` (``tools/tree_shapes.py``)."""
-EXTRA_METHODS = ("lab prompt lookup", SAME_RULE, "HF prompt lookup", "lab lookahead", "lab Medusa", "lab EAGLE",
-                 "lab early exit")
 BASELINE_METHODS = ("lab autoregressive", "HF generate")
 """The rows every bench keeps, also when ``drafters`` narrows it: the two autoregressive baselines."""
 HF_ASSISTED_POLICY = (20, 0.4)
@@ -85,6 +83,12 @@ is one, transformers' counterpart or a variant (the draft model with transformer
 transformers' rule, EAGLE-3 on a dynamic tree). The rows beyond :data:`BASE_METHODS` and :data:`EXTRA_METHODS`
 run only when ``drafters`` names them, so a plain bench times what it always did; but ``python -m lab bench`` on
 the real pair adds :data:`EAGLE3_TREE` (and :data:`FR_SPEC`) to its extras."""
+EXTRA_METHODS = tuple(row for name, spec in DRAFTER_SPECS.items() if spec.plain_bench and name != "model"
+                      for row in DRAFTER_METHODS[name])
+"""The rows a bench may add to :data:`BASE_METHODS` (``run_bench``'s ``extra``): those of every drafter but the
+draft model (already there) whose record says a plain bench times it (:attr:`lab.registry.DrafterSpec.plain_bench`),
+in the registry's order: prompt lookup (ours, ours with transformers' rule, transformers'), Lookahead, Medusa, EAGLE,
+the early exit."""
 
 
 def bench_rows(extra=(), drafters=None) -> tuple:

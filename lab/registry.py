@@ -42,6 +42,8 @@ class DrafterSpec:
     - ``keeps_outputs``: it carries what earlier generations produced into the next (a cache of outputs), so a
       warm-up must use a fresh one.
     - ``geometry(pair, n_draft)``: the arena's one-line description of its shape, or None when N says it all.
+    - ``plain_bench``: a plain ``python -m lab bench`` (no ``--drafter``) times it. Only the methods whose rows the
+      bench's tables, goals and committed runs always had; any other is timed when ``--drafter`` names it.
     """
     name: str
     label: str
@@ -52,6 +54,7 @@ class DrafterSpec:
     one_forward_per_token: bool = False
     keeps_outputs: bool = False
     geometry: Callable | None = None
+    plain_bench: bool = False
 
 
 def _draft_model(pair, n_draft, confidence=None):
@@ -152,22 +155,24 @@ def _eagle3(pair, n_draft):
 
 DRAFTER_SPECS = {spec.name: spec for spec in (
     # the pair's own draft model (lessons 04-06); the only drafter that takes a confidence stop
-    DrafterSpec("model", "draft model", _draft_model, "lab speculative", one_forward_per_token=True),
+    DrafterSpec("model", "draft model", _draft_model, "lab speculative", one_forward_per_token=True,
+                plain_bench=True),
     # prompt lookup (lesson 08): n-grams of the context, no draft model
     DrafterSpec("ngram", "prompt lookup", _prompt_lookup, "lab prompt lookup",
-                geometry=lambda pair, n: f"prompt lookup n-grams <= 3, N = {n}"),
+                geometry=lambda pair, n: f"prompt lookup n-grams <= 3, N = {n}", plain_bench=True),
     # Lookahead decoding (lesson 09): Jacobi iteration of the target's own n-grams
     DrafterSpec("lookahead", "lookahead", _lookahead, "lab lookahead", own_draft="its window W and n-gram size set",
-                geometry=_lookahead_geometry),
+                geometry=_lookahead_geometry, plain_bench=True),
     # Medusa heads + tree attention (lesson 10)
     DrafterSpec("medusa", "Medusa", _medusa, "lab Medusa", own_draft="its tree of candidates sets",
-                trained_for=_OFFLINE_PAIRS, geometry=_medusa_geometry),
+                trained_for=_OFFLINE_PAIRS, geometry=_medusa_geometry, plain_bench=True),
     # EAGLE feature-space draft (lesson 11), a chain of N
-    DrafterSpec("eagle", "EAGLE", _eagle, "lab EAGLE", trained_for=_OFFLINE_PAIRS, one_forward_per_token=True),
+    DrafterSpec("eagle", "EAGLE", _eagle, "lab EAGLE", trained_for=_OFFLINE_PAIRS, one_forward_per_token=True,
+                plain_bench=True),
     # the target's first half of layers + its own head (lesson 10)
     DrafterSpec("early-exit", "early exit", _early_exit, "lab early exit", one_forward_per_token=True,
                 geometry=lambda pair, n: (f"early exit {_exit_layers(pair)} of "
-                                          f"{pair.target.config.num_hidden_layers} layers")),
+                                          f"{pair.target.config.num_hidden_layers} layers"), plain_bench=True),
     # suffix decoding (lesson 08): suffix tries over this request and earlier outputs; see make_drafter
     DrafterSpec("suffix", "suffix decoding", _suffix, "lab suffix decoding",
                 own_draft="the length of its longest match sets", keeps_outputs=True, geometry=_suffix_geometry),

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
-from lab.registry import DRAFTERS, OWN_DRAFT, drafter_problem, drafters_in_words, own_draft_reason
+from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, drafter_problem, drafters_in_words, own_draft_reason
 from lab.words import in_words
 
 __all__ = ["add_parser", "run", "drafter_names", "selected_drafters"]
@@ -44,9 +44,11 @@ def add_parser(sub) -> None:
     b.add_argument("--drafter", action="append", type=drafter_names, default=None, metavar="NAME[,NAME...]",
                    help="time only these drafters beside lab autoregressive and HF generate, repeatable or "
                         f"comma-separated, from {', '.join(DRAFTERS)} (model and ngram bring transformers' "
-                        "counterpart; suffix, mtp, parallel and eagle3's chain are timed only when named here, "
-                        "EAGLE-3 on its dynamic tree also by default on the real pair); a chat pair then prints its "
-                        "tables without the cost curve, N sweep and goals (default: every method)")
+                        "counterpart; "
+                        f"{in_words(name for name, spec in DRAFTER_SPECS.items() if not spec.plain_bench)} are timed "
+                        "only when named here, but EAGLE-3 on its dynamic tree also by default on the real pair); a "
+                        "chat pair then prints its tables without the cost curve, N sweep and goals (default: every "
+                        "method)")
     b.add_argument("--lookup-n-draft", type=positive_int, default=5,
                    help="tokens prompt lookup drafts per step, ours and transformers' prompt_lookup_num_tokens, "
                         ">= 1 (default: %(default)s)")

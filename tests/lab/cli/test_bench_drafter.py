@@ -89,3 +89,20 @@ def test_a_drafter_bench_times_only_the_baselines_and_its_rows():
     from lab.bench import EAGLE3_TREE
 
     assert bench_rows(drafters=("eagle3",)) == ("lab autoregressive", "HF generate", "lab EAGLE-3", EAGLE3_TREE)
+
+
+def test_the_plain_bench_times_the_drafters_whose_record_says_so(capsys):
+    from lab.registry import DRAFTER_SPECS
+
+    # EXTRA_METHODS is derived from the records: a drafter's rows are there exactly when a plain bench times it
+    assert EXTRA_METHODS[:3] == ("lab prompt lookup", SAME_RULE, "HF prompt lookup")
+    for name, spec in DRAFTER_SPECS.items():
+        plain = set(bench_rows(EXTRA_METHODS))
+        assert (spec.bench_row in plain) == spec.plain_bench, name
+    later = [name for name, spec in DRAFTER_SPECS.items() if not spec.plain_bench]
+    assert later == ["suffix", "mtp", "parallel", "eagle3"]  # the four added after the bench's tables were set
+    # --drafter's help names those, and no other, as timed only when named
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["bench", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "suffix, mtp, parallel and eagle3 are timed only when named here" in help_text
