@@ -15,11 +15,18 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["LoadMeter", "BUSY_SHARE", "BUSY_WARNING", "thread_advice"]
+__all__ = ["LoadMeter", "BUSY_SHARE", "SPIN_SHARE", "BUSY_WARNING", "busy_threshold", "thread_advice"]
 
 BUSY_SHARE = 0.25
 """Other processes kept more than this share of the cores busy, on average over the block: the timing is flagged
 (on 2 cores, half a core of other work)."""
+
+SPIN_SHARE = 0.1
+"""The share of the cores of other work that flags a timing while torch runs a thread on every core this process may
+use: its threads then wait on each other whenever another program takes a core from one of them. Cores that torch
+leaves free are added to it (:func:`busy_threshold`). In a learner's run (2026-12-07, 2-core AMD EPYC, 2 threads)
+other programs used 0.29 of a core, under BUSY_SHARE's half core, and autoregressive decoding ran at 13.3 tokens/s
+against 25.1-25.6 on the quiet machine."""
 
 BUSY_WARNING = ("WARNING: the machine was busy, so these speeds are low and uneven; close other programs and time "
                 "again")
@@ -39,6 +46,19 @@ def thread_advice() -> str:
     return (f" (torch runs {torch.get_num_threads()} threads, which wait on each other while other programs hold "
             "cores: torch.set_num_threads(1) or lab.models.fit_threads() in Python, OMP_NUM_THREADS=1 before a "
             "command)")
+
+
+def busy_threshold(cores: int, threads: int | None = None) -> float:
+    """How many cores other processes may keep busy before a timing on ``cores`` cores is flagged:
+    :data:`BUSY_SHARE` of them, or :data:`SPIN_SHARE` of them plus the cores torch leaves free, whichever is lower
+    (so lower only while torch's ``threads`` leave less than BUSY_SHARE of the cores free). ``threads``: torch's
+    thread count; None reads it from torch when torch is loaded (this module does not import it), else 1."""
+    if threads is None:
+        import sys
+
+        torch = sys.modules.get("torch")
+        threads = torch.get_num_threads() if torch is not None else 1
+    return min(BUSY_SHARE * cores, max(0, cores - threads) + SPIN_SHARE * cores)
 
 
 def _usable_cpus() -> frozenset | None:
@@ -95,7 +115,8 @@ class LoadMeter:
     - ``load_average``: the 1-minute load average ``(before, after)`` (either may be None);
     - ``cores``: the CPUs this process may run on (``len(os.sched_getaffinity(0))``; ``os.cpu_count()`` where the
       system cannot say), and whose busy time is counted;
-    - ``busy``: True when ``other_cores`` exceeded :data:`BUSY_SHARE` of the cores (None when unknown);
+    - ``busy``: True when ``other_cores`` exceeded :func:`busy_threshold` (:data:`BUSY_SHARE` of the cores, less
+      while torch runs a thread on nearly every core; None when unknown);
     - :meth:`summary` (a dict for JSON) and :meth:`note` (one sentence, with a warning when busy).
 
     The kernel counts CPU time in ticks of 10 ms, so blocks under a second read roughly. A GPU run spends little CPU
@@ -112,6 +133,7 @@ class LoadMeter:
         self._start = None
 
     def __enter__(self) -> "LoadMeter":
+        self._threshold = busy_threshold(self.cores)  # torch's threads while the block runs
         self._start = (time.perf_counter(), time.process_time(), _busy_cpu_seconds(self._cpus), _load_average())
         return self
 
@@ -124,7 +146,7 @@ class LoadMeter:
         if busy0 is not None and busy1 is not None and self.seconds > 0:
             # other = everything busy minus our own threads; tick rounding can make it slightly negative
             self.other_cores = max(0.0, (busy1 - busy0 - own) / self.seconds)
-            self.busy = self.other_cores > BUSY_SHARE * self.cores
+            self.busy = self.other_cores > self._threshold
 
     def summary(self) -> dict:
         """``{"seconds", "cores", "other_cores", "load_average", "busy"}`` (rounded; None where unknown)."""

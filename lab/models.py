@@ -35,7 +35,7 @@ from safetensors import SafetensorError
 from lab.assets import (CONVERTING_PREFIX, PAIR_DIR, SMOLLM2_DIR, SMOLLM2_GGUF, SMOLLM2_WHEEL, ModelNotAvailableError,
                         WheelFile, cache_dir, check_converted, converted_dir, install_converted,
                         remove_stale_conversions, verified_wheel_file)
-from lab.load_meter import BUSY_SHARE, LoadMeter
+from lab.load_meter import LoadMeter, busy_threshold
 from lab.validation import check_token_ids
 
 __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft",
@@ -210,8 +210,9 @@ def fit_threads(sample_s: float = 0.5) -> str:
     2026-12-07), so a busy machine both slows a lesson several times and bends the cost ratios it measures.
 
     Measures the CPU time other processes use over ``sample_s`` seconds (:class:`lab.load_meter.LoadMeter`). When
-    they keep more than :data:`lab.load_meter.BUSY_SHARE` of the usable cores busy, torch gets the cores they leave
-    (``cores - round(other)``, at least 1, at most its default); otherwise its default (the count torch chose when
+    they keep more of the usable cores busy than :func:`lab.load_meter.busy_threshold` allows torch's default thread
+    count (a quarter of the cores, or a tenth when that count leaves none free), torch gets the cores they leave
+    whole (``cores - ceil(other)``, at least 1, at most its default); otherwise its default (the count torch chose when
     ``lab.models`` was imported), so a call on a quiet machine undoes an earlier cut. Where the counters cannot be
     read (outside Linux) the threads stay as they are. Raises ``ValueError`` for ``sample_s`` outside [0.1, 10] (the
     kernel counts CPU time in 10 ms ticks)."""
@@ -225,10 +226,11 @@ def fit_threads(sample_s: float = 0.5) -> str:
         return (f"torch uses {torch.get_num_threads()} CPU threads (other programs' CPU use cannot be read on this "
                 "system)")
     busy = f"other programs kept {meter.other_cores:.2f} of {meter.cores} cores busy"
-    if meter.other_cores <= BUSY_SHARE * meter.cores:
+    if meter.other_cores <= busy_threshold(meter.cores, _DEFAULT_THREADS):
         torch.set_num_threads(_DEFAULT_THREADS)
         return f"torch uses {_DEFAULT_THREADS} CPU thread{'s' * (_DEFAULT_THREADS != 1)} ({busy})"
-    threads = max(1, min(_DEFAULT_THREADS, meter.cores - math.floor(meter.other_cores + 0.5)))
+    # a core another program uses even part of the time stalls the thread on it, and with it the others
+    threads = max(1, min(_DEFAULT_THREADS, meter.cores - math.ceil(meter.other_cores)))
     torch.set_num_threads(threads)
     if threads == _DEFAULT_THREADS:  # nothing to give up (one thread already): only the warning is left
         return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, but {busy}: timings will be slow and "

@@ -34,10 +34,10 @@ def test_other_processes_are_the_busy_time_minus_our_own(monkeypatch):
 
 
 def test_a_quiet_machine_gets_no_warning(monkeypatch):
-    _fake_clocks(monkeypatch, busy=(100.0, 101.4))   # 0.4 s others over 2 s = 0.2 cores, under a quarter of 2
+    _fake_clocks(monkeypatch, busy=(100.0, 101.3))   # 0.3 s others over 2 s = 0.15 cores, under a tenth of 2
     with LoadMeter() as meter:
         pass
-    assert meter.other_cores == pytest.approx(0.2) and meter.busy is False
+    assert meter.other_cores == pytest.approx(0.15) and meter.busy is False
     assert "WARNING" not in meter.note()
 
 
@@ -116,5 +116,28 @@ def test_the_busy_warning_advises_one_thread_only_while_torch_runs_more():
         assert meter.note().endswith(BUSY_WARNING + thread_advice()) and "torch runs 2 threads" in meter.note()
         torch.set_num_threads(1)
         assert thread_advice() == "" and meter.note().endswith(BUSY_WARNING)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_threshold_is_lower_while_torch_has_a_thread_on_every_core(monkeypatch):
+    """A quarter of the cores, or a tenth plus the cores torch leaves free, whichever is lower: 2 threads on 2 cores
+    stall on 0.29 of a core of other work (a learner's run: decoding at half speed, with no warning before)."""
+    from lab.load_meter import SPIN_SHARE, busy_threshold
+
+    assert busy_threshold(2, threads=2) == pytest.approx(SPIN_SHARE * 2) == pytest.approx(0.2)
+    assert busy_threshold(2, threads=1) == BUSY_SHARE * 2            # a core to spare: half a core, as before
+    assert busy_threshold(8, threads=4) == BUSY_SHARE * 8 and busy_threshold(8, threads=8) == pytest.approx(0.8)
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        for threads, busy in ((2, True), (1, False)):
+            torch.set_num_threads(threads)
+            _fake_clocks(monkeypatch, busy=(100.0, 101.58))  # 0.58 s of others over 2 s: 0.29 of a core
+            with LoadMeter() as meter:
+                pass
+            assert meter.other_cores == pytest.approx(0.29) and meter.busy is busy, threads
+            assert ("WARNING" in meter.note()) is busy
     finally:
         torch.set_num_threads(before)

@@ -612,8 +612,8 @@ def test_load_pair_dtype_auto_uses_auto_dtype(monkeypatch):
 
 
 def test_fit_threads_gives_torch_the_cores_other_programs_leave(monkeypatch):
-    """Busy (other programs above BUSY_SHARE of the cores): torch gets cores - round(other) threads, at least 1 and
-    at most its default; quiet: its default again, undoing an earlier cut; unreadable counters: unchanged. Each call
+    """Busy (other programs above lab.load_meter.busy_threshold): torch gets cores - ceil(other) threads, at least 1
+    and at most its default; quiet: its default again, undoing an earlier cut; unreadable counters: unchanged. Each call
     says what it chose. A real sample on this machine runs too (whatever its load, the count is in range)."""
     import lab.models as models
     from lab.load_meter import LoadMeter
@@ -629,15 +629,17 @@ def test_fit_threads_gives_torch_the_cores_other_programs_leave(monkeypatch):
     monkeypatch.setattr(models, "LoadMeter", Fake)
     monkeypatch.setattr(models, "_DEFAULT_THREADS", 4)
     try:
-        Fake.other = 1.6  # rounds to 2 cores taken: 2 left
+        Fake.other = 1.6  # 2 cores touched by other programs: 2 left
         note = models.fit_threads(0.1)
         assert torch.get_num_threads() == 2
         assert note.startswith("torch uses 2 CPU threads, not 4: other programs kept 1.60 of 4 cores busy")
         Fake.other = 3.9  # every core taken: still one thread
         assert models.fit_threads(0.1).startswith("torch uses 1 CPU thread, not 4")
         assert torch.get_num_threads() == 1
-        Fake.other = 0.9  # under a quarter of 4 cores: quiet, the default comes back
-        assert models.fit_threads(0.1) == "torch uses 4 CPU threads (other programs kept 0.90 of 4 cores busy)"
+        Fake.other = 0.9  # 4 threads on 4 cores: over a tenth of them busy stalls every thread, so one core less
+        assert models.fit_threads(0.1).startswith("torch uses 3 CPU threads, not 4: other programs kept 0.90 of 4")
+        Fake.other = 0.3  # under a tenth of 4 cores: quiet, the default comes back
+        assert models.fit_threads(0.1) == "torch uses 4 CPU threads (other programs kept 0.30 of 4 cores busy)"
         assert torch.get_num_threads() == 4
         monkeypatch.setattr(models, "_DEFAULT_THREADS", 1)
         Fake.other = 3.0  # one thread already: nothing to give up, only the warning
