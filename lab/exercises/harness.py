@@ -345,10 +345,11 @@ DEVICE_HINT = ("keep to torch operations on the inputs' own device: make a new t
 
 
 def as_float(value):
-    """``value`` as a Python float when it is one number (a real, a NumPy scalar, a one-element tensor); None for
-    anything else (a string, a bool, a list, an array with dimensions)."""
+    """``value`` as a Python float when it is one number (a real, a NumPy scalar, a 0-d tensor); None for anything
+    else (a string, a bool, a list, a tensor or array with dimensions: a tensor of shape [1] is refused too, as
+    f"{x:.2f}" refuses it)."""
     if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
+        if value.dim() != 0:
             return None
         return float(value)
     if isinstance(value, (bool, str, bytes)):  # float("45.0") parses, but a string is not a numeric answer
@@ -599,8 +600,9 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         best_hint = (f"return ONE number: your function returned {count} values (one per token?); "
                      "reduce them to the single number the exercise asks for (a sum over the tokens, ...).")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
-        best_hint = (f"the value is right, but return a single number, not a {type(got[i][1]).__name__} holding "
-                     "it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
+        best_hint = (_TENSOR_SCALAR_HINT.format(shape=list(got[i][1].shape)) if isinstance(got[i][1], torch.Tensor)
+                     else f"the value is right, but return a single number, not a {type(got[i][1]).__name__} "
+                          "holding it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")
     elif got[i][0] == "ok" and expected[i][0] == "ok" and _reshaped(got[i][1], expected[i][1]):
         got_shape, want_shape = list(torch.as_tensor(got[i][1]).shape), list(expected[i][1].shape)
         best_hint = (f"the values are right, but the shape is {got_shape}; return shape {want_shape}, "
@@ -621,11 +623,19 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     elif (got[i][0] == "ok" and type(got[i][1]) is float and math.isfinite(got[i][1])
           and not any(c in shown.removeprefix("returned ") for c in ".e")):
         shown += ".0"  # a float stays visibly one: "returned 2.0; expected 3", not "returned 2"
-    message = (f"{name}({show_args(cases[i])}) {shown}; expected {want}."
-               f"\n  {label}: {best_hint or generic_hint}")
+    if got[i][0] == "raise" and "\n" in got[i][2].strip():  # a long error (scipy's): the expected value first
+        head = f"{name}({show_args(cases[i])}) should give {want}, but it {shown.rstrip()}"
+    else:
+        head = f"{name}({show_args(cases[i])}) {shown}; expected {want}."
+    message = f"{head}\n  {label}: {best_hint or generic_hint}"
     if len(failing) > 1:
         message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
     raise Fail(message)
+
+
+_TENSOR_SCALAR_HINT = ("the value is right, but it is a tensor of shape {shape}, not one number: later cells print it "
+                       "with f\"{{x:.2f}}\", which refuses a tensor with dimensions. Reduce without keepdim=True, or "
+                       "return .item() / float(...).")
 
 
 def _many_values(value) -> int:
@@ -639,13 +649,16 @@ def _many_values(value) -> int:
 
 
 def _wrapped_scalar(got, expected, same) -> bool:
-    """Is ``got`` a one-element list, tuple or array holding the number ``expected`` (a scalar answer)?"""
+    """Is ``got`` a one-element list, tuple, array or tensor with dimensions holding the number ``expected`` (a
+    scalar answer)?"""
     if isinstance(expected, torch.Tensor) and expected.dim() > 0 or as_float(expected) is None:
         return False
     if isinstance(got, (list, tuple)) and len(got) == 1:
         item = got[0]
     elif type(got).__name__ == "ndarray" and getattr(got, "size", 0) == 1 and got.ndim > 0:
         item = got.reshape(()).item()
+    elif isinstance(got, torch.Tensor) and got.numel() == 1 and got.dim() > 0:
+        item = got.reshape(())
     else:
         return False
     return same(item, expected)

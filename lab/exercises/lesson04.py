@@ -417,7 +417,7 @@ def chi_square_pvalue(fn):
 
     Seed lesson 000's Easy exercise. Returns True/False.
     """
-    from scipy.stats import chisquare
+    from scipy.stats import chi2, chisquare
 
     def counts_of(tokens, v):
         return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
@@ -448,6 +448,13 @@ def chi_square_pvalue(fn):
          "that is 1 - p (the chi-square CDF at the statistic): the p-value is the chance of a statistic at least "
          "this large under the target, chisquare(...).pvalue (or chi2.sf(statistic, V - 1)), small when the counts "
          "do not fit."),
+        (lambda tokens, probs: float(chisquare([p * len(tokens) for p in probs], counts_of(tokens, len(probs))).pvalue),
+         "observed first, expected second: chisquare(f_obs, f_exp) divides by the EXPECTED counts, so swapping them "
+         "changes the statistic."),
+        (lambda tokens, probs: float(chi2.sf(chisquare(counts_of(tokens, len(probs)),
+                                                       [p * len(tokens) for p in probs]).statistic, len(probs))),
+         "V categories whose counts must add up to the number of tokens leave V - 1 free: chi2.sf(statistic, V - 1), "
+         "or chisquare(...).pvalue, which uses V - 1."),
         (lambda tokens, probs: float(chisquare(counts_of(tokens, len(probs)), [p * len(tokens) for p in probs],
                                                ddof=1).pvalue),
          "leave ddof at 0: the target distribution is given, not fitted to these counts, so the test has V - 1 "
@@ -471,8 +478,9 @@ def chi_square_pvalue(fn):
         return same_float(a, b, rel=1e-4, abs_=0.0)
 
     n = compare("chi_square_pvalue", fn, cases, reference_chi_square_pvalue, faults, close,
-                "counts = bincount(tokens, minlength=V); expected = [p * len(tokens) for p in target_probs]; "
-                "return chisquare(counts, expected).pvalue.", show_args=show)
+                "check the two lists you compare, entry by entry, on the case above: the observed count of every "
+                "token id from 0 to V - 1, and the count the target expects of each (they add up to the same "
+                "total); the test has V - 1 degrees of freedom.", show_args=show)
     return f"correct p-values on all {n} cases."
 
 
@@ -602,8 +610,13 @@ def topk_draft(fn, samples: int = 2000, seed: int = 0):
             counts[token] += 1
         outside = [i for i, c in enumerate(counts) if c and processed[i] == 0]
         if outside:
-            raise Fail(f"with k={k} you proposed token(s) {outside}, which are outside the top {k}.\n  Hint: sample "
-                       "from the processed (top-k, renormalised) distribution.")
+            if all(i < k for i, c in enumerate(counts) if c):  # a position among the top k, not a token id
+                hint = ("every token you proposed is below k: a position in torch.topk's result, not a token id? "
+                        "topk returns the values and their indices; map the sampled position through the indices "
+                        "(indices[j]) to the vocabulary's id.")
+            else:
+                hint = "sample from the processed (top-k, renormalised) distribution."
+            raise Fail(f"with k={k} you proposed token(s) {outside}, which are outside the top {k}.\n  Hint: {hint}")
         if counts_pvalue(counts, processed) < P_THRESHOLD:
             raise Fail(f"the proposed tokens' frequencies {[round(c / samples, 3) for c in counts]} do not match "
                        f"the reported distribution {show_value(processed)}.\n  Hint: sample with the generator from "

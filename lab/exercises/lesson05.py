@@ -76,5 +76,6 @@ def expected_acceptance(fn):
          "and once where it arrives): acceptance = 1 - 0.5 * sum |target - draft|."),
     ]
     n = compare("expected_acceptance", fn, _ACCEPTANCE_CASES, reference_expected_acceptance, faults, same_float,
-                "E_{x ~ draft}[min(1, target(x)/draft(x))] = sum_x min(target(x), draft(x)).")
+                "work the case above by hand: the chance that the draft proposes x and the target keeps it, added "
+                "over every token x. Keep full precision (float32 or float64, nothing rounded).")
     return f"correct on all {n} cases, including greedy (one-hot) and disjoint distributions."

@@ -6,6 +6,7 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from numbers import Integral
 
@@ -22,28 +23,40 @@ __all__ = ["cost_ratio", "alpha_from_steps", "efficiency", "next_n_draft", "refe
 
 
 def _step(drafted: int, accepted: int, draft_ms: float, verify_ms: float, calls: int | None = None) -> StepRecord:
-    """A chain step that drafted ``drafted`` tokens (ids 1..), of which the first ``accepted`` were accepted."""
+    """A chain step that drafted ``drafted`` tokens (ids 1..), of which the first ``accepted`` were accepted; its
+    ``index`` is set by :func:`_run`."""
     tokens = list(range(1, drafted + 1))
     kind = "bonus" if accepted == drafted else "resampled"
-    return StepRecord(index=0, position=0, drafted=tokens, num_accepted=accepted, emitted=tokens[:accepted] + [99],
+    return StepRecord(index=1, position=0, drafted=tokens, num_accepted=accepted, emitted=tokens[:accepted] + [99],
                       last_kind=kind, draft_ms=draft_ms, verify_ms=verify_ms,
                       draft_calls=drafted if calls is None else calls)
 
 
+def _run(*steps: StepRecord, prefill: bool = True) -> list:
+    """``steps`` as a generation's records: the prefill first (step 0, drafted nothing, its time in the run's stats,
+    not in its fields), then the decode steps numbered 1, 2, ... (``prefill=False``: the decode steps alone, as
+    ``Generation.decode_steps`` gives them), so a function that skips ``s.prefill`` or ``s.index == 0`` is right."""
+    head = [StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[98], last_kind="bonus",
+                       prefill=True, target_tokens=12)] if prefill else []
+    return head + [replace(step, index=i, position=i) for i, step in enumerate(steps, start=1)]
+
+
 def _show_steps(steps) -> str:
-    return "[" + ", ".join(f"step(drafted={len(s.drafted)}, accepted={s.num_accepted}, draft_ms={s.draft_ms:g}, "
-                           f"draft_calls={s.draft_calls}, verify_ms={s.verify_ms:g})" for s in steps) + "]"
+    return "[" + ", ".join("prefill(index=0)" if s.prefill else
+                           f"step(index={s.index}, drafted={len(s.drafted)}, accepted={s.num_accepted}, "
+                           f"draft_ms={s.draft_ms:g}, draft_calls={s.draft_calls}, verify_ms={s.verify_ms:g})"
+                           for s in steps) + "]"
 
 
 # Step lists: a draft model's steps (calls = drafted), an EAGLE-like drafter that spends one more forward per step
 # than it drafts, a last step that drafted nothing (no forward), very uneven steps (a mean of per-step ratios is
-# wrong there), and steps whose drafts were all accepted.
+# wrong there), and steps whose drafts were all accepted (decode steps alone, without the prefill's record).
 _STEP_LISTS = [
-    [_step(4, 4, 2.0, 6.0), _step(4, 1, 2.0, 6.5), _step(4, 0, 2.4, 6.1), _step(4, 2, 1.6, 5.9)],
-    [_step(4, 3, 3.0, 6.0, calls=5), _step(4, 4, 2.5, 6.0, calls=5), _step(4, 0, 3.5, 6.0, calls=5)],
-    [_step(3, 3, 1.5, 5.0), _step(3, 3, 1.5, 5.0), _step(2, 1, 1.0, 5.0), _step(0, 0, 0.0, 4.6, calls=0)],
-    [_step(1, 1, 9.0, 5.0), _step(8, 2, 4.0, 9.0), _step(8, 8, 4.0, 9.0)],
-    [_step(5, 5, 1.0, 7.0), _step(5, 5, 1.0, 7.0)],
+    _run(_step(4, 4, 2.0, 6.0), _step(4, 1, 2.0, 6.5), _step(4, 0, 2.4, 6.1), _step(4, 2, 1.6, 5.9)),
+    _run(_step(4, 3, 3.0, 6.0, calls=5), _step(4, 4, 2.5, 6.0, calls=5), _step(4, 0, 3.5, 6.0, calls=5)),
+    _run(_step(3, 3, 1.5, 5.0), _step(3, 3, 1.5, 5.0), _step(2, 1, 1.0, 5.0), _step(0, 0, 0.0, 4.6, calls=0)),
+    _run(_step(1, 1, 9.0, 5.0), _step(8, 2, 4.0, 9.0), _step(8, 8, 4.0, 9.0)),
+    _run(_step(5, 5, 1.0, 7.0), _step(5, 5, 1.0, 7.0), prefill=False),
 ]
 
 
@@ -83,7 +96,8 @@ def cost_ratio(fn):
         (inverted, "c is draft time / target time (a small number for a cheap draft), not the other way round."),
     ]
     n = compare("cost_ratio", fn, cases, reference_cost_ratio, faults, same_float,
-                "c = (sum of draft_ms / sum of draft_calls) / ar_ms_per_step.",
+                "re-read the exercise's two sides: the draft side is pooled over the whole run, the target side is "
+                "one autoregressive step, ar_ms_per_step; then check the case above by hand.",
                 show_args=lambda args: f"{_show_steps(args[0])}, {args[1]:g}")
     return f"correct on all {n} step lists (pooled draft ms per draft forward, over one autoregressive step)."
 
@@ -136,7 +150,8 @@ def alpha_from_steps(fn):
     """Check ``fn(steps) -> float | None``: Leviathan's per-token acceptance alpha estimated from chain steps =
     accepted drafts / drafts the target examined (the accepted ones plus one per step that ended at a rejection),
     None when no draft was examined. Returns True/False."""
-    cases = [(steps,) for steps in _STEP_LISTS] + [([_step(0, 0, 0.0, 5.0, calls=0)],), ([_step(3, 0, 1.0, 5.0)],)]
+    cases = [(steps,) for steps in _STEP_LISTS] + [(_run(_step(0, 0, 0.0, 5.0, calls=0)),),
+                                                    (_run(_step(3, 0, 1.0, 5.0)),)]
 
     def same(a, b):
         nan = isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)  # a planted NaN
@@ -149,9 +164,9 @@ def alpha_from_steps(fn):
                    "not Fraction(...)): the lesson prints it with f\"{alpha:.2f}\", which a Fraction does not take "
                    "before Python 3.12.")
     n = compare("alpha_from_steps", fn, cases, reference_alpha_from_steps, _ALPHA_FAULTS, same,
-                "alpha = accepted / examined, where examined = accepted + the number of steps that ended at a "
-                "rejection (num_accepted < len(drafted)); return None only when no draft was examined (examined = "
-                "0), and 0.0 when drafts were examined and none was accepted.",
+                "count trials as the text above the exercise does (which drafts did the target examine, and how "
+                "many of them failed in each step?), and check the case above by hand; None only when no draft was "
+                "examined at all.",
                 show_args=lambda args: _show_steps(args[0]))
     return f"correct on all {n} step lists: alpha counts only the drafts the target examined."
 
@@ -188,17 +203,23 @@ def efficiency(fn):
         (lambda m, b, a, n, c: (m / b) / ((n + 1 if a == 1 else (1 - a ** n) / (1 - a)) / (1 + n * c)),
          "a step emits up to N + 1 tokens (the bonus token): expected tokens per call is "
          "(1 - alpha**(N+1)) / (1 - alpha)."),
+        (lambda m, b, a, n, c: (m / b) / (expected(a, n) / (1 + (n + 1) * c)),
+         "a step costs N draft forwards and ONE target forward (which verifies the N drafts and adds its own token "
+         "in the same call): 1 + N·c target steps, not 1 + (N + 1)·c."),
+        (lambda m, b, a, n, c: 100 * reference_efficiency(m, b, a, n, c),
+         "return a ratio (1 means the formula's promise was kept), not a percentage."),
         (lambda m, b, a, n, c: (m / b) / ((1 - a ** (n + 1)) / (1 - a) / (1 + n * c)),
          "at alpha = 1 the formula (1 - alpha**(N+1)) / (1 - alpha) is 0 / 0: every draft is accepted, so a call "
          "yields N + 1 tokens. Handle alpha == 1 on its own (or use predicted_speedup)."),
     ]
     n = compare("efficiency", fn, _EFFICIENCY_CASES, reference_efficiency, faults, same_float,
-                "efficiency = (measured / baseline tokens/s) / predicted_speedup(alpha, N, c).")
+                "efficiency compares two speedups over autoregressive decoding, the measured one and lesson 06's "
+                "prediction; work the case above by hand.")
     return f"correct on all {n} cases."
 
 
 _NEXT_N_CASES = [(4, 4, 4), (4, 3, 4), (4, 0, 4), (1, 0, 1), (1, 1, 1), (6, 2, 2), (6, 1, 2), (2, 0, 2), (9, 9, 9),
-                 (3, 1, 3), (7, 6, 7)]
+                 (3, 1, 3), (7, 6, 7), (15, 15, 15), (30, 30, 30)]
 
 
 @checker
@@ -216,11 +237,16 @@ def next_n_draft(fn):
          "after a fully accepted step transformers grows N by 2, not 1 (it shrinks by 1)."),
         (lambda n, a, d: n + 2 if a > 0 else max(1, n - 1),
          "N grows only when EVERY draft was accepted; one rejection anywhere shrinks it."),
+        (lambda n, a, d: n + 2 if a == d else max(1, n - 2),
+         "the rule is asymmetric: +2 after a fully accepted step, but only -1 after a rejection."),
         (lambda n, a, d: n + 2 if a == d else 1,
          "after a rejection N shrinks by one, it is not reset to 1."),
         (lambda n, a, d: n + 2 if a == d else max(1, d - 1),
          "after a rejection shrink the current N by one, max(1, N - 1), not the number of drafts this step made "
          "(n_drafted is smaller than N when max_new_tokens cut the step)."),
+        (lambda n, a, d: min(16, n + 2) if a == d else max(1, n - 1),
+         "transformers' heuristic schedule puts no cap on N: after a fully accepted step it is N + 2, however large "
+         "(a cap is the drafter's own max_n_draft, not part of this rule)."),
         (lambda n, a, d: min(10, n + 2) if a == d else max(1, n - 1),
          "transformers' heuristic schedule puts no cap on N: after a fully accepted step it is N + 2, however large "
          "(a cap is the drafter's own max_n_draft, not part of this rule)."),
@@ -241,5 +267,6 @@ def next_n_draft(fn):
             raise Fail(f"next_n_draft{args} returned {show_value(value)} ({type(value).__name__}); return an int, "
                        "the next draft length.")
     n = compare("next_n_draft", fn, _NEXT_N_CASES, lambda n, a, d: _ref_next_n_draft(n, a, d), faults, same_int,
-                "N + 2 if num_accepted == n_drafted, else max(1, N - 1).")
+                "re-read the rule above the exercise: what happens after a step whose drafts were all accepted, "
+                "and what after any rejection.")
     return f"correct on all {n} cases, including truncated steps and N = 1."

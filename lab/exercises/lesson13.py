@@ -164,6 +164,14 @@ def _show_kv(args):
             f"{config['num_key_value_heads']}, hidden {config['hidden_size']}{extra}}}, {dtype}")
 
 
+# Counting num_attention_heads and a head width of hidden_size // num_key_value_heads give the same number
+# (2 · layers · hidden_size · bytes) whenever the config has no head_dim, so one hint names both.
+_HEADS_HINT = ("your number is 2 · layers · hidden_size · bytes, as if every query head had its own keys and values. "
+               "With grouped-query attention several query heads share one KV head: count num_key_value_heads "
+               "heads (Llama 3 70B: 64 query heads, 8 KV heads), each as wide as a query head, "
+               "hidden_size // num_attention_heads (not hidden_size // num_key_value_heads).")
+
+
 @checker
 def kv_bytes_from_config(fn):
     """Check ``fn(config: dict, dtype: torch.dtype) -> int``: KV-cache bytes one token adds,
@@ -173,15 +181,11 @@ def kv_bytes_from_config(fn):
     faults = [
         (_kv_variant(factor=1),
          "the cache stores a key AND a value vector per head per layer: multiply by 2."),
-        (_kv_variant(heads_key="num_attention_heads"),
-         "with grouped-query attention several query heads share one KV head: count num_key_value_heads, not "
-         "num_attention_heads (Llama 3 70B has 64 query heads but only 8 KV heads)."),
+        (_kv_variant(heads_key="num_attention_heads"), _HEADS_HINT),
         (_kv_variant(bits=True),
          "torch.finfo(dtype).bits counts bits; the cache is measured in bytes (bfloat16 = 2 bytes, not 16): use "
          "torch.empty((), dtype=dtype).element_size() or dtype.itemsize."),
-        (_kv_variant(head_dim="by_kv"),
-         "a head's width is hidden_size // num_attention_heads (the QUERY heads split the hidden size); KV heads "
-         "have the same width, there are just fewer of them."),
+        (_kv_variant(head_dim="by_kv"), _HEADS_HINT),
         (_kv_variant(head_dim="ignore_explicit"),
          "some configs (Gemma, our own) give head_dim explicitly and it need not be hidden_size // heads: use "
          "config['head_dim'] when it is there."),
@@ -195,9 +199,9 @@ def kv_bytes_from_config(fn):
          "torch.empty((), dtype=dtype).element_size() or dtype.itemsize instead of a fixed 4."),
     ]
     n = compare("kv_bytes_from_config", fn, _KV_CASES, reference_kv_bytes_from_config, faults, same_float,
-                "bytes per token = 2 * layers * kv_heads * head_dim * bytes per value, with head_dim = "
-                "config['head_dim'] when the config has that key (not every config does), else hidden_size // "
-                "num_attention_heads.", show_args=_show_kv)
+                "work the failing config above by hand: what the cache keeps per layer, for how many heads, how "
+                "wide each head is (not every config has a head_dim key), and how many bytes a value of this "
+                "dtype takes.", show_args=_show_kv)
     return f"correct on all {n} configs (Llama 3.1 70B in bf16: 327,680 bytes = 320 KiB per token)."
 
 
@@ -212,18 +216,21 @@ _GAIN_CASES = [
 
 
 def _gain_variant(*, ar_scales=True, draft_scales=True, verify_tokens="n+1", tokens="expected", combine="max",
-                  ridge="ref"):
+                  ridge="ref", draft_passes="n", inverted=False):
     def fn(batch, n, alpha, c, fpb):
         r = {"ref": fpb, "no_2_flops": 2 * fpb, "no_bytes": fpb / 2}[ridge]
 
         def t(tok):
-            return max(1.0, tok / r) if combine == "max" else 1.0 + tok / r
+            return {"max": max, "min": min}[combine](1.0, tok / r) if combine != "sum" else 1.0 + tok / r
 
         one = t(batch)
         verify = t({"n+1": batch * (n + 1), "n": batch * n, "b+n": batch + n, "bn+1": batch * n + 1}[verify_tokens])
-        spec = n * c * (one if draft_scales else 1.0) + verify
-        emitted = expected_tokens_per_call(alpha, n) if tokens == "expected" else n + 1
-        return emitted * (one if ar_scales else 1.0) / spec
+        passes = n + 1 if draft_passes == "n+1" else n
+        spec = passes * c * (one if draft_scales else 1.0) + verify
+        emitted = {"expected": lambda: expected_tokens_per_call(alpha, n), "all": lambda: n + 1,
+                   "no_bonus": lambda: expected_tokens_per_call(alpha, n) - alpha ** n}[tokens]()
+        gain = emitted * (one if ar_scales else 1.0) / spec
+        return 1 / gain if inverted else gain
     return fn
 
 
@@ -254,6 +261,18 @@ def throughput_gain(fn):
         (_gain_variant(tokens="all"),
          "not every draft is accepted: a step emits expected_tokens_per_call(alpha, N) tokens per sequence, not "
          "N + 1."),
+        (_gain_variant(tokens="no_bonus"),
+         "a step also emits the target's own token (the resampled one, or the bonus token when every draft was "
+         "accepted): E = expected_tokens_per_call(alpha, N) = (1 − alpha^(N+1)) / (1 − alpha)."),
+        (_gain_variant(inverted=True),
+         "the gain is speculative throughput over autoregressive throughput (above 1 when speculation helps), "
+         "not the other way round."),
+        (_gain_variant(draft_passes="n+1"),
+         "the draft runs N times a step (one pass per drafted token); the (N + 1)-th token comes from the target's "
+         "verification pass, so drafting costs N · c · t(B)."),
+        (_gain_variant(combine="min"),
+         "a pass never takes less than the time to read the weights once: t(T) = max(1, T / flops_per_byte), the "
+         "LONGER of the two times, not the shorter."),
         (_gain_variant(combine="sum"),
          "roofline: a pass takes the LONGER of its memory time and its compute time, max(1, T / ridge), not their "
          "sum."),
@@ -268,7 +287,8 @@ def throughput_gain(fn):
         return _costs.speculative_throughput_gain(batch, n, alpha, c, fpb, bytes_per_param=2.0)
 
     n = compare("throughput_gain", fn, _GAIN_CASES, ref, faults, same_float,
-                "gain = E · t(B) / (N · c · t(B) + t(B · (N + 1))) with t(T) = max(1, T / flops_per_byte) and E = "
-                "expected tokens per call.")
+                "work the failing case above by hand from the section's model: what one autoregressive step over "
+                "the batch costs and yields, what one speculative step (its draft passes and its verification "
+                "pass) costs and yields, and how long a pass over T tokens takes.")
     return (f"correct on all {n} cases (at α = 0.75, N = 4, c = 0.1 on an H100: 2.18× at batch 1, "
             f"{ref(512, 4, 0.75, 0.1, 295.0):.2f}× at batch 512).")

@@ -559,3 +559,33 @@ def test_chi_square_pvalue_names_one_minus_p_and_ddof(capsys):
         counts(tokens, len(probs)), [p * len(tokens) for p in probs]).pvalue, capsys, "that is 1 - p")
     rejects(check.chi_square_pvalue, lambda tokens, probs: chisquare(
         counts(tokens, len(probs)), [p * len(tokens) for p in probs], ddof=1).pvalue, capsys, "leave ddof at 0")
+
+
+def test_chi_square_more_planted_mistakes_and_a_pointer_for_the_rest(capsys):
+    from scipy.stats import chi2, chisquare
+
+    def counts(tokens, v):
+        return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
+
+    rejects(check.chi_square_pvalue, lambda t, p: float(chisquare([x * len(t) for x in p], counts(t, len(p))).pvalue),
+            capsys, "observed first, expected second")
+    def wrong_dof(t, p):
+        return float(chi2.sf(chisquare(counts(t, len(p)), [x * len(t) for x in p]).statistic, len(p)))
+
+    rejects(check.chi_square_pvalue, wrong_dof, capsys, "chi2.sf(statistic, V - 1)")
+    out = rejects(check.chi_square_pvalue, lambda t, p: 0.5, capsys, "entry by entry")
+    assert "bincount" not in out and "chisquare(counts" not in out, out
+    # probabilities where scipy wants counts: scipy's long error comes after the expected value, not before it
+    out = rejects(check.chi_square_pvalue, lambda t, p: float(chisquare(counts(t, len(p)), list(p)).pvalue), capsys,
+                  "expected COUNTS")
+    assert "should give 0.9207, but it raised ValueError" in out, out
+
+
+def test_topk_position_instead_of_token_id_is_named(capsys):
+    def position_in_topk(draft_probs, k, generator):
+        values, indices = torch.topk(draft_probs, k)
+        kept = torch.zeros_like(draft_probs).scatter(0, indices, values)
+        j = int(torch.multinomial(values / values.sum(), 1, generator=generator))
+        return j, kept / kept.sum()  # j: a position among the top k, not the token id indices[j]
+
+    rejects(check.topk_draft, position_in_topk, capsys, "not a token id", "indices[j]")

@@ -50,3 +50,11 @@ def test_expected_acceptance_names_python_min_a_per_token_answer_and_unweighted_
     rejects(check.expected_acceptance, lambda t, d: torch.minimum(t, d).tolist(), capsys, "return ONE number")
     rejects(check.expected_acceptance, lambda t, d: float(torch.clamp(t / d, max=1.0).sum()), capsys,
             "weight it by the chance that the draft proposes x")
+
+
+def test_a_one_element_tensor_is_refused_with_the_reason(capsys):
+    """sum(-1, keepdim=True) gives tensor([0.7]): the right value, but the lesson's f"{x:.2f}" refuses it."""
+    out = rejects(check.expected_acceptance, lambda t, d: torch.minimum(t, d).sum(-1, keepdim=True), capsys,
+                  "tensor of shape [1]", "keepdim=True", ".item()")
+    assert "returned tensor([0.7])" in out
+    assert check.expected_acceptance(lambda t, d: torch.minimum(t, d).sum())  # a 0-d tensor is one number

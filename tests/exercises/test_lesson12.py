@@ -172,3 +172,45 @@ def test_alpha_from_steps_refuses_a_fraction(capsys):
 
     assert not check.alpha_from_steps(exact)
     assert "returned the Fraction" in capsys.readouterr().out
+
+
+def test_answers_that_skip_the_prefill_record_pass(capsys):
+    """The lesson passes generate's steps, the prefill's record (step 0) first: skipping it is right, by its flag or
+    by its index, and the checkers' step lists hold it as real runs do."""
+    assert any(s.prefill for s in check._STEP_LISTS[0]) and not any(s.prefill for s in check._STEP_LISTS[-1])
+
+    def cost_after_prefill(steps, ar):
+        decode = [s for s in steps if s.index > 0]
+        return sum(s.draft_ms for s in decode) / sum(s.draft_calls for s in decode) / ar
+
+    def alpha_after_prefill(steps):
+        decode = [s for s in steps if not s.prefill]
+        accepted = sum(s.num_accepted for s in decode)
+        examined = accepted + sum(1 for s in decode if s.drafted and s.num_accepted < len(s.drafted))
+        return accepted / examined if examined else None
+
+    assert check.cost_ratio(cost_after_prefill) and check.alpha_from_steps(alpha_after_prefill)
+    assert capsys.readouterr().out.count("✓") == 2
+
+
+@pytest.mark.parametrize("checker, fn, hint", [
+    (check.next_n_draft, lambda n, a, d: min(16, n + 2) if a == d else max(1, n - 1), "puts no cap on N"),
+    (check.next_n_draft, lambda n, a, d: n + 2 if a == d else max(1, n - 2), "only -1 after a rejection"),
+    (check.efficiency, lambda m, b, a, n, c: (m / b) / (expected_tokens_per_call(a, n) / (1 + (n + 1) * c)),
+     "not 1 + (N + 1)·c"),
+    (check.efficiency, lambda m, b, a, n, c: 100 * check.reference_efficiency(m, b, a, n, c), "not a percentage"),
+])
+def test_more_planted_mistakes(checker, fn, hint, capsys):
+    rejects(checker, fn, capsys, hint)
+
+
+def test_an_unexplained_mistake_gets_a_pointer_not_the_answer(capsys):
+    """The fallback hint (no planted mistake matches) points back to the lesson's text, without the formula."""
+    cases = [(check.cost_ratio, lambda steps, ar: 0.25, "sum of draft_ms"),
+             (check.alpha_from_steps, lambda steps: 0.5, "accepted / examined"),
+             (check.efficiency, lambda m, b, a, n, c: 0.5, "predicted_speedup(alpha"),
+             (check.next_n_draft, lambda n, a, d: n + 3 if a == d else n, "max(1, N - 1)")]
+    for checker, fn, answer in cases:
+        assert not checker(fn)
+        out = capsys.readouterr().out
+        assert "hint" in out.lower() and answer not in out, out

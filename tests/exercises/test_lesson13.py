@@ -171,7 +171,7 @@ def test_kv_bytes_from_config(capsys):
 
     assert check.kv_bytes_from_config(solution)
     for kwargs, word in [(dict(factor=1), "AND a value"), (dict(heads_key="num_attention_heads"), "grouped-query"),
-                         (dict(bits=True), "bytes"), (dict(head_dim="by_kv"), "QUERY heads"),
+                         (dict(bits=True), "bytes"), (dict(head_dim="by_kv"), "not hidden_size // num_key_value_heads"),
                          (dict(head_dim="ignore_explicit"), "Gemma"), (dict(layers=False), "num_hidden_layers")]:
         rejects(check.kv_bytes_from_config, check._kv_variant(**kwargs), capsys, word)
     # key and value counted, but 2 bytes per value whatever the dtype: the hint names the dtype, not the factor 2
@@ -180,7 +180,7 @@ def test_kv_bytes_from_config(capsys):
     # head_dim read as if every config had it: the failing case (KeyError) is shown and the hint says when it is there
     out = rejects(check.kv_bytes_from_config,
                   lambda c, d: 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * d.itemsize,
-                  capsys, "when the config has that key")
+                  capsys, "not every config has a head_dim key")
     assert "KeyError: 'head_dim'" in out, out
     rejects(check.kv_bytes_from_config, lambda c, d: None, capsys, "return")
     assert not check.kv_bytes_from_config(stub)
@@ -198,7 +198,9 @@ def test_throughput_gain(capsys):
     for kwargs, word in [(dict(ar_scales=False), "autoregressive step"), (dict(draft_scales=False), "draft's passes"),
                          (dict(verify_tokens="n"), "N + 1 tokens"), (dict(tokens="all"), "not every draft"),
                          (dict(combine="sum"), "LONGER"), (dict(ridge="no_2_flops"), "2 FLOPs"),
-                         (dict(ridge="no_bytes"), "bytes read")]:
+                         (dict(ridge="no_bytes"), "bytes read"), (dict(tokens="no_bonus"), "bonus token"),
+                         (dict(inverted=True), "not the other way round"), (dict(draft_passes="n+1"), "N times a step"),
+                         (dict(combine="min"), "not the shorter")]:
         rejects(check.throughput_gain, check._gain_variant(**kwargs), capsys, word)
     assert not check.throughput_gain(stub)
     assert "not solved yet" in capsys.readouterr().out
@@ -209,3 +211,14 @@ def test_never_raises(checker, capsys):
     assert checker(lambda *a: 1 / 0) is False
     assert "ZeroDivisionError" in capsys.readouterr().out
     assert checker("not a function") is False
+
+
+def test_an_unexplained_mistake_gets_a_pointer_not_the_formula(capsys):
+    """The fallback hints (no planted mistake matches) send the learner back to the case and the lesson's model,
+    without the formula to copy."""
+    assert not check.throughput_gain(lambda batch, n, alpha, c, fpb: 1.5)
+    out = capsys.readouterr().out
+    assert "by hand" in out and "t(B · (N + 1))" not in out and "max(1, T / flops_per_byte)" not in out, out
+    assert not check.kv_bytes_from_config(lambda config, dtype: 1024)
+    out = capsys.readouterr().out
+    assert "by hand" in out and "2 * layers" not in out, out
