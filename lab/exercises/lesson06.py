@@ -42,12 +42,18 @@ def expected_tokens_per_call(fn):
         (lambda a, n: n if a == 1 else _metrics.expected_tokens_per_call(a, n),
          "at alpha = 1 all N drafts are accepted AND the target adds its bonus token: return N + 1, not N."),
         (lambda a, n: n * a, "count the target's own token too: a step always emits at least one token."),
+        (lambda a, n: sum(a ** i for i in range(1, n + 2)),
+         "the sum runs from alpha^0 (the target's own token, emitted every step) to alpha^N (all N drafts "
+         "accepted): N + 1 terms, starting at i = 0."),
+        (lambda a, n: sum(a ** i for i in range(n + 2)),
+         "one term too many: the last is alpha^N (all N drafts accepted), so range(N + 1), not range(N + 2)."),
         (lambda a, n: _metrics.expected_tokens_per_call(a, n) - 1,
          "every answer is exactly one short: the sum starts at i = 0 (alpha^0 = 1, the target's own token, which "
          "every step emits), not at i = 1."),
     ]
     n = compare("expected_tokens_per_call", fn, _TOKENS_CASES, _metrics.expected_tokens_per_call, faults,
-                same_float, "sum_{i=0}^{N} alpha^i = (1 - alpha^(N+1)) / (1 - alpha); N + 1 when alpha = 1.")
+                same_float, "list what one step can emit (0, 1, ..., N accepted drafts, then the target's token) "
+                "and the chance of each, then add them up for the case above; alpha = 1 needs its own answer.")
     return f"correct on all {n} cases, including alpha = 0 and alpha = 1."
 
 
@@ -73,6 +79,12 @@ def predicted_speedup(fn):
         (lambda a, n, c: tokens(a, n) * (1 - n * c), "costs add: divide by (1 + N*c), don't multiply by 1 - N*c."),
         (lambda a, n, c: tokens(a, n) / (1 + c),
          "the draft runs once per drafted token: N*c, not c."),
+        (lambda a, n, c: tokens(a, n) / (1 + (n - 1) * c),
+         "each of the N drafted tokens takes one draft pass: N*c, not (N - 1)*c."),
+        (lambda a, n, c: tokens(a, n) * (1 + n * c),
+         "the cost of a step divides the tokens it yields (tokens per unit of time), it does not multiply them."),
+        (lambda a, n, c: tokens(a, n) / (n + c),
+         "count a step's cost in target passes: one target pass plus N draft passes of c each, 1 + N*c."),
         (lambda a, n, c: (1 - a ** (n + 1)) / (1 - a) / (1 + n * c),
          "at alpha = 1 the closed form divides by zero: every draft is accepted, so a call yields N + 1 tokens. "
          "Reuse your expected_tokens_per_call, which handles alpha = 1."),
@@ -81,7 +93,8 @@ def predicted_speedup(fn):
          "emits the accepted drafts plus one target token (resampled or bonus)."),
     ]
     n = compare("predicted_speedup", fn, _SPEEDUP_CASES, _metrics.predicted_speedup, faults, same_float,
-                "speedup = expected tokens per call / (1 + N * cost_ratio).")
+                "a speedup is tokens per unit of time against autoregressive decoding's one token per target pass: "
+                "what does one step yield, and what does it cost in target passes?")
     return f"correct on all {n} cases."
 
 
@@ -111,6 +124,8 @@ def best_n_draft(fn):
          "N starts at 1: with N = 0 there is no speculation."),
         (lambda a, c, m: max(range(1, 17), key=lambda n: _metrics.predicted_speedup(a, n, c)),
          "search N = 1 … max_n, the max_n argument, not a fixed range (range(1, 17)): range(1, max_n + 1)."),
+        (lambda a, c, m: max(range(m), key=lambda n: _metrics.predicted_speedup(a, max(n, 1), c)),
+         "range(max_n) runs from 0 to max_n - 1: the draft lengths to try are 1 … max_n, range(1, max_n + 1)."),
         (lambda a, c, m: _metrics.optimal_n_draft(a, c, m) - 1,
          "every answer is exactly one short: that is the 0-based index of the best speedup (np.argmax over a list "
          "that starts at N = 1); the draft length is that index + 1."),
@@ -228,8 +243,8 @@ def speculation_metrics(fn):
         return ("[" + ", ".join(f"(drafted {len(s.drafted)}, accepted {s.num_accepted}, emitted {len(s.emitted)})"
                                 for s in steps) + f"], cost_ratio={c}")
 
-    generic = ("acceptance = accepted / drafted; tokens per call = emitted / steps; cost per token = "
-               "(steps + cost_ratio * drafted) / emitted.")
+    generic = ("count by hand on the run above: how many tokens were drafted, accepted and emitted, how many target "
+               "calls there were, and what they all cost in target passes, per emitted token.")
     named = False  # the generic hint names the keys that are off on the first run the answer gets wrong
     for steps, c in cases:
         out = outcome_of(fn, (steps, c))

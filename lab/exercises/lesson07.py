@@ -92,16 +92,20 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
         have = cache_length(cache)
         if have != want:
             hints = {
+                len(prefix) + len(drafts) - rejected_at: (
+                    f"crop(-k) removes the LAST k entries, and here the last {len(drafts) - rejected_at + 1} are "
+                    f"the rejected draft and the drafts after it: rejected_at={rejected_at} is where the rejection "
+                    "happened, not how many entries go."),
                 len(prefix) + len(drafts): "nothing was rolled back: the rejected drafts are still in the cache.",
-                want + 1: ("one entry too many: draft position 3 rejected means drafts 1 and 2 were accepted, so "
-                           "the cache keeps len(prefix) + rejected_at - 1 entries — the rejected draft goes too."),
+                want + 1: (f"one entry too many: draft position {rejected_at} rejected means only the drafts before "
+                           "it were accepted, so the rejected draft leaves the cache too."),
                 want - 1: "one entry too few: the drafts before the rejected one were accepted and must stay.",
                 len(prefix): "you rolled back to the prefix: the accepted drafts before the rejection stay.",
             }
             raise Fail(f"rejected_at={rejected_at}: the cache holds {have} positions, expected {want} "
                        f"({len(prefix)} prefix + {rejected_at - 1} accepted drafts).\n  Hint: "
-                       + hints.get(have, "keep the first len(prefix) + rejected_at - 1 positions: "
-                                         "lab.kv.rollback(cache, length)."))
+                       + hints.get(have, "count what must stay (the prefix and the accepted drafts) against what "
+                                         "your cut keeps, for this rejected_at."))
         after = forward(model, [probe], cache)[-1]
         fresh = forward(model, prefix + drafts[: rejected_at - 1] + [probe], new_cache())[-1]
         if not torch.allclose(after, fresh, atol=1e-4, rtol=1e-4):
@@ -213,7 +217,10 @@ def emitted_tokens(fn):
         (lambda d, k, t: list(dict.fromkeys(d[:k])) + [t],
          "keep every accepted draft, repeats included: a token can follow itself in a text (no set())."),
         (lambda d, k, t: list(d[:k]) + t,  # raises the learner's TypeError: list + int
-         "next_token is one int and a list joins only lists: drafts[:num_accepted] + [next_token]."),
+         "next_token is one int, and + joins a list only with another list: wrap the int in one."),
+        (lambda d, k, t: list(d[:k + 1]) + [t],
+         "one draft too many: the first num_accepted drafts were accepted, and the next one (when there is one) "
+         "is the rejected draft that the target's token replaces."),
     ]
     want_token_list("emitted_tokens", fn, cases[0], "[8, 6]")
     count = compare("emitted_tokens", fn, cases, _ref_emitted, faults, same_ints,

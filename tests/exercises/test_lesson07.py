@@ -229,7 +229,7 @@ def test_a_right_value_as_a_float_is_told_to_be_an_int(checker, answer, capsys):
 def test_emitted_tokens_names_a_list_plus_an_int(capsys):
     """drafts[:k] + next_token raised TypeError on every case and got the generic hint (a learner's run)."""
     rejects(check.emitted_tokens, lambda drafts, k, token: drafts[:k] + token, capsys,
-            "drafts[:num_accepted] + [next_token]", "raised TypeError")
+            "wrap the int in one", "raised TypeError")
 
 
 def test_cache_checks_in_bfloat16_ask_for_float32_instead_of_blaming_the_rollback(capsys, target, draft):
@@ -246,3 +246,34 @@ def test_cache_checks_in_bfloat16_ask_for_float32_instead_of_blaming_the_rollbac
     assert not check.draft_keep_length(draft_keep_length, target, copy.deepcopy(draft).to(torch.bfloat16), [3, 4, 5])
     assert "draft_model computes in bfloat16" in capsys.readouterr().out
     assert check.draft_keep_length(draft_keep_length, target, draft, [3, 4, 5])  # float32: the loop runs
+
+
+def test_more_planted_mistakes_and_pointers(capsys):
+    """A learner's crop(-rejected_at), drafts[:k + 1] + [t], and the lesson 06 mistakes the planted list missed."""
+    from lab.exercises import lesson06
+
+    rejects(check.emitted_tokens, lambda d, k, t: list(d[:k + 1]) + [t], capsys, "one draft too many")
+    rejects(lesson06.expected_tokens_per_call, lambda a, n: sum(a ** i for i in range(1, n + 2)), capsys,
+            "starting at i = 0")
+    rejects(lesson06.predicted_speedup,
+            lambda a, n, c: (n + 1 if a == 1 else (1 - a ** (n + 1)) / (1 - a)) / (1 + (n - 1) * c), capsys,
+            "not (N - 1)*c")
+    out = rejects(lesson06.predicted_speedup, lambda a, n, c: 1.25, capsys, "what does one step yield")
+    assert "1 + N * cost_ratio" not in out
+    out = rejects(lesson06.expected_tokens_per_call, lambda a, n: 2.0, capsys, "the chance of each")
+    assert "(1 - alpha^(N+1))" not in out
+
+
+def test_rollback_crop_by_the_rejection_position_is_named(target, capsys):
+    """cache.crop(-rejected_at) cuts rejected_at entries, not the rejected draft and those after it."""
+    def crop_by_position(model, prefix, drafts, rejected_at):
+        cache = new_cache()
+        forward(model, prefix + drafts, cache)
+        cache.crop(-rejected_at)
+        return cache
+
+    capsys.readouterr()
+    assert check.rollback_after_rejection(crop_by_position, target, list(range(3, 13)), [20, 21, 22, 23, 24]) is False
+    out = capsys.readouterr().out
+    assert "rejected_at=1" in out and "crop(-k) removes the LAST k entries" in out and "last 5 are" in out, out
+    assert "rollback(cache, length)" not in out
