@@ -26,9 +26,10 @@ def cache_length(cache) -> int:
 def rollback(cache, length: int):
     """Keep the first ``length`` positions of ``cache`` (in place) and return it.
 
-    Uses the transformers cache API (``crop``). transformers 5.24 takes a negative count of tokens to remove,
-    older releases an absolute length, and ``crop(0)`` in old releases empties the cache; passing the negative
-    count only when something must go works with both.
+    Uses the transformers cache API (``crop``). Since transformers 5.18 ``crop`` takes only a negative count of
+    tokens to remove (a positive value raises; up to 5.17 it was read, with a deprecation warning, as the length to
+    keep, as in 4.x), and ``crop(0)`` in 4.x empties the cache; passing the negative count only when something must
+    go works with all of them (checked on 5.25; ``cache_utils.py``, ``DynamicLayer.crop``).
 
     ``length`` may be a Python or NumPy integer or an integer 0-d tensor. Raises ``ValueError`` if it is not an
     integer, is negative or is longer than the cache, ``TypeError`` if ``cache`` is not a transformers cache. Runs

@@ -851,7 +851,7 @@ def test_lesson_06_committed_timing_is_possible():
     """A measured speedup above the tokens per target call can only be timing noise; the committed run must not show
     one (the cell prints a warning when it does), and its load line must carry no warning."""
     out = printed("06_speedup_formula")
-    tokens = float(quoted(out, r"tokens per target call: ours [\d.]+\s+loop ([\d.]+)")[0])
+    tokens = float(quoted(out, r"tokens per target call: yours [\d.]+\s+loop ([\d.]+)")[0])
     speedup = float(quoted(out, r"prefill excluded\): ([\d.]+)x \(round by round")[0])
     assert speedup <= tokens, (speedup, tokens)
     assert "WARNING" not in out
