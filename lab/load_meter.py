@@ -50,14 +50,18 @@ def thread_advice() -> str:
 
 def busy_threshold(cores: int, threads: int | None = None) -> float:
     """How many cores other processes may keep busy before a timing on ``cores`` cores is flagged:
-    :data:`BUSY_SHARE` of them, or :data:`SPIN_SHARE` of them plus the cores torch leaves free, whichever is lower
-    (so lower only while torch's ``threads`` leave less than BUSY_SHARE of the cores free). ``threads``: torch's
-    thread count; None reads it from torch when torch is loaded (this module does not import it), else 1."""
+    :data:`BUSY_SHARE` of them; while torch runs several ``threads``, also no more than :data:`SPIN_SHARE` of them
+    plus the cores torch leaves free (so the threshold is lower only when torch leaves almost no core free: on 2
+    cores with 2 threads, 0.2 instead of 0.5). A single thread has no other thread to wait for: the quarter stands.
+    ``threads``: torch's thread count; None reads it from torch when torch is loaded (this module does not import
+    it), else 1."""
     if threads is None:
         import sys
 
         torch = sys.modules.get("torch")
         threads = torch.get_num_threads() if torch is not None else 1
+    if threads <= 1:
+        return BUSY_SHARE * cores
     return min(BUSY_SHARE * cores, max(0, cores - threads) + SPIN_SHARE * cores)
 
 

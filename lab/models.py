@@ -211,9 +211,10 @@ def fit_threads(sample_s: float = 0.5) -> str:
 
     Measures the CPU time other processes use over ``sample_s`` seconds (:class:`lab.load_meter.LoadMeter`). When
     they keep more of the usable cores busy than :func:`lab.load_meter.busy_threshold` allows torch's default thread
-    count (a quarter of the cores, or a tenth when that count leaves none free), torch gets the cores they leave
-    whole (``cores - ceil(other)``, at least 1, at most its default); otherwise its default (the count torch chose when
-    ``lab.models`` was imported), so a call on a quiet machine undoes an earlier cut. Where the counters cannot be
+    count (a quarter of the cores; less when those threads leave almost no core free, e.g. a tenth on 2 cores with 2
+    threads), torch gets the cores they leave whole (``cores - ceil(other)``, at least 1, at most its default);
+    otherwise its default (the count torch chose when ``lab.models`` was imported), so a call on a quiet machine
+    undoes an earlier cut. Where the counters cannot be
     read (outside Linux) the threads stay as they are. Raises ``ValueError`` for ``sample_s`` outside [0.1, 10] (the
     kernel counts CPU time in 10 ms ticks)."""
     # the kernel counts CPU time in 10 ms ticks: a shorter sample reads 0 or twice the truth

@@ -43,7 +43,8 @@ class DrafterSpec:
       warm-up must use a fresh one.
     - ``geometry(pair, n_draft)``: the arena's one-line description of its shape, or None when N says it all.
     - ``plain_bench``: a plain ``python -m lab bench`` (no ``--drafter``) times it. Only the methods whose rows the
-      bench's tables, goals and committed runs always had; any other is timed when ``--drafter`` names it.
+      bench's tables, goals and committed runs always had; any other is timed when ``--drafter`` names it. (The
+      draft model's row is one of the bench's base rows, timed whatever this says; its record keeps True.)
     """
     name: str
     label: str

@@ -38,7 +38,11 @@ def _run(*steps: StepRecord, prefill: bool = True) -> list:
     ``Generation.decode_steps`` gives them), so a function that skips ``s.prefill`` or ``s.index == 0`` is right."""
     head = [StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[98], last_kind="bonus",
                        prefill=True, target_tokens=12)] if prefill else []
-    return head + [replace(step, index=i, position=i) for i, step in enumerate(steps, start=1)]
+    records, committed = head, len(head)  # the prefill commits one token
+    for i, step in enumerate(steps, start=1):
+        records.append(replace(step, index=i, position=committed))
+        committed += len(step.emitted)
+    return records
 
 
 def _show_steps(steps) -> str:
@@ -244,12 +248,10 @@ def next_n_draft(fn):
         (lambda n, a, d: n + 2 if a == d else max(1, d - 1),
          "after a rejection shrink the current N by one, max(1, N - 1), not the number of drafts this step made "
          "(n_drafted is smaller than N when max_new_tokens cut the step)."),
-        (lambda n, a, d: min(16, n + 2) if a == d else max(1, n - 1),
+    ] + [
+        (lambda n, a, d, cap=cap: min(cap, n + 2) if a == d else max(1, n - 1),
          "transformers' heuristic schedule puts no cap on N: after a fully accepted step it is N + 2, however large "
-         "(a cap is the drafter's own max_n_draft, not part of this rule)."),
-        (lambda n, a, d: min(10, n + 2) if a == d else max(1, n - 1),
-         "transformers' heuristic schedule puts no cap on N: after a fully accepted step it is N + 2, however large "
-         "(a cap is the drafter's own max_n_draft, not part of this rule)."),
+         "(a cap is the drafter's own max_n_draft, not part of this rule).") for cap in (16, 10)
     ]
     for args in _NEXT_N_CASES:
         try:

@@ -549,11 +549,13 @@ def test_speculative_step_names_short_drafts_floats_and_an_untested_last_draft(c
     assert "not draft - target" not in out
 
 
+def counts(tokens, v):
+    """Every token id's count, 0 to v - 1 (the observed side of the chi-square test)."""
+    return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
+
+
 def test_chi_square_pvalue_names_one_minus_p_and_ddof(capsys):
     from scipy.stats import chisquare
-
-    def counts(tokens, v):
-        return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
 
     rejects(check.chi_square_pvalue, lambda tokens, probs: 1 - chisquare(
         counts(tokens, len(probs)), [p * len(tokens) for p in probs]).pvalue, capsys, "that is 1 - p")
@@ -564,11 +566,9 @@ def test_chi_square_pvalue_names_one_minus_p_and_ddof(capsys):
 def test_chi_square_more_planted_mistakes_and_a_pointer_for_the_rest(capsys):
     from scipy.stats import chi2, chisquare
 
-    def counts(tokens, v):
-        return torch.bincount(torch.as_tensor(tokens), minlength=v).tolist()
-
     rejects(check.chi_square_pvalue, lambda t, p: float(chisquare([x * len(t) for x in p], counts(t, len(p))).pvalue),
             capsys, "observed first, expected second")
+
     def wrong_dof(t, p):
         return float(chi2.sf(chisquare(counts(t, len(p)), [x * len(t) for x in p]).statistic, len(p)))
 

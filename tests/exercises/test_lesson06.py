@@ -196,3 +196,17 @@ def test_a_solved_function_that_calls_another_exercises_stub_is_told_which(capsy
 
     assert check.predicted_speedup(stub) is False
     assert "replace `raise NotImplementedError` with your code" in capsys.readouterr().out
+
+
+def test_more_planted_mistakes_and_pointers(capsys):
+    """Mistakes the planted list missed (a learner's): the sum from alpha^1, (N - 1)c; and an unexplained answer gets
+    a pointer to the reasoning, not the formula."""
+    rejects(check.expected_tokens_per_call, lambda a, n: sum(a ** i for i in range(1, n + 2)), capsys,
+            "starting at i = 0")
+    rejects(check.predicted_speedup,
+            lambda a, n, c: (n + 1 if a == 1 else (1 - a ** (n + 1)) / (1 - a)) / (1 + (n - 1) * c), capsys,
+            "not (N - 1)*c")
+    out = rejects(check.predicted_speedup, lambda a, n, c: 1.25, capsys, "what does one step yield")
+    assert "1 + N * cost_ratio" not in out
+    out = rejects(check.expected_tokens_per_call, lambda a, n: 2.0, capsys, "the chance of each")
+    assert "(1 - alpha^(N+1))" not in out

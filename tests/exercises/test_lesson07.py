@@ -248,21 +248,8 @@ def test_cache_checks_in_bfloat16_ask_for_float32_instead_of_blaming_the_rollbac
     assert check.draft_keep_length(draft_keep_length, target, draft, [3, 4, 5])  # float32: the loop runs
 
 
-def test_more_planted_mistakes_and_pointers(capsys):
-    """A learner's crop(-rejected_at), drafts[:k + 1] + [t], and the lesson 06 mistakes the planted list missed."""
-    from lab.exercises import lesson06
-
+def test_emitted_tokens_one_draft_too_many_is_named(capsys):
     rejects(check.emitted_tokens, lambda d, k, t: list(d[:k + 1]) + [t], capsys, "one draft too many")
-    rejects(lesson06.expected_tokens_per_call, lambda a, n: sum(a ** i for i in range(1, n + 2)), capsys,
-            "starting at i = 0")
-    rejects(lesson06.predicted_speedup,
-            lambda a, n, c: (n + 1 if a == 1 else (1 - a ** (n + 1)) / (1 - a)) / (1 + (n - 1) * c), capsys,
-            "not (N - 1)*c")
-    out = rejects(lesson06.predicted_speedup, lambda a, n, c: 1.25, capsys, "what does one step yield")
-    assert "1 + N * cost_ratio" not in out
-    out = rejects(lesson06.expected_tokens_per_call, lambda a, n: 2.0, capsys, "the chance of each")
-    assert "(1 - alpha^(N+1))" not in out
-
 
 def test_rollback_crop_by_the_rejection_position_is_named(target, capsys):
     """cache.crop(-rejected_at) cuts rejected_at entries, not the rejected draft and those after it."""

@@ -128,6 +128,7 @@ def test_the_threshold_is_lower_while_torch_has_a_thread_on_every_core(monkeypat
     assert busy_threshold(2, threads=2) == pytest.approx(SPIN_SHARE * 2) == pytest.approx(0.2)
     assert busy_threshold(2, threads=1) == BUSY_SHARE * 2            # a core to spare: half a core, as before
     assert busy_threshold(8, threads=4) == BUSY_SHARE * 8 and busy_threshold(8, threads=8) == pytest.approx(0.8)
+    assert busy_threshold(1, threads=1) == BUSY_SHARE  # one thread waits for no other: a 1-core machine as before
     import torch
 
     before = torch.get_num_threads()

@@ -633,6 +633,8 @@ def test_fit_threads_gives_torch_the_cores_other_programs_leave(monkeypatch):
         note = models.fit_threads(0.1)
         assert torch.get_num_threads() == 2
         assert note.startswith("torch uses 2 CPU threads, not 4: other programs kept 1.60 of 4 cores busy")
+        Fake.other = 1.3  # 2 cores touched (rounding would say 1): 2 left
+        assert models.fit_threads(0.1).startswith("torch uses 2 CPU threads, not 4")
         Fake.other = 3.9  # every core taken: still one thread
         assert models.fit_threads(0.1).startswith("torch uses 1 CPU thread, not 4")
         assert torch.get_num_threads() == 1

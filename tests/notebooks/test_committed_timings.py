@@ -1,6 +1,6 @@
-"""The committed runs' timings were taken on a quiet machine: no committed output of a solution notebook, and no
-model card, carries :data:`lab.load_meter.BUSY_WARNING`, the sentence a timing's load note ends with when other
-processes kept more than :data:`lab.load_meter.BUSY_SHARE` of the cores busy. Learners read those numbers as what
+"""The committed runs' timings were taken on a quiet machine: no committed output of a solution notebook, and no model
+card, carries :data:`lab.load_meter.BUSY_WARNING`, the sentence a timing's load note ends with when other processes
+kept more of the cores busy than :func:`lab.load_meter.busy_threshold` allows. Learners read those numbers as what
 the method does; a busy machine's numbers say what the machine was doing. Re-run the notebook
 (``tools/run_notebooks.py``) or the card's measurement on a quiet machine."""
 import json
