@@ -100,8 +100,9 @@ def test_lessons_pass_skips_only_lessons_whose_code_is_their_solutions(capsys):
     listed = set(capsys.readouterr().out.split())
     assert listed and all(p.startswith("lessons/") for p in listed)
 
-    def code(path):
-        return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    def code(path):  # the nbval marker aside, which lessons leave out
+        return ["".join(c["source"]).removeprefix(make_lessons.NBVAL_MARK)
+                for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
 
     for path in sorted((ROOT / "lessons").glob("*.ipynb")):
         same = code(path) == code(ROOT / "solutions" / path.name)
@@ -149,3 +150,21 @@ def test_the_real_pairs_drafts_fit_the_courses_40_mb_and_the_card_says_how_much_
     total = sum(path.stat().st_size for path in weights)
     assert total <= 40_000_000, f"the drafts take {total:,} bytes"
     assert f"{total / 1e6:.1f} MB together" in (SMOLLM2_DIR / "README.md").read_text()
+
+
+def test_lessons_leave_out_the_nbval_markers():
+    """``# NBVAL_IGNORE_OUTPUT`` tells the solutions' nbval run not to compare a cell's output; lessons have no
+    outputs and run under --nbval-lax, so a learner would only wonder what the marker means (a learner's remark)."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from make_lessons import lesson_from_solution
+
+    marked = [p for p in sorted((ROOT / "solutions").glob("*.ipynb")) if "# NBVAL_IGNORE_OUTPUT" in p.read_text()]
+    assert marked, "no solution marks a cell any more: drop this test"
+    for path in marked:
+        lesson = lesson_from_solution(json.loads(path.read_text()))
+        sources = ["".join(c["source"]) for c in lesson["cells"] if c["cell_type"] == "code"]
+        assert not any("NBVAL_IGNORE_OUTPUT" in s for s in sources), path.name
+    assert not any("NBVAL" in p.read_text() for p in (ROOT / "lessons").glob("*.ipynb"))

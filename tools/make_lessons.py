@@ -3,7 +3,8 @@
 Every code cell region between a line ``### BEGIN SOLUTION`` and a line ``### END SOLUTION`` is replaced by a
 stub at the same indentation (``# YOUR CODE HERE`` + ``raise NotImplementedError``); the checks in ``lab.exercises``
 turn that into a "not solved yet" message, so a lesson still runs top to bottom. Every output is cleared: the
-learner runs the lesson and sees results from their own machine and their own code.
+learner runs the lesson and sees results from their own machine and their own code. The solutions' first-line
+``# NBVAL_IGNORE_OUTPUT`` markers are dropped too.
 
 Usage: ``python tools/make_lessons.py`` (write) or ``python tools/make_lessons.py --check`` (exit 1 on drift);
 ``--with-exercises`` prints the lessons that hold an exercise stub, one path per line: ``make notebooks`` runs only
@@ -25,6 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
+NBVAL_MARK = "# NBVAL_IGNORE_OUTPUT\n"
+"""The first line of a solution cell whose output nbval must not compare (timings, live widgets); lessons have no
+outputs to compare and run under ``--nbval-lax``, so it is left out of them: a learner would only wonder what it
+means."""
 
 
 def strip_solutions(source: str) -> tuple[str, bool]:
@@ -55,6 +60,8 @@ def lesson_from_solution(nb: dict) -> dict:
             continue
         src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         cell["source"] = strip_solutions(src)[0]
+        if cell["source"].startswith(NBVAL_MARK):  # for the solutions' nbval run only; lessons run --nbval-lax
+            cell["source"] = cell["source"][len(NBVAL_MARK):]
         cell["outputs"] = []
         cell["execution_count"] = None
     return nb
