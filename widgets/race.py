@@ -593,12 +593,16 @@ class RaceDashboard(w.VBox):
         # with no decode step the ratio times two prefills: nothing of speculative decoding to show
         shown = "\u2013 (no decode step)" if prefill_only else f"{self.speedup:.2f}\u00d7"
         warnings = []
-        # prefill included on both sides: a speculative call costs at least an autoregressive one
-        cap = (ar["target_calls"] + 1) / (spec["target_calls"] + 1)
+        # prefill included on both sides: a speculative call costs at least an autoregressive one, so the speedup in
+        # tokens/s is at most the ratio of tokens per call (sampled answers may end at different lengths)
+        calls = {side: run["target_calls"] + 1 for side, run in (("ar", ar), ("spec", spec))}
+        tokens = {side: len(run["tokens"]) for side, run in (("ar", ar), ("spec", spec))}
+        cap = (tokens["spec"] / calls["spec"]) / (tokens["ar"] / calls["ar"]) if tokens["ar"] else math.inf
         if not prefill_only and self.speedup > 1.05 * cap:
-            warnings.append(f"The speedup is above the {cap:.2f}\u00d7 that {ar['target_calls'] + 1} against "
-                            f"{spec['target_calls'] + 1} target calls (the prefills included) allow: other programs "
-                            "slowed the two sides by different amounts. Race again, on a quieter machine if you can.")
+            warnings.append(f"The speedup is above the {cap:.2f}\u00d7 that {tokens['spec']} tokens in "
+                            f"{calls['spec']} target calls against {tokens['ar']} in {calls['ar']} (the prefills "
+                            "included) allow: other programs slowed the two sides by different amounts. Race again, "
+                            "on a quieter machine if you can.")
         if self.load is not None and self.load.busy:
             warnings.append(self.load.note())  # ends with the meter's own warning to race again
         warning_html = "".join(f'<br><span class="sdl-race-warning" style="color: #D55E00; font-size: 12px;">'

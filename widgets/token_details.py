@@ -31,7 +31,8 @@ def step_details(record, step, start, drafted, emitted, num_accepted, texts, top
     details = []
     target_rows, draft_rows, residual_rows, note = step_distributions(record, drafted, len(emitted))
     for offset, token in enumerate(emitted):
-        kind = "accepted" if offset < num_accepted else record.last_kind
+        # a step that drafted nothing earned no bonus: its token is the target's own, as TokenStream draws it
+        kind = "accepted" if offset < num_accepted else (record.last_kind if drafted else "target")
         # How many drafts the target rejected at this position before choosing its own token: a chain's one,
         # or every child of a tree path's end.
         rejected_here = 0

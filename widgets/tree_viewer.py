@@ -11,7 +11,8 @@ Pass ``viewer.on_step`` (or the viewer itself) as ``on_step`` to :func:`lab.deco
 - left, a plotly tree: the root is the last committed token, ``x`` counts tokens after it, so a node of depth d
   (d draft tokens on its path, the course's convention, :mod:`lab.trees`) sits at ``x = d`` and its hover label
   says "depth d"; siblings spread vertically; nodes on the accepted path
-  are green, the others grey, and the target's own token (bonus or resampled) hangs after the end of the path;
+  are green, the others grey, and the target's own token (bonus or resampled; after a step that drafted nothing,
+  such as the prefill, just the target's token, in ink) hangs after the end of the path;
 - right, the tree attention mask over ``[last] + nodes``, with the accepted path's rows in the accepted colour;
 - above them, a one-line summary and a slider over the stored steps.
 
@@ -35,20 +36,21 @@ from lab.detok import Detokenizer
 from lab.trace import StepRecord, check_step_record, step_records
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int
-from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR,
-                           RESAMPLED_COLOR, slider_position, tint)
+from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PLAIN_COLOR, PROMPT_COLOR,
+                           REJECTED_COLOR, RESAMPLED_COLOR, slider_position, tint)
 from widgets.token_text import (check_tokenizer, prompt_token_ids, run_prompt, run_prompt_length, token_label_text,
                                 token_labels)
 
 __all__ = ["TreeViewer", "NODE_STATUSES"]
 
-NODE_STATUSES = ("root", "accepted", "rejected", "bonus", "resampled")
+NODE_STATUSES = ("root", "accepted", "rejected", "bonus", "resampled", "target")
 _STATUS_COLORS = {"root": PROMPT_COLOR, "accepted": ACCEPTED_COLOR, "rejected": REJECTED_COLOR,
-                  "bonus": BONUS_COLOR, "resampled": RESAMPLED_COLOR}
+                  "bonus": BONUS_COLOR, "resampled": RESAMPLED_COLOR, "target": PLAIN_COLOR}
 _STATUS_LABELS = {"root": "last committed token", **{k: KIND_LABELS[k] for k in NODE_STATUSES[1:]}}
 # Mask cell values: 0 = masked, 1 = may attend (a row off the accepted path), 2 = may attend (a kept row).
 _MASK_COLORSCALE = [[0.0, "#FFFFFF"], [0.33, "#FFFFFF"], [0.33, tint(REJECTED_COLOR, 0.55)],
                     [0.67, tint(REJECTED_COLOR, 0.55)], [0.67, ACCEPTED_COLOR], [1.0, ACCEPTED_COLOR]]
+_SUMMARY_WORDS = {"bonus": "bonus", "resampled": "resampled", "target": "own"}  # "then the target's ... token"
 _EMPTY_SUMMARY = "waiting for the first step: pass on_step=viewer.on_step to lab.decode.generate"
 
 
@@ -81,8 +83,9 @@ class TreeViewer(ipywidgets.VBox):
     - ``node_labels``: escaped label of every drawn node — the root (the last committed token's text when the
       previous step is known or, for a run's first step, the prompt was given; else ``"last"``), then the drafted
       nodes in listed order, then the target's own token when it was emitted;
-    - ``node_status``: the matching statuses, ``"root"``, ``"accepted"``, ``"rejected"``, then ``"bonus"`` or
-      ``"resampled"``; ``node_ids``: the matching token ids (None for an unknown root);
+    - ``node_status``: the matching statuses, ``"root"``, ``"accepted"``, ``"rejected"``, then ``"bonus"``,
+      ``"resampled"`` or, when the step drafted nothing, ``"target"``; ``node_ids``: the matching token ids (None
+      for an unknown root);
     - ``parents``: the shown parents array over the drafted nodes (a chain's is ``chain_parents(n)``);
     - ``mask``: the BoolTensor ``[1 + n, 1 + n]`` drawn on the right, the tree attention mask over
       ``[last] + nodes`` — ``lab.trees.tree_attention_mask([-1] + [p + 1 for p in parents], 0)``, as the decode
@@ -237,7 +240,8 @@ class TreeViewer(ipywidgets.VBox):
 
     @property
     def node_status(self) -> list:
-        """Each drawn node's status: "root", "accepted", "rejected", then "bonus" or "resampled"."""
+        """Each drawn node's status: "root", "accepted", "rejected", then "bonus", "resampled" or "target" (nothing
+        drafted)."""
         return list(self._view["status"]) if self._view else []
 
     @property
@@ -301,7 +305,9 @@ class TreeViewer(ipywidgets.VBox):
             ids.append(next_token)
             # The target's token follows the accepted path.
             raw.append(token_labels(self._tokenizer, [drafted[i] for i in path] + [next_token], context)[-1])
-            status.append(record.last_kind if record.last_kind in ("bonus", "resampled") else "bonus")
+            # a step that drafted nothing (the prefill, a lookup miss) earned no bonus: the target's own token
+            status.append("target" if not drafted else
+                          record.last_kind if record.last_kind in ("bonus", "resampled") else "bonus")
             up.append(path[-1] + 1 if path else 0)
             x.append(len(path) + 1)
             hover_depth.append(str(len(path) + 1))
@@ -356,7 +362,7 @@ class TreeViewer(ipywidgets.VBox):
         else:
             text = f"step {record.index}: {drafted}; {len(path)} accepted"
         if next_token is not None:
-            text += f", then the target's {status[-1]} token {next_text!r}"
+            text += f", then the target's {_SUMMARY_WORDS[status[-1]]} token {next_text!r}"
         if record.truncated:
             text += "; cut short by EOS or max_new_tokens"
         return text
@@ -384,7 +390,8 @@ class TreeViewer(ipywidgets.VBox):
                     if parent is None:
                         continue
                     s = view["status"][node]
-                    key = "path" if s == "accepted" else ("next" if s in ("bonus", "resampled") else "edge")
+                    key = ("path" if s == "accepted" else
+                           "next" if s in ("bonus", "resampled", "target") else "edge")
                     xs, ys = segments[key]
                     xs += [view["x"][parent], view["x"][node], None]
                     ys += [view["y"][parent], view["y"][node], None]

@@ -427,11 +427,19 @@ def test_the_summary_warns_of_a_busy_machine_and_of_a_speedup_the_calls_rule_out
     assert "other processes kept 1.50 of" in dashboard.summary.value
     assert dashboard.summary.value.count("WARNING: the machine was busy") == 1
     ar, spec = dashboard.results["autoregressive"], dashboard.results["speculative"]
-    cap = (ar["target_calls"] + 1) / (spec["target_calls"] + 1)
+    per_call = {side: len(run["tokens"]) / (run["target_calls"] + 1) for side, run in (("ar", ar), ("spec", spec))}
+    cap = per_call["spec"] / per_call["ar"]
     dashboard.speedup = 2 * cap  # as if the autoregressive side had been slowed by another program
     text = dashboard._summary_html(dashboard.settings)
-    assert f"The speedup is above the {cap:.2f}\u00d7 that {ar['target_calls'] + 1} against " \
-           f"{spec['target_calls'] + 1} target calls (the prefills included) allow" in text
+    assert f"The speedup is above the {cap:.2f}\u00d7 that {len(spec['tokens'])} tokens in " \
+           f"{spec['target_calls'] + 1} target calls against {len(ar['tokens'])} in {ar['target_calls'] + 1} " \
+           "(the prefills included) allow" in text
+    # a sampled race whose answers end at different lengths (an instructor's T = 0.8 race: 26 tokens in 26 calls
+    # against 48 in 41, 1.05x): within what the calls allow, so no warning
+    dashboard.results["autoregressive"] = dict(ar, tokens=list(range(26)), target_calls=25)
+    dashboard.results["speculative"] = dict(spec, tokens=list(range(48)), target_calls=40)
+    dashboard.speedup = 1.05
+    assert "The speedup is above" not in dashboard._summary_html(dashboard.settings)
 
 
 def test_an_interrupted_race_says_it_stopped_releases_its_threads_and_the_next_race_runs(dashboard, monkeypatch):

@@ -1078,3 +1078,16 @@ def test_records_out_of_order_are_refused_before_anything_changes():
     assert [item["i"] for item in wire(stream)] == [7, 4]
     late = TokenStream(FakeTokenizer()).extend([step(5, [1], 1, [1, 2], "bonus")])  # joined mid-run
     assert late.generated_ids == [1, 2]
+
+
+def test_a_token_from_a_step_that_drafted_nothing_is_the_targets_own_not_a_bonus():
+    """The prefill's token (and a lookup miss's) earned no bonus: the stream draws it as the target's token, and
+    selecting it says the same (an instructor saw "position 0: Here (bonus)")."""
+    stream = TokenStream(FakeTokenizer())
+    stream(step(0, [], 0, [2], "bonus", prefill=True, target_tokens=3))
+    stream(step(1, [], 0, [1], "bonus", position=1))
+    assert [token["kind"] for token in stream.tokens] == ["target", "target"]
+    for position in (0, 1):
+        stream.select(position)
+        assert stream.selection["kind"] == "target", stream.selection
+        assert "bonus" not in stream.chart.layout.title.text

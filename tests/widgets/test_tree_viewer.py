@@ -26,8 +26,8 @@ class ScriptTokenizer:
 def expected_status(record):
     on_path = set(record.path)
     status = ["root"] + ["accepted" if i in on_path else "rejected" for i in range(len(record.drafted))]
-    if len(record.emitted) > record.num_accepted:
-        status.append(record.last_kind)
+    if len(record.emitted) > record.num_accepted:  # a step that drafted nothing shows the target's own token
+        status.append(record.last_kind if record.drafted else "target")
     return status
 
 
@@ -59,7 +59,7 @@ def test_tree_steps_arrive_live_and_match_their_records(tree_run):
     # (given no prompt) reads off the prefill record
     record, index, status, mask, ids = seen[0]
     assert record.prefill and record.parents is None and index == 0 and record.prompt == list(PROMPT)
-    assert (status, ids, mask.tolist()) == (["root", "bonus"], [PROMPT[-1], record.emitted[0]], [[True]])
+    assert (status, ids, mask.tolist()) == (["root", "target"], [PROMPT[-1], record.emitted[0]], [[True]])
     from dataclasses import replace
 
     unnamed = TreeViewer()  # a record that does not name its prompt (hand-built): the root is unknown
@@ -142,16 +142,18 @@ def test_chain_steps_show_as_a_chain(target, noisy_draft):
         assert "(chain)" in viewer.summary or not n  # the last step may have no room left to draft
         ys = [y for trace in viewer.tree_figure.data[3:6] for y in trace.y]  # root, accepted, rejected
         assert len(ys) == n + 1 and len(set(ys)) == 1  # the drafts form a straight line
-        if record.last_kind == "bonus":  # ... which the bonus token continues; a resampled one branches off
+        if not n and len(record.emitted):  # nothing drafted: the target's own token continues the root
+            assert list(viewer.tree_figure.data[8].y) == [ys[0]] and viewer.node_status[-1] == "target"
+        elif record.last_kind == "bonus":  # ... which the bonus token continues; a resampled one branches off
             assert list(viewer.tree_figure.data[6].y) == [ys[0]]
 
 
 def test_empty_draft_and_truncated_step():
     viewer = TreeViewer()
     viewer(StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[7], last_kind="bonus"))
-    assert viewer.node_labels == ["last", "7"] and viewer.node_status == ["root", "bonus"]
+    assert viewer.node_labels == ["last", "7"] and viewer.node_status == ["root", "target"]
     assert viewer.mask.tolist() == [[True]] and viewer.parents == []
-    assert viewer.summary == "step 0: nothing drafted; 0 accepted, then the target's bonus token '7'"
+    assert viewer.summary == "step 0: nothing drafted; 0 accepted, then the target's own token '7'"
     # cut by max_new_tokens inside the accepted path: no target token is drawn
     viewer(StepRecord(index=1, position=1, drafted=[4, 5, 6], num_accepted=2, emitted=[4], last_kind="resampled",
                       truncated=True, parents=[-1, 0, 0], path=[0, 2]))
@@ -246,10 +248,10 @@ def test_tree_viewer_draws_the_prefill_after_the_prompt():
                           last_kind="resampled", target_tokens=3, cache_before=len(prompt))]
     viewer = TreeViewer(ByteTokenizer(), prompt_ids=prompt).extend(records)
     viewer.show(0)
-    assert viewer.node_ids == [0xC3, 0xA9] and viewer.node_status == ["root", "bonus"]
+    assert viewer.node_ids == [0xC3, 0xA9] and viewer.node_status == ["root", "target"]
     assert viewer.node_labels == [PARTIAL_LABEL, "\u00e9"] and viewer.mask.tolist() == [[True]]
     assert viewer.summary == ("step 0: the prefill, the target's forward over the 2-token prompt, then the "
-                              "target's bonus token '\u00e9'")
+                              "target's own token '\u00e9'")
     assert viewer.tree_figure.layout.title.text == "draft tree, step 0 (the prefill: nothing drafted)"
     viewer.show(1)
     assert viewer.node_ids == [0xA9, 0x62, 0x78, 0x63] and viewer.node_labels == ["\u00e9", "b", "x", "c"]
