@@ -151,8 +151,8 @@ def _check_unicode(name: str, text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise ValueError(f"{name} must be valid Unicode text: character {error.start} is {text[error.start]!r}, an "
-                         "unpaired surrogate (bytes that were not UTF-8?)") from None
+        raise ValueError(f"{name} must be valid Unicode text: character {error.start + 1} (counting from 1) is "
+                         f"{text[error.start]!r}, an unpaired surrogate (bytes that were not UTF-8?)") from None
 
 
 def _check_messages(messages) -> list[dict]:
@@ -237,7 +237,7 @@ def fit_threads(sample_s: float = 0.5) -> str:
         return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, but {busy}: timings will be slow and "
                 "uneven until they stop")
     return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, not {_DEFAULT_THREADS}: {busy}, and a thread "
-            "that loses its core makes the others wait (rerun this cell once the machine is quiet)")
+            "that loses its core makes the others wait (run it again once the machine is quiet)")
 
 
 def pick_device(device=None) -> torch.device:

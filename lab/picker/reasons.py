@@ -296,7 +296,8 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                    "(Oliaro et al. 2024: up to 5.3× on agentic SQL), is the default; the seed tables have no such "
                    "row, so its range is this course's measurement and the structured-JSON row's k range sets N."]
     else:
-        reasons = [f"Seed lesson 002 recommends {method_phrase(row.method)} for {row.workload.lower()} "
+        row_name = row.workload[:1].lower() + row.workload[1:]  # "structured JSON", not "structured json"
+        reasons = [f"Seed lesson 002 recommends {method_phrase(row.method)} for {row_name} "
                    f"(k {row.n_range[0]}–{row.n_range[1]}, {row.speedup[0]:g}–{row.speedup[1]:g}×)."]
     if default in decision.obstacles:
         reasons.append(f"It is not an option here: {obstacle_text(default, decision.obstacles[default], memory)}.")

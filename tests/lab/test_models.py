@@ -331,7 +331,8 @@ def test_pair_decode_refuses_ids_outside_the_vocabulary():
     for bad in (123, None, ["ROMEO."], b"ROMEO."):  # a list would come back as a batch of id lists
         with pytest.raises(TypeError, match="text must be a str"):
             pair.encode(bad)
-    with pytest.raises(ValueError, match=r"text must be valid Unicode text: character 1 is '\\udcff'"):
+    with pytest.raises(ValueError, match=r"text must be valid Unicode text: character 2 \(counting from 1\) is "
+                                         r"'\\udcff'"):
         pair.encode("a\udcffb")  # what the byte 0xff becomes on a command line (surrogateescape)
 
 
@@ -511,7 +512,7 @@ def test_special_token_text_in_a_message_stays_text(smollm2_pair):
     ([{"role": "user", "content": "Hi"}, {"role": "bot", "content": "Hi"}], ValueError,
      r"messages\[1\]\['role'\] must be one of system, user, assistant, got 'bot'"),
     ([{"role": "user", "content": ["Hi"]}], TypeError, r"messages\[0\]\['content'\] must be a str"),
-    ("Hi \udcff", ValueError, "messages must be valid Unicode text: character 3"),
+    ("Hi \udcff", ValueError, "messages must be valid Unicode text: character 4 "),
     ([{"role": "user", "content": "\ud800"}], ValueError, r"messages\[0\]\['content'\] must be valid Unicode"),
 ])
 def test_encode_chat_refuses_bad_messages(smollm2_pair, messages, error, match):

@@ -72,8 +72,8 @@ def test_demo_prompt_that_is_not_utf8_is_one_line_naming_the_flag(pair, monkeypa
 
     monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pair)
     assert cli.main(["demo", "--prompt", "a\udcff"]) == 2   # the byte 0xff on a command line
-    assert capsys.readouterr().err == ("python -m lab demo: error: --prompt: character 1 is '\\udcff', an unpaired "
-                                       "surrogate (bytes that were not UTF-8?)\n")
+    assert capsys.readouterr().err == ("python -m lab demo: error: --prompt: character 2 (counting from 1) is "
+                                       "'\\udcff', an unpaired surrogate (bytes that were not UTF-8?)\n")
 
 
 def test_demo_of_one_token_reports_the_prefill_alone(pair, monkeypatch, capsys):

@@ -11,3 +11,12 @@ def test_markdown_guide_has_every_part():
                  "seed lesson 002", "## When to revisit", "vllm:spec_decode_num_drafts_total"):
         assert part in text, part
     assert "no `--speculative-config`" in recommend("chat", 1.5, True, True).to_markdown().lower()
+
+
+def test_the_seed_rows_workload_keeps_its_acronym():
+    """The reason names seed lesson 002's row as a phrase: "structured JSON", not "structured json" (an instructor's
+    find)."""
+    from lab.picker import recommend
+
+    text = " ".join(recommend("structured", 0.0, False, False).reasons)
+    assert "for structured JSON (k " in text and "structured json" not in text
