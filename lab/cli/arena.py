@@ -7,7 +7,7 @@ import sys
 import time
 
 from lab.cli.bench import drafter_names, selected_drafters
-from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, positive_int
+from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, fit_threads_noting_changes, positive_int
 from lab.registry import drafter_problem
 
 __all__ = ["add_parser", "run"]
@@ -122,6 +122,7 @@ def run(args) -> int:
         _check_tasks(chosen, tuple(counts))
         _check_prompt_count({t: n for t, n in counts.items() if chosen is None or t in chosen}, args.prompts)
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
+    fit_threads_noting_changes()  # a busy machine's spinning threads would time garbage
     _check_tasks(chosen, default_tasks(pair))  # a hub pair's tasks are known once it loads
     tasks = chosen or default_tasks(pair)  # run_arena's default; compare_adaptive runs the first of them
     texts = {task: arena_prompts(pair, task) for task in tasks}

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, int_list, positive_int
+from lab.cli.options import (CHAT_PAIRS, OptionError, add_run_options, fit_threads_noting_changes, int_list,
+                             positive_int)
 from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, drafter_problem, drafters_in_words, own_draft_reason
 from lab.words import in_words
 
@@ -165,6 +166,7 @@ def run(args) -> int:
         raise OptionError("--prompts", f"must be at most {len(prompts)} (the held-out prompts bundled), got "
                                        f"{args.prompts}")
     pair = load_pair(args.pair)
+    fit_threads_noting_changes()  # a busy machine's spinning threads would time garbage
     chosen = prompts[: args.prompts]
     copy_heavy = copy_heavy_prompts(pair, chosen)
     problem = context_problem(pair, [pair.encode(p) for p in chosen + copy_heavy], args.max_new_tokens)
@@ -269,6 +271,7 @@ def _run_chat(args, count: int) -> int:
         raise OptionError("--prompts", f"must be at most {len(chat_prompts('chat'))} (the held-out requests per "
                                        f"kind), got {count}")
     pair = load_pair(args.pair, dtype="auto")
+    fit_threads_noting_changes()  # a busy machine's spinning threads would time garbage
     n = args.n_draft
     chosen = {kind: chat_prompts(kind)[:count] for kind in CHAT_TASKS}
     problem = context_problem(pair, encode_prompts(pair, [p for ps in chosen.values() for p in ps]),
@@ -467,6 +470,7 @@ def _run_batch(args) -> int:
         raise OptionError("--batch-requests", f"must be at most {8 * most} on this machine (8 x the largest batch "
                           f"size it allows), got {args.batch_requests}")
     pair = load_pair(args.pair, dtype="auto") if chat else load_pair(args.pair)
+    fit_threads_noting_changes()  # a busy machine's spinning threads would time garbage
     if any(args.batch_n):
         problem = drafter_problem(args.batch_drafter, pair, max(args.batch_n))
         if problem is None and args.batch_drafter == "model" and pair.draft is None:

@@ -12,7 +12,7 @@ import json
 import sys
 
 from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
-                             pair_help, positive_int, probability, seed, temperature)
+                             fit_threads_noting_changes, pair_help, positive_int, probability, seed, temperature)
 from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, own_draft_reason, try_drafter,
                           untrained_reason)
 from lab.words import in_words
@@ -107,13 +107,11 @@ def run(args) -> int:
     eagle3 with a pair they were not trained for, before it loads; early-exit on GPT-2). On a chat pair an empty
     ``--prompt`` is an empty user turn, sent with the chat template.
     :func:`lab.cli.main` prints either as one line."""
-    import torch
-
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer, show_controls
     from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
-    from lab.models import context_limit, fit_threads, load_pair
+    from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
 
     if args.n_draft is not None and own_draft_reason(args.drafter):
@@ -130,10 +128,7 @@ def run(args) -> int:
     else:  # transformers' default policy caps a confident draft at 20 tokens (lab.bench.HF_ASSISTED_POLICY)
         n_draft = 4 if args.confidence is None else HF_ASSISTED_POLICY[0]
     pair = load_pair(args.pair, dtype="auto" if args.pair in CHAT_PAIRS else None)  # the real pair: fast dtype
-    threads = torch.get_num_threads()
-    fitted = fit_threads()  # while other programs hold cores, torch gets the cores they leave
-    if torch.get_num_threads() != threads:
-        print(fitted, file=sys.stderr)  # said only when it changed something, on stderr: stdout is the answer
+    fit_threads_noting_changes()  # while other programs hold cores, torch gets the cores they leave
     chat = pair.has_chat_template  # an instruction-tuned target answers a user turn
     temperature_used = demo_temperature(args.temperature, chat)
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]

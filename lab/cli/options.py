@@ -7,10 +7,11 @@ Imports nothing from ``lab`` and nothing heavy: a bad option must stop before to
 from __future__ import annotations
 
 import argparse
+import sys
 
 __all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "demo_temperature", "pair_help", "OptionError",
            "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes",
-           "int_list", "probability"]
+           "int_list", "probability", "fit_threads_noting_changes"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
@@ -27,6 +28,21 @@ CHAT_TEMPERATURE = 0.8
 """The sampling temperature of a demo on a chat pair when none is given (``python -m lab demo``,
 ``widgets.race.RaceDashboard``): greedy decoding of the real pair loops on open requests, repeating a sentence,
 while T ≈ 0.7–0.8 reads naturally. A plain-text pair (shakespeare) stays greedy (0) by default."""
+
+
+def fit_threads_noting_changes() -> None:
+    """Fit torch's threads to the machine's load (:func:`lab.models.fit_threads`), as the lessons do after a pair
+    loads, and print its sentence on stderr only when it changed the count: stdout stays the command's output (tables,
+    JSON, the answer). On a busy 2-core machine two threads that wait on each other make timings several times slower
+    (the README's "If a lesson runs slowly"). Imports torch: call it once a pair has loaded."""
+    import torch
+
+    from lab import models
+
+    threads = torch.get_num_threads()
+    fitted = models.fit_threads()
+    if torch.get_num_threads() != threads:
+        print(fitted, file=sys.stderr)
 
 
 def demo_temperature(given, chat: bool) -> float:

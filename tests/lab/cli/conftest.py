@@ -7,6 +7,16 @@ import pytest
 from tests.lab.cli.helpers import CharPair, gpt2_stand_in
 
 
+@pytest.fixture(autouse=True)
+def _threads_left_alone(monkeypatch):
+    """demo, bench and arena fit torch's threads to the machine's load (lab.models.fit_threads) and say so on stderr
+    when that changed them: these tests read stderr line by line, so the load of whatever else runs must not add a
+    line (one did, under a parallel job), nor a half-second sample each run. The tests of the fitting set their own."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "fit_threads", lambda: "torch threads left as they were (test)")
+
+
 @pytest.fixture
 def no_model_work(monkeypatch):
     """Make every command's model work fail the test if it is reached."""

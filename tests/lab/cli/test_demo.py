@@ -22,16 +22,6 @@ from tests.widgets.split_text import CONTINUATION, FFFD, PROMPT, chain_steps
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(autouse=True)
-def _threads_left_alone(monkeypatch):
-    """The demo fits torch's threads to the machine's load (lab.models.fit_threads) and says so on stderr when it
-    changed them: these tests read stderr line by line, so the load of whatever else runs must not add a line (one
-    did, under a parallel job). The test of the fitting itself sets its own."""
-    import lab.models
-
-    monkeypatch.setattr(lab.models, "fit_threads", lambda: "torch threads left as they were (test)")
-
-
 def test_demo_prompt_beyond_the_context_is_one_line_naming_the_flag(char_pair, capsys):
     from lab.prompts import held_out_prompts
 
