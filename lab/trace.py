@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import torch
 
-__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record", "step_records"]
+__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record", "step_records", "own_token_kind"]
 
 
 @dataclass
@@ -157,3 +157,11 @@ def step_records(records, where: str, fields=("drafted", "num_accepted", "emitte
                             f"Generation.steps holds): {type(record).__name__} {record!r:.40} has no "
                             f"{', '.join(missing)}")
     return records
+
+
+def own_token_kind(record) -> str:
+    """How to show the target's own token of a step (the one after its accepted drafts): ``record.last_kind``
+    ("bonus" after every draft was accepted, "resampled" after a rejection) when the step drafted something, else
+    ``"target"``: the prefill, an autoregressive step or a lookup miss drafted nothing, so no bonus was earned, though
+    ``last_kind`` says "bonus". Duck-typed: any record with ``drafted`` and ``last_kind``."""
+    return record.last_kind if len(record.drafted) else "target"

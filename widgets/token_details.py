@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from lab.sampling import residual_distribution
+from lab.trace import own_token_kind
 from widgets.token_text import PARTIAL_LABEL, has_special_token, special_token_text
 
 __all__ = ["step_details", "step_distributions", "top_tokens", "quoted", "describe"]
@@ -31,8 +32,7 @@ def step_details(record, step, start, drafted, emitted, num_accepted, texts, top
     details = []
     target_rows, draft_rows, residual_rows, note = step_distributions(record, drafted, len(emitted))
     for offset, token in enumerate(emitted):
-        # a step that drafted nothing earned no bonus: its token is the target's own, as TokenStream draws it
-        kind = "accepted" if offset < num_accepted else (record.last_kind if drafted else "target")
+        kind = "accepted" if offset < num_accepted else own_token_kind(record)
         # How many drafts the target rejected at this position before choosing its own token: a chain's one,
         # or every child of a tree path's end.
         rejected_here = 0

@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 import traitlets
 
 from lab.detok import Detokenizer
-from lab.trace import Generation, StepRecord, check_step_record, step_records
+from lab.trace import Generation, StepRecord, check_step_record, own_token_kind, step_records
 from lab.validation import check_int, is_integer
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
@@ -248,9 +248,8 @@ class TokenStream(ipywidgets.VBox):
                 new_tokens.append(self._token(token, "rejected", step, start + num_accepted + k, select=lost,
                                               text=rejected[k]))
             if len(emitted) > num_accepted:
-                # nothing drafted (the prefill, an autoregressive step, a lookup miss): the target's own token,
-                # not a bonus earned by accepted drafts
-                kind = record.last_kind if drafted else "target"
+                # resampled, bonus, or, when nothing was drafted (the prefill, a lookup miss), just the target's
+                kind = own_token_kind(record)
                 new_tokens.append(self._token(emitted[num_accepted], kind, step, start + num_accepted,
                                               text=texts[num_accepted], prefill=record.prefill))
 

@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 import torch
 
 from lab.detok import Detokenizer
-from lab.trace import StepRecord, check_step_record, step_records
+from lab.trace import StepRecord, check_step_record, own_token_kind, step_records
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
 from lab.validation import check_int
 from widgets.style import (ACCEPTED_COLOR, BONUS_COLOR, KIND_LABELS, MUTED_CSS, PLAIN_COLOR, PROMPT_COLOR,
@@ -305,9 +305,8 @@ class TreeViewer(ipywidgets.VBox):
             ids.append(next_token)
             # The target's token follows the accepted path.
             raw.append(token_labels(self._tokenizer, [drafted[i] for i in path] + [next_token], context)[-1])
-            # a step that drafted nothing (the prefill, a lookup miss) earned no bonus: the target's own token
-            status.append("target" if not drafted else
-                          record.last_kind if record.last_kind in ("bonus", "resampled") else "bonus")
+            kind = own_token_kind(record)  # "target" after a step that drafted nothing (the prefill, a lookup miss)
+            status.append(kind if kind in ("bonus", "resampled", "target") else "bonus")
             up.append(path[-1] + 1 if path else 0)
             x.append(len(path) + 1)
             hover_depth.append(str(len(path) + 1))

@@ -110,6 +110,7 @@ def run(args) -> int:
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer, show_controls
+    from lab.trace import own_token_kind
     from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
     from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
@@ -179,7 +180,7 @@ def run(args) -> int:
                     on_path = set(record.path)
                     rejected = "|".join(s for i, s in enumerate(tree_texts) if i not in on_path and s)
                 parts.append(paint("rejected", rejected))
-            parts.append(paint(record.last_kind if record.drafted else "target", push(record.emitted[-1])))
+            parts.append(paint(own_token_kind(record), push(record.emitted[-1])))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()
 

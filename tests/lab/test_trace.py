@@ -15,3 +15,16 @@ def test_a_tree_record_without_its_path_is_refused():
     chain = StepRecord(index=0, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 6, 1],
                        last_kind="resampled")
     assert chain.path == [0, 1] and chain.rejected == [7]
+
+
+def test_own_token_kind_calls_a_step_without_drafts_the_targets_token():
+    """The prefill and a lookup miss record last_kind "bonus" (every one of their zero drafts was accepted), but earned
+    nothing: the widgets and the demo show their token as the target's own (lab.trace.own_token_kind)."""
+    from lab.trace import StepRecord, own_token_kind
+
+    prefill = StepRecord(index=0, position=0, drafted=[], num_accepted=0, emitted=[5], last_kind="bonus", prefill=True)
+    assert own_token_kind(prefill) == "target"
+    assert own_token_kind(StepRecord(index=1, position=1, drafted=[3, 4], num_accepted=2, emitted=[3, 4, 9],
+                                     last_kind="bonus")) == "bonus"
+    assert own_token_kind(StepRecord(index=2, position=4, drafted=[3, 4], num_accepted=0, emitted=[7],
+                                     last_kind="resampled")) == "resampled"
