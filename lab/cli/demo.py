@@ -96,6 +96,36 @@ def _rate_phrase(stats: dict) -> str:
     return text
 
 
+def _acceptance_phrase(stats: dict, tree: bool, struck: bool) -> str:
+    """The acceptance rate with the counts it divides; for a token tree (``tree``), the counts are the tree's
+    nodes, of which a step keeps one path at most, so the rate is low by design; ``struck``: the stream was coloured,
+    rejected drafts struck through."""
+    rate = stats["acceptance_rate"]  # None: nothing drafted
+    if rate is None:
+        return "acceptance rate n/a (nothing drafted)"
+    accepted, drafted = stats.get("accepted_tokens"), stats.get("drafted_tokens")
+    if accepted is None or drafted is None:
+        return f"acceptance rate {rate:.2f}"
+    if tree:
+        return (f"acceptance rate {rate:.2f} ({accepted} of {drafted} tree nodes accepted: a step keeps one path"
+                + (", and the stream strikes through only the first rejected child at its end)" if struck else ")"))
+    return f"acceptance rate {rate:.2f} ({accepted} of {drafted} drafts accepted)"
+
+
+def first_rejected_child(record, text) -> str:
+    """The text of the first child of a token-tree step's accepted path end, which the target rejected before
+    choosing its own token (as ``TokenStream`` strikes it through, :func:`widgets.tree_steps.chain_view`); ""
+    when the path ended at a leaf (a bonus: no child was rejected). ``text`` is the run's
+    :class:`lab.detok.Detokenizer` after the accepted tokens were pushed."""
+    if record.last_kind != "resampled":
+        return ""
+    last = record.path[-1] if record.path else -1
+    children = [i for i, parent in enumerate(record.parents) if parent == last]
+    if not children:
+        return ""
+    return text.texts_after([record.drafted[children[0]]])[0] or ""
+
+
 def run(args) -> int:
     """``python -m lab demo``: stream one speculative generation (``args`` from :func:`lab.cli.build_parser`);
     returns the exit status.
@@ -167,19 +197,20 @@ def run(args) -> int:
         piece = text.push(token) or ""
         return "" if chat and token == pair.eos_token_id else piece
 
+    trees = []  # whether a step drafted a token tree: the stats then name the tree's nodes
+
     def show(record):
-        # A tree's nodes follow their ancestors from before this step; a chain's rejected drafts follow the accepted.
-        tree_texts = text.texts_after(record.drafted, record.parents) if record.parents and color else None
+        trees.append(record.parents is not None)
         accepted = record.emitted[: record.num_accepted]
         parts = [paint("accepted", push(t)) for t in accepted]
         if len(record.emitted) > record.num_accepted:
             if record.rejected and color:
-                if tree_texts is None:
+                if record.parents is None:  # a chain's rejected draft and the unchecked ones after it
                     rejected = "".join(s or "" for s in text.texts_after(record.rejected))
-                else:  # the alternatives off the accepted path, one per node
-                    on_path = set(record.path)
-                    rejected = "|".join(s for i, s in enumerate(tree_texts) if i not in on_path and s)
-                parts.append(paint("rejected", rejected))
+                else:
+                    rejected = first_rejected_child(record, text)
+                if rejected:
+                    parts.append(paint("rejected", rejected))
             parts.append(paint(own_token_kind(record), push(record.emitted[-1])))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()
@@ -206,9 +237,9 @@ def run(args) -> int:
         return 0
     # bytes of a character the run stopped in the middle of, as decode shows them
     sys.stdout.write(show_controls(text.flush()))
-    rate, per_call = stats["acceptance_rate"], stats["tokens_per_target_call"]  # None: nothing drafted / no step
+    per_call = stats["tokens_per_target_call"]  # None: no decode step
     print("\n\n" + " · ".join([
-        f"acceptance rate {rate:.2f}" if rate is not None else "acceptance rate n/a",
+        _acceptance_phrase(stats, tree=any(trees), struck=color),
         f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
         _calls_phrase(stats["new_tokens"], stats["target_calls"],
                       ended=gen.tokens[-1:] == [pair.eos_token_id]),

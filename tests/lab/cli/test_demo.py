@@ -143,9 +143,11 @@ def test_demo_n_draft_for_a_drafter_that_takes_none_is_one_line(drafter, why, mo
     assert err.count("\n") == 1
 
 
-def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(monkeypatch, capsys):
-    """A token tree's rejected nodes print as alternatives (one per node off the accepted path that completes a
-    character, joined by "|"), each decoded after its ancestors: here "é" is split over a node and its child."""
+def test_demo_strikes_through_the_first_rejected_child_of_a_trees_path_end(monkeypatch, capsys):
+    """A token-tree step strikes through one draft, as TokenStream does: the first child of the accepted path's end,
+    which the target rejected before choosing its own token. Off-path nodes elsewhere are left out (14 of them made
+    a Medusa run unreadable on a projector), a step whose path ends at a leaf strikes nothing, an accepted character
+    split over two byte tokens prints whole, and the stats line counts the tree's nodes."""
     from types import SimpleNamespace
 
     import lab.decode
@@ -160,27 +162,45 @@ def test_demo_shows_a_trees_rejected_nodes_one_alternative_each(monkeypatch, cap
         def decode(self, ids):
             return bytes(ids).decode("utf-8", errors="replace")
 
-    # tree: A(0) -> 0xC3(1) -> 0xA9(2), and D(3) at the top. A accepted; the target then says "x".
-    drafted = [ord("A"), 0xC3, 0xA9, ord("D")]
-    record = StepRecord(index=0, position=0, drafted=drafted, num_accepted=1, emitted=[ord("A"), ord("x")],
-                        last_kind="resampled", parents=[-1, 0, 1, -1], path=[0])
+    # step 1: A(0) -> {B(1), C(2)}, D(3) at the top; A accepted, B and C rejected, the target says "x".
+    # step 2: E(0) -> 0xC3(1) -> 0xA9(2), F(3) at the top; the whole E-é path accepted, then the bonus "y".
+    records = [StepRecord(index=1, position=1, drafted=[ord(c) for c in "ABCD"], num_accepted=1,
+                          emitted=[ord("A"), ord("x")], last_kind="resampled", parents=[-1, 0, 0, -1], path=[0]),
+               StepRecord(index=2, position=3, drafted=[ord("E"), 0xC3, 0xA9, ord("F")], num_accepted=3,
+                          emitted=[ord("E"), 0xC3, 0xA9, ord("y")], last_kind="bonus", parents=[-1, 0, 1, -1],
+                          path=[0, 1, 2])]
 
     def fake_generate(target, prompt_ids, on_step=None, **kwargs):
-        if on_step is not None:  # None: the demo's warm-up
+        for record in records if on_step is not None else ():  # None: the demo's warm-up
             on_step(record)
-        return SimpleNamespace(tokens=record.emitted, stats={"acceptance_rate": 0.25, "tokens_per_target_call": 2.0,
-                                                              "target_calls": 1, "new_tokens": 2,
-                                                              "tokens_per_second": 1.0})
+        return SimpleNamespace(tokens=[t for r in records for t in r.emitted],
+                               stats={"acceptance_rate": 0.5, "tokens_per_target_call": 3.0, "target_calls": 2,
+                                      "new_tokens": 6, "tokens_per_second": 1.0, "accepted_tokens": 4,
+                                      "drafted_tokens": 8})
 
     monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: BytePair())
     monkeypatch.setattr(lab.decode, "generate", fake_generate)
     monkeypatch.setattr(lab.registry, "make_drafter", lambda *args, **kwargs: None)
-    assert cli.main(["demo", "--prompt", "p", "--color", "always", "--max-new-tokens", "2"]) == 0
+    assert cli.main(["demo", "--prompt", "p", "--color", "always", "--max-new-tokens", "6"]) == 0
     out = capsys.readouterr().out
-    assert f"{ANSI['rejected']}é|D{ANSI['reset']}" in out, out       # off the path: é (two nodes), D
-    assert "\ufffd" not in out
-    assert f"{ANSI['accepted']}A{ANSI['reset']}" in out and f"{ANSI['resampled']}x" in out
+    assert f"{ANSI['accepted']}A{ANSI['reset']}{ANSI['rejected']}B{ANSI['reset']}{ANSI['resampled']}x" in out, out
+    assert out.count(ANSI["rejected"]) == 2, out  # the legend's and step 1's B: not C, D, F, nor an empty one
+    assert f"{ANSI['accepted']}é{ANSI['reset']}{ANSI['bonus']}y" in out and "\ufffd" not in out
     assert f"{ANSI['resampled']}corrected (the target's argmax){ANSI['reset']}" in out  # greedy: nothing is sampled
+    assert ("acceptance rate 0.50 (4 of 8 tree nodes accepted: a step keeps one path, and the stream strikes "
+            "through only the first rejected child at its end)") in out
+
+
+def test_demo_names_what_the_acceptance_rate_divides():
+    """A chain's rate names its drafts; without colour a tree's stats do not mention striking through."""
+    from lab.cli.demo import _acceptance_phrase
+
+    stats = {"acceptance_rate": 0.25, "accepted_tokens": 3, "drafted_tokens": 12}
+    assert _acceptance_phrase(stats, tree=False, struck=True) == "acceptance rate 0.25 (3 of 12 drafts accepted)"
+    assert _acceptance_phrase(stats, tree=True, struck=False) == \
+        "acceptance rate 0.25 (3 of 12 tree nodes accepted: a step keeps one path)"
+    assert _acceptance_phrase({"acceptance_rate": None}, tree=False, struck=True) == \
+        "acceptance rate n/a (nothing drafted)"
 
 
 def test_cli_demo_prints_split_characters_whole(pair, monkeypatch, capsys):
