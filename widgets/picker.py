@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import html
 import json
-from numbers import Real
 
 import ipywidgets as w
 
 from lab.picker import (MAX_TEMPERATURE, METHOD_LABELS, METHODS, SAMPLING_WARN_TEMPERATURE, STRATEGY_TABLE, TASK_LABELS,
                         TASKS, WORKLOAD_TABLE, recommend)
 from lab.picker.substitutes import check_model_name
-from lab.picker.workload import brief_repr, check_workload
+from lab.picker.tables import MAX_API_TEMPERATURE
+from lab.picker.workload import check_workload
 from widgets.style import ACCEPTED_COLOR, tint
 
 __all__ = ["StrategyPicker", "STRATEGY_SCENARIOS"]
@@ -73,13 +73,13 @@ def _workload_rows():
 class StrategyPicker(w.VBox):
     """Pick a speculative-decoding strategy with the seed tables and see how to serve it.
 
-    Args (the initial workload; see :func:`lab.picker.recommend`): ``task``, ``temperature`` (0–1.5 here),
-    ``has_small_same_family_model``, ``can_finetune``, ``target_has_mtp``, ``has_parallel_draft``, ``latency_bound``,
-    ``memory_headroom_gb`` (None or one of :data:`MEMORY_CHOICES`, other values are added to the list), ``exclude``;
-    ``target`` (name in the vLLM command) and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy scalars count as
-    numbers and ``numpy.bool_`` as a bool. Raises ``ValueError`` (naming the input and what it allows) for inputs
-    ``recommend`` rejects, a temperature above 1.5 or another ``tensor_parallel_size`` (True included), a ``target``
-    that is not a model name on one line (:func:`lab.picker.substitutes.check_model_name`); :meth:`set`
+    Args (the initial workload; see :func:`lab.picker.recommend`): ``task``, ``temperature`` (0–2, the OpenAI
+    API's range), ``has_small_same_family_model``, ``can_finetune``, ``target_has_mtp``, ``has_parallel_draft``,
+    ``latency_bound``, ``memory_headroom_gb`` (None or one of :data:`MEMORY_CHOICES`, other values are added to the
+    list), ``exclude``; ``target`` (name in the vLLM command) and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy
+    scalars count as numbers and ``numpy.bool_`` as a bool. Raises ``ValueError`` (naming the input and what it
+    allows) for inputs ``recommend`` rejects, another ``tensor_parallel_size`` (True included), or a ``target`` that
+    is not a model name on one line (:func:`lab.picker.substitutes.check_model_name`); :meth:`set`
     checks the same way.
     """
 
@@ -100,7 +100,7 @@ class StrategyPicker(w.VBox):
         layout = w.Layout(width="460px")
         self.task_dropdown = w.Dropdown(options=[(TASK_LABELS[t], t) for t in TASKS], value=task,
                                         description="task", style=style, layout=layout)
-        self.temperature_slider = w.FloatSlider(value=temperature, min=0.0, max=1.5, step=0.05,
+        self.temperature_slider = w.FloatSlider(value=temperature, min=0.0, max=MAX_API_TEMPERATURE, step=0.05,
                                                 description="temperature", readout_format=".2f", style=style,
                                                 layout=layout)
         self.small_model_box = w.Checkbox(value=has_small_same_family_model,
@@ -252,28 +252,17 @@ class StrategyPicker(w.VBox):
     def _checked(*, task, temperature, has_small_same_family_model, can_finetune, latency_bound, memory_headroom_gb,
                  exclude, tensor_parallel_size, target_has_mtp, has_parallel_draft=False) -> dict:
         """The workload as plain Python values (the widgets' traits reject NumPy scalars, numpy.bool_ above all),
-        in the constructor's argument order, after :func:`lab.picker.recommend`'s checks (``check_workload``) and the
-        picker's own (temperature <= 1.5, the slider's end; tensor_parallel_size in :data:`TP_CHOICES`). Raises
-        ``ValueError``."""
+        in the constructor's argument order, after :func:`lab.picker.recommend`'s checks (``check_workload``; the
+        temperature slider spans the same range, 0 to :data:`lab.picker.tables.MAX_API_TEMPERATURE`) and the
+        picker's own (tensor_parallel_size in :data:`TP_CHOICES`). Raises ``ValueError``."""
         if isinstance(exclude, str):
             exclude = (exclude,)
         try:
             exclude = tuple(exclude)  # once, so an iterator is not used up by the check
         except TypeError:
             pass  # recommend names the problem
-        slider_range = (f"temperature must be a finite number in [0, 1.5] here (the slider's range), got "
-                        f"{brief_repr(temperature)}")
-        if isinstance(temperature, Real) and not isinstance(temperature, bool) and not 0 <= temperature <= 1.5:
-            raise ValueError(slider_range)  # NaN too: one range named, the slider's, not recommend's [0, 2]
-        try:
-            check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
-                           memory_headroom_gb, exclude, target_has_mtp, has_parallel_draft)
-        except (TypeError, ValueError) as error:
-            if str(error).startswith("temperature"):  # "hot", None: the slider's range, as for numbers
-                raise type(error)(slider_range) from None
-            raise
-        if temperature > 1.5:  # a 0-d array or one-element tensor, now checked as a number
-            raise ValueError(slider_range)
+        check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
+                       memory_headroom_gb, exclude, target_has_mtp, has_parallel_draft)
         if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
             raise ValueError(f"tensor_parallel_size must be one of {TP_CHOICES}, got {tensor_parallel_size!r}")
         return {"task": task, "temperature": float(temperature),

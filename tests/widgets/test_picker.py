@@ -77,15 +77,13 @@ def test_widget_escapes_user_text():
 def test_picker_set_checks_everything_first_and_takes_what_the_constructor_takes():
     picker = StrategyPicker()
     card, workload = picker.html, picker.workload
-    with pytest.raises(ValueError, match=r"temperature must be a finite number in \[0, 1.5\] here"):
-        picker.set(task="code", temperature=2.0)
-    assert picker.workload == workload and picker.html == card  # nothing moved
-    # NaN named the API's range [0, 2] where 2 names the slider's: one range for every bad temperature here
-    # and a value that is no number at all ("hot" named the API's 0-2 where a number out of range named 0-1.5)
-    for bad in (float("nan"), -0.5, 10 ** 400, np.float64(1.6), np.array(1.6), "hot", None):
-        with pytest.raises(ValueError, match=r"in \[0, 1.5\] here \(the slider's range\), got "):
+    # one range for every bad temperature, recommend's and the slider's: the OpenAI API's 0 to 2
+    for bad in (2.5, float("nan"), -0.5, 10 ** 400, np.float64(2.1), np.array(2.1), "hot", None):
+        with pytest.raises(ValueError, match=r"temperature must be a finite number from 0 \(greedy\) to 2 \(the "):
             picker.set(temperature=bad)
-    with pytest.raises(ValueError, match=r"in \[0, 1.5\] here \(the slider's range\), got 'hot'"):
+    assert picker.workload == workload and picker.html == card  # nothing moved
+    with pytest.raises(ValueError, match=r"to 2 \(the OpenAI API's range, which the engines' servers take\), got "
+                                         r"'hot'"):
         StrategyPicker(temperature="hot")
     with pytest.raises(ValueError, match="task must be one of chat, code"):
         picker.set(task="foo")
@@ -94,6 +92,9 @@ def test_picker_set_checks_everything_first_and_takes_what_the_constructor_takes
     with pytest.raises(ValueError, match="tensor_parallel_size must be one of"):
         picker.set(tensor_parallel_size=3)
     assert picker.workload == workload
+    picker.set(temperature=np.float64(2.0))  # the slider's end, as `python -m lab pick --temperature 2` takes it
+    assert picker.temperature_slider.max == 2.0 and picker.workload["temperature"] == 2.0
+    picker.set(temperature=0.0)
     picker.set(task="code", memory_headroom_gb=3.0)  # 3.0 is not one of the dropdown's choices
     fresh = StrategyPicker(task="code", memory_headroom_gb=3.0)
     assert picker.workload == fresh.workload and picker.workload["memory_headroom_gb"] == 3.0
