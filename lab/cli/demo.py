@@ -65,6 +65,22 @@ def add_parser(sub) -> None:
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
 
 
+ECHO_CHARS = 300
+"""A prompt longer than four times this is echoed as its first and last ``ECHO_CHARS`` characters (a 6,000-token
+``--prompt`` filled a projector's screen before the first generated token)."""
+WARM_UP_TOKENS = 64  # the warm-up's prompt: the last tokens of the run's
+
+
+def echoed_prompt(prompt: str) -> str:
+    """``prompt`` as the demo prints it before the answer: whole, or for one longer than ``4 * ECHO_CHARS``
+    characters its head and tail around a line that counts what was left out (the tail stays, since a plain-text
+    pair's answer continues it)."""
+    if len(prompt) <= 4 * ECHO_CHARS:
+        return prompt
+    left_out = len(prompt) - 2 * ECHO_CHARS
+    return f"{prompt[:ECHO_CHARS]}\n[… {left_out:,} characters of the prompt not shown …]\n{prompt[-ECHO_CHARS:]}"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
@@ -216,7 +232,7 @@ def run(args) -> int:
         sys.stdout.flush()
 
     if not args.json:
-        sys.stdout.write(paint("prompt", prompt + ("\n" if chat else "")))
+        sys.stdout.write(paint("prompt", echoed_prompt(prompt) + ("\n" if chat else "")))
         if color:
             # greedy: the token that replaces a rejected draft is the target's argmax, nothing is sampled
             replaced = "resampled" if temperature_used > 0 else "corrected (the target's argmax)"
@@ -225,7 +241,9 @@ def run(args) -> int:
                              "plain: the target's token where nothing was drafted\n")
     # The target's first forwards pay one-off costs (allocations, kernel choice): two tokens off the clock, so the
     # tokens/s below is the steady speed. Without a drafter: suffix decoding would cache the warm-up's answer.
-    generate(pair.target, prompt_ids, max_new_tokens=min(2, args.max_new_tokens), eos_token_id=pair.eos_token_id)
+    # The prompt's tail is enough for that; a long prompt is not prefilled twice.
+    generate(pair.target, prompt_ids[-WARM_UP_TOKENS:], max_new_tokens=min(2, args.max_new_tokens),
+             eos_token_id=pair.eos_token_id)
     with LoadMeter() as load:
         gen = generate(pair.target, prompt_ids, drafter=drafter,
                        max_new_tokens=args.max_new_tokens, temperature=temperature_used, seed=args.seed,

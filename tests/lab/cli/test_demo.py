@@ -400,6 +400,40 @@ def test_demo_empty_prompt_on_a_chat_pair_is_an_empty_user_turn(smollm2_pair, mo
     assert len(json.loads(capsys.readouterr().out)["tokens"]) >= 1
 
 
+def test_demo_shortens_a_long_prompt_and_warms_up_on_its_tail(monkeypatch, capsys):
+    """A prompt of more than 4 * ECHO_CHARS characters prints as head and tail (the tail stays: the answer continues
+    it), and the warm-up prefills only the prompt's last WARM_UP_TOKENS tokens; the run itself gets every token."""
+    from types import SimpleNamespace
+
+    import lab.decode
+    import lab.models
+    from lab.cli.demo import ECHO_CHARS, WARM_UP_TOKENS, echoed_prompt
+
+    assert echoed_prompt("x" * 4 * ECHO_CHARS) == "x" * 4 * ECHO_CHARS
+    prompt = "".join(chr(ord("a") + i % 26) for i in range(5000))
+    shown = echoed_prompt(prompt)
+    assert shown == (prompt[:ECHO_CHARS] + f"\n[… {5000 - 2 * ECHO_CHARS:,} characters of the prompt not shown …]\n"
+                     + prompt[-ECHO_CHARS:])
+    calls = []
+
+    def fake_generate(target, prompt_ids, on_step=None, **kwargs):
+        calls.append(list(prompt_ids))
+        return SimpleNamespace(tokens=[ord("z")], stats={"acceptance_rate": None, "tokens_per_target_call": None,
+                                                          "target_calls": 0, "new_tokens": 1,
+                                                          "tokens_per_second": 1.0})
+
+    pair = CharPair()
+    pair.target.config.max_position_embeddings = 8192
+    monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: pair)
+    monkeypatch.setattr(lab.decode, "generate", fake_generate)
+    assert cli.main(["demo", "--prompt", prompt, "--color", "never", "--drafter", "ngram",
+                     "--max-new-tokens", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(shown) and prompt not in out
+    warm_up, run = calls
+    assert run == CharPair().encode(prompt) and warm_up == run[-WARM_UP_TOKENS:]
+
+
 def test_demo_confidence_drafts_with_transformers_stop(smollm2_pair, monkeypatch, capsys):
     import lab.decode
     import lab.models
