@@ -55,7 +55,7 @@ KIND_LABELS = {
     "prompt": "prompt",
     "accepted": "accepted draft",
     "rejected": "rejected draft",
-    "resampled": "resampled by the target",
+    "resampled": "resampled by the target (its argmax when greedy)",
     "bonus": "bonus token",
     "target": "target's token, nothing drafted",
 }
