@@ -50,6 +50,8 @@ _STATUS_LABELS = {"root": "last committed token", **{k: KIND_LABELS[k] for k in 
 # Mask cell values: 0 = masked, 1 = may attend (a row off the accepted path), 2 = may attend (a kept row).
 _MASK_COLORSCALE = [[0.0, "#FFFFFF"], [0.33, "#FFFFFF"], [0.33, tint(REJECTED_COLOR, 0.55)],
                     [0.67, tint(REJECTED_COLOR, 0.55)], [0.67, ACCEPTED_COLOR], [1.0, ACCEPTED_COLOR]]
+# The static mask table: cells styled by the table (gaps, size), each only by its fill.
+_MASK_TABLE_CSS = "border-collapse: separate; border-spacing: 1px; font-size: 11px; text-align: center;"
 _SUMMARY_WORDS = {"bonus": "bonus", "resampled": "resampled", "target": "own"}  # "then the target's ... token"
 _EMPTY_SUMMARY = "waiting for the first step: pass on_step=viewer.on_step to lab.decode.generate"
 
@@ -92,7 +94,9 @@ class TreeViewer(ipywidgets.VBox):
       loop builds it (None when empty);
     - ``summary``: the one-line plain-text summary (step index, nodes drafted, depth, accepted length, kind),
       shown escaped in ``summary_widget``;
-    - ``tree_figure`` and ``mask_figure``: the two plotly ``FigureWidget`` objects.
+    - ``tree_figure`` and ``mask_figure``: the two plotly ``FigureWidget`` objects;
+    - ``html``: the shown step as static HTML (nested lists and a mask table), which ``_repr_html_`` gives to views
+      that cannot run widgets.
 
     Raises ``ValueError`` for ``max_steps`` < 1 and for a record whose parents array or path is malformed;
     ``TypeError`` for a ``tokenizer`` without ``decode`` (token ids passed first, say) and ``TypeError`` /
@@ -264,6 +268,52 @@ class TreeViewer(ipywidgets.VBox):
         """One sentence on the shown step: what was drafted, the accepted path and the next token."""
         return self._view["summary"] if self._view else _EMPTY_SUMMARY
 
+    @property
+    def html(self) -> str:
+        """A self-contained HTML rendering of the shown step, for views that cannot run widgets (nbconvert, GitHub,
+        a reopened notebook; also ``_repr_html_``): the summary, the tree as nested lists (root first, children in
+        listed order, each node in its status's colour and named by it) and the tree attention mask as a table of
+        cells (■: may attend; the accepted path's rows in the accepted colour). Token text is escaped; inline
+        styles only, no script."""
+        view = self._view
+        if view is None:
+            return f'<div class="sdl-tree-viewer" style="{MUTED_CSS}">{html.escape(_EMPTY_SUMMARY)}</div>'
+        kids = [[] for _ in view["up"]]
+        for node, parent in enumerate(view["up"]):
+            if parent is not None:
+                kids[parent].append(node)
+
+        def item(node) -> str:
+            status = view["status"][node]
+            color = _STATUS_COLORS[status]
+            strike = " text-decoration: line-through;" if status == "rejected" else ""
+            text = (f'<span style="background: {tint(color)}; border-bottom: 2px solid {color};{strike}">'
+                    f'{view["labels"][node]}</span> <span style="{MUTED_CSS}">{html.escape(_STATUS_LABELS[status])}'
+                    "</span>")
+            below = "".join(item(child) for child in kids[node])
+            return f"<li>{text}{f'<ul>{below}</ul>' if below else ''}</li>"
+
+        kept = {0} | {i + 1 for i in view["path"]}  # mask rows: the root and the accepted path
+        names = view["labels"][: len(view["z"])]
+        header = "".join(f"<th>{k}</th>" for k in range(len(names)))
+        rows = []
+        for r, name in enumerate(names):
+            cells = []
+            for c in range(len(names)):
+                attends = bool(view["mask"][r, c])
+                fill = (ACCEPTED_COLOR if r in kept else tint(REJECTED_COLOR, 0.55)) if attends else "#FFFFFF"
+                cells.append(f'<td style="background: {fill};">{"■" if attends else "·"}</td>')
+            rows.append(f'<tr><th style="text-align: right;">{r} {name}</th>{"".join(cells)}</tr>')
+        return (f'<div class="sdl-tree-viewer"><div style="font-size: 13px;">{html.escape(view["summary"])}</div>'
+                f'<div style="{MUTED_CSS}">draft tree (root: the last committed token)</div>'
+                f'<ul style="margin: 2px 0;">{item(0)}</ul>'
+                f'<div style="{MUTED_CSS}">tree attention mask (row attends to column; ■ may attend)</div>'
+                f'<table style="{_MASK_TABLE_CSS}"><tr><th></th>{header}</tr>{"".join(rows)}</table></div>')
+
+    def _repr_html_(self) -> str:
+        # Static fallback for exporters that cannot run widgets (the step shown at display time).
+        return self.html
+
     # --- internals ------------------------------------------------------------------------------------------
     @staticmethod
     def _layout_of(record):
@@ -346,7 +396,8 @@ class TreeViewer(ipywidgets.VBox):
                        for c in range(n + 1)] for r in range(n + 1)]
 
         summary = self._summary(record, n, path, next_token, raw[-1] if next_token is not None else None, status)
-        return {"record": record, "ids": ids, "labels": labels, "status": status, "parents": parents, "x": x,
+        return {"record": record, "ids": ids, "labels": labels, "status": status, "parents": parents, "path": path,
+                "x": x,
                 "y": y, "up": up, "hover": hover, "mask": mask, "z": z.tolist(), "mask_hover": mask_hover,
                 "summary": summary, "leaves": max(row, 1)}
 

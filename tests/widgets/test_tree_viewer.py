@@ -168,6 +168,35 @@ def test_empty_draft_and_truncated_step():
     assert viewer.records == [] and viewer.index is None and viewer.mask is None and viewer.node_labels == []
 
 
+def test_static_html_draws_the_shown_tree_and_its_mask(tree_run):
+    """The fallback for views without widgets (nbconvert, GitHub): one list item per drawn node, nested under its
+    parent, named by its status; one mask cell per (row, column), ■ exactly where the mask allows attention, the
+    accepted path's rows in the accepted colour; _repr_html_ is the same page."""
+    import re
+
+    from widgets.style import ACCEPTED_COLOR
+
+    viewer, gen, _ = tree_run
+    assert "waiting for the first step" in TreeViewer().html
+    k = next(k for k, r in enumerate(gen.steps) if r.path and len(r.path) < r.depth)  # a partly rejected tree
+    viewer.show(k)
+    page = viewer.html
+    assert viewer._repr_html_() == page and "<script" not in page
+    n = len(gen.steps[k].drafted)
+    tree, table = page.split("<table", 1)
+    assert tree.count("<li>") == len(viewer.node_status) and tree.count("<ul>") == len(set(
+        viewer._view["up"][1:]))  # one nested list per node with children
+    assert [tree.count(f">{label}</span>") for label in ("accepted draft", "rejected draft")] == [
+        viewer.node_status.count("accepted"), viewer.node_status.count("rejected")]
+    rows = re.findall(r"<tr><th style=[^>]*>(\d+) [^<]*</th>(.*?)</tr>", table)
+    assert [int(r) for r, _ in rows] == list(range(n + 1))
+    cells = [re.findall(r'<td style="background: ([^;]+);">(.)</td>', body) for _, body in rows]
+    assert torch.equal(torch.tensor([[mark == "■" for _, mark in row] for row in cells]), viewer.mask)
+    kept = {0} | {i + 1 for i in gen.steps[k].path}
+    for r, row in enumerate(cells):
+        assert all((fill == ACCEPTED_COLOR) == (r in kept) for fill, mark in row if mark == "■")
+
+
 def test_token_text_is_escaped():
     viewer = TreeViewer(tokenizer=ScriptTokenizer())
     viewer(StepRecord(index=0, position=0, drafted=[1, 2, 3], num_accepted=1, emitted=[2, 9], last_kind="resampled",
@@ -184,6 +213,7 @@ def test_token_text_is_escaped():
     heatmap = viewer.mask_figure.data[0]
     assert all("<script" not in cell for row in heatmap.text for cell in row)
     assert all("<script" not in label for label in viewer.mask_figure.layout.xaxis.ticktext)
+    assert "<script" not in viewer.html and escaped in viewer.html
 
 
 def test_max_steps_bounds_memory_and_new_run_restarts():
