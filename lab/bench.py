@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from lab.costs import draft_step_ms, eagle_step_ms  # re-exported: the CLI and tests import them here
-from lab.goals import NOT_MEASURED, goal_lines, goal_met, goal_record  # re-exported: the bench's goal lines
+from lab.goals import NOT_MEASURED, goal_lines, goal_met, goal_record, not_judged  # re-exported: the bench's goal lines
 from lab.load_meter import LoadMeter
 from lab.models import synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
@@ -37,7 +37,8 @@ from lab.registry import DRAFTER_SPECS, DRAFTERS, check_has_draft, make_drafter
 from lab.validation import check_int, check_number, check_sampling_args
 
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
-           "goal_met", "goal_lines", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS", "EXTRA_METHODS",
+           "goal_met", "goal_lines", "not_judged", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS",
+           "EXTRA_METHODS",
            "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
            "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms", "pool_runs", "goal_record", "NOT_MEASURED",

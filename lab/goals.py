@@ -7,7 +7,7 @@ what the benchmark measured. No torch: :mod:`lab.bench` and its command line re-
 """
 from __future__ import annotations
 
-__all__ = ["goal_met", "goal_record", "goal_lines", "NOT_MEASURED"]
+__all__ = ["goal_met", "goal_record", "goal_lines", "not_judged", "NOT_MEASURED"]
 
 
 def goal_met(measured, threshold: float, at_most: bool = False) -> bool | None:
@@ -35,6 +35,17 @@ def goal_record(text: str, measured, threshold: float, at_most: bool = False, mi
             "status": status}
 
 
+def not_judged(goals, reason: str) -> list:
+    """Copies of :func:`goal_record` dicts that keep their measured numbers but no verdict (``met`` None, ``status``
+    ``"not judged: <reason>"``; a goal with no number keeps its own status), for a run the goals cannot be judged
+    on: one smaller than the benchmark they are stated for, or timed while other programs kept the machine busy.
+    ``reason`` must not be empty (``ValueError``)."""
+    if not isinstance(reason, str) or not reason:
+        raise ValueError(f"reason must be a non-empty str saying why the goals are not judged, got {reason!r}")
+    return [goal if goal["met"] is None else {**goal, "met": None, "status": f"not judged: {reason}"}
+            for goal in goals]
+
+
 def _supporting(measured: float, threshold: float, at_most: bool) -> str:
     """``measured`` with 2 decimals, or as many more as it takes for the printed number to support the verdict: to
     meet the goal exactly when the value does, and to lie off the line when the value does (1.995 against 2.0
@@ -49,19 +60,21 @@ def _supporting(measured: float, threshold: float, at_most: bool) -> str:
 
 
 def goal_lines(goals) -> str:
-    """The goals as Markdown lines: met, missed or why not measured, each with the number measured here, printed
-    with enough digits to support its verdict. ``goals``: :func:`goal_record` dicts, or tuples ``(text, measured,
-    threshold)`` with a fourth item ``"<="`` for an upper bound (measured None: not measured in this run)."""
+    """The goals as Markdown lines: met, missed, or why not measured or not judged (:func:`not_judged`), each with
+    the number measured here, printed with enough digits to support its verdict (two decimals when there is none).
+    ``goals``: :func:`goal_record` dicts, or tuples ``(text, measured, threshold)`` with a fourth item ``"<="`` for
+    an upper bound (measured None: not measured in this run)."""
     lines = []
     for goal in goals:
         if not isinstance(goal, dict):
             text, measured, threshold, *bound = goal
             goal = goal_record(text, measured, threshold, bound == ["<="])
+        bound = f"goal {'<=' if goal['at_most'] else '>='} {goal['threshold']}"
         if goal["met"] is None:
-            lines.append(f"- [ ] {goal['goal']}: {goal['status']}")
+            shown = "" if goal["measured"] is None else f"{goal['measured']:.2f} ({bound}): "
+            lines.append(f"- [ ] {goal['goal']}: {shown}{goal['status']}")
             continue
         mark, verdict = ("x", "met") if goal["met"] else (" ", "NOT met")
         shown = _supporting(goal["measured"], goal["threshold"], goal["at_most"])
-        lines.append(f"- [{mark}] {goal['goal']}: {shown} (goal {'<=' if goal['at_most'] else '>='} "
-                     f"{goal['threshold']}): {verdict} on this machine")
+        lines.append(f"- [{mark}] {goal['goal']}: {shown} ({bound}): {verdict} on this machine")
     return "\n".join(lines)

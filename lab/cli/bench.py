@@ -23,6 +23,26 @@ def drafter_names(text: str) -> tuple:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+GOAL_PROMPTS, GOAL_NEW_TOKENS = 3, 128
+"""The smallest run the speed goals are judged on: the bench's defaults on the real pair (3 requests per kind, 128
+new tokens each); a smaller run prints its numbers without a verdict (an instructor's 8-token run "met" a goal)."""
+
+
+def goals_unjudged_reason(prompts: int, max_new_tokens: int, busy: dict) -> str | None:
+    """Why a bench run's goals get no verdict, or None when they do: fewer than :data:`GOAL_PROMPTS` requests per
+    kind or :data:`GOAL_NEW_TOKENS` new tokens, or other programs keeping the machine busy during a part of it
+    (``busy``: part name -> :attr:`lab.load_meter.LoadMeter.busy`)."""
+    reasons = []
+    if prompts < GOAL_PROMPTS or max_new_tokens < GOAL_NEW_TOKENS:
+        reasons.append(f"a smaller run (--prompts {prompts}, --max-new-tokens {max_new_tokens}) than the goals are "
+                       f"judged on (at least {GOAL_PROMPTS} and {GOAL_NEW_TOKENS})")
+    parts = [part for part, was_busy in busy.items() if was_busy]
+    if parts:
+        reasons.append(f"other programs kept the machine busy during {in_words(parts)}; run it again once the "
+                       "machine is quiet")
+    return "; ".join(reasons) or None
+
+
 def add_parser(sub) -> None:
     """Add the ``bench`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
     b = sub.add_parser("bench", help="lab vs transformers: autoregressive and speculative, side by side",
@@ -259,7 +279,7 @@ def _run_chat(args, count: int) -> int:
     import torch
 
     from lab.bench import (EAGLE3_TREE, EXTRA_METHODS, FR_SPEC, NO_DECODE_STEP, SAME_RULE, cost_curve, draft_step_ms,
-                           eagle_step_ms, format_number, format_table, goal_lines, goal_record, run_bench,
+                           eagle_step_ms, format_number, format_table, goal_lines, goal_record, not_judged, run_bench,
                            speedup_with_verify_cost, sweep_n_draft)
     from lab.costs import time_forward
     from lab.drafters.eagle import saved_draft_vocab
@@ -378,6 +398,11 @@ def _run_chat(args, count: int) -> int:
                          eagle_gain, 0.10, missing=eagle_missing),
              goal_record("EAGLE cost ratio c (one drafting step / a target forward)", c_eagle, 0.1, at_most=True,
                          missing="not measured in this run (no EAGLE draft for this pair)")]
+    unjudged = goals_unjudged_reason(count, args.max_new_tokens, {
+        "the tables": any(result["settings"]["busy"] for result in results.values()),
+        "the cost curve": curve_meter.busy, "the N sweep": sweep_meter.busy})
+    if unjudged:  # the numbers stay, for information; no verdict is printed from them
+        goals = not_judged(goals, unjudged)
     summary = {"cost_curve_ms": curve, "draft_ms": draft_ms, "cost_ratio_c": c, "eagle_step_ms": eagle_ms,
                "eagle_cost_ratio_c": c_eagle, "draft_step_ms": head_ms,
                "cost_curve_load": {**curve_meter.summary(), "note": curve_meter.note()},
@@ -413,7 +438,7 @@ def _run_chat(args, count: int) -> int:
                   f"{format_number(row['predicted'], 3)} | {format_number(row['efficiency'], 3)} | "
                   f"{format_number(row['decode_efficiency'], 3)} |")
         print("\n" + sweep_meter.note())
-        print("\ngoals (issue 21; each ratio within one interleaved run):\n" + goal_lines(goals))
+        print("\ngoals (issue 21; each ratio within one interleaved run):\n" + goal_lines(summary["goals"]))
         decode = best_n["decode_vs_lab_autoregressive"]
         print(f"- the N sweep's best, a separate run (not judged above): the draft model at N = {best_n['n_draft']}, "
               f"{best_n['vs_lab_autoregressive']:.2f}x autoregressive on chat requests ("

@@ -45,6 +45,23 @@ def test_a_goal_not_measured_is_neither_met_nor_missed_and_says_why():
         "- [ ] EAGLE c: not measured in this run", "- [ ] EAGLE alpha gain: n/a: ran, but no draft was examined"]
 
 
+def test_goals_not_judged_keep_their_numbers_and_say_why():
+    import pytest
+
+    from lab.goals import goal_lines, goal_record, not_judged
+
+    goals = [goal_record("speedup", 2.31, 2.0), goal_record("c", 0.08, 0.1, at_most=True),
+             goal_record("EAGLE c", None, 0.1, at_most=True)]
+    unjudged = not_judged(goals, "a smaller run")
+    assert [goal["met"] for goal in unjudged] == [None] * 3 and goals[0]["met"] is True  # copies
+    assert [goal["measured"] for goal in unjudged] == [2.31, 0.08, None]
+    assert goal_lines(unjudged).splitlines() == ["- [ ] speedup: 2.31 (goal >= 2.0): not judged: a smaller run",
+                                                 "- [ ] c: 0.08 (goal <= 0.1): not judged: a smaller run",
+                                                 "- [ ] EAGLE c: not measured in this run"]
+    with pytest.raises(ValueError, match="reason must be a non-empty str"):
+        not_judged(goals, "")
+
+
 def test_goal_met_takes_lower_and_upper_bounds():
     from lab.goals import goal_met
 
