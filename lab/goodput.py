@@ -167,22 +167,30 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
 
 def best_n_per_batch(rows) -> dict:
     """``{batch: the N with the highest goodput at that batch}`` from :func:`measure_goodput`'s rows (dicts with
-    ``batch``, ``n_draft``, ``goodput``); on a tie the smaller N wins (no speculation when it buys nothing). Only
-    finite goodputs count, and only batch sizes with a finite N = 0 row and another beside it: a best N that was
-    compared with nothing would read as speculation paying. An N > 0 row that drafted nothing (``drafted_tokens``
-    0: answers too short to draft, say) is left out too: its timing is autoregressive decoding's, and its noise
-    would pick an N."""
+    ``batch``, ``n_draft``, ``goodput``), where an N > 0 wins only when its goodput is ahead of N = 0's by the
+    course's rule (:func:`lab.compare.compare_speedups`: more than :data:`lab.compare.LEVEL` apart); level or behind,
+    N = 0 stays (no speculation when it buys nothing measurable). Only finite goodputs count, and only batch sizes
+    with a finite N = 0 row and another beside it: a best N that was compared with nothing would read as
+    speculation paying. An N > 0 row that drafted nothing (``drafted_tokens`` 0: answers too short to draft, say)
+    or accepted nothing (``acceptance_rate`` 0) is left out too: its steps emit one token a target call, as
+    autoregressive decoding does, so only noise could pick it (an instructor's 8-token run chose N = 2 at 1.02×
+    with no draft accepted)."""
     import math
 
+    from lab.compare import compare_speedups
+
     finite = [r for r in rows if isinstance(r.get("goodput"), (int, float)) and math.isfinite(r["goodput"])
-              and (r["n_draft"] == 0 or r.get("drafted_tokens") != 0)]
-    compared = {r["batch"] for r in finite if r["n_draft"] == 0} & {r["batch"] for r in finite if r["n_draft"]}
-    best: dict = {}
-    for row in sorted((r for r in finite if r["batch"] in compared), key=lambda r: (r["batch"], r["n_draft"])):
+              and r["goodput"] > 0
+              and (r["n_draft"] == 0 or (r.get("drafted_tokens") != 0 and r.get("acceptance_rate") != 0))]
+    baseline = {r["batch"]: r["goodput"] for r in finite if r["n_draft"] == 0}
+    compared = set(baseline) & {r["batch"] for r in finite if r["n_draft"]}
+    best = {b: (0, baseline[b]) for b in compared}
+    for row in sorted((r for r in finite if r["batch"] in compared and r["n_draft"]),
+                      key=lambda r: (r["batch"], r["n_draft"])):
         b = row["batch"]
-        if b not in best or row["goodput"] > best[b][1]:
+        if compare_speedups(row["goodput"], baseline[b]) == "ahead of" and row["goodput"] > best[b][1]:
             best[b] = (row["n_draft"], row["goodput"])
-    return {b: n for b, (n, _) in best.items()}
+    return {b: n for b, (n, _) in sorted(best.items())}
 
 
 def crossover_batch(best: dict) -> int | None:
@@ -249,8 +257,8 @@ def format_goodput(result: dict) -> str:
         shown = "n/a" if best is None else (s["drafter"] if best else "N = 0") if own else best
         lines.append(f"| {b} | " + " | ".join(parts) + f" | {shown} |")
     if not result["best"]:  # no batch size where an N > 0 that drafted ran beside N = 0
-        return "\n".join([*lines, "", "no best N, crossover or schedule: no N > 0 drafted anything beside N = 0 "
-                           "(answers too short to draft? raise --max-new-tokens)", "", result["note"]])
+        return "\n".join([*lines, "", "no best N, crossover or schedule: no N > 0 had a draft accepted beside "
+                           "N = 0 (answers too short to draft? raise --max-new-tokens)", "", result["note"]])
     crossover = result["crossover"]
     beaten = f"{s['drafter']} does not beat N = 0" if own else "no N > 0 beats N = 0"
     lines += ["", f"crossover batch size (smallest measured B where {beaten}): "
