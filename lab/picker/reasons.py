@@ -371,6 +371,7 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
         (mtp_low, _), _ = decision.candidates["mtp"]
         reasons.append(f"The target's own MTP modules were a candidate too ({mtp_low:g}× at N = 1, {MTP_REPORT}); "
                        f"{method_phrase(method)} ranks above them here.")
+    reasons += _unweighed(decision, workload)
     if method == "lookahead" and task in _PROSE:
         la0, ng0 = ARENA_CHAT_SPEEDUPS[("lookahead", 0)], ARENA_CHAT_SPEEDUPS[("ngram", 0)]
         la_calls, ng_calls = ARENA_CHAT_PER_CALL[("lookahead", 0)], ARENA_CHAT_PER_CALL[("ngram", 0)]
@@ -407,6 +408,26 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                        "overlap is the acceptance probability, lesson 05)"
                        + ("; vLLM needs draft_sample_method = \"probabilistic\" for that, which the config below "
                           "sets." if vllm_samples else "."))
+    return reasons
+
+
+def _unweighed(decision: Decision, workload: dict) -> list:
+    """Why a method the workload says it has (``target_has_mtp``, ``has_parallel_draft``) was not even weighed,
+    so that a flag given is never dropped without a word (an instructor's ``pick --task agent --target-has-mtp``):
+    heads, the target's MTP modules among them, are not weighed where answers copy earlier text, and a parallel
+    draft only where a draft model is (the default, or a fallback when the default is not feasible)."""
+    method, default, reasons = decision.method, decision.default, []
+    copying = workload["task"] in ("copy_edit", "agent")
+    if workload["target_has_mtp"] and method != "mtp" and "mtp" not in decision.candidates \
+            and "mtp" not in decision.obstacles and copying:
+        reasons.append(f"The target's MTP modules were not weighed: on {workload['task'].replace('_', '/')} "
+                       "requests the answer copies earlier text, which a copying method drafts exactly and a head "
+                       "that predicts from the target's features has to guess.")
+    if workload["has_parallel_draft"] and method != "parallel" and "parallel" not in decision.candidates \
+            and "parallel" not in decision.obstacles:
+        reasons.append(f"The parallel (PARD) draft was not weighed: the picker weighs it where it would weigh a "
+                       f"draft model of the same size, and here {method_phrase(default)}, the default for this "
+                       "workload, is feasible, so no draft model is needed.")
     return reasons
 
 

@@ -65,3 +65,21 @@ def test_comparisons_follow_the_numbers():
         assert (f"Its {ARENA_CHAT_SPEEDUPS[('ngram', t)]:.2f}× {when} came with "
                 f"{ARENA_CHAT_PER_CALL[('ngram', t)]:.2f} tokens per target call" in sentence) == noisy
 
+
+
+def test_a_method_the_workload_has_is_never_dropped_without_a_word():
+    """An instructor: `pick --task agent --target-has-mtp` (and --parallel-draft on code) recommended another method
+    and never said why the flag did not count. Each such card now says why the method was not weighed; where it
+    was weighed and lost, the existing "was a candidate too" line stands instead."""
+    for task in ("agent", "copy_edit"):
+        rec = recommend(task, 0.0, False, False, target_has_mtp=True)
+        assert rec.method != "mtp"
+        assert sum(r.startswith("The target's MTP modules were not weighed: on ") for r in rec.reasons) == 1, task
+    for task in ("code", "structured", "copy_edit", "agent"):
+        rec = recommend(task, 0.0, False, False, has_parallel_draft=True)
+        assert rec.method != "parallel"
+        assert sum(r.startswith("The parallel (PARD) draft was not weighed") for r in rec.reasons) == 1, task
+    weighed = recommend("structured", 0.0, False, False, target_has_mtp=True)
+    assert any("MTP modules were a candidate too" in r for r in weighed.reasons)
+    assert not any("not weighed" in r for r in weighed.reasons)
+    assert not any("not weighed" in r for r in recommend("agent", 0.0, False, False).reasons)  # no flag, no line
