@@ -47,10 +47,10 @@ def _string_lookup(context, max_ngram, n_draft):
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
                     include_gram=False, negative_slice=False, smallest=1, below_max=False, skip_start=False,
-                    full_only=False, shortest_first=False):
+                    full_only=False, shortest_first=False, above_max=False, fixed_top=None):
     def lookup(context, max_ngram, n_draft):
         tokens, length = list(context), len(context)
-        top = max_ngram - 1 if below_max else max_ngram
+        top = max_ngram - 1 if below_max else max_ngram + 1 if above_max else fixed_top or max_ngram
         sizes = [max_ngram] if no_fallback else range(top, smallest - 1, -1)
         if shortest_first:
             sizes = range(smallest, top + 1)
@@ -73,6 +73,10 @@ def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=Fa
     return lookup
 
 
+_FIRST_SIZE_HINT = ("start at the max_ngram you are given, not max_ngram + 1 nor a size of your own: the sizes are "
+                    "max_ngram, max_ngram - 1, ..., 1 (with max_ngram = 1, single tokens only).")
+
+
 @checker
 def ngram_lookup(fn):
     """Check ``fn(context, max_ngram, n_draft) -> list``: the continuation of the most recent earlier occurrence of
@@ -93,6 +97,9 @@ def ngram_lookup(fn):
                                       "this exercise)."),
         (_lookup_variant(below_max=True), "start at n = max_ngram itself: range(max_ngram, 0, -1) (the sizes "
                                           "max_ngram, ..., 1)."),
+        # the two often give the same answers: one hint for both
+        (_lookup_variant(above_max=True), _FIRST_SIZE_HINT),
+        (_lookup_variant(fixed_top=3), _FIRST_SIZE_HINT),
         (_lookup_variant(full_only=True), "a match followed by fewer than n_draft tokens still counts: propose "
                                           "the tokens that follow it, however few (a shorter draft), instead of "
                                           "passing over it to an older match or a shorter n-gram."),

@@ -31,6 +31,30 @@ def test_ngram_lookup_checker(capsys, variant, phrase):
     assert not ok and phrase in out, out
 
 
+def _lookup_from(sizes):
+    """A learner's lookup, written apart from the planted family: the right scan over the n-gram sizes
+    ``sizes(max_ngram)``."""
+    def lookup(context, max_ngram, n_draft):
+        tokens = list(context)
+        for n in sizes(max_ngram):
+            if n > len(tokens) - 1:
+                continue
+            for i in range(len(tokens) - n - 1, -1, -1):
+                if tokens[i:i + n] == tokens[-n:]:
+                    return tokens[i + n:i + n + n_draft]
+        return []
+    return lookup
+
+
+@pytest.mark.parametrize("sizes", [lambda m: range(3, 0, -1), lambda m: range(m + 1, 0, -1)])
+def test_ngram_lookup_checker_names_a_wrong_first_size(capsys, sizes):
+    """A learner's two answers that ignored max_ngram or started above it got "prefer the MOST RECENT earlier
+    occurrence", though their scans ran backwards."""
+    assert run(capsys, check.ngram_lookup, _lookup_from(lambda m: range(m, 0, -1)))[0]  # the right sizes pass
+    ok, out = run(capsys, check.ngram_lookup, _lookup_from(sizes))
+    assert not ok and check._FIRST_SIZE_HINT in out and "MOST RECENT" not in out, out
+
+
 def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
     from lab.drafters.prompt_lookup import ngram_lookup as reference
 
