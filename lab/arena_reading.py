@@ -459,6 +459,13 @@ def read_adaptive(adaptive: dict) -> str:
             where = f"level with the fastest fixed N (within {LEVEL:.0%})"
         elif _speed(auto) > max(speeds):
             where = "above every fixed N"
+            # more tokens per call could explain it; no more than a fixed N's leaves only the clock
+            match = next((r for r in fixed if _calls(r) is not None and _calls(auto) is not None
+                          and _calls(auto) <= _calls(r)), None)
+            if match is not None:
+                where += (f", though with no more tokens per target call than N = {match['n_draft']} "
+                          f"({_x(_calls(auto))} against {_x(_calls(match))}): a gap the calls do not explain is "
+                          "timing noise, which a longer run (more prompts and tokens) would settle")
         elif _level(_speed(auto), min(speeds)):
             where = f"level with the slowest fixed N (N = {slowest['n_draft']}), {_x(max(speeds) - _speed(auto))}× " \
                     "below the fastest"
