@@ -609,12 +609,12 @@ def test_lesson_09_parallel_drafting_section():
     assert (word == "less") == (float(model_ms) > float(par_ms))  # numbers, not strings: "15.48" < "7.98"
     # the decoding table, and the sentences built from it
     rows = {m[0]: {"per_call": m[1], "alpha": m[2:6], "speedup": m[6]} for m in re.findall(
-        r"^(draft model|parallel draft) +([\d.]+) +([\d.]+|nan), ([\d.]+|nan), ([\d.]+|nan), ([\d.]+|nan) +([\d.]+)x$",
+        r"^(draft model|parallel draft) +([\d.]+) +([\d.]+|n/a), ([\d.]+|n/a), ([\d.]+|n/a), ([\d.]+|n/a) +([\d.]+)x$",
         out, re.M)}
     assert set(rows) == {"draft model", "parallel draft"}, rows
     model, par = rows["draft model"], rows["parallel draft"]
-    assert quoted(out, r"its α was ([\d.]+) at position 1 and ([\d.]+) at position 2, the draft model's ([\d.]+) and "
-                       r"([\d.]+);") == (*par["alpha"][:2], *model["alpha"][:2])
+    assert quoted(out, r"its α was ([\d.]+|n/a) at position 1 and ([\d.]+|n/a) at position 2, the draft model's "
+                       r"([\d.]+|n/a) and ([\d.]+|n/a);") == (*par["alpha"][:2], *model["alpha"][:2])
     made, against, more, at, vs, verdict = quoted(
         out, r"it made ([\d.]+) tokens per target call against the draft model's ([\d.]+) \((more|fewer)\), and ran at "
              r"([\d.]+)x autoregressive decoding against ([\d.]+)x \((ahead of|level with|behind) the draft model; "
