@@ -553,7 +553,13 @@ def format_adaptive(result: dict) -> str:
                      f"{_fmt(row['tokens_per_target_call'])} | {_fmt(row['tokens_per_second'], 0)} | "
                      f"{_fmt(row['predicted_speedup'])} | {_fmt(row['measured_speedup'])} | "
                      f"{_fmt(row['efficiency'])} | {_fmt(row['same_as_autoregressive'])} |")
-    best = next(r for r in result["rows"] if r["drafter"] == "model" and r["n_draft"] == result["best_fixed_n"])
+    fixed = [r for r in result["rows"] if r["drafter"] == "model"]
+    if not any((r["tokens_per_target_call"] or 0) > 1 for r in fixed):
+        # one token a call at every N: no draft was accepted, so the fastest N is the clock's noise
+        lines += ["", "best fixed N: none (no N had a draft accepted: 1 token per target call at every N; the "
+                      "answers may be too short to draft, raise --max-new-tokens)"]
+        return "\n".join(lines + _busy_lines(s))
+    best = next(r for r in fixed if r["n_draft"] == result["best_fixed_n"])
     factors = ", ".join(f"{k.replace('_', ' ')} {best['efficiency_factors'][k]:.2f}" for k in EFFICIENCY_FACTORS)
     lines += ["", f"best fixed N (measured): {result['best_fixed_n']}; its efficiency {best['efficiency']:.2f} "
                   f"(decode only {best['decode_efficiency']:.2f}) = {factors}"]

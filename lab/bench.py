@@ -524,7 +524,7 @@ def _row_settings(pair, rows, n_draft: int, lookup_n_draft: int, fr_vocab) -> di
         settings["sklearn_available"] = bool(is_sklearn_available())
         retuned = ("scikit-learn is installed, so transformers retunes that threshold as it goes (the lab row keeps "
                    f"{HF_ASSISTED_POLICY[1]})" if settings["sklearn_available"] else
-                   "fixed: scikit-learn, with which transformers would retune it, is not installed")
+                   "a fixed threshold here: transformers retunes it only when scikit-learn is installed, and it is not")
         parts.append(f"HF's default policy: up to {HF_ASSISTED_POLICY[0]} drafts a step, stopping after one below "
                      f"draft probability {HF_ASSISTED_POLICY[1]} ({retuned})")
     if any(row in rows for row in DRAFTER_METHODS["ngram"]):

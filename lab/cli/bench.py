@@ -307,7 +307,7 @@ def _run_chat(args, count: int) -> int:
         if args.json:
             print(json.dumps(results, indent=1))
         else:
-            print("\n\n".join(format_table(result, f"{kind} request") for kind, result in results.items()))
+            print("\n\n".join(format_table(result, kind.replace("_", "/")) for kind, result in results.items()))
         return 0 if all(r["identical"] for r in results.values()) or pair.dtype != torch.float32 else 1
     skipped = {method: why for method, kind in (("lab Medusa", "medusa"), ("lab EAGLE", "eagle"),
                                                 ("lab early exit", "early-exit"))
@@ -414,7 +414,7 @@ def _run_chat(args, count: int) -> int:
     if args.json:
         print(json.dumps({**results, "summary": summary}, indent=1))
     else:
-        print("\n\n".join(format_table(result, f"{kind} request") for kind, result in results.items()))
+        print("\n\n".join(format_table(result, kind.replace("_", "/")) for kind, result in results.items()))
         base = curve[1]
         print(f"\ntarget forward over K new tokens (KV cache of 128), relative to K = 1 ({base:.1f} ms): "
               + ", ".join(f"K = {k}: {ms / base:.2f}" for k, ms in curve.items()))
@@ -427,7 +427,7 @@ def _run_chat(args, count: int) -> int:
         print("the target's curve and these steps, timed in the same rotating rounds: " + curve_meter.note())
         print("\nthe draft model at each N on the chat requests (greedy, interleaved with autoregressive; decode "
               "only: prefills excluded, as in the prediction):\n\n"
-              "| N | tokens/s | x lab AR | x lab AR, decode only | acceptance rate | α (accepted ÷ examined) | "
+              "| N | tokens/s | × lab AR | × lab AR, decode only | acceptance rate | α (accepted ÷ examined) | "
               "tokens per target call | verify cost (K = N + 1) | predicted | efficiency | decode-only efficiency "
               "|\n|---|---|---|---|---|---|---|---|---|---|---|")
         for row in sweep:

@@ -200,6 +200,13 @@ def test_compare_adaptive(pair):
     assert "draft model, adaptive N" in format_adaptive(result)
     best = next(r for r in rows if r["n_draft"] == result["best_fixed_n"])
     assert f"its efficiency {best['efficiency']:.2f}" in format_adaptive(result)
+    # an instructor's `arena --max-new-tokens 2`: one token a call at every N, and a "best fixed N" all the same
+    for row in rows:
+        if row["drafter"] == "model":
+            row["tokens_per_target_call"] = 1.0
+    text = format_adaptive(result)
+    assert "best fixed N: none (no N had a draft accepted: 1 token per target call at every N" in text
+    assert "best fixed N (measured)" not in text
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def test_the_same_policy_row_drafts_as_transformers_assisted_generation(pair):
     assert ("HF assisted: num_assistant_tokens = 4, schedule constant, assistant_confidence_threshold 0 (no "
             "confidence stop)") in heading
     assert ("scikit-learn is installed, so transformers retunes that threshold" if is_sklearn_available() else
-            "fixed: scikit-learn, with which transformers would retune it, is not installed") in heading
+            "a fixed threshold here: transformers retunes it only when scikit-learn is installed, and it is "
+            "not") in heading
 
 
 def test_bench_with_the_new_rows_agrees(pair):
