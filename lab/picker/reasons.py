@@ -15,7 +15,7 @@ from lab.picker.load import LOAD_ALPHA, LOAD_COST_CUT, LOAD_COST_RATIO, LOAD_RID
 from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.substitutes import no_substitute_note
 from lab.picker.tables import (ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_CONVERSATION_NGRAM_SPEEDUPS,
-                               ARENA_RUN, ARENA_SUFFIX_PER_CALL, ARENA_SUFFIX_SPEEDUPS,
+                               ARENA_RUN, ARENA_SEEDED_NGRAM, ARENA_SUFFIX_PER_CALL, ARENA_SUFFIX_SPEEDUPS,
                                LOOKAHEAD_SETTINGS,
                                METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, PARALLEL_MEASURED,
                                PARALLEL_MEASURED_REAL,
@@ -348,6 +348,13 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
                 f"{la0:.2f}×) and {_versus(ng1, la1)} it at T = 1 ({ng1:.2f}× against {la1:.2f}×); it is far "
                 "simpler, and vLLM, which has no Lookahead, serves prompt lookup in its place.")
         reasons.append(_lookup_on_chat())
+    if method == "ngram" and task in ("code", "structured"):
+        cells = [ARENA_SEEDED_NGRAM[(task, t)] for t in (0, 1)]
+        reasons.append(f"That range is the seed's production-settings figure; on this course's real pair on a CPU "
+                       f"({ARENA_RUN}) prompt lookup made {cells[0][0]:.2f}× greedy and {cells[1][0]:.2f}× at T = 1 on "
+                       f"{task} requests ({cells[0][1]:.2f} and {cells[1][1]:.2f} tokens per target call): how much "
+                       "an answer copies from its context sets the gain, so measure it on your own traffic before "
+                       "counting on the seed's range.")
     if method == "suffix":
         per_call = "; ".join(f"{kind.replace('_', '-')} {ours:.2f} against {lookup:.2f}"
                              for kind, (ours, lookup) in ARENA_SUFFIX_PER_CALL.items())

@@ -24,7 +24,8 @@ __all__ = [
     "MAX_TEMPERATURE", "MAX_API_TEMPERATURE", "SAMPLING_EPS", "SAMPLING_WARN_TEMPERATURE", "speedup_for",
     "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
     "STRATEGY_BY_METHOD", "WORKLOAD_BY_TASK", "NEAREST_ROW", "workload_row", "ARENA_CHAT_SPEEDUPS",
-    "ARENA_CHAT_PER_CALL", "ARENA_CONVERSATION_NGRAM_SPEEDUPS", "served_speedup_for", "NGRAM_LOOKUP",
+    "ARENA_CHAT_PER_CALL", "ARENA_CONVERSATION_NGRAM_SPEEDUPS", "ARENA_SEEDED_NGRAM", "served_speedup_for",
+    "NGRAM_LOOKUP",
     "LOOKAHEAD_SETTINGS", "ARENA_SUFFIX_SPEEDUPS", "ARENA_SUFFIX_PER_CALL",
     "ARENA_RUN", "ARENA_FILE", "ARENA_ALPHA", "MTP_REPORT", "MTP_ACCEPTANCE", "MTP_SPEEDUP", "MTP_N", "PARD_REPORT",
     "PARD_VLLM_TABLE",
@@ -126,6 +127,7 @@ here directly so that the picker imports nothing from the rest of ``lab``)."""
 
 # the cells the picker quotes: (task, T, drafter) for T = 0 and T = 1
 _QUOTED = [(task, t, kind) for t in (0, 1) for task, kind in (("chat", "ngram"), ("chat", "lookahead"),
+                                                               ("code", "ngram"), ("structured", "ngram"),
                                                                ("chat", "model"), ("chat", "eagle"),
                                                                ("copy_edit", "ngram"), ("copy_edit", "medusa"),
                                                                ("multi_turn", "suffix"), ("multi_turn", "ngram"),
@@ -300,6 +302,13 @@ ARENA_CHAT_PER_CALL = {(kind, t): round(_ARENA[("chat", t, kind)]["tokens_per_ta
                        for kind in ("ngram", "lookahead") for t in (0, 1)}
 """Tokens per target call of the same runs as :data:`ARENA_CHAT_SPEEDUPS` (two decimals).
 Every target call costs at least one autoregressive step, so a speedup above these is timing noise."""
+
+ARENA_SEEDED_NGRAM = {(task, t): (round(_ARENA[(task, t, "ngram")]["measured_speedup"], 2),
+                                   round(_ARENA[(task, t, "ngram")]["tokens_per_target_call"], 2))
+                      for task in ("code", "structured") for t in (0, 1)}
+"""(measured speedup, tokens per target call) of prompt lookup (N = 4) on the real pair's code and structured
+requests at T = 0 and T = 1, from :data:`ARENA_FILE` (two decimals): quoted beside the seed's range for those rows,
+the seed's production-settings figure."""
 
 def speedup_for(method: str, task: str) -> tuple:
     """((low, high), basis) for ``method`` on ``task``, latency-bound: its workload row if that row recommends it

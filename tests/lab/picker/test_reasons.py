@@ -83,3 +83,18 @@ def test_a_method_the_workload_has_is_never_dropped_without_a_word():
     assert any("MTP modules were a candidate too" in r for r in weighed.reasons)
     assert not any("not weighed" in r for r in weighed.reasons)
     assert not any("not weighed" in r for r in recommend("agent", 0.0, False, False).reasons)  # no flag, no line
+
+
+def test_prompt_lookup_on_code_and_structured_quotes_the_committed_run_beside_the_seed():
+    """An instructor: `pick --task code --temperature 1` quoted only the seed's 1.5–2× while the committed arena had
+    measured prompt lookup on code at about 1.0–1.2×; chat already quoted its own run."""
+    from lab.picker.tables import ARENA_SEEDED_NGRAM
+
+    for task in ("code", "structured"):
+        rec = recommend(task, 0.0, False, False)
+        assert rec.method == "ngram"
+        (greedy, greedy_calls), (hot, hot_calls) = ARENA_SEEDED_NGRAM[(task, 0)], ARENA_SEEDED_NGRAM[(task, 1)]
+        line = next(r for r in rec.reasons if r.startswith("That range is the seed's production-settings figure"))
+        assert (f"prompt lookup made {greedy:.2f}× greedy and {hot:.2f}× at T = 1 on {task} requests "
+                f"({greedy_calls:.2f} and {hot_calls:.2f} tokens per target call)") in line
+    assert not any("production-settings figure" in r for r in recommend("chat", 0.0, False, False).reasons)
