@@ -51,8 +51,8 @@ def _suffix_on_wall_time() -> str:
         return f"On wall time the same run has it ahead of prompt lookup in every cell: {listed}."
     return (f"On wall time suffix decoding was ahead in {ahead or 'none'} of the {len(cells)} cells (× "
             f"autoregressive, prefill included, against prompt lookup: {listed}). The case for suffix decoding "
-            "rests on long agent traces whose earlier outputs recur whole (Oliaro et al. 2024, up to 5.3× on agentic "
-            "SQL), which this short run does not measure: time both on your own traffic; where an engine lacks suffix "
+            "rests on long agent traces whose earlier outputs recur whole (the paper's runs, above), which this short "
+            "run does not measure: time both on your own traffic; where an engine lacks suffix "
             "decoding, prompt lookup is the fallback.")
 
 
@@ -419,22 +419,30 @@ def _latency_bound(decision: Decision, workload: dict) -> list:
 
 
 def _unweighed(decision: Decision, workload: dict) -> list:
-    """Why a method the workload says it has (``target_has_mtp``, ``has_parallel_draft``) was not even weighed,
-    so that a flag given is never dropped without a word (an instructor's ``pick --task agent --target-has-mtp``):
-    heads, the target's MTP modules among them, are not weighed where answers copy earlier text, and a parallel
-    draft only where a draft model is (the default, or a fallback when the default is not feasible)."""
+    """Why a method the workload says it has (``target_has_mtp``, ``has_parallel_draft``) is not the choice when no
+    other reason names it, so that a flag given is never dropped without a word (an instructor's ``pick --task agent
+    --target-has-mtp``): an obstacle (memory, exclude); else, heads, the target's MTP modules among them, are not
+    weighed where answers copy earlier text, and a parallel draft only where a draft model is (the default, or a
+    fallback when the default is not feasible). A method weighed and outranked has its own line ("a candidate
+    too")."""
     method, default, reasons = decision.method, decision.default, []
     copying = workload["task"] in ("copy_edit", "agent")
-    if workload["target_has_mtp"] and method != "mtp" and "mtp" not in decision.candidates \
-            and "mtp" not in decision.obstacles and copying:
-        reasons.append(f"The target's MTP modules were not weighed: on {workload['task'].replace('_', '/')} "
-                       "requests the answer copies earlier text, which a copying method drafts exactly and a head "
-                       "that predicts from the target's features has to guess.")
-    if workload["has_parallel_draft"] and method != "parallel" and "parallel" not in decision.candidates \
-            and "parallel" not in decision.obstacles:
-        reasons.append(f"The parallel (PARD) draft was not weighed: the picker weighs it where it would weigh a "
-                       f"draft model of the same size, and here {method_phrase(default)}, the default for this "
-                       "workload, is feasible, so no draft model is needed.")
+    for flag, kind, name in (("target_has_mtp", "mtp", "The target's MTP modules were"),
+                             ("has_parallel_draft", "parallel", "The parallel (PARD) draft was")):
+        if not workload[flag] or method == kind or kind in decision.candidates:
+            continue
+        obstacle = decision.obstacles.get(kind)
+        if obstacle is not None:
+            why = obstacle_text(kind, obstacle, workload["memory_headroom_gb"])  # names the method itself
+            reasons.append(why[0].upper() + why[1:] + ".")
+        elif kind == "mtp" and copying:
+            reasons.append(f"{name} not weighed: on {workload['task'].replace('_', '/')} requests the answer copies "
+                           "earlier text, which a copying method drafts exactly and a head that predicts from the "
+                           "target's features has to guess.")
+        elif kind == "parallel":
+            reasons.append(f"{name} not weighed: the picker weighs it where it would weigh a draft model of the same "
+                           f"size, and here {method_phrase(default)}, the default for this workload, is feasible, so "
+                           "no draft model is needed.")
     return reasons
 
 

@@ -98,3 +98,31 @@ def test_prompt_lookup_on_code_and_structured_quotes_the_committed_run_beside_th
         assert (f"prompt lookup made {greedy:.2f}× greedy and {hot:.2f}× at T = 1 on {task} requests "
                 f"({greedy_calls:.2f} and {hot_calls:.2f} tokens per target call)") in line
     assert not any("production-settings figure" in r for r in recommend("chat", 0.0, False, False).reasons)
+
+
+def test_a_method_the_workload_has_but_cannot_fit_says_why():
+    """The reviewer: with too little memory, MTP modules and a parallel draft the workload has were dropped without a
+    word; the obstacle is named now, once each."""
+    for task in ("chat", "code", "agent", "copy_edit"):
+        rec = recommend(task, 0.0, False, False, memory_headroom_gb=1.0, target_has_mtp=True, has_parallel_draft=True)
+        assert rec.method not in ("mtp", "parallel")
+        mtp = [r for r in rec.reasons if r.startswith("The target's MTP modules need about")]
+        pard = [r for r in rec.reasons if r.startswith("A parallel (PARD) draft model needs about")]
+        assert len(mtp) == len(pard) == 1 and "more than the 1 GB headroom" in mtp[0], (task, rec.reasons)
+        assert not any("not weighed" in r for r in rec.reasons)
+    rec = recommend("agent", 0.0, False, False, target_has_mtp=True, exclude=("mtp",))
+    assert "The target's MTP modules are ruled out (exclude)." in rec.reasons
+
+
+def test_suffix_decoding_ahead_in_every_cell_reads_so_without_the_caveat(monkeypatch):
+    import lab.picker.reasons as reasons
+
+    cells = [(task, t) for task in ("multi_turn", "agent") for t in (0, 1)]
+    monkeypatch.setattr(reasons, "ARENA_SUFFIX_SPEEDUPS", {cell: 2.0 for cell in cells})
+    monkeypatch.setattr(reasons, "ARENA_CONVERSATION_NGRAM_SPEEDUPS", {cell: 1.5 for cell in cells})
+    text = reasons._suffix_on_wall_time()
+    assert text.startswith("On wall time the same run has it ahead of prompt lookup in every cell: multi-turn greedy "
+                           "2.00× against 1.50× (ahead)")
+    assert "does not measure" not in text
+    monkeypatch.setattr(reasons, "ARENA_SUFFIX_SPEEDUPS", {cell: 2.0 if cell[1] == 0 else 1.5 for cell in cells})
+    assert reasons._suffix_on_wall_time().startswith("On wall time suffix decoding was ahead in 2 of the 4 cells")
