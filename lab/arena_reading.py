@@ -459,13 +459,22 @@ def read_adaptive(adaptive: dict) -> str:
             where = f"level with the fastest fixed N (within {LEVEL:.0%})"
         elif _speed(auto) > max(speeds):
             where = "above every fixed N"
-            # more tokens per call could explain it; no more than a fixed N's leaves only the clock
-            match = next((r for r in fixed if _calls(r) is not None and _calls(auto) is not None
-                          and _calls(auto) <= _calls(r)), None)
-            if match is not None:
-                where += (f", though with no more tokens per target call than N = {match['n_draft']} "
-                          f"({_x(_calls(auto))} against {_x(_calls(match))}): a gap the calls do not explain is "
-                          "timing noise, which a longer run (more prompts and tokens) would settle")
+            # Two things can make it faster: more tokens per call, or cheaper steps (fewer drafts a step). Against
+            # a fixed N it beats on neither, only the clock is left.
+            mean_n = auto.get("mean_n_draft")
+            calls = _calls(auto)
+            matches = [r for r in fixed if calls is not None and _calls(r) is not None and calls <= _calls(r)]
+            noise = [r for r in matches if mean_n is not None and mean_n >= r["n_draft"]]
+            if noise:
+                names = in_words(str(r["n_draft"]) for r in noise)
+                where += (f", though with no more tokens per target call than N = {names} ({_x(calls)} against "
+                          f"{in_words(_x(_calls(r)) for r in noise)}) and as many drafts a step (mean N "
+                          f"{mean_n:.1f}): a gap neither explains is timing noise, which a longer run (more prompts "
+                          "and tokens) would settle")
+            elif matches:
+                names = in_words(str(r["n_draft"]) for r in matches)
+                where += (f", with no more tokens per target call than N = {names} but fewer drafts a step (mean "
+                          f"N {mean_n:.1f}): cheaper steps")
         elif _level(_speed(auto), min(speeds)):
             where = f"level with the slowest fixed N (N = {slowest['n_draft']}), {_x(max(speeds) - _speed(auto))}× " \
                     "below the fastest"
