@@ -61,7 +61,8 @@ def _supporting(measured: float, threshold: float, at_most: bool) -> str:
 
 def goal_lines(goals) -> str:
     """The goals as Markdown lines: met, missed, or why not measured or not judged (:func:`not_judged`), each with
-    the number measured here, printed with enough digits to support its verdict (two decimals when there is none).
+    the number measured here, printed with enough digits to support its verdict (or, not judged, the verdict it would
+    have).
     ``goals``: :func:`goal_record` dicts, or tuples ``(text, measured, threshold)`` with a fourth item ``"<="`` for
     an upper bound (measured None: not measured in this run)."""
     lines = []
@@ -71,7 +72,9 @@ def goal_lines(goals) -> str:
             goal = goal_record(text, measured, threshold, bound == ["<="])
         bound = f"goal {'<=' if goal['at_most'] else '>='} {goal['threshold']}"
         if goal["met"] is None:
-            shown = "" if goal["measured"] is None else f"{goal['measured']:.2f} ({bound}): "
+            # no verdict, but the digits still keep a number off the line it is not on (2.4999 is not "2.50")
+            shown = ("" if goal["measured"] is None else
+                     f"{_supporting(goal['measured'], goal['threshold'], goal['at_most'])} ({bound}): ")
             lines.append(f"- [ ] {goal['goal']}: {shown}{goal['status']}")
             continue
         mark, verdict = ("x", "met") if goal["met"] else (" ", "NOT met")

@@ -166,15 +166,14 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
 
 
 def best_n_per_batch(rows) -> dict:
-    """``{batch: the N with the highest goodput at that batch}`` from :func:`measure_goodput`'s rows (dicts with
-    ``batch``, ``n_draft``, ``goodput``), where an N > 0 wins only when its goodput is ahead of N = 0's by the
-    course's rule (:func:`lab.compare.compare_speedups`: more than :data:`lab.compare.LEVEL` apart); level or behind,
-    N = 0 stays (no speculation when it buys nothing measurable). Only finite goodputs count, and only batch sizes
-    with a finite N = 0 row and another beside it: a best N that was compared with nothing would read as
-    speculation paying. An N > 0 row that drafted nothing (``drafted_tokens`` 0: answers too short to draft, say)
-    or accepted nothing (``acceptance_rate`` 0) is left out too: its steps emit one token a target call, as
-    autoregressive decoding does, so only noise could pick it (an instructor's 8-token run chose N = 2 at 1.02×
-    with no draft accepted)."""
+    """``{batch: its best N}`` from :func:`measure_goodput`'s rows (dicts with ``batch``, ``n_draft``,
+    ``goodput``): the N > 0 with the highest goodput when that goodput is ahead of N = 0's by the course's rule
+    (:func:`lab.compare.compare_speedups`: more than :data:`lab.compare.LEVEL` apart), else N = 0 (no speculation
+    when it buys nothing measurable). Only finite goodputs above 0 count, and only batch sizes with such an N = 0
+    row and another beside it: a best N that was compared with nothing would read as speculation paying. An N > 0
+    row that drafted nothing (``drafted_tokens`` 0: answers too short to draft, say) or accepted nothing
+    (``acceptance_rate`` 0) is left out too: its steps emit one token a target call, as autoregressive decoding
+    does, so only noise could pick it (an instructor's 8-token run chose N = 2 at 1.02× with no draft accepted)."""
     import math
 
     from lab.compare import compare_speedups
@@ -257,8 +256,8 @@ def format_goodput(result: dict) -> str:
         shown = "n/a" if best is None else (s["drafter"] if best else "N = 0") if own else best
         lines.append(f"| {b} | " + " | ".join(parts) + f" | {shown} |")
     if not result["best"]:  # no batch size where an N > 0 that drafted ran beside N = 0
-        return "\n".join([*lines, "", "no best N, crossover or schedule: no N > 0 had a draft accepted beside "
-                           "N = 0 (answers too short to draft? raise --max-new-tokens)", "", result["note"]])
+        return "\n".join([*lines, "", "no best N, crossover or schedule: no N > 0 had a draft accepted beside a "
+                           "timed N = 0 (answers too short to draft? raise --max-new-tokens)", "", result["note"]])
     crossover = result["crossover"]
     beaten = f"{s['drafter']} does not beat N = 0" if own else "no N > 0 beats N = 0"
     lines += ["", f"crossover batch size (smallest measured B where {beaten}): "

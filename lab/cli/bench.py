@@ -24,8 +24,8 @@ def drafter_names(text: str) -> tuple:
 
 
 GOAL_PROMPTS, GOAL_NEW_TOKENS = 3, 128
-"""The smallest run the speed goals are judged on: the bench's defaults on the real pair (3 requests per kind, 128
-new tokens each); a smaller run prints its numbers without a verdict (an instructor's 8-token run "met" a goal)."""
+"""The bench's defaults on a chat pair (3 requests per kind, 128 new tokens each), the smallest run the speed goals
+are judged on; a smaller run prints its numbers without a verdict (an instructor's 8-token run "met" a goal)."""
 
 
 def goals_unjudged_reason(prompts: int, max_new_tokens: int, busy: dict) -> str | None:
@@ -54,9 +54,10 @@ def add_parser(sub) -> None:
                                    "held-out and copy-heavy prompts. Exit status 1 if float32 outputs differ. With "
                                    "--batch: goodput against batch size x N instead (batched speculative "
                                    "decoding, lab.goodput).")
-    add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=128, prompts=None,
-                    prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; default: 3 per "
-                                 "kind of request for a chat pair, 5 otherwise)",
+    add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=GOAL_NEW_TOKENS,
+                    prompts=None, prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; "
+                                               f"default: {GOAL_PROMPTS} per kind of request for a chat pair, 5 "
+                                               "otherwise)",
                     n_draft_help="draft tokens per step N, >= 1, for "
                                  f"{in_words(k for k in DRAFTERS if k not in OWN_DRAFT and k != 'ngram')} (model: "
                                  "ours and transformers' assistant alike); ngram (prompt lookup) drafts "
@@ -109,7 +110,7 @@ def add_parser(sub) -> None:
         if action.dest == "max_new_tokens":
             action.default = None
             action.help = (f"tokens to generate per prompt, >= {MIN_TABLE_TOKENS} for the method tables (default: "
-                           f"128), >= 1 with --batch (default: {BATCH_MAX_NEW_TOKENS} per row)")
+                           f"{GOAL_NEW_TOKENS}), >= 1 with --batch (default: {BATCH_MAX_NEW_TOKENS} per row)")
 
 
 BATCH_MAX_NEW_TOKENS = 32
@@ -177,9 +178,9 @@ def run(args) -> int:
                                               "decode step, which the acceptance rate, tokens per target call and "
                                               f"speedups measure; got {args.max_new_tokens}")
     _fill_defaults(args, TABLE_DEFAULTS)
-    args.max_new_tokens = args.max_new_tokens or 128
+    args.max_new_tokens = args.max_new_tokens or GOAL_NEW_TOKENS
     if args.pair in CHAT_PAIRS:
-        return _run_chat(args, args.prompts or 3)
+        return _run_chat(args, args.prompts or GOAL_PROMPTS)
     args.prompts = args.prompts or 5
     prompts = held_out_prompts()
     if args.prompts > len(prompts):  # checked before the pair loads
@@ -274,7 +275,9 @@ def _run_chat(args, count: int) -> int:
     over whole generations and over decode steps only (prefill excluded, as the prediction is), the cost curve and
     the sweep each inside a :class:`lab.load_meter.LoadMeter` whose note is printed and kept; then the speed goals,
     met or not on this machine, judged on unrounded values (:func:`lab.bench.goal_record`): the trained-drafter goal
-    on the chat table's rows alone (one run), the sweep's best N reported beside it. Returns 1 when outputs differ
+    on the chat table's rows alone (one run), the sweep's best N reported beside it; a run smaller than
+    :data:`GOAL_PROMPTS` x :data:`GOAL_NEW_TOKENS`, or one timed on a busy machine, keeps the numbers but no verdict
+    (:func:`goals_unjudged_reason`, :func:`lab.goals.not_judged`). Returns 1 when outputs differ
     in float32 (in bfloat16 the tables report agreement)."""
     import torch
 
