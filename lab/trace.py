@@ -9,7 +9,8 @@ from typing import Callable, Optional
 
 import torch
 
-__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record", "step_records", "own_token_kind"]
+__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record", "step_records", "own_token_kind",
+           "first_rejected_child"]
 
 
 @dataclass
@@ -165,3 +166,15 @@ def own_token_kind(record) -> str:
     ``"target"``: the prefill, an autoregressive step or a lookup miss drafted nothing, so no bonus was earned, though
     ``last_kind`` says "bonus". Duck-typed: any record with ``drafted`` and ``last_kind``."""
     return record.last_kind if len(record.drafted) else "target"
+
+
+def first_rejected_child(record) -> int | None:
+    """For a token-tree step (``record.parents`` set) whose target replaced a draft (``last_kind`` "resampled"): the
+    index in ``record.drafted`` of the first child of the accepted path's last node (-1, the committed text, when
+    nothing was accepted), the draft a chain view strikes through; every child there was rejected before the target
+    chose its own token. None for a chain, for a step whose path ended at a leaf (a bonus), or for a tree with no
+    such child."""
+    if record.parents is None or record.last_kind != "resampled":
+        return None
+    last = record.path[-1] if record.path else -1
+    return next((i for i, parent in enumerate(record.parents) if parent == last), None)

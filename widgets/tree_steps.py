@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from lab.trace import StepRecord
+from lab.trace import StepRecord, first_rejected_child
 from lab.verify import reject_child
 
 __all__ = ["chain_view", "tree_residual"]
@@ -27,10 +27,8 @@ def chain_view(record: StepRecord) -> StepRecord:
     """
     if record.parents is None:
         return record
-    path = list(record.path)
-    last = path[-1] if path else -1
-    children = [i for i, parent in enumerate(record.parents) if parent == last]
-    nodes = path + (children[:1] if record.last_kind == "resampled" else [])
+    child = first_rejected_child(record)
+    nodes = list(record.path) + ([] if child is None else [child])
     target_probs = draft_probs = None
     if record.target_probs is not None:  # row 0: after the committed text; row 1 + i: after node i
         target_probs = record.target_probs[[0] + [1 + i for i in nodes]]

@@ -128,18 +128,14 @@ def _acceptance_phrase(stats: dict, tree: bool, struck: bool) -> str:
     return f"acceptance rate {rate:.2f} ({accepted} of {drafted} drafts accepted)"
 
 
-def first_rejected_child(record, text) -> str:
-    """The text of the first child of a token-tree step's accepted path end, which the target rejected before
-    choosing its own token (as ``TokenStream`` strikes it through, :func:`widgets.tree_steps.chain_view`); ""
-    when the path ended at a leaf (a bonus: no child was rejected). ``text`` is the run's
+def rejected_child_text(record, text) -> str:
+    """The text of a token-tree step's first rejected child (:func:`lab.trace.first_rejected_child`), the draft
+    ``TokenStream`` strikes through too; "" when there is none. ``text`` is the run's
     :class:`lab.detok.Detokenizer` after the accepted tokens were pushed."""
-    if record.last_kind != "resampled":
-        return ""
-    last = record.path[-1] if record.path else -1
-    children = [i for i, parent in enumerate(record.parents) if parent == last]
-    if not children:
-        return ""
-    return text.texts_after([record.drafted[children[0]]])[0] or ""
+    from lab.trace import first_rejected_child
+
+    child = first_rejected_child(record)
+    return "" if child is None else text.texts_after([record.drafted[child]])[0] or ""
 
 
 def run(args) -> int:
@@ -224,7 +220,7 @@ def run(args) -> int:
                 if record.parents is None:  # a chain's rejected draft and the unchecked ones after it
                     rejected = "".join(s or "" for s in text.texts_after(record.rejected))
                 else:
-                    rejected = first_rejected_child(record, text)
+                    rejected = rejected_child_text(record, text)
                 if rejected:
                     parts.append(paint("rejected", rejected))
             parts.append(paint(own_token_kind(record), push(record.emitted[-1])))
