@@ -293,7 +293,6 @@ class TreeViewer(ipywidgets.VBox):
             below = "".join(item(child) for child in kids[node])
             return f"<li>{text}{f'<ul>{below}</ul>' if below else ''}</li>"
 
-        kept = {0} | {i + 1 for i in view["path"]}  # mask rows: the root and the accepted path
         names = view["labels"][: len(view["z"])]
         header = "".join(f"<th>{k}</th>" for k in range(len(names)))
         rows = []
@@ -301,7 +300,8 @@ class TreeViewer(ipywidgets.VBox):
             cells = []
             for c in range(len(names)):
                 attends = bool(view["mask"][r, c])
-                fill = (ACCEPTED_COLOR if r in kept else tint(REJECTED_COLOR, 0.55)) if attends else "#FFFFFF"
+                # the heatmap's own cell values: 2 on a kept row (root, accepted path), 1 on another, 0 masked
+                fill = {2: ACCEPTED_COLOR, 1: tint(REJECTED_COLOR, 0.55)}.get(view["z"][r][c], "#FFFFFF")
                 cells.append(f'<td style="background: {fill};">{"■" if attends else "·"}</td>')
             rows.append(f'<tr><th style="text-align: right;">{r} {name}</th>{"".join(cells)}</tr>')
         return (f'<div class="sdl-tree-viewer"><div style="font-size: 13px;">{html.escape(view["summary"])}</div>'

@@ -65,20 +65,23 @@ def add_parser(sub) -> None:
                    help="ANSI colours (auto: only on a terminal) (default: %(default)s)")
 
 
-ECHO_CHARS = 300
-"""A prompt longer than four times this is echoed as its first and last ``ECHO_CHARS`` characters (a 6,000-token
-``--prompt`` filled a projector's screen before the first generated token)."""
+ECHO_CHARS, ECHO_LINES = 300, 8
+"""A prompt longer than four times ``ECHO_CHARS`` characters or ``ECHO_LINES`` lines is echoed as its head and tail,
+each at most ``ECHO_CHARS`` characters and ``ECHO_LINES`` lines (a 6,000-token ``--prompt`` filled a projector's
+screen before the first generated token)."""
 WARM_UP_TOKENS = 64  # the warm-up's prompt: the last tokens of the run's
 
 
 def echoed_prompt(prompt: str) -> str:
-    """``prompt`` as the demo prints it before the answer: whole, or for one longer than ``4 * ECHO_CHARS``
-    characters its head and tail around a line that counts what was left out (the tail stays, since a plain-text
-    pair's answer continues it)."""
-    if len(prompt) <= 4 * ECHO_CHARS:
+    """``prompt`` as the demo prints it before the answer: whole, or for a long one (:data:`ECHO_CHARS`,
+    :data:`ECHO_LINES`) its head and tail around a line that counts the characters left out (the tail stays, since
+    a plain-text pair's answer continues it)."""
+    if len(prompt) <= 4 * ECHO_CHARS and prompt.count("\n") < 4 * ECHO_LINES:
         return prompt
-    left_out = len(prompt) - 2 * ECHO_CHARS
-    return f"{prompt[:ECHO_CHARS]}\n[… {left_out:,} characters of the prompt not shown …]\n{prompt[-ECHO_CHARS:]}"
+    head = "\n".join(prompt[:ECHO_CHARS].split("\n")[:ECHO_LINES])
+    tail = "\n".join(prompt[-ECHO_CHARS:].split("\n")[-ECHO_LINES:])
+    left_out = len(prompt) - len(head) - len(tail)
+    return f"{head}\n[… {left_out:,} characters of the prompt not shown …]\n{tail}"
 
 
 def _plural(count: int, word: str) -> str:

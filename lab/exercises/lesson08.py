@@ -73,8 +73,9 @@ def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=Fa
     return lookup
 
 
-_FIRST_SIZE_HINT = ("start at the max_ngram you are given, not max_ngram + 1 nor a size of your own: the sizes are "
-                    "max_ngram, max_ngram - 1, ..., 1 (with max_ngram = 1, single tokens only).")
+_FIRST_SIZE_HINT = ("start at the max_ngram you are given, not max_ngram - 1 or + 1 nor a size of your own: the "
+                    "sizes are max_ngram, max_ngram - 1, ..., 1, range(max_ngram, 0, -1) (with max_ngram = 1, single "
+                    "tokens only).")
 
 
 @checker
@@ -95,9 +96,8 @@ def ngram_lookup(fn):
         (_lookup_variant(smallest=2), "try every size down to n = 1: a single matching token is a match too (a "
                                       "smallest n, like vLLM's prompt_lookup_min, is an engine setting, not part of "
                                       "this exercise)."),
-        (_lookup_variant(below_max=True), "start at n = max_ngram itself: range(max_ngram, 0, -1) (the sizes "
-                                          "max_ngram, ..., 1)."),
-        # the two often give the same answers: one hint for both
+        (_lookup_variant(below_max=True), _FIRST_SIZE_HINT),
+        # these often give the same answers: one hint for the three
         (_lookup_variant(above_max=True), _FIRST_SIZE_HINT),
         (_lookup_variant(fixed_top=3), _FIRST_SIZE_HINT),
         (_lookup_variant(full_only=True), "a match followed by fewer than n_draft tokens still counts: propose "

@@ -19,7 +19,7 @@ def run(capsys, checker, fn, *args):
     (dict(non_overlap=True), "overlap"), (dict(include_gram=True), "FOLLOWED"),
     (dict(negative_slice=True), "longer than len(context) - 1"),
     # these two returned [] where a match was due and got the self-match hint
-    (dict(smallest=2), "down to n = 1"), (dict(below_max=True), "start at n = max_ngram itself"),
+    (dict(smallest=2), "down to n = 1"), (dict(below_max=True), "start at the max_ngram you are given"),
     (dict(full_only=True), "fewer than n_draft tokens still counts"),  # got the self-match hint
     (dict(shortest_first=True), "try the LONGEST n-gram first"),  # a learner's: got the generic recipe
 ])

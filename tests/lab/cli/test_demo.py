@@ -407,9 +407,14 @@ def test_demo_shortens_a_long_prompt_and_warms_up_on_its_tail(monkeypatch, capsy
 
     import lab.decode
     import lab.models
-    from lab.cli.demo import ECHO_CHARS, WARM_UP_TOKENS, echoed_prompt
+    from lab.cli.demo import ECHO_CHARS, ECHO_LINES, WARM_UP_TOKENS, echoed_prompt
 
     assert echoed_prompt("x" * 4 * ECHO_CHARS) == "x" * 4 * ECHO_CHARS
+    lines = "\n".join(f"line {i}" for i in range(4 * ECHO_LINES + 1))  # short, but too many lines for a screen
+    head = "\n".join(f"line {i}" for i in range(ECHO_LINES))
+    tail = "\n".join(f"line {i}" for i in range(3 * ECHO_LINES + 1, 4 * ECHO_LINES + 1))
+    assert echoed_prompt(lines) == (f"{head}\n[… {len(lines) - len(head) - len(tail):,} characters of the prompt not "
+                                    f"shown …]\n{tail}")
     prompt = "".join(chr(ord("a") + i % 26) for i in range(5000))
     shown = echoed_prompt(prompt)
     assert shown == (prompt[:ECHO_CHARS] + f"\n[… {5000 - 2 * ECHO_CHARS:,} characters of the prompt not shown …]\n"
