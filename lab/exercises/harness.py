@@ -616,7 +616,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     want = show_value(want[1]) if want[0] == "ok" else show_outcome(want)
     if want == shown.removeprefix("returned "):  # a near miss that 4 digits hide: show every digit
         want, shown = show_value(expected[i][1], exact=True), show_outcome(got[i], exact=True)
-    elif (got[i][0] == expected[i][0] == "ok" and all(type(o[1]) is float for o in (got[i], expected[i]))
+    elif (got[i][0] == expected[i][0] == "ok" and all(type(o[1]) is float and math.isfinite(o[1])
+                                                     for o in (got[i], expected[i]))
           and abs(got[i][1] - expected[i][1]) <= 0.01 * max(abs(got[i][1]), abs(expected[i][1]))):
         # both with their trailing zeros: "0.5646; expected 0.5650", not "expected 0.565", which reads as rounding
         want, shown = f"{expected[i][1]:#.4g}", f"returned {got[i][1]:#.4g}"

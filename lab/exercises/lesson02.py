@@ -118,6 +118,9 @@ def accept_or_reject(fn):
          "the ratio is upside down: it is target_prob / draft_prob."),
         (lambda t, d, u: u < ratio(t, d),
          "draft_prob can be 0; compare u * draft_prob < target_prob (no division), or treat the ratio as infinite."),
+        (lambda t, d, u: u < t - d,
+         "compare u with the RATIO target_prob / draft_prob (capped at 1), not the difference: target - draft is the "
+         "residual's numerator, what is left to draw after a rejection; the chance to keep the draft is the ratio."),
         (lambda t, d, u: u > ratio(t, d) if d > 0 else False,
          "the comparison is reversed: accept when u is BELOW the acceptance probability."),
         (lambda t, d, u: u < ratio(t, d) if d > 0 else False,

@@ -22,6 +22,9 @@ _RESIDUAL_CASES = [
     (_t([0.0, 1.0, 0.0]), _t([0.5, 0.25, 0.25])),
     (_t([0.2, 0.3, 0.5]), _t([0.2, 0.3, 0.5])),
     (_t([0.125, 0.375, 0.5, 0.0, 0.0]), _t([0.125, 0.125, 0.25, 0.25, 0.25])),
+    # a draft that nearly matches the target: a residual mass of 0.01, small but real (a learner's guard `mass > 0.1`
+    # returned the target here and passed)
+    (_t([0.5, 0.5]), _t([0.51, 0.49])),
 ]
 _RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
 # One row with target == draft next to one without: a zero-mass guard must work row by row.
@@ -47,6 +50,10 @@ def _residual_faults():
          "guard each row, not the whole batch: one row with zero residual mass must not send the other rows to "
          "target_probs (their residual has mass); use torch.where(mass > 0, positive / mass, target_probs) with "
          "mass = positive.sum(-1, keepdim=True)."),
+        (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0.1,
+                                  pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-12), t),
+         "guard only the rows whose residual mass is 0: a small mass, like 0.01 when the draft nearly matches the "
+         "target, is a real distribution to resample from (a good draft makes such rows common)."),
         (lambda t, d: torch.softmax(pos(t, d), -1),
          "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
          "probability), some probability. Divide the positive part by its sum instead."),

@@ -231,6 +231,19 @@ def test_near_floats_are_shown_with_their_trailing_zeros(capsys):
     rejects(lesson13.throughput_gain, gain, capsys, "returned 0.5646; expected 0.5650.")
 
 
+def test_an_infinite_answer_is_not_shown_as_a_near_miss():
+    """A learner's inf fell into the near-miss branch (|inf - x| <= 0.01 * inf) and read "returned inf; expected
+    1.000", the trailing zeros meant for two close floats."""
+    from lab.exercises.harness import Fail, compare, same_float
+
+    with pytest.raises(Fail) as failure:
+        compare("f", lambda x: float("inf"), [(1.0,)], lambda x: 1.0, [], same_float, "a hint")
+    assert str(failure.value).splitlines()[0] == "f(1) returned inf; expected 1.", str(failure.value)
+    with pytest.raises(Fail) as failure:  # two close floats keep their trailing zeros
+        compare("f", lambda x: 1.004, [(1.0,)], lambda x: 1.0, [], same_float, "a hint")
+    assert str(failure.value).splitlines()[0] == "f(1) returned 1.004; expected 1.000.", str(failure.value)
+
+
 # a function that forgot its `return` gets the hint that says so.
 @pytest.mark.parametrize("checker", [lesson01.step_latency, lesson06.expected_tokens_per_call, lesson12.efficiency],
                          ids=lambda c: c.__name__)

@@ -42,6 +42,13 @@ def test_accept_or_reject(capsys):
     rejects(check.accept_or_reject, lambda t, d, u: min(1.0, t / d) if d else 1.0, capsys, "True or False")
 
 
+def test_accept_or_reject_with_the_difference_gets_its_own_hint(capsys):
+    """A learner's `u < target_prob - draft_prob` (the residual's max(0, target - draft) in mind) got "the comparison
+    is reversed", which fitted the cases but not the mistake."""
+    ok, out = run(check.accept_or_reject, lambda t, d, u: u < t - d, capsys)
+    assert not ok and "not the difference" in out and "reversed" not in out, out
+
+
 def test_accept_or_reject_forgot_the_draft(capsys):
     rejects(check.accept_or_reject, lambda t, d, u: u < t, capsys, "RATIO target_prob / draft_prob")
     ok, out = run(check.accept_or_reject, lambda t, d, u: u < t, capsys)

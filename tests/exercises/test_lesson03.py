@@ -130,7 +130,7 @@ def test_bug_2_leaves_zero_mass_to_bug_3(capsys):
 
     ok, out = run(check.residual_without_softmax, divided, capsys)
     assert ok, out
-    assert out.startswith("✓ residual_without_softmax: correct on all 7 cases where the residual has mass"), out
+    assert out.startswith("✓ residual_without_softmax: correct on all 8 cases where the residual has mass"), out
     assert "target == draft is the next bug" in out, out
     rejects(check.residual_zero_mass, divided, capsys, "0/0 = NaN", "Return target_probs")
     rejects(check.residual_distribution, divided, capsys, "0/0 = NaN")
@@ -176,3 +176,17 @@ def test_a_sum_without_keepdim_is_named(capsys):
     """A learner's .sum(-1) without keepdim=True got the general batch hint: it passes on [V] and fails on a batch."""
     rejects(check.residual_without_softmax, lambda t, d: (t - d).clamp_min(0) / (t - d).clamp_min(0).sum(-1),
             capsys, "keepdim=True")
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.19])
+def test_a_guard_above_zero_mass_fails_both_residual_checks(capsys, threshold):
+    """A learner's `torch.where(mass > 0.1, missing / mass, target)` passed: the smallest mass in the cases was 0.2.
+    A draft that nearly matches the target (mass 0.01) now tells it apart."""
+    def guarded(target_probs, draft_probs):
+        missing = (target_probs - draft_probs).clamp_min(0)
+        mass = missing.sum(-1, keepdim=True)
+        return torch.where(mass > threshold, missing / mass.clamp_min(1e-12), target_probs)
+
+    for check_fn in (check.residual_distribution, check.residual_zero_mass):
+        ok, out = run(check_fn, guarded, capsys)
+        assert not ok and "guard only the rows whose residual mass is 0" in out, out
