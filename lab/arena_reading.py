@@ -473,8 +473,12 @@ def read_adaptive(adaptive: dict) -> str:
                           "and tokens) would settle")
             elif matches:
                 names = in_words(str(r["n_draft"]) for r in matches)
-                where += (f", with no more tokens per target call than N = {names} but fewer drafts a step (mean "
-                          f"N {mean_n:.1f}): cheaper steps")
+                if mean_n is None:  # its drafts a step were not recorded: the calls alone do not explain the gap
+                    where += (f", though with no more tokens per target call than N = {names}: a longer run (more "
+                              "prompts and tokens) would show whether the gap holds")
+                else:
+                    where += (f", with no more tokens per target call than N = {names} but fewer drafts a step "
+                              f"(mean N {mean_n:.1f}): cheaper steps")
         elif _level(_speed(auto), min(speeds)):
             where = f"level with the slowest fixed N (N = {slowest['n_draft']}), {_x(max(speeds) - _speed(auto))}× " \
                     "below the fastest"

@@ -41,7 +41,7 @@ def test_unknown_pair_is_one_line_naming_the_flag_and_the_presets(command, capsy
     (["pick", "--task", "chat", "--memory-gb", "nan"], "--memory-gb", "must be a finite number of GB >= 0, got 'nan'"),
     (["pick", "--task", "chat", "--memory-gb", "lots"], "--memory-gb", "must be a number of GB >= 0, got 'lots'"),
     (["pick", "--task", "chat", "--temperature", "-0.5"], "--temperature",
-     "must be a finite number >= 0 (0 = greedy), got '-0.5'"),
+     "must be a number from 0 (greedy) to 2 (the OpenAI API's range), got '-0.5'"),
     (["demo", "--seed", "99999999999999999999999"], "--seed",
      "must be a whole number from -2**63 to 2**64 - 1, got '99999999999999999999999'"),
     (["demo", "--seed", "1.5"], "--seed", "must be a whole number, got '1.5'"),
