@@ -462,13 +462,16 @@ def read_adaptive(adaptive: dict) -> str:
             # Two things can make it faster: more tokens per call, or cheaper steps (fewer drafts a step). Against
             # a fixed N it beats on neither, only the clock is left.
             mean_n = auto.get("mean_n_draft")
+            if mean_n is not None and mean_n != mean_n:  # NaN: as unknown
+                mean_n = None
             calls = _calls(auto)
-            matches = [r for r in fixed if calls is not None and _calls(r) is not None and calls <= _calls(r)]
-            noise = [r for r in matches if mean_n is not None and mean_n >= r["n_draft"]]
+            # compared as printed (two decimals for calls, one for the mean N), never as raw floats
+            matches = [r for r in fixed if calls is not None and _calls(r) is not None and _r(calls) <= _r(_calls(r))]
+            noise = [r for r in matches if mean_n is not None and round(mean_n, 1) >= r["n_draft"]]
             if noise:
                 names = in_words(str(r["n_draft"]) for r in noise)
                 where += (f", though with no more tokens per target call than N = {names} ({_x(calls)} against "
-                          f"{in_words(_x(_calls(r)) for r in noise)}) and as many drafts a step (mean N "
+                          f"{in_words(_x(_calls(r)) for r in noise)}) and at least as many drafts a step (mean N "
                           f"{mean_n:.1f}): a gap neither explains is timing noise, which a longer run (more prompts "
                           "and tokens) would settle")
             elif matches:
@@ -478,7 +481,7 @@ def read_adaptive(adaptive: dict) -> str:
                               "prompts and tokens) would show whether the gap holds")
                 else:
                     where += (f", with no more tokens per target call than N = {names} but fewer drafts a step "
-                              f"(mean N {mean_n:.1f}): cheaper steps")
+                              f"(mean N {mean_n:.1f}): cheaper steps, which may explain part of the gap")
         elif _level(_speed(auto), min(speeds)):
             where = f"level with the slowest fixed N (N = {slowest['n_draft']}), {_x(max(speeds) - _speed(auto))}× " \
                     "below the fastest"

@@ -76,12 +76,13 @@ def echoed_prompt(prompt: str) -> str:
     """``prompt`` as the demo prints it before the answer: whole, or for a long one (:data:`ECHO_CHARS`,
     :data:`ECHO_LINES`) its head and tail around a line that counts the characters left out (the tail stays, since
     a plain-text pair's answer continues it)."""
-    if len(prompt) <= 4 * ECHO_CHARS and prompt.count("\n") < 4 * ECHO_LINES:
+    if len(prompt) <= 4 * ECHO_CHARS and len(prompt.rstrip("\n").split("\n")) <= 4 * ECHO_LINES:
         return prompt
     head = "\n".join(prompt[:ECHO_CHARS].split("\n")[:ECHO_LINES])
     tail = "\n".join(prompt[-ECHO_CHARS:].split("\n")[-ECHO_LINES:])
     left_out = len(prompt) - len(head) - len(tail)
-    return f"{head}\n[… {left_out:,} characters of the prompt not shown …]\n{tail}"
+    shortened = f"{head}\n[… {left_out:,} characters of the prompt not shown …]\n{tail}"
+    return shortened if len(shortened) < len(prompt) else prompt  # blank lines: shortening would lengthen it
 
 
 def _plural(count: int, word: str) -> str:

@@ -104,7 +104,8 @@ def accept_or_reject(fn):
     1 and 0 pass as True and False (the lesson tests the answer with ``if``); other numbers are refused.
 
     Planted faults it tells apart: ``<=`` instead of ``<`` (accepts impossible tokens when u == 0), the ratio
-    inverted, division by a zero draft probability, the comparison reversed. Reference:
+    inverted, division by a zero draft probability, the difference target - draft in place of the ratio, the
+    comparison reversed. Reference:
     :func:`lab.sampling.accept_or_reject`. Returns True/False.
     """
     def ratio(t, d):
@@ -119,8 +120,9 @@ def accept_or_reject(fn):
         (lambda t, d, u: u < ratio(t, d),
          "draft_prob can be 0; compare u * draft_prob < target_prob (no division), or treat the ratio as infinite."),
         (lambda t, d, u: u < t - d,
-         "compare u with the RATIO target_prob / draft_prob (capped at 1), not the difference: target - draft is the "
-         "residual's numerator, what is left to draw after a rejection; the chance to keep the draft is the ratio."),
+         "compare u with the RATIO target_prob / draft_prob (capped at 1), not the difference: max(0, target - draft) "
+         "is the residual's numerator, what is left to draw after a rejection; the chance to keep the draft is the "
+         "ratio."),
         (lambda t, d, u: u > ratio(t, d) if d > 0 else False,
          "the comparison is reversed: accept when u is BELOW the acceptance probability."),
         (lambda t, d, u: u < ratio(t, d) if d > 0 else False,

@@ -25,6 +25,7 @@ _RESIDUAL_CASES = [
     # a draft that nearly matches the target: a residual mass of 0.01, small but real (a learner's guard `mass > 0.1`
     # returned the target here and passed)
     (_t([0.5, 0.5]), _t([0.51, 0.49])),
+    (_t([0.5, 0.5]), _t([0.501, 0.499])),  # mass 0.001: a guard at 0.005 passed the case above
 ]
 _RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
 # One row with target == draft next to one without: a zero-mass guard must work row by row.

@@ -73,8 +73,8 @@ def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=Fa
     return lookup
 
 
-_FIRST_SIZE_HINT = ("start at the max_ngram you are given, not max_ngram - 1 or + 1 nor a size of your own: the "
-                    "sizes are max_ngram, max_ngram - 1, ..., 1, range(max_ngram, 0, -1) (with max_ngram = 1, single "
+_FIRST_SIZE_HINT = ("start at the max_ngram you are given, not max_ngram - 1 or + 1 nor a size of your own: use "
+                    "range(max_ngram, 0, -1), the sizes max_ngram, max_ngram - 1, ..., 1 (with max_ngram = 1, single "
                     "tokens only).")
 
 

@@ -51,7 +51,7 @@ def _suffix_on_wall_time() -> str:
         return f"On wall time the same run has it ahead of prompt lookup in every cell: {listed}."
     return (f"On wall time suffix decoding was ahead in {ahead or 'none'} of the {len(cells)} cells (× "
             f"autoregressive, prefill included, against prompt lookup: {listed}). The case for suffix decoding "
-            "rests on long agent traces whose earlier outputs recur whole (the paper's runs, above), which this short "
+            "rests on long agent traces whose earlier outputs recur whole (Oliaro et al. 2024), which this short "
             "run does not measure: time both on your own traffic; where an engine lacks suffix "
             "decoding, prompt lookup is the fallback.")
 
@@ -279,13 +279,18 @@ def _under_load(decision: Decision, workload: dict) -> list:
                    "most 2 tokens. The range below therefore tops out at lesson 13's model of N = 1 on one sequence, "
                    f"(1 + α) / (1 + c) = {round(unloaded_gain(), 2):g}×.")
     reasons.append(_schedule_reason(f"{round(unloaded_gain(), 2):g}×"))
+    if workload["target_has_mtp"] and decision.obstacles.get("mtp") not in (None, "no_mtp"):
+        reasons.append("The target's own MTP modules, the picker's first choice under load, are not an option: "
+                       f"{obstacle_text('mtp', decision.obstacles['mtp'], memory)}.")
     return reasons + _parallel_under_load(workload) + served_memory_reasons("eagle", workload)
 
 
 def _parallel_under_load(workload: dict) -> list:
     """Why a parallel (PARD) draft the workload has is not used under load: at most one sentence."""
-    if not workload.get("has_parallel_draft") or "parallel" in workload["exclude"]:
+    if not workload.get("has_parallel_draft"):
         return []
+    if "parallel" in workload["exclude"]:
+        return ["The parallel (PARD) draft is ruled out (exclude), and would not be used under load anyway."]
     return ["The parallel (PARD) draft is not used under load: its one advantage is drafting N tokens in one forward "
             "instead of N, and at the N = 1 that keeps rejected drafts cheap there is only one forward either way."]
 

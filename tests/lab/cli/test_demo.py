@@ -411,6 +411,8 @@ def test_demo_shortens_a_long_prompt_and_warms_up_on_its_tail(monkeypatch, capsy
 
     assert echoed_prompt("x" * 4 * ECHO_CHARS) == "x" * 4 * ECHO_CHARS
     lines = "\n".join(f"line {i}" for i in range(4 * ECHO_LINES + 1))  # short, but too many lines for a screen
+    brief = "x\n" * (4 * ECHO_LINES + 1)  # many lines, few characters: shortening would lengthen it
+    assert echoed_prompt(brief) == brief
     head = "\n".join(f"line {i}" for i in range(ECHO_LINES))
     tail = "\n".join(f"line {i}" for i in range(3 * ECHO_LINES + 1, 4 * ECHO_LINES + 1))
     assert echoed_prompt(lines) == (f"{head}\n[… {len(lines) - len(head) - len(tail):,} characters of the prompt not "

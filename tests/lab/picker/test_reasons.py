@@ -126,3 +126,14 @@ def test_suffix_decoding_ahead_in_every_cell_reads_so_without_the_caveat(monkeyp
     assert "does not measure" not in text
     monkeypatch.setattr(reasons, "ARENA_SUFFIX_SPEEDUPS", {cell: 2.0 if cell[1] == 0 else 1.5 for cell in cells})
     assert reasons._suffix_on_wall_time().startswith("On wall time suffix decoding was ahead in 2 of the 4 cells")
+
+
+def test_under_load_an_excluded_method_the_workload_has_is_named():
+    """The reviewer: under load, MTP modules or a parallel draft the workload has were dropped without a word when
+    excluded (the latency-bound cards already said so)."""
+    rec = recommend("chat", 0.0, True, True, False, exclude=("mtp",), target_has_mtp=True)
+    assert rec.method == "eagle"
+    assert ("The target's own MTP modules, the picker's first choice under load, are not an option: the target's MTP "
+            "modules are ruled out (exclude).") in rec.reasons
+    rec = recommend("chat", 0.0, True, True, False, exclude=("parallel",), has_parallel_draft=True)
+    assert "The parallel (PARD) draft is ruled out (exclude), and would not be used under load anyway." in rec.reasons
