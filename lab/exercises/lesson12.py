@@ -123,6 +123,14 @@ def _alpha_empty_rejects(steps):
     return accepted / trials if trials else None
 
 
+def _alpha_run_n_rejects(steps):
+    """A learner's: a rejection wherever a step accepted fewer than the run's largest N."""
+    accepted = sum(s.num_accepted for s in steps)
+    most = max((len(s.drafted) for s in steps), default=0)
+    trials = accepted + sum(1 for s in steps if s.num_accepted < most)
+    return accepted / trials if trials else None
+
+
 def _alpha_first_position(steps):
     drafted = [s for s in steps if s.drafted]
     return sum(s.num_accepted > 0 for s in drafted) / len(drafted) if drafted else None
@@ -134,6 +142,9 @@ _ALPHA_FAULTS = [  # planted mistakes and their hints (also used by the tests)
                       "stopped early."),
     (_alpha_every_step_rejects, "a step whose drafts were ALL accepted had no rejection (its extra token is the "
                          "bonus): count a rejection only when num_accepted < len(drafted)."),
+    (_alpha_run_n_rejects, "compare each step's num_accepted with that step's own len(drafted), not with the run's "
+                           "largest N: a step that drafted fewer tokens and had every one accepted ended without a "
+                           "rejection (a confidence stop or the end of the answer can shorten a draft)."),
     (_alpha_empty_rejects, "a step that drafted nothing examined nothing: it is neither an acceptance nor a "
                     "rejection."),
     (_alpha_first_position, "that is the first position's acceptance only; use every examined draft: accepted / "

@@ -179,6 +179,9 @@ def kv_bytes_from_config(fn):
     config when given, else ``hidden_size // num_attention_heads``. Reference:
     :func:`lab.costs.kv_cache_bytes_per_token`. Returns True/False."""
     faults = [
+        (_kv_variant(fixed_size=1),
+         "your number counts values, not bytes: multiply by the bytes per value of the dtype argument (float32 4, "
+         "bf16/fp16 2, fp8 1), torch.empty((), dtype=dtype).element_size() or dtype.itemsize."),
         (_kv_variant(factor=1),
          "the cache stores a key AND a value vector per head per layer: multiply by 2."),
         (_kv_variant(heads_key="num_attention_heads"), _HEADS_HINT),

@@ -77,7 +77,8 @@ def test_cost_ratio(capsys):
 def test_alpha_from_steps(capsys):
     assert check.alpha_from_steps(check.reference_alpha_from_steps)
 
-    hints = ("never examined", "bonus", "examined nothing", "first position", "return None, not 0",
+    hints = ("never examined", "bonus", "that step's own len(drafted)", "examined nothing", "first position",
+             "return None, not 0",
              "alpha is 0.0, an estimate like any other", "not NaN")
     for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
         assert not check.alpha_from_steps(fn)
@@ -85,6 +86,20 @@ def test_alpha_from_steps(capsys):
     assert not check.alpha_from_steps(lambda steps: 0.5)
     assert not check.alpha_from_steps(stub)
     assert "not solved yet" in capsys.readouterr().out
+
+
+def test_alpha_from_steps_names_a_run_wide_n(capsys):
+    """A learner's rejection wherever num_accepted < the run's largest N got "a step that drafted nothing examined
+    nothing", which one of the step lists could not tell apart from it."""
+    def run_wide(steps):
+        most = max((len(s.drafted) for s in steps), default=0)
+        accepted = sum(s.num_accepted for s in steps)
+        examined = accepted + sum(s.num_accepted < most for s in steps)
+        return accepted / examined if examined else None
+
+    assert not check.alpha_from_steps(run_wide)
+    out = capsys.readouterr().out
+    assert "that step's own len(drafted)" in out and "examined nothing" not in out, out
 
 
 def test_alpha_from_steps_none_where_zero_is_due_is_not_called_a_missing_return(capsys):

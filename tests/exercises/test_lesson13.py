@@ -182,6 +182,10 @@ def test_kv_bytes_from_config(capsys):
                   lambda c, d: 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * d.itemsize,
                   capsys, "not every config has a head_dim key")
     assert "KeyError: 'head_dim'" in out, out
+    # a learner's: key and value counted, the bytes per value forgotten (in bf16 it reads like a missing factor 2)
+    out = rejects(check.kv_bytes_from_config, lambda c, d: solution(c, torch.float8_e4m3fn), capsys,
+                  "counts values, not bytes")
+    assert "AND a value" not in out, out
     rejects(check.kv_bytes_from_config, lambda c, d: None, capsys, "return")
     assert not check.kv_bytes_from_config(stub)
     assert "not solved yet" in capsys.readouterr().out
