@@ -431,7 +431,8 @@ def read_adaptive(adaptive: dict) -> str:
     """:func:`lab.arena.compare_adaptive`'s result read in Markdown: tokens per target call by N, the measured best
     N and the fixed N level with it (within :data:`LEVEL`), the formula's best among the measured N (lesson 06's
     predicted speedup from the N = 4 row's α and c) against them, and where the adaptive rule landed among the fixed
-    N. Raises ``ValueError`` when it has no fixed-N rows."""
+    N; headed by a warning when its settings say the machine was busy. Raises ``ValueError`` when it has no fixed-N
+    rows."""
     from lab.metrics import predicted_speedup
 
     fixed = sorted((r for r in adaptive["rows"] if r["drafter"] == "model"), key=lambda r: r["n_draft"])
@@ -490,6 +491,10 @@ def read_adaptive(adaptive: dict) -> str:
         else:
             where = f"between the fixed settings, {_x(max(speeds) - _speed(auto))}× below the fastest"
         text += f" The adaptive rule: {_x(_speed(auto))}×, {where}."
+    settings = adaptive.get("settings") or {}
+    if settings.get("busy"):  # as read_arena: the comparisons stand on a busy machine's timings, said first
+        text = (f"**Read with care: the machine was busy during this run.** {settings.get('load_note', '')}\n\n"
+                + text)
     return text
 
 

@@ -184,6 +184,9 @@ def test_adaptive_places_the_rule_among_the_fixed_n(adaptive_speed, adaptive_cal
     assert text.endswith("The adaptive rule: " + where)
     with pytest.raises(ValueError, match="fixed-N"):
         read_adaptive({"rows": []})
+    # a learner's busy run read "fastest at N = 1 ... level with the fastest" with no word of the load
+    busy = {**adaptive, "settings": {"task": "chat", "busy": True, "load_note": "WARNING: busy."}}
+    assert read_adaptive(busy) == "**Read with care: the machine was busy during this run.** WARNING: busy.\n\n" + text
 
 
 def test_adaptive_names_the_n_level_with_the_fastest_and_only_measured_n():
