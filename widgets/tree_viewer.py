@@ -278,10 +278,7 @@ class TreeViewer(ipywidgets.VBox):
         view = self._view
         if view is None:
             return f'<div class="sdl-tree-viewer" style="{MUTED_CSS}">{html.escape(_EMPTY_SUMMARY)}</div>'
-        kids = [[] for _ in view["up"]]
-        for node, parent in enumerate(view["up"]):
-            if parent is not None:
-                kids[parent].append(node)
+        kids = view["kids"]
 
         def item(node) -> str:
             status = view["status"][node]
@@ -298,11 +295,9 @@ class TreeViewer(ipywidgets.VBox):
         rows = []
         for r, name in enumerate(names):
             cells = []
-            for c in range(len(names)):
-                attends = bool(view["mask"][r, c])
-                # the heatmap's own cell values: 2 on a kept row (root, accepted path), 1 on another, 0 masked
-                fill = {2: ACCEPTED_COLOR, 1: tint(REJECTED_COLOR, 0.55)}.get(view["z"][r][c], "#FFFFFF")
-                cells.append(f'<td style="background: {fill};">{"■" if attends else "·"}</td>')
+            for value in view["z"][r]:  # the heatmap's own cells: 2 on a kept row (root, path), 1 on another, 0 masked
+                fill = {2: ACCEPTED_COLOR, 1: tint(REJECTED_COLOR, 0.55)}.get(value, "#FFFFFF")
+                cells.append(f'<td style="background: {fill};">{"■" if value else "·"}</td>')
             rows.append(f'<tr><th style="text-align: right;">{r} {name}</th>{"".join(cells)}</tr>')
         return (f'<div class="sdl-tree-viewer"><div style="font-size: 13px;">{html.escape(view["summary"])}</div>'
                 f'<div style="{MUTED_CSS}">draft tree (root: the last committed token)</div>'
@@ -396,9 +391,8 @@ class TreeViewer(ipywidgets.VBox):
                        for c in range(n + 1)] for r in range(n + 1)]
 
         summary = self._summary(record, n, path, next_token, raw[-1] if next_token is not None else None, status)
-        return {"record": record, "ids": ids, "labels": labels, "status": status, "parents": parents, "path": path,
-                "x": x,
-                "y": y, "up": up, "hover": hover, "mask": mask, "z": z.tolist(), "mask_hover": mask_hover,
+        return {"record": record, "ids": ids, "labels": labels, "status": status, "parents": parents, "x": x,
+                "y": y, "up": up, "kids": kids, "hover": hover, "mask": mask, "z": z.tolist(), "mask_hover": mask_hover,
                 "summary": summary, "leaves": max(row, 1)}
 
     @staticmethod

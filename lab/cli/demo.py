@@ -156,10 +156,10 @@ def run(args) -> int:
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
     from lab.detok import Detokenizer, show_controls
-    from lab.trace import own_token_kind
     from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
     from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
+    from lab.trace import own_token_kind
 
     if args.n_draft is not None and own_draft_reason(args.drafter):
         raise OptionError("--n-draft", f"does not apply to --drafter {args.drafter}: "
@@ -213,10 +213,7 @@ def run(args) -> int:
         piece = text.push(token) or ""
         return "" if chat and token == pair.eos_token_id else piece
 
-    trees = []  # whether a step drafted a token tree: the stats then name the tree's nodes
-
     def show(record):
-        trees.append(record.parents is not None)
         accepted = record.emitted[: record.num_accepted]
         parts = [paint("accepted", push(t)) for t in accepted]
         if len(record.emitted) > record.num_accepted:
@@ -257,7 +254,7 @@ def run(args) -> int:
     sys.stdout.write(show_controls(text.flush()))
     per_call = stats["tokens_per_target_call"]  # None: no decode step
     print("\n\n" + " · ".join([
-        _acceptance_phrase(stats, tree=any(trees), struck=color),
+        _acceptance_phrase(stats, tree=any(step.parents is not None for step in gen.steps), struck=color),
         f"tokens per target call {per_call:.2f}" if per_call is not None else "tokens per target call n/a",
         _calls_phrase(stats["new_tokens"], stats["target_calls"],
                       ended=gen.tokens[-1:] == [pair.eos_token_id]),

@@ -173,7 +173,7 @@ def test_demo_strikes_through_the_first_rejected_child_of_a_trees_path_end(monke
     def fake_generate(target, prompt_ids, on_step=None, **kwargs):
         for record in records if on_step is not None else ():  # None: the demo's warm-up
             on_step(record)
-        return SimpleNamespace(tokens=[t for r in records for t in r.emitted],
+        return SimpleNamespace(tokens=[t for r in records for t in r.emitted], steps=records,
                                stats={"acceptance_rate": 0.5, "tokens_per_target_call": 3.0, "target_calls": 2,
                                       "new_tokens": 6, "tokens_per_second": 1.0, "accepted_tokens": 4,
                                       "drafted_tokens": 8})
@@ -425,9 +425,9 @@ def test_demo_shortens_a_long_prompt_and_warms_up_on_its_tail(monkeypatch, capsy
 
     def fake_generate(target, prompt_ids, on_step=None, **kwargs):
         calls.append(list(prompt_ids))
-        return SimpleNamespace(tokens=[ord("z")], stats={"acceptance_rate": None, "tokens_per_target_call": None,
-                                                          "target_calls": 0, "new_tokens": 1,
-                                                          "tokens_per_second": 1.0})
+        stats = {"acceptance_rate": None, "tokens_per_target_call": None, "target_calls": 0, "new_tokens": 1,
+                 "tokens_per_second": 1.0}
+        return SimpleNamespace(tokens=[ord("z")], steps=[], stats=stats)
 
     pair = CharPair()
     pair.target.config.max_position_embeddings = 8192
