@@ -16,6 +16,7 @@ from lab.picker.memory import MEDUSA_HEADS, MEMORY_NEEDED_GB
 from lab.picker.substitutes import no_substitute_note
 from lab.picker.tables import (ARENA_ALPHA, ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS, ARENA_CONVERSATION_NGRAM_SPEEDUPS,
                                ARENA_RUN, ARENA_SEEDED_NGRAM, ARENA_SUFFIX_PER_CALL, ARENA_SUFFIX_SPEEDUPS,
+                               COPY_DEFAULTS,
                                LOOKAHEAD_SETTINGS,
                                METHOD_LABELS, MTP_ACCEPTANCE, MTP_REPORT, MTP_SPEEDUP, PARALLEL_MEASURED,
                                PARALLEL_MEASURED_REAL,
@@ -431,7 +432,7 @@ def _unweighed(decision: Decision, workload: dict) -> list:
     fallback when the default is not feasible). A method weighed and outranked has its own line ("a candidate
     too")."""
     method, default, reasons = decision.method, decision.default, []
-    copying = workload["task"] in ("copy_edit", "agent")
+    copying = workload["task"] in COPY_DEFAULTS
     for flag, kind, name in (("target_has_mtp", "mtp", "The target's MTP modules were"),
                              ("has_parallel_draft", "parallel", "The parallel (PARD) draft was")):
         if not workload[flag] or method == kind or kind in decision.candidates:

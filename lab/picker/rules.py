@@ -13,7 +13,8 @@ from lab.picker.memory import MEDUSA_HEADS
 from lab.picker.reasons import greedy_reason, notes_for, reasons_for, source_for
 from lab.picker.recommendation import Recommendation
 from lab.picker.revisit import revisit_for
-from lab.picker.tables import (LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, MTP_N, MTP_SPEEDUP, NGRAM_LOOKUP, SETUP_ORDER,
+from lab.picker.tables import (COPY_DEFAULTS, LOOKAHEAD_SETTINGS, MAX_TEMPERATURE, MTP_N, MTP_SPEEDUP, NGRAM_LOOKUP,
+                               SETUP_ORDER,
                                speedup_for, workload_row)
 from lab.picker.workload import check_workload
 
@@ -24,7 +25,6 @@ _HEADS = ("eagle", "medusa", "mtp")                 # drafting on the target's f
 #                                                     their range is higher (the MTP modules ship with the target)
 _FALLBACKS = ("draft_model", "mtp", "lookahead", "ngram")  # tried only when the default is not feasible
 _DRAFTS_WITH_TEMPERATURE = ("draft_model", "parallel", "eagle", "mtp")  # sampled drafts; the rest: deterministic
-_COPY_DEFAULTS = {"copy_edit": "ngram", "agent": "suffix"}  # tasks without a seed row: their answers repeat text
 
 
 def recommend(task: str, temperature: float, has_small_same_family_model: bool, can_finetune: bool,
@@ -141,8 +141,8 @@ def choose_latency_bound(workload: dict, obstacles: dict) -> Decision:
     the reasons quote lesson 12's committed run of the two on chat requests). The highest mid-range wins; ties go
     to the default, then to the cheaper method (:data:`lab.picker.tables.SETUP_ORDER`). No candidate: ``"none"``."""
     task, temperature = workload["task"], workload["temperature"]
-    default = _COPY_DEFAULTS.get(task) or workload_row(task).method
-    considered = (default,) + (() if task in _COPY_DEFAULTS else _HEADS) + (_FALLBACKS if default in obstacles else ())
+    default = COPY_DEFAULTS.get(task) or workload_row(task).method
+    considered = (default,) + (() if task in COPY_DEFAULTS else _HEADS) + (_FALLBACKS if default in obstacles else ())
     if "draft_model" in considered:
         considered += ("parallel",)
     candidates = {m: speedup_for(m, task) for m in considered if m not in obstacles}

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "TASKS", "METHODS", "METHOD_LABELS", "TASK_LABELS", "TASK_EXAMPLES", "method_phrase", "SETUP_ORDER", "SEED_000",
+    "TASKS", "METHODS", "COPY_DEFAULTS", "METHOD_LABELS",
+    "TASK_LABELS", "TASK_EXAMPLES", "method_phrase", "SETUP_ORDER", "SEED_000",
     "SEED_002",
     "MAX_TEMPERATURE", "MAX_API_TEMPERATURE", "SAMPLING_EPS", "SAMPLING_WARN_TEMPERATURE", "speedup_for",
     "StrategyRow", "WorkloadRow", "STRATEGY_TABLE", "WORKLOAD_TABLE",
@@ -34,6 +35,10 @@ __all__ = [
 
 TASKS = ("chat", "code", "structured", "long_text", "copy_edit", "agent")
 METHODS = ("draft_model", "parallel", "medusa", "eagle", "mtp", "lookahead", "ngram", "suffix", "none")
+COPY_DEFAULTS = {"copy_edit": "ngram", "agent": "suffix"}
+"""The tasks whose answers repeat earlier text, which no seed row covers, and the copying method each defaults to;
+heads that predict from the target's features are not weighed for them
+(:func:`lab.picker.rules.choose_latency_bound`)."""
 METHOD_LABELS = {
     "draft_model": "vanilla draft model",
     "parallel": "parallel (PARD) draft model",
