@@ -491,11 +491,7 @@ def read_adaptive(adaptive: dict) -> str:
         else:
             where = f"between the fixed settings, {_x(max(speeds) - _speed(auto))}× below the fastest"
         text += f" The adaptive rule: {_x(_speed(auto))}×, {where}."
-    settings = adaptive.get("settings") or {}
-    if settings.get("busy"):  # as read_arena: the comparisons stand on a busy machine's timings, said first
-        text = (f"**Read with care: the machine was busy during this run.** {settings.get('load_note', '')}\n\n"
-                + text)
-    return text
+    return _busy_header(adaptive) + text
 
 
 def read_arena(run: dict) -> str:
@@ -521,11 +517,16 @@ def read_arena(run: dict) -> str:
                 ("Temperature", read_temperature(result))]
     text = "\n\n".join(f"**{title}.**\n\n{body}" if body.startswith("-") else f"**{title}.** {body}"
                        for title, body in sections if body)
+    return _busy_header(result) + text
+
+
+def _busy_header(result: dict) -> str:
+    """The warning a reading starts with when ``result``'s settings say the machine was busy (its comparisons of
+    timings stand on a busy machine's numbers), else ""."""
     settings = result.get("settings") or {}
-    if settings.get("busy"):  # the reading's comparisons of timings stand on a busy machine's numbers: say so first
-        text = (f"**Read with care: the machine was busy during this run.** {settings.get('load_note', '')}\n\n"
-                + text)
-    return text
+    if not settings.get("busy"):
+        return ""
+    return f"**Read with care: the machine was busy during this run.** {settings.get('load_note', '')}\n\n"
 
 
 _RUN_KEYS = ("date", "dtype", "threads", "prompts", "max_new_tokens")
