@@ -21,7 +21,7 @@ from numbers import Real
 from statistics import mean
 
 from lab.arena import DRAFTER_LABELS
-from lab.metrics import LEVEL, compare_speedups
+from lab.metrics import LEVEL, beyond_tokens_per_call, compare_speedups
 from lab.words import in_words
 
 __all__ = ["read_arena", "read_baselines", "read_kinds", "read_methods", "read_temperature", "read_factors",
@@ -123,8 +123,9 @@ def _flag(value):
 def read_baselines(result: dict, adaptive: dict | None = None) -> str:
     """The baseline check, in Markdown: the spread of the cells' autoregressive step time, the rows whose timing
     shows a flattered cell (a target call over several tokens timed below a one-token step, a decode-only efficiency
-    above 1, a speedup above the tokens per target call), efficiencies above 1 that only the shared prefill explains,
-    and, given ``adaptive`` (:func:`lab.arena.compare_adaptive` on the same task), the draft model timed twice.
+    above 1, a speedup beyond its tokens per target call by :func:`lab.metrics.beyond_tokens_per_call`),
+    efficiencies above 1 that only the shared prefill explains, and, given ``adaptive``
+    (:func:`lab.arena.compare_adaptive` on the same task), the draft model timed twice.
 
     ``result``: :func:`lab.arena.run_arena`'s return value. Raises ``ValueError`` when it has no autoregressive
     row."""
@@ -143,7 +144,7 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
     rows = _drafter_rows(result)
     below = [r for r in rows if r["target_call_cost"] < 1]
     over = [r for r in rows if r["decode_efficiency"] > 1]
-    beyond = [r for r in rows if _speed(r) > _calls(r)]
+    beyond = [r for r in rows if beyond_tokens_per_call(_speed(r), _calls(r))]
     signs = []
     if below:
         signs.append("a target call over several tokens timed below a one-token step in "
@@ -152,14 +153,14 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
         signs.append("a decode-only efficiency above 1 in "
                      + in_words(f"{_where(r)} ({_flag(r['decode_efficiency'])})" for r in over))
     if beyond:
-        signs.append("a speedup above the tokens per target call in "
+        signs.append(f"a speedup more than {LEVEL:.0%} above the tokens per target call in "
                      + in_words(f"{_where(r)} ({_x(_speed(r))}× on {_x(_calls(r))})" for r in beyond))
     if signs:
         parts.append("Signs of a cell whose baseline ran slow or whose drafter ran fast: " + "; ".join(signs) + ".")
     else:
         parts.append("No row shows a sign of a flattered cell: every target call over several tokens cost at least "
-                     "a one-token step, no decode-only efficiency is above 1 and no speedup exceeds its tokens per "
-                     "target call.")
+                     "a one-token step, no decode-only efficiency is above 1 and no speedup is more than "
+                     f"{LEVEL:.0%} above its tokens per target call.")
     pulled = [r for r in rows if r["efficiency"] > 1 and r["decode_efficiency"] <= 1]
     if pulled:
         slowdowns = all(_speed(r) < 1 for r in pulled)

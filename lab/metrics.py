@@ -26,13 +26,13 @@ from types import SimpleNamespace
 
 import torch
 
-from lab.compare import LEVEL, compare_speedups  # re-exported: lessons and lab.arena_reading import them here
+from lab.compare import LEVEL, beyond_tokens_per_call, compare_speedups  # re-exported for lessons and lab.arena_reading
 from lab.trace import step_records
 from lab.validation import check_int, check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
-           "cost_ratio_from_steps", "conditional_acceptance", "LEVEL", "compare_speedups"]
+           "cost_ratio_from_steps", "conditional_acceptance", "LEVEL", "compare_speedups", "beyond_tokens_per_call"]
 
 
 def _check_alpha(given) -> float:

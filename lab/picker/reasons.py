@@ -6,7 +6,7 @@ Nothing here decides: every branch reads a field of the decision or of the workl
 """
 from __future__ import annotations
 
-from lab.compare import compare_speedups
+from lab.compare import beyond_tokens_per_call, compare_speedups
 from lab.picker.decision import Decision
 from lab.picker.engines import ENGINE_LABELS, served_methods
 from lab.picker.feasibility import obstacle_text
@@ -59,12 +59,13 @@ def _suffix_on_wall_time() -> str:
 
 def _lookup_on_chat() -> str:
     """The sentence that rates prompt lookup on prose by lesson 12's chat cells, with a warning for each temperature
-    whose speedup exceeds the tokens per target call it was made with (impossible but for timing noise: every target
-    call costs at least one autoregressive step)."""
+    whose speedup is beyond the tokens per target call it was made with (:func:`lab.compare.beyond_tokens_per_call`:
+    impossible but for timing noise, since every target call costs at least one autoregressive step)."""
     sentence = ("The seed tables rate prompt lookup only for code and JSON, so its range here is lesson 12's "
                 "measurement on this course's real pair on a CPU; an open question holds little for the answer to "
                 "copy, so measure it on your traffic.")
-    noisy = [t for t in (0, 1) if ARENA_CHAT_SPEEDUPS[("ngram", t)] > ARENA_CHAT_PER_CALL[("ngram", t)]]
+    noisy = [t for t in (0, 1)
+             if beyond_tokens_per_call(ARENA_CHAT_SPEEDUPS[("ngram", t)], ARENA_CHAT_PER_CALL[("ngram", t)])]
     for t in noisy:
         when = "greedy" if t == 0 else f"at T = {t}"
         sentence += (f" Its {ARENA_CHAT_SPEEDUPS[('ngram', t)]:.2f}× {when} came with "

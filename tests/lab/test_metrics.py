@@ -80,6 +80,30 @@ def test_compare_speedups_calls_gaps_under_three_percent_level():
             compare(1.0, bad)
 
 
+def test_beyond_tokens_per_call_flags_only_what_the_clock_cannot_give():
+    """A speedup cannot exceed its tokens per target call when every call costs at least one autoregressive step;
+    one more than 3 % above it (the course's level rule) is flagged, one within it is not (lessons 08 and 09, the
+    arena reading and the picker all use this one rule)."""
+    beyond = metrics.beyond_tokens_per_call
+    assert [beyond(s, c) for s, c in ((1.45, 1.45), (1.49, 1.45), (1.50, 1.45), (2.50, 2.40), (0.90, 1.0),
+                                      (1.0, 1.0), (1.04, 1.0))] == [False, False, True, True, False, False, True]
+    # the bound itself: calls that each cost at least a step, any prefill, any drafting, never exceed it
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        decoded = int(torch.randint(1, 200, (1,), generator=gen))
+        calls = int(torch.randint(1, decoded + 1, (1,), generator=gen))
+        step, prefill = 1 + float(torch.rand(1, generator=gen)) * 40, float(torch.rand(1, generator=gen)) * 500
+        call_ms = step * (1 + torch.rand(calls, generator=gen)).sum().item()
+        draft_ms = float(torch.rand(1, generator=gen)) * 100
+        speedup = (prefill + decoded * step) / (prefill + call_ms + draft_ms)
+        assert speedup <= decoded / calls and not beyond(speedup, decoded / calls)
+    for bad in (0, -1.0, float("nan"), True, None):
+        with pytest.raises(ValueError, match="speedup must be a finite number > 0"):
+            beyond(bad, 1.0)
+        with pytest.raises(ValueError, match="tokens_per_call must be a finite number > 0"):
+            beyond(1.0, bad)
+
+
 # --- metrics: divergences -----------------------------------------------------------------------------------
 
 def test_kl_total_variation_and_acceptance_known_values():

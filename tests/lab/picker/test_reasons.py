@@ -49,10 +49,11 @@ def test_suffix_decoding_s_reasons_quote_the_measurement():
     assert any("deterministic draft" in r for r in sampled.reasons)
 
 
-def test_comparisons_follow_the_numbers():
+def test_comparisons_follow_the_numbers(monkeypatch):
     """A comparison between two measured speedups is worded from the numbers as printed, by the course's one rule
     (lab.metrics.compare_speedups: under 3 % of the larger apart is "level"), and a speedup above the tokens per
-    target call it was made with is called timing noise."""
+    target call it was made with by more than 3 % is called timing noise."""
+    from lab.compare import beyond_tokens_per_call
     from lab.picker.reasons import _lookup_on_chat, _versus
     from lab.picker.tables import ARENA_CHAT_PER_CALL, ARENA_CHAT_SPEEDUPS
 
@@ -61,9 +62,14 @@ def test_comparisons_follow_the_numbers():
         "ahead of", "level with", "level with", "behind", "ahead of", "behind", "behind"]  # printed 1.00 vs 1.04: 3.8 %
     sentence = _lookup_on_chat()
     for t, when in ((0, "greedy"), (1, "at T = 1")):
-        noisy = ARENA_CHAT_SPEEDUPS[("ngram", t)] > ARENA_CHAT_PER_CALL[("ngram", t)]
+        noisy = beyond_tokens_per_call(ARENA_CHAT_SPEEDUPS[("ngram", t)], ARENA_CHAT_PER_CALL[("ngram", t)])
         assert (f"Its {ARENA_CHAT_SPEEDUPS[('ngram', t)]:.2f}× {when} came with "
                 f"{ARENA_CHAT_PER_CALL[('ngram', t)]:.2f} tokens per target call" in sentence) == noisy
+    # a committed T = 1 speedup 5 % above its tokens per call is called timing noise; 2 % above is not
+    for speedup, noisy in ((1.11, True), (1.08, False)):
+        monkeypatch.setitem(ARENA_CHAT_SPEEDUPS, ("ngram", 1), speedup)
+        monkeypatch.setitem(ARENA_CHAT_PER_CALL, ("ngram", 1), 1.06)
+        assert (f"Its {speedup:.2f}× at T = 1 came with 1.06 tokens per target call" in _lookup_on_chat()) == noisy
 
 
 
