@@ -42,7 +42,11 @@ __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "lo
            "full_precision_embedding", "pick_device", "fit_threads",
            "auto_dtype",
            "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
-           "hidden_layers_of", "synchronize"]
+           "hidden_layers_of", "synchronize", "OFFLINE_PAIRS_HINT"]
+
+OFFLINE_PAIRS_HINT = "use an offline pair: load_pair('smollm2-135m') or load_pair('shakespeare')"
+"""The advice that ends a :class:`ModelNotAvailableError` for a hub preset that cannot be had here, worded for Python;
+``python -m lab`` words it for its ``--pair`` flag instead (:func:`lab.cli.main`)."""
 
 LAST_LAYER = (-1,)
 """The hidden states a drafter reads unless it says otherwise (its ``hidden_layers``): the last layer's."""
@@ -449,8 +453,7 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
             raise ModelNotAvailableError(
                 f"preset {name!r} needs {ident}, which is not in the local Hugging Face cache, and the hub cannot be "
                 f"reached from here. On a machine with network run `hf download {ident}` (or load the preset once "
-                "online), then copy the cache (HF_HOME) here; or use an offline pair: load_pair('smollm2-135m') or "
-                "load_pair('shakespeare')."
+                f"online), then copy the cache (HF_HOME) here; or {OFFLINE_PAIRS_HINT}."
             ) from first
     try:
         return cls.from_pretrained(ident, **kwargs)
@@ -458,7 +461,7 @@ def _from_pretrained(cls, ident: str, name: str, **kwargs):
         raise ModelNotAvailableError(
             f"preset {name!r} needs {ident}, which is not in the local Hugging Face cache, and downloading it failed "
             f"({str(error).splitlines()[0] if str(error) else type(error).__name__}). Check the network or proxy "
-            "settings, or use an offline pair: load_pair('smollm2-135m') or load_pair('shakespeare').") from error
+            f"settings, or {OFFLINE_PAIRS_HINT}.") from error
 
 
 def load_pair(name: str = "smollm2-135m", device=None, dtype=None) -> ModelPair:

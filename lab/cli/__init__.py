@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     command = COMMANDS[args.command]
     if args.command == "pick":
         return command.run(args)
-    from lab.models import ModelNotAvailableError
+    from lab.models import OFFLINE_PAIRS_HINT, ModelNotAvailableError
 
     if args.command == "train":
         try:
@@ -72,10 +72,16 @@ def main(argv=None) -> int:
     try:
         return command.run(args)
     except ModelNotAvailableError as error:
-        # the loader's advice is written for Python; the Shakespeare pair ships in the repository and always loads
-        advice = (" On the command line: --pair shakespeare runs the pair that ships in the repository."
-                  if args.pair != "shakespeare" else "")
-        print(f"python -m lab {args.command}: {error}{advice}", file=sys.stderr)
+        # the loader's advice is written for Python: word it for --pair; the Shakespeare pair ships in the repository
+        # and always loads
+        text = str(error)
+        advice = ("use an offline pair: --pair smollm2-135m (the default) or --pair shakespeare (it ships in the "
+                  "repository)")
+        if OFFLINE_PAIRS_HINT in text:
+            text = text.replace(OFFLINE_PAIRS_HINT, advice)
+        elif args.pair != "shakespeare":
+            text += " On the command line: --pair shakespeare runs the pair that ships in the repository."
+        print(f"python -m lab {args.command}: {text}", file=sys.stderr)
         return 1
     except OptionError as error:
         print(f"python -m lab {args.command}: error: {error}", file=sys.stderr)

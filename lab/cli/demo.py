@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=80,
                    help="tokens to generate, >= 1 (default: %(default)s)")
     p.add_argument("--temperature", type=temperature, default=None,
-                   help=f"target sampling temperature, >= 0; 0 = greedy (default: {CHAT_TEMPERATURE:g} for a pair "
+                   help=f"target sampling temperature, 0 to 2; 0 = greedy (default: {CHAT_TEMPERATURE:g} for a pair "
                         "with a chat template such as smollm2-135m, whose greedy answers loop on open requests; 0 "
                         "for a plain-text pair such as shakespeare)")
     p.add_argument("--n-draft", type=positive_int, default=None,

@@ -145,8 +145,23 @@ def seed(text: str) -> int:
     return value
 
 
-temperature = finite_nonnegative("number", " (0 = greedy)")
-"""argparse type: a sampling temperature, a finite number >= 0."""
+def temperature(text: str) -> float:
+    """argparse type: a sampling temperature in the OpenAI API's range, 0 (greedy) to
+    :data:`lab.picker.tables.MAX_API_TEMPERATURE` (2), for ``demo`` and ``pick`` (the range
+    :func:`lab.picker.recommend` takes); one message for every bad value (a word, a negative number, one above 2,
+    NaN), naming the range and what was typed."""
+    from lab.picker.tables import MAX_API_TEMPERATURE  # stdlib only, read when a temperature is given
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= MAX_API_TEMPERATURE:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be a number from 0 (greedy) to {MAX_API_TEMPERATURE:g} (the OpenAI "
+                                         f"API's range), got {text!r}")
+    return value
+
+
 gigabytes = finite_nonnegative("number of GB", "")
 """argparse type: an amount of memory in GB, a finite number >= 0."""
 

@@ -4,25 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli.options import gigabytes, model_name, positive_int
+from lab.cli.options import gigabytes, model_name, positive_int, temperature
 
-__all__ = ["add_parser", "run", "api_temperature"]
-
-
-def api_temperature(text: str) -> float:
-    """argparse type: a sampling temperature in the OpenAI API's range, 0 to
-    :data:`lab.picker.tables.MAX_API_TEMPERATURE` (2), the range :func:`lab.picker.recommend` takes; one message for
-    every bad value (a word, a negative number, one above 2, NaN), naming the range and what was typed."""
-    from lab.picker.tables import MAX_API_TEMPERATURE
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 <= value <= MAX_API_TEMPERATURE:  # NaN fails both comparisons
-        raise argparse.ArgumentTypeError(f"must be a number from 0 (greedy) to {MAX_API_TEMPERATURE:g} (the OpenAI "
-                                         f"API's range), got {text!r}")
-    return value
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub) -> None:
@@ -35,7 +19,7 @@ def add_parser(sub) -> None:
                                    "source, and the settings for vLLM, SGLang, TensorRT-LLM, llama.cpp and "
                                    "transformers.")
     k.add_argument("--task", required=True, choices=TASKS, help="the workload: " + ", ".join(TASKS))
-    k.add_argument("--temperature", type=api_temperature, default=0.0,
+    k.add_argument("--temperature", type=temperature, default=0.0,
                    help="target sampling temperature, 0 to 2 (the OpenAI API's range); 0 = greedy, and so is anything "
                         "below 1e-5, as in vLLM (default: %(default)s)")
     k.add_argument("--small-model", action=argparse.BooleanOptionalAction, default=False,

@@ -38,6 +38,20 @@ def test_model_not_available_is_one_line_and_exit_status_1(monkeypatch, capsys):
                             "--pair shakespeare runs the pair that ships in the repository.\n")
 
 
+def test_the_loaders_python_advice_is_worded_for_the_flag(monkeypatch, capsys):
+    """An instructor: the offline error for `--pair gpt2` told a command-line user to call load_pair(...)."""
+    import lab.models
+
+    def unavailable(name="shakespeare", **kwargs):
+        raise lab.models.ModelNotAvailableError(f"preset {name!r} is not here; or {lab.models.OFFLINE_PAIRS_HINT}.")
+
+    monkeypatch.setattr(lab.models, "load_pair", unavailable)
+    assert cli.main(["demo", "--pair", "gpt2", "--max-new-tokens", "1"]) == 1
+    assert capsys.readouterr().err == ("python -m lab demo: preset 'gpt2' is not here; or use an offline pair: --pair "
+                                       "smollm2-135m (the default) or --pair shakespeare (it ships in the "
+                                       "repository).\n")
+
+
 def subparsers() -> dict:
     parser = cli.build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -199,9 +199,10 @@ def test_every_bad_temperature_gets_one_message_naming_the_range(capsys):
     """An instructor got three messages for one flag: above 2 no "error:" and the parsed 3.0, below 0 no upper
     limit, a word ">= 0" only. Now argparse refuses each with the OpenAI API's range and what was typed."""
     for typed in ("3", "2.5", "1e300", "-0.1", "abc", "nan"):
-        line = error_line(run_bad(["pick", "--task", "chat", "--temperature", typed], capsys))
-        assert line == (f"python -m lab pick: error: argument --temperature: must be a number from 0 (greedy) to 2 "
-                        f"(the OpenAI API's range), got '{typed}'"), line
+        for command in (["pick", "--task", "chat"], ["demo"]):  # demo took 1e9 until it shared pick's range
+            line = error_line(run_bad([*command, "--temperature", typed], capsys))
+            assert line == (f"python -m lab {command[0]}: error: argument --temperature: must be a number from 0 "
+                            f"(greedy) to 2 (the OpenAI API's range), got '{typed}'"), line
 
 
 def test_a_target_that_would_read_as_a_flag_is_refused(capsys):
