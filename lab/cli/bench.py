@@ -87,8 +87,8 @@ def add_parser(sub) -> None:
                             f"{','.join(map(str, BATCH_DEFAULTS['batch_sizes']))})")
     batch.add_argument("--batch-n", type=int_list(0), default=None, metavar="N,N,...",
                        help="draft lengths to time, comma-separated, each >= 0; 0 = autoregressive (default: "
-                            f"{','.join(map(str, BATCH_DEFAULTS['batch_n']))}; 0,1 for a drafter that sets its own "
-                            f"draft, {', '.join(OWN_DRAFT)})")
+                            f"{','.join(map(str, BATCH_DEFAULTS['batch_n']))}; a drafter that sets its own draft, "
+                            f"{', '.join(OWN_DRAFT)}, takes only 0,1: off and on)")
     batch.add_argument("--batch-drafter", choices=DRAFTERS, default=None,
                        help="the drafter of every row, one instance per row (default: ngram, prompt lookup, "
                             "whose drafting costs next to nothing, so the goodput measures verification; a draft "
@@ -481,10 +481,10 @@ def _run_batch(args) -> int:
         raise OptionError("--batch-n", "must include 0 (autoregressive decoding), the baseline every goodput is "
                           "compared with and the crossover is found against, and an N > 0 to compare with it; got "
                           f"{','.join(map(str, args.batch_n))}")
-    if args.batch_drafter in OWN_DRAFT and len({n for n in args.batch_n if n}) > 1:
+    if args.batch_drafter in OWN_DRAFT and set(args.batch_n) != {0, 1}:
         raise OptionError("--batch-n", f"{args.batch_drafter} sets its own draft "
-                          f"({own_draft_reason(args.batch_drafter)}), so give 0 and one N > 0; several N would time "
-                          "the same drafter twice")
+                          f"({own_draft_reason(args.batch_drafter)}), so N does not apply: give 0,1 (off and on) or "
+                          f"leave --batch-n out; got {','.join(map(str, args.batch_n))}")
     from lab.models import pick_device
 
     most = MAX_BATCH["cuda" if pick_device(None).type == "cuda" else "cpu"]

@@ -135,6 +135,9 @@ def test_bench_batch_task_takes_one_kind_of_request(monkeypatch, capsys):
     (["--batch-sizes", "1,4", "--batch-requests", "2"], "--batch-requests: must be at least the largest --batch-sizes, "
                                                         "4 (a smaller queue never fills that batch), got 2"),
     (["--batch-drafter", "medusa", "--batch-n", "0,2,4"], "--batch-n: medusa sets its own draft (its tree of"),
+    # one N > 0 was taken as "on" without a word, and printed in the settings as if it were drafted
+    (["--batch-drafter", "medusa", "--batch-n", "0,2"], "so N does not apply: give 0,1 (off and on) or leave "
+                                                        "--batch-n out; got 0,2"),
     # a batch the machine cannot hold is refused before anything loads (100,000 rows were killed for memory)
     (["--batch-sizes", "4,100000"], "--batch-sizes: must each be at most 256 on this machine"
      if not torch.cuda.is_available() else "--batch-sizes: must each be at most 1024 on this machine"),
