@@ -25,7 +25,11 @@ def drafter_names(text: str) -> tuple:
 
 GOAL_PROMPTS, GOAL_NEW_TOKENS = 3, 128
 """The bench's defaults on a chat pair (3 requests per kind, 128 new tokens each), the smallest run the speed goals
-are judged on; a smaller run prints its numbers without a verdict (an instructor's 8-token run "met" a goal)."""
+are judged on; a smaller run prints its numbers without a verdict (an instructor's 8-token run "met" a goal).
+``GOAL_NEW_TOKENS`` is also the tables' token count on a plain-text pair, which has no goals."""
+PLAIN_PROMPTS = 5
+"""The bench's held-out passages per table on a plain-text pair (Shakespeare, GPT-2) when ``--prompts`` is not
+given."""
 
 
 def goals_unjudged_reason(prompts: int, max_new_tokens: int, busy: dict) -> str | None:
@@ -56,7 +60,7 @@ def add_parser(sub) -> None:
                                    "decoding, lab.goodput).")
     add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=GOAL_NEW_TOKENS,
                     prompts=None, prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; "
-                                               f"default: {GOAL_PROMPTS} per kind of request for a chat pair, 5 "
+                                               f"default: {GOAL_PROMPTS} per kind of request for a chat pair, {PLAIN_PROMPTS} "
                                                "otherwise)",
                     n_draft_help="draft tokens per step N, >= 1, for "
                                  f"{in_words(k for k in DRAFTERS if k not in OWN_DRAFT and k != 'ngram')} (model: "
@@ -181,7 +185,7 @@ def run(args) -> int:
     args.max_new_tokens = args.max_new_tokens or GOAL_NEW_TOKENS
     if args.pair in CHAT_PAIRS:
         return _run_chat(args, args.prompts or GOAL_PROMPTS)
-    args.prompts = args.prompts or 5
+    args.prompts = args.prompts or PLAIN_PROMPTS
     prompts = held_out_prompts()
     if args.prompts > len(prompts):  # checked before the pair loads
         raise OptionError("--prompts", f"must be at most {len(prompts)} (the held-out prompts bundled), got "
