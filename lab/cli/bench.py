@@ -60,8 +60,8 @@ def add_parser(sub) -> None:
                                    "decoding, lab.goodput).")
     add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=GOAL_NEW_TOKENS,
                     prompts=None, prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; "
-                                               f"default: {GOAL_PROMPTS} per kind of request for a chat pair, {PLAIN_PROMPTS} "
-                                               "otherwise)",
+                                               f"default: {GOAL_PROMPTS} per kind of request for a chat pair, "
+                                               f"{PLAIN_PROMPTS} otherwise)",
                     n_draft_help="draft tokens per step N, >= 1, for "
                                  f"{in_words(k for k in DRAFTERS if k not in OWN_DRAFT and k != 'ngram')} (model: "
                                  "ours and transformers' assistant alike); ngram (prompt lookup) drafts "

@@ -445,6 +445,21 @@ def _same_outcome(a, b, same, messages: bool = False) -> bool:
         return False
 
 
+def _fault_agrees(answer, fault, same) -> bool:
+    """Does the learner's outcome match a planted fault's? As :func:`_same_outcome` with messages, or both returned
+    equal lists (or tuples) of the same type: a fault of the wrong kind (a list where one int is due) fails the
+    exercise's ``same`` even against itself."""
+    if _same_outcome(answer, fault, same, messages=True):
+        return True
+    if not (answer[0] == fault[0] == "ok" and type(answer[1]) is type(fault[1])
+            and isinstance(answer[1], (list, tuple))):
+        return False
+    try:
+        return bool(answer[1] == fault[1])
+    except Exception:  # tensors inside: == compares them element by element (or fails on their sizes)
+        return False
+
+
 SHOWN_ITEMS = 64
 """A list or tuple longer than this is shown as its first quarter of that and its length in messages."""
 
@@ -528,10 +543,10 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     best_hint, best_score, best_case = None, (0, 0), failing[0]
     for fault_fn, hint in faults:
         fault = [outcome_of(fault_fn, args) for args in cases]
-        agree = [i for i in failing if _same_outcome(got[i], fault[i], same, messages=True)]
+        agree = [i for i in failing if _fault_agrees(got[i], fault[i], same)]
         # Rank by agreement on the failing cases, then on all cases (a fault that also explains the passing
         # cases is the better explanation).
-        score = (len(agree), sum(_same_outcome(g, f, same, messages=True) for g, f in zip(got, fault)))
+        score = (len(agree), sum(_fault_agrees(g, f, same) for g, f in zip(got, fault)))
         # A fault that explains only a few of the wrong answers would point at the wrong mistake.
         if 2 * len(agree) > len(failing) and score > best_score:
             best_hint, best_score, best_case = hint, score, agree[0]
@@ -599,7 +614,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
           and not isinstance(expected[i][1], bool) and (count := _many_values(got[i][1]))):
         best_hint = (f"return ONE number: your function returned {count} values (one per token?); "
                      "reduce them to the single number the exercise asks for (a sum over the tokens, ...).")
-    elif got[i][0] == "ok" and expected[i][0] == "ok" and _wrapped_scalar(got[i][1], expected[i][1], same):
+    elif all(got[j][0] == "ok" and expected[j][0] == "ok" and _wrapped_scalar(got[j][1], expected[j][1], same)
+             for j in failing):  # every wrong answer, not only the one shown (a list of several is another mistake)
         best_hint = (_TENSOR_SCALAR_HINT.format(shape=list(got[i][1].shape)) if isinstance(got[i][1], torch.Tensor)
                      else f"the value is right, but return a single number, not a {type(got[i][1]).__name__} "
                           "holding it: later cells compute with it (2 * [x] repeats a list instead of doubling x).")

@@ -172,6 +172,7 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
     4. The first emitted token, over ``samples`` steps, matches the target distribution (chi-square).
     5. Chaining steps on bigram models: the first two generated tokens match the target's joint distribution;
        a failure is diagnosed against planted faults (one u for every draft, verification after the prefix).
+    6. Two runs of 40 steps from ``random.Random(7)`` give the same tokens (every draw comes from ``rng``).
     ``rng`` is a ``random.Random`` seeded with ``seed``. Source: seed lesson 000, step 3. Returns True/False.
     """
     from lab.toy import bigram_model, fixed_model
@@ -219,10 +220,25 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
         return out
 
     prefix = [3, 1]
-    for n in (1, 3, 5):  # N = 5 too: the lesson runs N = 4, so a loop capped at the checks' N must not pass
+    # N = 3 first: there a rejection (fewer than n tokens), a lost bonus (n) and a short draft loop (n, from n - 1
+    # drafts) all look different; N = 5 too: the lesson runs N = 4, so a loop capped at the checks' N must not pass
+    for n in (3, 1, 5):
         for _ in range(20):
-            out = call(prefix, target, target, n)
+            try:
+                out = call(prefix, target, target, n)
+            except ZeroDivisionError as error:
+                # identical models never reject, so the residual (all zeros here) should never be normalised
+                raise Fail(f"with draft == target (N = {n}) your function raised ZeroDivisionError ({error}): it "
+                           "rejected a draft and normalised the residual max(0, target - draft), which is all zeros "
+                           "when the two models agree.\n  Hint: identical models accept every draft, since "
+                           "min(1, target/draft) = 1 and u < 1 always holds: check the comparison's direction "
+                           "(accept when u < target/draft).") from None
             new = len(out) - len(prefix)
+            if new < n and draft_calls >= n:  # all drafted, too few kept: identical models rejected a draft
+                raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
+                           f"follow; you returned {new}: {out}, so a draft was rejected.\n  Hint: identical models "
+                           "give min(1, target/draft) = 1, and u < 1 always holds: check the comparison's direction "
+                           "(accept when u < target/draft).")
             if new == n and draft_calls < n:
                 raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
                            f"follow; you returned {new}, and the draft model was asked for {draft_calls} "
@@ -376,6 +392,16 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                          "target_model(prefix + all drafts).")
         raise Fail("with bigram models the first two generated tokens do not follow the target's joint "
                    f"distribution (chi-square p < {P_THRESHOLD}).\n  Hint: {hint}")
+
+    def repeat(seed_):  # 40 steps from one freshly seeded rng
+        own = random.Random(seed_)
+        return [fn(list(prefix), target, draft, 3, own) for _ in range(40)]
+
+    if repeat(7) != repeat(7):
+        raise Fail("right in distribution, but two runs with the same seed gave different tokens: your step draws "
+                   "some of its randomness elsewhere (random.random(), torch.rand, ...) instead of from rng.\n  "
+                   "Hint: take every draw from the rng it is given, categorical(probs, rng) and uniform(rng), so "
+                   "that the lesson's seeded counts and p-values come out the same on every run.")
     return (f"bonus token and its context, stop at first rejection, first-token distribution over {samples} steps "
             "and the two-token joint on bigram models all match the target.")
 

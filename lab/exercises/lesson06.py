@@ -180,6 +180,10 @@ def reference_speculation_metrics(steps, cost_ratio):
             "cost_per_token": (len(steps) + cost_ratio * drafted) / emitted}
 
 
+_EMITTED_HINT = ("count the tokens actually emitted (len(step.emitted)): a step cut short by max_new_tokens or EOS "
+                 "emits fewer than accepted + 1.")
+
+
 @checker
 def speculation_metrics(fn):
     """Check ``fn(steps: list[StepRecord], cost_ratio) -> dict`` with three numbers:
@@ -219,9 +223,10 @@ def speculation_metrics(fn):
          "too much."),
         (variant(tokens_per_target_call=lambda s, c: accepted(s) / len(s)),
          "tokens per target call counts every emitted token, including the target's own token each step."),
-        (variant(tokens_per_target_call=lambda s, c: (accepted(s) + len(s)) / len(s)),
-         "count the tokens actually emitted (len(step.emitted)): a step cut short by max_new_tokens or EOS emits "
-         "fewer than accepted + 1."),
+        (variant(tokens_per_target_call=lambda s, c: (accepted(s) + len(s)) / len(s)), _EMITTED_HINT),
+        # the same miscount used for both keys, as a learner who counts emitted tokens once would
+        (variant(tokens_per_target_call=lambda s, c: (accepted(s) + len(s)) / len(s),
+                 cost_per_token=lambda s, c: (len(s) + c * drafted(s)) / (accepted(s) + len(s))), _EMITTED_HINT),
         (variant(cost_per_token=lambda s, c: (len(s) + c * drafted(s)) / accepted(s) if accepted(s) else math.inf),
          "divide the cost by the tokens the user gets (all emitted tokens), not by accepted drafts only."),
         (variant(cost_per_token=lambda s, c: (len(s) + drafted(s)) / emitted(s)),

@@ -141,6 +141,9 @@ def next_position(fn):
         (lambda p, k: p + k, "do not forget the target's own token (resampled or bonus): it is committed too."),
         (lambda p, k: p + k + 2, "one too far: the new last token is the target's own token, which comes right "
                                  "after the accepted drafts; count the tokens the step committed, no more."),
+        (lambda p, k: list(range(p + 1, p + k + 2)), "return one int, the position of the NEWEST committed token "
+                                                     "(the last of the positions the step committed), not the list "
+                                                     "of them: the next step reads its logits from there."),
     ]
     count = compare("next_position", fn, cases, _ref_next_position, faults, same_whole,
                     "position is where the last committed token sits. A step commits the drafts the target "

@@ -117,7 +117,8 @@ def ngram_lookup(fn):
     ]
     cases = _lookup_cases()
     want_token_list("ngram_lookup", fn, cases[0], "list(context[i + n:i + n + n_draft])",
-                    why="the lesson prints it beside the context, and a drafter feeds it to the target as token ids")
+                    why="the lesson prints it beside the context, and a drafter feeds it to the target as token ids",
+                    tuples=False)
     count = compare("ngram_lookup", fn, cases, _ref_ngram_lookup, faults, same_ints,
                     "for n = max_ngram … 1: take the last n tokens, scan earlier start positions from the most "
                     "recent back, and return up to n_draft tokens after the first hit; [] if none.")

@@ -307,6 +307,9 @@ def _path_cases():
     # every real tree (a walk that keeps a token -> child dict per node is right)
     cases.append(([5, 6, 7, 8, 9, 2], [5, 6, 7, 8, 9], [-1, 0, 1, 2, 3]))
     cases.append(([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 9, 7, 8], [-1, -1, 0, 0, 2, 4]))
+    # row 2 (after node 1) holds node 1's own token: a walk that reads row node + 2 accepts node 1 after node 0,
+    # though row 1 rejected it (a walk that stops after one level gives the right answer here)
+    cases.append(([5, 9, 6, 0], [5, 6, 7], [-1, 0, 1]))
     cases.append(([3], [], []))
     return cases
 
@@ -320,7 +323,10 @@ def _path_variant(kind):
                 kids = list(range(node + 1, len(tokens)))
             if kind == "first_child":
                 kids = kids[:1]
-            row = {"row_is_node": max(node, 0), "row_zero": 0}.get(kind, node + 1)
+            row = {"row_is_node": max(node, 0), "row_zero": 0, "row_skip": node + 2 if node >= 0 else 0}.get(
+                kind, node + 1)
+            if row >= len(argmax):  # row_skip reads past the last row: nothing there to match
+                return path
             if kind == "child_row":  # each child compared with its OWN row, not its parent's
                 match = next((c for c in kids if tokens[c] == argmax[c + 1]), None)
             elif kind == "first_index":  # tokens.index(choice): the first node with the token, on whatever branch
@@ -355,6 +361,8 @@ def accepted_path(fn):
                                     "target_argmax[parent + 1] (row 0 only for the top level, parent -1): row 0 is "
                                     "the target's choice for the first token only, and each level down needs the row "
                                     "of the node just accepted."),
+        (_path_variant("row_skip"), "the target's prediction after node i is in row i + 1, not i + 2: row 0 "
+                                    "belongs to the last committed token, so node 0's next token is in row 1."),
         (_path_variant("one_level"), "keep descending: after accepting a child, look for a matching child of THAT "
                                      "node."),
         (_path_variant("three_levels"), "keep descending until no child matches: a tree can be deeper than "

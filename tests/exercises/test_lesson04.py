@@ -589,3 +589,51 @@ def test_topk_position_instead_of_token_id_is_named(capsys):
         return j, kept / kept.sum()  # j: a position among the top k, not the token id indices[j]
 
     rejects(check.topk_draft, position_in_topk, capsys, "not a token id", "indices[j]")
+
+
+def _flipped_step(guard_residual):
+    """A learner's step with the acceptance test upside down (u >= min(1, target/draft)) and a residual
+    normalised with or without a guard against an all-zero sum."""
+    import random as _random  # noqa: F401  (the learner's module-level import)
+
+    def step(prefix, target_model, draft_model, n_draft, rng):
+        out, drafts, dists = list(prefix), [], []
+        for _ in range(n_draft):
+            dist = list(draft_model(out + drafts))
+            drafts.append(toy.categorical(dist, rng))
+            dists.append(dist)
+        for x, d in zip(drafts, dists):
+            t = list(target_model(out))
+            if toy.uniform(rng) >= min(1.0, t[x] / d[x]):  # flipped
+                out.append(x)
+                continue
+            pos = [max(0.0, a - b) for a, b in zip(t, d)]
+            total = sum(pos)
+            if guard_residual and total == 0:
+                return out + [toy.categorical(t, rng)]
+            out.append(toy.categorical([p / total for p in pos], rng))
+            return out
+        return out + [toy.categorical(list(target_model(out)), rng)]
+    return step
+
+
+@pytest.mark.parametrize("guard", [False, True])
+def test_speculative_step_with_the_comparison_upside_down(guard, capsys):
+    """A learner's flipped test crashed on the all-zero residual of identical models and was shown only the
+    ZeroDivisionError; with a guard, the hint led with the bonus token."""
+    out = rejects(check.speculative_step, _flipped_step(guard), capsys, "check the comparison's direction",
+                  "accept when u < target/draft")
+    assert ("ZeroDivisionError" in out) == (not guard), out
+    assert "sample the bonus token" not in out, out
+
+
+def test_speculative_step_that_draws_outside_rng(capsys):
+    """A step that takes u from Python's global random passed: right in distribution, but a seeded run of the
+    lesson could not be repeated."""
+    import random
+
+    def global_u(prefix, target_model, draft_model, n_draft, rng):
+        return toy.speculative_step(prefix, target_model, draft_model, n_draft, random.Random(random.random()))
+
+    rejects(check.speculative_step, global_u, capsys, "two runs with the same seed gave different tokens",
+            "uniform(rng)")

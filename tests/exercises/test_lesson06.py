@@ -96,6 +96,10 @@ def test_speculation_metrics(capsys):
                    changed(cost_per_token=lambda s, c: (len(s) + c * drafted(s)) / acc(s)), capsys, "not by accepted")
     rejects(check.speculation_metrics, changed(tokens_per_target_call=lambda s, c: (acc(s) + len(s)) / len(s)),
                    capsys, "cut short")
+    # a learner counts emitted tokens as accepted + 1 per step once and uses that count for both keys
+    rejects(check.speculation_metrics, changed(tokens_per_target_call=lambda s, c: (acc(s) + len(s)) / len(s),
+                                               cost_per_token=lambda s, c: (len(s) + c * drafted(s))
+                                               / (acc(s) + len(s))), capsys, "len(step.emitted)", "cut short")
     rejects(check.speculation_metrics,
                    changed(acceptance_rate=lambda s, c: sum(x.num_accepted / len(x.drafted) for x in s) / len(s)),
                    capsys, "mean of per-step ratios")

@@ -35,6 +35,13 @@ def test_next_position_one_too_far(capsys):
     rejects(check.next_position, lambda p, k: p + k + 2, capsys, "one too far")
 
 
+def test_next_position_that_returns_every_committed_position(capsys):
+    """The hint said "the value is right, but return a single number" from the one case whose list held one
+    position, though 6 of 6 cases were wrong; taking [0] then gives the p + 1 bug."""
+    out = rejects(check.next_position, lambda p, k: list(range(p + 1, p + k + 2)), capsys, "NEWEST committed token")
+    assert "the value is right" not in out, out
+
+
 @pytest.mark.parametrize("fn, words", [
     (lambda d, k, t: [t] + list(d[:k]), "accepted drafts come first"),
     (lambda d, k, t: list(d[:k]), "also emits the target's own token"),

@@ -55,6 +55,13 @@ def test_ngram_lookup_checker_names_a_wrong_first_size(capsys, sizes):
     assert not ok and check._FIRST_SIZE_HINT in out and "MOST RECENT" not in out, out
 
 
+def test_ngram_lookup_checker_wants_a_list_not_a_tuple(capsys):
+    """A learner's tuple passed: the exercise asks for a list (as lab's ngram_lookup returns), which a drafter
+    joins to the context with +."""
+    ok, out = run(capsys, check.ngram_lookup, lambda *args: tuple(ngram_lookup(*args)))
+    assert not ok and "returned a tuple; return a list of int token ids" in out, out
+
+
 def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
     from lab.drafters.prompt_lookup import ngram_lookup as reference
 

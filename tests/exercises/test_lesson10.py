@@ -217,6 +217,24 @@ def test_accepted_path(capsys):
     assert "did you forget a `return` statement?" in capsys.readouterr().out
 
 
+def test_accepted_path_names_a_row_two_past_the_node(capsys):
+    """A learner read the row after the accepted node as path[-1] + 2 and was told to "keep descending", which the
+    walk already did."""
+    def two_past(argmax, tokens, parents):
+        path = []
+        while True:
+            node, row = (path[-1], path[-1] + 2) if path else (-1, 0)
+            kids = [i for i, p in enumerate(parents) if p == node]
+            match = next((c for c in kids if row < len(argmax) and tokens[c] == argmax[row]), None)
+            if match is None:
+                return path
+            path.append(match)
+
+    assert not check.accepted_path(two_past)
+    out = capsys.readouterr().out
+    assert "in row i + 1, not i + 2" in out and "keep descending" not in out, out
+
+
 def test_accepted_path_refuses_a_walk_that_matches_nodes_on_another_branch(capsys):
     """A walk taking the next node with the right token at the next depth, whatever its parent, used to pass: no
     case had the same token on two branches (the default Medusa tree does)."""
@@ -348,7 +366,7 @@ def test_accepted_path_accepts_a_walk_with_a_token_to_child_dict_per_node(capsys
         return path
 
     assert check.accepted_path(dict_walk)
-    assert "14 trees walked exactly as greedy verification does" in capsys.readouterr().out
+    assert "15 trees walked exactly as greedy verification does" in capsys.readouterr().out
     for _, tokens, parents in check._path_cases():
         assert len(set(zip(parents, tokens))) == len(tokens)  # no two siblings share a token
     case = ([4, 6, 0, 7, 0, 8, 1], [4, 5, 6, 9, 7, 8], [-1, -1, 0, 0, 2, 4])  # depth 4, with a sibling at depth 2
