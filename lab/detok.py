@@ -133,11 +133,20 @@ class Detokenizer:
 
         ``parents`` (None: a chain, each id follows the one before) is a token tree's parents array, one int per
         id, ``-1`` for a child of the current sequence (see :mod:`lab.trees`): each id is decoded after its
-        ancestors. Raises ``ValueError`` if ``parents`` does not match ``ids`` or names a later node."""
+        ancestors. When the current sequence ends inside a character and a first draft breaks it instead of
+        completing it, that draft's text leaves out the U+FFFD of the broken bytes: they belong to the sequence
+        (the run's own next token completes or breaks them), and a struck-through draft should not show them.
+        Raises ``ValueError`` if ``parents`` does not match ``ids`` or names a later node."""
         ids = [int(token) for token in ids]
+        broken = self.fork().flush() if len(self._window) > self._context else ""  # the open bytes, as U+FFFD
+
+        def own(text):  # a first draft's text without the current sequence's broken character
+            return text[len(broken):] if broken and text and text.startswith(broken) else text
+
         if parents is None:
             state = self.fork()
-            return [state.push(token) for token in ids]
+            texts = [state.push(token) for token in ids]
+            return [own(texts[0])] + texts[1:] if texts else texts
         parents = [int(parent) for parent in parents]
         if len(parents) != len(ids):
             raise ValueError(f"parents has {len(parents)} entries for {len(ids)} ids")
@@ -146,6 +155,7 @@ class Detokenizer:
             if not -1 <= parent < i:
                 raise ValueError(f"parents[{i}] = {parent}: a parent must be -1 or an earlier node")
             state = (self if parent < 0 else states[parent]).fork()
-            texts.append(state.push(token))
+            text = state.push(token)
+            texts.append(own(text) if parent < 0 else text)
             states.append(state)
         return texts

@@ -33,6 +33,18 @@ def test_detokenizer_holds_a_split_character_until_the_token_that_completes_it()
     assert [stuck.push(0xE4) for _ in range(_MAX_OPEN)][-1] == FFFD * _MAX_OPEN
 
 
+def test_a_draft_that_breaks_the_open_character_does_not_show_its_replacement():
+    """An instructor: `demo` struck through "\ufffd..." when the accepted text ended inside a character and the
+    rejected draft did not complete it; the broken bytes are the accepted text's, shown with the run's next token."""
+    text = Detokenizer(ByteTokenizer(), list(b"a\xc3"))  # "a" and the first byte of a two-byte character
+    assert text.texts_after([ord("x"), ord("y")]) == ["x", "y"]
+    assert text.texts_after([ord("x"), 0xA9, ord("z")], parents=[-1, -1, 0]) == ["x", "\u00e9", "z"]
+    assert text.texts_after([0xA9]) == ["\u00e9"]  # a draft that completes it carries the whole character
+    assert text.text == "a" and text.push(ord("x")) == FFFD + "x"  # the run's own token still shows the break
+    whole = Detokenizer(ByteTokenizer(), list(b"ab"))
+    assert whole.texts_after([0xFF, ord("c")]) == [None, FFFD + "c"]  # a draft's own bad byte is its own
+
+
 def test_detokenizer_with_characters_straddling_token_boundaries_one_after_another():
     # "中文字符" as byte-level BPE might cut it: every token but the last ends inside a character, so the sequence
     # never ends on a character boundary until the end; each token still shows the characters it completes.
