@@ -153,14 +153,14 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
         signs.append("a decode-only efficiency above 1 in "
                      + in_words(f"{_where(r)} ({_flag(r['decode_efficiency'])})" for r in over))
     if beyond:
-        signs.append(f"a speedup more than {LEVEL:.0%} above the tokens per target call in "
+        signs.append("a speedup above the tokens per target call beyond the course's level rule in "
                      + in_words(f"{_where(r)} ({_x(_speed(r))}× on {_x(_calls(r))})" for r in beyond))
     if signs:
         parts.append("Signs of a cell whose baseline ran slow or whose drafter ran fast: " + "; ".join(signs) + ".")
     else:
         parts.append("No row shows a sign of a flattered cell: every target call over several tokens cost at least "
-                     "a one-token step, no decode-only efficiency is above 1 and no speedup is more than "
-                     f"{LEVEL:.0%} above its tokens per target call.")
+                     "a one-token step, no decode-only efficiency is above 1 and no speedup is above its tokens per "
+                     "target call beyond the course's level rule.")
     pulled = [r for r in rows if r["efficiency"] > 1 and r["decode_efficiency"] <= 1]
     if pulled:
         slowdowns = all(_speed(r) < 1 for r in pulled)

@@ -47,13 +47,14 @@ def compare_speedups(speedup, other) -> str:
 def beyond_tokens_per_call(speedup, tokens_per_call) -> bool:
     """Whether the measured ``speedup`` (× autoregressive decoding) is ahead of its ``tokens_per_call`` (decoded tokens
     over decode-step target calls, :func:`lab.metrics.summarize_steps`; 1.0 for autoregressive decoding) by the course's
-    rule, :func:`compare_speedups`: more than :data:`LEVEL` above it.
+    level rule, :func:`compare_speedups`: above it by at least :data:`LEVEL` of the speedup (so 1.04 on 1.00 is beyond,
+    1.03 on 1.00 is level with it).
 
     That is a speedup the clock cannot have given. A target forward over several tokens does a one-token forward's
     work and more, and drafting costs time too, so a speculative run that decoded ``n`` tokens in ``calls`` target
     calls took at least ``calls`` autoregressive steps where autoregressive decoding took ``n``: its speedup is at most
     ``n / calls``, its tokens per target call (the prefill, the same in both runs, only pulls the ratio towards 1).
-    Above that by timing noise's share (:data:`LEVEL`), the baseline ran slow or the speculative run ran fast, and
+    Beyond timing noise's share (:data:`LEVEL`), the baseline ran slow or the speculative run ran fast, and
     the timings should not be read. Raises ``ValueError`` naming the argument when either is not a finite number
     > 0."""
     return compare_speedups(_positive("speedup", speedup), _positive("tokens_per_call", tokens_per_call)) == "ahead of"

@@ -230,15 +230,15 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                 # identical models never reject, so the residual (all zeros here) should never be normalised
                 raise Fail(f"with draft == target (N = {n}) your function raised ZeroDivisionError ({error}): it "
                            "rejected a draft and normalised the residual max(0, target - draft), which is all zeros "
-                           "when the two models agree.\n  Hint: identical models accept every draft, since "
-                           "min(1, target/draft) = 1 and u < 1 always holds: check the comparison's direction "
-                           "(accept when u < target/draft).") from None
+                           "when the two models agree.\n  Hint: identical models give target[x] / draft[x] = 1 for "
+                           "every draft, so none can be rejected: accept when u < target[x] / draft[x] (check the "
+                           "ratio and the comparison's direction).") from None
             new = len(out) - len(prefix)
             if new < n and draft_calls >= n:  # all drafted, too few kept: identical models rejected a draft
                 raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
                            f"follow; you returned {new}: {out}, so a draft was rejected.\n  Hint: identical models "
-                           "give min(1, target/draft) = 1, and u < 1 always holds: check the comparison's direction "
-                           "(accept when u < target/draft).")
+                           "give target[x] / draft[x] = 1 for every draft, so none can be rejected: accept when "
+                           "u < target[x] / draft[x] (check the ratio and the comparison's direction).")
             if new == n and draft_calls < n:
                 raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
                            f"follow; you returned {new}, and the draft model was asked for {draft_calls} "

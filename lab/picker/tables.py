@@ -300,13 +300,15 @@ ARENA_CHAT_SPEEDUPS = {(kind, t): round(_ARENA[("chat", t, kind)]["measured_spee
 real pair's committed arena run that lesson 12 reads (``lab/assets/smollm2-135m/arena.json``: bfloat16, 2-core CPU,
 two decimals). The seed tables give prompt
 lookup no range for chat or long text; the picker uses these instead. That run kept the faster of two timings of
-every method; where a speedup still exceeds the tokens per target call it was made with (:data:`ARENA_CHAT_PER_CALL`),
-which a speedup cannot honestly do, the reasons say so."""
+every method; where a speedup still exceeds the tokens per target call it was made with (:data:`ARENA_CHAT_PER_CALL`)
+beyond timing noise (:func:`lab.compare.beyond_tokens_per_call`), which a speedup cannot honestly do, the reasons say
+so."""
 
 ARENA_CHAT_PER_CALL = {(kind, t): round(_ARENA[("chat", t, kind)]["tokens_per_target_call"], 2)
                        for kind in ("ngram", "lookahead") for t in (0, 1)}
 """Tokens per target call of the same runs as :data:`ARENA_CHAT_SPEEDUPS` (two decimals).
-Every target call costs at least one autoregressive step, so a speedup above these is timing noise."""
+Every target call costs at least one autoregressive step, so a speedup above these is timing noise
+(:func:`lab.compare.beyond_tokens_per_call` flags one beyond the course's level rule)."""
 
 ARENA_SEEDED_NGRAM = {(task, t): (round(_ARENA[(task, t, "ngram")]["measured_speedup"], 2),
                                    round(_ARENA[(task, t, "ngram")]["tokens_per_target_call"], 2))

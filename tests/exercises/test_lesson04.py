@@ -621,10 +621,31 @@ def _flipped_step(guard_residual):
 def test_speculative_step_with_the_comparison_upside_down(guard, capsys):
     """A learner's flipped test crashed on the all-zero residual of identical models and was shown only the
     ZeroDivisionError; with a guard, the hint led with the bonus token."""
-    out = rejects(check.speculative_step, _flipped_step(guard), capsys, "check the comparison's direction",
-                  "accept when u < target/draft")
+    out = rejects(check.speculative_step, _flipped_step(guard), capsys,
+                  "check the ratio and the comparison's direction", "accept when u < target[x] / draft[x]")
     assert ("ZeroDivisionError" in out) == (not guard), out
     assert "sample the bonus token" not in out, out
+
+
+def test_speculative_step_that_forgets_the_division(capsys):
+    """A reviewer's answer, u < min(1, target[x]), rejects drafts of identical models too: the hint names the ratio
+    as well as the direction."""
+    def no_division(prefix, target_model, draft_model, n_draft, rng):
+        out, drafts, dists = list(prefix), [], []
+        for _ in range(n_draft):
+            dist = list(draft_model(out + drafts))
+            drafts.append(toy.categorical(dist, rng))
+            dists.append(dist)
+        for x, d in zip(drafts, dists):
+            t = list(target_model(out))
+            if toy.uniform(rng) < min(1.0, t[x]):  # target[x] alone
+                out.append(x)
+                continue
+            residual = [max(0.0, a - b) for a, b in zip(t, d)]
+            return out + [toy.categorical(residual if sum(residual) else t, rng)]
+        return out + [toy.categorical(list(target_model(out)), rng)]
+
+    rejects(check.speculative_step, no_division, capsys, "so a draft was rejected", "u < target[x] / draft[x]")
 
 
 def test_speculative_step_that_draws_outside_rng(capsys):

@@ -73,8 +73,8 @@ def test_baselines_report_the_spread_and_each_sign_of_a_flattered_cell():
     row.update(target_call_cost=0.96, decode_efficiency=1.04, measured_speedup=2.5)
     text = read_baselines(run)
     assert ("a target call over several tokens timed below a one-token step in EAGLE on code at T = 0 (0.96); a "
-            "decode-only efficiency above 1 in EAGLE on code at T = 0 (1.04); a speedup more than 3% above the tokens "
-            "per target call in EAGLE on code at T = 0 (2.50× on 2.40).") in text
+            "decode-only efficiency above 1 in EAGLE on code at T = 0 (1.04); a speedup above the tokens per target "
+            "call beyond the course's level rule in EAGLE on code at T = 0 (2.50× on 2.40).") in text
     row.update(target_call_cost=1.0, decode_efficiency=1.0, measured_speedup=2.45)  # 2 % above: timing noise's share
     assert "No row shows a sign of a flattered cell" in read_baselines(run)
     with pytest.raises(ValueError, match="autoregressive"):
