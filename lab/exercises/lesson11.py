@@ -23,12 +23,12 @@ def reference_eagle_training_pairs(hidden, ids):
     return hidden[:-2], ids[1:-1], hidden[1:-1], ids[2:]
 
 
-_PAIR_PARTS = (
-    ("features_in", "hidden", "f_j, the feature at each input position j = 0 … L-3: hidden[:-2] (the last two "
-                              "features have no x_{j+2} to predict)"),
-    ("tokens_in", "ids", "x_{j+1}, the token AFTER each input feature: ids[1:-1]"),
-    ("feature_targets", "hidden", "f_{j+1}, the NEXT feature: hidden[1:-1]"),
-    ("token_targets", "ids", "x_{j+2}, the token the LM head of f_{j+1} predicts: ids[2:]"),
+_PAIR_PARTS = (  # what each part holds, in the lesson's notation: the slice is the learner's to write
+    ("features_in", "hidden", "f_j, the feature at each input position j = 0 … L-3 (the last two features have no "
+                              "x_{j+2} to predict)"),
+    ("tokens_in", "ids", "x_{j+1}, the token AFTER each input feature, for j = 0 … L-3"),
+    ("feature_targets", "hidden", "f_{j+1}, the NEXT feature, for j = 0 … L-3"),
+    ("token_targets", "ids", "x_{j+2}, the token the LM head of f_{j+1} predicts, for j = 0 … L-3"),
 )
 
 
@@ -64,7 +64,7 @@ def eagle_training_pairs(fn):
     """Check ``fn(hidden [L, D], ids [L]) -> (features_in, tokens_in, feature_targets, token_targets)``: EAGLE's
     inputs (f_j, x_{j+1}) and targets (f_{j+1}, x_{j+2}) for j = 0 … L - 3. Slices or loops are both fine (a list
     of rows is stacked); a failure names the parts that are wrong and, when a part is another slice of its
-    source, which slice it is."""
+    source, which slice it is, and says what the part should hold in the lesson's notation (not its slice)."""
     gen = torch.Generator().manual_seed(0)
     cases = []
     for length, dim in ((6, 4), (3, 2), (9, 5)):
@@ -278,6 +278,12 @@ def d2t_from_counts(fn):
                     "take the size ids with the highest counts (ties: smaller id; ids that never occur tie at 0 and "
                     "fill the remaining places), sort them ascending, and return ids - torch.arange(size).",
                     show_args=lambda c: f"counts={c[0].tolist()}, size={c[1]}")
+    answer = outcome_of(fn, (cases[0][0].clone(), cases[0][1]))
+    got = as_ids(answer[1]) if answer[0] == "ok" else None
+    if got is not None and (got.is_floating_point() or got.is_complex()):
+        raise Fail(f"the values are right, but d2t_from_counts returned {got.dtype} offsets.\n  Hint: return integer "
+                   "offsets (a torch.long tensor, as the official EAGLE-3 checkpoints store d2t): an engine adds "
+                   "d2t[i] to the draft's integer token id, and a float id cannot index an embedding.")
     return (f"{count} vocabularies mapped: draft id i is target id i + d2t[i], the layout of the official EAGLE-3 "
             "checkpoints")
 

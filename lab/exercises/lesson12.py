@@ -74,6 +74,10 @@ def cost_ratio(fn):
     def per_step(steps, ar):
         return sum(s.draft_ms for s in steps) / len(steps) / ar
 
+    def per_decode_step(steps, ar):  # the same mistake with the prefill's record left out
+        decode = [s for s in steps if not getattr(s, "prefill", False)]
+        return sum(s.draft_ms for s in decode) / len(decode) / ar
+
     def per_token(steps, ar):
         return sum(s.draft_ms for s in steps) / sum(len(s.drafted) for s in steps) / ar
 
@@ -91,6 +95,9 @@ def cost_ratio(fn):
     faults = [
         (per_step, "c compares ONE draft forward with one target step: divide the draft time by the number of "
                    "draft forward passes (draft_calls), not by the number of steps (that gives N·c)."),
+        (per_decode_step, "c compares ONE draft forward with one target step: divide the draft time by the "
+                          "number of draft forward passes (draft_calls), not by the number of steps, with or "
+                          "without the prefill's record (that gives N·c)."),
         (per_token, "count draft forward passes (step.draft_calls), not drafted tokens: some drafters spend an "
                     "extra forward per step (EAGLE's catch-up) and a step that drafts nothing costs none."),
         (mean_of_ratios, "pool first: total draft_ms over total draft_calls. A mean of per-step ratios gives a "
@@ -131,6 +138,19 @@ def _alpha_run_n_rejects(steps):
     return accepted / trials if trials else None
 
 
+def _alpha_bonus_counted(steps):
+    """A learner's: the bonus token of a step whose drafts were all accepted counted as one more accepted draft."""
+    accepted = sum(s.num_accepted + (bool(s.drafted) and s.num_accepted == len(s.drafted)) for s in steps)
+    trials = accepted + sum(1 for s in steps if s.num_accepted < len(s.drafted))
+    return accepted / trials if trials else None
+
+
+def _alpha_mean_of_steps(steps):
+    """A learner's: each step's accepted / examined, averaged over the steps that drafted."""
+    ratios = [s.num_accepted / (s.num_accepted + (s.num_accepted < len(s.drafted))) for s in steps if s.drafted]
+    return sum(ratios) / len(ratios) if ratios else None
+
+
 def _alpha_first_position(steps):
     drafted = [s for s in steps if s.drafted]
     return sum(s.num_accepted > 0 for s in drafted) / len(drafted) if drafted else None
@@ -147,6 +167,10 @@ _ALPHA_FAULTS = [  # planted mistakes and their hints (also used by the tests)
                            "rejection (a confidence stop or the end of the answer can shorten a draft)."),
     (_alpha_empty_rejects, "a step that drafted nothing examined nothing: it is neither an acceptance nor a "
                     "rejection."),
+    (_alpha_bonus_counted, "the token after a step whose drafts were all accepted is the bonus token, the "
+                           "target's own: it is not an accepted draft, so it adds nothing to either count."),
+    (_alpha_mean_of_steps, "pool the counts over the run: total accepted / total examined. A mean of per-step ratios "
+                           "gives a step that examined one draft as much weight as one that examined eight."),
     (_alpha_first_position, "that is the first position's acceptance only; use every examined draft: accepted / "
                      "(accepted + rejections)."),
     (lambda steps: reference_alpha_from_steps(steps) if reference_alpha_from_steps(steps) is not None else 0.0,
@@ -221,6 +245,12 @@ def efficiency(fn):
         (lambda m, b, a, n, c: (m / b) / (expected(a, n) / (1 + (n + 1) * c)),
          "a step costs N draft forwards and ONE target forward (which verifies the N drafts and adds its own token "
          "in the same call): 1 + N·c target steps, not 1 + (N + 1)·c."),
+        (lambda m, b, a, n, c: (m / b) / (sum(a ** i for i in range(1, n + 1)) / (1 + n * c)),
+         "expected tokens per call counts the target's own token too (the bonus or the resampled one): the sum of "
+         "alpha**i runs from i = 0 to N, (1 - alpha**(N+1)) / (1 - alpha), which is 1 at alpha = 0 (a call always "
+         "yields a token)."),
+        (lambda m, b, a, n, c: round(reference_efficiency(m, b, a, n, c), 2),
+         "return the value unrounded: round only where you print it."),
         (lambda m, b, a, n, c: 100 * reference_efficiency(m, b, a, n, c),
          "return a ratio (1 means the formula's promise was kept), not a percentage."),
         (lambda m, b, a, n, c: (m / b) / ((1 - a ** (n + 1)) / (1 - a) / (1 + n * c)),

@@ -274,9 +274,9 @@ def test_a_fault_that_explains_few_wrong_answers_gives_no_hint(checker, fn, misl
 
 
 def test_a_hint_that_fits_most_wrong_answers_says_how_many(capsys):
-    # always the longest draft: the tokens-per-call mistake on 4 of the 6 wrong cases (with alpha = 0 it is a tie)
+    # always the longest draft: the tokens-per-call mistake on 6 of the 8 wrong cases (with alpha = 0 it is a tie)
     out = rejects(lesson06.best_n_draft, lambda a, c, m: m, capsys, "SPEEDUP")
-    assert "Hint (it fits 4 of the 6 wrong answers):" in out, out
+    assert "Hint (it fits 6 of the 8 wrong answers):" in out, out
     out = rejects(lesson06.best_n_draft, lambda a, c, m: max(range(1, m + 1),
                                                           key=lambda n: metrics.expected_tokens_per_call(a, n)),
                   capsys, "SPEEDUP")

@@ -43,7 +43,8 @@ def test_eagle_training_pairs_accepts_loops_and_names_the_wrong_part(capsys):
     capsys.readouterr()
     assert not check.eagle_training_pairs(lambda h, x: (h[1:-1], x[1:-1], h[1:-1], x[2:]))
     out = capsys.readouterr().out
-    assert "features_in is hidden[1:-1]" in out and "hidden[:-2]" in out
+    assert "features_in is hidden[1:-1]; expected f_j, the feature at each input position j = 0 … L-3" in out
+    assert "hidden[:-2]" not in out  # a learner: the first failure handed over every slice
     assert "tensor([" not in out  # names the slice instead of printing whole tensors
     assert not check.eagle_training_pairs(lambda h, x: (h[:-2], x[1:-1], h[1:-1], x[2:] + 1))
     assert "token_targets is a tensor of shape" in capsys.readouterr().out
@@ -335,3 +336,10 @@ def test_answers_that_leave_the_gpu_are_told_so_where_the_lesson_runs_on_one(mon
     assert check.keep_best_nodes(numpy_rerank)
     monkeypatch.setattr(harness, "lesson_device", lambda: torch.device("meta"))
     rejects(check.keep_best_nodes, numpy_rerank, capsys, "numpy_rerank(values=[0.6, 0.3", "on meta")
+
+
+def test_d2t_from_counts_wants_integer_offsets(capsys):
+    """A learner's `.float()` passed: engines add d2t to an integer token id."""
+    rejects(check.d2t_from_counts, lambda c, n: check.reference_d2t_from_counts(c, n).float(), capsys,
+            "returned torch.float32 offsets", "torch.long")
+    assert check.d2t_from_counts(lambda c, n: check.reference_d2t_from_counts(c, n).tolist())  # a list of ints

@@ -77,7 +77,8 @@ def test_cost_ratio(capsys):
 def test_alpha_from_steps(capsys):
     assert check.alpha_from_steps(check.reference_alpha_from_steps)
 
-    hints = ("never examined", "bonus", "that step's own len(drafted)", "examined nothing", "first position",
+    hints = ("never examined", "bonus", "that step's own len(drafted)", "examined nothing",
+             "is the bonus token, the target's own", "pool the counts", "first position",
              "return None, not 0",
              "alpha is 0.0, an estimate like any other", "not NaN")
     for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
@@ -214,6 +215,12 @@ def test_answers_that_skip_the_prefill_record_pass(capsys):
     (check.efficiency, lambda m, b, a, n, c: (m / b) / (expected_tokens_per_call(a, n) / (1 + (n + 1) * c)),
      "not 1 + (N + 1)·c"),
     (check.efficiency, lambda m, b, a, n, c: 100 * check.reference_efficiency(m, b, a, n, c), "not a percentage"),
+    # a learner's four, which got the generic hints
+    (check.cost_ratio, lambda steps, ar: sum(s.draft_ms for s in steps if not s.prefill)
+     / len([s for s in steps if not s.prefill]) / ar, "with or without the prefill's record"),
+    (check.efficiency, lambda m, b, a, n, c: (m / b) / (sum(a ** i for i in range(1, n + 1)) / (1 + n * c)),
+     "runs from i = 0 to N"),
+    (check.efficiency, lambda m, b, a, n, c: round(check.reference_efficiency(m, b, a, n, c), 2), "unrounded"),
 ])
 def test_more_planted_mistakes(checker, fn, hint, capsys):
     rejects(checker, fn, capsys, hint)

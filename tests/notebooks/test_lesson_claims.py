@@ -143,7 +143,7 @@ def test_lesson_12_what_to_expect_holds_in_the_committed_run(arena):
     says(text, "The methods that copy from the context, prompt lookup and suffix decoding, propose long runs")
     assert _top(_rows(arena, "copy_edit", 0.0), "tokens_per_target_call", 2) == set(COPYING)
     # code: the learned drafters yield more per call than prompt lookup; drafting cost reorders their speeds
-    says(text, "here the learned drafters earn their training")
+    says(text, "here the learned drafters' training shows in their tokens per target call")
     code = _rows(arena, "code", 0.0)
     assert max(code, key=lambda r: r["tokens_per_target_call"])["drafter"] in LEARNED
     assert all(row("code", k)["tokens_per_target_call"] > row("code", "ngram")["tokens_per_target_call"]
