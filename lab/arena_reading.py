@@ -69,6 +69,11 @@ def _task(task):
     return TASK_LABELS.get(task, task)
 
 
+_LOOKUP_DRAFTERS = ("ngram", "suffix")
+"""The drafters that run no model and add no token to the target's call: a step in which they propose nothing is an
+autoregressive step plus a lookup."""
+
+
 def _drafter_rows(result, task=None, temperature=None):
     return [r for r in result["rows"] if r["drafter"] != "autoregressive"
             and (task is None or r["task"] == task) and (temperature is None or r["temperature"] == temperature)]
@@ -124,8 +129,8 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
     """The baseline check, in Markdown: the spread of the cells' autoregressive step time, the rows whose timing
     shows a flattered cell (a target call over several tokens timed below a one-token step, a decode-only efficiency
     above 1, a speedup beyond its tokens per target call by :func:`lab.metrics.beyond_tokens_per_call`),
-    a drafter that proposed nothing yet ran behind 1× (its run ran slow), efficiencies above 1 that only the shared
-    prefill explains, and, given ``adaptive``
+    a lookup drafter (prompt lookup, suffix decoding) that proposed nothing yet decoded behind 1× (uneven timing),
+    efficiencies above 1 that only the shared prefill explains, and, given ``adaptive``
     (:func:`lab.arena.compare_adaptive` on the same task), the draft model timed twice.
 
     ``result``: :func:`lab.arena.run_arena`'s return value. Raises ``ValueError`` when it has no autoregressive
@@ -162,16 +167,21 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
         parts.append("No row shows a sign of a flattered cell: every target call over several tokens cost at least "
                      "a one-token step, no decode-only efficiency is above 1 and no speedup is above its tokens per "
                      "target call beyond the course's level rule.")
-    # A drafter that proposed nothing and ran no draft forward decoded autoregressively with a lookup per step, so its
-    # speedup should be level with 1x; behind it, the drafter's run was the slow one (Lookahead is left out: its
-    # target call carries its window whether or not it drafts).
-    idle = [r for r in rows if "acceptance_rate" in r and r["acceptance_rate"] is None and r.get("draft_calls") == 0
-            and r["drafter"] != "lookahead" and compare_speedups(_speed(r), 1.0) == "behind"]
+    # Prompt lookup and suffix decoding run no model and add no token to the target's call: a run in which they
+    # proposed nothing decoded autoregressively with a lookup per step, so its decode-only speedup (the prefill and
+    # the drafter's reset left out) should be level with 1x. Behind it, one of the two runs timed unevenly.
+    idle = [r for r in rows if r["drafter"] in _LOOKUP_DRAFTERS and "acceptance_rate" in r
+            and r["acceptance_rate"] is None and _positive(r.get("decode_speedup"))
+            and compare_speedups(r["decode_speedup"], 1.0) == "behind"]
     if idle:
-        parts.append("Sign of a drafter's run that ran slow: "
-                     + in_words(f"{_where(r)} ({_x(_speed(r))}×)" for r in idle)
-                     + (" proposed nothing and ran no draft forward, so its run was autoregressive decoding with a "
-                        "lookup per step, yet it came out behind 1× beyond the course's level rule: time it again."))
+        one = len(idle) == 1
+        parts.append(("A sign of uneven timing: " if one else "Signs of uneven timing: ")
+                     + in_words(f"{_where(r)} (decode-only {_x(r['decode_speedup'])}×)" for r in idle)
+                     + (" proposed nothing, so " + ("its decode steps were" if one else "their decode steps were")
+                        + " autoregressive ones with a lookup each, yet "
+                        + ("its" if one else "their") + " decode-only speedup came out behind 1× beyond the "
+                        "course's level rule: that run or its cell's baseline was timed on a busier moment; time "
+                        "it again."))
     pulled = [r for r in rows if r["efficiency"] > 1 and r["decode_efficiency"] <= 1]
     if pulled:
         slowdowns = all(_speed(r) < 1 for r in pulled)

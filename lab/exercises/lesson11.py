@@ -278,9 +278,11 @@ def d2t_from_counts(fn):
                     "take the size ids with the highest counts (ties: smaller id; ids that never occur tie at 0 and "
                     "fill the remaining places), sort them ascending, and return ids - torch.arange(size).",
                     show_args=lambda c: f"counts={c[0].tolist()}, size={c[1]}")
-    answer = outcome_of(fn, (cases[0][0].clone(), cases[0][1]))
-    got = as_ids(answer[1]) if answer[0] == "ok" else None
-    if got is not None and (got.is_floating_point() or got.is_complex()):
+    answers = [outcome_of(fn, (counts.clone(), size)) for counts, size in cases]
+    floats = [got for got in (as_ids(a[1]) if a[0] == "ok" else None for a in answers)
+              if got is not None and (got.is_floating_point() or got.is_complex())]
+    if floats:
+        got = floats[0]
         raise Fail(f"the values are right, but d2t_from_counts returned {got.dtype} offsets.\n  Hint: return integer "
                    "offsets (a torch.long tensor, as the official EAGLE-3 checkpoints store d2t): an engine adds "
                    "d2t[i] to the draft's integer token id, and a float id cannot index an embedding.")

@@ -77,15 +77,23 @@ def test_baselines_report_the_spread_and_each_sign_of_a_flattered_cell():
             "call beyond the course's level rule in EAGLE on code at T = 0 (2.50× on 2.40).") in text
     row.update(target_call_cost=1.0, decode_efficiency=1.0, measured_speedup=2.45)  # 2 % above: timing noise's share
     assert "No row shows a sign of a flattered cell" in read_baselines(run)
-    assert "Sign of a drafter's run" not in read_baselines(run)
+    assert "uneven timing" not in read_baselines(run)
     # a learner's live run: suffix decoding drafted nothing on code and measured 0.64x (0.94x when timed again)
     idle = dict(row, drafter="suffix", acceptance_rate=None, draft_calls=0, tokens_per_target_call=1.0,
-                measured_speedup=0.64)
+                measured_speedup=0.64, decode_speedup=0.62)
     run["rows"].append(idle)
-    assert ("Sign of a drafter's run that ran slow: suffix decoding on code at T = 0 (0.64×) proposed nothing and "
-            "ran no draft forward") in read_baselines(run)
-    idle["measured_speedup"] = 0.98  # level with 1x: nothing to say
-    assert "Sign of a drafter's run" not in read_baselines(run)
+    assert ("A sign of uneven timing: suffix decoding on code at T = 0 (decode-only 0.62×) proposed nothing, so its "
+            "decode steps were autoregressive ones with a lookup each") in read_baselines(run)
+    run["rows"].append(dict(idle, drafter="ngram", decode_speedup=0.9))
+    assert "Signs of uneven timing: suffix decoding on code at T = 0 (decode-only 0.62×) and prompt lookup" in (
+        read_baselines(run))
+    run["rows"].pop()
+    # not signs: level with 1x; a drafter that drafted and had everything rejected; Lookahead (its call carries
+    # its window); a model drafter that proposed nothing in a 2-token run (its reset and forwards are real costs)
+    for change in (dict(decode_speedup=0.98), dict(acceptance_rate=0.0), dict(drafter="lookahead"),
+                   dict(drafter="model"), dict(drafter="medusa")):
+        run["rows"][-1] = dict(idle, **change)
+        assert "uneven timing" not in read_baselines(run), change
     with pytest.raises(ValueError, match="autoregressive"):
         read_baselines({"rows": [r for r in run["rows"] if r["drafter"] != "autoregressive"], "settings": {}})
 
