@@ -55,7 +55,11 @@ def main(argv=None) -> int:
     records."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would blame the top-level parser: name the command and the options it does take
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+        commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)} (python -m lab {args.command} "
+                                     "--help lists its options)")
     args.invocation = "python -m lab " + shlex.join(argv)  # recorded in the JSON a run writes (arena --json)
     command = COMMANDS[args.command]
     if args.command == "pick":

@@ -1,5 +1,6 @@
-"""``python -m lab train``: train the bundled pair, its draft, Medusa heads or EAGLE draft, measure the pair and write
-its model card, or fine-tune a copy-capable target; for the real pair, build its chat data and train its draft
+"""``python -m lab train``: train a drafter for the real pair or the Shakespeare pair (or the Shakespeare pair
+itself), measure it and write its model card, or fine-tune a copy-capable target; for the real pair, build its chat
+data and train its draft
 model, EAGLE draft, Medusa heads, MTP heads, EAGLE-3 draft and parallel draft (:mod:`lab.training`)."""
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ INIT_RECIPES = ("chat-eagle", "chat-eagle3")
 
 def add_parser(sub) -> None:
     """Add the ``train`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
-    t = sub.add_parser("train", help="train the bundled pair, its draft, Medusa heads or EAGLE draft, or measure "
-                                     "the pair",
+    t = sub.add_parser("train", help="train a drafter (chat-* for the real pair; draft, medusa, eagle, eagle3, mtp, "
+                                     "parallel or the pair itself for Shakespeare) or measure one for its card",
                        description="Train a drafter and measure it for its model card: for the real pair "
                                    "(smollm2-135m) the chat-* targets, on data chat-data builds offline from the "
                                    "target's own answers; for the bundled Shakespeare pair the others (the pair "

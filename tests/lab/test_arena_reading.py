@@ -88,6 +88,12 @@ def test_baselines_report_the_spread_and_each_sign_of_a_flattered_cell():
     assert "Signs of uneven timing: suffix decoding on code at T = 0 (decode-only 0.62×) and prompt lookup" in (
         read_baselines(run))
     run["rows"].pop()
+    # a row that drafted nothing made one-token calls: a target-call cost of 0.999 or a decode-only efficiency of
+    # 1.001 is noise there, not a flattered cell (a new user's `arena --task code --drafter ngram,eagle3`)
+    run["rows"][-1] = dict(idle, decode_speedup=0.999, target_call_cost=0.999, decode_efficiency=1.001)
+    assert "No row shows a sign of a flattered cell" in read_baselines(run)
+    run["rows"][-1] = dict(idle, acceptance_rate=0.0, target_call_cost=0.999, decode_efficiency=1.001)
+    assert "a target call over several tokens timed below a one-token step in suffix decoding" in read_baselines(run)
     # not signs: level with 1x; a drafter that drafted and had everything rejected; Lookahead (its call carries
     # its window); a model drafter that proposed nothing in a 2-token run (its reset and forwards are real costs)
     for change in (dict(decode_speedup=0.98), dict(acceptance_rate=0.0), dict(drafter="lookahead"),

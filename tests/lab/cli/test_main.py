@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab import cli
+from tests.lab.cli.helpers import run_bad
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -107,3 +108,11 @@ def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert captured.out == "half a line"
     assert captured.err == "\ninterrupted (Ctrl-C): stopped before the run finished, so nothing was summarised\n"
+
+
+def test_an_unknown_option_names_its_command(capsys):
+    """A new user: `arena --temperature 0` printed the top-level usage and "python -m lab: error", not the command's."""
+    err = run_bad(["arena", "--temperature", "0"], capsys)
+    assert err.splitlines()[-1] == ("python -m lab arena: error: unrecognized arguments: --temperature 0 (python -m "
+                                    "lab arena --help lists its options)")
+    assert err.startswith("usage: python -m lab arena")
