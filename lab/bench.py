@@ -561,7 +561,11 @@ def agreement_with(reference: list[list[int]], outputs: list[list[int]]) -> dict
     """How far ``outputs`` (one token list per prompt) agree with ``reference`` (lab autoregressive decoding's):
     ``{"same": prompts with identical tokens, "prompts": count, "first_divergence": the earliest index where a
     prompt's tokens differ (None when all are identical)}``. In bfloat16 a speculative run can part from the
-    autoregressive one where a verification's matmul, of another shape, rounds a near-tie the other way."""
+    autoregressive one where a verification's matmul, of another shape, rounds a near-tie the other way. Raises
+    ``ValueError`` when the two hold different numbers of prompts (zip would drop the extra ones silently)."""
+    if len(reference) != len(outputs):
+        raise ValueError(f"reference and outputs must hold the same number of prompts, got {len(reference)} and "
+                         f"{len(outputs)}")
     same, first = 0, None
     for ref, out in zip(reference, outputs):
         if ref == out:

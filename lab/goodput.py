@@ -29,7 +29,7 @@ import torch
 
 from lab.load_meter import LoadMeter
 from lab.models import synchronize
-from lab.validation import check_int
+from lab.validation import MAX_LENGTH, check_int
 
 __all__ = ["BATCH_SIZES", "N_VALUES", "measure_goodput", "best_n_per_batch", "crossover_batch",
            "batch_schedule", "format_goodput", "batch_prompts", "committed_goodput", "COMMITTED_GOODPUT_FILE"]
@@ -45,8 +45,9 @@ N_VALUES = (0, 2, 4)
 
 def batch_prompts(encoded: list, batch: int) -> list:
     """The ``batch`` prompts of one batch: the first ``batch`` of ``encoded`` (token-id lists), cycling through them
-    again when there are fewer. Raises ``ValueError`` for an empty ``encoded`` or ``batch`` < 1."""
-    batch = check_int("batch", batch, 1)
+    again when there are fewer. Raises ``ValueError`` for an empty ``encoded`` or ``batch`` outside [1,
+    :data:`lab.validation.MAX_LENGTH`]."""
+    batch = check_int("batch", batch, 1, MAX_LENGTH)
     if not encoded:
         raise ValueError("encoded must hold at least one prompt's token ids")
     return [list(encoded[i % len(encoded)]) for i in range(batch)]

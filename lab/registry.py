@@ -268,7 +268,9 @@ def own_draft_reason(kind: str) -> str | None:
 def untrained_reason(kind: str, pair_name: str) -> str | None:
     """Why drafter ``kind`` is unavailable for the pair named ``pair_name`` because its weights were never trained
     for it (:data:`TRAINED_FOR`), or None (the kind needs no trained weights, or the pair has them). Cheap: builds
-    nothing and reads no file, so a missing or damaged asset of a trained pair still raises where it is built."""
+    nothing and reads no file, so a missing or damaged asset of a trained pair still raises where it is built.
+    Raises ``ValueError`` listing :data:`DRAFTERS` for an unknown ``kind`` (:func:`drafter_spec`)."""
+    drafter_spec(kind)  # an unknown drafter is a mistake, not one "with no weights to miss"
     trained = TRAINED_FOR.get(kind)
     if trained is None or pair_name in trained:
         return None
@@ -278,7 +280,7 @@ def untrained_reason(kind: str, pair_name: str) -> str | None:
 
 def pair_has(kind: str, pair_name: str) -> bool:
     """Whether the pair named ``pair_name`` has drafter ``kind`` by :data:`TRAINED_FOR` (:func:`untrained_reason` is
-    None): the rows a committed arena of that pair must hold."""
+    None): the rows a committed arena of that pair must hold. Raises ``ValueError`` for an unknown ``kind``."""
     return untrained_reason(kind, pair_name) is None
 
 

@@ -14,7 +14,7 @@ import torch
 
 from lab.metrics import kl_divergence, total_variation  # noqa: F401  (re-exported for the lessons)
 from lab.sampling import accept_or_reject, categorical, invert_cdf, probability_list, residual_distribution, uniform
-from lab.validation import check_int, check_probs, check_token_ids, is_integer
+from lab.validation import MAX_LENGTH, check_int, check_probs, check_token_ids, is_integer
 
 ToyModel = Callable[[list], Sequence[float]]
 
@@ -115,13 +115,13 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     ``prefix``: a list of token ids, or an integer tensor ``[L]`` (not modified; the result is a list of ints
     either way); ``n_draft``: any integer >= 1 (``numbers.Integral``, not
     bool); ``rng``: a ``random.Random`` or a ``torch.Generator``. Every distribution a model returns is checked
-    (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` < 1, a model output that is not a
-    distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model and the
-    context), or models with different vocabularies; ``TypeError`` for a prefix that is a string, not iterable
+    (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` outside [1, 65536], a model output
+    that is not a distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model
+    and the context), or models with different vocabularies; ``TypeError`` for a prefix that is a string, not iterable
     (None) or holds something other than integers, a model that is not callable, or another kind of ``rng``.
     Source: Leviathan et al. 2023, Algorithm 1; seed lesson 000.
     """
-    n_draft = check_int("n_draft", n_draft, 1)
+    n_draft = check_int("n_draft", n_draft, 1, MAX_LENGTH)
     if not isinstance(rng, (random.Random, torch.Generator)):
         raise TypeError(f"rng must be random.Random or torch.Generator, got {type(rng).__name__}")
     context = check_token_ids("prefix", prefix, allow_empty=True)  # plain ints, so the result is list[int]

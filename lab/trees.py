@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from lab.validation import is_integer  # the one integer test of lab
+from lab.validation import MAX_LENGTH, check_int, is_integer  # is_integer: the one integer test of lab
 
 __all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "paths", "children", "ancestors",
            "chain_parents", "check_choices", "choices_parents"]
@@ -113,17 +113,27 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
 
 
 def choices_parents(paths) -> list[int]:
-    """The parents array of sorted rank paths (the output of :func:`check_choices`; lists count as tuples)."""
-    paths = [tuple(p) for p in paths]
+    """The parents array of rank paths in node order, each after its parent (the output of :func:`check_choices`
+    is; lists count as tuples). Node i of the tree is ``paths[i]``.
+
+    Raises what :func:`check_choices` raises for ``paths`` (naming ``paths``: a duplicate, a missing parent, a rank
+    that is not an integer >= 0), and ``ValueError`` for a path listed before its parent."""
+    check_choices(paths, name="paths")
+    paths = [tuple(int(r) for r in p) for p in paths]
     index = {p: i for i, p in enumerate(paths)}
-    return [index[p[:-1]] if len(p) > 1 else -1 for p in paths]
+    parents = [index[p[:-1]] if len(p) > 1 else -1 for p in paths]
+    late = next((i for i, parent in enumerate(parents) if parent > i), None)
+    if late is not None:
+        raise ValueError(f"paths: {paths[late]} (node {late}) comes before its parent {paths[late][:-1]} (node "
+                         f"{parents[late]}); list every path after its parent, as check_choices' order does")
+    return parents
 
 
 def chain_parents(n: int) -> list[int]:
     """The parents array of a chain of ``n`` drafts: ``[-1, 0, 1, ..., n - 2]`` (``[]`` for ``n = 0``).
 
-    Raises ``ValueError`` unless ``n`` is an integer >= 0."""
-    n = _int_at_least("n", n, 0, " (the number of drafts in the chain)")
+    Raises ``ValueError`` unless ``n`` is an integer in [0, :data:`lab.validation.MAX_LENGTH`]."""
+    n = check_int("n (the number of drafts in the chain)", n, 0, MAX_LENGTH)
     return list(range(-1, n - 1))
 
 

@@ -14,7 +14,13 @@ from numbers import Integral, Real
 import torch
 
 __all__ = ["check_int", "is_integer", "check_token_ids", "plain_number", "check_sampling_args", "check_probs",
-           "check_number"]
+           "check_number", "MAX_LENGTH"]
+
+
+MAX_LENGTH = 1 << 16
+"""The most drafts, tree nodes or batch rows one argument of a course function takes (65,536): far beyond any context
+the course's models hold (SmolLM2: 8,192 positions), so a larger count is a mistake, refused before it fills memory
+(a chain of 10**9 drafts was killed for memory) or runs for minutes."""
 
 
 def check_int(name: str, value, minimum: int, maximum: int | None = None, *, shown=None) -> int:

@@ -13,7 +13,7 @@ import torch
 
 from lab.sampling import residual_unchecked
 from lab.trees import chain_parents, check_parents
-from lab.validation import check_probs, check_token_ids, is_integer
+from lab.validation import check_probs, check_unbounded_ids, is_integer
 
 __all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
            "verify_tree_typical", "typical_threshold", "reject_child", "verify_tree_sampled_unchecked",
@@ -41,11 +41,11 @@ def verify_greedy(target_argmax: list, drafted: list) -> VerifyResult:
     """Greedy verification: accept drafts while they equal the target's argmax.
 
     ``target_argmax``: the target's argmax at each of the ``len(drafted) + 1`` positions (list of ints).
-    Raises ``ValueError`` unless ``target_argmax`` has exactly ``len(drafted) + 1`` entries, ``TypeError`` naming
-    the argument for entries that are not token ids.
+    Raises ``ValueError`` unless ``target_argmax`` has exactly ``len(drafted) + 1`` entries, or for a negative id,
+    ``TypeError`` naming the argument for entries that are not token ids.
     """
-    target_argmax = check_token_ids("target_argmax", target_argmax, allow_empty=True)
-    drafted = check_token_ids("drafted", drafted, allow_empty=True)
+    target_argmax = check_unbounded_ids("target_argmax", target_argmax)
+    drafted = check_unbounded_ids("drafted", drafted)
     if len(target_argmax) != len(drafted) + 1:
         raise ValueError(f"target_argmax must hold len(drafted) + 1 = {len(drafted) + 1} entries (one per drafted "
                          f"position plus the bonus position), got {len(target_argmax)}")
@@ -152,8 +152,11 @@ def verify_tree_greedy(target_argmax: list, tokens: list, parents) -> VerifyResu
 
     ``target_argmax``: ``len(tokens) + 1`` ints; entry 0 is the target's choice after the last committed token,
     entry ``1 + i`` its choice after node i. ``parents``: see :mod:`lab.trees`. Raises ``ValueError`` on a bad
-    parents array or a ``target_argmax`` without ``len(tokens) + 1`` entries.
+    parents array, a ``target_argmax`` without ``len(tokens) + 1`` entries or a negative id, ``TypeError`` naming
+    the argument for entries that are not token ids (a float is not truncated).
     """
+    target_argmax = check_unbounded_ids("target_argmax", target_argmax)
+    tokens = check_unbounded_ids("tokens", tokens)
     parents = _tree_args(tokens, parents, len(target_argmax))
     kids = _kids(parents)
     node, path = -1, []

@@ -273,6 +273,8 @@ def test_agreement_counts_identical_prompts_and_the_first_divergence():
     assert agreement_with(reference, reference) == {"same": 3, "prompts": 3, "first_divergence": None}
     outputs = [[1, 2, 9, 9], [5, 6, 7], [8]]  # parts at token 2; the third stops early, at token 1
     assert agreement_with(reference, outputs) == {"same": 1, "prompts": 3, "first_divergence": 1}
+    with pytest.raises(ValueError, match="the same number of prompts, got 1 and 2"):  # zip dropped the second
+        agreement_with([[1, 2]], [[1, 2], [3]])
 
 
 def test_a_bf16_table_reports_agreement_instead_of_identity():

@@ -180,6 +180,9 @@ def test_draft_length_schedule_is_the_best_n_at_every_batch():
 @pytest.mark.parametrize("bad,match", [
     (dict(max_n=0), "max_n"), (dict(max_batch=0), "max_batch"), (dict(alpha=1.5), "alpha"),
     (dict(cost_ratio=-1), "cost_ratio"), (dict(flops_per_byte=0), "flops_per_byte"), (dict(max_n=True), "max_n"),
+    # a tester's 10**4 x 10**4 ran for minutes: the sizes are capped
+    (dict(max_n=65), r"max_n must be an integer in \[1, 64\]"),
+    (dict(max_batch=4097), r"max_batch must be an integer in \[1, 4096\]"),
 ])
 def test_draft_length_schedule_errors(bad, match):
     args = dict(alpha=0.75, cost_ratio=0.1, flops_per_byte=295) | bad

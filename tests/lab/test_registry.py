@@ -210,3 +210,13 @@ class _QuietMeter:
 
     def note(self):
         return ""
+
+
+def test_an_unknown_drafter_is_not_one_with_no_weights_to_miss():
+    """A tester's `pair_has('nope', 'shakespeare')` was True and `untrained_reason('nope', 'nope')` None."""
+    from lab.registry import pair_has, untrained_reason
+
+    for call in (lambda: pair_has("nope", "shakespeare"), lambda: untrained_reason("nope", "smollm2-135m")):
+        with pytest.raises(ValueError, match="unknown drafter 'nope'; choose from model, ngram"):
+            call()
+    assert pair_has("ngram", "gpt2") and not pair_has("eagle", "gpt2")

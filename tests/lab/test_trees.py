@@ -3,6 +3,8 @@ forward over a tree on a transformers model giving every node the logits of its 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -102,8 +104,9 @@ def test_numpy_and_tensor_integers_work_bools_and_floats_do_not():
             trees.position_ids([-1], bad)
     with pytest.raises(ValueError, match="parents"):
         trees.depths([-1, torch.tensor(True)])
-    for bad in (-3, -1, 2.0, True):
-        with pytest.raises(ValueError, match="n must be an integer >= 0"):
+    for bad in (-3, -1, 2.0, True, 10 ** 9):  # 10**9 drafts were killed for memory before an error
+        with pytest.raises(ValueError, match=r"n \(the number of drafts in the chain\) must be an integer in "
+                                             r"\[0, 65536\]"):
             trees.chain_parents(bad)
     for bad in (1.0, 3, -1):
         with pytest.raises(ValueError, match="node"):
@@ -124,3 +127,8 @@ def test_tree_helpers_name_parents_when_it_is_not_a_sequence(fn):
 def test_choices_parents_takes_list_paths_as_the_tree_loaders_do():
     assert trees.choices_parents([[0], [0, 0], [1], [0, 1]]) == trees.choices_parents([(0,), (0, 0), (1,), (0, 1)]) \
         == [-1, 0, -1, 0]
+    # a tester's: a raw KeyError for a missing parent, a silent [-1, -1] for a duplicate
+    for bad, words in (([(0, 0)], "needs its parent (0,)"), ([(0,), (0,)], "appears twice"),
+                       ([(0, 0), (0,)], "comes before its parent")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            trees.choices_parents(bad)

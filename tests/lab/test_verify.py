@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import torch
 
 from lab import verify
 from lab.metrics import chi_square
-from lab.verify import verify_tree_greedy, verify_tree_sampled, verify_tree_typical
+from lab.verify import verify_greedy, verify_tree_greedy, verify_tree_sampled, verify_tree_typical
 
 
 def test_greedy_tree_takes_the_longest_matching_path():
@@ -301,3 +302,16 @@ def test_rows_on_the_models_device_are_verified_with_a_cpu_generator():
     generator = torch.Generator().manual_seed(5)
     typical = verify_tree_typical(target.to(DEVICE), [2, 0], [-1, 0], generator)
     assert typical.num_accepted == 2 and typical.path == [0, 1]  # 0.7 and 0.5 pass the typical threshold
+
+
+def test_greedy_verifiers_refuse_ids_that_are_no_token_ids():
+    """A tester's float and negative argmaxes were verified silently (next_token -5, or 1 for 1.5)."""
+    for call, words in ((lambda: verify_tree_greedy([1.5, 2.5, 3.5], [1, 2], [-1, 0]),
+                         "target_argmax must hold integer"),
+                        (lambda: verify_tree_greedy([-5, 2, 3], [1, 2], [-1, 0]), "target_argmax must be token ids"),
+                        (lambda: verify_greedy([-5], []), "target_argmax must be token ids (integers >= 0), got -5"),
+                        (lambda: verify_tree_greedy([1, 2, 3], [1, -2], [-1, 0]), "tokens must be token ids"),
+                        (lambda: verify_tree_greedy([1, 2, 3], "ab", [-1, 0]), "tokens must be token ids, got text")):
+        with pytest.raises((TypeError, ValueError), match=re.escape(words)):
+            call()
+    assert verify_tree_greedy(torch.tensor([1, 2, 3]), [1, 2], [-1, 0]).path == [0, 1]  # a tensor row still works
