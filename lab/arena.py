@@ -35,7 +35,22 @@ from lab.words import in_words
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
            "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS",
            "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena",
-           "TREE_SHAPES_FILE", "committed_tree_shapes"]
+           "TREE_SHAPES_FILE", "committed_tree_shapes", "check_result"]
+
+
+def check_result(result, name: str = "result", made_by: str = "run_arena(...)") -> dict:
+    """``result`` unchanged when it looks like ``made_by``'s result: a dict with "settings" (a dict) and "rows" (a
+    list of dicts that name their "task", "temperature" and "drafter"), as the formatters and the readings of
+    :mod:`lab.arena_reading` take. Raises ``TypeError`` naming ``name`` for anything else (a raw KeyError deep in a
+    reading told a learner nothing)."""
+    rows = result.get("rows") if isinstance(result, dict) else None
+    good = (isinstance(result, dict) and isinstance(result.get("settings"), dict) and isinstance(rows, list)
+            and all(isinstance(r, dict) and {"task", "temperature", "drafter"} <= r.keys() for r in rows))
+    if not good:
+        shown = f"a dict with keys {sorted(result)[:6]}" if isinstance(result, dict) else type(result).__name__
+        raise TypeError(f"{name} must be {made_by}'s result (a dict with 'settings' and 'rows', each row naming its "
+                        f"task, temperature and drafter), got {shown}")
+    return result
 
 ARENA_DRAFTERS = DRAFTERS
 """The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
@@ -399,7 +414,9 @@ def format_arena(result: dict) -> str:
 
     Columns: N, acceptance rate, α (Leviathan's per-token acceptance), tokens per target call, c (draft forward /
     autoregressive step), predicted and measured speedup (× autoregressive), efficiency = measured / predicted,
-    and, at T = 0, whether the tokens equal the autoregressive ones."""
+    and, at T = 0, whether the tokens equal the autoregressive ones. Raises ``TypeError`` for anything but
+    :func:`run_arena`'s result (:func:`check_result`)."""
+    check_result(result)
     s = result["settings"]
     load = s.get("load_average")
     chat = " (prompts as chat user turns)" if s.get("prompt_format") == "chat" else ""
@@ -539,8 +556,9 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
 
 
 def format_adaptive(result: dict) -> str:
-    """:func:`compare_adaptive`'s result as a Markdown table plus a settings line."""
-    s = result["settings"]
+    """:func:`compare_adaptive`'s result as a Markdown table plus a settings line. Raises ``TypeError`` for anything
+    else (:func:`check_result`)."""
+    s = check_result(result, made_by="compare_adaptive(...)")["settings"]
     lines = [f"draft model on {s['prompts']} {s['task']} prompt{'' if s['prompts'] == 1 else 's'} × "
              f"{s['max_new_tokens']} new tokens, T = {s['temperature']:g}, {s['device']}, "
              f"{threads_label(s['threads'])}; adaptive: start N = {s['start_n']}, "

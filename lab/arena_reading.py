@@ -20,7 +20,7 @@ from __future__ import annotations
 from numbers import Real
 from statistics import mean
 
-from lab.arena import DRAFTER_LABELS
+from lab.arena import DRAFTER_LABELS, check_result
 from lab.metrics import LEVEL, beyond_tokens_per_call, compare_speedups
 from lab.words import in_words
 
@@ -135,6 +135,7 @@ def read_baselines(result: dict, adaptive: dict | None = None) -> str:
 
     ``result``: :func:`lab.arena.run_arena`'s return value. Raises ``ValueError`` when it has no autoregressive
     row."""
+    check_result(result)
     base = {(r["task"], r["temperature"]): r["ar_ms_per_step"] for r in result["rows"]
             if r["drafter"] == "autoregressive"}
     if not base:
@@ -235,6 +236,7 @@ def read_kinds(result: dict, temperature: float | None = None) -> str:
     most tokens per target call (with their α), the fastest, and, where a drafter with fewer tokens per call was
     faster by more than :data:`LEVEL`, the drafting time and target-call cost of the two. Empty when the run has no
     cell at that temperature."""
+    check_result(result)
     if temperature is None:
         temperature = _temperatures(result)[0] if result["rows"] else 0.0
     bullets = []
@@ -320,6 +322,7 @@ def read_methods(result: dict, temperature: float | None = None) -> str:
     neighbours where the run has both: EAGLE-3 against EAGLE, the parallel draft against the draft model (with
     drafting time), the MTP heads against EAGLE (with their tokens-per-call ceiling); then early exit (c, the
     drafting cost of N drafts, α) and Medusa (efficiency rank and target-call cost) over the whole run."""
+    check_result(result)
     if temperature is None:
         temperature = _temperatures(result)[0] if result["rows"] else 0.0
     bullets = []
@@ -370,6 +373,7 @@ def read_temperature(result: dict) -> str:
     """A Markdown bullet on what sampling did to α between the run's lowest and highest temperature: each drafter's
     mean α over the kinds it ran at both, largest fall first, and the three largest single falls. Empty when the
     run has one temperature."""
+    check_result(result)
     temps = _temperatures(result)
     if len(temps) < 2:
         return ""
@@ -407,6 +411,7 @@ def read_factors(result: dict, task: str | None = None, temperature: float | Non
     task, its lowest temperature), each drafter's largest efficiency factor (:data:`lab.arena.EFFICIENCY_FACTORS`),
     the spread of the small ones, and over the whole run the rows whose largest loss is not the target call. Raises
     ``ValueError`` when the cell is not in the run."""
+    check_result(result)
     if not _cells(result):
         raise ValueError("result holds no rows: pass run_arena(...)'s return value")
     task = task if task is not None else _cells(result)[0][0]
@@ -458,6 +463,7 @@ def read_adaptive(adaptive: dict) -> str:
     predicted speedup from the N = 4 row's α and c) against them, and where the adaptive rule landed among the fixed
     N; headed by a warning when its settings say the machine was busy. Raises ``ValueError`` when it has no fixed-N
     rows."""
+    check_result(adaptive, "adaptive", "compare_adaptive(...)")
     from lab.metrics import predicted_speedup
 
     fixed = sorted((r for r in adaptive["rows"] if r["drafter"] == "model"), key=lambda r: r["n_draft"])

@@ -53,10 +53,10 @@ class Detokenizer:
 
     ``Detokenizer(tokenizer, ids=())``: ``tokenizer`` is anything with ``decode(list[int]) -> str`` (a
     transformers tokenizer, a :class:`lab.models.ModelPair`); ``ids`` (iterable of ints) are pushed first, e.g. the
-    prompt. The texts pushed so far concatenate to ``text``, which equals ``tokenizer.decode(ids)`` whenever the
-    sequence ends on a complete character, for tokenizers whose decoding of a sequence extends the decoding of
-    its prefixes, as byte-level BPE without space clean-up does (the bundled pair's; with clean-up, a rewritten
-    character can show twice); :meth:`flush` releases an incomplete end.
+    prompt (``TypeError`` for a ``tokenizer`` without ``decode``). The texts pushed so far concatenate to ``text``,
+    which equals ``tokenizer.decode(ids)`` whenever the sequence ends on a complete character, for tokenizers whose
+    decoding of a sequence extends the decoding of its prefixes, as byte-level BPE without space clean-up does (the
+    bundled pair's; with clean-up, a rewritten character can show twice); :meth:`flush` releases an incomplete end.
 
     A token gets the complete characters it adds; one that adds only part of a character gets ``None`` (nothing to
     show yet), and the token that completes the character carries it. ``fork()`` copies the state cheaply, e.g. to
@@ -70,6 +70,9 @@ class Detokenizer:
     """
 
     def __init__(self, tokenizer, ids=()):
+        if not callable(getattr(tokenizer, "decode", None)):  # None or a model name would fail at the first push
+            raise TypeError(f"tokenizer must have decode(list[int]) -> str (a transformers tokenizer or a "
+                            f"ModelPair), got {type(tokenizer).__name__} {tokenizer!r:.40}")
         self._tokenizer = tokenizer
         self._window: list = []  # ids from a character boundary on: context (text out), then ids still open
         self._context = 0        # self._window[:self._context] is the context, ending on a character boundary

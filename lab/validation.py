@@ -204,8 +204,14 @@ def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch
 
     Raises ``ValueError`` naming ``name`` for a scalar or an empty last axis, NaN or infinite entries, negative
     entries, or sums further than ``atol`` from 1; ``TypeError`` for something that is not numbers, complex numbers
-    (a tensor or array of complex dtype) and bools (a bool tensor or array, or a sequence holding a bool).
+    (a tensor or array of complex dtype) and bools (a bool tensor or array, or a sequence holding a bool). Raises
+    ``ValueError`` for an ``atol`` that is not a finite number >= 0 and a ``dtype`` that is not a floating dtype
+    (an integer dtype would truncate every probability to 0).
     """
+    if isinstance(atol, bool) or not isinstance(atol, Real) or not math.isfinite(atol) or atol < 0:
+        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"dtype must be a floating torch dtype (torch.float32, ...), got {dtype!r}")
     _refuse_complex_and_bool(name, probs)
     try:
         probs = torch.as_tensor(probs, dtype=dtype)

@@ -6,7 +6,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
-from lab.validation import check_int
+from lab.validation import check_int, check_sampling_args
 
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "draft_token"]
 
@@ -18,7 +18,8 @@ class DraftRequest:
     ``tokens``: every committed token id so far (prompt + new tokens). ``max_tokens``: the most tokens worth
     drafting (the loop caps it so no block runs past ``max_new_tokens``). Sampling settings are the ones the
     target uses: a drafter that samples must process its logits the same way (``lab.sampling.probs_from_logits``)
-    and draw with ``generator``. Raises ``ValueError`` for a ``max_tokens`` that is not an integer >= 0.
+    and draw with ``generator``. Raises ``ValueError`` for a ``max_tokens`` that is not an integer >= 0 and for
+    sampling settings :func:`lab.validation.check_sampling_args` refuses (a negative temperature, say).
     """
 
     tokens: list
@@ -31,6 +32,7 @@ class DraftRequest:
     def __post_init__(self):
         # checked once here for every drafter: 2.5 raised a bare slice error in some, -1 drafted nothing silently
         self.max_tokens = check_int("DraftRequest.max_tokens", self.max_tokens, 0)
+        self.temperature, self.top_k, self.top_p = check_sampling_args(self.temperature, self.top_k, self.top_p)
 
 
 @dataclass

@@ -208,7 +208,7 @@ def test_adaptive_places_the_rule_among_the_fixed_n(adaptive_speed, adaptive_cal
                            "agreeing.")
     assert text.endswith("The adaptive rule: " + where)
     with pytest.raises(ValueError, match="fixed-N"):
-        read_adaptive({"rows": []})
+        read_adaptive({"rows": [], "settings": {}})
     # a learner's busy run read "fastest at N = 1 ... level with the fastest" with no word of the load
     busy = {**adaptive, "settings": {"task": "chat", "busy": True, "load_note": "WARNING: busy."}}
     assert read_adaptive(busy) == "**Read with care: the machine was busy during this run.** WARNING: busy.\n\n" + text
@@ -428,3 +428,17 @@ def test_the_committed_tree_shapes_read_whole():
         chain = next(r for r in entry["rows"] if r["method"].startswith("EAGLE-3, chain"))
         assert f"| {TASK_LABELS[kind]} | {chain['speedup']:.2f}× ({chain['tokens_per_target_call']:.2f}) |" in text
     assert text.count("\n| ") == 1 + len(run["kinds"])  # the header, then one row per kind
+
+
+def test_the_readings_name_a_result_that_is_not_one():
+    """A tester's `read_baselines({})` and `format_arena({})` raised KeyError: 'rows' / 'settings'."""
+    from lab.arena import format_adaptive, format_arena
+
+    for call in (lambda: read_baselines({}), lambda: read_kinds(None), lambda: read_methods({"rows": [{}]}),
+                 lambda: read_temperature({"rows": [], "settings": 3}), lambda: read_factors([]),
+                 lambda: format_arena({})):
+        with pytest.raises(TypeError, match=r"result must be run_arena\(\.\.\.\)'s result"):
+            call()
+    for call in (lambda: read_adaptive({}), lambda: format_adaptive({"rows": []})):
+        with pytest.raises(TypeError, match=r"compare_adaptive\(\.\.\.\)'s result"):
+            call()

@@ -96,3 +96,10 @@ def test_show_controls_keeps_the_joiners_scripts_need():
     family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"  # an emoji sequence joined by ZWJ
     persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # ZWNJ inside a word
     assert show_controls(family) == family and show_controls(persian) == persian
+
+
+def test_detokenizer_needs_something_that_decodes():
+    """A tester's Detokenizer(None) was taken and failed at its first push with an AttributeError."""
+    for bad in (None, "gpt2"):
+        with pytest.raises(TypeError, match=r"tokenizer must have decode\(list\[int\]\) -> str"):
+            Detokenizer(bad)

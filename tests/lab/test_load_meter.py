@@ -142,3 +142,13 @@ def test_the_threshold_is_lower_while_torch_has_a_thread_on_every_core(monkeypat
             assert ("WARNING" in meter.note()) is busy
     finally:
         torch.set_num_threads(before)
+
+
+def test_busy_threshold_refuses_counts_below_one():
+    """A tester's busy_threshold(-1) returned -0.25 and threads=0 was taken."""
+    from lab.load_meter import busy_threshold
+
+    for cores, threads in ((-1, 1), (0, 1), (2, 0), (2.0, 1), (True, 1)):
+        with pytest.raises(ValueError, match="must be an integer >= 1"):
+            busy_threshold(cores, threads)
+    assert busy_threshold(2, 1) == 0.5 and busy_threshold(2, 2) == pytest.approx(0.2)

@@ -235,3 +235,15 @@ def test_the_hint_follows_every_type_error_of_check_token_ids():
         with pytest.raises(TypeError, match=r"must be integer token ids \(a LongTensor\), got dtype .*; encode text "
                                             r"first: pair\.encode\(text\)$"):
             check_token_ids("prompt_ids", bad, hint="; encode text first: pair.encode(text)")
+
+
+def test_check_probs_refuses_a_tolerance_or_dtype_that_would_contradict_its_message():
+    """A tester's negative atol said "must sum to 1, got a sum of 1"; an integer dtype "got a sum of 0"."""
+    from lab.validation import check_probs
+
+    for atol in (-1, float("nan"), True):
+        with pytest.raises(ValueError, match="atol must be a finite number >= 0"):
+            check_probs("p", [0.5, 0.5], atol=atol)
+    with pytest.raises(ValueError, match="dtype must be a floating torch dtype"):
+        check_probs("p", [0.5, 0.5], dtype=torch.int64)
+    assert check_probs("p", [0.5, 0.5], dtype=torch.float64).dtype == torch.float64

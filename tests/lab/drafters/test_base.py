@@ -66,3 +66,12 @@ def test_a_draft_request_checks_max_tokens(bad):
         DraftRequest([1, 2], bad)
     assert DraftRequest([1, 2], np.int64(3)).max_tokens == 3
     assert type(DraftRequest([1], torch.tensor(2)).max_tokens) is int
+
+
+def test_a_draft_request_checks_its_sampling_settings():
+    """A tester's DraftRequest(ids, 4, temperature=-1) was taken: every drafter then sampled from garbage."""
+    for bad, words in ((dict(temperature=-1), "temperature must be a finite number >= 0"),
+                       (dict(top_k=0), "top_k must be None or an integer >= 1"), (dict(top_p=1.5), "top_p")):
+        with pytest.raises(ValueError, match=words):
+            DraftRequest([1, 2], 4, **bad)
+    assert DraftRequest([1, 2], 4, temperature=np.float64(0.5)).temperature == 0.5
