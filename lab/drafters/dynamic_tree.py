@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lab.trees import check_parents
 from lab.validation import check_int
 
 __all__ = ["DynamicTree", "MAX_TOPK", "top_children", "expand_level", "rerank"]
@@ -74,8 +75,11 @@ class DynamicTree:
 
 def top_children(probs: torch.Tensor, topk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``topk`` most probable next tokens of each row of ``probs`` ``[f, V]`` (float, rows summing to 1): ids
-    LongTensor ``[f, topk]`` and their probabilities ``[f, topk]``, most probable first. Raises ``ValueError`` when
-    ``probs`` is not 2-D or ``topk`` is not in ``[1, V]``."""
+    LongTensor ``[f, topk]`` and their probabilities ``[f, topk]``, most probable first. Raises ``TypeError`` when
+    ``probs`` is not a float tensor, ``ValueError`` when it is not 2-D or ``topk`` is not in ``[1, V]``."""
+    if not isinstance(probs, torch.Tensor) or not probs.is_floating_point():
+        raise TypeError(f"probs must be a float tensor [rows, V], got {type(probs).__name__}"
+                        + (f" of dtype {probs.dtype}" if isinstance(probs, torch.Tensor) else ""))
     if probs.dim() != 2:
         raise ValueError(f"probs must be [rows, V], got shape {tuple(probs.shape)}")
     topk = check_int("topk", topk, 1, probs.size(1))
@@ -108,8 +112,14 @@ def rerank(scores: torch.Tensor, parents, count: int) -> list[int]:
     ``scores`` ``[C]`` (nodes in drafting order, each after its parent), returned as their indices in drafting
     order, so every kept node comes after its parent. Ties go to the earlier node; as a child's value is at most its
     parent's, a kept node's parent (``parents[i]``, -1 at the root) is kept too, which is checked. Raises
-    ``ValueError`` for ``scores`` that is not 1-D, ``count`` not in ``[1, C]`` or ``parents`` of another length,
-    ``RuntimeError`` if a kept node's parent is not kept (a child valued above its parent)."""
+    ``ValueError`` for ``scores`` that is not 1-D or holds NaN, ``count`` not in ``[1, C]``, a bad ``parents``
+    array (:func:`lab.trees.check_parents`) or one of another length, ``RuntimeError`` if a kept node's parent is not
+    kept (a child valued above its parent)."""
+    parents = check_parents(parents)
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a float tensor [C], got {type(scores).__name__}")
+    if scores.dim() == 1 and torch.isnan(scores).any():
+        raise ValueError("scores contains NaN: a node's value is a product of draft probabilities")
     if scores.dim() != 1 or len(parents) != scores.size(0):
         raise ValueError(f"scores must be [C] and parents hold C entries, got {tuple(scores.shape)} and "
                          f"{len(parents)}")

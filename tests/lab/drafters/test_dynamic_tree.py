@@ -165,3 +165,15 @@ def test_the_pair_cards_tree_shape_table_states_the_committed_run():
             speed, per_call = cell.replace("**", "").replace("×", "").replace("(", "").replace(")", "").split()
             assert float(speed) == row["speedup"] and float(per_call) == round(row["tokens_per_target_call"], 2)
             assert cell.startswith("**") == (row["speedup"] == fastest), (kind, row["method"])
+
+
+def test_rerank_and_top_children_name_bad_input():
+    """A tester's bad parents and NaN scores were reported as "node 1 is kept without its parent 5", a list of
+    probabilities as an AttributeError."""
+    with pytest.raises(ValueError, match=r"parents\[1\] must be -1 .* got 5"):
+        rerank(torch.ones(3), [-1, 5, 1], 2)
+    with pytest.raises(ValueError, match="scores contains NaN"):
+        rerank(torch.tensor([1.0, float("nan"), 0.5]), [-1, 0, 1], 2)
+    with pytest.raises(TypeError, match=r"probs must be a float tensor \[rows, V\], got list"):
+        top_children([[0.5, 0.5]], 1)
+    assert rerank(torch.tensor([1.0, 0.5, 0.2]), [-1, 0, 1], 2) == [0, 1]
