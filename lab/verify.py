@@ -7,7 +7,9 @@ rejection over siblings (SpecInfer, Miao et al. 2024, §4.2; EAGLE, Li et al. 20
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from numbers import Real
 
 import torch
 
@@ -254,19 +256,19 @@ def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.09, delta: 
     defaults are the Medusa code's ``posterior_threshold = 0.09`` (epsilon, a hard cap) and ``posterior_alpha =
     0.3`` (delta, about its square root).
 
-    Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``, and for ``target_probs`` holding NaN."""
-    if torch.isnan(torch.as_tensor(target_probs)).any():
-        raise ValueError("target_probs contains NaN")
-    return _typical_threshold(target_probs, epsilon, delta)
+    Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``, and for ``target_probs`` that is not a
+    distribution over its last axis (:func:`lab.validation.check_probs`: NaN, negative entries, rows not summing to
+    1; a list is taken as a tensor)."""
+    return _typical_threshold(check_probs("target_probs", target_probs), epsilon, delta)
 
 
 def _typical_threshold(target_probs: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
     """:func:`typical_threshold` without the scan for NaN: the verifier's rows were checked already, or are trusted
     (the unchecked path of the decode loop)."""
-    if not 0 < epsilon <= 1:
-        raise ValueError(f"epsilon must be in (0, 1], got {epsilon}")
-    if not delta > 0:
-        raise ValueError(f"delta must be > 0, got {delta}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real) or not 0 < epsilon <= 1:
+        raise ValueError(f"epsilon must be a number in (0, 1], got {epsilon!r}")
+    if isinstance(delta, bool) or not isinstance(delta, Real) or not delta > 0 or math.isinf(delta):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
     entropy = -(target_probs * torch.log(target_probs.clamp_min(1e-30))).sum(-1)
     return torch.clamp(delta * torch.exp(-entropy), max=epsilon)
 

@@ -315,3 +315,16 @@ def test_greedy_verifiers_refuse_ids_that_are_no_token_ids():
         with pytest.raises((TypeError, ValueError), match=re.escape(words)):
             call()
     assert verify_tree_greedy(torch.tensor([1, 2, 3]), [1, 2], [-1, 0]).path == [0, 1]  # a tensor row still works
+
+
+def test_typical_threshold_wants_a_distribution_and_numbers():
+    """A tester's all-ones rows and negative entries got 0.09 silently; a list an AttributeError; epsilon 'a' a
+    comparison error."""
+    for bad, words in ((torch.ones(3, 4), "must sum to 1"), ([[2.0, -1.0]], "negative entries")):
+        with pytest.raises(ValueError, match=words):
+            verify.typical_threshold(bad)
+    assert verify.typical_threshold([0.5, 0.5]).item() == pytest.approx(0.09)  # a list is taken as a tensor
+    for kwargs, words in ((dict(epsilon="a"), "epsilon must be a number in (0, 1]"),
+                          (dict(delta=float("inf")), "delta must be a finite number > 0")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            verify.typical_threshold(torch.tensor([0.5, 0.5]), **kwargs)
