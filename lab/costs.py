@@ -336,8 +336,8 @@ def draft_length_schedule(alpha: float, cost_ratio: float, flops_per_byte: float
     [0, 1], ``cost_ratio`` >= 0, ``flops_per_byte`` and ``bytes_per_param`` > 0); raises ``ValueError`` naming the
     argument as it does, and for ``max_n`` outside [1, 64] or ``max_batch`` outside [1, 4096] (the schedule scores
     every N at every batch size: 1,000 × 1,000 took 8 s on the course's CPU, the largest allowed about 2)."""
-    max_n = check_int("max_n", plain_number(max_n), 1, 64)
-    max_batch = check_int("max_batch", plain_number(max_batch), 1, 4096)
+    max_n = check_int("max_n", max_n, 1, 64)
+    max_batch = check_int("max_batch", max_batch, 1, 4096)
     ranges: list[list[int]] = []
     for batch in range(1, max_batch + 1):
         best_n, best = 0, 1.0

@@ -81,7 +81,8 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     drafted anything). Raises ``ValueError`` naming the argument for empty or non-integer ``batch_sizes`` /
     ``n_values``, ``n_values`` without 0 (the baseline) or without an N > 0 (nothing to compare), an unknown
     ``drafter``, ``max_new_tokens`` or ``rounds`` < 1, no prompts in ``encoded``, fewer ``requests`` than the
-    largest batch size (that batch would never fill), or prompts that do not fit the target's context; the
+    largest batch size (that batch would never fill) or more than :data:`lab.validation.MAX_LENGTH` (a batch size
+    above half of it, by the default of twice the largest), or prompts that do not fit the target's context; the
     registry's errors for a drafter the pair cannot have."""
     from lab.batched import generate_batch
     from lab.models import processor_name
@@ -91,7 +92,7 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
     for name, values in (("batch_sizes", batch_sizes), ("n_values", n_values)):
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise ValueError(f"{name} must be a list of integers, got {type(values).__name__} {values!r}")
-    batch_sizes = sorted({check_int("batch_sizes", b, 1) for b in batch_sizes})
+    batch_sizes = sorted({check_int("batch_sizes", b, 1, MAX_LENGTH // 2) for b in batch_sizes})  # 2 B requests
     n_values = sorted({check_int("n_values", n, 0) for n in n_values})
     if not batch_sizes or not n_values:
         raise ValueError("batch_sizes and n_values must each name at least one value")
@@ -105,7 +106,7 @@ def measure_goodput(pair, encoded, *, batch_sizes=BATCH_SIZES, n_values=N_VALUES
         raise ValueError("encoded must hold at least one prompt's token ids")
     if requests is None:
         requests = 2 * batch_sizes[-1]
-    elif check_int("requests", requests, 1) < batch_sizes[-1]:  # that batch size would never hold B rows at once
+    elif check_int("requests", requests, 1, MAX_LENGTH) < batch_sizes[-1]:  # B rows would never run at once
         raise ValueError(f"requests must be an integer >= {batch_sizes[-1]} (the largest batch size), got {requests}")
     problem = context_problem(pair, encoded, max_new_tokens)
     if problem:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from numbers import Integral
 
 __all__ = ["LoadMeter", "BUSY_SHARE", "SPIN_SHARE", "BUSY_WARNING", "busy_threshold", "thread_advice"]
 
@@ -56,7 +57,7 @@ def busy_threshold(cores: int, threads: int | None = None) -> float:
     ``threads``: torch's thread count; None reads it from torch when torch is loaded (this module does not import
     it), else 1. Raises ``ValueError`` for ``cores`` or ``threads`` that is not an integer >= 1."""
     for name, value in (("cores", cores), ("threads", threads)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if threads is None:
         import sys

@@ -113,7 +113,7 @@ def speculative_step(prefix: list[int], target_model: ToyModel, draft_model: Toy
     The emitted tokens are distributed exactly as ``n_accepted + 1`` tokens sampled from the target.
 
     ``prefix``: a list of token ids, or an integer tensor ``[L]`` (not modified; the result is a list of ints
-    either way); ``n_draft``: any integer >= 1 (``numbers.Integral``, not
+    either way); ``n_draft``: an integer in [1, :data:`lab.validation.MAX_LENGTH`] (``numbers.Integral``, not
     bool); ``rng``: a ``random.Random`` or a ``torch.Generator``. Every distribution a model returns is checked
     (toy vocabularies make that cheap). Raises ``ValueError`` for ``n_draft`` outside [1, 65536], a model output
     that is not a distribution (NaN, a negative entry, a sum further than 1e-3 from 1; the message names the model

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from numbers import Real
 
 import torch
 
 from lab.sampling import residual_unchecked
 from lab.trees import chain_parents, check_parents
-from lab.validation import check_probs, check_unbounded_ids, is_integer
+from lab.validation import check_number, check_probs, check_unbounded_ids, is_integer
 
 __all__ = ["VerifyResult", "verify_greedy", "verify_sampled", "verify_tree_greedy", "verify_tree_sampled",
            "verify_tree_typical", "typical_threshold", "reject_child", "verify_tree_sampled_unchecked",
@@ -256,19 +255,28 @@ def typical_threshold(target_probs: torch.Tensor, epsilon: float = 0.09, delta: 
     defaults are the Medusa code's ``posterior_threshold = 0.09`` (epsilon, a hard cap) and ``posterior_alpha =
     0.3`` (delta, about its square root).
 
-    Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``delta > 0``, and for ``target_probs`` that is not a
-    distribution over its last axis (:func:`lab.validation.check_probs`: NaN, negative entries, rows not summing to
-    1; a list is taken as a tensor)."""
-    return _typical_threshold(check_probs("target_probs", target_probs), epsilon, delta)
+    ``target_probs``: rows of probabilities ``[..., V]`` (a list is taken as a float32 tensor); the result keeps a
+    float64 input's dtype, float32 otherwise. Raises ``ValueError`` unless ``0 < epsilon <= 1`` and ``0 < delta <
+    inf`` (numbers or one-element tensors; ``TypeError`` for anything else), and for ``target_probs`` that is not a
+    distribution over its last axis (:func:`lab.validation.check_probs`, with the verifiers' tolerance for bfloat16
+    and float16 rows: NaN, negative entries, rows not summing to 1)."""
+    is_tensor = isinstance(target_probs, torch.Tensor)
+    target_probs = check_probs("target_probs", target_probs,
+                               atol=_row_tolerance(target_probs) if is_tensor else 1e-3,
+                               dtype=torch.float64 if is_tensor and target_probs.dtype == torch.float64
+                               else torch.float32)
+    return _typical_threshold(target_probs, epsilon, delta)
 
 
 def _typical_threshold(target_probs: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
-    """:func:`typical_threshold` without the scan for NaN: the verifier's rows were checked already, or are trusted
-    (the unchecked path of the decode loop)."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real) or not 0 < epsilon <= 1:
-        raise ValueError(f"epsilon must be a number in (0, 1], got {epsilon!r}")
-    if isinstance(delta, bool) or not isinstance(delta, Real) or not delta > 0 or math.isinf(delta):
-        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
+    """:func:`typical_threshold` without its check of the rows: the verifier's rows were checked already, or are
+    trusted (the unchecked path of the decode loop). ``epsilon`` and ``delta`` are checked here."""
+    shown_epsilon, shown_delta = epsilon, delta
+    epsilon, delta = check_number("epsilon", epsilon, "(0, 1]"), check_number("delta", delta, "(0, inf)")
+    if not 0 < epsilon <= 1:
+        raise ValueError(f"epsilon must be a number in (0, 1], got {shown_epsilon!r}")
+    if not 0 < delta < math.inf:
+        raise ValueError(f"delta must be a finite number > 0, got {shown_delta!r}")
     entropy = -(target_probs * torch.log(target_probs.clamp_min(1e-30))).sum(-1)
     return torch.clamp(delta * torch.exp(-entropy), max=epsilon)
 

@@ -20,6 +20,7 @@ The lesson is 11 (its exercise 2 reranks a drafter's candidates).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -113,18 +114,19 @@ def rerank(scores: torch.Tensor, parents, count: int) -> list[int]:
     order, so every kept node comes after its parent. Ties go to the earlier node; as a child's value is at most its
     parent's, a kept node's parent (``parents[i]``, -1 at the root) is kept too, which is checked. Raises
     ``ValueError`` for ``scores`` that is not 1-D or holds NaN, ``count`` not in ``[1, C]``, a bad ``parents``
-    array (:func:`lab.trees.check_parents`) or one of another length, ``RuntimeError`` if a kept node's parent is not
-    kept (a child valued above its parent)."""
+    array (:func:`lab.trees.check_parents`) or one of another length, ``TypeError`` when ``scores`` is not a tensor,
+    ``RuntimeError`` if a kept node's parent is not kept (a child valued above its parent)."""
     parents = check_parents(parents)
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"scores must be a float tensor [C], got {type(scores).__name__}")
-    if scores.dim() == 1 and torch.isnan(scores).any():
-        raise ValueError("scores contains NaN: a node's value is a product of draft probabilities")
     if scores.dim() != 1 or len(parents) != scores.size(0):
         raise ValueError(f"scores must be [C] and parents hold C entries, got {tuple(scores.shape)} and "
                          f"{len(parents)}")
     count = check_int("count", count, 1, scores.size(0))
-    keep = sorted(torch.sort(scores, descending=True, stable=True).indices[:count].tolist())
+    order = torch.sort(scores, descending=True, stable=True).indices.tolist()  # the step's one device sync
+    if math.isnan(float(scores[order[0]])):  # NaN sorts first in a descending sort
+        raise ValueError("scores contains NaN: a node's value is a product of draft probabilities")
+    keep = sorted(order[:count])
     kept = set(keep)
     orphan = [i for i in keep if parents[i] >= 0 and parents[i] not in kept]
     if orphan:

@@ -24,8 +24,13 @@ def test_batch_prompts_cycle_and_checks(pair):
     assert batch_prompts([[1], [2, 3]], 5) == [[1], [2, 3], [1], [2, 3], [1]]
     with pytest.raises(ValueError, match="batch"):
         batch_prompts([[1]], 0)
-    with pytest.raises(ValueError, match="requests must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"requests must be an integer in \[1, 65536\], got 0"):
         measure_goodput(pair, [[1, 2]], requests=0)
+    # a queue or batch past the cap is refused before any warm-up runs (it was refused as "batch" afterwards)
+    with pytest.raises(ValueError, match=r"requests must be an integer in \[1, 65536\], got 100000"):
+        measure_goodput(pair, [[1, 2]], requests=100_000)
+    with pytest.raises(ValueError, match=r"batch_sizes must be an integer in \[1, 32768\], got 40000"):
+        measure_goodput(pair, [[1, 2]], batch_sizes=[1, 40_000])
     with pytest.raises(ValueError, match="drafter must be one of"):
         measure_goodput(pair, [[1, 2]], drafter="oracle")
     with pytest.raises(ValueError, match="n_values"):

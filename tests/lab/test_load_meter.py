@@ -152,3 +152,11 @@ def test_busy_threshold_refuses_counts_below_one():
         with pytest.raises(ValueError, match="must be an integer >= 1"):
             busy_threshold(cores, threads)
     assert busy_threshold(2, 1) == 0.5 and busy_threshold(2, 2) == pytest.approx(0.2)
+
+
+def test_busy_threshold_takes_any_integer():
+    import numpy as np
+
+    from lab.load_meter import busy_threshold
+
+    assert busy_threshold(np.int64(4), np.int64(1)) == 1.0

@@ -324,7 +324,16 @@ def test_typical_threshold_wants_a_distribution_and_numbers():
         with pytest.raises(ValueError, match=words):
             verify.typical_threshold(bad)
     assert verify.typical_threshold([0.5, 0.5]).item() == pytest.approx(0.09)  # a list is taken as a tensor
-    for kwargs, words in ((dict(epsilon="a"), "epsilon must be a number in (0, 1]"),
+    for kwargs, words in ((dict(epsilon="a"), "epsilon must be a number in (0, 1], got str 'a'"),
                           (dict(delta=float("inf")), "delta must be a finite number > 0")):
-        with pytest.raises(ValueError, match=re.escape(words)):
+        with pytest.raises((TypeError, ValueError), match=re.escape(words)):
             verify.typical_threshold(torch.tensor([0.5, 0.5]), **kwargs)
+
+
+def test_typical_threshold_takes_what_the_verifiers_take():
+    """A reviewer: bfloat16 rows the typical verifier accepts were refused by typical_threshold, a float64 row came
+    back float32 and a one-element tensor epsilon was refused."""
+    rows = torch.softmax(torch.randn(2, 4096, generator=torch.Generator().manual_seed(0)) * 6, -1).bfloat16()
+    assert verify.typical_threshold(rows).shape == (2,)
+    assert verify.typical_threshold(torch.tensor([0.5, 0.5], dtype=torch.float64)).dtype == torch.float64
+    assert verify.typical_threshold(torch.tensor([0.5, 0.5]), epsilon=torch.tensor(0.05)).item() == pytest.approx(0.05)
