@@ -591,11 +591,9 @@ def test_topk_position_instead_of_token_id_is_named(capsys):
     rejects(check.topk_draft, position_in_topk, capsys, "not a token id", "indices[j]")
 
 
-def _flipped_step(guard_residual):
-    """A learner's step with the acceptance test upside down (u >= min(1, target/draft)) and a residual
-    normalised with or without a guard against an all-zero sum."""
-    import random as _random  # noqa: F401  (the learner's module-level import)
-
+def _learner_step(accepts, guard_residual=True):
+    """A learner's step whose acceptance test is ``accepts(u, target_x, draft_x)``, with a residual normalised with
+    or without a guard against an all-zero sum (the target's row then)."""
     def step(prefix, target_model, draft_model, n_draft, rng):
         out, drafts, dists = list(prefix), [], []
         for _ in range(n_draft):
@@ -604,7 +602,7 @@ def _flipped_step(guard_residual):
             dists.append(dist)
         for x, d in zip(drafts, dists):
             t = list(target_model(out))
-            if toy.uniform(rng) >= min(1.0, t[x] / d[x]):  # flipped
+            if accepts(toy.uniform(rng), t[x], d[x]):
                 out.append(x)
                 continue
             pos = [max(0.0, a - b) for a, b in zip(t, d)]
@@ -621,7 +619,8 @@ def _flipped_step(guard_residual):
 def test_speculative_step_with_the_comparison_upside_down(guard, capsys):
     """A learner's flipped test crashed on the all-zero residual of identical models and was shown only the
     ZeroDivisionError; with a guard, the hint led with the bonus token."""
-    out = rejects(check.speculative_step, _flipped_step(guard), capsys,
+    flipped = _learner_step(lambda u, target_x, draft_x: u >= min(1.0, target_x / draft_x), guard)
+    out = rejects(check.speculative_step, flipped, capsys,
                   "check the ratio and the comparison's direction", "accept when u < target[x] / draft[x]")
     assert ("ZeroDivisionError" in out) == (not guard), out
     assert "sample the bonus token" not in out, out
@@ -630,20 +629,7 @@ def test_speculative_step_with_the_comparison_upside_down(guard, capsys):
 def test_speculative_step_that_forgets_the_division(capsys):
     """A reviewer's answer, u < min(1, target[x]), rejects drafts of identical models too: the hint names the ratio
     as well as the direction."""
-    def no_division(prefix, target_model, draft_model, n_draft, rng):
-        out, drafts, dists = list(prefix), [], []
-        for _ in range(n_draft):
-            dist = list(draft_model(out + drafts))
-            drafts.append(toy.categorical(dist, rng))
-            dists.append(dist)
-        for x, d in zip(drafts, dists):
-            t = list(target_model(out))
-            if toy.uniform(rng) < min(1.0, t[x]):  # target[x] alone
-                out.append(x)
-                continue
-            residual = [max(0.0, a - b) for a, b in zip(t, d)]
-            return out + [toy.categorical(residual if sum(residual) else t, rng)]
-        return out + [toy.categorical(list(target_model(out)), rng)]
+    no_division = _learner_step(lambda u, target_x, draft_x: u < min(1.0, target_x))  # target[x] alone
 
     rejects(check.speculative_step, no_division, capsys, "so a draft was rejected", "u < target[x] / draft[x]")
 
