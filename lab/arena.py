@@ -44,18 +44,17 @@ def check_result(result, name: str = "result", made_by: str = "run_arena(...)") 
     :mod:`lab.arena_reading` take. Raises ``TypeError`` naming ``name`` for anything else (a raw KeyError deep in a
     reading told a learner nothing)."""
     rows = result.get("rows") if isinstance(result, dict) else None
-    good = (isinstance(result, dict) and isinstance(result.get("settings"), dict) and isinstance(rows, list)
-            and all(isinstance(r, dict) and {"task", "temperature", "drafter"} <= r.keys() for r in rows))
-    if not good:
-        bad_row = (next((i for i, r in enumerate(rows) if not isinstance(r, dict)
-                         or not {"task", "temperature", "drafter"} <= r.keys()), None)
-                   if isinstance(rows, list) else None)
-        shown = (f"row {bad_row}: {str(rows[bad_row])[:80]}" if bad_row is not None
-                 else f"a dict with keys {sorted(map(str, result))[:6]}" if isinstance(result, dict)
-                 else type(result).__name__)
-        raise TypeError(f"{name} must be {made_by}'s result (a dict with 'settings' and 'rows', each row naming its "
-                        f"task, temperature and drafter), got {shown}")
-    return result
+    bad_row = (next((i for i, r in enumerate(rows)
+                     if not (isinstance(r, dict) and {"task", "temperature", "drafter"} <= r.keys())), None)
+               if isinstance(rows, list) else None)
+    if bad_row is None and isinstance(rows, list) and isinstance(result.get("settings"), dict):
+        return result
+    shown = (f"row {bad_row}: {str(rows[bad_row])[:80]}" if bad_row is not None
+             else f"a dict with keys {sorted(map(str, result))[:6]}" if isinstance(result, dict)
+             else type(result).__name__)
+    raise TypeError(f"{name} must be {made_by}'s result (a dict with 'settings' and 'rows', each row naming its "
+                    f"task, temperature and drafter), got {shown}")
+
 
 ARENA_DRAFTERS = DRAFTERS
 """The drafters :func:`run_arena` runs by default: every one :func:`lab.registry.make_drafter` builds."""
