@@ -217,7 +217,8 @@ def kv_cache_bytes_per_token(config, bytes_per_value: float | None = None) -> in
 def cache_bytes(cache) -> int:
     """Bytes held by a transformers KV cache right now: the sum of ``numel * element_size`` over every layer's key
     and value tensors (``DynamicCache.layers`` in transformers 5; a legacy tuple of ``(key, value)`` pairs also
-    works). Layers not filled yet count 0. Raises ``TypeError`` for an object with neither layout. Unit: bytes."""
+    works). Layers not filled yet count 0. Raises ``TypeError`` for an object with neither layout (a tuple whose items
+    are not pairs included). Unit: bytes."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
         pairs = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers]
@@ -226,6 +227,10 @@ def cache_bytes(cache) -> int:
     else:
         raise TypeError(f"{type(cache).__name__} is not a transformers cache (no `.layers`) nor a tuple of "
                         "(key, value) pairs")
+    bad = next((pair for pair in pairs if not isinstance(pair, (tuple, list))), None)
+    if bad is not None:  # a bare int raised "'int' object is not iterable"
+        raise TypeError(f"cache must be a transformers cache or a tuple of (key, value) pairs, got an item "
+                        f"{type(bad).__name__} {str(bad)[:40]}")
     total = 0
     for pair in pairs:
         for tensor in pair:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from lab.validation import is_integer
+from lab.validation import check_unbounded_ids, is_integer
 
 __all__ = ["Detokenizer", "CONTROL_PICTURES", "show_controls"]
 
@@ -139,8 +139,9 @@ class Detokenizer:
         ancestors. When the current sequence ends inside a character and a first draft breaks it instead of
         completing it, that draft's text leaves out the U+FFFD of the broken bytes: they belong to the sequence
         (the run's own next token completes or breaks them), and a struck-through draft should not show them.
-        Raises ``ValueError`` if ``parents`` does not match ``ids`` or names a later node."""
-        ids = [int(token) for token in ids]
+        Raises ``ValueError`` if ``parents`` does not match ``ids`` or names a later node, ``TypeError`` naming
+        ``ids`` or ``parents`` for entries that are not integers (``int(1.5)`` would have shown token 1's text)."""
+        ids = check_unbounded_ids("ids", ids)
         broken = self.fork().flush() if len(self._window) > self._context else ""  # the open bytes, as U+FFFD
 
         def own(text):  # a first draft's text without the current sequence's broken character
@@ -150,6 +151,11 @@ class Detokenizer:
             state = self.fork()
             texts = [state.push(token) for token in ids]
             return [own(texts[0])] + texts[1:] if texts else texts
+        parents = parents.tolist() if hasattr(parents, "tolist") else list(parents)  # a tensor or array too
+        wrong = next((p for p in parents if not is_integer(p)), None)
+        if wrong is not None:
+            raise TypeError(f"parents must hold integer node indices (-1 for a root), got {type(wrong).__name__} "
+                            f"{wrong!r}")
         parents = [int(parent) for parent in parents]
         if len(parents) != len(ids):
             raise ValueError(f"parents has {len(parents)} entries for {len(ids)} ids")

@@ -7,15 +7,22 @@ what the benchmark measured. No torch: :mod:`lab.bench` and its command line re-
 """
 from __future__ import annotations
 
+from numbers import Real
+
 __all__ = ["goal_met", "goal_record", "goal_lines", "not_judged", "NOT_MEASURED"]
 
 
 def goal_met(measured, threshold: float, at_most: bool = False) -> bool | None:
     """Whether ``measured`` meets a goal: ``>= threshold``, or ``<= threshold`` for an upper bound (``at_most``, a
     cost); None when it was not measured (None). Judge the unrounded value: rounding first can turn 1.995 into a
-    met 2.0."""
+    met 2.0. Raises ``TypeError`` naming ``measured`` or ``threshold`` when it is not a real number (a bool, a str;
+    NaN is a number and meets no goal)."""
     if measured is None:
         return None
+    for name, value in (("measured", measured), ("threshold", threshold)):
+        if isinstance(value, bool) or not isinstance(value, Real):  # 'a' >= 1.0 raised a bare comparison error
+            raise TypeError(f"{name} must be a real number{' or None' if name == 'measured' else ''}, got "
+                            f"{type(value).__name__} {value!r}")
     return measured <= threshold if at_most else measured >= threshold
 
 

@@ -175,8 +175,14 @@ def best_n_per_batch(rows) -> dict:
     row and another beside it: a best N that was compared with nothing would read as speculation paying. An N > 0
     row that drafted nothing (``drafted_tokens`` 0: answers too short to draft, say) or accepted nothing
     (``acceptance_rate`` 0) is left out too: its steps emit one token a target call, as autoregressive decoding
-    does, so only noise could pick it (an instructor's 8-token run chose N = 2 at 1.02× with no draft accepted)."""
+    does, so only noise could pick it (an instructor's 8-token run chose N = 2 at 1.02× with no draft accepted).
+    Raises ``TypeError`` naming ``rows`` when it is not a list of dicts holding ``batch`` and ``n_draft``."""
     import math
+
+    if (not isinstance(rows, (list, tuple))
+            or not all(isinstance(r, dict) and {"batch", "n_draft"} <= r.keys() for r in rows)):
+        raise TypeError("rows must be measure_goodput(...)['rows']: a list of dicts with batch, n_draft and goodput, "
+                        f"got {type(rows).__name__}")
 
     from lab.compare import compare_speedups
 

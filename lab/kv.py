@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from lab.validation import check_int, check_token_ids, is_integer  # is_integer: never bools
+from lab.validation import check_int, check_token_ids, check_unbounded_ids, is_integer  # is_integer: never bools
 
 __all__ = ["cache_length", "rollback", "keep_positions", "ScratchKVCache", "two_cache_greedy", "next_position",
            "draft_keep_length", "emitted_tokens"]
@@ -65,8 +65,14 @@ def keep_positions(cache, start: int, keep) -> object:
     storage (``cache.layers``, as a transformers ``DynamicCache`` has).
     """
     current = cache_length(cache)
-    keep = keep.tolist() if isinstance(keep, torch.Tensor) and keep.dim() == 1 and not keep.is_floating_point() \
-        and keep.dtype != torch.bool else list(keep)
+    if isinstance(keep, torch.Tensor) and keep.dim() == 1 and not keep.is_floating_point() and keep.dtype != torch.bool:
+        keep = keep.tolist()
+    else:
+        try:
+            keep = list(keep)
+        except TypeError:  # None: "'NoneType' object is not iterable" named no argument
+            raise ValueError(f"keep must be increasing integer offsets (a list or a 1-d integer tensor), got "
+                             f"{type(keep).__name__}") from None
     if not all(type(k) is int for k in keep):  # fast path: plain ints
         if not all(is_integer(k) for k in keep):
             raise ValueError(f"keep must hold integer offsets, got {keep}")
@@ -254,8 +260,9 @@ def emitted_tokens(drafts: list, num_accepted: int, next_token: int) -> list:
 
     ``drafts``: the step's drafted ids; ``num_accepted``: how many leading drafts the target accepted, an integer
     in ``[0, len(drafts)]``; ``next_token``: the target's own token id (an integer >= 0). Raises ``ValueError``
-    naming the argument otherwise (a negative count would silently drop drafts from the end)."""
-    drafts = list(drafts)
+    naming the argument otherwise (a negative count would silently drop drafts from the end), ``TypeError`` naming
+    ``drafts`` when they are not token ids."""
+    drafts = check_unbounded_ids("drafts", drafts)
     num_accepted = check_int("num_accepted", num_accepted, 0)
     if num_accepted > len(drafts):
         raise ValueError(f"num_accepted must be an integer in [0, {len(drafts)}] (the number of drafts), "

@@ -685,7 +685,8 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     float or complex ``attention_mask`` (an additive 0 / -inf mask would be misread), and ``ValueError`` for ids
     outside the vocabulary ``[0, V)`` and for a block that would run past the model's context
     (:func:`context_limit`): the largest position (the largest ``position_ids`` entry, else cache length + n − 1)
-    must be below it, since rotary models would otherwise extrapolate silently.
+    must be below it, since rotary models would otherwise extrapolate silently, and ``TypeError`` for a ``cache``
+    that is not a transformers cache (:func:`new_cache`).
     """
     ids = torch.as_tensor(input_ids)
     if ids.dim() > 2 or (ids.dim() == 2 and ids.size(0) != 1):  # view(1, -1) would glue a batch into one sequence
@@ -701,6 +702,8 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     if low < 0 or high >= vocab:
         raise ValueError(f"input_ids must be token ids in [0, {vocab}) (the model's vocabulary), got "
                          f"{low if low < 0 else high}")
+    if not hasattr(cache, "get_seq_length"):  # a str or None raised an AttributeError naming no argument
+        raise TypeError(f"cache must be a transformers cache (lab.models.new_cache()), got {type(cache).__name__}")
     past = int(cache.get_seq_length())
     positions = None
     if position_ids is not None:  # read once, on the CPU: checked here, moved to the device below

@@ -286,8 +286,11 @@ def pair_has(kind: str, pair_name: str) -> bool:
 
 def check_has_draft(pair, what: str) -> None:
     """Raise ``ValueError`` naming ``what`` and the pair when ``pair`` has no draft model (``pair.draft`` is None, as
-    for a target loaded alone): the draft model's runs need one."""
-    if getattr(pair, "draft", None) is None:
+    for a target loaded alone): the draft model's runs need one. Raises ``TypeError`` when ``pair`` is not a
+    :class:`lab.models.ModelPair` (it has no ``draft``, e.g. None)."""
+    if not hasattr(pair, "draft") or not hasattr(pair, "name"):
+        raise TypeError(f"{what} needs a model pair (lab.models.load_pair(...)), got {type(pair).__name__}")
+    if pair.draft is None:
         raise ValueError(f"{what} needs a draft model, and the {pair.name!r} pair has none (pair.draft is None); "
                          "use a pair with a draft, e.g. load_pair('shakespeare')")
 

@@ -13,8 +13,8 @@ from numbers import Integral, Real
 
 import torch
 
-__all__ = ["check_int", "is_integer", "check_token_ids", "plain_number", "check_sampling_args", "check_probs",
-           "check_number", "MAX_LENGTH"]
+__all__ = ["check_int", "is_integer", "check_token_ids", "check_unbounded_ids", "plain_number",
+           "check_sampling_args", "check_probs", "check_number", "MAX_LENGTH"]
 
 
 MAX_LENGTH = 1 << 16
@@ -66,9 +66,9 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
     Raises ``TypeError`` naming ``name`` for text (``str``, ``bytes``, ``bytearray``), a mapping (a tokenizer's
     output: its ``["input_ids"]`` are the ids) or a set, a non-iterable, a float/bool tensor or array or an item that is
     not an integer (bools included), and ``ValueError`` for a tensor or array of another shape, an empty sequence
-    (unless ``allow_empty``) and, when ``vocab`` is given, ids outside ``[0, vocab)``. ``hint`` is appended to the
-    type errors (e.g. "; encode text first: pair.encode(text)"). The result is always a new list; a list of plain
-    ints is checked in one pass, cheap enough for once per decoding step."""
+    (unless ``allow_empty``), a negative id and, when ``vocab`` is given, ids outside ``[0, vocab)``. ``hint`` is
+    appended to the type errors (e.g. "; encode text first: pair.encode(text)"). The result is always a new list;
+    a list of plain ints is checked in one pass, cheap enough for once per decoding step."""
     if isinstance(ids, (str, bytes, bytearray)):
         raise TypeError(f"{name} must be token ids, got text ({ids[:30]!r}){hint}")
     if isinstance(ids, (Mapping, AbstractSet)):  # iterating would give its keys, or ids in no order and no repeats
@@ -107,18 +107,17 @@ def check_token_ids(name: str, ids, vocab: int | None = None, *, allow_empty: bo
         raise ValueError(f"{name} must hold at least one token id")
     if vocab is not None and ids and not 0 <= min(ids) <= max(ids) < vocab:
         raise ValueError(f"{name} must be token ids in [0, {vocab}), got {[t for t in ids if not 0 <= t < vocab][:5]}")
+    if vocab is None and ids and min(ids) < 0:  # no id is negative, whatever the vocabulary
+        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
     return ids
 
 
 def check_unbounded_ids(name: str, ids) -> list:
-    """``ids`` as a list of Python ints >= 0, possibly empty: :func:`check_token_ids` for a drafter that knows no
-    vocabulary (prompt lookup, suffix decoding, lookahead), so ``>= 0`` is the whole range it can check. Raises
-    ``TypeError`` naming ``name`` for text or ids that are not integers (a float is not truncated), ``ValueError``
-    for a negative id."""
-    ids = check_token_ids(name, ids, allow_empty=True)
-    if ids and min(ids) < 0:
-        raise ValueError(f"{name} must be token ids (integers >= 0), got {min(ids)}")
-    return ids
+    """``ids`` as a list of Python ints >= 0, possibly empty: :func:`check_token_ids` with no vocabulary and
+    ``allow_empty``, for a caller that knows no vocabulary (prompt lookup, suffix decoding, lookahead), so ``>= 0``
+    is the whole range it can check. Raises ``TypeError`` naming ``name`` for text or ids that are not integers (a
+    float is not truncated), ``ValueError`` for a negative id."""
+    return check_token_ids(name, ids, allow_empty=True)
 
 
 def plain_number(value):

@@ -67,6 +67,7 @@ def verify_sampled(target_probs: torch.Tensor, drafted: list, draft_probs: torch
     A chain is the one-child-per-level tree, so this is :func:`verify_tree_sampled` on ``[-1, 0, 1, ...]``.
     Raises ``ValueError`` and ``TypeError`` as :func:`verify_tree_sampled` does.
     """
+    drafted = _drafted_list(drafted)
     return verify_tree_sampled(target_probs, drafted, chain_parents(len(drafted)), draft_probs, generator)
 
 
@@ -78,6 +79,13 @@ def _tree_args(tokens, parents, rows: int) -> list[int]:
         raise ValueError(f"the target needs {len(tokens) + 1} rows (the last committed token, then every node), "
                          f"got {rows}")
     return parents
+
+
+def _drafted_list(tokens) -> list:
+    """``tokens`` as a list; ``TypeError`` for None, text or another non-iterable ("not iterable" named nothing)."""
+    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"drafted tokens must be a list of token ids, got {type(tokens).__name__}")
+    return list(tokens)
 
 
 def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
@@ -92,7 +100,7 @@ def _prob_args(target_probs, tokens, generator, draft_probs=None) -> list[int]:
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__} (a "
                         "random.Random works only with lab.toy)")
     vocab = target_probs.size(1)
-    tokens = list(tokens)
+    tokens = _drafted_list(tokens)
     if not all(type(t) is int for t in tokens):  # fast path: plain ints
         wrong = next((t for t in tokens if not is_integer(t)), None)
         if wrong is not None:

@@ -13,6 +13,7 @@ from numbers import Real
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lab.validation import check_int
 from widgets.style import chart_labels
 
 __all__ = ["arena_figure", "efficiency_waterfall"]
@@ -30,10 +31,14 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
     rows are left out (always 1). Hovering a bar shows the drafter's efficiency and tokens per target call. Labels
     and titles are HTML-escaped (plotly renders some tags); two rows of a panel with the same label get their N
     appended. Raises ``ValueError`` if ``result`` has no drafter rows, a row lacks one of those keys or one of its
-    four numbers is not a finite number >= 0 (None, say); ``TypeError`` if ``result`` is not a dict.
+    four numbers or its temperature is not a finite number >= 0 (None, say), and for a ``height_per_row`` (pixels)
+    that is not an integer in [1, 10000]; ``TypeError`` if ``result`` is not a dict whose rows are a list of dicts.
     """
     if not isinstance(result, dict):
         raise TypeError(f"result must be lab.arena.run_arena(...)'s return value (a dict), got {type(result).__name__}")
+    height_per_row = check_int("height_per_row", height_per_row, 1, 10_000)
+    if not isinstance(result.get("rows", []), list) or not all(isinstance(r, dict) for r in result.get("rows", [])):
+        raise TypeError("result must be lab.arena.run_arena(...)'s return value: its rows a list of dicts")
     rows = [r for r in result.get("rows", []) if r.get("drafter") != "autoregressive"]
     numbers = ("measured_speedup", "predicted_speedup", "efficiency", "tokens_per_target_call")
     needed = ("task", "temperature", "label") + numbers
@@ -41,6 +46,10 @@ def arena_figure(result: dict, height_per_row: int = 240) -> go.Figure:
         missing = [key for key in needed if key not in row]
         if missing:
             raise ValueError(f"result's rows must be run_arena's: a row lacks {', '.join(missing)}")
+        temperature = row["temperature"]  # formatted in the panel titles
+        if isinstance(temperature, bool) or not isinstance(temperature, Real) or not 0 <= temperature < math.inf:
+            raise ValueError(f"result's rows must be run_arena's: temperature must be a finite number >= 0, got "
+                             f"{temperature!r} in the row of {row['label']!r} ({row['task']})")
         for key in numbers:  # drawn as bars or formatted in the hover text
             value = row[key]
             if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:

@@ -10,6 +10,8 @@ Everything shown is kernel-side state (``series``, the figure's traces). It only
 from __future__ import annotations
 
 import json
+import math
+from numbers import Real
 
 import ipywidgets as w
 import plotly.graph_objects as go
@@ -30,8 +32,10 @@ class GoodputChart(w.VBox):
     The crossover and the readout come from the rows (:func:`lab.goodput.best_n_per_batch`), not from
     ``result["crossover"]``: only batch sizes where a finite N = 0 goodput ran beside an N > 0 are compared.
 
-    Raises ``ValueError`` for a result without rows, with rows missing those keys or with a non-integer batch or
-    N, and for an unknown view or a ratio view without an N = 0 row."""
+    Raises ``ValueError`` for a result without rows, with rows missing those keys, with a batch that is not an
+    integer >= 1, an N that is not an integer >= 0 or a goodput that is neither a finite number >= 0 nor NaN (a
+    cell not measured, drawn as a gap and never compared), and for an unknown view or a ratio view without an
+    N = 0 row."""
 
     def __init__(self, result: dict, view: str = "tokens/s"):
         rows = result.get("rows") if isinstance(result, dict) else None
@@ -39,9 +43,15 @@ class GoodputChart(w.VBox):
         if not rows or not all(isinstance(r, dict) and needed <= set(r) for r in rows):
             raise ValueError("result must be lab.goodput.measure_goodput's dict, with rows holding batch, n_draft and "
                              "goodput")
-        bad = next((r for r in rows for key in ("batch", "n_draft") if not is_integer(r[key])), None)
+        bad = next((r for r in rows if not (is_integer(r["batch"]) and r["batch"] >= 1 and is_integer(r["n_draft"])
+                                            and r["n_draft"] >= 0)), None)
         if bad is not None:
-            raise ValueError(f"result's rows must hold integer batch and n_draft, got {bad!r}")
+            raise ValueError(f"result's rows must hold an integer batch >= 1 and an integer n_draft >= 0, got {bad!r}")
+        bad = next((r for r in rows if isinstance(r["goodput"], bool) or not isinstance(r["goodput"], Real)
+                    or not (0 <= r["goodput"] < math.inf or math.isnan(r["goodput"]))), None)  # NaN: a gap
+        if bad is not None:
+            raise ValueError(f"result's rows must hold a goodput that is a finite number >= 0 (tokens/s) or NaN (not "
+                             f"measured), got {bad!r}")
         self.result = result
         # the crossover is read from the rows themselves: only where N = 0 ran beside an N > 0, finite values only
         self.best = best_n_per_batch(rows)
@@ -82,14 +92,14 @@ class GoodputChart(w.VBox):
 
     def series(self) -> dict:
         """``{N: [value per batch size]}`` as drawn now (goodput in tokens/s, or ÷ N = 0's goodput at the same
-        batch size); None where a (batch, N) cell was not measured."""
+        batch size); None where a (batch, N) cell was not measured (or, in the ratio view, N = 0's goodput is 0)."""
         ratio = self.view == _VIEWS[1]
         out = {}
         for n in self.n_values:
             values = []
             for b in self.batches:
                 cell, base = self._cells.get((b, n)), self._cells.get((b, 0))
-                if cell is None or (ratio and base is None):
+                if cell is None or (ratio and (base is None or base["goodput"] == 0)):  # nothing to divide by
                     values.append(None)
                 else:
                     values.append(cell["goodput"] / base["goodput"] if ratio else cell["goodput"])

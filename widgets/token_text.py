@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from lab.detok import Detokenizer, show_controls
-from lab.validation import check_token_ids
+from lab.validation import check_token_ids, check_unbounded_ids
 
 __all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels", "token_display_text",
            "token_label_text", "special_token_text", "has_special_token", "check_tokenizer", "prompt_token_ids",
@@ -41,9 +41,10 @@ def token_texts(tokenizer, ids, context=None, parents=None) -> list:
     the tokens before them; None: nothing before), without changing ``context``: a ``str``, or ``None`` for a
     token holding only part of a character. ``parents``: a token tree's parents array (see
     :meth:`lab.detok.Detokenizer.texts_after`); None for a chain. ``tokenizer`` None shows ids as ``⟨17⟩``.
-    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids``."""
+    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids``, ``TypeError`` for ``ids`` that are not
+    integer token ids (a float is not truncated)."""
     if tokenizer is None:
-        return [f"\u27e8{int(token)}\u27e9" for token in ids]
+        return [f"\u27e8{token}\u27e9" for token in check_unbounded_ids("ids", ids)]
     context = Detokenizer(tokenizer) if context is None else context
     return context.texts_after(ids, parents)
 
@@ -53,7 +54,7 @@ def token_labels(tokenizer, ids, context=None, parents=None) -> list:
     :func:`token_texts` takes them; ``tokenizer`` None gives the ids as strings (``"17"``). For the viewers that
     show one cell or node per token."""
     if tokenizer is None:
-        return [str(int(token)) for token in ids]
+        return [str(token) for token in check_unbounded_ids("ids", ids)]
     return [token_label_text(text) for text in token_texts(tokenizer, ids, context, parents)]
 
 

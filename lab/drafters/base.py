@@ -6,7 +6,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import torch
 
-from lab.validation import check_int, check_sampling_args
+from lab.validation import check_int, check_sampling_args, check_unbounded_ids
 
 __all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "draft_token"]
 
@@ -19,7 +19,10 @@ class DraftRequest:
     drafting (the loop caps it so no block runs past ``max_new_tokens``). Sampling settings are the ones the
     target uses: a drafter that samples must process its logits the same way (``lab.sampling.probs_from_logits``)
     and draw with ``generator``. Raises ``ValueError`` for a ``max_tokens`` that is not an integer >= 0 and for
-    sampling settings :func:`lab.validation.check_sampling_args` refuses (a negative temperature, say).
+    sampling settings :func:`lab.validation.check_sampling_args` refuses (a negative temperature, say), and
+    ``TypeError`` / ``ValueError`` naming ``tokens`` when they are not a list and not token ids either (a tensor or
+    tuple of ids is taken as a list). A list is taken as it is, unchecked: the decode loop builds one per step, and
+    checking every id of a long context on every step would cost more than the loop's own work.
     """
 
     tokens: list
@@ -32,6 +35,8 @@ class DraftRequest:
     def __post_init__(self):
         # checked once here for every drafter: 2.5 raised a bare slice error in some, -1 drafted nothing silently
         self.max_tokens = check_int("DraftRequest.max_tokens", self.max_tokens, 0)
+        if type(self.tokens) is not list:  # None raised an AttributeError inside a drafter
+            self.tokens = check_unbounded_ids("DraftRequest.tokens", self.tokens)
         self.temperature, self.top_k, self.top_p = check_sampling_args(self.temperature, self.top_k, self.top_p)
 
 

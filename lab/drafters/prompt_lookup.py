@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from lab.drafters.base import Draft, DraftRequest
-from lab.validation import is_integer
+from lab.validation import check_unbounded_ids, is_integer
 
 __all__ = ["ngram_lookup", "PromptLookupDrafter", "MATCH_RULES"]
 
@@ -119,7 +119,10 @@ class PromptLookupDrafter:
         self.match = _check_match(match)
 
     def reset(self, prompt_ids) -> None:
-        """Nothing to prepare: the lookup reads the committed tokens at each step."""
+        """Nothing to prepare: the lookup reads the committed tokens at each step. ``prompt_ids`` are still checked
+        as every drafter checks them: ``TypeError`` naming it for text, None or ids that are not integers,
+        ``ValueError`` for a negative id (the lookup knows no vocabulary, so ``>= 0`` is all it can check)."""
+        check_unbounded_ids("prompt_ids", prompt_ids)
 
     def propose(self, request: DraftRequest) -> Draft:
         """Up to ``min(n_draft, request.max_tokens)`` tokens from :func:`ngram_lookup` on the committed tokens;

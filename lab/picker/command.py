@@ -40,11 +40,19 @@ def report(args) -> int:
     None). A bad value prints one line naming the flag to
     stderr and returns 2 (before anything is printed to stdout; a ``--markdown`` path whose folder does not exist
     counts as a bad value); a guide that cannot be written for another reason (permissions, a full disk) prints one
-    line to stderr and returns 1, also before anything is printed to stdout.
+    line to stderr and returns 1, also before anything is printed to stdout. Raises ``TypeError`` when ``args``
+    lacks one of the attributes that have no default (a caller's mistake, not a learner's flag).
     """
     def fail(message: str, status: int) -> int:
         print(f"python -m lab pick: {message}", file=sys.stderr)
         return status
+
+    missing = [name for name in ("task", "temperature", "small_model", "can_finetune", "throughput", "memory_gb",
+                                 "markdown", "target", "tensor_parallel_size", "json", "exclude")
+               if not hasattr(args, name)]
+    if missing:  # report(None) raised an AttributeError naming no argument
+        raise TypeError(f"args must carry the flags of python -m lab pick (an argparse.Namespace); "
+                        f"{type(args).__name__} lacks {', '.join(missing)}")
 
     try:
         rec = recommend(args.task, args.temperature, bool(args.small_model), bool(args.can_finetune),

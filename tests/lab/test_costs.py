@@ -70,6 +70,8 @@ def test_cache_bytes_layouts_and_errors(target):
     assert costs.cache_bytes(((k, k), (k, k))) == 4 * k.numel() * 4
     with pytest.raises(TypeError, match="not a transformers cache"):
         costs.cache_bytes(object())
+    with pytest.raises(TypeError, match=r"a tuple of \(key, value\) pairs, got an item int 1"):
+        costs.cache_bytes([1, 2])  # "'int' object is not iterable" named nothing
 
 
 def test_published_configs():

@@ -78,6 +78,16 @@ def test_detokenizer_names_a_token_that_is_not_an_integer():
     assert text.push(0x61) == "a"   # nothing was appended by the refused push
 
 
+def test_texts_after_refuses_ids_and_parents_that_are_not_integers():
+    """int(1.5) showed token 1's text for a float id."""
+    text = Detokenizer(ByteTokenizer())
+    with pytest.raises(TypeError, match="ids must hold integer token ids, got float 1.5"):
+        text.texts_after([0x61, 1.5])
+    with pytest.raises(TypeError, match="parents must hold integer node indices"):
+        text.texts_after([0x61, 0x62], [-1, 0.5])
+    assert text.texts_after([0x61, 0x62], [-1, 0]) == ["a", "b"]
+
+
 @pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c", "\u200b", "\ufeff",
                                   "\u2028", "\u2029"])
 def test_show_controls_names_characters_that_reorder_or_hide_text(char):

@@ -67,6 +67,18 @@ def test_goal_met_takes_lower_and_upper_bounds():
 
     assert goal_met(2.5, 2.5) is True and goal_met(2.49, 2.5) is False and goal_met(None, 2.5) is None
     assert goal_met(0.1, 0.1, at_most=True) is True and goal_met(0.11, 0.1, at_most=True) is False
+    assert goal_met(float("nan"), 2.0) is False  # a NaN measurement meets no goal
+
+
+def test_goal_met_names_a_value_that_is_not_a_number():
+    import pytest
+
+    from lab.goals import goal_met
+
+    for measured, threshold, name in (("a", 1.0, "measured"), (True, 1.0, "measured"), (1.0, "2", "threshold"),
+                                      (1.0, None, "threshold")):
+        with pytest.raises(TypeError, match=f"{name} must be a real number"):
+            goal_met(measured, threshold)
 
 
 def test_the_bench_re_exports_the_goal_names():

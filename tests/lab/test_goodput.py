@@ -95,6 +95,12 @@ def test_the_pairs_card_quotes_the_committed_run():
     assert f"on {run['date'].split()[0]} ({run['date'].split()[1].replace('-', '–')} UTC)" in card
 
 
+def test_best_n_per_batch_names_rows_it_cannot_read():
+    for bad in (None, [{"batch": 1}], "rows"):
+        with pytest.raises(TypeError, match=r"rows must be measure_goodput\(...\)\['rows'\]"):
+            best_n_per_batch(bad)
+
+
 def test_the_best_n_is_taken_only_where_n_0_ran_beside_it():
     """A batch size without a finite N = 0 goodput has no best N (it was compared with nothing), and NaN never
     wins: the schedule and crossover then speak only for batch sizes that were compared."""

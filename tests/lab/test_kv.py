@@ -154,6 +154,10 @@ def test_keep_positions_refuses_non_integer_offsets(target):
     forward(target, PREFIX, cache)
     with pytest.raises(ValueError, match="integer"):
         keep_positions(cache, 1, [0.9, 2.2])
+    with pytest.raises(ValueError, match=r"keep must be increasing integer offsets \(a list or a 1-d integer tensor\), "
+                                         "got NoneType"):
+        keep_positions(cache, 1, None)
+    assert cache_length(cache) == len(PREFIX)  # nothing was dropped by the refused calls
 
 
 def test_keep_positions_takes_numpy_and_tensor_integers_not_bools(target):
@@ -244,6 +248,10 @@ def test_emitted_tokens_checks_its_arguments():
         kv.emitted_tokens([1, 2, 3], 5, 9)
     with pytest.raises(ValueError, match="next_token must be an integer >= 0"):
         kv.emitted_tokens([1, 2, 3], 1, 2.0)
+    with pytest.raises(TypeError, match="drafts must be a list of token ids or a LongTensor, got NoneType"):
+        kv.emitted_tokens(None, 0, 3)
+    with pytest.raises(TypeError, match="drafts must hold integer token ids, got float 1.5"):
+        kv.emitted_tokens([1.5], 1, 3)
 
 
 def test_scratch_cache_refuses_text_and_floats(target):

@@ -215,6 +215,10 @@ def test_forward_rejects_bad_layouts(target):
         forward(target, [1, 2], new_cache(), attention_mask=torch.ones(3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="position_ids"):
         forward(target, [1, 2], new_cache(), position_ids=[0])
+    for bad in ("x", None, []):  # an AttributeError named no argument
+        with pytest.raises(TypeError, match=rf"cache must be a transformers cache \(lab.models.new_cache\(\)\), got "
+                                            rf"{type(bad).__name__}"):
+            forward(target, [1, 2], bad)
 
 
 def test_forward_refuses_float_positions_and_masks_instead_of_casting_them(target):

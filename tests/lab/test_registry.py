@@ -91,6 +91,11 @@ def test_the_draft_model_runs_refuse_a_pair_without_a_draft_naming_it(pair):
                  lambda: run_arena(no_draft, tasks=("prose",), max_new_tokens=2, prompts_per_task=1, progress=False)):
         with pytest.raises(ValueError, match=r"needs a draft model, and the 'no-draft' pair has none"):
             call()
+    from lab.registry import check_has_draft
+
+    with pytest.raises(TypeError, match=r"the draft model needs a model pair \(lab.models.load_pair\(...\)\), got "
+                                        "NoneType"):
+        check_has_draft(None, "the draft model")
     run = run_arena(no_draft, tasks=("prose",), temperatures=(0.0,), max_new_tokens=2, prompts_per_task=1,
                     drafters=("ngram",), progress=False)  # the drafters that need no draft model still run
     assert {row["drafter"] for row in run["rows"]} >= {"ngram"}

@@ -32,6 +32,13 @@ def test_check_token_ids_is_the_one_token_id_check():
             check_token_ids("ids", bad, 4, hint="; see")
 
 
+def test_check_token_ids_refuses_a_negative_id_without_a_vocabulary():
+    """Without ``vocab`` a negative id passed (a lookahead window of [-1] reached the model's embedding)."""
+    with pytest.raises(ValueError, match=r"window must be token ids \(integers >= 0\), got -3"):
+        check_token_ids("window", [4, -3])
+    assert check_token_ids("window", [0, 70000]) == [0, 70000]  # no vocabulary: no upper bound to check
+
+
 def test_check_token_ids_reads_a_numpy_row_like_a_tensor_row():
     """A NumPy [1, L] array is one sequence, as a tensor [1, L] is (it used to be read as one item, the row, and
     refused with the whole row in the message)."""

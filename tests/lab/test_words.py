@@ -8,3 +8,13 @@ def test_in_words_joins_with_commas_and_a_last_and():
     assert in_words(("draft model", "EAGLE")) == "draft model and EAGLE"
     assert in_words(name for name in ["suffix"]) == "suffix"  # any iterable, read once
     assert in_words([]) == ""
+
+
+def test_in_words_refuses_a_string_and_items_that_are_not_words():
+    """A str is an iterable of characters: in_words("abc") read "a, b and c"."""
+    import pytest
+
+    with pytest.raises(TypeError, match="words must be an iterable of words .* got the str 'abc'"):
+        in_words("abc")
+    with pytest.raises(TypeError, match="words must hold str items, got int 1"):
+        in_words(["a", 1])

@@ -30,6 +30,14 @@ def test_arena_figure_names_what_it_takes():
         arena_figure(None)
     with pytest.raises(ValueError, match="a row lacks temperature, label, measured_speedup"):
         arena_figure({"rows": [{"drafter": "x", "task": "chat"}]})
+    with pytest.raises(TypeError, match="its rows a list of dicts"):
+        arena_figure({"rows": [None]})
+    for bad in (-1, 0, 2.5, None):  # a negative height drew an empty figure
+        with pytest.raises(ValueError, match=r"height_per_row must be an integer in \[1, 10000\]"):
+            arena_figure({"rows": [_arena_row("draft model", 4, 1.4)]}, height_per_row=bad)
+    for bad in (None, -1.0, float("nan"), "0"):  # None failed inside a format of the panel titles
+        with pytest.raises(ValueError, match=rf"temperature must be a finite number >= 0, got {re.escape(repr(bad))}"):
+            arena_figure({"rows": [{**_arena_row("draft model", 4, 1.4), "temperature": bad}]})
 
 
 def test_arena_figure_refuses_rows_without_the_numbers_it_draws():

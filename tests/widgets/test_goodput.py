@@ -77,5 +77,29 @@ def test_the_readout_claims_only_what_the_rows_compare():
     assert "still paid at batch size 2, the largest compared with N = 0" in GoodputChart(nan).readout.value
     speculative_only = {"rows": [r for r in result()["rows"] if r["n_draft"] > 0]}
     assert "nothing to compare" in GoodputChart(speculative_only).readout.value
-    with pytest.raises(ValueError, match="integer batch and n_draft"):
+    with pytest.raises(ValueError, match="integer batch >= 1 and an integer n_draft >= 0"):
         GoodputChart({"rows": [{"batch": "x", "n_draft": 0, "goodput": 1.0}]})
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"batch": 0, "n_draft": 0, "goodput": 1.0}, "integer batch >= 1"),  # a log axis has no 0
+    ({"batch": -1, "n_draft": 0, "goodput": 1.0}, "integer batch >= 1"),
+    ({"batch": 1, "n_draft": -2, "goodput": 1.0}, "integer n_draft >= 0"),
+    ({"batch": 1, "n_draft": 0, "goodput": "x"}, "goodput that is a finite number >= 0"),
+    ({"batch": 1, "n_draft": 0, "goodput": None}, "goodput that is a finite number >= 0"),
+    ({"batch": 1, "n_draft": 0, "goodput": -3.0}, "goodput that is a finite number >= 0"),
+    ({"batch": 1, "n_draft": 0, "goodput": float("inf")}, "goodput that is a finite number >= 0"),
+    ({"batch": 1, "n_draft": 0, "goodput": True}, "goodput that is a finite number >= 0"),
+])
+def test_a_row_it_cannot_draw_is_named(row, message):
+    with pytest.raises(ValueError, match=message):
+        GoodputChart({"rows": [row]})
+
+
+def test_a_zero_autoregressive_goodput_gives_no_ratio():
+    """The ratio view divides by N = 0's goodput: where that is 0 the cell is not drawn (it raised
+    ZeroDivisionError)."""
+    data = {"rows": [{"batch": 1, "n_draft": 0, "goodput": 0.0}, {"batch": 1, "n_draft": 2, "goodput": 5.0},
+                     {"batch": 2, "n_draft": 0, "goodput": 4.0}, {"batch": 2, "n_draft": 2, "goodput": 6.0}]}
+    chart = GoodputChart(data, view="× N = 0")
+    assert chart.series() == {0: [None, 1.0], 2: [None, 1.5]}

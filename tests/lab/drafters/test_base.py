@@ -68,6 +68,18 @@ def test_a_draft_request_checks_max_tokens(bad):
     assert type(DraftRequest([1], torch.tensor(2)).max_tokens) is int
 
 
+def test_a_draft_request_names_tokens_that_are_not_token_ids():
+    """DraftRequest(None, 4) reached the drafters, which raised an AttributeError or TypeError of their own."""
+    for bad, error, words in ((None, TypeError, "must be a list of token ids"), ("ab", TypeError, "got text"),
+                              (torch.tensor([1.5]), TypeError, "integer token ids"),
+                              ((1, -2), ValueError, "integers >= 0")):
+        with pytest.raises(error, match=f"DraftRequest.tokens .*{words}"):
+            DraftRequest(bad, 4)
+    assert DraftRequest(torch.tensor([[3, 4]]), 2).tokens == [3, 4]  # a tensor or tuple becomes the loop's list
+    ids = [1, 2]
+    assert DraftRequest(ids, 2).tokens is ids  # the loop's own list is taken as it is (see the docstring)
+
+
 def test_a_draft_request_checks_its_sampling_settings():
     """A tester's DraftRequest(ids, 4, temperature=-1) was taken: every drafter then sampled from garbage."""
     for bad, words in ((dict(temperature=-1), "temperature must be a finite number >= 0"),

@@ -100,6 +100,13 @@ def test_bad_arguments_name_the_argument(kwargs, word):
         PromptLookupDrafter(**kwargs)
 
 
+@pytest.mark.parametrize("bad, error", [(None, TypeError), ([1.5], TypeError), ("ab", TypeError), ([-1], ValueError)])
+def test_reset_checks_the_prompt_as_every_drafter_does(bad, error):
+    """reset had nothing to prepare and so took anything (None, [1.5]) without a word."""
+    with pytest.raises(error, match="prompt_ids"):
+        PromptLookupDrafter().reset(bad)
+
+
 def test_prompt_lookup_draft_is_deterministic_and_free():
     drafter = PromptLookupDrafter(max_ngram=2, n_draft=3)
     drafter.reset([1, 2, 3, 1, 2])

@@ -26,6 +26,19 @@ def test_report_prints_the_summary_json_and_guide(tmp_path, capsys):
     assert guide.read_text(encoding="utf-8") == rec.to_markdown()
 
 
+def test_report_names_the_attributes_an_args_object_lacks():
+    """report(None) raised an AttributeError naming no attribute."""
+    import pytest
+
+    with pytest.raises(TypeError, match="args must carry the flags of python -m lab pick .* NoneType lacks task, "
+                                        "temperature"):
+        report(None)
+    partial = pick_args()
+    del partial.exclude
+    with pytest.raises(TypeError, match="Namespace lacks exclude$"):
+        report(partial)
+
+
 def test_report_names_the_flag_and_prints_nothing_on_stdout(capsys):
     assert report(pick_args(temperature=-1.0)) == 2
     captured = capsys.readouterr()
