@@ -203,8 +203,8 @@ def test_every_table_of_drafters_is_derived_from_the_registry_records(pair):
     assert settings["geometry"] == ("prompt lookup n-grams <= 3, N = 3; early exit 3 of 6 layers; parallel draft: "
                                     "N = 3 tokens from one draft forward (mask tokens)")
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    listed = re.search(r"`python -m lab demo` takes `--drafter ([a-z0-9|-]+)`", readme).group(1).split("|")
-    assert tuple(listed) == DRAFTERS, "README's `python -m lab demo` takes `--drafter ...` list: add the new name"
+    listed = re.search(r"\*\*`python -m lab demo`\*\*: `--drafter ([a-z0-9|-]+)`", readme).group(1).split("|")
+    assert tuple(listed) == DRAFTERS, "README's `python -m lab demo`: `--drafter ...` list: add the new name"
 
 
 class _QuietMeter:
