@@ -227,7 +227,7 @@ def cache_bytes(cache) -> int:
     else:
         raise TypeError(f"{type(cache).__name__} is not a transformers cache (no `.layers`) nor a tuple of "
                         "(key, value) pairs")
-    bad = next((pair for pair in pairs if not isinstance(pair, (tuple, list))), None)
+    bad = next((pair for pair in pairs if not (isinstance(pair, (tuple, list)) and len(pair) == 2)), None)
     if bad is not None:  # a bare int raised "'int' object is not iterable"
         raise TypeError(f"cache must be a transformers cache or a tuple of (key, value) pairs, got an item "
                         f"{type(bad).__name__} {str(bad)[:40]}")

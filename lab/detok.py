@@ -39,6 +39,8 @@ def show_controls(text: str) -> str:
     (:data:`CONTROL_PICTURES`: ``"\\x1b"`` → ``"␛"``, ``"\\r"`` → ``"␍"``, ``"\\u202e"`` → ``"⟨U+202E⟩"``): token
     text printed to a terminal or drawn in a page can then neither move the cursor, recolour or reorder the output
     nor vanish."""
+    if not isinstance(text, str):  # None raised an AttributeError about translate
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
     return text.translate(CONTROL_PICTURES)
 
 _REPLACEMENT = "\ufffd"
@@ -85,9 +87,11 @@ class Detokenizer:
         """Append ``token_id`` (an int); returns the text it adds: the characters it completes (``""`` for a
         token that decodes to nothing), or ``None`` when it completes none and the text ends in an incomplete
         character (shown with the token that completes it). Raises ``TypeError`` naming ``token_id`` for anything
-        but an integer; other errors are the tokenizer's ``decode`` errors."""
+        but an integer, ``ValueError`` for a negative one; other errors are the tokenizer's ``decode`` errors."""
         if not is_integer(token_id):
             raise TypeError(f"token_id must be an integer token id, got {type(token_id).__name__} {token_id!r:.40}")
+        if token_id < 0:  # some tokenizers decode a negative id as text from the end of their vocabulary
+            raise ValueError(f"token_id must be a token id >= 0, got {int(token_id)}")
         window = self._window + [int(token_id)]
         full = str(self._tokenizer.decode(window))
         complete = full.rstrip(_REPLACEMENT)
@@ -139,8 +143,9 @@ class Detokenizer:
         ancestors. When the current sequence ends inside a character and a first draft breaks it instead of
         completing it, that draft's text leaves out the U+FFFD of the broken bytes: they belong to the sequence
         (the run's own next token completes or breaks them), and a struck-through draft should not show them.
-        Raises ``ValueError`` if ``parents`` does not match ``ids`` or names a later node, ``TypeError`` naming
-        ``ids`` or ``parents`` for entries that are not integers (``int(1.5)`` would have shown token 1's text)."""
+        Raises ``ValueError`` if ``parents`` does not match ``ids`` or names a later node or an id is negative,
+        ``TypeError`` naming ``ids`` or ``parents`` for entries that are not integers (``int(1.5)`` would have shown
+        token 1's text) or a ``parents`` that is not a sequence."""
         ids = check_unbounded_ids("ids", ids)
         broken = self.fork().flush() if len(self._window) > self._context else ""  # the open bytes, as U+FFFD
 
@@ -151,6 +156,9 @@ class Detokenizer:
             state = self.fork()
             texts = [state.push(token) for token in ids]
             return [own(texts[0])] + texts[1:] if texts else texts
+        if isinstance(parents, (str, bytes)) or not hasattr(parents, "__iter__"):
+            raise TypeError(f"parents must be a list of node indices (-1 for a root) or None, got "
+                            f"{type(parents).__name__}")
         parents = parents.tolist() if hasattr(parents, "tolist") else list(parents)  # a tensor or array too
         wrong = next((p for p in parents if not is_integer(p)), None)
         if wrong is not None:

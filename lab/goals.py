@@ -17,12 +17,13 @@ def goal_met(measured, threshold: float, at_most: bool = False) -> bool | None:
     cost); None when it was not measured (None). Judge the unrounded value: rounding first can turn 1.995 into a
     met 2.0. Raises ``TypeError`` naming ``measured`` or ``threshold`` when it is not a real number (a bool, a str;
     NaN is a number and meets no goal)."""
-    if measured is None:
-        return None
     for name, value in (("measured", measured), ("threshold", threshold)):
-        if isinstance(value, bool) or not isinstance(value, Real):  # 'a' >= 1.0 raised a bare comparison error
+        if (isinstance(value, bool) or not isinstance(value, Real)) and not (name == "measured" and value is None):
+            # 'a' >= 1.0 raised a bare comparison error
             raise TypeError(f"{name} must be a real number{' or None' if name == 'measured' else ''}, got "
                             f"{type(value).__name__} {value!r}")
+    if measured is None:
+        return None
     return measured <= threshold if at_most else measured >= threshold
 
 
@@ -46,11 +47,26 @@ def not_judged(goals, reason: str) -> list:
     """Copies of :func:`goal_record` dicts that keep their measured numbers but no verdict (``met`` None, ``status``
     ``"not judged: <reason>"``; a goal with no number keeps its own status), for a run the goals cannot be judged
     on: one smaller than the benchmark they are stated for, or timed while other programs kept the machine busy.
-    ``reason`` must not be empty (``ValueError``)."""
+    ``reason`` must not be empty (``ValueError``); ``goals`` must be a list of such dicts (``TypeError``)."""
     if not isinstance(reason, str) or not reason:
         raise ValueError(f"reason must be a non-empty str saying why the goals are not judged, got {reason!r}")
+    _check_goals(goals, records_only=True)
     return [goal if goal["met"] is None else {**goal, "met": None, "status": f"not judged: {reason}"}
             for goal in goals]
+
+
+def _check_goals(goals, records_only: bool = False) -> None:
+    """``TypeError`` unless ``goals`` is a list or tuple of :func:`goal_record` dicts (or, unless ``records_only``,
+    of 3- or 4-item tuples): None or a short tuple raised an unpacking error naming nothing."""
+    keys = {"goal", "measured", "threshold", "at_most", "met", "status"}
+    ok = isinstance(goals, (list, tuple)) and all(
+        (isinstance(g, dict) and keys <= g.keys())
+        or (not records_only and isinstance(g, (tuple, list)) and len(g) in (3, 4)) for g in goals)
+    if not ok:
+        shown = (type(goals).__name__ if not isinstance(goals, (list, tuple)) else
+                 next(str(g)[:60] for g in goals if not (isinstance(g, dict) and keys <= g.keys())))
+        allowed = "goal_record(...) dicts" + ("" if records_only else " or (text, measured, threshold[, '<=']) tuples")
+        raise TypeError(f"goals must be a list of {allowed}, got {shown}")
 
 
 def _supporting(measured: float, threshold: float, at_most: bool) -> str:
@@ -71,7 +87,8 @@ def goal_lines(goals) -> str:
     the number measured here, printed with enough digits to support its verdict (or, not judged, the verdict it would
     have).
     ``goals``: :func:`goal_record` dicts, or tuples ``(text, measured, threshold)`` with a fourth item ``"<="`` for
-    an upper bound (measured None: not measured in this run)."""
+    an upper bound (measured None: not measured in this run). Raises ``TypeError`` for anything else."""
+    _check_goals(goals)
     lines = []
     for goal in goals:
         if not isinstance(goal, dict):

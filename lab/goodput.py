@@ -176,13 +176,16 @@ def best_n_per_batch(rows) -> dict:
     row that drafted nothing (``drafted_tokens`` 0: answers too short to draft, say) or accepted nothing
     (``acceptance_rate`` 0) is left out too: its steps emit one token a target call, as autoregressive decoding
     does, so only noise could pick it (an instructor's 8-token run chose N = 2 at 1.02× with no draft accepted).
-    Raises ``TypeError`` naming ``rows`` when it is not a list of dicts holding ``batch`` and ``n_draft``."""
+    Raises ``TypeError`` naming ``rows`` when it is not a list of dicts holding ``batch`` and ``n_draft`` (the bad
+    row shown)."""
     import math
 
-    if (not isinstance(rows, (list, tuple))
-            or not all(isinstance(r, dict) and {"batch", "n_draft"} <= r.keys() for r in rows)):
-        raise TypeError("rows must be measure_goodput(...)['rows']: a list of dicts with batch, n_draft and goodput, "
-                        f"got {type(rows).__name__}")
+    if not isinstance(rows, (list, tuple)):
+        raise TypeError(f"rows must be measure_goodput(...)['rows'], a list of dicts, got {type(rows).__name__}")
+    bad = next((r for r in rows if not (isinstance(r, dict) and {"batch", "n_draft"} <= r.keys())), None)
+    if bad is not None:
+        raise TypeError(f"rows must be measure_goodput(...)['rows']: dicts holding batch and n_draft, got "
+                        f"{str(bad)[:60]}")
 
     from lab.compare import compare_speedups
 
@@ -203,7 +206,9 @@ def best_n_per_batch(rows) -> dict:
 def crossover_batch(best: dict) -> int | None:
     """The smallest measured batch size whose best N is 0 (``best``: :func:`best_n_per_batch`, which holds only
     batch sizes where N = 0 was compared with an N > 0): where no N > 0 beats autoregressive decoding any more. None
-    when speculation won at every batch size compared."""
+    when speculation won at every batch size compared. Raises ``TypeError`` when ``best`` is not a dict."""
+    if not isinstance(best, dict):
+        raise TypeError(f"best must be best_n_per_batch(...)'s dict {{batch: N}}, got {type(best).__name__}")
     return next((b for b in sorted(best) if best[b] == 0), None)
 
 
@@ -212,7 +217,10 @@ def batch_schedule(best: dict, max_batch: int | None = None) -> list:
     ``[[first_batch, last_batch, N], ...]`` (the format of :func:`lab.costs.draft_length_schedule`, N = 0 for no
     speculation). A measured batch size B covers the batch sizes from B up to the next one measured; the last
     covers up to ``max_batch`` (default: itself; past the last range vLLM keeps the last N). Neighbouring ranges
-    with the same N merge. Raises ``ValueError`` for an empty ``best`` or a ``max_batch`` below the largest B."""
+    with the same N merge. Raises ``ValueError`` for an empty ``best`` or a ``max_batch`` below the largest B,
+    ``TypeError`` when ``best`` is not a dict."""
+    if not isinstance(best, dict):  # a list of sizes raised an IndexError
+        raise TypeError(f"best must be best_n_per_batch(...)'s dict {{batch: N}}, got {type(best).__name__}")
     if not best:
         raise ValueError("best must map at least one batch size to its N")
     sizes = sorted(best)
@@ -229,8 +237,13 @@ def batch_schedule(best: dict, max_batch: int | None = None) -> list:
 
 def format_goodput(result: dict) -> str:
     """:func:`measure_goodput`'s result as a settings line, a Markdown table (one row per batch size, goodput per
-    N and × autoregressive), the crossover, the schedule as vLLM's setting and the load note."""
+    N and × autoregressive), the crossover, the schedule as vLLM's setting and the load note. Raises ``TypeError``
+    when ``result`` is not such a dict (one with ``settings`` and ``rows``)."""
     from lab.registry import OWN_DRAFT
+
+    if not (isinstance(result, dict) and isinstance(result.get("settings"), dict) and "rows" in result):
+        raise TypeError(f"result must be measure_goodput(...)'s dict, with settings and rows, got "
+                        f"{type(result).__name__}")
 
     s = result["settings"]
     ns = s["n_values"]

@@ -61,8 +61,8 @@ def keep_positions(cache, start: int, keep) -> object:
 
     ``start`` and the offsets may be Python or NumPy integers or integer 0-d tensors; ``keep`` may be any iterable
     of them or a 1-d integer tensor. Raises ``ValueError`` if ``start`` is outside the cache or ``keep`` is not
-    increasing integer offsets inside it, and ``TypeError`` when entries must move but the cache has no per-layer
-    storage (``cache.layers``, as a transformers ``DynamicCache`` has).
+    increasing integer offsets inside it, and ``TypeError`` when ``keep`` is not a sequence at all (None) or
+    entries must move but the cache has no per-layer storage (``cache.layers``, as a transformers ``DynamicCache`` has).
     """
     current = cache_length(cache)
     if isinstance(keep, torch.Tensor) and keep.dim() == 1 and not keep.is_floating_point() and keep.dtype != torch.bool:
@@ -71,8 +71,8 @@ def keep_positions(cache, start: int, keep) -> object:
         try:
             keep = list(keep)
         except TypeError:  # None: "'NoneType' object is not iterable" named no argument
-            raise ValueError(f"keep must be increasing integer offsets (a list or a 1-d integer tensor), got "
-                             f"{type(keep).__name__}") from None
+            raise TypeError(f"keep must be increasing integer offsets (a list or a 1-d integer tensor), got "
+                            f"{type(keep).__name__}") from None
     if not all(type(k) is int for k in keep):  # fast path: plain ints
         if not all(is_integer(k) for k in keep):
             raise ValueError(f"keep must hold integer offsets, got {keep}")

@@ -686,8 +686,10 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     outside the vocabulary ``[0, V)`` and for a block that would run past the model's context
     (:func:`context_limit`): the largest position (the largest ``position_ids`` entry, else cache length + n − 1)
     must be below it, since rotary models would otherwise extrapolate silently, and ``TypeError`` for a ``cache``
-    that is not a transformers cache (:func:`new_cache`).
+    that is not a transformers cache (:func:`new_cache`) or a ``model`` that is not a transformers model.
     """
+    if not hasattr(model, "config") or not callable(model):  # None raised an AttributeError about .config
+        raise TypeError(f"model must be a transformers model (pair.target, pair.draft), got {type(model).__name__}")
     ids = torch.as_tensor(input_ids)
     if ids.dim() > 2 or (ids.dim() == 2 and ids.size(0) != 1):  # view(1, -1) would glue a batch into one sequence
         raise ValueError(f"input_ids must be one sequence, list[int] or [n] / [1, n], got shape {tuple(ids.shape)}")

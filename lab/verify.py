@@ -8,6 +8,8 @@ rejection over siblings (SpecInfer, Miao et al. 2024, §4.2; EAGLE, Li et al. 20
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import torch
@@ -82,8 +84,9 @@ def _tree_args(tokens, parents, rows: int) -> list[int]:
 
 
 def _drafted_list(tokens) -> list:
-    """``tokens`` as a list; ``TypeError`` for None, text or another non-iterable ("not iterable" named nothing)."""
-    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
+    """``tokens`` as a list; ``TypeError`` for None, text, a mapping or set (its keys, in no order) or another
+    non-iterable ("not iterable" named nothing)."""
+    if isinstance(tokens, (str, bytes, bytearray, Mapping, AbstractSet)) or not hasattr(tokens, "__iter__"):
         raise TypeError(f"drafted tokens must be a list of token ids, got {type(tokens).__name__}")
     return list(tokens)
 

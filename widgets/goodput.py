@@ -92,7 +92,8 @@ class GoodputChart(w.VBox):
 
     def series(self) -> dict:
         """``{N: [value per batch size]}`` as drawn now (goodput in tokens/s, or ÷ N = 0's goodput at the same
-        batch size); None where a (batch, N) cell was not measured (or, in the ratio view, N = 0's goodput is 0)."""
+        batch size); None where a (batch, N) cell is missing from the rows (or, in the ratio view, N = 0's goodput is
+        0), NaN where a row holds NaN (not measured) or divides by one: both are drawn as gaps."""
         ratio = self.view == _VIEWS[1]
         out = {}
         for n in self.n_values:
@@ -116,7 +117,7 @@ class GoodputChart(w.VBox):
             self.figure.layout.yaxis.title = ("goodput ÷ N = 0's" if ratio else
                                               "goodput (committed tokens/s, whole batch)")
             marker = self.figure.data[-1]  # the crossover: a vertical line over the drawn values
-            drawn = [v for values in series.values() for v in values if v is not None]
+            drawn = [v for values in series.values() for v in values if v is not None and not math.isnan(v)]
             if crossover is None or not drawn:
                 marker.x, marker.y = [], []
             else:

@@ -41,8 +41,8 @@ def token_texts(tokenizer, ids, context=None, parents=None) -> list:
     the tokens before them; None: nothing before), without changing ``context``: a ``str``, or ``None`` for a
     token holding only part of a character. ``parents``: a token tree's parents array (see
     :meth:`lab.detok.Detokenizer.texts_after`); None for a chain. ``tokenizer`` None shows ids as ``⟨17⟩``.
-    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids``, ``TypeError`` for ``ids`` that are not
-    integer token ids (a float is not truncated)."""
+    Raises ``ValueError`` for a ``parents`` array that does not fit ``ids`` and for a negative id, ``TypeError`` for
+    ``ids`` that are not integer token ids (a float is not truncated)."""
     if tokenizer is None:
         return [f"\u27e8{token}\u27e9" for token in check_unbounded_ids("ids", ids)]
     context = Detokenizer(tokenizer) if context is None else context

@@ -72,6 +72,9 @@ def test_cache_bytes_layouts_and_errors(target):
         costs.cache_bytes(object())
     with pytest.raises(TypeError, match=r"a tuple of \(key, value\) pairs, got an item int 1"):
         costs.cache_bytes([1, 2])  # "'int' object is not iterable" named nothing
+    for bad in (((1, 2, 3),), ((k,),)):  # not (key, value) pairs: a tensor was counted alone, or nothing
+        with pytest.raises(TypeError, match="a tuple of \\(key, value\\) pairs, got an item tuple"):
+            costs.cache_bytes(bad)
 
 
 def test_published_configs():

@@ -85,7 +85,20 @@ def test_texts_after_refuses_ids_and_parents_that_are_not_integers():
         text.texts_after([0x61, 1.5])
     with pytest.raises(TypeError, match="parents must hold integer node indices"):
         text.texts_after([0x61, 0x62], [-1, 0.5])
+    with pytest.raises(TypeError, match="parents must be a list of node indices .* got int"):
+        text.texts_after([0x61], 5)
+    with pytest.raises(ValueError, match="ids must be token ids \\(integers >= 0\\), got -1"):
+        text.texts_after([-1])
+    with pytest.raises(ValueError, match="token_id must be a token id >= 0, got -1"):
+        text.push(-1)
     assert text.texts_after([0x61, 0x62], [-1, 0]) == ["a", "b"]
+
+
+def test_show_controls_names_a_value_that_is_not_text():
+    from lab.detok import show_controls
+
+    with pytest.raises(TypeError, match="text must be a str, got NoneType"):
+        show_controls(None)
 
 
 @pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c", "\u200b", "\ufeff",

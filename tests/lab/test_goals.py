@@ -76,9 +76,25 @@ def test_goal_met_names_a_value_that_is_not_a_number():
     from lab.goals import goal_met
 
     for measured, threshold, name in (("a", 1.0, "measured"), (True, 1.0, "measured"), (1.0, "2", "threshold"),
-                                      (1.0, None, "threshold")):
+                                      (1.0, None, "threshold"), (None, None, "threshold")):
         with pytest.raises(TypeError, match=f"{name} must be a real number"):
             goal_met(measured, threshold)
+
+
+def test_goal_lines_and_not_judged_name_goals_they_cannot_read():
+    """None, or a tuple too short to unpack, raised errors that named nothing."""
+    import pytest
+
+    from lab.goals import goal_lines, goal_record, not_judged
+
+    for bad, words in ((None, "got NoneType"), ([("a",)], r"got \('a',\)")):
+        with pytest.raises(TypeError, match=f"goals must be a list of goal_record.* or .*tuples, {words}"):
+            goal_lines(bad)
+    with pytest.raises(TypeError, match=r"goals must be a list of goal_record\(...\) dicts, got None"):
+        not_judged([None], "a small run")
+    with pytest.raises(TypeError, match=r"goals must be a list of goal_record\(...\) dicts, got \('a', 1.0, 2.0\)"):
+        not_judged([("a", 1.0, 2.0)], "a small run")  # a tuple has no verdict to take away
+    assert goal_lines([("speed", 2.5, 2.0)]) == goal_lines([goal_record("speed", 2.5, 2.0)])
 
 
 def test_the_bench_re_exports_the_goal_names():

@@ -96,9 +96,21 @@ def test_the_pairs_card_quotes_the_committed_run():
 
 
 def test_best_n_per_batch_names_rows_it_cannot_read():
-    for bad in (None, [{"batch": 1}], "rows"):
-        with pytest.raises(TypeError, match=r"rows must be measure_goodput\(...\)\['rows'\]"):
+    for bad, words in ((None, ", a list of dicts, got NoneType"), ("rows", ", a list of dicts, got str"),
+                       ([{"batch": 1}], r": dicts holding batch and n_draft, got \{'batch': 1\}")):
+        with pytest.raises(TypeError, match=r"rows must be measure_goodput\(...\)\['rows'\]" + words):
             best_n_per_batch(bad)
+
+
+def test_the_readers_of_a_best_n_name_what_they_were_given():
+    from lab.goodput import format_goodput
+
+    for call in (lambda: crossover_batch(None), lambda: batch_schedule([1])):
+        with pytest.raises(TypeError, match=r"best must be best_n_per_batch\(...\)'s dict"):
+            call()
+    with pytest.raises(TypeError, match=r"result must be measure_goodput\(...\)'s dict, with settings and rows"):
+        format_goodput(None)
+    assert batch_schedule({1: 2, 4: 0}) == [[1, 3, 2], [4, 4, 0]] and crossover_batch({1: 2, 4: 0}) == 4
 
 
 def test_the_best_n_is_taken_only_where_n_0_ran_beside_it():

@@ -154,8 +154,8 @@ def test_keep_positions_refuses_non_integer_offsets(target):
     forward(target, PREFIX, cache)
     with pytest.raises(ValueError, match="integer"):
         keep_positions(cache, 1, [0.9, 2.2])
-    with pytest.raises(ValueError, match=r"keep must be increasing integer offsets \(a list or a 1-d integer tensor\), "
-                                         "got NoneType"):
+    with pytest.raises(TypeError, match=r"keep must be increasing integer offsets \(a list or a 1-d integer tensor\), "
+                                        "got NoneType"):
         keep_positions(cache, 1, None)
     assert cache_length(cache) == len(PREFIX)  # nothing was dropped by the refused calls
 

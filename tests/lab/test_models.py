@@ -219,6 +219,9 @@ def test_forward_rejects_bad_layouts(target):
         with pytest.raises(TypeError, match=rf"cache must be a transformers cache \(lab.models.new_cache\(\)\), got "
                                             rf"{type(bad).__name__}"):
             forward(target, [1, 2], bad)
+    with pytest.raises(TypeError, match=r"model must be a transformers model \(pair.target, pair.draft\), got "
+                                        "NoneType"):
+        forward(None, [1, 2], new_cache())
 
 
 def test_forward_refuses_float_positions_and_masks_instead_of_casting_them(target):

@@ -33,7 +33,8 @@ def test_check_token_ids_is_the_one_token_id_check():
 
 
 def test_check_token_ids_refuses_a_negative_id_without_a_vocabulary():
-    """Without ``vocab`` a negative id passed (a lookahead window of [-1] reached the model's embedding)."""
+    """Without ``vocab`` a negative id passed the check (the callers that feed a model were saved only by
+    ``forward``'s own range check; the toy steps and the text helpers were not)."""
     with pytest.raises(ValueError, match=r"window must be token ids \(integers >= 0\), got -3"):
         check_token_ids("window", [4, -3])
     assert check_token_ids("window", [0, 70000]) == [0, 70000]  # no vocabulary: no upper bound to check

@@ -282,7 +282,7 @@ def test_greedy_and_typical_verification_name_bad_inputs():
             verify.verify_sampled(probs, [bad], None, torch.Generator())
         with pytest.raises(TypeError, match="drafted tokens must be integer token ids"):
             verify.verify_tree_typical(probs, [bad], [-1], torch.Generator())
-    for bad in (None, 3, "ab"):  # None raised "object of type 'NoneType' has no len()"
+    for bad in (None, 3, "ab", {1: 2}, {1}):  # None raised "object of type 'NoneType' has no len()"; a dict its keys
         with pytest.raises(TypeError, match="drafted tokens must be a list of token ids, got"):
             verify.verify_sampled(probs, bad, None, torch.Generator())
     with pytest.raises(ValueError, match="target_probs contains NaN"):

@@ -18,3 +18,10 @@ def test_in_words_refuses_a_string_and_items_that_are_not_words():
         in_words("abc")
     with pytest.raises(TypeError, match="words must hold str items, got int 1"):
         in_words(["a", 1])
+
+
+def test_in_words_names_a_non_iterable():
+    import pytest
+
+    with pytest.raises(TypeError, match="words must be an iterable of words .* got NoneType"):
+        in_words(None)

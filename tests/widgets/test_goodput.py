@@ -96,6 +96,17 @@ def test_a_row_it_cannot_draw_is_named(row, message):
         GoodputChart({"rows": [row]})
 
 
+def test_a_nan_cell_leaves_a_gap_and_the_crossover_line_its_height():
+    """max() over the drawn values kept a NaN that came first, and the crossover line was drawn to NaN."""
+    import math
+
+    data = {"rows": [{"batch": 1, "n_draft": 0, "goodput": float("nan")}, {"batch": 1, "n_draft": 2, "goodput": 5.0},
+                     {"batch": 2, "n_draft": 0, "goodput": 100.0}, {"batch": 2, "n_draft": 2, "goodput": 50.0}]}
+    chart = GoodputChart(data)
+    assert chart.crossover == 2 and math.isnan(chart.series()[0][0])
+    assert tuple(chart.figure.data[-1].y) == (0, 105.0)
+
+
 def test_a_zero_autoregressive_goodput_gives_no_ratio():
     """The ratio view divides by N = 0's goodput: where that is 0 the cell is not drawn (it raised
     ZeroDivisionError)."""
