@@ -172,7 +172,8 @@ def count_converged(fn):
                     "the lesson compares each count with the next (counts[1:]) and prints the list", "counts",
                     arrays=True)
     count = compare("count_converged", fn, [tuple(c) for c in cases], reference_count_converged, faults, same_ints,
-                    "for each window, count positions from the left while window[i] == iterations[-1][i].")
+                    "a window's converged prefix is its leading run of positions that already hold their final token "
+                    "(the fixed point's token at that position).")
     return f"{count} trajectories counted right"
 
 
@@ -232,7 +233,7 @@ def parallel_block(fn):
          "and there are no targets at all."),
         (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a + 1:a + 2] * k),
          "mask row i is scored on the token i + 1 places after the anchor, not on the next token again: the K "
-         "targets are K different positions, ids[anchor + 1:anchor + 1 + k]."),
+         "targets are K different tokens of ids, the ones that follow the anchor."),
     ]
 
     def same(a, b):

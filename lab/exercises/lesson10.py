@@ -110,15 +110,16 @@ def medusa_loss(fn):
                                         "range(K) the weight and the offset are both one short: use "
                                         "range(1, K + 1), or k + 1 wherever the formula says k."),
         (_medusa_variant("offset"), "head k predicts token t + 1 + k: the target's own head already predicts "
-                                    "t + 1, so head 1 looks one token further (tokens[:, 1 + k:])."),
+                                    "t + 1, so head 1 looks one token further than it."),
         (_medusa_variant("exponent"), "weight head k by decay ** k (k = 1 for the first head): Medusa-1's λ_k."),
         (_medusa_variant("no_decay"), "weight each head's cross-entropy by decay ** k: later heads are less sure, "
                                       "and their mistakes count less."),
         (_medusa_variant("fixed_decay"), "weight head k by decay ** k with the decay argument, not a fixed 0.8: the "
                                          "lesson and these cases pass other decays (0.5, 1.0)."),
-        (_medusa_variant("shift_logits"), "pair each position's logits with a LATER token: logits[:, :T - 1 - k] "
-                                          "against tokens[:, 1 + k:]. Shifting the logits instead scores head k "
-                                          "at t + 1 + k against the token at t, which lies behind it."),
+        (_medusa_variant("shift_logits"), "pair each position's logits with a LATER token, 1 + k places ahead: "
+                                          "cut the last positions of the logits and the first tokens. Shifting the "
+                                          "logits the other way scores head k at t + 1 + k against the token at t, "
+                                          "which lies behind it."),
         (_medusa_variant("softmax_first"), "F.cross_entropy takes the raw logits: it applies log-softmax itself, so "
                                            "a softmax before it squashes every loss towards log V. Pass the logits "
                                            "as they are."),
@@ -225,7 +226,7 @@ def tree_mask(fn):
         (_mask_variant("causal"), "that is the causal mask of the flattened tree: a node must not see its siblings "
                                   "or cousins, only its ancestors and itself."),
         (_mask_variant("parent_only"), "a node sees ALL its ancestors (its whole path from the top), not just its "
-                                       "parent: copy the parent's row, then add the node itself."),
+                                       "parent: whatever its parent may see, it may see too."),
         (_mask_variant("transposed"), "the tree part is transposed: row i is node i, the one that attends, and "
                                       "column prefix_len + j is what it may see, so True goes at [i, prefix_len + "
                                       "j] for each ancestor j of i (a node sees earlier nodes: the tree part is "

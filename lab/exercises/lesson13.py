@@ -11,7 +11,7 @@ from numbers import Integral, Real
 import torch
 
 from lab import costs as _costs
-from lab.exercises.harness import checker, compare, Fail, NoReturn, same_float, show_value
+from lab.exercises.harness import checker, compare, Fail, NoReturn, outcome_of, same_float, same_whole, show_value
 from lab.metrics import expected_tokens_per_call
 
 __all__ = ["break_even_tokens", "kv_bytes_from_config", "throughput_gain", "TIME_LIMIT_S",
@@ -82,8 +82,8 @@ def break_even_tokens(fn):
 
     faults = [
         (lambda s, a, p: math.ceil(s / saving(a, p)) if p < a else None,
-         "at n = setup / (ar − spec) the two take exactly the same time; speculation must be strictly faster, so "
-         "take the next whole number: floor(setup / saving) + 1 (and at least 1)."),
+         "at n = setup / (ar − spec) the two take exactly the same time, and the question asks when speculation is "
+         "strictly faster: where setup / saving is a whole number, your answer is the tie, one token short."),
         (lambda s, a, p: s / saving(a, p) if p < a else None,
          "a number of tokens is a whole number: the first n with setup + n·spec < n·ar."),
         (lambda s, a, p: math.floor(s / a) + 1 if p < a else None,
@@ -205,6 +205,12 @@ def kv_bytes_from_config(fn):
                 "work the failing config above by hand: what the cache keeps per layer, for how many heads, how "
                 "wide each head is (not every config has a head_dim key), and how many bytes a value of this "
                 "dtype takes.", show_args=_show_kv)
+    answer = outcome_of(fn, _KV_CASES[0])
+    if answer[0] == "ok" and not same_whole(answer[1], reference_kv_bytes_from_config(*_KV_CASES[0])):
+        raise Fail(f"the values are right, but kv_bytes_from_config returned {answer[1]!r} on the first config, a "
+                   f"{type(answer[1]).__name__}.\n  Hint: a count of bytes is a whole number, and the lesson formats "
+                   "it with a thousands separator as one: hidden_size / num_attention_heads is a float division "
+                   "even when it divides evenly; use // (or int(...)).")
     return f"correct on all {n} configs (Llama 3.1 70B in bf16: 327,680 bytes = 320 KiB per token)."
 
 

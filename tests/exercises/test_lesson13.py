@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -187,6 +188,12 @@ def test_kv_bytes_from_config(capsys):
                   "counts values, not bytes")
     assert "AND a value" not in out, out
     rejects(check.kv_bytes_from_config, lambda c, d: None, capsys, "return")
+    # a learner's: hidden_size / heads, a float division, gave 327680.0, and the lesson's table printed "327,680.0"
+    out = rejects(check.kv_bytes_from_config,
+                  lambda c, d: 2 * c["num_hidden_layers"] * c["num_key_value_heads"]
+                  * (c.get("head_dim") or c["hidden_size"] / c["num_attention_heads"]) * d.itemsize, capsys,
+                  "the values are right", "a float", "use //")
+    assert check.kv_bytes_from_config(lambda c, d: np.int64(solution(c, d)))  # any integer type is a whole number
     assert not check.kv_bytes_from_config(stub)
     assert "not solved yet" in capsys.readouterr().out
 
