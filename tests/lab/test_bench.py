@@ -686,3 +686,51 @@ def test_a_pair_without_a_draft_model_times_the_rows_that_need_none(pair):
                             f"average {settings['load'][0]} before, {settings['load'][1]} after")
     with pytest.raises(ValueError, match="needs a draft model, and the 'shakespeare' pair has none"):
         run_bench(alone, held_out_prompts()[:1], max_new_tokens=2)
+
+
+# The course README's "Measured speed" table, row by row, and the names the bench prints for the same methods.
+README_ROWS = {"lab EAGLE-3, dynamic tree (3 levels, top-3, 8 tokens)": "lab EAGLE-3, dynamic tree",
+               "lab Medusa (14-node tree)": "lab Medusa", "lab EAGLE (chain, N = 4)": "lab EAGLE",
+               "lab draft model (N = 4)": "lab speculative",
+               "lab draft model, FR-Spec head": "lab speculative, FR-Spec head",
+               "transformers assisted generation (the same draft, N = 4)": "HF assisted",
+               "lab prompt lookup (n-grams ≤ 3, 5 drafted)": "lab prompt lookup",
+               "lab prompt lookup, transformers' rule": "lab prompt lookup, HF's rule",
+               "transformers prompt lookup": "HF prompt lookup",
+               "lab early exit (15 of 30 layers, N = 4)": "lab early exit", "transformers `generate`": "HF generate"}
+
+
+def test_the_readme_quotes_the_committed_bench_run():
+    """README "Measured speed" quotes lab/assets/smollm2-135m/bench.md, the committed output of ``python -m lab
+    bench``: every cell (speedup, α and tokens per target call, as the bench printed them, rounded to 2 decimals)
+    and every goal line's number and verdict. A re-run that replaces bench.md must update the table, or this fails."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    bench = (root / "lab" / "assets" / "smollm2-135m" / "bench.md").read_text()
+    readme = " ".join((root / "README.md").read_text().split("### The Shakespeare pair")[0].split())
+    measured = {}  # (kind, bench method) -> its table row's cells
+    for block in bench.split("\npair smollm2-135m on cpu")[1:]:
+        kind = re.search(r"3 (chat|code|structured|copy/edit) prompts", block).group(1)
+        for line in block.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if line.startswith("| ") and len(cells) == 7 and cells[0] not in ("method", "---"):
+                measured[kind, cells[0]] = cells
+    kinds = ("chat", "code", "structured", "copy/edit")
+    for row, method in README_ROWS.items():
+        expected = []
+        for kind in kinds:
+            _, _, speedup, _, _, alpha, per_call = measured[kind, method]
+            shown = f"{float(speedup):.2f}×"
+            if alpha and "early exit" not in method:
+                shown += f" ({float(alpha):.2f}, {float(per_call):.2f})"
+            expected.append(shown)
+        assert f"| {row} | " + " | ".join(expected) + " |" in readme, (row, expected)
+    goals = re.findall(r"^- \[( |x)\] (.*): ([0-9.]+) \(goal", bench, flags=re.M)
+    assert len(goals) == 10
+    for mark, _, number in goals:  # each goal's number is quoted; the met ones before "Not met:", the others after
+        met_part, missed_part = readme.split("**Goal lines of this run**")[1].split("**What the run shows.**")[0] \
+            .split("Not met:")
+        assert number.rstrip("0").rstrip(".") in (met_part if mark == "x" else missed_part) or \
+            f"{float(number):.3f}".rstrip("0") in (met_part if mark == "x" else missed_part), (mark, number)
