@@ -8,7 +8,7 @@ import torch
 
 from lab.validation import check_int, check_sampling_args, check_unbounded_ids
 
-__all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "draft_token"]
+__all__ = ["Draft", "DraftRequest", "Drafter", "TargetOutput", "check_request", "draft_token"]
 
 
 @dataclass
@@ -38,6 +38,14 @@ class DraftRequest:
         if type(self.tokens) is not list:  # None raised an AttributeError inside a drafter
             self.tokens = check_unbounded_ids("DraftRequest.tokens", self.tokens)
         self.temperature, self.top_k, self.top_p = check_sampling_args(self.temperature, self.top_k, self.top_p)
+
+
+def check_request(request) -> None:
+    """Raise ``TypeError`` unless ``request`` is a :class:`DraftRequest` (what every drafter's ``propose`` checks
+    first: ``propose(None)`` raised an AttributeError about ``max_tokens`` from inside the drafter)."""
+    if not isinstance(request, DraftRequest):
+        raise TypeError(f"request must be a lab.drafters.base.DraftRequest (tokens, max_tokens, ...), got "
+                        f"{type(request).__name__}")
 
 
 @dataclass

@@ -14,7 +14,7 @@ from numbers import Real
 import numpy as np
 import torch
 
-from lab.drafters.base import Draft, DraftRequest, draft_token
+from lab.drafters.base import Draft, DraftRequest, check_request, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab, full_vocab_logits
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, context_limit, forward, new_cache, vocab_size
@@ -155,6 +155,7 @@ class DraftModelDrafter:
         ``request.tokens``; raises ``ValueError`` when ``request.tokens`` is not as long as the sequence that cache
         and :meth:`update` have followed (a missed ``update``, or a request for another sequence), ``RuntimeError``
         before :meth:`reset`."""
+        check_request(request)
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         n = min(self.n_draft, request.max_tokens)

@@ -20,7 +20,7 @@ from typing import ClassVar
 import torch
 
 from lab.assets import EAGLE_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
-from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, check_request, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab, full_vocab_logits
 from lab.drafters.dynamic_tree import DynamicTree, expand_level, rerank, top_children
 from lab.kv import cache_length, rollback
@@ -490,6 +490,7 @@ class EagleDrafter:
         """Draft a chain of up to ``n_draft`` tokens (or the configured tree) from the target's last features and
         the draft's own predicted features (EAGLE, Li et al. 2024, §4). Raises ``RuntimeError`` before
         :meth:`reset`."""
+        check_request(request)
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids, hidden=...) before propose()")
         self._last = []

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lab.drafters.base import Draft, DraftRequest
+from lab.drafters.base import Draft, DraftRequest, check_request
 from lab.kv import rollback
 from lab.models import forward, new_cache
 from lab.validation import check_int, check_token_ids, check_unbounded_ids, is_integer
@@ -210,6 +210,7 @@ class LookaheadDrafter:
         lesson 09). Deterministic (``probs`` None), ``calls`` 0. Raises ``RuntimeError`` before :meth:`reset`,
         ``ValueError`` for an empty ``request.tokens`` (the window follows the last committed token) and
         ``TypeError`` / ``ValueError`` naming ``request.tokens`` when they are not token ids (integers >= 0)."""
+        check_request(request)
         if not self.window_tokens:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         tokens = check_unbounded_ids("request.tokens", request.tokens)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.assets import MEDUSA_DIR, SMOLLM2_DIR, check_model_type
-from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, check_request
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.trees import check_choices
 from lab.validation import check_int, check_token_ids
@@ -326,6 +326,7 @@ class MedusaDrafter:
     def propose(self, request: DraftRequest) -> Draft:
         """A tree of at most ``len(tree)`` nodes and ``min(request.max_tokens, depth)`` levels, or an empty
         ``Draft()`` without a feature or with ``max_tokens <= 0``."""
+        check_request(request)
         if self._feature is None or request.max_tokens <= 0:
             return Draft()
         param = self.heads.lm_heads[0].weight

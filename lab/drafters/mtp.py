@@ -40,7 +40,7 @@ from typing import ClassVar
 import torch
 
 from lab.assets import PAIR_DIR, SMOLLM2_DIR, TARGET_KEY, check_model_type, check_target_key, target_weights_key
-from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, draft_token
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_pair, check_request, draft_token
 from lab.drafters.draft_vocab import check_draft_vocab
 from lab.kv import cache_length, rollback
 from lab.models import cache_kwarg, new_cache, vocab_size
@@ -380,6 +380,7 @@ class MTPDrafter:
         """A chain of ``min(n_draft, request.max_tokens)`` tokens, token k from module k at the newest row. An
         empty ``Draft()`` when nothing may be drafted or no target hidden state exists yet (one-token prompt).
         Raises ``RuntimeError`` before :meth:`reset`."""
+        check_request(request)
         if self._caches is None:
             raise RuntimeError("call reset(prompt_ids, hidden=...) before propose()")
         self._last, self._observed = [], None

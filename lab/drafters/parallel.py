@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from lab.assets import PAIR_DIR, SMOLLM2_DIR, check_model_type, check_target_key
-from lab.drafters.base import Draft, DraftRequest, check_pair, draft_token
+from lab.drafters.base import Draft, DraftRequest, check_pair, check_request, draft_token
 from lab.kv import cache_length, rollback
 from lab.models import context_limit, forward, new_cache, vocab_size
 from lab.validation import check_int, check_token_ids, is_integer
@@ -226,6 +226,7 @@ class ParallelDrafter:
     def propose(self, request: DraftRequest) -> Draft:
         """Draft ``min(n_draft, request.max_tokens)`` tokens with one forward (:meth:`block_logits`); an empty
         ``Draft()`` (no forward) when nothing may be drafted. Raises ``RuntimeError`` before :meth:`reset`."""
+        check_request(request)
         if self._cache is None:
             raise RuntimeError("call reset(prompt_ids) before propose()")
         n = min(self.n_draft, int(request.max_tokens))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from lab.drafters.base import Draft, DraftRequest
+from lab.drafters.base import Draft, DraftRequest, check_request
 from lab.validation import check_unbounded_ids, is_integer
 
 __all__ = ["ngram_lookup", "PromptLookupDrafter", "MATCH_RULES"]
@@ -127,6 +127,7 @@ class PromptLookupDrafter:
     def propose(self, request: DraftRequest) -> Draft:
         """Up to ``min(n_draft, request.max_tokens)`` tokens from :func:`ngram_lookup` on the committed tokens;
         deterministic (``probs`` None, verified as one-hot), no draft forward (``calls`` 0)."""
+        check_request(request)
         n = min(self.n_draft, request.max_tokens)
         if n <= 0:
             return Draft()

@@ -28,7 +28,7 @@ import math
 from collections import deque
 from numbers import Real
 
-from lab.drafters.base import Draft, DraftRequest, TargetOutput
+from lab.drafters.base import Draft, DraftRequest, TargetOutput, check_request
 from lab.validation import check_int, check_unbounded_ids, is_integer
 
 __all__ = ["SuffixTree", "SuffixCache", "SuffixDecodingDrafter", "speculation_tree", "speculation_path",
@@ -363,6 +363,7 @@ class SuffixDecodingDrafter:
         """The best-scoring speculation tree (with ``tree=False``: path) over both tries and every pattern length
         with a continuation (the longest pattern and the request's trie win ties). Raises ``TypeError`` /
         ``ValueError`` naming ``request.tokens`` when they are not token ids (integers >= 0)."""
+        check_request(request)
         self._sync(request.tokens)
         self._path = None  # a new draft: its accepted nodes are not known yet
         budget_cap = min(self.max_spec_tokens, request.max_tokens)

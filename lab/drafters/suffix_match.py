@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from lab.drafters.base import Draft, DraftRequest
+from lab.drafters.base import Draft, DraftRequest, check_request
 from lab.drafters.suffix import quoted_outputs
 from lab.validation import check_int, check_unbounded_ids
 
@@ -262,6 +262,7 @@ class SuffixMatchDrafter:
         corpus's matches (a tie: the request's). As in vLLM, both are scored over ``n_draft`` tokens and the draft is
         cut to ``max_tokens`` afterwards. Raises ``TypeError`` / ``ValueError`` naming ``request.tokens`` when they
         are not token ids."""
+        check_request(request)
         self._sync(request.tokens)
         n = min(self.n_draft, request.max_tokens)
         self._last = []

@@ -80,6 +80,19 @@ def test_a_draft_request_names_tokens_that_are_not_token_ids():
     assert DraftRequest(ids, 2).tokens is ids  # the loop's own list is taken as it is (see the docstring)
 
 
+def test_every_drafter_names_a_request_that_is_not_a_draft_request(pair):
+    """propose(None) raised an AttributeError about max_tokens from inside each drafter; it is checked first, before
+    the drafter's own state (a drafter not yet reset says so only for a real request)."""
+    from lab.registry import DRAFTERS, make_drafter
+
+    for kind in DRAFTERS:
+        drafter = make_drafter(kind, pair, 3)
+        for bad in (None, [1, 2], {"tokens": [1], "max_tokens": 2}):
+            with pytest.raises(TypeError, match=r"request must be a lab.drafters.base.DraftRequest .* got "
+                                                f"{type(bad).__name__}"):
+                drafter.propose(bad)
+
+
 def test_a_draft_request_checks_its_sampling_settings():
     """A tester's DraftRequest(ids, 4, temperature=-1) was taken: every drafter then sampled from garbage."""
     for bad, words in ((dict(temperature=-1), "temperature must be a finite number >= 0"),
