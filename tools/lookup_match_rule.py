@@ -10,7 +10,7 @@ prints, per kind of request, the tokens per target call of lab prompt lookup wit
 bench's 5 drafted tokens) and of transformers' ``generate(prompt_lookup_num_tokens=5)`` (its own n-grams <= 2; target
 forwards counted with a hook; its prefill writes the first token, as the lab's first call does), and whether each
 run wrote the autoregressive tokens. Token counts only: no clock, so a busy machine does not change the result. The
-README's issue-21 goals quote it.
+README's "Measured speed" quotes it ("What the run shows").
 """
 from __future__ import annotations
 
