@@ -30,7 +30,7 @@ import torch
 from lab.costs import draft_step_ms, eagle_step_ms  # re-exported: the CLI and tests import them here
 from lab.goals import NOT_MEASURED, goal_lines, goal_met, goal_record, not_judged  # re-exported: the bench's goal lines
 from lab.load_meter import LoadMeter
-from lab.models import synchronize
+from lab.models import processor_name, synchronize
 from lab.prompts import check_prompts, context_problem, encode_prompts
 from lab.drafters.eagle import saved_draft_vocab
 from lab.registry import DRAFTER_SPECS, DRAFTERS, check_has_draft, make_drafter
@@ -494,7 +494,8 @@ def _run_bench(pair, prompts, encoded, max_new_tokens, n_draft, extra, lookup_n_
     agreement = {name: agreement_with(reference, outs) for name, outs in outputs.items()}
     identical = all(outs == reference for outs in outputs.values())
     mismatched = [name for name, outs in outputs.items() if outs != reference]
-    settings = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
+    settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
+                "dtype": str(pair.dtype).replace("torch.", ""),
                 "prompts": len(prompts), "max_new_tokens": max_new_tokens, "n_draft": n_draft, "greedy": True,
                 "threads": torch.get_num_threads(), "load": list(meter.load_average), "other_cores": meter.summary()[
                     "other_cores"], "busy": meter.busy, "load_note": meter.note()}
@@ -584,7 +585,8 @@ def format_table(result: dict, label: str = "held-out") -> str:
     s = result["settings"]
     load = s.get("load") or [None, None]
     load_text = ("" if None in load else f"; load average {load[0]} before, {load[1]} after")
-    lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} {label} "
+    on = f"{s['device']}, {s['processor']}" if s.get("processor") else s["device"]  # which CPU: runs differ by it
+    lines = [f"pair {s['pair']} on {on} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} {label} "
              f"prompt{'' if s['prompts'] == 1 else 's'} × {s['max_new_tokens']} new "
              f"token{'' if s['max_new_tokens'] == 1 else 's'}, greedy"
              + (f", draft model N = {s['n_draft']}"  # only where a draft model drafted (not --drafter ngram)

@@ -207,6 +207,14 @@ def test_bench_builds_every_drafter_outside_the_timed_region(pair, monkeypatch):
         assert inside == [], f"a drafter was built while the clock ran (events {start}..{stop}: {events})"
 
 
+def test_the_bench_heading_names_the_processor():
+    """A committed run was labelled with the wrong CPU from memory: the heading now says which one ran it."""
+    settings = {"pair": "p", "device": "cpu", "processor": "Intel(R) Xeon(R) Processor", "dtype": "bfloat16",
+                "threads": 2, "prompts": 3, "max_new_tokens": 128, "n_draft": 4}
+    heading = format_table({"settings": settings, "rows": [], "identical": True, "mismatched": []}).splitlines()[0]
+    assert heading.startswith("pair p on cpu, Intel(R) Xeon(R) Processor (bfloat16, 2 threads), 3 held-out prompts")
+
+
 def test_bench_heading_counts_one_prompt_and_one_thread():
     bench = {"rows": [], "identical": True, "mismatched": [],
              "settings": {"pair": "p", "device": "cpu", "dtype": "float32", "threads": 1, "prompts": 1,
