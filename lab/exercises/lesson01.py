@@ -83,5 +83,6 @@ def arithmetic_intensity(fn):
                                   "exactly what a single token gives. Divide with / and return the result as it is."),
     ]
     n = compare("arithmetic_intensity", fn, _INTENSITY_CASES, reference_arithmetic_intensity, faults, same_float,
-                "FLOPs per pass = 2 * params * k; bytes per pass = params * bytes_per_param.")
+                "count what one pass computes and what it reads: each of the k tokens costs two FLOPs (a multiply and "
+                "an add) per parameter, while the weights are read once per pass however many tokens it holds.")
     return f"correct on all {n} cases."

@@ -76,6 +76,8 @@ _ACCEPT_CASES = [
     (0.375, 0.75, 0.49), (0.375, 0.75, 0.5), (0.375, 0.75, 0.8), (0.75, 0.375, 0.99), (0.0, 0.5, 0.0),
     (0.25, 0.0, 0.3), (0.5, 0.5, 0.999), (0.1, 0.9, 0.05), (0.1, 0.9, 0.2), (0.6, 0.8, 0.7), (0.0, 0.0, 0.25),
     (1.0, 0.5, 0.0),
+    (0.0, 0.5, 1e-10),  # a draw just above 0 on an impossible token: a smoothed division accepts it, `<=` does not
+    (0.375, 0.75, 0.5625),  # between the ratio (0.5) and 1 - draft + target (0.625)
 ]
 
 
@@ -111,7 +113,15 @@ def accept_or_reject(fn):
     def ratio(t, d):
         return min(1.0, t / d)
 
-    faults = [
+    faults = [  # on a tie the earlier fault's hint is given: the smoothing before the `<=` it behaves like
+        (lambda t, d, u: u < (t + 1e-9) / (d + 1e-9),
+         "a small number added to avoid dividing by zero moves the answer exactly where it matters: a target "
+         "probability of 0 no longer gives a ratio of 0 (so u = 0 accepts an impossible token), and u equal to the "
+         "ratio no longer rejects. Handle draft_prob == 0 exactly instead: compare u * draft_prob < target_prob, or "
+         "treat the ratio as infinite."),
+        (lambda t, d, u: u < min(1.0, 1.0 - d + t),
+         "the chance to keep the draft is the ratio target_prob / draft_prob (capped at 1), not 1 − draft + target: "
+         "a draft that proposes a token twice as often as the target must be kept half the time."),
         (lambda t, d, u: u <= ratio(t, d) if d > 0 else True,
          "use a strict `<`: with `<=`, u == 0 accepts a token whose target probability is 0, and u equal to the "
          "ratio accepts with probability slightly above min(1, target/draft)."),

@@ -45,12 +45,11 @@ def _residual_faults():
     return [  # on a tie the earlier fault's hint is given: the whole-batch guard before the missing guard
         (lambda t, d: t if float(pos(t, d).sum()) == 0 else pos(t, d) / pos(t, d).sum(-1, keepdim=True),
          "guard each row, not the whole batch: a batch can hold a row where target == draft (zero residual mass) "
-         "next to rows where it differs; use torch.where(mass > 0, positive / mass, target_probs) with mass = "
-         "positive.sum(-1, keepdim=True)."),
+         "next to rows where it differs; take each row's own mass (a sum that keeps the row axis) and choose, row "
+         "by row, between the normalised residual and target_probs."),
         (lambda t, d: t if bool((pos(t, d).sum(-1) == 0).any()) else pos(t, d) / pos(t, d).sum(-1, keepdim=True),
          "guard each row, not the whole batch: one row with zero residual mass must not send the other rows to "
-         "target_probs (their residual has mass); use torch.where(mass > 0, positive / mass, target_probs) with "
-         "mass = positive.sum(-1, keepdim=True)."),
+         "target_probs (their residual has mass); decide row by row, from each row's own mass."),
         (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0.1,
                                   pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-12), t),
          "guard only the rows whose residual mass is 0: a small mass, like 0.01 when the draft nearly matches the "
@@ -71,8 +70,9 @@ def _residual_faults():
          "clamp negative differences to 0 before normalising: the numerator is max(0, target - draft) too, not "
          "target - draft (a probability can't be negative)."),
         (lambda t, d: pos(d, t) / pos(d, t).sum(-1, keepdim=True),
-         "the subtraction is the wrong way round: the residual is max(0, target - draft), the mass the target "
-         "has and the draft under-proposes."),
+         "the subtraction is the wrong way round, or min stands where the formula has max (normalised, min(0, "
+         "target - draft) is the same as max(0, draft - target)): the residual is max(0, target - draft), the "
+         "mass the target has and the draft under-proposes."),
         (lambda t, d: pos(t, d),
          "normalise: divide max(0, target - draft) by its sum so the residual sums to 1."),
         (lambda t, d: torch.where(pos(t, d).sum(-1, keepdim=True) > 0, pos(t, d) / pos(t, d).sum(-1, keepdim=True)

@@ -106,3 +106,12 @@ def test_accept_or_reject_takes_the_ints_1_and_0_as_a_decision(capsys):
             "return a bool, True or False")
     rejects(check.accept_or_reject, lambda t, d, u: 2 * int(u * d < t), capsys, "returned 2 (int)",
             "return a bool, True or False")
+
+
+def test_smoothing_and_a_made_up_formula_get_their_own_hints(capsys):
+    """A learner smoothed the division ((t + 1e-9) / (d + 1e-9)) and, separately, wrote u < min(1, 1 - d + t): both
+    behave like `<=` on the edge cases and were told to "use a strict `<`", which they already did."""
+    out = rejects(check.accept_or_reject, lambda t, d, u: u < (t + 1e-9) / (d + 1e-9), capsys, "small number")
+    assert "strict `<`" not in out, out
+    out = rejects(check.accept_or_reject, lambda t, d, u: u < min(1.0, 1.0 - d + t), capsys, "not 1 − draft + target")
+    assert "strict `<`" not in out, out

@@ -190,3 +190,22 @@ def test_a_guard_above_zero_mass_fails_both_residual_checks(capsys, threshold):
     for check_fn in (check.residual_distribution, check.residual_zero_mass):
         ok, out = run(check_fn, guarded, capsys)
         assert not ok and "guard only the rows whose residual mass is 0" in out, out
+
+
+def test_min_in_place_of_max_is_named_with_the_subtraction(capsys):
+    """min(0, t - d), normalised, equals max(0, d - t) normalised: a learner told only "the subtraction is the wrong
+    way round" would swap t and d and still be wrong."""
+    def min_instead(t, d):
+        negative = (t - d).clamp_max(0)
+        return negative / negative.sum(-1, keepdim=True)
+
+    rejects(check.residual_distribution, min_instead, capsys, "min stands where the formula has max")
+
+
+def test_the_row_guard_hint_does_not_hand_over_the_code(capsys):
+    def batch_guard(t, d):
+        positive = (t - d).clamp_min(0)
+        return t if float(positive.sum()) == 0 else positive / positive.sum(-1, keepdim=True)
+
+    out = rejects(check.residual_zero_mass, batch_guard, capsys, "guard each row")
+    assert "torch.where" not in out and "keepdim=True" not in out, out
