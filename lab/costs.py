@@ -35,7 +35,7 @@ __all__ = [
     "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
     "kv_bytes_per_token", "kv_cache_bytes_per_token", "cache_bytes",
     "pass_time", "speculative_throughput_gain", "break_even_batch", "draft_length_schedule", "break_even_tokens",
-    "time_forward", "draft_step_ms", "eagle_step_ms",
+    "time_forward", "draft_step_ms", "eagle_step_ms", "MAX_REPEATS", "MAX_TIMED_BATCH",
     "LLAMA_3_1_70B", "LLAMA_3_1_8B", "H100_SXM",
 ]
 
@@ -61,6 +61,20 @@ def _positive_int(name, given, minimum=1) -> int:
     """``given`` as an int >= ``minimum`` (``lab.validation.check_int``); a one-element tensor counts as its value,
     as in lab.metrics."""
     return check_int(name, plain_number(given), minimum)
+
+
+MAX_TIMED_BATCH = 4096
+"""The largest batch :func:`time_forward` times (10**9 sequences asked the allocator for 264 GB)."""
+MAX_REPEATS = 1000
+"""The most timed repeats one call of :func:`time_forward`, :func:`draft_step_ms` or :func:`eagle_step_ms` takes: a
+median over more says nothing new, and 10**9 ran for hours."""
+
+
+def _timing_args(repeats, context, seed) -> tuple[int, int, int]:
+    """``repeats`` in [1, :data:`MAX_REPEATS`], ``context`` >= 0 and ``seed`` a 64-bit integer >= 0, checked by name
+    (a float seed raised torch's own "manual_seed expected a long")."""
+    return (check_int("repeats", plain_number(repeats), 1, MAX_REPEATS), check_int("context", plain_number(context), 0),
+            check_int("seed", plain_number(seed), 0, 2**63 - 1))
 
 
 def _number(name, given, *, positive=False) -> float:
@@ -388,12 +402,15 @@ def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 32, 
     Token ids are random (fixed ``seed``); what they say does not change the cost. One untimed warm-up pass, then
     ``repeats`` timed ones, each after cutting the cache back to ``context``. Raises ``ValueError`` for a
     non-positive ``batch``, ``new_tokens`` or ``repeats``, a negative ``context``, or more positions than the
-    model's context. Unit: ms."""
+    model's context, a ``batch`` above :data:`MAX_TIMED_BATCH` or ``repeats`` above :data:`MAX_REPEATS`, and
+    ``TypeError`` for a ``model`` that is not a torch model (a pair: pass ``pair.target``). Unit: ms."""
     from lab.kv import rollback
     from lab.models import cache_kwarg, context_limit, new_cache, vocab_size
 
-    batch, new_tokens = _positive_int("batch", batch), _positive_int("new_tokens", new_tokens)
-    repeats, context = _positive_int("repeats", repeats), _positive_int("context", context, minimum=0)
+    _check_module("model", model)
+    batch = check_int("batch", plain_number(batch), 1, MAX_TIMED_BATCH)
+    new_tokens = _positive_int("new_tokens", new_tokens)
+    repeats, context, seed = _timing_args(repeats, context, seed)
     limit = context_limit(model)
     if limit is not None and context + new_tokens > limit:
         raise ValueError(f"context ({context}) + new_tokens ({new_tokens}) exceeds the model's {limit} positions")
@@ -422,9 +439,14 @@ def draft_step_ms(drafter, context: int = 128, repeats: int = 5, seed: int = 0) 
     its draft model on a KV cache of ``context`` tokens, and its logits (over the whole head, or its draft
     vocabulary's rows), as :meth:`~lab.drafters.DraftModelDrafter.propose` runs it per drafted token
     (:meth:`~lab.drafters.DraftModelDrafter.next_logits`). Random tokens (fixed ``seed``); the cache is rebuilt by
-    ``reset`` before each of one untimed and ``repeats`` timed steps. Raises ``ValueError`` for ``repeats`` < 1 or a
-    negative ``context``."""
-    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
+    ``reset`` before each of one untimed and ``repeats`` timed steps. Raises ``ValueError`` for ``repeats`` outside
+    [1, :data:`MAX_REPEATS`], a negative ``context`` or a ``seed`` that is not an integer >= 0, ``TypeError`` for a
+    ``drafter`` without ``reset`` and ``next_logits`` (a draft model itself: wrap it,
+    ``DraftModelDrafter(model, 1)``)."""
+    repeats, context, seed = _timing_args(repeats, context, seed)
+    if not (hasattr(drafter, "reset") and hasattr(drafter, "next_logits")):
+        raise TypeError(f"drafter must be a lab.drafters.DraftModelDrafter (e.g. DraftModelDrafter(pair.draft, 1)), "
+                        f"got {type(drafter).__name__}")
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(drafter.vocab_size, (context + 1,), generator=generator).tolist()
     device = next(drafter.model.parameters()).device
@@ -445,11 +467,17 @@ def eagle_step_ms(model, context: int = 128, repeats: int = 5, seed: int = 0) ->
     (feature, token) pair through the draft layer on a KV cache of ``context`` pairs, then its logits over the whole
     vocabulary (the draft vocabulary's rows, or the target's LM head), as :class:`lab.drafters.eagle.EagleDrafter`
     runs it per drafted token. Random features and tokens (fixed ``seed``); one untimed warm-up. Divided by a target
-    forward it is the draft's cost ratio c. Raises ``ValueError`` for ``repeats`` < 1 or a negative ``context``."""
+    forward it is the draft's cost ratio c. Raises ``ValueError`` for ``repeats`` outside [1, :data:`MAX_REPEATS`], a
+    negative ``context`` or a ``seed`` that is not an integer >= 0, ``TypeError`` for a ``model`` that is not an EAGLE
+    draft (its ``config`` a dict with ``feature_size``)."""
     from lab.kv import rollback
     from lab.models import new_cache
 
-    repeats, context = check_int("repeats", repeats, 1), check_int("context", context, 0)
+    repeats, context, seed = _timing_args(repeats, context, seed)
+    if not (isinstance(model, torch.nn.Module) and isinstance(getattr(model, "config", None), dict)
+            and "feature_size" in model.config):
+        raise TypeError(f"model must be an EAGLE draft (lab.drafters.eagle.EagleDraftModel, e.g. "
+                        f"EagleDrafter.from_pretrained(pair).model), got {type(model).__name__}")
     param = next(model.parameters())
     generator = torch.Generator().manual_seed(seed)
     features = torch.randn(context + 1, model.config["feature_size"], generator=generator).to(param.device,

@@ -104,7 +104,8 @@ def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperatu
     ``pair.encode(text)``), a ``drafter`` without ``reset``/``propose``/``update`` (a model must be wrapped:
     ``DraftModelDrafter(model, n_draft)``) or a drafter class instead of an instance, a ``target`` that is not a
     causal LM, a non-integer ``seed`` or ``eos_token_id``, a ``record_probs`` that is not a bool (``numpy.bool_``
-    works), or a non-callable ``on_step``. Raises ``ValueError`` for max_new_tokens < 1, bad sampling arguments,
+    works), or a non-callable ``on_step`` or a class as ``on_step`` (a widget must be created first). Raises
+    ``ValueError`` for max_new_tokens < 1, bad sampling arguments,
     an unknown ``acceptance``, token ids (prompt or ``eos_token_id``) outside the vocabulary, a seed
     outside what ``torch.Generator.manual_seed`` accepts, a prompt + max_new_tokens longer than the target's
     or the draft model's context, a drafter whose vocabulary differs, a hidden-state drafter (Medusa, EAGLE) built
@@ -225,6 +226,9 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
         raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
     if on_step is not None and not callable(on_step):
         raise TypeError(f"on_step must be None or a callable taking a StepRecord, got {type(on_step).__name__}")
+    if isinstance(on_step, type):  # a widget class: calling it with a record would build a widget per step
+        raise TypeError(f"on_step must be a callable taking a StepRecord, got the class {on_step.__name__} itself; "
+                        f"create one first, e.g. stream = {on_step.__name__}(pair.tokenizer), then on_step=stream")
     vocab = vocab_size(target)
     if eos_token_id is not None:
         given, eos_token_id = eos_token_id, plain_number(eos_token_id)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from lab.assets import PAIR_DIR, SMOLLM2_DIR
-from lab.validation import check_int
+from lab.validation import check_int, check_token_ids
 
 __all__ = ["held_out_prompts", "copy_heavy_prompts", "edit_prompts", "record_prompts", "arena_prompts", "EDITS",
            "FALLBACK_EDITS", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "chat_prompts", "pair_tasks",
@@ -58,6 +58,15 @@ def conversation_requests(task: str) -> list[list[dict]]:
             if turn < len(conversation)]
 
 
+def _check_pair(pair, where: str) -> None:
+    """``TypeError`` unless ``pair`` is a model pair (it has a tokenizer): a preset's name, "smollm2-135m", raised an
+    AttributeError about ``has_chat_template`` that did not say what to pass."""
+    if not hasattr(pair, "tokenizer") or not hasattr(pair, "encode"):
+        shown = f" {pair!r}" if isinstance(pair, str) else ""
+        raise TypeError(f"{where} takes a model pair as pair (lab.models.load_pair(...)), got "
+                        f"{type(pair).__name__}{shown}" + (f": pass load_pair({pair!r})" if shown else ""))
+
+
 def _end_of_turn(pair) -> int | None:
     """The token the pair's chat template closes an assistant message with: the first token it puts after the
     message's content (``<|im_end|>`` for ``"smollm2-135m"``). Falls back to ``pair.eos_token_id`` when the template
@@ -82,7 +91,11 @@ def assistant_turns(pair, prompt_ids) -> list[list[int]]:
     (``<|im_end|>``, which is also ``pair.eos_token_id``, for ``"smollm2-135m"``), read from the template rather
     than assumed to be the tokenizer's eos: a tokenizer whose eos is another token (``<|endoftext|>``) still finds
     its answers. [] as well when that token never closes a turn of an encoded prompt (nothing marks where an answer
-    starts), so the suffix drafter then simply has no quoted answers to cache."""
+    starts), so the suffix drafter then simply has no quoted answers to cache. Raises ``TypeError`` for a ``pair``
+    that is not a model pair and for ``prompt_ids`` that are not token ids (a float is not truncated), ``ValueError``
+    for a negative id (:func:`lab.validation.check_token_ids`)."""
+    _check_pair(pair, "assistant_turns")
+    ids = check_token_ids("prompt_ids", prompt_ids, allow_empty=True)
     if not pair.has_chat_template:
         return []
     eot = _end_of_turn(pair)
@@ -90,7 +103,6 @@ def assistant_turns(pair, prompt_ids) -> list[list[int]]:
     if eot is None or eot not in probe:
         return []
     header = probe[len(probe) - probe[::-1].index(eot):]  # what follows an end of turn up to the answer's start
-    ids = [int(t) for t in prompt_ids]
     found = []
     for start in range(len(ids) - len(header) + 1):
         if ids[start:start + len(header)] == header:
@@ -139,9 +151,16 @@ def check_prompts(prompts, name: str = "prompts") -> list[str]:
 
 def context_problem(pair, encoded, max_new_tokens: int) -> str | None:
     """Why the longest of the ``encoded`` prompts (lists of token ids) plus ``max_new_tokens`` does not fit the
-    target's context (a message for the caller to name its argument or flag in), or None if they fit."""
+    target's context (a message for the caller to name its argument or flag in), or None if they fit. Raises
+    ``TypeError`` for a ``pair`` that is not a model pair, ``ValueError`` for no prompts or a ``max_new_tokens``
+    that is not an integer >= 0."""
     from lab.models import context_limit
 
+    _check_pair(pair, "context_problem")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, 0)
+    encoded = list(encoded)
+    if not encoded:
+        raise ValueError("encoded must hold at least one encoded prompt")
     limit = context_limit(pair.target)
     longest = max(len(ids) for ids in encoded)
     if limit is not None and longest + max_new_tokens > limit:
@@ -157,7 +176,9 @@ def encode_prompts(pair, prompts) -> list[list[int]]:
     pair has a chat template, so that an instruction-tuned target answers it, else as plain text; a message list as
     that conversation, ending with the assistant's prefix. ``ValueError`` naming the index of a prompt with no
     tokens; ``TypeError`` when ``prompts`` is one string (it was read as one prompt per character) or one
-    ``{"role", "content"}`` message, or is not a list or other iterable of prompts."""
+    ``{"role", "content"}`` message, or is not a list or other iterable of prompts, and when ``pair`` is not a model
+    pair."""
+    _check_pair(pair, "encode_prompts")
     if isinstance(prompts, (str, bytes)):
         raise TypeError(f"prompts must be a list of prompts, got one {type(prompts).__name__} "
                         f"{prompts[:60]!r}{'…' if len(prompts) > 60 else ''}: wrap it in a list, [prompt]")
@@ -188,9 +209,11 @@ def copy_heavy_prompts(pair, texts=None, repeats: int = 3, lead_tokens: int = 4)
     format the target saw in its copy training (see the model card). Greedy decoding continues the passage, so
     prompt lookup can propose long runs that the target accepts (lesson 08).
 
-    Raises ``ValueError`` naming the argument for ``repeats`` that is not an integer >= 1 or ``lead_tokens`` not an
-    integer >= 0, or an empty ``texts``; ``TypeError`` when ``texts`` is not a list of strings (e.g. one string)."""
-    repeats, lead_tokens = check_int("repeats", repeats, 1), check_int("lead_tokens", lead_tokens, 0)
+    Raises ``ValueError`` naming the argument for ``repeats`` that is not an integer in [1, 100] (10**6 repeats
+    built 892 MB of text) or ``lead_tokens`` not an integer >= 0, or an empty ``texts``; ``TypeError`` when
+    ``texts`` is not a list of strings (e.g. one string) or ``pair`` is not a model pair."""
+    _check_pair(pair, "copy_heavy_prompts")
+    repeats, lead_tokens = check_int("repeats", repeats, 1, 100), check_int("lead_tokens", lead_tokens, 0)
     prompts = []
     for text in check_prompts(texts, "texts") if texts is not None else held_out_prompts():
         passage = _passage(pair, text)
@@ -224,8 +247,9 @@ def edit_prompts(pair, texts=None) -> list[str]:
     first of ``FALLBACK_EDITS`` that does), then the edited version once more from its start — the output should
     repeat the edited text, which the prompt already holds.
 
-    Raises ``TypeError`` when ``texts`` is not a list of strings (e.g. one string), ``ValueError`` when it is
-    empty."""
+    Raises ``TypeError`` when ``texts`` is not a list of strings (e.g. one string) or ``pair`` is not a model pair,
+    ``ValueError`` when ``texts`` is empty."""
+    _check_pair(pair, "edit_prompts")
     prompts = []
     for text in check_prompts(texts, "texts") if texts is not None else held_out_prompts():
         passage = _passage(pair, text)
@@ -273,7 +297,8 @@ def record_prompts(pair, texts=None, records: int = 4) -> list[str]:
 def pair_tasks(pair) -> tuple[str, ...]:
     """The task kinds with prompts for ``pair``: :data:`CHAT_TASKS` for a chat pair (one with a chat template, such
     as ``"smollm2-135m"``), else :data:`ARENA_TASKS` (plain-text prompts from the Shakespeare pair's held-out
-    passages)."""
+    passages). Raises ``TypeError`` when ``pair`` is not a model pair (a preset's name: load it first)."""
+    _check_pair(pair, "pair_tasks")
     return CHAT_TASKS if pair.has_chat_template else ARENA_TASKS
 
 
@@ -290,7 +315,11 @@ def arena_prompts(pair, task: str) -> list:
     :func:`conversation_requests` (lists of chat messages); :func:`encode_prompts` encodes both. Otherwise "prose"
     = :func:`held_out_prompts` (8), "copy_edit" = :func:`edit_prompts` (8: rewrite a passage with small word
     changes), "structured" = :func:`record_prompts` (JSON-like records), "copy" = :func:`copy_heavy_prompts` (8: a
-    passage repeated three times). Raises ``ValueError`` naming ``task`` for a name not in :func:`arena_tasks`."""
+    passage repeated three times). Raises ``ValueError`` naming ``task`` for a name not in :func:`arena_tasks`
+    (``TypeError`` for one that is not a str), ``TypeError`` when ``pair`` is not a model pair."""
+    _check_pair(pair, "arena_prompts")
+    if not isinstance(task, str):  # a list raised "unhashable type" on the plain-text pair
+        raise TypeError(f"task must be one task name (a str, one of {arena_tasks(pair)}), got {type(task).__name__}")
     if pair.has_chat_template:
         allowed = arena_tasks(pair)
         if task not in allowed:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 import torch
 
@@ -225,9 +227,15 @@ def probability_list(name, probs, atol: float = 1e-3) -> list[float]:
 
     Pure Python, one pass: meant for toy vocabularies (:mod:`lab.toy`). Raises ``ValueError`` naming ``name`` for a
     tensor that is not 1-D, an empty sequence, NaN or negative entries or a sum further than ``atol`` from 1
-    (infinite entries included); ``TypeError`` for text or items that are not numbers. ``name``: a string, or a
+    (infinite entries included) and an ``atol`` that is not a number >= 0; ``TypeError`` for text, a mapping or a set
+    (``{0: 0.7, 1: 0.3}`` would be read as its keys) or items that are not numbers (a bool or a str such as "0.5"
+    included). ``name``: a string, or a
     function returning one, called only to build an error message (so a caller can name a model and its context
     without formatting them on every call)."""
+    if type(atol) is not float:  # the toy models' default is a float: checked only when it is not one
+        atol = check_number("atol", atol, "[0, 1]")
+    if not 0 <= atol <= 1:
+        raise ValueError(f"atol must be a number in [0, 1] (how far the sum may be from 1), got {atol!r}")
     if callable(name):
         try:
             return probability_list("", probs, atol)
@@ -238,11 +246,14 @@ def probability_list(name, probs, atol: float = 1e-3) -> list[float]:
             raise ValueError(f"{name} must be one distribution [V], got a tensor of shape {tuple(probs.shape)}")
         values = probs.tolist()
     else:
-        if isinstance(probs, (str, bytes)):
-            raise TypeError(f"{name} must be a sequence of probabilities, got {type(probs).__name__} {probs!r}")
+        if isinstance(probs, (str, bytes, Mapping, AbstractSet)):
+            what = f"{type(probs).__name__} {probs!r}"[:80]
+            raise TypeError(f"{name} must be a sequence of probabilities (one per token id, in order), got {what}")
         values = probs if type(probs) is list else None  # a list of floats needs no copy (the toy models' case)
         try:
             if values is None or not all(type(v) is float for v in values):
+                if any(isinstance(p, (bool, str, bytes)) for p in probs):  # float() takes True and "0.5"
+                    raise TypeError
                 values = [float(p) for p in probs]
         except (TypeError, ValueError, RuntimeError):
             raise TypeError(f"{name} must be a sequence of V probabilities (floats), got {probs!r}") from None

@@ -33,14 +33,14 @@ class SpeedupExplorer(w.VBox):
             also counts the drafts after a rejection that were never examined, so it is lower).
         n_draft: draft length N, 1..``max_n``; None (the default) means ``min(5, max_n)``.
         cost_ratio: c = time of one draft forward / time of one target forward, in [0, 1].
-        max_n: largest N shown and searched for the optimum.
+        max_n: largest N shown and searched for the optimum, 1..64.
         horizon: time budget of the timeline, in target forward passes, in (0, 1000].
     Raises ``ValueError`` for values outside those ranges (the constructor and :meth:`set` run the same checks).
     """
 
     def __init__(self, alpha: float = 0.75, n_draft: int | None = None, cost_ratio: float = 0.1, max_n: int = 16,
                  horizon: float = 12.0):
-        max_n = check_int("max_n", max_n, 1)
+        max_n = check_int("max_n", max_n, 1, 64)  # 10**8 hung: every N is drawn and searched
         if n_draft is None:  # a default that fits any max_n, so max_n=3 alone works
             n_draft = min(5, max_n)
         if isinstance(horizon, bool) or not isinstance(horizon, Real) or not 0 < horizon <= _MAX_HORIZON:

@@ -38,7 +38,7 @@ import torch
 from lab.drafters.base import Draft, DraftRequest, check_request
 from lab.kv import rollback
 from lab.models import forward, new_cache
-from lab.validation import check_int, check_token_ids, check_unbounded_ids, is_integer
+from lab.validation import MAX_LENGTH, check_int, check_token_ids, check_unbounded_ids, is_integer, plain_number
 
 __all__ = ["LookaheadDrafter", "JacobiRun", "jacobi_update", "jacobi_decode", "converged_prefix"]
 
@@ -116,12 +116,13 @@ def jacobi_decode(target, prompt_ids, window: int = 8, init=None, max_iterations
     nothing; at most ``window`` updates are needed for that, plus the one that confirms it, so the default
     ``max_iterations`` is ``window + 1``. Source: Santilli et al. 2023 (Jacobi decoding); Fu et al. 2024, sec. 2.
 
-    Returns :class:`JacobiRun`. Raises ``ValueError`` for an empty prompt, ``window`` < 1, ``init`` of the wrong
+    Returns :class:`JacobiRun`. Raises ``ValueError`` for an empty prompt, ``window`` outside [1,
+    :data:`lab.validation.MAX_LENGTH`] (the target's context then bounds it further), ``init`` of the wrong
     length, ``max_iterations`` < 1 or a ``seed`` that is not an integer >= 0 (NumPy integers count), and
     ``TypeError`` for ``prompt_ids`` or ``init`` that are not integer token ids.
     """
     prompt = check_token_ids("prompt_ids", prompt_ids, hint="; encode text first: pair.encode(text)")
-    window = _check_int("window", window, 1)
+    window = check_int("window", plain_number(window), 1, MAX_LENGTH)  # 10**9 hung building its guesses
     seed = check_int("seed", seed, 0)  # random.Random rejects NumPy ints and hashes floats
     if init is None:
         rng = random.Random(seed)

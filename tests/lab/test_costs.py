@@ -331,3 +331,22 @@ def test_parameter_bytes_and_break_even_batch_errors():
         costs.break_even_batch(4, 0.8, 0.1, 295, max_batch=0)
     with pytest.raises(ValueError, match="alpha .* got True"):
         costs.break_even_batch(4, True, 0.1, 295)
+
+
+def test_timing_helpers_name_a_wrong_model_and_bad_counts(pair, target):
+    """time_forward(pair) raised an AttributeError about .config; a float seed torch's own "manual_seed expected a
+    long"; repeats=10**9 ran for hours and batch=10**9 asked the allocator for 264 GB."""
+    from lab.drafters import DraftModelDrafter
+
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        costs.time_forward(pair)
+    for kwargs, words in ((dict(seed=1.5), "seed must be an integer"), (dict(repeats=10**9), r"repeats .* \[1, 1000\]"),
+                          (dict(batch=10**9), r"batch must be an integer in \[1, 4096\]")):
+        with pytest.raises(ValueError, match=words):
+            costs.time_forward(target, **kwargs)
+    with pytest.raises(TypeError, match=r"drafter must be a lab.drafters.DraftModelDrafter"):
+        costs.draft_step_ms(pair.draft)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        costs.draft_step_ms(DraftModelDrafter(pair.draft, 1), seed=None)
+    with pytest.raises(TypeError, match="model must be an EAGLE draft"):
+        costs.eagle_step_ms(target)

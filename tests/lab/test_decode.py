@@ -677,3 +677,15 @@ def test_generate_checks_the_draft_models_context_up_front(target):
         generate(target, [1, 2, 3, 4], drafter=drafter, max_new_tokens=13)
     assert calls == []
     assert len(generate(target, [1, 2, 3, 4], drafter=DraftModelDrafter(short, 3), max_new_tokens=12).tokens) == 12
+
+
+def test_a_widget_class_as_on_step_is_named_before_the_prefill(target):
+    """on_step=TokenStream (the class) ran the prefill, then failed inside the widget with a message about its
+    tokenizer argument."""
+    class Viewer:
+        def __init__(self, tokenizer=None):
+            self.tokenizer = tokenizer
+
+    with pytest.raises(TypeError, match=r"got the class Viewer itself; create one first, e.g. stream = "
+                                        r"Viewer\(pair.tokenizer\)"):
+        generate(target, [1, 2], max_new_tokens=3, on_step=Viewer)

@@ -42,7 +42,7 @@ def test_prompt_builders_check_their_counts(pair):
     from lab.prompts import copy_heavy_prompts, record_prompts
 
     for repeats in (0, -1, True, 2.0):
-        with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
+        with pytest.raises(ValueError, match="repeats must be an integer in \\[1, 100\\]"):
             copy_heavy_prompts(pair, repeats=repeats)
     for records in (0, 1):  # one record and the next one's opening is not a prompt: it used to return []
         with pytest.raises(ValueError, match="records must be an integer >= 2"):
@@ -173,3 +173,35 @@ def test_every_edit_prompt_holds_an_edit(pair):
     assert all(edit != copy for edit, copy in zip(edits, copies))
     passage, edited = (part.strip() for part in edits[2].split("\n\n")[:2])
     assert passage.replace("good", "noble", 1) == edited and FALLBACK_EDITS[0] == ("good", "noble")
+
+
+def test_prompt_helpers_name_a_preset_name_passed_as_the_pair(pair):
+    """arena_prompts("smollm2-135m", "chat") raised an AttributeError about has_chat_template."""
+    from lab.prompts import arena_prompts, arena_tasks, encode_prompts, pair_tasks
+
+    for call in (lambda: arena_prompts("smollm2-135m", "chat"), lambda: pair_tasks("shakespeare"),
+                 lambda: arena_tasks(None), lambda: encode_prompts(None, ["x"]), lambda: edit_prompts("shakespeare"),
+                 lambda: copy_heavy_prompts("shakespeare")):
+        with pytest.raises(TypeError, match=r"takes a model pair as pair \(lab.models.load_pair\(...\)\)"):
+            call()
+    with pytest.raises(TypeError, match="pass load_pair\\('shakespeare'\\)"):
+        pair_tasks("shakespeare")
+    with pytest.raises(TypeError, match="task must be one task name"):
+        arena_prompts(pair, ["prose"])  # "unhashable type: 'list'"
+    with pytest.raises(ValueError, match=r"repeats must be an integer in \[1, 100\]"):
+        copy_heavy_prompts(pair, repeats=10**6)  # built 892 MB of text
+
+
+def test_assistant_turns_and_context_problem_check_what_they_read(smollm2_pair, pair):
+    from lab.prompts import assistant_turns, context_problem
+
+    ids = smollm2_pair.encode_chat("hi")
+    with pytest.raises(TypeError, match="prompt_ids must hold integer token ids, got float"):
+        assistant_turns(smollm2_pair, [t + 0.7 for t in ids])  # truncated to ids before
+    with pytest.raises(TypeError, match="prompt_ids must be token ids, got text"):
+        assistant_turns(smollm2_pair, "12")
+    with pytest.raises(ValueError, match="encoded must hold at least one encoded prompt"):
+        context_problem(pair, [], 10)  # "max() arg is an empty sequence"
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 0"):
+        context_problem(pair, [[1, 2]], -3)
+    assert context_problem(pair, [[1, 2]], 3) is None

@@ -316,3 +316,25 @@ def test_sample_takes_probabilities_on_the_models_device_with_a_cpu_generator():
     draws = [[sample(probs.to(device), torch.Generator().manual_seed(seed)) for seed in range(30)]
              for device in ("cpu", DEVICE)]
     assert draws[0] == draws[1] and 0 not in draws[0] and set(draws[0]) == {1, 2}
+
+
+@pytest.mark.parametrize("probs, words", [({0: 0.7, 1: 0.3}, "got dict"), ({0.5}, "got set"),
+                                          ([True, False], "floats"), (["0.5", "0.5"], "floats")])
+def test_a_probability_list_is_a_sequence_of_numbers(probs, words):
+    """A dict was read as its keys ([0, 1]: "always token 1"), bools as 1 and 0 and strings were parsed."""
+    from lab.sampling import categorical, probability_list
+
+    with pytest.raises(TypeError, match=words):
+        probability_list("probs", probs)
+    with pytest.raises(TypeError, match=words):
+        categorical(probs, random.Random(0))
+
+
+def test_a_probability_lists_tolerance_is_a_number_in_0_1():
+    from lab.sampling import probability_list
+
+    with pytest.raises(TypeError, match="atol must be a number"):
+        probability_list("probs", [0.5, 0.5], atol="a")
+    with pytest.raises(ValueError, match=r"atol must be a number in \[0, 1\]"):
+        probability_list("probs", [0.5, 0.5], atol=-1)
+    assert probability_list("probs", [0.5, 0.5], atol=0) == [0.5, 0.5]

@@ -97,6 +97,8 @@ def test_speedup_explorer_set_accepts_numpy_values():
 
 # the N slider reaches max_n (the explorer's own range), and set(n_draft=max_n) lands there.
 def test_speedup_explorer_slider_covers_one_to_max_n():
+    with pytest.raises(ValueError, match=r"max_n must be an integer in \[1, 64\]"):
+        SpeedupExplorer(max_n=10**8)  # hung drawing and searching every N
     ex = SpeedupExplorer(max_n=12)
     assert (ex.n_slider.min, ex.n_slider.max) == (1, 12)
     ex.set(n_draft=12)

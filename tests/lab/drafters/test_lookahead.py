@@ -99,6 +99,8 @@ def test_jacobi_update_is_one_parallel_step(target):
         jacobi_decode(target, prompt, window=3, init=[1])
     with pytest.raises(ValueError, match="window"):
         jacobi_decode(target, prompt, window=0)
+    with pytest.raises(ValueError, match=r"window must be an integer in \[1, 65536\]"):
+        jacobi_decode(target, prompt, window=10**9)  # hung building 10**9 guesses
 
 
 def test_converged_prefix():
