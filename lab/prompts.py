@@ -59,9 +59,10 @@ def conversation_requests(task: str) -> list[list[dict]]:
 
 
 def _check_pair(pair, where: str) -> None:
-    """``TypeError`` unless ``pair`` is a model pair (it has a tokenizer): a preset's name, "smollm2-135m", raised an
-    AttributeError about ``has_chat_template`` that did not say what to pass."""
-    if not hasattr(pair, "tokenizer") or not hasattr(pair, "encode"):
+    """``TypeError`` unless ``pair`` looks like a model pair (``encode`` and ``has_chat_template``, what these helpers
+    read; duck-typed so a test's stand-in passes): a preset's name, "smollm2-135m", raised an AttributeError about
+    ``has_chat_template`` that did not say what to pass."""
+    if isinstance(pair, (str, bytes)) or not (hasattr(pair, "encode") and hasattr(pair, "has_chat_template")):
         shown = f" {pair!r}" if isinstance(pair, str) else ""
         raise TypeError(f"{where} takes a model pair as pair (lab.models.load_pair(...)), got "
                         f"{type(pair).__name__}{shown}" + (f": pass load_pair({pair!r})" if shown else ""))

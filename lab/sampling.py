@@ -227,7 +227,7 @@ def probability_list(name, probs, atol: float = 1e-3) -> list[float]:
 
     Pure Python, one pass: meant for toy vocabularies (:mod:`lab.toy`). Raises ``ValueError`` naming ``name`` for a
     tensor that is not 1-D, an empty sequence, NaN or negative entries or a sum further than ``atol`` from 1
-    (infinite entries included) and an ``atol`` that is not a number >= 0; ``TypeError`` for text, a mapping or a set
+    (infinite entries included) and an ``atol`` outside [0, 1]; ``TypeError`` for text, a mapping or a set
     (``{0: 0.7, 1: 0.3}`` would be read as its keys) or items that are not numbers (a bool or a str such as "0.5"
     included). ``name``: a string, or a
     function returning one, called only to build an error message (so a caller can name a model and its context

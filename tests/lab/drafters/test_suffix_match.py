@@ -204,8 +204,8 @@ def test_a_step_is_scored_over_n_draft_tokens_then_cut():
     assert drafter.history[-1] == {"source": "cache", "pattern": 4, "nodes": 1}
     with pytest.raises(ValueError, match="request.tokens must be token ids"):
         drafter.propose(DraftRequest(text + [-5], 1))
-    with pytest.raises(TypeError, match="request.tokens must be token ids, got text"):
-        SuffixMatchDrafter().propose(DraftRequest("ab", 4))
+    with pytest.raises(TypeError, match="DraftRequest.tokens must be token ids, got text"):  # refused on the way in
+        DraftRequest("ab", 4)
 
 
 def test_outputs_join_the_corpus_with_their_prompt_context():
