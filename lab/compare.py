@@ -27,8 +27,13 @@ def _positive(name: str, given) -> float:
         from lab.validation import plain_number
 
         value = plain_number(given)
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {given!r}")
+    try:
+        finite = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:  # 10**400: an int no float holds, raised a bare OverflowError
+        finite = False
+    if not finite or value <= 0:
+        shown = repr(given) if len(repr(given)) <= 40 else f"{repr(given)[:40]}…"
+        raise ValueError(f"{name} must be a finite number > 0, got {shown}")
     return float(value)
 
 

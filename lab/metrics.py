@@ -44,8 +44,13 @@ def _check_alpha(given) -> float:
     return float(alpha)
 
 
+MAX_N_DRAFT = 2**53
+"""The largest draft length the formulas take: every count up to it is exact as a float (optimal_n_draft searches up
+to 10**6 and more), and beyond it alpha ** (N + 1) raised a bare OverflowError (N = 10**400)."""
+
+
 def _check_n(given) -> int:
-    return check_int("n_draft", plain_number(given), 1, shown=given)
+    return check_int("n_draft", plain_number(given), 1, MAX_N_DRAFT, shown=given)
 
 
 def _check_cost(given) -> float:
@@ -61,7 +66,8 @@ def expected_tokens_per_call(alpha: float, n_draft: int) -> float:
     """Expected tokens emitted per target call, ``(1 - alpha**(N+1)) / (1 - alpha)``; ``N + 1`` when alpha = 1.
 
     Assumes each drafted token is accepted independently with probability ``alpha`` (Leviathan et al. 2023,
-    equation 1). Raises ``ValueError`` for alpha outside [0, 1] or not a number (a bool included) or ``n_draft`` < 1.
+    equation 1). Raises ``ValueError`` for alpha outside [0, 1] or not a number (a bool included) or ``n_draft``
+    outside [1, :data:`MAX_N_DRAFT`].
     """
     alpha, n = _check_alpha(alpha), _check_n(n_draft)
     if alpha == 1:
@@ -74,8 +80,8 @@ def predicted_speedup(alpha: float, n_draft: int, cost_ratio: float) -> float:
 
     ``cost_ratio`` c = time of one draft forward / time of one target forward (unitless). One speculative step
     costs N draft passes plus one target pass over N+1 tokens, taken to cost the same as over one token
-    (Leviathan et al. 2023, Theorem 3.8). Raises ``ValueError`` on bad alpha, N < 1, or c negative, infinite, NaN
-    or not a number (a bool included).
+    (Leviathan et al. 2023, Theorem 3.8). Raises ``ValueError`` on bad alpha, N outside [1, 2**53], or c negative,
+    infinite, NaN or not a number (a bool included).
     """
     return expected_tokens_per_call(alpha, n_draft) / (1 + _check_n(n_draft) * _check_cost(cost_ratio))
 

@@ -324,7 +324,7 @@ def test_optimal_n_draft_names_max_n():
 
 def test_number_messages_show_the_tensor_that_was_passed():
     """plain_number unwraps one-element tensors; a refused one must still be shown as the tensor it was."""
-    with pytest.raises(ValueError, match=r"n_draft must be an integer >= 1, got tensor\(3\.\)"):
+    with pytest.raises(ValueError, match=r"n_draft must be an integer in \[1, 9007199254740992\], got tensor\(3\.\)"):
         metrics.expected_tokens_per_call(0.5, torch.tensor(3.0))
     with pytest.raises(ValueError, match=r"top_k must be None or an integer >= 1, got tensor\(5\.\)"):
         probs_from_logits(torch.zeros(8), 1.0, top_k=torch.tensor(5.0))
@@ -383,3 +383,19 @@ def test_metrics_take_one_argument_from_a_model_on_its_device_and_one_from_a_lis
     assert kl_divergence(target, draft) == pytest.approx(0.5 * math.log(2) - 0.25 * math.log(2))
     assert chi_square([50, 25, 25], target).pvalue == pytest.approx(1.0)
     assert chi_square(torch.tensor([0, 1, 0], device=DEVICE), [1.0, 0.0, 0.0]).pvalue == 0.0
+
+
+def test_numbers_no_float_holds_are_named_not_overflowed():
+    """10**400 raised a bare OverflowError in the formula (alpha ** (N + 1)) and in the level rule's finite check."""
+    from lab.compare import beyond_tokens_per_call, compare_speedups
+
+    with pytest.raises(ValueError, match=r"n_draft must be an integer in \[1, 9007199254740992\]"):
+        metrics.expected_tokens_per_call(0.5, 10**400)
+    with pytest.raises(ValueError, match=r"n_draft must be an integer in \[1, 9007199254740992\]"):
+        metrics.predicted_speedup(0.5, 10**400, 0.1)
+    with pytest.raises(ValueError, match="must be a finite number > 0, got 1000000000000"):
+        compare_speedups(10**400, 1.0)
+    with pytest.raises(ValueError, match="must be a finite number > 0"):
+        beyond_tokens_per_call(1.0, 10**400)
+    assert metrics.expected_tokens_per_call(0.5, 2**53) == pytest.approx(2.0)
+    assert metrics.predicted_speedup(0.5, 2**53, 0.0) == pytest.approx(2.0)
