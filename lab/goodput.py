@@ -203,12 +203,16 @@ def best_n_per_batch(rows) -> dict:
     return {b: n for b, (n, _) in sorted(best.items())}
 
 
+def _check_best(best) -> None:
+    if not isinstance(best, dict):  # a list of sizes raised an IndexError in batch_schedule
+        raise TypeError(f"best must be best_n_per_batch(...)'s dict {{batch: N}}, got {type(best).__name__}")
+
+
 def crossover_batch(best: dict) -> int | None:
     """The smallest measured batch size whose best N is 0 (``best``: :func:`best_n_per_batch`, which holds only
     batch sizes where N = 0 was compared with an N > 0): where no N > 0 beats autoregressive decoding any more. None
     when speculation won at every batch size compared. Raises ``TypeError`` when ``best`` is not a dict."""
-    if not isinstance(best, dict):
-        raise TypeError(f"best must be best_n_per_batch(...)'s dict {{batch: N}}, got {type(best).__name__}")
+    _check_best(best)
     return next((b for b in sorted(best) if best[b] == 0), None)
 
 
@@ -219,8 +223,7 @@ def batch_schedule(best: dict, max_batch: int | None = None) -> list:
     covers up to ``max_batch`` (default: itself; past the last range vLLM keeps the last N). Neighbouring ranges
     with the same N merge. Raises ``ValueError`` for an empty ``best`` or a ``max_batch`` below the largest B,
     ``TypeError`` when ``best`` is not a dict."""
-    if not isinstance(best, dict):  # a list of sizes raised an IndexError
-        raise TypeError(f"best must be best_n_per_batch(...)'s dict {{batch: N}}, got {type(best).__name__}")
+    _check_best(best)
     if not best:
         raise ValueError("best must map at least one batch size to its N")
     sizes = sorted(best)
