@@ -29,13 +29,14 @@ import torch
 
 from lab.metrics import expected_tokens_per_call
 from lab.models import synchronize
-from lab.validation import check_int, plain_number
+from lab.validation import MAX_LENGTH, check_int, plain_number
 
 __all__ = [
     "parameter_bytes", "extra_parameter_bytes", "llama_parameter_count",
     "kv_bytes_per_token", "kv_cache_bytes_per_token", "cache_bytes",
     "pass_time", "speculative_throughput_gain", "break_even_batch", "draft_length_schedule", "break_even_tokens",
-    "time_forward", "draft_step_ms", "eagle_step_ms", "MAX_REPEATS", "MAX_TIMED_BATCH",
+    "time_forward", "draft_step_ms", "eagle_step_ms", "MAX_REPEATS", "MAX_TIMED_BATCH", "MAX_MODEL_DIM",
+    "MAX_BYTES_PER_VALUE",
     "LLAMA_3_1_70B", "LLAMA_3_1_8B", "H100_SXM",
 ]
 
@@ -57,10 +58,17 @@ H100_SXM = {"peak_flops": 989e12, "bandwidth": 3.35e12}
 
 
 # --- argument checks --------------------------------------------------------------------------------------------
-def _positive_int(name, given, minimum=1) -> int:
-    """``given`` as an int >= ``minimum`` (``lab.validation.check_int``); a one-element tensor counts as its value,
-    as in lab.metrics."""
-    return check_int(name, plain_number(given), minimum)
+def _positive_int(name, given, minimum=1, maximum=None) -> int:
+    """``given`` as an int in [``minimum``, ``maximum``] (``lab.validation.check_int``); a one-element tensor counts as
+    its value, as in lab.metrics."""
+    return check_int(name, plain_number(given), minimum, maximum)
+
+
+MAX_MODEL_DIM = 1 << 20
+"""The largest layer count, KV-head count or head size :func:`kv_bytes_per_token` takes (about a million, far beyond
+any model's: 126 layers, 128 heads, 256 per head): a larger one is a mistake, and 10**400 overflowed a float."""
+MAX_BYTES_PER_VALUE = 8
+"""The largest ``bytes_per_value`` (float64): 16 or 32 is a size in bits (bf16, float32), not bytes."""
 
 
 MAX_TIMED_BATCH = 4096
@@ -79,7 +87,10 @@ def _timing_args(repeats, context, seed) -> tuple[int, int, int]:
 
 def _number(name, given, *, positive=False) -> float:
     value = plain_number(given)
-    bad = isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value) or math.isinf(value)
+    try:
+        bad = isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value)
+    except OverflowError:  # an int too large for a float (10**400) is no finite float either
+        bad = True
     if bad or value < 0 or (positive and value == 0):
         raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {given!r}")
     return float(value)
@@ -183,12 +194,17 @@ def llama_parameter_count(config) -> int:
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> int:
     """KV-cache bytes one token adds: ``2 * layers * kv_heads * head_dim * bytes_per_value`` (a key and a value
     vector of ``head_dim`` numbers per KV head per layer). ``bytes_per_value``: 4 for float32, 2 for bf16/fp16,
-    1 for fp8 (bytes, not bits). Raises ``ValueError`` naming the argument for a count (``layers``, ``kv_heads``,
-    ``head_dim``) that is not an integer >= 1 or a size that is not a finite number > 0: a model without layers
-    caches nothing, and is no model to size. Unit: bytes."""
-    layers = _positive_int("layers", layers)
-    kv_heads, head_dim = _positive_int("kv_heads", kv_heads), _positive_int("head_dim", head_dim)
+    1 for fp8, 0.5 for 4-bit (bytes, not bits). Raises ``ValueError`` naming the argument for a count (``layers``,
+    ``kv_heads``, ``head_dim``) that is not an integer in [1, :data:`MAX_MODEL_DIM`] or a size that is not a number
+    in (0, :data:`MAX_BYTES_PER_VALUE`]: a model without layers caches nothing, and is no model to size. Unit:
+    bytes."""
+    layers = _positive_int("layers", layers, 1, MAX_MODEL_DIM)
+    kv_heads = _positive_int("kv_heads", kv_heads, 1, MAX_MODEL_DIM)
+    head_dim = _positive_int("head_dim", head_dim, 1, MAX_MODEL_DIM)
     size = _number("bytes_per_value", bytes_per_value, positive=True)
+    if size > MAX_BYTES_PER_VALUE:
+        raise ValueError(f"bytes_per_value must be a number of bytes in (0, {MAX_BYTES_PER_VALUE}] (2 for bf16/fp16, "
+                         f"4 for float32, 1 for fp8), got {bytes_per_value!r}: is that a size in bits?")
     return int(round(2 * layers * kv_heads * head_dim * size))
 
 
@@ -197,6 +213,9 @@ def _bytes_of_dtype(dtype) -> int:
         dtype = getattr(torch, dtype.replace("torch.", ""), None)
     if not isinstance(dtype, torch.dtype):
         return 0
+    if not dtype.is_floating_point:  # an int8 or bool "dtype" is no size of cached keys and values
+        raise ValueError(f"the config's dtype {dtype} is not a floating-point type, so it gives no KV-cache size; "
+                         "pass bytes_per_value (2 for bf16/fp16, 4 for float32, 1 for fp8)")
     return torch.empty((), dtype=dtype).element_size()
 
 
@@ -209,7 +228,7 @@ def kv_cache_bytes_per_token(config, bytes_per_value: float | None = None) -> in
     ``.config``, and by default the element size of its parameters). ``bytes_per_value`` defaults to that, else to
     the size of the config's ``dtype`` (``load_pair`` models record the dtype they were loaded in). Assumes every
     layer caches every token (no sliding window, no layers sharing a cache). Raises ``ValueError`` for a missing
-    key, or no ``bytes_per_value`` and no dtype to take it from. Unit: bytes."""
+    key, or no ``bytes_per_value`` and no floating-point dtype to take it from. Unit: bytes."""
     if isinstance(config, torch.nn.Module):
         model = config
         config = getattr(model, "config", None)
@@ -296,20 +315,25 @@ def speculative_throughput_gain(batch: int, n_draft: int, alpha: float, cost_rat
     Ignores, on purpose: attention's reads of the KV cache (they grow with batch and context and would favour
     speculation a little, since one verification reads each sequence's cache once for N + 1 tokens), the catch-up
     token a draft model feeds after a full acceptance, scheduling and sampling overheads, and the draft's own KV
-    cache taking memory from the batch. Raises ``ValueError`` for ``batch`` < 1, ``n_draft`` < 1, ``alpha``
-    outside [0, 1], a negative ``cost_ratio``, or ``flops_per_byte`` / ``bytes_per_param`` <= 0.
+    cache taking memory from the batch. Raises ``ValueError`` for ``batch`` outside [1,
+    :data:`lab.validation.MAX_LENGTH`], ``n_draft`` < 1, ``alpha`` outside [0, 1], a negative ``cost_ratio``,
+    ``flops_per_byte`` / ``bytes_per_param`` <= 0, or numbers so large that a pass's time overflows a float.
     """
-    batch = _positive_int("batch", batch)
+    batch = _positive_int("batch", batch, 1, MAX_LENGTH)
     n = _positive_int("n_draft", n_draft)
     alpha = _alpha(alpha)
     c = _number("cost_ratio", cost_ratio)
     ridge = _ridge_tokens(_number("flops_per_byte", flops_per_byte, positive=True),
                           _number("bytes_per_param", bytes_per_param, positive=True))
     one = pass_time(batch, ridge)
-    speculative = n * c * one + pass_time(batch * (n + 1), ridge)
-    if not (math.isfinite(one) and math.isfinite(speculative)):  # a ridge so small that batch / ridge overflows
+    verify = pass_time(batch * (n + 1), ridge)
+    if not (math.isfinite(one) and math.isfinite(verify)):  # a ridge so small that batch / ridge overflows
         raise ValueError(f"flops_per_byte * bytes_per_param / 2 = {ridge!r} tokens is too small a ridge for batch "
                          f"{batch}: give flops_per_byte in FLOPs per byte (an H100 SXM in bf16 is about 295)")
+    speculative = n * c * one + verify
+    if not math.isfinite(speculative):  # n_draft * cost_ratio overflowed
+        raise ValueError(f"n_draft * cost_ratio = {n} * {c!r} draft passes overflow a float: cost_ratio is the "
+                         "draft's time over the target's (a small number, such as 0.05)")
     return expected_tokens_per_call(alpha, n) * one / speculative
 
 
@@ -320,8 +344,8 @@ def break_even_batch(n_draft: int, alpha: float, cost_ratio: float, flops_per_by
     so a bisection finds it. Same arguments as :func:`speculative_throughput_gain`; raises ``ValueError`` naming the
     argument as it does (``n_draft`` < 1, ``alpha`` outside [0, 1], a negative or non-finite ``cost_ratio``,
     ``flops_per_byte`` / ``bytes_per_param`` <= 0; bools are not numbers) and for ``max_batch`` that is not an
-    integer >= 1."""
-    max_batch = _positive_int("max_batch", max_batch)
+    integer in [1, :data:`lab.validation.MAX_LENGTH`]."""
+    max_batch = _positive_int("max_batch", max_batch, 1, MAX_LENGTH)
 
     def loses(b):
         return speculative_throughput_gain(b, n_draft, alpha, cost_ratio, flops_per_byte, bytes_per_param) < 1

@@ -55,7 +55,10 @@ def busy_threshold(cores: int, threads: int | None = None) -> float:
     plus the cores torch leaves free (so the threshold is lower only when torch leaves almost no core free: on 2
     cores with 2 threads, 0.2 instead of 0.5). A single thread has no other thread to wait for: the quarter stands.
     ``threads``: torch's thread count; None reads it from torch when torch is loaded (this module does not import
-    it), else 1. Raises ``ValueError`` for ``cores`` or ``threads`` that is not an integer >= 1."""
+    it), else 1. Raises ``ValueError`` for ``cores`` or ``threads`` that is not an integer >= 1 (``cores`` None
+    included)."""
+    if cores is None:
+        raise ValueError("cores must be an integer >= 1 (the machine's cores: os.cpu_count()), got None")
     for name, value in (("cores", cores), ("threads", threads)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import torch
 
 from lab.compare import LEVEL, beyond_tokens_per_call, compare_speedups  # re-exported for lessons and lab.arena_reading
-from lab.trace import step_records
+from lab.trace import LAST_KINDS, step_records
 from lab.validation import check_int, check_probs, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
@@ -203,15 +203,22 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     Raises ``ValueError`` naming the argument for counts that are negative, NaN, infinite or all zero, or too few
     to test (every category pooled into one bin although several are possible, e.g. ``[0, 9]`` against ``[0.5,
     0.5]``; the message says how many samples to draw), probs that are not a distribution, mismatched lengths, or
-    ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs`` that are not numbers. Lessons 03, 04 and 10
+    ``min_expected`` < 0; ``TypeError`` for ``counts`` or ``probs`` that are not real numbers (bools and complex
+    numbers included). Lessons 03, 04 and 10
     test sampled tokens against the target with it.
     """
     from scipy.stats import chisquare
 
+    if isinstance(counts, torch.Tensor) and (counts.dtype == torch.bool or counts.is_complex()):
+        raise TypeError(f"counts must be real numbers of observations, got a tensor of dtype {counts.dtype}")
+    if isinstance(counts, (list, tuple)):  # as_tensor reads True as 1 and fails on a complex item with no name
+        wrong = next((c for c in counts if isinstance(c, (bool, complex))), None)
+        if wrong is not None:
+            raise TypeError(f"counts must be real numbers of observations, got {type(wrong).__name__} {wrong!r}")
     try:
         counts = torch.as_tensor(counts, dtype=torch.float64).cpu()
     except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"counts must be a sequence or tensor of numbers, got {type(counts).__name__}") from None
+        raise TypeError(f"counts must be a sequence or tensor of real numbers, got {type(counts).__name__}") from None
     probs = check_probs("probs", probs, dtype=torch.float64).cpu()  # counts from a list, probs from a CUDA model
     if counts.dim() != 1 or probs.dim() != 1:
         raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(probs.shape)} must both be 1-D [V]")
@@ -323,8 +330,13 @@ def alpha_from_steps(steps) -> float | None:
 
     ``steps``: an iterable (a generator works) of :class:`lab.trace.StepRecord` or objects with its ``drafted``,
     ``num_accepted`` and ``last_kind``. Returns a float in [0, 1] or None. Raises ``TypeError`` if ``steps`` is not
-    iterable or an item lacks those fields (:func:`lab.trace.step_records`)."""
+    iterable or an item lacks those fields (:func:`lab.trace.step_records`), ``ValueError`` for a ``last_kind``
+    other than "resampled" or "bonus"."""
     steps = step_records(steps, "alpha_from_steps", ("drafted", "num_accepted", "last_kind"))  # read twice below
+    unknown = next((s for s in steps if s.last_kind not in LAST_KINDS), None)
+    if unknown is not None:  # a stand-in record's typo would count as no rejection
+        raise ValueError(f"alpha_from_steps: a step's last_kind must be one of {LAST_KINDS}, got "
+                         f"{unknown.last_kind!r}")
     accepted = sum(s.num_accepted for s in steps)
     rejections = sum(1 for s in steps if s.drafted and s.last_kind == "resampled")
     return accepted / (accepted + rejections) if accepted + rejections else None

@@ -632,9 +632,19 @@ def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = 
     return draft.to(device=table.device, dtype=table.dtype).eval()
 
 
+def _model_with(model, attribute: str, where: str):
+    """``model``'s ``attribute``, or ``TypeError`` naming ``where`` when it has none (None, a pair, a name)."""
+    found = getattr(model, attribute, None)
+    if found is None:
+        hint = "; a pair's models are pair.target and pair.draft" if hasattr(model, "target") else ""
+        raise TypeError(f"{where} takes a transformers model (with .{attribute}), got {type(model).__name__}{hint}")
+    return found
+
+
 def vocab_size(model) -> int:
-    """Width of the model's output layer (the vocabulary its logits cover)."""
-    return model.get_output_embeddings().weight.shape[0]
+    """Width of the model's output layer (the vocabulary its logits cover). Raises ``TypeError`` for an object that
+    is not a transformers language model (no ``get_output_embeddings``)."""
+    return _model_with(model, "get_output_embeddings", "vocab_size")().weight.shape[0]
 
 
 def check_same_vocab(target, draft) -> None:
@@ -645,8 +655,10 @@ def check_same_vocab(target, draft) -> None:
 
 
 def context_limit(model) -> int | None:
-    """The longest sequence the model's position embeddings cover, or None if unbounded."""
-    return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    """The longest sequence the model's position embeddings cover, or None if unbounded. Raises ``TypeError`` for an
+    object without a transformers ``config`` (None, a pair)."""
+    config = _model_with(model, "config", "context_limit")
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
 
 def new_cache():

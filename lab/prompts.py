@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from lab.assets import PAIR_DIR, SMOLLM2_DIR
 from lab.validation import check_int, check_token_ids
@@ -132,11 +133,14 @@ def check_prompts(prompts, name: str = "prompts") -> list[str]:
     """``prompts`` as a list after checking it is a non-empty sequence of strings (a bare string is a mistake:
     iterating it would run every character as a prompt); errors name ``name``.
 
-    Raises ``TypeError`` for a string, a non-iterable or an item that is not a string, ``ValueError`` for an empty
-    sequence."""
+    Raises ``TypeError`` for a string, a dict or set, a non-iterable or an item that is not a string, ``ValueError``
+    for an empty sequence."""
     if isinstance(prompts, (str, bytes)):
         raise TypeError(f"{name} must be a list of strings, got one {type(prompts).__name__}: wrap it in a list, "
                         f"[{prompts[:40]!r}]")
+    if isinstance(prompts, (Mapping, AbstractSet)):  # iterating gives its keys, or prompts in no order
+        raise TypeError(f"{name} must be a list of strings, got a {type(prompts).__name__}: pass a list "
+                        "(list(d.values()) for a dict of named prompts)")
     try:
         prompts = list(prompts)
     except TypeError:

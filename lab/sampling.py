@@ -75,10 +75,14 @@ def probs_from_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int
 
     Raises ``ValueError`` for non-floating-point logits, logits without a vocabulary axis or with an empty batch
     axis (shape ``[0, V]``), NaN or +inf logits, a row whose logits are all -inf, temperature < 0 or a bool,
-    top_k < 1 (any integer type but bool), top_p outside (0, 1] or a bool.
+    top_k < 1 (any integer type but bool), top_p outside (0, 1] or a bool; ``TypeError`` for logits that are no
+    tensor nor numbers (None, text).
     """
     temperature, top_k, top_p = check_sampling_args(temperature, top_k, top_p)
-    logits = torch.as_tensor(logits)
+    try:
+        logits = torch.as_tensor(logits)
+    except (TypeError, ValueError, RuntimeError):  # None raised torch's "Could not infer dtype of NoneType"
+        raise TypeError(f"logits must be a floating-point tensor [..., V], got {type(logits).__name__}") from None
     if not logits.is_floating_point():
         raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
     if logits.dim() == 0 or logits.size(-1) == 0:

@@ -44,7 +44,8 @@ def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
     ``table``: a square nested list, 2-D tensor or NumPy array whose every row is a distribution. Raises
     ``ValueError`` naming ``table`` when it is not square ``[V][V]`` (1-D, 3-D, or V rows of another length), or a
     row is not a distribution (NaN, negative or infinite entries, a sum further than 1e-3 from 1); ``TypeError``
-    for something that is not numbers. The model it returns raises ``ValueError`` when the context's last token is
+    for something that is not numbers. The model it returns raises ``TypeError`` for a context that is not a
+    sequence of ids (None, text, a dict or set) and ``ValueError`` when the context's last token is
     not a token id in [0, V): not an integer (bools and floats, as tensors too, are not) or outside the range (a
     negative id does not wrap around to the last row)."""
     rows = check_probs("table", table, dtype=torch.float64)
@@ -55,7 +56,11 @@ def bigram_model(table: Sequence[Sequence[float]]) -> ToyModel:
     size = len(rows)
 
     def model(context):
-        last = context[-1] if context else 0
+        if isinstance(context, (str, bytes, dict, set)) or not hasattr(context, "__len__") \
+                or not hasattr(context, "__getitem__"):  # None read as an empty context gave row 0
+            raise TypeError(f"bigram model: the context must be a sequence of token ids (a list or tensor), got "
+                            f"{type(context).__name__}")
+        last = context[-1] if len(context) else 0
         if type(last) is not int:  # fast path: plain ints
             # is_integer: NumPy and integer 0-d tensors pass; bools (tensor(True) too) and floats (tensor(1.0)) don't
             if not is_integer(last):

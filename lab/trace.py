@@ -9,8 +9,16 @@ from typing import Callable, Optional
 
 import torch
 
-__all__ = ["StepRecord", "OnStep", "Generation", "check_step_record", "step_records", "own_token_kind",
-           "first_rejected_child"]
+from lab.validation import check_int, check_unbounded_ids, is_integer
+
+__all__ = ["StepRecord", "LAST_KINDS", "ACCEPTANCES", "OnStep", "Generation", "check_step_record", "step_records",
+           "own_token_kind", "first_rejected_child"]
+
+
+LAST_KINDS = ("resampled", "bonus")
+"""What the target's token of a step was (:attr:`StepRecord.last_kind`)."""
+ACCEPTANCES = ("exact", "typical")
+"""The verification rules a step can record (:attr:`StepRecord.acceptance`)."""
 
 
 @dataclass
@@ -61,6 +69,14 @@ class StepRecord:
       :mod:`lab.trees`), None for a chain; ``path``: the accepted draft indices in order (a chain's are
       ``0 .. num_accepted - 1`` and filled in when omitted; a tree record with accepted nodes must give its path,
       else ``ValueError``).
+
+    A record is checked when built (a hand-built one too, as lessons and tests make them): ``ValueError`` or
+    ``TypeError`` naming the field for ids that are not integers >= 0, ``num_accepted`` outside ``[0,
+    len(drafted)]``, a ``last_kind`` other than "resampled" / "bonus" or an ``acceptance`` other than "exact" /
+    "typical" (or one that contradicts the path: "bonus" exactly when the path's last node has no child), a bad
+    ``parents`` array or one not of ``len(drafted)``, a ``path`` that is not a root-to-leaf path of
+    ``num_accepted`` nodes, and an ``emitted`` longer than ``num_accepted + 1`` or not starting with the path's
+    drafts.
     """
 
     index: int
@@ -86,11 +102,66 @@ class StepRecord:
     prompt: Optional[list] = field(default=None, repr=False)
 
     def __post_init__(self):
+        # every view trusts these fields; generate() builds them right, a hand-built record is checked here
+        self.index = check_int("StepRecord index", self.index, 0)
+        self.position = check_int("StepRecord position", self.position, 0)
+        self.drafted = check_unbounded_ids("StepRecord drafted", self.drafted)
+        self.emitted = check_unbounded_ids("StepRecord emitted", self.emitted)
+        self.num_accepted = check_int("StepRecord num_accepted (accepted drafts)", self.num_accepted, 0,
+                                      len(self.drafted))
+        if self.last_kind not in LAST_KINDS:
+            raise ValueError(f"StepRecord last_kind must be one of {LAST_KINDS}, got {self.last_kind!r}")
+        if self.acceptance not in ACCEPTANCES:
+            raise ValueError(f"StepRecord acceptance must be one of {ACCEPTANCES}, got {self.acceptance!r}")
+        self.target_tokens = check_int("StepRecord target_tokens", self.target_tokens, 0)
+        if self.cache_before is not None:
+            self.cache_before = check_int("StepRecord cache_before", self.cache_before, 0)
+        if len(self.emitted) > self.num_accepted + 1:
+            raise ValueError(f"StepRecord emitted holds {len(self.emitted)} tokens, but a step emits at most "
+                             f"num_accepted + 1 = {self.num_accepted + 1} (the accepted drafts and the target's token)")
+        if self.parents is not None:
+            from lab.trees import check_parents
+
+            self.parents = check_parents(self.parents)
+            if len(self.parents) != len(self.drafted):
+                raise ValueError(f"StepRecord parents has {len(self.parents)} entries for {len(self.drafted)} drafted "
+                                 "tokens: one parent per draft node")
         if not self.path and self.num_accepted:
             if self.parents is not None:  # a tree's accepted nodes need not be the first ones
                 raise ValueError(f"a token-tree record (parents given) with num_accepted={self.num_accepted} needs "
                                  "its path: the indices of the accepted nodes, root to leaf")
             self.path = list(range(self.num_accepted))
+        self._check_path()
+
+    def _check_path(self) -> None:
+        if isinstance(self.path, (str, bytes)) or not hasattr(self.path, "__iter__"):
+            raise TypeError(f"StepRecord path must be a list of draft indices, got {type(self.path).__name__}")
+        path = list(self.path)
+        if not all(is_integer(i) and 0 <= i < len(self.drafted) for i in path):
+            raise ValueError(f"StepRecord path must hold indices into drafted, integers in [0, {len(self.drafted)}), "
+                             f"got {path!r}")
+        self.path = [int(i) for i in path]
+        if len(self.path) != self.num_accepted:
+            raise ValueError(f"StepRecord path lists {len(self.path)} accepted nodes but num_accepted is "
+                             f"{self.num_accepted}")
+        parents = list(range(-1, len(self.drafted) - 1)) if self.parents is None else self.parents
+        above = -1
+        for node in self.path:  # root to leaf: each node a child of the one before
+            if parents[node] != above:
+                raise ValueError(f"StepRecord path {self.path} is not a root-to-leaf path of the draft: node {node}'s "
+                                 f"parent is {parents[node]}, not {above}")
+            above = node
+        end = self.path[-1] if self.path else -1
+        expected = "resampled" if end in parents else "bonus"  # verification's rule (lab.verify)
+        if self.last_kind != expected:
+            why = ("a draft after the accepted ones was rejected" if expected == "resampled" else
+                   "no draft was left to reject after the accepted ones")
+            raise ValueError(f"StepRecord last_kind must be {expected!r} when {self.num_accepted} of "
+                             f"{len(self.drafted)} drafts are accepted ({why}), got {self.last_kind!r}")
+        accepted = [self.drafted[i] for i in self.path]
+        if self.emitted[:self.num_accepted] != accepted[:len(self.emitted)]:
+            raise ValueError(f"StepRecord emitted {self.emitted} must start with the accepted drafts {accepted} "
+                             "(the drafted tokens on the path, in order)")
 
     @property
     def rejected(self) -> list:

@@ -28,18 +28,19 @@ import torch
 from lab.validation import MAX_LENGTH, check_int, is_integer  # is_integer: the one integer test of lab
 
 __all__ = ["check_parents", "depths", "position_ids", "tree_attention_mask", "paths", "children", "ancestors",
-           "chain_parents", "check_choices", "choices_parents"]
+           "chain_parents", "check_choices", "choices_parents", "MAX_PREFIX"]
 
 
 def check_parents(parents) -> list[int]:
     """Validate a parents array and return it as a list of ints.
 
     ``parents``: a list, tuple or 1-D tensor of integers. Raises ``ValueError`` unless every ``parents[i]`` is -1 or
-    an earlier node index (``-1 <= parents[i] < i``), ``TypeError`` when ``parents`` is not iterable.
+    an earlier node index (``-1 <= parents[i] < i``), ``TypeError`` when ``parents`` is not iterable or is text, a
+    dict or a set (no node order).
     """
     if isinstance(parents, torch.Tensor):
         parents = parents.tolist()
-    if isinstance(parents, (str, bytes)) or not hasattr(parents, "__iter__"):
+    if isinstance(parents, (str, bytes, dict, set, frozenset)) or not hasattr(parents, "__iter__"):
         raise TypeError(f"parents must be a list, tuple or 1-D tensor of ints (-1 or an earlier node index), got "
                         f"{type(parents).__name__}")
     parents = list(parents)
@@ -74,7 +75,8 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
 
     Raises ``ValueError`` (naming ``name``, the caller's argument) for an empty set, an empty path or a rank that
     is not an integer in ``[0, max_rank)``, a duplicate, a path deeper than ``max_depth``, or a path whose prefix
-    is missing; a flat list of integers (a parents array, the verifiers' format) is named as such. Raises
+    is missing, and for a ``max_depth`` or ``max_rank`` that is not an integer >= 1; a flat list of integers (a
+    parents array, the verifiers' format) is named as such. Raises
     ``TypeError`` naming ``name`` when ``choices`` is not a list, tuple or other sequence of paths (a string, a dict,
     an object such as an EAGLE-2 ``DynamicTree``, which only the EAGLE drafters take, or a class).
     """
@@ -89,6 +91,9 @@ def check_choices(choices, max_depth: int | None = None, max_rank: int | None = 
         raise ValueError(f"{name} must be paths of ranks, e.g. [(0,), (0, 0), (1,)] (the best token, the best after "
                          f"it, the second best), got the flat list {list(choices)!r}; a parents array is the "
                          "verifiers' format (lab.trees.choices_parents turns paths into one)")
+    for limit_name, limit in (("max_depth", max_depth), ("max_rank", max_rank)):
+        if limit is not None:
+            _int_at_least(limit_name, limit, 1)
     paths = []
     for path in choices:
         try:
@@ -152,13 +157,20 @@ def depths(parents) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.long)
 
 
+MAX_PREFIX = 2**62
+"""The most committed tokens :func:`position_ids` takes: positions are int64, and far below this a context is
+already beyond any model's."""
+
+
 def position_ids(parents, prefix_len: int) -> torch.Tensor:
     """Absolute position of every node, LongTensor ``[n]``: ``prefix_len + depths(parents)``, i.e.
     ``prefix_len - 1 + d`` for a node of depth d, where ``prefix_len`` counts the committed tokens (the last
     committed token sits at ``prefix_len - 1``, the first level right after it). Siblings share a position.
 
-    Raises ``ValueError`` for a bad parents array or ``prefix_len < 1``."""
+    Raises ``ValueError`` for a bad parents array or ``prefix_len`` outside [1, :data:`MAX_PREFIX`]."""
     prefix_len = _int_at_least("prefix_len", prefix_len, 1, " (the committed tokens)")
+    if prefix_len > MAX_PREFIX:  # torch's int64 would wrap 2**63 to a negative position
+        raise ValueError(f"prefix_len (the committed tokens) must be at most {MAX_PREFIX}, got {prefix_len}")
     return depths(parents) + prefix_len
 
 

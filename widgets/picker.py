@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+from numbers import Integral
 
 import ipywidgets as w
 
@@ -78,8 +79,8 @@ class StrategyPicker(w.VBox):
     ``latency_bound``, ``memory_headroom_gb`` (None or one of :data:`MEMORY_CHOICES`, other values are added to the
     list), ``exclude``; ``target`` (name in the vLLM command) and ``tensor_parallel_size`` (one of 1, 2, 4, 8). NumPy
     scalars count as numbers and ``numpy.bool_`` as a bool. Raises ``ValueError`` (naming the input and what it
-    allows) for inputs ``recommend`` rejects, another ``tensor_parallel_size`` (True included), or a ``target`` that
-    is not a model name on one line (:func:`lab.picker.substitutes.check_model_name`); :meth:`set`
+    allows) for inputs ``recommend`` rejects, another ``tensor_parallel_size`` (True and 2.0 included), or a
+    ``target`` that is not a model name on one line (:func:`lab.picker.substitutes.check_model_name`); :meth:`set`
     checks the same way.
     """
 
@@ -240,7 +241,7 @@ class StrategyPicker(w.VBox):
         """What clicking a strategy row does: set up the situation its "when to pick" describes
         (:data:`STRATEGY_SCENARIOS`), keeping the temperature unless it is above the picker's limit. Raises
         ``ValueError`` for an unknown method."""
-        if method not in STRATEGY_SCENARIOS:
+        if not isinstance(method, str) or method not in STRATEGY_SCENARIOS:  # a list is unhashable
             raise ValueError(f"method must be one of {', '.join(STRATEGY_SCENARIOS)}; got {method!r}")
         scenario = {"latency_bound": True, "memory_headroom_gb": None, "exclude": (), "target_has_mtp": False,
                     "has_parallel_draft": False, **STRATEGY_SCENARIOS[method]}
@@ -263,7 +264,8 @@ class StrategyPicker(w.VBox):
             pass  # recommend names the problem
         check_workload(task, temperature, has_small_same_family_model, can_finetune, latency_bound,
                        memory_headroom_gb, exclude, target_has_mtp, has_parallel_draft)
-        if isinstance(tensor_parallel_size, bool) or tensor_parallel_size not in TP_CHOICES:  # True == 1
+        if (isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, Integral)  # True == 1
+                or tensor_parallel_size not in TP_CHOICES):  # 2.0 == 2, but a GPU count is whole
             raise ValueError(f"tensor_parallel_size must be one of {TP_CHOICES}, got {tensor_parallel_size!r}")
         return {"task": task, "temperature": float(temperature),
                 "has_small_same_family_model": bool(has_small_same_family_model), "can_finetune": bool(can_finetune),

@@ -197,6 +197,9 @@ class RaceDashboard(w.VBox):
         if isinstance(prompts, (str, bytes)):  # iterating it would offer every character as a prompt
             raise TypeError(f"prompts must be a list of strings, got one {type(prompts).__name__}: wrap it in a "
                             f"list, [{prompts[:40]!r}]")
+        if isinstance(prompts, (dict, set, frozenset)):  # iterating gives its keys, or prompts in no order
+            raise TypeError(f"prompts must be a list of strings, got a {type(prompts).__name__}: pass a list "
+                            "(list(d.values()) for a dict of named prompts)")
         if prompts is not None:
             try:
                 prompts = list(prompts)
@@ -301,10 +304,13 @@ class RaceDashboard(w.VBox):
     def race(self, *, prompt: str | None = None, drafter: str | None = None, n_draft: int | None = None,
              max_new_tokens: int | None = None, temperature: float | None = None) -> dict:
         """Run one race with the controls' settings (arguments given here set the controls first; ``prompt`` is
-        free text). Returns ``results``. Raises ``ValueError`` for bad settings (nothing runs then), including an
+        free text). Returns ``results``. Raises ``TypeError`` for a ``prompt`` that is not a str and ``ValueError``
+        for bad settings (nothing runs then, and the controls stay as they were), including an
         ``n_draft`` given for a drafter that sets its own draft (:data:`lab.registry.OWN_DRAFT`: Lookahead's window,
         Medusa's tree, suffix decoding's match, the MTP heads' modules; the N slider is disabled for them and
         ``settings["n_draft"]`` is None), and re-raises an error from either generation."""
+        if prompt is not None and not isinstance(prompt, str):  # the text box's trait raised, after the switch
+            raise TypeError(f"prompt must be the prompt's text (a str), got {type(prompt).__name__} {prompt!r:.40}")
         checked = self._check(drafter=drafter, n_draft=n_draft, max_new_tokens=max_new_tokens,
                               temperature=temperature)
         drafter, n_draft, max_new_tokens, temperature = (checked.get(k) for k in (

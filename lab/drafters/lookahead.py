@@ -87,13 +87,49 @@ class JacobiRun:
     """Jacobi iteration on one window: ``iterations[0]`` is the initial guess, ``iterations[t]`` the window after t
     updates; ``fixed_point`` the last window (= the greedy continuation once ``converged``); ``converged_counts[t]``
     the converged prefix of ``iterations[t]`` (:func:`converged_prefix`), and an empty list when the run stopped at
-    ``max_iterations`` before converging (there is no fixed point to compare with); ``target_calls`` = updates run."""
+    ``max_iterations`` before converging (there is no fixed point to compare with); ``target_calls`` = updates run.
+
+    A run is checked when built (:func:`jacobi_decode` builds it right; a hand-built one, as a lesson or test makes,
+    is not trusted): ``TypeError`` / ``ValueError`` naming the field for ids that are not integers >= 0, no
+    iterations, a window of another length than ``fixed_point``, a ``converged`` that is not a bool, a converged run
+    that does not end at its fixed point, and ``converged_counts`` that are not the converged prefixes (filled in when
+    a converged run leaves them out) or not empty for a run that did not converge."""
 
     prompt: list
     iterations: list
     fixed_point: list
     converged: bool
     converged_counts: list = field(default_factory=list)
+
+    def __post_init__(self):
+        # JacobiViewer trusts these; jacobi_decode builds them right, a hand-built run is checked here
+        self.prompt = check_token_ids("JacobiRun prompt", self.prompt)
+        self.fixed_point = check_token_ids("JacobiRun fixed_point", self.fixed_point)
+        if isinstance(self.iterations, (str, bytes, dict, set)) or not hasattr(self.iterations, "__iter__"):
+            raise TypeError(f"JacobiRun iterations must be a list of windows (lists of token ids), got "
+                            f"{type(self.iterations).__name__}")
+        rows = [check_token_ids(f"JacobiRun iterations[{t}]", row) for t, row in enumerate(self.iterations)]
+        if not rows:
+            raise ValueError("JacobiRun iterations must hold at least the initial guess")
+        ragged = next((t for t, row in enumerate(rows) if len(row) != len(self.fixed_point)), None)
+        if ragged is not None:
+            raise ValueError(f"JacobiRun iterations[{ragged}] holds {len(rows[ragged])} tokens, but every window "
+                             f"holds W = {len(self.fixed_point)} (the fixed point's length)")
+        self.iterations = rows
+        if not isinstance(self.converged, bool):
+            raise TypeError(f"JacobiRun converged must be True or False, got {self.converged!r}")
+        if self.converged and rows[-1] != self.fixed_point:
+            raise ValueError("a converged JacobiRun ends at its fixed point: iterations[-1] must equal fixed_point")
+        counts = [converged_prefix(w, self.fixed_point) for w in rows]
+        if self.converged and not list(self.converged_counts):  # left out: filled in, as a default path is
+            self.converged_counts = counts
+        if self.converged and list(self.converged_counts) != counts:
+            raise ValueError("JacobiRun converged_counts must be converged_prefix(window, fixed_point) for every "
+                             "window of iterations (lab.drafters.lookahead.converged_prefix)")
+        if not self.converged and list(self.converged_counts):
+            raise ValueError("JacobiRun converged_counts must be empty when the run did not converge (there is no "
+                             "fixed point to compare with)")
+        self.converged_counts = list(self.converged_counts)
 
     @property
     def target_calls(self) -> int:

@@ -6,6 +6,7 @@ changed workload would give with ``recommend(**{**workload, **change})``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from numbers import Real
 
 import numpy as np
@@ -67,8 +68,8 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
     Raises:
         ValueError: unknown task, temperature outside [0, :data:`lab.picker.tables.MAX_API_TEMPERATURE`] (2) or not
             finite, a flag that is not a bool (``numpy.bool_``
-            counts), negative or non-finite memory, or an unknown method in ``exclude`` (the message names the
-            argument and the allowed values).
+            counts), negative or non-finite memory, an ``exclude`` that is a dict, or an unknown method in it (the
+            message names the argument and the allowed values).
     """
     temperature, memory = _plain(temperature), _plain(memory_headroom_gb)
     if not isinstance(task, str) or task not in TASKS:
@@ -85,6 +86,8 @@ def check_workload(task, temperature, has_small_same_family_model, can_finetune,
         raise ValueError(f"memory_headroom_gb must be None (unknown) or a finite number >= 0, got {brief_repr(memory)}")
     if isinstance(exclude, str):
         exclude = (exclude,)
+    if isinstance(exclude, Mapping):  # iterating would read only its keys
+        raise ValueError(f"exclude must be a list of methods, got a {type(exclude).__name__} {brief_repr(exclude)}")
     try:
         exclude = tuple(exclude)
     except TypeError:

@@ -89,7 +89,7 @@ def test_kv_errors():
     with pytest.raises(ValueError, match="kv_heads"):
         costs.kv_bytes_per_token(2, 0, 64, 2)
     for layers in (0, -1):   # the docstring's non-positive counts: no layers is no model to size
-        with pytest.raises(ValueError, match=f"layers must be an integer >= 1, got {layers}"):
+        with pytest.raises(ValueError, match=rf"layers must be an integer in \[1, 1048576\], got {layers}"):
             costs.kv_bytes_per_token(layers, 2, 64, 2)
     with pytest.raises(ValueError, match="bytes_per_value"):
         costs.kv_bytes_per_token(2, 2, 64, -2)
@@ -327,7 +327,7 @@ def test_parameter_bytes_and_break_even_batch_errors():
     with pytest.raises(TypeError, match="target must be a torch.nn.Module"):
         costs.extra_parameter_bytes(torch.nn.Linear(2, 2), None)
     assert costs.parameter_bytes(torch.nn.Linear(2, 3)) == (2 * 3 + 3) * 4
-    with pytest.raises(ValueError, match="max_batch must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"max_batch must be an integer in \[1, 65536\], got 0"):
         costs.break_even_batch(4, 0.8, 0.1, 295, max_batch=0)
     with pytest.raises(ValueError, match="alpha .* got True"):
         costs.break_even_batch(4, True, 0.1, 295)
@@ -350,3 +350,33 @@ def test_timing_helpers_name_a_wrong_model_and_bad_counts(pair, target):
         costs.draft_step_ms(DraftModelDrafter(pair.draft, 1), seed=None)
     with pytest.raises(TypeError, match="model must be an EAGLE draft"):
         costs.eagle_step_ms(target)
+
+
+# --- numbers no float holds, and sizes in the wrong unit ------------------------------------------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda: costs.pass_time(10**400, 5), r"tokens must be a finite number >= 0, got 1000"),
+    (lambda: costs.break_even_tokens(10**400, 3.0, 2.0), "setup_ms must be a finite number"),
+    (lambda: costs.speculative_throughput_gain(10**400, 4, 0.75, 0.1, 295),
+     r"batch must be an integer in \[1, 65536\]"),
+    (lambda: costs.speculative_throughput_gain(8, 4, 0.75, 1e308, 295), "n_draft \\* cost_ratio"),
+    (lambda: costs.speculative_throughput_gain(8, 4, 0.75, 0.1, 10**400), "flops_per_byte must be a finite number"),
+    (lambda: costs.break_even_batch(4, 0.75, 0.1, 295, max_batch=10**400), r"max_batch must be an integer in \[1, 6"),
+    (lambda: costs.kv_bytes_per_token(10**400, 8, 128, 2), r"layers must be an integer in \[1, 1048576\]"),
+    (lambda: costs.kv_bytes_per_token(32, 8, 128, 16), r"bytes_per_value must be a number of bytes in \(0, 8\].*bits"),
+    (lambda: costs.kv_bytes_per_token(32, 8, 128, 10**400), "bytes_per_value must be a finite number > 0"),
+    (lambda: costs.kv_cache_bytes_per_token({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64,
+                                             "dtype": "int8"}), "torch.int8 is not a floating-point type"),
+])
+def test_numbers_too_large_or_in_bits_are_named(call, message):
+    """A tester's 10**400 raised a bare OverflowError ("int too large to convert to float") from these, a
+    bytes_per_value of 16 (bf16's bits) gave a cache eight times too large, and an int8 config dtype sized one;
+    c = 1e308 blamed flops_per_byte."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_largest_allowed_sizes_still_answer():
+    assert costs.kv_bytes_per_token(1 << 20, 1, 1, 8) == 2 * (1 << 20) * 8
+    assert costs.kv_bytes_per_token(32, 8, 128, 0.5) == 2 * 32 * 8 * 128 // 2     # a 4-bit cache
+    assert costs.speculative_throughput_gain(1 << 16, 4, 0.75, 0.1, 295) < 1
+    assert costs.break_even_batch(4, 0.75, 0.1, 295, max_batch=1 << 16) is not None

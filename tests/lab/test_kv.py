@@ -304,3 +304,12 @@ def test_two_cache_greedy_names_a_plugged_in_rule_that_breaks_the_loop(target, d
         kv.two_cache_greedy(target, draft, ids, 8, draft_keep=lambda held, k, n: held + 1)
     # the lesson's own wrong rules still run to the end (they show drifting text or lost acceptance, not errors)
     assert len(kv.two_cache_greedy(target, draft, ids, 8, advance=lambda position, k: position + 1)["tokens"]) == 8
+
+
+def test_a_scratch_cache_needs_a_model(pair):
+    """ScratchKVCache(None) was built and failed only at its first append, inside forward."""
+    with pytest.raises(TypeError, match="ScratchKVCache takes the model whose cache it holds .a torch model., got "
+                                        "NoneType"):
+        ScratchKVCache(None)
+    with pytest.raises(TypeError, match="a pair's models are pair.target and pair.draft"):
+        ScratchKVCache(pair)

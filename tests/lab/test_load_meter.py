@@ -160,3 +160,11 @@ def test_busy_threshold_takes_any_integer():
     from lab.load_meter import busy_threshold
 
     assert busy_threshold(np.int64(4), np.int64(1)) == 1.0
+
+
+def test_busy_threshold_names_missing_cores():
+    """None raised "unsupported operand type(s) for *: 'float' and 'NoneType'"."""
+    with pytest.raises(ValueError, match=r"cores must be an integer >= 1 \(the machine's cores: os.cpu_count\(\)\), "
+                                         "got None"):
+        load_meter.busy_threshold(None)
+    assert load_meter.busy_threshold(4, 1) == BUSY_SHARE * 4

@@ -228,6 +228,10 @@ def test_alpha_from_steps_reads_a_generator_once():
              SimpleNamespace(drafted=[1, 2], num_accepted=2, last_kind="bonus")]
     assert metrics.alpha_from_steps(steps) == 3 / 4
     assert metrics.alpha_from_steps(s for s in steps) == 3 / 4
+    # a stand-in's unknown last_kind would have counted as no rejection (alpha 1.0 here, not 3/4)
+    steps[0].last_kind = "rejected"
+    with pytest.raises(ValueError, match=r"last_kind must be one of \('resampled', 'bonus'\), got 'rejected'"):
+        metrics.alpha_from_steps(steps)
 
 
 def test_alpha_from_steps_a_tree_path_ending_at_a_shallow_leaf_rejected_nothing():
@@ -399,3 +403,15 @@ def test_numbers_no_float_holds_are_named_not_overflowed():
         beyond_tokens_per_call(1.0, 10**400)
     assert metrics.expected_tokens_per_call(0.5, 2**53) == pytest.approx(2.0)
     assert metrics.predicted_speedup(0.5, 2**53, 0.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("counts, message", [
+    ([True, False, True], "got bool True"),
+    ([1 + 0j, 9], r"got complex \(1\+0j\)"),
+    (torch.tensor([True, False]), "got a tensor of dtype torch.bool"),
+    (torch.tensor([3 + 0j, 7 + 0j]), "got a tensor of dtype torch.complex64"),
+])
+def test_chi_square_refuses_bools_and_complex_counts(counts, message):
+    """True counted as one observation and a complex count was named only as 'got list'."""
+    with pytest.raises(TypeError, match=f"counts must be real numbers of observations, {message}"):
+        metrics.chi_square(counts, [0.5] * len(counts) if len(counts) == 2 else [0.25, 0.5, 0.25])

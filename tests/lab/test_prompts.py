@@ -205,3 +205,13 @@ def test_assistant_turns_and_context_problem_check_what_they_read(smollm2_pair, 
     with pytest.raises(ValueError, match="max_new_tokens must be an integer >= 0"):
         context_problem(pair, [[1, 2]], -3)
     assert context_problem(pair, [[1, 2]], 3) is None
+
+
+@pytest.mark.parametrize("prompts", [{"greeting": "Hello"}, {"Hello", "Bye"}])
+def test_check_prompts_refuses_a_dict_or_a_set(prompts):
+    """A dict's keys were taken as the prompts."""
+    from lab.prompts import check_prompts
+
+    with pytest.raises(TypeError, match=r"prompts must be a list of strings, got a (dict|set): pass a list"):
+        check_prompts(prompts)
+    assert check_prompts(("Hello", "Bye")) == ["Hello", "Bye"]

@@ -338,3 +338,10 @@ def test_a_probability_lists_tolerance_is_a_number_in_0_1():
     with pytest.raises(ValueError, match=r"atol must be a number in \[0, 1\]"):
         probability_list("probs", [0.5, 0.5], atol=-1)
     assert probability_list("probs", [0.5, 0.5], atol=0) == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("logits", [None, "1.0 2.0"])
+def test_probs_from_logits_names_what_is_not_logits(logits):
+    """None raised torch's own "Could not infer dtype of NoneType"."""
+    with pytest.raises(TypeError, match=r"logits must be a floating-point tensor \[\.\.\., V\], got "):
+        probs_from_logits(logits)

@@ -218,3 +218,12 @@ def test_speculative_step_returns_plain_ints_for_a_tensor_prefix():
     assert out[:2] == [1, 0] and len(out) == 5 and all(type(t) is int for t in out)
     with pytest.raises(TypeError, match="prefix must hold integer token ids"):
         toy.speculative_step([0, 1.5], model, model, 2, random.Random(0))
+
+
+@pytest.mark.parametrize("context", [None, "ab", {0: 1}])
+def test_bigram_model_names_a_context_that_is_no_sequence(context):
+    """None was read as an empty context and answered row 0."""
+    model = toy.bigram_model([[0.5, 0.5], [0.25, 0.75]])
+    with pytest.raises(TypeError, match="bigram model: the context must be a sequence of token ids"):
+        model(context)
+    assert model([]) == [0.5, 0.5] and model(torch.tensor([0, 1])) == [0.25, 0.75]

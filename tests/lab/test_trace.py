@@ -29,7 +29,8 @@ def test_first_rejected_child_is_the_first_child_of_the_accepted_paths_end():
     assert first_rejected_child(tree([0], "resampled")) == 1       # node 0's children: 1, then 2
     assert first_rejected_child(tree([], "resampled")) == 0        # nothing accepted: the first root child
     assert first_rejected_child(tree([3, 4], "bonus")) is None     # a leaf: nothing rejected at the end
-    assert first_rejected_child(tree([0, 2], "resampled")) is None  # node 2 has no child to reject
+    with pytest.raises(ValueError, match="last_kind must be 'bonus'"):  # node 2 has no child the target could reject
+        tree([0, 2], "resampled")
     chain = StepRecord(index=1, position=0, drafted=[10, 11], num_accepted=1, emitted=[10, 99], last_kind="resampled")
     assert first_rejected_child(chain) is None
 
@@ -45,3 +46,42 @@ def test_own_token_kind_calls_a_step_without_drafts_the_targets_token():
                                      last_kind="bonus")) == "bonus"
     assert own_token_kind(StepRecord(index=2, position=4, drafted=[3, 4], num_accepted=0, emitted=[7],
                                      last_kind="resampled")) == "resampled"
+
+
+@pytest.mark.parametrize("fields, error, message", [
+    (dict(drafted=[5.7, 6]), TypeError, "StepRecord drafted must hold integer"),
+    (dict(drafted=[5, -6]), ValueError, "StepRecord drafted must be token ids"),
+    (dict(emitted=[5, 9.0]), TypeError, "StepRecord emitted must hold integer"),
+    (dict(num_accepted=3), ValueError, r"num_accepted \(accepted drafts\) must be an integer in \[0, 2\]"),
+    (dict(num_accepted=1.0), ValueError, "num_accepted"),
+    (dict(last_kind="<script>"), ValueError, "last_kind must be one of"),
+    (dict(acceptance="greedy"), ValueError, "acceptance must be one of"),
+    (dict(index=-1), ValueError, "StepRecord index"),
+    (dict(position=2.5), ValueError, "StepRecord position"),
+    (dict(cache_before=-3), ValueError, "cache_before"),
+    (dict(emitted=[5, 6, 9, 9]), ValueError, "at most num_accepted \\+ 1 = 3"),
+    (dict(emitted=[6, 5, 9]), ValueError, "must start with the accepted drafts \\[5, 6\\]"),
+    (dict(path=[0.0, 1.0]), ValueError, "path must hold indices into drafted"),
+    (dict(path=[0, 5]), ValueError, r"integers in \[0, 2\)"),
+    (dict(path=[1, 0]), ValueError, "not a root-to-leaf path"),
+    (dict(path=[0]), ValueError, "path lists 1 accepted nodes but num_accepted is 2"),
+    (dict(path="01"), TypeError, "path must be a list"),
+    (dict(parents=[-1]), ValueError, "parents has 1 entries for 2 drafted"),
+    (dict(parents=[-1, 1], path=[0, 1]), ValueError, r"parents\[1\] must be -1"),
+    (dict(num_accepted=1, emitted=[5, 9]), ValueError, "last_kind must be 'resampled' when 1 of 2"),
+])
+def test_a_hand_built_record_is_checked(fields, error, message):
+    """Every view trusts a record's fields, and lessons and tests build records by hand: a float id used to be
+    truncated by the widgets, a path out of range drawn, an unknown last_kind shown as a bonus, and an acceptance
+    rate of 2.5 summarised (three accepted of two drafted)."""
+    base = dict(index=1, position=0, drafted=[5, 6], num_accepted=2, emitted=[5, 6, 9], last_kind="bonus")
+    with pytest.raises(error, match=message):
+        StepRecord(**{**base, **fields})
+    record = StepRecord(**base)  # the same record, right, passes, and its ids come back as plain ints
+    assert record.path == [0, 1] and record.rejected == []
+    import torch
+
+    from_tensors = StepRecord(**{**base, "drafted": torch.tensor([5, 6]), "emitted": (5, 6, 9),
+                                 "num_accepted": torch.tensor(2), "path": [torch.tensor(0), 1]})
+    assert from_tensors.drafted == [5, 6] and from_tensors.emitted == [5, 6, 9] and from_tensors.path == [0, 1]
+    assert all(type(t) is int for t in from_tensors.drafted + from_tensors.path + [from_tensors.num_accepted])

@@ -46,6 +46,10 @@ def test_parents_must_point_backwards(parents):
 def test_prefix_len_errors():
     with pytest.raises(ValueError, match="prefix_len"):
         trees.position_ids([-1], 0)
+    # torch's int64 wrapped 2**63 to a negative position
+    with pytest.raises(ValueError, match=r"prefix_len \(the committed tokens\) must be at most 4611686018427387904"):
+        trees.position_ids([-1, 0], 2**63)
+    assert trees.position_ids([-1, 0], trees.MAX_PREFIX).tolist() == [2**62, 2**62 + 1]
     with pytest.raises(ValueError, match="prefix_len"):
         trees.tree_attention_mask([-1], -1)
 
@@ -132,3 +136,15 @@ def test_choices_parents_takes_list_paths_as_the_tree_loaders_do():
                        ([(0, 0), (0,)], "comes before its parent")):
         with pytest.raises(ValueError, match=re.escape(words)):
             trees.choices_parents(bad)
+
+
+def test_a_dict_or_set_is_no_parents_array_and_limits_are_integers():
+    """depths({-1: 0}) read the dict's keys as the parents; check_choices(max_depth="a") compared an int with a str."""
+    for parents in ({-1: 0}, {-1, 0}):
+        with pytest.raises(TypeError, match="parents must be a list, tuple or 1-D tensor of ints"):
+            trees.depths(parents)
+    for limits, name in ((dict(max_depth="a"), "max_depth"), (dict(max_rank=0), "max_rank"),
+                         (dict(max_depth=1.5), "max_depth")):
+        with pytest.raises(ValueError, match=f"{name} must be an integer >= 1"):
+            trees.check_choices([(0,), (0, 0)], **limits)
+    assert trees.check_choices([(0,), (0, 0)], max_depth=2, max_rank=1) == [(0,), (0, 0)]

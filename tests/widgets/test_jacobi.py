@@ -55,3 +55,25 @@ def test_a_tokenizer_that_cannot_decode_is_named_at_once(tokenizer):
     'decode') from inside the drawing, as the other viewers no longer do."""
     with pytest.raises(TypeError, match="tokenizer must be None or have a decode"):
         JacobiViewer(None, tokenizer)
+
+
+@pytest.mark.parametrize("fields, error, message", [
+    (dict(iterations=[]), ValueError, "at least the initial guess"),
+    (dict(iterations=[[0, 5], [4, 5, 7]]), ValueError, r"iterations\[0\] holds 2 tokens, but every window holds W = 3"),
+    (dict(iterations=[[0, 5, 7.5], [4, 5, 7]]), TypeError, r"iterations\[0\] must hold integer"),
+    (dict(iterations="abc"), TypeError, "iterations must be a list of windows"),
+    (dict(fixed_point=[4, 5, -7]), ValueError, "fixed_point must be token ids"),
+    (dict(converged="yes"), TypeError, "converged must be True or False"),
+    (dict(converged_counts=[0, 3]), ValueError, "converged_counts must be converged_prefix"),
+    (dict(converged=False), ValueError, "converged_counts must be empty"),
+    (dict(iterations=[[0, 5, 7], [4, 5, 6]], converged_counts=[0, 2]), ValueError, "ends at its fixed point"),
+])
+def test_a_hand_built_run_is_checked(fields, error, message):
+    """A tester's hand-built run without iterations, or with ragged rows, raised raw IndexErrors and ValueErrors from
+    inside the viewer's drawing; a run now says what is wrong with it when it is built."""
+    base = dict(prompt=[1], iterations=[[0, 5, 7], [4, 5, 7], [4, 5, 7]], fixed_point=[4, 5, 7], converged=True,
+                converged_counts=[0, 3, 3])
+    with pytest.raises(error, match=message):
+        JacobiRun(**{**base, **fields})
+    assert JacobiViewer(JacobiRun(**base), tokenizer=FakeTokenizer()).summary.startswith("window W = 3")
+    assert JacobiRun(**{**base, "converged_counts": []}).converged_counts == [0, 3, 3]  # filled in when left out

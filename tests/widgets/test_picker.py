@@ -91,6 +91,10 @@ def test_picker_set_checks_everything_first_and_takes_what_the_constructor_takes
         picker.set(exclude=("foo",))
     with pytest.raises(ValueError, match="tensor_parallel_size must be one of"):
         picker.set(tensor_parallel_size=3)
+    with pytest.raises(ValueError, match="tensor_parallel_size must be one of .* got 2.0"):
+        picker.set(tensor_parallel_size=2.0)  # 2.0 == 2, but a GPU count is whole
+    with pytest.raises(ValueError, match=r"method must be one of .*; got \['eagle'\]"):
+        picker.select_strategy(["eagle"])  # was "unhashable type: 'list'"
     assert picker.workload == workload
     picker.set(temperature=np.float64(2.0))  # the slider's end, as `python -m lab pick --temperature 2` takes it
     assert picker.temperature_slider.max == 2.0 and picker.workload["temperature"] == 2.0

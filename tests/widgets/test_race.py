@@ -251,6 +251,12 @@ def test_a_plain_text_pair_races_greedily_by_default_and_prompts_must_be_a_list(
         RaceDashboard(pair, prompts=5)
     with pytest.raises(TypeError, match="RaceDashboard expected a ModelPair .* got str 'shakespeare'"):
         RaceDashboard(pair="shakespeare")  # the name instead of load_pair(name)
+    with pytest.raises(TypeError, match="prompts must be a list of strings, got a dict: pass a list"):
+        RaceDashboard(pair, prompts={"greeting": "Hello"})  # its keys were offered as the prompts
+    # a prompt that is not text is refused before any control changes (it left the choice on free text)
+    with pytest.raises(TypeError, match="prompt must be the prompt's text .a str., got int 5"):
+        dashboard.race(prompt=5)
+    assert dashboard.prompt_choice.value == 0 and dashboard.results == {}
 
 
 # --- the real pair, the default -------------------------------------------------------------------------------------

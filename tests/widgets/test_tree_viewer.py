@@ -155,7 +155,7 @@ def test_empty_draft_and_truncated_step():
     assert viewer.mask.tolist() == [[True]] and viewer.parents == []
     assert viewer.summary == "step 0: nothing drafted; 0 accepted, then the target's own token '7'"
     # cut by max_new_tokens inside the accepted path: no target token is drawn
-    viewer(StepRecord(index=1, position=1, drafted=[4, 5, 6], num_accepted=2, emitted=[4], last_kind="resampled",
+    viewer(StepRecord(index=1, position=1, drafted=[4, 5, 6], num_accepted=2, emitted=[4], last_kind="bonus",
                       truncated=True, parents=[-1, 0, 0], path=[0, 2]))
     assert viewer.node_labels == ["7", "4", "5", "6"]
     assert viewer.node_status == ["root", "accepted", "rejected", "accepted"]

@@ -30,6 +30,7 @@ from lab.picker import recommend
     ({"memory_headroom_gb": math.nan}, ["memory_headroom_gb"]),
     ({"exclude": ("warp",)}, ["exclude", "draft_model", "ngram"]),
     ({"exclude": ("none",)}, ["exclude"]),
+    ({"exclude": {"eagle": True}}, ["exclude must be a list of methods, got a dict"]),  # its keys were read
 ])
 def test_bad_inputs_raise_value_error_naming_argument_and_allowed_values(kwargs, words):
     args = {"task": "chat", "temperature": 0.0, "has_small_same_family_model": True, "can_finetune": False}
