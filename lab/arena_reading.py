@@ -34,6 +34,7 @@ and :data:`lab.prompts.ARENA_TASKS`."""
 # how running text names a drafter; the others go by their table label
 _NAMES = {"model": "the draft model", "parallel": "the parallel draft", "mtp": "the MTP heads",
           "lookahead": "Lookahead", "early-exit": "early exit"}
+_PLURAL = {"mtp"}  # "the MTP heads were", "their α"
 _FACTOR_LABELS = {"acceptance": "acceptance", "drafting": "drafting", "target_call": "the target call",
                   "verification": "verification", "loop": "the loop", "prefill": "the prefill"}
 
@@ -55,6 +56,14 @@ def _span(values, digits=2, unit=""):
 
 def _label(kind):
     return _NAMES.get(kind) or DRAFTER_LABELS.get(kind, kind)
+
+
+def _was(kind):
+    return "were" if kind in _PLURAL else "was"
+
+
+def _its(kind):
+    return "their" if kind in _PLURAL else "its"
 
 
 def _cap(text):
@@ -258,8 +267,9 @@ def read_kinds(result: dict, temperature: float | None = None) -> str:
                 text += f", then {_label(by_speed[1]['drafter'])} at {_x(_speed(by_speed[1]))}×"
         text += f" (all: {_span(_speed(r) for r in rows)}×)."
         if _r(_calls(fastest)) < _r(_calls(top)) and compare_speedups(_speed(fastest), _speed(top)) == "ahead of":
-            text += (f" {_cap(_label(fastest['drafter']))} was faster than {_label(top['drafter'])} on fewer tokens "
-                     f"per call ({_x(_calls(fastest))} against {_x(_calls(top))}): drafting "
+            text += (f" {_cap(_label(fastest['drafter']))} {_was(fastest['drafter'])} faster than "
+                     f"{_label(top['drafter'])} on fewer tokens per call ({_x(_calls(fastest))} against "
+                     f"{_x(_calls(top))}): drafting "
                      f"{_x(fastest['draft_ms_per_step'], 1)} ms a step against {_x(top['draft_ms_per_step'], 1)} ms, "
                      f"target calls of {_x(fastest['target_call_cost'])} one-token steps against "
                      f"{_x(top['target_call_cost'])}.")
@@ -299,13 +309,15 @@ def _against(result, kind, other, what, temperature):
         clauses.append(f"lower on {in_words(_task(t) for t in down)} (by {_span(-gain[t] for t in down)})")
     if same:
         clauses.append(f"equal on {in_words(_task(t) for t in same)}")
-    text = (f"- **{_cap(name)} against {them}** ({what}). At T = {temperature:g} its α is " + "; ".join(clauses)
+    text = (f"- **{_cap(name)} against {them}** ({what}). At T = {temperature:g} {_its(kind)} α is "
+            + "; ".join(clauses)
             + (f"; {_signed(mean(gain.values()))} on average over {len(gain)} kinds." if len(gain) > 1 else "."))
     every = [(a, b) for T in _temperatures(result) for _, a, b in _pair_up(result, kind, other, T)]
     if len(every) > len(pairs):
         higher = sum(_r(a["alpha"]) > _r(b["alpha"]) for a, b in every)
         lower = sum(_r(a["alpha"]) < _r(b["alpha"]) for a, b in every)
-        text += f" Over all {len(every)} cells (every temperature) its α is higher in {higher} and lower in {lower}."
+        text += (f" Over all {len(every)} cells (every temperature) {_its(kind)} α is higher in {higher} and lower in "
+                 f"{lower}.")
     more = sum(_r(_calls(a)) > _r(_calls(b)) for _, a, b in pairs)
     text += (f" Tokens per target call: more on {more} of {len(pairs)} kind{'s' if len(pairs) != 1 else ''} ("
              + "; ".join(f"{_task(t)} {_x(_calls(a))} against {_x(_calls(b))}" for t, a, b in pairs) + ").")

@@ -28,7 +28,7 @@ import torch
 
 from lab.compare import LEVEL, beyond_tokens_per_call, compare_speedups  # re-exported for lessons and lab.arena_reading
 from lab.trace import LAST_KINDS, step_records
-from lab.validation import check_int, check_probs, plain_number
+from lab.validation import check_int, check_probs, is_integer, plain_number
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
@@ -50,7 +50,11 @@ to 10**6 and more), and beyond it alpha ** (N + 1) raised a bare OverflowError (
 
 
 def _check_n(given) -> int:
-    return check_int("n_draft", plain_number(given), 1, MAX_N_DRAFT, shown=given)
+    value = plain_number(given)
+    if is_integer(value) and value > MAX_N_DRAFT:  # named apart: "[1, 9007199254740992]" read as noise to learners
+        raise ValueError(f"n_draft must be at most 2**53 (every count the formulas take is exact as a float), got "
+                         f"{given!r}")
+    return check_int("n_draft", value, 1, shown=given)
 
 
 def _check_cost(given) -> float:

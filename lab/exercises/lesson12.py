@@ -54,14 +54,19 @@ def _show_steps(steps) -> str:
 
 # Step lists: a draft model's steps (calls = drafted), an EAGLE-like drafter that spends one more forward per step
 # than it drafts, a last step that drafted nothing (no forward), very uneven steps (a mean of per-step ratios is
-# wrong there), and steps whose drafts were all accepted (decode steps alone, without the prefill's record).
+# wrong there), and decode steps alone, without the prefill's record: steps whose drafts were all accepted, and two
+# unlike steps (a function that drops the first record, taking it for the prefill, loses a real step there).
 _STEP_LISTS = [
     _run(_step(4, 4, 2.0, 6.0), _step(4, 1, 2.0, 6.5), _step(4, 0, 2.4, 6.1), _step(4, 2, 1.6, 5.9)),
     _run(_step(4, 3, 3.0, 6.0, calls=5), _step(4, 4, 2.5, 6.0, calls=5), _step(4, 0, 3.5, 6.0, calls=5)),
     _run(_step(3, 3, 1.5, 5.0), _step(3, 3, 1.5, 5.0), _step(2, 1, 1.0, 5.0), _step(0, 0, 0.0, 4.6, calls=0)),
     _run(_step(1, 1, 9.0, 5.0), _step(8, 2, 4.0, 9.0), _step(8, 8, 4.0, 9.0)),
     _run(_step(5, 5, 1.0, 7.0), _step(5, 5, 1.0, 7.0), prefill=False),
+    _run(_step(5, 2, 1.0, 7.0), _step(3, 3, 2.0, 6.0), prefill=False),
 ]
+
+_FIRST_RECORD_HINT = ("skip the prefill by its flag (step.prefill), not by position: the decode steps alone "
+                      "(gen.decode_steps) have no prefill record, and dropping the first one loses a real step.")
 
 
 @checker
@@ -69,7 +74,7 @@ def cost_ratio(fn):
     """Check ``fn(steps, ar_ms_per_step) -> float``: the measured cost ratio c = (total draft_ms / total draft
     forward passes) / ``ar_ms_per_step`` (the time of one autoregressive step, ms), pooled over ``steps``
     (:class:`~lab.trace.StepRecord` list), as :func:`lab.arena.run_arena` defines it. Returns True/False."""
-    cases = [(steps, ar) for steps, ar in zip(_STEP_LISTS, (4.6, 5.0, 4.6, 4.0, 6.0))]
+    cases = [(steps, ar) for steps, ar in zip(_STEP_LISTS, (4.6, 5.0, 4.6, 4.0, 6.0, 5.5))]
 
     def per_step(steps, ar):
         return sum(s.draft_ms for s in steps) / len(steps) / ar
@@ -92,7 +97,11 @@ def cost_ratio(fn):
     def inverted(steps, ar):
         return ar / (sum(s.draft_ms for s in steps) / sum(s.draft_calls for s in steps))
 
+    def first_dropped(steps, ar):
+        return reference_cost_ratio(steps[1:], ar)
+
     faults = [
+        (first_dropped, _FIRST_RECORD_HINT),
         (per_step, "c compares ONE draft forward with one target step: divide the draft time by the number of "
                    "draft forward passes (draft_calls), not by the number of steps (that gives N·c)."),
         (per_decode_step, "c compares ONE draft forward with one target step: divide the draft time by the "
@@ -173,6 +182,7 @@ _ALPHA_FAULTS = [  # planted mistakes and their hints (also used by the tests)
                            "gives a step that examined one draft as much weight as one that examined eight."),
     (_alpha_first_position, "that is the first position's acceptance only; use every examined draft: accepted / "
                      "(accepted + rejections)."),
+    (lambda steps: reference_alpha_from_steps(steps[1:]), _FIRST_RECORD_HINT),
     (lambda steps: reference_alpha_from_steps(steps) if reference_alpha_from_steps(steps) is not None else 0.0,
      "when no draft was examined there is no estimate: return None, not 0 (0 would claim every draft fails)."),
     (lambda steps: None if reference_alpha_from_steps(steps) == 0 else reference_alpha_from_steps(steps),

@@ -106,7 +106,8 @@ def reasons_for(decision: Decision, workload: dict) -> list:
         return [f"Sampling at T = {workload['temperature']:g} flattens the target's distribution beyond its own "
                 "(T = 1), and seed lesson 000 lists high-temperature sampling among the cases not to speculate. What "
                 "it does to α depends on the pair: large, confident pairs usually lose α when sampling, as the real "
-                "pair's draft model did in lesson 13 (α 0.53 at T = 0, 0.42 at T = 2), while a pair unsure on most "
+                "pair's draft model did in lesson 13's committed run (α 0.53 at T = 0, 0.42 at T = 2), while a pair "
+                "unsure on most "
                 "positions can even gain. Measure α "
                 "at your temperature before turning speculation on (lesson 13)."]
     if decision.rule == "load":

@@ -79,7 +79,7 @@ def test_alpha_from_steps(capsys):
 
     hints = ("never examined", "bonus", "that step's own len(drafted)", "examined nothing",
              "is the bonus token, the target's own", "pool the counts", "first position",
-             "return None, not 0",
+             "not by position", "return None, not 0",
              "alpha is 0.0, an estimate like any other", "not NaN")
     for (fn, _), hint in zip(check._ALPHA_FAULTS, hints):  # each planted mistake is caught with its own hint
         assert not check.alpha_from_steps(fn)
@@ -236,3 +236,14 @@ def test_an_unexplained_mistake_gets_a_pointer_not_the_answer(capsys):
         assert not checker(fn)
         out = capsys.readouterr().out
         assert "hint" in out.lower() and answer not in out, out
+
+
+def test_dropping_the_first_record_is_caught(capsys):
+    """A learner's `steps = steps[1:]` ("skip the prefill") passed both checkers: the decode-only step list held two
+    identical steps, so losing one changed neither alpha nor c. Its two steps differ now."""
+    assert check.cost_ratio(check.reference_cost_ratio) and check.alpha_from_steps(check.reference_alpha_from_steps)
+    capsys.readouterr()
+    assert not check.cost_ratio(lambda steps, ar: check.reference_cost_ratio(steps[1:], ar))
+    assert not check.alpha_from_steps(lambda steps: check.reference_alpha_from_steps(steps[1:]))
+    out = capsys.readouterr().out
+    assert out.count("skip the prefill by its flag (step.prefill), not by position") == 2

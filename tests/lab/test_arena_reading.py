@@ -442,3 +442,17 @@ def test_the_readings_name_a_result_that_is_not_one():
     for call in (lambda: read_adaptive({}), lambda: format_adaptive({"rows": []})):
         with pytest.raises(TypeError, match=r"compare_adaptive\(\.\.\.\)'s result"):
             call()
+
+
+def test_the_mtp_heads_take_a_plural_verb():
+    """The reading printed "The MTP heads was faster than ..." and "its α" for the heads."""
+    run = _run()
+    for r in run["rows"]:
+        if r["drafter"] == "model":
+            r["drafter"] = r["label"] = "mtp"
+    assert ("The MTP heads were faster than prompt lookup on fewer tokens per call (2.50 against 3.00)"
+            in read_kinds(run))
+    run["rows"] = [r for r in run["rows"] if not (r["drafter"] == "mtp" and r["temperature"] == 1.0)]
+    text = read_methods(run)
+    assert "- **The MTP heads against EAGLE**" in text and "At T = 0 their α is higher on" in text, text
+    assert " its α " not in text.split("The MTP heads against EAGLE")[1]

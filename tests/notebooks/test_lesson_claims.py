@@ -412,11 +412,12 @@ def test_lesson_14_quotes_lesson_13(lesson_13):
 
     printed_alpha = quoted(lesson_13["out"], r"draft model α ([\d.]+) at T = 0, [\d.]+ at T = 1, ([\d.]+) at T = 2")
     lesson_14 = prose("14_choosing_a_strategy")
-    assert quoted(lesson_14, r"lesson 13 measured α ([\d.]+) at T = 0 and ([\d.]+) at T = 2") == printed_alpha
+    assert quoted(lesson_14, r"lesson 13's committed run measured α ([\d.]+) at T = 0 and ([\d.]+) at T = 2") \
+        == printed_alpha
     says(lesson_14, "sampling at T = 2 lowered the real pair's α")
     assert float(printed_alpha[1]) < float(printed_alpha[0])
     reason = " ".join(recommend("chat", 1.3, True, True).reasons)
-    assert "(α {} at T = 0, {} at T = 2)".format(*printed_alpha) in reason
+    assert "lesson 13's committed run (α {} at T = 0, {} at T = 2)".format(*printed_alpha) in reason
 
 
 def test_lesson_10_medusa_against_its_chain_and_the_draft_model():
