@@ -62,6 +62,22 @@ def _refuse_half_precision(model, argument: str) -> None:
                    "speed is measured in the fast dtype.")
 
 
+# transformers >= 5.18 (checked on 5.25, cache_utils.py, DynamicLayer.crop): "Calling `crop` with a positive value
+# (`12`) is not supported. ..."; its static and sliding-window layers: "... can only be cropped by passing a negative
+# int ...".
+_CROP_HINT = ("the cache's crop(n) no longer takes the length to keep: in the transformers installed here n must be "
+              "negative or 0, and crop(-k) removes the LAST k entries (a positive n was read as the length to keep "
+              "only by older releases). Either work out how many entries must go and pass minus that count, or keep "
+              "the length you computed and call lab.kv.rollback(cache, length), which keeps the first `length` "
+              "positions on every transformers release.")
+
+
+def _positive_crop(error: BaseException) -> bool:
+    """Whether ``error`` is transformers refusing ``cache.crop(n)`` with n > 0 (the length to keep, as 4.x read it)."""
+    message = str(error)
+    return "crop" in message and ("positive value" in message or "negative int" in message)
+
+
 @checker
 def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     """Check ``fn(model, prefix_ids, draft_ids, rejected_at) -> cache`` (seed lesson 000, Hard exercise).
@@ -79,7 +95,13 @@ def rollback_after_rejection(fn, model, prefix_ids, draft_ids):
     for rejected_at in range(1, len(drafts) + 1):
         given_prefix, given_drafts = list(prefix), list(drafts)
         with _cache_peaks(model) as peaks:
-            cache = fn(model, given_prefix, given_drafts, rejected_at)
+            try:
+                cache = fn(model, given_prefix, given_drafts, rejected_at)
+            except (ValueError, RuntimeError) as error:
+                if not _positive_crop(error):
+                    raise
+                raise Fail(f"rejected_at={rejected_at}: your function raised {type(error).__name__}: "
+                           f"{' '.join(str(error).split())}\n  Hint: {_CROP_HINT}") from None
         for name, given, original in (("prefix_ids", given_prefix, prefix), ("draft_ids", given_drafts, drafts)):
             if given != original:  # the lesson's own lists would grow (or shrink) under the next cells
                 raise Fail(f"rejected_at={rejected_at}: your function changed {name} in place (it now holds "

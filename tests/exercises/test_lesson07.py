@@ -271,3 +271,25 @@ def test_rollback_crop_by_the_rejection_position_is_named(target, capsys):
     out = capsys.readouterr().out
     assert "rejected_at=1" in out and "crop(-k) removes the LAST k entries" in out and "last 5 are" in out, out
     assert "rollback(cache, length)" not in out
+
+
+def test_a_positive_crop_is_named_with_what_crop_takes(target, capsys):
+    """cache.crop(length to keep), as transformers 4.x read it, raised transformers' bare "Calling `crop` with a
+    positive value ... is not supported" with no hint (a learner's run)."""
+    def crop_to_length(model, prefix, drafts, rejected_at):
+        cache = new_cache()
+        forward(model, prefix, cache)
+        forward(model, drafts, cache)
+        cache.crop(len(prefix) + rejected_at - 1)
+        return cache
+
+    capsys.readouterr()
+    assert check.rollback_after_rejection(crop_to_length, target, list(range(3, 13)), [20, 21, 22, 23, 24]) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗") and "rejected_at=1" in out and "positive value" in out, out
+    assert "crop(-k) removes the LAST k entries" in out and "lab.kv.rollback(cache, length)" in out, out
+    assert "len(prefix" not in out.split("Hint:")[1]  # the hint names the tool, not the length to pass
+    ok, out = run(capsys, check.rollback_after_rejection, reference_rollback, target, list(range(3, 13)),
+                  [20, 21, 22, 23, 24])
+    assert ok, out
+
