@@ -293,3 +293,20 @@ def test_a_positive_crop_is_named_with_what_crop_takes(target, capsys):
                   [20, 21, 22, 23, 24])
     assert ok, out
 
+
+@pytest.mark.parametrize("checker, name, arity", [(check.next_position, "advance", 2),
+                                                  (check.draft_keep_length, "draft_keep", 3),
+                                                  (check.emitted_tokens, "emit", 3)])
+def test_not_solved_yet_names_the_learners_function(checker, name, arity, capsys):
+    """The lesson's exercises 2-4 are `advance`, `draft_keep` and `emit`; "next_position: not solved yet" named a
+    function the learner never wrote (a learner's run)."""
+    def stub(*args):
+        raise NotImplementedError
+
+    stub.__name__ = name
+    ok, out = run(capsys, checker, stub)
+    assert ok is False and "not solved yet" in out and f"your {name} still raises" in out, out
+    wrong = {2: lambda a, b: -1, 3: lambda a, b, c: -1}[arity]
+    wrong.__name__ = name
+    out = rejects(checker, wrong, capsys, f"{name}(")
+    assert checker.__name__ + "(" not in out, out
