@@ -155,6 +155,28 @@ def _diagnose(counts, candidates, fallback):
     return candidates[best][1] if fits[best] > P_THRESHOLD else fallback
 
 
+# lab.sampling.probability_list's refusal of a list that does not sum to 1, as categorical(probs, rng) raises it.
+_SUM_REFUSED = re.compile(r"must sum to 1, got a sum of ([-+0-9.eE]+)")
+_UNNORMALISED_HINT = ("a list that sums to less than 1 after a rejection is the residual max(0, target − draft) "
+                      "before normalising: it holds only the mass the target has beyond the draft. Normalise the "
+                      "residual by its sum before sampling from it (sampling.residual_distribution does both).")
+
+
+def _short_of_one(error: BaseException) -> str | None:
+    """The message of ``error`` without its closing advice, when it is the sampling helper refusing probabilities
+    that sum to less than 1 but more than 0 (the unnormalised residual); None for any other error. The helper's
+    "pass probabilities, not logits or counts" does not fit that mistake, so it is left out."""
+    message = " ".join(str(error).split())
+    found = _SUM_REFUSED.search(message)
+    try:
+        total = float(found.group(1)) if found else None
+    except ValueError:
+        return None
+    if total is None or not 0 < total < 1:
+        return None
+    return message.split("; pass probabilities")[0]
+
+
 @checker
 def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int = 600):
     """Check ``fn(prefix, target_model, draft_model, n_draft, rng) -> list[int]`` (the contract of
@@ -196,7 +218,13 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                 return probs
             return wrapped
 
-        out = fn(given, watched(tm, "target_model"), watched(dm, "draft_model"), n, rng)
+        try:
+            out = fn(given, watched(tm, "target_model"), watched(dm, "draft_model"), n, rng)
+        except ValueError as error:
+            short = _short_of_one(error)
+            if short is None:
+                raise
+            raise Fail(f"your function raised ValueError: {short}\n  Hint: {_UNNORMALISED_HINT}") from None
         draft_calls = sum(name == "draft_model" for name, _, _ in handed)
         if given != list(prefix):
             raise Fail("your function changed the prefix list it was given; build a new list instead "

@@ -49,6 +49,8 @@ def spec_step_variant(resample="residual", bonus=True, stop=True, context="full"
             elif resample == "smoothed":  # max(0, target - draft) + 1e-3, normalised: the planted leak
                 raw = [max(0.0, t - d) + 1e-3 for t, d in zip(target, dists[i])]
                 dist = [r / sum(raw) for r in raw]
+            elif resample == "unnormalised":  # max(0, target - draft) as it is: categorical refuses it
+                dist = [max(0.0, t - d) for t, d in zip(target, dists[i])]
             out.append(categorical(dist, rng))
             if stop:
                 return out
@@ -644,3 +646,13 @@ def test_speculative_step_that_draws_outside_rng(capsys):
 
     rejects(check.speculative_step, global_u, capsys, "two runs with the same seed gave different tokens",
             "uniform(rng)")
+
+
+def test_speculative_step_that_samples_the_unnormalised_residual(capsys):
+    """categorical refused max(0, target - draft) as it is ("probs must sum to 1, got a sum of 0.45 ...; pass
+    probabilities, not logits or counts") and the learner got no hint; the closing advice misled (a learner's run)."""
+    out = rejects(check.speculative_step, spec_step_variant(resample="unnormalised"), capsys,
+                  "raised ValueError", "got a sum of 0.45", "max(0, target − draft) before normalising",
+                  "Normalise the residual by its sum")
+    assert "not logits or counts" not in out, out
+
