@@ -177,6 +177,15 @@ def _short_of_one(error: BaseException) -> str | None:
     return message.split("; pass probabilities")[0]
 
 
+def _new_tokens(step, prefix_len: int):
+    """How many tokens ``step()`` added to a prefix of ``prefix_len``; None when it raised (a rejection with
+    identical models divides by the all-zero residual, say)."""
+    try:
+        return len(step()) - prefix_len
+    except Exception:  # noqa: BLE001 — evidence of a rejection, reported as one
+        return None
+
+
 @checker
 def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int = 600):
     """Check ``fn(prefix, target_model, draft_model, n_draft, rng) -> list[int]`` (the contract of
@@ -273,11 +282,17 @@ def speculative_step(fn, samples: int = 3000, seed: int = 0, bonus_samples: int 
                            f"token(s).\n  Hint: draft n_draft = {n} tokens (range(n_draft), not range(n_draft - "
                            "1)), each from draft_model(prefix + drafts so far).")
             if new == n:
+                # n tokens on every call: all n drafts accepted and the bonus forgotten. A count that varies means
+                # drafts are sometimes rejected (only the last, or the count would have fallen below n), which
+                # identical models never do: then the comparison's direction is worth checking too.
+                counts = {_new_tokens(lambda: call(prefix, target, target, n), len(prefix)) for _ in range(10)}
+                rejected = ("" if counts == {n} else
+                            " (and with identical models min(1, target/draft) = 1, so a draft is accepted when u < "
+                            "that ratio, which always holds: check the comparison's direction if a draft was "
+                            "rejected)")
                 raise Fail(f"with draft == target every draft is accepted, so n_draft + 1 = {n + 1} tokens must "
                            f"follow; you returned {new}. After accepting all drafts, sample the bonus token from "
-                           "the target's distribution at the next position (and with identical models "
-                           "min(1, target/draft) = 1, so a draft is accepted when u < that ratio, which always "
-                           "holds: check the comparison's direction if a draft was rejected).")
+                           f"the target's distribution at the next position{rejected}.")
             if new != n + 1:
                 raise Fail(f"with draft == target every draft is accepted, so {n + 1} tokens must follow the "
                            f"prefix; you returned {new}: {out}.")

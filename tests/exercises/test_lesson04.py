@@ -656,3 +656,25 @@ def test_speculative_step_that_samples_the_unnormalised_residual(capsys):
                   "Normalise the residual by its sum")
     assert "not logits or counts" not in out, out
 
+
+def test_speculative_step_that_forgets_the_bonus_is_not_sent_to_the_comparison(capsys):
+    """All n drafts accepted and no bonus: the message ended "(... check the comparison's direction if a draft was
+    rejected)", though nothing was rejected (a learner's run). It stays for a step whose count of tokens varies."""
+    out = rejects(check.speculative_step, spec_step_variant(bonus=False), capsys, "you returned 3",
+                  "sample the bonus token")
+    assert "comparison's direction" not in out and "(and with identical models" not in out, out
+
+    def last_draft_coin(prefix, target_model, draft_model, n_draft, rng):  # rejects the last draft half the time
+        out = list(prefix)
+        drafts = []
+        for _ in range(n_draft):
+            drafts.append(toy.categorical(list(draft_model(out + drafts)), rng))
+        out += drafts[:-1]
+        if toy.uniform(rng) < 0.5:
+            return out + [toy.categorical(list(target_model(out)), rng)]  # "rejected": resampled from the target
+        out.append(drafts[-1])
+        return out + [toy.categorical(list(target_model(out)), rng)]
+
+    rejects(check.speculative_step, last_draft_coin, capsys, "sample the bonus token",
+            "check the comparison's direction if a draft was rejected")
+
