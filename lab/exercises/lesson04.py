@@ -690,4 +690,16 @@ def topk_draft(fn, samples: int = 2000, seed: int = 0):
             raise Fail(f"the proposed tokens' frequencies {[round(c / samples, 3) for c in counts]} do not match "
                        f"the reported distribution {show_value(processed)}.\n  Hint: sample with the generator from "
                        "the same probabilities you report.")
+
+    def repeat(seed_):  # 20 proposals per case from one freshly seeded generator
+        own = torch.Generator().manual_seed(seed_)
+        return [_unpack_proposal("topk_draft", fn(draft.clone(), k, own))[0]
+                for draft, k, _ in _TOPK_CASES for _ in range(20)]
+
+    if repeat(7) != repeat(7):
+        raise Fail("right in distribution, but two runs with the same seeded generator proposed different tokens: "
+                   "your draft draws its randomness elsewhere (torch's global random state, random.random(), ...) "
+                   "instead of from generator.\n  Hint: take every draw from the generator it is given (torch's "
+                   "sampling functions accept it as generator=...): that is what the argument is for, so that two runs "
+                   "with the same seed propose the same tokens.")
     return f"samples from and reports the renormalised top-k distribution on all {len(_TOPK_CASES)} cases."

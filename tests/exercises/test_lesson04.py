@@ -678,3 +678,21 @@ def test_speculative_step_that_forgets_the_bonus_is_not_sent_to_the_comparison(c
     rejects(check.speculative_step, last_draft_coin, capsys, "sample the bonus token",
             "check the comparison's direction if a draft was rejected")
 
+
+def test_topk_draft_that_draws_outside_the_generator(capsys):
+    """torch.multinomial(kept, 1) without generator= passed (speculative_step's checker refuses the same mistake)."""
+    def global_draw(draft_probs, k, generator):
+        kept = topk(draft_probs, k)
+        kept = kept / kept.sum()
+        return int(torch.multinomial(kept, 1)), kept
+
+    out = rejects(check.topk_draft, global_draw, capsys, "two runs with the same seeded generator",
+                  "draws its randomness elsewhere", "from generator")
+    assert "torch.multinomial(kept" not in out, out
+
+    def good(draft_probs, k, generator):
+        kept = topk(draft_probs, k)
+        kept = kept / kept.sum()
+        return int(torch.multinomial(kept, 1, generator=generator)), kept
+
+    assert check.topk_draft(good)
