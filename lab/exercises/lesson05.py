@@ -4,10 +4,12 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
+import time
+
 import torch
 
 from lab import metrics as _metrics
-from lab.exercises.harness import checker, compare, same_float
+from lab.exercises.harness import checker, compare, Fail, run_case, same_float
 from lab.exercises.harness import float32_tensor as _t
 
 __all__ = ["expected_acceptance", "reference_expected_acceptance"]
@@ -28,6 +30,73 @@ _ACCEPTANCE_CASES = [
 ]
 
 
+# The real pair's vocabulary (SmolLM2: 49,152 tokens), and about how many rows the lesson's real-pair cell scores: 2
+# answers of up to 120 tokens at 4 temperatures; and how long that cell takes with the course's answer (2-core CPU).
+REAL_VOCAB = 49_152
+REAL_PAIR_CALLS = 1_000
+REAL_PAIR_CELL_S = 60
+# A call on two rows of REAL_VOCAB tokens slower than SLOW_CALL_S, and SLOW_FACTOR times two torch operations on the
+# same rows timed right after it (a busy machine slows both: torch's threads wait for cores), is reported as slow.
+# Torch operations on whole rows take about 0.01 ms on a quiet 2-core CPU and up to about 30 ms on a busy one; the
+# natural loop, sum(min(a, b) for a, b in zip(...)) over tensors, 250-500 ms (a loop over .tolist() floats: 10 ms).
+SLOW_CALL_S = 0.02
+SLOW_FACTOR = 10
+
+
+def _real_sized_rows():
+    """Two float32 distributions of ``REAL_VOCAB`` tokens, as probs_from_logits gives the lesson's real-pair cell."""
+    gen = torch.Generator().manual_seed(5)
+    return tuple(torch.softmax(2 * torch.randn(REAL_VOCAB, generator=gen), -1) for _ in range(2))
+
+
+def _seconds_per_call(fn, args, repeats: int = 3, enough: float = 1.0) -> float:
+    """The fastest of ``repeats`` calls ``fn(*args)``, in seconds (fewer calls once one took ``enough``)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(*args)
+        best = min(best, time.perf_counter() - start)
+        if best >= enough:
+            break
+    return best
+
+
+def _whole_rows(target_probs, draft_probs):
+    """The sum over tokens in two torch operations on whole rows: the yardstick of :func:`_speed_note` (the reference
+    answer also validates its arguments, which takes longer than the sum)."""
+    return float(torch.minimum(target_probs, draft_probs).sum())
+
+
+def _speed_note(fn) -> str:
+    """"" when ``fn`` (already found right) is not far slower on two real-sized rows than torch operations on them
+    (:data:`SLOW_CALL_S`, :data:`SLOW_FACTOR`); else a warning with its time per call, what the real-pair cell would
+    take with it, and a hint. Raises :class:`Fail` when ``fn`` raises on those rows."""
+    rows = _real_sized_rows()
+    outcome = run_case(fn, rows)
+    if outcome[0] == "raise":
+        raise Fail(f"right on the small cases, but on two rows of {REAL_VOCAB:,} tokens (the real pair's vocabulary, "
+                   f"which the lesson's real-pair cell passes it) your function raised {outcome[1]}: {outcome[2]}")
+    seconds = _seconds_per_call(fn, rows)
+    reference = _seconds_per_call(_whole_rows, rows)
+    if seconds <= max(SLOW_CALL_S, SLOW_FACTOR * reference):
+        return ""
+    spent = seconds * REAL_PAIR_CALLS
+    return (f"\n  Warning: it is slow. One call on two rows of {REAL_VOCAB:,} tokens (the real pair's vocabulary) "
+            f"took {seconds * 1e3:,.0f} ms, where torch operations on the whole rows take {reference * 1e3:.2f} ms "
+            f"here. The real-pair cell below calls it about {REAL_PAIR_CALLS:,} times: about {_duration(spent)} in "
+            f"your function, so the cell would take about {_duration(spent + REAL_PAIR_CELL_S)} instead of "
+            f"{_duration(REAL_PAIR_CELL_S)}.\n  Hint: a loop in Python over the tokens handles one number at a time; "
+            f"torch operations on the whole rows handle all {REAL_VOCAB:,} tokens in one call. Rewrite it that way "
+            "and rerun this check.")
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as "40 s", "a minute" or "8 minutes"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return "a minute" if seconds < 105 else f"{seconds / 60:.0f} minutes"
+
+
 def reference_expected_acceptance(target_probs, draft_probs):
     """The answer to the exercise: sum_x min(target(x), draft(x)) for ``[V]`` distributions
     (:func:`lab.metrics.acceptance_probability`)."""
@@ -38,6 +107,10 @@ def reference_expected_acceptance(target_probs, draft_probs):
 def expected_acceptance(fn):
     """Check ``fn(target_probs [V], draft_probs [V]) -> float``: the probability a drafted token is accepted,
     sum_x min(target(x), draft(x)) = 1 - TV(target, draft) (Leviathan et al. 2023, β). Returns True/False.
+
+    A function found right is then timed on two rows of the real pair's 49,152 tokens: one far slower than torch
+    operations on the whole rows (a Python loop over the tokens) passes with a warning of what the lesson's
+    real-pair cell, which calls it about 1,000 times, would take.
     """
     def kl(t, d):
         return _metrics.kl_divergence(t, d)
@@ -78,4 +151,4 @@ def expected_acceptance(fn):
     n = compare("expected_acceptance", fn, _ACCEPTANCE_CASES, reference_expected_acceptance, faults, same_float,
                 "work the case above by hand: the chance that the draft proposes x and the target keeps it, added "
                 "over every token x. Keep full precision (float32 or float64, nothing rounded).")
-    return f"correct on all {n} cases, including greedy (one-hot) and disjoint distributions."
+    return f"correct on all {n} cases, including greedy (one-hot) and disjoint distributions." + _speed_note(fn)

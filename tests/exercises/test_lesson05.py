@@ -2,6 +2,8 @@
 mistakes are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
 from __future__ import annotations
 
+import re
+
 import torch
 
 from lab import metrics
@@ -58,3 +60,27 @@ def test_a_one_element_tensor_is_refused_with_the_reason(capsys):
                   "tensor of shape [1]", "keepdim=True", ".item()")
     assert "returned tensor([0.7])" in out
     assert check.expected_acceptance(lambda t, d: torch.minimum(t, d).sum())  # a 0-d tensor is one number
+
+
+def test_a_right_but_slow_answer_is_told_what_the_real_pair_cell_would_take(capsys):
+    """sum(min(a, b) for a, b in zip(...)) passed, and the real-pair cell then called it about 1,000 times on the
+    49,152-token rows: 477 s with no output, where the vectorised answer takes about 60 s (a learner's run)."""
+    ok, out = run(check.expected_acceptance, lambda t, d: float(sum(min(a, b) for a, b in zip(t, d))), capsys)
+    assert ok and out.startswith("✓ expected_acceptance: correct on all"), out
+    assert "Warning: it is slow" in out and "49,152 tokens" in out and "about 1,000 times" in out, out
+    assert re.search(r"took [\d,]+ ms", out) and "the cell would take about" in out, out
+    assert "torch operations on the whole rows" in out and "torch.minimum" not in out, out
+    for right in (lambda t, d: float(torch.minimum(t, d).sum()), lambda t, d: 1 - 0.5 * float((t - d).abs().sum())):
+        ok, out = run(check.expected_acceptance, right, capsys)
+        assert ok and "Warning" not in out, out
+
+
+def test_an_answer_that_raises_on_the_real_pairs_rows_is_named(capsys):
+    def small_only(t, d):  # right on every small case
+        if len(t) > 100:
+            raise IndexError("index 100 is out of bounds")
+        return float(torch.minimum(t, d).sum())
+
+    rejects(check.expected_acceptance, small_only, capsys, "right on the small cases, but on two rows of 49,152 "
+            "tokens", "raised IndexError: index 100")
+
