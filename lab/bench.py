@@ -187,7 +187,8 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
     inside a :class:`lab.load_meter.LoadMeter`.
 
     Returns ``{"rows": [...], "generations": {name: [Generation per prompt]}, "load": LoadMeter.summary(),
-    "note": LoadMeter.note(), "settings": {...}}``; each row: ``method``, ``new_tokens``, ``seconds`` (wall,
+    "note": LoadMeter.note(), "settings": {...}}`` (``settings`` name the pair, device, processor, dtype, threads and
+    the run's arguments); each row: ``method``, ``new_tokens``, ``seconds`` (wall,
     prefill included; to 0.001), ``tokens_per_second`` (to 0.01), ``speedup`` (tokens/s ÷ the first method's,
     divided unrounded, to 0.01; no goal is judged on it, and the EAGLE-3 cards print these rows as they are), and
     for drafters (:func:`pool_runs`, to 0.001) ``acceptance_rate`` (None when nothing was drafted), ``alpha``
@@ -226,9 +227,10 @@ def time_methods(pair, prompts, methods: dict, *, max_new_tokens: int = 64, temp
         rows.append(row)
     for row, rate in zip(rows, rates):
         row["speedup"] = round(rate / rates[0], 2)
-    settings = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""),
-                "threads": torch.get_num_threads(), "prompts": len(prompts), "max_new_tokens": max_new_tokens,
-                "temperature": temperature, "seed": seed, "repeats": repeats}
+    settings = {"pair": pair.name, "device": str(pair.device), "processor": processor_name(pair.device),
+                "dtype": str(pair.dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+                "prompts": len(prompts), "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+                "repeats": repeats}
     return {"rows": rows, "generations": {name: [g for g, _ in r] for name, r in runs.items()},
             "load": meter.summary(), "note": meter.note(), "settings": settings}
 

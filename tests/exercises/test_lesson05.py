@@ -83,4 +83,3 @@ def test_an_answer_that_raises_on_the_real_pairs_rows_is_named(capsys):
 
     rejects(check.expected_acceptance, small_only, capsys, "right on the small cases, but on two rows of 49,152 "
             "tokens", "raised IndexError: index 100")
-

@@ -527,6 +527,10 @@ def test_time_methods_interleaves_and_pools(pair):
     text = format_timing(result)
     assert "| draft model |" in text and result["note"] in text and "interleaved" in text
     assert set(result["load"]) == {"seconds", "cores", "other_cores", "load_average", "busy"}
+    from lab.models import processor_name
+
+    # a card built from these rows names its machine, not only "cpu"
+    assert result["settings"]["processor"] == processor_name(pair.device) and result["settings"]["device"] == "cpu"
 
 
 def test_time_methods_speedup_divides_the_unrounded_rates(pair, monkeypatch):
