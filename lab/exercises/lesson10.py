@@ -324,12 +324,16 @@ def _path_variant(kind):
                 kids = list(range(node + 1, len(tokens)))
             if kind == "first_child":
                 kids = kids[:1]
-            row = {"row_is_node": max(node, 0), "row_zero": 0, "row_skip": node + 2 if node >= 0 else 0}.get(
-                kind, node + 1)
+            # "row_is_node" reads row 0 at the top; "row_of_node" reads target_argmax[node] as written, so at the top
+            # (node -1) Python's row -1, the LAST row
+            row = {"row_is_node": max(node, 0), "row_of_node": node, "row_zero": 0,
+                   "row_skip": node + 2 if node >= 0 else 0}.get(kind, node + 1)
             if row >= len(argmax):  # row_skip reads past the last row: nothing there to match
                 return path
             if kind == "child_row":  # each child compared with its OWN row, not its parent's
                 match = next((c for c in kids if tokens[c] == argmax[c + 1]), None)
+            elif kind == "aligned":  # target_argmax read as if aligned with tokens: child c against row c
+                match = next((c for c in kids if tokens[c] == argmax[c]), None)
             elif kind == "first_index":  # tokens.index(choice): the first node with the token, on whatever branch
                 choice = argmax[row]
                 match = tokens.index(choice) if choice in tokens else None
@@ -386,13 +390,22 @@ def accepted_path(fn):
         (_path_variant("child_row"), "compare a child's token with its PARENT's row (the target's choice for that "
                                      "slot, row parent + 1), not with the child's own row (which predicts the token "
                                      "after it)."),
+        (_path_variant("aligned"), "target_argmax is not aligned with tokens: it has one row more, because row 0 is "
+                                   "the target's choice after the committed text. The target's prediction after node "
+                                   "i is in row i + 1, so a child is checked against the row of the node it hangs "
+                                   "under, not against the row with its own index."),
+        (_path_variant("row_of_node"), "at the top the current node is -1, and row -1 is Python's LAST row (the "
+                                       "target's choice after the last node), not row 0: the target's prediction "
+                                       "after node i is in row i + 1 (row 0 is after the committed text), one row "
+                                       "past the node's own index."),
     ]
     want_token_list("accepted_path", fn, _path_cases()[0], "[1, 4, 6]",
                     "the lesson tests `if path` and indexes it", "node indices")
     count = compare("accepted_path", fn, _path_cases(),
                     lambda a, t, p: verify_tree_greedy(a, t, p).path, faults, same_ints,
-                    "start at the top (node -1, row 0); among the current node's children find the one whose token "
-                    "equals target_argmax[row]; descend (row = node + 1) until no child matches.")
+                    "walk down from the top one level at a time. At each level, which nodes are candidates (only "
+                    "the children of the node accepted last), which row of target_argmax holds the target's own "
+                    "choice for that slot (row 0 is after the committed text), and when does the walk stop?")
     return f"{count} trees walked exactly as greedy verification does"
 
 

@@ -497,3 +497,34 @@ def test_a_learners_slips_of_lessons_10_get_their_own_hints(capsys, target):
 
     prompts = [list(range(1, 30)), list(range(30, 60))]
     rejects(lambda f: check.tokens_per_call(f, target, prompts), plus_one, capsys, "no + 1")
+
+
+def test_accepted_path_rows_read_at_the_childs_index_or_at_the_nodes_get_their_own_hints(capsys):
+    """A learner's run: comparing each child with target_argmax[c] (the rows read as if aligned with tokens) was told
+    to look at EVERY child, and target_argmax[node] (row -1, the LAST row, at the top) to use the PARENT's row."""
+    def walk(row_of):
+        def fn(target_argmax, tokens, parents):
+            node, path = -1, []
+            while True:
+                kids = [c for c, p in enumerate(parents) if p == node]
+                match = next((c for c in kids if tokens[c] == target_argmax[row_of(c, node)]), None)
+                if match is None:
+                    return path
+                path.append(match)
+                node = match
+        return fn
+
+    for row_of, words in ((lambda c, node: c, "not aligned with tokens"), (lambda c, node: node, "Python's LAST row")):
+        out = rejects(check.accepted_path, walk(row_of), capsys, words, "after node i is in row i + 1")
+        assert "EVERY child" not in out and "PARENT's row" not in out and "it fits" not in out, out
+        assert "target_argmax[node + 1]" not in out and "target_argmax[parent + 1]" not in out, out
+    assert check.accepted_path(walk(lambda c, node: node + 1)), capsys.readouterr().out
+    for kind in ("aligned", "row_of_node"):
+        rejects(check.accepted_path, check._path_variant(kind), capsys, "row i + 1")
+
+
+def test_accepted_path_generic_hint_asks_instead_of_giving_the_walk(capsys):
+    """The generic hint spelled out the whole walk (rows, the comparison, the descent)."""
+    out = rejects(check.accepted_path, lambda a, t, p: [len(t) - 1] if t else [], capsys,
+                  "walk down from the top one level at a time", "which row of target_argmax")
+    assert "target_argmax[row]" not in out and "row = node + 1" not in out, out
