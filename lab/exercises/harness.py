@@ -21,6 +21,7 @@ import ctypes
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import re
 import signal
@@ -38,7 +39,7 @@ __all__ = [
     "fresh_args", "outcome_of", "run_case", "unchanged", "IN_PLACE_HINT",
     "as_float", "as_bool", "as_ints", "same_float", "same_bool", "same_int", "same_whole", "same_ints",
     "same_tensor", "same_tensor_type", "show_value", "show_brief", "show_outcome", "counts_pvalue",
-    "want_token_list", "a_type", "float32_tensor", "lesson_device", "check_on_lesson_device",
+    "want_token_list", "a_type", "float32_tensor", "lesson_device", "check_on_lesson_device", "show_side_by_side",
 ]
 
 # A check may be strict only where chance cannot trip a correct answer: the statistical checks below use
@@ -515,7 +516,7 @@ _ARITY_ERROR = re.compile(r"positional arguments? but \d+ (?:was|were) given|mis
 
 
 def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None,
-            none_allowed=False) -> int:
+            none_allowed=False, show_answer=None) -> int:
     """Run ``fn`` on every case; on a mismatch raise ``Fail`` with the hint of the planted fault that best
     explains the learner's answers: among the faults that reproduce more than half of the learner's wrong answers,
     the one agreeing on most cases (the hint then says how many it fits when that is not all of them);
@@ -524,7 +525,10 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     which ``checker`` reports. A None answer gets the missing-``return`` hint unless the reference returns None on
     some case and the learner's function returned something else elsewhere, or ``none_allowed`` (the reference
     returns None on cases checked elsewhere) and a planted fault explains the answers: then that fault's hint, even
-    for a function that returned None everywhere (so such a fault's hint should mention a missing return too)."""
+    for a function that returned None everywhere (so such a fault's hint should mention a missing return too).
+    ``show_answer`` (optional) writes an answer as lines of text (a mask as one row of 0/1 per node): where it can
+    write both the learner's answer and the expected one (it raises on an answer of another kind), the message shows
+    them side by side, row by row, instead of as one-line values (see :func:`show_side_by_side`)."""
     show_args = show_args or (lambda args: ", ".join(show_value(a) for a in args))
     learner_fn, fn = fn, time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
     expected = [outcome_of(reference, args) for args in cases]
@@ -643,7 +647,11 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     elif (got[i][0] == "ok" and type(got[i][1]) is float and math.isfinite(got[i][1])
           and not any(c in shown.removeprefix("returned ") for c in ".e")):
         shown += ".0"  # a float stays visibly one: "returned 2.0; expected 3", not "returned 2"
-    if got[i][0] == "raise" and "\n" in got[i][2].strip():  # a long error (scipy's): the expected value first
+    lines = (_answer_lines(show_answer, got[i][1]), _answer_lines(show_answer, expected[i][1])) if (
+        show_answer is not None and got[i][0] == expected[i][0] == "ok") else (None, None)
+    if all(lines):  # a grid (a mask) reads better as rows than as a nested list on one line
+        head = f"{name}({show_args(cases[i])}) returned a wrong answer:\n{show_side_by_side(*lines)}"
+    elif got[i][0] == "raise" and "\n" in got[i][2].strip():  # a long error (scipy's): the expected value first
         head = f"{name}({show_args(cases[i])}) should give {want}, but it {shown.rstrip()}"
     else:
         head = f"{name}({show_args(cases[i])}) {shown}; expected {want}."
@@ -651,6 +659,27 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     if len(failing) > 1:
         message += f"\n  ({len(failing)} of {len(cases)} cases are wrong.)"
     raise Fail(message)
+
+
+def _answer_lines(show_answer, value) -> list[str] | None:
+    """``show_answer(value)`` split into lines, or None when it fails (an answer of a kind it does not expect)."""
+    try:
+        text = show_answer(value)
+    except Exception:  # noqa: BLE001 — the learner's answer may be anything: fall back to the one-line value
+        return None
+    return text.splitlines() if isinstance(text, str) else None
+
+
+def show_side_by_side(got_lines, want_lines, titles=("returned", "expected")) -> str:
+    """Two answers written as lines (the learner's and the expected one, e.g. a mask's rows) in two columns under
+    ``titles``, indented for a :class:`Fail` message, one row per line::
+
+        returned   expected
+        111|0000   111|1000
+    """
+    width = max(len(line) for line in [titles[0], *got_lines])
+    rows = [titles, *itertools.zip_longest(got_lines, want_lines, fillvalue="")]
+    return "\n".join(f"    {left:<{width}}   {right}".rstrip() for left, right in rows)
 
 
 _TENSOR_SCALAR_HINT = ("the value is right, but it is a tensor of shape {shape}, not one number: later cells print it "

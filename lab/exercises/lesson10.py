@@ -214,8 +214,27 @@ def _mask_variant(kind):
             mask[:, :prefix_len] = False
         elif kind == "transposed":  # mask[ancestor, node] set instead of mask[node, ancestor]
             mask[:, prefix_len:] = mask[:, prefix_len:].T.clone()
+        elif kind == "no_offset":  # node j's column taken as j, not prefix_len + j: the True entries land in the prefix
+            tree = mask[:, prefix_len:].clone()
+            mask[:, prefix_len:] = False
+            mask[:, :n] |= tree
+        elif kind == "self_off_by_one":  # node i's own entry at column prefix_len + i - 1
+            mask[torch.arange(n), prefix_len + torch.arange(n)] = False
+            mask[torch.arange(n), prefix_len + torch.arange(n) - 1] = True
         return mask
     return variant
+
+
+def _mask_rows(mask) -> str:
+    """A mask ``[n, prefix_len + n]`` as one row of 0/1 per node, a bar between the prefix and the tree columns
+    (``111|1100``: three committed tokens, then nodes 0 and 1); raises on anything else (the message falls back to
+    the plain value)."""
+    rows, columns = mask.shape
+    prefix_len = columns - rows
+    if prefix_len < 0:
+        raise ValueError("not a tree mask")
+    bits = ["".join("1" if v else "0" for v in row) for row in (mask.detach().cpu() != 0).tolist()]
+    return "\n".join(f"{row[:prefix_len]}|{row[prefix_len:]}" for row in bits)
 
 
 @checker
@@ -234,6 +253,14 @@ def tree_mask(fn):
         (_mask_variant("no_self"), "a node attends to itself too (the diagonal is True)."),
         (_mask_variant("no_prefix"), "every node sees the whole committed prefix: the first prefix_len columns "
                                      "are all True."),
+        (_mask_variant("no_offset"), "your True entries for the nodes (itself and its ancestors) land in the "
+                                     "prefix's columns: node j's column is not column j, because the first "
+                                     "prefix_len columns belong to the committed tokens and the tree's columns come "
+                                     "after them, shifted by prefix_len."),
+        (_mask_variant("self_off_by_one"), "each node's own entry is one column too far left (on the column before "
+                                           "its own: node i - 1's, or the last committed token's for node 0). The "
+                                           "tree columns count nodes from 0 right after the prefix, so node i's own "
+                                           "column is i places past the prefix, as its ancestors' are."),
     ]
     def same(a, b):
         return isinstance(a, torch.Tensor) and a.dtype == torch.bool and same_tensor(a, b, atol=0)
@@ -271,8 +298,9 @@ def tree_mask(fn):
                    "[n, prefix_len + n] (True = may attend).")
 
     count = compare("tree_mask", fn, _TREES, tree_attention_mask, faults, same,
-                    "return a bool tensor [n, prefix_len + n]; row i: True for the prefix, for node i's ancestors "
-                    "and for node i itself; False elsewhere.")
+                    "return a bool tensor [n, prefix_len + n] (shown here one row per node, 1 = may attend, a "
+                    "bar after the prefix's columns); row i: True for the prefix, for node i's ancestors and for "
+                    "node i itself; False elsewhere.", show_answer=_mask_rows)
     return f"{count} masks right: each node sees the prefix, its ancestors and itself"
 
 

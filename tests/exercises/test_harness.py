@@ -434,3 +434,26 @@ def test_a_parameter_list_that_does_not_fit_is_named(capsys):
         out = rejects(lesson06.expected_tokens_per_call, wrong, capsys, "calls expected_tokens_per_call with 2 "
                       "arguments", "raised TypeError")
         assert "it fits" not in out, out
+
+
+def test_answers_written_as_several_lines_are_shown_side_by_side():
+    """compare's show_answer writes a grid answer (a mask) as lines: the learner's beside the expected one, row by
+    row; an answer it cannot write falls back to the one-line value."""
+    def rows(value):
+        return "\n".join("".join(str(int(v)) for v in row) for row in value.tolist())
+
+    with pytest.raises(harness.Fail) as failure:
+        harness.compare("f", lambda x: torch.eye(2, dtype=torch.bool), [(1,)], lambda x: torch.ones(2, 2, dtype=bool),
+                        [], harness.same_tensor, "GENERIC HINT", show_answer=rows)
+    assert str(failure.value).startswith("f(1) returned a wrong answer:\n    returned   expected\n    10         11\n"
+                                         "    01         11\n  Hint: GENERIC HINT"), str(failure.value)
+    with pytest.raises(harness.Fail) as failure:  # one row too: the same layout
+        harness.compare("f", lambda x: torch.zeros(1, 2, dtype=bool), [(1,)], lambda x: torch.ones(1, 2, dtype=bool),
+                        [], harness.same_tensor, "GENERIC HINT", show_answer=rows)
+    assert str(failure.value).startswith("f(1) returned a wrong answer:\n    returned   expected\n    00         11\n"
+                                         "  Hint:"), str(failure.value)
+    with pytest.raises(harness.Fail) as failure:
+        harness.compare("f", lambda x: [[True]], [(1,)], lambda x: torch.ones(2, 2, dtype=bool),
+                        [], harness.same_tensor, "GENERIC HINT", show_answer=rows)
+    assert str(failure.value).startswith("f(1) returned [[True]]; expected tensor([[True, True], [True, True]])."), \
+        str(failure.value)

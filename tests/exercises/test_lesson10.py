@@ -528,3 +528,37 @@ def test_accepted_path_generic_hint_asks_instead_of_giving_the_walk(capsys):
     out = rejects(check.accepted_path, lambda a, t, p: [len(t) - 1] if t else [], capsys,
                   "walk down from the top one level at a time", "which row of target_argmax")
     assert "target_argmax[row]" not in out and "row = node + 1" not in out, out
+
+
+def test_tree_mask_columns_without_prefix_len_or_one_to_the_left_get_their_own_hints(capsys):
+    """A learner's run: mask[i, j] for node i's ancestors and itself (no prefix_len) and its own column at
+    prefix_len + i - 1 met the generic hint beside two bool tensors printed as 28 to 56 Trues and Falses."""
+    def mask(parents, prefix_len, offset=True, self_shift=0):
+        n = len(parents)
+        out = torch.zeros(n, prefix_len + n, dtype=torch.bool)
+        out[:, :prefix_len] = True
+        for i in range(n):
+            out[i, (prefix_len if offset else 0) + i + self_shift] = True
+            j = parents[i]
+            while j >= 0:
+                out[i, (prefix_len if offset else 0) + j] = True
+                j = parents[j]
+        return out
+
+    out = rejects(check.tree_mask, lambda p, n: mask(p, n, offset=False), capsys, "land in the prefix's columns",
+                  "shifted by prefix_len")
+    assert "it fits" not in out and "True, " not in out, out
+    assert "    returned   expected\n    111|0000   111|1000\n    111|0000   111|1100\n" in out, out
+    out = rejects(check.tree_mask, lambda p, n: mask(p, n, self_shift=-1), capsys, "one column too far left")
+    assert "it fits" not in out and "attends to itself" not in out, out
+    assert check.tree_mask(mask), capsys.readouterr().out
+    rejects(check.tree_mask, check._mask_variant("no_offset"), capsys, "shifted by prefix_len")
+    rejects(check.tree_mask, check._mask_variant("self_off_by_one"), capsys, "one column too far left")
+
+
+def test_tree_mask_failures_show_the_masks_as_rows_of_0_and_1(capsys):
+    """The masks of a failure are shown one row per node, the learner's beside the expected one, not as a nested
+    list of bools on one line."""
+    out = rejects(check.tree_mask, check._mask_variant("causal"), capsys, "siblings")
+    assert "tensor(" not in out and "True" not in out, out
+    assert check._mask_rows(tree_attention_mask([-1, -1, 1], 2)) == "11|100\n11|010\n11|011"
