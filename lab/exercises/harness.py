@@ -617,6 +617,11 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         best_hint = ("Python's min, max, `if`, `and` and `or` need ONE True/False, and a comparison of whole tensors "
                      "gives one per element: use torch.minimum / torch.maximum (element by element), torch.where for "
                      "a choice per element, or .item() where you mean a single number.")
+    elif (best_hint is None and got[i][0] == "raise" and got[i][1] == "RuntimeError"
+          and "view size is not compatible" in got[i][2]):  # .view(-1, V) on a slice: the maths may well be right
+        best_hint = ("the error is about memory layout, not the maths: .view only relabels a tensor whose elements "
+                     "lie in one block of memory, and a slice such as x[:, :n] or x[..., k] skips over elements. Use "
+                     ".reshape(...) (or .flatten(...)), which copies when it has to.")
     elif (best_hint is None and got[i][0] == "ok" and expected[i][0] == "ok" and as_float(expected[i][1]) is not None
           and not isinstance(expected[i][1], bool) and (count := _many_values(got[i][1]))):
         best_hint = (f"return ONE number: your function returned {count} values (one per token?); "

@@ -562,3 +562,22 @@ def test_tree_mask_failures_show_the_masks_as_rows_of_0_and_1(capsys):
     out = rejects(check.tree_mask, check._mask_variant("causal"), capsys, "siblings")
     assert "tensor(" not in out and "True" not in out, out
     assert check._mask_rows(tree_attention_mask([-1, -1, 1], 2)) == "11|100\n11|010\n11|011"
+
+
+def test_medusa_loss_with_view_on_a_slice_is_told_to_reshape(capsys):
+    """A learner's .view(-1, V) on the sliced logits raised torch's "view size is not compatible" and met the maths
+    hint (head k guesses ...), though the maths was right."""
+    import torch.nn.functional as F
+
+    def loss(logits, tokens, decay=0.8, flat=lambda x, *shape: x.view(*shape)):
+        total = logits.new_zeros(())
+        for k in range(1, logits.size(2) + 1):
+            span = tokens.size(1) - 1 - k
+            total = total + decay ** k * F.cross_entropy(flat(logits[:, :span, k - 1], -1, logits.size(-1)),
+                                                         flat(tokens[:, 1 + k:], -1))
+        return total
+
+    out = rejects(check.medusa_loss, loss, capsys, "view size is not compatible", "memory layout, not the maths",
+                  ".reshape(...)")
+    assert "guesses the token" not in out, out
+    assert check.medusa_loss(lambda lo, t, decay=0.8: loss(lo, t, decay, flat=lambda x, *shape: x.reshape(*shape)))
