@@ -10,7 +10,7 @@ import torch
 
 from lab.drafters.dynamic_tree import rerank
 from lab.exercises.harness import (IN_PLACE_HINT, as_ints, check_on_lesson_device, checker, compare, Fail,
-                                   fresh_args, outcome_of, run_case, same_tensor, unchanged)
+                                   fresh_args, outcome_of, run_case, same_tensor, show_value, unchanged)
 
 __all__ = ["eagle_training_pairs", "reference_eagle_training_pairs", "mtp_depth_pairs", "reference_mtp_depth_pairs",
            "d2t_from_counts", "reference_d2t_from_counts", "keep_best_nodes", "reference_keep_best_nodes"]
@@ -149,8 +149,8 @@ def reference_mtp_depth_pairs(ids, depth):
 def mtp_depth_pairs(fn):
     """Check ``fn(ids [T], depth) -> (tokens_in, token_targets)``: what MTP module k = ``depth`` reads and predicts at
     each row of a teacher-forced window. Planted mistakes: depth ignored (every module reads t_{i+1}), the token
-    read one place early, the target equal to the token read, and a read fixed at t_{i+1} while the target moves k
-    ahead."""
+    read one place early, the target equal to the token read, a read fixed at t_{i+1} while the target moves k
+    ahead, and both slices one place early or late. Two parts of unequal lengths are named as such."""
     gen = torch.Generator().manual_seed(11)
     cases = [(torch.randint(0, 50, (length,), generator=gen), depth)
              for length, depth in ((6, 1), (6, 2), (9, 3), (4, 2), (5, 3), (8, 2))]
@@ -159,14 +159,20 @@ def mtp_depth_pairs(fn):
          "the depth matters: module k at row i reads t_{i+k}, k tokens after the row's own, and predicts "
          "t_{i+k+1}; only module 1 reads t_{i+1}."),
         (lambda x, k: (x[k - 1:-2], x[k + 1:]),
-         "module k reads the token just before the one it predicts, t_{i+k}, not t_{i+k-1}: both slices start one "
-         "apart (ids[k:-1] and ids[k+1:])."),
+         "module k reads the token just before the one it predicts, t_{i+k}, not t_{i+k-1}: the token read and its "
+         "target are neighbours, so the two slices start one place apart, not two."),
         (lambda x, k: (x[k:-1], x[k:-1]),
          "the target is the NEXT token after the one read: row i reads t_{i+k} and predicts t_{i+k+1}."),
         (lambda x, k: (x[1:len(x) - k], x[k + 1:]),
          "row i reads t_{i+1} but is scored on t_{i+k+1}, so the tokens in between go unseen: module k reads "
          "t_{i+k}, the true token right before its target, as the chain of modules feeds each one the previous "
          "depth's token."),
+        (lambda x, k: (x[k - 1:-1], x[k:]),
+         "both parts start one place early: that is module k - 1's pairing (for depth 1, the main model's own "
+         "next-token pairs). Module k at row i reads t_{i+k}, k tokens after the row's own, and predicts t_{i+k+1}."),
+        (lambda x, k: (x[k + 1:-1], x[k + 2:]),
+         "both parts start one place late, so the first pair is lost: module k at row i reads t_{i+k}, k tokens "
+         "after the row's own token t_i (module 1 reads t_{i+1}), not t_{i+k+1}."),
     ]
 
     def same(a, b):
@@ -177,9 +183,27 @@ def mtp_depth_pairs(fn):
     def show_mtp(c):
         return f"ids={c[0].tolist()}, depth={c[1]}"
 
+    def length(part):
+        try:
+            return len(part)
+        except TypeError:  # a 0-d tensor, a number: compare reports the answer
+            return None
+
+    for case in cases:  # two parts of different lengths: say so before any slice is blamed
+        outcome = outcome_of(fn, case)
+        if outcome[0] != "ok" or not isinstance(outcome[1], (tuple, list)) or len(outcome[1]) != 2:
+            continue
+        read, targets = (length(part) for part in outcome[1])
+        if read is not None and targets is not None and read != targets:
+            raise Fail(f"mtp_depth_pairs({show_mtp(case)}) returned {show_value(tuple(outcome[1]))}: {read} tokens "
+                       f"read but {targets} targets.\n  Hint: the two slices of ids must have the same length, one "
+                       "entry per row (the token the row reads and the token it predicts): the last token of the "
+                       "window has no target after it, so no row reads it.")
+
     count = compare("mtp_depth_pairs", fn, cases, reference_mtp_depth_pairs, faults, same,
-                    "for k = depth, row i reads ids[i + k] and predicts ids[i + k + 1], for i = 0 … T - k - 2: "
-                    "two slices of ids.",
+                    "module k = depth at row i reads the token k places after the row's own one and is scored on "
+                    "the token right after that: which positions of ids pair up, and how long can both slices be "
+                    "(every row needs a target)?",
                     show_args=show_mtp)
     check_on_lesson_device("mtp_depth_pairs", fn, cases[1], show_mtp)
     return f"{count} windows: module k reads t(i+k) and predicts t(i+k+1), as MTPHeads.forward trains it"

@@ -343,3 +343,20 @@ def test_d2t_from_counts_wants_integer_offsets(capsys):
     rejects(check.d2t_from_counts, lambda c, n: check.reference_d2t_from_counts(c, n).float(), capsys,
             "returned torch.float32 offsets", "torch.long")
     assert check.d2t_from_counts(lambda c, n: check.reference_d2t_from_counts(c, n).tolist())  # a list of ints
+
+
+def test_mtp_depth_pairs_off_by_ones_get_hints_that_name_them_without_the_slices(capsys):
+    """Every off-by-one met the generic hint, which spelled out both slices ("row i reads ids[i + k] and predicts
+    ids[i + k + 1], for i = 0 … T - k - 2"); parts of unequal lengths were not said to be so."""
+    for wrong, words in [(lambda x, k: (x[k - 1:-1], x[k:]), "one place early"),
+                         (lambda x, k: (x[k + 1:-1], x[k + 2:]), "one place late"),
+                         (lambda x, k: (x[k:], x[k + 1:]), "must have the same length"),
+                         (lambda x, k: (x[k:-2], x[k + 1:]), "must have the same length"),
+                         (lambda x, k: (x[k - 1:-2], x[k + 1:]), "start one place apart, not two"),
+                         (lambda x, k: (x[k:-1] + 1, x[k + 1:]), "how long can both slices be")]:
+        out = rejects(check.mtp_depth_pairs, wrong, capsys, words, "mtp_depth_pairs(ids=")
+        assert "ids[i + k]" not in out and "T - k - 2" not in out and "ids[k:-1]" not in out, out
+    out = rejects(check.mtp_depth_pairs, lambda x, k: (x[k:], x[k + 1:]), capsys, "5 tokens read but 4 targets",
+                  "the last token of the window has no target")
+    assert "expected" not in out, out
+    assert check.mtp_depth_pairs(lambda x, k: (x[k:-1].tolist(), x[k + 1:].tolist()))
