@@ -251,8 +251,8 @@ def d2t_from_counts(fn):
              (torch.tensor([0, 0, 2, 0, 0, 0, 0, 1]), 5)]
     faults = [
         (lambda c, n: _top_ids(c, n),
-         "store offsets, not ids: d2t[i] = id_i - i, so that an engine turns draft id i back into target id "
-         "i + d2t[i] (subtract torch.arange(size) from the sorted ids)."),
+         "store offsets, not ids: an engine turns draft id i back into target id i + d2t[i], so d2t[i] holds how "
+         "far the i-th chosen id lies from i."),
         (lambda c, n: torch.arange(n) - _top_ids(c, n),
          "the sign is flipped: the target id is draft id + d2t, so d2t[i] = id_i - i (never negative once the ids "
          "are sorted)."),
@@ -266,8 +266,8 @@ def d2t_from_counts(fn):
          "keep the MOST frequent tokens: the draft can only propose tokens inside its vocabulary, so it should be "
          "the ones the target writes most often (sort the counts descending)."),
         (lambda c, n: _top_ids(c, n, smaller_first=False) - torch.arange(n),
-         "when counts tie at the cut, take the smaller id first (a stable sort on -counts keeps id order; "
-         "torch.topk does not promise an order among ties)."),
+         "when counts tie at the cut, take the smaller id first: is your sort stable? (torch.topk and an unstable "
+         "sort promise no order among equal counts.)"),
     ]
 
     def as_ids(value):  # a tensor, list or NumPy array of ints
@@ -295,12 +295,13 @@ def d2t_from_counts(fn):
                 counts[chosen].sort().values, counts[want].sort().values):
             raise Fail(f"d2t_from_counts(counts={counts.tolist()}, size={size}) picks target ids {chosen.tolist()}, "
                        f"expected {want.tolist()}: the same counts, other ids.\n  Hint: when counts tie at the cut, "
-                       "take the smaller id first (a stable sort on -counts keeps id order; torch.topk and an "
-                       "unstable sort do not promise an order among ties).")
+                       "take the smaller id first: is your sort stable? (torch.topk and an unstable sort promise no "
+                       "order among equal counts.)")
 
     count = compare("d2t_from_counts", fn, cases, reference_d2t_from_counts, faults, same,
-                    "take the size ids with the highest counts (ties: smaller id; ids that never occur tie at 0 and "
-                    "fill the remaining places), sort them ascending, and return ids - torch.arange(size).",
+                    "which ids make the draft vocabulary (the size most frequent; ties to the smaller id, and ids "
+                    "that never occur tie at 0 and fill the remaining places), in which order are they stored, and "
+                    "what does d2t[i] hold for draft id i (the step from i to its target id)?",
                     show_args=lambda c: f"counts={c[0].tolist()}, size={c[1]}")
     answers = [outcome_of(fn, (counts.clone(), size)) for counts, size in cases]
     floats = [got for got in (as_ids(a[1]) if a[0] == "ok" else None for a in answers)
@@ -384,9 +385,9 @@ def keep_best_nodes(fn):
          "renumber the parents: the verifier sees only the kept nodes, so a kept node's parent is its parent's "
          "position in kept (-1 for a child of the root), not its index among all drafted nodes."),
         (lambda v, p, n: (sorted(by_value(v, p, n, True)), _renumbered(sorted(by_value(v, p, n, True)), p)),
-         "when values tie, keep the earlier node (a stable sort on -values keeps drafting order; torch.topk does "
-         "not promise an order among equal values): a child the draft is sure of ties with its parent, and "
-         "keeping the later one could leave a child without its parent."),
+         "when values tie, keep the earlier node: is your sort stable? (torch.topk promises no order among equal "
+         "values.) A child the draft is sure of ties with its parent, and keeping the later one could leave a "
+         "child without its parent."),
         (lambda v, p, n: (sorted(by_value([-float(x) for x in v], p, n)),
                           _renumbered(sorted(by_value([-float(x) for x in v], p, n)), p)),
          "keep the nodes of HIGHEST value: the value estimates the chance that the target accepts the whole path."),
@@ -454,13 +455,14 @@ def keep_best_nodes(fn):
         if (got is not None and got[0] != later and len(set(got[0])) == len(got[0]) == case[2]
                 and set(got[0]) != set(want[0]) and values_of(got[0]) == values_of(want[0])):
             raise Fail(f"keep_best_nodes({show_tree(case)}) kept nodes {got[0]}, expected {want[0]}: the same "
-                       "values, other nodes.\n  Hint: when values tie, keep the earlier node: sort with "
-                       "stable=True on -values (torch.sort(-values, stable=True)); torch.topk and an unstable "
-                       "argsort keep ties in order only on small inputs.")
+                       "values, other nodes.\n  Hint: ties must keep the earlier node first: is your sort stable? "
+                       "torch.topk and an unstable argsort keep equal values in drafting order only on small "
+                       "inputs.")
 
     count = compare("keep_best_nodes", fn, cases, reference_keep_best_nodes, faults, same,
-                    "sort the nodes by value, highest first (ties: the earlier node), keep the first count, sort "
-                    "those indices ascending, and give each its parent's position among them (-1 at the root).",
+                    "which count nodes does the verifier get (the highest values; a tie goes to the earlier node), "
+                    "in which order does a parents array list them, and how is a kept node's parent named once only "
+                    "the kept nodes are left (-1 still marks the root)?",
                     show_args=show_tree)
     check_on_lesson_device("keep_best_nodes", fn, cases[0], show_tree)  # the lesson reranks the target's tree
     return (f"{count} trees reranked: the kept nodes form a tree the target can verify in one forward, as SGLang's "

@@ -245,7 +245,7 @@ def test_keep_best_nodes_names_an_unstable_sort_and_a_dropped_parent(capsys):
     values = torch.full((40,), 0.02)
     if sorted(torch.argsort(values, descending=True)[:10].tolist()) != list(range(10)):  # this build's sort: unstable
         out = rejects(check.keep_best_nodes, unstable, capsys, "the same values, other nodes",
-                      "torch.sort(-values, stable=True)")
+                      "is your sort stable?")
         assert "(values=[0.02" in out
     assert check.keep_best_nodes(lambda v, p, n: unstable(v, p, n) if len(v) < 40 else
                                  check.reference_keep_best_nodes(v, p, n))  # the 40 ties are the only new case
@@ -258,7 +258,7 @@ def test_keep_best_nodes_names_an_unstable_sort_and_a_dropped_parent(capsys):
         return kept, [-1] * len(kept)
 
     rejects(check.keep_best_nodes, ends_of_the_tie, capsys, "kept nodes [0, 1, 2, 3, 4, 35",
-                  "the same values, other nodes", "stable=True")
+                  "the same values, other nodes", "is your sort stable?")
 
     def later_tie(values, parents, count):  # the planted fault keeps its own hint: a child left without its parent
         kept = sorted(sorted(range(len(values)), key=lambda i: (-float(values[i]), -i))[:count])
@@ -360,3 +360,36 @@ def test_mtp_depth_pairs_off_by_ones_get_hints_that_name_them_without_the_slices
                   "the last token of the window has no target")
     assert "expected" not in out, out
     assert check.mtp_depth_pairs(lambda x, k: (x[k:-1].tolist(), x[k + 1:].tolist()))
+
+
+def test_tie_and_fallback_hints_of_d2t_and_reranking_ask_instead_of_giving_the_code(capsys):
+    """The tie hints spelled out torch.sort(-values, stable=True), and the generic hints the whole recipe ("... sort
+    those indices ascending ...", "return ids - torch.arange(size)")."""
+    import torch
+
+    code = ("torch.sort(-", "stable=True", "torch.arange(size)", "sort those indices ascending", "keep the first count")
+    larger_first = lambda c, n: check._top_ids(c, n, smaller_first=False) - torch.arange(n)  # noqa: E731
+    topk = lambda c, n: torch.topk(c, n).indices.sort().values - torch.arange(n)  # noqa: E731
+    for wrong in (larger_first, topk):
+        out = rejects(check.d2t_from_counts, wrong, capsys, "take the smaller id first: is your sort stable?")
+        assert not any(text in out for text in code), out
+    out = rejects(check.d2t_from_counts, lambda c, n: -torch.arange(n) - 1, capsys,
+                  "which ids make the draft vocabulary", "what does d2t[i] hold")
+    assert not any(text in out for text in code), out
+    out = rejects(check.d2t_from_counts, lambda c, n: check._top_ids(c, n), capsys, "store offsets, not ids")
+    assert not any(text in out for text in code), out
+
+    def later_first(values, parents, count):  # the planted tie mistake
+        kept = sorted(sorted(range(len(values)), key=lambda i: (-float(values[i]), -i))[:count])
+        return kept, [kept.index(parents[i]) if parents[i] in kept else -1 for i in kept]
+
+    def ends_of_the_tie(values, parents, count):  # the tie case only: the pre-check's hint
+        if len(values) < 40:
+            return check.reference_keep_best_nodes(values, parents, count)
+        return list(range(5)) + list(range(35, 40)), [-1] * 10
+
+    for wrong, words in ((later_first, "keep the earlier node: is your sort stable?"),
+                         (ends_of_the_tie, "ties must keep the earlier node first: is your sort stable?"),
+                         (lambda v, p, n: ([0] * n, [-1] * n), "which count nodes does the verifier get")):
+        out = rejects(check.keep_best_nodes, wrong, capsys, words)
+        assert not any(text in out for text in code), out
