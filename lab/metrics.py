@@ -215,8 +215,11 @@ def chi_square(counts, probs, min_expected: float = 5.0):
 
     if isinstance(counts, torch.Tensor) and (counts.dtype == torch.bool or counts.is_complex()):
         raise TypeError(f"counts must be real numbers of observations, got a tensor of dtype {counts.dtype}")
+    if type(counts).__name__ == "ndarray" and counts.dtype.kind in "bc":  # NumPy bools or complex numbers
+        raise TypeError(f"counts must be real numbers of observations, got a NumPy array of dtype {counts.dtype}")
     if isinstance(counts, (list, tuple)):  # as_tensor reads True as 1 and fails on a complex item with no name
-        wrong = next((c for c in counts if isinstance(c, (bool, complex))), None)
+        wrong = next((c for c in counts if isinstance(c, (bool, complex))
+                      or getattr(getattr(c, "dtype", None), "kind", "") in ("b", "c")), None)  # NumPy scalars
         if wrong is not None:
             raise TypeError(f"counts must be real numbers of observations, got {type(wrong).__name__} {wrong!r}")
     try:

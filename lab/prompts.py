@@ -147,10 +147,10 @@ def check_prompts(prompts, name: str = "prompts") -> list[str]:
         raise TypeError(f"{name} must be a list of strings, got {type(prompts).__name__}") from None
     if not prompts:
         raise ValueError(f"{name} must be a non-empty list of strings, got an empty one")
-    wrong = [p for p in prompts if not isinstance(p, str)]
-    if wrong:
-        raise TypeError(f"{name} must be a list of strings, got an item of type {type(wrong[0]).__name__}: "
-                        f"{wrong[0]!r}")
+    wrong = next((i for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+    if wrong is not None:
+        raise TypeError(f"{name} must be a list of strings, got an item of type {type(prompts[wrong]).__name__}: "
+                        f"{name}[{wrong}] is {prompts[wrong]!r:.40}")
     return prompts
 
 

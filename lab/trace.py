@@ -4,12 +4,12 @@ Algorithm code never plots; it calls ``on_step(record)`` once per target forward
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 import torch
 
-from lab.validation import check_int, check_unbounded_ids, is_integer
+from lab.validation import check_int, check_token_ids, check_unbounded_ids, is_integer
 
 __all__ = ["StepRecord", "LAST_KINDS", "ACCEPTANCES", "OnStep", "Generation", "check_step_record", "step_records",
            "own_token_kind", "first_rejected_child"]
@@ -71,12 +71,13 @@ class StepRecord:
       else ``ValueError``).
 
     A record is checked when built (a hand-built one too, as lessons and tests make them): ``ValueError`` or
-    ``TypeError`` naming the field for ids that are not integers >= 0, ``num_accepted`` outside ``[0,
-    len(drafted)]``, a ``last_kind`` other than "resampled" / "bonus" or an ``acceptance`` other than "exact" /
-    "typical" (or one that contradicts the path: "bonus" exactly when the path's last node has no child), a bad
-    ``parents`` array or one not of ``len(drafted)``, a ``path`` that is not a root-to-leaf path of
-    ``num_accepted`` nodes, and an ``emitted`` longer than ``num_accepted + 1`` or not starting with the path's
-    drafts.
+    ``TypeError`` naming the field for an ``index``, ``position``, ``target_tokens`` or ``cache_before`` that is not
+    an integer >= 0, ids that are not integers >= 0, ``num_accepted`` outside ``[0, len(drafted)]``, an
+    ``acceptance`` other than "exact" / "typical", a ``last_kind`` other than "resampled" / "bonus" or one that
+    contradicts the path ("bonus" exactly when the path's last node has no child), a bad ``parents`` array or one not
+    of ``len(drafted)``, a ``path`` that is not a root-to-leaf path of ``num_accepted`` nodes, and an ``emitted``
+    that is empty, longer than ``num_accepted + 1`` or not starting with the path's drafts.
+    :func:`check_step_record` checks a record again (one changed after it was built).
     """
 
     index: int
@@ -106,7 +107,7 @@ class StepRecord:
         self.index = check_int("StepRecord index", self.index, 0)
         self.position = check_int("StepRecord position", self.position, 0)
         self.drafted = check_unbounded_ids("StepRecord drafted", self.drafted)
-        self.emitted = check_unbounded_ids("StepRecord emitted", self.emitted)
+        self.emitted = check_token_ids("StepRecord emitted", self.emitted)  # a step emits at least one token
         self.num_accepted = check_int("StepRecord num_accepted (accepted drafts)", self.num_accepted, 0,
                                       len(self.drafted))
         if self.last_kind not in LAST_KINDS:
@@ -126,6 +127,7 @@ class StepRecord:
             if len(self.parents) != len(self.drafted):
                 raise ValueError(f"StepRecord parents has {len(self.parents)} entries for {len(self.drafted)} drafted "
                                  "tokens: one parent per draft node")
+        self.path = _index_list(self.path)
         if not self.path and self.num_accepted:
             if self.parents is not None:  # a tree's accepted nodes need not be the first ones
                 raise ValueError(f"a token-tree record (parents given) with num_accepted={self.num_accepted} needs "
@@ -134,9 +136,7 @@ class StepRecord:
         self._check_path()
 
     def _check_path(self) -> None:
-        if isinstance(self.path, (str, bytes)) or not hasattr(self.path, "__iter__"):
-            raise TypeError(f"StepRecord path must be a list of draft indices, got {type(self.path).__name__}")
-        path = list(self.path)
+        path = self.path
         if not all(is_integer(i) and 0 <= i < len(self.drafted) for i in path):
             raise ValueError(f"StepRecord path must hold indices into drafted, integers in [0, {len(self.drafted)}), "
                              f"got {path!r}")
@@ -183,6 +183,14 @@ class StepRecord:
         return int(depths(self.parents).max()) + 1 if self.parents else 0
 
 
+def _index_list(path) -> list:
+    """A record's ``path`` as a list (a tensor or NumPy array of indices too); ``TypeError`` for text, a mapping or
+    set, or a non-iterable."""
+    if isinstance(path, (str, bytes, dict, set, frozenset)) or not hasattr(path, "__iter__"):
+        raise TypeError(f"StepRecord path must be a list of draft indices, got {type(path).__name__}")
+    return path.tolist() if hasattr(path, "tolist") else list(path)
+
+
 OnStep = Callable[[StepRecord], None]
 
 
@@ -205,10 +213,16 @@ class Generation:
 def check_step_record(record, where: str) -> None:
     """Raise ``TypeError`` naming ``where`` unless ``record`` looks like a :class:`StepRecord` (it has ``drafted``,
     ``num_accepted`` and ``emitted``): what a widget passed as ``on_step=`` receives from :func:`lab.decode.generate`.
-    Duck-typed, so a test's stand-in record passes too."""
+    Duck-typed, so a test's stand-in record passes too. A :class:`StepRecord` is checked again as when it was built
+    (a field changed since, say): ``ValueError`` / ``TypeError`` naming ``where``, the step and the field."""
     if not all(hasattr(record, name) for name in ("drafted", "num_accepted", "emitted")):
         raise TypeError(f"{where} takes a step record (lab.trace.StepRecord, what generate(..., on_step=...) passes), "
                         f"got {type(record).__name__}")
+    if isinstance(record, StepRecord):
+        try:
+            replace(record)  # a copy runs __post_init__'s checks: one set of rules for every record
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{where}: step {record.index}: {error}") from None
 
 
 def step_records(records, where: str, fields=("drafted", "num_accepted", "emitted")) -> list:

@@ -52,6 +52,7 @@ from lab.cli.options import demo_temperature
 from lab.decode import generate
 from lab.detok import show_controls
 from lab.load_meter import LoadMeter
+from lab.prompts import check_prompts
 from lab.drafters.base import check_pair
 from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int
@@ -194,21 +195,8 @@ class RaceDashboard(w.VBox):
         checked = self._check(**settings, temperature=temperature)  # all checked before a pair loads
         n_draft, max_new_tokens = checked["n_draft"], checked["max_new_tokens"]
         seed = check_int("seed", seed, 0)
-        if isinstance(prompts, (str, bytes)):  # iterating it would offer every character as a prompt
-            raise TypeError(f"prompts must be a list of strings, got one {type(prompts).__name__}: wrap it in a "
-                            f"list, [{prompts[:40]!r}]")
-        if isinstance(prompts, (dict, set, frozenset)):  # iterating gives its keys, or prompts in no order
-            raise TypeError(f"prompts must be a list of strings, got a {type(prompts).__name__}: pass a list "
-                            "(list(d.values()) for a dict of named prompts)")
-        if prompts is not None:
-            try:
-                prompts = list(prompts)
-            except TypeError:
-                raise TypeError(f"prompts must be a list of strings, got {type(prompts).__name__}") from None
-            bad = [i for i, text in enumerate(prompts) if not isinstance(text, str)]
-            if bad:
-                raise TypeError(f"prompts must be a list of strings; prompts[{bad[0]}] is "
-                                f"{type(prompts[bad[0]]).__name__} {prompts[bad[0]]!r:.40}")
+        if prompts is not None:  # an empty list leaves only the free-text choice
+            prompts = [] if isinstance(prompts, (list, tuple)) and not prompts else check_prompts(prompts)
         if not isinstance(record_probs, (bool, np.bool_)):
             raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
         if pair is None:

@@ -191,10 +191,10 @@ class TokenStream(ipywidgets.VBox):
         are summarised now (top tokens only), so the widget does not keep full-vocabulary tensors.
 
         Raises ``TypeError`` for a :class:`~lab.trace.Generation` (use :meth:`extend`) or a list of records;
-        ``ValueError`` for a record whose ``index`` neither is 0 nor follows the last one shown, if ``num_accepted``
-        exceeds the drafts, ``emitted`` holds more than ``num_accepted + 1``
-        tokens or does not start with the accepted drafts (along a tree's path), or ``last_kind`` is not
-        ``"resampled"`` / ``"bonus"`` or disagrees with ``num_accepted``.
+        ``ValueError`` for a record whose ``index`` neither is 0 nor follows the last one shown, and what
+        :func:`lab.trace.check_step_record` raises for a record whose fields contradict each other (changed after it
+        was built: ``num_accepted`` beyond the drafts, ``emitted`` longer than ``num_accepted + 1`` or not starting
+        with the accepted drafts, a ``last_kind`` other than "resampled" / "bonus" or one that disagrees with them).
         """
         if isinstance(record, (Generation, list, tuple)):
             raise TypeError(f"on_step takes one StepRecord, got a {type(record).__name__}; for a finished run or a "
@@ -209,7 +209,6 @@ class TokenStream(ipywidgets.VBox):
         drafted = [int(token) for token in shown.drafted]
         emitted = [int(token) for token in shown.emitted]
         num_accepted = int(shown.num_accepted)
-        self._check_record(shown, drafted, emitted, num_accepted)
         if record.index == 0:
             if self._steps:
                 self._clear_generated()
@@ -481,26 +480,6 @@ class TokenStream(ipywidgets.VBox):
         return self.html
 
     # --- internals ------------------------------------------------------------------------------------------------
-    @staticmethod
-    def _check_record(record, drafted, emitted, num_accepted) -> None:
-        if not 0 <= num_accepted <= len(drafted):
-            raise ValueError(f"step {record.index}: num_accepted={num_accepted} but {len(drafted)} tokens drafted")
-        if len(emitted) > num_accepted + 1:
-            raise ValueError(f"step {record.index}: {len(emitted)} tokens emitted, at most num_accepted + 1 = "
-                             f"{num_accepted + 1} expected")
-        shown = min(num_accepted, len(emitted))
-        if emitted[:shown] != drafted[:shown]:
-            raise ValueError(f"step {record.index}: emitted {emitted} does not start with the accepted drafts "
-                             f"{drafted[:shown]}")
-        if record.last_kind not in ("resampled", "bonus"):
-            raise ValueError(f"step {record.index}: last_kind must be 'resampled' or 'bonus', "
-                             f"got {record.last_kind!r}")
-        if len(emitted) > num_accepted:
-            expected = "bonus" if num_accepted == len(drafted) else "resampled"
-            if record.last_kind != expected:
-                raise ValueError(f"step {record.index}: {num_accepted} of {len(drafted)} drafts accepted, so the "
-                                 f"target's token is '{expected}', but last_kind is {record.last_kind!r}")
-
     def _push(self, token_id: int):
         """Add ``token_id`` to the shown text; returns its text (None: part of a character)."""
         if self._text is None:

@@ -91,9 +91,9 @@ class JacobiRun:
 
     A run is checked when built (:func:`jacobi_decode` builds it right; a hand-built one, as a lesson or test makes,
     is not trusted): ``TypeError`` / ``ValueError`` naming the field for ids that are not integers >= 0, no
-    iterations, a window of another length than ``fixed_point``, a ``converged`` that is not a bool, a converged run
-    that does not end at its fixed point, and ``converged_counts`` that are not the converged prefixes (filled in when
-    a converged run leaves them out) or not empty for a run that did not converge."""
+    iterations, a window of another length than ``fixed_point``, a ``converged`` that is not a bool (NumPy's
+    counts), a run whose last window is not its ``fixed_point``, and ``converged_counts`` that are not the converged
+    prefixes (filled in when a converged run leaves them out) or not empty for a run that did not converge."""
 
     prompt: list
     iterations: list
@@ -116,10 +116,17 @@ class JacobiRun:
             raise ValueError(f"JacobiRun iterations[{ragged}] holds {len(rows[ragged])} tokens, but every window "
                              f"holds W = {len(self.fixed_point)} (the fixed point's length)")
         self.iterations = rows
-        if not isinstance(self.converged, bool):
+        if not (isinstance(self.converged, bool)
+                or getattr(getattr(self.converged, "dtype", None), "kind", "") == "b"):  # NumPy's bool counts
             raise TypeError(f"JacobiRun converged must be True or False, got {self.converged!r}")
-        if self.converged and rows[-1] != self.fixed_point:
-            raise ValueError("a converged JacobiRun ends at its fixed point: iterations[-1] must equal fixed_point")
+        self.converged = bool(self.converged)
+        if rows[-1] != self.fixed_point:  # converged or not, fixed_point is the last window
+            raise ValueError("a JacobiRun ends at its fixed point (the last window): iterations[-1] must equal "
+                             "fixed_point")
+        if isinstance(self.converged_counts, (str, bytes, dict, set)) or not hasattr(self.converged_counts,
+                                                                                     "__iter__"):
+            raise TypeError(f"JacobiRun converged_counts must be a list of ints, got "
+                            f"{type(self.converged_counts).__name__}")
         counts = [converged_prefix(w, self.fixed_point) for w in rows]
         if self.converged and not list(self.converged_counts):  # left out: filled in, as a default path is
             self.converged_counts = counts

@@ -67,9 +67,7 @@ def _refuse_half_precision(model, argument: str) -> None:
 # int ...".
 _CROP_HINT = ("the cache's crop(n) no longer takes the length to keep: in the transformers installed here n must be "
               "negative or 0, and crop(-k) removes the LAST k entries (a positive n was read as the length to keep "
-              "only by older releases). Either work out how many entries must go and pass minus that count, or keep "
-              "the length you computed and call lab.kv.rollback(cache, length), which keeps the first `length` "
-              "positions on every transformers release.")
+              "only by older releases). Work out how many entries must go, and pass minus that count.")
 
 
 def _positive_crop(error: BaseException) -> bool:

@@ -70,9 +70,16 @@ def test_a_right_but_slow_answer_is_told_what_the_real_pair_cell_would_take(caps
     assert "Warning: it is slow" in out and "49,152 tokens" in out and "about 1,000 times" in out, out
     assert re.search(r"took [\d,]+ ms", out) and "the cell would take about" in out, out
     assert "torch operations on the whole rows" in out and "torch.minimum" not in out, out
-    for right in (lambda t, d: float(torch.minimum(t, d).sum()), lambda t, d: 1 - 0.5 * float((t - d).abs().sum())):
+    # right answers of several torch operations (the reference validates its inputs too): a reviewer's busy machine
+    # gave the reference the warning in 2 of 25 checks when the two were timed apart and on torch's 2 threads
+    for right in (lambda t, d: float(torch.minimum(t, d).sum()), lambda t, d: 1 - 0.5 * float((t - d).abs().sum()),
+                  check.reference_expected_acceptance, lambda t, d: float(torch.stack([t, d]).min(0).values.sum()),
+                  lambda t, d: float(torch.where(t < d, t, d).sum())):
         ok, out = run(check.expected_acceptance, right, capsys)
         assert ok and "Warning" not in out, out
+    threads = torch.get_num_threads()
+    check.expected_acceptance(check.reference_expected_acceptance)
+    assert torch.get_num_threads() == threads  # timed on one thread, then given back
 
 
 def test_an_answer_that_raises_on_the_real_pairs_rows_is_named(capsys):

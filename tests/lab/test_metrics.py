@@ -413,6 +413,9 @@ def test_numbers_no_float_holds_are_named_not_overflowed():
     ([1 + 0j, 9], r"got complex \(1\+0j\)"),
     (torch.tensor([True, False]), "got a tensor of dtype torch.bool"),
     (torch.tensor([3 + 0j, 7 + 0j]), "got a tensor of dtype torch.complex64"),
+    (np.array([True, False, True]), "got a NumPy array of dtype bool"),
+    (np.array([3 + 0j, 7 + 0j]), "got a NumPy array of dtype complex128"),
+    ([np.True_, 4, 5], r"got bool_? (np\.True_|True)"),  # NumPy 2 and 1 name it apart
 ])
 def test_chi_square_refuses_bools_and_complex_counts(counts, message):
     """True counted as one observation and a complex count was named only as 'got list'."""

@@ -66,6 +66,8 @@ def test_own_token_kind_calls_a_step_without_drafts_the_targets_token():
     (dict(path=[1, 0]), ValueError, "not a root-to-leaf path"),
     (dict(path=[0]), ValueError, "path lists 1 accepted nodes but num_accepted is 2"),
     (dict(path="01"), TypeError, "path must be a list"),
+    (dict(emitted=[]), ValueError, "StepRecord emitted must hold at least one token id"),
+    (dict(path={0: 1}), TypeError, "path must be a list of draft indices, got dict"),
     (dict(parents=[-1]), ValueError, "parents has 1 entries for 2 drafted"),
     (dict(parents=[-1, 1], path=[0, 1]), ValueError, r"parents\[1\] must be -1"),
     (dict(num_accepted=1, emitted=[5, 9]), ValueError, "last_kind must be 'resampled' when 1 of 2"),
@@ -85,3 +87,22 @@ def test_a_hand_built_record_is_checked(fields, error, message):
                                  "num_accepted": torch.tensor(2), "path": [torch.tensor(0), 1]})
     assert from_tensors.drafted == [5, 6] and from_tensors.emitted == [5, 6, 9] and from_tensors.path == [0, 1]
     assert all(type(t) is int for t in from_tensors.drafted + from_tensors.path + [from_tensors.num_accepted])
+
+
+def test_a_path_may_be_an_array_and_a_changed_record_is_checked_again():
+    """A path given as a NumPy array or tensor raised NumPy's "truth value ... ambiguous"; a record changed after it
+    was built is checked again, with the same rules, by check_step_record (what the widgets call)."""
+    import numpy as np
+    import torch
+
+    from lab.trace import check_step_record
+
+    base = dict(index=3, position=0, drafted=[5, 6, 7], num_accepted=2, emitted=[5, 7, 9], last_kind="bonus",
+                parents=[-1, -1, 0])
+    assert StepRecord(**base, path=np.array([0, 2])).path == [0, 2]
+    assert StepRecord(**base, path=torch.tensor([0, 2])).path == [0, 2]
+    record = StepRecord(**base, path=[0, 2])
+    check_step_record(record, "Viewer")  # as built: passes
+    record.num_accepted = 3
+    with pytest.raises(ValueError, match=r"^Viewer: step 3: StepRecord path lists 2 accepted nodes but num_accepted"):
+        check_step_record(record, "Viewer")

@@ -67,6 +67,9 @@ def test_a_tokenizer_that_cannot_decode_is_named_at_once(tokenizer):
     (dict(converged_counts=[0, 3]), ValueError, "converged_counts must be converged_prefix"),
     (dict(converged=False), ValueError, "converged_counts must be empty"),
     (dict(iterations=[[0, 5, 7], [4, 5, 6]], converged_counts=[0, 2]), ValueError, "ends at its fixed point"),
+    (dict(iterations=[[0, 5, 7], [4, 5, 6]], converged=False, converged_counts=[]), ValueError,
+     "iterations\\[-1\\] must equal fixed_point"),
+    (dict(converged_counts=None), TypeError, "converged_counts must be a list of ints, got NoneType"),
 ])
 def test_a_hand_built_run_is_checked(fields, error, message):
     """A tester's hand-built run without iterations, or with ragged rows, raised raw IndexErrors and ValueErrors from
@@ -77,3 +80,6 @@ def test_a_hand_built_run_is_checked(fields, error, message):
         JacobiRun(**{**base, **fields})
     assert JacobiViewer(JacobiRun(**base), tokenizer=FakeTokenizer()).summary.startswith("window W = 3")
     assert JacobiRun(**{**base, "converged_counts": []}).converged_counts == [0, 3, 3]  # filled in when left out
+    import numpy as np
+
+    assert JacobiRun(**{**base, "converged": np.bool_(True)}).converged is True  # NumPy's bool counts

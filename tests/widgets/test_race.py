@@ -245,7 +245,8 @@ def test_a_plain_text_pair_races_greedily_by_default_and_prompts_must_be_a_list(
     assert dashboard._read_settings()["prompt_ids"] == pair.encode(held_out_prompts()[0])  # plain text, no template
     with pytest.raises(TypeError, match="prompts must be a list of strings"):
         RaceDashboard(pair, prompts="ROMEO.")
-    with pytest.raises(TypeError, match=r"prompts must be a list of strings; prompts\[1\] is NoneType None"):
+    with pytest.raises(TypeError, match=r"prompts must be a list of strings, got an item of type NoneType: "
+                                        r"prompts\[1\] is None"):
         RaceDashboard(pair, prompts=[5 * "a", None])  # was raced as the text "None"
     with pytest.raises(TypeError, match="prompts must be a list of strings, got int"):
         RaceDashboard(pair, prompts=5)

@@ -428,21 +428,21 @@ def test_extend_names_what_is_not_step_records(records):
     (dict(drafted=[1], num_accepted=2, emitted=[1, 2], last_kind="bonus"), "num_accepted", "num_accepted"),
     (dict(drafted=[1, 2], num_accepted=1, emitted=[1, 3, 4], last_kind="resampled"), "at most", "at most"),
     (dict(drafted=[1, 2], num_accepted=1, emitted=[2, 3], last_kind="resampled"), "must start with the accepted",
-     "does not start with the accepted drafts"),
+     "must start with the accepted drafts"),
     (dict(drafted=[1, 2], num_accepted=1, emitted=[1, 3], last_kind="bonus"), "'resampled'", "'resampled'"),
     (dict(drafted=[1], num_accepted=1, emitted=[1, 3], last_kind="resampled"), "'bonus'", "'bonus'"),
     (dict(drafted=[], num_accepted=0, emitted=[3], last_kind="extra"), "last_kind", "last_kind"),
 ])
 def test_contradictory_records_are_rejected(fields, record_message, stream_message):
-    """A contradictory record is refused when it is built (lab.trace.StepRecord); one changed after it was built
-    reaches the widget unchecked, so the widget checks what it draws again."""
+    """A contradictory record is refused when it is built (lab.trace.StepRecord); one changed after it was built is
+    checked again by the widget (lab.trace.check_step_record, the same rules)."""
     with pytest.raises(ValueError, match=record_message):
         StepRecord(index=0, position=0, **fields)
     record = step(0, [], 0, [3], "bonus")
     for name, value in fields.items():
         setattr(record, name, value)
     stream = TokenStream(FakeTokenizer())
-    with pytest.raises(ValueError, match=stream_message):
+    with pytest.raises(ValueError, match=f"^TokenStream.on_step: step 0: .*{stream_message}"):
         stream(record)
     assert stream.tokens == []
 
