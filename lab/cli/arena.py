@@ -6,9 +6,10 @@ import json
 import sys
 import time
 
-from lab.cli.bench import drafter_names, selected_drafters
-from lab.cli.options import CHAT_PAIRS, OptionError, add_run_options, fit_threads_noting_changes, positive_int
-from lab.registry import drafter_problem
+from lab.cli.bench import drafter_names, refuse_untrained, selected_drafters
+from lab.cli.options import (CHAT_PAIRS, MAX_DRAFT_LENGTH, OptionError, add_run_options, fit_threads_noting_changes,
+                             positive_int)
+from lab.registry import OWN_DRAFT, drafter_problem, own_draft_reason
 
 __all__ = ["add_parser", "run"]
 
@@ -30,11 +31,15 @@ def add_parser(sub) -> None:
                                    "reported, not failed: near-ties round by block shape).")
     add_run_options(a, json_help="print the arena, the adaptive comparison, the command and the time as JSON (what "
                                  "lab/assets/<pair>/arena.json commits)", max_new_tokens=64,
-                    prompts=3, prompts_help="prompts per task, 1 to 4 with shakespeare, 1 to 8 with smollm2-135m "
-                                            "(default: %(default)s)",
-                    n_draft_help="draft tokens per step N for the drafters that take one, >= 1 (default: "
-                                 "%(default)s)")
+                    prompts=3, prompts_help="prompts per task, from 1 to the prompts bundled for each task run: 4 "
+                                            "for shakespeare's structured, 8 for its other tasks and smollm2-135m's "
+                                            "single requests, 12 for multi_turn and agent (default: %(default)s)",
+                    n_draft_help=f"draft tokens per step N for the drafters that take one, 1 to {MAX_DRAFT_LENGTH} "
+                                 "(default: %(default)s)")
     for action in a._actions:  # the arena measures decode steps: the prefill writes the first token
+        if action.dest == "n_draft":  # None when not given, so that giving it where no drafter takes it is an error
+            action.default = None
+            action.help = action.help.replace("%(default)s", str(N_DRAFT_DEFAULT))
         if action.dest == "max_new_tokens":
             action.help = "tokens to generate per prompt, >= 2: the prefill writes the first (default: %(default)s)"
     a.add_argument("--repeats", type=positive_int, default=1,
@@ -47,6 +52,10 @@ def add_parser(sub) -> None:
                    help="run only these drafters beside autoregressive decoding, repeatable or comma-separated; "
                         "fixed vs adaptive N runs only when model (the draft model) is among them (default: every "
                         "drafter the pair can have)")
+
+
+N_DRAFT_DEFAULT = 4
+"""``--n-draft`` when not given."""
 
 
 def _task_names(text: str) -> tuple:
@@ -112,6 +121,12 @@ def run(args) -> int:
     from lab.models import load_pair
     from lab.prompts import arena_prompts, context_problem, encode_prompts
 
+    named = selected_drafters(args)  # --drafter's names in order, each once; None: every drafter
+    if args.n_draft is not None and named and all(kind in OWN_DRAFT for kind in named):
+        raise OptionError("--n-draft", f"does not apply to {', '.join(named)}: {own_draft_reason(named[0])}; leave "
+                                       "--n-draft out")
+    args.n_draft = N_DRAFT_DEFAULT if args.n_draft is None else args.n_draft
+    refuse_untrained("--drafter", named or (), args.pair)  # before the pair loads
     if args.max_new_tokens < 2:  # before the pair loads (lab.arena refuses it too)
         raise OptionError("--max-new-tokens", f"must be >= 2 in the arena: the prefill writes the first new token "
                                               f"and the arena measures the decode steps after it; got "
@@ -131,7 +146,6 @@ def run(args) -> int:
     problem = context_problem(pair, encoded, args.max_new_tokens)
     if problem:
         raise OptionError("--max-new-tokens", problem)
-    named = selected_drafters(args)  # --drafter's names in order, each once; None: every drafter
     wanted = named or ARENA_DRAFTERS
     skipped = {kind: drafter_problem(kind, pair, args.n_draft) for kind in wanted}
     skipped = {kind: why for kind, why in skipped.items() if why}
@@ -147,7 +161,8 @@ def run(args) -> int:
     adaptive = None
     if "model" in wanted and "model" not in skipped:  # fixed vs adaptive N is the draft model's
         adaptive = compare_adaptive(pair, task=tasks[0], max_new_tokens=args.max_new_tokens, prompts=args.prompts,
-                                    start_n=args.n_draft, repeats=args.repeats)
+                                    start_n=args.n_draft, max_n_draft=max(16, args.n_draft),  # 16: the default cap
+                                    repeats=args.repeats)
     if args.json:
         # the file lab.arena.committed_arena reads: the run, and the command and time that made it
         ended = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

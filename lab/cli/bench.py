@@ -4,12 +4,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from lab.cli.options import (CHAT_PAIRS, OptionError, add_run_options, fit_threads_noting_changes, int_list,
-                             positive_int)
-from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, drafter_problem, drafters_in_words, own_draft_reason
+from lab.cli.options import (CHAT_PAIRS, MAX_DRAFT_LENGTH, OptionError, add_run_options, draft_length,
+                             fit_threads_noting_changes, int_list, positive_int)
+from lab.registry import (DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, drafter_problem, drafters_in_words, own_draft_reason,
+                          untrained_reason)
 from lab.words import in_words
 
-__all__ = ["add_parser", "run", "drafter_names", "selected_drafters"]
+__all__ = ["add_parser", "run", "drafter_names", "selected_drafters", "refuse_untrained"]
 
 
 def drafter_names(text: str) -> tuple:
@@ -61,8 +62,10 @@ def add_parser(sub) -> None:
     add_run_options(b, json_help="print the results as JSON instead of tables", max_new_tokens=GOAL_NEW_TOKENS,
                     prompts=None, prompts_help="how many prompts per table, 1 to 8 (the bundled held-out prompts; "
                                                f"default: {GOAL_PROMPTS} per kind of request for a chat pair, "
-                                               f"{PLAIN_PROMPTS} otherwise)",
-                    n_draft_help="draft tokens per step N, >= 1, for "
+                                               f"{PLAIN_PROMPTS} otherwise); with --batch, the distinct prompts "
+                                               "queued, up to those bundled for --batch-task (32 for all four "
+                                               "kinds; default: all)",
+                    n_draft_help=f"draft tokens per step N, 1 to {MAX_DRAFT_LENGTH}, for "
                                  f"{in_words(k for k in DRAFTERS if k not in OWN_DRAFT and k != 'ngram')} (model: "
                                  "ours and transformers' assistant alike); ngram (prompt lookup) drafts "
                                  "--lookup-n-draft; "
@@ -75,9 +78,9 @@ def add_parser(sub) -> None:
                         "only when named here, but EAGLE-3 on its dynamic tree also by default on the real pair); a "
                         "chat pair then prints its tables without the cost curve, N sweep and goals (default: every "
                         "method)")
-    b.add_argument("--lookup-n-draft", type=positive_int, default=5,
+    b.add_argument("--lookup-n-draft", type=draft_length, default=5,
                    help="tokens prompt lookup drafts per step, ours and transformers' prompt_lookup_num_tokens, "
-                        ">= 1 (default: %(default)s)")
+                        f"1 to {MAX_DRAFT_LENGTH} (default: %(default)s)")
     batch = b.add_argument_group("goodput against batch size (--batch)")
     batch.add_argument("--batch", action="store_true",
                        help="instead of the method tables, time batched speculative decoding (lab.goodput): "
@@ -156,6 +159,7 @@ def run(args) -> int:
     from lab.prompts import context_problem, copy_heavy_prompts, held_out_prompts
 
     drafters = selected_drafters(args)
+    refuse_untrained("--drafter", drafters or (), args.pair)
     batch_given, table_given = _given(args, BATCH_DEFAULTS), _given(args, TABLE_DEFAULTS)
     if batch_given and not getattr(args, "batch", False):
         raise OptionError(batch_given[0], "applies only with --batch (goodput against batch size); add --batch, or "
@@ -221,6 +225,16 @@ def run(args) -> int:
     else:
         print("\n\n".join(format_table(result, label) for label, result in results.items()))
     return 0 if all(result["identical"] for result in results.values()) else 1
+
+
+def refuse_untrained(flag: str, kinds, pair_name: str) -> None:
+    """Raise :class:`OptionError` naming ``flag`` for the first of ``kinds`` whose weights were never trained for the
+    pair named ``pair_name`` (:func:`lab.registry.untrained_reason`): before the pair loads, so a hub pair is not
+    downloaded only to be refused."""
+    for kind in kinds:
+        why = untrained_reason(kind, pair_name)
+        if why:
+            raise OptionError(flag, f"{kind} cannot run with pair {pair_name}: {why}")
 
 
 def _given(args, defaults: dict) -> list[str]:
@@ -467,6 +481,7 @@ def _run_batch(args) -> int:
     from lab.models import load_pair
     from lab.prompts import CHAT_TASKS, chat_prompts, context_problem, encode_prompts, held_out_prompts
 
+    refuse_untrained("--batch-drafter", [args.batch_drafter] if args.batch_drafter else [], args.pair)
     if getattr(args, "batch_n", None) is None and (args.batch_drafter or "") in OWN_DRAFT:
         args.batch_n = (0, 1)  # N does not apply: one speculative column beside autoregressive decoding
     _fill_defaults(args, BATCH_DEFAULTS)

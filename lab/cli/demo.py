@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, PAIRS, OptionError, demo_temperature,
-                             fit_threads_noting_changes, pair_help, positive_int, probability, seed, temperature)
+from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, MAX_DRAFT_LENGTH, PAIRS, OptionError,
+                             demo_temperature, draft_length, fit_threads_noting_changes, pair_help, positive_int,
+                             probability, seed, temperature)
 from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, own_draft_reason, try_drafter,
                           untrained_reason)
 from lab.words import in_words
@@ -46,10 +47,10 @@ def add_parser(sub) -> None:
                    help=f"target sampling temperature, 0 to 2; 0 = greedy (default: {CHAT_TEMPERATURE:g} for a pair "
                         "with a chat template such as smollm2-135m, whose greedy answers loop on open requests; 0 "
                         "for a plain-text pair such as shakespeare)")
-    p.add_argument("--n-draft", type=positive_int, default=None,
-                   help=f"draft tokens per step N, >= 1, for {drafters_in_words(take_n=True)} (default: 4, or 20 "
-                        f"with --confidence); {drafters_in_words(take_n=False)} refuse it: each sets its own draft "
-                        "(a window, a tree, a match's length, a number of modules)")
+    p.add_argument("--n-draft", type=draft_length, default=None,
+                   help=f"draft tokens per step N, 1 to {MAX_DRAFT_LENGTH}, for {drafters_in_words(take_n=True)} "
+                        f"(default: 4, or 20 with --confidence); {drafters_in_words(take_n=False)} refuse it: each "
+                        "sets its own draft (a window, a tree, a match's length, a number of modules)")
     p.add_argument("--confidence", type=probability, default=None, metavar="P",
                    help="--drafter model only: end a step's draft after a token the draft gave a probability below "
                         "P, that token included (transformers' assistant_confidence_threshold; its default policy is "

@@ -7,11 +7,12 @@ Imports nothing from ``lab`` and nothing heavy: a bad option must stop before to
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import sys
 
 __all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "demo_temperature", "pair_help", "OptionError",
            "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes",
-           "int_list", "probability", "fit_threads_noting_changes"]
+           "int_list", "probability", "fit_threads_noting_changes", "MAX_DRAFT_LENGTH", "draft_length", "folder"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
@@ -79,6 +80,27 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
     return value
+
+
+MAX_DRAFT_LENGTH = 64
+"""The most draft tokens per step the commands take (``--n-draft``, ``--lookup-n-draft``): far past any useful draft
+(engines default to 3-10), and 10**30 failed deep inside transformers after the pair had loaded."""
+
+
+def draft_length(text: str) -> int:
+    """argparse type: draft tokens per step, a whole number in [1, :data:`MAX_DRAFT_LENGTH`]."""
+    value = positive_int(text)
+    if value > MAX_DRAFT_LENGTH:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_DRAFT_LENGTH}, got {text!r}")
+    return value
+
+
+def folder(text: str) -> Path:
+    """argparse type: a folder's path, not empty (an empty path would mean the current folder, the repository's
+    root when run from there)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a folder, got an empty path (it would mean the current folder)")
+    return Path(text)
 
 
 def int_list(low: int):
@@ -174,5 +196,5 @@ def add_run_options(parser, *, json_help: str, max_new_tokens: int, prompts: int
     parser.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens,
                         help="tokens to generate per prompt, >= 1 (default: %(default)s)")
     parser.add_argument("--prompts", type=positive_int, default=prompts, help=prompts_help)
-    parser.add_argument("--n-draft", type=positive_int, default=4, help=n_draft_help)
+    parser.add_argument("--n-draft", type=draft_length, default=4, help=n_draft_help)
     parser.add_argument("--pair", choices=PAIRS, default=DEFAULT_PAIR, metavar="PAIR", help=pair_help)

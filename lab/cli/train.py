@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab.cli.options import positive_int
+from lab.cli.options import folder, positive_int
 
 __all__ = ["add_parser", "run", "OUT_RECIPES", "INIT_RECIPES"]
 
@@ -47,12 +47,12 @@ def add_parser(sub) -> None:
     t.add_argument("--threads", type=positive_int, default=None,
                    help="torch CPU threads for training and for the card's timings, >= 1 (default: torch's own "
                         "choice)")
-    t.add_argument("--out", type=Path, default=None,
+    t.add_argument("--out", type=folder, default=None,
                    help="chat-draft, chat-eagle, chat-medusa, chat-mtp, chat-eagle3 and chat-parallel only: the "
                         "folder to write the draft to (default: the committed one in lab/assets/smollm2-135m/, and "
                         "for chat-eagle3 and chat-parallel <cache>/drafts/smollm2-135m-eagle3 / -parallel); a "
                         "retrain that should not replace the committed weights passes one")
-    t.add_argument("--init", type=Path, default=None,
+    t.add_argument("--init", type=folder, default=None,
                    help="chat-eagle and chat-eagle3 only: continue training the draft saved in this folder (its "
                         "weights and draft vocabulary) for 500 more steps from a peak learning rate of 3e-4 "
                         "(lab.training.chat_eagle.CONTINUATION), e.g. --init lab/assets/smollm2-135m/eagle3")

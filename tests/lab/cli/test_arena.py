@@ -68,10 +68,12 @@ def test_arena_help_describes_the_options_with_their_defaults(capsys):
                  "lab/assets/<pair>/arena.json commits)",
                  "--max-new-tokens MAX_NEW_TOKENS tokens to generate per prompt, >= 2: the prefill writes the first "
                  "(default: 64)",
-                 "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, >= 1 (default: 4)",
+                 "--n-draft N_DRAFT draft tokens per step N for the drafters that take one, 1 to 64 (default: 4)",
                  "--pair PAIR model pair preset, one of shakespeare, smollm2-135m, gpt2, smollm2, qwen2.5 (default: "
                  "smollm2-135m; shakespeare and smollm2-135m work offline)",
-                 "--prompts PROMPTS prompts per task, 1 to 4 with shakespeare, 1 to 8 with smollm2-135m (default: 3)",
+                 "--prompts PROMPTS prompts per task, from 1 to the prompts bundled for each task run: 4 for "
+                 "shakespeare's structured, 8 for its other tasks and smollm2-135m's single requests, 12 for "
+                 "multi_turn and agent (default: 3)",
                  "--repeats REPEATS time each run this often and keep the fastest, >= 1 (default: 1)"):
         assert part in text, part
     assert "chat, code, structured output and copy/edit requests (sent as user turns)" in text
@@ -123,8 +125,8 @@ def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lack
 
     def adaptive_spy(pair, **kwargs):
         seen["adaptive"] = dict(kwargs)
-        kwargs.update(prompts=1, start_n=1)
-        return real_adaptive(pair, **kwargs, n_values=(1,), max_n_draft=1, progress=False)
+        kwargs.update(prompts=1, start_n=1, max_n_draft=1)
+        return real_adaptive(pair, **kwargs, n_values=(1,), progress=False)
 
     monkeypatch.setattr(lab.arena, "run_arena", arena_spy)
     monkeypatch.setattr(lab.arena, "compare_adaptive", adaptive_spy)
@@ -136,6 +138,7 @@ def test_arena_with_a_chat_pair_runs_its_requests_and_skips_the_drafters_it_lack
     assert seen["arena"]["drafters"] == tuple(kind for kind in DRAFTERS if kind not in TRAINED_FOR)
     assert seen["arena"]["drafters"][:5] == ("model", "ngram", "lookahead", "early-exit", "suffix")
     assert seen["adaptive"]["task"] == "chat" and seen["adaptive"]["prompts"] == 6
+    assert seen["adaptive"]["max_n_draft"] == 16  # the default cap, or --n-draft when that is longer
     assert "not run with pair smollm2: medusa (no Medusa heads for the 'smollm2' pair" in captured.err
     assert "; eagle (no EAGLE draft for the 'smollm2' pair" in captured.err
     out = json.loads(captured.out)
@@ -199,3 +202,20 @@ def test_arena_and_bench_fit_threads_after_the_pair_loads(monkeypatch, capsys):
     assert calls and capsys.readouterr().err == ""
     assert "fit_threads_noting_changes()" in inspect.getsource(lab.cli.arena.run)
     assert inspect.getsource(lab.cli.bench).count("fit_threads_noting_changes()") == 3  # one per loaded pair
+
+
+def test_arena_checks_n_draft_and_untrained_drafters_before_the_pair_loads(monkeypatch, capsys):
+    """A CLI tester's `arena --n-draft 17` ran the whole arena and then failed in the adaptive comparison (its cap
+    was 16); `--drafter lookahead --n-draft 7` printed "N = 7" for a drafter that sets its own draft; `--pair gpt2
+    --drafter medusa` loaded the pair before refusing it."""
+    import lab.models
+    from tests.lab.cli.helpers import error_line, run_bad
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pytest.fail("the pair was loaded"))
+    assert "--n-draft: must be a whole number from 1 to 64, got '65'" in error_line(
+        run_bad(["arena", "--n-draft", "65"], capsys))
+    assert cli.main(["arena", "--pair", "shakespeare", "--drafter", "lookahead,medusa", "--n-draft", "7"]) == 2
+    assert "error: --n-draft: does not apply to lookahead, medusa:" in capsys.readouterr().err
+    assert cli.main(["arena", "--pair", "gpt2", "--drafter", "medusa"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --drafter: medusa cannot run with pair gpt2: no medusa weights are trained" in err

@@ -331,3 +331,19 @@ def test_a_small_or_busy_bench_run_prints_its_goal_numbers_without_verdicts(monk
     assert [goal["met"] for goal in goals] == [None] * 10 and goals[1]["measured"] == 2.4999
     assert goals[1]["status"] == ("not judged: a smaller run (--prompts 2, --max-new-tokens 128) than the goals are "
                                   "judged on (at least 3 and 128)")
+
+
+def test_bench_bounds_draft_lengths_and_refuses_untrained_drafters_before_loading(monkeypatch, capsys):
+    """A CLI tester's `--lookup-n-draft 10**30` failed inside transformers ("int too big to convert") after the pair
+    had loaded, and `--pair gpt2 --drafter medusa` (and `--batch --batch-drafter medusa`) loaded the pair first."""
+    import lab.models
+    from tests.lab.cli.helpers import error_line, run_bad
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *args, **kwargs: pytest.fail("the pair was loaded"))
+    assert "--lookup-n-draft: must be a whole number from 1 to 64, got '1" in error_line(
+        run_bad(["bench", "--drafter", "ngram", "--lookup-n-draft", str(10**30)], capsys))
+    assert "--n-draft: must be a whole number from 1 to 64" in error_line(run_bad(["bench", "--n-draft", "65"], capsys))
+    assert cli.main(["bench", "--pair", "gpt2", "--drafter", "medusa"]) == 2
+    assert "error: --drafter: medusa cannot run with pair gpt2" in capsys.readouterr().err
+    assert cli.main(["bench", "--pair", "gpt2", "--batch", "--batch-drafter", "medusa"]) == 2
+    assert "error: --batch-drafter: medusa cannot run with pair gpt2" in capsys.readouterr().err

@@ -116,3 +116,20 @@ def test_an_unknown_option_names_its_command(capsys):
     assert err.splitlines()[-1] == ("python -m lab arena: error: unrecognized arguments: --temperature 0 (python -m "
                                     "lab arena --help lists its options)")
     assert err.startswith("usage: python -m lab arena")
+
+
+def test_output_that_cannot_be_written_is_one_line():
+    """`pick --json > /dev/full` raised OSError (No space left on device) from print(), and `>&-` (stdout closed) an
+    AttributeError from the final flush."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "lab", "pick", "--task", "code", "--json"], cwd=ROOT, env=env,
+                              stdout=full, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr, proc.stderr
+    assert b"python -m lab: cannot write the output: No space left on device" in proc.stderr
+    closed = subprocess.run([sys.executable, "-m", "lab", "pick", "--task", "code"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 0 and b"Traceback" not in closed.stderr, closed.stderr

