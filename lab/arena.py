@@ -35,7 +35,7 @@ from lab.words import in_words
 __all__ = ["run_arena", "format_arena", "format_reconciliation", "compare_adaptive", "format_adaptive",
            "default_tasks", "ARENA_TASKS", "CHAT_TASKS", "CONVERSATION_TASKS", "ARENA_DRAFTERS", "DEFAULT_TASKS",
            "FORMULA_DRAFTERS", "EFFICIENCY_FACTORS", "DRAFTER_LABELS", "COMMITTED_ARENA_FILE", "committed_arena",
-           "TREE_SHAPES_FILE", "committed_tree_shapes", "check_result"]
+           "TREE_SHAPES_FILE", "committed_tree_shapes", "check_result", "ADAPTIVE_CAP"]
 
 
 def check_result(result, name: str = "result", made_by: str = "run_arena(...)") -> dict:
@@ -480,11 +480,17 @@ def format_reconciliation(result: dict) -> str:
     return "\n".join(lines)
 
 
+ADAPTIVE_CAP = 16
+"""The adaptive draft length's default cap in :func:`compare_adaptive` (a start above it raises the cap to the
+start)."""
+
+
 def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8), start_n: int = 4,
-                     max_n_draft: int = 16, max_new_tokens: int = 64, prompts: int = 3, temperature: float = 0.0,
-                     seed: int = 0, repeats: int = 1, progress: bool = True) -> dict:
+                     max_n_draft: int | None = None, max_new_tokens: int = 64, prompts: int = 3,
+                     temperature: float = 0.0, seed: int = 0, repeats: int = 1, progress: bool = True) -> dict:
     """The draft model at every fixed N in ``n_values`` and with the adaptive N (transformers' "heuristic"
-    schedule, :func:`lab.drafters.draft_model.next_n_draft`, starting at ``start_n``, capped at ``max_n_draft``),
+    schedule, :func:`lab.drafters.draft_model.next_n_draft`, starting at ``start_n``, capped at ``max_n_draft``:
+    None = :data:`ADAPTIVE_CAP`, or ``start_n`` when that is longer),
     on the first ``prompts`` prompts of ``task`` at ``temperature``, against the autoregressive baseline.
     ``task``: one of :func:`lab.prompts.arena_tasks`; None (the default) = the first of :func:`default_tasks`,
     "chat" for a chat pair and "prose" otherwise. The prompts are encoded as in :func:`run_arena`.
@@ -515,7 +521,8 @@ def compare_adaptive(pair, task: str | None = None, n_values=(1, 2, 3, 4, 6, 8),
         raise ValueError(f"n_values must be a non-empty sequence of distinct integers >= 1, got {n_values!r}")
     n_values = [int(n) for n in n_values]
     start_n = int(start_n)
-    max_n_draft = check_int("max_n_draft", max_n_draft, start_n)
+    max_n_draft = (max(ADAPTIVE_CAP, start_n) if max_n_draft is None
+                   else check_int("max_n_draft", max_n_draft, start_n))
     check_has_draft(pair, "compare_adaptive (it times the draft model)")
     available = arena_prompts(pair, task)
     if prompts > len(available):

@@ -133,19 +133,16 @@ class ScratchKVCache:
     scattered through the buffer and needs :func:`keep_positions` (lesson 10).
     ``tokens`` / ``committed_tokens`` / ``scratch_tokens`` record which token ids the entries belong to.
 
-    Raises ``TypeError`` for a ``model`` that is not a torch model (None, a pair), for tokens that are not integer
-    ids (text, floats) and ``ValueError`` for an empty token
+    Raises ``TypeError`` for a ``model`` that is not a transformers model (None, a pair), for tokens that are not
+    integer ids (text, floats) and ``ValueError`` for an empty token
     list, ids outside the vocabulary, a block past the model's context (see :func:`lab.models.forward`) or a
     ``count`` outside ``[0, scratch_length]``.
     """
 
     def __init__(self, model, cache=None):
-        from lab.models import new_cache
+        from lab.models import check_model, new_cache
 
-        if not isinstance(model, torch.nn.Module):  # None failed only at the first append, inside forward
-            hint = "; a pair's models are pair.target and pair.draft" if hasattr(model, "target") else ""
-            raise TypeError(f"ScratchKVCache takes the model whose cache it holds (a torch model), got "
-                            f"{type(model).__name__}{hint}")
+        check_model("ScratchKVCache's model", model, runs=True)  # None failed only at the first append
         self.model = model
         self.cache = cache if cache is not None else new_cache()
         self.committed_tokens: list = []

@@ -28,7 +28,7 @@ import torch
 
 from lab.compare import LEVEL, beyond_tokens_per_call, compare_speedups  # re-exported for lessons and lab.arena_reading
 from lab.trace import LAST_KINDS, step_records
-from lab.validation import check_int, check_probs, is_integer, plain_number
+from lab.validation import check_int, check_probs, is_integer, plain_number, refuse_complex_and_bool
 
 __all__ = ["expected_tokens_per_call", "predicted_speedup", "optimal_n_draft", "kl_divergence",
            "total_variation", "acceptance_probability", "chi_square", "summarize_steps", "alpha_from_steps",
@@ -213,15 +213,7 @@ def chi_square(counts, probs, min_expected: float = 5.0):
     """
     from scipy.stats import chisquare
 
-    if isinstance(counts, torch.Tensor) and (counts.dtype == torch.bool or counts.is_complex()):
-        raise TypeError(f"counts must be real numbers of observations, got a tensor of dtype {counts.dtype}")
-    if type(counts).__name__ == "ndarray" and counts.dtype.kind in "bc":  # NumPy bools or complex numbers
-        raise TypeError(f"counts must be real numbers of observations, got a NumPy array of dtype {counts.dtype}")
-    if isinstance(counts, (list, tuple)):  # as_tensor reads True as 1 and fails on a complex item with no name
-        wrong = next((c for c in counts if isinstance(c, (bool, complex))
-                      or getattr(getattr(c, "dtype", None), "kind", "") in ("b", "c")), None)  # NumPy scalars
-        if wrong is not None:
-            raise TypeError(f"counts must be real numbers of observations, got {type(wrong).__name__} {wrong!r}")
+    refuse_complex_and_bool("counts", counts, "observation counts")  # as_tensor would read True as 1
     try:
         counts = torch.as_tensor(counts, dtype=torch.float64).cpu()
     except (TypeError, ValueError, RuntimeError):

@@ -42,7 +42,7 @@ __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "lo
            "full_precision_embedding", "pick_device", "fit_threads",
            "auto_dtype",
            "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
-           "hidden_layers_of", "synchronize", "OFFLINE_PAIRS_HINT"]
+           "hidden_layers_of", "synchronize", "OFFLINE_PAIRS_HINT", "check_model"]
 
 OFFLINE_PAIRS_HINT = "use an offline pair: load_pair('smollm2-135m') or load_pair('shakespeare')"
 """The advice that ends a :class:`ModelNotAvailableError` for a hub preset that cannot be had here, worded for Python;
@@ -632,19 +632,21 @@ def load_projected_draft(folder: Path, target, embedding: torch.Tensor | None = 
     return draft.to(device=table.device, dtype=table.dtype).eval()
 
 
-def _model_with(model, attribute: str, where: str):
-    """``model``'s ``attribute``, or ``TypeError`` naming ``where`` when it has none (None, a pair, a name)."""
-    found = getattr(model, attribute, None)
-    if found is None:
+def check_model(name: str, model, needs: str = "config", runs: bool = False) -> None:
+    """Raise ``TypeError`` naming ``name`` unless ``model`` looks like a transformers model: it has ``needs`` (its
+    ``config``, or the attribute the caller reads) and, when the caller ``runs`` it, is callable. Duck-typed, so a
+    test's stand-in passes; a pair (None, a preset's name...) is refused, and a pair is pointed to its models."""
+    if getattr(model, needs, None) is None or (runs and not callable(model)):
         hint = "; a pair's models are pair.target and pair.draft" if hasattr(model, "target") else ""
-        raise TypeError(f"{where} takes a transformers model (with .{attribute}), got {type(model).__name__}{hint}")
-    return found
+        raise TypeError(f"{name} must be a transformers model (pair.target, pair.draft), got "
+                        f"{type(model).__name__}{hint}")
 
 
 def vocab_size(model) -> int:
     """Width of the model's output layer (the vocabulary its logits cover). Raises ``TypeError`` for an object that
     is not a transformers language model (no ``get_output_embeddings``)."""
-    return _model_with(model, "get_output_embeddings", "vocab_size")().weight.shape[0]
+    check_model("vocab_size's model", model, needs="get_output_embeddings")
+    return model.get_output_embeddings().weight.shape[0]
 
 
 def check_same_vocab(target, draft) -> None:
@@ -657,7 +659,8 @@ def check_same_vocab(target, draft) -> None:
 def context_limit(model) -> int | None:
     """The longest sequence the model's position embeddings cover, or None if unbounded. Raises ``TypeError`` for an
     object without a transformers ``config`` (None, a pair)."""
-    config = _model_with(model, "config", "context_limit")
+    check_model("context_limit's model", model)
+    config = model.config
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
 
@@ -700,8 +703,7 @@ def forward(model, input_ids, cache, logits_to_keep: int = 0, output_hidden_stat
     must be below it, since rotary models would otherwise extrapolate silently, and ``TypeError`` for a ``cache``
     that is not a transformers cache (:func:`new_cache`) or a ``model`` that is not a transformers model.
     """
-    if not hasattr(model, "config") or not callable(model):  # None raised an AttributeError about .config
-        raise TypeError(f"model must be a transformers model (pair.target, pair.draft), got {type(model).__name__}")
+    check_model("model", model, runs=True)  # None raised an AttributeError about .config
     ids = torch.as_tensor(input_ids)
     if ids.dim() > 2 or (ids.dim() == 2 and ids.size(0) != 1):  # view(1, -1) would glue a batch into one sequence
         raise ValueError(f"input_ids must be one sequence, list[int] or [n] / [1, n], got shape {tuple(ids.shape)}")

@@ -14,7 +14,7 @@ from numbers import Integral, Real
 import torch
 
 __all__ = ["check_int", "is_integer", "check_token_ids", "check_unbounded_ids", "plain_number",
-           "check_sampling_args", "check_probs", "check_number", "MAX_LENGTH"]
+           "check_sampling_args", "check_probs", "check_number", "MAX_LENGTH", "refuse_complex_and_bool"]
 
 
 MAX_LENGTH = 1 << 16
@@ -178,23 +178,26 @@ def check_sampling_args(temperature: float = 1.0, top_k: int | None = None, top_
     return temperature, top_k, top_p
 
 
-def _refuse_complex_and_bool(name: str, probs) -> None:
-    """TypeError naming ``name`` for complex or bool input, which ``torch.as_tensor(..., dtype=float)`` would cast
-    silently (dropping the imaginary part; False/True as 0/1): a tensor, NumPy array or NumPy scalar of complex or
-    bool dtype, a bool, or a (nested) list or tuple holding one."""
-    if isinstance(probs, torch.Tensor):
-        if probs.is_complex() or probs.dtype == torch.bool:
-            raise TypeError(f"{name} must be real probabilities, got a tensor of dtype {probs.dtype}")
-    elif type(probs).__module__ == "numpy" and hasattr(probs, "dtype"):  # an array or a NumPy scalar
-        if probs.dtype.kind in "bc":
-            raise TypeError(f"{name} must be real probabilities, got NumPy {type(probs).__name__} of dtype "
-                            f"{probs.dtype}")
-    elif isinstance(probs, bool):
-        raise TypeError(f"{name} must be probabilities (numbers), got bool {probs!r}")
-    elif isinstance(probs, (list, tuple)):
-        for item in probs:
+def refuse_complex_and_bool(name: str, values, what: str = "probabilities") -> None:
+    """TypeError naming ``name`` (and saying ``values`` must be real ``what``) for complex or bool input, which
+    ``torch.as_tensor(..., dtype=float)`` would cast silently (dropping the imaginary part; False/True as 0/1): a
+    tensor, NumPy array or NumPy scalar of complex or bool dtype, a bool, a complex number, or a (nested) list or
+    tuple holding one."""
+    if isinstance(values, torch.Tensor):
+        if values.is_complex() or values.dtype == torch.bool:
+            raise TypeError(f"{name} must be real {what}, got a tensor of dtype {values.dtype}")
+    elif type(values).__module__ == "numpy" and hasattr(values, "dtype"):  # an array or a NumPy scalar
+        if values.dtype.kind in "bc":
+            raise TypeError(f"{name} must be real {what}, got NumPy {type(values).__name__} of dtype "
+                            f"{values.dtype}")
+    elif isinstance(values, bool):
+        raise TypeError(f"{name} must be {what} (numbers), got bool {values!r}")
+    elif isinstance(values, complex):
+        raise TypeError(f"{name} must be real {what}, got complex {values!r}")
+    elif isinstance(values, (list, tuple)):
+        for item in values:
             if type(item) is not float and type(item) is not int:  # plain numbers (the usual case): nothing to refuse
-                _refuse_complex_and_bool(name, item)
+                refuse_complex_and_bool(name, item, what)
 
 
 def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -211,7 +214,7 @@ def check_probs(name: str, probs: torch.Tensor, atol: float = 1e-3, dtype: torch
         raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise ValueError(f"dtype must be a floating torch dtype (torch.float32, ...), got {dtype!r}")
-    _refuse_complex_and_bool(name, probs)
+    refuse_complex_and_bool(name, probs)
     try:
         probs = torch.as_tensor(probs, dtype=dtype)
     except (TypeError, ValueError, RuntimeError) as error:

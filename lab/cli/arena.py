@@ -161,8 +161,7 @@ def run(args) -> int:
     adaptive = None
     if "model" in wanted and "model" not in skipped:  # fixed vs adaptive N is the draft model's
         adaptive = compare_adaptive(pair, task=tasks[0], max_new_tokens=args.max_new_tokens, prompts=args.prompts,
-                                    start_n=args.n_draft, max_n_draft=max(16, args.n_draft),  # 16: the default cap
-                                    repeats=args.repeats)
+                                    start_n=args.n_draft, repeats=args.repeats)
     if args.json:
         # the file lab.arena.committed_arena reads: the run, and the command and time that made it
         ended = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

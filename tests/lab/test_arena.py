@@ -299,6 +299,10 @@ def test_format_tables_put_each_number_in_its_column(rows):
 
 def test_compare_adaptive_best_fixed_n_is_the_fastest(pair):
     result = compare_adaptive(pair, n_values=[1, 3], max_new_tokens=12, prompts=1, progress=False)
+    assert result["settings"]["max_n_draft"] == 16  # lab.arena.ADAPTIVE_CAP
+    # a start above the cap raises the cap (arena --n-draft 17 failed here after the whole arena had run)
+    assert compare_adaptive(pair, n_values=[1], start_n=17, max_new_tokens=3, prompts=1,
+                            progress=False)["settings"]["max_n_draft"] == 17
     fixed = {r["n_draft"]: r["measured_speedup"] for r in result["rows"] if r["drafter"] == "model"}
     assert len(fixed) == 2 and fixed[1] != fixed[3]
     assert result["best_fixed_n"] == max(fixed, key=fixed.get)

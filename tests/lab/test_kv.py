@@ -308,8 +308,8 @@ def test_two_cache_greedy_names_a_plugged_in_rule_that_breaks_the_loop(target, d
 
 def test_a_scratch_cache_needs_a_model(pair):
     """ScratchKVCache(None) was built and failed only at its first append, inside forward."""
-    with pytest.raises(TypeError, match="ScratchKVCache takes the model whose cache it holds .a torch model., got "
-                                        "NoneType"):
+    with pytest.raises(TypeError, match=r"ScratchKVCache's model must be a transformers model \(pair.target, "
+                                        r"pair.draft\), got NoneType"):
         ScratchKVCache(None)
     with pytest.raises(TypeError, match="a pair's models are pair.target and pair.draft"):
         ScratchKVCache(pair)

@@ -409,15 +409,16 @@ def test_numbers_no_float_holds_are_named_not_overflowed():
 
 
 @pytest.mark.parametrize("counts, message", [
-    ([True, False, True], "got bool True"),
-    ([1 + 0j, 9], r"got complex \(1\+0j\)"),
-    (torch.tensor([True, False]), "got a tensor of dtype torch.bool"),
-    (torch.tensor([3 + 0j, 7 + 0j]), "got a tensor of dtype torch.complex64"),
-    (np.array([True, False, True]), "got a NumPy array of dtype bool"),
-    (np.array([3 + 0j, 7 + 0j]), "got a NumPy array of dtype complex128"),
-    ([np.True_, 4, 5], r"got bool_? (np\.True_|True)"),  # NumPy 2 and 1 name it apart
+    ([True, False, True], r"observation counts \(numbers\), got bool True"),
+    ([1 + 0j, 9], r"real observation counts, got complex \(1\+0j\)"),
+    (torch.tensor([True, False]), "real observation counts, got a tensor of dtype torch.bool"),
+    (torch.tensor([3 + 0j, 7 + 0j]), "real observation counts, got a tensor of dtype torch.complex64"),
+    (np.array([True, False, True]), "real observation counts, got NumPy ndarray of dtype bool"),
+    (np.array([3 + 0j, 7 + 0j]), "real observation counts, got NumPy ndarray of dtype complex128"),
+    ([np.True_, 4, 5], r"real observation counts, got NumPy bool_? of dtype bool"),  # NumPy 2 and 1 name it apart
 ])
 def test_chi_square_refuses_bools_and_complex_counts(counts, message):
-    """True counted as one observation and a complex count was named only as 'got list'."""
-    with pytest.raises(TypeError, match=f"counts must be real numbers of observations, {message}"):
+    """True counted as one observation and a complex count was named only as 'got list' (lab.validation's
+    refuse_complex_and_bool, which the probability checks use too)."""
+    with pytest.raises(TypeError, match=f"^counts must be {message}"):
         metrics.chi_square(counts, [0.5] * len(counts) if len(counts) == 2 else [0.25, 0.5, 0.25])
