@@ -430,7 +430,7 @@ _ARITY_ERROR = re.compile(r"positional arguments? but \d+ (?:was|were) given|mis
 
 
 def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=None, time_limit=None,
-            none_allowed=False, show_answer=None) -> int:
+            none_allowed=False, show_answer=None, answer_legend=None) -> int:
     """Run ``fn`` on every case; on a mismatch raise ``Fail`` with the hint of the planted fault that best
     explains the learner's answers: among the faults that reproduce more than half of the learner's wrong answers,
     the one agreeing on most cases (the hint then says how many it fits when that is not all of them);
@@ -442,7 +442,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
     for a function that returned None everywhere (so such a fault's hint should mention a missing return too).
     ``show_answer`` (optional) writes an answer as lines of text (a mask as one row of 0/1 per node): where it can
     write both the learner's answer and the expected one (it raises on an answer of another kind), the message shows
-    them side by side, row by row, instead of as one-line values (see :func:`show_side_by_side`)."""
+    them side by side, row by row, instead of as one-line values (see :func:`show_side_by_side`), followed by
+    ``answer_legend`` (a line saying how to read the rows) when given."""
     show_args = show_args or (lambda args: ", ".join(show_value(a) for a in args))
     learner_fn, fn = fn, time_limited(fn, time_limit or CALL_TIME_LIMIT_S)
     expected = [outcome_of(reference, args) for args in cases]
@@ -570,6 +571,8 @@ def compare(name, fn, cases, reference, faults, same, generic_hint, show_args=No
         show_answer is not None and got[i][0] == expected[i][0] == "ok") else (None, None)
     if all(lines):  # a grid (a mask) reads better as rows than as a nested list on one line
         head = f"{name}({show_args(cases[i])}) returned a wrong answer:\n{show_side_by_side(*lines)}"
+        if answer_legend:
+            head += f"\n  ({answer_legend})"
     elif got[i][0] == "raise" and "\n" in got[i][2].strip():  # a long error (scipy's): the expected value first
         head = f"{name}({show_args(cases[i])}) should give {want}, but it {shown.rstrip()}"
     else:

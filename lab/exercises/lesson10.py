@@ -237,6 +237,10 @@ def _mask_rows(mask) -> str:
     return "\n".join(f"{row[:prefix_len]}|{row[prefix_len:]}" for row in bits)
 
 
+_MASK_LEGEND = ("row i is tree node i, the one that attends; left of the bar, one column per committed token; right "
+                "of it, one per tree node, from node 0; 1 = may attend")
+
+
 @checker
 def tree_mask(fn):
     """Check ``fn(parents, prefix_len) -> BoolTensor [n, prefix_len + n]``: the tree attention mask
@@ -300,7 +304,7 @@ def tree_mask(fn):
     count = compare("tree_mask", fn, _TREES, tree_attention_mask, faults, same,
                     "return a bool tensor [n, prefix_len + n] (shown here one row per node, 1 = may attend, a "
                     "bar after the prefix's columns); row i: True for the prefix, for node i's ancestors and for "
-                    "node i itself; False elsewhere.", show_answer=_mask_rows)
+                    "node i itself; False elsewhere.", show_answer=_mask_rows, answer_legend=_MASK_LEGEND)
     return f"{count} masks right: each node sees the prefix, its ancestors and itself"
 
 

@@ -457,3 +457,7 @@ def test_answers_written_as_several_lines_are_shown_side_by_side():
                         [], harness.same_tensor, "GENERIC HINT", show_answer=rows)
     assert str(failure.value).startswith("f(1) returned [[True]]; expected tensor([[True, True], [True, True]])."), \
         str(failure.value)
+    with pytest.raises(harness.Fail) as failure:  # the legend says how to read the rows, under them
+        harness.compare("f", lambda x: torch.eye(2, dtype=torch.bool), [(1,)], lambda x: torch.ones(2, 2, dtype=bool),
+                        [], harness.same_tensor, "GENERIC HINT", show_answer=rows, answer_legend="row i: node i")
+    assert "    01         11\n  (row i: node i)\n  Hint: GENERIC HINT" in str(failure.value), str(failure.value)

@@ -17,6 +17,8 @@ def stub(*args):
 
 def test_tree_mask_without_the_prefix_hint(capsys):
     rejects(check.tree_mask, check._mask_variant("no_prefix"), capsys, "whole committed prefix")
+    # the side-by-side rows come with their legend, whichever hint follows
+    rejects(check.tree_mask, check._mask_variant("no_prefix"), capsys, "row i is tree node i, the one that attends")
     rejects(check.tree_mask, check._mask_variant("no_self"), capsys, "attends to itself")
 
 
