@@ -26,6 +26,7 @@ _RESIDUAL_CASES = [
     # returned the target here and passed)
     (_t([0.5, 0.5]), _t([0.51, 0.49])),
     (_t([0.5, 0.5]), _t([0.501, 0.499])),  # mass 0.001: a guard at 0.005 passed the case above
+    (_t([1e-6, 1 - 1e-6]), _t([0.0, 1.0])),  # mass 1e-6: a guard at 5e-4 passed the one above
 ]
 _RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
 # One row with target == draft next to one without: a zero-mass guard must work row by row.
@@ -36,6 +37,14 @@ def reference_residual_distribution(target_probs, draft_probs):
     """The answer to the residual exercises: :func:`lab.sampling.residual_distribution` (``[..., V]`` in, ``[..., V]``
     out)."""
     return _sampling.residual_distribution(target_probs, draft_probs)
+
+
+_EPS_HINT = ("a constant added to the sum (sum + eps) shrinks every row a little, and most where the residual mass is "
+             "itself small: with a mass of 1e-6 the row no longer sums to 1. Divide by the sum itself and keep 0/0 "
+             "out another way: torch.where on the mass (with target_probs where it is 0), or a sum clamped from "
+             "below with clamp_min, which changes nothing where the mass is positive.")
+_HALF_HINT = ("the values are right to about 3 digits: the answer is in half precision (float16 or bfloat16). Return "
+              "the inputs' dtype (float32): probabilities rounded to 3 digits no longer sum to 1 exactly.")
 
 
 def _residual_faults():
@@ -54,6 +63,13 @@ def _residual_faults():
                                   pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-12), t),
          "guard only the rows whose residual mass is 0: a small mass, like 0.01 when the draft nearly matches the "
          "target, is a real distribution to resample from (a good draft makes such rows common)."),
+        # a constant added to the sum: each eps a learner may pick, guarded with where or not
+        *[(lambda t, d, eps=eps, guard=guard: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
+                                                          pos(t, d) / (pos(t, d).sum(-1, keepdim=True) + eps), t)
+           if guard else pos(t, d) / (pos(t, d).sum(-1, keepdim=True) + eps), _EPS_HINT)
+          for eps in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10) for guard in (True, False)],
+        *[(lambda t, d, dtype=dtype: _sampling.residual_distribution(t, d).to(dtype), _HALF_HINT)
+          for dtype in (torch.float16, torch.bfloat16)],
         (lambda t, d: torch.softmax(pos(t, d), -1),
          "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
          "probability), some probability. Divide the positive part by its sum instead."),

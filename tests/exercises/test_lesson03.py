@@ -130,7 +130,7 @@ def test_bug_2_leaves_zero_mass_to_bug_3(capsys):
 
     ok, out = run(check.residual_without_softmax, divided, capsys)
     assert ok, out
-    assert out.startswith("✓ residual_without_softmax: correct on all 9 cases where the residual has mass"), out
+    assert out.startswith("✓ residual_without_softmax: correct on all 10 cases where the residual has mass"), out
     assert "target == draft is the next bug" in out, out
     rejects(check.residual_zero_mass, divided, capsys, "0/0 = NaN", "Return target_probs")
     rejects(check.residual_distribution, divided, capsys, "0/0 = NaN")
@@ -209,3 +209,33 @@ def test_the_row_guard_hint_does_not_hand_over_the_code(capsys):
 
     out = rejects(check.residual_zero_mass, batch_guard, capsys, "guard each row")
     assert "torch.where" not in out and "keepdim=True" not in out, out
+
+
+def test_a_constant_added_to_the_sum_and_a_threshold_guard_are_caught(capsys):
+    """A learner's ``mass + eps`` (guarded with where or not) and a guard ``mass > 5e-4`` passed or got only the
+    formula hint: a case of residual mass 1e-6 catches both, and the eps mistake has its own hint."""
+    def with_eps(eps, guard):
+        def residual(t, d):
+            missing = (t - d).clamp_min(0)
+            mass = missing.sum(-1, keepdim=True)
+            return torch.where(mass > 0, missing / (mass + eps), t) if guard else missing / (mass + eps)
+        return residual
+
+    for eps in (1e-6, 1e-8):
+        for guard in (True, False):
+            rejects(check.residual_distribution, with_eps(eps, guard), capsys, "a constant added to the sum")
+    ok, out = run(check.residual_distribution, with_eps(1e-12, True), capsys)  # too small to matter: passes
+    assert ok, out
+
+    def threshold(t, d):
+        missing = (t - d).clamp_min(0)
+        mass = missing.sum(-1, keepdim=True)
+        return torch.where(mass > 5e-4, missing / mass.clamp_min(1e-30), t)
+
+    rejects(check.residual_distribution, threshold, capsys, "guard only the rows whose residual mass is 0")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_half_precision_answer_gets_the_dtype_hint(dtype, capsys):
+    rejects(check.residual_distribution, lambda t, d: sampling.residual_distribution(t, d).to(dtype), capsys,
+            "half precision", "Return the inputs' dtype (float32)")
