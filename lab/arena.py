@@ -23,7 +23,7 @@ from numbers import Integral, Real
 import torch
 
 from lab.assets import committed_json
-from lab.bench import pool_runs, run_fastest, run_interleaved, threads_label
+from lab.bench import pool_runs, repeats_label, run_fastest, run_interleaved, threads_label
 from lab.load_meter import LoadMeter
 from lab.models import processor_name
 from lab.prompts import ARENA_TASKS, CHAT_TASKS, CONVERSATION_TASKS, arena_prompts, arena_tasks, context_problem, \
@@ -428,7 +428,7 @@ def format_arena(result: dict) -> str:
     lines = [f"pair {s['pair']}{chat} on {where} ({s['dtype']}, {threads_label(s['threads'])}), "
              f"{s['prompts_per_task']} prompt{'' if s['prompts_per_task'] == 1 else 's'} per task × "
              f"{s['max_new_tokens']} new tokens, N = {s['n_draft']}, seed {s['seed']}, "
-             f"fastest of {s['repeats']}" + (f"; {s['geometry']}" if s.get("geometry") else "")
+             f"{repeats_label(s['repeats'])}" + (f"; {s['geometry']}" if s.get("geometry") else "")
              + (f"; load average {load[0]} → {load[1]}" if load else ""), "",
              "| task | T | drafter | N | acceptance rate | α | tokens per target call | c | predicted × | "
              "measured × | efficiency | = AR |",

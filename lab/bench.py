@@ -39,7 +39,7 @@ from lab.validation import check_int, check_number, check_sampling_args
 __all__ = ["run_bench", "format_table", "agreement_with", "cost_curve", "COST_CURVE_TOKENS", "speedup_with_verify_cost",
            "goal_met", "goal_lines", "not_judged", "eagle_step_ms", "sweep_n_draft", "SWEEP_N", "BASE_METHODS",
            "EXTRA_METHODS",
-           "threads_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
+           "threads_label", "repeats_label", "run_fastest", "run_interleaved", "time_methods", "format_timing",
            "DRAFTER_METHODS", "BASELINE_METHODS", "check_drafters", "bench_rows", "HF_ASSISTED_POLICY", "SAME_POLICY",
            "SAME_RULE", "HF_LOOKUP_RULE", "FR_SPEC", "draft_step_ms", "pool_runs", "goal_record", "NOT_MEASURED",
            "NO_DECODE_STEP", "needs_draft_model", "EAGLE3_TREE", "EAGLE3_TREE_SHAPE"]
@@ -132,6 +132,11 @@ def check_drafters(names, what: str = "drafters") -> tuple:
 def threads_label(count: int) -> str:
     """``"1 thread"`` or ``"N threads"``, for the tables' settings lines."""
     return f"{count} thread" + ("" if count == 1 else "s")
+
+
+def repeats_label(count: int) -> str:
+    """``"one timing per prompt"`` or ``"fastest of N"`` (timings per prompt), for the tables' settings lines."""
+    return "one timing per prompt" if count == 1 else f"fastest of {count}"
 
 
 def _rotated(names: list, i: int) -> list:
@@ -278,7 +283,7 @@ def format_timing(result: dict) -> str:
     lines = [f"pair {s['pair']} on {s['device']} ({s['dtype']}, {threads_label(s['threads'])}), {s['prompts']} "
              f"prompt{'' if s['prompts'] == 1 else 's'} × up to {s['max_new_tokens']} new "
              f"token{'' if s['max_new_tokens'] == 1 else 's'}, "
-             f"T = {s['temperature']:g}, methods interleaved prompt by prompt, fastest of {s['repeats']}", "",
+             f"T = {s['temperature']:g}, methods interleaved prompt by prompt, {repeats_label(s['repeats'])}", "",
              "| method | tokens/s | speedup | acceptance rate | α | tokens per target call |",
              "|---|---|---|---|---|---|"]
     for row in result["rows"]:

@@ -311,6 +311,7 @@ def test_compare_adaptive_best_fixed_n_is_the_fastest(pair):
 def test_arena_heading_counts_one_prompt_and_one_thread(rows):
     heading = format_arena(_arena(rows, threads=1, prompts=1)).splitlines()[0]
     assert "(float32, 1 thread), 1 prompt per task ×" in heading, heading
+    assert "seed 0, one timing per prompt" in heading, heading  # not "fastest of 1"
 
 
 def test_arena_takes_numpy_temperatures_and_checks_the_context(pair):

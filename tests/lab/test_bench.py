@@ -526,6 +526,9 @@ def test_time_methods_interleaves_and_pools(pair):
     assert 0 <= spec["acceptance_rate"] <= spec["alpha"] <= 1
     text = format_timing(result)
     assert "| draft model |" in text and result["note"] in text and "interleaved" in text
+    # one timing per prompt is said so ("fastest of 1" read oddly in lesson 00); several are "fastest of N"
+    assert "one timing per prompt" in text and "fastest of" not in text
+    assert "fastest of 3" in format_timing({**result, "settings": {**result["settings"], "repeats": 3}})
     assert set(result["load"]) == {"seconds", "cores", "other_cores", "load_average", "busy"}
     from lab.models import processor_name
 
