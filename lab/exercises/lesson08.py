@@ -176,11 +176,16 @@ def _grow_cases():
         # ties across parents, in the order found: 5 (1/2) is taken first, so its children (1/4 each) are found
         # before those of 3 and 4 (1/4 each too), although 3 and 4 come first among the pattern's children
         ({3: (1, {30: (1, leaf)}), 4: (1, {40: (1, leaf)}), 5: (2, {50: (1, leaf), 51: (1, leaf)})}, 5, 0.1),
+        # continuations end at a node: 1 was seen 4 times but followed (by 2) only once, so counts are not path
+        # probabilities. 2 is 2/3 x 1/1 = 2/3 and comes before 3 (1/3), although its count is the lowest; by the
+        # parent's count (Arctic Inference's rule) 2 would be 2/3 x 1/4 = 1/6, below min_prob
+        ({1: (4, {2: (1, leaf)}), 3: (2, leaf)}, 3, 0.2),
     ]
 
 
 def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=False, no_cap=False,
-                  parent_tokens=False, chain=False, parent_count=False, local_min=False, sibling_ties=False):
+                  parent_tokens=False, chain=False, parent_count=False, local_min=False, sibling_ties=False,
+                  raw_count=False):
     """Planted mistakes in growing the tree (each flag one), around a correct heap-based expansion."""
     import heapq
     import itertools
@@ -194,7 +199,8 @@ def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=
                 p = count / total if local_prob else prob * count / total
                 kept = count / total if local_min else p  # local_min: the share alone against min_prob
                 if no_min or (kept > min_prob if strict_min else kept >= min_prob):
-                    order = (depth if level_order else 0, -p, sibling if sibling_ties else 0, next(found))
+                    order = (depth if level_order else 0, -count if raw_count else -p, sibling if sibling_ties else 0,
+                             next(found))
                     heapq.heappush(heap, (order, token, sub, index, p, count, depth))
 
         push(children, -1, 1.0, 1, None)
@@ -263,6 +269,10 @@ def grow_tree(fn):
         (_grow_variant(parent_count=True), "divide a child's count by the total of it and its siblings' counts, not "
                                            "by the parent's own count (a path can end at the parent, so the "
                                            "children's counts may add up to less)."),
+        (_grow_variant(raw_count=True), "order by path probability, not by the raw count: where some continuations "
+                                        "end at a node, its children's counts add up to less than its own, so counts "
+                                        "under different parents are not on one scale, and count order is not "
+                                        "probability order."),
         (_grow_variant(no_min=True), "leave out nodes whose path probability is below min_prob (they would "
                                      "rarely be accepted and cost a slot of the tree)."),
         (_grow_variant(strict_min=True), "a node exactly at min_prob is kept: compare with >=, not >."),

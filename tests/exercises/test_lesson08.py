@@ -6,6 +6,7 @@ import pytest
 
 from lab.drafters.prompt_lookup import ngram_lookup
 from lab.exercises import lesson08 as check
+from tests.helpers import rejects
 
 
 def run(capsys, checker, fn, *args):
@@ -92,10 +93,11 @@ def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
     (dict(parent_tokens=True), "INDEX in tokens"), (dict(chain=True), "siblings stay candidates"),
     (dict(local_min=True), "not with its share among its siblings"),
     (dict(sibling_ties=True), "found (pushed) first overall"),  # got the depth-first hint
+    (dict(raw_count=True), "not by the raw count"),  # a learner's report: passed every tree
 ])
 def test_grow_tree_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.grow_tree, check._ref_grow_tree)
-    assert ok and "14 trees right" in out
+    assert ok and "15 trees right" in out
     assert run(capsys, check.grow_tree, check._grow_variant())[0]  # the planted family's base is right
     ok, out = run(capsys, check.grow_tree, check._grow_variant(**variant))
     assert not ok and phrase in out, out
@@ -207,7 +209,7 @@ def test_grow_tree_passes_whatever_the_order_of_the_multiplications(capsys, orde
     at min_prob only up to rounding (9/10 x 1/9 is 0.09999999999999999 that way, 0.1 the reference's way): every
     order passes now."""
     ok, out = run(capsys, check.grow_tree, _grow_in_order(order))
-    assert ok and "14 trees right" in out, out
+    assert ok and "15 trees right" in out, out
 
 
 def test_grow_tree_cases_do_not_depend_on_rounding():
@@ -273,3 +275,42 @@ def test_learner_answers_from_a_new_learners_run(capsys):
 
     ok, out = run(capsys, check.grow_tree, breadth_first_then_sorted)
     assert not ok and "[5, 3, 4, 30, 40]" in out and "[5, 3, 4, 50, 51]" in out, out
+
+
+def test_grow_tree_names_a_heap_keyed_on_the_raw_count(capsys):
+    """A learner's report: a heap keyed on the raw count passed every tree, since in each a node's children's counts
+    added up to its own (so count order was path-probability order)."""
+    import heapq
+    import itertools
+
+    def grow(children, budget, min_prob):
+        tokens, parents, heap, counter = [], [], [], itertools.count()
+
+        def push(kids, parent, prob):
+            total = sum(c for c, _ in kids.values())
+            for tok, (c, sub) in kids.items():
+                p = prob * c / total
+                if p >= min_prob:
+                    heapq.heappush(heap, (-c, next(counter), tok, sub, parent, p))  # -c, not -p
+
+        push(children, -1, 1.0)
+        while heap and len(tokens) < budget:
+            _, _, tok, sub, parent, p = heapq.heappop(heap)
+            tokens.append(tok)
+            parents.append(parent)
+            if sub:
+                push(sub, len(tokens) - 1, p)
+        return tokens, parents
+
+    out = rejects(check.grow_tree, grow, capsys, "not by the raw count", "({1: (4, {2: (1, {})}), 3: (2, {})}, 3, 0.2)")
+    assert "heappush(" not in out, out
+
+
+def test_grow_tree_case_where_continuations_end():
+    """Where continuations end at a node, the reference orders by path probability (2 before 3), a raw-count order
+    takes 3 first, and the parent's-count rule (Arctic Inference's) leaves 2 out at min_prob 0.2."""
+    case = ({1: (4, {2: (1, {})}), 3: (2, {})}, 3, 0.2)
+    assert case in check._grow_cases()
+    assert check._ref_grow_tree(*case) == ([1, 2, 3], [-1, 0, -1])
+    assert check._grow_variant(raw_count=True)(*case) == ([1, 3, 2], [-1, -1, 0])
+    assert check._grow_variant(parent_count=True)(*case) == ([1, 3], [-1, -1])
