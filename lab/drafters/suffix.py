@@ -144,7 +144,10 @@ def speculation_tree(node, budget: int, depth_room: int, min_prob: float) -> tup
     none below ``min_prob``, ties in the order the children were found; ``parents[i]`` = the index of node i's
     parent in ``tokens``, -1 for a child of ``node``. ``score`` = the sum of the nodes' path probabilities (the
     expected number of accepted tokens if the frequencies were the target's probabilities). Oliaro et al. 2024,
-    §3 (greedy expansion by empirical probability); lesson 08's exercise."""
+    §3 (greedy expansion by empirical probability); lesson 08's exercise. The siblings' total is the paper's rule;
+    the authors' library, Arctic Inference, divides by the parent's own count instead (``SuffixTree::
+    _speculate_tree``), which also counts the occurrences that end at the parent, so its probabilities are lower
+    wherever continuations end and ``min_prob`` leaves out more nodes."""
     tokens, parents, score = [], [], 0.0
     heap, tie = [], 0
 

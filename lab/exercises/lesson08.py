@@ -266,9 +266,12 @@ def grow_tree(fn):
                             "unlikely grandchild."),
         (_grow_variant(local_prob=True), "a node's probability is its PATH probability: its parent's probability "
                                          "times its share of its siblings' counts, not its share alone."),
-        (_grow_variant(parent_count=True), "divide a child's count by the total of it and its siblings' counts, not "
-                                           "by the parent's own count (a path can end at the parent, so the "
-                                           "children's counts may add up to less)."),
+        (_grow_variant(parent_count=True), "this exercise follows the paper's rule (Oliaro et al. 2024, §3): a "
+                                           "child's count over its siblings' total (its own included). You divided "
+                                           "by the parent's own count, as the authors' library Arctic Inference "
+                                           "does; that count also holds the occurrences that end at the parent, so "
+                                           "the children's counts can add up to less, their probabilities come out "
+                                           "lower, and min_prob leaves out more nodes than the exercise does."),
         (_grow_variant(raw_count=True), "order by path probability, not by the raw count: where some continuations "
                                         "end at a node, its children's counts add up to less than its own, so counts "
                                         "under different parents are not on one scale, and count order is not "

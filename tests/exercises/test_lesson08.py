@@ -88,7 +88,7 @@ def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
 
 @pytest.mark.parametrize("variant,phrase", [
     (dict(level_order=True), "best first, not level by level"), (dict(local_prob=True), "PATH probability"),
-    (dict(parent_count=True), "not by the parent's own count"), (dict(no_min=True), "below min_prob"),
+    (dict(parent_count=True), "follows the paper's rule"), (dict(no_min=True), "below min_prob"),
     (dict(strict_min=True), "compare with >=, not >"), (dict(no_cap=True), "budget nodes"),
     (dict(parent_tokens=True), "INDEX in tokens"), (dict(chain=True), "siblings stay candidates"),
     (dict(local_min=True), "not with its share among its siblings"),
@@ -314,3 +314,11 @@ def test_grow_tree_case_where_continuations_end():
     assert check._ref_grow_tree(*case) == ([1, 2, 3], [-1, 0, -1])
     assert check._grow_variant(raw_count=True)(*case) == ([1, 3, 2], [-1, -1, 0])
     assert check._grow_variant(parent_count=True)(*case) == ([1, 3], [-1, -1])
+
+
+def test_grow_tree_parent_count_hint_names_both_rules(capsys):
+    """Dividing by the parent's own count is Arctic Inference's rule, not a blunder: the hint says the exercise
+    follows the paper's siblings' total and why the two differ."""
+    out = rejects(check.grow_tree, check._grow_variant(parent_count=True), capsys)
+    assert "Arctic Inference" in out and "siblings' total" in out and "min_prob" in out, out
+    assert "not by the parent's own count" not in out, out
