@@ -5,11 +5,13 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
+import collections.abc
 import random
 
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
 from lab.drafters.suffix import speculation_tree
-from lab.exercises.harness import checker, compare, same_ints, want_token_list
+from lab.exercises.harness import (Fail, as_ints, checker, compare, fresh_args, run_case, same_ints, show_brief,
+                                   want_token_list)
 
 __all__ = ["ngram_lookup", "grow_tree"]
 
@@ -47,7 +49,8 @@ def _string_lookup(context, max_ngram, n_draft):
 
 def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=False, non_overlap=False,
                     include_gram=False, negative_slice=False, smallest=1, below_max=False, skip_start=False,
-                    full_only=False, shortest_first=False, above_max=False, fixed_top=None):
+                    full_only=False, shortest_first=False, above_max=False, fixed_top=None, late_start=False,
+                    skip_next=False, one_extra=False):
     def lookup(context, max_ngram, n_draft):
         tokens, length = list(context), len(context)
         top = max_ngram - 1 if below_max else max_ngram + 1 if above_max else fixed_top or max_ngram
@@ -61,14 +64,14 @@ def _lookup_variant(self_match=False, oldest=False, no_fallback=False, no_cap=Fa
                 continue
             suffix = tokens[-n:]
             n_eff = len(suffix)
-            last_start = length - n_eff if self_match else length - n_eff - 1
+            last_start = length - n_eff if self_match else length - n_eff - 1 - late_start
             if non_overlap:
                 last_start = min(last_start, length - 2 * n_eff)
             starts = range(0, last_start + 1) if oldest else range(last_start, 0 if skip_start else -1, -1)
             for i in starts:
                 if tokens[i:i + n_eff] == suffix and not (full_only and i + n_eff + n_draft > length):
-                    begin = i if include_gram else i + n_eff
-                    return tokens[begin:] if no_cap else tokens[begin:begin + n_draft]
+                    begin = i if include_gram else i + n_eff + skip_next
+                    return tokens[begin:] if no_cap else tokens[begin:begin + n_draft + one_extra]
         return []
     return lookup
 
@@ -93,6 +96,16 @@ def ngram_lookup(fn):
         (_lookup_variant(no_fallback=True), "when the longest n-gram has no earlier occurrence, try n - 1, …, 1 "
                                             "before giving up."),
         (_lookup_variant(no_cap=True), "propose at most n_draft tokens."),
+        (_lookup_variant(one_extra=True), "one token too many: the draft holds at most n_draft tokens, and a slice's "
+                                          "end is left out, so n_draft tokens from position b end before b + n_draft, "
+                                          "not b + n_draft + 1."),
+        (_lookup_variant(late_start=True), "your scan starts one position too far back and skips the most recent "
+                                           "earlier occurrence: one may start a single position before the last n "
+                                           "tokens do (it then ends just before the context's last token, as the "
+                                           "bigram [7, 7] at index 0 of [7, 7, 7] does), so try that start first."),
+        (_lookup_variant(skip_next=True), "the draft begins with the token right after the match: an occurrence "
+                                          "starting at i covers positions i … i + n - 1, so what followed it starts "
+                                          "at i + n, and your draft leaves that first token out."),
         (_lookup_variant(smallest=2), "try every size down to n = 1: a single matching token is a match too (a "
                                       "smallest n, like vLLM's prompt_lookup_min, is an engine setting, not part of "
                                       "this exercise)."),
@@ -185,7 +198,7 @@ def _grow_cases():
 
 def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=False, no_cap=False,
                   parent_tokens=False, chain=False, parent_count=False, local_min=False, sibling_ties=False,
-                  raw_count=False):
+                  raw_count=False, token_ties=False, no_sign=False):
     """Planted mistakes in growing the tree (each flag one), around a correct heap-based expansion."""
     import heapq
     import itertools
@@ -199,8 +212,9 @@ def _grow_variant(level_order=False, local_prob=False, no_min=False, strict_min=
                 p = count / total if local_prob else prob * count / total
                 kept = count / total if local_min else p  # local_min: the share alone against min_prob
                 if no_min or (kept > min_prob if strict_min else kept >= min_prob):
-                    order = (depth if level_order else 0, -count if raw_count else -p, sibling if sibling_ties else 0,
-                             next(found))
+                    rank = -count if raw_count else p if no_sign else -p
+                    order = (depth if level_order else 0, rank, token if token_ties else 0,
+                             sibling if sibling_ties else 0, next(found))
                     heapq.heappush(heap, (order, token, sub, index, p, count, depth))
 
         push(children, -1, 1.0, 1, None)
@@ -251,6 +265,29 @@ def _same_tree(a, b) -> bool:
     return same_ints(list(tokens_a), list(tokens_b)) and same_ints(list(parents_a), list(parents_b))
 
 
+def _tree_parts(value):
+    """``(tokens, parents)`` of an answer as two lists of ints, or None when it is not a pair of int sequences."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        return None
+    if any(isinstance(part, collections.abc.Iterator) for part in value):  # used up once read
+        return None
+    parts = [as_ints(part) for part in value]
+    return None if None in parts else parts
+
+
+def _shape_of(value) -> str:
+    """What an answer that is no pair of lists looks like, for the message ("" when nothing more fits)."""
+    if isinstance(value, dict):
+        return ": a dict, which the lesson's `tree_tokens, tree_parents = grow_tree(...)` would unpack into its keys"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
+        return ": one (token, parent) pair per node, not two lists"
+    if isinstance(value, (list, tuple)) and as_ints(value) is not None:
+        return ": one list of ints (the tokens alone?), not two"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, collections.abc.Iterator) for v in value):
+        return ": a generator or iterator is used up once read; make lists"
+    return ""
+
+
 @checker
 def grow_tree(fn):
     """Check ``fn(children, budget, min_prob) -> (tokens, parents)``: suffix decoding's speculation tree below a
@@ -276,6 +313,12 @@ def grow_tree(fn):
                                         "end at a node, its children's counts add up to less than its own, so counts "
                                         "under different parents are not on one scale, and count order is not "
                                         "probability order."),
+        (_grow_variant(no_sign=True), "heapq pops the SMALLEST key first: with the probability itself as the key the "
+                                      "least probable candidate comes out first; negate it so the most probable "
+                                      "does."),
+        (_grow_variant(token_ties=True), "break ties by the order the candidates were found, with a counter that "
+                                         "grows with every push (itertools.count()), not by the token id: a smaller "
+                                         "id says nothing about which came first."),
         (_grow_variant(no_min=True), "leave out nodes whose path probability is below min_prob (they would "
                                      "rarely be accepted and cost a slot of the tree)."),
         (_grow_variant(strict_min=True), "a node exactly at min_prob is kept: compare with >=, not >."),
@@ -295,10 +338,18 @@ def grow_tree(fn):
                                            "among its siblings: key the heap on (-probability, a counter that grows "
                                            "with every push), not on the child's index under its parent, or a later "
                                            "parent's first child jumps ahead of an earlier parent's second one."),
+        (lambda c, b, m: _ref_grow_tree(c, b, m)[::-1],
+         "return the pair in the order (tokens, parents): the token ids first, then the parent indices; your answer "
+         "has them the other way round."),
         (_grow_variant(chain=True), "it is a tree: when you take a node, its siblings stay candidates (keep them in "
                                     "the heap), so the tree can branch where the history did."),
     ]
     cases = _grow_cases()
+    first = run_case(fn, fresh_args(cases[1]))  # six nodes: a list of (token, parent) pairs is no pair of lists
+    if first[0] == "ok" and first[1] is not None and _tree_parts(first[1]) is None:
+        raise Fail(f"grow_tree returned {show_brief(first[1])}{_shape_of(first[1])}.\n  Hint: return a pair "
+                   "(tokens, parents) of lists, in that order: the token ids in the order you took them, then each "
+                   "one's parent index. The lesson unpacks it: tree_tokens, tree_parents = grow_tree(...).")
     count = compare("grow_tree", fn, cases, _ref_grow_tree, faults, _same_tree,
                     "start a heap with the pattern's children (probability = count / the siblings' total); pop the "
                     "most probable, append its token and parent index, push its children with probability = "

@@ -203,6 +203,19 @@ def _block_parts(value):
     return None if None in parts else parts
 
 
+def _block_shape(value) -> str:
+    """What an answer that is no pair of token sequences looks like, for the message ("" when nothing more fits)."""
+    if isinstance(value, dict):
+        return ": a dict, which `inputs, targets = parallel_block(...)` would unpack into its keys"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
+        return ": one (input, target) pair per position, not two lists"
+    if isinstance(value, (list, tuple)) and as_ints(value) is not None:
+        return ": one list of ints (the inputs alone?), not two"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, collections.abc.Iterator) for v in value):
+        return ": a generator or iterator has no len() and is used up once read, so make lists"
+    return ""
+
+
 @checker
 def parallel_block(fn):
     """Check ``fn(ids, anchor, k, mask_id) -> (inputs, targets)``: what a parallel (PARD) draft is fed to propose the
@@ -234,6 +247,9 @@ def parallel_block(fn):
         (lambda x, a, k, m: (x[:a + 1] + [m] * (k - 1), x[a + 1:a + 2] * k),
          "mask row i is scored on the token i + 1 places after the anchor, not on the next token again: the K "
          "targets are K different tokens of ids, the ones that follow the anchor."),
+        (lambda x, a, k, m: reference_parallel_block(x, a, k, m)[::-1],
+         "return the pair in the order (inputs, targets): what the draft is fed first, then the true tokens its rows "
+         "are scored on; your answer has them the other way round."),
     ]
 
     def same(a, b):
@@ -242,9 +258,10 @@ def parallel_block(fn):
 
     first = run_case(fn, fresh_args(cases[0]))
     if first[0] == "ok" and first[1] is not None and _block_parts(first[1]) is None:
-        raise Fail(f"parallel_block returned {show_brief(first[1])}; return a pair (inputs, targets) of token-id "
-                   "lists (list(...) makes one), not generators or iterators: "
-                   "the lesson takes len(inputs), feeds inputs to the draft and compares its guesses with targets.")
+        raise Fail(f"parallel_block returned {show_brief(first[1])}{_block_shape(first[1])}.\n  Hint: return a pair "
+                   "(inputs, targets) of token-id lists, in that order (list(...) makes one): the lesson unpacks it "
+                   "as inputs, targets = parallel_block(...), takes len(inputs), feeds inputs to the draft and "
+                   "compares its guesses with targets.")
     count = compare("parallel_block", fn, cases, reference_parallel_block, faults, same,
                     "inputs: the text up to and including ids[anchor], then mask tokens (how many? K rows must guess, "
                     "and ids[anchor]'s own row already guesses the first); targets: the true tokens after "

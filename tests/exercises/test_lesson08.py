@@ -23,6 +23,9 @@ def run(capsys, checker, fn, *args):
     (dict(smallest=2), "down to n = 1"), (dict(below_max=True), "start at the max_ngram you are given"),
     (dict(full_only=True), "fewer than n_draft tokens still counts"),  # got the self-match hint
     (dict(shortest_first=True), "try the LONGEST n-gram first"),  # a learner's: got the generic recipe
+    # a learner's report: the scan from len - n - 2, the slice from i + n + 1 and n_draft + 1 tokens got the recipe
+    (dict(late_start=True), "skips the most recent earlier occurrence"),
+    (dict(skip_next=True), "leaves that first token out"), (dict(one_extra=True), "one token too many"),
 ])
 def test_ngram_lookup_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.ngram_lookup, ngram_lookup)
@@ -94,6 +97,8 @@ def test_ngram_lookup_checker_catches_a_digit_string_search(capsys):
     (dict(local_min=True), "not with its share among its siblings"),
     (dict(sibling_ties=True), "found (pushed) first overall"),  # got the depth-first hint
     (dict(raw_count=True), "not by the raw count"),  # a learner's report: passed every tree
+    # a learner's report: these two got the generic recipe
+    (dict(token_ties=True), "not by the token id"), (dict(no_sign=True), "SMALLEST key first"),
 ])
 def test_grow_tree_checker(capsys, variant, phrase):
     ok, out = run(capsys, check.grow_tree, check._ref_grow_tree)
@@ -322,3 +327,87 @@ def test_grow_tree_parent_count_hint_names_both_rules(capsys):
     out = rejects(check.grow_tree, check._grow_variant(parent_count=True), capsys)
     assert "Arctic Inference" in out and "siblings' total" in out and "min_prob" in out, out
     assert "not by the parent's own count" not in out, out
+
+
+def _lookup_by_hand(start_back=0, begin_after=0, extra=0):
+    """A learner's lookup, written apart from the planted family: the scan starts ``start_back`` positions further
+    back, the draft ``begin_after`` positions after the match's end, and it holds ``extra`` tokens more."""
+    def find(context, max_ngram, n_draft):
+        tokens = list(context)
+        for n in range(max_ngram, 0, -1):
+            if n > len(tokens) - 1:
+                continue
+            for i in range(len(tokens) - n - 1 - start_back, -1, -1):
+                if tokens[i:i + n] == tokens[-n:]:
+                    begin = i + n + begin_after
+                    return tokens[begin:begin + n_draft + extra]
+        return []
+    return find
+
+
+@pytest.mark.parametrize("slip,phrase", [
+    (dict(start_back=1), "skips the most recent earlier occurrence"),
+    (dict(begin_after=1), "leaves that first token out"),
+    (dict(extra=1), "one token too many"),
+])
+def test_ngram_lookup_names_a_learners_off_by_one(capsys, slip, phrase):
+    """A learner's report: a scan from len(context) - n - 2, a slice from i + n + 1 and n_draft + 1 tokens each got
+    the generic recipe; the hints name the slip without giving the slice away."""
+    assert run(capsys, check.ngram_lookup, _lookup_by_hand())[0]
+    out = rejects(check.ngram_lookup, _lookup_by_hand(**slip), capsys, phrase)
+    assert "context[i + n:i + n + n_draft]" not in out and "for n = max_ngram" not in out, out
+
+
+def _grow_by_hand(key):
+    """A learner's grow_tree whose heap entries are ``key(prob, count, token, counter)`` followed by the node."""
+    import heapq
+    import itertools
+
+    def grow(children, budget, min_prob):
+        tokens, parents, heap, counter = [], [], [], itertools.count()
+
+        def push(kids, parent, prob):
+            total = sum(c for c, _ in kids.values())
+            for tok, (c, sub) in kids.items():
+                p = prob * c / total
+                if p >= min_prob:
+                    heapq.heappush(heap, (*key(p, c, tok, next(counter)), tok, parent, p, sub))
+
+        push(children, -1, 1.0)
+        while heap and len(tokens) < budget:
+            *_, tok, parent, p, sub = heapq.heappop(heap)
+            tokens.append(tok)
+            parents.append(parent)
+            if sub:
+                push(sub, len(tokens) - 1, p)
+        return tokens, parents
+    return grow
+
+
+@pytest.mark.parametrize("key,phrase", [
+    (lambda p, c, tok, n: (-p, tok, n), "not by the token id"),  # the obvious tie-breaker
+    (lambda p, c, tok, n: (p, n), "SMALLEST key first"),  # the minus sign left out
+])
+def test_grow_tree_names_a_learners_heap_key(capsys, key, phrase):
+    """A learner's report: ties broken on the token id and a key without its minus sign got the generic recipe."""
+    assert run(capsys, check.grow_tree, _grow_by_hand(lambda p, c, tok, n: (-p, n)))[0]
+    out = rejects(check.grow_tree, _grow_by_hand(key), capsys, phrase)
+    assert "heappush(" not in out and "start a heap" not in out, out
+
+
+@pytest.mark.parametrize("shape,phrase", [
+    (lambda tree: dict(zip(("tokens", "parents"), tree)), "a dict"),
+    (lambda tree: list(zip(*tree)), "one (token, parent) pair per node"),
+    (lambda tree: tree[0], "the tokens alone?"),
+])
+def test_grow_tree_names_an_answer_of_the_wrong_shape(capsys, shape, phrase):
+    """A learner's report: a dict, a list of (token, parent) pairs and the tokens alone got the algorithm's recipe."""
+    out = rejects(check.grow_tree, lambda *a: shape(check._ref_grow_tree(*a)), capsys, phrase,
+                  "return a pair (tokens, parents) of lists, in that order")
+    assert "start a heap" not in out, out
+
+
+def test_grow_tree_names_the_pair_in_the_wrong_order(capsys):
+    """A learner's report: (parents, tokens) got the algorithm's recipe."""
+    out = rejects(check.grow_tree, lambda *a: check._ref_grow_tree(*a)[::-1], capsys, "the other way round")
+    assert "start a heap" not in out, out

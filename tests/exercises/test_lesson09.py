@@ -2,6 +2,8 @@
 are rejected with their own hints, a stub prints "not solved yet", and nothing raises."""
 from __future__ import annotations
 
+import pytest
+
 from lab.drafters.lookahead import converged_prefix, jacobi_update
 from lab.exercises import harness
 from lab.exercises import lesson09 as check
@@ -232,7 +234,7 @@ def test_parallel_block_refuses_other_shapes_and_in_place_edits(capsys):
     import itertools
 
     rejects(check.parallel_block, lambda x, a, k, m: (itertools.chain(x[:a + 1], [m] * (k - 1)),
-                                                      x[a + 1:a + 1 + k]), capsys, "not generators or iterators")
+                                                      x[a + 1:a + 1 + k]), capsys, "a generator or iterator")
     # NumPy arrays have a len() and hold the right ids: a right answer
     import numpy as np
 
@@ -364,3 +366,21 @@ def test_type_hints_do_not_print_the_answer(capsys):
     assert not ok and "[mask_id] * (k - 1)" not in out and "list(...) makes one" in out, out
     assert harness.a_type([]) == "a list" and harness.a_type(__import__("numpy").zeros(1)) == "an ndarray"
     assert harness.a_type(3) == "an int"
+
+
+@pytest.mark.parametrize("shape,phrase", [
+    (lambda block: dict(zip(("inputs", "targets"), block)), "a dict, which `inputs, targets = parallel_block(...)`"),
+    (lambda block: list(zip(*block)), "one (input, target) pair per position"),
+    (lambda block: block[0], "the inputs alone?"),
+])
+def test_parallel_block_names_an_answer_of_the_wrong_shape(capsys, shape, phrase):
+    """A learner's report: a dict got "... not generators or iterators", which did not fit it."""
+    out = rejects(check.parallel_block, lambda *a: shape(check.reference_parallel_block(*a)), capsys, phrase,
+                  "return a pair (inputs, targets) of token-id lists, in that order")
+    assert "not generators or iterators" not in out, out
+
+
+def test_parallel_block_names_the_pair_in_the_wrong_order(capsys):
+    out = rejects(check.parallel_block, lambda *a: check.reference_parallel_block(*a)[::-1], capsys,
+                  "the other way round")
+    assert "mask tokens (how many?" not in out, out
