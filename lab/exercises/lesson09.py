@@ -237,7 +237,8 @@ def parallel_block(fn):
          "K - 1 masks, not K: the row of the last real token, ids[anchor], already drafts token 1, and mask i "
          "drafts token i + 1, so K - 1 masks give K rows of guesses (a K-th mask would guess token K + 1)."),
         (lambda x, a, k, m: (x[:a + k], x[a + 1:a + 1 + k]),
-         "that feeds the true tokens 2..K where the masks go: an autoregressive draft's teacher forcing. At "
+         "that feeds the true tokens 2..K where the masks go: an autoregressive draft's teacher forcing (in "
+         "training, the true text fed in place of the draft's own earlier guesses). At "
          "inference those tokens are what the draft is proposing, it does not have them; the masks stand in for "
          "them and carry nothing, so no row depends on an earlier draft."),
         (lambda x, a, k, m: (x[:a + 1] + [m] * max(len(x[a + 1:a + 1 + k]) - 1, 0), x[a + 1:a + 1 + k]),
