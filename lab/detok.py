@@ -8,15 +8,19 @@ character at the end (as the incremental detokenizers of vLLM and text-generatio
 offset and a read offset). Only a short window is decoded each time (from the last character boundary, with the
 text before it as context), so a long run costs no more per token.
 
-The CLI (``python -m lab demo``) and every widget that shows token text use it, so they all show the same text.
+The CLI (``python -m lab demo``) and every widget that shows token text use it, so they all show the same text;
+they also share how a token's text is drawn in a stream (:func:`token_display_text`: control characters, special
+tokens, and a rejected draft's line breaks made visible).
 """
 from __future__ import annotations
 
 import os
+import re
 
 from lab.validation import check_unbounded_ids, is_integer
 
-__all__ = ["Detokenizer", "CONTROL_PICTURES", "show_controls"]
+__all__ = ["Detokenizer", "CONTROL_PICTURES", "show_controls", "SPECIAL_TOKEN_LABELS", "special_token_text",
+           "has_special_token", "token_display_text"]
 
 # Format characters that reorder or hide the text around them (the bidirectional overrides, embeddings and
 # isolates of "Trojan Source", Boucher & Anderson 2021, and the marks), zero-width ones that make two equal-looking
@@ -42,6 +46,55 @@ def show_controls(text: str) -> str:
     if not isinstance(text, str):  # None raised an AttributeError about translate
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     return text.translate(CONTROL_PICTURES)
+
+
+# A special token decodes to its literal text, "<|im_start|>", which reads like markup in running text. Chat
+# templates and end-of-text markers write theirs <|name|> (ChatML's <|im_start|>, <|im_end|>; GPT-2's and
+# SmolLM2's <|endoftext|>), so the text alone tells them apart and no tokenizer is needed where a token is drawn;
+# rarer ones without bars (SmolLM2's <filename>) show literally, escaped like any text.
+_SPECIAL_TOKEN = re.compile(r"<\|([A-Za-z0-9_.:-]{1,40})\|>")
+SPECIAL_TOKEN_LABELS = {"im_start": "start", "im_end": "end", "endoftext": "end of text"}
+"""Short names of the common special tokens (``<|name|>`` → ``⟨label⟩``); any other ``<|name|>`` shows as
+``⟨name⟩``."""
+
+
+def special_token_text(text: str) -> str:
+    """``text`` (a str) with every special token ``<|name|>`` in it replaced by a short label in angle brackets:
+    ``"<|im_start|>"`` → ``"⟨start⟩"``, ``"<|im_end|>"`` → ``"⟨end⟩"``, ``"<|endoftext|>"`` → ``"⟨end of text⟩"``
+    (:data:`SPECIAL_TOKEN_LABELS`), any other ``<|name|>`` → ``"⟨name⟩"``; the rest of ``text`` is unchanged. Not
+    yet HTML-escaped (the label holds no HTML-special character, the rest may). Raises ``TypeError`` for a
+    ``text`` that is not a str."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return _SPECIAL_TOKEN.sub(lambda m: f"\u27e8{SPECIAL_TOKEN_LABELS.get(m.group(1), m.group(1))}\u27e9", text)
+
+
+def has_special_token(text) -> bool:
+    """Whether ``text`` (a token's text; None: part of a character) holds a special token ``<|name|>``, which the
+    viewers show as a label (:func:`special_token_text`) and may style apart."""
+    return isinstance(text, str) and _SPECIAL_TOKEN.search(text) is not None
+
+
+def token_display_text(text, kind=None) -> str:
+    """How one token's text appears in a token stream, the widgets' ``TokenStream`` and ``python -m lab demo``
+    alike (not yet HTML-escaped); ``kind`` is the token's kind in the stream (``"rejected"``, ``"accepted"``, ...;
+    None for any other).
+
+    Spaces stay spaces (the widgets use ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the
+    line, except in a rejected draft (``kind == "rejected"``), which is not part of the output and must not change
+    its layout: there a newline shows as ``↵`` alone and a tab as ``⇥``; other control characters show as their
+    control pictures (``\\r`` → ``␍``, :func:`show_controls`); a special token as its label (``⟨end⟩``,
+    :func:`special_token_text`); an empty token shows as ``∅``; ``None`` (a token holding only part of a character,
+    see :meth:`Detokenizer.push`) shows as nothing. Raises ``TypeError`` for anything else than a str or None."""
+    if text is None:
+        return ""
+    if text == "":
+        return "\u2205"
+    text = show_controls(text)
+    if kind == "rejected":  # a struck-through draft must not break the line nor move the cursor
+        return special_token_text(text.replace("\n", "\u21b5").replace("\t", "\u21e5"))
+    return special_token_text(text.replace("\n", "\u21b5\n"))
+
 
 _REPLACEMENT = "\ufffd"
 # Characters can straddle token boundaries one after another (CJK text, emoji), so a window may go a few tokens

@@ -5,7 +5,9 @@ viewers instead show the text each token adds to the decoded sequence (:class:`l
 character whose bytes span several tokens shows once, on the token that completes it, and a token holding only
 part of a character shows as :data:`PARTIAL_LABEL` in labels and as nothing in running text. A special token
 written ``<|name|>`` (a chat template's ``<|im_start|>`` / ``<|im_end|>``, GPT-2's ``<|endoftext|>``) shows as a
-short label, ``⟨start⟩``, ``⟨end⟩`` (:func:`special_token_text`), in the running text and in labels alike. Also
+short label, ``⟨start⟩``, ``⟨end⟩`` (:func:`special_token_text`), in the running text and in labels alike. The
+running text's rules (:func:`token_display_text`, :func:`special_token_text`) live in :mod:`lab.detok`, which
+``python -m lab demo`` shares; they are imported here for the viewers. Also
 here: the argument checks every viewer applies to its ``tokenizer`` and ``prompt_ids``, and
 :func:`run_prompt_length`, the prompt length that a run's first step record shows.
 
@@ -13,9 +15,8 @@ Nothing here escapes HTML: callers escape (:func:`html.escape`) or set ``textCon
 """
 from __future__ import annotations
 
-import re
-
-from lab.detok import Detokenizer, show_controls
+from lab.detok import (SPECIAL_TOKEN_LABELS, Detokenizer, has_special_token, show_controls, special_token_text,
+                       token_display_text)
 from lab.validation import check_token_ids, check_unbounded_ids
 
 __all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels", "token_display_text",
@@ -25,15 +26,6 @@ __all__ = ["PARTIAL_LABEL", "SPECIAL_TOKEN_LABELS", "token_texts", "token_labels
 # Label of a token that holds only part of a character (its text comes with a later token): a dotted circle, the
 # usual stand-in for a missing character, rather than U+FFFD, which would read as broken text.
 PARTIAL_LABEL = "\u25cc"
-
-# A special token decodes to its literal text, "<|im_start|>", which reads like markup in running text. Chat
-# templates and end-of-text markers write theirs <|name|> (ChatML's <|im_start|>, <|im_end|>; GPT-2's and
-# SmolLM2's <|endoftext|>), so the text alone tells them apart and no tokenizer is needed where a token is drawn;
-# rarer ones without bars (SmolLM2's <filename>) show literally, escaped like any text.
-_SPECIAL_TOKEN = re.compile(r"<\|([A-Za-z0-9_.:-]{1,40})\|>")
-SPECIAL_TOKEN_LABELS = {"im_start": "start", "im_end": "end", "endoftext": "end of text"}
-"""Short names of the common special tokens (``<|name|>`` → ``⟨label⟩``); any other ``<|name|>`` shows as
-``⟨name⟩``."""
 
 
 def token_texts(tokenizer, ids, context=None, parents=None) -> list:
@@ -58,23 +50,6 @@ def token_labels(tokenizer, ids, context=None, parents=None) -> list:
     return [token_label_text(text) for text in token_texts(tokenizer, ids, context, parents)]
 
 
-def token_display_text(text, kind=None) -> str:
-    """How one token's text appears in the stream (not yet HTML-escaped); ``kind`` is the token's kind in the
-    stream (``"rejected"``, ``"accepted"``, ...; None for any other).
-
-    Spaces stay spaces (the view uses ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the line,
-    except in a rejected draft (``kind == "rejected"``), which is not part of the output: its newline shows as ``↵``
-    alone; other control characters show as their control pictures (``\\r`` → ``␍``); an empty token shows as
-    ``∅``; ``None`` (a token holding only part of a character, see :func:`token_texts`) shows as nothing.
-    """
-    if text is None:
-        return ""
-    if text == "":
-        return "\u2205"
-    newline = "\u21b5" if kind == "rejected" else "\u21b5\n"  # a struck-through draft must not break the line
-    return special_token_text(show_controls(text).replace("\n", newline))
-
-
 def token_label_text(text) -> str:
     """One token's text as a chart label (not yet HTML-escaped): every whitespace character made visible.
 
@@ -89,23 +64,6 @@ def token_label_text(text) -> str:
     # Whitespace first: a special token's name holds none, and a label's own spaces ("end of text") stay spaces.
     return special_token_text(show_controls(text).replace(" ", "\u2423").replace("\n", "\u21b5")
                               .replace("\t", "\u21e5"))
-
-
-def special_token_text(text: str) -> str:
-    """``text`` (a str) with every special token ``<|name|>`` in it replaced by a short label in angle brackets:
-    ``"<|im_start|>"`` → ``"⟨start⟩"``, ``"<|im_end|>"`` → ``"⟨end⟩"``, ``"<|endoftext|>"`` → ``"⟨end of text⟩"``
-    (:data:`SPECIAL_TOKEN_LABELS`), any other ``<|name|>`` → ``"⟨name⟩"``; the rest of ``text`` is unchanged. Not
-    yet HTML-escaped (the label holds no HTML-special character, the rest may). Raises ``TypeError`` for a
-    ``text`` that is not a str."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return _SPECIAL_TOKEN.sub(lambda m: f"\u27e8{SPECIAL_TOKEN_LABELS.get(m.group(1), m.group(1))}\u27e9", text)
-
-
-def has_special_token(text) -> bool:
-    """Whether ``text`` (a token's text as :func:`token_texts` gives it; None: part of a character) holds a special
-    token ``<|name|>``, which the viewers show as a label (:func:`special_token_text`) and may style apart."""
-    return isinstance(text, str) and _SPECIAL_TOKEN.search(text) is not None
 
 
 def check_tokenizer(tokenizer):

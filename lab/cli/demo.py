@@ -156,7 +156,7 @@ def run(args) -> int:
     :func:`lab.cli.main` prints either as one line."""
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
-    from lab.detok import Detokenizer, show_controls
+    from lab.detok import Detokenizer, show_controls, token_display_text
     from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
     from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
@@ -223,8 +223,8 @@ def run(args) -> int:
                     rejected = "".join(s or "" for s in text.texts_after(record.rejected))
                 else:
                     rejected = rejected_child_text(record, text)
-                if rejected:
-                    parts.append(paint("rejected", rejected))
+                if rejected:  # not in the answer: its line breaks and tabs show as marks (↵, ⇥), as in the widgets
+                    parts.append(paint("rejected", token_display_text(rejected, "rejected")))
             parts.append(paint(own_token_kind(record), push(record.emitted[-1])))
         sys.stdout.write("".join(parts))
         sys.stdout.flush()

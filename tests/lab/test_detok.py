@@ -126,3 +126,17 @@ def test_detokenizer_needs_something_that_decodes():
     for bad in (None, "gpt2"):
         with pytest.raises(TypeError, match=r"tokenizer must have decode\(list\[int\]\) -> str"):
             Detokenizer(bad)
+
+
+def test_token_display_text_keeps_a_rejected_draft_on_its_line():
+    """One rule for the widgets' streams and the terminal demo: a rejected draft's newline and tab are marks, not
+    a line break or a jump of the cursor; kept text breaks its line after the mark; special tokens are labels."""
+    from lab.detok import token_display_text
+
+    assert token_display_text(".\n\n\treturn", "rejected") == ".\u21b5\u21b5\u21e5return"
+    assert token_display_text("a\n\tb") == "a\u21b5\n\tb"
+    assert token_display_text("<|im_end|>", "resampled") == "\u27e8end\u27e9"
+    assert token_display_text("\x1b[2J", "rejected") == "\u241b[2J"
+    assert token_display_text(None) == "" and token_display_text("") == "\u2205"
+    with pytest.raises(TypeError, match="text must be a str, got int"):
+        token_display_text(3)

@@ -191,6 +191,38 @@ def test_demo_strikes_through_the_first_rejected_child_of_a_trees_path_end(monke
             "through only the first rejected child at its end)") in out
 
 
+def test_demo_shows_a_rejected_drafts_line_breaks_and_tabs_as_marks(monkeypatch, capsys):
+    """A rejected draft is not in the answer, so it must not change the layout: a struck-through newline or tab is
+    invisible and moved the cursor (a blank line and an indented line of code that the answer did not have). It
+    shows as ↵ and ⇥, the marks TokenStream draws (lab.detok.token_display_text); the kept text keeps its newline."""
+    from types import SimpleNamespace
+
+    import lab.decode
+    import lab.models
+    import lab.registry
+    from lab.trace import StepRecord
+
+    records = [StepRecord(index=1, position=1, drafted=[ord(c) for c in "a.\n\n\treturn"], num_accepted=1,
+                          emitted=[ord("a"), ord("\n")], last_kind="resampled")]
+
+    def fake_generate(target, prompt_ids, on_step=None, **kwargs):
+        for record in records if on_step is not None else ():  # None: the demo's warm-up
+            on_step(record)
+        return SimpleNamespace(tokens=[t for r in records for t in r.emitted], steps=records,
+                               stats={"acceptance_rate": 0.1, "tokens_per_target_call": 2.0, "target_calls": 1,
+                                      "new_tokens": 2, "tokens_per_second": 1.0})
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: CharPair())
+    monkeypatch.setattr(lab.decode, "generate", fake_generate)
+    monkeypatch.setattr(lab.registry, "make_drafter", lambda *args, **kwargs: None)
+    assert cli.main(["demo", "--prompt", "p", "--color", "always", "--max-new-tokens", "2"]) == 0
+    out = capsys.readouterr().out
+    rejected = re.findall(re.escape(ANSI["rejected"]) + r"(.*?)" + re.escape(ANSI["reset"]), out, flags=re.S)
+    assert rejected[-1] == ".\u21b5\u21b5\u21e5return", out  # [0] is the legend's "rejected"
+    assert all("\n" not in text and "\t" not in text for text in rejected)
+    assert f"{ANSI['resampled']}\n{ANSI['reset']}" in out  # the target's own newline breaks the line
+
+
 def test_demo_names_what_the_acceptance_rate_divides():
     """A chain's rate names its drafts; without colour a tree's stats do not mention striking through."""
     from lab.cli.demo import _acceptance_phrase
