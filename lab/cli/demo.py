@@ -1,7 +1,8 @@
 """``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, red
-struck-through rejected, orange resampled, blue bonus) and print the stats (after two tokens of warm-up off the
-clock, with a warning when other programs kept the machine busy); ``--json`` prints one JSON object
-{text, tokens, stats, load} (``load``: :meth:`lab.load_meter.LoadMeter.summary` of the run).
+struck-through rejected, orange resampled, blue bonus; the end-of-text token as ⟨end⟩, its label in the widgets)
+and print the stats (after two tokens of warm-up off the clock, with a warning when other programs kept the machine
+busy); ``--json`` prints one JSON object {text, tokens, stats, load} (``load``:
+:meth:`lab.load_meter.LoadMeter.summary` of the run).
 
 Without ``--temperature`` a pair with a chat template (the default, smollm2-135m) samples at
 :data:`lab.cli.options.CHAT_TEMPERATURE` (0.8), as its greedy answers loop on open requests; a plain-text pair (the
@@ -18,7 +19,7 @@ from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_word
                           untrained_reason)
 from lab.words import in_words
 
-__all__ = ["ANSI", "CHAT_PROMPT", "add_parser", "run"]
+__all__ = ["ANSI", "CHAT_PROMPT", "END_MARK", "add_parser", "run"]
 
 CHAT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 """The default --prompt for a pair with a chat template (the user's message)."""
@@ -71,6 +72,9 @@ ECHO_CHARS, ECHO_LINES = 300, 8
 each at most ``ECHO_CHARS`` characters and ``ECHO_LINES`` lines (a 6,000-token ``--prompt`` filled a projector's
 screen before the first generated token)."""
 WARM_UP_TOKENS = 64  # the warm-up's prompt: the last tokens of the run's
+END_MARK = "\u27e8end\u27e9"
+"""What the stream prints for the end-of-text token when its text is empty: the label ``TokenStream`` gives a chat
+answer's ``<|im_end|>`` (:func:`lab.detok.special_token_text`)."""
 
 
 def echoed_prompt(prompt: str) -> str:
@@ -90,18 +94,20 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _calls_phrase(new_tokens: int, calls: int, ended: bool = True) -> str:
+def _calls_phrase(new_tokens: int, calls: int, ended: bool = False) -> str:
     """How the tokens were written, in numbers a viewer can divide: the prefill's first token, then the decode
     tokens over the target calls (the ratio printed as tokens per target call). ``ended``: the answer ended with
-    its end token (else ``--max-new-tokens`` stopped it)."""
+    its end token, which the phrase then says (else ``--max-new-tokens`` stopped it)."""
     if new_tokens == 0:
         return "no token written"
+    end = " (the answer ended)" if ended else ""
     if calls == 0:
         if new_tokens != 1:
-            return _plural(new_tokens, "token")
+            return _plural(new_tokens, "token") + end
         return ("1 token, the prefill's: the answer ended there" if ended
                 else "1 token, the prefill's: --max-new-tokens 1 allowed no more")
-    return f"the prefill's first token, then {_plural(new_tokens - 1, 'token')} from {_plural(calls, 'target call')}"
+    return (f"the prefill's first token, then {_plural(new_tokens - 1, 'token')} from "
+            f"{_plural(calls, 'target call')}{end}")
 
 
 def _rate_phrase(stats: dict) -> str:
@@ -156,7 +162,7 @@ def run(args) -> int:
     :func:`lab.cli.main` prints either as one line."""
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
-    from lab.detok import Detokenizer, show_controls, token_display_text
+    from lab.detok import Detokenizer, show_controls, special_token_text, token_display_text
     from lab.load_meter import BUSY_WARNING, LoadMeter, thread_advice
     from lab.models import context_limit, load_pair
     from lab.prompts import held_out_prompts
@@ -210,9 +216,10 @@ def run(args) -> int:
     text = Detokenizer(pair, prompt_ids)
 
     def push(token: int) -> str:
-        # a chat answer ends with <|im_end|>: the end of the turn, not text to show
-        piece = text.push(token) or ""
-        return "" if chat and token == pair.eos_token_id else piece
+        # A special token shows as its label, as in the widgets: a chat answer's closing <|im_end|> is "⟨end⟩", so
+        # the viewer sees where the answer ended (an empty piece hid it).
+        piece = special_token_text(text.push(token) or "")
+        return piece or END_MARK if token == pair.eos_token_id else piece
 
     def show(record):
         accepted = record.emitted[: record.num_accepted]

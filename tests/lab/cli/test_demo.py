@@ -223,6 +223,47 @@ def test_demo_shows_a_rejected_drafts_line_breaks_and_tabs_as_marks(monkeypatch,
     assert f"{ANSI['resampled']}\n{ANSI['reset']}" in out  # the target's own newline breaks the line
 
 
+@pytest.mark.parametrize("color", ["always", "never"])
+def test_demo_marks_the_end_of_the_answer(color, monkeypatch, capsys):
+    """The end-of-text token prints as ⟨end⟩, the label TokenStream gives it (it printed as nothing, an empty
+    resampled span), and the closing line says the answer ended whatever its length (only a 1-token answer said
+    so); a run that --max-new-tokens stopped says nothing of the kind."""
+    from types import SimpleNamespace
+
+    import lab.decode
+    import lab.models
+    import lab.registry
+    from lab.cli.demo import END_MARK, _calls_phrase
+    from lab.trace import StepRecord
+
+    class EndPair(CharPair):  # token 3 is the end of the turn, decoded as its literal text
+        eos_token_id = 3
+
+        def decode(self, ids):
+            return "".join("<|im_end|>" if i == 3 else chr(i) for i in ids)
+
+    records = [StepRecord(index=1, position=1, drafted=[ord("a"), ord("x")], num_accepted=1,
+                          emitted=[ord("a"), 3], last_kind="resampled")]
+
+    def fake_generate(target, prompt_ids, on_step=None, **kwargs):
+        for record in records if on_step is not None else ():  # None: the demo's warm-up
+            on_step(record)
+        return SimpleNamespace(tokens=[ord("b"), ord("a"), 3], steps=records,
+                               stats={"acceptance_rate": 0.5, "tokens_per_target_call": 2.0, "target_calls": 1,
+                                      "new_tokens": 3, "tokens_per_second": 1.0})
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda name="shakespeare", **kwargs: EndPair())
+    monkeypatch.setattr(lab.decode, "generate", fake_generate)
+    monkeypatch.setattr(lab.registry, "make_drafter", lambda *args, **kwargs: None)
+    assert cli.main(["demo", "--prompt", "p", "--color", color, "--max-new-tokens", "5"]) == 0
+    out = capsys.readouterr().out
+    assert END_MARK == "\u27e8end\u27e9" and "<|im_end|>" not in out
+    assert (f"{ANSI['resampled']}{END_MARK}{ANSI['reset']}" if color == "always" else f"a{END_MARK}\n") in out, out
+    assert "the prefill's first token, then 2 tokens from 1 target call (the answer ended) ·" in out
+    assert _calls_phrase(5, 2) == "the prefill's first token, then 4 tokens from 2 target calls"
+    assert _calls_phrase(3, 0, ended=True) == "3 tokens (the answer ended)"
+
+
 def test_demo_names_what_the_acceptance_rate_divides():
     """A chain's rate names its drafts; without colour a tree's stats do not mention striking through."""
     from lab.cli.demo import _acceptance_phrase
