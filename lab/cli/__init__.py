@@ -1,6 +1,6 @@
 """Command line: ``python -m lab demo | bench | arena | train | pick``, one module per command.
 
-``demo`` (:mod:`lab.cli.demo`) streams a speculative generation with coloured tokens (green accepted, red
+``demo`` (:mod:`lab.cli.demo`) streams a speculative generation with coloured tokens (green accepted, grey
 struck-through rejected, orange resampled, blue bonus) and prints the stats; ``--json`` prints one JSON object
 {text, tokens, stats}. ``bench`` (:mod:`lab.cli.bench`) prints the side-by-side timing table (see :mod:`lab.bench`);
 ``arena`` (:mod:`lab.cli.arena`) the drafter arena (predicted vs measured speedup of every drafter,

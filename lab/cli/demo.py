@@ -1,4 +1,4 @@
-"""``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, red
+"""``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, grey
 struck-through rejected, orange resampled, blue bonus; the end-of-text token as ⟨end⟩, its label in the widgets)
 and print the stats (after two tokens of warm-up off the clock, with a warning when other programs kept the machine
 busy); ``--json`` prints one JSON object {text, tokens, stats, load} (``load``:
@@ -24,18 +24,20 @@ __all__ = ["ANSI", "CHAT_PROMPT", "END_MARK", "add_parser", "run"]
 CHAT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 """The default --prompt for a pair with a chat template (the user's message)."""
 
-ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "resampled": "\x1b[1;33m", "bonus": "\x1b[1;34m",
+ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;90m", "resampled": "\x1b[1;38;5;166m", "bonus": "\x1b[1;34m",
         "target": "\x1b[0m", "prompt": "\x1b[2m", "reset": "\x1b[0m"}
-"""The escape codes that colour each kind of token (and the prompt) on a terminal; ``"target"``, the token of a step
-that drafted nothing (the prefill's, a lookup miss), is plain text: no draft was accepted before it, so it is not a
-bonus."""
+"""The escape codes that colour each kind of token (and the prompt) on a terminal, in the widgets' meanings
+(``widgets.style.KIND_COLORS``): green accepted, grey struck-through rejected, orange resampled (256-colour 166,
+#d75f00, the widgets' vermillion #D55E00), blue bonus. ``"target"``, the token of a step that drafted nothing (the
+prefill's, a lookup miss), is plain text: no draft was accepted before it, so it is not a bonus."""
 
 
 def add_parser(sub) -> None:
     """Add the ``demo`` command and its options to ``sub`` (the subparsers of :func:`lab.cli.build_parser`)."""
     p = sub.add_parser("demo", help="stream one speculative generation with coloured tokens",
-                       description="Stream one speculative generation with coloured tokens (green accepted, red "
-                                   "struck-through rejected, orange resampled, blue bonus), then print the stats.")
+                       description="Stream one speculative generation with coloured tokens (green accepted, grey "
+                                   "struck-through rejected, orange resampled, blue bonus: the colours of the "
+                                   "notebook widgets), then print the stats.")
     p.add_argument("--drafter", choices=DRAFTERS, default="model",
                    help=f"how to draft: {drafters_in_words(labels=True)}; {in_words(TRAINED_FOR)} need trained "
                         f"weights, committed for --pair {in_words(TRAINED_PAIRS)} only (default: %(default)s)")

@@ -264,6 +264,45 @@ def test_demo_marks_the_end_of_the_answer(color, monkeypatch, capsys):
     assert _calls_phrase(3, 0, ended=True) == "3 tokens (the answer ended)"
 
 
+def test_demo_colours_mean_what_they_mean_in_the_widgets_and_the_help_names_them(capsys):
+    """The terminal showed rejected drafts in red and resampled tokens in bold yellow (ANSI 33), while its help said
+    orange and the widgets show rejected grey and resampled vermillion: "the red tokens" meant opposite things on
+    the class's two screens. Each kind's terminal colour is now near its widget colour, and the help names it."""
+    from widgets.style import KIND_COLORS
+
+    def rgb(code):  # the colour an SGR sequence sets: basic 30-37 / 90-97 (xterm's defaults) or 256-colour 38;5;n
+        params = [int(p) for p in code[2:-1].split(";")]
+        if 38 in params:
+            n = params[params.index(38) + 2]
+            steps = [0, 95, 135, 175, 215, 255]
+            n -= 16
+            return steps[n // 36], steps[n // 6 % 6], steps[n % 6]
+        basic = {31: (205, 0, 0), 32: (0, 205, 0), 33: (205, 205, 0), 34: (0, 0, 238), 90: (127, 127, 127)}
+        return next(basic[p] for p in params if p in basic)
+
+    def hls(red, green, blue):
+        import colorsys
+
+        return colorsys.rgb_to_hls(red / 255, green / 255, blue / 255)
+
+    def hue_apart(a, b):
+        return min(abs(a[0] - b[0]), 1 - abs(a[0] - b[0]))
+
+    widget = {kind: hls(*(int(KIND_COLORS[kind][i:i + 2], 16) for i in (1, 3, 5)))
+              for kind in ("accepted", "resampled", "bonus")}
+    assert "9" in ANSI["rejected"][2:-1].split(";")  # struck through
+    assert hls(*rgb(ANSI["rejected"]))[2] == 0  # grey, as in the widgets (no hue to mistake for another kind)
+    for kind in widget:  # each coloured kind's nearest widget colour is its own kind's
+        terminal = hls(*rgb(ANSI[kind]))
+        assert min(widget, key=lambda other: hue_apart(terminal, widget[other])) == kind, kind
+    assert hue_apart(hls(*rgb(ANSI["resampled"])), widget["resampled"]) < 0.01  # 256-colour 166 is vermillion
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "green accepted, grey struck-through rejected, orange resampled, blue bonus" in help_text
+    assert not re.search(r"\b(red|yellow)\b", help_text)
+
+
 def test_demo_names_what_the_acceptance_rate_divides():
     """A chain's rate names its drafts; without colour a tree's stats do not mention striking through."""
     from lab.cli.demo import _acceptance_phrase
@@ -436,7 +475,7 @@ def test_demo_colours_and_sampling():
     done = _cli("demo", "--color", "always", "--max-new-tokens", "30", "--temperature", "0.8", "--seed", "3")
     assert done.returncode == 0, done.stderr
     assert "\x1b[32m" in done.stdout and "acceptance rate" in done.stdout and "tokens per target call" in done.stdout
-    assert "\x1b[1;33mresampled\x1b[0m" in done.stdout  # the legend at T > 0
+    assert f"{ANSI['resampled']}resampled\x1b[0m" in done.stdout  # the legend at T > 0
 
 
 def test_demo_rejects_bad_arguments():
