@@ -27,7 +27,8 @@ so the race's drafter caches the outputs of races only).
 Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text (a chat answer without its
 closing ``<|im_end|>``), seconds, tokens_per_second, target_calls (the decode loop's, as ``Generation.stats``
 counts them: the prefill, which gives each side its first token, is left out), steps (every step record, the
-prefill's included), ...), ``speedup``, ``identical``, ``error``,
+prefill's included), tree (whether the drafter drafted token trees; the summary's acceptance rate then counts tree
+nodes, of which a step keeps one path), ...), ``speedup``, ``identical``, ``error``,
 ``settings``, ``drafter``, ``turns``, ``load`` (the :class:`lab.load_meter.LoadMeter` of the race: how busy other
 programs kept the machine) and the two streams ``autoregressive_stream`` / ``speculative_stream``. The summary warns
 when the machine was busy, and when the measured speedup exceeds what the two sides' target calls allow (each
@@ -417,6 +418,8 @@ class RaceDashboard(w.VBox):
                 "tokens_per_second": len(gen.tokens) / seconds if seconds > 0 else math.inf,
                 "target_calls": stats["target_calls"], "acceptance_rate": stats.get("acceptance_rate"),
                 "tokens_per_target_call": stats["tokens_per_target_call"], "steps": len(gen.steps),
+                "accepted_tokens": stats.get("accepted_tokens"), "drafted_tokens": stats.get("drafted_tokens"),
+                "tree": any(step.parents is not None for step in gen.steps),
             }
         self.results = results
         ar, spec = results["autoregressive"], results["speculative"]
@@ -578,6 +581,11 @@ class RaceDashboard(w.VBox):
                     "sampled: the texts differ, but both follow the target's distribution exactly")
         rate = spec["acceptance_rate"]
         rate_text = f"acceptance rate {rate:.2f}, " if rate is not None else ""
+        if rate is not None and spec["tree"]:  # every node of a tree counts as drafted, one path at most is kept
+            counted = (f"{spec['accepted_tokens']} of {spec['drafted_tokens']} tree nodes accepted"
+                       if spec["accepted_tokens"] is not None and spec["drafted_tokens"] is not None
+                       else "of the tree nodes")
+            rate_text = f"acceptance rate {rate:.2f} ({counted}; a step keeps one path of its tree at most), "
         per_call = spec["tokens_per_target_call"]  # None when no decode step ran
         per_call_text = f"{per_call:.2f}" if per_call is not None else "\u2013"
         prefill_only = ""

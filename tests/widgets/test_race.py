@@ -142,6 +142,12 @@ def test_race_stream_stats_equal_the_summary_and_show_one_speed(pair):
     stream = dashboard.speculative_stream
     assert stream.stats["acceptance_rate"] == pytest.approx(results["speculative"]["acceptance_rate"])
     assert stream.stats["drafted"] == sum(len(r.drafted) for r in stream.steps)
+    # a tree's rate counts its nodes, as the stream and the CLI say: a bare "acceptance rate 0.12" beside 2.6 tokens
+    # per target call read as a contradiction
+    spec = results["speculative"]
+    assert spec["tree"] is True and results["autoregressive"]["tree"] is False
+    assert (f"acceptance rate {spec['acceptance_rate']:.2f} ({stream.stats['accepted']} of {stream.stats['drafted']} "
+            "tree nodes accepted; a step keeps one path of its tree at most)") in html.unescape(dashboard.summary.value)
     # tokens/s appears once per side, in the header (own compute clock), not in the stream's stats line
     for side in ("autoregressive", "speculative"):
         assert "tokens/s" not in dashboard._streams[side].stats_text
@@ -229,6 +235,7 @@ def test_race_summary_at_t_above_0_does_not_claim_the_texts_differ_when_they_are
     short_dashboard.race(drafter="model", n_draft=4, temperature=0.0)
     greedy = short_dashboard.summary.value
     assert "identical token for token (greedy)" in greedy
+    assert "tree nodes" not in greedy  # a chain's rate counts its drafts
     settings = {**short_dashboard.settings, "temperature": 0.7}
     short_dashboard.identical = True  # a short sampled race can give the same tokens on both sides
     same = short_dashboard._summary_html(settings)
