@@ -21,8 +21,9 @@ only one of them computes at any moment. The kernel's main thread hands the turn
 the side that has used the *least compute time so far*, and feeds the widgets while both wait. So the two streams
 advance as they would on two identical machines started together, each side's time counts only its own work
 (no waiting, no widget updates, no contention for the two CPU cores of a laptop), and every widget update happens on
-the main thread. Before the race each side does a short untimed warm-up (suffix decoding's with a fresh drafter,
-so the race's drafter caches the outputs of races only).
+the main thread. Before the race each side does a short untimed warm-up on the prompt's last tokens
+(:func:`lab.cli.options.warm_up_ids`; suffix decoding's with a fresh drafter, so the race's drafter caches the
+outputs of races only).
 
 Kernel-side state for tests and notebook checks: ``results`` (per side: tokens, text (a chat answer without its
 closing ``<|im_end|>``), seconds, tokens_per_second, target_calls (the decode loop's, as ``Generation.stats``
@@ -49,7 +50,7 @@ import ipywidgets as w
 import numpy as np
 import torch
 
-from lab.cli.options import demo_temperature
+from lab.cli.options import demo_temperature, warm_up_ids
 from lab.decode import generate
 from lab.detok import show_controls
 from lab.load_meter import LoadMeter
@@ -358,7 +359,8 @@ class RaceDashboard(w.VBox):
         warm_drafter = (self._new_drafter(settings["drafter"], settings["n_draft"])
                         if DRAFTER_SPECS[settings["drafter"]].keeps_outputs else drafter)
         for warm in (None, warm_drafter):  # first calls pay one-off costs (allocations, kernels): off the clock
-            generate(pair.target, prompt_ids, drafter=warm,
+            # on the prompt's tail: a long prompt is not prefilled twice more before the race prefills it twice
+            generate(pair.target, warm_up_ids(prompt_ids), drafter=warm,
                      **{**options, "max_new_tokens": warm_tokens, "record_probs": False})
         for stream in self._streams.values():
             stream.reset(prompt_ids)

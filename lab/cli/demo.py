@@ -14,7 +14,7 @@ import sys
 
 from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, MAX_DRAFT_LENGTH, PAIRS, OptionError,
                              demo_temperature, draft_length, fit_threads_noting_changes, pair_help, positive_int,
-                             probability, seed, temperature)
+                             probability, seed, temperature, warm_up_ids)
 from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, own_draft_reason, try_drafter,
                           untrained_reason)
 from lab.words import in_words
@@ -73,7 +73,6 @@ ECHO_CHARS, ECHO_LINES = 300, 8
 """A prompt longer than four times ``ECHO_CHARS`` characters or ``ECHO_LINES`` lines is echoed as its head and tail,
 each at most ``ECHO_CHARS`` characters and ``ECHO_LINES`` lines (a 6,000-token ``--prompt`` filled a projector's
 screen before the first generated token)."""
-WARM_UP_TOKENS = 64  # the warm-up's prompt: the last tokens of the run's
 END_MARK = "\u27e8end\u27e9"
 """What the stream prints for the end-of-text token when its text is empty: the label ``TokenStream`` gives a chat
 answer's ``<|im_end|>`` (:func:`lab.detok.special_token_text`)."""
@@ -249,7 +248,7 @@ def run(args) -> int:
     # The target's first forwards pay one-off costs (allocations, kernel choice): two tokens off the clock, so the
     # tokens/s below is the steady speed. Without a drafter: suffix decoding would cache the warm-up's answer.
     # The prompt's tail is enough for that; a long prompt is not prefilled twice.
-    generate(pair.target, prompt_ids[-WARM_UP_TOKENS:], max_new_tokens=min(2, args.max_new_tokens),
+    generate(pair.target, warm_up_ids(prompt_ids), max_new_tokens=min(2, args.max_new_tokens),
              eos_token_id=pair.eos_token_id)
     with LoadMeter() as load:
         gen = generate(pair.target, prompt_ids, drafter=drafter,

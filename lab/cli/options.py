@@ -12,7 +12,8 @@ import sys
 
 __all__ = ["PAIRS", "DEFAULT_PAIR", "CHAT_PAIRS", "CHAT_TEMPERATURE", "demo_temperature", "pair_help", "OptionError",
            "add_run_options", "positive_int", "model_name", "finite_nonnegative", "seed", "temperature", "gigabytes",
-           "int_list", "probability", "fit_threads_noting_changes", "MAX_DRAFT_LENGTH", "draft_length", "folder"]
+           "int_list", "probability", "fit_threads_noting_changes", "WARM_UP_TOKENS", "warm_up_ids", "MAX_DRAFT_LENGTH",
+           "draft_length", "folder"]
 
 PAIRS = ("shakespeare", "smollm2-135m", "gpt2", "smollm2", "qwen2.5")
 """The --pair choices: the names of :data:`lab.models.PRESETS`, repeated here so that the command line can check
@@ -44,6 +45,19 @@ def fit_threads_noting_changes() -> None:
     fitted = models.fit_threads()
     if torch.get_num_threads() != threads:
         print(fitted, file=sys.stderr)
+
+
+WARM_UP_TOKENS = 64
+"""How many of a prompt's last tokens a demo's warm-up prefills (:func:`warm_up_ids`)."""
+
+
+def warm_up_ids(prompt_ids) -> list:
+    """The prompt a demo's untimed warm-up generates from (``python -m lab demo``, ``widgets.race.RaceDashboard``):
+    the last :data:`WARM_UP_TOKENS` ids of ``prompt_ids`` (a list of ints, or anything sliceable into one), as a new
+    list. The warm-up pays the first forwards' one-off costs (allocations, kernel choice); a short tail does that as
+    well as the whole prompt, and a long prompt is not prefilled once more (a 3,000-token prompt took half a race's
+    time to warm up)."""
+    return list(prompt_ids[-WARM_UP_TOKENS:])
 
 
 def demo_temperature(given, chat: bool) -> float:

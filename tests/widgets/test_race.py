@@ -169,6 +169,29 @@ def test_race_near_the_context_limit_warms_up_within_what_was_asked(pair):
     assert all(len(result["tokens"]) == 2 for result in results.values())
 
 
+def test_race_warms_up_on_the_prompts_tail_only(pair, monkeypatch):
+    """The warm-up generated from the whole prompt twice before the two timed prefills: a 3,000-token prompt spent
+    half the race warming up. It now prefills the prompt's last WARM_UP_TOKENS tokens, as python -m lab demo does
+    (lab.cli.options.warm_up_ids); each side's race still gets every token."""
+    import widgets.race
+    from lab.cli.options import WARM_UP_TOKENS
+
+    calls, real = [], widgets.race.generate
+
+    def recording(target, prompt_ids, **kwargs):
+        calls.append((kwargs.get("on_step") is None, list(prompt_ids)))
+        return real(target, prompt_ids, **kwargs)
+
+    monkeypatch.setattr(widgets.race, "generate", recording)
+    dashboard = RaceDashboard(pair, max_new_tokens=3)
+    prompt = "ROMEO.\nBut soft, what light through yonder window breaks? " * 8
+    dashboard.race(prompt=prompt, drafter="model", n_draft=2, temperature=0.0)
+    ids = dashboard.settings["prompt_ids"]
+    assert len(ids) > 2 * WARM_UP_TOKENS and dashboard.error is None
+    assert [prompt_ids for warm, prompt_ids in calls if warm] == [ids[-WARM_UP_TOKENS:]] * 2
+    assert [prompt_ids for warm, prompt_ids in calls if not warm] == [ids] * 2
+
+
 def test_race_dashboard_takes_numpy_scalars(pair):
     dashboard = RaceDashboard(pair, prompts=["ROMEO."], n_draft=np.int64(3), max_new_tokens=np.int64(5),
                               temperature=np.float32(0.5), seed=np.int64(1), record_probs=np.bool_(True))

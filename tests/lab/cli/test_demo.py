@@ -519,7 +519,8 @@ def test_demo_shortens_a_long_prompt_and_warms_up_on_its_tail(monkeypatch, capsy
 
     import lab.decode
     import lab.models
-    from lab.cli.demo import ECHO_CHARS, ECHO_LINES, WARM_UP_TOKENS, echoed_prompt
+    from lab.cli.demo import ECHO_CHARS, ECHO_LINES, echoed_prompt
+    from lab.cli.options import WARM_UP_TOKENS
 
     assert echoed_prompt("x" * 4 * ECHO_CHARS) == "x" * 4 * ECHO_CHARS
     lines = "\n".join(f"line {i}" for i in range(4 * ECHO_LINES + 1))  # short, but too many lines for a screen
