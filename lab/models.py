@@ -39,7 +39,7 @@ from lab.load_meter import LoadMeter, busy_threshold
 from lab.validation import check_token_ids
 
 __all__ = ["ModelPair", "PRESETS", "CHAT_ROLES", "load_pair", "load_target", "load_projected_draft",
-           "full_precision_embedding", "pick_device", "fit_threads",
+           "full_precision_embedding", "pick_device", "fit_threads", "FIT_AGAIN",
            "auto_dtype",
            "forward", "new_cache", "ModelNotAvailableError", "cache_kwarg", "LAST_LAYER", "layer_states",
            "hidden_layers_of", "synchronize", "OFFLINE_PAIRS_HINT", "check_model"]
@@ -202,6 +202,9 @@ def _available_devices() -> list[str]:
 
 
 _DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice (or the environment's), before any fit_threads
+FIT_AGAIN = "run it again once the machine is quiet"
+"""The advice that closes :func:`fit_threads`'s sentence when it cut torch's threads; a caller that fits them again
+by itself (``widgets.race.RaceDashboard``, before every race) replaces it with its own."""
 
 
 def fit_threads(sample_s: float = 0.5) -> str:
@@ -241,7 +244,7 @@ def fit_threads(sample_s: float = 0.5) -> str:
         return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, but {busy}: timings will be slow and "
                 "uneven until they stop")
     return (f"torch uses {threads} CPU thread{'s' * (threads != 1)}, not {_DEFAULT_THREADS}: {busy}, and a thread "
-            "that loses its core makes the others wait (run it again once the machine is quiet)")
+            f"that loses its core makes the others wait ({FIT_AGAIN})")
 
 
 def pick_device(device=None) -> torch.device:

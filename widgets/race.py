@@ -31,10 +31,12 @@ counts them: the prefill, which gives each side its first token, is left out), s
 prefill's included), tree (whether the drafter drafted token trees; the summary's acceptance rate then counts tree
 nodes, of which a step keeps one path), ...), ``speedup``, ``identical``, ``error``,
 ``settings``, ``drafter``, ``turns``, ``load`` (the :class:`lab.load_meter.LoadMeter` of the race: how busy other
-programs kept the machine) and the two streams ``autoregressive_stream`` / ``speculative_stream``. The summary warns
-when the machine was busy, and when the measured speedup exceeds what the two sides' target calls allow (each
-speculative call verifies at least one token, so it costs no less than an autoregressive one): other programs then
-slowed the two sides unevenly.
+programs kept the machine), ``threads_note`` (each race first fits torch's threads to the machine's load,
+:func:`lab.models.fit_threads`; its sentence when that changed the count, which the summary shows, else None) and
+the two streams ``autoregressive_stream`` / ``speculative_stream``. The summary warns when the machine was busy,
+and when the measured speedup exceeds what the two sides' target calls allow (each speculative call verifies at
+least one token, so it costs no less than an autoregressive one): other programs then slowed the two sides
+unevenly.
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, make_drafter, own_d
 from lab.validation import check_int
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
+from widgets.style import MUTED_CSS
 from widgets.token_stream import TokenStream
 
 __all__ = ["FREE_TEXT", "CHAT_PROMPTS_PER_TASK", "RaceDashboard", "default_prompts"]
@@ -225,6 +228,7 @@ class RaceDashboard(w.VBox):
         self.settings: dict = {}
         self.drafter = None  # the drafter object of the last race
         self.turns: list = []  # which side each drawn step record came from, in order (shows the interleaving)
+        self.threads_note = None  # fit_threads' sentence when the last race changed torch's thread count
         self._drafters: dict = {}  # (kind, N) -> drafter, so Medusa/EAGLE weights load once
 
         # --- controls --------------------------------------------------------------------------------------------
@@ -317,7 +321,7 @@ class RaceDashboard(w.VBox):
                 control.value = value
         settings = self._read_settings()
         self.results, self.speedup, self.identical, self.error, self.turns = {}, None, None, None, []
-        self.load = None
+        self.load = self.threads_note = None
         self.settings = settings
         self.race_button.disabled = True
         try:
@@ -345,9 +349,24 @@ class RaceDashboard(w.VBox):
         except Exception as error:  # noqa: BLE001 - shown to the user, kept in .error
             self._show_error(error)
 
+    def _fit_threads(self) -> None:
+        """Fit torch's threads to how busy the machine is now (:func:`lab.models.fit_threads`), before each race: a
+        fit made once at page load kept one thread through quiet races, or two through busy ones. ``threads_note``
+        is its sentence when the count changed (the summary shows it), else None."""
+        from lab import models
+
+        self.status.value = "measuring how busy the machine is\u2026"
+        threads = torch.get_num_threads()
+        note = models.fit_threads()
+        changed = torch.get_num_threads() != threads
+        # under Voila there is no cell to run again: the next race fits the threads anew
+        self.threads_note = note.replace(models.FIT_AGAIN, "each race fits them again: race again once the machine "
+                                                           "is quiet") if changed else None
+
     def _race(self, settings) -> None:
         pair = self.pair
         prompt_ids = settings["prompt_ids"]
+        self._fit_threads()
         self.status.value = "loading the drafter\u2026"
         drafter = self.drafter = self._drafter(settings["drafter"], settings["n_draft"])
         options = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
@@ -609,6 +628,8 @@ class RaceDashboard(w.VBox):
                             "on a quieter machine if you can.")
         if self.load is not None and self.load.busy:
             warnings.append(self.load.note())  # ends with the meter's own warning to race again
+        threads = ("" if self.threads_note is None else
+                   f'<br><span class="sdl-race-threads" style="{MUTED_CSS}">{html.escape(self.threads_note)}</span>')
         warning_html = "".join(f'<br><span class="sdl-race-warning" style="color: #D55E00; font-size: 12px;">'
                                f"{html.escape(text)}</span>" for text in warnings)
         return (f'<div style="font-size: 15px;">speedup <b class="sdl-race-speedup">{shown}</b>'
@@ -617,4 +638,4 @@ class RaceDashboard(w.VBox):
                 f"{per_call_text} tokens per target call)<br>"
                 f'<span style="color: #777; font-size: 12px;">{html.escape(same)}. Times count each side\'s own '
                 f"compute only: the two take turns, one target call at a time.{html.escape(prefill_only)}"
-                f"</span>{warning_html}</div>")
+                f"</span>{threads}{warning_html}</div>")

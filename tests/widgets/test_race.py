@@ -23,6 +23,15 @@ from widgets.race import CHAT_PROMPTS_PER_TASK, FREE_TEXT, RaceDashboard
 TOKENS = 24  # short races keep this file at a few seconds on a 2-core CPU
 
 
+@pytest.fixture(autouse=True)
+def _threads_left_alone(monkeypatch):
+    """Every race first fits torch's threads to the machine's load (lab.models.fit_threads): half a second's sample
+    each, and whatever else runs would change the threads and the summaries. The test of the fitting sets its own."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "fit_threads", lambda sample_s=0.5: "torch threads left as they were (test)")
+
+
 @pytest.fixture(scope="module")
 def dashboard(pair):
     return RaceDashboard(pair, max_new_tokens=TOKENS)
@@ -190,6 +199,37 @@ def test_race_warms_up_on_the_prompts_tail_only(pair, monkeypatch):
     assert len(ids) > 2 * WARM_UP_TOKENS and dashboard.error is None
     assert [prompt_ids for warm, prompt_ids in calls if warm] == [ids[-WARM_UP_TOKENS:]] * 2
     assert [prompt_ids for warm, prompt_ids in calls if not warm] == [ids] * 2
+
+
+def test_each_race_fits_the_threads_and_says_so_when_they_change(pair, monkeypatch):
+    """The demo app fitted torch's threads once, at page load: a busy start kept one thread through quiet races, and
+    its advice ("run it again") could not be followed under Voila. Each race now fits them first; the summary shows
+    the sentence when the count changed, with advice that works on the page, and nothing when it did not."""
+    import lab.models
+
+    start = torch.get_num_threads()
+    other = 1 if start != 1 else 2
+    counts, fits = [other, start, start], []  # what each race's fit sets: a busy machine, then a quiet one twice
+
+    def fit(sample_s=0.5):
+        torch.set_num_threads(counts[len(fits)])
+        fits.append(sample_s)
+        return (f"torch uses {torch.get_num_threads()} CPU threads: other programs kept 1.20 of 2 cores busy "
+                f"({lab.models.FIT_AGAIN})")
+
+    monkeypatch.setattr(lab.models, "fit_threads", fit)
+    dashboard = RaceDashboard(pair, max_new_tokens=3)
+    try:
+        for race, changed in enumerate((True, True, False), 1):
+            dashboard.race(drafter="ngram", temperature=0.0)
+            summary = html.unescape(dashboard.summary.value)
+            assert len(fits) == race and torch.get_num_threads() == counts[race - 1]
+            assert ("sdl-race-threads" in summary) is changed and (dashboard.threads_note is not None) is changed
+            if changed:
+                assert f"torch uses {counts[race - 1]} CPU threads" in summary and "run it again" not in summary
+                assert "(each race fits them again: race again once the machine is quiet)" in summary
+    finally:
+        torch.set_num_threads(start)
 
 
 def test_race_dashboard_takes_numpy_scalars(pair):
