@@ -452,6 +452,13 @@ def test_greedy_outputs_that_part_in_bfloat16_are_explained_and_in_float32_repor
     assert "please report" not in summary
     assert ("greedy in bfloat16: the outputs agree on the first 3 new tokens and differ from token 4 on, because "
             "in bfloat16 the verification") in summary
+    # in full size, not in the small grey print under the speedup, with the way to race in float32
+    parity = summary.split('class="sdl-race-parity" style="font-size: 14px;">')[1].split("</span>")[0]
+    assert parity.startswith("greedy in bfloat16")
+    assert "RaceDashboard(load_pair('shakespeare')) races in float32" in parity
+    short_dashboard.identical = True
+    short_dashboard.results["speculative"]["tokens"] = ar
+    assert "sdl-race-parity" not in short_dashboard._summary_html(settings)  # nothing parted: nothing to explain
 
 
 def test_the_warm_up_leaves_a_suffix_drafters_cache_to_the_races(pair):
