@@ -1,7 +1,10 @@
-"""Names joined into prose ("a, b and c") for help texts, messages and the lessons' generated sentences (layer 0)."""
+"""Names joined into prose ("a, b and c") and counted nouns ("1 entry", "2 entries") for help texts, messages and
+the lessons' generated sentences (layer 0)."""
 from __future__ import annotations
 
-__all__ = ["in_words"]
+from numbers import Integral
+
+__all__ = ["in_words", "plural"]
 
 
 def in_words(words) -> str:
@@ -19,3 +22,15 @@ def in_words(words) -> str:
     if len(words) <= 1:
         return "".join(words)
     return ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``count`` and the noun it counts: ``plural(1, "draft")`` -> ``"1 draft"``, ``plural(0, "draft")`` -> ``"0
+    drafts"``, ``plural(2, "entry", "entries")`` -> ``"2 entries"``. ``words``: the plural when it is not ``word``
+    + "s". Raises ``TypeError`` for a ``count`` that is not an integer (Python's or NumPy's; a bool is not) and a
+    ``word`` or ``words`` that is not a str."""
+    if isinstance(count, bool) or not isinstance(count, Integral):  # stdlib only: help texts load no torch
+        raise TypeError(f"count must be an integer, got {type(count).__name__} {count!r}")
+    if not isinstance(word, str) or not isinstance(words, (str, type(None))):
+        raise TypeError(f"word and words must be str, got {type(word).__name__} and {type(words).__name__}")
+    return f"{int(count)} {word if count == 1 else word + 's' if words is None else words}"

@@ -25,6 +25,7 @@ import ipywidgets
 from lab.detok import Detokenizer
 from lab.trace import StepRecord, check_step_record, step_records
 from lab.validation import check_int
+from lab.words import plural
 from widgets.style import ACCEPTED_COLOR, MUTED_CSS, PROMPT_COLOR, REJECTED_COLOR, slider_position, tint
 from widgets.token_text import (check_tokenizer, prompt_token_ids, run_prompt, run_prompt_length, token_label_text,
                                 token_labels)
@@ -218,15 +219,15 @@ class KVCacheViewer(ipywidgets.VBox):
         for name, row in current["rows"].items():
             count = row.counts()
             if current["phase"] == "verify":
-                parts.append(f"the {name} wrote {count['scratch']} entries to scratch after {count['committed']} "
-                             "committed ones")
+                parts.append(f"the {name} wrote {plural(count['scratch'], 'entry', 'entries')} to scratch after "
+                             f"{count['committed']} committed {'one' if count['committed'] == 1 else 'ones'}")
             else:
                 parts.append(f"the {name} kept {count['kept']} and discarded {count['discarded']}")
         head = f"step {step}{' (prefill)' if record.prefill else ''}, {current['phase']}: "
         tail = ""
         if current["phase"] == "commit":
             tail = (" (the prompt; its last position gave the first new token)" if record.prefill
-                    else f" ({record.num_accepted} of {len(record.drafted)} drafts accepted)")
+                    else f" ({record.num_accepted} of {plural(len(record.drafted), 'draft')} accepted)")
         return head + "; ".join(parts) + tail
 
     @property

@@ -17,7 +17,7 @@ from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, MAX_DRA
                              probability, seed, temperature, warm_up_ids)
 from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, own_draft_reason, try_drafter,
                           untrained_reason)
-from lab.words import in_words
+from lab.words import in_words, plural
 
 __all__ = ["ANSI", "CHAT_PROMPT", "END_MARK", "add_parser", "run"]
 
@@ -91,10 +91,6 @@ def echoed_prompt(prompt: str) -> str:
     return shortened if len(shortened) < len(prompt) else prompt  # blank lines: shortening would lengthen it
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def _calls_phrase(new_tokens: int, calls: int, ended: bool = False) -> str:
     """How the tokens were written, in numbers a viewer can divide: the prefill's first token, then the decode
     tokens over the target calls (the ratio printed as tokens per target call). ``ended``: the answer ended with
@@ -104,11 +100,11 @@ def _calls_phrase(new_tokens: int, calls: int, ended: bool = False) -> str:
     end = " (the answer ended)" if ended else ""
     if calls == 0:
         if new_tokens != 1:
-            return _plural(new_tokens, "token") + end
+            return plural(new_tokens, "token") + end
         return ("1 token, the prefill's: the answer ended there" if ended
                 else "1 token, the prefill's: --max-new-tokens 1 allowed no more")
-    return (f"the prefill's first token, then {_plural(new_tokens - 1, 'token')} from "
-            f"{_plural(calls, 'target call')}{end}")
+    return (f"the prefill's first token, then {plural(new_tokens - 1, 'token')} from "
+            f"{plural(calls, 'target call')}{end}")
 
 
 def _rate_phrase(stats: dict) -> str:

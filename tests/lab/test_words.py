@@ -25,3 +25,16 @@ def test_in_words_names_a_non_iterable():
 
     with pytest.raises(TypeError, match="words must be an iterable of words .* got NoneType"):
         in_words(None)
+
+
+def test_plural_counts_one_and_many():
+    import pytest
+
+    from lab.words import plural
+
+    assert plural(1, "draft") == "1 draft" and plural(0, "draft") == "0 drafts" and plural(3, "draft") == "3 drafts"
+    assert plural(1, "entry", "entries") == "1 entry" and plural(2, "entry", "entries") == "2 entries"
+    with pytest.raises(TypeError, match="count must be an integer, got bool True"):
+        plural(True, "draft")
+    with pytest.raises(TypeError, match="word and words must be str"):
+        plural(2, None)

@@ -28,6 +28,22 @@ def kinds(slots):
     return [s["kind"] for s in slots]
 
 
+def test_kv_viewer_summary_counts_one_entry_and_one_draft_in_the_singular():
+    """'the target wrote 1 entries', '(0 of 1 drafts accepted)': a count of one takes the singular."""
+    viewer = KVCacheViewer(FakeTokenizer(), prompt_ids=[1, 2])
+    viewer(StepRecord(index=0, position=0, drafted=[4], num_accepted=0, emitted=[9], last_kind="resampled",
+                      target_tokens=2, cache_before=1))
+    verify, commit = viewer.frames
+    viewer.show(0)
+    assert viewer.summary == "step 0, verify: the target wrote 2 entries to scratch after 1 committed one"
+    viewer.show(1)
+    assert viewer.summary == "step 0, commit: the target kept 1 and discarded 1 (0 of 1 draft accepted)"
+    viewer(StepRecord(index=1, position=1, drafted=[], num_accepted=0, emitted=[5], last_kind="bonus",
+                      target_tokens=1, cache_before=2))
+    viewer.show(2)
+    assert viewer.summary == "step 1, verify: the target wrote 1 entry to scratch after 2 committed ones"
+
+
 @pytest.fixture(scope="module")
 def medusa(pair):
     from lab.registry import make_drafter

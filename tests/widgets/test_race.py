@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from lab.drafters import PromptLookupDrafter
 from lab.prompts import chat_prompts, held_out_prompts
 from widgets.race import CHAT_PROMPTS_PER_TASK, FREE_TEXT, RaceDashboard
 
+ROOT_DIR = Path(__file__).resolve().parents[2]
 TOKENS = 24  # short races keep this file at a few seconds on a 2-core CPU
 
 
@@ -561,3 +563,13 @@ def test_an_interrupted_race_says_it_stopped_releases_its_threads_and_the_next_r
     monkeypatch.setattr(race_module.TokenStream, "on_step", original)
     dashboard.race(drafter="model", n_draft=4, temperature=0.0)
     assert dashboard.status.value == "done" and dashboard.results["speculative"]["tokens"]
+
+
+def test_the_demo_apps_text_names_the_request_kinds_as_the_dropdown_labels_them():
+    """The app said "code, JSON, copy/edit or chat" above a dropdown whose labels read "structured"."""
+    from widgets.race import _CHAT_TASK_ORDER
+
+    app = json.loads((ROOT_DIR / "demo" / "app.ipynb").read_text(encoding="utf-8"))
+    text = "".join(app["cells"][0]["source"])
+    labels = [task.replace("_", "/") for task in _CHAT_TASK_ORDER]  # default_prompts' labels
+    assert f"Pick a request ({', '.join(labels[:-1])} or {labels[-1]})" in text and "JSON" not in text
