@@ -24,7 +24,8 @@ from lab.models import LAST_LAYER, context_limit, forward, hidden_layers_of, new
 from lab.sampling import probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
-from lab.validation import check_int, check_sampling_args, check_token_ids, is_integer, plain_number
+from lab.validation import (SEED_RANGE, check_int, check_sampling_args, check_token_ids, in_seed_range, is_integer,
+                            plain_number)
 from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
 __all__ = ["generate", "autoregressive", "DecodeSettings", "checked_settings", "checked_draft", "verify_block",
@@ -54,8 +55,8 @@ def _check_seed(seed) -> int | None:
     if not is_integer(seed):
         raise TypeError(f"seed must be None or an integer, got {type(given).__name__} {given!r}")
     seed = int(seed)
-    if not -2 ** 63 <= seed < 2 ** 64:
-        raise ValueError(f"seed must be in [-2**63, 2**64) (what torch.Generator.manual_seed accepts), got {seed}")
+    if not in_seed_range(seed):
+        raise ValueError(f"seed must be {SEED_RANGE} (what torch.Generator.manual_seed accepts), got {seed}")
     return seed
 
 

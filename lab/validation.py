@@ -14,7 +14,8 @@ from numbers import Integral, Real
 import torch
 
 __all__ = ["check_int", "is_integer", "check_token_ids", "check_unbounded_ids", "plain_number",
-           "check_sampling_args", "check_probs", "check_number", "MAX_LENGTH", "refuse_complex_and_bool"]
+           "check_sampling_args", "check_probs", "check_number", "MAX_LENGTH", "refuse_complex_and_bool",
+           "SEED_RANGE", "in_seed_range", "check_seed"]
 
 
 MAX_LENGTH = 1 << 16
@@ -41,6 +42,26 @@ def check_int(name: str, value, minimum: int, maximum: int | None = None, *, sho
         allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be an integer {allowed}, got {value if shown is None else shown!r}")
     return int(value)
+
+
+SEED_RANGE = "a whole number from -2**63 to 2**64 - 1"
+"""The seeds ``torch.Generator.manual_seed`` accepts, in words: the rule of :func:`check_seed`, of
+:func:`lab.decode.generate`'s ``seed`` and of ``python -m lab demo --seed``."""
+
+
+def in_seed_range(value: int) -> bool:
+    """Whether the integer ``value`` is a seed ``torch.Generator.manual_seed`` accepts (:data:`SEED_RANGE`)."""
+    return -2 ** 63 <= value < 2 ** 64
+
+
+def check_seed(name: str, value) -> int:
+    """``value`` as a Python int after checking it is a seed ``torch.Generator.manual_seed`` accepts
+    (:data:`SEED_RANGE`; negative seeds included): a Python or NumPy integer or a one-element integer tensor, not a
+    bool. Raises ``ValueError`` naming ``name`` and the range otherwise (``None`` included)."""
+    plain = plain_number(value)
+    if isinstance(plain, bool) or not isinstance(plain, Integral) or not in_seed_range(plain):
+        raise ValueError(f"{name} must be {SEED_RANGE} (what torch.Generator.manual_seed accepts), got {value!r}")
+    return int(plain)
 
 
 def is_integer(value) -> bool:

@@ -59,7 +59,7 @@ from lab.load_meter import LoadMeter
 from lab.prompts import check_prompts
 from lab.drafters.base import check_pair
 from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
-from lab.validation import check_int
+from lab.validation import check_int, check_seed
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
 from widgets.style import MUTED_CSS
@@ -179,9 +179,10 @@ class RaceDashboard(w.VBox):
       small cost).
 
     :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
-    Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be an
-    integer >= 0) and for an ``n_draft`` given with a drafter of :data:`lab.registry.OWN_DRAFT` (Lookahead, Medusa,
-    suffix decoding, the MTP heads), here and in :meth:`race`, and
+    Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be a whole
+    number from -2**63 to 2**64 - 1, what ``lab.decode.generate`` and ``python -m lab demo --seed`` take) and for an
+    ``n_draft`` given with a drafter of :data:`lab.registry.OWN_DRAFT` (Lookahead, Medusa, suffix decoding, the MTP
+    heads), here and in :meth:`race`, and
     ``TypeError`` for a ``record_probs`` that is not a bool, a ``pair`` that is not a ``ModelPair`` (a name, say:
     ``load_pair(name)`` gives the pair) and ``prompts`` that are not strings; the button shows such errors instead.
     """
@@ -199,7 +200,7 @@ class RaceDashboard(w.VBox):
             raise ValueError(f"{', '.join(missing)} must not be None")
         checked = self._check(**settings, temperature=temperature)  # all checked before a pair loads
         n_draft, max_new_tokens = checked["n_draft"], checked["max_new_tokens"]
-        seed = check_int("seed", seed, 0)
+        seed = check_seed("seed", seed)  # generate's rule, and python -m lab demo --seed's: negative ones too
         if prompts is not None:  # an empty list leaves only the free-text choice
             prompts = [] if isinstance(prompts, (list, tuple)) and not prompts else check_prompts(prompts)
         if not isinstance(record_probs, (bool, np.bool_)):
@@ -483,7 +484,8 @@ class RaceDashboard(w.VBox):
         if self.prompt_choice.value == FREE_TEXT:
             prompt = self.free_text.value
             if not prompt.strip():
-                raise ValueError("the free-text prompt is empty: type a prompt or choose one from the list")
+                raise ValueError("the free-text prompt is empty or only whitespace: type a prompt or choose one "
+                                 "from the list")  # as python -m lab demo refuses such a --prompt
         else:
             prompt = self.prompts[self.prompt_choice.value]
         # A chat pair answers the prompt as a user turn (its chat template); a plain-text pair continues it.

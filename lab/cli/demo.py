@@ -152,10 +152,10 @@ def run(args) -> int:
 
     Raises :class:`OptionError` (all before generating) naming ``--n-draft`` when it is given for a drafter that
     takes none (lookahead, medusa, suffix, mtp), ``--confidence`` for a drafter other than model, ``--prompt`` for a
-    prompt that encodes to no tokens or that alone fills the target's context, ``--max-new-tokens`` when the prompt
+    prompt that is empty or only whitespace (as ``RaceDashboard`` refuses its free text), that encodes to no tokens
+    or that alone fills the target's context, ``--max-new-tokens`` when the prompt
     plus the new tokens exceed it, and ``--drafter`` for one the pair cannot have (medusa, eagle, mtp, parallel or
-    eagle3 with a pair they were not trained for, before it loads; early-exit on GPT-2). On a chat pair an empty
-    ``--prompt`` is an empty user turn, sent with the chat template.
+    eagle3 with a pair they were not trained for, before it loads; early-exit on GPT-2).
     :func:`lab.cli.main` prints either as one line."""
     from lab.bench import HF_ASSISTED_POLICY
     from lab.decode import generate
@@ -171,6 +171,10 @@ def run(args) -> int:
     if args.confidence is not None and args.drafter != "model":
         raise OptionError("--confidence", f"applies to --drafter model only (the draft model's confidence stop), not "
                                           f"--drafter {args.drafter}; leave --confidence out")
+    if args.prompt is not None and not args.prompt.strip():  # as RaceDashboard's free text: nothing to answer or
+        # continue (an unset shell variable, say), refused before the pair loads
+        raise OptionError("--prompt", f"is empty or only whitespace, got {args.prompt!r}: give some text, or leave "
+                                      "--prompt out for the default")
     untrained = untrained_reason(args.drafter, args.pair)
     if untrained:
         raise OptionError("--drafter", f"{args.drafter}: {untrained}; with --pair {args.pair} choose another drafter")
@@ -184,7 +188,7 @@ def run(args) -> int:
     temperature_used = demo_temperature(args.temperature, chat)
     prompt = args.prompt if args.prompt is not None else CHAT_PROMPT if chat else held_out_prompts()[0]
     try:
-        prompt_ids = pair.encode_chat(prompt) if chat else pair.encode(prompt)  # '' on a chat pair: an empty user turn
+        prompt_ids = pair.encode_chat(prompt) if chat else pair.encode(prompt)
     except ValueError as error:  # not valid Unicode (bytes that were not UTF-8), or a special token the template moves
         raise OptionError("--prompt", str(error).split(": ", 1)[-1]) from None
     if not prompt_ids:

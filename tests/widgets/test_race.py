@@ -573,3 +573,27 @@ def test_the_demo_apps_text_names_the_request_kinds_as_the_dropdown_labels_them(
     text = "".join(app["cells"][0]["source"])
     labels = [task.replace("_", "/") for task in _CHAT_TASK_ORDER]  # default_prompts' labels
     assert f"Pick a request ({', '.join(labels[:-1])} or {labels[-1]})" in text and "JSON" not in text
+
+
+def test_the_race_takes_the_seeds_generate_and_the_cli_take(pair):
+    """The race refused negative seeds, which generate and python -m lab demo --seed take: all three now share
+    lab.validation.check_seed's range, -2**63 to 2**64 - 1, and name it when a seed is outside."""
+    import argparse
+
+    from lab.cli.options import seed as cli_seed
+    from lab.decode import generate
+    from lab.validation import SEED_RANGE, check_seed
+
+    for value in (-2 ** 63, -1, 0, 2 ** 64 - 1):
+        assert RaceDashboard(pair, prompts=["ROMEO."], seed=value, max_new_tokens=2).seed == value
+        assert cli_seed(str(value)) == value == check_seed("seed", value)
+    for value in (-2 ** 63 - 1, 2 ** 64):
+        with pytest.raises(ValueError, match=rf"^seed must be {SEED_RANGE.replace('*', '[*]')} \(what "
+                                             rf"torch.Generator.manual_seed accepts\), got {value}$"):
+            RaceDashboard(pair, prompts=["ROMEO."], seed=value)
+        with pytest.raises(argparse.ArgumentTypeError, match=SEED_RANGE.replace("*", "[*]")):
+            cli_seed(str(value))
+    dashboard = RaceDashboard(pair, prompts=["ROMEO."], seed=-3, max_new_tokens=4)
+    sampled = dashboard.race(temperature=0.8)["autoregressive"]["tokens"]
+    assert sampled == generate(pair.target, dashboard.settings["prompt_ids"], max_new_tokens=4, temperature=0.8,
+                               seed=-3, eos_token_id=pair.eos_token_id).tokens  # the sides sample with that seed

@@ -52,9 +52,29 @@ def test_encoding_a_long_prompt_prints_no_tokenizer_warning(pair, capfd):
     assert "sequence length" not in captured.err + captured.out, captured
 
 
-def test_demo_empty_prompt_is_one_line_naming_the_flag(char_pair, capsys):
-    assert cli.main(["demo", "--prompt", ""]) == 2
-    assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got ''\n"
+@pytest.mark.parametrize("prompt", ["", "   ", "\n\t"])
+def test_demo_empty_or_blank_prompt_is_one_line_naming_the_flag_before_loading(prompt, monkeypatch, capsys):
+    """As RaceDashboard refuses a blank free-text prompt (a chat pair took '' as an empty user turn, the dashboard
+    refused it: the two disagreed)."""
+    import lab.models
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: pytest.fail("must refuse before loading"))
+    for pair in ("shakespeare", "smollm2-135m"):
+        assert cli.main(["demo", "--pair", pair, "--prompt", prompt]) == 2
+        assert capsys.readouterr().err == (f"python -m lab demo: error: --prompt: is empty or only whitespace, got "
+                                           f"{prompt!r}: give some text, or leave --prompt out for the default\n")
+
+
+def test_demo_prompt_of_no_tokens_is_one_line_naming_the_flag(monkeypatch, capsys):
+    import lab.models
+
+    class NoTokens(CharPair):
+        def encode(self, text):
+            return []
+
+    monkeypatch.setattr(lab.models, "load_pair", lambda *a, **k: NoTokens())
+    assert cli.main(["demo", "--prompt", "x"]) == 2
+    assert capsys.readouterr().err == "python -m lab demo: error: --prompt: must contain at least one token, got 'x'\n"
 
 
 def test_demo_prompt_that_is_not_utf8_is_one_line_naming_the_flag(pair, monkeypatch, capsys):
@@ -494,22 +514,6 @@ def test_cli_demo_beyond_the_context_is_one_line_and_exit_status_2(pair):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (f"python -m lab demo: error: --max-new-tokens: prompt ({n} tokens) + 600 new tokens "
                            f"exceed the target's context of 512 positions: at most {512 - n} with this prompt\n")
-
-
-def test_demo_empty_prompt_on_a_chat_pair_is_an_empty_user_turn(smollm2_pair, monkeypatch, capsys):
-    import lab.decode
-    import lab.models
-
-    prompts, real = [], lab.decode.generate
-    monkeypatch.setattr(lab.models, "load_pair", lambda name, **k: smollm2_pair)
-    monkeypatch.setattr(lab.decode, "generate",  # the warm-up runs the target alone (no drafter) on the same ids
-                        lambda target, ids, **k: prompts.append((k.get("drafter") is None, ids)) or real(target, ids,
-                                                                                                         **k))
-    assert cli.main(["demo", "--prompt", "", "--drafter", "ngram", "--max-new-tokens", "3", "--temperature", "0",
-                     "--json"]) == 0
-    assert prompts == [(True, smollm2_pair.encode_chat("")), (False, smollm2_pair.encode_chat(""))]  # the
-    # template around an empty user turn, for the warm-up and the run
-    assert len(json.loads(capsys.readouterr().out)["tokens"]) >= 1
 
 
 def test_demo_shortens_a_long_prompt_and_warms_up_on_its_tail(monkeypatch, capsys):
