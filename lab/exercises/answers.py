@@ -5,13 +5,14 @@ ids is a list of ids) and strict about what later cells need (a count must be an
 """
 from __future__ import annotations
 
+import collections.abc
 import math
 from numbers import Integral
 
 import torch
 
 __all__ = ["as_float", "same_float", "as_bool", "same_bool", "same_int", "same_whole", "same_tensor",
-           "same_tensor_type", "as_ints", "same_ints"]
+           "same_tensor_type", "as_ints", "same_ints", "int_list_pair", "pair_shape_note"]
 
 
 def as_float(value):
@@ -129,3 +130,31 @@ def same_ints(a, b) -> bool:
     agree."""
     a, b = as_ints(a), as_ints(b)
     return a is not None and a == b
+
+
+def int_list_pair(value) -> list | None:
+    """``[first, second]``: an answer that should be a pair of token sequences (lesson 08's ``(tokens, parents)``,
+    lesson 09's ``(inputs, targets)``) as two lists of ints (:func:`as_ints`), or None when it is not a pair of int
+    sequences (a generator or iterator is refused: it has no len() and is used up once read)."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        return None
+    if any(isinstance(part, collections.abc.Iterator) for part in value):
+        return None
+    parts = [as_ints(part) for part in value]
+    return None if None in parts else parts
+
+
+def pair_shape_note(value, unpack: str, item: str, first: str) -> str:
+    """What an answer that :func:`int_list_pair` refuses looks like, for a checker's message ("" when nothing more
+    fits): ``unpack`` is the lesson's line that unpacks the pair (``"tokens, parents = grow_tree(...)"``), ``item``
+    what a list of pairs holds instead (``"(token, parent) pair per node"``), ``first`` the first list's name
+    (``"tokens"``)."""
+    if isinstance(value, dict):
+        return f": a dict, which `{unpack}` would unpack into its keys"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
+        return f": one {item}, not two lists"
+    if isinstance(value, (list, tuple)) and as_ints(value) is not None:
+        return f": one list of ints (the {first} alone?), not two"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, collections.abc.Iterator) for v in value):
+        return ": a generator or iterator has no len() and is used up once read, so make lists"
+    return ""

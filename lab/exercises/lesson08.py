@@ -5,12 +5,12 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
-import collections.abc
 import random
 
 from lab.drafters.prompt_lookup import ngram_lookup as _ref_ngram_lookup
 from lab.drafters.suffix import speculation_tree
-from lab.exercises.harness import (Fail, as_ints, checker, compare, fresh_args, run_case, same_ints, show_brief,
+from lab.exercises.answers import int_list_pair, pair_shape_note
+from lab.exercises.harness import (Fail, checker, compare, fresh_args, run_case, same_ints, show_brief,
                                    want_token_list)
 
 __all__ = ["ngram_lookup", "grow_tree"]
@@ -265,29 +265,6 @@ def _same_tree(a, b) -> bool:
     return same_ints(list(tokens_a), list(tokens_b)) and same_ints(list(parents_a), list(parents_b))
 
 
-def _tree_parts(value):
-    """``(tokens, parents)`` of an answer as two lists of ints, or None when it is not a pair of int sequences."""
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        return None
-    if any(isinstance(part, collections.abc.Iterator) for part in value):  # used up once read
-        return None
-    parts = [as_ints(part) for part in value]
-    return None if None in parts else parts
-
-
-def _shape_of(value) -> str:
-    """What an answer that is no pair of lists looks like, for the message ("" when nothing more fits)."""
-    if isinstance(value, dict):
-        return ": a dict, which the lesson's `tree_tokens, tree_parents = grow_tree(...)` would unpack into its keys"
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
-        return ": one (token, parent) pair per node, not two lists"
-    if isinstance(value, (list, tuple)) and as_ints(value) is not None:
-        return ": one list of ints (the tokens alone?), not two"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, collections.abc.Iterator) for v in value):
-        return ": a generator or iterator is used up once read; make lists"
-    return ""
-
-
 @checker
 def grow_tree(fn):
     """Check ``fn(children, budget, min_prob) -> (tokens, parents)``: suffix decoding's speculation tree below a
@@ -346,8 +323,10 @@ def grow_tree(fn):
     ]
     cases = _grow_cases()
     first = run_case(fn, fresh_args(cases[1]))  # six nodes: a list of (token, parent) pairs is no pair of lists
-    if first[0] == "ok" and first[1] is not None and _tree_parts(first[1]) is None:
-        raise Fail(f"grow_tree returned {show_brief(first[1])}{_shape_of(first[1])}.\n  Hint: return a pair "
+    if first[0] == "ok" and first[1] is not None and int_list_pair(first[1]) is None:
+        note = pair_shape_note(first[1], "tree_tokens, tree_parents = grow_tree(...)", "(token, parent) pair per node",
+                               "tokens")
+        raise Fail(f"grow_tree returned {show_brief(first[1])}{note}.\n  Hint: return a pair "
                    "(tokens, parents) of lists, in that order: the token ids in the order you took them, then each "
                    "one's parent index. The lesson unpacks it: tree_tokens, tree_parents = grow_tree(...).")
     count = compare("grow_tree", fn, cases, _ref_grow_tree, faults, _same_tree,

@@ -8,14 +8,14 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
-import collections.abc
 
 import random
 
 import torch
 
 from lab.drafters.lookahead import converged_prefix, jacobi_update
-from lab.exercises.harness import (a_type, as_ints, checker, compare, Fail, fresh_args, run_case, same_ints,
+from lab.exercises.answers import int_list_pair, pair_shape_note
+from lab.exercises.harness import (a_type, checker, compare, Fail, fresh_args, run_case, same_ints,
                                    show_brief, want_token_list)
 from lab.models import forward, new_cache
 
@@ -192,30 +192,6 @@ def reference_parallel_block(ids, anchor, k, mask_id):
     return inputs, [int(t) for t in ids[anchor + 1:anchor + 1 + k]]
 
 
-def _block_parts(value):
-    """``(inputs, targets)`` of an answer as two lists of ints (:func:`lab.exercises.harness.as_ints`), or None
-    when it is not a pair of token sequences."""
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        return None
-    if any(isinstance(part, collections.abc.Iterator) for part in value):  # used up once read, and has no len()
-        return None
-    parts = [as_ints(part) for part in value]
-    return None if None in parts else parts
-
-
-def _block_shape(value) -> str:
-    """What an answer that is no pair of token sequences looks like, for the message ("" when nothing more fits)."""
-    if isinstance(value, dict):
-        return ": a dict, which `inputs, targets = parallel_block(...)` would unpack into its keys"
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
-        return ": one (input, target) pair per position, not two lists"
-    if isinstance(value, (list, tuple)) and as_ints(value) is not None:
-        return ": one list of ints (the inputs alone?), not two"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, collections.abc.Iterator) for v in value):
-        return ": a generator or iterator has no len() and is used up once read, so make lists"
-    return ""
-
-
 @checker
 def parallel_block(fn):
     """Check ``fn(ids, anchor, k, mask_id) -> (inputs, targets)``: what a parallel (PARD) draft is fed to propose the
@@ -254,12 +230,14 @@ def parallel_block(fn):
     ]
 
     def same(a, b):
-        got, want = _block_parts(a), _block_parts(b)
+        got, want = int_list_pair(a), int_list_pair(b)
         return got is not None and got == want
 
     first = run_case(fn, fresh_args(cases[0]))
-    if first[0] == "ok" and first[1] is not None and _block_parts(first[1]) is None:
-        raise Fail(f"parallel_block returned {show_brief(first[1])}{_block_shape(first[1])}.\n  Hint: return a pair "
+    if first[0] == "ok" and first[1] is not None and int_list_pair(first[1]) is None:
+        note = pair_shape_note(first[1], "inputs, targets = parallel_block(...)", "(input, target) pair per position",
+                               "inputs")
+        raise Fail(f"parallel_block returned {show_brief(first[1])}{note}.\n  Hint: return a pair "
                    "(inputs, targets) of token-id lists, in that order (list(...) makes one): the lesson unpacks it "
                    "as inputs, targets = parallel_block(...), takes len(inputs), feeds inputs to the draft and "
                    "compares its guesses with targets.")
