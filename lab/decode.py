@@ -24,8 +24,7 @@ from lab.models import LAST_LAYER, context_limit, forward, hidden_layers_of, new
 from lab.sampling import probs_from_logits
 from lab.trace import Generation, OnStep, StepRecord
 from lab.trees import chain_parents, check_parents, depths, tree_attention_mask
-from lab.validation import (SEED_RANGE, check_int, check_sampling_args, check_token_ids, in_seed_range, is_integer,
-                            plain_number)
+from lab.validation import check_int, check_sampling_args, check_seed, check_token_ids, is_integer, plain_number
 from lab.verify import verify_tree_greedy, verify_tree_sampled_unchecked, verify_tree_typical_unchecked
 
 __all__ = ["generate", "autoregressive", "DecodeSettings", "checked_settings", "checked_draft", "verify_block",
@@ -46,18 +45,6 @@ def _check_drafter(drafter) -> None:
         raise TypeError(f"drafter must be a drafter (an object with reset, propose and update; see lab.drafters), got "
                         f"{what} ({type(drafter).__name__}, no {', '.join(missing)}); wrap a model: "
                         "DraftModelDrafter(model, n_draft)")
-
-
-def _check_seed(seed) -> int | None:
-    if seed is None:
-        return None
-    given, seed = seed, plain_number(seed)  # a one-element tensor or 0-d array, as check_int takes
-    if not is_integer(seed):
-        raise TypeError(f"seed must be None or an integer, got {type(given).__name__} {given!r}")
-    seed = int(seed)
-    if not in_seed_range(seed):
-        raise ValueError(f"seed must be {SEED_RANGE} (what torch.Generator.manual_seed accepts), got {seed}")
-    return seed
 
 
 def generate(target, prompt_ids, *, drafter=None, max_new_tokens: int, temperature: float = 0.0,
@@ -222,7 +209,7 @@ def checked_settings(target, prompt_ids, drafter, max_new_tokens, temperature, t
                       UserWarning, stacklevel=3)  # generate's caller
     if drafter is not None:
         _check_drafter(drafter)
-    seed = _check_seed(seed)
+    seed = check_seed("seed", seed, none_allowed=True)
     if not isinstance(record_probs, (bool, np.bool_)):
         raise TypeError(f"record_probs must be True or False, got {type(record_probs).__name__} {record_probs!r}")
     if on_step is not None and not callable(on_step):

@@ -54,13 +54,20 @@ def in_seed_range(value: int) -> bool:
     return -2 ** 63 <= value < 2 ** 64
 
 
-def check_seed(name: str, value) -> int:
+def check_seed(name: str, value, none_allowed: bool = False) -> int | None:
     """``value`` as a Python int after checking it is a seed ``torch.Generator.manual_seed`` accepts
     (:data:`SEED_RANGE`; negative seeds included): a Python or NumPy integer or a one-element integer tensor, not a
-    bool. Raises ``ValueError`` naming ``name`` and the range otherwise (``None`` included)."""
+    bool; None passes through when ``none_allowed`` (``generate``'s "no seed"). Raises ``TypeError`` naming ``name``
+    for anything that is not an integer, ``ValueError`` naming it and the range for an integer outside it."""
+    if value is None and none_allowed:
+        return None
     plain = plain_number(value)
-    if isinstance(plain, bool) or not isinstance(plain, Integral) or not in_seed_range(plain):
-        raise ValueError(f"{name} must be {SEED_RANGE} (what torch.Generator.manual_seed accepts), got {value!r}")
+    if not is_integer(plain):
+        raise TypeError(f"{name} must be {'None or ' if none_allowed else ''}an integer ({SEED_RANGE}), got "
+                        f"{type(value).__name__} {_shown(value)}")
+    if not in_seed_range(int(plain)):
+        raise ValueError(f"{name} must be {SEED_RANGE} (what torch.Generator.manual_seed accepts), got "
+                         f"{_shown(int(plain))}")
     return int(plain)
 
 

@@ -1,10 +1,10 @@
-"""Names joined into prose ("a, b and c") and counted nouns ("1 entry", "2 entries") for help texts, messages and
-the lessons' generated sentences (layer 0)."""
+"""Names joined into prose ("a, b and c"), counted nouns ("1 entry", "2 entries") and the acceptance rate with what it
+counts, for help texts, messages, summaries and the lessons' generated sentences (layer 0)."""
 from __future__ import annotations
 
 from numbers import Integral
 
-__all__ = ["in_words", "plural"]
+__all__ = ["in_words", "plural", "acceptance_phrase"]
 
 
 def in_words(words) -> str:
@@ -34,3 +34,22 @@ def plural(count: int, word: str, words: str | None = None) -> str:
     if not isinstance(word, str) or not isinstance(words, (str, type(None))):
         raise TypeError(f"word and words must be str, got {type(word).__name__} and {type(words).__name__}")
     return f"{int(count)} {word if count == 1 else word + 's' if words is None else words}"
+
+
+def acceptance_phrase(rate, accepted, drafted, tree: bool) -> str:
+    """The acceptance rate with the counts it divides, as ``python -m lab demo`` and the race dashboard print it:
+    ``"acceptance rate 0.25 (3 of 12 drafts accepted)"``; with token trees (``tree``) ``"acceptance rate 0.12 (18 of
+    153 tree nodes accepted; a step keeps one path of its tree at most)"``, a rate low by design beside the tokens
+    per target call; ``"acceptance rate n/a (nothing drafted)"`` when ``rate`` is None. ``accepted`` / ``drafted``
+    (ints) may be None: then the rate stands alone. Raises ``TypeError`` for a ``rate`` that is neither None nor a
+    number."""
+    if rate is None:
+        return "acceptance rate n/a (nothing drafted)"
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) and not hasattr(rate, "__float__"):
+        raise TypeError(f"rate must be None or a number, got {type(rate).__name__} {rate!r}")
+    head = f"acceptance rate {float(rate):.2f}"
+    if accepted is None or drafted is None:
+        return head
+    if tree:
+        return f"{head} ({accepted} of {drafted} tree nodes accepted; a step keeps one path of its tree at most)"
+    return f"{head} ({accepted} of {drafted} drafts accepted)"

@@ -60,6 +60,7 @@ from lab.prompts import check_prompts
 from lab.drafters.base import check_pair
 from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
 from lab.validation import check_int, check_seed
+from lab.words import acceptance_phrase
 from widgets.residual import ResidualExplorer
 from widgets.speedup import SpeedupExplorer
 from widgets.style import MUTED_CSS
@@ -178,13 +179,15 @@ class RaceDashboard(w.VBox):
     - ``record_probs``: keep each step's distributions so clicking a token charts them (both sides pay the same
       small cost).
 
-    :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too.
+    :meth:`race` runs one race from Python (what the button does); the controls can be set from Python too. Each
+    race first sets torch's thread count for the process (:func:`lab.models.fit_threads`), and the count stays
+    after it: a count set with ``torch.set_num_threads`` beforehand does not survive a race.
     Numbers may be NumPy scalars (not bool). Raises ``ValueError`` for settings out of range (``seed`` must be a whole
     number from -2**63 to 2**64 - 1, what ``lab.decode.generate`` and ``python -m lab demo --seed`` take) and for an
     ``n_draft`` given with a drafter of :data:`lab.registry.OWN_DRAFT` (Lookahead, Medusa, suffix decoding, the MTP
-    heads), here and in :meth:`race`, and
-    ``TypeError`` for a ``record_probs`` that is not a bool, a ``pair`` that is not a ``ModelPair`` (a name, say:
-    ``load_pair(name)`` gives the pair) and ``prompts`` that are not strings; the button shows such errors instead.
+    heads), here and in :meth:`race`, and ``TypeError`` for a ``seed`` that is not an integer, a ``record_probs``
+    that is not a bool, a ``pair`` that is not a ``ModelPair`` (a name, say: ``load_pair(name)`` gives the pair) and
+    ``prompts`` that are not strings; the button shows such errors instead.
     """
 
     def __init__(self, pair=None, *, prompts=None, drafter: str = "model", n_draft: int | None = None,
@@ -605,13 +608,9 @@ class RaceDashboard(w.VBox):
             same = ("sampled: both sides drew the same tokens this time; each follows the target's distribution "
                     "exactly" if self.identical else
                     "sampled: the texts differ, but both follow the target's distribution exactly")
-        rate = spec["acceptance_rate"]
-        rate_text = f"acceptance rate {rate:.2f}, " if rate is not None else ""
-        if rate is not None and spec["tree"]:  # every node of a tree counts as drafted, one path at most is kept
-            counted = (f"{spec['accepted_tokens']} of {spec['drafted_tokens']} tree nodes accepted"
-                       if spec["accepted_tokens"] is not None and spec["drafted_tokens"] is not None
-                       else "of the tree nodes")
-            rate_text = f"acceptance rate {rate:.2f} ({counted}; a step keeps one path of its tree at most), "
+        rate = spec["acceptance_rate"]  # with its counts; a tree's nodes, one path at most kept per step
+        rate_text = ("" if rate is None else
+                     acceptance_phrase(rate, spec["accepted_tokens"], spec["drafted_tokens"], spec["tree"]) + ", ")
         per_call = spec["tokens_per_target_call"]  # None when no decode step ran
         per_call_text = f"{per_call:.2f}" if per_call is not None else "\u2013"
         prefill_only = ""

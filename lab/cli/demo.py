@@ -1,5 +1,6 @@
 """``python -m lab demo``: stream one speculative generation with coloured tokens (green accepted, grey
-struck-through rejected, orange resampled, blue bonus; the end-of-text token as ⟨end⟩, its label in the widgets)
+struck-through rejected, orange resampled, blue bonus; the end-of-text token as its label in the widgets: ⟨end⟩ for a
+chat answer's ``<|im_end|>``, ⟨end of text⟩ for ``<|endoftext|>``)
 and print the stats (after two tokens of warm-up off the clock, with a warning when other programs kept the machine
 busy); ``--json`` prints one JSON object {text, tokens, stats, load} (``load``:
 :meth:`lab.load_meter.LoadMeter.summary` of the run).
@@ -17,17 +18,18 @@ from lab.cli.options import (CHAT_PAIRS, CHAT_TEMPERATURE, DEFAULT_PAIR, MAX_DRA
                              probability, seed, temperature, warm_up_ids)
 from lab.registry import (DRAFTERS, TRAINED_FOR, TRAINED_PAIRS, drafters_in_words, own_draft_reason, try_drafter,
                           untrained_reason)
-from lab.words import in_words, plural
+from lab.words import acceptance_phrase, in_words, plural
 
 __all__ = ["ANSI", "CHAT_PROMPT", "END_MARK", "add_parser", "run"]
 
 CHAT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 """The default --prompt for a pair with a chat template (the user's message)."""
 
-ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;90m", "resampled": "\x1b[1;38;5;166m", "bonus": "\x1b[1;34m",
+ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;38;5;246m", "resampled": "\x1b[1;38;5;166m", "bonus": "\x1b[1;34m",
         "target": "\x1b[0m", "prompt": "\x1b[2m", "reset": "\x1b[0m"}
 """The escape codes that colour each kind of token (and the prompt) on a terminal, in the widgets' meanings
-(``widgets.style.KIND_COLORS``): green accepted, grey struck-through rejected, orange resampled (256-colour 166,
+(``widgets.style.KIND_COLORS``): green accepted, grey struck-through rejected (256-colour 246, #949494: a fixed grey,
+as "bright black" is the background colour in some dark themes), orange resampled (256-colour 166,
 #d75f00, the widgets' vermillion #D55E00), blue bonus. ``"target"``, the token of a step that drafted nothing (the
 prefill's, a lookup miss), is plain text: no draft was accepted before it, so it is not a bonus."""
 
@@ -121,19 +123,13 @@ def _rate_phrase(stats: dict) -> str:
 
 
 def _acceptance_phrase(stats: dict, tree: bool, struck: bool) -> str:
-    """The acceptance rate with the counts it divides; for a token tree (``tree``), the counts are the tree's
-    nodes, of which a step keeps one path at most, so the rate is low by design; ``struck``: the stream was coloured,
-    rejected drafts struck through."""
-    rate = stats["acceptance_rate"]  # None: nothing drafted
-    if rate is None:
-        return "acceptance rate n/a (nothing drafted)"
-    accepted, drafted = stats.get("accepted_tokens"), stats.get("drafted_tokens")
-    if accepted is None or drafted is None:
-        return f"acceptance rate {rate:.2f}"
-    if tree:
-        return (f"acceptance rate {rate:.2f} ({accepted} of {drafted} tree nodes accepted: a step keeps one path"
-                + (", and the stream strikes through only the first rejected child at its end)" if struck else ")"))
-    return f"acceptance rate {rate:.2f} ({accepted} of {drafted} drafts accepted)"
+    """:func:`lab.words.acceptance_phrase` of ``stats``; a coloured stream of token trees (``struck``) adds that it
+    strikes through only the first rejected child at a path's end."""
+    phrase = acceptance_phrase(stats["acceptance_rate"], stats.get("accepted_tokens"), stats.get("drafted_tokens"),
+                               tree)
+    if tree and struck and phrase.endswith(")"):
+        phrase = phrase[:-1] + "; the stream strikes through only the first rejected child at its end)"
+    return phrase
 
 
 def rejected_child_text(record, text) -> str:

@@ -173,7 +173,7 @@ def finite_nonnegative(what: str, example: str):
 def seed(text: str) -> int:
     """argparse type: a whole number that ``torch.Generator.manual_seed`` accepts, negative ones included: the rule
     of :func:`lab.validation.check_seed`, which ``generate`` and ``RaceDashboard`` apply (written out here, as
-    ``--help`` and parsing import no torch)."""
+    ``--help`` and parsing import no torch; a test holds the two to one range)."""
     try:
         value = int(text)
     except ValueError:

@@ -1,5 +1,7 @@
 """lab.words: names joined into prose, the one helper the help texts, the arena's reading, the picker and the
 lesson 14 checker share."""
+import pytest
+
 from lab.words import in_words
 
 
@@ -38,3 +40,16 @@ def test_plural_counts_one_and_many():
         plural(True, "draft")
     with pytest.raises(TypeError, match="word and words must be str"):
         plural(2, None)
+
+
+def test_acceptance_phrase_names_what_the_rate_divides():
+    """One wording for the demo and the race: drafts for a chain, tree nodes (one path kept) for a tree."""
+    from lab.words import acceptance_phrase
+
+    assert acceptance_phrase(0.25, 3, 12, False) == "acceptance rate 0.25 (3 of 12 drafts accepted)"
+    assert acceptance_phrase(0.125, 18, 144, True) == ("acceptance rate 0.12 (18 of 144 tree nodes accepted; a step "
+                                                       "keeps one path of its tree at most)")
+    assert acceptance_phrase(None, 0, 0, True) == "acceptance rate n/a (nothing drafted)"
+    assert acceptance_phrase(0.5, None, 4, False) == "acceptance rate 0.50"
+    with pytest.raises(TypeError, match="rate must be None or a number"):
+        acceptance_phrase("0.5", 1, 2, False)

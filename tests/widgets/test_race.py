@@ -241,12 +241,14 @@ def test_race_dashboard_takes_numpy_scalars(pair):
     assert math.isclose(dashboard.temperature.value, 0.5) and dashboard.seed == 1 and type(dashboard.seed) is int
     assert dashboard.record_probs is True
     for kwargs, word in (({"temperature": True}, "temperature"), ({"temperature": float("inf")}, "temperature"),
-                         ({"temperature": -0.5}, "temperature"), ({"seed": 1.5}, "seed"),
+                         ({"temperature": -0.5}, "temperature"),
                          ({"max_new_tokens": None}, "max_new_tokens"), ({"n_draft": 0}, "n_draft")):
         with pytest.raises(ValueError, match=word):
             RaceDashboard(pair, prompts=["ROMEO."], **kwargs)
     with pytest.raises(TypeError, match="record_probs"):
         RaceDashboard(pair, prompts=["ROMEO."], record_probs="no")
+    with pytest.raises(TypeError, match=r"seed must be an integer \(a whole number"):  # generate's TypeError too
+        RaceDashboard(pair, prompts=["ROMEO."], seed=1.5)
 
 
 @pytest.fixture(scope="module")

@@ -207,8 +207,8 @@ def test_demo_strikes_through_the_first_rejected_child_of_a_trees_path_end(monke
     assert out.count(ANSI["rejected"]) == 2, out  # the legend's and step 1's B: not C, D, F, nor an empty one
     assert f"{ANSI['accepted']}é{ANSI['reset']}{ANSI['bonus']}y" in out and "\ufffd" not in out
     assert f"{ANSI['resampled']}corrected (the target's argmax){ANSI['reset']}" in out  # greedy: nothing is sampled
-    assert ("acceptance rate 0.50 (4 of 8 tree nodes accepted: a step keeps one path, and the stream strikes "
-            "through only the first rejected child at its end)") in out
+    assert ("acceptance rate 0.50 (4 of 8 tree nodes accepted; a step keeps one path of its tree at most; the "
+            "stream strikes through only the first rejected child at its end)") in out
 
 
 def test_demo_shows_a_rejected_drafts_line_breaks_and_tabs_as_marks(monkeypatch, capsys):
@@ -294,6 +294,8 @@ def test_demo_colours_mean_what_they_mean_in_the_widgets_and_the_help_names_them
         params = [int(p) for p in code[2:-1].split(";")]
         if 38 in params:
             n = params[params.index(38) + 2]
+            if n >= 232:  # the grey ramp
+                return (8 + 10 * (n - 232),) * 3
             steps = [0, 95, 135, 175, 215, 255]
             n -= 16
             return steps[n // 36], steps[n // 6 % 6], steps[n % 6]
@@ -312,6 +314,7 @@ def test_demo_colours_mean_what_they_mean_in_the_widgets_and_the_help_names_them
               for kind in ("accepted", "resampled", "bonus")}
     assert "9" in ANSI["rejected"][2:-1].split(";")  # struck through
     assert hls(*rgb(ANSI["rejected"]))[2] == 0  # grey, as in the widgets (no hue to mistake for another kind)
+    assert "90" not in ANSI["rejected"][2:-1].split(";")  # not "bright black": the background in some dark themes
     for kind in widget:  # each coloured kind's nearest widget colour is its own kind's
         terminal = hls(*rgb(ANSI[kind]))
         assert min(widget, key=lambda other: hue_apart(terminal, widget[other])) == kind, kind
@@ -330,7 +333,7 @@ def test_demo_names_what_the_acceptance_rate_divides():
     stats = {"acceptance_rate": 0.25, "accepted_tokens": 3, "drafted_tokens": 12}
     assert _acceptance_phrase(stats, tree=False, struck=True) == "acceptance rate 0.25 (3 of 12 drafts accepted)"
     assert _acceptance_phrase(stats, tree=True, struck=False) == \
-        "acceptance rate 0.25 (3 of 12 tree nodes accepted: a step keeps one path)"
+        "acceptance rate 0.25 (3 of 12 tree nodes accepted; a step keeps one path of its tree at most)"
     assert _acceptance_phrase({"acceptance_rate": None}, tree=False, struck=True) == \
         "acceptance rate n/a (nothing drafted)"
 
