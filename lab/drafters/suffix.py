@@ -300,7 +300,8 @@ class SuffixDecodingDrafter:
     Each proposal is a token tree (``Draft.parents``; a chain when only one continuation was ever seen, or with
     ``tree=False``), with no
     draft probabilities (deterministic: verified as one-hot) and no draft forward pass. ``history`` records, per
-    step, which trie the pattern came from ("request", "cache" or None), the pattern's length and the tree's size.
+    step, which trie the pattern came from ("request", "cache", None when neither matched, or "no room" when the
+    step could take no draft: the last token before ``max_new_tokens``), the pattern's length and the tree's size.
     Raises ``ValueError`` naming the argument for an out-of-range setting."""
 
     def __init__(self, cache: SuffixCache | None = None, max_depth: int = 24, max_spec_factor: float = 1.0,
@@ -381,8 +382,8 @@ class SuffixDecodingDrafter:
                     tokens, parents, score = grow(node, budget, room, self.min_token_prob)
                     if tokens and (best is None or score > best[0]):
                         best = (score, source, length, tokens, parents)
-        if best is None:
-            self.history.append({"source": None, "pattern": 0, "nodes": 0})
+        if best is None:  # "no room": one token left, which the target's own token fills; None: no match
+            self.history.append({"source": None if budget_cap > 0 else "no room", "pattern": 0, "nodes": 0})
             self._last = Draft()
             return self._last
         _, source, length, tokens, parents = best

@@ -135,7 +135,10 @@ def same_ints(a, b) -> bool:
 def int_list_pair(value) -> list | None:
     """``[first, second]``: an answer that should be a pair of token sequences (lesson 08's ``(tokens, parents)``,
     lesson 09's ``(inputs, targets)``) as two lists of ints (:func:`as_ints`), or None when it is not a pair of int
-    sequences (a generator or iterator is refused: it has no len() and is used up once read)."""
+    sequences (a generator or iterator is refused: it has no len() and is used up once read). A 2-row tensor or
+    NumPy array is read as its two rows: the lesson's unpacking takes it."""
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        value = value.tolist() if getattr(value, "ndim", 0) == 2 else value
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return None
     if any(isinstance(part, collections.abc.Iterator) for part in value):

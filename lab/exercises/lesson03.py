@@ -40,9 +40,8 @@ def reference_residual_distribution(target_probs, draft_probs):
 
 
 _EPS_HINT = ("a constant added to the sum (sum + eps) shrinks every row a little, and most where the residual mass is "
-             "itself small: with a mass of 1e-6 the row no longer sums to 1. Divide by the sum itself and keep 0/0 "
-             "out another way: torch.where on the mass (with target_probs where it is 0), or a sum clamped from "
-             "below with clamp_min, which changes nothing where the mass is positive.")
+             "itself small: with a mass of 1e-6 the row no longer sums to 1. Divide by the sum itself, and deal with "
+             "the rows whose sum is 0 on their own (what must such a row return?).")
 _HALF_HINT = ("the values are right to about 3 digits: the answer is in half precision (float16 or bfloat16). Return "
               "the inputs' dtype (float32): probabilities rounded to 3 digits no longer sum to 1 exactly.")
 
@@ -63,11 +62,12 @@ def _residual_faults():
                                   pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-12), t),
          "guard only the rows whose residual mass is 0: a small mass, like 0.01 when the draft nearly matches the "
          "target, is a real distribution to resample from (a good draft makes such rows common)."),
-        # a constant added to the sum: each eps a learner may pick, guarded with where or not
+        # a constant added to the sum: the eps values learners pick, guarded with where or not (another value gets
+        # the formula's hint)
         *[(lambda t, d, eps=eps, guard=guard: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
                                                           pos(t, d) / (pos(t, d).sum(-1, keepdim=True) + eps), t)
            if guard else pos(t, d) / (pos(t, d).sum(-1, keepdim=True) + eps), _EPS_HINT)
-          for eps in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10) for guard in (True, False)],
+          for eps in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10) for guard in (True, False)],
         *[(lambda t, d, dtype=dtype: _sampling.residual_distribution(t, d).to(dtype), _HALF_HINT)
           for dtype in (torch.float16, torch.bfloat16)],
         (lambda t, d: torch.softmax(pos(t, d), -1),

@@ -96,13 +96,12 @@ def ngram_lookup(fn):
         (_lookup_variant(no_fallback=True), "when the longest n-gram has no earlier occurrence, try n - 1, …, 1 "
                                             "before giving up."),
         (_lookup_variant(no_cap=True), "propose at most n_draft tokens."),
-        (_lookup_variant(one_extra=True), "one token too many: the draft holds at most n_draft tokens, and a slice's "
-                                          "end is left out, so n_draft tokens from position b end before b + n_draft, "
-                                          "not b + n_draft + 1."),
+        (_lookup_variant(one_extra=True), "one token too many: the draft holds at most n_draft tokens (a slice's "
+                                          "end index is left out of it)."),
         (_lookup_variant(late_start=True), "your scan starts one position too far back and skips the most recent "
                                            "earlier occurrence: one may start a single position before the last n "
                                            "tokens do (it then ends just before the context's last token, as the "
-                                           "bigram [7, 7] at index 0 of [7, 7, 7] does), so try that start first."),
+                                           "bigram [7, 7] at index 0 of [7, 7, 7] does)."),
         (_lookup_variant(skip_next=True), "the draft begins with the token right after the match: an occurrence "
                                           "starting at i covers positions i … i + n - 1, so what followed it starts "
                                           "at i + n, and your draft leaves that first token out."),

@@ -8,7 +8,6 @@ Each checker keeps the contract of :mod:`lab.exercises.harness`.
 """
 from __future__ import annotations
 
-
 import random
 
 import torch

@@ -302,9 +302,8 @@ def tree_mask(fn):
                    "[n, prefix_len + n] (True = may attend).")
 
     count = compare("tree_mask", fn, _TREES, tree_attention_mask, faults, same,
-                    "return a bool tensor [n, prefix_len + n] (shown here one row per node, 1 = may attend, a "
-                    "bar after the prefix's columns); row i: True for the prefix, for node i's ancestors and for "
-                    "node i itself; False elsewhere.", show_answer=_mask_rows, answer_legend=_MASK_LEGEND)
+                    "return a bool tensor [n, prefix_len + n]; row i: True for the prefix, for node i's ancestors and "
+                    "for node i itself; False elsewhere.", show_answer=_mask_rows, answer_legend=_MASK_LEGEND)
     return f"{count} masks right: each node sees the prefix, its ancestors and itself"
 
 

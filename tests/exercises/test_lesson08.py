@@ -411,3 +411,14 @@ def test_grow_tree_names_the_pair_in_the_wrong_order(capsys):
     """A learner's report: (parents, tokens) got the algorithm's recipe."""
     out = rejects(check.grow_tree, lambda *a: check._ref_grow_tree(*a)[::-1], capsys, "the other way round")
     assert "start a heap" not in out, out
+
+
+def test_grow_tree_takes_a_two_row_array_or_tensor(capsys):
+    """The lesson unpacks the answer (tree_tokens, tree_parents = grow_tree(...)), which a 2-row array or tensor
+    allows: the shape check before the comparison read only tuples and lists and failed these right answers."""
+    import numpy as np
+    import torch
+
+    for wrap in (np.array, torch.tensor):
+        ok, out = run(capsys, check.grow_tree, lambda *a, wrap=wrap: wrap(check._ref_grow_tree(*a)))
+        assert ok, out

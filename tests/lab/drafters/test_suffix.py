@@ -38,6 +38,19 @@ def test_tree_counts_every_substring_up_to_its_depth():
         SuffixTree(max_depth=1)
 
 
+def test_history_tells_a_step_without_room_from_one_without_a_match():
+    """A step with no room for a draft (the answer's last token, max_tokens 0) records "no room", not None (no
+    match): lesson 08 counts them apart."""
+    context = [1, 2, 3, 9, 1, 2, 3]
+    drafter = SuffixDecodingDrafter(max_depth=8)
+    drafter.reset(context)
+    assert drafter.propose(DraftRequest(context, max_tokens=0)).tokens == []
+    assert drafter.history[-1] == {"source": "no room", "pattern": 0, "nodes": 0}
+    drafter.reset([5, 6, 7])
+    assert drafter.propose(DraftRequest([5, 6, 7], max_tokens=4)).tokens == []
+    assert drafter.history[-1] == {"source": None, "pattern": 0, "nodes": 0}
+
+
 def test_match_takes_the_longest_suffix_with_a_continuation():
     tree = SuffixTree(max_depth=8)
     context = [4, 1, 2, 3, 9, 5, 2, 3]
