@@ -8,9 +8,10 @@ character at the end (as the incremental detokenizers of vLLM and text-generatio
 offset and a read offset). Only a short window is decoded each time (from the last character boundary, with the
 text before it as context), so a long run costs no more per token.
 
-The CLI (``python -m lab demo``) and every widget that shows token text use it, so they all show the same text;
-they also share how a token's text is drawn in a stream (:func:`token_display_text`: control characters, special
-tokens, and a rejected draft's line breaks made visible).
+The CLI (``python -m lab demo``) and every widget that shows token text use it, so they all show the same text.
+How a token's text is drawn in a widget's stream (:func:`token_display_text`: control characters, special tokens,
+empty tokens, line breaks) is here too; the terminal demo draws its rejected drafts with it and prints the other
+tokens' text as it is, line breaks included.
 """
 from __future__ import annotations
 
@@ -76,9 +77,9 @@ def has_special_token(text) -> bool:
 
 
 def token_display_text(text, kind=None) -> str:
-    """How one token's text appears in a token stream, the widgets' ``TokenStream`` and ``python -m lab demo``
-    alike (not yet HTML-escaped); ``kind`` is the token's kind in the stream (``"rejected"``, ``"accepted"``, ...;
-    None for any other).
+    """How one token's text appears in the widgets' token streams (``TokenStream``), and a rejected draft's in
+    ``python -m lab demo`` too (not yet HTML-escaped); ``kind`` is the token's kind in the stream (``"rejected"``,
+    ``"accepted"``, ...; None for any other).
 
     Spaces stay spaces (the widgets use ``white-space: pre-wrap``); a newline shows as ``↵`` and then breaks the
     line, except in a rejected draft (``kind == "rejected"``), which is not part of the output and must not change

@@ -200,8 +200,8 @@ def accept_or_reject(target_prob: float, draft_prob: float, u: float) -> bool:
     Raises ``TypeError`` naming the argument for something that is not a number (a string, None, a bool, a
     longer tensor), ``ValueError`` if a probability is outside [0, 1] or NaN, or ``u`` is outside [0, 1).
     Source: Chen et al. 2023, Algorithm 2 (keep iff r < min(1, ratio)); Leviathan et al. 2023, Algorithm 1 rejects
-    iff r > ratio, which keeps a draw equal to the ratio: the same for a continuous draw, not for a float one, which
-    can be exactly 0 (lesson 02); seed lesson 000, step 2.
+    iff r > ratio, so it keeps a draw equal to the ratio. For a continuous draw the two rules agree with probability
+    1; a float draw can equal the ratio (u = 0 against a ratio of 0: lesson 02). Seed lesson 000, step 2.
     """
     target = check_number("target_prob", target_prob, "[0, 1]")
     draft = check_number("draft_prob", draft_prob, "[0, 1]")

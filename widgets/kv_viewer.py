@@ -220,7 +220,7 @@ class KVCacheViewer(ipywidgets.VBox):
             count = row.counts()
             if current["phase"] == "verify":
                 parts.append(f"the {name} wrote {plural(count['scratch'], 'entry', 'entries')} to scratch after "
-                             f"{count['committed']} committed {'one' if count['committed'] == 1 else 'ones'}")
+                             f"{plural(count['committed'], 'committed one')}")
             else:
                 parts.append(f"the {name} kept {count['kept']} and discarded {count['discarded']}")
         head = f"step {step}{' (prefill)' if record.prefill else ''}, {current['phase']}: "
