@@ -143,8 +143,23 @@ def int_list_pair(value) -> list | None:
         return None
     if any(isinstance(part, collections.abc.Iterator) for part in value):
         return None
+    if any(_has_floats(part) for part in value):  # 9.0 is no token id: the lesson prints and indexes with them
+        return None
     parts = [as_ints(part) for part in value]
     return None if None in parts else parts
+
+
+def _has_floats(part) -> bool:
+    """Whether a sequence (list, tuple, tensor or array) holds floating-point numbers."""
+    if isinstance(part, torch.Tensor):  # an empty one is float by default: no float in it
+        return part.numel() > 0 and part.is_floating_point()
+    if type(part).__module__ == "numpy":
+        return getattr(part, "dtype", None) is not None and part.dtype.kind == "f" and part.size > 0
+    try:
+        return any(isinstance(item, float) or type(item).__module__ == "numpy" and getattr(item, "dtype", None)
+                   is not None and item.dtype.kind == "f" for item in part)
+    except TypeError:
+        return False
 
 
 def pair_shape_note(value, unpack: str, item: str, first: str) -> str:
@@ -154,6 +169,11 @@ def pair_shape_note(value, unpack: str, item: str, first: str) -> str:
     (``"tokens"``)."""
     if isinstance(value, dict):
         return f": a dict, which `{unpack}` would unpack into its keys"
+    shape = tuple(getattr(value, "shape", ()))
+    if len(shape) == 2 and shape[1] == 2 and shape[0] != 2:
+        return f": one row per position, shape [{shape[0]}, 2], not two rows ({first} first)"
+    if isinstance(value, (list, tuple)) and len(value) == 2 and any(_has_floats(part) for part in value):
+        return ": floats (9.0 is no token id), where token ids and indices are ints"
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
         return f": one {item}, not two lists"
     if isinstance(value, (list, tuple)) and as_ints(value) is not None:

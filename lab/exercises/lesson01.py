@@ -16,7 +16,7 @@ def reference_step_latency(target_ms, draft_ms, n_draft):
 
 
 _STEP_LATENCY_CASES = [(30.0, 3.0, 5), (30.0, 3.0, 1), (10.0, 1.0, 4), (7.6, 0.93, 4), (30.0, 0.0, 5),
-                       (12.0, 2.5, 8)]
+                       (12.0, 2.5, 8), (7.6, 0.937, 3)]  # 10.411 ms: round(x, 2) passed the others
 
 
 @checker
@@ -44,6 +44,9 @@ def step_latency(fn):
         (lambda t, d, n: int(n * d + t),
          "return the time unrounded (no int() or round()): milliseconds have decimals, and later cells compute "
          "with the value."),
+        *[(lambda t, d, n, digits=digits: round(n * d + t, digits),
+           "return the time unrounded (no round() to some decimals): later cells compute with the value, and a "
+           "rounded time makes their ratios wrong in the last digits.") for digits in (1, 2)],
     ]
     n = compare("step_latency", fn, _STEP_LATENCY_CASES, reference_step_latency, faults, same_float,
                 "one step = n_draft draft passes + one target pass over all drafted positions.")

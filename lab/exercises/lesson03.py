@@ -27,6 +27,7 @@ _RESIDUAL_CASES = [
     (_t([0.5, 0.5]), _t([0.51, 0.49])),
     (_t([0.5, 0.5]), _t([0.501, 0.499])),  # mass 0.001: a guard at 0.005 passed the case above
     (_t([1e-6, 1 - 1e-6]), _t([0.0, 1.0])),  # mass 1e-6: a guard at 5e-4 passed the one above
+    (_t([1e-8, 1 - 1e-8, 0.0]), _t([0.0, 1.0, 0.0])),  # mass 1e-8: a guard at 1e-7 passed the one above
 ]
 _RESIDUAL_BATCH = (_t([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4]]), _t([[0.2, 0.5, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]]))
 # One row with target == draft next to one without: a zero-mass guard must work row by row.
@@ -42,8 +43,14 @@ def reference_residual_distribution(target_probs, draft_probs):
 _EPS_HINT = ("a constant added to the sum (sum + eps) shrinks every row a little, and most where the residual mass is "
              "itself small: with a mass of 1e-6 the row no longer sums to 1. Divide by the sum itself, and deal with "
              "the rows whose sum is 0 on their own (what must such a row return?).")
-_HALF_HINT = ("the values are right to about 3 digits: the answer is in half precision (float16 or bfloat16). Return "
-              "the inputs' dtype (float32): probabilities rounded to 3 digits no longer sum to 1 exactly.")
+_HALF_HINT = ("the values are right to about 3 digits: somewhere the computation ran in half precision (float16 or "
+              "bfloat16). Compute in the inputs' dtype (float32), not only return it: probabilities rounded to 3 "
+              "digits no longer sum to 1 exactly.")
+_FLOOR_HINT = ("a floor on the sum (clamp_min) changes every row whose residual mass is below it, and a good draft "
+               "makes such rows common: that row then no longer sums to 1. Divide by the sum itself, and deal with "
+               "the rows whose sum is 0 on their own.")
+# eps values a learner may add to the sum or use as its floor: 1, 2, 3 and 5 of each power of ten from 1e-12 to 0.5
+_EPS_VALUES = tuple(m * 10.0 ** -k for k in range(1, 13) for m in (5, 3, 2, 1))
 
 
 def _residual_faults():
@@ -62,14 +69,19 @@ def _residual_faults():
                                   pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(1e-12), t),
          "guard only the rows whose residual mass is 0: a small mass, like 0.01 when the draft nearly matches the "
          "target, is a real distribution to resample from (a good draft makes such rows common)."),
-        # a constant added to the sum: the eps values learners pick, guarded with where or not (another value gets
-        # the formula's hint)
+        # a constant added to the sum, guarded with where or not, and a floor on the sum (a value between the grid's
+        # points may still get the formula's hint)
         *[(lambda t, d, eps=eps, guard=guard: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
                                                           pos(t, d) / (pos(t, d).sum(-1, keepdim=True) + eps), t)
            if guard else pos(t, d) / (pos(t, d).sum(-1, keepdim=True) + eps), _EPS_HINT)
-          for eps in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10) for guard in (True, False)],
+          for eps in _EPS_VALUES for guard in (True, False)],
+        *[(lambda t, d, eps=eps: torch.where(pos(t, d).sum(-1, keepdim=True) > 0,
+                                             pos(t, d) / pos(t, d).sum(-1, keepdim=True).clamp_min(eps), t),
+           _FLOOR_HINT) for eps in _EPS_VALUES if eps >= 1e-7],
         *[(lambda t, d, dtype=dtype: _sampling.residual_distribution(t, d).to(dtype), _HALF_HINT)
           for dtype in (torch.float16, torch.bfloat16)],
+        *[(lambda t, d, dtype=dtype: _sampling.residual_distribution(t.to(dtype), d.to(dtype)).to(t.dtype), _HALF_HINT)
+          for dtype in (torch.float16, torch.bfloat16)],  # computed in half, returned as float32
         (lambda t, d: torch.softmax(pos(t, d), -1),
          "softmax is for logits: exp() gives every token, even those with zero residual mass (and zero target "
          "probability), some probability. Divide the positive part by its sum instead."),

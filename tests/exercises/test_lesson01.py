@@ -49,5 +49,7 @@ def test_rounding_swapping_and_floor_division_get_their_own_hints(capsys):
     """Each got the generic formula in a learner's run."""
     rejects(check.step_latency, lambda t, d, n: round(n * d + t), capsys, "unrounded")
     rejects(check.step_latency, lambda t, d, n: int(n * d + t), capsys, "unrounded")
+    for digits in (1, 2):  # round(x, 2) passed every case until one had three decimals
+        rejects(check.step_latency, lambda t, d, n, digits=digits: round(n * d + t, digits), capsys, "unrounded")
     rejects(check.step_latency, lambda t, d, n: n * t + d, capsys, "swapped")
     rejects(check.arithmetic_intensity, lambda k, b: 2 * k // b, capsys, "//, round() and int()")

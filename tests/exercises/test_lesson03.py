@@ -130,7 +130,7 @@ def test_bug_2_leaves_zero_mass_to_bug_3(capsys):
 
     ok, out = run(check.residual_without_softmax, divided, capsys)
     assert ok, out
-    assert out.startswith("✓ residual_without_softmax: correct on all 10 cases where the residual has mass"), out
+    assert out.startswith("✓ residual_without_softmax: correct on all 11 cases where the residual has mass"), out
     assert "target == draft is the next bug" in out, out
     rejects(check.residual_zero_mass, divided, capsys, "0/0 = NaN", "Return target_probs")
     rejects(check.residual_distribution, divided, capsys, "0/0 = NaN")
@@ -221,11 +221,11 @@ def test_a_constant_added_to_the_sum_and_a_threshold_guard_are_caught(capsys):
             return torch.where(mass > 0, missing / (mass + eps), t) if guard else missing / (mass + eps)
         return residual
 
-    for eps in (1e-2, 1e-6, 1e-8):
+    for eps in (0.1, 3e-6, 1e-2, 1e-6, 1e-8, 1e-11):
         for guard in (True, False):
             out = rejects(check.residual_distribution, with_eps(eps, guard), capsys, "a constant added to the sum")
             assert "torch.where" not in out and "clamp" not in out, out  # the hint does not hand over the guard
-    ok, out = run(check.residual_distribution, with_eps(1e-12, True), capsys)  # too small to matter: passes
+    ok, out = run(check.residual_distribution, with_eps(1e-20, True), capsys)  # too small to matter: passes
     assert ok, out
 
     def threshold(t, d):
@@ -235,8 +235,31 @@ def test_a_constant_added_to_the_sum_and_a_threshold_guard_are_caught(capsys):
 
     rejects(check.residual_distribution, threshold, capsys, "guard only the rows whose residual mass is 0")
 
+    def floored(t, d):
+        missing = (t - d).clamp_min(0)
+        mass = missing.sum(-1, keepdim=True)
+        return torch.where(mass > 0, missing / mass.clamp_min(1e-4), t)
+
+    rejects(check.residual_distribution, floored, capsys, "a floor on the sum (clamp_min)")
+
+    def guarded_at(limit):
+        def residual(t, d):
+            missing = (t - d).clamp_min(0)
+            mass = missing.sum(-1, keepdim=True)
+            return torch.where(mass > limit, missing / mass.clamp_min(1e-30), t)
+        return residual
+
+    rejects(check.residual_distribution, guarded_at(1e-7), capsys)  # a mass of 1e-8 is a real distribution too
+
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_a_half_precision_answer_gets_the_dtype_hint(dtype, capsys):
     rejects(check.residual_distribution, lambda t, d: sampling.residual_distribution(t, d).to(dtype), capsys,
-            "half precision", "Return the inputs' dtype (float32)")
+            "half precision", "Compute in the inputs' dtype (float32)")
+
+
+def test_a_residual_computed_in_half_precision_gets_the_dtype_hint_even_returned_as_float32(capsys):
+    def computed_in_half(t, d):
+        return sampling.residual_distribution(t.half(), d.half()).float()
+
+    rejects(check.residual_distribution, computed_in_half, capsys, "somewhere the computation ran in half precision")

@@ -422,3 +422,14 @@ def test_grow_tree_takes_a_two_row_array_or_tensor(capsys):
     for wrap in (np.array, torch.tensor):
         ok, out = run(capsys, check.grow_tree, lambda *a, wrap=wrap: wrap(check._ref_grow_tree(*a)))
         assert ok, out
+
+
+def test_grow_tree_refuses_float_ids_and_names_a_row_per_node(capsys):
+    """9.0 passed as a token id (the lesson then printed [9.0, 4.0, ...]); an [N, 2] array, one row per node, got no
+    word on its shape."""
+    import numpy as np
+
+    rejects(check.grow_tree, lambda *a: ([float(t) for t in check._ref_grow_tree(*a)[0]], check._ref_grow_tree(*a)[1]),
+            capsys, "floats (9.0 is no token id)")
+    rejects(check.grow_tree, lambda *a: np.array(check._ref_grow_tree(*a)).T, capsys,
+            "one row per position, shape [6, 2], not two rows (tokens first)")
