@@ -166,9 +166,11 @@ class LoadMeter:
         return {"seconds": seconds, "cores": self.cores, "other_cores": other,
                 "load_average": list(self.load_average), "busy": self.busy}
 
-    def note(self) -> str:
+    def note(self, advice: str | None = None) -> str:
         """One sentence for a timing's output: the other processes' share, the load average, and a warning to rerun
-        when the machine was busy. Raises ``RuntimeError`` before the block has ended."""
+        when the machine was busy, followed by :func:`thread_advice`, or by ``advice`` when given (a caller whose
+        user has no Python cell to run, such as the race dashboard, says what to do instead). Raises
+        ``RuntimeError`` before the block has ended."""
         if self.seconds is None:
             raise RuntimeError("LoadMeter.note() needs the measured block to have ended (use it after the with block)")
         before, after = self.load_average
@@ -177,5 +179,5 @@ class LoadMeter:
             return f"other processes' CPU use could not be read on this system{load}"
         text = (f"other processes kept {self.other_cores:.2f} of {self.cores} cores busy during the timing{load}")
         if self.busy:
-            text += ". " + BUSY_WARNING + thread_advice()
+            text += ". " + BUSY_WARNING + (thread_advice() if advice is None else advice)
         return text

@@ -38,8 +38,9 @@ def plural(count: int, word: str, words: str | None = None) -> str:
 
 def acceptance_phrase(rate, accepted, drafted, tree: bool) -> str:
     """The acceptance rate with the counts it divides, as ``python -m lab demo`` and the race dashboard print it:
-    ``"acceptance rate 0.25 (3 of 12 drafts accepted)"``; with token trees (``tree``) ``"acceptance rate 0.12 (18 of
-    153 tree nodes accepted; a step keeps one path of its tree at most)"``, a rate low by design beside the tokens
+    ``"acceptance rate 0.25 (3 of 12 drafts accepted)"`` ("1 of 1 draft"); with token trees (``tree``)
+    ``"acceptance rate 0.12 (18 of 153 tree nodes accepted; a step keeps one path of its tree at most)"``, a rate low
+    by design beside the tokens
     per target call; ``"acceptance rate n/a (nothing drafted)"`` when ``rate`` is None. ``accepted`` / ``drafted``
     (ints) may be None: then the rate stands alone. Raises ``TypeError`` for a ``rate`` that is neither None nor a
     number."""
@@ -51,5 +52,6 @@ def acceptance_phrase(rate, accepted, drafted, tree: bool) -> str:
     if accepted is None or drafted is None:
         return head
     if tree:
-        return f"{head} ({accepted} of {drafted} tree nodes accepted; a step keeps one path of its tree at most)"
-    return f"{head} ({accepted} of {drafted} drafts accepted)"
+        return (f"{head} ({accepted} of {plural(drafted, 'tree node')} accepted; a step keeps one path of its tree "
+                "at most)")
+    return f"{head} ({accepted} of {plural(drafted, 'draft')} accepted)"

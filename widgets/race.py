@@ -56,6 +56,7 @@ from lab.cli.options import demo_temperature, warm_up_ids
 from lab.decode import generate
 from lab.detok import show_controls
 from lab.load_meter import LoadMeter
+from lab.models import context_limit
 from lab.prompts import check_prompts
 from lab.drafters.base import check_pair
 from lab.registry import DRAFTER_SPECS, DRAFTERS, OWN_DRAFT, make_drafter, own_draft_reason, pair_has, untrained_reason
@@ -66,7 +67,7 @@ from widgets.speedup import SpeedupExplorer
 from widgets.style import MUTED_CSS
 from widgets.token_stream import TokenStream
 
-__all__ = ["FREE_TEXT", "CHAT_PROMPTS_PER_TASK", "RaceDashboard", "default_prompts"]
+__all__ = ["FREE_TEXT", "CHAT_PROMPTS_PER_TASK", "RACE_AGAIN", "RaceDashboard", "default_prompts"]
 
 FREE_TEXT = -1  # the prompt dropdown's value for "type your own prompt"
 _SIDES = ("autoregressive", "speculative")
@@ -152,6 +153,11 @@ class _Side:
             self.error = error
         finally:
             self.out.put(_DONE)
+
+
+RACE_AGAIN = " (each race fits torch's threads to the machine anew: race again once it is quiet)"
+"""What the race's busy warning advises (:meth:`lab.load_meter.LoadMeter.note`'s ``advice``): under Voila there is
+no Python cell to run, and a thread count set by hand would not survive the next race."""
 
 
 class RaceDashboard(w.VBox):
@@ -501,10 +507,14 @@ class RaceDashboard(w.VBox):
                     "n_draft": None if drafter in OWN_DRAFT else int(self.n_draft.value),
                     "max_new_tokens": int(self.new_tokens.value), "temperature": float(self.temperature.value)}
         self._check(**{k: settings[k] for k in ("drafter", "n_draft", "max_new_tokens", "temperature")})
-        limit = getattr(self.pair.target.config, "max_position_embeddings", None)
+        limit = context_limit(self.pair.target)
+        if limit is not None and len(prompt_ids) >= limit:  # no number of new tokens would fit: say so
+            raise ValueError(f"the prompt has {len(prompt_ids)} tokens; the target's context holds {limit} positions, "
+                             f"so a prompt may have at most {limit - 1} (one position is left for a new token)")
         if limit is not None and len(prompt_ids) + settings["max_new_tokens"] > limit:
             raise ValueError(f"prompt ({len(prompt_ids)} tokens) + new tokens ({settings['max_new_tokens']}) exceed "
-                             f"the target's context of {limit}: shorten the prompt or ask for fewer tokens")
+                             f"the target's context of {limit}: at most {limit - len(prompt_ids)} new tokens with "
+                             "this prompt, or shorten it")
         return settings
 
     def _drafter(self, kind: str, n_draft: int | None):
@@ -619,6 +629,7 @@ class RaceDashboard(w.VBox):
                             "cover the prefill (and the speculative side's drafter reset), not speculative decoding.")
         # with no decode step the ratio times two prefills: nothing of speculative decoding to show
         shown = "\u2013 (no decode step)" if prefill_only else f"{self.speedup:.2f}\u00d7"
+        ending = self._ending_text(settings)
         warnings = []
         # prefill included on both sides: a speculative call costs at least an autoregressive one, so the speedup in
         # tokens/s is at most the ratio of tokens per call (sampled answers may end at different lengths)
@@ -631,7 +642,8 @@ class RaceDashboard(w.VBox):
                             "included) allow: other programs slowed the two sides by different amounts. Race again, "
                             "on a quieter machine if you can.")
         if self.load is not None and self.load.busy:
-            warnings.append(self.load.note())  # ends with the meter's own warning to race again
+            # the meter's warning, with advice for the page: the next race fits the threads again
+            warnings.append(self.load.note(advice=RACE_AGAIN))
         threads = ("" if self.threads_note is None else
                    f'<br><span class="sdl-race-threads" style="{MUTED_CSS}">{html.escape(self.threads_note)}</span>')
         warning_html = "".join(f'<br><span class="sdl-race-warning" style="color: #D55E00; font-size: 12px;">'
@@ -643,5 +655,19 @@ class RaceDashboard(w.VBox):
                 + (f'<span class="sdl-race-parity" style="font-size: 14px;">{html.escape(same)}.</span><br>'
                    if parted else "")
                 + f'<span style="color: #777; font-size: 12px;">{"" if parted else html.escape(same) + ". "}'
-                f"Times count each side's own compute only: the two take turns, one target call at a time."
-                f"{html.escape(prefill_only)}</span>{threads}{warning_html}</div>")
+                f"{html.escape(ending)}Times count each side's own compute only: the two take turns, one target "
+                f"call at a time.{html.escape(prefill_only)}</span>{threads}{warning_html}</div>")
+
+    def _ending_text(self, settings) -> str:
+        """A sentence saying which answers ended at the end-of-text token and which ran to the token limit ("" when
+        neither ended), so that a difference in target calls is not read as the drafter's doing."""
+        eos, limit = self.pair.eos_token_id, settings["max_new_tokens"]
+        ends = {side: self.results[side]["tokens"] for side in ("autoregressive", "speculative")}
+        ended = {side: eos is not None and tokens[-1:] == [eos] for side, tokens in ends.items()}
+        if not any(ended.values()):
+            return ""
+        if all(ended.values()) and len(ends["autoregressive"]) == len(ends["speculative"]):
+            return f"Both answers ended (\u27e8end\u27e9) after {len(ends['speculative'])} tokens. "
+        words = [f"the {side} answer ended (\u27e8end\u27e9) after {len(tokens)} tokens" if ended[side] else
+                 f"the {side} answer ran to the {limit}-token limit" for side, tokens in ends.items()]
+        return f"{words[0][0].upper()}{words[0][1:]}; {words[1]}. "

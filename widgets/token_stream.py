@@ -32,6 +32,7 @@ import traitlets
 from lab.detok import Detokenizer
 from lab.trace import Generation, StepRecord, check_step_record, own_token_kind, step_records
 from lab.validation import check_int, is_integer
+from lab.words import acceptance_phrase
 from widgets.style import (DRAFT_COLOR, GENERATED_KINDS, KIND_COLORS, KIND_LABELS, MUTED_CSS, RESIDUAL_COLOR,
                            TARGET_COLOR, chart_labels, css_rules, static_text, tint)
 from widgets.token_details import describe, step_details
@@ -419,8 +420,9 @@ class TokenStream(ipywidgets.VBox):
 
     @property
     def stats_text(self) -> str:
-        """The stats line as shown, e.g. ``"4 steps · acceptance rate 0.62 (5/8 drafts) · 2.00 tokens per target
-        call · 400 tokens/s (draft + verify time)"`` (without the tokens/s part when ``show_speed`` is False); a run
+        """The stats line as shown, e.g. ``"4 steps · acceptance rate 0.62 (5 of 8 drafts accepted) · 2.00 tokens per
+        target call · 400 tokens/s (draft + verify time)"`` (the rate's words: :func:`lab.words.acceptance_phrase`;
+        without the tokens/s part when ``show_speed`` is False); a run
         with its prefill reads ``"prefill + 4 steps · ..."`` (``"prefill · ..."`` before its first decode step, with
         ``–`` tokens per target call). A run with token trees counts ``tree nodes`` instead of drafts and says that
         at most one path per step can be accepted (why the rate reads low); drafts the target accepted after the
@@ -429,14 +431,10 @@ class TokenStream(ipywidgets.VBox):
         if not self._steps:
             return "waiting for the first step"
         decode = [record for record in self._steps if not record.prefill]
-        if stats["acceptance_rate"] is None:
-            rate = "acceptance rate \u2013 (no drafts)"
-        elif any(record.parents is not None for record in decode):
-            # every node counts as drafted, yet at most one root-to-leaf path per step can be accepted
-            rate = (f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} tree "
-                    "nodes; one path per step at most can be accepted)")
-        else:
-            rate = f"acceptance rate {stats['acceptance_rate']:.2f} ({stats['accepted']}/{stats['drafted']} drafts)"
+        # one wording with python -m lab demo and the race's summary; every node of a tree counts as drafted, yet at
+        # most one root-to-leaf path per step can be accepted
+        rate = acceptance_phrase(stats["acceptance_rate"], stats["accepted"], stats["drafted"],
+                                 any(record.parents is not None for record in decode))
         # drafts accepted after the end of the output (EOS or max_new_tokens cut the step) count, but are not shown
         hidden = sum(max(0, int(record.num_accepted) - len(record.emitted)) for record in decode if record.truncated)
         if hidden and stats["acceptance_rate"] is not None:

@@ -51,5 +51,6 @@ def test_acceptance_phrase_names_what_the_rate_divides():
                                                        "keeps one path of its tree at most)")
     assert acceptance_phrase(None, 0, 0, True) == "acceptance rate n/a (nothing drafted)"
     assert acceptance_phrase(0.5, None, 4, False) == "acceptance rate 0.50"
+    assert acceptance_phrase(1.0, 1, 1, False) == "acceptance rate 1.00 (1 of 1 draft accepted)"
     with pytest.raises(TypeError, match="rate must be None or a number"):
         acceptance_phrase("0.5", 1, 2, False)

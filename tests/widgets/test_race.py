@@ -599,3 +599,42 @@ def test_the_race_takes_the_seeds_generate_and_the_cli_take(pair):
     sampled = dashboard.race(temperature=0.8)["autoregressive"]["tokens"]
     assert sampled == generate(pair.target, dashboard.settings["prompt_ids"], max_new_tokens=4, temperature=0.8,
                                seed=-3, eos_token_id=pair.eos_token_id).tokens  # the sides sample with that seed
+
+
+def test_the_race_says_which_answer_ended_and_words_its_busy_advice_for_the_page(short_dashboard):
+    """A race where one answer ended at the end-of-text token and the other ran to the limit said nothing about it
+    (its target calls differ for that reason, not the drafter's); a busy race advised torch.set_num_threads(1), which
+    the next race undoes and which a Voila page has no cell for."""
+    from lab.load_meter import LoadMeter
+    from widgets.race import RACE_AGAIN
+
+    dashboard = short_dashboard
+    dashboard.race(drafter="model", n_draft=4, temperature=0.0)
+    eos = dashboard.pair.eos_token_id
+    settings = dict(dashboard.settings)
+    ar, spec = dashboard.results["autoregressive"], dashboard.results["speculative"]
+    ar_tokens, spec_tokens = list(ar["tokens"]), list(spec["tokens"])
+    try:
+        ar["tokens"] = ar_tokens[:3] + [eos]
+        text = html.unescape(dashboard._summary_html(settings))
+        assert (f"The autoregressive answer ended (\u27e8end\u27e9) after 4 tokens; the speculative answer ran to the "
+                f"{settings['max_new_tokens']}-token limit.") in text
+        spec["tokens"] = ar_tokens[:3] + [eos]
+        assert "Both answers ended (\u27e8end\u27e9) after 4 tokens." in html.unescape(dashboard._summary_html(settings))
+    finally:
+        ar["tokens"], spec["tokens"] = ar_tokens, spec_tokens
+    busy = LoadMeter()
+    busy.seconds, busy.other_cores, busy.busy, busy.load_average = 1.0, 1.5, True, (2.0, 2.0)
+    dashboard.load = busy
+    text = html.unescape(dashboard._summary_html(settings))
+    assert RACE_AGAIN.strip() in text and "set_num_threads" not in text
+
+
+def test_a_prompt_longer_than_the_context_is_told_so_apart_from_too_many_tokens(short_dashboard):
+    from lab.models import context_limit
+
+    limit = context_limit(short_dashboard.pair.target)
+    too_long = "ROMEO. " * limit  # at least one token a word
+    assert len(short_dashboard.pair.encode(too_long)) >= limit
+    with pytest.raises(ValueError, match=rf"so a prompt may have at most {limit - 1}"):
+        short_dashboard.race(prompt=too_long)

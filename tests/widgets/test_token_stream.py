@@ -114,8 +114,8 @@ def test_stats_by_hand(three_steps):
     assert stats["tokens_per_target_call"] == pytest.approx(6 / 3)
     assert (stats["draft_ms"], stats["verify_ms"]) == (3.5, 8.5)
     assert stats["tokens_per_second"] == pytest.approx(6 / 0.012)  # 6 tokens in 12 ms of draft + verify time
-    assert three_steps.stats_text == ("3 steps \u00b7 acceptance rate 0.60 (3/5 drafts) \u00b7 2.00 tokens per "
-                                      "target call \u00b7 500 tokens/s (draft + verify time)")
+    assert three_steps.stats_text == ("3 steps \u00b7 acceptance rate 0.60 (3 of 5 drafts accepted) \u00b7 2.00 "
+                                      "tokens per target call \u00b7 500 tokens/s (draft + verify time)")
     assert three_steps.stats_text in three_steps._stats_widget.value
 
 
@@ -125,7 +125,7 @@ def test_stats_before_any_step_and_without_drafts():
     assert stream.stats["acceptance_rate"] is None and stream.stats["tokens_per_second"] is None
     stream(step(0, [], 0, [1], "bonus"))
     assert stream.stats["acceptance_rate"] is None
-    assert stream.stats_text.startswith("1 step \u00b7 acceptance rate \u2013 (no drafts) \u00b7 1.00 tokens per")
+    assert stream.stats_text.startswith("1 step \u00b7 acceptance rate n/a (nothing drafted) \u00b7 1.00 tokens per")
     assert "\u2013 tokens/s" in stream.stats_text  # no timing recorded
 
 
@@ -143,7 +143,7 @@ def test_the_prefill_shows_its_token_as_the_targets_own_and_is_no_decode_step():
     stats = stream.stats
     assert (stats["steps"], stats["target_calls"], stats["emitted"], stats["drafted"]) == (0, 0, 1, 0)
     assert stats["tokens_per_target_call"] is None and stats["tokens_per_second"] is None  # no decode time yet
-    assert stream.stats_text == ("prefill \u00b7 acceptance rate \u2013 (no drafts) \u00b7 \u2013 tokens per target "
+    assert stream.stats_text == ("prefill \u00b7 acceptance rate n/a (nothing drafted) \u00b7 \u2013 tokens per target "
                                  "call \u00b7 \u2013 tokens/s (draft + verify time)")
     stream.select(0)
     assert stream.detail_text == ("Position 0 (step 0): the first new token ' sat', the target's own: the prefill, "
@@ -158,8 +158,8 @@ def test_the_prefill_shows_its_token_as_the_targets_own_and_is_no_decode_step():
     assert (stats["steps"], stats["emitted"], stats["drafted"], stats["accepted"]) == (1, 3, 2, 1)
     assert stats["tokens_per_target_call"] == 2.0  # the decode step's 2 tokens; the prefill's is not one of them
     assert (stats["draft_ms"], stats["verify_ms"]) == (2.0, 2.0)  # the decode step's: the prefill's is prefill_ms
-    assert stream.stats_text.startswith("prefill + 1 step \u00b7 acceptance rate 0.50 (1/2 drafts) \u00b7 2.00 "
-                                        "tokens per target call \u00b7 500 tokens/s")
+    assert stream.stats_text.startswith("prefill + 1 step \u00b7 acceptance rate 0.50 (1 of 2 drafts accepted) "
+                                        "\u00b7 2.00 tokens per target call \u00b7 500 tokens/s")
 
 
 def test_the_prefills_length_tells_which_prompt_a_run_had():
@@ -334,7 +334,8 @@ def test_truncated_inside_the_accepted_drafts():
     assert kinds_and_ids(stream) == [("accepted", 1), ("accepted", 2)]
     assert stream.stats["emitted"] == 2 and stream.stats["acceptance_rate"] == 1.0
     # the rate counts the third accepted draft, which the stream does not show: the stats line says so
-    assert "acceptance rate 1.00 (3/3 drafts, 1 accepted after the output's end, not shown)" in stream.stats_text
+    assert ("acceptance rate 1.00 (3 of 3 drafts accepted, 1 accepted after the output's end, not shown)"
+            in stream.stats_text)
 
 
 def test_truncated_at_the_target_token():
@@ -748,7 +749,7 @@ def test_token_stream_shows_a_medusa_run_and_counts_its_whole_trees(pair, medusa
     assert stats["acceptance_rate"] == pytest.approx(gen.stats["acceptance_rate"])
     assert stats["tokens_per_target_call"] == pytest.approx(gen.stats["tokens_per_target_call"])
     assert f"acceptance rate {gen.stats['acceptance_rate']:.2f} " in stream.stats_text
-    assert "tree nodes; one path per step at most can be accepted" in stream.stats_text
+    assert "tree nodes accepted; a step keeps one path of its tree at most" in stream.stats_text
     # The prefill's token is the target's own, from the prompt's last position: no tree was drafted before it.
     assert gen.steps[0].prefill and stream.tokens[len(ids)]["kind"] == "target"
     stream.select(0)
@@ -1022,7 +1023,8 @@ def test_token_stream_show_speed():
                         draft_ms=1.0, verify_ms=1.0)
     assert TokenStream(None).extend([record]).stats_text.endswith("1000 tokens/s (draft + verify time)")
     quiet = TokenStream(None, show_speed=False).extend([record])
-    assert quiet.stats_text == "1 step \u00b7 acceptance rate 1.00 (1/1 drafts) \u00b7 2.00 tokens per target call"
+    assert quiet.stats_text == ("1 step \u00b7 acceptance rate 1.00 (1 of 1 draft accepted) \u00b7 2.00 tokens per "
+                                "target call")
     assert quiet.stats["tokens_per_second"] == pytest.approx(1000)
     with pytest.raises(TypeError, match="show_speed"):
         TokenStream(None, show_speed="no")
