@@ -620,7 +620,8 @@ def test_the_race_says_which_answer_ended_and_words_its_busy_advice_for_the_page
         assert (f"The autoregressive answer ended (\u27e8end\u27e9) after 4 tokens; the speculative answer ran to the "
                 f"{settings['max_new_tokens']}-token limit.") in text
         spec["tokens"] = ar_tokens[:3] + [eos]
-        assert "Both answers ended (\u27e8end\u27e9) after 4 tokens." in html.unescape(dashboard._summary_html(settings))
+        text = html.unescape(dashboard._summary_html(settings))
+        assert "Both answers ended (\u27e8end\u27e9) after 4 tokens." in text
     finally:
         ar["tokens"], spec["tokens"] = ar_tokens, spec_tokens
     busy = LoadMeter()
