@@ -155,9 +155,10 @@ class _Side:
             self.out.put(_DONE)
 
 
-RACE_AGAIN = " (each race fits torch's threads to the machine anew: race again once it is quiet)"
-"""What the race's busy warning advises (:meth:`lab.load_meter.LoadMeter.note`'s ``advice``): under Voila there is
-no Python cell to run, and a thread count set by hand would not survive the next race."""
+RACE_AGAIN = "each race fits torch's threads again: race again once the machine is quiet"
+"""What the race advises where a lesson says "run it again" (:data:`lab.models.FIT_AGAIN`, and in the busy warning
+:meth:`lab.load_meter.LoadMeter.note`'s ``advice``): under Voila there is no Python cell to run, and a thread count
+set by hand would not survive the next race."""
 
 
 class RaceDashboard(w.VBox):
@@ -370,8 +371,7 @@ class RaceDashboard(w.VBox):
         note = models.fit_threads()
         changed = torch.get_num_threads() != threads
         # under Voila there is no cell to run again: the next race fits the threads anew
-        self.threads_note = note.replace(models.FIT_AGAIN, "each race fits them again: race again once the machine "
-                                                           "is quiet") if changed else None
+        self.threads_note = note.replace(models.FIT_AGAIN, RACE_AGAIN) if changed else None
 
     def _race(self, settings) -> None:
         pair = self.pair
@@ -643,7 +643,7 @@ class RaceDashboard(w.VBox):
                             "on a quieter machine if you can.")
         if self.load is not None and self.load.busy:
             # the meter's warning, with advice for the page: the next race fits the threads again
-            warnings.append(self.load.note(advice=RACE_AGAIN))
+            warnings.append(self.load.note(advice=f" ({RACE_AGAIN})"))
         threads = ("" if self.threads_note is None else
                    f'<br><span class="sdl-race-threads" style="{MUTED_CSS}">{html.escape(self.threads_note)}</span>')
         warning_html = "".join(f'<br><span class="sdl-race-warning" style="color: #D55E00; font-size: 12px;">'

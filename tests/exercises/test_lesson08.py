@@ -285,28 +285,7 @@ def test_learner_answers_from_a_new_learners_run(capsys):
 def test_grow_tree_names_a_heap_keyed_on_the_raw_count(capsys):
     """A learner's report: a heap keyed on the raw count passed every tree, since in each a node's children's counts
     added up to its own (so count order was path-probability order)."""
-    import heapq
-    import itertools
-
-    def grow(children, budget, min_prob):
-        tokens, parents, heap, counter = [], [], [], itertools.count()
-
-        def push(kids, parent, prob):
-            total = sum(c for c, _ in kids.values())
-            for tok, (c, sub) in kids.items():
-                p = prob * c / total
-                if p >= min_prob:
-                    heapq.heappush(heap, (-c, next(counter), tok, sub, parent, p))  # -c, not -p
-
-        push(children, -1, 1.0)
-        while heap and len(tokens) < budget:
-            _, _, tok, sub, parent, p = heapq.heappop(heap)
-            tokens.append(tok)
-            parents.append(parent)
-            if sub:
-                push(sub, len(tokens) - 1, p)
-        return tokens, parents
-
+    grow = _grow_by_hand(lambda p, c, tok, n: (-c, n))  # -c, not -p
     out = rejects(check.grow_tree, grow, capsys, "not by the raw count", "({1: (4, {2: (1, {})}), 3: (2, {})}, 3, 0.2)")
     assert "heappush(" not in out, out
 
